@@ -1,0 +1,97 @@
+// Command switchyard is the one binary of the switchyard backbone: every role
+// (NATS, balancer, persist servers, forward, NNTP tools, benchmarks) is a
+// subcommand, and `switchyard up` runs the embedded set in one process.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit codes. Usage errors (bad flags, wrong argument count, invalid values)
+// exit 2; everything that fails at run time exits 1.
+const (
+	exitRuntime = 1
+	exitUsage   = 2
+)
+
+// usageError marks an error as the caller's mistake in invoking a command.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// usagef returns a usage error; commands return it for bad arguments.
+func usagef(format string, args ...any) error {
+	return usageError{fmt.Errorf(format, args...)}
+}
+
+// rootCmd is the top of the command tree. Subcommands register themselves
+// from init functions in their own files (rootCmd.AddCommand).
+var rootCmd = &cobra.Command{
+	Use:   "switchyard",
+	Short: "A backbone for services that run as a fleet",
+	Long: `switchyard routes scopes to owners, persists streams and key-value data per
+scope, forwards events between regions and leases ranges of work, all over NATS.
+
+Run everything embedded in one process with:  switchyard up`,
+	SilenceUsage:  true,
+	SilenceErrors: true,
+}
+
+// benchCmd groups the side-by-side benchmarks (switchyard bench persist|forward|nntp|...).
+var benchCmd = &cobra.Command{
+	Use:   "bench",
+	Short: "Run side-by-side benchmarks against their anchors",
+	Long: `Each benchmark measures switchyard and its anchor (for example JetStream) on the
+same load in the same run and prints both figures and their ratio.`,
+	Args: cobra.NoArgs,
+	RunE: func(cmd *cobra.Command, args []string) error { return cmd.Help() },
+}
+
+func init() {
+	rootCmd.AddCommand(benchCmd)
+	// Flag parse errors are usage errors.
+	rootCmd.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		return usageError{err}
+	})
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := rootCmd.ExecuteContext(ctx)
+	stop()
+	os.Exit(exitCode(err))
+}
+
+// exitCode prints err as one line on stderr and maps it to the exit code.
+func exitCode(err error) int {
+	if err == nil {
+		return 0
+	}
+	fmt.Fprintln(os.Stderr, "switchyard: "+err.Error())
+	var ue usageError
+	if errors.As(err, &ue) || isCobraUsage(err) {
+		return exitUsage
+	}
+	return exitRuntime
+}
+
+// isCobraUsage recognises the errors cobra itself produces for bad
+// invocations (unknown command, wrong argument count), which are not typed.
+func isCobraUsage(err error) bool {
+	msg := err.Error()
+	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand", "accepts ", "requires at least", "requires at most", "received ", "invalid argument"} {
+		if strings.Contains(msg, p) {
+			return true
+		}
+	}
+	return false
+}

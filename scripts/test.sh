@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The project's test command (`make test`): installs the system packages the
+# integration tests need when it can (root with apt-get), then vets and runs
+# every test with the race detector.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ -x scripts/inn2.sh ]; then
+	# Installs and starts INN2 on loopback when possible; prints the address
+	# for the NNTP integration tests, or nothing (they then skip, saying why).
+	if addr=$(bash scripts/inn2.sh start); then
+		export SWITCHYARD_INN2_ADDR="$addr"
+	fi
+fi
+
+go vet ./...
+go test -race -count=1 -timeout 20m ./...
