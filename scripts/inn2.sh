@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# Runs the Debian INN2 news server on loopback for the NNTP integration tests.
+#
+#   bash scripts/inn2.sh start          install when missing (root + apt-get), start,
+#                                       print host:port on stdout; idempotent
+#   bash scripts/inn2.sh newgroup NAME  create a newsgroup (y = posting allowed)
+#   bash scripts/inn2.sh stop           stop the server
+#
+# On failure it exits non-zero and says why on stderr; it never prompts, and
+# every slow step runs under a timeout so CI cannot hang on it.
+set -euo pipefail
+
+HOST=127.0.0.1
+PORT=119
+NEWS_BIN=/usr/lib/news/bin
+INN_CONF=/etc/news/inn.conf
+# Groups the integration test can always post to, even when it cannot create
+# its own (for example when it runs as a user that may not call ctlinnd).
+DEFAULT_GROUPS="switchyard.test.a switchyard.test.b switchyard.test.c"
+
+say() { echo "inn2.sh: $*" >&2; }
+die() { say "$*"; exit 1; }
+
+as_news() {
+	if [ "$(id -u)" -eq 0 ]; then
+		su news -s /bin/bash -c "$*"
+	else
+		bash -c "$*"
+	fi
+}
+
+# greets succeeds when something on HOST:PORT answers with a 200/201 greeting.
+greets() {
+	timeout 5 bash -c "exec 3<>/dev/tcp/$HOST/$PORT && head -n1 <&3 | grep -q '^20[01]'" 2>/dev/null
+}
+
+installed() { [ -x "$NEWS_BIN/rc.news" ] && [ -x "$NEWS_BIN/ctlinnd" ]; }
+
+# set_domain gives inn.conf a domain: without one the package's post-install
+# step fails on hosts whose name does not resolve to a domain.
+set_domain() {
+	[ -f "$INN_CONF" ] || return 0
+	if ! grep -Eq '^domain:[[:space:]]*[^[:space:]]' "$INN_CONF"; then
+		if grep -Eq '^#?[[:space:]]*domain:' "$INN_CONF"; then
+			sed -i -E 's/^#?[[:space:]]*domain:.*/domain: example.test/' "$INN_CONF"
+		else
+			echo 'domain: example.test' >>"$INN_CONF"
+		fi
+	fi
+}
+
+install_inn2() {
+	[ "$(id -u)" -eq 0 ] || die "inn2 is not installed and installing it needs root"
+	command -v apt-get >/dev/null || die "inn2 is not installed and apt-get is not available"
+	export DEBIAN_FRONTEND=noninteractive
+	local apt=(timeout 900 apt-get install -y -q -o Dpkg::Options::=--force-confold inn2)
+	say "installing inn2"
+	if ! "${apt[@]}" >&2; then
+		# Either the package lists are missing (clean CI image) or the
+		# post-install step failed for want of a domain: fix both and retry.
+		set_domain
+		if ! dpkg -s inn2 >/dev/null 2>&1 || ! dpkg --configure inn2 >&2; then
+			timeout 300 apt-get update -q >&2 || die "apt-get update failed"
+			"${apt[@]}" >&2 || { set_domain; dpkg --configure inn2 >&2; } || die "installing inn2 failed"
+		fi
+	fi
+	set_domain
+	installed || die "inn2 installed but $NEWS_BIN/rc.news is missing"
+}
+
+start() {
+	if greets; then
+		ensure_groups
+		echo "$HOST:$PORT"
+		return 0
+	fi
+	installed || install_inn2
+	set_domain
+	say "starting innd"
+	# rc.news backgrounds innd and returns; its own output is noise on stdout.
+	as_news "timeout 60 $NEWS_BIN/rc.news start" >&2 || die "rc.news start failed"
+	local i
+	for i in $(seq 1 60); do
+		if greets; then
+			ensure_groups
+			echo "$HOST:$PORT"
+			return 0
+		fi
+		sleep 0.5
+	done
+	die "innd did not answer on $HOST:$PORT within 30s"
+}
+
+ensure_groups() {
+	local g
+	for g in $DEFAULT_GROUPS; do
+		grep -q "^$g " /var/lib/news/active 2>/dev/null && continue
+		newgroup "$g" >/dev/null
+	done
+}
+
+newgroup() {
+	local name=${1:?usage: inn2.sh newgroup NAME}
+	[[ $name =~ ^[a-z0-9][a-z0-9.+_-]*$ ]] || die "bad group name: $name"
+	as_news "timeout 30 $NEWS_BIN/ctlinnd -s newgroup '$name' y" || die "ctlinnd newgroup $name failed"
+}
+
+stop() {
+	installed || return 0
+	as_news "timeout 60 $NEWS_BIN/rc.news stop" >&2 || true
+}
+
+case ${1:-} in
+start) start ;;
+newgroup) newgroup "${2:-}" ;;
+stop) stop ;;
+*)
+	say "usage: inn2.sh start | newgroup NAME | stop"
+	exit 2
+	;;
+esac
