@@ -1,0 +1,167 @@
+// Package bus is switchyard's connection to NATS: it starts an embedded
+// nats-server in-process or connects to an external one, builds subjects, and
+// wraps request/reply with typed errors for the two failures every caller
+// branches on (nobody listening, nobody answering in time).
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// EnvURL is the environment variable that names an external NATS server.
+const EnvURL = "SWITCHYARD_NATS_URL"
+
+// DefaultService is the first subject token of the persist service.
+const DefaultService = "persist"
+
+// ErrNoResponders means no subscriber was listening on the request subject.
+var ErrNoResponders = errors.New("no responders")
+
+// ErrTimeout means the request was delivered but no reply came in time.
+var ErrTimeout = errors.New("request timed out")
+
+// URL picks the NATS URL to use: the flag value when set, else $SWITCHYARD_NATS_URL,
+// else "" (meaning: run or find an embedded server).
+func URL(flag string) string {
+	if flag != "" {
+		return flag
+	}
+	return os.Getenv(EnvURL)
+}
+
+// ConnectConfig configures Connect.
+type ConnectConfig struct {
+	// Name identifies the connection in server monitoring. Zero means "switchyard".
+	Name string
+	// Timeout bounds the initial connection. Zero means 5s.
+	Timeout time.Duration
+	// Logger receives disconnect/reconnect notices. Nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Connect dials url and keeps reconnecting forever after a lost connection
+// (with jittered waits), so long-lived services survive NATS restarts.
+// Requests made while disconnected fail with ErrTimeout or ErrNoResponders.
+func Connect(url string, cfg ConnectConfig) (*nats.Conn, error) {
+	if cfg.Name == "" {
+		cfg.Name = "switchyard"
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 5 * time.Second
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	nc, err := nats.Connect(url,
+		nats.Name(cfg.Name),
+		nats.Timeout(cfg.Timeout),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250*time.Millisecond),
+		nats.ReconnectJitter(250*time.Millisecond, time.Second),
+		nats.RetryOnFailedConnect(false),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				log.Warn("nats disconnected", "err", err)
+			}
+		}),
+		nats.ReconnectHandler(func(c *nats.Conn) {
+			log.Info("nats reconnected", "url", c.ConnectedUrlRedacted())
+		}),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("connect nats %s: %w", url, err)
+	}
+	return nc, nil
+}
+
+// Request sends msg and waits for one reply until ctx ends. A missing
+// deadline on ctx gets the default of 5s so a request never waits forever.
+// Failures map to ErrNoResponders and ErrTimeout (wrapped with the subject).
+func Request(ctx context.Context, nc *nats.Conn, msg *nats.Msg) (*nats.Msg, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+	}
+	reply, err := nc.RequestMsgWithContext(ctx, msg)
+	if err != nil {
+		return nil, fmt.Errorf("request %s: %w", msg.Subject, MapError(err))
+	}
+	return reply, nil
+}
+
+// MapError turns the NATS client's request failures into ErrNoResponders and
+// ErrTimeout; other errors pass through unchanged.
+func MapError(err error) error {
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
+		return ErrNoResponders
+	case errors.Is(err, nats.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+		return ErrTimeout
+	}
+	return err
+}
+
+// ScopeSubject builds "{service}.{scope}.{rest...}".
+func ScopeSubject(service, scope string, rest ...string) string {
+	var b strings.Builder
+	b.WriteString(service)
+	b.WriteByte('.')
+	b.WriteString(scope)
+	for _, r := range rest {
+		b.WriteByte('.')
+		b.WriteString(r)
+	}
+	return b.String()
+}
+
+// IDSubject is the balancer subject for scope: "{service}.{scope}.id".
+func IDSubject(service, scope string) string { return ScopeSubject(service, scope, "id") }
+
+// APISubject is the subject of server id's API for scope: "{service}.{scope}.api.{id}".
+func APISubject(service, scope, id string) string {
+	return ScopeSubject(service, scope, "api", id)
+}
+
+// SubjectToken returns the i-th (0-based) dot-separated token of subject, or "".
+func SubjectToken(subject string, i int) string {
+	for n := 0; ; n++ {
+		dot := strings.IndexByte(subject, '.')
+		if n == i {
+			if dot < 0 {
+				return subject
+			}
+			return subject[:dot]
+		}
+		if dot < 0 {
+			return ""
+		}
+		subject = subject[dot+1:]
+	}
+}
+
+// ValidScope reports whether s is a scope token: [a-z0-9][a-z0-9_-]{0,127}.
+func ValidScope(s string) bool {
+	if len(s) == 0 || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		case (c == '_' || c == '-') && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,50 @@
+// Package testnats starts an embedded nats-server on a random port for one
+// test and connects to it; both are closed when the test ends.
+package testnats
+
+import (
+	"testing"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/switchyard-dev/switchyard/bus"
+)
+
+// Options tune Start.
+type Options struct {
+	// JetStream turns JetStream on, storing under t.TempDir().
+	JetStream bool
+}
+
+// Server starts an embedded server for t and returns it.
+func Server(t testing.TB, opts Options) *bus.Embedded {
+	t.Helper()
+	cfg := bus.EmbeddedConfig{Port: bus.RandomPort, JetStream: opts.JetStream}
+	if opts.JetStream {
+		cfg.StoreDir = t.TempDir()
+	}
+	e, err := bus.StartEmbedded(cfg)
+	if err != nil {
+		t.Fatalf("embedded nats: %v", err)
+	}
+	t.Cleanup(e.Shutdown)
+	return e
+}
+
+// Conn connects a new client to e; it is closed when the test ends.
+func Conn(t testing.TB, e *bus.Embedded) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(e.ClientURL(), nats.MaxReconnects(-1))
+	if err != nil {
+		t.Fatalf("connect nats: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// Start is Server plus Conn: one embedded server and one connection to it.
+func Start(t testing.TB) (*bus.Embedded, *nats.Conn) {
+	t.Helper()
+	e := Server(t, Options{})
+	return e, Conn(t, e)
+}

@@ -1,0 +1,225 @@
+package placement
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/switchyard-dev/switchyard/bus"
+)
+
+// Balancer defaults.
+const (
+	// QueueGroupDefault is the queue group balancer replicas share, so each
+	// question is answered once however many replicas run.
+	QueueGroupDefault = "switchyard-balancer"
+	// RetryMinDefault is the first wait before re-subscribing after an error.
+	RetryMinDefault = 100 * time.Millisecond
+	// RetryMaxDefault caps the wait between re-subscribe attempts (the seed's 3s).
+	RetryMaxDefault = 3 * time.Second
+)
+
+// BalancerConfig configures a Balancer.
+type BalancerConfig struct {
+	// Conn is the NATS connection to serve on. Required.
+	Conn *nats.Conn
+	// IDs are the persist server ids, in the order every party agrees on. Required.
+	IDs []string
+	// Placement picks the owner. Nil means Rendezvous.
+	Placement Func
+	// Service is the first subject token. Zero means bus.DefaultService ("persist").
+	Service string
+	// QueueGroup is shared by replicas. Zero means QueueGroupDefault.
+	QueueGroup string
+	// RetryMin and RetryMax bound the backoff between re-subscribe attempts.
+	// Zero means RetryMinDefault and RetryMaxDefault.
+	RetryMin, RetryMax time.Duration
+	// Logger receives errors. Nil means slog.Default().
+	Logger *slog.Logger
+}
+
+func (c BalancerConfig) withDefaults() BalancerConfig {
+	if c.Placement == nil {
+		c.Placement = Rendezvous
+	}
+	if c.Service == "" {
+		c.Service = bus.DefaultService
+	}
+	if c.QueueGroup == "" {
+		c.QueueGroup = QueueGroupDefault
+	}
+	if c.RetryMin == 0 {
+		c.RetryMin = RetryMinDefault
+	}
+	if c.RetryMax == 0 {
+		c.RetryMax = RetryMaxDefault
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+func (c BalancerConfig) validate() error {
+	if c.Conn == nil {
+		return errors.New("balancer: no NATS connection")
+	}
+	if len(c.IDs) == 0 {
+		return errors.New("balancer: there must be at least one id")
+	}
+	seen := map[string]bool{}
+	for _, id := range c.IDs {
+		if id == "" || seen[id] {
+			return fmt.Errorf("balancer: ids must be non-empty and distinct, got %q", c.IDs)
+		}
+		seen[id] = true
+	}
+	return nil
+}
+
+// Balancer answers "{service}.{scope}.id" with the id of the server that owns
+// scope. It keeps no memory per scope and uses only the second subject token.
+// After any subscription error it re-subscribes with a capped backoff.
+type Balancer struct {
+	cfg BalancerConfig
+
+	mu      sync.Mutex // protects cancel, done, sub
+	cancel  context.CancelFunc
+	done    chan struct{}
+	sub     *nats.Subscription
+	answers uint64
+	resubs  uint64
+}
+
+// NewBalancer validates cfg and returns a stopped balancer.
+func NewBalancer(cfg BalancerConfig) (*Balancer, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	cfg.IDs = append([]string(nil), cfg.IDs...)
+	return &Balancer{cfg: cfg}, nil
+}
+
+// Owner returns the id that owns scope under this balancer's placement.
+func (b *Balancer) Owner(scope string) string { return b.cfg.Placement(b.cfg.IDs, scope) }
+
+// Start subscribes and serves until Stop. The first subscription is made
+// before Start returns, so a request sent after Start is answered.
+func (b *Balancer) Start(ctx context.Context) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.done != nil {
+		return errors.New("balancer: already started")
+	}
+	sub, err := b.subscribe()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	b.cancel, b.done, b.sub = cancel, make(chan struct{}), sub
+	go b.run(ctx, sub, b.done)
+	return nil
+}
+
+// Stop ends serving and waits for the loop to exit. Safe without Start and
+// safe to call twice.
+func (b *Balancer) Stop(ctx context.Context) error {
+	b.mu.Lock()
+	cancel, done := b.cancel, b.done
+	b.mu.Unlock()
+	if cancel == nil {
+		return nil
+	}
+	cancel()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("balancer stop: %w", ctx.Err())
+	}
+}
+
+// Stats reports answers given and re-subscriptions made since Start.
+func (b *Balancer) Stats() (answers, resubscribes uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.answers, b.resubs
+}
+
+func (b *Balancer) subscribe() (*nats.Subscription, error) {
+	subject := b.cfg.Service + ".*.id"
+	sub, err := b.cfg.Conn.QueueSubscribeSync(subject, b.cfg.QueueGroup)
+	if err != nil {
+		return nil, fmt.Errorf("balancer: subscribe %s: %w", subject, err)
+	}
+	// Generous pending limits: answers are tiny and cheap, a burst should queue.
+	_ = sub.SetPendingLimits(1<<20, 64<<20)
+	return sub, nil
+}
+
+// run serves one subscription at a time; any error other than shutdown
+// drops it and subscribes again after a backoff.
+func (b *Balancer) run(ctx context.Context, sub *nats.Subscription, done chan struct{}) {
+	defer close(done)
+	wait := b.cfg.RetryMin
+	for {
+		err := b.serve(ctx, sub)
+		_ = sub.Unsubscribe()
+		if ctx.Err() != nil {
+			return
+		}
+		b.cfg.Logger.Warn("balancer subscription failed; re-subscribing", "err", err, "in", wait)
+		for {
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			wait = min(wait*2, b.cfg.RetryMax)
+			var serr error
+			sub, serr = b.subscribe()
+			if serr == nil {
+				break
+			}
+			b.cfg.Logger.Warn("balancer re-subscribe failed", "err", serr, "in", wait)
+		}
+		b.mu.Lock()
+		b.sub = sub
+		b.resubs++
+		b.mu.Unlock()
+	}
+}
+
+func (b *Balancer) serve(ctx context.Context, sub *nats.Subscription) error {
+	for {
+		msg, err := sub.NextMsgWithContext(ctx)
+		if err != nil {
+			return err
+		}
+		if msg.Reply == "" {
+			continue
+		}
+		owner := b.Owner(bus.SubjectToken(msg.Subject, 1))
+		b.mu.Lock()
+		b.answers++
+		b.mu.Unlock()
+		if err := msg.Respond([]byte(owner)); err != nil {
+			b.cfg.Logger.Debug("balancer respond", "err", err)
+		}
+	}
+}
+
+// currentSub is the live subscription (tests use it to force an error).
+func (b *Balancer) currentSub() *nats.Subscription {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.sub
+}

@@ -1,0 +1,167 @@
+package placement
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"go.uber.org/goleak"
+
+	"github.com/switchyard-dev/switchyard/bus"
+	"github.com/switchyard-dev/switchyard/internal/testnats"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func startBalancer(t *testing.T, nc *nats.Conn, cfg BalancerConfig) *Balancer {
+	t.Helper()
+	cfg.Conn = nc
+	if cfg.IDs == nil {
+		cfg.IDs = []string{"0", "1", "2", "3"}
+	}
+	b, err := NewBalancer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := b.Stop(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	return b
+}
+
+func ask(t *testing.T, nc *nats.Conn, subject string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	reply, err := bus.Request(ctx, nc, nats.NewMsg(subject))
+	if err != nil {
+		return "", err
+	}
+	return string(reply.Data), nil
+}
+
+func TestBalancerAnswersModuloOwner(t *testing.T) {
+	_, nc := testnats.Start(t)
+	startBalancer(t, nc, BalancerConfig{Placement: Modulo})
+	got, err := ask(t, nc, "persist.hub.id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != "1" {
+		t.Fatalf("hub owner = %q, want 1 (the seed's answer)", got)
+	}
+}
+
+func TestBalancerUsesOnlySecondToken(t *testing.T) {
+	_, nc := testnats.Start(t)
+	b := startBalancer(t, nc, BalancerConfig{})
+	for i := 0; i < 50; i++ {
+		scope := "project-" + strconv.Itoa(i)
+		got, err := ask(t, nc, "persist."+scope+".id")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := Rendezvous([]string{"0", "1", "2", "3"}, scope); got != want || got != b.Owner(scope) {
+			t.Fatalf("%s: got %s, want %s", scope, got, want)
+		}
+	}
+}
+
+func TestBalancerReplicasAnswerOnce(t *testing.T) {
+	_, nc := testnats.Start(t)
+	b1 := startBalancer(t, nc, BalancerConfig{})
+	b2 := startBalancer(t, nc, BalancerConfig{})
+	// Count replies: with a queue group, one request gets exactly one answer.
+	inbox := nats.NewInbox()
+	replies, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 40
+	for i := 0; i < n; i++ {
+		if err := nc.PublishRequest("persist.s"+strconv.Itoa(i)+".id", inbox, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < n; i++ {
+		if _, err := replies.NextMsg(2 * time.Second); err != nil {
+			t.Fatalf("reply %d: %v", i, err)
+		}
+	}
+	// Both replicas have answered everything they received; no extra reply may exist.
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	a1, _ := b1.Stats()
+	a2, _ := b2.Stats()
+	if a1+a2 != n {
+		t.Fatalf("replicas answered %d+%d times for %d requests", a1, a2, n)
+	}
+	if pending, _, _ := replies.Pending(); pending != 0 {
+		t.Fatalf("%d extra replies", pending)
+	}
+}
+
+func TestBalancerResubscribesAfterError(t *testing.T) {
+	_, nc := testnats.Start(t)
+	b := startBalancer(t, nc, BalancerConfig{RetryMin: time.Millisecond, RetryMax: 5 * time.Millisecond})
+	if _, err := ask(t, nc, "persist.hub.id"); err != nil {
+		t.Fatal(err)
+	}
+	// Force a subscription error: the subscription disappears under the loop.
+	if err := b.currentSub().Unsubscribe(); err != nil {
+		t.Fatal(err)
+	}
+	// Poll until it answers again (the re-subscribe happens after a backoff).
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got, err := ask(t, nc, "persist.hub.id")
+		if err == nil {
+			if got != b.Owner("hub") {
+				t.Fatalf("got %s", got)
+			}
+			break
+		}
+		if !errors.Is(err, bus.ErrNoResponders) || time.Now().After(deadline) {
+			t.Fatalf("balancer did not come back: %v", err)
+		}
+	}
+	if _, resubs := b.Stats(); resubs < 1 {
+		t.Fatalf("resubscribes = %d", resubs)
+	}
+}
+
+func TestBalancerConfigErrors(t *testing.T) {
+	_, nc := testnats.Start(t)
+	for name, cfg := range map[string]BalancerConfig{
+		"no conn":   {IDs: []string{"0"}},
+		"no ids":    {Conn: nc},
+		"empty id":  {Conn: nc, IDs: []string{"0", ""}},
+		"duplicate": {Conn: nc, IDs: []string{"0", "0"}},
+	} {
+		if _, err := NewBalancer(cfg); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+func TestBalancerStopWithoutStart(t *testing.T) {
+	_, nc := testnats.Start(t)
+	b, err := NewBalancer(BalancerConfig{Conn: nc, IDs: []string{"0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
