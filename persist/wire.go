@@ -1,0 +1,277 @@
+// Package persist stores streams and key-value data per scope in SQLite and
+// serves them over NATS: the server (one per member id, owning the scopes
+// placement gives it), its storage, and the client library.
+//
+// Wire format (see docs/wire.md): a request is a NATS message on
+// "{service}.{scope}.api.{serverId}" whose headers carry the command and its
+// small parameters and whose body is the raw value. Replies are the raw value
+// (get), JSON (set, delete, keys, inventory, config) or numbered binary
+// chunks (getAll). Errors carry "Sy-Error: <code>" and a message body.
+package persist
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Header names of the wire protocol.
+const (
+	HdrCmd       = "Sy-Cmd"        // command name, required
+	HdrStream    = "Sy-Stream"     // stream name, required
+	HdrKey       = "Sy-Key"        // key of a keyed message (set, get)
+	HdrSeq       = "Sy-Seq"        // sequence number (get, delete; in replies)
+	HdrSeqs      = "Sy-Seqs"       // comma-separated seqs (delete)
+	HdrUpTo      = "Sy-Up-To"      // delete every seq <= this (delete)
+	HdrAll       = "Sy-All"        // "true": delete everything (delete)
+	HdrMsgID     = "Sy-Msg-Id"     // de-duplication id (set)
+	HdrPrevSeq   = "Sy-Prev-Seq"   // compare-and-set on the key's seq; 0 = must not exist (set)
+	HdrTTL       = "Sy-Ttl"        // per-message time to live in milliseconds (set)
+	HdrTime      = "Sy-Time"       // unix milliseconds (replies)
+	HdrStartSeq  = "Sy-Start-Seq"  // first seq, inclusive (getAll); default 1
+	HdrEndSeq    = "Sy-End-Seq"    // last seq, inclusive (getAll); default: the end
+	HdrLimit     = "Sy-Limit"      // at most this many messages (getAll page)
+	HdrChunk     = "Sy-Chunk"      // chunk number, from 0 (getAll replies)
+	HdrEOF       = "Sy-Eof"        // "true" on the last chunk (getAll replies)
+	HdrNextSeq   = "Sy-Next-Seq"   // where the next page starts when Sy-Limit cut it (last chunk)
+	HdrEphemeral = "Sy-Ephemeral"  // "true": the stream lives in memory only (on any request)
+	HdrError     = "Sy-Error"      // error code (error replies)
+	HdrDup       = "Sy-Duplicate"  // "true" when a set was answered from the msgID cache
+	hdrPrefix    = "Sy-"           // headers with this prefix are the protocol's; others are user headers
+	natsPrefix   = "Nats-"         // NATS's own headers are never stored
+)
+
+// Commands.
+const (
+	CmdSet       = "set"
+	CmdSetMany   = "setMany"
+	CmdGet       = "get"
+	CmdGetAll    = "getAll"
+	CmdDelete    = "delete"
+	CmdKeys      = "keys"
+	CmdInventory = "inventory"
+	CmdConfig    = "config"
+)
+
+// Wire limits.
+const (
+	// MaxKeyBytes bounds a key; longer keys are too-large.
+	MaxKeyBytes = 4096
+	// MaxStreamNameBytes bounds a stream name; longer names are bad-request.
+	MaxStreamNameBytes = 4000
+	// ChunkBytes is the target size of one getAll reply chunk.
+	ChunkBytes = 256 << 10
+)
+
+// Code is a stable error code that crosses the wire. The set is closed.
+type Code string
+
+// The error codes.
+const (
+	CodeBadRequest        Code = "bad-request"         // malformed request, unknown command, bad name
+	CodeNotFound          Code = "not-found"           // no such message
+	CodeWrongOwner        Code = "wrong-owner"         // this server does not own the scope; ask the balancer again
+	CodeWrongLastSequence Code = "wrong-last-sequence" // compare-and-set failed
+	CodeReject            Code = "reject"              // a limit refused the write (discard new, rate)
+	CodeTooLarge          Code = "too-large"           // over max_msg_size or a wire limit
+	CodeForbidden         Code = "forbidden"           // not allowed for this scope
+	CodeUnavailable       Code = "unavailable"         // server shutting down or overloaded; retry
+	CodeInternal          Code = "internal"            // a bug or storage failure
+)
+
+// Codes lists every code, in documentation order.
+var Codes = []Code{CodeBadRequest, CodeNotFound, CodeWrongOwner, CodeWrongLastSequence, CodeReject, CodeTooLarge, CodeForbidden, CodeUnavailable, CodeInternal}
+
+// Error is an error with a wire code. errors.Is(err, persist.ErrWrongOwner)
+// matches any *Error with that code, whatever its message.
+type Error struct {
+	Code    Code
+	Message string
+}
+
+func (e *Error) Error() string {
+	if e.Message == "" {
+		return string(e.Code)
+	}
+	return string(e.Code) + ": " + e.Message
+}
+
+// Is matches another *Error by code.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code == e.Code
+}
+
+// Sentinels to compare against with errors.Is.
+var (
+	ErrBadRequest        = &Error{Code: CodeBadRequest}
+	ErrNotFound          = &Error{Code: CodeNotFound}
+	ErrWrongOwner        = &Error{Code: CodeWrongOwner}
+	ErrWrongLastSequence = &Error{Code: CodeWrongLastSequence}
+	ErrReject            = &Error{Code: CodeReject}
+	ErrTooLarge          = &Error{Code: CodeTooLarge}
+	ErrForbidden         = &Error{Code: CodeForbidden}
+	ErrUnavailable       = &Error{Code: CodeUnavailable}
+	ErrInternal          = &Error{Code: CodeInternal}
+)
+
+// Errorf builds an *Error with code and a formatted message.
+func Errorf(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// CodeOf returns the wire code of err: its own when it is (or wraps) an
+// *Error, else internal.
+func CodeOf(err error) Code {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return CodeInternal
+}
+
+// ValidCode reports whether c is one of the documented codes.
+func ValidCode(c Code) bool {
+	for _, k := range Codes {
+		if k == c {
+			return true
+		}
+	}
+	return false
+}
+
+// SetResult is the reply to a set: where the message landed.
+type SetResult struct {
+	Seq  uint64 `json:"seq"`
+	Time int64  `json:"time"` // unix milliseconds
+}
+
+// SetManyResult is one entry of the reply to setMany: a result or an error.
+type SetManyResult struct {
+	Seq   uint64 `json:"seq,omitempty"`
+	Time  int64  `json:"time,omitempty"`
+	Error string `json:"error,omitempty"`
+	Code  Code   `json:"code,omitempty"`
+}
+
+// DeleteResult is the reply to delete: the seqs actually removed.
+type DeleteResult struct {
+	Seqs []uint64 `json:"seqs"`
+}
+
+// Inventory summarises a stream.
+type Inventory struct {
+	Count  int64   `json:"count"`
+	Bytes  int64   `json:"bytes"`
+	Seq    uint64  `json:"seq"`              // highest seq ever assigned
+	Limits *Config `json:"limits,omitempty"` // only the fields that differ from the defaults
+}
+
+// Discard policies.
+const (
+	DiscardOld = "old" // delete the oldest messages to make room
+	DiscardNew = "new" // reject the new message
+)
+
+// Config holds a stream's limits. -1 means unlimited for counts, bytes and
+// rates; 0 means no age limit. In a config request only the fields present in
+// the JSON change.
+type Config struct {
+	MaxMsgs           int64  `json:"max_msgs"`             // default -1
+	MaxAge            int64  `json:"max_age"`              // milliseconds; default 0 (forever)
+	MaxBytes          int64  `json:"max_bytes"`            // default -1
+	MaxMsgSize        int64  `json:"max_msg_size"`         // default -1
+	MaxMsgsPerSecond  int64  `json:"max_msgs_per_second"`  // default -1
+	MaxBytesPerSecond int64  `json:"max_bytes_per_second"` // default -1
+	DiscardPolicy     string `json:"discard_policy"`       // "old" (default) or "new"
+	AllowMsgTTL       bool   `json:"allow_msg_ttl"`        // default false: Sy-Ttl is rejected
+	Sync              bool   `json:"sync"`                 // synchronous=FULL for this stream; default NORMAL
+	Desc              string `json:"desc,omitempty"`       // free text
+}
+
+// DefaultConfig is the configuration of a new stream.
+func DefaultConfig() Config {
+	return Config{MaxMsgs: -1, MaxBytes: -1, MaxMsgSize: -1, MaxMsgsPerSecond: -1, MaxBytesPerSecond: -1, DiscardPolicy: DiscardOld}
+}
+
+// Validate reports a config that cannot be applied.
+func (c Config) Validate() error {
+	for name, v := range map[string]int64{"max_msgs": c.MaxMsgs, "max_bytes": c.MaxBytes, "max_msg_size": c.MaxMsgSize, "max_msgs_per_second": c.MaxMsgsPerSecond, "max_bytes_per_second": c.MaxBytesPerSecond} {
+		if v < -1 {
+			return Errorf(CodeBadRequest, "%s must be -1 (unlimited) or >= 0, got %d", name, v)
+		}
+	}
+	if c.MaxAge < 0 {
+		return Errorf(CodeBadRequest, "max_age must be >= 0 milliseconds, got %d", c.MaxAge)
+	}
+	if c.DiscardPolicy != DiscardOld && c.DiscardPolicy != DiscardNew {
+		return Errorf(CodeBadRequest, "discard_policy must be %q or %q, got %q", DiscardOld, DiscardNew, c.DiscardPolicy)
+	}
+	return nil
+}
+
+// Message is one stored message as it travels in getAll chunks and setMany
+// bodies: metadata as JSON, the value as raw bytes.
+type Message struct {
+	Seq     uint64            `json:"seq,omitempty"`
+	Time    int64             `json:"time,omitempty"` // unix milliseconds
+	Key     string            `json:"key,omitempty"`
+	Headers map[string]string `json:"headers,omitempty"`
+	TTL     int64             `json:"ttl,omitempty"` // milliseconds
+	// Set-only fields (setMany requests).
+	MsgID   string  `json:"msgId,omitempty"`
+	PrevSeq *uint64 `json:"prevSeq,omitempty"`
+
+	Value []byte `json:"-"`
+}
+
+// Frame format, used by getAll chunks and setMany bodies: a sequence of
+// frames, each uvarint(len(meta)) meta uvarint(len(value)) value, where meta
+// is the JSON of Message without its value. Values travel raw.
+
+// AppendFrame appends m as one frame to dst.
+func AppendFrame(dst []byte, m *Message) ([]byte, error) {
+	meta, err := json.Marshal(m)
+	if err != nil {
+		return dst, fmt.Errorf("encode frame: %w", err)
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(meta)))
+	dst = append(dst, meta...)
+	dst = binary.AppendUvarint(dst, uint64(len(m.Value)))
+	return append(dst, m.Value...), nil
+}
+
+// errFrame is returned for malformed frame data.
+var errFrame = Errorf(CodeBadRequest, "malformed frame")
+
+// DecodeFrames decodes every frame in b, calling fn for each. Values alias b.
+// At most maxFrames frames are accepted (0 means no limit).
+func DecodeFrames(b []byte, maxFrames int, fn func(*Message) error) error {
+	for n := 0; len(b) > 0; n++ {
+		if maxFrames > 0 && n >= maxFrames {
+			return Errorf(CodeTooLarge, "more than %d frames", maxFrames)
+		}
+		ml, k := binary.Uvarint(b)
+		if k <= 0 || ml > uint64(len(b)-k) {
+			return errFrame
+		}
+		b = b[k:]
+		var m Message
+		if err := json.Unmarshal(b[:ml], &m); err != nil {
+			return Errorf(CodeBadRequest, "malformed frame metadata: %v", err)
+		}
+		b = b[ml:]
+		vl, k := binary.Uvarint(b)
+		if k <= 0 || vl > uint64(len(b)-k) {
+			return errFrame
+		}
+		b = b[k:]
+		m.Value = b[:vl:vl]
+		b = b[vl:]
+		if err := fn(&m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
