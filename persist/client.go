@@ -1,0 +1,564 @@
+package persist
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/switchyard-dev/switchyard/bus"
+)
+
+// Client defaults.
+const (
+	// ClientTimeoutDefault bounds one request attempt.
+	ClientTimeoutDefault = 5 * time.Second
+	// ClientAttemptsDefault is how many times a request is tried when the owner
+	// moved or did not answer.
+	ClientAttemptsDefault = 4
+)
+
+// ClientConfig configures a Client.
+type ClientConfig struct {
+	// Conn is the NATS connection. Required.
+	Conn *nats.Conn
+	// Service is the first subject token. Zero means bus.DefaultService.
+	Service string
+	// Timeout bounds one attempt of one request when the caller's context has
+	// no earlier deadline. Zero means ClientTimeoutDefault.
+	Timeout time.Duration
+	// Attempts is the number of tries for a request that met wrong-owner, no
+	// responders or (when safe to repeat) a timeout. Zero means ClientAttemptsDefault.
+	Attempts int
+}
+
+// Client talks to persist servers: it asks the balancer which server owns a
+// scope once, caches the answer, and asks again on wrong-owner, timeout or no
+// responders. It is safe for concurrent use.
+type Client struct {
+	cfg ClientConfig
+
+	mu     sync.RWMutex      // protects owners
+	owners map[string]string // scope -> server id
+}
+
+// NewClient returns a client over cfg.Conn.
+func NewClient(cfg ClientConfig) (*Client, error) {
+	if cfg.Conn == nil {
+		return nil, errors.New("persist client: no NATS connection")
+	}
+	if cfg.Service == "" {
+		cfg.Service = bus.DefaultService
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = ClientTimeoutDefault
+	}
+	if cfg.Attempts <= 0 {
+		cfg.Attempts = ClientAttemptsDefault
+	}
+	return &Client{cfg: cfg, owners: map[string]string{}}, nil
+}
+
+// Owner returns the id of the server that owns scope, asking the balancer
+// only when the answer is not cached.
+func (c *Client) Owner(ctx context.Context, scope string) (string, error) {
+	c.mu.RLock()
+	id, ok := c.owners[scope]
+	c.mu.RUnlock()
+	if ok {
+		return id, nil
+	}
+	if !bus.ValidScope(scope) {
+		return "", Errorf(CodeBadRequest, "invalid scope %q: want [a-z0-9][a-z0-9_-]{0,127}", scope)
+	}
+	actx, cancel := c.attemptContext(ctx)
+	defer cancel()
+	reply, err := bus.Request(actx, c.cfg.Conn, nats.NewMsg(bus.IDSubject(c.cfg.Service, scope)))
+	if err != nil {
+		return "", fmt.Errorf("ask balancer: %w", err)
+	}
+	id = string(reply.Data)
+	if id == "" {
+		return "", fmt.Errorf("ask balancer: empty answer for scope %q", scope)
+	}
+	c.mu.Lock()
+	c.owners[scope] = id
+	c.mu.Unlock()
+	return id, nil
+}
+
+// forget drops the cached owner of scope if it is still id.
+func (c *Client) forget(scope, id string) {
+	c.mu.Lock()
+	if c.owners[scope] == id {
+		delete(c.owners, scope)
+	}
+	c.mu.Unlock()
+}
+
+func (c *Client) attemptContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if d, ok := ctx.Deadline(); ok && time.Until(d) < c.cfg.Timeout {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, c.cfg.Timeout)
+}
+
+// retryable says whether err means "ask the balancer again and retry":
+// the owner moved, nobody listened, or (for requests safe to repeat) nobody
+// answered in time.
+func retryable(err error, idempotent bool) bool {
+	switch {
+	case errors.Is(err, ErrWrongOwner), errors.Is(err, bus.ErrNoResponders), errors.Is(err, ErrUnavailable):
+		return true
+	case errors.Is(err, bus.ErrTimeout):
+		return idempotent
+	}
+	return false
+}
+
+// call sends one request to the owner of scope and returns its reply,
+// retrying as retryable allows. Replies carrying Sy-Error become *Error.
+func (c *Client) call(ctx context.Context, scope string, msg *nats.Msg, idempotent bool) (*nats.Msg, error) {
+	var last error
+	for attempt := 0; attempt < c.cfg.Attempts; attempt++ {
+		if attempt > 0 {
+			if err := backoff(ctx, attempt); err != nil {
+				return nil, fmt.Errorf("%w (last error: %v)", err, last)
+			}
+		}
+		id, err := c.Owner(ctx, scope)
+		if err != nil {
+			if errors.Is(err, bus.ErrNoResponders) || errors.Is(err, bus.ErrTimeout) {
+				last = err
+				continue
+			}
+			return nil, err
+		}
+		msg.Subject = bus.APISubject(c.cfg.Service, scope, id)
+		actx, cancel := c.attemptContext(ctx)
+		reply, err := bus.Request(actx, c.cfg.Conn, msg)
+		cancel()
+		if err == nil {
+			err = replyError(reply)
+		}
+		if err == nil {
+			return reply, nil
+		}
+		if !retryable(err, idempotent) || ctx.Err() != nil {
+			return nil, err
+		}
+		c.forget(scope, id)
+		last = err
+	}
+	return nil, last
+}
+
+// backoff waits before retry attempt n (1-based): 20ms, 40ms, 80ms... capped at 1s.
+func backoff(ctx context.Context, n int) error {
+	d := min(20*time.Millisecond<<(n-1), time.Second)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// replyError returns the *Error an error reply carries, or nil.
+func replyError(m *nats.Msg) error {
+	if m.Header == nil {
+		return nil
+	}
+	code := Code(m.Header.Get(HdrError))
+	if code == "" {
+		if m.Header.Get("Status") == "503" {
+			return bus.ErrNoResponders
+		}
+		return nil
+	}
+	if !ValidCode(code) {
+		return &Error{Code: CodeInternal, Message: fmt.Sprintf("server sent unknown code %q: %s", code, m.Data)}
+	}
+	return &Error{Code: code, Message: string(m.Data)}
+}
+
+func (c *Client) newMsg(cmd, stream string, ephemeral bool) *nats.Msg {
+	m := nats.NewMsg("")
+	m.Header.Set(HdrCmd, cmd)
+	m.Header.Set(HdrStream, stream)
+	if ephemeral {
+		m.Header.Set(HdrEphemeral, "true")
+	}
+	return m
+}
+
+// Stream returns a handle on the stream name in scope. Handles are cheap.
+func (c *Client) Stream(scope, name string, opts ...StreamOption) *Stream {
+	s := &Stream{c: c, scope: scope, name: name}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// StreamOption configures a Stream handle.
+type StreamOption func(*Stream)
+
+// Ephemeral makes the stream live in the server's memory only (byte-capped,
+// lost on restart).
+func Ephemeral() StreamOption { return func(s *Stream) { s.ephemeral = true } }
+
+// Stream is a handle on one stream of one scope.
+type Stream struct {
+	c         *Client
+	scope     string
+	name      string
+	ephemeral bool
+}
+
+// Scope is the stream's scope.
+func (s *Stream) Scope() string { return s.scope }
+
+// Name is the stream's name.
+func (s *Stream) Name() string { return s.name }
+
+// SetOptions are the optional parts of a write.
+type SetOptions struct {
+	// Key makes the message keyed: it replaces the older message with this key.
+	Key string
+	// MsgID de-duplicates retries: a second write with the same id within two
+	// minutes returns the first write's result and writes nothing.
+	MsgID string
+	// PrevSeq, when set, is a compare-and-set on Key: the key's current seq must
+	// equal *PrevSeq (0 means the key must not exist), else ErrWrongLastSequence.
+	PrevSeq *uint64
+	// TTL expires the message after this long (the stream must allow_msg_ttl).
+	TTL time.Duration
+	// Headers are user headers stored with the message.
+	Headers map[string]string
+}
+
+// Set appends value to the stream (replacing the older message of opts.Key if
+// given) and returns where it landed, after the server committed it.
+func (s *Stream) Set(ctx context.Context, value []byte, opts SetOptions) (SetResult, error) {
+	m := s.c.newMsg(CmdSet, s.name, s.ephemeral)
+	if opts.Key != "" {
+		m.Header.Set(HdrKey, opts.Key)
+	}
+	if opts.MsgID != "" {
+		m.Header.Set(HdrMsgID, opts.MsgID)
+	}
+	if opts.PrevSeq != nil {
+		m.Header.Set(HdrPrevSeq, strconv.FormatUint(*opts.PrevSeq, 10))
+	}
+	if opts.TTL > 0 {
+		m.Header.Set(HdrTTL, strconv.FormatInt(opts.TTL.Milliseconds(), 10))
+	}
+	for k, v := range opts.Headers {
+		if strings.HasPrefix(k, hdrPrefix) || strings.HasPrefix(k, natsPrefix) {
+			return SetResult{}, Errorf(CodeBadRequest, "user header %q uses a reserved prefix", k)
+		}
+		m.Header.Set(k, v)
+	}
+	m.Data = value
+	// Only a write carrying a msgID is safe to repeat after a timeout.
+	reply, err := s.c.call(ctx, s.scope, m, opts.MsgID != "")
+	if err != nil {
+		return SetResult{}, fmt.Errorf("set %s/%s: %w", s.scope, s.name, err)
+	}
+	var res SetResult
+	if err := json.Unmarshal(reply.Data, &res); err != nil {
+		return SetResult{}, fmt.Errorf("set %s/%s: bad reply: %w", s.scope, s.name, err)
+	}
+	return res, nil
+}
+
+// SetMany writes msgs in one request (one transaction on the server) and
+// returns one result per message, in order; a message's own failure is in its
+// result's Code, not in the error.
+func (s *Stream) SetMany(ctx context.Context, msgs []Message) ([]SetManyResult, error) {
+	m := s.c.newMsg(CmdSetMany, s.name, s.ephemeral)
+	var body []byte
+	idempotent := true
+	for i := range msgs {
+		var err error
+		if body, err = AppendFrame(body, &msgs[i]); err != nil {
+			return nil, err
+		}
+		if msgs[i].MsgID == "" {
+			idempotent = false
+		}
+	}
+	m.Data = body
+	reply, err := s.c.call(ctx, s.scope, m, idempotent)
+	if err != nil {
+		return nil, fmt.Errorf("setMany %s/%s: %w", s.scope, s.name, err)
+	}
+	var res []SetManyResult
+	if err := json.Unmarshal(reply.Data, &res); err != nil {
+		return nil, fmt.Errorf("setMany %s/%s: bad reply: %w", s.scope, s.name, err)
+	}
+	if len(res) != len(msgs) {
+		return nil, fmt.Errorf("setMany %s/%s: %d results for %d messages", s.scope, s.name, len(res), len(msgs))
+	}
+	return res, nil
+}
+
+// Get returns the message with seq.
+func (s *Stream) Get(ctx context.Context, seq uint64) (*Message, error) {
+	m := s.c.newMsg(CmdGet, s.name, s.ephemeral)
+	m.Header.Set(HdrSeq, strconv.FormatUint(seq, 10))
+	return s.get(ctx, m)
+}
+
+// GetKey returns the current message with key.
+func (s *Stream) GetKey(ctx context.Context, key string) (*Message, error) {
+	m := s.c.newMsg(CmdGet, s.name, s.ephemeral)
+	m.Header.Set(HdrKey, key)
+	return s.get(ctx, m)
+}
+
+func (s *Stream) get(ctx context.Context, m *nats.Msg) (*Message, error) {
+	reply, err := s.c.call(ctx, s.scope, m, true)
+	if err != nil {
+		return nil, fmt.Errorf("get %s/%s: %w", s.scope, s.name, err)
+	}
+	return messageFromReply(reply)
+}
+
+// messageFromReply reads a get reply: raw value plus metadata headers.
+func messageFromReply(r *nats.Msg) (*Message, error) {
+	msg := &Message{Value: r.Data, Key: r.Header.Get(HdrKey)}
+	var err error
+	if msg.Seq, err = strconv.ParseUint(r.Header.Get(HdrSeq), 10, 64); err != nil {
+		return nil, fmt.Errorf("get: reply without a valid %s: %w", HdrSeq, err)
+	}
+	if t := r.Header.Get(HdrTime); t != "" {
+		if msg.Time, err = strconv.ParseInt(t, 10, 64); err != nil {
+			return nil, fmt.Errorf("get: bad %s: %w", HdrTime, err)
+		}
+	}
+	if t := r.Header.Get(HdrTTL); t != "" {
+		if msg.TTL, err = strconv.ParseInt(t, 10, 64); err != nil {
+			return nil, fmt.Errorf("get: bad %s: %w", HdrTTL, err)
+		}
+	}
+	for k, v := range r.Header {
+		if strings.HasPrefix(k, hdrPrefix) || strings.HasPrefix(k, natsPrefix) || len(v) == 0 {
+			continue
+		}
+		if msg.Headers == nil {
+			msg.Headers = map[string]string{}
+		}
+		msg.Headers[k] = v[0]
+	}
+	return msg, nil
+}
+
+// Range selects messages for GetAll. Zero values mean from the first seq, to
+// the last, with no page limit.
+type Range struct {
+	Start, End uint64 // inclusive
+	Limit      int    // at most this many messages in one page
+}
+
+// GetAll returns the messages in r (one page when r.Limit is set) and the seq
+// the next page starts at, 0 when there is nothing more. The server streams
+// the answer in numbered chunks; a lost chunk is an error, never a short answer.
+func (s *Stream) GetAll(ctx context.Context, r Range) ([]Message, uint64, error) {
+	var out []Message
+	next, err := s.Scan(ctx, r, func(m *Message) error {
+		out = append(out, *m)
+		return nil
+	})
+	return out, next, err
+}
+
+// Scan is GetAll with a callback per message (called in seq order), so
+// large ranges need not be held in memory. The callback's error stops the scan.
+func (s *Stream) Scan(ctx context.Context, r Range, fn func(*Message) error) (uint64, error) {
+	next, err := s.scan(ctx, r, fn)
+	if err != nil {
+		return 0, fmt.Errorf("getAll %s/%s: %w", s.scope, s.name, err)
+	}
+	return next, nil
+}
+
+func (s *Stream) scan(ctx context.Context, r Range, fn func(*Message) error) (uint64, error) {
+	var last error
+	for attempt := 0; attempt < s.c.cfg.Attempts; attempt++ {
+		if attempt > 0 {
+			if err := backoff(ctx, attempt); err != nil {
+				return 0, fmt.Errorf("%w (last error: %v)", err, last)
+			}
+		}
+		id, err := s.c.Owner(ctx, s.scope)
+		if err != nil {
+			return 0, err
+		}
+		delivered := 0
+		next, err := s.scanOnce(ctx, id, r, func(m *Message) error {
+			delivered++
+			return fn(m)
+		})
+		if err == nil {
+			return next, nil
+		}
+		// Retrying after messages reached fn would hand them out twice.
+		if delivered > 0 || !retryable(err, true) || ctx.Err() != nil {
+			return 0, err
+		}
+		s.c.forget(s.scope, id)
+		last = err
+	}
+	return 0, last
+}
+
+func (s *Stream) scanOnce(ctx context.Context, id string, r Range, fn func(*Message) error) (uint64, error) {
+	nc := s.c.cfg.Conn
+	inbox := nc.NewRespInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		return 0, fmt.Errorf("subscribe reply inbox: %w", err)
+	}
+	defer sub.Unsubscribe()
+	m := s.c.newMsg(CmdGetAll, s.name, s.ephemeral)
+	m.Subject = bus.APISubject(s.c.cfg.Service, s.scope, id)
+	m.Reply = inbox
+	if r.Start > 0 {
+		m.Header.Set(HdrStartSeq, strconv.FormatUint(r.Start, 10))
+	}
+	if r.End > 0 {
+		m.Header.Set(HdrEndSeq, strconv.FormatUint(r.End, 10))
+	}
+	if r.Limit > 0 {
+		m.Header.Set(HdrLimit, strconv.Itoa(r.Limit))
+	}
+	if err := nc.PublishMsg(m); err != nil {
+		return 0, fmt.Errorf("send: %w", err)
+	}
+	for chunk := 0; ; chunk++ {
+		// Each chunk gets a fresh attempt timeout: a long answer is fine as
+		// long as it keeps coming.
+		actx, cancel := s.c.attemptContext(ctx)
+		reply, err := sub.NextMsgWithContext(actx)
+		cancel()
+		if err != nil {
+			return 0, fmt.Errorf("chunk %d: %w", chunk, bus.MapError(err))
+		}
+		if err := replyError(reply); err != nil {
+			return 0, err
+		}
+		n, err := strconv.Atoi(reply.Header.Get(HdrChunk))
+		if err != nil || n != chunk {
+			return 0, fmt.Errorf("lost chunk: expected %d, got %q", chunk, reply.Header.Get(HdrChunk))
+		}
+		if err := DecodeFrames(reply.Data, 0, fn); err != nil {
+			return 0, err
+		}
+		if reply.Header.Get(HdrEOF) == "true" {
+			next := reply.Header.Get(HdrNextSeq)
+			if next == "" {
+				return 0, nil
+			}
+			return strconv.ParseUint(next, 10, 64)
+		}
+	}
+}
+
+// Delete selects what Delete removes; exactly one field must be set.
+type Delete struct {
+	Seqs []uint64 // these seqs
+	UpTo uint64   // every seq <= UpTo
+	All  bool     // everything
+}
+
+// Delete removes messages and returns the seqs actually removed.
+func (s *Stream) Delete(ctx context.Context, d Delete) ([]uint64, error) {
+	m := s.c.newMsg(CmdDelete, s.name, s.ephemeral)
+	set := 0
+	if len(d.Seqs) == 1 {
+		m.Header.Set(HdrSeq, strconv.FormatUint(d.Seqs[0], 10))
+		set++
+	} else if len(d.Seqs) > 1 {
+		parts := make([]string, len(d.Seqs))
+		for i, q := range d.Seqs {
+			parts[i] = strconv.FormatUint(q, 10)
+		}
+		m.Header.Set(HdrSeqs, strings.Join(parts, ","))
+		set++
+	}
+	if d.UpTo > 0 {
+		m.Header.Set(HdrUpTo, strconv.FormatUint(d.UpTo, 10))
+		set++
+	}
+	if d.All {
+		m.Header.Set(HdrAll, "true")
+		set++
+	}
+	if set != 1 {
+		return nil, Errorf(CodeBadRequest, "delete needs exactly one of seqs, up-to or all")
+	}
+	reply, err := s.c.call(ctx, s.scope, m, true)
+	if err != nil {
+		return nil, fmt.Errorf("delete %s/%s: %w", s.scope, s.name, err)
+	}
+	var res DeleteResult
+	if err := json.Unmarshal(reply.Data, &res); err != nil {
+		return nil, fmt.Errorf("delete %s/%s: bad reply: %w", s.scope, s.name, err)
+	}
+	return res.Seqs, nil
+}
+
+// Keys returns every key in the stream.
+func (s *Stream) Keys(ctx context.Context) ([]string, error) {
+	var keys []string
+	if err := s.jsonCall(ctx, CmdKeys, nil, &keys); err != nil {
+		return nil, err
+	}
+	return keys, nil
+}
+
+// Inventory returns the stream's count, bytes, last seq and non-default limits.
+func (s *Stream) Inventory(ctx context.Context) (Inventory, error) {
+	var inv Inventory
+	err := s.jsonCall(ctx, CmdInventory, nil, &inv)
+	return inv, err
+}
+
+// Config returns the stream's configuration, first applying update when it is
+// not nil. update is JSON: only the fields present change, for example
+// map[string]any{"max_msgs": 100}.
+func (s *Stream) Config(ctx context.Context, update map[string]any) (Config, error) {
+	var body []byte
+	if update != nil {
+		var err error
+		if body, err = json.Marshal(update); err != nil {
+			return Config{}, fmt.Errorf("config: %w", err)
+		}
+	}
+	var cfg Config
+	err := s.jsonCall(ctx, CmdConfig, body, &cfg)
+	return cfg, err
+}
+
+func (s *Stream) jsonCall(ctx context.Context, cmd string, body []byte, out any) error {
+	m := s.c.newMsg(cmd, s.name, s.ephemeral)
+	m.Data = body
+	reply, err := s.c.call(ctx, s.scope, m, true)
+	if err != nil {
+		return fmt.Errorf("%s %s/%s: %w", cmd, s.scope, s.name, err)
+	}
+	if err := json.Unmarshal(reply.Data, out); err != nil {
+		return fmt.Errorf("%s %s/%s: bad reply: %w", cmd, s.scope, s.name, err)
+	}
+	return nil
+}
