@@ -1,0 +1,580 @@
+package nntp
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/klauspost/compress/flate"
+)
+
+// Defaults of Config.
+const (
+	// DialTimeoutDefault bounds connecting, the greeting and the setup
+	// commands of Dial when ctx has no earlier deadline.
+	DialTimeoutDefault = 15 * time.Second
+	// CommandTimeoutDefault bounds one command, its whole response included.
+	CommandTimeoutDefault = 60 * time.Second
+	// MaxLineDefault is the longest response line accepted, in bytes.
+	MaxLineDefault = 64 << 10
+	// PipelineDepthDefault is how many OVER commands OverPipelined keeps in
+	// flight on one connection.
+	PipelineDepthDefault = 4
+	// readBufSize is the size of the read buffers; lines longer than it are
+	// assembled in a scratch buffer up to MaxLine.
+	readBufSize = 64 << 10
+)
+
+// Compression selects how a Conn compresses traffic after login.
+type Compression int
+
+const (
+	// CompressOff sends and receives plain text (the zero value).
+	CompressOff Compression = iota
+	// CompressAuto uses COMPRESS DEFLATE when CAPABILITIES advertise it,
+	// otherwise tries XFEATURE COMPRESS GZIP, otherwise stays plain.
+	CompressAuto
+	// CompressDeflate requires RFC 8054 COMPRESS DEFLATE (both directions).
+	CompressDeflate
+	// CompressGzip requires XFEATURE COMPRESS GZIP (overview responses).
+	CompressGzip
+)
+
+func (c Compression) String() string {
+	switch c {
+	case CompressOff:
+		return "off"
+	case CompressAuto:
+		return "auto"
+	case CompressDeflate:
+		return "deflate"
+	case CompressGzip:
+		return "gzip"
+	}
+	return "compression(" + strconv.Itoa(int(c)) + ")"
+}
+
+// Config says how to reach and talk to a server.
+type Config struct {
+	// Addr is host:port. Required.
+	Addr string
+	// TLS, when set, secures the connection: from the first byte when
+	// ImplicitTLS (port 563), otherwise by STARTTLS after the greeting.
+	TLS         *tls.Config
+	ImplicitTLS bool
+	// User and Pass, when User is set, log in with AUTHINFO USER/PASS.
+	User, Pass string
+	// SkipModeReader leaves out MODE READER, which is sent by default:
+	// servers such as INN hand readers to their reader process only after it.
+	SkipModeReader bool
+	// Compress: zero means CompressOff.
+	Compress Compression
+	// DialTimeout: zero means DialTimeoutDefault.
+	DialTimeout time.Duration
+	// CommandTimeout: zero means CommandTimeoutDefault. A context deadline
+	// that comes earlier wins.
+	CommandTimeout time.Duration
+	// MaxLine: zero means MaxLineDefault.
+	MaxLine int
+	// PipelineDepth: zero means PipelineDepthDefault.
+	PipelineDepth int
+	// DialContext, when set, replaces net.Dialer (tests, proxies).
+	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
+}
+
+func (c Config) withDefaults() Config {
+	if c.DialTimeout <= 0 {
+		c.DialTimeout = DialTimeoutDefault
+	}
+	if c.CommandTimeout <= 0 {
+		c.CommandTimeout = CommandTimeoutDefault
+	}
+	if c.MaxLine <= 0 {
+		c.MaxLine = MaxLineDefault
+	}
+	if c.PipelineDepth <= 0 {
+		c.PipelineDepth = PipelineDepthDefault
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	if c.Addr == "" {
+		return errors.New("nntp: config: Addr is required")
+	}
+	if c.ImplicitTLS && c.TLS == nil {
+		return errors.New("nntp: config: ImplicitTLS needs TLS")
+	}
+	if c.Compress < CompressOff || c.Compress > CompressGzip {
+		return fmt.Errorf("nntp: config: unknown compression %d", c.Compress)
+	}
+	return nil
+}
+
+// Conn is one connection to a news server. It runs one command at a time
+// and is not safe for concurrent use; share connections through a Pool.
+// After an I/O or protocol error the Conn is broken: Err reports why and
+// every later command fails with ErrClosed.
+type Conn struct {
+	cfg Config
+	nc  net.Conn
+	raw *bufio.Reader // reads nc
+	r   lineReader    // reads raw, or the inflater over it
+	w   *bufio.Writer
+	fw  *flate.Writer // set while COMPRESS DEFLATE is active
+
+	zr   io.ReadCloser // zlib reader reused across XFEATURE GZIP responses
+	zbr  *bufio.Reader
+	gzip bool // XFEATURE COMPRESS GZIP active
+
+	posting  bool     // greeting was 200
+	caps     []string // CAPABILITIES lines, nil until asked
+	overVerb string   // "OVER", or "XOVER" when OVER is unknown or gzip is on
+	err      error    // sticky: why the connection is broken
+}
+
+// Dial connects, reads the greeting and runs the setup the config asks for
+// (STARTTLS, AUTHINFO, MODE READER, compression). A refusing greeting
+// returns a *StatusError matching ErrUnavailable or ErrTooManyConnections.
+func Dial(ctx context.Context, cfg Config) (*Conn, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
+	defer cancel()
+	dial := cfg.DialContext
+	if dial == nil {
+		dial = (&net.Dialer{}).DialContext
+	}
+	nc, err := dial(ctx, "tcp", cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("nntp: dial %s: %w", cfg.Addr, err)
+	}
+	if cfg.ImplicitTLS {
+		tc := tls.Client(nc, tlsConfigFor(cfg))
+		if err := tc.HandshakeContext(ctx); err != nil {
+			nc.Close()
+			return nil, fmt.Errorf("nntp: tls handshake %s: %w", cfg.Addr, err)
+		}
+		nc = tc
+	}
+	c := newConn(cfg, nc)
+	if err := c.setup(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func tlsConfigFor(cfg Config) *tls.Config {
+	tc := cfg.TLS.Clone()
+	if tc.ServerName == "" {
+		if host, _, err := net.SplitHostPort(cfg.Addr); err == nil {
+			tc.ServerName = host
+		}
+	}
+	return tc
+}
+
+func newConn(cfg Config, nc net.Conn) *Conn {
+	c := &Conn{cfg: cfg, overVerb: "OVER"}
+	c.attach(nc)
+	return c
+}
+
+// attach (re)builds the buffered layers over nc, after dialing or STARTTLS.
+func (c *Conn) attach(nc net.Conn) {
+	c.nc = nc
+	c.raw = bufio.NewReaderSize(nc, readBufSize)
+	c.r = lineReader{br: c.raw, max: c.cfg.MaxLine}
+	c.w = bufio.NewWriterSize(nc, 4<<10)
+}
+
+func (c *Conn) setup(ctx context.Context) error {
+	if err := c.greeting(ctx); err != nil {
+		return err
+	}
+	if c.cfg.TLS != nil && !c.cfg.ImplicitTLS {
+		if err := c.startTLS(ctx); err != nil {
+			return err
+		}
+	}
+	if c.cfg.User != "" {
+		if err := c.Auth(ctx, c.cfg.User, c.cfg.Pass); err != nil {
+			return err
+		}
+	}
+	if !c.cfg.SkipModeReader {
+		if err := c.ModeReader(ctx); err != nil {
+			return err
+		}
+	}
+	switch c.cfg.Compress {
+	case CompressDeflate:
+		return c.CompressDeflate(ctx)
+	case CompressGzip:
+		return c.CompressGzip(ctx)
+	case CompressAuto:
+		caps, err := c.Capabilities(ctx)
+		if err != nil && !errors.Is(err, ErrNotSupported) {
+			return err
+		}
+		if hasCap(caps, "COMPRESS", "DEFLATE") {
+			return c.CompressDeflate(ctx)
+		}
+		if err := c.CompressGzip(ctx); err != nil && !errors.Is(err, ErrNotSupported) {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Conn) greeting(ctx context.Context) error {
+	end, err := c.begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer end()
+	code, msg, err := c.readStatus(ctx, "greeting")
+	if err != nil {
+		return err
+	}
+	switch code {
+	case 200:
+		c.posting = true
+		return nil
+	case 201:
+		return nil
+	}
+	c.fail(ErrUnavailable)
+	return &StatusError{Cmd: "greeting", Code: code, Msg: msg}
+}
+
+// Err reports why the connection is broken, or nil while it is usable.
+func (c *Conn) Err() error { return c.err }
+
+// PostingAllowed reports whether the greeting said posting is allowed (200).
+func (c *Conn) PostingAllowed() bool { return c.posting }
+
+// Compression reports the compression in effect.
+func (c *Conn) Compression() Compression {
+	switch {
+	case c.fw != nil:
+		return CompressDeflate
+	case c.gzip:
+		return CompressGzip
+	}
+	return CompressOff
+}
+
+// Close sends QUIT when the connection is healthy and closes it.
+func (c *Conn) Close() error {
+	if c.nc == nil {
+		return nil
+	}
+	if c.err == nil {
+		c.nc.SetDeadline(time.Now().Add(time.Second))
+		if c.writeLine("QUIT") == nil {
+			c.flush()
+		}
+	}
+	if c.err == nil {
+		c.err = ErrClosed
+	}
+	return c.nc.Close()
+}
+
+// fail marks the connection broken and closes the socket.
+func (c *Conn) fail(err error) {
+	if c.err == nil {
+		c.err = err
+		c.nc.Close()
+	}
+}
+
+// begin starts a command: it refuses on a broken connection and arms the
+// deadline (the earlier of ctx's and CommandTimeout) and ctx cancellation.
+// end disarms both.
+func (c *Conn) begin(ctx context.Context) (end func(), err error) {
+	if c.err != nil {
+		return nil, fmt.Errorf("nntp: connection unusable: %w (%w)", ErrClosed, c.err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(c.cfg.CommandTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	c.nc.SetDeadline(deadline)
+	stop := context.AfterFunc(ctx, func() {
+		// Unblocks a read or write in progress; the command then fails and
+		// the connection is marked broken (it is mid-response).
+		c.nc.SetDeadline(time.Unix(1, 0))
+	})
+	return func() { stop() }, nil
+}
+
+// ioErr turns a read/write failure into the error returned to the caller and
+// breaks the connection. Context cancellation is reported as such.
+func (c *Conn) ioErr(ctx context.Context, cmd string, err error) error {
+	c.fail(err)
+	if cerr := ctx.Err(); cerr != nil {
+		return fmt.Errorf("nntp: %s: %w", cmd, cerr)
+	}
+	if errors.Is(err, ErrLineTooLong) {
+		return protoErr(cmd, nil, "line too long", err)
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return protoErr(cmd, nil, "connection closed mid-response", err)
+	}
+	return fmt.Errorf("nntp: %s: %w", cmd, err)
+}
+
+func (c *Conn) writeLine(line string) error {
+	if _, err := c.w.WriteString(line); err != nil {
+		return err
+	}
+	_, err := c.w.WriteString("\r\n")
+	return err
+}
+
+func (c *Conn) flush() error {
+	if err := c.w.Flush(); err != nil {
+		return err
+	}
+	if c.fw != nil {
+		return c.fw.Flush()
+	}
+	return nil
+}
+
+// send writes one command line and flushes it.
+func (c *Conn) send(ctx context.Context, cmd, line string) error {
+	if strings.ContainsAny(line, "\r\n") {
+		return fmt.Errorf("nntp: %s: command contains a line break", cmd)
+	}
+	if err := c.writeLine(line); err != nil {
+		return c.ioErr(ctx, cmd, err)
+	}
+	if err := c.flush(); err != nil {
+		return c.ioErr(ctx, cmd, err)
+	}
+	return nil
+}
+
+// readStatus reads and parses one status line; a malformed one breaks the
+// connection. A 400 means the server is closing: it breaks it too.
+func (c *Conn) readStatus(ctx context.Context, cmd string) (int, string, error) {
+	line, err := c.r.readLine()
+	if err != nil {
+		return 0, "", c.ioErr(ctx, cmd, err)
+	}
+	code, msg, perr := ParseStatus(line)
+	if perr != nil {
+		err := protoErr(cmd, line, "malformed status line", perr)
+		c.fail(err)
+		return 0, "", err
+	}
+	if code == 400 {
+		c.fail(ErrUnavailable)
+	}
+	return code, msg, nil
+}
+
+// expect runs a single-line command and checks the answer is one of want.
+func (c *Conn) expect(ctx context.Context, cmd, line string, want ...int) (int, string, error) {
+	end, err := c.begin(ctx)
+	if err != nil {
+		return 0, "", err
+	}
+	defer end()
+	if err := c.send(ctx, cmd, line); err != nil {
+		return 0, "", err
+	}
+	return c.status(ctx, cmd, want...)
+}
+
+// status reads a status line and checks its code against want.
+func (c *Conn) status(ctx context.Context, cmd string, want ...int) (int, string, error) {
+	code, msg, err := c.readStatus(ctx, cmd)
+	if err != nil {
+		return 0, "", err
+	}
+	for _, w := range want {
+		if code == w {
+			return code, msg, nil
+		}
+	}
+	return code, msg, &StatusError{Cmd: cmd, Code: code, Msg: msg}
+}
+
+// block streams the body of a multi-line response to fn. An I/O or
+// protocol error breaks the connection; an error from fn does not (the rest
+// of the block is read and dropped) and is returned as is.
+func (c *Conn) block(ctx context.Context, cmd string, fn func([]byte) error) error {
+	cbErr, err := readBlock(&c.r, fn)
+	if err != nil {
+		return c.ioErr(ctx, cmd, err)
+	}
+	return cbErr
+}
+
+func hasCap(caps []string, words ...string) bool {
+	for _, line := range caps {
+		f := strings.Fields(strings.ToUpper(line))
+		if len(f) == 0 || f[0] != words[0] {
+			continue
+		}
+		if len(words) == 1 {
+			return true
+		}
+		for _, arg := range f[1:] {
+			if arg == words[1] {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Capabilities returns the CAPABILITIES lines (e.g. "VERSION 2", "READER",
+// "COMPRESS DEFLATE"). The answer is cached until the state changes
+// (MODE READER, login, STARTTLS).
+func (c *Conn) Capabilities(ctx context.Context) ([]string, error) {
+	if c.caps != nil {
+		return c.caps, nil
+	}
+	end, err := c.begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer end()
+	if err := c.send(ctx, "CAPABILITIES", "CAPABILITIES"); err != nil {
+		return nil, err
+	}
+	if _, _, err := c.status(ctx, "CAPABILITIES", 101); err != nil {
+		return nil, err
+	}
+	var caps []string
+	if err := c.block(ctx, "CAPABILITIES", func(l []byte) error {
+		caps = append(caps, string(l))
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	if caps == nil {
+		caps = []string{}
+	}
+	c.caps = caps
+	return caps, nil
+}
+
+// ModeReader sends MODE READER (200/201).
+func (c *Conn) ModeReader(ctx context.Context) error {
+	code, _, err := c.expect(ctx, "MODE READER", "MODE READER", 200, 201)
+	if err != nil {
+		return err
+	}
+	c.posting = code == 200
+	c.caps = nil
+	return nil
+}
+
+// Auth logs in with AUTHINFO USER/PASS (RFC 4643).
+func (c *Conn) Auth(ctx context.Context, user, pass string) error {
+	code, _, err := c.expect(ctx, "AUTHINFO USER", "AUTHINFO USER "+user, 281, 381)
+	if err != nil {
+		return err
+	}
+	if code == 381 {
+		if _, _, err := c.expect(ctx, "AUTHINFO PASS", "AUTHINFO PASS "+pass, 281); err != nil {
+			return err
+		}
+	}
+	c.caps = nil
+	return nil
+}
+
+func (c *Conn) startTLS(ctx context.Context) error {
+	if _, _, err := c.expect(ctx, "STARTTLS", "STARTTLS", 382); err != nil {
+		return err
+	}
+	if c.raw.Buffered() > 0 {
+		err := protoErr("STARTTLS", nil, "data after 382 before the handshake", nil)
+		c.fail(err)
+		return err
+	}
+	tc := tls.Client(c.nc, tlsConfigFor(c.cfg))
+	if err := tc.HandshakeContext(ctx); err != nil {
+		c.fail(err)
+		return fmt.Errorf("nntp: starttls handshake: %w", err)
+	}
+	c.attach(tc)
+	c.caps = nil
+	return nil
+}
+
+// CompressDeflate turns on RFC 8054 compression for the rest of the
+// connection (206). Only the server can refuse; then the connection stays
+// plain and the error matches ErrNotSupported.
+func (c *Conn) CompressDeflate(ctx context.Context) error {
+	if c.fw != nil {
+		return nil
+	}
+	if _, _, err := c.expect(ctx, "COMPRESS", "COMPRESS DEFLATE", 206); err != nil {
+		return err
+	}
+	// The inflater reads exactly the deflate stream from raw (a
+	// ByteReader), so nothing is lost between the layers.
+	c.r.br = bufio.NewReaderSize(flate.NewReader(c.raw), readBufSize)
+	fw, err := flate.NewWriter(c.nc, flate.BestSpeed)
+	if err != nil {
+		return err
+	}
+	c.fw = fw
+	c.w = bufio.NewWriterSize(fw, 4<<10)
+	return nil
+}
+
+// CompressGzip asks for XFEATURE COMPRESS GZIP with terminator: overview
+// responses then come zlib-compressed, followed by a plain "." line.
+func (c *Conn) CompressGzip(ctx context.Context) error {
+	if c.gzip {
+		return nil
+	}
+	code, msg, err := c.expect(ctx, "XFEATURE", "XFEATURE COMPRESS GZIP TERMINATOR", 290)
+	if err != nil {
+		var se *StatusError
+		if errors.As(err, &se) && se.Code < 500 && !errors.Is(err, ErrUnavailable) {
+			// Servers answer unknown XFEATUREs with assorted codes.
+			return fmt.Errorf("nntp: XFEATURE: %d %s: %w", code, msg, ErrNotSupported)
+		}
+		return err
+	}
+	c.gzip = true
+	c.overVerb = "XOVER"
+	return nil
+}
+
+// Date runs DATE (111) and returns the server's clock; the pool uses it
+// as a cheap health check.
+func (c *Conn) Date(ctx context.Context) (time.Time, error) {
+	_, msg, err := c.expect(ctx, "DATE", "DATE", 111)
+	if err != nil {
+		return time.Time{}, err
+	}
+	t, perr := time.Parse("20060102150405", strings.TrimSpace(msg))
+	if perr != nil {
+		return time.Time{}, protoErr("DATE", []byte(msg), "bad timestamp", perr)
+	}
+	return t, nil
+}

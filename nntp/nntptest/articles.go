@@ -1,0 +1,203 @@
+package nntptest
+
+import (
+	"hash/fnv"
+	"strconv"
+	"time"
+)
+
+// Shape of the generated binary posts.
+const (
+	// PartSizeDefault is the decoded size of one generated article, like
+	// the ~700 KiB parts real posters use.
+	PartSizeDefault = 716800
+	// yencLineLen is the encoded line length of generated bodies.
+	yencLineLen = 128
+	// partsPerFile and filesPerRelease shape the generated subjects: each
+	// release is filesPerRelease rar volumes of partsPerFile parts.
+	partsPerFile    = 50
+	filesPerRelease = 4
+	// baseTime is the date of article 1; each article is 7 s younger.
+	baseUnix = 1767225600 // 2026-01-01T00:00:00Z
+)
+
+var words = []string{
+	"ubuntu", "debian", "sunrise", "harbor", "atlas", "granite", "meadow", "falcon",
+	"cobalt", "orchid", "summit", "lantern", "tundra", "voyager", "quartz", "willow",
+	"delta", "ember", "fjord", "glacier", "horizon", "island", "jade", "kestrel",
+}
+
+var posters = []string{
+	`Anonymous <anon@example.invalid>`,
+	`yEncBin Poster <poster@example.invalid>`,
+	`"Binary Bob" <bob@news.example.invalid>`,
+	`powerpost@example.invalid (PowerPost)`,
+	`Newsposter <np-8f3a@example.invalid>`,
+}
+
+// groupSeed derives a group's generator seed from its name.
+func groupSeed(name string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	return h.Sum64()
+}
+
+// mix is a small stateless hash (splitmix64's finaliser).
+func mix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}
+
+// genArticle describes generated article n of a group; everything derives
+// from (seed, n), so nothing is stored.
+type genArticle struct {
+	n        int64
+	seed     uint64
+	partSize int
+}
+
+func (a genArticle) release() (idx int64, name string) {
+	idx = (a.n - 1) / (partsPerFile * filesPerRelease)
+	h := mix(a.seed ^ uint64(idx))
+	name = words[h%uint64(len(words))] + "." + words[(h>>8)%uint64(len(words))] +
+		".S0" + strconv.Itoa(int(h>>16)%9+1) + "E" + strconv.Itoa(int(h>>24)%20+10) + "-" +
+		strconv.FormatUint(h>>40, 36)
+	return idx, name
+}
+
+// part returns the file number (1-based) and the part number within it.
+func (a genArticle) part() (file, part int) {
+	k := int((a.n - 1) % (partsPerFile * filesPerRelease))
+	return k/partsPerFile + 1, k%partsPerFile + 1
+}
+
+func (a genArticle) appendSubject(b []byte) []byte {
+	_, name := a.release()
+	file, part := a.part()
+	b = append(b, name...)
+	b = append(b, ` - "`...)
+	b = append(b, name...)
+	b = append(b, ".part"...)
+	if file < 10 {
+		b = append(b, '0')
+	}
+	b = strconv.AppendInt(b, int64(file), 10)
+	b = append(b, `.rar" yEnc (`...)
+	b = strconv.AppendInt(b, int64(part), 10)
+	b = append(b, '/')
+	b = strconv.AppendInt(b, partsPerFile, 10)
+	b = append(b, ") "...)
+	return strconv.AppendInt(b, int64(a.partSize)*partsPerFile, 10)
+}
+
+func (a genArticle) from() string {
+	idx, _ := a.release()
+	return posters[mix(a.seed+uint64(idx))%uint64(len(posters))]
+}
+
+func (a genArticle) appendDate(b []byte) []byte {
+	return time.Unix(baseUnix+a.n*7, 0).UTC().AppendFormat(b, time.RFC1123Z)
+}
+
+func (a genArticle) appendMessageID(b []byte) []byte {
+	file, part := a.part()
+	b = append(b, "<part"...)
+	b = strconv.AppendInt(b, int64(part), 10)
+	b = append(b, "of"...)
+	b = strconv.AppendInt(b, partsPerFile, 10)
+	b = append(b, '.')
+	b = strconv.AppendInt(b, int64(file), 10)
+	b = append(b, '.')
+	b = strconv.AppendInt(b, a.n, 10)
+	b = append(b, '.')
+	b = strconv.AppendUint(b, a.seed, 36)
+	return append(b, "@nntptest.invalid>"...)
+}
+
+// bodyLines is the number of body lines: =ybegin, =ypart, data, =yend.
+func (a genArticle) bodyLines() int64 {
+	return int64((a.partSize+yencLineLen-1)/yencLineLen) + 3
+}
+
+// bodyBytes is the size of the body as stored (CRLF line ends, not
+// dot-stuffed): the generator never escapes, so it is known without
+// generating the data.
+func (a genArticle) bodyBytes(b []byte) int64 {
+	n := int64(a.partSize) + 2*int64((a.partSize+yencLineLen-1)/yencLineLen)
+	b = a.appendYBegin(b[:0])
+	n += int64(len(b)) + 2
+	b = a.appendYPart(b[:0])
+	n += int64(len(b)) + 2
+	b = a.appendYEnd(b[:0])
+	return n + int64(len(b)) + 2
+}
+
+func (a genArticle) fileName() string {
+	_, name := a.release()
+	file, _ := a.part()
+	s := strconv.Itoa(file)
+	if file < 10 {
+		s = "0" + s
+	}
+	return name + ".part" + s + ".rar"
+}
+
+func (a genArticle) appendYBegin(b []byte) []byte {
+	_, part := a.part()
+	b = append(b, "=ybegin part="...)
+	b = strconv.AppendInt(b, int64(part), 10)
+	b = append(b, " total="...)
+	b = strconv.AppendInt(b, partsPerFile, 10)
+	b = append(b, " line=128 size="...)
+	b = strconv.AppendInt(b, int64(a.partSize)*partsPerFile, 10)
+	b = append(b, " name="...)
+	return append(b, a.fileName()...)
+}
+
+func (a genArticle) appendYPart(b []byte) []byte {
+	_, part := a.part()
+	begin := int64(part-1)*int64(a.partSize) + 1
+	b = append(b, "=ypart begin="...)
+	b = strconv.AppendInt(b, begin, 10)
+	b = append(b, " end="...)
+	return strconv.AppendInt(b, begin+int64(a.partSize)-1, 10)
+}
+
+func (a genArticle) appendYEnd(b []byte) []byte {
+	_, part := a.part()
+	b = append(b, "=yend size="...)
+	b = strconv.AppendInt(b, int64(a.partSize), 10)
+	b = append(b, " part="...)
+	return strconv.AppendInt(b, int64(part), 10)
+}
+
+// yencAlphabet holds the characters generated data lines use: printable,
+// never needing a yEnc escape, '.' included so lines starting with a dot
+// exercise dot-stuffing.
+const yencAlphabet = "!#$%&'()*+,-./0123456789:;<>?@ABCDEFGHIJKLMNOPQRSTUVWXYZ[]^_`abcdefghijklmnopqrstuvwxyz{|}~"
+
+// eachBodyLine calls fn with every body line (no line end). line is reused.
+func (a genArticle) eachBodyLine(fn func(line []byte) error) error {
+	buf := make([]byte, 0, 256)
+	if err := fn(a.appendYBegin(buf[:0])); err != nil {
+		return err
+	}
+	if err := fn(a.appendYPart(buf[:0])); err != nil {
+		return err
+	}
+	state := mix(a.seed ^ uint64(a.n)<<1)
+	for left := a.partSize; left > 0; left -= yencLineLen {
+		n := min(left, yencLineLen)
+		buf = buf[:0]
+		for i := 0; i < n; i++ {
+			state = state*6364136223846793005 + 1442695040888963407
+			buf = append(buf, yencAlphabet[(state>>33)%uint64(len(yencAlphabet))])
+		}
+		if err := fn(buf); err != nil {
+			return err
+		}
+	}
+	return fn(a.appendYEnd(buf[:0]))
+}

@@ -1,0 +1,362 @@
+package nntp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Defaults of PoolConfig.
+const (
+	// PoolSizeDefault is the initial number of connections a pool may open.
+	PoolSizeDefault = 1
+	// GateRestoreDefault is how long a pool keeps its lowered limit after
+	// the server said "too many connections".
+	GateRestoreDefault = 30 * time.Second
+	// HealthEveryDefault is how often idle connections are checked, and how
+	// long one must have been idle to be checked.
+	HealthEveryDefault = 30 * time.Second
+	// healthTimeout bounds one health check.
+	healthTimeout = 10 * time.Second
+)
+
+// PoolConfig configures a Pool.
+type PoolConfig struct {
+	// Conn says how to dial each connection.
+	Conn Config
+	// Size is the initial number of connections. Zero means
+	// PoolSizeDefault; change it later with Resize.
+	Size int
+	// GateRestore: zero means GateRestoreDefault.
+	GateRestore time.Duration
+	// HealthEvery: zero means HealthEveryDefault; negative turns the
+	// health checks off.
+	HealthEvery time.Duration
+}
+
+func (c PoolConfig) withDefaults() PoolConfig {
+	if c.Size == 0 {
+		c.Size = PoolSizeDefault
+	}
+	if c.GateRestore <= 0 {
+		c.GateRestore = GateRestoreDefault
+	}
+	if c.HealthEvery == 0 {
+		c.HealthEvery = HealthEveryDefault
+	}
+	return c
+}
+
+func (c PoolConfig) validate() error {
+	if c.Size < 0 {
+		return fmt.Errorf("nntp: pool: negative size %d", c.Size)
+	}
+	return c.Conn.withDefaults().validate()
+}
+
+// PoolStats is a snapshot of a pool's state and counters.
+type PoolStats struct {
+	Size    int // the size set by config or Resize
+	Allowed int // Size, or less while the too-many-connections gate is down
+	InUse   int // connections handed out (or being dialed)
+	Idle    int // open connections waiting to be used
+	// Waits counts acquisitions that had to wait for a free slot, WaitTime
+	// their total wait.
+	Waits    int64
+	WaitTime time.Duration
+	Dials    int64 // connections opened
+	Errors   int64 // failed dials and connections closed broken
+	TooMany  int64 // "too many connections" refusals seen
+	Gated    bool  // the gate is down (Allowed < Size because of a refusal)
+}
+
+type idleConn struct {
+	c     *Conn
+	since time.Time
+}
+
+// Pool shares connections to one server. Acquire/Release or Do hand out a
+// connection; at most Allowed are open at a time. Its methods are safe for
+// concurrent use.
+type Pool struct {
+	cfg PoolConfig
+
+	mu        sync.Mutex // protects the fields below
+	size      int
+	gate      int // the lowered limit while gated, -1 otherwise
+	gateTimer *time.Timer
+	inUse     int
+	idle      []idleConn    // oldest first
+	changed   chan struct{} // closed and replaced when a slot may have freed
+	closed    bool
+	st        PoolStats // counters only; the gauges are computed
+
+	startOnce sync.Once
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+}
+
+// NewPool checks the config and returns a pool that opens connections on
+// demand. Call Start for health checks and Stop to close it.
+func NewPool(cfg PoolConfig) (*Pool, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Pool{cfg: cfg, size: cfg.Size, gate: -1, changed: make(chan struct{}), cancel: func() {}}, nil
+}
+
+// Start runs the health checks of idle connections until Stop.
+func (p *Pool) Start(ctx context.Context) error {
+	p.startOnce.Do(func() {
+		if p.cfg.HealthEvery < 0 {
+			return
+		}
+		ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		p.mu.Lock()
+		p.cancel = cancel
+		p.mu.Unlock()
+		p.wg.Add(1)
+		go p.healthLoop(ctx)
+	})
+	return nil
+}
+
+// Stop stops handing out connections, closes the idle ones, then waits for
+// those in use to come back (each is closed on Release) until ctx ends.
+// Idempotent; safe without Start.
+func (p *Pool) Stop(ctx context.Context) error {
+	p.mu.Lock()
+	p.closed = true
+	idle := p.idle
+	p.idle = nil
+	if p.gateTimer != nil {
+		p.gateTimer.Stop()
+	}
+	cancel := p.cancel
+	p.notifyLocked()
+	p.mu.Unlock()
+	cancel()
+	p.wg.Wait()
+	for _, ic := range idle {
+		ic.c.Close()
+	}
+	for {
+		p.mu.Lock()
+		n, ch := p.inUse, p.changed
+		p.mu.Unlock()
+		if n == 0 {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("nntp: pool stop: %d connections still in use: %w", n, ctx.Err())
+		}
+	}
+}
+
+func (p *Pool) notifyLocked() {
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+func (p *Pool) allowedLocked() int {
+	if p.gate >= 0 && p.gate < p.size {
+		return p.gate
+	}
+	return p.size
+}
+
+// Resize sets the number of connections the pool may open. Growing wakes
+// waiters at once; shrinking closes idle connections now and in-use ones
+// as their commands finish and they are released.
+func (p *Pool) Resize(n int) {
+	if n < 0 {
+		n = 0
+	}
+	p.mu.Lock()
+	p.size = n
+	drop := p.trimLocked()
+	p.notifyLocked()
+	p.mu.Unlock()
+	for _, c := range drop {
+		c.Close()
+	}
+}
+
+// trimLocked removes idle connections beyond the allowed count, oldest
+// first, and returns them for closing outside the lock.
+func (p *Pool) trimLocked() []*Conn {
+	var drop []*Conn
+	for len(p.idle) > 0 && p.inUse+len(p.idle) > p.allowedLocked() {
+		drop = append(drop, p.idle[0].c)
+		p.idle = p.idle[1:]
+	}
+	return drop
+}
+
+// Acquire returns a connection for the caller's exclusive use, waiting for
+// a free slot if needed (until ctx ends). Give it back with Release.
+func (p *Pool) Acquire(ctx context.Context) (*Conn, error) {
+	start := time.Now()
+	waited := false
+	p.mu.Lock()
+	for {
+		if p.closed {
+			p.mu.Unlock()
+			return nil, fmt.Errorf("nntp: pool: %w", ErrClosed)
+		}
+		if p.inUse < p.allowedLocked() {
+			break
+		}
+		if !waited {
+			waited = true
+			p.st.Waits++
+		}
+		ch := p.changed
+		p.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			p.mu.Lock()
+			p.st.WaitTime += time.Since(start)
+			p.mu.Unlock()
+			return nil, fmt.Errorf("nntp: pool: acquire: %w", ctx.Err())
+		}
+		p.mu.Lock()
+	}
+	if waited {
+		p.st.WaitTime += time.Since(start)
+	}
+	p.inUse++
+	if n := len(p.idle); n > 0 {
+		c := p.idle[n-1].c // the most recently used is the most likely alive
+		p.idle = p.idle[:n-1]
+		p.mu.Unlock()
+		return c, nil
+	}
+	p.st.Dials++
+	p.mu.Unlock()
+
+	c, err := Dial(ctx, p.cfg.Conn)
+	if err != nil {
+		p.mu.Lock()
+		p.inUse--
+		p.st.Errors++
+		if errors.Is(err, ErrTooManyConnections) {
+			p.tripGateLocked()
+		}
+		p.notifyLocked()
+		p.mu.Unlock()
+		return nil, err
+	}
+	return c, nil
+}
+
+// tripGateLocked lowers the allowed count to the connections open now (the
+// server just refused one more) and restores it after GateRestore; a new
+// refusal while gated restarts the wait.
+func (p *Pool) tripGateLocked() {
+	p.st.TooMany++
+	p.gate = p.inUse + len(p.idle)
+	if p.gateTimer != nil {
+		p.gateTimer.Stop()
+	}
+	if p.closed {
+		return
+	}
+	var t *time.Timer
+	t = time.AfterFunc(p.cfg.GateRestore, func() {
+		p.mu.Lock()
+		if p.gateTimer == t {
+			p.gate = -1
+			p.gateTimer = nil
+			p.notifyLocked()
+		}
+		p.mu.Unlock()
+	})
+	p.gateTimer = t
+}
+
+// Release returns a connection taken with Acquire. A broken connection, or
+// one beyond the current allowed count (after a shrink), is closed.
+func (p *Pool) Release(c *Conn) {
+	p.mu.Lock()
+	p.inUse--
+	keep := c.Err() == nil && !p.closed && p.inUse+len(p.idle) < p.allowedLocked()
+	if c.Err() != nil {
+		p.st.Errors++
+	}
+	if keep {
+		p.idle = append(p.idle, idleConn{c: c, since: time.Now()})
+	}
+	p.notifyLocked()
+	p.mu.Unlock()
+	if !keep {
+		c.Close()
+	}
+}
+
+// Do runs fn with a pooled connection and releases it afterwards.
+func (p *Pool) Do(ctx context.Context, fn func(*Conn) error) error {
+	c, err := p.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer p.Release(c)
+	return fn(c)
+}
+
+// Stats returns a snapshot of the pool.
+func (p *Pool) Stats() PoolStats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.st
+	s.Size = p.size
+	s.Allowed = p.allowedLocked()
+	s.InUse = p.inUse
+	s.Idle = len(p.idle)
+	s.Gated = s.Allowed < s.Size
+	return s
+}
+
+func (p *Pool) healthLoop(ctx context.Context) {
+	defer p.wg.Done()
+	t := time.NewTicker(p.cfg.HealthEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			p.checkIdle(ctx)
+		}
+	}
+}
+
+// checkIdle takes the connections idle for at least HealthEvery out of the
+// pool, sends each a DATE, and releases them: a broken one is closed.
+func (p *Pool) checkIdle(ctx context.Context) {
+	p.mu.Lock()
+	var stale []*Conn
+	kept := p.idle[:0]
+	for _, ic := range p.idle {
+		if time.Since(ic.since) >= p.cfg.HealthEvery {
+			stale = append(stale, ic.c)
+		} else {
+			kept = append(kept, ic)
+		}
+	}
+	p.idle = kept
+	p.inUse += len(stale)
+	p.mu.Unlock()
+	for _, c := range stale {
+		cctx, cancel := context.WithTimeout(ctx, healthTimeout)
+		_, _ = c.Date(cctx) // only a broken connection matters, Release sees it
+		cancel()
+		p.Release(c)
+	}
+}
