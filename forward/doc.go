@@ -1,0 +1,15 @@
+// Package forward moves items between regions in bounded, signed batches.
+//
+// A [PeerQueue] holds items per peer and ships them as one batch per peer per
+// flush window, never one request per item. Each peer's backlog is bounded in
+// items and in encoded bytes; what does not fit is shed oldest first and
+// handed to an overflow callback, so loss is always reported ([GapPolicy]
+// turns it into gap markers for the subscriptions that lost events).
+//
+// A [Sender] ships batches over HTTP with one keep-alive connection pool per
+// peer and signs every body with HMAC-SHA256; a [Receiver] checks the
+// signature, the timestamp window and a per-peer nonce window before it
+// hands the items to a [Sink] in a fixed order.
+//
+// The package imports nothing else of switchyard's.
+package forward

@@ -1,0 +1,201 @@
+package forward
+
+import (
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Defaults of [GapConfig].
+const (
+	// GapReasonDefault is the reason a backlog marker carries.
+	GapReasonDefault = "backlog_overflow"
+	// WarnEveryDefault spaces the overflow warnings logged for one peer.
+	WarnEveryDefault = time.Minute
+)
+
+// GapConfig configures a [GapPolicy].
+type GapConfig struct {
+	// Reason goes into every marker's event. Empty means "backlog_overflow".
+	Reason string
+	// WarnEvery is the least time between two overflow warnings for one
+	// peer; the next one says how many items were shed in between. Zero
+	// means one minute.
+	WarnEvery time.Duration
+	// Clock stamps markers whose event has no ts and spaces warnings. Nil
+	// means the wall clock.
+	Clock Clock
+	// Logger receives the warnings. Nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// GapStats are a [GapPolicy]'s counters.
+type GapStats struct {
+	Overflows   uint64 // Overflow calls: the alarm "events_forward_overflow"
+	Dropped     uint64 // items handed to Overflow
+	Markers     uint64 // markers made
+	Covered     uint64 // shed deliveries a pending marker stands for
+	AckRequired uint64 // shed ackRequired deliveries: their lease retries them
+	NonDelivery uint64 // shed items of other kinds, dropped without a marker
+	MarkersShed uint64 // markers shed themselves (nothing else was left)
+}
+
+type gapKey struct{ peer, sub string }
+
+type gapWarn struct {
+	last    time.Time
+	pending uint64 // shed since the last warning
+}
+
+// GapPolicy turns shed deliveries into gap markers. Plug it into a queue
+// with QueueConfig{OnOverflow: g.Overflow, OnShipped: g.Shipped}.
+//
+// A subscription has at most one marker pending per peer: the first shed
+// delivery of it becomes the marker (its event replaced by {id, subject,
+// op: "gap", reason, ts}) and later ones are counted under it until a batch
+// carrying the marker ships, or the marker is itself shed. ackRequired
+// deliveries get none (their lease retries them), nor do other item kinds.
+type GapPolicy struct {
+	cfg    GapConfig
+	reason []byte // the reason, JSON-encoded
+
+	mu      sync.Mutex // protects the fields below
+	pending map[gapKey]*Delivery
+	warned  map[string]*gapWarn
+	stats   GapStats
+}
+
+// NewGapPolicy returns a policy with no marker pending.
+func NewGapPolicy(cfg GapConfig) *GapPolicy {
+	if cfg.Reason == "" {
+		cfg.Reason = GapReasonDefault
+	}
+	if cfg.WarnEvery == 0 {
+		cfg.WarnEvery = WarnEveryDefault
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = WallClock
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &GapPolicy{
+		cfg:     cfg,
+		reason:  appendString(nil, cfg.Reason),
+		pending: make(map[gapKey]*Delivery),
+		warned:  make(map[string]*gapWarn),
+	}
+}
+
+// Overflow is a [QueueConfig.OnOverflow]: it returns the new markers.
+func (g *GapPolicy) Overflow(peer string, dropped []Item) []Item {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.stats.Overflows++
+	g.stats.Dropped += uint64(len(dropped))
+	var out []Item
+	for _, it := range dropped {
+		d, ok := it.(*Delivery)
+		if !ok {
+			g.stats.NonDelivery++
+			continue
+		}
+		k := gapKey{peer, d.SubID}
+		if isGapEvent(d.Event) {
+			// The marker is gone; the next shed delivery makes a new one.
+			g.stats.MarkersShed++
+			if g.pending[k] == d {
+				delete(g.pending, k)
+			}
+			continue
+		}
+		if d.AckRequired {
+			g.stats.AckRequired++
+			continue
+		}
+		g.stats.Covered++
+		if _, ok := g.pending[k]; ok {
+			continue
+		}
+		m := g.marker(d)
+		g.pending[k] = m
+		g.stats.Markers++
+		out = append(out, m)
+	}
+	g.warnLocked(peer, uint64(len(dropped)))
+	return out
+}
+
+// Shipped is a [QueueConfig.OnShipped]: a marker's slot frees once a batch
+// carrying it has left, whether or not the send succeeded.
+func (g *GapPolicy) Shipped(peer string, items []Item, _ error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, it := range items {
+		if d, ok := it.(*Delivery); ok {
+			k := gapKey{peer, d.SubID}
+			if g.pending[k] == d {
+				delete(g.pending, k)
+			}
+		}
+	}
+}
+
+// Pending reports whether a marker for (peer, subID) is queued.
+func (g *GapPolicy) Pending(peer, subID string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	_, ok := g.pending[gapKey{peer, subID}]
+	return ok
+}
+
+// Stats returns the policy's counters.
+func (g *GapPolicy) Stats() GapStats {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.stats
+}
+
+// marker builds d's gap marker: d with its event replaced. Only id, subject
+// and ts are lifted out of the event, without decoding the rest of it.
+func (g *GapPolicy) marker(d *Delivery) *Delivery {
+	id, subject, ts := topLevel(d.Event, "id"), topLevel(d.Event, "subject"), topLevel(d.Event, "ts")
+	ev := make([]byte, 0, 64+len(id)+len(subject)+len(ts)+len(g.reason))
+	ev = append(ev, '{')
+	if id != nil {
+		ev = append(appendKey(ev, "id"), id...)
+	}
+	if subject != nil {
+		ev = append(appendKey(ev, "subject"), subject...)
+	}
+	ev = append(appendKey(ev, "op"), `"gap"`...)
+	ev = append(appendKey(ev, "reason"), g.reason...)
+	if ts != nil {
+		ev = append(appendKey(ev, "ts"), ts...)
+	} else {
+		ev = strconv.AppendInt(appendKey(ev, "ts"), g.cfg.Clock.Now().UnixMilli(), 10)
+	}
+	ev = append(ev, '}')
+	m := *d
+	m.Event = ev
+	return &m
+}
+
+// warnLocked logs one warning per peer per WarnEvery, carrying the count
+// shed since the previous one, so a dead peer does not flood the log.
+func (g *GapPolicy) warnLocked(peer string, n uint64) {
+	w := g.warned[peer]
+	if w == nil {
+		w = &gapWarn{}
+		g.warned[peer] = w
+	}
+	w.pending += n
+	now := g.cfg.Clock.Now()
+	if !w.last.IsZero() && now.Sub(w.last) < g.cfg.WarnEvery {
+		return
+	}
+	g.cfg.Logger.Warn("forward: peer backlog overflow, shedding oldest items",
+		"alarm", "events_forward_overflow", "peer", peer, "shed", w.pending)
+	w.last, w.pending = now, 0
+}

@@ -1,0 +1,428 @@
+package forward
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Kind names an item's type on the wire (its "kind" field).
+type Kind string
+
+// The item kinds. A receiver ignores kinds it does not know, so a newer
+// sender can add one without breaking older receivers.
+const (
+	KindDelivery Kind = "delivery"
+	KindAck      Kind = "ack"
+	KindWatch    Kind = "watch"
+	KindEvent    Kind = "event"
+	KindBump     Kind = "bump"
+)
+
+// Item is one thing forwarded to a peer: *[Delivery], *[Ack], *[Watch],
+// *[Event] or *[Bump]. The set is closed; the queue keeps the pointer it was
+// given, so an item must not be modified after it is pushed.
+type Item interface {
+	// Kind reports the item's wire kind.
+	Kind() Kind
+	// appendWire appends the item's JSON encoding with one pre-encoded
+	// segment left out: raw belongs at offset cut of the output. That is how
+	// a payload reaches the batch body without ever being copied at push.
+	appendWire(b []byte) (out []byte, cut int, raw []byte)
+}
+
+// Delivery is one event handed to whichever region holds the socket for it.
+type Delivery struct {
+	// UserID is who the delivery is for.
+	UserID int64 `json:"userId"`
+	// AppUID is the app whose room it lands in; empty travels as null.
+	AppUID string `json:"appUid"`
+	// SubID is the subscription the event matched.
+	SubID string `json:"subId"`
+	// Event is the event, pre-encoded as a JSON object. It is carried as is
+	// and must be valid JSON: sizing and batching never re-serialise it.
+	Event json.RawMessage `json:"event"`
+	// AckRequired is set on a `single` delivery: the far side asks the
+	// client to settle it. Such a delivery gets no gap marker when shed,
+	// since its lease retries it.
+	AckRequired bool `json:"ackRequired,omitempty"`
+	// AckID identifies the settle the client must send back.
+	AckID string `json:"ackId,omitempty"`
+	// Origin is the region holding the lease, where the ack has to end up.
+	Origin string `json:"origin,omitempty"`
+}
+
+// Ack is a client's settle on its way back to the region owning the lease.
+type Ack struct {
+	UserID  int64  `json:"userId"`
+	SubID   string `json:"subId"`
+	EntryID string `json:"entryId"`
+}
+
+// Watch says the sending region now has (op "add") or no longer has (op
+// "drop") session watchers on one anchor token.
+type Watch struct {
+	// Op is "add" or "drop".
+	Op string `json:"op"`
+	// UserID owns the anchor keyspace the token lives in.
+	UserID int64  `json:"userId"`
+	Token  string `json:"token"`
+}
+
+// Event is one committed change, replayed against another region's session
+// rows. On the wire it always carries sessionOnly: true and hop: 1.
+type Event struct {
+	// Family is "fs" or "kv"; the matching field below is set.
+	Family      string `json:"family"`
+	OwnerUserID int64  `json:"ownerUserId"`
+	// ActingUserID is who caused the change, so `self` is right on the far
+	// side. Zero means absent.
+	ActingUserID int64 `json:"actingUserId,omitempty"`
+	// ID and TS (unix milliseconds) are the emitter's, so both copies match.
+	ID string    `json:"id"`
+	TS int64     `json:"ts"`
+	FS *FSChange `json:"fs,omitempty"`
+	KV *KVChange `json:"kv,omitempty"`
+}
+
+// FSChange is the fs part of an [Event].
+type FSChange struct {
+	// Key is the fs operation: write, add, move or remove.
+	Key       string       `json:"key"`
+	Entry     FSEntry      `json:"entry"`
+	Ancestors []FSRef      `json:"ancestors"`
+	MovedFrom *FSMovedFrom `json:"movedFrom,omitempty"`
+}
+
+// FSEntry is the file or directory an fs change is about.
+type FSEntry struct {
+	UID    string `json:"uid"`
+	Path   string `json:"path"`
+	UserID int64  `json:"userId"`
+	IsDir  bool   `json:"isDir,omitempty"`
+}
+
+// FSRef names one ancestor directory.
+type FSRef struct {
+	UID  string `json:"uid"`
+	Path string `json:"path"`
+}
+
+// FSMovedFrom is where a moved entry used to be.
+type FSMovedFrom struct {
+	Path      string  `json:"path"`
+	Ancestors []FSRef `json:"ancestors"`
+}
+
+// KVChange is the kv part of an [Event].
+type KVChange struct {
+	UserUUID string `json:"userUuid"`
+	AppUID   string `json:"appUid"`
+	KVKey    string `json:"kvKey"`
+	// Op is set, del or expire.
+	Op string `json:"op"`
+	// Value is the value after the change, pre-encoded, when small enough
+	// to carry. Nil omits it.
+	Value json.RawMessage `json:"value,omitempty"`
+}
+
+// Bump says a subscription-set or presence generation moved in the sending
+// region.
+type Bump struct {
+	UserID     int64 `json:"userId"`
+	Generation int64 `json:"generation"`
+	// Scope is "subscription" or "presence": which cache the receiver
+	// invalidates.
+	Scope string `json:"scope"`
+	// Durable says, for the subscription scope, whether the table changed.
+	Durable bool `json:"durable"`
+}
+
+// Kind implements [Item].
+func (*Delivery) Kind() Kind { return KindDelivery }
+
+// Kind implements [Item].
+func (*Ack) Kind() Kind { return KindAck }
+
+// Kind implements [Item].
+func (*Watch) Kind() Kind { return KindWatch }
+
+// Kind implements [Item].
+func (*Event) Kind() Kind { return KindEvent }
+
+// Kind implements [Item].
+func (*Bump) Kind() Kind { return KindBump }
+
+func (d *Delivery) appendWire(b []byte) ([]byte, int, []byte) {
+	b = append(b, `{"kind":"delivery"`...)
+	b = appendInt(b, "userId", d.UserID)
+	if d.AppUID == "" {
+		b = append(b, `,"appUid":null`...)
+	} else {
+		b = appendStr(b, "appUid", d.AppUID)
+	}
+	b = appendStr(b, "subId", d.SubID)
+	b = appendKey(b, "event")
+	cut, raw := len(b), []byte(d.Event)
+	if len(raw) == 0 {
+		b = append(b, "null"...)
+		cut, raw = len(b), nil
+	}
+	if d.AckRequired {
+		b = appendBool(b, "ackRequired", true)
+	}
+	if d.AckID != "" {
+		b = appendStr(b, "ackId", d.AckID)
+	}
+	if d.Origin != "" {
+		b = appendStr(b, "origin", d.Origin)
+	}
+	b = append(b, '}')
+	return b, cut, raw
+}
+
+func (a *Ack) appendWire(b []byte) ([]byte, int, []byte) {
+	b = append(b, `{"kind":"ack"`...)
+	b = appendInt(b, "userId", a.UserID)
+	b = appendStr(b, "subId", a.SubID)
+	b = appendStr(b, "entryId", a.EntryID)
+	b = append(b, '}')
+	return b, len(b), nil
+}
+
+func (w *Watch) appendWire(b []byte) ([]byte, int, []byte) {
+	b = append(b, `{"kind":"watch"`...)
+	b = appendStr(b, "op", w.Op)
+	b = appendInt(b, "userId", w.UserID)
+	b = appendStr(b, "token", w.Token)
+	b = append(b, '}')
+	return b, len(b), nil
+}
+
+func (u *Bump) appendWire(b []byte) ([]byte, int, []byte) {
+	b = append(b, `{"kind":"bump"`...)
+	b = appendInt(b, "userId", u.UserID)
+	b = appendInt(b, "generation", u.Generation)
+	b = appendStr(b, "scope", u.Scope)
+	b = appendBool(b, "durable", u.Durable)
+	b = append(b, '}')
+	return b, len(b), nil
+}
+
+func appendRefs(b []byte, key string, refs []FSRef) []byte {
+	b = appendKey(b, key)
+	b = append(b, '[')
+	for i, r := range refs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '{')
+		b = appendStr(b, "uid", r.UID)
+		b = appendStr(b, "path", r.Path)
+		b = append(b, '}')
+	}
+	return append(b, ']')
+}
+
+func (e *Event) appendWire(b []byte) ([]byte, int, []byte) {
+	b = append(b, `{"kind":"event"`...)
+	b = appendStr(b, "family", e.Family)
+	b = appendInt(b, "ownerUserId", e.OwnerUserID)
+	if e.ActingUserID != 0 {
+		b = appendInt(b, "actingUserId", e.ActingUserID)
+	}
+	b = appendStr(b, "id", e.ID)
+	b = appendInt(b, "ts", e.TS)
+	b = append(b, `,"sessionOnly":true,"hop":1`...)
+	if f := e.FS; f != nil {
+		b = appendKey(b, "fs")
+		b = append(b, '{')
+		b = appendStr(b, "key", f.Key)
+		b = appendKey(b, "entry")
+		b = append(b, '{')
+		b = appendStr(b, "uid", f.Entry.UID)
+		b = appendStr(b, "path", f.Entry.Path)
+		b = appendInt(b, "userId", f.Entry.UserID)
+		if f.Entry.IsDir {
+			b = appendBool(b, "isDir", true)
+		}
+		b = append(b, '}')
+		b = appendRefs(b, "ancestors", f.Ancestors)
+		if m := f.MovedFrom; m != nil {
+			b = appendKey(b, "movedFrom")
+			b = append(b, '{')
+			b = appendStr(b, "path", m.Path)
+			b = appendRefs(b, "ancestors", m.Ancestors)
+			b = append(b, '}')
+		}
+		b = append(b, '}')
+	}
+	cut, raw := -1, []byte(nil)
+	if k := e.KV; k != nil {
+		b = appendKey(b, "kv")
+		b = append(b, '{')
+		b = appendStr(b, "userUuid", k.UserUUID)
+		b = appendStr(b, "appUid", k.AppUID)
+		b = appendStr(b, "kvKey", k.KVKey)
+		b = appendStr(b, "op", k.Op)
+		if len(k.Value) > 0 {
+			// Last member, so the value is the one spliced segment.
+			b = appendKey(b, "value")
+			cut, raw = len(b), []byte(k.Value)
+		}
+		b = append(b, '}')
+	}
+	b = append(b, '}')
+	if cut < 0 {
+		cut = len(b)
+	}
+	return b, cut, raw
+}
+
+// AppendJSON appends the wire encoding of it to b: what a batch body
+// carries for the item.
+func AppendJSON(b []byte, it Item) []byte {
+	enc, cut, raw := it.appendWire(nil)
+	b = append(b, enc[:cut]...)
+	b = append(b, raw...)
+	return append(b, enc[cut:]...)
+}
+
+// IsGapMarker reports whether it is a delivery whose event says op "gap":
+// the item that tells a subscription events were lost. The queue sheds
+// markers last.
+func IsGapMarker(it Item) bool {
+	d, ok := it.(*Delivery)
+	return ok && isGapEvent(d.Event)
+}
+
+func isGapEvent(ev []byte) bool {
+	return string(topLevel(ev, "op")) == `"gap"`
+}
+
+// Errors of [DecodeBatch]: the receiver answers 400 for both.
+var (
+	// ErrMalformed means the body is not the JSON of a batch.
+	ErrMalformed = errors.New("forward: malformed batch")
+	// ErrBadItem means an item of a known kind lacks a required field or
+	// has a value out of its set.
+	ErrBadItem = errors.New("forward: bad item")
+)
+
+// Batch is what a peer receives: the sending region's claim of who it is,
+// informational only (the receiver acts on the signed peer id), and the
+// items in push order.
+type Batch struct {
+	From  string
+	Items []Item
+}
+
+type wireBatch struct {
+	From  *string           `json:"from"`
+	Items []json.RawMessage `json:"items"`
+}
+
+type wireKind struct {
+	Kind string `json:"kind"`
+}
+
+// wireDelivery lets appUid be null.
+type wireDelivery struct {
+	Delivery
+	AppUID *string `json:"appUid"`
+}
+
+// DecodeBatch parses a batch body. Items of unknown kinds are skipped; a
+// known kind with a missing field or a value outside its set fails the
+// whole batch with [ErrBadItem], since only a broken sender produces one.
+func DecodeBatch(body []byte) (Batch, error) {
+	var wb wireBatch
+	if err := json.Unmarshal(body, &wb); err != nil {
+		return Batch{}, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	if wb.From == nil || wb.Items == nil {
+		return Batch{}, fmt.Errorf("%w: needs from and items", ErrMalformed)
+	}
+	out := Batch{From: *wb.From, Items: make([]Item, 0, len(wb.Items))}
+	for i, raw := range wb.Items {
+		it, err := decodeItem(raw)
+		if err != nil {
+			return Batch{}, fmt.Errorf("item %d: %w", i, err)
+		}
+		if it != nil {
+			out.Items = append(out.Items, it)
+		}
+	}
+	return out, nil
+}
+
+func decodeItem(raw []byte) (Item, error) {
+	var k wireKind
+	if err := json.Unmarshal(raw, &k); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	bad := func(why string) (Item, error) { return nil, fmt.Errorf("%w: %s %s", ErrBadItem, k.Kind, why) }
+	switch Kind(k.Kind) {
+	case KindDelivery:
+		var w wireDelivery
+		if err := json.Unmarshal(raw, &w); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+		}
+		d := w.Delivery
+		if w.AppUID != nil {
+			d.AppUID = *w.AppUID
+		}
+		if d.SubID == "" {
+			return bad("without subId")
+		}
+		if len(d.Event) == 0 || d.Event[0] != '{' {
+			return bad("without an event object")
+		}
+		return &d, nil
+	case KindAck:
+		var a Ack
+		if err := json.Unmarshal(raw, &a); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+		}
+		if a.SubID == "" || a.EntryID == "" {
+			return bad("without subId or entryId")
+		}
+		return &a, nil
+	case KindWatch:
+		var w Watch
+		if err := json.Unmarshal(raw, &w); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+		}
+		if w.Op != "add" && w.Op != "drop" {
+			return bad("op not add or drop")
+		}
+		if w.Token == "" {
+			return bad("without token")
+		}
+		return &w, nil
+	case KindEvent:
+		var e Event
+		if err := json.Unmarshal(raw, &e); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+		}
+		switch {
+		case e.Family == "fs" && e.FS != nil, e.Family == "kv" && e.KV != nil:
+		default:
+			return bad("family not fs or kv with its part")
+		}
+		if e.ID == "" {
+			return bad("without id")
+		}
+		return &e, nil
+	case KindBump:
+		var u Bump
+		if err := json.Unmarshal(raw, &u); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+		}
+		if u.Scope != "subscription" && u.Scope != "presence" {
+			return bad("scope not subscription or presence")
+		}
+		return &u, nil
+	}
+	return nil, nil
+}

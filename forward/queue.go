@@ -1,0 +1,591 @@
+package forward
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Defaults of [QueueConfig], the reference queue's values.
+const (
+	// FlushDefault is how long items wait for company. Deliveries are
+	// debounced an order of magnitude longer upstream, so nothing perceives
+	// it.
+	FlushDefault = 25 * time.Millisecond
+	// MaxBatchItemsDefault and MaxBatchBytesDefault close a batch, whichever
+	// trips first.
+	MaxBatchItemsDefault = 200
+	MaxBatchBytesDefault = 256 << 10
+	// MaxQueuedDefault is the most items held for one peer.
+	MaxQueuedDefault = 5000
+	// MaxQueuedBytesDefault is the most encoded bytes held for one peer. The
+	// count bound alone leaves memory unbounded, since nothing caps an
+	// item's own size.
+	MaxQueuedBytesDefault = 32 << 20
+	// SendTimeoutDefault bounds one send.
+	SendTimeoutDefault = 10 * time.Second
+)
+
+// arenaChunk is the size of the blocks item encodings are packed into, so a
+// push does not allocate on its own; encodings larger than arenaMax get
+// their own allocation instead of wasting a block.
+const (
+	arenaChunk = 8 << 10
+	arenaMax   = 1 << 10
+)
+
+// Outbound is one batch handed to [QueueConfig.Send].
+type Outbound struct {
+	// Peer is who the batch is for.
+	Peer string
+	// Items are the batch's items in push order.
+	Items []Item
+	// Body is the encoded batch, {"from":...,"items":[...]}, built by
+	// concatenating each item's encoding made at push.
+	Body []byte
+}
+
+// SendFunc ships one batch. An error means the batch is lost: the queue
+// counts and logs it and never retries. The Outbound and its slices are
+// reused once SendFunc returns, so it must not keep them.
+type SendFunc func(ctx context.Context, b *Outbound) error
+
+// QueueConfig configures a [PeerQueue].
+type QueueConfig struct {
+	// From is the sending region, written into every batch body. Required.
+	From string
+	// Send ships one batch. Required. The queue calls it with at most one
+	// batch in flight per peer, from a goroutine of its own.
+	Send SendFunc
+	// OnOverflow receives the items a bound shed, oldest first, and returns
+	// what to queue in their place (gap markers). The replacements are
+	// appended without being held to the bounds, so a shed cannot cascade.
+	// It runs with the peer's lock held: it must not call the queue, and
+	// must not keep dropped, which is reused. Nil only counts the loss.
+	OnOverflow func(peer string, dropped []Item) []Item
+	// OnShipped, if set, is told about every batch once its send returned,
+	// with the send's error (nil on success). Items is reused afterwards.
+	OnShipped func(peer string, items []Item, err error)
+	// Flush is how long a first item waits for company. Zero means 25ms.
+	Flush time.Duration
+	// MaxBatchItems closes a batch at this many items. Zero means 200.
+	MaxBatchItems int
+	// MaxBatchBytes closes a batch once its items' encoded bytes reach it.
+	// Zero means 256 KiB.
+	MaxBatchBytes int64
+	// MaxQueued is the most items held for one peer. Zero means 5,000.
+	MaxQueued int
+	// MaxQueuedBytes is the most encoded bytes held for one peer. Zero
+	// means 32 MiB.
+	MaxQueuedBytes int64
+	// SendTimeout bounds each call to Send. Zero means 10s.
+	SendTimeout time.Duration
+	// Clock drives the flush window. Nil means the wall clock.
+	Clock Clock
+	// Logger receives lost-batch warnings. Nil means slog.Default().
+	Logger *slog.Logger
+}
+
+func (c QueueConfig) withDefaults() QueueConfig {
+	if c.Flush == 0 {
+		c.Flush = FlushDefault
+	}
+	if c.MaxBatchItems == 0 {
+		c.MaxBatchItems = MaxBatchItemsDefault
+	}
+	if c.MaxBatchBytes == 0 {
+		c.MaxBatchBytes = MaxBatchBytesDefault
+	}
+	if c.MaxQueued == 0 {
+		c.MaxQueued = MaxQueuedDefault
+	}
+	if c.MaxQueuedBytes == 0 {
+		c.MaxQueuedBytes = MaxQueuedBytesDefault
+	}
+	if c.SendTimeout == 0 {
+		c.SendTimeout = SendTimeoutDefault
+	}
+	if c.Clock == nil {
+		c.Clock = WallClock
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+func (c QueueConfig) validate() error {
+	switch {
+	case c.From == "":
+		return errors.New("from is required")
+	case c.Send == nil:
+		return errors.New("send is required")
+	case c.Flush < 0, c.MaxBatchItems < 0, c.MaxBatchBytes < 0, c.MaxQueued < 0, c.MaxQueuedBytes < 0, c.SendTimeout < 0:
+		return errors.New("bounds must not be negative")
+	}
+	return nil
+}
+
+// Stats are a queue's counters, summed over peers or for one peer.
+type Stats struct {
+	Pushed       uint64 // items accepted by Push
+	Shed         uint64 // items dropped by a bound and handed to OnOverflow
+	ShedBytes    uint64 // their encoded bytes
+	Overflows    uint64 // pushes that shed something
+	Replacements uint64 // items OnOverflow returned, queued in their place
+	Batches      uint64 // batches handed to Send
+	SentItems    uint64 // items in those batches
+	SentBytes    uint64 // body bytes of those batches
+	LostBatches  uint64 // batches whose send failed
+	LostItems    uint64 // items in them
+	Discarded    uint64 // pushes after Stop, and items still held when it ran
+	HeldItems    int    // items waiting now
+	HeldBytes    int64  // their encoded bytes
+	InFlight     int    // items in sends that have not returned
+}
+
+func (s *Stats) add(o Stats) {
+	s.Pushed += o.Pushed
+	s.Shed += o.Shed
+	s.ShedBytes += o.ShedBytes
+	s.Overflows += o.Overflows
+	s.Replacements += o.Replacements
+	s.Batches += o.Batches
+	s.SentItems += o.SentItems
+	s.SentBytes += o.SentBytes
+	s.LostBatches += o.LostBatches
+	s.LostItems += o.LostItems
+	s.Discarded += o.Discarded
+	s.HeldItems += o.HeldItems
+	s.HeldBytes += o.HeldBytes
+	s.InFlight += o.InFlight
+}
+
+// PeerQueue batches items per peer: one send per peer per flush window,
+// early once a batch bound trips, never more than one in flight per peer.
+// Each peer's backlog is held to MaxQueued items and MaxQueuedBytes bytes,
+// each bound tripping on its own; the oldest items go first, deliveries
+// before gap markers, markers only once nothing else is left.
+//
+// All methods are safe for concurrent use. There is no Start: a queue works
+// from NewPeerQueue until Stop.
+type PeerQueue struct {
+	cfg    QueueConfig
+	prefix []byte // {"from":...,"items":[
+
+	mu      sync.RWMutex // protects peers and changed
+	peers   map[string]*peer
+	changed chan struct{} // closed and replaced when a send returns
+
+	stopped   atomic.Bool
+	stopOnce  sync.Once
+	sendCtx   context.Context // parent of every send; cancelled by Stop
+	cancel    context.CancelFunc
+	inflight  sync.WaitGroup // send goroutines
+	discarded atomic.Uint64  // pushes after Stop to peers never seen
+}
+
+// peer is one peer's backlog. Deliveries and other items wait in plain,
+// gap markers in marks; seq keeps the two in push order, so shedding takes
+// the head of plain in O(1) without scanning past markers and a batch
+// merges both heads back into push order.
+type peer struct {
+	name string
+
+	mu        sync.Mutex // protects everything below but the send fields
+	plain     ring
+	marks     ring
+	seq       uint64
+	bytes     int64
+	flushing  bool // a send is in flight
+	timerOn   bool
+	timerGen  uint64
+	timer     Timer
+	arena     []byte // current block of item encodings
+	scratch   []byte // encoding buffer reused by every push
+	dropped   []Item // shed items handed to OnOverflow, reused
+	stats     Stats
+	inflightN int
+
+	// Owned by the one send in flight (flushing hands them over).
+	taken []entry
+	items []Item
+	body  []byte
+	out   Outbound
+}
+
+// NewPeerQueue returns a queue ready to take pushes.
+func NewPeerQueue(cfg QueueConfig) (*PeerQueue, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("forward queue: %w", err)
+	}
+	cfg = cfg.withDefaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	q := &PeerQueue{
+		cfg:     cfg,
+		peers:   make(map[string]*peer),
+		changed: make(chan struct{}),
+		sendCtx: ctx,
+		cancel:  cancel,
+	}
+	q.prefix = append(appendString([]byte(`{"from":`), cfg.From), `,"items":[`...)
+	return q, nil
+}
+
+func (q *PeerQueue) peerFor(name string) *peer {
+	q.mu.RLock()
+	p := q.peers[name]
+	q.mu.RUnlock()
+	if p != nil {
+		return p
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if p = q.peers[name]; p == nil {
+		p = &peer{name: name}
+		q.peers[name] = p
+	}
+	return p
+}
+
+// Push queues one item for one peer, shipping early once a batch bound
+// trips. After Stop the item is discarded and counted. The queue keeps it
+// (and its pre-encoded payload) until it ships or is shed, so the caller
+// must not modify it.
+func (q *PeerQueue) Push(peerName string, it Item) {
+	if it == nil {
+		return
+	}
+	if q.stopped.Load() {
+		q.discarded.Add(1)
+		return
+	}
+	p := q.peerFor(peerName)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if q.stopped.Load() {
+		p.stats.Discarded++
+		return
+	}
+	p.stats.Pushed++
+	q.appendLocked(p, it)
+
+	// Independent bounds: either can trip with the other well under.
+	dropped := p.dropped[:0]
+	for p.count() > q.cfg.MaxQueued {
+		dropped = append(dropped, q.shedOneLocked(p))
+	}
+	for p.bytes > q.cfg.MaxQueuedBytes && p.count() > 0 {
+		dropped = append(dropped, q.shedOneLocked(p))
+	}
+	if len(dropped) > 0 {
+		p.stats.Overflows++
+		p.stats.Shed += uint64(len(dropped))
+		if q.cfg.OnOverflow != nil {
+			// Appended past the bound check: a replacement pushed through
+			// the bound would shed the next item, and so on down the queue.
+			for _, r := range q.cfg.OnOverflow(p.name, dropped) {
+				if r != nil {
+					q.appendLocked(p, r)
+					p.stats.Replacements++
+				}
+			}
+		}
+		clear(dropped)
+	}
+	p.dropped = dropped[:0]
+	q.kickLocked(p)
+}
+
+func (p *peer) count() int { return p.plain.len() + p.marks.len() }
+
+// appendLocked encodes it once and queues it.
+func (q *PeerQueue) appendLocked(p *peer, it Item) {
+	enc, cut, raw := it.appendWire(p.scratch[:0])
+	if cap(enc) <= 64<<10 {
+		p.scratch = enc[:0]
+	}
+	n := len(enc)
+	var dst []byte
+	if n > arenaMax {
+		dst = make([]byte, n)
+	} else {
+		if cap(p.arena)-len(p.arena) < n {
+			p.arena = make([]byte, 0, arenaChunk)
+		}
+		off := len(p.arena)
+		p.arena = p.arena[:off+n]
+		dst = p.arena[off : off+n : off+n]
+	}
+	copy(dst, enc)
+	p.seq++
+	e := entry{item: it, enc: dst, raw: raw, cut: int32(cut), seq: p.seq}
+	p.bytes += e.size()
+	if d, ok := it.(*Delivery); ok && isGapEvent(d.Event) {
+		p.marks.push(e)
+	} else {
+		p.plain.push(e)
+	}
+}
+
+// shedOneLocked drops the oldest item, a marker only if nothing else is held.
+func (q *PeerQueue) shedOneLocked(p *peer) Item {
+	var e entry
+	if p.plain.len() > 0 {
+		e = p.plain.pop()
+	} else {
+		e = p.marks.pop()
+	}
+	p.bytes -= e.size()
+	p.stats.ShedBytes += uint64(e.size())
+	return e.item
+}
+
+// kickLocked ships now if a batch bound tripped, else arms the window.
+func (q *PeerQueue) kickLocked(p *peer) {
+	if p.flushing || p.count() == 0 || q.stopped.Load() {
+		return
+	}
+	if p.count() >= q.cfg.MaxBatchItems || p.bytes >= q.cfg.MaxBatchBytes {
+		q.startSendLocked(p)
+		return
+	}
+	if p.timerOn {
+		return
+	}
+	p.timerOn = true
+	p.timerGen++
+	gen := p.timerGen
+	p.timer = q.cfg.Clock.AfterFunc(q.cfg.Flush, func() { q.onTimer(p, gen) })
+}
+
+func (q *PeerQueue) onTimer(p *peer, gen uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	// A window that was cancelled (or replaced) while this call waited for
+	// the lock must not ship early.
+	if !p.timerOn || p.timerGen != gen {
+		return
+	}
+	p.timerOn = false
+	if !p.flushing && p.count() > 0 && !q.stopped.Load() {
+		q.startSendLocked(p)
+	}
+}
+
+func (q *PeerQueue) stopTimerLocked(p *peer) {
+	if p.timerOn {
+		p.timer.Stop()
+		p.timerOn = false
+	}
+}
+
+// startSendLocked takes one batch off the head, in push order, and ships it
+// from a goroutine of its own.
+func (q *PeerQueue) startSendLocked(p *peer) {
+	q.stopTimerLocked(p)
+	p.flushing = true
+	var size int64
+	for len(p.taken) < q.cfg.MaxBatchItems && size < q.cfg.MaxBatchBytes {
+		var r *ring
+		switch {
+		case p.plain.len() == 0 && p.marks.len() == 0:
+		case p.marks.len() == 0:
+			r = &p.plain
+		case p.plain.len() == 0:
+			r = &p.marks
+		case p.plain.front().seq < p.marks.front().seq:
+			r = &p.plain
+		default:
+			r = &p.marks
+		}
+		if r == nil {
+			break
+		}
+		e := r.pop()
+		size += e.size()
+		p.taken = append(p.taken, e)
+	}
+	p.bytes -= size
+	if p.count() == 0 {
+		p.plain.reset()
+		p.marks.reset()
+	}
+	p.inflightN = len(p.taken)
+	q.inflight.Add(1)
+	go q.send(p)
+}
+
+func (q *PeerQueue) send(p *peer) {
+	defer q.inflight.Done()
+	body := append(p.body[:0], q.prefix...)
+	items := p.items[:0]
+	for i := range p.taken {
+		if i > 0 {
+			body = append(body, ',')
+		}
+		body = p.taken[i].appendTo(body)
+		items = append(items, p.taken[i].item)
+	}
+	body = append(body, ']', '}')
+	p.out = Outbound{Peer: p.name, Items: items, Body: body}
+
+	ctx, cancel := context.WithTimeout(q.sendCtx, q.cfg.SendTimeout)
+	err := q.cfg.Send(ctx, &p.out)
+	cancel()
+	if err != nil {
+		q.cfg.Logger.Warn("forward: batch lost", "peer", p.name, "items", len(items), "err", err)
+	}
+	if q.cfg.OnShipped != nil {
+		q.cfg.OnShipped(p.name, items, err)
+	}
+
+	clear(p.taken)
+	clear(items)
+	p.taken, p.items, p.out = p.taken[:0], items[:0], Outbound{}
+	// A body grown by one huge batch is not worth keeping per peer.
+	if cap(body) <= 4*int(q.cfg.MaxBatchBytes) {
+		p.body = body[:0]
+	} else {
+		p.body = nil
+	}
+
+	p.mu.Lock()
+	p.stats.Batches++
+	p.stats.SentItems += uint64(len(items))
+	p.stats.SentBytes += uint64(len(body))
+	if err != nil {
+		p.stats.LostBatches++
+		p.stats.LostItems += uint64(len(items))
+	}
+	p.inflightN = 0
+	p.flushing = false
+	// Whatever arrived mid-flight gets the next window, or ships at once
+	// if it already fills a batch.
+	q.kickLocked(p)
+	p.mu.Unlock()
+
+	q.mu.Lock()
+	close(q.changed)
+	q.changed = make(chan struct{})
+	q.mu.Unlock()
+}
+
+// Flush ships what is held for one peer now, unless a send to it is in
+// flight (whatever is left then ships when it returns).
+func (q *PeerQueue) Flush(peerName string) {
+	q.mu.RLock()
+	p := q.peers[peerName]
+	q.mu.RUnlock()
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	if !p.flushing && p.count() > 0 && !q.stopped.Load() {
+		q.startSendLocked(p)
+	}
+	p.mu.Unlock()
+}
+
+// FlushAll ships everything held for every peer and waits until every
+// batch has been handed to Send and returned, or ctx ends. Shutdown is
+// FlushAll, then Stop.
+func (q *PeerQueue) FlushAll(ctx context.Context) error {
+	for {
+		q.mu.RLock()
+		changed := q.changed
+		peers := make([]*peer, 0, len(q.peers))
+		for _, p := range q.peers {
+			peers = append(peers, p)
+		}
+		q.mu.RUnlock()
+		busy := false
+		for _, p := range peers {
+			p.mu.Lock()
+			if !p.flushing && p.count() > 0 && !q.stopped.Load() {
+				q.startSendLocked(p)
+			}
+			busy = busy || p.flushing
+			p.mu.Unlock()
+		}
+		if !busy {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return fmt.Errorf("forward flush: %w", ctx.Err())
+		}
+	}
+}
+
+// Stop ends the queue: later pushes are discarded and counted, and so are
+// items still held (call FlushAll first to ship them). It waits for sends in
+// flight until ctx ends, then cancels them. Stop is idempotent.
+func (q *PeerQueue) Stop(ctx context.Context) error {
+	q.stopOnce.Do(func() {
+		q.stopped.Store(true)
+		q.mu.RLock()
+		for _, p := range q.peers {
+			p.mu.Lock()
+			q.stopTimerLocked(p)
+			p.stats.Discarded += uint64(p.count())
+			p.plain.reset()
+			p.marks.reset()
+			p.bytes = 0
+			p.mu.Unlock()
+		}
+		q.mu.RUnlock()
+	})
+	done := make(chan struct{})
+	go func() {
+		q.inflight.Wait()
+		close(done)
+	}()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = fmt.Errorf("forward stop: %w", ctx.Err())
+	}
+	q.cancel()
+	<-done
+	return err
+}
+
+// Stats returns the counters summed over every peer.
+func (q *PeerQueue) Stats() Stats {
+	q.mu.RLock()
+	defer q.mu.RUnlock()
+	var s Stats
+	for _, p := range q.peers {
+		s.add(p.snapshot())
+	}
+	s.Discarded += q.discarded.Load()
+	return s
+}
+
+// PeerStats returns one peer's counters (zero for a peer never pushed to).
+func (q *PeerQueue) PeerStats(peerName string) Stats {
+	q.mu.RLock()
+	p := q.peers[peerName]
+	q.mu.RUnlock()
+	if p == nil {
+		return Stats{}
+	}
+	return p.snapshot()
+}
+
+func (p *peer) snapshot() Stats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.stats
+	s.HeldItems = p.count()
+	s.HeldBytes = p.bytes
+	s.InFlight = p.inflightN
+	return s
+}

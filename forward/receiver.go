@@ -1,0 +1,347 @@
+package forward
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Defaults of [ReceiverConfig].
+const (
+	// MaxBodyBytesDefault caps a batch body: a full batch (256 KiB) plus
+	// its last item, with room for large single items.
+	MaxBodyBytesDefault = 8 << 20
+	// MaxAgeDefault is how old a request's timestamp may be.
+	MaxAgeDefault = 300 * time.Second
+	// MaxFutureDefault is how far ahead of our clock it may be.
+	MaxFutureDefault = 60 * time.Second
+	// ReplayWindowDefault is how many nonces are remembered per peer.
+	ReplayWindowDefault = 4096
+	// AckConcurrencyDefault is how many acks are handed to the sink at once.
+	AckConcurrencyDefault = 16
+)
+
+// Sink receives a batch's items. The receiver calls it in a fixed order:
+// deliveries in batch order, then watches, bumps and events in order, then
+// acks, up to AckConcurrency at once (so Ack must be safe for concurrent
+// use). Peer is the peer id the signature proved. Calls should not block
+// for long: the sender is waiting for the reply.
+type Sink interface {
+	// Deliver hands one delivery to the local socket holding it and reports
+	// true when there is no socket for (d.UserID, d.AppUID).
+	Deliver(ctx context.Context, peer string, d *Delivery) (noSocket bool)
+	Watch(ctx context.Context, peer string, w *Watch)
+	Bump(ctx context.Context, peer string, b *Bump)
+	// Event replays a change against local session rows and returns the
+	// anchor tokens no local session row watches.
+	Event(ctx context.Context, peer string, e *Event) (noWatch []string)
+	Ack(ctx context.Context, peer string, a *Ack)
+}
+
+// SinkFuncs is a [Sink] made of optional functions; a nil one ignores its
+// items.
+type SinkFuncs struct {
+	DeliverFunc func(ctx context.Context, peer string, d *Delivery) bool
+	WatchFunc   func(ctx context.Context, peer string, w *Watch)
+	BumpFunc    func(ctx context.Context, peer string, b *Bump)
+	EventFunc   func(ctx context.Context, peer string, e *Event) []string
+	AckFunc     func(ctx context.Context, peer string, a *Ack)
+}
+
+var _ Sink = SinkFuncs{}
+
+// Deliver implements [Sink].
+func (s SinkFuncs) Deliver(ctx context.Context, peer string, d *Delivery) bool {
+	if s.DeliverFunc == nil {
+		return false
+	}
+	return s.DeliverFunc(ctx, peer, d)
+}
+
+// Watch implements [Sink].
+func (s SinkFuncs) Watch(ctx context.Context, peer string, w *Watch) {
+	if s.WatchFunc != nil {
+		s.WatchFunc(ctx, peer, w)
+	}
+}
+
+// Bump implements [Sink].
+func (s SinkFuncs) Bump(ctx context.Context, peer string, b *Bump) {
+	if s.BumpFunc != nil {
+		s.BumpFunc(ctx, peer, b)
+	}
+}
+
+// Event implements [Sink].
+func (s SinkFuncs) Event(ctx context.Context, peer string, e *Event) []string {
+	if s.EventFunc == nil {
+		return nil
+	}
+	return s.EventFunc(ctx, peer, e)
+}
+
+// Ack implements [Sink].
+func (s SinkFuncs) Ack(ctx context.Context, peer string, a *Ack) {
+	if s.AckFunc != nil {
+		s.AckFunc(ctx, peer, a)
+	}
+}
+
+// ReceiverConfig configures a [Receiver].
+type ReceiverConfig struct {
+	// Self is this region's own peer id: batches signed as it are answered
+	// and ignored. Empty means none.
+	Self string
+	// Peers maps each peer id allowed to send to the secret it signs with.
+	// Required.
+	Peers map[string][]byte
+	// Sink receives the items. Required.
+	Sink Sink
+	// MaxBodyBytes caps a body; larger ones get 413. Zero means 8 MiB.
+	MaxBodyBytes int64
+	// MaxAge is the oldest timestamp accepted. Zero means 300s.
+	MaxAge time.Duration
+	// MaxFuture is the furthest-ahead timestamp accepted. Zero means 60s.
+	MaxFuture time.Duration
+	// ReplayWindow is how many nonces are remembered per peer. Zero means
+	// 4096.
+	ReplayWindow int
+	// AckConcurrency is how many acks the sink gets at once. Zero means 16.
+	AckConcurrency int
+	// Clock checks timestamps. Nil means the wall clock.
+	Clock Clock
+	// Logger receives rejections at debug level. Nil means slog.Default().
+	Logger *slog.Logger
+	// InsecureSkipSignature accepts unsigned batches from known peers. It
+	// exists to measure what signing costs and nothing else.
+	InsecureSkipSignature bool
+}
+
+// ReceiverStats counts a receiver's answers by cause.
+type ReceiverStats struct {
+	Accepted     uint64 // batches handed to the sink
+	Items        uint64 // items in them, unknown kinds included
+	Ignored      uint64 // batches signed as Self
+	BadRequest   uint64 // 400: body, shape, timestamp or nonce
+	TooLarge     uint64 // 413
+	Forbidden    uint64 // 403: missing or unknown peer, bad signature
+	Replayed     uint64 // 403: nonce seen before or below the window
+	MethodDenied uint64 // 405
+}
+
+// Receiver is the http.Handler peers post batches to.
+type Receiver struct {
+	cfg   ReceiverConfig
+	peers map[string]*receiverPeer
+
+	accepted, items, ignored, badRequest, tooLarge, forbidden, replayed, method atomic.Uint64
+}
+
+type receiverPeer struct {
+	signer *signer
+	window *nonceWindow
+}
+
+var _ http.Handler = (*Receiver)(nil)
+
+// NewReceiver returns a receiver for the configured peers.
+func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
+	switch {
+	case len(cfg.Peers) == 0:
+		return nil, errors.New("forward receiver: peers are required")
+	case cfg.Sink == nil:
+		return nil, errors.New("forward receiver: sink is required")
+	case cfg.MaxBodyBytes < 0, cfg.MaxAge < 0, cfg.MaxFuture < 0, cfg.ReplayWindow < 0, cfg.AckConcurrency < 0:
+		return nil, errors.New("forward receiver: bounds must not be negative")
+	}
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = MaxBodyBytesDefault
+	}
+	if cfg.MaxAge == 0 {
+		cfg.MaxAge = MaxAgeDefault
+	}
+	if cfg.MaxFuture == 0 {
+		cfg.MaxFuture = MaxFutureDefault
+	}
+	if cfg.ReplayWindow == 0 {
+		cfg.ReplayWindow = ReplayWindowDefault
+	}
+	if cfg.AckConcurrency == 0 {
+		cfg.AckConcurrency = AckConcurrencyDefault
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = WallClock
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	r := &Receiver{cfg: cfg, peers: make(map[string]*receiverPeer, len(cfg.Peers))}
+	for id, secret := range cfg.Peers {
+		if len(secret) == 0 && !cfg.InsecureSkipSignature {
+			return nil, fmt.Errorf("forward receiver: peer %q has no secret", id)
+		}
+		r.peers[id] = &receiverPeer{signer: newSigner(secret), window: newNonceWindow(cfg.ReplayWindow)}
+	}
+	return r, nil
+}
+
+// Stats returns the receiver's counters.
+func (r *Receiver) Stats() ReceiverStats {
+	return ReceiverStats{
+		Accepted: r.accepted.Load(), Items: r.items.Load(), Ignored: r.ignored.Load(),
+		BadRequest: r.badRequest.Load(), TooLarge: r.tooLarge.Load(), Forbidden: r.forbidden.Load(),
+		Replayed: r.replayed.Load(), MethodDenied: r.method.Load(),
+	}
+}
+
+func (r *Receiver) reject(w http.ResponseWriter, code int, counter *atomic.Uint64, why string, peer string) {
+	counter.Add(1)
+	r.cfg.Logger.Debug("forward: batch rejected", "code", code, "why", why, "peer", peer)
+	http.Error(w, why, code)
+}
+
+// ServeHTTP checks, in this order: the peer is named and known (403), the
+// timestamp and nonce are well formed (400) and the timestamp is within
+// [now-MaxAge, now+MaxFuture] (400), the body fits (413), the signature
+// matches (403), the nonce is new (403), and only then parses the body
+// (400). Nothing is decoded before the signature has been checked.
+func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	if req.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		r.reject(w, http.StatusMethodNotAllowed, &r.method, "method not allowed", "")
+		return
+	}
+	needSig := !r.cfg.InsecureSkipSignature
+	a, err := parseAuth(req.Header, needSig)
+	if errors.Is(err, errNoPeer) {
+		r.reject(w, http.StatusForbidden, &r.forbidden, "missing peer id", "")
+		return
+	}
+	if a.peer == r.cfg.Self {
+		r.ignored.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte("{}"))
+		return
+	}
+	p := r.peers[a.peer]
+	if p == nil {
+		r.reject(w, http.StatusForbidden, &r.forbidden, "unknown peer", a.peer)
+		return
+	}
+	switch {
+	case errors.Is(err, errBadTimestamp), errors.Is(err, errBadNonce):
+		r.reject(w, http.StatusBadRequest, &r.badRequest, err.Error(), a.peer)
+		return
+	case errors.Is(err, errBadSignature):
+		r.reject(w, http.StatusForbidden, &r.forbidden, "bad signature", a.peer)
+		return
+	}
+	now := r.cfg.Clock.Now().Unix()
+	if a.ts < now-int64(r.cfg.MaxAge/time.Second) || a.ts > now+int64(r.cfg.MaxFuture/time.Second) {
+		r.reject(w, http.StatusBadRequest, &r.badRequest, "timestamp outside the window", a.peer)
+		return
+	}
+	if req.ContentLength > r.cfg.MaxBodyBytes {
+		r.reject(w, http.StatusRequestEntityTooLarge, &r.tooLarge, "body too large", a.peer)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, r.cfg.MaxBodyBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			r.reject(w, http.StatusRequestEntityTooLarge, &r.tooLarge, "body too large", a.peer)
+			return
+		}
+		r.reject(w, http.StatusBadRequest, &r.badRequest, "unreadable body", a.peer)
+		return
+	}
+	if needSig {
+		var want [sha256.Size]byte
+		p.signer.sum(&want, a.tsText, a.nonceText, body)
+		if !hmac.Equal(want[:], a.sig[:]) {
+			r.reject(w, http.StatusForbidden, &r.forbidden, "bad signature", a.peer)
+			return
+		}
+	}
+	if !p.window.admit(a.nonce) {
+		r.reject(w, http.StatusForbidden, &r.replayed, "replayed nonce", a.peer)
+		return
+	}
+	batch, err := DecodeBatch(body)
+	if err != nil {
+		r.reject(w, http.StatusBadRequest, &r.badRequest, "malformed batch", a.peer)
+		return
+	}
+	r.accepted.Add(1)
+	r.items.Add(uint64(len(batch.Items)))
+	reply := r.dispatch(req.Context(), a.peer, batch.Items)
+	out, err := json.Marshal(reply)
+	if err != nil {
+		http.Error(w, "encode reply", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(out)
+}
+
+// dispatch hands the items to the sink in the receive order and gathers
+// the reply.
+func (r *Receiver) dispatch(ctx context.Context, peer string, items []Item) Reply {
+	var reply Reply
+	seenSocket := map[SocketRef]bool{}
+	for _, it := range items {
+		if d, ok := it.(*Delivery); ok && r.cfg.Sink.Deliver(ctx, peer, d) {
+			ref := SocketRef{UserID: d.UserID, AppUID: d.AppUID}
+			if !seenSocket[ref] {
+				seenSocket[ref] = true
+				reply.NoSocket = append(reply.NoSocket, ref)
+			}
+		}
+	}
+	for _, it := range items {
+		if v, ok := it.(*Watch); ok {
+			r.cfg.Sink.Watch(ctx, peer, v)
+		}
+	}
+	for _, it := range items {
+		if v, ok := it.(*Bump); ok {
+			r.cfg.Sink.Bump(ctx, peer, v)
+		}
+	}
+	seenWatch := map[WatchRef]bool{}
+	for _, it := range items {
+		if v, ok := it.(*Event); ok {
+			for _, tok := range r.cfg.Sink.Event(ctx, peer, v) {
+				ref := WatchRef{UserID: v.OwnerUserID, Token: tok}
+				if !seenWatch[ref] {
+					seenWatch[ref] = true
+					reply.NoWatch = append(reply.NoWatch, ref)
+				}
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, r.cfg.AckConcurrency)
+	for _, it := range items {
+		if v, ok := it.(*Ack); ok {
+			sem <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				r.cfg.Sink.Ack(ctx, peer, v)
+			}()
+		}
+	}
+	wg.Wait()
+	return reply
+}

@@ -1,0 +1,170 @@
+package forward
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// Defaults of [SenderConfig].
+const (
+	// SendRequestTimeoutDefault bounds one request, dial to reply.
+	SendRequestTimeoutDefault = 10 * time.Second
+	// DialTimeoutDefault bounds connecting to a peer.
+	DialTimeoutDefault = 5 * time.Second
+	// maxReplyBytes caps the reply we read; replies are small lists.
+	maxReplyBytes = 1 << 20
+)
+
+// ErrUnknownPeer is returned for a batch to a peer the sender has no URL for.
+var ErrUnknownPeer = errors.New("forward: unknown peer")
+
+// StatusError is a receiver's non-2xx answer.
+type StatusError struct {
+	Code int
+	Body string
+}
+
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("forward: peer answered %d: %s", e.Code, e.Body)
+}
+
+// SenderConfig configures a [Sender].
+type SenderConfig struct {
+	// Self is this region's peer id, sent in [HeaderPeer]. Required.
+	Self string
+	// Secret signs every body. Required unless InsecureSkipSignature.
+	Secret []byte
+	// Peers maps a peer id to the URL its [Receiver] serves. Required.
+	Peers map[string]string
+	// Timeout bounds one request on top of the caller's context. Zero
+	// means 10s.
+	Timeout time.Duration
+	// Nonces hands out nonces. Nil means a [ClockNonces] on Clock.
+	Nonces NonceSource
+	// Clock stamps requests. Nil means the wall clock.
+	Clock Clock
+	// OnReply, if set, receives every peer's answer: the sockets and
+	// watches it holds nothing for.
+	OnReply func(peer string, r Reply)
+	// InsecureSkipSignature sends no signature. It exists to measure what
+	// signing costs and nothing else; a receiver only takes such batches
+	// with the same setting.
+	InsecureSkipSignature bool
+}
+
+// Sender ships batches to peers over HTTP, signed, with one keep-alive
+// connection pool per peer. Its Send is a [SendFunc].
+type Sender struct {
+	cfg     SenderConfig
+	signer  *signer
+	clients map[string]*peerClient
+}
+
+type peerClient struct {
+	url       string
+	transport *http.Transport
+	client    *http.Client
+}
+
+// NewSender returns a sender for the configured peers.
+func NewSender(cfg SenderConfig) (*Sender, error) {
+	switch {
+	case cfg.Self == "":
+		return nil, errors.New("forward sender: self is required")
+	case len(cfg.Secret) == 0 && !cfg.InsecureSkipSignature:
+		return nil, errors.New("forward sender: secret is required")
+	case len(cfg.Peers) == 0:
+		return nil, errors.New("forward sender: peers are required")
+	case cfg.Timeout < 0:
+		return nil, errors.New("forward sender: timeout must not be negative")
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = SendRequestTimeoutDefault
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = WallClock
+	}
+	if cfg.Nonces == nil {
+		cfg.Nonces = &ClockNonces{Clock: cfg.Clock}
+	}
+	s := &Sender{cfg: cfg, signer: newSigner(cfg.Secret), clients: make(map[string]*peerClient, len(cfg.Peers))}
+	for id, url := range cfg.Peers {
+		// One transport per peer: its own pool, so a slow peer cannot
+		// hold connections another needs. One send is in flight per peer,
+		// so a couple of idle connections is all it keeps.
+		t := &http.Transport{
+			DialContext:           (&net.Dialer{Timeout: DialTimeoutDefault, KeepAlive: 30 * time.Second}).DialContext,
+			MaxIdleConnsPerHost:   2,
+			IdleConnTimeout:       90 * time.Second,
+			ResponseHeaderTimeout: cfg.Timeout,
+		}
+		s.clients[id] = &peerClient{url: url, transport: t, client: &http.Client{Transport: t, Timeout: cfg.Timeout}}
+	}
+	return s, nil
+}
+
+// Send ships one batch and hands the reply to OnReply. Any failure,
+// including a non-2xx answer ([*StatusError]), means the batch is lost.
+func (s *Sender) Send(ctx context.Context, b *Outbound) error {
+	pc := s.clients[b.Peer]
+	if pc == nil {
+		return fmt.Errorf("send to %q: %w", b.Peer, ErrUnknownPeer)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, pc.url, bytes.NewReader(b.Body))
+	if err != nil {
+		return fmt.Errorf("send to %q: %w", b.Peer, err)
+	}
+	ts := strconv.FormatInt(s.cfg.Clock.Now().Unix(), 10)
+	nonce := strconv.FormatUint(s.cfg.Nonces.Next(), 10)
+	req.Header = http.Header{
+		"Content-Type":  {"application/json"},
+		HeaderPeer:      {s.cfg.Self},
+		HeaderTimestamp: {ts},
+		HeaderNonce:     {nonce},
+	}
+	if !s.cfg.InsecureSkipSignature {
+		var sum [sha256.Size]byte
+		s.signer.sum(&sum, ts, nonce, b.Body)
+		req.Header[HeaderSignature] = []string{hex.EncodeToString(sum[:])}
+	}
+	resp, err := pc.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("send to %q: %w", b.Peer, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxReplyBytes))
+	// Drain what is left so the connection goes back to the pool.
+	_, _ = io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("send to %q: %w", b.Peer, &StatusError{Code: resp.StatusCode, Body: string(bytes.TrimSpace(body))})
+	}
+	if err != nil {
+		return fmt.Errorf("send to %q: read reply: %w", b.Peer, err)
+	}
+	if s.cfg.OnReply != nil && len(body) > 0 {
+		var r Reply
+		if err := json.Unmarshal(body, &r); err != nil {
+			return fmt.Errorf("send to %q: decode reply: %w", b.Peer, err)
+		}
+		s.cfg.OnReply(b.Peer, r)
+	}
+	return nil
+}
+
+// Close closes idle connections to every peer. Sends still in flight
+// finish on their own connections.
+func (s *Sender) Close() {
+	for _, pc := range s.clients {
+		pc.transport.CloseIdleConnections()
+	}
+}
