@@ -1,0 +1,5 @@
+//go:build race
+
+package forward
+
+const raceEnabled = true

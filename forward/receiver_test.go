@@ -1,0 +1,324 @@
+package forward
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"testing"
+)
+
+var (
+	secretEU = []byte("secret-of-eu")
+	secretAP = []byte("secret-of-ap")
+)
+
+// sinkLog records every call the receiver makes, in order.
+type sinkLog struct {
+	mu    sync.Mutex
+	calls []string
+	peers []string
+}
+
+func (s *sinkLog) add(peer, call string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls = append(s.calls, call)
+	s.peers = append(s.peers, peer)
+}
+
+func (s *sinkLog) snapshot() ([]string, []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.calls...), append([]string(nil), s.peers...)
+}
+
+func (s *sinkLog) sink() Sink {
+	return SinkFuncs{
+		DeliverFunc: func(_ context.Context, peer string, d *Delivery) bool {
+			s.add(peer, "delivery:"+d.SubID)
+			return d.UserID == 404
+		},
+		WatchFunc: func(_ context.Context, peer string, w *Watch) { s.add(peer, "watch:"+w.Token) },
+		BumpFunc:  func(_ context.Context, peer string, b *Bump) { s.add(peer, "bump:"+b.Scope) },
+		EventFunc: func(_ context.Context, peer string, e *Event) []string {
+			s.add(peer, "event:"+e.ID)
+			return []string{"tok-" + e.ID}
+		},
+		AckFunc: func(_ context.Context, peer string, a *Ack) { s.add(peer, "ack:"+a.EntryID) },
+	}
+}
+
+type testReceiver struct {
+	clk  *fakeClock
+	log  *sinkLog
+	recv *Receiver
+	srv  *httptest.Server
+}
+
+func newTestReceiver(t *testing.T, mod func(*ReceiverConfig)) *testReceiver {
+	t.Helper()
+	tr := &testReceiver{clk: newFakeClock(), log: &sinkLog{}}
+	cfg := ReceiverConfig{
+		Self:   "us",
+		Peers:  map[string][]byte{"eu": secretEU, "ap": secretAP},
+		Sink:   tr.log.sink(),
+		Clock:  tr.clk,
+		Logger: slog.New(slog.DiscardHandler),
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	r, err := NewReceiver(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.recv = r
+	tr.srv = httptest.NewServer(r) // a real listener on 127.0.0.1
+	t.Cleanup(tr.srv.Close)
+	return tr
+}
+
+// signedReq is one request as an attacker or a sender would build it.
+type signedReq struct {
+	peer   string
+	secret []byte
+	ts     int64
+	nonce  uint64
+	body   []byte
+	// sent replaces body on the wire after signing (tampering).
+	sent    []byte
+	headers map[string]string // raw overrides
+}
+
+func (tr *testReceiver) do(t *testing.T, r signedReq) (int, []byte) {
+	t.Helper()
+	sent := r.body
+	if r.sent != nil {
+		sent = r.sent
+	}
+	req, err := http.NewRequest(http.MethodPost, tr.srv.URL, bytes.NewReader(sent))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.peer != "" {
+		req.Header.Set(HeaderPeer, r.peer)
+	}
+	req.Header.Set(HeaderTimestamp, strconv.FormatInt(r.ts, 10))
+	req.Header.Set(HeaderNonce, strconv.FormatUint(r.nonce, 10))
+	req.Header.Set(HeaderSignature, Sign(r.secret, r.ts, r.nonce, r.body))
+	for k, v := range r.headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, out
+}
+
+func batchBody(t *testing.T, from string, items ...Item) []byte {
+	t.Helper()
+	b := appendString([]byte(`{"from":`), from)
+	b = append(b, `,"items":[`...)
+	for i, it := range items {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = AppendJSON(b, it)
+	}
+	return append(b, ']', '}')
+}
+
+func TestReceiverAttacks(t *testing.T) {
+	tr := newTestReceiver(t, func(c *ReceiverConfig) { c.MaxBodyBytes = 4096 })
+	now := tr.clk.Now().Unix()
+	body := batchBody(t, "eu", del("s1", "a"))
+	nonce := uint64(1000)
+	next := func() uint64 { nonce++; return nonce }
+	big := batchBody(t, "eu", &Delivery{SubID: "s", Event: []byte(`{"x":"` + string(bytes.Repeat([]byte("z"), 5000)) + `"}`)})
+
+	captured := signedReq{peer: "eu", secret: secretEU, ts: now, nonce: next(), body: body}
+	if code, out := tr.do(t, captured); code != 200 {
+		t.Fatalf("genuine batch: %d %s", code, out)
+	}
+	for _, tc := range []struct {
+		name string
+		req  signedReq
+		want int
+	}{
+		{"bad signature", signedReq{peer: "eu", secret: secretEU, ts: now, nonce: next(), body: body,
+			headers: map[string]string{HeaderSignature: Sign(secretEU, now, 1, body)}}, 403},
+		{"malformed signature", signedReq{peer: "eu", secret: secretEU, ts: now, nonce: next(), body: body,
+			headers: map[string]string{HeaderSignature: "zz"}}, 403},
+		{"other peer's secret", signedReq{peer: "eu", secret: secretAP, ts: now, nonce: next(), body: body}, 403},
+		{"stale timestamp", signedReq{peer: "eu", secret: secretEU, ts: now - 301, nonce: next(), body: body}, 400},
+		{"future timestamp", signedReq{peer: "eu", secret: secretEU, ts: now + 61, nonce: next(), body: body}, 400},
+		{"oldest timestamp accepted", signedReq{peer: "eu", secret: secretEU, ts: now - 300, nonce: next(), body: body}, 200},
+		{"furthest timestamp accepted", signedReq{peer: "eu", secret: secretEU, ts: now + 60, nonce: next(), body: body}, 200},
+		{"malformed timestamp", signedReq{peer: "eu", secret: secretEU, ts: now, nonce: next(), body: body,
+			headers: map[string]string{HeaderTimestamp: "-5"}}, 400},
+		{"malformed nonce", signedReq{peer: "eu", secret: secretEU, ts: now, nonce: next(), body: body,
+			headers: map[string]string{HeaderNonce: "12a"}}, 400},
+		{"replay of a captured batch", captured, 403},
+		{"replay under a fresh timestamp", signedReq{peer: "eu", secret: secretEU, ts: now + 1, nonce: captured.nonce, body: body}, 403},
+		{"unknown peer", signedReq{peer: "mallory", secret: []byte("guess"), ts: now, nonce: next(), body: body}, 403},
+		{"missing peer", signedReq{secret: secretEU, ts: now, nonce: next(), body: body}, 403},
+		{"truncated in transit", signedReq{peer: "eu", secret: secretEU, ts: now, nonce: next(), body: body, sent: body[:len(body)/2]}, 403},
+		{"truncated and signed", signedReq{peer: "eu", secret: secretEU, ts: now, nonce: next(), body: body[:len(body)/2]}, 400},
+		{"empty body", signedReq{peer: "eu", secret: secretEU, ts: now, nonce: next(), body: []byte{}}, 400},
+		{"not a batch", signedReq{peer: "eu", secret: secretEU, ts: now, nonce: next(), body: []byte(`{"from":"eu","items":{}}`)}, 400},
+		{"oversized body", signedReq{peer: "eu", secret: secretEU, ts: now, nonce: next(), body: big}, 413},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if code, out := tr.do(t, tc.req); code != tc.want {
+				t.Fatalf("status %d (%s), want %d", code, bytes.TrimSpace(out), tc.want)
+			}
+		})
+	}
+	calls, _ := tr.log.snapshot()
+	if len(calls) != 3 { // the genuine batch and the two edge timestamps
+		t.Fatalf("sink saw %v", calls)
+	}
+	st := tr.recv.Stats()
+	if st.Accepted != 3 || st.Replayed != 2 || st.TooLarge != 1 {
+		t.Fatalf("stats = %+v", st)
+	}
+}
+
+func TestReceiverOversizedChunkedBody(t *testing.T) {
+	tr := newTestReceiver(t, func(c *ReceiverConfig) { c.MaxBodyBytes = 1024 })
+	now := tr.clk.Now().Unix()
+	body := bytes.Repeat([]byte("x"), 4096)
+	// A reader without a length makes the client send it chunked, so only
+	// the read limit can catch it.
+	req, _ := http.NewRequest(http.MethodPost, tr.srv.URL, io.MultiReader(bytes.NewReader(body)))
+	req.Header.Set(HeaderPeer, "eu")
+	req.Header.Set(HeaderTimestamp, strconv.FormatInt(now, 10))
+	req.Header.Set(HeaderNonce, "5")
+	req.Header.Set(HeaderSignature, Sign(secretEU, now, 5, body))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 413 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+}
+
+func TestReceiverActsOnSignedPeerAndOrder(t *testing.T) {
+	tr := newTestReceiver(t, nil)
+	now := tr.clk.Now().Unix()
+	items := []Item{
+		&Ack{UserID: 1, SubID: "s", EntryID: "e1"},
+		&Event{Family: "fs", ID: "ev1", OwnerUserID: 9, FS: &FSChange{Key: "write", Entry: FSEntry{UID: "u", Path: "/a"}}},
+		del("d1", "a"),
+		&Bump{Scope: "presence", Generation: 3},
+		&Watch{Op: "add", Token: "t1"},
+		&Delivery{UserID: 404, SubID: "d2", Event: []byte(`{"id":"b"}`)},
+		&Delivery{UserID: 404, SubID: "d3", Event: []byte(`{"id":"c"}`)},
+	}
+	body := batchBody(t, "ap", items...) // the body claims to be from ap
+	// An item of a kind this receiver does not know is skipped.
+	body = bytes.Replace(body, []byte(`"items":[`), []byte(`"items":[{"kind":"teleport","x":[1,2]},`), 1)
+	code, out := tr.do(t, signedReq{peer: "eu", secret: secretEU, ts: now, nonce: 1, body: body})
+	if code != 200 {
+		t.Fatalf("status %d %s", code, out)
+	}
+	calls, peers := tr.log.snapshot()
+	want := []string{"delivery:d1", "delivery:d2", "delivery:d3", "watch:t1", "bump:presence", "event:ev1", "ack:e1"}
+	if !equal(calls, want) {
+		t.Fatalf("calls = %v, want %v", calls, want)
+	}
+	for _, p := range peers {
+		if p != "eu" {
+			t.Fatalf("sink told peer %q, not the signed eu", p)
+		}
+	}
+	var r Reply
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.NoSocket) != 1 || r.NoSocket[0] != (SocketRef{UserID: 404}) || len(r.NoWatch) != 1 || r.NoWatch[0] != (WatchRef{UserID: 9, Token: "tok-ev1"}) {
+		t.Fatalf("reply = %s", out)
+	}
+	if !bytes.Contains(out, []byte(`"appUid":null`)) {
+		t.Fatalf("reply = %s", out)
+	}
+
+	// Signed as ourselves: answered, not handed to the sink.
+	code, _ = tr.do(t, signedReq{peer: "us", secret: []byte("x"), ts: now, nonce: 2, body: body})
+	if calls2, _ := tr.log.snapshot(); code != 200 || len(calls2) != len(calls) {
+		t.Fatalf("self batch: %d, %d calls", code, len(calls2))
+	}
+}
+
+func TestNonceWindowBounded(t *testing.T) {
+	w := newNonceWindow(4)
+	for _, n := range []uint64{10, 12, 11, 13} {
+		if !w.admit(n) {
+			t.Fatalf("%d refused", n)
+		}
+	}
+	if w.admit(12) {
+		t.Fatal("replay admitted")
+	}
+	if !w.admit(20) { // evicts 10
+		t.Fatal("20 refused")
+	}
+	if w.admit(10) || w.admit(9) {
+		t.Fatal("nonce at or below the evicted floor admitted")
+	}
+	if len(w.seen) > 4 {
+		t.Fatalf("window holds %d", len(w.seen))
+	}
+}
+
+func TestClockNoncesNeverRepeatAcrossRestart(t *testing.T) {
+	clk := newFakeClock() // frozen: the worst case for a clock-based source
+	first := &ClockNonces{Clock: clk}
+	var last uint64
+	for range 1000 {
+		n := first.Next()
+		if n <= last {
+			t.Fatalf("nonce %d after %d", n, last)
+		}
+		last = n
+	}
+	// Concurrent callers get distinct values.
+	var mu sync.Mutex
+	seen := map[uint64]bool{}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 500 {
+				n := first.Next()
+				mu.Lock()
+				if seen[n] {
+					t.Errorf("nonce %d repeated", n)
+				}
+				seen[n] = true
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	for n := range seen {
+		last = max(last, n)
+	}
+	// A restart takes at least a microsecond; the new process starts above
+	// everything the old one handed out, since that ran at most 6,000 ns
+	// ahead of a clock that stood still.
+	clk.Advance(10 * 1000)
+	if n := (&ClockNonces{Clock: clk}).Next(); n <= last {
+		t.Fatalf("restarted source gave %d, old one reached %d", n, last)
+	}
+}
