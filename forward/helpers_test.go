@@ -92,7 +92,9 @@ type recorder struct {
 	gate chan struct{}    // when set, sends block until it is closed or ctx ends
 }
 
-func newRecorder() *recorder { return &recorder{ch: make(chan sentBatch, 1024), fail: map[string]error{}} }
+func newRecorder() *recorder {
+	return &recorder{ch: make(chan sentBatch, 1024), fail: map[string]error{}}
+}
 
 func (r *recorder) send(ctx context.Context, b *Outbound) error {
 	r.ch <- sentBatch{peer: b.Peer, items: append([]Item(nil), b.Items...), body: append([]byte(nil), b.Body...)}
