@@ -18,28 +18,28 @@ import (
 
 // Header names of the wire protocol.
 const (
-	HdrCmd       = "Sy-Cmd"        // command name, required
-	HdrStream    = "Sy-Stream"     // stream name, required
-	HdrKey       = "Sy-Key"        // key of a keyed message (set, get)
-	HdrSeq       = "Sy-Seq"        // sequence number (get, delete; in replies)
-	HdrSeqs      = "Sy-Seqs"       // comma-separated seqs (delete)
-	HdrUpTo      = "Sy-Up-To"      // delete every seq <= this (delete)
-	HdrAll       = "Sy-All"        // "true": delete everything (delete)
-	HdrMsgID     = "Sy-Msg-Id"     // de-duplication id (set)
-	HdrPrevSeq   = "Sy-Prev-Seq"   // compare-and-set on the key's seq; 0 = must not exist (set)
-	HdrTTL       = "Sy-Ttl"        // per-message time to live in milliseconds (set)
-	HdrTime      = "Sy-Time"       // unix milliseconds (replies)
-	HdrStartSeq  = "Sy-Start-Seq"  // first seq, inclusive (getAll); default 1
-	HdrEndSeq    = "Sy-End-Seq"    // last seq, inclusive (getAll); default: the end
-	HdrLimit     = "Sy-Limit"      // at most this many messages (getAll page)
-	HdrChunk     = "Sy-Chunk"      // chunk number, from 0 (getAll replies)
-	HdrEOF       = "Sy-Eof"        // "true" on the last chunk (getAll replies)
-	HdrNextSeq   = "Sy-Next-Seq"   // where the next page starts when Sy-Limit cut it (last chunk)
-	HdrEphemeral = "Sy-Ephemeral"  // "true": the stream lives in memory only (on any request)
-	HdrError     = "Sy-Error"      // error code (error replies)
-	HdrDup       = "Sy-Duplicate"  // "true" when a set was answered from the msgID cache
-	hdrPrefix    = "Sy-"           // headers with this prefix are the protocol's; others are user headers
-	natsPrefix   = "Nats-"         // NATS's own headers are never stored
+	HdrCmd       = "Sy-Cmd"       // command name, required
+	HdrStream    = "Sy-Stream"    // stream name, required
+	HdrKey       = "Sy-Key"       // key of a keyed message (set, get)
+	HdrSeq       = "Sy-Seq"       // sequence number (get, delete; in replies)
+	HdrSeqs      = "Sy-Seqs"      // comma-separated seqs (delete)
+	HdrUpTo      = "Sy-Up-To"     // delete every seq <= this (delete)
+	HdrAll       = "Sy-All"       // "true": delete everything (delete)
+	HdrMsgID     = "Sy-Msg-Id"    // de-duplication id (set)
+	HdrPrevSeq   = "Sy-Prev-Seq"  // compare-and-set on the key's seq; 0 = must not exist (set)
+	HdrTTL       = "Sy-Ttl"       // per-message time to live in milliseconds (set)
+	HdrTime      = "Sy-Time"      // unix milliseconds (replies)
+	HdrStartSeq  = "Sy-Start-Seq" // first seq, inclusive (getAll); default 1
+	HdrEndSeq    = "Sy-End-Seq"   // last seq, inclusive (getAll); default: the end
+	HdrLimit     = "Sy-Limit"     // at most this many messages (getAll page)
+	HdrChunk     = "Sy-Chunk"     // chunk number, from 0 (getAll replies)
+	HdrEOF       = "Sy-Eof"       // "true" on the last chunk (getAll replies)
+	HdrNextSeq   = "Sy-Next-Seq"  // where the next page starts when Sy-Limit cut it (last chunk)
+	HdrEphemeral = "Sy-Ephemeral" // "true": the stream lives in memory only (on any request)
+	HdrError     = "Sy-Error"     // error code (error replies)
+	HdrDup       = "Sy-Duplicate" // "true" when a set was answered from the msgID cache
+	hdrPrefix    = "Sy-"          // headers with this prefix are the protocol's; others are user headers
+	natsPrefix   = "Nats-"        // NATS's own headers are never stored
 )
 
 // Commands.
@@ -274,4 +274,77 @@ func DecodeFrames(b []byte, maxFrames int, fn func(*Message) error) error {
 		}
 	}
 	return nil
+}
+
+// MaxBatch bounds the messages of one setMany request; more is too-large.
+const MaxBatch = 10000
+
+// MarshalJSON writes limits with only the fields that differ from
+// DefaultConfig, and leaves "limits" out when none do.
+func (inv Inventory) MarshalJSON() ([]byte, error) {
+	out := struct {
+		Count  int64                      `json:"count"`
+		Bytes  int64                      `json:"bytes"`
+		Seq    uint64                     `json:"seq"`
+		Limits map[string]json.RawMessage `json:"limits,omitempty"`
+	}{Count: inv.Count, Bytes: inv.Bytes, Seq: inv.Seq}
+	if inv.Limits != nil {
+		diff, err := configDiff(*inv.Limits)
+		if err != nil {
+			return nil, err
+		}
+		if len(diff) > 0 {
+			out.Limits = diff
+		}
+	}
+	return json.Marshal(out)
+}
+
+// UnmarshalJSON reads what MarshalJSON writes: absent limit fields take their
+// DefaultConfig values, so Limits is a complete Config.
+func (inv *Inventory) UnmarshalJSON(b []byte) error {
+	var in struct {
+		Count  int64           `json:"count"`
+		Bytes  int64           `json:"bytes"`
+		Seq    uint64          `json:"seq"`
+		Limits json.RawMessage `json:"limits"`
+	}
+	if err := json.Unmarshal(b, &in); err != nil {
+		return err
+	}
+	*inv = Inventory{Count: in.Count, Bytes: in.Bytes, Seq: in.Seq}
+	if len(in.Limits) > 0 && string(in.Limits) != "null" {
+		c := DefaultConfig()
+		if err := json.Unmarshal(in.Limits, &c); err != nil {
+			return err
+		}
+		inv.Limits = &c
+	}
+	return nil
+}
+
+// configDiff returns the JSON fields of c whose values differ from
+// DefaultConfig's.
+func configDiff(c Config) (map[string]json.RawMessage, error) {
+	var cur, def map[string]json.RawMessage
+	b, err := json.Marshal(c)
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(b, &cur); err != nil {
+		return nil, err
+	}
+	b, err = json.Marshal(DefaultConfig())
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(b, &def); err != nil {
+		return nil, err
+	}
+	for k, v := range cur {
+		if string(def[k]) == string(v) {
+			delete(cur, k)
+		}
+	}
+	return cur, nil
 }

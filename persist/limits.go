@@ -1,0 +1,67 @@
+package persist
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+)
+
+// encodeHeaders is the stored form of user headers: their JSON, or nothing
+// when there are none (so a plain message costs no header bytes).
+func encodeHeaders(h map[string]string) ([]byte, error) {
+	if len(h) == 0 {
+		return nil, nil
+	}
+	b, err := json.Marshal(h)
+	if err != nil {
+		return nil, fmt.Errorf("encode headers: %w", err)
+	}
+	return b, nil
+}
+
+// decodeHeaders reverses encodeHeaders.
+func decodeHeaders(b []byte) (map[string]string, error) {
+	if len(b) == 0 {
+		return nil, nil
+	}
+	var h map[string]string
+	if err := json.Unmarshal(b, &h); err != nil {
+		return nil, fmt.Errorf("decode headers: %w", err)
+	}
+	return h, nil
+}
+
+// messageSize is what a message counts against max_msg_size, max_bytes and
+// max_bytes_per_second: its stored headers JSON, value and key.
+func messageSize(headersJSON []byte, value []byte, key string) int64 {
+	return int64(len(headersJSON) + len(value) + len(key))
+}
+
+// mergeConfig applies the JSON object patch to cur: only the fields present
+// change. Unknown fields and invalid results are bad-request.
+func mergeConfig(cur Config, patch []byte) (Config, error) {
+	dec := json.NewDecoder(bytes.NewReader(patch))
+	dec.DisallowUnknownFields()
+	next := cur
+	if err := dec.Decode(&next); err != nil {
+		return cur, Errorf(CodeBadRequest, "config: %v", err)
+	}
+	if dec.More() {
+		return cur, Errorf(CodeBadRequest, "config: trailing data after the JSON object")
+	}
+	if err := next.Validate(); err != nil {
+		return cur, err
+	}
+	return next, nil
+}
+
+// clampEphemeral bounds an ephemeral stream's max_bytes by EphemeralMaxBytes.
+func clampEphemeral(c Config) Config {
+	if c.MaxBytes < 0 || c.MaxBytes > EphemeralMaxBytes {
+		c.MaxBytes = EphemeralMaxBytes
+	}
+	return c
+}
+
+// over reports whether value v exceeds limit (-1 = unlimited).
+func over(v, limit int64) bool { return limit >= 0 && v > limit }

@@ -1,0 +1,102 @@
+package persist
+
+import (
+	"encoding/json"
+	"errors"
+	"strconv"
+
+	"github.com/nats-io/nats.go"
+)
+
+func itoa(n uint64) string { return strconv.FormatUint(n, 10) }
+
+// replyError answers m with err's code and message.
+func (s *Server) replyError(m *nats.Msg, err error) {
+	if m == nil || m.Reply == "" {
+		return
+	}
+	code, msg := CodeOf(err), err.Error()
+	var e *Error
+	if errors.As(err, &e) {
+		msg = e.Message
+	}
+	out := &nats.Msg{Subject: m.Reply, Header: nats.Header{HdrError: []string{string(code)}}, Data: []byte(msg)}
+	s.respond(out)
+}
+
+func (s *Server) respond(out *nats.Msg) {
+	if err := s.cfg.Conn.PublishMsg(out); err != nil {
+		s.log.Warn("persist: reply", "subject", out.Subject, "err", err)
+	}
+}
+
+// replySet answers a set with {"seq":N,"time":T}, built without reflection
+// because it is the hot path.
+func (s *Server) replySet(m *nats.Msg, r WriteResult) {
+	if m.Reply == "" {
+		return
+	}
+	if r.Err != nil {
+		s.replyError(m, r.Err)
+		return
+	}
+	b := make([]byte, 0, 48)
+	b = append(b, `{"seq":`...)
+	b = strconv.AppendUint(b, r.Seq, 10)
+	b = append(b, `,"time":`...)
+	b = strconv.AppendInt(b, r.Time, 10)
+	b = append(b, '}')
+	out := &nats.Msg{Subject: m.Reply, Data: b}
+	if r.Dup {
+		out.Header = nats.Header{HdrDup: []string{"true"}}
+	}
+	s.respond(out)
+}
+
+// replySetMany answers a setMany with one SetManyResult per message.
+func (s *Server) replySetMany(m *nats.Msg, rs []WriteResult) {
+	if m.Reply == "" {
+		return
+	}
+	out := make([]SetManyResult, len(rs))
+	for i, r := range rs {
+		if r.Err != nil {
+			out[i] = SetManyResult{Error: r.Err.Message, Code: r.Err.Code}
+		} else {
+			out[i] = SetManyResult{Seq: r.Seq, Time: r.Time}
+		}
+	}
+	s.replyJSON(m, out)
+}
+
+// replyGet answers a get: the raw value, metadata and user headers in headers.
+func (s *Server) replyGet(m *nats.Msg, msg *Message) {
+	if m.Reply == "" {
+		return
+	}
+	h := make(nats.Header, len(msg.Headers)+4)
+	for k, v := range msg.Headers {
+		h[k] = []string{v}
+	}
+	h[HdrSeq] = []string{itoa(msg.Seq)}
+	h[HdrTime] = []string{strconv.FormatInt(msg.Time, 10)}
+	if msg.Key != "" {
+		h[HdrKey] = []string{msg.Key}
+	}
+	if msg.TTL > 0 {
+		h[HdrTTL] = []string{strconv.FormatInt(msg.TTL, 10)}
+	}
+	s.respond(&nats.Msg{Subject: m.Reply, Header: h, Data: msg.Value})
+}
+
+func (s *Server) replyJSON(m *nats.Msg, v any) {
+	if m.Reply == "" {
+		return
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		s.replyError(m, Errorf(CodeInternal, "encode reply: %v", err))
+		return
+	}
+	s.respond(&nats.Msg{Subject: m.Reply, Data: b})
+}

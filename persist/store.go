@@ -1,0 +1,101 @@
+package persist
+
+import "time"
+
+// Storage opens streams. Implementations are safe for concurrent use; the
+// StreamStores they return are not (see StreamStore).
+type Storage interface {
+	// Open opens (creating if needed) the stream name of scope. ephemeral
+	// streams live in memory only and vanish when closed.
+	Open(scope, name string, ephemeral bool, now time.Time) (StreamStore, error)
+	// Close releases what the storage holds. Streams are closed by their owner.
+	Close() error
+}
+
+// StreamStore is one open stream in storage. (persist.Stream is the client's
+// handle on a stream, in client.go.) Its methods must not be called concurrently:
+// the server gives each stream one worker at a time. Every method that
+// removes or adds messages returns the Changes of its commit, in order.
+type StreamStore interface {
+	// Write applies ops in one transaction (the group commit) and returns a
+	// result per op. A per-op refusal (CAS, limits, dedup) is in its
+	// WriteResult and does not affect the others; a non-nil error means
+	// nothing was committed.
+	Write(ops []WriteOp, now time.Time) ([]WriteResult, []Change, error)
+	// Get returns the message with seq, or ErrNotFound.
+	Get(seq uint64) (*Message, error)
+	// GetKey returns the message stored under key, or ErrNotFound.
+	GetKey(key string) (*Message, error)
+	// GetAll calls fn for each message with start <= seq <= end (end 0 = no
+	// bound), in seq order, at most limit of them (0 = no limit). next is the
+	// seq to resume from when limit cut the range, else 0.
+	GetAll(start, end uint64, limit int, fn func(*Message) error) (next uint64, err error)
+	// Delete removes what d selects and returns the removed seqs.
+	Delete(d DeleteSpec, now time.Time) ([]uint64, []Change, error)
+	// Keys lists every key, sorted.
+	Keys() ([]string, error)
+	// Inventory summarises the stream.
+	Inventory() Inventory
+	// Config returns the stream's configuration.
+	Config() Config
+	// SetConfig replaces the configuration (already merged and validated by
+	// the caller) and enforces it at once.
+	SetConfig(c Config, now time.Time) (Config, []Change, error)
+	// Expire removes messages past their TTL or max_age and forgets msgIDs
+	// older than the de-duplication window.
+	Expire(now time.Time) ([]Change, error)
+	// NeedsExpiry reports whether Expire could have anything to do now or
+	// later (an age limit, TTL rows, remembered msgIDs).
+	NeedsExpiry() bool
+	// Close closes the stream; an ephemeral stream's data is gone afterwards.
+	Close() error
+}
+
+// WriteOp is one message to store.
+type WriteOp struct {
+	Key     string
+	Headers map[string]string
+	Value   []byte
+	TTL     int64   // milliseconds; 0 = none
+	MsgID   string  // "" = no de-duplication
+	PrevSeq *uint64 // compare-and-set on Key's current seq; 0 = key must not exist
+}
+
+// WriteResult is the outcome of one WriteOp.
+type WriteResult struct {
+	Seq  uint64
+	Time int64 // unix milliseconds
+	Dup  bool  // answered from the msgID window; nothing was written
+	Err  *Error
+}
+
+// DeleteSpec selects what Delete removes: exactly one of its fields is set.
+type DeleteSpec struct {
+	Seqs []uint64 // these seqs (one for Sy-Seq)
+	UpTo uint64   // every seq <= UpTo
+	All  bool     // everything
+}
+
+// ChangeOp says what a Change did.
+type ChangeOp int
+
+// Change operations.
+const (
+	ChangeSet    ChangeOp = iota + 1 // a message was stored
+	ChangeDelete                     // messages were removed (explicitly or by a limit, TTL or age)
+)
+
+// Change is one effect of a commit. A commit's changes come in the order
+// they happened; a ChangeSet's Msg.Seq increases across them.
+type Change struct {
+	Op   ChangeOp
+	Msg  *Message // ChangeSet: the stored message, value included
+	Seqs []uint64 // ChangeDelete: the removed seqs, ascending
+}
+
+// DedupWindow is how long a msgID is remembered for de-duplication.
+const DedupWindow = 2 * time.Minute
+
+// EphemeralMaxBytes is the byte cap of an ephemeral (in-memory) stream: its
+// max_bytes is never larger than this.
+const EphemeralMaxBytes = 64 << 20
