@@ -1,0 +1,327 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/switchyard-dev/switchyard/forward"
+)
+
+func init() {
+	var anchor string
+	var loopItems int
+	cmd := &cobra.Command{
+		Use:   "forward",
+		Short: "forward.PeerQueue vs the reference Node queue, and signed vs unsigned sends",
+		Long: `Runs three workloads on forward.PeerQueue and, when node is installed, the same
+three on the reference queue under Node (the anchor folder's bench.mjs), then
+prints both figures and the ratio:
+  steady-8-peers         1,000,000 deliveries round-robin over 8 peers whose send
+                         returns at once; items/s until everything is sent
+  dead-peer-count-bound  100,000 deliveries (128-byte payload) to a peer whose
+                         send never returns: the 5,000-item bound sheds; pushes/s
+  dead-peer-byte-bound   4,000 deliveries (64 KiB payload) to a dead peer: the
+                         32 MiB bound sheds; pushes/s
+Then it measures loopback HTTP send throughput, signed vs unsigned, with 1 and
+8 peers, and prints items/s and the ratio.
+Targets (not tests): >= 3x the anchor on steady, >= 10x on both bound
+workloads, signed >= 0.8x unsigned.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if loopItems < 1000 {
+				return usagef("--loop-items must be at least 1000")
+			}
+			return runBenchForward(cmd.Context(), cmd.OutOrStdout(), anchor, loopItems)
+		},
+	}
+	cmd.Flags().StringVar(&anchor, "anchor", filepath.Join("..", "shared", "anchors", "forward-ts"),
+		"folder holding the Node anchor's bench.mjs (skipped when missing or node is not installed)")
+	cmd.Flags().IntVar(&loopItems, "loop-items", 200_000, "items per loopback send run")
+	benchCmd.AddCommand(cmd)
+}
+
+// fwdResult is one workload's figures, ours or the anchor's (the anchor
+// prints the same field names as JSON).
+type fwdResult struct {
+	Workload string  `json:"workload"`
+	Items    int     `json:"items"`
+	Seconds  float64 `json:"seconds"`
+	PerSec   float64 `json:"items_per_s"`
+	Dropped  uint64  `json:"dropped"`
+	Markers  uint64  `json:"markers"`
+}
+
+func runBenchForward(ctx context.Context, out io.Writer, anchorDir string, loopItems int) error {
+	fmt.Fprintf(out, "forward: queue workloads (GOMAXPROCS=%d)\n", runtime.GOMAXPROCS(0))
+	theirs, why := runForwardAnchor(ctx, anchorDir)
+	if why != "" {
+		fmt.Fprintf(out, "  anchor skipped: %s\n", why)
+	}
+	type workload struct {
+		name string
+		run  func() (fwdResult, error)
+	}
+	for _, w := range []workload{
+		{"steady-8-peers", func() (fwdResult, error) { return benchSteady(ctx, 1_000_000, 8) }},
+		{"dead-peer-count-bound", func() (fwdResult, error) { return benchDeadPeer("dead-peer-count-bound", 100_000, 128) }},
+		{"dead-peer-byte-bound", func() (fwdResult, error) { return benchDeadPeer("dead-peer-byte-bound", 4_000, 64<<10) }},
+	} {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		ours, err := w.run()
+		if err != nil {
+			return fmt.Errorf("bench forward %s: %w", w.name, err)
+		}
+		line := fmt.Sprintf("  %-22s ours %10.0f items/s  (dropped %d, markers %d)", w.name, ours.PerSec, ours.Dropped, ours.Markers)
+		if a, ok := theirs[w.name]; ok && a.PerSec > 0 {
+			line += fmt.Sprintf("  anchor %9.0f items/s  (dropped %d, markers %d)  ratio %.1fx",
+				a.PerSec, a.Dropped, a.Markers, ours.PerSec/a.PerSec)
+		}
+		fmt.Fprintln(out, line)
+	}
+
+	fmt.Fprintf(out, "forward: loopback HTTP sends, %d items per run\n", loopItems)
+	for _, peers := range []int{1, 8} {
+		var rates [2]float64
+		for i, signed := range []bool{false, true} {
+			rate, err := benchLoopback(ctx, loopItems, peers, signed)
+			if err != nil {
+				return fmt.Errorf("bench forward loopback: %w", err)
+			}
+			rates[i] = rate
+		}
+		fmt.Fprintf(out, "  %d peer(s): unsigned %9.0f items/s  signed %9.0f items/s  signed/unsigned %.2fx\n",
+			peers, rates[0], rates[1], rates[1]/rates[0])
+	}
+	return nil
+}
+
+// runForwardAnchor runs the Node anchor; why says why it did not.
+func runForwardAnchor(ctx context.Context, dir string) (map[string]fwdResult, string) {
+	script := filepath.Join(dir, "bench.mjs")
+	if _, err := os.Stat(script); err != nil {
+		return nil, fmt.Sprintf("no %s (point --anchor at the anchor folder)", script)
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		return nil, "node is not installed"
+	}
+	c := exec.CommandContext(ctx, node, "bench.mjs", "all")
+	c.Dir = dir
+	var stderr bytes.Buffer
+	c.Stderr = &stderr
+	raw, err := c.Output()
+	if err != nil {
+		return nil, fmt.Sprintf("node failed: %v %s", err, strings.TrimSpace(stderr.String()))
+	}
+	res := map[string]fwdResult{}
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	for sc.Scan() {
+		var r fwdResult
+		if json.Unmarshal(sc.Bytes(), &r) == nil && r.Workload != "" {
+			res[r.Workload] = r
+		}
+	}
+	return res, ""
+}
+
+// benchEvent encodes the anchor's fs-style event for item i.
+func benchEvent(buf []byte, i int, payload string) []byte {
+	b := append(buf[:0], `{"id":"ev-`...)
+	b = strconv.AppendInt(b, int64(i), 10)
+	b = append(b, `","subject":"fs:uid-`...)
+	b = strconv.AppendInt(b, int64(i%5000), 10)
+	b = append(b, `:write","op":"write","uid":"uid-`...)
+	b = strconv.AppendInt(b, int64(i%5000), 10)
+	b = append(b, `","path":"/user`...)
+	b = strconv.AppendInt(b, int64(i%1000), 10)
+	b = append(b, `/docs/file-`...)
+	b = strconv.AppendInt(b, int64(i), 10)
+	b = append(b, `.txt","self":false,"ts":`...)
+	b = strconv.AppendInt(b, 1764000000000+int64(i), 10)
+	b = append(b, `,"seq":`...)
+	b = strconv.AppendInt(b, int64(i), 10)
+	b = append(b, `,"data":"`...)
+	b = append(b, payload...)
+	return append(b, `"}`...)
+}
+
+// benchDelivery builds the anchor's item i, encoding its event as the
+// events layer would: once, into its own bytes.
+func benchDelivery(i int, payload string) *forward.Delivery {
+	ev := benchEvent(make([]byte, 0, 160+len(payload)), i, payload)
+	return &forward.Delivery{UserID: int64(i % 1000), SubID: "sub-" + strconv.Itoa(i%64), Event: ev}
+}
+
+var benchSubIDs = func() (s [64]string) {
+	for i := range s {
+		s[i] = "sub-" + strconv.Itoa(i)
+	}
+	return s
+}()
+
+func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+func benchSteady(ctx context.Context, n, peers int) (fwdResult, error) {
+	var sent atomic.Int64
+	gap := forward.NewGapPolicy(forward.GapConfig{Logger: quietLogger()})
+	q, err := forward.NewPeerQueue(forward.QueueConfig{
+		From: "bench",
+		Send: func(_ context.Context, b *forward.Outbound) error {
+			sent.Add(int64(len(b.Items)))
+			return nil
+		},
+		OnOverflow: gap.Overflow, OnShipped: gap.Shipped, Logger: quietLogger(),
+	})
+	if err != nil {
+		return fwdResult{}, err
+	}
+	names := make([]string, peers)
+	for i := range names {
+		names[i] = "peer-" + strconv.Itoa(i)
+	}
+	payload := strings.Repeat("x", 64)
+	start := time.Now()
+	for i := range n {
+		d := &forward.Delivery{UserID: int64(i % 1000), SubID: benchSubIDs[i%64],
+			Event: benchEvent(make([]byte, 0, 256), i, payload)}
+		q.Push(names[i%peers], d)
+		if i%100 == 99 {
+			runtime.Gosched() // the anchor's producer yields every 100 pushes
+		}
+	}
+	if err := q.FlushAll(ctx); err != nil {
+		return fwdResult{}, err
+	}
+	secs := time.Since(start).Seconds()
+	st := q.Stats()
+	_ = q.Stop(ctx)
+	if got := st.SentItems + st.Shed - st.Replacements; got != uint64(n) {
+		return fwdResult{}, fmt.Errorf("steady: %d sent and shed of %d", got, n)
+	}
+	gs := gap.Stats()
+	return fwdResult{Workload: "steady-8-peers", Items: n, Seconds: secs, PerSec: float64(n) / secs, Dropped: gs.Dropped, Markers: gs.Markers}, nil
+}
+
+func benchDeadPeer(name string, n, payloadBytes int) (fwdResult, error) {
+	gap := forward.NewGapPolicy(forward.GapConfig{Logger: quietLogger()})
+	q, err := forward.NewPeerQueue(forward.QueueConfig{
+		From: "bench",
+		Send: func(ctx context.Context, _ *forward.Outbound) error {
+			<-ctx.Done() // a peer that never answers
+			return ctx.Err()
+		},
+		OnOverflow: gap.Overflow, OnShipped: gap.Shipped, Logger: quietLogger(),
+	})
+	if err != nil {
+		return fwdResult{}, err
+	}
+	payload := strings.Repeat("y", payloadBytes)
+	start := time.Now()
+	for i := range n {
+		q.Push("peer-dead", benchDelivery(i, payload))
+	}
+	secs := time.Since(start).Seconds()
+	stopped, cancel := context.WithCancel(context.Background())
+	cancel() // the dead send is cancelled at once
+	_ = q.Stop(stopped)
+	gs := gap.Stats()
+	return fwdResult{Workload: name, Items: n, Seconds: secs, PerSec: float64(n) / secs, Dropped: gs.Dropped, Markers: gs.Markers}, nil
+}
+
+// benchLoopback sends items to peers receivers on 127.0.0.1 through a
+// queue and a Sender, and returns delivered items per second.
+func benchLoopback(ctx context.Context, n, peers int, signed bool) (float64, error) {
+	secret := []byte("bench-secret")
+	var delivered atomic.Int64
+	urls := map[string]string{}
+	var servers []*http.Server
+	defer func() {
+		for _, s := range servers {
+			_ = s.Close()
+		}
+	}()
+	for i := range peers {
+		recv, err := forward.NewReceiver(forward.ReceiverConfig{
+			Self:  "region-" + strconv.Itoa(i),
+			Peers: map[string][]byte{"bench": secret},
+			Sink: forward.SinkFuncs{DeliverFunc: func(context.Context, string, *forward.Delivery) bool {
+				delivered.Add(1)
+				return false
+			}},
+			Logger:                quietLogger(),
+			InsecureSkipSignature: !signed,
+		})
+		if err != nil {
+			return 0, err
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, err
+		}
+		srv := &http.Server{Handler: recv, ReadHeaderTimeout: 5 * time.Second}
+		servers = append(servers, srv)
+		go func() { _ = srv.Serve(ln) }()
+		urls["region-"+strconv.Itoa(i)] = "http://" + ln.Addr().String() + "/"
+	}
+	sender, err := forward.NewSender(forward.SenderConfig{Self: "bench", Secret: secret, Peers: urls, InsecureSkipSignature: !signed})
+	if err != nil {
+		return 0, err
+	}
+	defer sender.Close()
+	q, err := forward.NewPeerQueue(forward.QueueConfig{From: "bench", Send: sender.Send, Logger: quietLogger()})
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = q.Stop(context.WithoutCancel(ctx)) }()
+	names := make([]string, peers)
+	for i := range names {
+		names[i] = "region-" + strconv.Itoa(i)
+	}
+	payload := strings.Repeat("x", 64)
+	items := make([]*forward.Delivery, 4096)
+	for i := range items {
+		items[i] = benchDelivery(i, payload)
+	}
+	start := time.Now()
+	for i := range n {
+		q.Push(names[i%peers], items[i%len(items)])
+		// Keep the producer behind the senders: this measures sending,
+		// not shedding.
+		if i%500 == 499 {
+			for _, name := range names {
+				for q.PeerStats(name).HeldItems > 2000 {
+					time.Sleep(100 * time.Microsecond)
+				}
+			}
+		}
+	}
+	if err := q.FlushAll(ctx); err != nil {
+		return 0, err
+	}
+	secs := time.Since(start).Seconds()
+	st := q.Stats()
+	if st.Shed != 0 || st.LostBatches != 0 || delivered.Load() != int64(n) {
+		return 0, fmt.Errorf("loopback: delivered %d of %d (shed %d, lost batches %d)", delivered.Load(), n, st.Shed, st.LostBatches)
+	}
+	return float64(n) / secs, nil
+}
+
