@@ -324,4 +324,3 @@ func benchLoopback(ctx context.Context, n, peers int, signed bool) (float64, err
 	}
 	return float64(n) / secs, nil
 }
-
