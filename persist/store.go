@@ -22,9 +22,9 @@ type StreamStore interface {
 	// WriteResult and does not affect the others; a non-nil error means
 	// nothing was committed.
 	Write(ops []WriteOp, now time.Time) ([]WriteResult, []Change, error)
-	// Get returns the message with seq, or ErrNotFound.
+	// Get returns the message with seq, or a not-found *Error.
 	Get(seq uint64) (*Message, error)
-	// GetKey returns the message stored under key, or ErrNotFound.
+	// GetKey returns the message stored under key, or a not-found *Error.
 	GetKey(key string) (*Message, error)
 	// GetAll calls fn for each message with start <= seq <= end (end 0 = no
 	// bound), in seq order, at most limit of them (0 = no limit). next is the

@@ -712,10 +712,10 @@ func scanMessage(sc interface{ Scan(...any) error }) (*Message, error) {
 	return &m, nil
 }
 
-func (s *sqliteStream) getOne(st *sql.Stmt, arg any) (*Message, error) {
+func (s *sqliteStream) getOne(st *sql.Stmt, what string, arg any) (*Message, error) {
 	m, err := scanMessage(st.QueryRow(arg))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, ErrNotFound
+		return nil, Errorf(CodeNotFound, "no message with %s", what)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get: %w", err)
@@ -724,10 +724,10 @@ func (s *sqliteStream) getOne(st *sql.Stmt, arg any) (*Message, error) {
 }
 
 // Get implements StreamStore.
-func (s *sqliteStream) Get(seq uint64) (*Message, error) { return s.getOne(s.getSeq, seq) }
+func (s *sqliteStream) Get(seq uint64) (*Message, error) { return s.getOne(s.getSeq, "seq "+strconv.FormatUint(seq, 10), seq) }
 
 // GetKey implements StreamStore.
-func (s *sqliteStream) GetKey(key string) (*Message, error) { return s.getOne(s.getKey, key) }
+func (s *sqliteStream) GetKey(key string) (*Message, error) { return s.getOne(s.getKey, "key "+strconv.Quote(key), key) }
 
 // GetAll implements StreamStore.
 func (s *sqliteStream) GetAll(start, end uint64, limit int, fn func(*Message) error) (uint64, error) {
