@@ -336,6 +336,9 @@ type wireDelivery struct {
 // known kind with a missing field or a value outside its set fails the
 // whole batch with [ErrBadItem], since only a broken sender produces one.
 func DecodeBatch(body []byte) (Batch, error) {
+	if b, ok := decodeFlat(body); ok {
+		return b, nil
+	}
 	var wb wireBatch
 	if err := json.Unmarshal(body, &wb); err != nil {
 		return Batch{}, fmt.Errorf("%w: %v", ErrMalformed, err)
@@ -361,7 +364,7 @@ func decodeItem(raw []byte) (Item, error) {
 	if err := json.Unmarshal(raw, &k); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
-	bad := func(why string) (Item, error) { return nil, fmt.Errorf("%w: %s %s", ErrBadItem, k.Kind, why) }
+	var it Item
 	switch Kind(k.Kind) {
 	case KindDelivery:
 		var w wireDelivery
@@ -372,57 +375,131 @@ func decodeItem(raw []byte) (Item, error) {
 		if w.AppUID != nil {
 			d.AppUID = *w.AppUID
 		}
-		if d.SubID == "" {
-			return bad("without subId")
-		}
-		if len(d.Event) == 0 || d.Event[0] != '{' {
-			return bad("without an event object")
-		}
-		return &d, nil
+		it = &d
 	case KindAck:
-		var a Ack
-		if err := json.Unmarshal(raw, &a); err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
-		}
-		if a.SubID == "" || a.EntryID == "" {
-			return bad("without subId or entryId")
-		}
-		return &a, nil
+		it = &Ack{}
 	case KindWatch:
-		var w Watch
-		if err := json.Unmarshal(raw, &w); err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
-		}
-		if w.Op != "add" && w.Op != "drop" {
-			return bad("op not add or drop")
-		}
-		if w.Token == "" {
-			return bad("without token")
-		}
-		return &w, nil
+		it = &Watch{}
 	case KindEvent:
-		var e Event
-		if err := json.Unmarshal(raw, &e); err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
-		}
-		switch {
-		case e.Family == "fs" && e.FS != nil, e.Family == "kv" && e.KV != nil:
-		default:
-			return bad("family not fs or kv with its part")
-		}
-		if e.ID == "" {
-			return bad("without id")
-		}
-		return &e, nil
+		it = &Event{}
 	case KindBump:
-		var u Bump
-		if err := json.Unmarshal(raw, &u); err != nil {
+		it = &Bump{}
+	default:
+		return nil, nil
+	}
+	if _, ok := it.(*Delivery); !ok {
+		if err := json.Unmarshal(raw, it); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
 		}
-		if u.Scope != "subscription" && u.Scope != "presence" {
-			return bad("scope not subscription or presence")
-		}
-		return &u, nil
 	}
-	return nil, nil
+	if why := validItem(it); why != "" {
+		return nil, fmt.Errorf("%w: %s %s", ErrBadItem, k.Kind, why)
+	}
+	return it, nil
+}
+
+// wireFlat holds the fields of every known kind at once. No two kinds use
+// one name with different types, so a batch of known kinds decodes in one
+// pass; anything else (a newer kind with clashing fields, a malformed
+// body) falls back to decoding item by item.
+type wireFlat struct {
+	Kind         string          `json:"kind"`
+	UserID       int64           `json:"userId"`
+	AppUID       *string         `json:"appUid"`
+	SubID        string          `json:"subId"`
+	Event        json.RawMessage `json:"event"`
+	AckRequired  bool            `json:"ackRequired"`
+	AckID        string          `json:"ackId"`
+	Origin       string          `json:"origin"`
+	EntryID      string          `json:"entryId"`
+	Op           string          `json:"op"`
+	Token        string          `json:"token"`
+	Family       string          `json:"family"`
+	OwnerUserID  int64           `json:"ownerUserId"`
+	ActingUserID int64           `json:"actingUserId"`
+	ID           string          `json:"id"`
+	TS           int64           `json:"ts"`
+	FS           *FSChange       `json:"fs"`
+	KV           *KVChange       `json:"kv"`
+	Generation   int64           `json:"generation"`
+	Scope        string          `json:"scope"`
+	Durable      bool            `json:"durable"`
+}
+
+type wireFlatBatch struct {
+	From  *string    `json:"from"`
+	Items []wireFlat `json:"items"`
+}
+
+func decodeFlat(body []byte) (Batch, bool) {
+	var wb wireFlatBatch
+	if json.Unmarshal(body, &wb) != nil || wb.From == nil || wb.Items == nil {
+		return Batch{}, false
+	}
+	out := Batch{From: *wb.From, Items: make([]Item, 0, len(wb.Items))}
+	for i := range wb.Items {
+		w := &wb.Items[i]
+		var it Item
+		switch Kind(w.Kind) {
+		case KindDelivery:
+			d := &Delivery{UserID: w.UserID, SubID: w.SubID, Event: w.Event, AckRequired: w.AckRequired, AckID: w.AckID, Origin: w.Origin}
+			if w.AppUID != nil {
+				d.AppUID = *w.AppUID
+			}
+			it = d
+		case KindAck:
+			it = &Ack{UserID: w.UserID, SubID: w.SubID, EntryID: w.EntryID}
+		case KindWatch:
+			it = &Watch{Op: w.Op, UserID: w.UserID, Token: w.Token}
+		case KindEvent:
+			it = &Event{Family: w.Family, OwnerUserID: w.OwnerUserID, ActingUserID: w.ActingUserID, ID: w.ID, TS: w.TS, FS: w.FS, KV: w.KV}
+		case KindBump:
+			it = &Bump{UserID: w.UserID, Generation: w.Generation, Scope: w.Scope, Durable: w.Durable}
+		default:
+			continue
+		}
+		if validItem(it) != "" {
+			return Batch{}, false // the slow path reports which and why
+		}
+		out.Items = append(out.Items, it)
+	}
+	return out, true
+}
+
+// validItem returns why a decoded item of a known kind is unusable, or "".
+func validItem(it Item) string {
+	switch v := it.(type) {
+	case *Delivery:
+		if v.SubID == "" {
+			return "without subId"
+		}
+		if len(v.Event) == 0 || v.Event[0] != '{' {
+			return "without an event object"
+		}
+	case *Ack:
+		if v.SubID == "" || v.EntryID == "" {
+			return "without subId or entryId"
+		}
+	case *Watch:
+		if v.Op != "add" && v.Op != "drop" {
+			return "op not add or drop"
+		}
+		if v.Token == "" {
+			return "without token"
+		}
+	case *Event:
+		switch {
+		case v.Family == "fs" && v.FS != nil, v.Family == "kv" && v.KV != nil:
+		default:
+			return "family not fs or kv with its part"
+		}
+		if v.ID == "" {
+			return "without id"
+		}
+	case *Bump:
+		if v.Scope != "subscription" && v.Scope != "presence" {
+			return "scope not subscription or presence"
+		}
+	}
+	return ""
 }
