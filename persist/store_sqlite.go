@@ -724,10 +724,14 @@ func (s *sqliteStream) getOne(st *sql.Stmt, what string, arg any) (*Message, err
 }
 
 // Get implements StreamStore.
-func (s *sqliteStream) Get(seq uint64) (*Message, error) { return s.getOne(s.getSeq, "seq "+strconv.FormatUint(seq, 10), seq) }
+func (s *sqliteStream) Get(seq uint64) (*Message, error) {
+	return s.getOne(s.getSeq, "seq "+strconv.FormatUint(seq, 10), seq)
+}
 
 // GetKey implements StreamStore.
-func (s *sqliteStream) GetKey(key string) (*Message, error) { return s.getOne(s.getKey, "key "+strconv.Quote(key), key) }
+func (s *sqliteStream) GetKey(key string) (*Message, error) {
+	return s.getOne(s.getKey, "key "+strconv.Quote(key), key)
+}
 
 // GetAll implements StreamStore.
 func (s *sqliteStream) GetAll(start, end uint64, limit int, fn func(*Message) error) (uint64, error) {
