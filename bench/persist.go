@@ -1,0 +1,351 @@
+// Package bench holds switchyard's side-by-side benchmarks: each measures our
+// component and its anchor on the same load, in the same run, on the same
+// machine, and reports both figures and the ratio.
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/switchyard-dev/switchyard/bus"
+	"github.com/switchyard-dev/switchyard/persist"
+	"github.com/switchyard-dev/switchyard/placement"
+)
+
+// PersistConfig configures the persist benchmark.
+type PersistConfig struct {
+	// Duration is how long each workload runs on each side. Zero means 3s.
+	Duration time.Duration
+	// ValueSize is the size of each value. Zero means 128 bytes.
+	ValueSize int
+	// Clients lists the concurrency levels for set vs put. Nil means {1, 16}.
+	Clients []int
+	// Batch is the setMany / async-publish batch size. Zero means 1000.
+	Batch int
+	// Dir holds the SQLite files and JetStream store. Empty means a temp dir,
+	// removed afterwards.
+	Dir string
+}
+
+func (c PersistConfig) withDefaults() PersistConfig {
+	if c.Duration == 0 {
+		c.Duration = 3 * time.Second
+	}
+	if c.ValueSize == 0 {
+		c.ValueSize = 128
+	}
+	if c.Clients == nil {
+		c.Clients = []int{1, 16}
+	}
+	if c.Batch == 0 {
+		c.Batch = 1000
+	}
+	return c
+}
+
+// Result is one workload measured on both sides.
+type Result struct {
+	Workload     string
+	Ours, Anchor float64 // operations per second
+	OursName     string
+	AnchorName   string
+	Target       float64 // the ratio we aim for (not a test)
+}
+
+// Ratio is ours over the anchor.
+func (r Result) Ratio() float64 {
+	if r.Anchor == 0 {
+		return 0
+	}
+	return r.Ours / r.Anchor
+}
+
+// PersistEnv is one embedded NATS server with JetStream on, one persist
+// server and a balancer: both sides of the comparison on one bus.
+type PersistEnv struct {
+	NATS    *bus.Embedded
+	dir     string
+	cleanup []func()
+}
+
+// StartPersistEnv starts the shared environment under dir ("" = temp dir).
+func StartPersistEnv(dir string) (*PersistEnv, error) {
+	env := &PersistEnv{}
+	if dir == "" {
+		d, err := os.MkdirTemp("", "switchyard-bench-")
+		if err != nil {
+			return nil, err
+		}
+		dir = d
+		env.cleanup = append(env.cleanup, func() { os.RemoveAll(d) })
+	}
+	env.dir = dir
+	e, err := bus.StartEmbedded(bus.EmbeddedConfig{Port: bus.RandomPort, JetStream: true, StoreDir: dir + "/jetstream"})
+	if err != nil {
+		env.Close()
+		return nil, err
+	}
+	env.NATS = e
+	env.cleanup = append(env.cleanup, e.Shutdown)
+
+	nc, err := env.Conn()
+	if err != nil {
+		env.Close()
+		return nil, err
+	}
+	ids := []string{"0"}
+	srv, err := persist.NewServer(persist.ServerConfig{Conn: nc, ID: "0", IDs: ids, DataDir: dir + "/persist"})
+	if err != nil {
+		env.Close()
+		return nil, err
+	}
+	if err := srv.Start(context.Background()); err != nil {
+		env.Close()
+		return nil, err
+	}
+	env.cleanup = append(env.cleanup, func() { _ = srv.Stop(context.Background()) })
+	b, err := placement.NewBalancer(placement.BalancerConfig{Conn: nc, IDs: ids})
+	if err != nil {
+		env.Close()
+		return nil, err
+	}
+	if err := b.Start(context.Background()); err != nil {
+		env.Close()
+		return nil, err
+	}
+	env.cleanup = append(env.cleanup, func() { _ = b.Stop(context.Background()) })
+	return env, nil
+}
+
+// Conn opens a new client connection, closed with the environment.
+func (env *PersistEnv) Conn() (*nats.Conn, error) {
+	nc, err := nats.Connect(env.NATS.ClientURL())
+	if err != nil {
+		return nil, err
+	}
+	env.cleanup = append(env.cleanup, nc.Close)
+	return nc, nil
+}
+
+// Close stops everything, newest first.
+func (env *PersistEnv) Close() {
+	for i := len(env.cleanup) - 1; i >= 0; i-- {
+		env.cleanup[i]()
+	}
+	env.cleanup = nil
+}
+
+// RunPersist runs every persist workload and writes a table to w.
+func RunPersist(ctx context.Context, cfg PersistConfig, w io.Writer) ([]Result, error) {
+	cfg = cfg.withDefaults()
+	env, err := StartPersistEnv(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	defer env.Close()
+	value := make([]byte, cfg.ValueSize)
+	for i := range value {
+		value[i] = byte('a' + i%26)
+	}
+	fmt.Fprintf(w, "persist vs JetStream, one embedded NATS server, %d-byte values, %s per side\n", cfg.ValueSize, cfg.Duration)
+
+	var results []Result
+	for _, n := range cfg.Clients {
+		ours, err := rate(ctx, cfg.Duration, n, func(i int) (func(ctx context.Context, k int) error, error) {
+			nc, err := env.Conn()
+			if err != nil {
+				return nil, err
+			}
+			c, err := persist.NewClient(persist.ClientConfig{Conn: nc})
+			if err != nil {
+				return nil, err
+			}
+			kv := c.KV("bench", "set-"+strconv.Itoa(n))
+			return func(ctx context.Context, k int) error {
+				_, err := kv.Set(ctx, "k"+strconv.Itoa(i)+"-"+strconv.Itoa(k%1000), value, persist.SetOptions{})
+				return err
+			}, nil
+		})
+		if err != nil {
+			return results, fmt.Errorf("persist set x%d: %w", n, err)
+		}
+		anchor, err := rate(ctx, cfg.Duration, n, func(i int) (func(ctx context.Context, k int) error, error) {
+			nc, err := env.Conn()
+			if err != nil {
+				return nil, err
+			}
+			kv, err := jsKV(ctx, nc, "bench-put-"+strconv.Itoa(n))
+			if err != nil {
+				return nil, err
+			}
+			return func(ctx context.Context, k int) error {
+				_, err := kv.Put(ctx, "k"+strconv.Itoa(i)+"-"+strconv.Itoa(k%1000), value)
+				return err
+			}, nil
+		})
+		if err != nil {
+			return results, fmt.Errorf("jetstream kv put x%d: %w", n, err)
+		}
+		target := 1.0
+		if n > 1 {
+			target = 2.0
+		}
+		results = append(results, Result{Workload: fmt.Sprintf("set, %d client(s)", n), OursName: "persist set", AnchorName: "JetStream KV put", Ours: ours, Anchor: anchor, Target: target})
+	}
+
+	// setMany of Batch vs async publish of Batch, one client, counted in messages.
+	ours, err := rate(ctx, cfg.Duration, 1, func(int) (func(ctx context.Context, k int) error, error) {
+		nc, err := env.Conn()
+		if err != nil {
+			return nil, err
+		}
+		c, err := persist.NewClient(persist.ClientConfig{Conn: nc})
+		if err != nil {
+			return nil, err
+		}
+		s := c.Stream("bench", "setmany")
+		msgs := make([]persist.Message, cfg.Batch)
+		for i := range msgs {
+			msgs[i].Value = value
+		}
+		return func(ctx context.Context, k int) error {
+			res, err := s.SetMany(ctx, msgs)
+			if err != nil {
+				return err
+			}
+			for _, r := range res {
+				if r.Code != "" {
+					return fmt.Errorf("%s: %s", r.Code, r.Error)
+				}
+			}
+			return nil
+		}, nil
+	})
+	if err != nil {
+		return results, fmt.Errorf("persist setMany: %w", err)
+	}
+	anchor, err := rate(ctx, cfg.Duration, 1, func(int) (func(ctx context.Context, k int) error, error) {
+		nc, err := env.Conn()
+		if err != nil {
+			return nil, err
+		}
+		js, err := jetstream.New(nc)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: "BENCH_ASYNC", Subjects: []string{"bench.async"}, Storage: jetstream.FileStorage}); err != nil {
+			return nil, err
+		}
+		return func(ctx context.Context, k int) error {
+			for i := 0; i < cfg.Batch; i++ {
+				if _, err := js.PublishAsync("bench.async", value); err != nil {
+					return err
+				}
+			}
+			select {
+			case <-js.PublishAsyncComplete():
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}, nil
+	})
+	if err != nil {
+		return results, fmt.Errorf("jetstream async publish: %w", err)
+	}
+	results = append(results, Result{Workload: fmt.Sprintf("batch of %d (msgs/s)", cfg.Batch), OursName: "persist setMany", AnchorName: "JetStream async publish", Ours: ours * float64(cfg.Batch), Anchor: anchor * float64(cfg.Batch), Target: 1.0})
+
+	PrintResults(w, results)
+	return results, nil
+}
+
+// PrintResults writes results as an aligned table.
+func PrintResults(w io.Writer, results []Result) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "workload\tours\tops/s\tanchor\tops/s\tratio\ttarget")
+	for _, r := range results {
+		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%s\t%.0f\t%.2fx\t>= %.1fx\n", r.Workload, r.OursName, r.Ours, r.AnchorName, r.Anchor, r.Ratio(), r.Target)
+	}
+	tw.Flush()
+}
+
+func jsKV(ctx context.Context, nc *nats.Conn, bucket string) (jetstream.KeyValue, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket, Storage: jetstream.FileStorage})
+	if err != nil {
+		return nil, fmt.Errorf("create kv bucket: %w", err)
+	}
+	return kv, nil
+}
+
+// rate runs n workers, each built by mk (which may connect), calling its op
+// in a loop for d, and returns completed ops per second across all workers.
+// Setup happens before the clock starts.
+func rate(ctx context.Context, d time.Duration, n int, mk func(i int) (func(ctx context.Context, k int) error, error)) (float64, error) {
+	ops := make([]func(context.Context, int) error, n)
+	for i := range ops {
+		op, err := mk(i)
+		if err != nil {
+			return 0, err
+		}
+		ops[i] = op
+	}
+	// Warm up: one op each, so connection setup and stream creation are not timed.
+	for i, op := range ops {
+		if err := op(ctx, i); err != nil {
+			return 0, fmt.Errorf("warm-up: %w", err)
+		}
+	}
+	var (
+		done     atomic.Int64
+		stop     atomic.Bool
+		firstErr error
+		errOnce  sync.Once
+		wg       sync.WaitGroup
+	)
+	start := time.Now()
+	for _, op := range ops {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := 0; !stop.Load(); k++ {
+				if err := op(ctx, k); err != nil {
+					errOnce.Do(func() { firstErr = err })
+					stop.Store(true)
+					return
+				}
+				done.Add(1)
+			}
+		}()
+	}
+	t := time.NewTimer(d)
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		t.Stop()
+	}
+	stop.Store(true)
+	wg.Wait()
+	elapsed := time.Since(start)
+	if firstErr != nil {
+		return 0, firstErr
+	}
+	if err := ctx.Err(); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return 0, err
+	}
+	return float64(done.Load()) / elapsed.Seconds(), nil
+}

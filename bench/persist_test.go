@@ -1,0 +1,90 @@
+package bench
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchyard-dev/switchyard/persist"
+)
+
+// The Go benchmarks measure one side each; run them together and compare
+// with benchstat, or use `switchyard bench persist` for the ratio table.
+
+func benchEnv(b *testing.B) *PersistEnv {
+	b.Helper()
+	env, err := StartPersistEnv(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(env.Close)
+	return env
+}
+
+func BenchmarkPersistSet(b *testing.B) {
+	env := benchEnv(b)
+	nc, err := env.Conn()
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, err := persist.NewClient(persist.ClientConfig{Conn: nc})
+	if err != nil {
+		b.Fatal(err)
+	}
+	kv := c.KV("bench", "set")
+	value := make([]byte, 128)
+	ctx := context.Background()
+	b.SetBytes(int64(len(value)))
+	i := 0
+	for b.Loop() {
+		if _, err := kv.Set(ctx, "k"+strconv.Itoa(i%1000), value, persist.SetOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}
+
+func BenchmarkJetStreamKVPut(b *testing.B) {
+	env := benchEnv(b)
+	nc, err := env.Conn()
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	kv, err := jsKV(ctx, nc, "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	value := make([]byte, 128)
+	b.SetBytes(int64(len(value)))
+	i := 0
+	for b.Loop() {
+		if _, err := kv.Put(ctx, "k"+strconv.Itoa(i%1000), value); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}
+
+// TestRunPersistSmoke runs the side-by-side harness briefly so it cannot rot:
+// both sides must complete work and the table must name both.
+func TestRunPersistSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("benchmark harness")
+	}
+	var out strings.Builder
+	res, err := RunPersist(context.Background(), PersistConfig{Duration: 200 * time.Millisecond, Clients: []int{1, 4}, Batch: 100, Dir: t.TempDir()}, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 3 {
+		t.Fatalf("%d results", len(res))
+	}
+	for _, r := range res {
+		if r.Ours <= 0 || r.Anchor <= 0 {
+			t.Errorf("%s: ours %.0f anchor %.0f", r.Workload, r.Ours, r.Anchor)
+		}
+	}
+}

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/switchyard-dev/switchyard/bus"
+	"github.com/switchyard-dev/switchyard/placement"
+)
+
+func init() {
+	var nf natsFlags
+	var idsFlag, placementName string
+	cmd := &cobra.Command{
+		Use:   "balancer",
+		Short: "Answer {service}.{scope}.id with the id of the persist server that owns the scope",
+		Long: `Runs the balancer alone (switchyard up runs one too). Replicas share a queue
+group, so each question is answered once. Every party must use the same --ids,
+in the same order, and the same --placement.
+
+Try it with the plain NATS client:  nats req persist.hub.id ''`,
+		Example: `  switchyard balancer --ids 0,1,2,3 --placement rendezvous --nats nats://10.0.0.5:4222`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ids, err := parseIDs(idsFlag)
+			if err != nil {
+				return err
+			}
+			fn, err := parsePlacement(placementName)
+			if err != nil {
+				return err
+			}
+			nc, err := bus.Connect(nf.resolvedURL(), bus.ConnectConfig{Name: "switchyard-balancer"})
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			b, err := placement.NewBalancer(placement.BalancerConfig{Conn: nc, IDs: ids, Placement: fn, Service: nf.service})
+			if err != nil {
+				return err
+			}
+			if err := b.Start(cmd.Context()); err != nil {
+				return err
+			}
+			slog.Info("balancer running", "nats", nc.ConnectedUrlRedacted(), "subject", nf.service+".*.id", "ids", ids, "placement", placementName)
+			<-cmd.Context().Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := b.Stop(ctx); err != nil {
+				return fmt.Errorf("stop balancer: %w", err)
+			}
+			return nil
+		},
+	}
+	nf.register(cmd)
+	cmd.Flags().StringVar(&idsFlag, "ids", "0,1", "comma-separated persist server ids, in the order every party agrees on")
+	cmd.Flags().StringVar(&placementName, "placement", placement.NameRendezvous, "placement function: rendezvous (default; adding a server moves ~1/n of scopes) or modulo (compatible with the original rule)")
+	rootCmd.AddCommand(cmd)
+}

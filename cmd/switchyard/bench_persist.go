@@ -1,0 +1,47 @@
+package main
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/switchyard-dev/switchyard/bench"
+)
+
+func init() {
+	var cfg bench.PersistConfig
+	var clients string
+	cmd := &cobra.Command{
+		Use:   "persist",
+		Short: "persist set/setMany vs JetStream KV put/async publish, on one embedded NATS",
+		Long: `Starts one embedded NATS server with JetStream on, one persist server and the
+balancer, then runs each workload on both sides for --duration:
+  set (keyed, --value-size bytes) vs JetStream KV put, at each --clients level
+  setMany of --batch vs JetStream async publish of --batch
+and prints ops/s for both and the ratio. Targets (not tests): set >= 1x KV put
+at 1 client and >= 2x at 16; setMany >= 1x async publish.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			for _, s := range strings.Split(clients, ",") {
+				n, err := strconv.Atoi(strings.TrimSpace(s))
+				if err != nil || n < 1 {
+					return usagef("--clients %q: want positive integers, for example 1,16", clients)
+				}
+				cfg.Clients = append(cfg.Clients, n)
+			}
+			if cfg.Duration <= 0 || cfg.ValueSize < 1 || cfg.Batch < 1 {
+				return usagef("--duration, --value-size and --batch must be positive")
+			}
+			_, err := bench.RunPersist(cmd.Context(), cfg, stdout(cmd))
+			return err
+		},
+	}
+	cmd.Flags().DurationVar(&cfg.Duration, "duration", 3*time.Second, "how long each workload runs on each side")
+	cmd.Flags().IntVar(&cfg.ValueSize, "value-size", 128, "bytes per value")
+	cmd.Flags().StringVar(&clients, "clients", "1,16", "concurrency levels for set vs put")
+	cmd.Flags().IntVar(&cfg.Batch, "batch", 1000, "messages per setMany / async publish batch")
+	cmd.Flags().StringVar(&cfg.Dir, "dir", "", "directory for SQLite and JetStream files (default: a temp dir)")
+	benchCmd.AddCommand(cmd)
+}

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/switchyard-dev/switchyard/internal/testnats"
+	"github.com/switchyard-dev/switchyard/persist"
+	"github.com/switchyard-dev/switchyard/placement"
+)
+
+// TestDurabilityAcrossSIGKILL runs `switchyard persist serve` as a separate
+// process, writes under load from several clients, kills the server with
+// SIGKILL mid-load, restarts it on the same data and checks that every
+// acknowledged write is there exactly once, although clients retried writes
+// whose answer the kill swallowed (with the same msgID).
+func TestDurabilityAcrossSIGKILL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts server processes")
+	}
+	e := testnats.Server(t, testnats.Options{})
+	nc := testnats.Conn(t, e)
+	data := t.TempDir()
+
+	b, err := placement.NewBalancer(placement.BalancerConfig{Conn: nc, IDs: []string{"0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Stop(context.Background()) })
+
+	serve := func() func() {
+		cmd := cli(t, "persist", "serve", "--id", "0", "--ids", "0", "--data", data, "--nats", e.ClientURL())
+		startProcess(t, cmd, "ready")
+		return func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }
+	}
+	kill := serve()
+
+	client, err := persist.NewClient(persist.ClientConfig{Conn: nc, Timeout: 2 * time.Second, Attempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream := client.Stream("project-durable", "log")
+
+	const writers, perWriter = 8, 250
+	var (
+		mu    sync.Mutex
+		acked = map[string]uint64{} // msgID (= value) -> seq
+		count atomic.Int64
+		wg    sync.WaitGroup
+	)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < perWriter; i++ {
+				id := fmt.Sprintf("w%d-%d", w, i)
+				for {
+					res, err := stream.Set(ctx, []byte(id), persist.SetOptions{MsgID: id})
+					if err == nil {
+						mu.Lock()
+						acked[id] = res.Seq
+						mu.Unlock()
+						count.Add(1)
+						break
+					}
+					if ctx.Err() != nil {
+						return
+					}
+					// The server is down or restarting: retry the same msgID.
+					select {
+					case <-ctx.Done():
+						return
+					case <-time.After(10 * time.Millisecond):
+					}
+				}
+			}
+		}()
+	}
+
+	// Kill mid-load, twice, each time once more writes were acknowledged.
+	for _, at := range []int64{writers * perWriter / 4, writers * perWriter / 2} {
+		for count.Load() < at && ctx.Err() == nil {
+			waitTick(ctx)
+		}
+		kill()
+		kill = serve()
+	}
+	wg.Wait()
+	defer kill()
+	if ctx.Err() != nil {
+		t.Fatalf("writers did not finish: %d of %d acknowledged", count.Load(), writers*perWriter)
+	}
+
+	seen := map[string]uint64{}
+	var lastSeq uint64
+	if _, err := stream.Scan(context.Background(), persist.Range{}, func(m *persist.Message) error {
+		v := string(m.Value)
+		if prev, dup := seen[v]; dup {
+			return fmt.Errorf("value %s stored twice, at seq %d and %d", v, prev, m.Seq)
+		}
+		if m.Seq <= lastSeq {
+			return fmt.Errorf("seq %d after %d", m.Seq, lastSeq)
+		}
+		seen[v], lastSeq = m.Seq, m.Seq
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for id, seq := range acked {
+		got, ok := seen[id]
+		if !ok {
+			t.Errorf("acknowledged write %s (seq %d) lost", id, seq)
+		} else if got != seq {
+			t.Errorf("write %s acknowledged at seq %d, stored at %d", id, seq, got)
+		}
+	}
+	if len(seen) != writers*perWriter {
+		t.Errorf("stored %d messages, want %d", len(seen), writers*perWriter)
+	}
+}
+
+// waitTick yields briefly while polling a condition with a deadline.
+func waitTick(ctx context.Context) {
+	t := time.NewTimer(5 * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/spf13/cobra"
+
+	"github.com/switchyard-dev/switchyard/persist"
+)
+
+func init() {
+	var nf natsFlags
+	kv := &cobra.Command{
+		Use:   "kv",
+		Short: "Read and write key-value data in a persist stream",
+		Long: `Key-value commands over a persist stream: every write is keyed, so the stream
+holds the current value of each key. They talk to a running ` + "`switchyard up`" + `, or to
+--nats URL / $SWITCHYARD_NATS_URL.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error { return cmd.Help() },
+	}
+
+	var prev int64
+	set := &cobra.Command{
+		Use:   "set SCOPE STREAM KEY VALUE",
+		Short: "Store VALUE under KEY (VALUE '-' reads stdin); prints the new seq",
+		Example: `  switchyard kv set hub settings theme dark
+  switchyard kv set hub settings theme light --prev-seq 3   # only if theme is still at seq 3`,
+		Args: cobra.ExactArgs(4),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkScope(args[0]); err != nil {
+				return err
+			}
+			value, err := valueArg(cmd, args[3])
+			if err != nil {
+				return err
+			}
+			var opts persist.SetOptions
+			if cmd.Flags().Changed("prev-seq") {
+				if prev < 0 {
+					return usagef("--prev-seq must be >= 0 (0 = the key must not exist)")
+				}
+				p := uint64(prev)
+				opts.PrevSeq = &p
+			}
+			c, ctx, done, err := nf.client(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			res, err := c.KV(args[0], args[1]).Set(ctx, args[2], value, opts)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(stdout(cmd), res.Seq)
+			return nil
+		},
+	}
+	set.Flags().Int64Var(&prev, "prev-seq", 0, "compare-and-set: write only if the key's current seq is this (0 = key must not exist)")
+
+	get := &cobra.Command{
+		Use:   "get SCOPE STREAM KEY",
+		Short: "Print the value of KEY, alone",
+		Args:  cobra.ExactArgs(3),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkScope(args[0]); err != nil {
+				return err
+			}
+			c, ctx, done, err := nf.client(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			m, err := c.KV(args[0], args[1]).Get(ctx, args[2])
+			if err != nil {
+				return err
+			}
+			w := stdout(cmd)
+			_, err = w.Write(m.Value)
+			if err == nil {
+				_, err = fmt.Fprintln(w)
+			}
+			return err
+		},
+	}
+
+	del := &cobra.Command{
+		Use:   "del SCOPE STREAM KEY",
+		Short: "Delete KEY (succeeds quietly if it does not exist)",
+		Args:  cobra.ExactArgs(3),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkScope(args[0]); err != nil {
+				return err
+			}
+			c, ctx, done, err := nf.client(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			_, err = c.KV(args[0], args[1]).Delete(ctx, args[2])
+			return err
+		},
+	}
+
+	var asJSON bool
+	keys := &cobra.Command{
+		Use:   "keys SCOPE STREAM",
+		Short: "List the keys of a stream, one per line",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkScope(args[0]); err != nil {
+				return err
+			}
+			c, ctx, done, err := nf.client(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			ks, err := c.KV(args[0], args[1]).Keys(ctx)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return json.NewEncoder(stdout(cmd)).Encode(ks)
+			}
+			for _, k := range ks {
+				fmt.Fprintln(stdout(cmd), escapeLine(k))
+			}
+			return nil
+		},
+	}
+	keys.Flags().BoolVar(&asJSON, "json", false, "print a JSON array")
+
+	for _, c := range []*cobra.Command{set, get, del, keys} {
+		nf.register(c)
+		kv.AddCommand(c)
+	}
+	rootCmd.AddCommand(kv)
+}
+
+// escapeLine quotes control characters so one key or value prints as one line.
+func escapeLine(s string) string {
+	q := strconv.Quote(s)
+	return q[1 : len(q)-1]
+}

@@ -1,0 +1,190 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// runMainEnv makes the test binary act as the switchyard command, so tests
+// run the real CLI in a separate process without building it first.
+const runMainEnv = "SWITCHYARD_TEST_RUN_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(runMainEnv) == "1" {
+		main()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// cli prepares the switchyard command with args as a child process.
+func cli(t *testing.T, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), runMainEnv+"=1", "SWITCHYARD_NATS_URL=")
+	return cmd
+}
+
+// run runs the command to completion and returns stdout, stderr and the exit code.
+func run(t *testing.T, cmd *exec.Cmd) (string, string, int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("run %v: %v", cmd.Args, err)
+	}
+	return out.String(), errb.String(), code
+}
+
+func TestExitCodes(t *testing.T) {
+	t.Parallel()
+	dead := "nats://127.0.0.1:" + strconv.Itoa(freePort(t))
+	cases := []struct {
+		name string
+		args []string
+		code int
+		want string // in stderr
+	}{
+		{"unknown command", []string{"frobnicate"}, exitUsage, "unknown command"},
+		{"unknown flag", []string{"up", "--bogus"}, exitUsage, "unknown flag"},
+		{"missing args", []string{"kv", "get", "hub"}, exitUsage, "accepts 3 arg"},
+		{"bad scope", []string{"kv", "get", "Not.A.Scope", "s", "k"}, exitUsage, "invalid scope"},
+		{"bad seq", []string{"stream", "get", "hub", "s", "x"}, exitUsage, "SEQ"},
+		{"bad ids", []string{"balancer", "--ids", "0,0"}, exitUsage, "distinct"},
+		{"id not in ids", []string{"persist", "serve", "--id", "7", "--ids", "0,1"}, exitUsage, "not one of"},
+		{"bad placement", []string{"balancer", "--placement", "random"}, exitUsage, "placement"},
+		{"bad port", []string{"up", "--nats-port", "0"}, exitUsage, "nats-port"},
+		{"no nats", []string{"kv", "get", "hub", "s", "k", "--nats", dead, "--timeout", "2s"}, exitRuntime, "cannot reach NATS"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			_, stderr, code := run(t, cli(t, c.args...))
+			if code != c.code {
+				t.Fatalf("exit %d, want %d; stderr %q", code, c.code, stderr)
+			}
+			if !strings.Contains(stderr, c.want) {
+				t.Fatalf("stderr %q does not mention %q", stderr, c.want)
+			}
+			if n := strings.Count(strings.TrimSpace(stderr), "\n"); n != 0 {
+				t.Fatalf("stderr has %d lines, want one: %q", n+1, stderr)
+			}
+		})
+	}
+}
+
+// TestEveryCommandHasHelp walks the command tree: each command must describe
+// itself and answer --help with exit 0.
+func TestEveryCommandHasHelp(t *testing.T) {
+	var walk func(c *cobra.Command)
+	var paths [][]string
+	walk = func(c *cobra.Command) {
+		if c.Short == "" {
+			t.Errorf("%q has no short description", c.CommandPath())
+		}
+		parts := strings.Fields(c.CommandPath())[1:]
+		paths = append(paths, append(parts, "--help"))
+		for _, sub := range c.Commands() {
+			if !sub.Hidden && sub.Name() != "help" && sub.Name() != "completion" {
+				walk(sub)
+			}
+		}
+	}
+	walk(rootCmd)
+	for _, p := range paths {
+		out, stderr, code := run(t, cli(t, p...))
+		if code != 0 || !strings.Contains(out, "Usage:") {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", p, code, out, stderr)
+		}
+	}
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// startProcess starts cmd and waits until a stdout line contains ready; the
+// rest of stdout keeps draining in the background.
+func startProcess(t *testing.T, cmd *exec.Cmd, ready string) {
+	t.Helper()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	found := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		ok := false
+		for sc.Scan() {
+			if !ok && strings.Contains(sc.Text(), ready) {
+				ok = true
+				found <- true
+			}
+		}
+		if !ok {
+			found <- false
+		}
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	select {
+	case ok := <-found:
+		if !ok {
+			_ = cmd.Wait()
+			t.Fatalf("%v exited before %q; stderr: %s", cmd.Args, ready, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatalf("%v: no %q within 30s; stderr: %s", cmd.Args, ready, stderr.String())
+	}
+}
+
+func waitExit(t *testing.T, cmd *exec.Cmd) int {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return 0
+	case <-ctx.Done():
+		_ = cmd.Process.Kill()
+		t.Fatalf("%v did not exit", cmd.Args)
+		return -1
+	}
+}

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
+
+	"github.com/switchyard-dev/switchyard/bus"
+	"github.com/switchyard-dev/switchyard/persist"
+	"github.com/switchyard-dev/switchyard/placement"
+)
+
+// defaultLocalURL is where `switchyard up` listens by default, so client
+// commands find it with no flags.
+const defaultLocalURL = "nats://127.0.0.1:4222"
+
+// natsFlags are the connection flags every client command shares.
+type natsFlags struct {
+	url     string
+	service string
+	timeout time.Duration
+}
+
+func (f *natsFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.url, "nats", "", "NATS server URL (default $"+bus.EnvURL+", else "+defaultLocalURL+", where `switchyard up` listens)")
+	cmd.Flags().StringVar(&f.service, "service", bus.DefaultService, "first subject token of the persist service")
+	cmd.Flags().DurationVar(&f.timeout, "timeout", 5*time.Second, "time limit for the whole command")
+}
+
+func (f *natsFlags) resolvedURL() string {
+	if u := bus.URL(f.url); u != "" {
+		return u
+	}
+	return defaultLocalURL
+}
+
+// connect dials NATS for a short-lived client command (no endless reconnect).
+func (f *natsFlags) connect() (*nats.Conn, error) {
+	url := f.resolvedURL()
+	nc, err := nats.Connect(url, nats.Name("switchyard-cli"), nats.Timeout(f.timeout))
+	if err != nil {
+		return nil, fmt.Errorf("cannot reach NATS at %s (is `switchyard up` running? otherwise set --nats or %s): %w", url, bus.EnvURL, err)
+	}
+	return nc, nil
+}
+
+// client connects and returns a persist client plus a context bounded by --timeout.
+func (f *natsFlags) client(cmd *cobra.Command) (*persist.Client, context.Context, func(), error) {
+	nc, err := f.connect()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	c, err := persist.NewClient(persist.ClientConfig{Conn: nc, Service: f.service})
+	if err != nil {
+		nc.Close()
+		return nil, nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
+	return c, ctx, func() { cancel(); nc.Close() }, nil
+}
+
+// parseIDs turns "0,1,2,3" into ids, rejecting empty and duplicate ids.
+func parseIDs(s string) ([]string, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, usagef("--ids is empty: give the server ids, for example --ids 0,1,2,3")
+	}
+	var ids []string
+	seen := map[string]bool{}
+	for _, id := range strings.Split(s, ",") {
+		id = strings.TrimSpace(id)
+		if id == "" || seen[id] {
+			return nil, usagef("--ids %q: ids must be non-empty and distinct", s)
+		}
+		if strings.ContainsAny(id, ".*> \t") {
+			return nil, usagef("--ids: id %q may not contain '.', '*', '>' or spaces (it is a subject token)", id)
+		}
+		seen[id] = true
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+// parsePlacement maps the --placement flag to a function, as a usage error.
+func parsePlacement(name string) (placement.Func, error) {
+	fn, err := placement.ByName(name)
+	if err != nil {
+		return nil, usagef("--placement: %v", err)
+	}
+	return fn, nil
+}
+
+// checkScope rejects a scope that is not a subject token, as a usage error.
+func checkScope(scope string) error {
+	if !bus.ValidScope(scope) {
+		return usagef("invalid scope %q: want lower-case letters, digits, '-' or '_' (first a letter or digit), at most 128", scope)
+	}
+	return nil
+}
+
+// valueArg returns the bytes of a VALUE argument; "-" reads standard input.
+func valueArg(cmd *cobra.Command, v string) ([]byte, error) {
+	if v != "-" {
+		return []byte(v), nil
+	}
+	b, err := io.ReadAll(cmd.InOrStdin())
+	if err != nil {
+		return nil, fmt.Errorf("read value from stdin: %w", err)
+	}
+	return b, nil
+}
+
+// stdout is where command output goes (tests swap it through cobra).
+func stdout(cmd *cobra.Command) io.Writer { return cmd.OutOrStdout() }

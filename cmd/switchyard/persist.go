@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/switchyard-dev/switchyard/bus"
+	"github.com/switchyard-dev/switchyard/persist"
+	"github.com/switchyard-dev/switchyard/placement"
+)
+
+// drainTimeout bounds how long a stopping server waits for in-flight requests.
+const drainTimeout = 15 * time.Second
+
+func init() {
+	p := &cobra.Command{
+		Use:   "persist",
+		Short: "Run a persist server, or inspect a stream",
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, args []string) error { return cmd.Help() },
+	}
+	p.AddCommand(persistServeCmd(), persistInventoryCmd())
+	rootCmd.AddCommand(p)
+}
+
+func persistServeCmd() *cobra.Command {
+	var nf natsFlags
+	var id, idsFlag, dataDir, placementName string
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the scopes placement gives this server id, storing them under --data",
+		Long: `Runs one persist server. It answers {service}.{scope}.api.{id} for every scope
+that the placement of --ids gives to --id, and wrong-owner for the others.
+Each stream is one SQLite file under --data. On SIGTERM or Ctrl-C it stops
+taking requests, answers the ones in flight and closes its files.`,
+		Example: `  switchyard persist serve --id 0 --ids 0,1 --data /var/lib/switchyard --nats nats://10.0.0.5:4222`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ids, err := parseIDs(idsFlag)
+			if err != nil {
+				return err
+			}
+			if !slices.Contains(ids, id) {
+				return usagef("--id %q is not one of --ids %q", id, idsFlag)
+			}
+			fn, err := parsePlacement(placementName)
+			if err != nil {
+				return err
+			}
+			if dataDir == "" {
+				return usagef("--data is required")
+			}
+			nc, err := bus.Connect(nf.resolvedURL(), bus.ConnectConfig{Name: "switchyard-persist-" + id})
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			srv, err := persist.NewServer(persist.ServerConfig{Conn: nc, ID: id, IDs: ids, Placement: fn, Service: nf.service, DataDir: dataDir})
+			if err != nil {
+				return err
+			}
+			if err := srv.Start(cmd.Context()); err != nil {
+				return err
+			}
+			// A line other processes (and the durability test) can wait for.
+			fmt.Fprintf(stdout(cmd), "persist server %s ready on %s (data %s)\n", id, nc.ConnectedUrlRedacted(), dataDir)
+			<-cmd.Context().Done()
+			slog.Info("persist server stopping", "id", id)
+			ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
+			defer cancel()
+			if err := srv.Stop(ctx); err != nil {
+				return fmt.Errorf("stop persist server: %w", err)
+			}
+			return nc.Drain()
+		},
+	}
+	nf.register(cmd)
+	cmd.Flags().StringVar(&id, "id", "0", "this server's id (one of --ids)")
+	cmd.Flags().StringVar(&idsFlag, "ids", "0,1", "all persist server ids, in the order every party agrees on")
+	cmd.Flags().StringVar(&dataDir, "data", "./switchyard-data", "directory for the SQLite files")
+	cmd.Flags().StringVar(&placementName, "placement", placement.NameRendezvous, "placement function: rendezvous or modulo (must match the balancer)")
+	return cmd
+}
+
+func persistInventoryCmd() *cobra.Command {
+	var nf natsFlags
+	cmd := &cobra.Command{
+		Use:   "inventory SCOPE STREAM",
+		Short: "Print a stream's message count, bytes, last seq and non-default limits as JSON",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkScope(args[0]); err != nil {
+				return err
+			}
+			c, ctx, done, err := nf.client(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			inv, err := c.Stream(args[0], args[1]).Inventory(ctx)
+			if err != nil {
+				return err
+			}
+			enc := json.NewEncoder(stdout(cmd))
+			enc.SetIndent("", "  ")
+			return enc.Encode(inv)
+		},
+	}
+	nf.register(cmd)
+	return cmd
+}

@@ -1,0 +1,157 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/spf13/cobra"
+
+	"github.com/switchyard-dev/switchyard/persist"
+)
+
+func init() {
+	var nf natsFlags
+	stream := &cobra.Command{
+		Use:   "stream",
+		Short: "Publish to and read from a persist stream",
+		Long: `Stream commands: a stream is an append-only sequence of messages numbered by seq.
+They talk to a running ` + "`switchyard up`" + `, or to --nats URL / $SWITCHYARD_NATS_URL.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error { return cmd.Help() },
+	}
+
+	var msgID, key string
+	var ttl time.Duration
+	pub := &cobra.Command{
+		Use:   "pub SCOPE STREAM VALUE",
+		Short: "Append VALUE (VALUE '-' reads stdin); prints the new seq",
+		Example: `  switchyard stream pub hub log 'hello'
+  echo hi | switchyard stream pub hub log - --msg-id retry-safe-1`,
+		Args: cobra.ExactArgs(3),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkScope(args[0]); err != nil {
+				return err
+			}
+			if ttl < 0 {
+				return usagef("--ttl must not be negative")
+			}
+			value, err := valueArg(cmd, args[2])
+			if err != nil {
+				return err
+			}
+			c, ctx, done, err := nf.client(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			res, err := c.Stream(args[0], args[1]).Set(ctx, value, persist.SetOptions{MsgID: msgID, Key: key, TTL: ttl})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(stdout(cmd), res.Seq)
+			return nil
+		},
+	}
+	pub.Flags().StringVar(&msgID, "msg-id", "", "de-duplication id: a repeat within 2 minutes writes nothing")
+	pub.Flags().StringVar(&key, "key", "", "key: replaces the older message with this key")
+	pub.Flags().DurationVar(&ttl, "ttl", 0, "expire the message after this long (the stream must allow_msg_ttl)")
+
+	get := &cobra.Command{
+		Use:   "get SCOPE STREAM SEQ",
+		Short: "Print the value of message SEQ, alone",
+		Args:  cobra.ExactArgs(3),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkScope(args[0]); err != nil {
+				return err
+			}
+			seq, err := strconv.ParseUint(args[2], 10, 64)
+			if err != nil || seq == 0 {
+				return usagef("SEQ %q: want a positive integer", args[2])
+			}
+			c, ctx, done, err := nf.client(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			m, err := c.Stream(args[0], args[1]).Get(ctx, seq)
+			if err != nil {
+				return err
+			}
+			w := stdout(cmd)
+			if _, err := w.Write(m.Value); err != nil {
+				return err
+			}
+			_, err = fmt.Fprintln(w)
+			return err
+		},
+	}
+
+	var from, to uint64
+	var limit int
+	var asJSON bool
+	ls := &cobra.Command{
+		Use:   "ls SCOPE STREAM",
+		Short: "List messages: seq, time, key and value (one line each)",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkScope(args[0]); err != nil {
+				return err
+			}
+			if limit < 0 {
+				return usagef("--limit must be >= 0")
+			}
+			c, ctx, done, err := nf.client(cmd)
+			if err != nil {
+				return err
+			}
+			defer done()
+			w := stdout(cmd)
+			enc := json.NewEncoder(w)
+			shown := 0
+			_, err = c.Stream(args[0], args[1]).Scan(ctx, persist.Range{Start: from, End: to, Limit: limit}, func(m *persist.Message) error {
+				shown++
+				if asJSON {
+					return enc.Encode(lsLine{Seq: m.Seq, Time: m.Time, Key: m.Key, Headers: m.Headers, Value: string(m.Value)})
+				}
+				_, err := fmt.Fprintf(w, "%d\t%s\t%s\t%s\n", m.Seq, time.UnixMilli(m.Time).UTC().Format(time.RFC3339Nano), escapeLine(m.Key), preview(m.Value))
+				return err
+			})
+			return err
+		},
+	}
+	ls.Flags().Uint64Var(&from, "from", 0, "first seq (default: the first)")
+	ls.Flags().Uint64Var(&to, "to", 0, "last seq, inclusive (default: the last)")
+	ls.Flags().IntVar(&limit, "limit", 0, "at most this many messages (0 = all)")
+	ls.Flags().BoolVar(&asJSON, "json", false, "one JSON object per line")
+
+	for _, c := range []*cobra.Command{pub, get, ls} {
+		nf.register(c)
+		stream.AddCommand(c)
+	}
+	rootCmd.AddCommand(stream)
+}
+
+type lsLine struct {
+	Seq     uint64            `json:"seq"`
+	Time    int64             `json:"time"`
+	Key     string            `json:"key,omitempty"`
+	Headers map[string]string `json:"headers,omitempty"`
+	Value   string            `json:"value"`
+}
+
+// preview shows a value on one line: text escaped, binary as its size, long
+// values cut.
+func preview(v []byte) string {
+	const max = 120
+	if !utf8.Valid(v) {
+		return fmt.Sprintf("<%d bytes binary>", len(v))
+	}
+	s := escapeLine(string(v))
+	if len(s) > max {
+		return s[:max] + fmt.Sprintf("… (%d bytes)", len(v))
+	}
+	return s
+}
