@@ -99,11 +99,14 @@ func StartPersistEnv(dir string) (*PersistEnv, error) {
 	env.NATS = e
 	env.cleanup = append(env.cleanup, e.Shutdown)
 
-	nc, err := env.Conn()
+	// The persist server and balancer run inside the NATS server's process,
+	// as in `switchyard up`, so they connect in-process like JetStream does.
+	nc, err := e.ConnectInProcess(bus.ConnectConfig{Name: "bench-persist"})
 	if err != nil {
 		env.Close()
 		return nil, err
 	}
+	env.cleanup = append(env.cleanup, nc.Close)
 	ids := []string{"0"}
 	srv, err := persist.NewServer(persist.ServerConfig{Conn: nc, ID: "0", IDs: ids, DataDir: dir + "/persist"})
 	if err != nil {

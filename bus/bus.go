@@ -51,6 +51,10 @@ type ConnectConfig struct {
 // (with jittered waits), so long-lived services survive NATS restarts.
 // Requests made while disconnected fail with ErrTimeout or ErrNoResponders.
 func Connect(url string, cfg ConnectConfig) (*nats.Conn, error) {
+	return connect(url, cfg)
+}
+
+func connect(url string, cfg ConnectConfig, extra ...nats.Option) (*nats.Conn, error) {
 	if cfg.Name == "" {
 		cfg.Name = "switchyard"
 	}
@@ -61,11 +65,11 @@ func Connect(url string, cfg ConnectConfig) (*nats.Conn, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	nc, err := nats.Connect(url,
+	opts := append([]nats.Option{
 		nats.Name(cfg.Name),
 		nats.Timeout(cfg.Timeout),
 		nats.MaxReconnects(-1),
-		nats.ReconnectWait(250*time.Millisecond),
+		nats.ReconnectWait(250 * time.Millisecond),
 		nats.ReconnectJitter(250*time.Millisecond, time.Second),
 		nats.RetryOnFailedConnect(false),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
@@ -76,7 +80,8 @@ func Connect(url string, cfg ConnectConfig) (*nats.Conn, error) {
 		nats.ReconnectHandler(func(c *nats.Conn) {
 			log.Info("nats reconnected", "url", c.ConnectedUrlRedacted())
 		}),
-	)
+	}, extra...)
+	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("connect nats %s: %w", url, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 )
 
 // RandomPort asks the embedded server to listen on a free port.
@@ -89,4 +90,11 @@ func (e *Embedded) Shutdown() {
 // Port is the TCP port the server listens on.
 func (e *Embedded) Port() int {
 	return e.srv.Addr().(*net.TCPAddr).Port
+}
+
+// ConnectInProcess connects to the embedded server over an in-memory pipe
+// instead of TCP: same protocol and semantics, without the loopback socket.
+// Roles that run inside the server's process (switchyard up) use it.
+func (e *Embedded) ConnectInProcess(cfg ConnectConfig) (*nats.Conn, error) {
+	return connect(e.ClientURL(), cfg, nats.InProcessServer(e.srv))
 }

@@ -86,7 +86,9 @@ func runUp(cmd *cobra.Command, cfg upConfig) (err error) {
 		}
 	}()
 	connect := func(name string) (*nats.Conn, error) {
-		nc, err := bus.Connect(url, bus.ConnectConfig{Name: name})
+		// Roles inside this process reach the embedded server over an
+		// in-memory pipe rather than loopback TCP.
+		nc, err := embedded.ConnectInProcess(bus.ConnectConfig{Name: name})
 		if err != nil {
 			return nil, err
 		}
