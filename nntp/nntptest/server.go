@@ -308,3 +308,13 @@ func (s *Server) wait(d time.Duration) {
 	case <-s.done:
 	}
 }
+
+// CloseConns cuts every client connection now, as a server restart or a
+// network failure would; the server keeps accepting new ones.
+func (s *Server) CloseConns() {
+	s.connMu.Lock()
+	defer s.connMu.Unlock()
+	for c := range s.conns {
+		c.Close()
+	}
+}

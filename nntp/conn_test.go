@@ -1,0 +1,393 @@
+package nntp
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchyard-dev/switchyard/nntp/nntptest"
+)
+
+func TestOverStreamsEveryLine(t *testing.T) {
+	const n = 3000
+	s := startServer(t, nntptest.Config{}, n)
+	for _, tc := range []struct {
+		name string
+		comp Compression
+		want Compression
+	}{
+		{"plain", CompressOff, CompressOff},
+		{"deflate", CompressDeflate, CompressDeflate},
+		{"gzip", CompressGzip, CompressGzip},
+		{"auto", CompressAuto, CompressDeflate},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			c := dial(t, Config{Addr: s.Addr(), Compress: tc.comp})
+			if got := c.Compression(); got != tc.want {
+				t.Fatalf("compression %v, want %v", got, tc.want)
+			}
+			g, err := c.Group(ctx, testGroup)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g.Low != 1 || g.High != n || g.Count != n || g.Name != testGroup {
+				t.Fatalf("group %+v", g)
+			}
+			next := int64(1)
+			var sample Overview
+			err = c.Over(ctx, 1, n, func(ov Overview) error {
+				if ov.Number != next {
+					return fmt.Errorf("got article %d, want %d", ov.Number, next)
+				}
+				if !strings.Contains(ov.Subject, `yEnc (`) || !strings.HasPrefix(ov.MessageID, "<") || ov.Bytes == 0 || ov.Lines == 0 {
+					return fmt.Errorf("implausible overview %+v", ov)
+				}
+				if ov.Number == 77 {
+					sample = ov
+				}
+				next++
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if next != n+1 {
+				t.Fatalf("saw %d lines, want %d", next-1, n)
+			}
+			// The overview must agree with the article itself: byte and
+			// line counts, message-id by number and by id.
+			var body bytes.Buffer
+			info, err := c.Body(ctx, "77", &body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.Number != 77 || info.MessageID != sample.MessageID {
+				t.Fatalf("BODY 77 answered %+v, overview says %s", info, sample.MessageID)
+			}
+			if lines := int64(bytes.Count(body.Bytes(), []byte("\r\n"))); lines != sample.Lines {
+				t.Fatalf("body has %d lines, overview says %d", lines, sample.Lines)
+			}
+			var art bytes.Buffer
+			if _, err := c.Article(ctx, sample.MessageID, &art); err != nil {
+				t.Fatal(err)
+			}
+			if int64(art.Len()) != sample.Bytes {
+				t.Fatalf("article has %d bytes, overview says %d", art.Len(), sample.Bytes)
+			}
+		})
+	}
+}
+
+func TestDotStuffingRoundTrip(t *testing.T) {
+	s := startServer(t, nntptest.Config{}, 1)
+	ctx := context.Background()
+	c := dial(t, Config{Addr: s.Addr()})
+	body := ".leading dot\n..two dots\n.\nplain\n"
+	art := "From: tester <t@example.invalid>\nNewsgroups: " + testGroup + "\nSubject: dots\nMessage-ID: <dots@example.invalid>\n\n" + body
+	if err := c.Post(ctx, strings.NewReader(art)); err != nil {
+		t.Fatal(err)
+	}
+	var got bytes.Buffer
+	if _, err := c.Body(ctx, "<dots@example.invalid>", &got); err != nil {
+		t.Fatal(err)
+	}
+	if want := strings.ReplaceAll(body, "\n", "\r\n"); got.String() != want {
+		t.Fatalf("body %q, want %q", got.String(), want)
+	}
+	h, err := c.Head(ctx, "<dots@example.invalid>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Get("subject") != "dots" || h.Number != 2 {
+		t.Fatalf("head %+v", h)
+	}
+	if _, err := c.Group(ctx, testGroup); err != nil {
+		t.Fatal(err)
+	}
+	info, err := c.Stat(ctx, "2")
+	if err != nil || info.MessageID != "<dots@example.invalid>" {
+		t.Fatalf("stat %+v %v", info, err)
+	}
+	if _, err := c.Stat(ctx, "<nope@example.invalid>"); !errors.Is(err, ErrNoSuchArticle) {
+		t.Fatalf("stat of a missing article: %v", err)
+	}
+	if c.Err() != nil {
+		t.Fatalf("connection broken by a refusal: %v", c.Err())
+	}
+}
+
+func TestListAndFormat(t *testing.T) {
+	s := startServer(t, nntptest.Config{}, 10)
+	s.AddGroup("alt.binaries.other", 5)
+	ctx := context.Background()
+	c := dial(t, Config{Addr: s.Addr()})
+	var names []string
+	err := c.ListActive(ctx, "alt.binaries.*", func(g ActiveGroup) error {
+		names = append(names, fmt.Sprintf("%s:%d-%d", g.Name, g.Low, g.High))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(names, ","); got != "alt.binaries.other:1-5,alt.binaries.test:1-10" {
+		t.Fatalf("LIST ACTIVE: %s", got)
+	}
+	f, err := c.OverviewFormat(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f) != 8 || f[0] != "Subject:" || f[7] != "Xref:full" {
+		t.Fatalf("OVERVIEW.FMT %q", f)
+	}
+	caps, err := c.Capabilities(ctx)
+	if err != nil || !hasCap(caps, "COMPRESS", "DEFLATE") || !hasCap(caps, "READER") {
+		t.Fatalf("capabilities %q %v", caps, err)
+	}
+	if _, err := c.Group(ctx, "no.such.group"); !errors.Is(err, ErrNoSuchGroup) {
+		t.Fatalf("missing group: %v", err)
+	}
+}
+
+func TestGrowingGroup(t *testing.T) {
+	s := startServer(t, nntptest.Config{}, 100)
+	ctx := context.Background()
+	c := dial(t, Config{Addr: s.Addr()})
+	if _, err := c.Group(ctx, testGroup); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Grow(testGroup, 50); err != nil {
+		t.Fatal(err)
+	}
+	g, err := c.Group(ctx, testGroup)
+	if err != nil || g.High != 150 {
+		t.Fatalf("after growth %+v %v", g, err)
+	}
+	n := 0
+	if err := c.Over(ctx, 101, 150, func(Overview) error { n++; return nil }); err != nil || n != 50 {
+		t.Fatalf("new articles: %d %v", n, err)
+	}
+	// A range past the high mark is "no articles", not an error.
+	if err := c.Over(ctx, 1000, 2000, func(Overview) error { t.Error("line past the end"); return nil }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestPipelinedOver(t *testing.T) {
+	const n = 2500
+	s := startServer(t, nntptest.Config{}, n)
+	for _, comp := range []Compression{CompressOff, CompressDeflate, CompressGzip} {
+		t.Run(comp.String(), func(t *testing.T) {
+			ctx := context.Background()
+			c := dial(t, Config{Addr: s.Addr(), Compress: comp, PipelineDepth: 3})
+			if _, err := c.Group(ctx, testGroup); err != nil {
+				t.Fatal(err)
+			}
+			var ranges []Range
+			for first := int64(1); first <= n; first += 240 {
+				ranges = append(ranges, Range{first, min(first+239, n)})
+			}
+			next := int64(1)
+			err := c.OverPipelined(ctx, ranges, func(r Range, ov Overview) error {
+				if ov.Number != next || ov.Number < r.First || ov.Number > r.Last {
+					return fmt.Errorf("article %d in range %s, want %d", ov.Number, r, next)
+				}
+				next++
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if next != n+1 {
+				t.Fatalf("saw %d lines", next-1)
+			}
+			if _, err := c.Group(ctx, testGroup); err != nil {
+				t.Fatalf("connection out of step after pipelining: %v", err)
+			}
+		})
+	}
+}
+
+func TestOverSeqStopsEarly(t *testing.T) {
+	s := startServer(t, nntptest.Config{}, 500)
+	ctx := context.Background()
+	c := dial(t, Config{Addr: s.Addr()})
+	if _, err := c.Group(ctx, testGroup); err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for ov, err := range c.OverSeq(ctx, 1, 500) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen++; ov.Number == 10 {
+			break
+		}
+	}
+	if seen != 10 {
+		t.Fatalf("saw %d", seen)
+	}
+	// The rest of the response was drained: the next command is in step.
+	if _, err := c.Stat(ctx, "499"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestGreetingRefusals(t *testing.T) {
+	s := startServer(t, nntptest.Config{MaxConns: 1}, 1)
+	ctx := context.Background()
+	dial(t, Config{Addr: s.Addr()})
+	_, err := Dial(ctx, Config{Addr: s.Addr()})
+	var se *StatusError
+	if !errors.Is(err, ErrTooManyConnections) || !errors.As(err, &se) || se.Code != 502 || se.Cmd != "greeting" {
+		t.Fatalf("over the limit: %v", err)
+	}
+	s.SetFaults(nntptest.Faults{Greeting: 400})
+	if _, err := Dial(ctx, Config{Addr: s.Addr()}); !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrTooManyConnections) {
+		t.Fatalf("400 greeting: %v", err)
+	}
+}
+
+func TestAuth(t *testing.T) {
+	s := startServer(t, nntptest.Config{Users: map[string]string{"alice": "secret"}}, 5)
+	ctx := context.Background()
+	c := dial(t, Config{Addr: s.Addr()})
+	if _, err := c.Group(ctx, testGroup); !errors.Is(err, ErrAuth) {
+		t.Fatalf("without login: %v", err)
+	}
+	if _, err := Dial(ctx, Config{Addr: s.Addr(), User: "alice", Pass: "wrong"}); !errors.Is(err, ErrAuth) {
+		t.Fatalf("wrong password: %v", err)
+	}
+	c = dial(t, Config{Addr: s.Addr(), User: "alice", Pass: "secret", Compress: CompressAuto})
+	if g, err := c.Group(ctx, testGroup); err != nil || g.High != 5 {
+		t.Fatalf("after login: %+v %v", g, err)
+	}
+}
+
+func TestTLS(t *testing.T) {
+	srvTLS, roots, err := nntptest.SelfSignedTLS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, implicit := range []bool{true, false} {
+		t.Run(fmt.Sprintf("implicit=%v", implicit), func(t *testing.T) {
+			s := startServer(t, nntptest.Config{TLS: srvTLS, ImplicitTLS: implicit}, 20)
+			ctx := context.Background()
+			c := dial(t, Config{Addr: s.Addr(), TLS: &tls.Config{RootCAs: roots}, ImplicitTLS: implicit, Compress: CompressDeflate})
+			if _, ok := c.nc.(*tls.Conn); !ok {
+				t.Fatal("connection is not TLS")
+			}
+			n := 0
+			if _, err := c.Group(ctx, testGroup); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Over(ctx, 1, 20, func(Overview) error { n++; return nil }); err != nil || n != 20 {
+				t.Fatalf("%d %v", n, err)
+			}
+		})
+	}
+}
+
+func TestMalformedResponses(t *testing.T) {
+	s := startServer(t, nntptest.Config{}, 100)
+	ctx := context.Background()
+
+	t.Run("garbage overview line", func(t *testing.T) {
+		s.SetFaults(nntptest.Faults{GarbageEvery: 30})
+		defer s.SetFaults(nntptest.Faults{})
+		c := dial(t, Config{Addr: s.Addr()})
+		if _, err := c.Group(ctx, testGroup); err != nil {
+			t.Fatal(err)
+		}
+		seen := 0
+		err := c.Over(ctx, 1, 100, func(Overview) error { seen++; return nil })
+		var pe *ProtocolError
+		if !errors.As(err, &pe) || pe.Cmd != "OVER" || !strings.Contains(pe.Line, "garbage") {
+			t.Fatalf("got %v", err)
+		}
+		if seen != 29 {
+			t.Fatalf("%d lines before the garbage, want 29", seen)
+		}
+		if _, err := c.Stat(ctx, "3"); err != nil {
+			t.Fatalf("connection out of step after a bad line: %v", err)
+		}
+	})
+	t.Run("garbage status line", func(t *testing.T) {
+		c := dial(t, Config{Addr: s.Addr()})
+		s.SetFaults(nntptest.Faults{GarbageStatus: true})
+		defer s.SetFaults(nntptest.Faults{})
+		_, err := c.Group(ctx, testGroup)
+		var pe *ProtocolError
+		if !errors.As(err, &pe) || pe.Cmd != "GROUP" || !strings.HasPrefix(pe.Line, "2x0") {
+			t.Fatalf("got %v", err)
+		}
+		if _, err := c.Group(ctx, testGroup); !errors.Is(err, ErrClosed) {
+			t.Fatalf("broken connection reused: %v", err)
+		}
+	})
+	t.Run("cut mid-response", func(t *testing.T) {
+		c := dial(t, Config{Addr: s.Addr()})
+		if _, err := c.Group(ctx, testGroup); err != nil {
+			t.Fatal(err)
+		}
+		s.SetFaults(nntptest.Faults{CutAfter: 40})
+		defer s.SetFaults(nntptest.Faults{})
+		seen := 0
+		err := c.Over(ctx, 1, 100, func(Overview) error { seen++; return nil })
+		var pe *ProtocolError
+		if !errors.As(err, &pe) || pe.Cmd != "OVER" || c.Err() == nil {
+			t.Fatalf("got %v (conn err %v)", err, c.Err())
+		}
+		// Lines arrived one by one before the cut: streamed, not buffered.
+		if seen != 40 {
+			t.Fatalf("%d lines before the cut, want 40", seen)
+		}
+	})
+	t.Run("line too long", func(t *testing.T) {
+		c := dial(t, Config{Addr: s.Addr(), MaxLine: 60})
+		if _, err := c.Group(ctx, testGroup); err != nil {
+			t.Fatal(err)
+		}
+		err := c.Over(ctx, 1, 10, func(Overview) error { return nil })
+		var pe *ProtocolError
+		if !errors.Is(err, ErrLineTooLong) || !errors.As(err, &pe) || pe.Cmd != "OVER" {
+			t.Fatalf("got %v", err)
+		}
+	})
+}
+
+func TestDeadlines(t *testing.T) {
+	s := startServer(t, nntptest.Config{}, 10)
+	t.Run("context", func(t *testing.T) {
+		c := dial(t, Config{Addr: s.Addr()})
+		s.SetFaults(nntptest.Faults{Delay: time.Hour})
+		defer s.SetFaults(nntptest.Faults{})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { _, err := c.Group(ctx, testGroup); done <- err }()
+		waitFor(t, "the command to reach the server", func() bool { return s.Stats().Commands >= 2 })
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("got %v", err)
+		}
+		if c.Err() == nil {
+			t.Fatal("connection still marked usable mid-response")
+		}
+	})
+	t.Run("command timeout", func(t *testing.T) {
+		c := dial(t, Config{Addr: s.Addr(), CommandTimeout: 20 * time.Millisecond})
+		s.SetFaults(nntptest.Faults{Delay: time.Hour})
+		defer s.SetFaults(nntptest.Faults{})
+		_, err := c.Group(context.Background(), testGroup)
+		var ne net.Error
+		if !errors.As(err, &ne) || !ne.Timeout() {
+			t.Fatalf("got %v", err)
+		}
+	})
+}

@@ -1,0 +1,65 @@
+package nntp
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/switchyard-dev/switchyard/nntp/nntptest"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+const testGroup = "alt.binaries.test"
+
+// startServer runs a real nntptest server on a loopback port for one test,
+// with testGroup holding n articles of small parts.
+func startServer(t *testing.T, cfg nntptest.Config, n int64) *nntptest.Server {
+	t.Helper()
+	if cfg.PartSize == 0 {
+		cfg.PartSize = 2000
+	}
+	s := nntptest.New(cfg)
+	s.AddGroup(testGroup, n)
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := s.Stop(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+	return s
+}
+
+func dial(t *testing.T, cfg Config) *Conn {
+	t.Helper()
+	c, err := Dial(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.NewTimer(10 * time.Second)
+	defer deadline.Stop()
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-deadline.C:
+			t.Fatalf("timed out waiting for %s", what)
+		case <-tick.C:
+		}
+	}
+}
