@@ -31,14 +31,21 @@ type harness struct {
 	cfg   ServerConfig
 	scope string
 
+	onNew func(*Server) // runs on each new server before Start
+
 	mu      sync.Mutex
 	changes []Change // everything OnChange reported
 }
 
 func newHarness(t *testing.T, tune func(*ServerConfig)) *harness {
 	t.Helper()
+	return newHarnessHook(t, tune, nil)
+}
+
+func newHarnessHook(t *testing.T, tune func(*ServerConfig), onNew func(*Server)) *harness {
+	t.Helper()
 	e, nc := testnats.Start(t)
-	h := &harness{t: t, e: e, nc: nc, dir: t.TempDir(), scope: "hub"}
+	h := &harness{t: t, e: e, nc: nc, dir: t.TempDir(), scope: "hub", onNew: onNew}
 	h.cfg = ServerConfig{Conn: testnats.Conn(t, e), ID: "0", IDs: []string{"0"}, DataDir: h.dir}
 	h.cfg.OnChange = func(_, _ string, _ bool, ch []Change) {
 		h.mu.Lock()
@@ -57,6 +64,9 @@ func (h *harness) start() {
 	srv, err := NewServer(h.cfg)
 	if err != nil {
 		h.t.Fatal(err)
+	}
+	if h.onNew != nil {
+		h.onNew(srv)
 	}
 	if err := srv.Start(context.Background()); err != nil {
 		h.t.Fatal(err)
@@ -546,3 +556,5 @@ func TestDedupWindowExpires(t *testing.T) {
 		t.Fatalf("after the window: %+v", r)
 	}
 }
+
+func testnatsStart(t *testing.T) (*bus.Embedded, *nats.Conn) { return testnats.Start(t) }

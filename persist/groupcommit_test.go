@@ -1,0 +1,206 @@
+package persist
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// queued is how many requests wait on stream name of h's scope.
+func (h *harness) queued(name string) int {
+	h.srv.mu.Lock()
+	defer h.srv.mu.Unlock()
+	if hd := h.srv.handles[handleKey{scope: h.scope, name: name}]; hd != nil {
+		return len(hd.queue)
+	}
+	return 0
+}
+
+// gate holds the first group commit until released, so a test can line up
+// concurrent writes behind it.
+type gate struct {
+	release chan struct{}
+	held    atomic.Bool
+	first   atomic.Int64 // messages in the held commit
+}
+
+func newGate() *gate { return &gate{release: make(chan struct{})} }
+
+func (g *gate) hook(s *Server) {
+	s.beforeWrite = func(n int) {
+		if g.held.CompareAndSwap(false, true) {
+			g.first.Store(int64(n))
+			<-g.release
+		}
+	}
+}
+
+// sendSets sends n sets of "v{i}" concurrently and returns their replies.
+func (h *harness) sendSets(stream string, n int) []*nats.Msg {
+	replies := make([]*nats.Msg, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			replies[i], errs[i] = h.nc.RequestMsgWithContext(ctx, h.msg(CmdSet, stream, nil, fmt.Appendf(nil, "v%d", i)))
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			h.t.Fatalf("set %d: %v", i, err)
+		}
+	}
+	return replies
+}
+
+// TestGroupCommit: 200 concurrent sets on one stream share transactions,
+// each caller is answered after the commit holding its write, and every
+// answered seq is durable.
+func TestGroupCommit(t *testing.T) {
+	const n = 200
+	g := newGate()
+	h := newHarnessHook(t, nil, g.hook)
+	var replies []*nats.Msg
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		replies = h.sendSets("gc", n)
+	}()
+	// Everything but the held commit's messages lines up behind it.
+	waitFor(t, "writes to queue behind the held commit", func() bool {
+		return g.held.Load() && int64(h.queued("gc")) == n-g.first.Load()
+	})
+	select {
+	case <-done:
+		t.Fatal("a caller was answered before its commit")
+	default:
+	}
+	close(g.release)
+	<-done
+	if c := h.srv.commits.Load(); c != 2 {
+		t.Fatalf("%d sets took %d commits; want 2 (the held one, then all the rest together)", n, c)
+	}
+	seqs := map[uint64]string{}
+	for i, r := range replies {
+		if c := r.Header.Get(HdrError); c != "" {
+			t.Fatalf("set %d: %s %s", i, c, r.Data)
+		}
+		var res SetResult
+		mustJSON(t, r.Data, &res)
+		if _, dup := seqs[res.Seq]; dup {
+			t.Fatalf("seq %d given twice", res.Seq)
+		}
+		seqs[res.Seq] = fmt.Sprintf("v%d", i)
+	}
+	h.restart()
+	for seq, v := range seqs {
+		if r := h.ok(CmdGet, "gc", map[string]string{HdrSeq: itoa(seq)}, nil); string(r.Data) != v {
+			t.Fatalf("seq %d holds %q after restart, want %q", seq, r.Data, v)
+		}
+	}
+}
+
+// TestStopAnswersInFlight: writes queued when Stop begins are committed and
+// answered before Stop returns.
+func TestStopAnswersInFlight(t *testing.T) {
+	const n = 50
+	g := newGate()
+	h := newHarnessHook(t, nil, g.hook)
+	var replies []*nats.Msg
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		replies = h.sendSets("s", n)
+	}()
+	waitFor(t, "writes to queue", func() bool {
+		return g.held.Load() && int64(h.queued("s")) == n-g.first.Load()
+	})
+	stopped := make(chan error, 1)
+	go func() { stopped <- h.srv.Stop(context.Background()) }()
+	waitFor(t, "stop to begin", func() bool {
+		h.srv.mu.Lock()
+		defer h.srv.mu.Unlock()
+		return h.srv.stopped
+	})
+	close(g.release)
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	for i, r := range replies {
+		if c := r.Header.Get(HdrError); c != "" {
+			t.Fatalf("set %d: %s %s", i, c, r.Data)
+		}
+	}
+	h.start()
+	if inv := h.inventory("s"); inv.Count != n {
+		t.Fatalf("%d of %d answered writes found after restart", inv.Count, n)
+	}
+	// A stopped server refuses nothing silently: it is simply gone, and
+	// Stop again is a no-op.
+	if err := h.srv.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestStreamCache(t *testing.T) {
+	h := newHarness(t, func(c *ServerConfig) { c.MaxOpenStreams = 2 })
+	open := func() int {
+		h.srv.mu.Lock()
+		defer h.srv.mu.Unlock()
+		return len(h.srv.handles)
+	}
+	for i := range 6 {
+		h.set(fmt.Sprintf("s%d", i), fmt.Sprint(i), nil)
+		waitFor(t, "the cache to shrink", func() bool { return open() <= 2 })
+	}
+	for i := range 6 {
+		if r := h.ok(CmdGet, fmt.Sprintf("s%d", i), map[string]string{HdrSeq: "1"}, nil); string(r.Data) != fmt.Sprint(i) {
+			t.Fatalf("s%d holds %q after being closed and reopened", i, r.Data)
+		}
+	}
+}
+
+func TestIdleClose(t *testing.T) {
+	h := newHarness(t, func(c *ServerConfig) { c.IdleClose = 20 * time.Millisecond; c.ExpireEvery = 5 * time.Millisecond })
+	h.set("s", "x", nil)
+	waitFor(t, "the idle stream to close", func() bool {
+		h.srv.mu.Lock()
+		defer h.srv.mu.Unlock()
+		return len(h.srv.handles) == 0
+	})
+	if r := h.ok(CmdGet, "s", map[string]string{HdrSeq: "1"}, nil); string(r.Data) != "x" {
+		t.Fatalf("after idle close: %q", r.Data)
+	}
+}
+
+func TestServerConfigValidate(t *testing.T) {
+	_, nc := testnatsStart(t)
+	for name, c := range map[string]ServerConfig{
+		"no conn":   {ID: "0", IDs: []string{"0"}},
+		"no ids":    {Conn: nc, ID: "0"},
+		"id not in": {Conn: nc, ID: "2", IDs: []string{"0", "1"}},
+		"dup ids":   {Conn: nc, ID: "0", IDs: []string{"0", "0"}},
+		"negative":  {Conn: nc, ID: "0", IDs: []string{"0"}, Workers: -1},
+	} {
+		if _, err := NewServer(c); err == nil {
+			t.Errorf("%s: NewServer accepted %+v", name, c)
+		}
+	}
+	// Stop without Start is fine.
+	s, err := NewServer(ServerConfig{Conn: nc, ID: "0", IDs: []string{"0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
