@@ -188,7 +188,9 @@ func TestPoolHealthCheckDropsDeadConnections(t *testing.T) {
 
 func TestPoolStop(t *testing.T) {
 	s := startServer(t, nntptest.Config{}, 10)
-	p, err := NewPool(PoolConfig{Conn: Config{Addr: s.Addr()}, Size: 2})
+	// Size 1: an Acquire racing with Stop waits for the slot and is then
+	// refused, it cannot take a second connection.
+	p, err := NewPool(PoolConfig{Conn: Config{Addr: s.Addr()}, Size: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +199,11 @@ func TestPoolStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	stopped := make(chan error, 1)
-	go func() { stopped <- p.Stop(context.Background()) }()
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		stopped <- p.Stop(ctx)
+	}()
 	waitFor(t, "the pool to refuse new work", func() bool {
 		_, err := p.Acquire(context.Background())
 		return errors.Is(err, ErrClosed)
