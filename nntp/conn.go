@@ -38,10 +38,16 @@ type Compression int
 const (
 	// CompressOff sends and receives plain text (the zero value).
 	CompressOff Compression = iota
-	// CompressAuto uses COMPRESS DEFLATE when CAPABILITIES advertise it,
-	// otherwise tries XFEATURE COMPRESS GZIP, otherwise stays plain.
+	// CompressAuto tries XFEATURE COMPRESS GZIP and stays plain if the
+	// server refuses. It does not pick COMPRESS DEFLATE: see CompressDeflate.
 	CompressAuto
 	// CompressDeflate requires RFC 8054 COMPRESS DEFLATE (both directions).
+	// The server must end each response with a sync flush (an empty stored
+	// block). Servers that use Z_PARTIAL_FLUSH, INN among them, leave the
+	// last bits of a response pending until the next one, and the Go
+	// inflaters read 10 bits past the end of a block: the response then
+	// stalls until the command deadline. Use it with servers known to
+	// sync-flush.
 	CompressDeflate
 	// CompressGzip requires XFEATURE COMPRESS GZIP (overview responses).
 	CompressGzip
@@ -223,13 +229,6 @@ func (c *Conn) setup(ctx context.Context) error {
 	case CompressGzip:
 		return c.CompressGzip(ctx)
 	case CompressAuto:
-		caps, err := c.Capabilities(ctx)
-		if err != nil && !errors.Is(err, ErrNotSupported) {
-			return err
-		}
-		if hasCap(caps, "COMPRESS", "DEFLATE") {
-			return c.CompressDeflate(ctx)
-		}
 		if err := c.CompressGzip(ctx); err != nil && !errors.Is(err, ErrNotSupported) {
 			return err
 		}
@@ -533,9 +532,10 @@ func (c *Conn) CompressDeflate(ctx context.Context) error {
 	if _, _, err := c.expect(ctx, "COMPRESS", "COMPRESS DEFLATE", 206); err != nil {
 		return err
 	}
-	// The inflater reads exactly the deflate stream from raw (a
-	// ByteReader), so nothing is lost between the layers.
-	c.r.br = bufio.NewReaderSize(flate.NewReader(c.raw), readBufSize)
+	// The inflater reads the deflate stream from raw byte by byte (the
+	// wrapper hides the *bufio.Reader type, whose fast path peeks ahead),
+	// and hands out data at every block end, not only at stored blocks.
+	c.r.br = bufio.NewReaderSize(flate.NewReaderOpts(exactReader{c.raw}, flate.WithPartialBlock()), readBufSize)
 	fw, err := flate.NewWriter(c.nc, flate.BestSpeed)
 	if err != nil {
 		return err
@@ -544,6 +544,13 @@ func (c *Conn) CompressDeflate(ctx context.Context) error {
 	c.w = bufio.NewWriterSize(fw, 4<<10)
 	return nil
 }
+
+// exactReader reads byte by byte from a bufio.Reader without exposing it
+// as one, so decoders never read past what they need.
+type exactReader struct{ br *bufio.Reader }
+
+func (r exactReader) Read(p []byte) (int, error) { return r.br.Read(p) }
+func (r exactReader) ReadByte() (byte, error)    { return r.br.ReadByte() }
 
 // CompressGzip asks for XFEATURE COMPRESS GZIP with terminator: overview
 // responses then come zlib-compressed, followed by a plain "." line.

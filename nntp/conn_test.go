@@ -25,7 +25,7 @@ func TestOverStreamsEveryLine(t *testing.T) {
 		{"plain", CompressOff, CompressOff},
 		{"deflate", CompressDeflate, CompressDeflate},
 		{"gzip", CompressGzip, CompressGzip},
-		{"auto", CompressAuto, CompressDeflate},
+		{"auto", CompressAuto, CompressGzip},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()

@@ -238,7 +238,7 @@ func (se *session) compress(args string) {
 	fw, _ := flate.NewWriter(se.nc, flate.BestSpeed)
 	se.fw = fw
 	se.w = bufio.NewWriterSize(fw, 64<<10)
-	se.r = bufio.NewReaderSize(flate.NewReader(se.raw), 4<<10)
+	se.r = bufio.NewReaderSize(flate.NewReaderOpts(se.raw, flate.WithPartialBlock()), 4<<10)
 }
 
 func (se *session) lookupGroup(name string) *group {
