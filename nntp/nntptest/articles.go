@@ -56,10 +56,34 @@ type genArticle struct {
 	n        int64
 	seed     uint64
 	partSize int
+	relName  string // the release name when already known (see releaseCache)
+}
+
+// releaseCache remembers the last release name: consecutive articles
+// share a release, and building the name dominated the cost of OVER.
+type releaseCache struct {
+	seed uint64
+	idx  int64
+	name string
+}
+
+// gen returns article n with its release name filled in.
+func (rc *releaseCache) gen(n int64, seed uint64, partSize int) genArticle {
+	a := genArticle{n: n, seed: seed, partSize: partSize}
+	idx := (n - 1) / (partsPerFile * filesPerRelease)
+	if rc.name == "" || rc.seed != seed || rc.idx != idx {
+		_, rc.name = a.release()
+		rc.seed, rc.idx = seed, idx
+	}
+	a.relName = rc.name
+	return a
 }
 
 func (a genArticle) release() (idx int64, name string) {
 	idx = (a.n - 1) / (partsPerFile * filesPerRelease)
+	if a.relName != "" {
+		return idx, a.relName
+	}
 	h := mix(a.seed ^ uint64(idx))
 	name = words[h%uint64(len(words))] + "." + words[(h>>8)%uint64(len(words))] +
 		".S0" + strconv.Itoa(int(h>>16)%9+1) + "E" + strconv.Itoa(int(h>>24)%20+10) + "-" +

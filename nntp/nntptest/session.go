@@ -407,6 +407,7 @@ func (se *session) overLines(first, last int64, f Faults, emit func([]byte) bool
 	g := se.group
 	partSize := se.s.cfg.PartSize
 	var scratch []byte
+	var rc releaseCache
 	for n := first; n <= last; n++ {
 		b := se.buf[:0]
 		if f.GarbageEvery > 0 && (n-first+1)%int64(f.GarbageEvery) == 0 {
@@ -414,8 +415,7 @@ func (se *session) overLines(first, last int64, f Faults, emit func([]byte) bool
 		} else if p := se.posted(g, n); p != nil {
 			b = p.appendOverview(b)
 		} else {
-			a := genArticle{n: n, seed: g.seed, partSize: partSize}
-			b, scratch = appendGenOverview(b, scratch, a, g.name)
+			b, scratch = appendGenOverview(b, scratch, rc.gen(n, g.seed, partSize), g.name)
 		}
 		se.buf = b
 		if !emit(b) {
