@@ -78,6 +78,9 @@ func TestOverStreamsEveryLine(t *testing.T) {
 			if _, err := c.Article(ctx, sample.MessageID, &art); err != nil {
 				t.Fatal(err)
 			}
+			if x := sample.Xref(); x != "nntptest "+testGroup+":77" {
+				t.Fatalf("xref %q", x)
+			}
 			if int64(art.Len()) != sample.Bytes {
 				t.Fatalf("article has %d bytes, overview says %d", art.Len(), sample.Bytes)
 			}

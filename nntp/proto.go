@@ -100,8 +100,20 @@ type Overview struct {
 	References string
 	Bytes      int64 // 0 when the server left the field empty
 	Lines      int64 // 0 when the server left the field empty
-	// Extra holds the fields after Lines as sent, typically "Xref: ...".
-	Extra []string
+	// Extra holds the fields after Lines as sent, tab-separated, typically
+	// "Xref: host group:number" (LIST OVERVIEW.FMT names them). A string,
+	// not a slice, so a line costs one allocation.
+	Extra string
+}
+
+// Xref returns the value of an "Xref:" field among the extra fields, or "".
+func (ov Overview) Xref() string {
+	for f := range strings.SplitSeq(ov.Extra, "\t") {
+		if len(f) >= 5 && strings.EqualFold(f[:5], "xref:") {
+			return strings.TrimSpace(f[5:])
+		}
+	}
+	return ""
 }
 
 // ParseOverview parses one overview line (already dot-unstuffed). It needs
@@ -129,7 +141,7 @@ func ParseOverview(line []byte) (Overview, error) {
 	}
 	if j := strings.IndexByte(s, '\t'); j >= 0 {
 		f[6], s = s[:j], s[j+1:]
-		ov.Extra = strings.Split(s, "\t")
+		ov.Extra = s
 	} else {
 		f[6] = s
 	}

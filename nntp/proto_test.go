@@ -1,0 +1,59 @@
+package nntp
+
+import "testing"
+
+func TestParseOverview(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		line    string
+		want    Overview
+		wantErr bool
+	}{
+		{name: "full", line: "12\tSubj\tMe <me@x>\tDate\t<id@x>\t<ref@x>\t700000\t5400\tXref: h g:12",
+			want: Overview{Number: 12, Subject: "Subj", From: "Me <me@x>", Date: "Date", MessageID: "<id@x>", References: "<ref@x>", Bytes: 700000, Lines: 5400, Extra: "Xref: h g:12"}},
+		{name: "empty metadata", line: "3\ts\tf\td\t<m>\t\t\t",
+			want: Overview{Number: 3, Subject: "s", From: "f", Date: "d", MessageID: "<m>"}},
+		{name: "two extra fields", line: "3\ts\tf\td\t<m>\t\t1\t2\tXref: a b:3\tX-Other: y",
+			want: Overview{Number: 3, Subject: "s", From: "f", Date: "d", MessageID: "<m>", Bytes: 1, Lines: 2, Extra: "Xref: a b:3\tX-Other: y"}},
+		{name: "seven fields", line: "3\ts\tf\td\t<m>\t\t1", wantErr: true},
+		{name: "bad number", line: "3a\ts\tf\td\t<m>\t\t1\t2", wantErr: true},
+		{name: "zero number", line: "0\ts\tf\td\t<m>\t\t1\t2", wantErr: true},
+		{name: "bad bytes", line: "3\ts\tf\td\t<m>\t\tmany\t2", wantErr: true},
+		{name: "negative lines", line: "3\ts\tf\td\t<m>\t\t1\t-2", wantErr: true},
+		{name: "no tab", line: "garbage", wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParseOverview([]byte(tc.line))
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err %v, want error %v", err, tc.wantErr)
+			}
+			if !tc.wantErr && got != tc.want {
+				t.Fatalf("got %+v\nwant %+v", got, tc.want)
+			}
+		})
+	}
+	if x := (Overview{Extra: "X-A: 1\txref: h g:5"}).Xref(); x != "h g:5" {
+		t.Fatalf("Xref() = %q", x)
+	}
+}
+
+func TestParseStatus(t *testing.T) {
+	for _, tc := range []struct {
+		line string
+		code int
+		msg  string
+		ok   bool
+	}{
+		{"200 ready", 200, "ready", true},
+		{"205", 205, "", true},
+		{"2x0 x", 0, "", false},
+		{"600 x", 0, "", false},
+		{"20", 0, "", false},
+		{"2000 x", 0, "", false},
+	} {
+		code, msg, err := ParseStatus([]byte(tc.line))
+		if (err == nil) != tc.ok || code != tc.code || msg != tc.msg {
+			t.Errorf("%q: %d %q %v", tc.line, code, msg, err)
+		}
+	}
+}
