@@ -109,10 +109,13 @@ func TestEveryCommandHasHelp(t *testing.T) {
 	}
 	walk(rootCmd)
 	for _, p := range paths {
-		out, stderr, code := run(t, cli(t, p...))
-		if code != 0 || !strings.Contains(out, "Usage:") {
-			t.Errorf("%v: exit %d, stdout %q, stderr %q", p, code, out, stderr)
-		}
+		t.Run(strings.Join(p[:len(p)-1], "_"), func(t *testing.T) {
+			t.Parallel()
+			out, stderr, code := run(t, cli(t, p...))
+			if code != 0 || !strings.Contains(out, "Usage:") {
+				t.Errorf("%v: exit %d, stdout %q, stderr %q", p, code, out, stderr)
+			}
+		})
 	}
 }
 
