@@ -245,7 +245,9 @@ func (c *Conn) OverPipelined(ctx context.Context, ranges []Range, fn func(r Rang
 	cmd := c.overVerb
 	sent := 0
 	var first error
-	for i, r := range ranges {
+	// An index loop: after a failure ranges is cut to those already sent.
+	for i := 0; i < len(ranges); i++ {
+		r := ranges[i]
 		for ; sent < len(ranges) && sent < i+c.cfg.PipelineDepth; sent++ {
 			if err := c.writeLine(cmd + " " + ranges[sent].String()); err != nil {
 				return c.ioErr(ctx, cmd, err)

@@ -313,11 +313,12 @@ func (c *Conn) begin(ctx context.Context) (end func(), err error) {
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
-	c.nc.SetDeadline(deadline)
+	nc := c.nc
+	nc.SetDeadline(deadline)
 	stop := context.AfterFunc(ctx, func() {
 		// Unblocks a read or write in progress; the command then fails and
 		// the connection is marked broken (it is mid-response).
-		c.nc.SetDeadline(time.Unix(1, 0))
+		nc.SetDeadline(time.Unix(1, 0))
 	})
 	return func() { stop() }, nil
 }

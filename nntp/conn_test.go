@@ -217,6 +217,27 @@ func TestPipelinedOver(t *testing.T) {
 	}
 }
 
+func TestPipelinedOverRefused(t *testing.T) {
+	s := startServer(t, nntptest.Config{}, 100)
+	ctx := context.Background()
+	// Gzip makes XOVER the verb, so the whole train is pipelined at once.
+	c := dial(t, Config{Addr: s.Addr(), Compress: CompressGzip, PipelineDepth: 3})
+	var ranges []Range
+	for i := int64(0); i < 10; i++ {
+		ranges = append(ranges, Range{i*10 + 1, i*10 + 10})
+	}
+	// No GROUP yet: every command is refused with 412.
+	err := c.OverPipelined(ctx, ranges, func(Range, Overview) error { return nil })
+	var se *StatusError
+	if !errors.As(err, &se) || se.Code != 412 {
+		t.Fatalf("got %v", err)
+	}
+	// Only the answers to commands sent were read: the connection is in step.
+	if g, err := c.Group(ctx, testGroup); err != nil || g.High != 100 {
+		t.Fatalf("after refusal: %+v %v", g, err)
+	}
+}
+
 func TestOverSeqStopsEarly(t *testing.T) {
 	s := startServer(t, nntptest.Config{}, 500)
 	ctx := context.Background()
