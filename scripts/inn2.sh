@@ -18,8 +18,20 @@ INN_CONF=/etc/news/inn.conf
 # its own (for example when it runs as a user that may not call ctlinnd).
 DEFAULT_GROUPS="switchyard.test.a switchyard.test.b switchyard.test.c"
 
+# Output of apt-get, dpkg and rc.news goes to this log, never to our stdout
+# or stderr: daemons they start would inherit those descriptors and keep a
+# CI log pipe open after the tests end.
+LOG=${TMPDIR:-/tmp}/switchyard-inn2.log
+
 say() { echo "inn2.sh: $*" >&2; }
-die() { say "$*"; exit 1; }
+die() {
+	say "$*"
+	[ -s "$LOG" ] && { say "last lines of $LOG:"; tail -n 15 "$LOG" >&2; }
+	exit 1
+}
+
+# quiet runs a command with its output in the log and no terminal input.
+quiet() { "$@" </dev/null >>"$LOG" 2>&1; }
 
 as_news() {
 	if [ "$(id -u)" -eq 0 ]; then
@@ -54,14 +66,14 @@ install_inn2() {
 	command -v apt-get >/dev/null || die "inn2 is not installed and apt-get is not available"
 	export DEBIAN_FRONTEND=noninteractive
 	local apt=(timeout 900 apt-get install -y -q -o Dpkg::Options::=--force-confold inn2)
-	say "installing inn2"
-	if ! "${apt[@]}" >&2; then
+	say "installing inn2 (log: $LOG)"
+	if ! quiet "${apt[@]}"; then
 		# Either the package lists are missing (clean CI image) or the
 		# post-install step failed for want of a domain: fix both and retry.
 		set_domain
-		if ! dpkg -s inn2 >/dev/null 2>&1 || ! dpkg --configure inn2 >&2; then
-			timeout 300 apt-get update -q >&2 || die "apt-get update failed"
-			"${apt[@]}" >&2 || { set_domain; dpkg --configure inn2 >&2; } || die "installing inn2 failed"
+		if ! dpkg -s inn2 >/dev/null 2>&1 || ! quiet timeout 300 dpkg --configure inn2; then
+			quiet timeout 300 apt-get update -q || die "apt-get update failed"
+			quiet "${apt[@]}" || { set_domain && quiet timeout 300 dpkg --configure inn2; } || die "installing inn2 failed"
 		fi
 	fi
 	set_domain
@@ -77,8 +89,8 @@ start() {
 	installed || install_inn2
 	set_domain
 	say "starting innd"
-	# rc.news backgrounds innd and returns; its own output is noise on stdout.
-	as_news "timeout 60 $NEWS_BIN/rc.news start" >&2 || die "rc.news start failed"
+	# rc.news backgrounds innd and returns.
+	quiet as_news "timeout 60 $NEWS_BIN/rc.news start" || die "rc.news start failed"
 	local i
 	for i in $(seq 1 60); do
 		if greets; then
@@ -107,7 +119,7 @@ newgroup() {
 
 stop() {
 	installed || return 0
-	as_news "timeout 60 $NEWS_BIN/rc.news stop" >&2 || true
+	quiet as_news "timeout 60 $NEWS_BIN/rc.news stop" || true
 }
 
 case ${1:-} in
