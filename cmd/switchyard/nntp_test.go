@@ -1,0 +1,56 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/switchyard-dev/switchyard/nntp/nntptest"
+)
+
+// TestNNTPCommands drives `switchyard nntp groups|over|head` against the
+// in-process test server, including AUTHINFO with the password from the
+// environment.
+func TestNNTPCommands(t *testing.T) {
+	t.Parallel()
+	srv := nntptest.New(nntptest.Config{Users: map[string]string{"reader": "s3cret"}})
+	srv.AddGroup("alt.binaries.test", 500)
+	if err := srv.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Stop(context.Background()) })
+
+	withPass := func(args ...string) (string, string, int) {
+		cmd := cli(t, append(args, "--server", srv.Addr(), "--user", "reader")...)
+		cmd.Env = append(cmd.Env, "SWITCHYARD_NNTP_PASS=s3cret")
+		return run(t, cmd)
+	}
+
+	out, stderr, code := withPass("nntp", "groups")
+	if code != 0 || !strings.Contains(out, "alt.binaries.test") {
+		t.Fatalf("groups: exit %d, out %q, stderr %q", code, out, stderr)
+	}
+	out, stderr, code = withPass("nntp", "over", "alt.binaries.test", "1-20", "--no-progress")
+	if code != 0 {
+		t.Fatalf("over: exit %d: %s", code, stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 20 || !strings.Contains(lines[0], "yEnc") {
+		t.Fatalf("over printed %d lines, first %q", len(lines), lines[0])
+	}
+	out, stderr, code = withPass("nntp", "head", "3", "--group", "alt.binaries.test")
+	if code != 0 || !strings.Contains(out, "Message-ID:") && !strings.Contains(out, "Message-Id:") {
+		t.Fatalf("head: exit %d, out %q, stderr %q", code, out, stderr)
+	}
+
+	// Wrong password: a run-time failure (exit 1) in one line.
+	cmd := cli(t, "nntp", "groups", "--server", srv.Addr(), "--user", "reader")
+	cmd.Env = append(cmd.Env, "SWITCHYARD_NNTP_PASS=wrong")
+	if _, stderr, code := run(t, cmd); code != exitRuntime || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+		t.Fatalf("wrong password: exit %d, stderr %q", code, stderr)
+	}
+	// Missing --server is a usage error.
+	if _, stderr, code := run(t, cli(t, "nntp", "groups")); code != exitUsage {
+		t.Fatalf("no server: exit %d, stderr %q", code, stderr)
+	}
+}
