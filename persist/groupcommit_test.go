@@ -25,11 +25,17 @@ func (h *harness) queued(name string) int {
 // concurrent writes behind it.
 type gate struct {
 	release chan struct{}
+	once    sync.Once
 	held    atomic.Bool
 	first   atomic.Int64 // messages in the held commit
 }
 
+// newGate returns a shut gate; tests register g.open as a cleanup after
+// their harness (cleanups run last-in first-out), so a failing test cannot
+// leave a worker stuck in Stop.
 func newGate() *gate { return &gate{release: make(chan struct{})} }
+
+func (g *gate) open() { g.once.Do(func() { close(g.release) }) }
 
 func (g *gate) hook(s *Server) {
 	s.beforeWrite = func(n int) {
@@ -68,6 +74,7 @@ func TestGroupCommit(t *testing.T) {
 	const n = 200
 	g := newGate()
 	h := newHarnessHook(t, nil, g.hook)
+	t.Cleanup(g.open)
 	var replies []*nats.Msg
 	done := make(chan struct{})
 	go func() {
@@ -83,7 +90,7 @@ func TestGroupCommit(t *testing.T) {
 		t.Fatal("a caller was answered before its commit")
 	default:
 	}
-	close(g.release)
+	g.open()
 	<-done
 	if c := h.srv.commits.Load(); c != 2 {
 		t.Fatalf("%d sets took %d commits; want 2 (the held one, then all the rest together)", n, c)
@@ -114,6 +121,7 @@ func TestStopAnswersInFlight(t *testing.T) {
 	const n = 50
 	g := newGate()
 	h := newHarnessHook(t, nil, g.hook)
+	t.Cleanup(g.open)
 	var replies []*nats.Msg
 	done := make(chan struct{})
 	go func() {
@@ -130,7 +138,7 @@ func TestStopAnswersInFlight(t *testing.T) {
 		defer h.srv.mu.Unlock()
 		return h.srv.stopped
 	})
-	close(g.release)
+	g.open()
 	if err := <-stopped; err != nil {
 		t.Fatal(err)
 	}
