@@ -37,7 +37,7 @@ const busyTimeoutMs = 5000
 const schema = `
 CREATE TABLE IF NOT EXISTS messages(
 	seq     INTEGER PRIMARY KEY AUTOINCREMENT,
-	key     TEXT UNIQUE,
+	key     TEXT,
 	time    INTEGER NOT NULL,
 	headers BLOB,
 	enc     INTEGER NOT NULL DEFAULT 0,
@@ -46,7 +46,8 @@ CREATE TABLE IF NOT EXISTS messages(
 	ttl     INTEGER,
 	expires INTEGER
 );
-CREATE INDEX IF NOT EXISTS messages_time ON messages(time);
+-- Only keyed rows enter the key index: a plain append touches one b-tree.
+CREATE UNIQUE INDEX IF NOT EXISTS messages_key ON messages(key) WHERE key IS NOT NULL;
 CREATE INDEX IF NOT EXISTS messages_expires ON messages(expires) WHERE expires IS NOT NULL;
 CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v BLOB) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS msgids(id TEXT PRIMARY KEY, seq INTEGER NOT NULL, time INTEGER NOT NULL) WITHOUT ROWID;
@@ -163,7 +164,10 @@ type sqliteStream struct {
 	count   int64  // messages
 	bytes   int64  // sum of sizes
 	lastSeq uint64 // highest seq ever assigned
-	ttlRows int64  // rows with a TTL (an upper bound: expired rows are subtracted when seen)
+	// lastTime is the time of the newest row. Writes never go below it, so
+	// times never decrease along seq and age and rate queries can walk seq.
+	lastTime int64
+	ttlRows  int64 // rows with a TTL (an upper bound: expired rows are subtracted when seen)
 
 	msgids    map[string]dedupEntry
 	dedupFIFO []dedupItem // msgids in time order; pruned from the front
@@ -193,6 +197,9 @@ func (s *sqliteStream) init(now time.Time) error {
 		return fmt.Errorf("open stream: %w", err)
 	case stored != s.name:
 		return Errorf(CodeInternal, "stream file of %q is claimed by another name", s.name)
+	}
+	if err := conn.QueryRowContext(ctx, `SELECT COALESCE((SELECT time FROM messages ORDER BY seq DESC LIMIT 1), 0)`).Scan(&s.lastTime); err != nil {
+		return fmt.Errorf("open stream: %w", err)
 	}
 	s.cfg = DefaultConfig()
 	var cfgJSON []byte
@@ -304,6 +311,7 @@ func (s *sqliteStream) Close() error {
 type txState struct {
 	count, bytes, ttlRows int64
 	lastSeq               uint64
+	lastTime              int64
 	fifoLen               int
 }
 
@@ -311,7 +319,7 @@ func (s *sqliteStream) begin() (txState, error) {
 	if _, err := s.conn.ExecContext(context.Background(), "BEGIN IMMEDIATE"); err != nil {
 		return txState{}, fmt.Errorf("begin: %w", err)
 	}
-	return txState{count: s.count, bytes: s.bytes, ttlRows: s.ttlRows, lastSeq: s.lastSeq, fifoLen: len(s.dedupFIFO)}, nil
+	return txState{count: s.count, bytes: s.bytes, ttlRows: s.ttlRows, lastSeq: s.lastSeq, lastTime: s.lastTime, fifoLen: len(s.dedupFIFO)}, nil
 }
 
 func (s *sqliteStream) commit() error {
@@ -324,7 +332,7 @@ func (s *sqliteStream) commit() error {
 // rollback undoes the transaction and the in-memory changes made since st.
 func (s *sqliteStream) rollback(st txState) {
 	_, _ = s.conn.ExecContext(context.Background(), "ROLLBACK")
-	s.count, s.bytes, s.ttlRows, s.lastSeq = st.count, st.bytes, st.ttlRows, st.lastSeq
+	s.count, s.bytes, s.ttlRows, s.lastSeq, s.lastTime = st.count, st.bytes, st.ttlRows, st.lastSeq, st.lastTime
 	for _, it := range s.dedupFIFO[st.fifoLen:] {
 		delete(s.msgids, it.id)
 	}
@@ -338,7 +346,8 @@ func (s *sqliteStream) NeedsExpiry() bool {
 
 // Write implements StreamStore.
 func (s *sqliteStream) Write(ops []WriteOp, now time.Time) ([]WriteResult, []Change, error) {
-	nowMs := now.UnixMilli()
+	// A clock stepped back must not make times decrease along seq.
+	nowMs := max(now.UnixMilli(), s.lastTime)
 	st, err := s.begin()
 	if err != nil {
 		return nil, nil, err
@@ -361,7 +370,10 @@ func (s *sqliteStream) write(ops []WriteOp, nowMs int64) ([]WriteResult, []Chang
 	}
 	var rateMsgs, rateBytes int64
 	if s.cfg.MaxMsgsPerSecond >= 0 || s.cfg.MaxBytesPerSecond >= 0 {
-		if err := s.conn.QueryRowContext(context.Background(), `SELECT COUNT(*), COALESCE(SUM(size), 0) FROM messages WHERE time > ?`, nowMs-1000).Scan(&rateMsgs, &rateBytes); err != nil {
+		// Times never decrease along seq (see lastTime), so the rows of the
+		// last second are a suffix of the table: scan back to its start
+		// instead of keeping a time index every write would pay for.
+		if err := s.conn.QueryRowContext(context.Background(), `SELECT COUNT(*), COALESCE(SUM(size), 0) FROM messages WHERE seq > COALESCE((SELECT seq FROM messages WHERE time <= ? ORDER BY seq DESC LIMIT 1), 0)`, nowMs-1000).Scan(&rateMsgs, &rateBytes); err != nil {
 			return nil, nil, fmt.Errorf("rate: %w", err)
 		}
 	}
@@ -466,7 +478,7 @@ func (s *sqliteStream) write(ops []WriteOp, nowMs int64) ([]WriteResult, []Chang
 		if _, err := s.insert.Exec(seq, key, nowMs, hj, enc, raw, size, ttl, expires); err != nil {
 			return nil, nil, fmt.Errorf("insert: %w", err)
 		}
-		s.lastSeq = seq
+		s.lastSeq, s.lastTime = seq, nowMs
 		s.count++
 		s.bytes += size
 		if op.TTL > 0 {
@@ -531,7 +543,8 @@ func (s *sqliteStream) deleteWhere(query string, args ...any) ([]uint64, error) 
 func (s *sqliteStream) expire(nowMs int64) ([]Change, error) {
 	var changes []Change
 	if s.cfg.MaxAge > 0 && s.count > 0 {
-		seqs, err := s.deleteWhere(`DELETE FROM messages WHERE time <= ?`, nowMs-s.cfg.MaxAge)
+		// Expired rows are a prefix in seq order (times never decrease along seq).
+		seqs, err := s.deleteWhere(`DELETE FROM messages WHERE seq < COALESCE((SELECT seq FROM messages WHERE time > ? ORDER BY seq LIMIT 1), 9223372036854775807)`, nowMs-s.cfg.MaxAge)
 		if err != nil {
 			return nil, fmt.Errorf("expire max_age: %w", err)
 		}
