@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -87,4 +88,34 @@ func TestRunPersistSmoke(t *testing.T) {
 			t.Errorf("%s: ours %.0f anchor %.0f", r.Workload, r.Ours, r.Anchor)
 		}
 	}
+}
+
+// BenchmarkPersistSetParallel runs 16 concurrent clients (8 per core on the
+// 2-core reference machine), each on its own connection: group commit's case.
+func BenchmarkPersistSetParallel(b *testing.B) {
+	env := benchEnv(b)
+	value := make([]byte, 128)
+	var next atomic.Int64
+	b.SetParallelism(8)
+	b.RunParallel(func(pb *testing.PB) {
+		nc, err := env.Conn()
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		c, err := persist.NewClient(persist.ClientConfig{Conn: nc})
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		kv := c.KV("bench", "set-parallel")
+		id := next.Add(1)
+		ctx := context.Background()
+		for i := 0; pb.Next(); i++ {
+			if _, err := kv.Set(ctx, "k"+strconv.FormatInt(id, 10)+"-"+strconv.Itoa(i%1000), value, persist.SetOptions{}); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
 }
