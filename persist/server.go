@@ -81,6 +81,17 @@ type ServerConfig struct {
 	OnChange func(scope, stream string, ephemeral bool, changes []Change)
 	// Storage stores the streams. Nil means SQLite under DataDir.
 	Storage Storage
+	// Archive, if set, is a directory holding a backup copy of every
+	// persistent stream, laid out like DataDir: streams written since their
+	// last backup are copied every ArchiveEvery and when closed, and a
+	// stream whose archive copy is newer than its local file (or whose local
+	// file is missing) is restored from it on open. Ephemeral streams are
+	// never archived. Empty means no archive; it needs DataDir and the
+	// default Storage.
+	Archive string
+	// ArchiveEvery is the backup period when Archive is set. Zero means
+	// ArchiveEveryDefault.
+	ArchiveEvery time.Duration
 }
 
 func (c ServerConfig) withDefaults() ServerConfig {
@@ -111,8 +122,11 @@ func (c ServerConfig) withDefaults() ServerConfig {
 	if c.MaxCommitOps == 0 {
 		c.MaxCommitOps = MaxCommitOpsDefault
 	}
+	if c.ArchiveEvery == 0 {
+		c.ArchiveEvery = ArchiveEveryDefault
+	}
 	if c.Storage == nil {
-		c.Storage = newSQLiteStorage(c.DataDir)
+		c.Storage = &sqliteStorage{dir: c.DataDir, archive: c.Archive}
 	}
 	return c
 }
@@ -134,8 +148,11 @@ func (c ServerConfig) validate() error {
 		}
 		seen[id] = true
 	}
-	if c.MaxOpenStreams < 0 || c.IdleClose < 0 || c.ExpireEvery < 0 || c.Workers < 0 || c.MaxQueue < 0 || c.MaxCommitOps < 0 {
+	if c.MaxOpenStreams < 0 || c.IdleClose < 0 || c.ExpireEvery < 0 || c.Workers < 0 || c.MaxQueue < 0 || c.MaxCommitOps < 0 || c.ArchiveEvery < 0 {
 		return errors.New("persist server: limits must not be negative")
+	}
+	if err := c.validateArchive(); err != nil {
+		return err
 	}
 	return nil
 }
@@ -180,20 +197,22 @@ type handleKey struct {
 // scheduled, lastUsed and needsExpiry are guarded by Server.mu; st is touched
 // only by the worker currently serving the handle (scheduled == true).
 type handle struct {
-	key           handleKey
-	queue         []*job
-	scheduled     bool // in ready or being served
-	lastUsed      time.Time
-	needsExpiry   bool
-	expirePending bool
-	st            StreamStore
+	key            handleKey
+	queue          []*job
+	scheduled      bool // in ready or being served
+	lastUsed       time.Time
+	needsExpiry    bool
+	expirePending  bool
+	archivePending bool
+	st             StreamStore
 }
 
 // job is one request waiting on a stream (or an internal expiry run).
 type job struct {
-	msg    *nats.Msg
-	req    *request
-	expire bool
+	msg     *nats.Msg
+	req     *request
+	expire  bool
+	archive bool // back the stream up (archive.go)
 }
 
 // NewServer checks cfg and returns a server that is not yet serving.
@@ -471,10 +490,20 @@ func (s *Server) timer() {
 	defer s.wg.Done()
 	t := time.NewTicker(s.cfg.ExpireEvery)
 	defer t.Stop()
+	var archiveC <-chan time.Time // nil (never ready) without an archive
+	if s.cfg.Archive != "" {
+		at := time.NewTicker(s.cfg.ArchiveEvery)
+		defer at.Stop()
+		archiveC = at.C
+	}
 	for {
 		select {
 		case <-s.stopTim:
 			return
+		case <-archiveC:
+			s.mu.Lock()
+			s.queueArchivesLocked()
+			s.mu.Unlock()
 		case now := <-t.C:
 			s.mu.Lock()
 			for _, h := range s.handles {
@@ -505,6 +534,7 @@ func (s *Server) serve(h *handle, jobs []*job) {
 				}
 			}
 			s.clearExpirePending(h, jobs)
+			s.clearArchivePending(h, jobs)
 			return
 		}
 		h.st = st
@@ -582,6 +612,10 @@ func (s *Server) report(h *handle, changes []Change) {
 
 // serveOne runs one non-write job.
 func (s *Server) serveOne(h *handle, j *job) {
+	if j.archive {
+		s.runArchive(h)
+		return
+	}
 	if j.expire {
 		s.mu.Lock()
 		h.expirePending = false

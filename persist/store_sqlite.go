@@ -79,7 +79,8 @@ func codecs() (*zstd.Encoder, *zstd.Decoder, error) {
 // sqliteStorage keeps each stream in its own SQLite file under dir, and
 // ephemeral streams in private in-memory SQLite databases.
 type sqliteStorage struct {
-	dir string // "" = ephemeral streams only
+	dir     string // "" = ephemeral streams only
+	archive string // "" = no archive (see archive.go)
 }
 
 var (
@@ -103,6 +104,7 @@ func fileURI(p string) string {
 // Open implements Storage.
 func (st *sqliteStorage) Open(scope, name string, ephemeral bool, now time.Time) (StreamStore, error) {
 	var dsn string
+	var arch *streamArchive
 	if ephemeral {
 		if !bus.ValidScope(scope) {
 			return nil, Errorf(CodeBadRequest, "invalid scope %q", scope)
@@ -123,6 +125,11 @@ func (st *sqliteStorage) Open(scope, name string, ephemeral bool, now time.Time)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return nil, fmt.Errorf("open stream: %w", err)
 		}
+		if st.archive != "" {
+			if arch, err = archiveStream(st.archive, scope, name, p); err != nil {
+				return nil, err
+			}
+		}
 		dsn = fileURI(p) + "?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(" + strconv.Itoa(busyTimeoutMs) + ")"
 	}
 	db, err := sql.Open("sqlite", dsn)
@@ -135,6 +142,13 @@ func (st *sqliteStorage) Open(scope, name string, ephemeral bool, now time.Time)
 	if err := s.init(now); err != nil {
 		s.Close()
 		return nil, err
+	}
+	if arch != nil {
+		if err := arch.baseline(context.Background(), s); err != nil {
+			s.Close()
+			return nil, err
+		}
+		s.arch = arch // set last: a stream that failed to open is not backed up
 	}
 	return s, nil
 }
@@ -171,6 +185,8 @@ type sqliteStream struct {
 
 	msgids    map[string]dedupEntry
 	dedupFIFO []dedupItem // msgids in time order; pruned from the front
+
+	arch *streamArchive // nil = not archived
 
 	insert, keySeq, delSeq, getSeq, getKey, putMsgID *sql.Stmt
 }
@@ -286,6 +302,9 @@ func (s *sqliteStream) applySync() error {
 // Close implements StreamStore.
 func (s *sqliteStream) Close() error {
 	var first error
+	if s.arch != nil {
+		first = s.arch.backup(s)
+	}
 	for _, st := range []*sql.Stmt{s.insert, s.keySeq, s.delSeq, s.getSeq, s.getKey, s.putMsgID} {
 		if st != nil {
 			if err := st.Close(); err != nil && first == nil {

@@ -1,0 +1,306 @@
+package persist
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// ArchiveEveryDefault is how often a server backs up the streams written
+// since their last backup, when ServerConfig.Archive is set.
+const ArchiveEveryDefault = 30 * time.Second
+
+// The archive holds one SQLite file per persistent stream, at the same
+// relative path as in the data directory (see streamPath): a consistent
+// copy taken with VACUUM INTO on the stream's own connection, written to a
+// temporary name next to its final one, fsynced and renamed into place, so
+// an archive file is always a complete database, never a half-written one.
+//
+// Which copy is newer is decided by modification time: a backup stamps the
+// archive file with the modification time the stream's files had when the
+// copy was taken. On open, a stream restores from the archive when its local
+// file is missing or strictly older than the archive copy, and otherwise
+// keeps the local file (and backs it up again when it is the newer one).
+// Servers sharing one archive directory therefore need clocks that agree.
+
+// streamArchive is the archive side of one open persistent stream. It is
+// used only by the goroutine that owns the stream.
+type streamArchive struct {
+	path  string // the archive copy
+	local string // the stream's file in the data directory
+	// saved is the connection's total_changes() when the archive last matched
+	// the stream; -1 means the archive is behind and the next backup must run
+	// whatever the counter says.
+	saved int64
+}
+
+// archiveStream prepares the archive of the stream whose local file is
+// local: it restores local from the archive copy when that copy is newer (or
+// local is missing) and returns the handle the stream backs itself up with.
+// It runs before the stream's database is opened.
+func archiveStream(archiveDir, scope, name, local string) (*streamArchive, error) {
+	path, err := streamPath(archiveDir, scope, name)
+	if err != nil {
+		return nil, err
+	}
+	a := &streamArchive{path: path, local: local, saved: -1}
+	at, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return a, nil // nothing archived yet: the first backup writes it
+	}
+	if err != nil {
+		return nil, fmt.Errorf("archive: %w", err)
+	}
+	lt, ok, err := localModTime(local)
+	if err != nil {
+		return nil, fmt.Errorf("archive: %w", err)
+	}
+	switch {
+	case !ok || at.ModTime().After(lt):
+		if err := restoreFile(path, local, at.ModTime()); err != nil {
+			return nil, fmt.Errorf("archive: restore %s: %w", filepath.Base(local), err)
+		}
+		a.saved = 0 // in step; baseline takes the real counter after open
+	case at.ModTime().Equal(lt):
+		a.saved = 0
+	}
+	return a, nil
+}
+
+// baseline records the connection's change counter once the stream is open,
+// when the archive was found in step with the local file.
+func (a *streamArchive) baseline(ctx context.Context, s *sqliteStream) error {
+	if a.saved < 0 {
+		return nil
+	}
+	n, err := totalChanges(ctx, s)
+	if err != nil {
+		return fmt.Errorf("archive: %w", err)
+	}
+	a.saved = n
+	return nil
+}
+
+func totalChanges(ctx context.Context, s *sqliteStream) (int64, error) {
+	var n int64
+	err := s.conn.QueryRowContext(ctx, `SELECT total_changes()`).Scan(&n)
+	return n, err
+}
+
+// backup copies the stream to the archive if anything changed since the
+// last copy. It must run between transactions, on the stream's goroutine.
+func (a *streamArchive) backup(s *sqliteStream) error {
+	ctx := context.Background()
+	n, err := totalChanges(ctx, s)
+	if err != nil {
+		return fmt.Errorf("archive: %w", err)
+	}
+	if a.saved >= 0 && n == a.saved {
+		return nil
+	}
+	// Fold the WAL into the main file first, so that the modification time
+	// stamped on the copy is the one the local files keep once closed.
+	if _, err := s.conn.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+		return fmt.Errorf("archive: checkpoint: %w", err)
+	}
+	mt, _, err := localModTime(a.local)
+	if err != nil {
+		return fmt.Errorf("archive: %w", err)
+	}
+	dir := filepath.Dir(a.path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("archive: %w", err)
+	}
+	// VACUUM INTO accepts an existing empty file, so CreateTemp's unique
+	// name keeps two writers (say a misrouted second server) apart.
+	tmp, err := os.CreateTemp(dir, filepath.Base(a.path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("archive: %w", err)
+	}
+	tmpName := tmp.Name()
+	tmp.Close()
+	ok := false
+	defer func() {
+		if !ok {
+			os.Remove(tmpName)
+		}
+	}()
+	if _, err := s.conn.ExecContext(ctx, `VACUUM INTO ?`, tmpName); err != nil {
+		return fmt.Errorf("archive: copy: %w", err)
+	}
+	if err := syncFile(tmpName); err != nil {
+		return fmt.Errorf("archive: %w", err)
+	}
+	if err := os.Chtimes(tmpName, mt, mt); err != nil {
+		return fmt.Errorf("archive: %w", err)
+	}
+	if err := os.Rename(tmpName, a.path); err != nil {
+		return fmt.Errorf("archive: %w", err)
+	}
+	ok = true
+	syncDir(dir)
+	a.saved = n
+	return nil
+}
+
+// localModTime is the newest modification time of a stream's database and
+// WAL files; ok is false when the database file does not exist.
+func localModTime(db string) (t time.Time, ok bool, err error) {
+	st, err := os.Stat(db)
+	if errors.Is(err, fs.ErrNotExist) {
+		return time.Time{}, false, nil
+	}
+	if err != nil {
+		return time.Time{}, false, err
+	}
+	t = st.ModTime()
+	if w, err := os.Stat(db + "-wal"); err == nil && w.ModTime().After(t) {
+		t = w.ModTime()
+	}
+	return t, true, nil
+}
+
+// restoreFile replaces the database local with a copy of src, stamped with
+// mt. A WAL or shared-memory file left by the replaced database would be
+// applied to the copy, so they go first.
+func restoreFile(src, local string, mt time.Time) error {
+	dir := filepath.Dir(local)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.CreateTemp(dir, filepath.Base(local)+".restore-*")
+	if err != nil {
+		return err
+	}
+	tmpName := out.Name()
+	_, err = io.Copy(out, in)
+	if err == nil {
+		err = out.Sync()
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chtimes(tmpName, mt, mt)
+	}
+	for _, suffix := range []string{"-wal", "-shm", "-journal"} {
+		if err == nil {
+			if rerr := os.Remove(local + suffix); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+				err = rerr
+			}
+		}
+	}
+	if err == nil {
+		err = os.Rename(tmpName, local)
+	}
+	if err != nil {
+		os.Remove(tmpName)
+		return err
+	}
+	syncDir(dir)
+	return nil
+}
+
+func syncFile(name string) error {
+	f, err := os.OpenFile(name, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// syncDir makes a rename in dir durable where the platform allows it; some
+// do not support syncing a directory, which is not worth failing over.
+func syncDir(dir string) {
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync()
+		d.Close()
+	}
+}
+
+// archiver is a StreamStore that keeps an archive copy.
+type archiver interface {
+	// archiveNow backs the stream up if it changed since its last backup.
+	archiveNow() error
+}
+
+func (s *sqliteStream) archiveNow() error {
+	if s.arch == nil {
+		return nil
+	}
+	return s.arch.backup(s)
+}
+
+// queueArchivesLocked queues a backup job on every open persistent stream
+// that has none pending. The job runs on the stream's worker, between its
+// transactions; a stream with nothing new since its last backup skips it
+// cheaply.
+func (s *Server) queueArchivesLocked() {
+	for _, h := range s.handles {
+		if h.key.ephemeral || h.archivePending {
+			continue
+		}
+		h.archivePending = true
+		h.queue = append(h.queue, &job{archive: true})
+		s.scheduleLocked(h)
+	}
+}
+
+// runArchive is the worker's side of a backup job.
+func (s *Server) runArchive(h *handle) {
+	s.mu.Lock()
+	h.archivePending = false
+	s.mu.Unlock()
+	a, ok := h.st.(archiver)
+	if !ok {
+		return
+	}
+	if err := a.archiveNow(); err != nil {
+		s.log.Error("persist: archive", "scope", h.key.scope, "stream", h.key.name, "err", err)
+	}
+}
+
+// clearArchivePending forgets a backup job that could not run because the
+// stream failed to open.
+func (s *Server) clearArchivePending(h *handle, jobs []*job) {
+	for _, j := range jobs {
+		if j.archive {
+			s.mu.Lock()
+			h.archivePending = false
+			s.mu.Unlock()
+			return
+		}
+	}
+}
+
+func (c ServerConfig) validateArchive() error {
+	if c.Archive == "" {
+		return nil
+	}
+	if _, ok := c.Storage.(*sqliteStorage); !ok {
+		return errors.New("persist server: Archive needs the default SQLite storage")
+	}
+	if c.DataDir == "" {
+		return errors.New("persist server: Archive needs DataDir")
+	}
+	a, err1 := filepath.Abs(c.Archive)
+	d, err2 := filepath.Abs(c.DataDir)
+	if err1 == nil && err2 == nil && a == d {
+		return errors.New("persist server: Archive must not be the data directory")
+	}
+	return nil
+}
