@@ -31,14 +31,19 @@ func init() {
 
 func persistServeCmd() *cobra.Command {
 	var nf natsFlags
-	var id, idsFlag, dataDir, placementName string
+	var archiveEvery time.Duration
+	var id, idsFlag, dataDir, archiveDir, placementName string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the scopes placement gives this server id, storing them under --data",
 		Long: `Runs one persist server. It answers {service}.{scope}.api.{id} for every scope
 that the placement of --ids gives to --id, and wrong-owner for the others.
-Each stream is one SQLite file under --data. On SIGTERM or Ctrl-C it stops
-taking requests, answers the ones in flight and closes its files.`,
+Each stream is one SQLite file under --data. With --archive DIR, every stream
+written since its last backup is copied to DIR every --archive-every and when
+it closes, and a stream whose local file is missing or older than its archive
+copy is restored from DIR when it opens (see docs/persist.md).
+On SIGTERM or Ctrl-C it stops taking requests, answers the ones in flight and
+closes its files.`,
 		Example: `  switchyard persist serve --id 0 --ids 0,1 --data /var/lib/switchyard --nats nats://10.0.0.5:4222`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -56,12 +61,15 @@ taking requests, answers the ones in flight and closes its files.`,
 			if dataDir == "" {
 				return usagef("--data is required")
 			}
+			if archiveEvery < 0 {
+				return usagef("--archive-every %s: must not be negative", archiveEvery)
+			}
 			nc, err := bus.Connect(nf.resolvedURL(), bus.ConnectConfig{Name: "switchyard-persist-" + id})
 			if err != nil {
 				return err
 			}
 			defer nc.Close()
-			srv, err := persist.NewServer(persist.ServerConfig{Conn: nc, ID: id, IDs: ids, Placement: fn, Service: nf.service, DataDir: dataDir})
+			srv, err := persist.NewServer(persist.ServerConfig{Conn: nc, ID: id, IDs: ids, Placement: fn, Service: nf.service, DataDir: dataDir, Archive: archiveDir, ArchiveEvery: archiveEvery})
 			if err != nil {
 				return err
 			}
@@ -84,6 +92,8 @@ taking requests, answers the ones in flight and closes its files.`,
 	cmd.Flags().StringVar(&id, "id", "0", "this server's id (one of --ids)")
 	cmd.Flags().StringVar(&idsFlag, "ids", "0,1", "all persist server ids, in the order every party agrees on")
 	cmd.Flags().StringVar(&dataDir, "data", "./switchyard-data", "directory for the SQLite files")
+	cmd.Flags().StringVar(&archiveDir, "archive", "", "directory for backup copies of the streams (optional; may be shared by servers)")
+	cmd.Flags().DurationVar(&archiveEvery, "archive-every", persist.ArchiveEveryDefault, "how often streams changed since their last backup are copied to --archive")
 	cmd.Flags().StringVar(&placementName, "placement", placement.NameRendezvous, "placement function: rendezvous or modulo (must match the balancer)")
 	return cmd
 }

@@ -18,8 +18,8 @@ import (
 
 func init() {
 	var (
-		host, dataDir, placementName, service string
-		port, servers                         int
+		host, dataDir, archiveDir, placementName, service string
+		port, servers                                     int
 	)
 	cmd := &cobra.Command{
 		Use:   "up",
@@ -46,12 +46,13 @@ SQLite file is closed.`,
 			if err := os.MkdirAll(dataDir, 0o755); err != nil {
 				return fmt.Errorf("data directory: %w", err)
 			}
-			return runUp(cmd, upConfig{host: host, port: port, dataDir: dataDir, servers: servers, placement: fn, placementName: placementName, service: service})
+			return runUp(cmd, upConfig{host: host, port: port, dataDir: dataDir, archiveDir: archiveDir, servers: servers, placement: fn, placementName: placementName, service: service})
 		},
 	}
 	cmd.Flags().StringVar(&host, "host", "127.0.0.1", "address the embedded NATS server listens on")
 	cmd.Flags().IntVar(&port, "nats-port", 4222, "port of the embedded NATS server")
 	cmd.Flags().StringVar(&dataDir, "data", "./switchyard-data", "directory for the SQLite files")
+	cmd.Flags().StringVar(&archiveDir, "archive", "", "directory for backup copies of the streams (optional, see persist serve --help)")
 	cmd.Flags().IntVar(&servers, "servers", 2, "number of persist servers (ids 0..N-1)")
 	cmd.Flags().StringVar(&placementName, "placement", placement.NameRendezvous, "placement function: rendezvous or modulo")
 	cmd.Flags().StringVar(&service, "service", bus.DefaultService, "first subject token of the persist service")
@@ -59,9 +60,9 @@ SQLite file is closed.`,
 }
 
 type upConfig struct {
-	host, dataDir, placementName, service string
-	port, servers                         int
-	placement                             placement.Func
+	host, dataDir, archiveDir, placementName, service string
+	port, servers                                     int
+	placement                                         placement.Func
 }
 
 // runUp starts every role, waits for the command's context to end (a
@@ -105,7 +106,7 @@ func runUp(cmd *cobra.Command, cfg upConfig) (err error) {
 		if err != nil {
 			return err
 		}
-		srv, err := persist.NewServer(persist.ServerConfig{Conn: nc, ID: id, IDs: ids, Placement: cfg.placement, Service: cfg.service, DataDir: cfg.dataDir})
+		srv, err := persist.NewServer(persist.ServerConfig{Conn: nc, ID: id, IDs: ids, Placement: cfg.placement, Service: cfg.service, DataDir: cfg.dataDir, Archive: cfg.archiveDir})
 		if err != nil {
 			return err
 		}
