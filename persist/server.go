@@ -182,6 +182,7 @@ type Server struct {
 	stopTim chan struct{}
 
 	commits atomic.Uint64 // write transactions committed, for tests and stats
+	feed    *feedPublisher // publishes every commit's changes (feed.go)
 
 	// beforeWrite, if set (tests only), runs before each group commit with
 	// the number of messages in it.
@@ -223,6 +224,14 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, handles: map[handleKey]*handle{}}
 	s.cond = sync.NewCond(&s.mu)
+	s.feed = newFeedPublisher(cfg.Conn, cfg.Service, cfg.ID, cfg.Logger)
+	user := cfg.OnChange
+	s.cfg.OnChange = func(scope, stream string, ephemeral bool, changes []Change) {
+		s.feed.publish(scope, stream, ephemeral, changes)
+		if user != nil {
+			user(scope, stream, ephemeral, changes)
+		}
+	}
 	return s, nil
 }
 

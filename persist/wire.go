@@ -222,6 +222,11 @@ type Message struct {
 	// Set-only fields (setMany requests).
 	MsgID   string  `json:"msgId,omitempty"`
 	PrevSeq *uint64 `json:"prevSeq,omitempty"`
+	// Feed-only fields (change feed frames, see feed.go): Op is FeedOpSet
+	// (or empty), FeedOpDelete with the removed Seqs, or FeedOpRef for a set
+	// too large to travel on the feed (fetch it by Seq).
+	Op   string   `json:"op,omitempty"`
+	Seqs []uint64 `json:"seqs,omitempty"`
 
 	Value []byte `json:"-"`
 }

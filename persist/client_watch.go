@@ -1,0 +1,649 @@
+package persist
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// Watch defaults.
+const (
+	// WatchBufferDefault is how many feed messages a watcher holds while its
+	// callback is busy; one more and it resyncs.
+	WatchBufferDefault = 4096
+	// WatchIdleCheckDefault is how long a watcher waits without feed traffic
+	// before it asks the server whether it missed the tail of the stream.
+	WatchIdleCheckDefault = 15 * time.Second
+	// Reconnect and retry waits grow from watchBackoffMin by watchBackoffFactor
+	// up to watchBackoffMax, each varied by ±watchBackoffJitter so that many
+	// watchers of a restarted server do not come back in step.
+	watchBackoffMin    = 50 * time.Millisecond
+	watchBackoffMax    = 5 * time.Second
+	watchBackoffFactor = 1.8
+	watchBackoffJitter = 0.25
+	// watchMaxEpochs bounds the publishers a watcher tracks at once.
+	watchMaxEpochs = 16
+	// watchMaxPreDeleted bounds the deletes remembered for seqs not yet seen.
+	watchMaxPreDeleted = 4096
+)
+
+// EventKind says what an Event carries.
+type EventKind int
+
+// Event kinds.
+const (
+	// EventSet carries one stored message in Msg. Sets come in increasing
+	// seq order and each seq comes once.
+	EventSet EventKind = iota + 1
+	// EventDelete carries seqs, each one delivered earlier as an EventSet,
+	// that are gone (deleted, replaced by a newer message of their key, or
+	// removed by a limit, TTL or age). Each seq is reported once.
+	EventDelete
+	// EventResynced says the watcher lost track of the feed (a lost feed
+	// message, a slow callback, a NATS reconnect, a new server) and re-read
+	// the stream. The events up to the next EventCaughtUp bring the
+	// application from its current state to the stream's: first one
+	// EventDelete for every delivered seq that vanished meanwhile, then the
+	// EventSets it missed. Nothing delivered before is delivered again.
+	EventResynced
+	// EventCaughtUp says every message that existed when the history (or
+	// resync) read finished has been delivered; live changes follow.
+	EventCaughtUp
+)
+
+func (k EventKind) String() string {
+	switch k {
+	case EventSet:
+		return "set"
+	case EventDelete:
+		return "delete"
+	case EventResynced:
+		return "resynced"
+	case EventCaughtUp:
+		return "caught-up"
+	}
+	return "EventKind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Event is one change handed to a Watch callback.
+type Event struct {
+	Kind   EventKind
+	Msg    *Message // EventSet
+	Seqs   []uint64 // EventDelete, ascending
+	Reason string   // EventResynced: why the watcher re-read the stream
+}
+
+// WatchOptions configure Watch.
+type WatchOptions struct {
+	// From delivers the messages with seq >= From. Zero means from the start.
+	From uint64
+	// Buffer is how many feed messages (each one commit's changes, or part of
+	// a large commit) wait while the callback is busy; past it the watcher
+	// drops them and resyncs once the callback returns. Zero means
+	// WatchBufferDefault.
+	Buffer int
+	// IdleCheck is how long the watcher waits with no feed traffic before it
+	// asks the server for the stream's inventory, to notice a lost last
+	// message. Zero means WatchIdleCheckDefault; negative turns it off.
+	IdleCheck time.Duration
+}
+
+// Watcher follows one stream; see Stream.Watch.
+type Watcher struct {
+	s    *Stream
+	opts WatchOptions
+	fn   func(Event)
+	nc   *nats.Conn
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	sub    *nats.Subscription
+	status chan nats.Status
+	in     chan *nats.Msg // bounded buffer between the NATS callback and run
+	kick   chan struct{}  // capacity 1: the buffer overflowed
+	done   chan struct{}
+
+	overflow atomic.Bool   // the buffer overflowed; drop until the next resync
+	last     atomic.Uint64 // highest seq accounted for (delivered or known gone)
+	resyncs  atomic.Uint64
+	stopped  atomic.Bool
+
+	errMu sync.Mutex // protects err
+	err   error
+
+	// Owned by the run goroutine.
+	live       seqSet            // delivered seqs not yet reported deleted
+	epochs     map[string]uint64 // publisher epoch -> last Sy-Feed-N; 0 = take the next as it comes
+	preDeleted map[uint64]struct{}
+	reconnects uint64
+}
+
+// ErrWatchConnClosed ends a watcher whose NATS connection was closed.
+var ErrWatchConnClosed = errors.New("watch: NATS connection closed")
+
+// Watch follows the stream: fn receives the messages with seq >= opts.From
+// that exist now, EventCaughtUp, then every change as it is committed. fn is
+// called from one goroutine, in seq order, each set seq exactly once, and
+// must not call Stop. The watcher survives NATS reconnects, persist server
+// restarts and the scope moving to another server; whenever it cannot be
+// sure it saw every change it re-reads the stream (EventResynced) and never
+// skips a change silently.
+//
+// Watch subscribes before it returns; history arrives in the background. The
+// watcher ends when ctx ends, Stop is called or the connection is closed.
+func (s *Stream) Watch(ctx context.Context, opts WatchOptions, fn func(Event)) (*Watcher, error) {
+	if fn == nil {
+		return nil, errors.New("watch: nil callback")
+	}
+	if opts.Buffer < 0 {
+		return nil, fmt.Errorf("watch: negative buffer %d", opts.Buffer)
+	}
+	if opts.Buffer == 0 {
+		opts.Buffer = WatchBufferDefault
+	}
+	if opts.IdleCheck == 0 {
+		opts.IdleCheck = WatchIdleCheckDefault
+	}
+	w := &Watcher{
+		s: s, opts: opts, fn: fn, nc: s.c.cfg.Conn,
+		in:         make(chan *nats.Msg, opts.Buffer),
+		kick:       make(chan struct{}, 1),
+		done:       make(chan struct{}),
+		epochs:     map[string]uint64{},
+		preDeleted: map[uint64]struct{}{},
+	}
+	if opts.From > 1 {
+		w.last.Store(opts.From - 1)
+	}
+	w.ctx, w.cancel = context.WithCancel(ctx)
+	w.status = w.nc.StatusChanged(nats.CONNECTED, nats.CLOSED)
+	subject := FeedSubject(s.c.cfg.Service, s.scope, s.name, s.ephemeral)
+	sub, err := w.nc.Subscribe(subject, w.onMsg)
+	if err != nil {
+		w.cancel()
+		w.nc.RemoveStatusListener(w.status)
+		return nil, fmt.Errorf("watch %s/%s: subscribe: %w", s.scope, s.name, err)
+	}
+	// The callback never blocks, so NATS's own pending limit is only a
+	// backstop; a drop there shows up as a Sy-Feed-N gap.
+	_ = sub.SetPendingLimits(-1, 256<<20)
+	w.sub = sub
+	w.reconnects = w.nc.Stats().Reconnects
+	go w.run()
+	return w, nil
+}
+
+// Stop ends the watcher and returns once fn has returned for the last time.
+// It is idempotent. It must not be called from fn.
+func (w *Watcher) Stop() error {
+	w.stopped.Store(true)
+	w.cancel()
+	<-w.done
+	return nil
+}
+
+// Done is closed when the watcher has ended.
+func (w *Watcher) Done() <-chan struct{} { return w.done }
+
+// LastSeq is the highest seq the watcher has accounted for: delivered, or
+// known to be gone before it could be.
+func (w *Watcher) LastSeq() uint64 { return w.last.Load() }
+
+// Resyncs counts the times the watcher re-read the stream.
+func (w *Watcher) Resyncs() uint64 { return w.resyncs.Load() }
+
+// Err says why the watcher ended: nil while it runs or after Stop, the
+// context's error when ctx ended, ErrWatchConnClosed when the connection was
+// closed.
+func (w *Watcher) Err() error {
+	w.errMu.Lock()
+	defer w.errMu.Unlock()
+	return w.err
+}
+
+// onMsg is the NATS callback: it only queues, so the connection never waits
+// on the application.
+func (w *Watcher) onMsg(m *nats.Msg) {
+	if w.overflow.Load() {
+		return
+	}
+	select {
+	case w.in <- m:
+	default:
+		w.overflow.Store(true)
+		select {
+		case w.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (w *Watcher) run() {
+	defer close(w.done)
+	defer func() {
+		_ = w.sub.Unsubscribe()
+		w.nc.RemoveStatusListener(w.status)
+	}()
+	reason := ""
+	for {
+		err := w.sync(reason)
+		if err == nil {
+			reason, err = w.follow()
+		}
+		if err != nil {
+			if !w.stopped.Load() {
+				w.errMu.Lock()
+				w.err = err
+				w.errMu.Unlock()
+			}
+			return
+		}
+	}
+}
+
+// follow applies feed messages until a resync is needed (its reason) or the
+// watcher ends (an error).
+func (w *Watcher) follow() (string, error) {
+	var idle <-chan time.Time
+	var timer *time.Timer
+	if w.opts.IdleCheck > 0 {
+		timer = time.NewTimer(w.opts.IdleCheck)
+		defer timer.Stop()
+		idle = timer.C
+	}
+	for {
+		if n := w.nc.Stats().Reconnects; n != w.reconnects {
+			return "NATS reconnected", nil
+		}
+		select {
+		case <-w.ctx.Done():
+			return "", w.ctx.Err()
+		case st := <-w.status:
+			if st == nats.CLOSED || w.nc.IsClosed() {
+				return "", ErrWatchConnClosed
+			}
+			// CONNECTED after a reconnect: the loop head compares counts.
+		case <-w.kick:
+			if w.overflow.Load() {
+				return fmt.Sprintf("slow consumer: %d feed messages waiting", w.opts.Buffer), nil
+			}
+		case m := <-w.in:
+			if r := w.apply(m); r != "" {
+				return r, nil
+			}
+			if timer != nil {
+				timer.Reset(w.opts.IdleCheck)
+			}
+		case <-idle:
+			if r := w.idleCheck(); r != "" {
+				return r, nil
+			}
+			timer.Reset(w.opts.IdleCheck)
+		}
+	}
+}
+
+// sync reads the stream after (re)subscribing: the initial history when
+// reason is "", else a resync announced with EventResynced. It retries with
+// backoff until it succeeds or the watcher ends.
+func (w *Watcher) sync(reason string) error {
+	announced := false
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			if err := sleepCtx(w.ctx, watchBackoff(attempt)); err != nil {
+				return err
+			}
+		}
+		if w.nc.IsClosed() {
+			return ErrWatchConnClosed
+		}
+		if err := w.ctx.Err(); err != nil {
+			return err
+		}
+		// From here on every feed message is kept; those dropped or
+		// discarded before were published before the read below starts, so
+		// it sees their effects.
+		w.overflow.Store(false)
+		for len(w.in) > 0 {
+			<-w.in
+		}
+		w.reconnects = w.nc.Stats().Reconnects
+		// Make sure the subscription is live on the server before reading.
+		fctx, cancel := w.s.c.attemptContext(w.ctx)
+		err := w.nc.FlushWithContext(fctx)
+		cancel()
+		if err != nil {
+			continue
+		}
+		if reason != "" && !announced {
+			announced = true
+			w.resyncs.Add(1)
+			w.fn(Event{Kind: EventResynced, Reason: reason})
+		}
+		if err := w.snapshot(); err != nil {
+			continue
+		}
+		for e := range w.epochs {
+			w.epochs[e] = 0
+		}
+		w.fn(Event{Kind: EventCaughtUp})
+		return nil
+	}
+}
+
+// snapshot reads the stream from the first delivered seq still live (or the
+// next undelivered one): seqs it no longer finds are reported deleted, seqs
+// past LastSeq are delivered.
+func (w *Watcher) snapshot() error {
+	scanLast := w.last.Load()
+	start := scanLast + 1
+	if lo, ok := w.live.min(); ok {
+		start = lo
+	}
+	var seen seqSet
+	crossed := false
+	cross := func() {
+		crossed = true
+		gone := w.live.minus(&seen)
+		w.live = w.live.intersect(&seen)
+		if len(gone) > 0 {
+			w.fn(Event{Kind: EventDelete, Seqs: gone})
+		}
+	}
+	_, err := w.s.Scan(w.ctx, Range{Start: start}, func(m *Message) error {
+		if m.Seq <= scanLast {
+			seen.add(m.Seq)
+			return nil
+		}
+		if !crossed {
+			cross()
+		}
+		w.deliverSet(m)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if !crossed {
+		cross()
+	}
+	return nil
+}
+
+// apply handles one feed message and returns why a resync is needed, or "".
+func (w *Watcher) apply(m *nats.Msg) string {
+	epoch := m.Header.Get(HdrFeedEpoch)
+	n, err := strconv.ParseUint(m.Header.Get(HdrFeedN), 10, 64)
+	if epoch == "" || err != nil || n == 0 {
+		// Not from a persist server: ignore it rather than let a stray
+		// publisher force resyncs.
+		return ""
+	}
+	server := m.Header.Get(HdrServer)
+	prev, known := w.epochs[epoch]
+	switch {
+	case known && prev != 0 && n <= prev:
+		return "" // already applied
+	case known && prev != 0 && n != prev+1:
+		return fmt.Sprintf("lost feed messages %d..%d of server %s", prev+1, n-1, server)
+	case !known && len(w.epochs) > 0:
+		// A restarted or new owner: the previous one may have committed
+		// changes it never published.
+		w.rememberEpoch(epoch, 0)
+		return fmt.Sprintf("new publisher (server %s, epoch %s)", server, epoch)
+	}
+	w.rememberEpoch(epoch, n)
+	reason := ""
+	err = DecodeFrames(m.Data, 0, func(f *Message) error {
+		switch f.Op {
+		case "", FeedOpSet:
+			return w.feedSet(f)
+		case FeedOpRef:
+			if f.Seq > w.last.Load() {
+				return w.fill(f.Seq)
+			}
+		case FeedOpDelete:
+			w.deliverDelete(f.Seqs)
+		}
+		// Unknown operations come from a newer server; they change nothing
+		// a watcher of this version can show.
+		return nil
+	})
+	if err != nil {
+		reason = "feed: " + err.Error()
+	}
+	return reason
+}
+
+func (w *Watcher) rememberEpoch(epoch string, n uint64) {
+	if _, ok := w.epochs[epoch]; !ok && len(w.epochs) >= watchMaxEpochs {
+		for e := range w.epochs {
+			delete(w.epochs, e)
+			break
+		}
+	}
+	w.epochs[epoch] = n
+}
+
+// feedSet delivers a set from the feed, first filling a gap before it from
+// getAll.
+func (w *Watcher) feedSet(m *Message) error {
+	last := w.last.Load()
+	if m.Seq <= last {
+		return nil
+	}
+	if m.Seq > last+1 {
+		if err := w.fill(m.Seq - 1); err != nil {
+			return err
+		}
+	}
+	w.deliverSet(m)
+	return nil
+}
+
+// fill delivers the messages after LastSeq up to to, read with getAll.
+func (w *Watcher) fill(to uint64) error {
+	_, err := w.s.Scan(w.ctx, Range{Start: w.last.Load() + 1, End: to}, func(m *Message) error {
+		w.deliverSet(m)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("fill gap up to seq %d: %w", to, err)
+	}
+	return nil
+}
+
+// deliverSet hands m to fn unless it was already accounted for.
+func (w *Watcher) deliverSet(m *Message) {
+	if m.Seq <= w.last.Load() {
+		return
+	}
+	w.last.Store(m.Seq)
+	if _, gone := w.preDeleted[m.Seq]; gone {
+		delete(w.preDeleted, m.Seq)
+		return
+	}
+	w.live.add(m.Seq)
+	w.fn(Event{Kind: EventSet, Msg: m})
+}
+
+// deliverDelete reports the seqs of a delete that were delivered and still
+// live; a seq not seen yet (a misrouted writer's set still on its way) is
+// remembered so its set is not delivered later.
+func (w *Watcher) deliverDelete(seqs []uint64) {
+	var out []uint64
+	last := w.last.Load()
+	for _, q := range seqs {
+		if w.live.remove(q) {
+			out = append(out, q)
+		} else if q > last {
+			if len(w.preDeleted) >= watchMaxPreDeleted {
+				clear(w.preDeleted)
+			}
+			w.preDeleted[q] = struct{}{}
+		}
+	}
+	if len(out) > 0 {
+		w.fn(Event{Kind: EventDelete, Seqs: out})
+	}
+}
+
+// idleCheck asks the server for the stream's inventory after a quiet spell:
+// sets the feed did not bring are filled, a count that disagrees with what
+// the watcher holds (a lost delete) means a resync.
+func (w *Watcher) idleCheck() string {
+	inv, err := w.s.Inventory(w.ctx)
+	if err != nil {
+		return "" // the server is away; the feed will tell when it is back
+	}
+	if inv.Seq > w.last.Load() {
+		if err := w.fill(inv.Seq); err != nil {
+			return err.Error()
+		}
+	}
+	if w.opts.From <= 1 && inv.Seq <= w.last.Load() && uint64(inv.Count) != w.live.count() {
+		return fmt.Sprintf("idle check: server has %d messages, watcher %d", inv.Count, w.live.count())
+	}
+	return ""
+}
+
+// watchBackoff is the wait before retry attempt n (1-based): 50ms growing
+// ×1.8 up to 5s, ±25%.
+func watchBackoff(n int) time.Duration {
+	d := float64(watchBackoffMin) * math.Pow(watchBackoffFactor, float64(n-1))
+	d = min(d, float64(watchBackoffMax))
+	d *= 1 + watchBackoffJitter*(2*rand.Float64()-1)
+	return time.Duration(d)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// seqSet is a set of seqs kept as sorted, disjoint, non-adjacent closed
+// intervals: a log with few deletions costs a few intervals whatever its
+// length.
+type seqSet struct {
+	iv []seqRange
+	n  uint64
+}
+
+type seqRange struct{ lo, hi uint64 }
+
+func (s *seqSet) count() uint64 { return s.n }
+
+func (s *seqSet) min() (uint64, bool) {
+	if len(s.iv) == 0 {
+		return 0, false
+	}
+	return s.iv[0].lo, true
+}
+
+// add inserts q, which must be greater than every member.
+func (s *seqSet) add(q uint64) {
+	if k := len(s.iv); k > 0 && s.iv[k-1].hi+1 == q {
+		s.iv[k-1].hi = q
+	} else {
+		s.iv = append(s.iv, seqRange{q, q})
+	}
+	s.n++
+}
+
+// find returns the index of the interval holding q, or -1.
+func (s *seqSet) find(q uint64) int {
+	lo, hi := 0, len(s.iv)
+	for lo < hi {
+		m := (lo + hi) / 2
+		switch {
+		case s.iv[m].hi < q:
+			lo = m + 1
+		case s.iv[m].lo > q:
+			hi = m
+		default:
+			return m
+		}
+	}
+	return -1
+}
+
+// remove deletes q and reports whether it was there.
+func (s *seqSet) remove(q uint64) bool {
+	i := s.find(q)
+	if i < 0 {
+		return false
+	}
+	s.n--
+	r := s.iv[i]
+	switch {
+	case r.lo == r.hi:
+		if i == 0 {
+			s.iv = s.iv[1:] // trimming from the front (limits, expiry) stays O(1)
+		} else {
+			s.iv = append(s.iv[:i], s.iv[i+1:]...)
+		}
+	case q == r.lo:
+		s.iv[i].lo++
+	case q == r.hi:
+		s.iv[i].hi--
+	default:
+		s.iv = append(s.iv, seqRange{})
+		copy(s.iv[i+2:], s.iv[i+1:])
+		s.iv[i] = seqRange{r.lo, q - 1}
+		s.iv[i+1] = seqRange{q + 1, r.hi}
+	}
+	return true
+}
+
+// minus lists the members of s that are not in o, ascending.
+func (s *seqSet) minus(o *seqSet) []uint64 {
+	var out []uint64
+	j := 0
+	for _, r := range s.iv {
+		for q := r.lo; q <= r.hi; q++ {
+			for j < len(o.iv) && o.iv[j].hi < q {
+				j++
+			}
+			if j < len(o.iv) && o.iv[j].lo <= q {
+				// Skip the whole overlap at once.
+				q = min(o.iv[j].hi, r.hi)
+				continue
+			}
+			out = append(out, q)
+		}
+	}
+	return out
+}
+
+// intersect returns the members of both s and o.
+func (s *seqSet) intersect(o *seqSet) seqSet {
+	var out seqSet
+	i, j := 0, 0
+	for i < len(s.iv) && j < len(o.iv) {
+		lo, hi := max(s.iv[i].lo, o.iv[j].lo), min(s.iv[i].hi, o.iv[j].hi)
+		if lo <= hi {
+			out.iv = append(out.iv, seqRange{lo, hi})
+			out.n += hi - lo + 1
+		}
+		if s.iv[i].hi < o.iv[j].hi {
+			i++
+		} else {
+			j++
+		}
+	}
+	return out
+}
