@@ -181,7 +181,7 @@ type Server struct {
 	wg      sync.WaitGroup // workers and the timer loop
 	stopTim chan struct{}
 
-	commits atomic.Uint64 // write transactions committed, for tests and stats
+	commits atomic.Uint64  // write transactions committed, for tests and stats
 	feed    *feedPublisher // publishes every commit's changes (feed.go)
 
 	// beforeWrite, if set (tests only), runs before each group commit with
