@@ -270,6 +270,35 @@ func RunPersist(ctx context.Context, cfg PersistConfig, w io.Writer) ([]Result, 
 	results = append(results, Result{Workload: fmt.Sprintf("batch of %d (msgs/s)", cfg.Batch), OursName: "persist setMany", AnchorName: "JetStream async publish", Ours: ours * float64(cfg.Batch), Anchor: anchor * float64(cfg.Batch), Target: 1.0})
 
 	PrintResults(w, results)
+
+	// The floor: a bare request/reply to an in-process responder that does
+	// nothing. JetStream answers from inside the server's read loop, so at
+	// one client its put can beat any service behind request/reply.
+	floor, err := rate(ctx, cfg.Duration, 1, func(int) (func(ctx context.Context, k int) error, error) {
+		srvConn, err := env.NATS.ConnectInProcess(bus.ConnectConfig{Name: "bench-echo"})
+		if err != nil {
+			return nil, err
+		}
+		env.cleanup = append(env.cleanup, srvConn.Close)
+		if _, err := srvConn.Subscribe("bench.echo", func(m *nats.Msg) { _ = m.Respond(nil) }); err != nil {
+			return nil, err
+		}
+		if err := srvConn.Flush(); err != nil {
+			return nil, err
+		}
+		nc, err := env.Conn()
+		if err != nil {
+			return nil, err
+		}
+		return func(ctx context.Context, k int) error {
+			_, err := nc.RequestWithContext(ctx, "bench.echo", value)
+			return err
+		}, nil
+	})
+	if err != nil {
+		return results, fmt.Errorf("request/reply floor: %w", err)
+	}
+	fmt.Fprintf(w, "floor: core NATS request/reply to an in-process responder that stores nothing, 1 client: %.0f ops/s (%.2fx JetStream KV put)\n", floor, floor/results[0].Anchor)
 	return results, nil
 }
 

@@ -119,3 +119,28 @@ func BenchmarkPersistSetParallel(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkPersistSetMany writes batches of 1,000 128-byte messages; one op
+// is one batch.
+func BenchmarkPersistSetMany(b *testing.B) {
+	env := benchEnv(b)
+	nc, err := env.Conn()
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, err := persist.NewClient(persist.ClientConfig{Conn: nc})
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := c.Stream("bench", "setmany")
+	msgs := make([]persist.Message, 1000)
+	for i := range msgs {
+		msgs[i].Value = make([]byte, 128)
+	}
+	ctx := context.Background()
+	for b.Loop() {
+		if _, err := s.SetMany(ctx, msgs); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
