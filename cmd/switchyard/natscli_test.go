@@ -1,0 +1,34 @@
+package main
+
+import (
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/switchyard-dev/switchyard/placement"
+)
+
+// TestPlainNATSClient asks `switchyard up` for an owner with the plain NATS
+// command-line client, exactly as the README shows. CI installs the client
+// (.ci/run); elsewhere the test skips when it is not on PATH.
+func TestPlainNATSClient(t *testing.T) {
+	natsBin, err := exec.LookPath("nats")
+	if err != nil {
+		t.Skip("the nats command-line client is not on PATH (CI installs it)")
+	}
+	port := freePort(t)
+	up := cli(t, "up", "--nats-port", strconv.Itoa(port), "--data", t.TempDir(), "--servers", "4", "--placement", "modulo")
+	startProcess(t, up, "Stop with Ctrl-C")
+	t.Cleanup(func() { _ = up.Process.Kill() })
+
+	out, err := exec.Command(natsBin, "--server", "nats://127.0.0.1:"+strconv.Itoa(port), "req", "persist.hub.id", "").CombinedOutput()
+	if err != nil {
+		t.Fatalf("nats req: %v: %s", err, out)
+	}
+	// The last line is the reply body: the owner id ("1" for hub over 0..3 under modulo).
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if got, want := strings.TrimSpace(lines[len(lines)-1]), placement.Modulo([]string{"0", "1", "2", "3"}, "hub"); got != want {
+		t.Fatalf("nats req printed %q, want the owner %q", out, want)
+	}
+}
