@@ -182,6 +182,9 @@ type sqliteStream struct {
 	// times never decrease along seq and age and rate queries can walk seq.
 	lastTime int64
 	ttlRows  int64 // rows with a TTL (an upper bound: expired rows are subtracted when seen)
+	// dataVersion is PRAGMA data_version when the totals above were last
+	// known right; another connection's commit changes it (store_sqlite_shared.go).
+	dataVersion int64
 
 	msgids    map[string]dedupEntry
 	dedupFIFO []dedupItem // msgids in time order; pruned from the front
@@ -232,6 +235,11 @@ func (s *sqliteStream) init(now time.Time) error {
 	}
 	if err := s.applySync(); err != nil {
 		return err
+	}
+	// Read before the totals: a commit by another connection after this
+	// makes the next write transaction reload them (reloadIfShared).
+	if err := conn.QueryRowContext(ctx, `PRAGMA data_version`).Scan(&s.dataVersion); err != nil {
+		return fmt.Errorf("open stream: data version: %w", err)
 	}
 	if err := conn.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(size), 0), COALESCE(MAX(seq), 0) FROM messages`).Scan(&s.count, &s.bytes, &s.lastSeq); err != nil {
 		return fmt.Errorf("open stream: totals: %w", err)
@@ -336,6 +344,10 @@ type txState struct {
 
 func (s *sqliteStream) begin() (txState, error) {
 	if _, err := s.conn.ExecContext(context.Background(), "BEGIN IMMEDIATE"); err != nil {
+		return txState{}, fmt.Errorf("begin: %w", err)
+	}
+	if err := s.reloadIfShared(); err != nil {
+		_, _ = s.conn.ExecContext(context.Background(), "ROLLBACK")
 		return txState{}, fmt.Errorf("begin: %w", err)
 	}
 	return txState{count: s.count, bytes: s.bytes, ttlRows: s.ttlRows, lastSeq: s.lastSeq, lastTime: s.lastTime, fifoLen: len(s.dedupFIFO)}, nil

@@ -1,0 +1,444 @@
+package persist_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/switchyard-dev/switchyard/internal/testnats"
+	"github.com/switchyard-dev/switchyard/persist"
+	"github.com/switchyard-dev/switchyard/placement"
+)
+
+// collector is a Watch callback that checks the contract as events arrive:
+// sets in increasing seq order, each once; deletes only of live seqs.
+type collector struct {
+	mu       sync.Mutex
+	live     map[uint64]string // seq -> value of what the application holds
+	sets     []uint64          // every set seq, in delivery order
+	deleted  []uint64
+	resynced int
+	caughtUp int
+	errs     []string
+	changed  chan struct{} // closed and replaced on every event
+}
+
+func newCollector() *collector {
+	return &collector{live: map[uint64]string{}, changed: make(chan struct{})}
+}
+
+func (c *collector) fn(ev persist.Event) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch ev.Kind {
+	case persist.EventSet:
+		if n := len(c.sets); n > 0 && ev.Msg.Seq <= c.sets[n-1] {
+			c.errs = append(c.errs, fmt.Sprintf("set %d after %d", ev.Msg.Seq, c.sets[n-1]))
+		}
+		c.sets = append(c.sets, ev.Msg.Seq)
+		c.live[ev.Msg.Seq] = string(ev.Msg.Value)
+	case persist.EventDelete:
+		for _, q := range ev.Seqs {
+			if _, ok := c.live[q]; !ok {
+				c.errs = append(c.errs, fmt.Sprintf("delete of %d, which is not live", q))
+			}
+			delete(c.live, q)
+			c.deleted = append(c.deleted, q)
+		}
+	case persist.EventResynced:
+		c.resynced++
+	case persist.EventCaughtUp:
+		c.caughtUp++
+	}
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+// waitFor waits until cond holds (checked under the lock after each event).
+func (c *collector) waitFor(t *testing.T, what string, cond func(c *collector) bool) {
+	t.Helper()
+	deadline := time.NewTimer(30 * time.Second)
+	defer deadline.Stop()
+	for {
+		c.mu.Lock()
+		ok, ch := cond(c), c.changed
+		c.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-ch:
+		case <-deadline.C:
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			t.Fatalf("timed out waiting for %s: %d sets (last %v), %d live, %d resyncs, errors %v", what, len(c.sets), c.sets[max(0, len(c.sets)-3):], len(c.live), c.resynced, c.errs)
+		}
+	}
+}
+
+// check fails on contract violations and on sets that are not exactly want.
+func (c *collector) check(t *testing.T, want []uint64) {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, e := range c.errs {
+		t.Error(e)
+	}
+	if len(c.sets) != len(want) {
+		t.Fatalf("got %d sets, want %d", len(c.sets), len(want))
+	}
+	for i := range want {
+		if c.sets[i] != want[i] {
+			t.Fatalf("set #%d is seq %d, want %d", i, c.sets[i], want[i])
+		}
+	}
+}
+
+func seqs(from, to uint64) []uint64 {
+	var out []uint64
+	for q := from; q <= to; q++ {
+		out = append(out, q)
+	}
+	return out
+}
+
+func watchEnv(t *testing.T) (*persist.Client, *nats.Conn) {
+	t.Helper()
+	e, nc := testnats.Start(t)
+	ids := []string{"0"}
+	startServers(t, e, ids, placement.Rendezvous)
+	startBalancer(t, nc, ids, placement.Rendezvous)
+	return newClient(t, nc), nc
+}
+
+func watch(t *testing.T, s *persist.Stream, opts persist.WatchOptions, c *collector) *persist.Watcher {
+	t.Helper()
+	w, err := s.Watch(context.Background(), opts, c.fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Stop() })
+	return w
+}
+
+func TestWatchHistoryThenLive(t *testing.T) {
+	c, _ := watchEnv(t)
+	ctx := context.Background()
+	s := c.Stream("project-w", "log")
+	for i := 1; i <= 10; i++ {
+		if _, err := s.Set(ctx, []byte("v"+strconv.Itoa(i)), persist.SetOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	col := newCollector()
+	w := watch(t, s, persist.WatchOptions{}, col)
+	col.waitFor(t, "history", func(c *collector) bool { return c.caughtUp == 1 })
+	col.mu.Lock()
+	if len(col.sets) != 10 {
+		t.Fatalf("caught up after %d sets, want 10", len(col.sets))
+	}
+	col.mu.Unlock()
+
+	// Live: single sets, a batch (one commit, one feed message), a keyed
+	// replace (a set and the delete of the older row) and a delete.
+	if _, err := s.Set(ctx, []byte("k1"), persist.SetOptions{Key: "k"}); err != nil { // 11
+		t.Fatal(err)
+	}
+	batch := make([]persist.Message, 5)
+	for i := range batch {
+		batch[i].Value = []byte("b" + strconv.Itoa(i))
+	}
+	if _, err := s.SetMany(ctx, batch); err != nil { // 12..16
+		t.Fatal(err)
+	}
+	if _, err := s.Set(ctx, []byte("k2"), persist.SetOptions{Key: "k"}); err != nil { // 17, deletes 11
+		t.Fatal(err)
+	}
+	if _, err := s.Delete(ctx, persist.Delete{Seqs: []uint64{2, 3}}); err != nil {
+		t.Fatal(err)
+	}
+	col.waitFor(t, "live changes", func(c *collector) bool { return len(c.sets) == 17 && len(c.deleted) == 3 })
+	col.check(t, seqs(1, 17))
+	col.mu.Lock()
+	defer col.mu.Unlock()
+	if col.live[17] != "k2" || col.live[12] != "b0" {
+		t.Errorf("live values: 17=%q 12=%q", col.live[17], col.live[12])
+	}
+	for _, q := range []uint64{2, 3, 11} {
+		if _, ok := col.live[q]; ok {
+			t.Errorf("seq %d still live after its delete", q)
+		}
+	}
+	if col.resynced != 0 {
+		t.Errorf("%d resyncs on a quiet path", col.resynced)
+	}
+	if w.LastSeq() != 17 {
+		t.Errorf("LastSeq %d, want 17", w.LastSeq())
+	}
+}
+
+func TestWatchFrom(t *testing.T) {
+	c, _ := watchEnv(t)
+	ctx := context.Background()
+	s := c.Stream("project-w", "from")
+	for i := 0; i < 5; i++ {
+		if _, err := s.Set(ctx, []byte("x"), persist.SetOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	col := newCollector()
+	watch(t, s, persist.WatchOptions{From: 4}, col)
+	col.waitFor(t, "history", func(c *collector) bool { return c.caughtUp == 1 })
+	if _, err := s.Set(ctx, []byte("y"), persist.SetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	col.waitFor(t, "seq 6", func(c *collector) bool { return len(c.sets) == 3 })
+	col.check(t, seqs(4, 6))
+}
+
+// TestWatchLimitDeletes: removals a limit causes reach the watcher as deletes.
+func TestWatchLimitDeletes(t *testing.T) {
+	c, _ := watchEnv(t)
+	ctx := context.Background()
+	s := c.Stream("project-w", "capped")
+	if _, err := s.Config(ctx, map[string]any{"max_msgs": 3}); err != nil {
+		t.Fatal(err)
+	}
+	col := newCollector()
+	watch(t, s, persist.WatchOptions{}, col)
+	col.waitFor(t, "history", func(c *collector) bool { return c.caughtUp == 1 })
+	for i := 0; i < 6; i++ {
+		if _, err := s.Set(ctx, []byte("x"), persist.SetOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	col.waitFor(t, "six sets, three deletes", func(c *collector) bool { return len(c.sets) == 6 && len(c.deleted) == 3 })
+	col.check(t, seqs(1, 6))
+	col.mu.Lock()
+	defer col.mu.Unlock()
+	if len(col.live) != 3 || col.live[4] == "" || col.live[6] == "" {
+		t.Errorf("live %v, want seqs 4..6", col.live)
+	}
+}
+
+// TestWatchSlowConsumer: a callback that blocks while the writer goes on
+// overflows the buffer; the watcher resyncs and ends complete, with every
+// seq once and the deletes made meanwhile reported.
+func TestWatchSlowConsumer(t *testing.T) {
+	c, _ := watchEnv(t)
+	ctx := context.Background()
+	s := c.Stream("project-w", "slow")
+	col := newCollector()
+	release := make(chan struct{})
+	blocked := make(chan struct{})
+	var once sync.Once
+	slow := func(ev persist.Event) {
+		if ev.Kind == persist.EventSet && ev.Msg.Seq == 1 {
+			once.Do(func() { close(blocked) })
+			<-release
+		}
+		col.fn(ev)
+	}
+	w, err := s.Watch(ctx, persist.WatchOptions{Buffer: 8}, slow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Stop() })
+	col.waitFor(t, "history", func(c *collector) bool { return c.caughtUp == 1 })
+	if _, err := s.Set(ctx, []byte("first"), persist.SetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	<-blocked
+	const n = 200 // one commit each, far more than the buffer
+	for i := 0; i < n; i++ {
+		if _, err := s.Set(ctx, []byte("v"), persist.SetOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A delete the watcher can only learn about from the resync.
+	if _, err := s.Delete(ctx, persist.Delete{Seqs: []uint64{1}}); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	col.waitFor(t, "all sets", func(c *collector) bool { return len(c.sets) == n+1 && len(c.deleted) == 1 && c.caughtUp == 2 })
+	col.check(t, seqs(1, n+1))
+	if w.Resyncs() == 0 {
+		t.Error("no resync after the buffer overflowed")
+	}
+	col.mu.Lock()
+	defer col.mu.Unlock()
+	if col.resynced == 0 || col.caughtUp < 2 {
+		t.Errorf("resynced %d, caught up %d times", col.resynced, col.caughtUp)
+	}
+}
+
+// TestWatchServerRestart: the server stops and a new one (a new feed epoch)
+// takes over the same data; the watcher resyncs and misses nothing, without
+// any new write needed to notice the writes made while it was away.
+func TestWatchServerRestart(t *testing.T) {
+	e, nc := testnats.Start(t)
+	ids := []string{"0"}
+	dir := t.TempDir()
+	startBalancer(t, nc, ids, placement.Rendezvous)
+	srv := startServer(t, e, "0", ids, placement.Rendezvous, dir)
+	c := newClient(t, nc)
+	ctx := context.Background()
+	s := c.Stream("project-w", "restart")
+	col := newCollector()
+	watch(t, s, persist.WatchOptions{IdleCheck: 200 * time.Millisecond}, col)
+	col.waitFor(t, "history", func(c *collector) bool { return c.caughtUp == 1 })
+	for i := 0; i < 5; i++ {
+		if _, err := s.Set(ctx, []byte("a"), persist.SetOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	col.waitFor(t, "5 sets", func(c *collector) bool { return len(c.sets) == 5 })
+	if err := srv.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	startServer(t, e, "0", ids, placement.Rendezvous, dir)
+	for i := 0; i < 5; i++ {
+		if _, err := s.Set(ctx, []byte("b"), persist.SetOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	col.waitFor(t, "10 sets", func(c *collector) bool { return len(c.sets) == 10 })
+	col.check(t, seqs(1, 10))
+	col.mu.Lock()
+	defer col.mu.Unlock()
+	if col.resynced == 0 {
+		t.Error("a new publisher did not cause a resync")
+	}
+}
+
+// TestWatchReconnect: the watcher's own NATS connection reconnects while the
+// writer goes on; feed messages sent meanwhile are lost on the wire and the
+// watcher resyncs to recover them.
+func TestWatchReconnect(t *testing.T) {
+	e, nc := testnats.Start(t)
+	ids := []string{"0"}
+	startServers(t, e, ids, placement.Rendezvous)
+	startBalancer(t, nc, ids, placement.Rendezvous)
+	writer := newClient(t, nc)
+	wnc := testnats.Conn(t, e)
+	reader := newClient(t, wnc)
+	ctx := context.Background()
+	s := writer.Stream("project-w", "reconnect")
+	col := newCollector()
+	w := watch(t, reader.Stream("project-w", "reconnect"), persist.WatchOptions{}, col)
+	col.waitFor(t, "history", func(c *collector) bool { return c.caughtUp == 1 })
+	for i := 0; i < 50; i++ {
+		if i == 20 {
+			if err := wnc.ForceReconnect(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := s.Set(ctx, []byte("v"), persist.SetOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	col.waitFor(t, "50 sets", func(c *collector) bool { return len(c.sets) == 50 })
+	col.check(t, seqs(1, 50))
+	if w.Resyncs() == 0 {
+		t.Error("no resync after a reconnect")
+	}
+}
+
+// TestWatchMisroute: two servers both believe they own the scope and write
+// the same stream (the failure a placement disagreement causes). Each
+// publishes on the stream's feed subject, so every watcher still sees every
+// change, in seq order, once.
+func TestWatchMisroute(t *testing.T) {
+	e, nc := testnats.Start(t)
+	ids := []string{"a", "b"}
+	dir := t.TempDir()
+	for _, id := range ids {
+		self := id
+		startServer(t, e, id, ids, func([]string, string) string { return self }, dir)
+	}
+	startBalancer(t, nc, ids, func([]string, string) string { return "a" })
+	c := newClient(t, nc)
+	ctx := context.Background()
+	const scope, name = "project-m", "shared"
+	s := c.Stream(scope, name)
+
+	const watchers = 3
+	cols := make([]*collector, watchers)
+	for i := range cols {
+		cols[i] = newCollector()
+		watch(t, s, persist.WatchOptions{}, cols[i])
+	}
+	for _, col := range cols {
+		col.waitFor(t, "history", func(c *collector) bool { return c.caughtUp == 1 })
+	}
+	// Writes alternate: through the client (server a) and straight to
+	// server b's API subject, as a client with a stale owner would.
+	var acked []uint64
+	for i := 0; i < 40; i++ {
+		if i%2 == 0 {
+			res, err := s.Set(ctx, []byte("via-a"), persist.SetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			acked = append(acked, res.Seq)
+			continue
+		}
+		m := nats.NewMsg("persist." + scope + ".api.b")
+		m.Header.Set(persist.HdrCmd, persist.CmdSet)
+		m.Header.Set(persist.HdrStream, name)
+		m.Data = []byte("via-b")
+		reply, err := nc.RequestMsg(m, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code := reply.Header.Get(persist.HdrError); code != "" {
+			t.Fatalf("set via b: %s: %s", code, reply.Data)
+		}
+		var res persist.SetResult
+		if err := json.Unmarshal(reply.Data, &res); err != nil {
+			t.Fatalf("set via b: reply %q: %v", reply.Data, err)
+		}
+		acked = append(acked, res.Seq)
+	}
+	for _, col := range cols {
+		col.waitFor(t, "40 sets", func(c *collector) bool { return len(c.sets) >= 40 })
+		col.check(t, acked)
+	}
+}
+
+func TestFeedSubject(t *testing.T) {
+	cases := []struct {
+		name      string
+		ephemeral bool
+		want      string
+	}{
+		{"log", false, "persist.hub.feed.log"},
+		{"log", true, "persist.hub.feed.log~e"},
+		{"A_b-9", false, "persist.hub.feed.A_b-9"},
+	}
+	for _, tc := range cases {
+		if got := persist.FeedSubject("", "hub", tc.name, tc.ephemeral); got != tc.want {
+			t.Errorf("FeedSubject(%q, %v) = %q, want %q", tc.name, tc.ephemeral, got, tc.want)
+		}
+	}
+	// Names that are not plain tokens become a hash: distinct, one token,
+	// no wildcard characters.
+	seen := map[string]string{}
+	for _, name := range []string{"a.b", "a*b", "a>b", "a b", "", string(make([]byte, 65)), "ä"} {
+		got := persist.FeedSubject("svc", "hub", name, false)
+		tok := got[len("svc.hub.feed."):]
+		if len(tok) != 33 || tok[0] != '~' {
+			t.Errorf("FeedSubject(%q) = %q: want ~ and 32 hex digits", name, got)
+		}
+		if other, dup := seen[tok]; dup {
+			t.Errorf("%q and %q share feed token %s", name, other, tok)
+		}
+		seen[tok] = name
+	}
+}
