@@ -1,0 +1,151 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/switchyard-dev/switchyard/bus"
+	"github.com/switchyard-dev/switchyard/persist"
+)
+
+func init() {
+	var nf natsFlags
+	var from uint64
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "watch SCOPE STREAM",
+		Short: "Print a stream's messages, then every change as it happens, until interrupted",
+		Long: `Prints the messages of STREAM (from --from on), a caught-up line, then each
+change as the persist server commits it: sets, deletes (including those limits,
+TTL and age cause), and a resynced line whenever the watcher had to re-read the
+stream to be sure it missed nothing (after a NATS reconnect, a server restart,
+an owner change, or when output cannot keep up). Every set is printed once, in
+seq order. Ctrl-C ends it.
+
+Text lines are tab-separated:
+  set        SEQ  TIME  KEY  VALUE
+  delete     SEQ,SEQ,...
+  resynced   REASON
+  caught-up
+With --json each line is one object with "event" set to one of those words.
+--timeout bounds each request to the server, not the watch.`,
+		Example: `  switchyard watch hub log
+  switchyard watch project-42 settings --from 100 --json`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkScope(args[0]); err != nil {
+				return err
+			}
+			if args[1] == "" {
+				return usagef("STREAM must not be empty")
+			}
+			if nf.timeout <= 0 {
+				return usagef("--timeout must be positive")
+			}
+			// A watch outlives NATS restarts: reconnect forever, with jitter.
+			url := nf.resolvedURL()
+			nc, err := bus.Connect(url, bus.ConnectConfig{Name: "switchyard-watch", Timeout: nf.timeout})
+			if err != nil {
+				return fmt.Errorf("cannot reach NATS at %s (is `switchyard up` running? otherwise set --nats or %s): %w", url, bus.EnvURL, err)
+			}
+			defer nc.Close()
+			c, err := persist.NewClient(persist.ClientConfig{Conn: nc, Service: nf.service, Timeout: nf.timeout})
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithCancel(cmd.Context())
+			defer cancel()
+			p := &watchPrinter{w: stdout(cmd), json: asJSON, enc: json.NewEncoder(stdout(cmd)), cancel: cancel}
+			w, err := c.Stream(args[0], args[1]).Watch(ctx, persist.WatchOptions{From: from}, p.print)
+			if err != nil {
+				return err
+			}
+			<-w.Done()
+			if err := p.error(); err != nil {
+				return fmt.Errorf("write output: %w", err)
+			}
+			if err := w.Err(); err != nil && !errors.Is(err, context.Canceled) {
+				return err
+			}
+			return nil
+		},
+	}
+	nf.register(cmd)
+	cmd.Flags().Uint64Var(&from, "from", 0, "first seq to print (default: the first)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per line")
+	rootCmd.AddCommand(cmd)
+}
+
+// watchLine is one event in --json output.
+type watchLine struct {
+	Event   string            `json:"event"`
+	Seq     uint64            `json:"seq,omitempty"`
+	Time    int64             `json:"time,omitempty"`
+	Key     string            `json:"key,omitempty"`
+	Headers map[string]string `json:"headers,omitempty"`
+	Value   *string           `json:"value,omitempty"`
+	Seqs    []uint64          `json:"seqs,omitempty"`
+	Reason  string            `json:"reason,omitempty"`
+}
+
+// watchPrinter writes events; the first write error ends the watch.
+type watchPrinter struct {
+	w      io.Writer
+	json   bool
+	enc    *json.Encoder
+	cancel context.CancelFunc
+
+	mu  sync.Mutex // protects err
+	err error
+}
+
+func (p *watchPrinter) print(ev persist.Event) {
+	if p.error() != nil {
+		return
+	}
+	var err error
+	if p.json {
+		l := watchLine{Event: ev.Kind.String(), Seqs: ev.Seqs, Reason: ev.Reason}
+		if m := ev.Msg; m != nil {
+			v := string(m.Value)
+			l.Seq, l.Time, l.Key, l.Headers, l.Value = m.Seq, m.Time, m.Key, m.Headers, &v
+		}
+		err = p.enc.Encode(l)
+	} else {
+		switch ev.Kind {
+		case persist.EventSet:
+			m := ev.Msg
+			_, err = fmt.Fprintf(p.w, "set\t%d\t%s\t%s\t%s\n", m.Seq, time.UnixMilli(m.Time).UTC().Format(time.RFC3339Nano), escapeLine(m.Key), preview(m.Value))
+		case persist.EventDelete:
+			parts := make([]string, len(ev.Seqs))
+			for i, q := range ev.Seqs {
+				parts[i] = fmt.Sprint(q)
+			}
+			_, err = fmt.Fprintf(p.w, "delete\t%s\n", strings.Join(parts, ","))
+		case persist.EventResynced:
+			_, err = fmt.Fprintf(p.w, "resynced\t%s\n", escapeLine(ev.Reason))
+		default:
+			_, err = fmt.Fprintln(p.w, ev.Kind.String())
+		}
+	}
+	if err != nil {
+		p.mu.Lock()
+		p.err = err
+		p.mu.Unlock()
+		p.cancel()
+	}
+}
+
+func (p *watchPrinter) error() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err
+}

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchyard-dev/switchyard/internal/testnats"
+	"github.com/switchyard-dev/switchyard/persist"
+	"github.com/switchyard-dev/switchyard/placement"
+)
+
+// TestWatchCommand runs `switchyard watch --json` as a child process against
+// an in-test persist server: it prints the history, caught-up, live changes,
+// and exits 0 on interrupt.
+func TestWatchCommand(t *testing.T) {
+	e, nc := testnats.Start(t)
+	ids := []string{"0"}
+	b, err := placement.NewBalancer(placement.BalancerConfig{Conn: nc, IDs: ids})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Stop(context.Background()) })
+	srv, err := persist.NewServer(persist.ServerConfig{Conn: testnats.Conn(t, e), ID: "0", IDs: ids, DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Stop(context.Background()) })
+	c, err := persist.NewClient(persist.ClientConfig{Conn: nc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	s := c.Stream("hub", "events")
+	if _, err := s.Set(ctx, []byte("old"), persist.SetOptions{Key: "a"}); err != nil {
+		t.Fatal(err)
+	}
+
+	cmd := cli(t, "watch", "hub", "events", "--json", "--nats", e.ClientURL())
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	lines := make(chan watchLine, 16)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			var l watchLine
+			if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+				l = watchLine{Event: "bad line: " + sc.Text()}
+			}
+			lines <- l
+		}
+	}()
+	next := func() watchLine {
+		t.Helper()
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatal("watch exited early")
+			}
+			return l
+		case <-time.After(30 * time.Second):
+			t.Fatal("no output from watch")
+		}
+		return watchLine{}
+	}
+	if l := next(); l.Event != "set" || l.Seq != 1 || l.Key != "a" || l.Value == nil || *l.Value != "old" {
+		t.Fatalf("first line %+v", l)
+	}
+	if l := next(); l.Event != "caught-up" {
+		t.Fatalf("second line %+v, want caught-up", l)
+	}
+	if _, err := s.Set(ctx, []byte("new"), persist.SetOptions{Key: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	// A keyed replace is one commit: the older row's delete, then the set.
+	if l := next(); l.Event != "delete" || len(l.Seqs) != 1 || l.Seqs[0] != 1 {
+		t.Fatalf("replace should delete seq 1, got %+v", l)
+	}
+	if l := next(); l.Event != "set" || l.Seq != 2 || *l.Value != "new" {
+		t.Fatalf("live line %+v", l)
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	if code := waitExit(t, cmd); code != 0 {
+		t.Fatalf("exit %d after interrupt, want 0", code)
+	}
+}
+
+func TestWatchUsage(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"watch", "hub"},
+		{"watch", "Bad.Scope", "s"},
+		{"watch", "hub", "s", "--from", "x"},
+	} {
+		_, stderr, code := run(t, cli(t, args...))
+		if code != exitUsage {
+			t.Errorf("%v: exit %d, want %d (stderr %q)", args, code, exitUsage, strings.TrimSpace(stderr))
+		}
+	}
+}
