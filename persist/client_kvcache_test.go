@@ -1,0 +1,291 @@
+package persist
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/switchyard-dev/switchyard/internal/testnats"
+	"github.com/switchyard-dev/switchyard/placement"
+)
+
+// newClientHarness is a harness (one server, id "0") plus a balancer and a
+// client on a connection of its own.
+func newClientHarness(t *testing.T, tune func(*ServerConfig), onNew func(*Server), timeout time.Duration) (*harness, *Client) {
+	t.Helper()
+	h := newHarnessHook(t, tune, onNew)
+	b, err := placement.NewBalancer(placement.BalancerConfig{Conn: testnats.Conn(t, h.e), IDs: []string{"0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Stop(context.Background()) })
+	c, err := NewClient(ClientConfig{Conn: testnats.Conn(t, h.e), Timeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h, c
+}
+
+func openLiveKV(t *testing.T, c *Client, name string, opts LiveKVOptions) *LiveKV {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	lk, err := c.LiveKV(ctx, "hub", name, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lk.Close() })
+	return lk
+}
+
+// serverKV is the stream's live keys and values as the server has them
+// (tombstones left out).
+func serverKV(t *testing.T, c *Client, name string) map[string]string {
+	t.Helper()
+	msgs, _, err := c.Stream("hub", name).GetAll(context.Background(), Range{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, m := range msgs {
+		if m.Key != "" && m.Headers[HdrTombstone] == "" {
+			out[m.Key] = string(m.Value)
+		}
+	}
+	return out
+}
+
+// localKV is what lk shows.
+func localKV(lk *LiveKV) map[string]string {
+	out := map[string]string{}
+	for _, k := range lk.Keys() {
+		if e, ok := lk.Get(k); ok {
+			out[k] = string(e.Value)
+		}
+	}
+	return out
+}
+
+func equalKV(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+func TestLiveKVConverges(t *testing.T) {
+	_, c := newClientHarness(t, nil, nil, 2*time.Second)
+	ctx := context.Background()
+	a := openLiveKV(t, c, "shared", LiveKVOptions{})
+	b := openLiveKV(t, c, "shared", LiveKVOptions{})
+	if _, err := a.Set(ctx, "x", []byte("1"), KVSetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// A local write shows at once, before the feed confirms it.
+	if e, ok := b.Get("x"); ok && string(e.Value) != "1" {
+		t.Fatalf("b sees x=%q", e.Value)
+	}
+	if _, err := b.Set(ctx, "y", []byte("2"), KVSetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Set(ctx, "x", []byte("3"), KVSetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Delete(ctx, "y", KVSetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := a.Get("y"); ok {
+		t.Fatal("a still shows y right after deleting it")
+	}
+	want := map[string]string{"x": "3"}
+	waitFor(t, "both copies equal the server", func() bool {
+		s := serverKV(t, c, "shared")
+		return equalKV(s, want) && equalKV(localKV(a), want) && equalKV(localKV(b), want)
+	})
+	// The stream was switched to allow tombstone TTLs.
+	cfg, err := c.Stream("hub", "shared").Config(ctx, nil)
+	if err != nil || !cfg.AllowMsgTTL {
+		t.Fatalf("config %+v, %v: allow_msg_ttl should be on", cfg, err)
+	}
+	// A handle opened now starts from the same state.
+	if got := localKV(openLiveKV(t, c, "shared", LiveKVOptions{})); !equalKV(got, want) {
+		t.Fatalf("new handle shows %v, want %v", got, want)
+	}
+}
+
+func TestLiveKVCompareAndSet(t *testing.T) {
+	_, c := newClientHarness(t, nil, nil, 2*time.Second)
+	ctx := context.Background()
+	a := openLiveKV(t, c, "cas", LiveKVOptions{})
+	zero := uint64(0)
+	r1, err := a.Set(ctx, "k", []byte("v1"), KVSetOptions{PrevSeq: &zero})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Set(ctx, "k", []byte("again"), KVSetOptions{PrevSeq: &zero}); !errors.Is(err, ErrWrongLastSequence) {
+		t.Fatalf("create over an existing key: %v", err)
+	}
+	if _, err := a.Set(ctx, "k", []byte("v2"), KVSetOptions{PrevSeq: &r1.Seq}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Set(ctx, "k", []byte("stale"), KVSetOptions{PrevSeq: &r1.Seq}); !errors.Is(err, ErrWrongLastSequence) {
+		t.Fatalf("stale CAS: %v", err)
+	}
+	waitFor(t, "k=v2 locally, not pending", func() bool {
+		e, ok := a.Get("k")
+		return ok && string(e.Value) == "v2" && !e.Pending
+	})
+	// A deleted key counts as absent for "must not exist".
+	e, _ := a.Get("k")
+	if _, err := a.Delete(ctx, "k", KVSetOptions{PrevSeq: &e.Seq}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "tombstone on the feed", func() bool { e, ok := a.Get("k"); return !ok && !e.Pending && e.Seq > 0 })
+	if _, err := a.Set(ctx, "k", []byte("reborn"), KVSetOptions{PrevSeq: &zero}); err != nil {
+		t.Fatalf("create after delete: %v", err)
+	}
+}
+
+// TestLiveKVMerge: a remote write lands between the moment a local write
+// took its base and the moment it reaches the server; Merge gets both
+// values and its result is what the stream ends with. Without Merge the
+// last writer wins.
+func TestLiveKVMerge(t *testing.T) {
+	_, c := newClientHarness(t, nil, nil, 2*time.Second)
+	ctx := context.Background()
+	type call struct{ key, local, remote string }
+	var mu sync.Mutex
+	var calls []call
+	merge := func(key string, local, remote []byte) []byte {
+		mu.Lock()
+		calls = append(calls, call{key, string(local), string(remote)})
+		mu.Unlock()
+		return append(append(append([]byte{}, remote...), '+'), local...)
+	}
+	a := openLiveKV(t, c, "doc", LiveKVOptions{Merge: merge})
+	other := c.KV("hub", "doc")
+	if _, err := a.Set(ctx, "title", []byte("base"), KVSetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "base on the feed", func() bool { e, ok := a.Get("title"); return ok && !e.Pending })
+	var once sync.Once
+	a.beforeSave = func() {
+		once.Do(func() {
+			if _, err := other.Set(ctx, "title", []byte("remote"), SetOptions{}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	if _, err := a.Set(ctx, "title", []byte("local"), KVSetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	got := slices.Clone(calls)
+	mu.Unlock()
+	if len(got) != 1 || got[0] != (call{"title", "local", "remote"}) {
+		t.Fatalf("merge calls %+v, want one with local and remote", got)
+	}
+	want := map[string]string{"title": "remote+local"}
+	waitFor(t, "merged value everywhere", func() bool {
+		return equalKV(serverKV(t, c, "doc"), want) && equalKV(localKV(a), want)
+	})
+
+	// Last writer wins without Merge: the racing remote write is overwritten.
+	lww := openLiveKV(t, c, "doc2", LiveKVOptions{})
+	var once2 sync.Once
+	lww.beforeSave = func() {
+		once2.Do(func() {
+			if _, err := c.KV("hub", "doc2").Set(ctx, "title", []byte("remote"), SetOptions{}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	if _, err := lww.Set(ctx, "title", []byte("local"), KVSetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want = map[string]string{"title": "local"}
+	waitFor(t, "last writer everywhere", func() bool {
+		return equalKV(serverKV(t, c, "doc2"), want) && equalKV(localKV(lww), want)
+	})
+}
+
+// TestLiveKVTombstoneExpires: a delete is a tombstone with a TTL; when the
+// server expires it, the stream and the copy both forget the key.
+func TestLiveKVTombstoneExpires(t *testing.T) {
+	_, c := newClientHarness(t, func(cfg *ServerConfig) { cfg.ExpireEvery = 10 * time.Millisecond }, nil, 2*time.Second)
+	ctx := context.Background()
+	a := openLiveKV(t, c, "tomb", LiveKVOptions{TombstoneTTL: 200 * time.Millisecond})
+	if _, err := a.Set(ctx, "gone", []byte("v"), KVSetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Delete(ctx, "gone", KVSetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.KV("hub", "tomb").Get(ctx, "gone")
+	if err != nil || m.Headers[HdrTombstone] == "" || len(m.Value) != 0 || m.TTL != 200 {
+		t.Fatalf("tombstone on the server: %+v, %v", m, err)
+	}
+	if _, ok := a.Get("gone"); ok {
+		t.Fatal("deleted key still shown")
+	}
+	waitFor(t, "tombstone expired on the server and in the copy", func() bool {
+		keys, err := c.KV("hub", "tomb").Keys(ctx)
+		if err != nil || len(keys) != 0 {
+			return false
+		}
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return len(a.cur) == 0 && len(a.bySeq) == 0
+	})
+}
+
+// TestLiveKVResync: the copy's callback is held while another client
+// changes and deletes keys, so the watcher's buffer overflows and it has to
+// resync; afterwards the copy equals the server, with no stale key.
+func TestLiveKVResync(t *testing.T) {
+	_, c := newClientHarness(t, nil, nil, 2*time.Second)
+	ctx := context.Background()
+	a := openLiveKV(t, c, "rs", LiveKVOptions{WatchBuffer: 1})
+	kv := c.KV("hub", "rs")
+	for _, k := range []string{"a", "b", "c", "d"} {
+		if _, err := kv.Set(ctx, k, []byte(k), SetOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "four keys", func() bool { return len(a.Keys()) == 4 })
+	a.mu.Lock() // the next feed event blocks the watcher's callback
+	held := true
+	defer func() {
+		if held {
+			a.mu.Unlock()
+		}
+	}()
+	for _, k := range []string{"a", "b"} {
+		if _, err := kv.Delete(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, k := range []string{"c", "e", "f"} {
+		if _, err := kv.Set(ctx, k, []byte(k+"2"), SetOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "watcher buffer overflow", func() bool { return a.w.overflow.Load() })
+	held = false
+	a.mu.Unlock()
+	want := map[string]string{"c": "c2", "d": "d", "e": "e2", "f": "f2"}
+	waitFor(t, "copy equals the server after the resync", func() bool {
+		return a.w.Resyncs() > 0 && equalKV(serverKV(t, c, "rs"), want) && equalKV(localKV(a), want)
+	})
+}
