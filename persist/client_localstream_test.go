@@ -1,0 +1,226 @@
+package persist
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+)
+
+// events records what OnChange saw.
+type events struct {
+	mu  sync.Mutex
+	all []LocalMessage
+}
+
+func (e *events) add(m LocalMessage) {
+	e.mu.Lock()
+	e.all = append(e.all, m)
+	e.mu.Unlock()
+}
+
+func (e *events) any(pred func(LocalMessage) bool) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, m := range e.all {
+		if pred(m) {
+			return true
+		}
+	}
+	return false
+}
+
+func openLocal(t *testing.T, c *Client, name string, ev *events) *LocalStream {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l, err := c.LocalStream(ctx, "hub", name, LocalStreamOptions{OnChange: ev.add})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = l.Close(ctx)
+	})
+	return l
+}
+
+func allConfirmed(l *LocalStream, n int) bool {
+	ms := l.Messages()
+	if len(ms) != n {
+		return false
+	}
+	for _, m := range ms {
+		if m.State != LocalConfirmed {
+			return false
+		}
+	}
+	return true
+}
+
+// checkStream asserts the stream holds exactly values, in order.
+func checkStream(t *testing.T, c *Client, name string, values []string) {
+	t.Helper()
+	msgs, _, err := c.Stream("hub", name).GetAll(context.Background(), Range{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) != len(values) {
+		t.Fatalf("stream holds %d messages, want %d (a duplicate or a loss)", len(msgs), len(values))
+	}
+	for i, m := range msgs {
+		if string(m.Value) != values[i] {
+			t.Fatalf("message %d is %q, want %q", i, m.Value, values[i])
+		}
+	}
+}
+
+// TestLocalStreamSurvivesRestart: messages published while the server is
+// down wait, are retried with backoff and saved once it is back, each once,
+// in publish order.
+func TestLocalStreamSurvivesRestart(t *testing.T) {
+	h, c := newClientHarness(t, nil, nil, 500*time.Millisecond)
+	var ev events
+	l := openLocal(t, c, "chat", &ev)
+	var want []string
+	publish := func(i int) {
+		v := fmt.Sprintf("m%d", i)
+		want = append(want, v)
+		m, err := l.Publish([]byte(v), LocalPublishOptions{})
+		if err != nil || m.State != LocalPending || m.ID == "" {
+			t.Fatalf("publish: %+v, %v", m, err)
+		}
+	}
+	for i := range 3 {
+		publish(i)
+	}
+	waitFor(t, "first three confirmed", func() bool { return allConfirmed(l, 3) })
+	if err := h.srv.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for i := 3; i < 8; i++ {
+		publish(i)
+	}
+	waitFor(t, "a failed attempt reported", func() bool {
+		return ev.any(func(m LocalMessage) bool { return m.State == LocalPending && m.Err != nil })
+	})
+	if n := l.Pending(); n != 5 {
+		t.Fatalf("%d pending while the server is down, want 5", n)
+	}
+	h.start()
+	waitFor(t, "all eight confirmed", func() bool { return allConfirmed(l, 8) })
+	checkStream(t, c, "chat", want)
+	for i, m := range l.Messages() {
+		if string(m.Value) != want[i] || m.ID == "" || m.Seq != uint64(i+1) {
+			t.Fatalf("message %d: %+v", i, m)
+		}
+	}
+}
+
+// TestLocalStreamRetryNoDuplicate: the server commits a save but the reply
+// comes too late, so the client sends it again; the msgID makes the second
+// copy a no-op.
+func TestLocalStreamRetryNoDuplicate(t *testing.T) {
+	release := make(chan struct{})
+	var once, releaseOnce sync.Once
+	free := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(free)
+	_, c := newClientHarness(t, nil, func(s *Server) {
+		s.beforeWrite = func(int) { once.Do(func() { <-release }) }
+	}, 200*time.Millisecond)
+	var ev events
+	l := openLocal(t, c, "dup", &ev)
+	if _, err := l.Publish([]byte("once"), LocalPublishOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a timed-out attempt", func() bool {
+		return ev.any(func(m LocalMessage) bool { return m.State == LocalPending && m.Err != nil })
+	})
+	free()
+	waitFor(t, "confirmed", func() bool { return allConfirmed(l, 1) })
+	checkStream(t, c, "dup", []string{"once"})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := l.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Publish([]byte("late"), LocalPublishOptions{}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("publish after close: %v", err)
+	}
+}
+
+// TestLocalStreamRejection: a message the server refuses is reported and
+// kept as rejected; the messages around it are saved.
+func TestLocalStreamRejection(t *testing.T) {
+	_, c := newClientHarness(t, nil, nil, 2*time.Second)
+	ctx := context.Background()
+	if _, err := c.Stream("hub", "strict").Config(ctx, map[string]any{"max_msg_size": 64}); err != nil {
+		t.Fatal(err)
+	}
+	var ev events
+	l := openLocal(t, c, "strict", &ev)
+	zero := uint64(0)
+	var ids []string
+	for _, p := range []struct {
+		v    string
+		opts LocalPublishOptions
+	}{
+		{"ok1", LocalPublishOptions{Key: "k"}},
+		{string(make([]byte, 200)), LocalPublishOptions{}},
+		{"exists", LocalPublishOptions{Key: "k", PrevSeq: &zero}},
+		{"ok2", LocalPublishOptions{}},
+	} {
+		m, err := l.Publish([]byte(p.v), p.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, m.ID)
+	}
+	waitFor(t, "everything settled", func() bool {
+		ms := l.Messages()
+		return l.Pending() == 0 && len(ms) == 4 && ms[0].State == LocalConfirmed && ms[1].State == LocalConfirmed
+	})
+	ms := l.Messages()
+	if ms[0].ID != ids[0] || ms[1].ID != ids[3] {
+		t.Fatalf("confirmed %q, %q; want %q, %q", ms[0].ID, ms[1].ID, ids[0], ids[3])
+	}
+	if ms[2].ID != ids[1] || ms[2].State != LocalRejected || !errors.Is(ms[2].Err, ErrTooLarge) {
+		t.Fatalf("too large: %+v", ms[2])
+	}
+	if ms[3].ID != ids[2] || ms[3].State != LocalRejected || !errors.Is(ms[3].Err, ErrWrongLastSequence) {
+		t.Fatalf("CAS: %+v", ms[3])
+	}
+	for _, id := range ids[1:3] {
+		waitFor(t, "rejection reported to OnChange", func() bool {
+			return ev.any(func(m LocalMessage) bool { return m.ID == id && m.State == LocalRejected && m.Err != nil })
+		})
+	}
+	checkStream(t, c, "strict", []string{"ok1", "ok2"})
+	if !l.Dismiss(ids[1]) || len(l.Messages()) != 3 {
+		t.Fatal("dismiss")
+	}
+}
+
+// TestLocalStreamCloseFlushes: Close waits for pending saves.
+func TestLocalStreamCloseFlushes(t *testing.T) {
+	_, c := newClientHarness(t, nil, nil, 2*time.Second)
+	var ev events
+	l := openLocal(t, c, "flush", &ev)
+	var want []string
+	for i := range 50 {
+		v := fmt.Sprint(i)
+		want = append(want, v)
+		if _, err := l.Publish([]byte(v), LocalPublishOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := l.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	checkStream(t, c, "flush", want)
+}
