@@ -248,7 +248,9 @@ func (l *LocalStream) emitLocked(m LocalMessage) {
 }
 
 // Messages returns the feed's messages by seq, then this handle's messages
-// not yet confirmed, in publish order.
+// not yet confirmed, in publish order. A saved message removed from the
+// stream (by a limit, a TTL or a delete) before the feed showed it leaves
+// the list once the feed moves past its seq.
 func (l *LocalStream) Messages() []LocalMessage {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -287,6 +289,7 @@ func (l *LocalStream) apply(ev Event) {
 				l.local = slicesDelete(l.local, own)
 			}
 		}
+		l.dropVanishedLocked(m.Seq)
 		l.feed = append(l.feed, lm)
 		if n := len(l.feed) - l.opts.Keep; n > 0 {
 			l.feed = append(l.feed[:0], l.feed[n:]...)
@@ -299,6 +302,22 @@ func (l *LocalStream) apply(ev Event) {
 			}
 		}
 	}
+}
+
+// dropVanishedLocked forgets own saved messages below seq that the feed
+// never showed: sets come in seq order, so they were removed (a limit, a
+// TTL, a delete) before the watcher could deliver them.
+func (l *LocalStream) dropVanishedLocked(seq uint64) {
+	kept := l.local[:0]
+	for _, m := range l.local {
+		if m.State == LocalSaved && m.Seq < seq {
+			delete(l.byID, m.ID)
+			continue
+		}
+		kept = append(kept, m)
+	}
+	clear(l.local[len(kept):])
+	l.local = kept
 }
 
 func slicesDelete(s []*LocalMessage, m *LocalMessage) []*LocalMessage {
