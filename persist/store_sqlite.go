@@ -191,8 +191,22 @@ type sqliteStream struct {
 
 	arch *streamArchive // nil = not archived
 
-	insert, keySeq, delSeq, getSeq, getKey, putMsgID *sql.Stmt
+	insert, keySeq, delSeq, delKey, getSeq, getKey, putMsgID *sql.Stmt
+	beginStmt, commitStmt                                  *sql.Stmt
+	// insertMany holds multi-row INSERTs of insertRuns[i] rows, prepared on
+	// first use: one statement per run of plain appends instead of one per row.
+	insertMany [len(insertRuns)]*sql.Stmt
+	insertArgs []any // reused argument buffer of insertMany
+	pending    int   // plain rows buffered in insertArgs, not yet inserted
 }
+
+// insertRuns are the row counts of the multi-row INSERT statements, largest
+// first; a run of plain appends is cut greedily into them.
+var insertRuns = [...]int{64, 16, 4}
+
+// insertCols is the number of bound columns of a buffered plain row:
+// seq, time, headers, enc, raw, size, ttl, expires (key is NULL).
+const insertCols = 8
 
 func (s *sqliteStream) init(now time.Time) error {
 	ctx := context.Background()
@@ -280,6 +294,9 @@ func (s *sqliteStream) init(now time.Time) error {
 		{&s.insert, `INSERT INTO messages(seq, key, time, headers, enc, raw, size, ttl, expires) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)`},
 		{&s.keySeq, `SELECT seq, size FROM messages WHERE key = ?`},
 		{&s.delSeq, `DELETE FROM messages WHERE seq = ? RETURNING size, expires IS NOT NULL`},
+		{&s.delKey, `DELETE FROM messages WHERE key = ? RETURNING seq, size, expires IS NOT NULL`},
+		{&s.beginStmt, `BEGIN IMMEDIATE`},
+		{&s.commitStmt, `COMMIT`},
 		{&s.getSeq, `SELECT ` + msgCols + ` FROM messages WHERE seq = ?`},
 		{&s.getKey, `SELECT ` + msgCols + ` FROM messages WHERE key = ?`},
 		{&s.putMsgID, `INSERT OR REPLACE INTO msgids(id, seq, time) VALUES(?, ?, ?)`},
@@ -313,7 +330,7 @@ func (s *sqliteStream) Close() error {
 	if s.arch != nil {
 		first = s.arch.backup(s)
 	}
-	for _, st := range []*sql.Stmt{s.insert, s.keySeq, s.delSeq, s.getSeq, s.getKey, s.putMsgID} {
+	for _, st := range append([]*sql.Stmt{s.insert, s.keySeq, s.delSeq, s.delKey, s.getSeq, s.getKey, s.putMsgID, s.beginStmt, s.commitStmt}, s.insertMany[:]...) {
 		if st != nil {
 			if err := st.Close(); err != nil && first == nil {
 				first = err
@@ -343,7 +360,7 @@ type txState struct {
 }
 
 func (s *sqliteStream) begin() (txState, error) {
-	if _, err := s.conn.ExecContext(context.Background(), "BEGIN IMMEDIATE"); err != nil {
+	if _, err := s.beginStmt.Exec(); err != nil {
 		return txState{}, fmt.Errorf("begin: %w", err)
 	}
 	if err := s.reloadIfShared(); err != nil {
@@ -354,7 +371,7 @@ func (s *sqliteStream) begin() (txState, error) {
 }
 
 func (s *sqliteStream) commit() error {
-	if _, err := s.conn.ExecContext(context.Background(), "COMMIT"); err != nil {
+	if _, err := s.commitStmt.Exec(); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
 	return nil
@@ -409,6 +426,12 @@ func (s *sqliteStream) write(ops []WriteOp, nowMs int64) ([]WriteResult, []Chang
 		}
 	}
 	results := make([]WriteResult, len(ops))
+	// One allocation for every stored message the changes point at.
+	msgs := make([]Message, 0, len(ops))
+	changes = slices.Grow(changes, len(ops)+1)
+	// A write that failed midway may have left rows buffered.
+	clear(s.insertArgs)
+	s.insertArgs, s.pending = s.insertArgs[:0], 0
 	for i := range ops {
 		op := &ops[i]
 		r := &results[i]
@@ -439,7 +462,11 @@ func (s *sqliteStream) write(ops []WriteOp, nowMs int64) ([]WriteResult, []Chang
 		var oldSeq uint64
 		var oldSize int64
 		found := false
-		if op.Key != "" {
+		// The lookup is needed only to decide (compare-and-set, discard new);
+		// a plain keyed replace finds and removes the old row in one DELETE,
+		// below, once every check has passed.
+		lookup := op.Key != "" && (op.PrevSeq != nil || s.cfg.DiscardPolicy == DiscardNew)
+		if lookup {
 			err := s.keySeq.QueryRow(op.Key).Scan(&oldSeq, &oldSize)
 			switch {
 			case err == nil:
@@ -476,14 +503,19 @@ func (s *sqliteStream) write(ops []WriteOp, nowMs int64) ([]WriteResult, []Chang
 				continue
 			}
 		}
-		if found {
+		if op.Key != "" {
+			// Buffered plain rows are unkeyed, so they cannot collide with
+			// this key; the DELETE still runs first to keep the unique index.
 			var sz int64
 			var hadTTL bool
-			if err := s.delSeq.QueryRow(oldSeq).Scan(&sz, &hadTTL); err != nil {
+			err := s.delKey.QueryRow(op.Key).Scan(&oldSeq, &sz, &hadTTL)
+			switch {
+			case err == nil:
+				s.removed(sz, hadTTL)
+				changes = append(changes, Change{Op: ChangeDelete, Seqs: []uint64{oldSeq}})
+			case !errors.Is(err, sql.ErrNoRows):
 				return nil, nil, fmt.Errorf("replace key: %w", err)
 			}
-			s.removed(sz, hadTTL)
-			changes = append(changes, Change{Op: ChangeDelete, Seqs: []uint64{oldSeq}})
 		}
 		seq := s.lastSeq + 1
 		enc, raw := encRaw, op.Value
@@ -506,7 +538,16 @@ func (s *sqliteStream) write(ops []WriteOp, nowMs int64) ([]WriteResult, []Chang
 		if raw == nil {
 			raw = []byte{}
 		}
-		if _, err := s.insert.Exec(seq, key, nowMs, hj, enc, raw, size, ttl, expires); err != nil {
+		if op.Key == "" {
+			// Plain appends are buffered and inserted many rows per statement.
+			s.insertArgs = append(s.insertArgs, seq, nowMs, hj, enc, raw, size, ttl, expires)
+			s.pending++
+			if s.pending == insertRuns[0] {
+				if err := s.flushInserts(); err != nil {
+					return nil, nil, err
+				}
+			}
+		} else if _, err := s.insert.Exec(seq, key, nowMs, hj, enc, raw, size, ttl, expires); err != nil {
 			return nil, nil, fmt.Errorf("insert: %w", err)
 		}
 		s.lastSeq, s.lastTime = seq, nowMs
@@ -525,13 +566,75 @@ func (s *sqliteStream) write(ops []WriteOp, nowMs int64) ([]WriteResult, []Chang
 		rateMsgs++
 		rateBytes += size
 		*r = WriteResult{Seq: seq, Time: nowMs}
-		changes = append(changes, Change{Op: ChangeSet, Msg: &Message{Seq: seq, Time: nowMs, Key: op.Key, Headers: op.Headers, TTL: op.TTL, Value: op.Value}})
+		msgs = append(msgs, Message{Seq: seq, Time: nowMs, Key: op.Key, Headers: op.Headers, TTL: op.TTL, Value: op.Value})
+		changes = append(changes, Change{Op: ChangeSet, Msg: &msgs[len(msgs)-1]})
+	}
+	if err := s.flushInserts(); err != nil {
+		return nil, nil, err
 	}
 	more, err := s.enforce()
 	if err != nil {
 		return nil, nil, err
 	}
 	return results, append(changes, more...), nil
+}
+
+// flushInserts inserts the buffered plain rows, cutting them greedily into
+// the multi-row statements of insertRuns; fewer than the smallest run go one
+// by one.
+func (s *sqliteStream) flushInserts() error {
+	args := s.insertArgs
+	defer func() {
+		clear(s.insertArgs) // drop references to values
+		s.insertArgs = s.insertArgs[:0]
+		s.pending = 0
+	}()
+	for len(args) > 0 {
+		n := len(args) / insertCols
+		i := 0
+		for i < len(insertRuns) && insertRuns[i] > n {
+			i++
+		}
+		if i == len(insertRuns) {
+			a := args[:insertCols]
+			if _, err := s.insert.Exec(a[0], nil, a[1], a[2], a[3], a[4], a[5], a[6], a[7]); err != nil {
+				return fmt.Errorf("insert: %w", err)
+			}
+			args = args[insertCols:]
+			continue
+		}
+		st, err := s.insertStmt(i)
+		if err != nil {
+			return err
+		}
+		k := insertRuns[i] * insertCols
+		if _, err := st.Exec(args[:k]...); err != nil {
+			return fmt.Errorf("insert: %w", err)
+		}
+		args = args[k:]
+	}
+	return nil
+}
+
+// insertStmt returns the multi-row INSERT of insertRuns[i] rows.
+func (s *sqliteStream) insertStmt(i int) (*sql.Stmt, error) {
+	if st := s.insertMany[i]; st != nil {
+		return st, nil
+	}
+	var q strings.Builder
+	q.WriteString(`INSERT INTO messages(seq, key, time, headers, enc, raw, size, ttl, expires) VALUES`)
+	for r := range insertRuns[i] {
+		if r > 0 {
+			q.WriteByte(',')
+		}
+		q.WriteString(`(?, NULL, ?, ?, ?, ?, ?, ?, ?)`)
+	}
+	st, err := s.conn.PrepareContext(context.Background(), q.String())
+	if err != nil {
+		return nil, fmt.Errorf("prepare insert: %w", err)
+	}
+	s.insertMany[i] = st
+	return st, nil
 }
 
 // removed updates the totals for one deleted row.

@@ -1,0 +1,113 @@
+package persist
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// TestWriteBatchedInserts mixes plain appends (inserted many rows per
+// statement) with keyed replaces, msgIDs and a refused op in one commit whose
+// length crosses every multi-row run size, then reopens the stream and checks
+// every row: seq order, values, keys replaced, totals.
+func TestWriteBatchedInserts(t *testing.T) {
+	dir := t.TempDir()
+	st, err := newSQLiteStorage(dir).Open("hub", "mix", false, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 203 // 3*64 + 8 + 3: every run size and single rows
+	var ops []WriteOp
+	want := map[uint64]string{}
+	for i := range n {
+		op := WriteOp{Value: fmt.Appendf(nil, "v%d", i)}
+		switch {
+		case i%37 == 5:
+			op.Key = fmt.Sprintf("k%d", i%2) // k0/k1 replaced within the commit
+		case i%50 == 7:
+			op.MsgID = fmt.Sprintf("id%d", i)
+		case i == 100:
+			op.TTL = 1000 // refused: allow_msg_ttl is off
+		}
+		ops = append(ops, op)
+	}
+	res, changes, err := st.Write(ops, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lastKeyed := map[string]uint64{}
+	var prev uint64
+	sets := 0
+	for i, r := range res {
+		if i == 100 {
+			if r.Err == nil || r.Err.Code != CodeBadRequest {
+				t.Fatalf("op 100: %+v, want bad-request", r)
+			}
+			continue
+		}
+		if r.Err != nil || r.Seq <= prev {
+			t.Fatalf("op %d: %+v after seq %d", i, r, prev)
+		}
+		prev = r.Seq
+		want[r.Seq] = string(ops[i].Value)
+		if k := ops[i].Key; k != "" {
+			if old, ok := lastKeyed[k]; ok {
+				delete(want, old)
+			}
+			lastKeyed[k] = r.Seq
+		}
+	}
+	for _, c := range changes {
+		if c.Op == ChangeSet {
+			sets++
+			if want[c.Msg.Seq] == "" && c.Msg.Key == "" {
+				t.Fatalf("change for seq %d not written", c.Msg.Seq)
+			}
+		}
+	}
+	if sets != n-1 {
+		t.Fatalf("%d set changes, want %d", sets, n-1)
+	}
+	// A second commit dedups one msgID and appends after the batch.
+	res2, _, err := st.Write([]WriteOp{{MsgID: "id7", Value: []byte("again")}, {Value: []byte("tail")}}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res2[0].Dup || res2[0].Seq != res[7].Seq {
+		t.Fatalf("msgID id7: %+v, want dup of seq %d", res2[0], res[7].Seq)
+	}
+	want[res2[1].Seq] = "tail"
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	st, err = newSQLiteStorage(dir).Open("hub", "mix", false, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	got := map[uint64]string{}
+	if _, err := st.GetAll(1, 0, 0, func(m *Message) error {
+		got[m.Seq] = string(m.Value)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d rows after reopen, want %d", len(got), len(want))
+	}
+	for seq, v := range want {
+		if got[seq] != v {
+			t.Fatalf("seq %d = %q, want %q", seq, got[seq], v)
+		}
+	}
+	for k, seq := range lastKeyed {
+		m, err := st.GetKey(k)
+		if err != nil || m.Seq != seq {
+			t.Fatalf("key %s: %v %v, want seq %d", k, m, err, seq)
+		}
+	}
+	if inv := st.Inventory(); inv.Count != int64(len(want)) || inv.Seq != res2[1].Seq {
+		t.Fatalf("inventory %+v, want count %d seq %d", inv, len(want), res2[1].Seq)
+	}
+}
