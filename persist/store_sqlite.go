@@ -192,7 +192,7 @@ type sqliteStream struct {
 	arch *streamArchive // nil = not archived
 
 	insert, keySeq, delSeq, delKey, getSeq, getKey, putMsgID *sql.Stmt
-	beginStmt, commitStmt                                  *sql.Stmt
+	beginStmt, commitStmt                                    *sql.Stmt
 	// insertMany holds multi-row INSERTs of insertRuns[i] rows, prepared on
 	// first use: one statement per run of plain appends instead of one per row.
 	insertMany [len(insertRuns)]*sql.Stmt
