@@ -58,15 +58,38 @@ func (s *Server) replySetMany(m *nats.Msg, rs []WriteResult) {
 	if m.Reply == "" {
 		return
 	}
-	out := make([]SetManyResult, len(rs))
+	// The JSON of []SetManyResult, built without reflection: a batch's
+	// reply has one entry per message. Errors are rare and take json.Marshal
+	// for their free text.
+	b := make([]byte, 0, 2+len(rs)*36)
+	b = append(b, '[')
 	for i, r := range rs {
-		if r.Err != nil {
-			out[i] = SetManyResult{Error: r.Err.Message, Code: r.Err.Code}
-		} else {
-			out[i] = SetManyResult{Seq: r.Seq, Time: r.Time}
+		if i > 0 {
+			b = append(b, ',')
 		}
+		if r.Err != nil {
+			e, err := json.Marshal(SetManyResult{Error: r.Err.Message, Code: r.Err.Code})
+			if err != nil {
+				s.replyError(m, Errorf(CodeInternal, "encode reply: %v", err))
+				return
+			}
+			b = append(b, e...)
+			continue
+		}
+		b = append(b, '{')
+		if r.Seq != 0 {
+			b = strconv.AppendUint(append(b, `"seq":`...), r.Seq, 10)
+		}
+		if r.Time != 0 {
+			if r.Seq != 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendInt(append(b, `"time":`...), r.Time, 10)
+		}
+		b = append(b, '}')
 	}
-	s.replyJSON(m, out)
+	b = append(b, ']')
+	s.respond(&nats.Msg{Subject: m.Reply, Data: b})
 }
 
 // replyGet answers a get: the raw value, metadata and user headers in headers.

@@ -152,8 +152,11 @@ func decodeSet(h nats.Header, body []byte) (WriteOp, error) {
 
 // decodeSetMany reads a frames body into write ops.
 func decodeSetMany(body []byte) ([]WriteOp, error) {
-	ops := make([]WriteOp, 0, 16)
-	err := DecodeFrames(body, MaxBatch, func(m *Message) error {
+	// A frame is at least 2 bytes; guess ~160 per frame to size ops once for
+	// the common batches of small values.
+	ops := make([]WriteOp, 0, min(MaxBatch, max(16, len(body)/160)))
+	// The frame's Message is reused: only its fields are kept, in ops.
+	err := decodeFrames(body, MaxBatch, true, func(m *Message) error {
 		if len(m.Key) > MaxKeyBytes {
 			return Errorf(CodeTooLarge, "message %d: key is %d bytes, over %d", len(ops), len(m.Key), MaxKeyBytes)
 		}

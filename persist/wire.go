@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 )
 
 // Header names of the wire protocol.
@@ -237,14 +238,80 @@ type Message struct {
 
 // AppendFrame appends m as one frame to dst.
 func AppendFrame(dst []byte, m *Message) ([]byte, error) {
-	meta, err := json.Marshal(m)
-	if err != nil {
-		return dst, fmt.Errorf("encode frame: %w", err)
+	var meta []byte
+	var scratch [128]byte
+	if b, ok := appendMetaFast(scratch[:0], m); ok {
+		meta = b
+	} else {
+		var err error
+		if meta, err = json.Marshal(m); err != nil {
+			return dst, fmt.Errorf("encode frame: %w", err)
+		}
 	}
 	dst = binary.AppendUvarint(dst, uint64(len(meta)))
 	dst = append(dst, meta...)
 	dst = binary.AppendUvarint(dst, uint64(len(m.Value)))
 	return append(dst, m.Value...), nil
+}
+
+// appendMetaFast writes the same JSON as json.Marshal(m) without reflection
+// for the common frames (no headers, no seqs, strings that need no
+// escaping); ok is false for the others, which take json.Marshal. Frames
+// are written per message by setMany, getAll and the change feed.
+func appendMetaFast(b []byte, m *Message) ([]byte, bool) {
+	if len(m.Headers) > 0 || len(m.Seqs) > 0 || !plainJSON(m.Key) || !plainJSON(m.MsgID) || !plainJSON(m.Op) {
+		return b, false
+	}
+	b = append(b, '{')
+	start := len(b)
+	if m.Seq != 0 {
+		b = strconv.AppendUint(append(b, `"seq":`...), m.Seq, 10)
+	}
+	if m.Time != 0 {
+		b = comma(b, start)
+		b = strconv.AppendInt(append(b, `"time":`...), m.Time, 10)
+	}
+	if m.Key != "" {
+		b = comma(b, start)
+		b = append(append(append(b, `"key":"`...), m.Key...), '"')
+	}
+	if m.TTL != 0 {
+		b = comma(b, start)
+		b = strconv.AppendInt(append(b, `"ttl":`...), m.TTL, 10)
+	}
+	if m.MsgID != "" {
+		b = comma(b, start)
+		b = append(append(append(b, `"msgId":"`...), m.MsgID...), '"')
+	}
+	if m.PrevSeq != nil {
+		b = comma(b, start)
+		b = strconv.AppendUint(append(b, `"prevSeq":`...), *m.PrevSeq, 10)
+	}
+	if m.Op != "" {
+		b = comma(b, start)
+		b = append(append(append(b, `"op":"`...), m.Op...), '"')
+	}
+	return append(b, '}'), true
+}
+
+// comma separates a field from the previous one, if any since start.
+func comma(b []byte, start int) []byte {
+	if len(b) > start {
+		return append(b, ',')
+	}
+	return b
+}
+
+// plainJSON reports whether s is printable ASCII that encoding/json writes
+// verbatim inside quotes (it escapes '"', '\\' and, for HTML, '<', '>', '&').
+func plainJSON(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
 }
 
 // errFrame is returned for malformed frame data.
@@ -253,6 +320,13 @@ var errFrame = Errorf(CodeBadRequest, "malformed frame")
 // DecodeFrames decodes every frame in b, calling fn for each. Values alias b.
 // At most maxFrames frames are accepted (0 means no limit).
 func DecodeFrames(b []byte, maxFrames int, fn func(*Message) error) error {
+	return decodeFrames(b, maxFrames, false, fn)
+}
+
+// decodeFrames is DecodeFrames; with reuse, every call of fn gets the same
+// *Message (fn must not keep it), which saves an allocation per frame.
+func decodeFrames(b []byte, maxFrames int, reuse bool, fn func(*Message) error) error {
+	var scratch Message
 	for n := 0; len(b) > 0; n++ {
 		if maxFrames > 0 && n >= maxFrames {
 			return Errorf(CodeTooLarge, "more than %d frames", maxFrames)
@@ -262,9 +336,17 @@ func DecodeFrames(b []byte, maxFrames int, fn func(*Message) error) error {
 			return errFrame
 		}
 		b = b[k:]
-		var m Message
-		if err := json.Unmarshal(b[:ml], &m); err != nil {
-			return Errorf(CodeBadRequest, "malformed frame metadata: %v", err)
+		m := &scratch
+		if reuse {
+			scratch = Message{}
+		} else {
+			m = new(Message)
+		}
+		// "{}" (a plain append in setMany) needs no JSON decoder.
+		if meta := b[:ml]; len(meta) != 2 || meta[0] != '{' || meta[1] != '}' {
+			if err := json.Unmarshal(meta, m); err != nil {
+				return Errorf(CodeBadRequest, "malformed frame metadata: %v", err)
+			}
 		}
 		b = b[ml:]
 		vl, k := binary.Uvarint(b)
@@ -274,7 +356,7 @@ func DecodeFrames(b []byte, maxFrames int, fn func(*Message) error) error {
 		b = b[k:]
 		m.Value = b[:vl:vl]
 		b = b[vl:]
-		if err := fn(&m); err != nil {
+		if err := fn(m); err != nil {
 			return err
 		}
 	}
