@@ -196,17 +196,17 @@ type sqliteStream struct {
 	// insertMany holds multi-row INSERTs of insertRuns[i] rows, prepared on
 	// first use: one statement per run of plain appends instead of one per row.
 	insertMany [len(insertRuns)]*sql.Stmt
-	insertArgs []any // reused argument buffer of insertMany
-	pending    int   // plain rows buffered in insertArgs, not yet inserted
+	// A run of plain appends waiting for insertMany: consecutive seqs from
+	// runSeq, all at runTime, with these values.
+	runSeq   uint64
+	runTime  int64
+	runVals  []any
+	execArgs []any // reused argument buffer of insertMany
 }
 
 // insertRuns are the row counts of the multi-row INSERT statements, largest
 // first; a run of plain appends is cut greedily into them.
 var insertRuns = [...]int{64, 16, 4}
-
-// insertCols is the number of bound columns of a buffered plain row:
-// seq, time, headers, enc, raw, size, ttl, expires (key is NULL).
-const insertCols = 8
 
 func (s *sqliteStream) init(now time.Time) error {
 	ctx := context.Background()
@@ -430,8 +430,7 @@ func (s *sqliteStream) write(ops []WriteOp, nowMs int64) ([]WriteResult, []Chang
 	msgs := make([]Message, 0, len(ops))
 	changes = slices.Grow(changes, len(ops)+1)
 	// A write that failed midway may have left rows buffered.
-	clear(s.insertArgs)
-	s.insertArgs, s.pending = s.insertArgs[:0], 0
+	s.resetRun()
 	for i := range ops {
 		op := &ops[i]
 		r := &results[i]
@@ -538,17 +537,26 @@ func (s *sqliteStream) write(ops []WriteOp, nowMs int64) ([]WriteResult, []Chang
 		if raw == nil {
 			raw = []byte{}
 		}
-		if op.Key == "" {
-			// Plain appends are buffered and inserted many rows per statement.
-			s.insertArgs = append(s.insertArgs, seq, nowMs, hj, enc, raw, size, ttl, expires)
-			s.pending++
-			if s.pending == insertRuns[0] {
+		if op.Key == "" && hj == nil && op.TTL == 0 && enc == encRaw {
+			// A plain append (size is the value's length) joins the run,
+			// inserted many rows per statement.
+			if len(s.runVals) == 0 {
+				s.runSeq, s.runTime = seq, nowMs
+			}
+			s.runVals = append(s.runVals, raw)
+			if len(s.runVals) == insertRuns[0] {
 				if err := s.flushInserts(); err != nil {
 					return nil, nil, err
 				}
 			}
-		} else if _, err := s.insert.Exec(seq, key, nowMs, hj, enc, raw, size, ttl, expires); err != nil {
-			return nil, nil, fmt.Errorf("insert: %w", err)
+		} else {
+			// Anything else ends the run first: the run's seqs stay consecutive.
+			if err := s.flushInserts(); err != nil {
+				return nil, nil, err
+			}
+			if _, err := s.insert.Exec(seq, key, nowMs, hj, enc, raw, size, ttl, expires); err != nil {
+				return nil, nil, fmt.Errorf("insert: %w", err)
+			}
 		}
 		s.lastSeq, s.lastTime = seq, nowMs
 		s.count++
@@ -579,44 +587,51 @@ func (s *sqliteStream) write(ops []WriteOp, nowMs int64) ([]WriteResult, []Chang
 	return results, append(changes, more...), nil
 }
 
-// flushInserts inserts the buffered plain rows, cutting them greedily into
-// the multi-row statements of insertRuns; fewer than the smallest run go one
-// by one.
+// resetRun forgets the buffered plain rows.
+func (s *sqliteStream) resetRun() {
+	clear(s.runVals) // drop references to values
+	s.runVals = s.runVals[:0]
+	clear(s.execArgs)
+	s.execArgs = s.execArgs[:0]
+}
+
+// flushInserts inserts the run of plain rows, cutting it greedily into the
+// multi-row statements of insertRuns; fewer than the smallest run go one by
+// one.
 func (s *sqliteStream) flushInserts() error {
-	args := s.insertArgs
-	defer func() {
-		clear(s.insertArgs) // drop references to values
-		s.insertArgs = s.insertArgs[:0]
-		s.pending = 0
-	}()
-	for len(args) > 0 {
-		n := len(args) / insertCols
+	defer s.resetRun()
+	vals, seq := s.runVals, s.runSeq
+	for len(vals) > 0 {
 		i := 0
-		for i < len(insertRuns) && insertRuns[i] > n {
+		for i < len(insertRuns) && insertRuns[i] > len(vals) {
 			i++
 		}
 		if i == len(insertRuns) {
-			a := args[:insertCols]
-			if _, err := s.insert.Exec(a[0], nil, a[1], a[2], a[3], a[4], a[5], a[6], a[7]); err != nil {
+			raw := vals[0].([]byte)
+			if _, err := s.insert.Exec(seq, nil, s.runTime, nil, encRaw, raw, len(raw), nil, nil); err != nil {
 				return fmt.Errorf("insert: %w", err)
 			}
-			args = args[insertCols:]
+			vals, seq = vals[1:], seq+1
 			continue
 		}
 		st, err := s.insertStmt(i)
 		if err != nil {
 			return err
 		}
-		k := insertRuns[i] * insertCols
-		if _, err := st.Exec(args[:k]...); err != nil {
+		k := insertRuns[i]
+		s.execArgs = append(append(s.execArgs[:0], seq, s.runTime), vals[:k]...)
+		if _, err := st.Exec(s.execArgs...); err != nil {
 			return fmt.Errorf("insert: %w", err)
 		}
-		args = args[k:]
+		vals, seq = vals[k:], seq+uint64(k)
 	}
 	return nil
 }
 
-// insertStmt returns the multi-row INSERT of insertRuns[i] rows.
+// insertStmt returns the multi-row INSERT of insertRuns[i] plain rows. It
+// binds the first seq (?1), the time (?2) and one value per row: the other
+// columns of a plain row are constants or derived (size is the value's
+// length), which keeps the per-row binding cost to one parameter.
 func (s *sqliteStream) insertStmt(i int) (*sql.Stmt, error) {
 	if st := s.insertMany[i]; st != nil {
 		return st, nil
@@ -627,7 +642,8 @@ func (s *sqliteStream) insertStmt(i int) (*sql.Stmt, error) {
 		if r > 0 {
 			q.WriteByte(',')
 		}
-		q.WriteString(`(?, NULL, ?, ?, ?, ?, ?, ?, ?)`)
+		v := strconv.Itoa(3 + r)
+		fmt.Fprintf(&q, `(?1+%d, NULL, ?2, NULL, %d, ?%s, length(?%s), NULL, NULL)`, r, encRaw, v, v)
 	}
 	st, err := s.conn.PrepareContext(context.Background(), q.String())
 	if err != nil {
