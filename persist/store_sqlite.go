@@ -192,7 +192,7 @@ type sqliteStream struct {
 	arch *streamArchive // nil = not archived
 
 	insert, keySeq, delSeq, delKey, getSeq, getKey, putMsgID *sql.Stmt
-	beginStmt, commitStmt                                    *sql.Stmt
+	beginStmt, commitStmt, dataVer                           *sql.Stmt
 	// insertMany holds multi-row INSERTs of insertRuns[i] rows, prepared on
 	// first use: one statement per run of plain appends instead of one per row.
 	insertMany [len(insertRuns)]*sql.Stmt
@@ -297,6 +297,7 @@ func (s *sqliteStream) init(now time.Time) error {
 		{&s.delKey, `DELETE FROM messages WHERE key = ? RETURNING seq, size, expires IS NOT NULL`},
 		{&s.beginStmt, `BEGIN IMMEDIATE`},
 		{&s.commitStmt, `COMMIT`},
+		{&s.dataVer, `PRAGMA data_version`},
 		{&s.getSeq, `SELECT ` + msgCols + ` FROM messages WHERE seq = ?`},
 		{&s.getKey, `SELECT ` + msgCols + ` FROM messages WHERE key = ?`},
 		{&s.putMsgID, `INSERT OR REPLACE INTO msgids(id, seq, time) VALUES(?, ?, ?)`},
@@ -330,7 +331,7 @@ func (s *sqliteStream) Close() error {
 	if s.arch != nil {
 		first = s.arch.backup(s)
 	}
-	for _, st := range append([]*sql.Stmt{s.insert, s.keySeq, s.delSeq, s.delKey, s.getSeq, s.getKey, s.putMsgID, s.beginStmt, s.commitStmt}, s.insertMany[:]...) {
+	for _, st := range append([]*sql.Stmt{s.insert, s.keySeq, s.delSeq, s.delKey, s.getSeq, s.getKey, s.putMsgID, s.beginStmt, s.commitStmt, s.dataVer}, s.insertMany[:]...) {
 		if st != nil {
 			if err := st.Close(); err != nil && first == nil {
 				first = err

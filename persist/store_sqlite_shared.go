@@ -17,7 +17,7 @@ import (
 func (s *sqliteStream) reloadIfShared() error {
 	ctx := context.Background()
 	var v int64
-	if err := s.conn.QueryRowContext(ctx, `PRAGMA data_version`).Scan(&v); err != nil {
+	if err := s.dataVer.QueryRow().Scan(&v); err != nil { // prepared: it runs on every write
 		return fmt.Errorf("data version: %w", err)
 	}
 	if v == s.dataVersion {

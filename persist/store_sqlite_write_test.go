@@ -120,3 +120,37 @@ func TestWriteBatchedInserts(t *testing.T) {
 		t.Fatalf("inventory %+v, want count %d seq %d bytes %d", inv, len(want), res2[1].Seq, bytes)
 	}
 }
+
+// TestWriteSharedFile: two handles on one stream file (two servers that
+// both believe they own the scope) never hand out the same seq, because
+// each write transaction notices the other's commits.
+func TestWriteSharedFile(t *testing.T) {
+	dir := t.TempDir()
+	a, err := newSQLiteStorage(dir).Open("hub", "shared", false, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := newSQLiteStorage(dir).Open("hub", "shared", false, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	seen := map[uint64]bool{}
+	for i := range 6 {
+		st := a
+		if i%2 == 1 {
+			st = b
+		}
+		res, _, err := st.Write([]WriteOp{{Value: []byte("x")}, {Value: []byte("y")}}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range res {
+			if seen[r.Seq] {
+				t.Fatalf("write %d: seq %d handed out twice", i, r.Seq)
+			}
+			seen[r.Seq] = true
+		}
+	}
+}
