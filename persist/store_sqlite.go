@@ -193,15 +193,27 @@ type sqliteStream struct {
 
 	insert, keySeq, delSeq, delKey, getSeq, getKey, putMsgID *sql.Stmt
 	beginStmt, commitStmt, dataVer                           *sql.Stmt
-	// insertMany holds multi-row INSERTs of insertRuns[i] rows, prepared on
-	// first use: one statement per run of plain appends instead of one per row.
-	insertMany [len(insertRuns)]*sql.Stmt
-	// A run of plain appends waiting for insertMany: consecutive seqs from
-	// runSeq, all at runTime, with these values.
+	// insertMany[keyed][i] is the multi-row INSERT of insertRuns[i] plain
+	// rows, unkeyed or keyed, prepared on first use: one statement per run
+	// of plain rows instead of one per row.
+	insertMany [2][len(insertRuns)]*sql.Stmt
+	// A run of plain rows waiting for insertMany: consecutive seqs from
+	// runSeq, all at runTime, all keyed or all unkeyed, with these bound
+	// values (runCols per row).
 	runSeq   uint64
 	runTime  int64
+	runKeyed bool
 	runVals  []any
-	execArgs []any // reused argument buffer of insertMany
+	runKeys  map[string]struct{} // the keys in the run
+	execArgs []any               // reused argument buffer of insertMany
+}
+
+// runCols is the number of bound values per row of a run.
+func runCols(keyed bool) int {
+	if keyed {
+		return 3 // key, value, size
+	}
+	return 1 // value (size is its length)
 }
 
 // insertRuns are the row counts of the multi-row INSERT statements, largest
@@ -331,7 +343,7 @@ func (s *sqliteStream) Close() error {
 	if s.arch != nil {
 		first = s.arch.backup(s)
 	}
-	for _, st := range append([]*sql.Stmt{s.insert, s.keySeq, s.delSeq, s.delKey, s.getSeq, s.getKey, s.putMsgID, s.beginStmt, s.commitStmt, s.dataVer}, s.insertMany[:]...) {
+	for _, st := range append([]*sql.Stmt{s.insert, s.keySeq, s.delSeq, s.delKey, s.getSeq, s.getKey, s.putMsgID, s.beginStmt, s.commitStmt, s.dataVer}, append(s.insertMany[0][:], s.insertMany[1][:]...)...) {
 		if st != nil {
 			if err := st.Close(); err != nil && first == nil {
 				first = err
@@ -465,6 +477,13 @@ func (s *sqliteStream) write(ops []WriteOp, nowMs int64) ([]WriteResult, []Chang
 		// The lookup is needed only to decide (compare-and-set, discard new);
 		// a plain keyed replace finds and removes the old row in one DELETE,
 		// below, once every check has passed.
+		if _, ok := s.runKeys[op.Key]; ok && op.Key != "" {
+			// The key's latest row is still in the run: insert it before
+			// looking the key up or replacing it.
+			if err := s.flushInserts(); err != nil {
+				return nil, nil, err
+			}
+		}
 		lookup := op.Key != "" && (op.PrevSeq != nil || s.cfg.DiscardPolicy == DiscardNew)
 		if lookup {
 			err := s.keySeq.QueryRow(op.Key).Scan(&oldSeq, &oldSize)
@@ -504,8 +523,8 @@ func (s *sqliteStream) write(ops []WriteOp, nowMs int64) ([]WriteResult, []Chang
 			}
 		}
 		if op.Key != "" {
-			// Buffered plain rows are unkeyed, so they cannot collide with
-			// this key; the DELETE still runs first to keep the unique index.
+			// The run holds other keys only (see above), so this finds the
+			// key's row if it has one.
 			var sz int64
 			var hadTTL bool
 			err := s.delKey.QueryRow(op.Key).Scan(&oldSeq, &sz, &hadTTL)
@@ -538,14 +557,29 @@ func (s *sqliteStream) write(ops []WriteOp, nowMs int64) ([]WriteResult, []Chang
 		if raw == nil {
 			raw = []byte{}
 		}
-		if op.Key == "" && hj == nil && op.TTL == 0 && enc == encRaw {
-			// A plain append (size is the value's length) joins the run,
-			// inserted many rows per statement.
-			if len(s.runVals) == 0 {
-				s.runSeq, s.runTime = seq, nowMs
+		if hj == nil && op.TTL == 0 && enc == encRaw {
+			// A plain row (no headers, no TTL, stored raw) joins the run,
+			// inserted many rows per statement; a run is all keyed or all
+			// unkeyed.
+			keyed := op.Key != ""
+			if len(s.runVals) > 0 && s.runKeyed != keyed {
+				if err := s.flushInserts(); err != nil {
+					return nil, nil, err
+				}
 			}
-			s.runVals = append(s.runVals, raw)
-			if len(s.runVals) == insertRuns[0] {
+			if len(s.runVals) == 0 {
+				s.runSeq, s.runTime, s.runKeyed = seq, nowMs, keyed
+			}
+			if keyed {
+				if s.runKeys == nil {
+					s.runKeys = map[string]struct{}{}
+				}
+				s.runKeys[op.Key] = struct{}{}
+				s.runVals = append(s.runVals, op.Key, raw, size)
+			} else {
+				s.runVals = append(s.runVals, raw)
+			}
+			if len(s.runVals) == insertRuns[0]*runCols(keyed) {
 				if err := s.flushInserts(); err != nil {
 					return nil, nil, err
 				}
@@ -592,6 +626,7 @@ func (s *sqliteStream) write(ops []WriteOp, nowMs int64) ([]WriteResult, []Chang
 func (s *sqliteStream) resetRun() {
 	clear(s.runVals) // drop references to values
 	s.runVals = s.runVals[:0]
+	clear(s.runKeys)
 	clear(s.execArgs)
 	s.execArgs = s.execArgs[:0]
 }
@@ -601,40 +636,51 @@ func (s *sqliteStream) resetRun() {
 // one.
 func (s *sqliteStream) flushInserts() error {
 	defer s.resetRun()
+	cols := runCols(s.runKeyed)
 	vals, seq := s.runVals, s.runSeq
 	for len(vals) > 0 {
+		rows := len(vals) / cols
 		i := 0
-		for i < len(insertRuns) && insertRuns[i] > len(vals) {
+		for i < len(insertRuns) && insertRuns[i] > rows {
 			i++
 		}
 		if i == len(insertRuns) {
-			raw := vals[0].([]byte)
-			if _, err := s.insert.Exec(seq, nil, s.runTime, nil, encRaw, raw, len(raw), nil, nil); err != nil {
+			var key, raw, size any = nil, vals[0], nil
+			if s.runKeyed {
+				key, raw, size = vals[0], vals[1], vals[2]
+			} else {
+				size = len(raw.([]byte))
+			}
+			if _, err := s.insert.Exec(seq, key, s.runTime, nil, encRaw, raw, size, nil, nil); err != nil {
 				return fmt.Errorf("insert: %w", err)
 			}
-			vals, seq = vals[1:], seq+1
+			vals, seq = vals[cols:], seq+1
 			continue
 		}
-		st, err := s.insertStmt(i)
+		st, err := s.insertStmt(s.runKeyed, i)
 		if err != nil {
 			return err
 		}
 		k := insertRuns[i]
-		s.execArgs = append(append(s.execArgs[:0], seq, s.runTime), vals[:k]...)
+		s.execArgs = append(append(s.execArgs[:0], seq, s.runTime), vals[:k*cols]...)
 		if _, err := st.Exec(s.execArgs...); err != nil {
 			return fmt.Errorf("insert: %w", err)
 		}
-		vals, seq = vals[k:], seq+uint64(k)
+		vals, seq = vals[k*cols:], seq+uint64(k)
 	}
 	return nil
 }
 
 // insertStmt returns the multi-row INSERT of insertRuns[i] plain rows. It
-// binds the first seq (?1), the time (?2) and one value per row: the other
-// columns of a plain row are constants or derived (size is the value's
-// length), which keeps the per-row binding cost to one parameter.
-func (s *sqliteStream) insertStmt(i int) (*sql.Stmt, error) {
-	if st := s.insertMany[i]; st != nil {
+// binds the first seq (?1), the time (?2) and runCols values per row: the
+// other columns of a plain row are constants or derived, which keeps the
+// per-row binding cost low.
+func (s *sqliteStream) insertStmt(keyed bool, i int) (*sql.Stmt, error) {
+	ki := 0
+	if keyed {
+		ki = 1
+	}
+	if st := s.insertMany[ki][i]; st != nil {
 		return st, nil
 	}
 	var q strings.Builder
@@ -643,14 +689,19 @@ func (s *sqliteStream) insertStmt(i int) (*sql.Stmt, error) {
 		if r > 0 {
 			q.WriteByte(',')
 		}
-		v := strconv.Itoa(3 + r)
-		fmt.Fprintf(&q, `(?1+%d, NULL, ?2, NULL, %d, ?%s, length(?%s), NULL, NULL)`, r, encRaw, v, v)
+		if keyed {
+			p := 3 + 3*r
+			fmt.Fprintf(&q, `(?1+%d, ?%d, ?2, NULL, %d, ?%d, ?%d, NULL, NULL)`, r, p, encRaw, p+1, p+2)
+		} else {
+			p := 3 + r
+			fmt.Fprintf(&q, `(?1+%d, NULL, ?2, NULL, %d, ?%d, length(?%d), NULL, NULL)`, r, encRaw, p, p)
+		}
 	}
 	st, err := s.conn.PrepareContext(context.Background(), q.String())
 	if err != nil {
 		return nil, fmt.Errorf("prepare insert: %w", err)
 	}
-	s.insertMany[i] = st
+	s.insertMany[ki][i] = st
 	return st, nil
 }
 

@@ -154,3 +154,66 @@ func TestWriteSharedFile(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteKeyedRun: one commit of keyed sets over a few keys, each key
+// repeated many times (so the run must be inserted before a key comes back),
+// with compare-and-set ops among them; every key ends at its last write and
+// the stream holds exactly one row per key.
+func TestWriteKeyedRun(t *testing.T) {
+	st := benchStreamT(t)
+	var ops []WriteOp
+	for i := range 150 {
+		op := WriteOp{Key: fmt.Sprintf("k%d", i%7), Value: fmt.Appendf(nil, "v%d", i)}
+		if i == 149 {
+			zero := uint64(0)
+			op.PrevSeq = &zero // k2 exists: refused
+		}
+		ops = append(ops, op)
+	}
+	res, changes, err := st.Write(ops, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[149].Err == nil || res[149].Err.Code != CodeWrongLastSequence {
+		t.Fatalf("op 149: %+v, want wrong-last-sequence", res[149])
+	}
+	last := map[string]int{}
+	for i := range 149 {
+		if res[i].Err != nil {
+			t.Fatalf("op %d: %v", i, res[i].Err)
+		}
+		last[ops[i].Key] = i
+	}
+	deletes := 0
+	for _, c := range changes {
+		if c.Op == ChangeDelete {
+			deletes += len(c.Seqs)
+		}
+	}
+	if deletes != 149-7 {
+		t.Fatalf("%d replaced rows reported, want %d", deletes, 149-7)
+	}
+	for k, i := range last {
+		m, err := st.GetKey(k)
+		if err != nil || m.Seq != res[i].Seq || string(m.Value) != string(ops[i].Value) {
+			t.Fatalf("key %s: %+v %v, want seq %d %q", k, m, err, res[i].Seq, ops[i].Value)
+		}
+	}
+	if inv := st.Inventory(); inv.Count != 7 {
+		t.Fatalf("count %d, want 7", inv.Count)
+	}
+	var n int64
+	if _, err := st.GetAll(1, 0, 0, func(*Message) error { n++; return nil }); err != nil || n != 7 {
+		t.Fatalf("getAll: %d rows, %v; want 7", n, err)
+	}
+}
+
+func benchStreamT(t *testing.T) StreamStore {
+	t.Helper()
+	st, err := newSQLiteStorage(t.TempDir()).Open("hub", "keyed", false, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
