@@ -46,6 +46,8 @@ type Client struct {
 
 	mu     sync.RWMutex      // protects owners
 	owners map[string]string // scope -> server id
+
+	watchGate watchGate // bounds the client's concurrent watcher re-reads (client_watch.go)
 }
 
 // NewClient returns a client over cfg.Conn.

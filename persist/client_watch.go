@@ -29,6 +29,17 @@ const (
 	watchBackoffMax    = 5 * time.Second
 	watchBackoffFactor = 1.8
 	watchBackoffJitter = 0.25
+	// watchPage is the page size of the watcher's getAll reads.
+	watchPage = 1000
+	// watchResyncSpread: a resync starts after a random wait below it, so
+	// the watchers of one stream do not all re-read it at the same instant.
+	watchResyncSpread = 200 * time.Millisecond
+	// watchConcurrentResyncs bounds the watchers of one Client that re-read
+	// their streams at the same time: after a server restart every watcher
+	// must re-read, and letting them all at once would only make their
+	// requests time out behind one another while the server still does the
+	// work.
+	watchConcurrentResyncs = 4
 	// watchMaxEpochs bounds the publishers a watcher tracks at once.
 	watchMaxEpochs = 16
 	// watchMaxPreDeleted bounds the deletes remembered for seqs not yet seen.
@@ -296,6 +307,11 @@ func (w *Watcher) follow() (string, error) {
 // backoff until it succeeds or the watcher ends.
 func (w *Watcher) sync(reason string) error {
 	announced := false
+	if reason != "" {
+		if err := sleepCtx(w.ctx, rand.N(watchResyncSpread)); err != nil {
+			return err
+		}
+	}
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
 			if err := sleepCtx(w.ctx, watchBackoff(attempt)); err != nil {
@@ -308,27 +324,12 @@ func (w *Watcher) sync(reason string) error {
 		if err := w.ctx.Err(); err != nil {
 			return err
 		}
-		// From here on every feed message is kept; those dropped or
-		// discarded before were published before the read below starts, so
-		// it sees their effects.
-		w.overflow.Store(false)
-		for len(w.in) > 0 {
-			<-w.in
+		if !w.s.c.watchGate.acquire(w.ctx) {
+			return w.ctx.Err()
 		}
-		w.reconnects = w.nc.Stats().Reconnects
-		// Make sure the subscription is live on the server before reading.
-		fctx, cancel := w.s.c.attemptContext(w.ctx)
-		err := w.nc.FlushWithContext(fctx)
-		cancel()
+		err := w.read(reason, &announced)
+		w.s.c.watchGate.release()
 		if err != nil {
-			continue
-		}
-		if reason != "" && !announced {
-			announced = true
-			w.resyncs.Add(1)
-			w.fn(Event{Kind: EventResynced, Reason: reason})
-		}
-		if err := w.snapshot(); err != nil {
 			continue
 		}
 		for e := range w.epochs {
@@ -338,6 +339,52 @@ func (w *Watcher) sync(reason string) error {
 		return nil
 	}
 }
+
+// read is one attempt of sync; the caller holds a slot of the client's
+// watch gate, taken before the buffer is emptied so that waiting for the
+// slot cannot overflow it.
+func (w *Watcher) read(reason string, announced *bool) error {
+	// From here on every feed message is kept; those dropped or discarded
+	// before were published before the read below starts, so it sees their
+	// effects.
+	w.overflow.Store(false)
+	for len(w.in) > 0 {
+		<-w.in
+	}
+	w.reconnects = w.nc.Stats().Reconnects
+	// Make sure the subscription is live on the server before reading.
+	fctx, cancel := w.s.c.attemptContext(w.ctx)
+	err := w.nc.FlushWithContext(fctx)
+	cancel()
+	if err != nil {
+		return err
+	}
+	if reason != "" && !*announced {
+		*announced = true
+		w.resyncs.Add(1)
+		w.fn(Event{Kind: EventResynced, Reason: reason})
+	}
+	return w.snapshot()
+}
+
+// watchGate is a counting semaphore, made on first use so that a Client
+// needs no setup for it.
+type watchGate struct {
+	once  sync.Once
+	slots chan struct{}
+}
+
+func (g *watchGate) acquire(ctx context.Context) bool {
+	g.once.Do(func() { g.slots = make(chan struct{}, watchConcurrentResyncs) })
+	select {
+	case g.slots <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (g *watchGate) release() { <-g.slots }
 
 // snapshot reads the stream from the first delivered seq still live (or the
 // next undelivered one): seqs it no longer finds are reported deleted, seqs
@@ -358,7 +405,7 @@ func (w *Watcher) snapshot() error {
 			w.fn(Event{Kind: EventDelete, Seqs: gone})
 		}
 	}
-	_, err := w.s.Scan(w.ctx, Range{Start: start}, func(m *Message) error {
+	err := w.scanPaged(start, 0, func(m *Message) error {
 		if m.Seq <= scanLast {
 			seen.add(m.Seq)
 			return nil
@@ -451,7 +498,7 @@ func (w *Watcher) feedSet(m *Message) error {
 
 // fill delivers the messages after LastSeq up to to, read with getAll.
 func (w *Watcher) fill(to uint64) error {
-	_, err := w.s.Scan(w.ctx, Range{Start: w.last.Load() + 1, End: to}, func(m *Message) error {
+	err := w.scanPaged(w.last.Load()+1, to, func(m *Message) error {
 		w.deliverSet(m)
 		return nil
 	})
@@ -459,6 +506,20 @@ func (w *Watcher) fill(to uint64) error {
 		return fmt.Errorf("fill gap up to seq %d: %w", to, err)
 	}
 	return nil
+}
+
+// scanPaged reads start..end (0 = to the end) one page at a time: each page
+// is its own short request, so many watchers re-reading a long stream after
+// a restart take turns with the writers instead of holding the stream's
+// worker (and timing out behind one another).
+func (w *Watcher) scanPaged(start, end uint64, fn func(*Message) error) error {
+	for {
+		next, err := w.s.Scan(w.ctx, Range{Start: start, End: end, Limit: watchPage}, fn)
+		if err != nil || next == 0 {
+			return err
+		}
+		start = next
+	}
 }
 
 // deliverSet hands m to fn unless it was already accounted for.

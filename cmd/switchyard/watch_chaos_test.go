@@ -1,0 +1,301 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"net"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/switchyard-dev/switchyard/internal/testnats"
+	"github.com/switchyard-dev/switchyard/persist"
+	"github.com/switchyard-dev/switchyard/placement"
+)
+
+// chaosWatcher records what one watcher's callback saw, compactly: the seq
+// and a hash of the value of every set, in delivery order.
+type chaosWatcher struct {
+	mu     sync.Mutex
+	seqs   []uint64
+	hashes []uint32
+	errs   []string
+	w      *persist.Watcher
+}
+
+func (c *chaosWatcher) fn(ev persist.Event) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch ev.Kind {
+	case persist.EventSet:
+		if n := len(c.seqs); n > 0 && ev.Msg.Seq <= c.seqs[n-1] {
+			c.errs = append(c.errs, fmt.Sprintf("set %d after %d", ev.Msg.Seq, c.seqs[n-1]))
+		}
+		c.seqs = append(c.seqs, ev.Msg.Seq)
+		c.hashes = append(c.hashes, hash32(ev.Msg.Value))
+	case persist.EventDelete:
+		c.errs = append(c.errs, fmt.Sprintf("delete of %v in a stream that never deletes", ev.Seqs))
+	}
+}
+
+func hash32(b []byte) uint32 {
+	h := fnv.New32a()
+	h.Write(b)
+	return h.Sum32()
+}
+
+// TestWatchChaos: 50 watchers follow one stream while writers do 20,000
+// sets; the persist server (a `switchyard persist serve` process) is killed
+// with SIGKILL and restarted twice, and one watcher's own NATS connection is
+// cut mid-way. At the end every watcher's callback has seen exactly the
+// stored sequence, each seq once, in order, with the right values.
+func TestWatchChaos(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts server processes")
+	}
+	total, batch := chaosSets, 25
+	const watchers, writers = 50, 4
+	e := testnats.Server(t, testnats.Options{})
+	nc := testnats.Conn(t, e)
+	data := t.TempDir()
+	b, err := placement.NewBalancer(placement.BalancerConfig{Conn: nc, IDs: []string{"0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Stop(context.Background()) })
+	serve := func() func() {
+		cmd := cli(t, "persist", "serve", "--id", "0", "--ids", "0", "--data", data, "--nats", e.ClientURL())
+		startProcess(t, cmd, "ready")
+		return func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }
+	}
+	kill := serve()
+	defer func() { kill() }()
+
+	const scope, name = "project-chaos", "feed"
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	// 49 watchers share one connection; the last has its own, through a
+	// proxy the test cuts.
+	wnc := testnats.Conn(t, e)
+	proxy := startCutProxy(t, e.ClientURL())
+	pnc, err := nats.Connect(proxy.url(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond), nats.IgnoreDiscoveredServers())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pnc.Close)
+	shared, err := persist.NewClient(persist.ClientConfig{Conn: wnc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, err := persist.NewClient(persist.ClientConfig{Conn: pnc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := make([]*chaosWatcher, watchers)
+	for i := range ws {
+		c := shared
+		if i == watchers-1 {
+			c = own
+		}
+		ws[i] = &chaosWatcher{}
+		// A short idle check catches a tail lost to the last kill.
+		w, err := c.Stream(scope, name).Watch(ctx, persist.WatchOptions{IdleCheck: 500 * time.Millisecond}, ws[i].fn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws[i].w = w
+		defer func() { _ = w.Stop() }()
+	}
+
+	// A request the kill swallowed costs the writer this timeout.
+	writer, err := persist.NewClient(persist.ClientConfig{Conn: nc, Timeout: 3 * time.Second, Attempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream := writer.Stream(scope, name)
+	var (
+		acked atomic.Int64
+		wg    sync.WaitGroup
+		werr  atomic.Value
+	)
+	per := total / writers
+	for g := 0; g < writers; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < per; i += batch {
+				msgs := make([]persist.Message, min(batch, per-i))
+				for k := range msgs {
+					id := fmt.Sprintf("w%d-%d", g, i+k)
+					msgs[k] = persist.Message{MsgID: id, Value: []byte(id)}
+				}
+				for {
+					// Every message has a msgID, so a retry after a kill
+					// never stores one twice.
+					res, err := stream.SetMany(ctx, msgs)
+					if err == nil {
+						for _, r := range res {
+							if r.Code != "" {
+								werr.Store(fmt.Errorf("set refused: %s: %s", r.Code, r.Error))
+								return
+							}
+						}
+						acked.Add(int64(len(msgs)))
+						break
+					}
+					if ctx.Err() != nil {
+						return
+					}
+					waitTick(ctx)
+				}
+			}
+		}()
+	}
+
+	start := time.Now()
+	for step, at := range []int64{int64(total) / 4, int64(total) / 2, int64(total) * 3 / 4} {
+		for acked.Load() < at && ctx.Err() == nil {
+			waitTick(ctx)
+		}
+		t.Logf("%v: %d acknowledged, step %d", time.Since(start), acked.Load(), step)
+		if step == 1 {
+			proxy.cut()
+			continue
+		}
+		kill()
+		kill = serve()
+	}
+	wg.Wait()
+	if err, _ := werr.Load().(error); err != nil {
+		t.Fatal(err)
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("writers did not finish: %d of %d acknowledged", acked.Load(), total)
+	}
+
+	t.Logf("%v: writers done", time.Since(start))
+	// The writer's sequence, as stored.
+	var want []uint64
+	var wantHash []uint32
+	if _, err := stream.Scan(ctx, persist.Range{}, func(m *persist.Message) error {
+		want = append(want, m.Seq)
+		wantHash = append(wantHash, hash32(m.Value))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(want) != total {
+		t.Fatalf("stored %d messages, want %d", len(want), total)
+	}
+	last := want[len(want)-1]
+	for i, w := range ws {
+		for w.w.LastSeq() < last && ctx.Err() == nil {
+			waitTick(ctx)
+		}
+		if err := w.w.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		w.mu.Lock()
+		for _, e := range w.errs {
+			t.Errorf("watcher %d: %s", i, e)
+		}
+		if !slices.Equal(w.seqs, want) {
+			t.Errorf("watcher %d: saw %d sets, want %d (first difference at %d)", i, len(w.seqs), len(want), firstDiff(w.seqs, want))
+		} else if !slices.Equal(w.hashes, wantHash) {
+			t.Errorf("watcher %d: values differ from the stored ones", i)
+		}
+		w.mu.Unlock()
+	}
+	if r := ws[watchers-1].w.Resyncs(); r == 0 {
+		t.Errorf("the cut watcher never resynced")
+	}
+	t.Logf("%d sets, %d watchers; resyncs of watcher 0: %d, of the cut one: %d", total, watchers, ws[0].w.Resyncs(), ws[watchers-1].w.Resyncs())
+}
+
+func firstDiff(a, b []uint64) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}
+
+// cutProxy forwards TCP connections to a target and can cut every open one
+// at once, as a network failure would; new connections keep working.
+type cutProxy struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	conns  []net.Conn
+	wg     sync.WaitGroup
+}
+
+func startCutProxy(t *testing.T, targetURL string) *cutProxy {
+	t.Helper()
+	host := targetURL[len("nats://"):]
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &cutProxy{ln: ln, target: host}
+	p.wg.Add(1)
+	go p.accept()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		p.cut()
+		p.wg.Wait()
+	})
+	return p
+}
+
+func (p *cutProxy) url() string { return "nats://" + p.ln.Addr().String() }
+
+func (p *cutProxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		up, err := net.Dial("tcp", p.target)
+		if err != nil {
+			_ = c.Close()
+			continue
+		}
+		p.mu.Lock()
+		p.conns = append(p.conns, c, up)
+		p.mu.Unlock()
+		p.wg.Add(2)
+		go p.pipe(c, up)
+		go p.pipe(up, c)
+	}
+}
+
+func (p *cutProxy) pipe(dst, src net.Conn) {
+	defer p.wg.Done()
+	_, _ = io.Copy(dst, src)
+	_ = dst.Close()
+	_ = src.Close()
+}
+
+// cut closes every connection open now.
+func (p *cutProxy) cut() {
+	p.mu.Lock()
+	conns := p.conns
+	p.conns = nil
+	p.mu.Unlock()
+	for _, c := range conns {
+		_ = c.Close()
+	}
+}
