@@ -1,0 +1,363 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/switchyard-dev/switchyard/persist"
+)
+
+// FeedConfig configures the change feed benchmark.
+type FeedConfig struct {
+	// Duration is how long the writer writes in each workload on each side.
+	// Zero means 2s.
+	Duration time.Duration
+	// Watchers lists the watcher counts. Nil means {1, 100}.
+	Watchers []int
+	// Rate is the paced writer's sets per second. Zero means 1000.
+	Rate int
+	// ValueSize is the size of each value. Zero means 128 bytes.
+	ValueSize int
+	// Dir holds the SQLite files and JetStream store. Empty means a temp dir.
+	Dir string
+}
+
+func (c FeedConfig) withDefaults() FeedConfig {
+	if c.Duration == 0 {
+		c.Duration = 2 * time.Second
+	}
+	if c.Watchers == nil {
+		c.Watchers = []int{1, 100}
+	}
+	if c.Rate == 0 {
+		c.Rate = 1000
+	}
+	if c.ValueSize == 0 {
+		c.ValueSize = 128
+	}
+	return c
+}
+
+// FeedResult is one workload measured on both sides: latency from a write
+// returning to a watcher receiving it.
+type FeedResult struct {
+	Workload             string
+	Watchers             int
+	OursRate, AnchorRate float64 // writes per second the writer reached
+	OursP50, OursP99     time.Duration
+	AnchorP50, AnchorP99 time.Duration
+}
+
+// P99Ratio is our p99 over the anchor's; the target is <= 1.
+func (r FeedResult) P99Ratio() float64 {
+	if r.AnchorP99 == 0 {
+		return 0
+	}
+	return float64(r.OursP99) / float64(r.AnchorP99)
+}
+
+// feedSide runs one side of a workload: start watchers, then write.
+type feedSide interface {
+	// watch starts n watchers; each calls got(watcher, id, time) per change,
+	// where id is the write's seq or revision.
+	watch(ctx context.Context, n int, got func(w int, id uint64, at time.Time)) (stop func(), err error)
+	// write writes one value and returns its id.
+	write(ctx context.Context, value []byte) (uint64, error)
+}
+
+// RunFeed measures persist Watch against JetStream KV watch on one embedded
+// NATS server and writes a table to w.
+func RunFeed(ctx context.Context, cfg FeedConfig, w io.Writer) ([]FeedResult, error) {
+	cfg = cfg.withDefaults()
+	env, err := StartPersistEnv(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	defer env.Close()
+	value := make([]byte, cfg.ValueSize)
+	for i := range value {
+		value[i] = byte('a' + i%26)
+	}
+	fmt.Fprintf(w, "change feed latency, set returned -> watcher received: persist Watch vs JetStream KV watch, one embedded NATS server, %d-byte values, %s per workload\n", cfg.ValueSize, cfg.Duration)
+	var results []FeedResult
+	run := 0
+	for _, n := range cfg.Watchers {
+		for _, rate := range []int{cfg.Rate, 0} {
+			run++
+			name := fmt.Sprintf("%d sets/s", rate)
+			if rate == 0 {
+				name = "max rate"
+			}
+			res := FeedResult{Workload: name, Watchers: n}
+			ours, err := newOursSide(env, "feed-"+strconv.Itoa(run))
+			if err != nil {
+				return results, err
+			}
+			if res.OursRate, res.OursP50, res.OursP99, err = measureFeed(ctx, ours, n, rate, cfg.Duration, value); err != nil {
+				return results, fmt.Errorf("persist watch, %d watchers, %s: %w", n, name, err)
+			}
+			anchor, err := newJSSide(ctx, env, "feed-"+strconv.Itoa(run))
+			if err != nil {
+				return results, err
+			}
+			if res.AnchorRate, res.AnchorP50, res.AnchorP99, err = measureFeed(ctx, anchor, n, rate, cfg.Duration, value); err != nil {
+				return results, fmt.Errorf("jetstream kv watch, %d watchers, %s: %w", n, name, err)
+			}
+			results = append(results, res)
+		}
+	}
+	PrintFeedResults(w, results)
+	return results, nil
+}
+
+// PrintFeedResults writes results as an aligned table.
+func PrintFeedResults(w io.Writer, results []FeedResult) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "watchers\twriter\tours sets/s\tours p50\tours p99\tJetStream puts/s\tJetStream p50\tJetStream p99\tp99 ours/JetStream\ttarget")
+	for _, r := range results {
+		fmt.Fprintf(tw, "%d\t%s\t%.0f\t%s\t%s\t%.0f\t%s\t%s\t%.2fx\t<= 1.0x\n", r.Watchers, r.Workload, r.OursRate, fmtDur(r.OursP50), fmtDur(r.OursP99), r.AnchorRate, fmtDur(r.AnchorP50), fmtDur(r.AnchorP99), r.P99Ratio())
+	}
+	tw.Flush()
+}
+
+func fmtDur(d time.Duration) string {
+	return fmt.Sprintf("%.0fµs", float64(d)/float64(time.Microsecond))
+}
+
+// measureFeed starts n watchers, writes for d (paced at rate per second, or
+// as fast as one writer goes when rate is 0), waits until every watcher has
+// every write, and returns the write rate and the p50 and p99 latency over
+// all (watcher, write) pairs.
+func measureFeed(ctx context.Context, side feedSide, n, rate int, d time.Duration, value []byte) (float64, time.Duration, time.Duration, error) {
+	var (
+		mu        sync.Mutex
+		received  = make([]map[uint64]time.Time, n)
+		delivered int // distinct (watcher, id) pairs
+	)
+	for i := range received {
+		received[i] = map[uint64]time.Time{}
+	}
+	stop, err := side.watch(ctx, n, func(w int, id uint64, at time.Time) {
+		mu.Lock()
+		if _, dup := received[w][id]; !dup {
+			received[w][id] = at
+			delivered++
+		}
+		mu.Unlock()
+	})
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	defer stop()
+
+	returned := map[uint64]time.Time{}
+	var ids []uint64
+	start := time.Now()
+	var tick *time.Ticker
+	if rate > 0 {
+		tick = time.NewTicker(time.Second / time.Duration(rate))
+		defer tick.Stop()
+	}
+	for time.Since(start) < d {
+		if tick != nil {
+			select {
+			case <-tick.C:
+			case <-ctx.Done():
+				return 0, 0, 0, ctx.Err()
+			}
+		}
+		id, err := side.write(ctx, value)
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		returned[id] = time.Now()
+		ids = append(ids, id)
+	}
+	writeRate := float64(len(ids)) / time.Since(start).Seconds()
+
+	// Wait (bounded) until every watcher has every write.
+	want := n * len(ids)
+	for waited := time.Duration(0); ; waited += 10 * time.Millisecond {
+		mu.Lock()
+		got := delivered
+		mu.Unlock()
+		if got >= want {
+			break
+		}
+		if waited > 30*time.Second {
+			return 0, 0, 0, fmt.Errorf("%d of %d deliveries after 30s", got, want)
+		}
+		select {
+		case <-time.After(10 * time.Millisecond):
+		case <-ctx.Done():
+			return 0, 0, 0, ctx.Err()
+		}
+	}
+	mu.Lock()
+	lat := make([]time.Duration, 0, n*len(ids))
+	for _, r := range received {
+		for _, id := range ids {
+			// A watcher can hear of a write before the writer hears it
+			// returned: that counts as zero.
+			lat = append(lat, max(0, r[id].Sub(returned[id])))
+		}
+	}
+	mu.Unlock()
+	slices.Sort(lat)
+	return writeRate, pct(lat, 0.50), pct(lat, 0.99), nil
+}
+
+func pct(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return sorted[min(len(sorted)-1, int(float64(len(sorted))*p))]
+}
+
+// oursSide is persist: Stream.Set and Stream.Watch.
+type oursSide struct {
+	writer *persist.Stream
+	reader *persist.Client
+	scope  string
+	name   string
+	k      int
+}
+
+func newOursSide(env *PersistEnv, name string) (*oursSide, error) {
+	wnc, err := env.Conn()
+	if err != nil {
+		return nil, err
+	}
+	rnc, err := env.Conn()
+	if err != nil {
+		return nil, err
+	}
+	wc, err := persist.NewClient(persist.ClientConfig{Conn: wnc})
+	if err != nil {
+		return nil, err
+	}
+	rc, err := persist.NewClient(persist.ClientConfig{Conn: rnc})
+	if err != nil {
+		return nil, err
+	}
+	return &oursSide{writer: wc.Stream("bench", name), reader: rc, scope: "bench", name: name}, nil
+}
+
+func (o *oursSide) watch(ctx context.Context, n int, got func(int, uint64, time.Time)) (func(), error) {
+	var ws []*persist.Watcher
+	caught := make(chan struct{}, n)
+	stop := func() {
+		for _, w := range ws {
+			_ = w.Stop()
+		}
+	}
+	for i := 0; i < n; i++ {
+		w, err := o.reader.Stream(o.scope, o.name).Watch(ctx, persist.WatchOptions{}, func(ev persist.Event) {
+			switch ev.Kind {
+			case persist.EventSet:
+				got(i, ev.Msg.Seq, time.Now())
+			case persist.EventCaughtUp:
+				select {
+				case caught <- struct{}{}:
+				default:
+				}
+			}
+		})
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		ws = append(ws, w)
+	}
+	for range n {
+		select {
+		case <-caught:
+		case <-ctx.Done():
+			stop()
+			return nil, ctx.Err()
+		}
+	}
+	return stop, nil
+}
+
+func (o *oursSide) write(ctx context.Context, value []byte) (uint64, error) {
+	// Keys cycle as on the JetStream side: each set also replaces (deletes)
+	// the key's older row, which the feed carries too.
+	o.k++
+	res, err := o.writer.Set(ctx, value, persist.SetOptions{Key: "k" + strconv.Itoa(o.k%1000)})
+	return res.Seq, err
+}
+
+// jsSide is JetStream KV: Put and WatchAll.
+type jsSide struct {
+	writer jetstream.KeyValue
+	reader jetstream.KeyValue
+	k      int
+}
+
+func newJSSide(ctx context.Context, env *PersistEnv, bucket string) (*jsSide, error) {
+	wnc, err := env.Conn()
+	if err != nil {
+		return nil, err
+	}
+	rnc, err := env.Conn()
+	if err != nil {
+		return nil, err
+	}
+	w, err := jsKV(ctx, wnc, bucket)
+	if err != nil {
+		return nil, err
+	}
+	r, err := jsKV(ctx, rnc, bucket)
+	if err != nil {
+		return nil, err
+	}
+	return &jsSide{writer: w, reader: r}, nil
+}
+
+func (j *jsSide) watch(ctx context.Context, n int, got func(int, uint64, time.Time)) (func(), error) {
+	wctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	stop := func() { cancel(); wg.Wait() }
+	for i := 0; i < n; i++ {
+		kw, err := j.reader.WatchAll(wctx, jetstream.UpdatesOnly())
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { _ = kw.Stop() }()
+			for {
+				select {
+				case <-wctx.Done():
+					return
+				case e, ok := <-kw.Updates():
+					if !ok {
+						return
+					}
+					if e != nil {
+						got(i, e.Revision(), time.Now())
+					}
+				}
+			}
+		}()
+	}
+	// WatchAll returns once its consumer exists, so later puts reach it.
+	return stop, nil
+}
+
+func (j *jsSide) write(ctx context.Context, value []byte) (uint64, error) {
+	j.k++
+	// Keys cycle like the persist bench's, so both sides keep a bounded set.
+	return j.writer.Put(ctx, "k"+strconv.Itoa(j.k%1000), value)
+}

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/switchyard-dev/switchyard/bench"
+)
+
+func init() {
+	var cfg bench.FeedConfig
+	var watchers string
+	cmd := &cobra.Command{
+		Use:   "feed",
+		Short: "Change feed latency: persist Watch vs JetStream KV watch, on one embedded NATS",
+		Long: `Starts one embedded NATS server with JetStream on, one persist server and the
+balancer. For each --watchers count, and with the writer paced at --rate sets/s
+and then as fast as one writer goes, it writes keyed values for --duration on
+each side (persist set with Watch watchers, JetStream KV put with WatchAll
+watchers) and measures the time from a write returning to each watcher
+receiving it. It prints p50 and p99 for both sides and the p99 ratio.
+Target (not a test): our p99 no worse than JetStream's (ratio <= 1.0).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			for _, s := range strings.Split(watchers, ",") {
+				n, err := strconv.Atoi(strings.TrimSpace(s))
+				if err != nil || n < 1 {
+					return usagef("--watchers %q: want positive integers, for example 1,100", watchers)
+				}
+				cfg.Watchers = append(cfg.Watchers, n)
+			}
+			if cfg.Duration <= 0 || cfg.Rate < 1 || cfg.ValueSize < 1 {
+				return usagef("--duration, --rate and --value-size must be positive")
+			}
+			_, err := bench.RunFeed(cmd.Context(), cfg, stdout(cmd))
+			return err
+		},
+	}
+	cmd.Flags().DurationVar(&cfg.Duration, "duration", 2*time.Second, "how long the writer writes in each workload on each side")
+	cmd.Flags().StringVar(&watchers, "watchers", "1,100", "watcher counts")
+	cmd.Flags().IntVar(&cfg.Rate, "rate", 1000, "paced writer's sets per second")
+	cmd.Flags().IntVar(&cfg.ValueSize, "value-size", 128, "bytes per value")
+	cmd.Flags().StringVar(&cfg.Dir, "dir", "", "directory for SQLite and JetStream files (default: a temp dir)")
+	benchCmd.AddCommand(cmd)
+}
