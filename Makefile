@@ -23,7 +23,7 @@ race:
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./...
 
-## fuzz: a short run of every fuzz target (FUZZTIME, default 10s each).
+## fuzz: a short run of every fuzz target (FUZZTIME: inputs like 20000x, the default, or a duration).
 fuzz:
 	bash scripts/fuzz.sh
 
