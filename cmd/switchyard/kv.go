@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -45,17 +46,14 @@ holds the current value of each key. They talk to a running ` + "`switchyard up`
 				p := uint64(prev)
 				opts.PrevSeq = &p
 			}
-			c, ctx, done, err := nf.client(cmd)
-			if err != nil {
-				return err
-			}
-			defer done()
-			res, err := c.KV(args[0], args[1]).Set(ctx, args[2], value, opts)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintln(stdout(cmd), res.Seq)
-			return nil
+			return nf.with(cmd, func(ctx context.Context, c *persist.Client) error {
+				res, err := c.KV(args[0], args[1]).Set(ctx, args[2], value, opts)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(stdout(cmd), res.Seq)
+				return nil
+			})
 		},
 	}
 	set.Flags().Int64Var(&prev, "prev-seq", 0, "compare-and-set: write only if the key's current seq is this (0 = key must not exist)")
@@ -68,21 +66,18 @@ holds the current value of each key. They talk to a running ` + "`switchyard up`
 			if err := checkScope(args[0]); err != nil {
 				return err
 			}
-			c, ctx, done, err := nf.client(cmd)
-			if err != nil {
+			return nf.with(cmd, func(ctx context.Context, c *persist.Client) error {
+				m, err := c.KV(args[0], args[1]).Get(ctx, args[2])
+				if err != nil {
+					return err
+				}
+				w := stdout(cmd)
+				_, err = w.Write(m.Value)
+				if err == nil {
+					_, err = fmt.Fprintln(w)
+				}
 				return err
-			}
-			defer done()
-			m, err := c.KV(args[0], args[1]).Get(ctx, args[2])
-			if err != nil {
-				return err
-			}
-			w := stdout(cmd)
-			_, err = w.Write(m.Value)
-			if err == nil {
-				_, err = fmt.Fprintln(w)
-			}
-			return err
+			})
 		},
 	}
 
@@ -94,13 +89,10 @@ holds the current value of each key. They talk to a running ` + "`switchyard up`
 			if err := checkScope(args[0]); err != nil {
 				return err
 			}
-			c, ctx, done, err := nf.client(cmd)
-			if err != nil {
+			return nf.with(cmd, func(ctx context.Context, c *persist.Client) error {
+				_, err := c.KV(args[0], args[1]).Delete(ctx, args[2])
 				return err
-			}
-			defer done()
-			_, err = c.KV(args[0], args[1]).Delete(ctx, args[2])
-			return err
+			})
 		},
 	}
 
@@ -113,22 +105,19 @@ holds the current value of each key. They talk to a running ` + "`switchyard up`
 			if err := checkScope(args[0]); err != nil {
 				return err
 			}
-			c, ctx, done, err := nf.client(cmd)
-			if err != nil {
-				return err
-			}
-			defer done()
-			ks, err := c.KV(args[0], args[1]).Keys(ctx)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return json.NewEncoder(stdout(cmd)).Encode(ks)
-			}
-			for _, k := range ks {
-				fmt.Fprintln(stdout(cmd), escapeLine(k))
-			}
-			return nil
+			return nf.with(cmd, func(ctx context.Context, c *persist.Client) error {
+				ks, err := c.KV(args[0], args[1]).Keys(ctx)
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return json.NewEncoder(stdout(cmd)).Encode(ks)
+				}
+				for _, k := range ks {
+					fmt.Fprintln(stdout(cmd), escapeLine(k))
+				}
+				return nil
+			})
 		},
 	}
 	keys.Flags().BoolVar(&asJSON, "json", false, "print a JSON array")

@@ -64,6 +64,17 @@ func (f *natsFlags) client(cmd *cobra.Command) (*persist.Client, context.Context
 	return c, ctx, func() { cancel(); nc.Close() }, nil
 }
 
+// with connects, runs fn with a persist client and a context bounded by
+// --timeout, and closes the connection.
+func (f *natsFlags) with(cmd *cobra.Command, fn func(ctx context.Context, c *persist.Client) error) error {
+	c, ctx, done, err := f.client(cmd)
+	if err != nil {
+		return err
+	}
+	defer done()
+	return fn(ctx, c)
+}
+
 // parseIDs turns "0,1,2,3" into ids, rejecting empty and duplicate ids.
 func parseIDs(s string) ([]string, error) {
 	if strings.TrimSpace(s) == "" {

@@ -108,18 +108,15 @@ func persistInventoryCmd() *cobra.Command {
 			if err := checkScope(args[0]); err != nil {
 				return err
 			}
-			c, ctx, done, err := nf.client(cmd)
-			if err != nil {
-				return err
-			}
-			defer done()
-			inv, err := c.Stream(args[0], args[1]).Inventory(ctx)
-			if err != nil {
-				return err
-			}
-			enc := json.NewEncoder(stdout(cmd))
-			enc.SetIndent("", "  ")
-			return enc.Encode(inv)
+			return nf.with(cmd, func(ctx context.Context, c *persist.Client) error {
+				inv, err := c.Stream(args[0], args[1]).Inventory(ctx)
+				if err != nil {
+					return err
+				}
+				enc := json.NewEncoder(stdout(cmd))
+				enc.SetIndent("", "  ")
+				return enc.Encode(inv)
+			})
 		},
 	}
 	nf.register(cmd)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -42,17 +43,14 @@ They talk to a running ` + "`switchyard up`" + `, or to --nats URL / $SWITCHYARD
 			if err != nil {
 				return err
 			}
-			c, ctx, done, err := nf.client(cmd)
-			if err != nil {
-				return err
-			}
-			defer done()
-			res, err := c.Stream(args[0], args[1]).Set(ctx, value, persist.SetOptions{MsgID: msgID, Key: key, TTL: ttl})
-			if err != nil {
-				return err
-			}
-			fmt.Fprintln(stdout(cmd), res.Seq)
-			return nil
+			return nf.with(cmd, func(ctx context.Context, c *persist.Client) error {
+				res, err := c.Stream(args[0], args[1]).Set(ctx, value, persist.SetOptions{MsgID: msgID, Key: key, TTL: ttl})
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(stdout(cmd), res.Seq)
+				return nil
+			})
 		},
 	}
 	pub.Flags().StringVar(&msgID, "msg-id", "", "de-duplication id: a repeat within 2 minutes writes nothing")
@@ -71,21 +69,18 @@ They talk to a running ` + "`switchyard up`" + `, or to --nats URL / $SWITCHYARD
 			if err != nil || seq == 0 {
 				return usagef("SEQ %q: want a positive integer", args[2])
 			}
-			c, ctx, done, err := nf.client(cmd)
-			if err != nil {
+			return nf.with(cmd, func(ctx context.Context, c *persist.Client) error {
+				m, err := c.Stream(args[0], args[1]).Get(ctx, seq)
+				if err != nil {
+					return err
+				}
+				w := stdout(cmd)
+				if _, err := w.Write(m.Value); err != nil {
+					return err
+				}
+				_, err = fmt.Fprintln(w)
 				return err
-			}
-			defer done()
-			m, err := c.Stream(args[0], args[1]).Get(ctx, seq)
-			if err != nil {
-				return err
-			}
-			w := stdout(cmd)
-			if _, err := w.Write(m.Value); err != nil {
-				return err
-			}
-			_, err = fmt.Fprintln(w)
-			return err
+			})
 		},
 	}
 
@@ -103,23 +98,18 @@ They talk to a running ` + "`switchyard up`" + `, or to --nats URL / $SWITCHYARD
 			if limit < 0 {
 				return usagef("--limit must be >= 0")
 			}
-			c, ctx, done, err := nf.client(cmd)
-			if err != nil {
-				return err
-			}
-			defer done()
-			w := stdout(cmd)
-			enc := json.NewEncoder(w)
-			shown := 0
-			_, err = c.Stream(args[0], args[1]).Scan(ctx, persist.Range{Start: from, End: to, Limit: limit}, func(m *persist.Message) error {
-				shown++
-				if asJSON {
-					return enc.Encode(lsLine{Seq: m.Seq, Time: m.Time, Key: m.Key, Headers: m.Headers, Value: string(m.Value)})
-				}
-				_, err := fmt.Fprintf(w, "%d\t%s\t%s\t%s\n", m.Seq, time.UnixMilli(m.Time).UTC().Format(time.RFC3339Nano), escapeLine(m.Key), preview(m.Value))
+			return nf.with(cmd, func(ctx context.Context, c *persist.Client) error {
+				w := stdout(cmd)
+				enc := json.NewEncoder(w)
+				_, err := c.Stream(args[0], args[1]).Scan(ctx, persist.Range{Start: from, End: to, Limit: limit}, func(m *persist.Message) error {
+					if asJSON {
+						return enc.Encode(lsLine{Seq: m.Seq, Time: m.Time, Key: m.Key, Headers: m.Headers, Value: string(m.Value)})
+					}
+					_, err := fmt.Fprintf(w, "%d\t%s\t%s\t%s\n", m.Seq, time.UnixMilli(m.Time).UTC().Format(time.RFC3339Nano), escapeLine(m.Key), preview(m.Value))
+					return err
+				})
 				return err
 			})
-			return err
 		},
 	}
 	ls.Flags().Uint64Var(&from, "from", 0, "first seq (default: the first)")
