@@ -86,7 +86,9 @@ func (k EventKind) String() string {
 
 // Event is one change handed to a Watch callback.
 type Event struct {
-	Kind   EventKind
+	Kind EventKind
+	// Msg is the set message. It may be shared with the client's other
+	// watchers of the stream: read it, never modify it.
 	Msg    *Message // EventSet
 	Seqs   []uint64 // EventDelete, ascending
 	Reason string   // EventResynced: why the watcher re-read the stream
@@ -116,10 +118,10 @@ type Watcher struct {
 
 	ctx    context.Context
 	cancel context.CancelFunc
-	sub    *nats.Subscription
+	hub    *feedHub // the feed subscription shared with the client's other watchers of the stream
 	status chan nats.Status
-	in     chan *nats.Msg // bounded buffer between the NATS callback and run
-	kick   chan struct{}  // capacity 1: the buffer overflowed
+	in     chan *feedBatch // bounded buffer between the hub and run
+	kick   chan struct{}   // capacity 1: the buffer overflowed
 	done   chan struct{}
 
 	overflow atomic.Bool   // the buffer overflowed; drop until the next resync
@@ -165,7 +167,7 @@ func (s *Stream) Watch(ctx context.Context, opts WatchOptions, fn func(Event)) (
 	}
 	w := &Watcher{
 		s: s, opts: opts, fn: fn, nc: s.c.cfg.Conn,
-		in:         make(chan *nats.Msg, opts.Buffer),
+		in:         make(chan *feedBatch, opts.Buffer),
 		kick:       make(chan struct{}, 1),
 		done:       make(chan struct{}),
 		epochs:     map[string]uint64{},
@@ -176,17 +178,13 @@ func (s *Stream) Watch(ctx context.Context, opts WatchOptions, fn func(Event)) (
 	}
 	w.ctx, w.cancel = context.WithCancel(ctx)
 	w.status = w.nc.StatusChanged(nats.CONNECTED, nats.CLOSED)
-	subject := FeedSubject(s.c.cfg.Service, s.scope, s.name, s.ephemeral)
-	sub, err := w.nc.Subscribe(subject, w.onMsg)
+	hub, err := joinFeedHub(w)
 	if err != nil {
 		w.cancel()
 		w.nc.RemoveStatusListener(w.status)
-		return nil, fmt.Errorf("watch %s/%s: subscribe: %w", s.scope, s.name, err)
+		return nil, err
 	}
-	// The callback never blocks, so NATS's own pending limit is only a
-	// backstop; a drop there shows up as a Sy-Feed-N gap.
-	_ = sub.SetPendingLimits(-1, 256<<20)
-	w.sub = sub
+	w.hub = hub
 	w.reconnects = w.nc.Stats().Reconnects
 	go w.run()
 	return w, nil
@@ -220,14 +218,15 @@ func (w *Watcher) Err() error {
 	return w.err
 }
 
-// onMsg is the NATS callback: it only queues, so the connection never waits
-// on the application.
-func (w *Watcher) onMsg(m *nats.Msg) {
+// offer queues a feed message for run; it is called by the hub and never
+// waits, so neither the connection nor the other watchers wait on this
+// watcher's application.
+func (w *Watcher) offer(b *feedBatch) {
 	if w.overflow.Load() {
 		return
 	}
 	select {
-	case w.in <- m:
+	case w.in <- b:
 	default:
 		w.overflow.Store(true)
 		select {
@@ -240,7 +239,7 @@ func (w *Watcher) onMsg(m *nats.Msg) {
 func (w *Watcher) run() {
 	defer close(w.done)
 	defer func() {
-		_ = w.sub.Unsubscribe()
+		w.hub.leave(w)
 		w.nc.RemoveStatusListener(w.status)
 	}()
 	reason := ""
@@ -426,15 +425,9 @@ func (w *Watcher) snapshot() error {
 }
 
 // apply handles one feed message and returns why a resync is needed, or "".
-func (w *Watcher) apply(m *nats.Msg) string {
-	epoch := m.Header.Get(HdrFeedEpoch)
-	n, err := strconv.ParseUint(m.Header.Get(HdrFeedN), 10, 64)
-	if epoch == "" || err != nil || n == 0 {
-		// Not from a persist server: ignore it rather than let a stray
-		// publisher force resyncs.
-		return ""
-	}
-	server := m.Header.Get(HdrServer)
+// b is shared with the client's other watchers of the stream: read only.
+func (w *Watcher) apply(b *feedBatch) string {
+	epoch, n, server := b.epoch, b.n, b.server
 	prev, known := w.epochs[epoch]
 	switch {
 	case known && prev != 0 && n <= prev:
@@ -448,26 +441,29 @@ func (w *Watcher) apply(m *nats.Msg) string {
 		return fmt.Sprintf("new publisher (server %s, epoch %s)", server, epoch)
 	}
 	w.rememberEpoch(epoch, n)
-	reason := ""
-	err = DecodeFrames(m.Data, 0, func(f *Message) error {
+	for i := range b.frames {
+		f := &b.frames[i]
 		switch f.Op {
 		case "", FeedOpSet:
-			return w.feedSet(f)
+			if err := w.feedSet(f); err != nil {
+				return "feed: " + err.Error()
+			}
 		case FeedOpRef:
 			if f.Seq > w.last.Load() {
-				return w.fill(f.Seq)
+				if err := w.fill(f.Seq); err != nil {
+					return "feed: " + err.Error()
+				}
 			}
 		case FeedOpDelete:
 			w.deliverDelete(f.Seqs)
 		}
 		// Unknown operations come from a newer server; they change nothing
 		// a watcher of this version can show.
-		return nil
-	})
-	if err != nil {
-		reason = "feed: " + err.Error()
 	}
-	return reason
+	if b.err != nil {
+		return "feed: " + b.err.Error()
+	}
+	return ""
 }
 
 func (w *Watcher) rememberEpoch(epoch string, n uint64) {

@@ -1,0 +1,154 @@
+package persist_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/switchyard-dev/switchyard/internal/testnats"
+	"github.com/switchyard-dev/switchyard/persist"
+	"github.com/switchyard-dev/switchyard/placement"
+)
+
+// TestWatchSharesSubscription: the watchers of one stream in one client
+// share one feed subscription, another stream gets its own, and the last
+// watcher to stop unsubscribes; each watcher still gets every change.
+func TestWatchSharesSubscription(t *testing.T) {
+	e, nc := testnats.Start(t)
+	ids := []string{"0"}
+	startServers(t, e, ids, placement.Rendezvous)
+	startBalancer(t, nc, ids, placement.Rendezvous)
+	rnc := testnats.Conn(t, e)
+	reader := newClient(t, rnc)
+	writer := newClient(t, nc)
+	ctx := context.Background()
+	// A first request makes the connection's reply subscription, so the
+	// count below is the feed subscriptions alone.
+	if _, err := reader.Stream("project-h", "a").Inventory(ctx); err != nil {
+		t.Fatal(err)
+	}
+	base := rnc.NumSubscriptions()
+
+	var ws []*persist.Watcher
+	var cols []*collector
+	for range 3 {
+		col := newCollector()
+		w, err := reader.Stream("project-h", "a").Watch(ctx, persist.WatchOptions{}, col.fn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws, cols = append(ws, w), append(cols, col)
+	}
+	if got := rnc.NumSubscriptions() - base; got != 1 {
+		t.Errorf("3 watchers of one stream hold %d subscriptions, want 1", got)
+	}
+	colB := newCollector()
+	wb, err := reader.Stream("project-h", "b").Watch(ctx, persist.WatchOptions{}, colB.fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rnc.NumSubscriptions() - base; got != 2 {
+		t.Errorf("two streams hold %d subscriptions, want 2", got)
+	}
+	for _, col := range append(cols, colB) {
+		col.waitFor(t, "history", func(c *collector) bool { return c.caughtUp == 1 })
+	}
+	for i := 0; i < 20; i++ {
+		if _, err := writer.Stream("project-h", "a").Set(ctx, []byte("v"), persist.SetOptions{Key: "k"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := writer.Stream("project-h", "b").Set(ctx, []byte("v"), persist.SetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, col := range cols {
+		col.waitFor(t, "20 sets, 19 deletes", func(c *collector) bool { return len(c.sets) == 20 && len(c.deleted) == 19 })
+		col.check(t, seqs(1, 20))
+	}
+	colB.waitFor(t, "1 set", func(c *collector) bool { return len(c.sets) == 1 })
+	colB.check(t, seqs(1, 1))
+
+	// Stopping some keeps the subscription for the rest; a watcher that
+	// joins later still follows.
+	_ = ws[0].Stop()
+	_ = ws[1].Stop()
+	if got := rnc.NumSubscriptions() - base; got != 2 {
+		t.Errorf("after stopping 2 of 3: %d subscriptions, want 2", got)
+	}
+	late := newCollector()
+	wl, err := reader.Stream("project-h", "a").Watch(ctx, persist.WatchOptions{From: 20}, late.fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	late.waitFor(t, "history", func(c *collector) bool { return c.caughtUp == 1 })
+	if _, err := writer.Stream("project-h", "a").Set(ctx, []byte("v"), persist.SetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	late.waitFor(t, "seq 21", func(c *collector) bool { return len(c.sets) == 2 })
+	late.check(t, seqs(20, 21))
+	cols[2].waitFor(t, "seq 21", func(c *collector) bool { return len(c.sets) == 21 })
+	cols[2].check(t, seqs(1, 21))
+	_ = wl.Stop()
+	_ = ws[2].Stop()
+	_ = wb.Stop()
+	if got := rnc.NumSubscriptions() - base; got != 0 {
+		t.Errorf("after every watcher stopped: %d subscriptions left", got)
+	}
+}
+
+// TestWatchSlowSharesHub: among watchers sharing one subscription, a
+// blocked one overflows its own buffer and resyncs while the others go on
+// without a resync; all end complete.
+func TestWatchSlowSharesHub(t *testing.T) {
+	c, _ := watchEnv(t)
+	ctx := context.Background()
+	s := c.Stream("project-h", "slow")
+	fast := []*collector{newCollector(), newCollector()}
+	for _, col := range fast {
+		watch(t, s, persist.WatchOptions{}, col) // room for every change below
+	}
+	slowCol := newCollector()
+	release := make(chan struct{})
+	blocked := make(chan struct{})
+	var once sync.Once
+	slow, err := s.Watch(ctx, persist.WatchOptions{Buffer: 8}, func(ev persist.Event) {
+		if ev.Kind == persist.EventSet && ev.Msg.Seq == 1 {
+			once.Do(func() { close(blocked) })
+			<-release
+		}
+		slowCol.fn(ev)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = slow.Stop() })
+	for _, col := range append(fast, slowCol) {
+		col.waitFor(t, "history", func(c *collector) bool { return c.caughtUp == 1 })
+	}
+	if _, err := s.Set(ctx, []byte("first"), persist.SetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	<-blocked
+	const n = 100
+	for i := 0; i < n; i++ {
+		if _, err := s.Set(ctx, []byte("v"), persist.SetOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The fast watchers have everything while the slow one is still blocked.
+	for _, col := range fast {
+		col.waitFor(t, "all sets", func(c *collector) bool { return len(c.sets) == n+1 })
+		col.check(t, seqs(1, n+1))
+		col.mu.Lock()
+		if col.resynced != 0 {
+			t.Errorf("a fast watcher resynced %d times", col.resynced)
+		}
+		col.mu.Unlock()
+	}
+	close(release)
+	slowCol.waitFor(t, "all sets", func(c *collector) bool { return len(c.sets) == n+1 && c.caughtUp == 2 })
+	slowCol.check(t, seqs(1, n+1))
+	if slow.Resyncs() == 0 {
+		t.Error("the slow watcher did not resync")
+	}
+}
