@@ -26,6 +26,12 @@ type FeedConfig struct {
 	Rate int
 	// ValueSize is the size of each value. Zero means 128 bytes.
 	ValueSize int
+	// Conns is how many NATS connections the watchers of a side are spread
+	// over, round robin, with the same layout on both sides: on ours one
+	// persist.Client per connection (a client shares one feed subscription
+	// among its watchers of a stream), on JetStream's one KV handle per
+	// connection (each WatchAll is its own consumer). Zero means 1.
+	Conns int
 	// Dir holds the SQLite files and JetStream store. Empty means a temp dir.
 	Dir string
 }
@@ -42,6 +48,9 @@ func (c FeedConfig) withDefaults() FeedConfig {
 	}
 	if c.ValueSize == 0 {
 		c.ValueSize = 128
+	}
+	if c.Conns == 0 {
+		c.Conns = 1
 	}
 	return c
 }
@@ -86,7 +95,7 @@ func RunFeed(ctx context.Context, cfg FeedConfig, w io.Writer) ([]FeedResult, er
 	for i := range value {
 		value[i] = byte('a' + i%26)
 	}
-	fmt.Fprintf(w, "change feed latency, set returned -> watcher received: persist Watch vs JetStream KV watch, one embedded NATS server, %d-byte values, %s per workload\n", cfg.ValueSize, cfg.Duration)
+	fmt.Fprintf(w, "change feed latency, set returned -> watcher received: persist Watch vs JetStream KV watch, one embedded NATS server, %d-byte values, %s per workload, each side's watchers on %d connection(s)\n", cfg.ValueSize, cfg.Duration, cfg.Conns)
 	var results []FeedResult
 	run := 0
 	for _, n := range cfg.Watchers {
@@ -97,14 +106,14 @@ func RunFeed(ctx context.Context, cfg FeedConfig, w io.Writer) ([]FeedResult, er
 				name = "max rate"
 			}
 			res := FeedResult{Workload: name, Watchers: n}
-			ours, err := newOursSide(env, "feed-"+strconv.Itoa(run))
+			ours, err := newOursSide(env, "feed-"+strconv.Itoa(run), cfg.Conns)
 			if err != nil {
 				return results, err
 			}
 			if res.OursRate, res.OursP50, res.OursP99, err = measureFeed(ctx, ours, n, rate, cfg.Duration, value); err != nil {
 				return results, fmt.Errorf("persist watch, %d watchers, %s: %w", n, name, err)
 			}
-			anchor, err := newJSSide(ctx, env, "feed-"+strconv.Itoa(run))
+			anchor, err := newJSSide(ctx, env, "feed-"+strconv.Itoa(run), cfg.Conns)
 			if err != nil {
 				return results, err
 			}
@@ -224,19 +233,15 @@ func pct(sorted []time.Duration, p float64) time.Duration {
 
 // oursSide is persist: Stream.Set and Stream.Watch.
 type oursSide struct {
-	writer *persist.Stream
-	reader *persist.Client
-	scope  string
-	name   string
-	k      int
+	writer  *persist.Stream
+	readers []*persist.Client // watcher i uses readers[i%len(readers)]
+	scope   string
+	name    string
+	k       int
 }
 
-func newOursSide(env *PersistEnv, name string) (*oursSide, error) {
+func newOursSide(env *PersistEnv, name string, conns int) (*oursSide, error) {
 	wnc, err := env.Conn()
-	if err != nil {
-		return nil, err
-	}
-	rnc, err := env.Conn()
 	if err != nil {
 		return nil, err
 	}
@@ -244,11 +249,19 @@ func newOursSide(env *PersistEnv, name string) (*oursSide, error) {
 	if err != nil {
 		return nil, err
 	}
-	rc, err := persist.NewClient(persist.ClientConfig{Conn: rnc})
-	if err != nil {
-		return nil, err
+	o := &oursSide{writer: wc.Stream("bench", name), scope: "bench", name: name}
+	for range conns {
+		rnc, err := env.Conn()
+		if err != nil {
+			return nil, err
+		}
+		rc, err := persist.NewClient(persist.ClientConfig{Conn: rnc})
+		if err != nil {
+			return nil, err
+		}
+		o.readers = append(o.readers, rc)
 	}
-	return &oursSide{writer: wc.Stream("bench", name), reader: rc, scope: "bench", name: name}, nil
+	return o, nil
 }
 
 func (o *oursSide) watch(ctx context.Context, n int, got func(int, uint64, time.Time)) (func(), error) {
@@ -260,7 +273,7 @@ func (o *oursSide) watch(ctx context.Context, n int, got func(int, uint64, time.
 		}
 	}
 	for i := 0; i < n; i++ {
-		w, err := o.reader.Stream(o.scope, o.name).Watch(ctx, persist.WatchOptions{}, func(ev persist.Event) {
+		w, err := o.readers[i%len(o.readers)].Stream(o.scope, o.name).Watch(ctx, persist.WatchOptions{}, func(ev persist.Event) {
 			switch ev.Kind {
 			case persist.EventSet:
 				got(i, ev.Msg.Seq, time.Now())
@@ -298,17 +311,13 @@ func (o *oursSide) write(ctx context.Context, value []byte) (uint64, error) {
 
 // jsSide is JetStream KV: Put and WatchAll.
 type jsSide struct {
-	writer jetstream.KeyValue
-	reader jetstream.KeyValue
-	k      int
+	writer  jetstream.KeyValue
+	readers []jetstream.KeyValue // watcher i uses readers[i%len(readers)]
+	k       int
 }
 
-func newJSSide(ctx context.Context, env *PersistEnv, bucket string) (*jsSide, error) {
+func newJSSide(ctx context.Context, env *PersistEnv, bucket string, conns int) (*jsSide, error) {
 	wnc, err := env.Conn()
-	if err != nil {
-		return nil, err
-	}
-	rnc, err := env.Conn()
 	if err != nil {
 		return nil, err
 	}
@@ -316,11 +325,19 @@ func newJSSide(ctx context.Context, env *PersistEnv, bucket string) (*jsSide, er
 	if err != nil {
 		return nil, err
 	}
-	r, err := jsKV(ctx, rnc, bucket)
-	if err != nil {
-		return nil, err
+	j := &jsSide{writer: w}
+	for range conns {
+		rnc, err := env.Conn()
+		if err != nil {
+			return nil, err
+		}
+		r, err := jsKV(ctx, rnc, bucket)
+		if err != nil {
+			return nil, err
+		}
+		j.readers = append(j.readers, r)
 	}
-	return &jsSide{writer: w, reader: r}, nil
+	return j, nil
 }
 
 func (j *jsSide) watch(ctx context.Context, n int, got func(int, uint64, time.Time)) (func(), error) {
@@ -328,7 +345,7 @@ func (j *jsSide) watch(ctx context.Context, n int, got func(int, uint64, time.Ti
 	var wg sync.WaitGroup
 	stop := func() { cancel(); wg.Wait() }
 	for i := 0; i < n; i++ {
-		kw, err := j.reader.WatchAll(wctx, jetstream.UpdatesOnly())
+		kw, err := j.readers[i%len(j.readers)].WatchAll(wctx, jetstream.UpdatesOnly())
 		if err != nil {
 			stop()
 			return nil, err

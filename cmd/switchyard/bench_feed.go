@@ -22,6 +22,9 @@ and then as fast as one writer goes, it writes keyed values for --duration on
 each side (persist set with Watch watchers, JetStream KV put with WatchAll
 watchers) and measures the time from a write returning to each watcher
 receiving it. It prints p50 and p99 for both sides and the p99 ratio.
+Both sides spread their watchers over --conns NATS connections the same way:
+one persist client per connection on ours (a client's watchers of a stream
+share one feed subscription), one KV handle per connection on JetStream's.
 Target (not a test): our p99 no worse than JetStream's (ratio <= 1.0).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -32,8 +35,8 @@ Target (not a test): our p99 no worse than JetStream's (ratio <= 1.0).`,
 				}
 				cfg.Watchers = append(cfg.Watchers, n)
 			}
-			if cfg.Duration <= 0 || cfg.Rate < 1 || cfg.ValueSize < 1 {
-				return usagef("--duration, --rate and --value-size must be positive")
+			if cfg.Duration <= 0 || cfg.Rate < 1 || cfg.ValueSize < 1 || cfg.Conns < 1 {
+				return usagef("--duration, --rate, --value-size and --conns must be positive")
 			}
 			_, err := bench.RunFeed(cmd.Context(), cfg, stdout(cmd))
 			return err
@@ -43,6 +46,7 @@ Target (not a test): our p99 no worse than JetStream's (ratio <= 1.0).`,
 	cmd.Flags().StringVar(&watchers, "watchers", "1,100", "watcher counts")
 	cmd.Flags().IntVar(&cfg.Rate, "rate", 1000, "paced writer's sets per second")
 	cmd.Flags().IntVar(&cfg.ValueSize, "value-size", 128, "bytes per value")
+	cmd.Flags().IntVar(&cfg.Conns, "conns", 1, "NATS connections each side spreads its watchers over (round robin)")
 	cmd.Flags().StringVar(&cfg.Dir, "dir", "", "directory for SQLite and JetStream files (default: a temp dir)")
 	benchCmd.AddCommand(cmd)
 }
