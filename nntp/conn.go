@@ -38,16 +38,13 @@ type Compression int
 const (
 	// CompressOff sends and receives plain text (the zero value).
 	CompressOff Compression = iota
-	// CompressAuto tries XFEATURE COMPRESS GZIP and stays plain if the
-	// server refuses. It does not pick COMPRESS DEFLATE: see CompressDeflate.
+	// CompressAuto uses RFC 8054 COMPRESS DEFLATE when CAPABILITIES lists
+	// it, else tries XFEATURE COMPRESS GZIP, and stays plain if the server
+	// refuses both.
 	CompressAuto
 	// CompressDeflate requires RFC 8054 COMPRESS DEFLATE (both directions).
-	// The server must end each response with a sync flush (an empty stored
-	// block). Servers that use Z_PARTIAL_FLUSH, INN among them, leave the
-	// last bits of a response pending until the next one, and the Go
-	// inflaters read 10 bits past the end of a block: the response then
-	// stalls until the command deadline. Use it with servers known to
-	// sync-flush.
+	// Responses ended with a sync flush or with Z_PARTIAL_FLUSH (INN) are
+	// both read as soon as they arrive: see inflate.go.
 	CompressDeflate
 	// CompressGzip requires XFEATURE COMPRESS GZIP (overview responses).
 	CompressGzip
@@ -229,11 +226,36 @@ func (c *Conn) setup(ctx context.Context) error {
 	case CompressGzip:
 		return c.CompressGzip(ctx)
 	case CompressAuto:
-		if err := c.CompressGzip(ctx); err != nil && !errors.Is(err, ErrNotSupported) {
+		return c.compressAuto(ctx)
+	}
+	return nil
+}
+
+// compressAuto picks COMPRESS DEFLATE when advertised, else XFEATURE
+// COMPRESS GZIP; a refusal of either leaves the connection plain.
+func (c *Conn) compressAuto(ctx context.Context) error {
+	caps, err := c.Capabilities(ctx)
+	if err != nil && !refused(err) {
+		return err
+	}
+	if hasCap(caps, "COMPRESS", "DEFLATE") {
+		// RFC 8054: 403 (cannot activate) and 502 (not permitted now, e.g.
+		// TLS compression is on) leave the connection usable and plain.
+		if err := c.CompressDeflate(ctx); err == nil || !refused(err) {
 			return err
 		}
 	}
+	if err := c.CompressGzip(ctx); err != nil && !errors.Is(err, ErrNotSupported) {
+		return err
+	}
 	return nil
+}
+
+// refused reports whether err is a well-formed refusal after which the
+// connection is still usable.
+func refused(err error) bool {
+	var se *StatusError
+	return errors.As(err, &se) && !errors.Is(err, ErrUnavailable)
 }
 
 func (c *Conn) greeting(ctx context.Context) error {
@@ -332,6 +354,9 @@ func (c *Conn) ioErr(ctx context.Context, cmd string, err error) error {
 	}
 	if errors.Is(err, ErrLineTooLong) {
 		return protoErr(cmd, nil, "line too long", err)
+	}
+	if errors.Is(err, errCorruptDeflate) {
+		return protoErr(cmd, nil, "bad compressed data", err)
 	}
 	if errors.Is(err, io.ErrUnexpectedEOF) {
 		return protoErr(cmd, nil, "connection closed mid-response", err)
@@ -533,25 +558,20 @@ func (c *Conn) CompressDeflate(ctx context.Context) error {
 	if _, _, err := c.expect(ctx, "COMPRESS", "COMPRESS DEFLATE", 206); err != nil {
 		return err
 	}
-	// The inflater reads the deflate stream from raw byte by byte (the
-	// wrapper hides the *bufio.Reader type, whose fast path peeks ahead),
-	// and hands out data at every block end, not only at stored blocks.
-	c.r.br = bufio.NewReaderSize(flate.NewReaderOpts(exactReader{c.raw}, flate.WithPartialBlock()), readBufSize)
+	// Our inflater, not compress/flate: it hands out every byte as soon as
+	// it is decoded and never waits for input past it, so a response ended
+	// with Z_PARTIAL_FLUSH (whose last bits the server sends only with the
+	// next response) is read at once.
+	c.r.br = bufio.NewReaderSize(newInflater(c.raw), readBufSize)
 	fw, err := flate.NewWriter(c.nc, flate.BestSpeed)
 	if err != nil {
 		return err
 	}
 	c.fw = fw
 	c.w = bufio.NewWriterSize(fw, 4<<10)
+	c.caps = nil // RFC 8054: COMPRESS is no longer advertised
 	return nil
 }
-
-// exactReader reads byte by byte from a bufio.Reader without exposing it
-// as one, so decoders never read past what they need.
-type exactReader struct{ br *bufio.Reader }
-
-func (r exactReader) Read(p []byte) (int, error) { return r.br.Read(p) }
-func (r exactReader) ReadByte() (byte, error)    { return r.br.ReadByte() }
 
 // CompressGzip asks for XFEATURE COMPRESS GZIP with terminator: overview
 // responses then come zlib-compressed, followed by a plain "." line.

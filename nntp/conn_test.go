@@ -17,19 +17,24 @@ import (
 func TestOverStreamsEveryLine(t *testing.T) {
 	const n = 3000
 	s := startServer(t, nntptest.Config{}, n)
+	noDeflate := startServer(t, nntptest.Config{NoDeflate: true}, n)
+	noComp := startServer(t, nntptest.Config{NoCompress: true}, n)
 	for _, tc := range []struct {
 		name string
+		srv  *nntptest.Server
 		comp Compression
 		want Compression
 	}{
-		{"plain", CompressOff, CompressOff},
-		{"deflate", CompressDeflate, CompressDeflate},
-		{"gzip", CompressGzip, CompressGzip},
-		{"auto", CompressAuto, CompressGzip},
+		{"plain", s, CompressOff, CompressOff},
+		{"deflate", s, CompressDeflate, CompressDeflate},
+		{"gzip", s, CompressGzip, CompressGzip},
+		{"auto picks deflate", s, CompressAuto, CompressDeflate},
+		{"auto falls back to gzip", noDeflate, CompressAuto, CompressGzip},
+		{"auto stays plain", noComp, CompressAuto, CompressOff},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			c := dial(t, Config{Addr: s.Addr(), Compress: tc.comp})
+			c := dial(t, Config{Addr: tc.srv.Addr(), Compress: tc.comp})
 			if got := c.Compression(); got != tc.want {
 				t.Fatalf("compression %v, want %v", got, tc.want)
 			}

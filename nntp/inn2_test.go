@@ -37,14 +37,39 @@ func TestINN2(t *testing.T) {
 		}
 	}
 
-	for _, comp := range []Compression{CompressOff, CompressAuto} {
+	// INN offers RFC 8054 COMPRESS DEFLATE (when built with zlib) and ends
+	// each response with Z_PARTIAL_FLUSH: every response read below under
+	// deflate must arrive without waiting for the next one.
+	probe, err := Dial(ctx, Config{Addr: addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	caps, err := probe.Capabilities(ctx)
+	probe.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	deflate := hasCap(caps, "COMPRESS", "DEFLATE")
+	modes := []Compression{CompressOff, CompressAuto}
+	if deflate {
+		modes = append(modes, CompressDeflate)
+	} else {
+		t.Log("this INN does not list COMPRESS DEFLATE in CAPABILITIES: deflate not tested against it")
+	}
+
+	for _, comp := range modes {
 		t.Run("compress="+comp.String(), func(t *testing.T) {
-			c, err := Dial(ctx, Config{Addr: addr, Compress: comp})
+			// A stall would last until the command deadline: keep it short
+			// so one shows as a failure, not as a slow pass.
+			c, err := Dial(ctx, Config{Addr: addr, Compress: comp, CommandTimeout: 15 * time.Second})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer c.Close()
 			t.Logf("compression in effect: %v", c.Compression())
+			if (comp == CompressDeflate || comp == CompressAuto) && deflate && c.Compression() != CompressDeflate {
+				t.Fatalf("compression %v, want deflate: the server lists COMPRESS DEFLATE", c.Compression())
+			}
 
 			const perGroup = 4
 			want := map[string]string{} // message-id -> subject

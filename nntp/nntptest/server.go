@@ -38,6 +38,8 @@ type Config struct {
 	ImplicitTLS bool
 	// NoCompress hides COMPRESS DEFLATE and XFEATURE COMPRESS GZIP.
 	NoCompress bool
+	// NoDeflate hides COMPRESS DEFLATE only (XFEATURE COMPRESS GZIP stays).
+	NoDeflate bool
 	// PartSize is the decoded size of a generated article. Zero means
 	// PartSizeDefault.
 	PartSize int

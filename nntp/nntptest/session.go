@@ -164,7 +164,7 @@ func (se *session) capabilities() {
 			se.printf("STARTTLS")
 		}
 	}
-	if !se.s.cfg.NoCompress && se.fw == nil {
+	if !se.s.cfg.NoCompress && !se.s.cfg.NoDeflate && se.fw == nil {
 		se.printf("COMPRESS DEFLATE")
 	}
 	se.printf("IMPLEMENTATION nntptest")
@@ -222,7 +222,7 @@ func (se *session) startTLS() {
 }
 
 func (se *session) compress(args string) {
-	if se.s.cfg.NoCompress || !strings.EqualFold(args, "DEFLATE") {
+	if se.s.cfg.NoCompress || se.s.cfg.NoDeflate || !strings.EqualFold(args, "DEFLATE") {
 		se.printf("503 compression not available")
 		return
 	}
