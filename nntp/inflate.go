@@ -2,6 +2,7 @@ package nntp
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -27,9 +28,10 @@ import (
 //   - once it has decoded anything, it does not wait for input: when the
 //     source has no more bytes buffered it returns what it has.
 //
-// It reads its source through a *bufio.Reader and consumes exactly the bytes
-// whose bits it has used: after the final block the source is positioned at
-// the next byte.
+// It reads its source through a *bufio.Reader, whose buffered bytes it may
+// load ahead into its bit buffer (that never waits), but between calls to
+// Read it has consumed from the source exactly the bytes whose bits it has
+// used: after the final block the source is positioned at the next byte.
 
 const (
 	windowSize = 1 << 15 // the DEFLATE window: distances reach 32 KiB back
@@ -181,11 +183,14 @@ const (
 // bytes as soon as they are decoded. Not safe for concurrent use.
 type inflater struct {
 	src *bufio.Reader
-	in  []byte // peeked from src; in[:ip] is consumed but not yet discarded
+	in  []byte // peeked from src; in[:ip] is in the bit buffer or used, not yet discarded
 	ip  int
-	pos int64  // bytes discarded from src so far, for error messages
-	acc uint64 // bit buffer, next bit lowest; bits above nb are zero
-	nb  uint   // bits held in acc
+	// ahead counts the bytes at the head of src, after a release, that are
+	// already in the bit buffer (whole bytes it had not used yet).
+	ahead int
+	pos   int64  // bytes discarded from src so far, for error messages
+	acc   uint64 // bit buffer, next bit lowest; bits above nb are zero
+	nb    uint   // bits held in acc
 
 	state  inflateState
 	final  bool // the current block is the last one
@@ -240,13 +245,16 @@ func (f *inflater) Read(p []byte) (int, error) {
 	}
 }
 
-// release hands the consumed input back to src (discards it).
+// release discards the input used so far from src, except whole bytes
+// still in the bit buffer: src stays at the first byte not fully used.
 func (f *inflater) release() {
-	if f.ip > 0 {
-		f.src.Discard(f.ip)
-		f.pos += int64(f.ip)
+	if f.in == nil {
+		return // nothing peeked since the last release
 	}
-	f.in, f.ip = nil, 0
+	keep := int(f.nb / 8)
+	f.src.Discard(f.ip - keep)
+	f.pos += int64(f.ip - keep)
+	f.in, f.ip, f.ahead = nil, 0, keep
 }
 
 // pull moves one input byte into the bit buffer. With output decoded and
@@ -254,11 +262,12 @@ func (f *inflater) release() {
 func (f *inflater) pull() error {
 	if f.ip == len(f.in) {
 		f.release()
-		if f.src.Buffered() == 0 {
+		// The first f.ahead bytes of src are in the bit buffer already.
+		if f.src.Buffered() <= f.ahead {
 			if f.wr > f.rd {
 				return errWouldBlock
 			}
-			if _, err := f.src.Peek(1); err != nil {
+			if _, err := f.src.Peek(f.ahead + 1); err != nil {
 				if err == io.EOF {
 					err = io.ErrUnexpectedEOF
 				}
@@ -266,11 +275,24 @@ func (f *inflater) pull() error {
 			}
 		}
 		f.in, _ = f.src.Peek(f.src.Buffered())
+		f.ip = f.ahead
 	}
 	f.acc |= uint64(f.in[f.ip]) << f.nb
 	f.ip++
 	f.nb += 8
 	return nil
+}
+
+// fill tops the bit buffer up with bytes already peeked, never waiting:
+// the hot loop then decodes whole symbols without calling pull.
+func (f *inflater) fill() {
+	if len(f.in)-f.ip >= 8 {
+		k := (63 - f.nb) / 8
+		v := binary.LittleEndian.Uint64(f.in[f.ip:])
+		f.acc |= (v & (1<<(8*k) - 1)) << f.nb
+		f.ip += int(k)
+		f.nb += 8 * k
+	}
 }
 
 // need makes sure the bit buffer holds n bits.
@@ -289,7 +311,7 @@ func (f *inflater) drop(n uint) {
 }
 
 func (f *inflater) corrupt(what string) error {
-	return fmt.Errorf("inflate: %w: %s (input byte %d)", errCorruptDeflate, what, f.pos+int64(f.ip))
+	return fmt.Errorf("inflate: %w: %s (input byte %d)", errCorruptDeflate, what, f.pos+int64(f.ip)-int64(f.nb/8))
 }
 
 // decode reads the symbol of code h that starts off bits into the bit
@@ -511,9 +533,18 @@ func (f *inflater) data() error {
 		if f.wr == len(f.hist) {
 			return nil
 		}
-		sym, n, err := f.decode(f.lit, 0)
-		if err != nil {
-			return err
+		if f.nb < 48 { // a whole length/distance pair
+			f.fill()
+		}
+		var sym int
+		var n uint
+		if e := f.lit.fast[f.acc&fastMask]; e&15 != 0 && uint(e&15) <= f.nb {
+			sym, n = int(e>>4), uint(e&15)
+		} else {
+			var err error
+			if sym, n, err = f.decode(f.lit, 0); err != nil {
+				return err
+			}
 		}
 		if sym < 256 {
 			f.drop(n)
@@ -536,9 +567,15 @@ func (f *inflater) data() error {
 		}
 		length := int(lenBase[sym]) + int(f.acc>>n&(1<<eb-1))
 		off := n + eb
-		dsym, dn, err := f.decode(f.dist, off)
-		if err != nil {
-			return err
+		var dsym int
+		var dn uint
+		if e := f.dist.fast[f.acc>>off&fastMask]; e&15 != 0 && uint(e&15) <= f.nb-off {
+			dsym, dn = int(e>>4), uint(e&15)
+		} else {
+			var err error
+			if dsym, dn, err = f.decode(f.dist, off); err != nil {
+				return err
+			}
 		}
 		if dsym >= len(distBase) {
 			return f.corrupt("invalid distance symbol")

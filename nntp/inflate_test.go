@@ -489,11 +489,19 @@ func FuzzInflate(f *testing.F) {
 		cut := int(flushAt) % (len(data) + 1)
 		fw.Write(data[:cut])
 		fw.Flush()
+		flushed := comp.Len()
 		fw.Write(data[cut:])
 		fw.Close()
 		got, err := inflateAll(comp.Bytes(), 1+int(flushAt)%5000)
 		if err != nil || !bytes.Equal(got, data) {
 			t.Fatalf("level %d: decoded %d bytes (%v), want %d", lvl, len(got), err, len(data))
+		}
+		// Eager: everything before the flush is readable from the bytes
+		// before it, without a read past them.
+		src := &stingyReader{data: comp.Bytes()[:flushed]}
+		head := make([]byte, cut)
+		if _, err := io.ReadFull(newInflater(bufio.NewReader(src)), head); err != nil || src.overrun || !bytes.Equal(head, data[:cut]) {
+			t.Fatalf("level %d: the %d bytes before the flush: %v, read past the flush: %v", lvl, cut, err, src.overrun)
 		}
 
 		ours, oerr := inflateAll(data, 4096)
