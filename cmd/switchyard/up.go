@@ -142,10 +142,11 @@ Try:
   switchyard kv set hub demo greeting hello%s
   switchyard kv get hub demo greeting%s
   switchyard stream pub hub log 'first event'%s
+  switchyard watch hub log%s                # every change, live
   nats req %s.hub.id ''          # the plain NATS client works too
 
 Stop with Ctrl-C.
-`, url, bus.EnvURL, url, cfg.servers, strings.Join(ids, ","), cfg.placementName, cfg.dataDir, cfg.service, flag, flag, flag, cfg.service)
+`, url, bus.EnvURL, url, cfg.servers, strings.Join(ids, ","), cfg.placementName, cfg.dataDir, cfg.service, flag, flag, flag, flag, cfg.service)
 
 	<-cmd.Context().Done()
 	slog.Info("switchyard stopping: draining in-flight requests")
