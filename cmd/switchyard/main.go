@@ -66,6 +66,7 @@ func init() {
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	markArgErrors(rootCmd)
 	err := rootCmd.ExecuteContext(ctx)
 	stop()
 	os.Exit(exitCode(err))
@@ -84,14 +85,27 @@ func exitCode(err error) int {
 	return exitRuntime
 }
 
-// isCobraUsage recognises the errors cobra itself produces for bad
-// invocations (unknown command, wrong argument count), which are not typed.
-func isCobraUsage(err error) bool {
-	msg := err.Error()
-	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand", "accepts ", "requires at least", "requires at most", "received ", "invalid argument"} {
-		if strings.Contains(msg, p) {
-			return true
+// markArgErrors makes the argument validators of cmd and its subcommands
+// return usage errors, so an argument-count mistake is recognised by type
+// and no run-time error is mistaken for one by its wording.
+func markArgErrors(cmd *cobra.Command) {
+	if check := cmd.Args; check != nil {
+		cmd.Args = func(c *cobra.Command, args []string) error {
+			if err := check(c, args); err != nil {
+				return usageError{err}
+			}
+			return nil
 		}
 	}
-	return false
+	for _, sub := range cmd.Commands() {
+		markArgErrors(sub)
+	}
+}
+
+// isCobraUsage recognises the one untyped usage error cobra produces outside
+// flag parsing and argument validation: an unknown subcommand of the root.
+// It matches a prefix only, so a run-time error that merely contains these
+// words (a server's reply, an OS error) keeps exit 1.
+func isCobraUsage(err error) bool {
+	return strings.HasPrefix(err.Error(), "unknown command ")
 }
