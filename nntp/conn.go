@@ -337,12 +337,21 @@ func (c *Conn) begin(ctx context.Context) (end func(), err error) {
 	}
 	nc := c.nc
 	nc.SetDeadline(deadline)
+	fired := make(chan struct{})
 	stop := context.AfterFunc(ctx, func() {
 		// Unblocks a read or write in progress; the command then fails and
 		// the connection is marked broken (it is mid-response).
 		nc.SetDeadline(time.Unix(1, 0))
+		close(fired)
 	})
-	return func() { stop() }, nil
+	return func() {
+		// ctx ended while the command ran, yet it may have finished from
+		// buffered data: wait for the expired deadline to be set now, so it
+		// cannot land after the next command armed its own.
+		if !stop() {
+			<-fired
+		}
+	}, nil
 }
 
 // ioErr turns a read/write failure into the error returned to the caller and
