@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -858,9 +859,12 @@ func (s *sqliteStream) Delete(d DeleteSpec, now time.Time) ([]uint64, []Change, 
 	case d.All:
 		seqs, err = s.deleteWhere(`DELETE FROM messages`)
 	case d.UpTo > 0:
-		seqs, err = s.deleteWhere(`DELETE FROM messages WHERE seq <= ?`, d.UpTo)
+		seqs, err = s.deleteWhere(`DELETE FROM messages WHERE seq <= ?`, min(d.UpTo, maxSeq))
 	default:
 		for _, q := range d.Seqs {
+			if q > maxSeq {
+				continue // no such message
+			}
 			var size int64
 			var hadTTL bool
 			e := s.delSeq.QueryRow(q).Scan(&size, &hadTTL)
@@ -938,8 +942,17 @@ func (s *sqliteStream) getOne(st *sql.Stmt, what string, arg any) (*Message, err
 	return m, nil
 }
 
+// maxSeq is the largest seq SQLite can hold (a signed 64-bit rowid). Seqs
+// arrive as unsigned decimals, and database/sql refuses a uint64 with the
+// high bit set, so larger ones are mapped to "no such message" before they
+// reach a query.
+const maxSeq = math.MaxInt64
+
 // Get implements StreamStore.
 func (s *sqliteStream) Get(seq uint64) (*Message, error) {
+	if seq > maxSeq {
+		return nil, Errorf(CodeNotFound, "no message with seq %d", seq)
+	}
 	return s.getOne(s.getSeq, "seq "+strconv.FormatUint(seq, 10), seq)
 }
 
@@ -950,8 +963,8 @@ func (s *sqliteStream) GetKey(key string) (*Message, error) {
 
 // GetAll implements StreamStore.
 func (s *sqliteStream) GetAll(start, end uint64, limit int, fn func(*Message) error) (uint64, error) {
-	if end == 0 || end > 1<<63-1 {
-		end = 1<<63 - 1
+	if end == 0 || end > maxSeq {
+		end = maxSeq
 	}
 	if start > end {
 		return 0, nil
