@@ -36,6 +36,10 @@ type request struct {
 	configPatch []byte
 }
 
+// maxTTL bounds a message TTL in milliseconds (Sy-Ttl and setMany's ttl),
+// so that now + ttl, the stored expiry time, cannot overflow into the past.
+const maxTTL = 1 << 62
+
 // isWrite reports whether req can share a group-commit transaction.
 func (r *request) isWrite() bool { return r.cmd == CmdSet || r.cmd == CmdSetMany }
 
@@ -133,7 +137,7 @@ func decodeSet(h nats.Header, body []byte) (WriteOp, error) {
 		return op, err
 	}
 	if has {
-		if ttl == 0 || ttl > 1<<62 {
+		if ttl == 0 || ttl > maxTTL {
 			return op, Errorf(CodeBadRequest, "%s must be a positive number of milliseconds", HdrTTL)
 		}
 		op.TTL = int64(ttl)
@@ -163,8 +167,8 @@ func decodeSetMany(body []byte) ([]WriteOp, error) {
 		if m.PrevSeq != nil && m.Key == "" {
 			return Errorf(CodeBadRequest, "message %d: prevSeq needs a key", len(ops))
 		}
-		if m.TTL < 0 {
-			return Errorf(CodeBadRequest, "message %d: negative ttl", len(ops))
+		if m.TTL < 0 || m.TTL > maxTTL {
+			return Errorf(CodeBadRequest, "message %d: ttl %d is not between 0 and %d milliseconds", len(ops), m.TTL, int64(maxTTL))
 		}
 		for k := range m.Headers {
 			if hasPrefixFold(k, hdrPrefix) || hasPrefixFold(k, natsPrefix) {

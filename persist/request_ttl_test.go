@@ -1,0 +1,18 @@
+package persist
+
+import (
+	"math"
+	"testing"
+)
+
+// A setMany ttl is bounded like Sy-Ttl: a huge one must not overflow the
+// expiry time into the past and make the stored message vanish at once.
+func TestSetManyHugeTTL(t *testing.T) {
+	h := newHarness(t, nil)
+	h.config("s", `{"allow_msg_ttl":true}`)
+	body, err := AppendFrame(nil, &Message{Value: []byte("v"), TTL: math.MaxInt64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, h.req(CmdSetMany, "s", nil, body), CodeBadRequest)
+}
