@@ -108,20 +108,37 @@ func NewPool(cfg PoolConfig) (*Pool, error) {
 	return &Pool{cfg: cfg, size: cfg.Size, gate: -1, changed: make(chan struct{}), cancel: func() {}}, nil
 }
 
-// Start runs the health checks of idle connections until Stop.
+// Start runs the health checks of idle connections until Stop. A stopped
+// pool cannot be started again (ErrClosed).
 func (p *Pool) Start(ctx context.Context) error {
+	var err error
 	p.startOnce.Do(func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		// Checked and registered under the lock Stop takes first, so Stop
+		// either sees the loop to cancel and wait for, or Start sees closed.
+		if p.closed {
+			err = fmt.Errorf("nntp: pool: start: %w", ErrClosed)
+			return
+		}
 		if p.cfg.HealthEvery < 0 {
 			return
 		}
 		ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-		p.mu.Lock()
 		p.cancel = cancel
-		p.mu.Unlock()
 		p.wg.Add(1)
 		go p.healthLoop(ctx)
 	})
-	return nil
+	if err == nil && p.isClosed() {
+		err = fmt.Errorf("nntp: pool: start: %w", ErrClosed)
+	}
+	return err
+}
+
+func (p *Pool) isClosed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closed
 }
 
 // Stop stops handing out connections, closes the idle ones, then waits for
