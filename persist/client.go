@@ -262,7 +262,7 @@ func (s *Stream) Set(ctx context.Context, value []byte, opts SetOptions) (SetRes
 		m.Header.Set(HdrPrevSeq, strconv.FormatUint(*opts.PrevSeq, 10))
 	}
 	if opts.TTL > 0 {
-		m.Header.Set(HdrTTL, strconv.FormatInt(opts.TTL.Milliseconds(), 10))
+		m.Header.Set(HdrTTL, strconv.FormatInt(ttlMillis(opts.TTL), 10))
 	}
 	for k, v := range opts.Headers {
 		if strings.HasPrefix(k, hdrPrefix) || strings.HasPrefix(k, natsPrefix) {
@@ -281,6 +281,19 @@ func (s *Stream) Set(ctx context.Context, value []byte, opts SetOptions) (SetRes
 		return SetResult{}, fmt.Errorf("set %s/%s: bad reply: %w", s.scope, s.name, err)
 	}
 	return res, nil
+}
+
+// ttlMillis is d in the wire's whole milliseconds, rounded up so that a
+// positive TTL under a millisecond stays a TTL (0 means none on the wire).
+func ttlMillis(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	ms := int64(d / time.Millisecond)
+	if d%time.Millisecond != 0 {
+		ms++
+	}
+	return ms
 }
 
 // SetMany writes msgs in one request (one transaction on the server) and

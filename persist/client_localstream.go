@@ -214,7 +214,7 @@ func (l *LocalStream) Publish(value []byte, opts LocalPublishOptions) (LocalMess
 	}
 	id := newMsgID()
 	hdr[HdrLocalID] = id
-	m := &LocalMessage{ID: id, State: LocalPending, Key: opts.Key, Headers: hdr, Value: value, ttl: opts.TTL.Milliseconds(), prevSeq: opts.PrevSeq}
+	m := &LocalMessage{ID: id, State: LocalPending, Key: opts.Key, Headers: hdr, Value: value, ttl: ttlMillis(opts.TTL), prevSeq: opts.PrevSeq}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closing {
