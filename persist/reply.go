@@ -3,6 +3,7 @@ package persist
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 
 	"github.com/nats-io/nats.go"
@@ -24,8 +25,17 @@ func (s *Server) replyError(m *nats.Msg, err error) {
 	s.respond(out)
 }
 
+// respond publishes a reply. A reply over the connection's max payload (a
+// keys list, a delete's seqs, a get of a value near the limit) is replaced by
+// a too-large error reply, so the caller hears why instead of timing out and
+// retrying.
 func (s *Server) respond(out *nats.Msg) {
-	if err := s.cfg.Conn.PublishMsg(out); err != nil {
+	err := s.cfg.Conn.PublishMsg(out)
+	if errors.Is(err, nats.ErrMaxPayload) && out.Header.Get(HdrError) == "" {
+		msg := fmt.Sprintf("the reply (%d bytes) is over the connection's max payload of %d bytes", len(out.Data), s.cfg.Conn.MaxPayload())
+		err = s.cfg.Conn.PublishMsg(&nats.Msg{Subject: out.Subject, Header: nats.Header{HdrError: []string{string(CodeTooLarge)}}, Data: []byte(msg)})
+	}
+	if err != nil {
 		s.log.Warn("persist: reply", "subject", out.Subject, "err", err)
 	}
 }
