@@ -89,12 +89,17 @@ type LiveKV struct {
 	cur     map[string]kvItem // what the feed says
 	bySeq   map[uint64]string // seq -> key, for deletes by seq
 	pending map[string]*kvPending
-	closed  bool
+	// seen is the highest seq of a set the feed delivered: a saved write at
+	// or below it has been applied (and maybe replaced or deleted since),
+	// or was gone before the watcher could deliver it.
+	seen   uint64
+	closed bool
 
 	ready     chan struct{} // closed at the first EventCaughtUp
 	readyOnce sync.Once
 
-	beforeSave func() // tests: runs before each write is sent
+	beforeSave func()           // tests: runs before each write is sent
+	afterSave  func(seq uint64) // tests: runs when a write was committed, before its result is recorded
 }
 
 type kvItem struct {
@@ -170,6 +175,14 @@ func (lk *LiveKV) apply(ev Event) {
 	switch ev.Kind {
 	case EventSet:
 		m := ev.Msg
+		lk.seen = max(lk.seen, m.Seq)
+		// Sets come in seq order: a saved write below this one that the feed
+		// never showed was removed first; its key shows what the feed says.
+		for k, p := range lk.pending {
+			if p.wait != 0 && p.wait < m.Seq {
+				delete(lk.pending, k)
+			}
+		}
 		if m.Key == "" {
 			return
 		}
@@ -289,10 +302,15 @@ func (lk *LiveKV) write(ctx context.Context, key string, value []byte, tomb bool
 			so.Headers = map[string]string{HdrTombstone: "true"}
 		}
 		res, err := lk.kv.Set(ctx, key, value, so)
+		if err == nil && lk.afterSave != nil {
+			lk.afterSave(res.Seq)
+		}
 		if err == nil {
 			lk.mu.Lock()
 			if lk.pending[key] == p {
-				if it, ok := lk.cur[key]; ok && it.seq >= res.Seq {
+				if lk.seen >= res.Seq {
+					// The feed got there first (the feed is published before
+					// the reply): cur already says what became of the write.
 					delete(lk.pending, key)
 				} else {
 					p.wait = res.Seq

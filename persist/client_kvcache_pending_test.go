@@ -1,0 +1,50 @@
+package persist
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// The feed is published before a write is answered, so a LiveKV may see its
+// own write on the feed, and then its deletion by another client, before
+// the reply reaches it. The local write must not stay pending for ever: the
+// copy shows the key deleted, like the server.
+func TestLiveKVWriteDeletedBeforeReply(t *testing.T) {
+	_, c := newClientHarness(t, nil, nil, 5*time.Second)
+	ctx := context.Background()
+	lk := openLiveKV(t, c, "kv", LiveKVOptions{})
+	other := c.Stream("hub", "kv")
+	hooked := false
+	lk.afterSave = func(seq uint64) {
+		if hooked {
+			return
+		}
+		hooked = true
+		// Another client deletes the message, then writes another key: once
+		// the copy holds that key, it has applied the set and the delete.
+		if _, err := other.Delete(ctx, Delete{Seqs: []uint64{seq}}); err != nil {
+			t.Error(err)
+			return
+		}
+		if _, err := other.Set(ctx, []byte("o"), SetOptions{Key: "other"}); err != nil {
+			t.Error(err)
+			return
+		}
+		waitFor(t, "the copy applied the delete", func() bool {
+			lk.mu.Lock()
+			defer lk.mu.Unlock()
+			_, ok := lk.cur["other"]
+			return ok
+		})
+	}
+	if _, err := lk.Set(ctx, "k", []byte("v"), KVSetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if e, ok := lk.Get("k"); ok {
+		t.Fatalf("k shows %q (pending %v) though the server deleted it", e.Value, e.Pending)
+	}
+	if keys := lk.Keys(); len(keys) != 1 || keys[0] != "other" {
+		t.Fatalf("keys %v, want [other]", keys)
+	}
+}
