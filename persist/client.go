@@ -265,7 +265,7 @@ func (s *Stream) Set(ctx context.Context, value []byte, opts SetOptions) (SetRes
 		m.Header.Set(HdrTTL, strconv.FormatInt(ttlMillis(opts.TTL), 10))
 	}
 	for k, v := range opts.Headers {
-		if strings.HasPrefix(k, hdrPrefix) || strings.HasPrefix(k, natsPrefix) {
+		if hasPrefixFold(k, hdrPrefix) || hasPrefixFold(k, natsPrefix) {
 			return SetResult{}, Errorf(CodeBadRequest, "user header %q uses a reserved prefix", k)
 		}
 		m.Header.Set(k, v)
