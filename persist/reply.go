@@ -1,9 +1,11 @@
 package persist
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 
 	"github.com/nats-io/nats.go"
@@ -38,6 +40,40 @@ func (s *Server) respond(out *nats.Msg) {
 	if err != nil {
 		s.log.Warn("persist: reply", "subject", out.Subject, "err", err)
 	}
+}
+
+// answerRoom is what a get reply or a getAll chunk adds around a stored
+// message's value, key and user headers: the chunk or reply headers (Sy-Seq,
+// Sy-Time, Sy-Ttl, Sy-Chunk, Sy-Eof) and the frame's JSON fields and lengths.
+// It is generous; the exact size is only computed for values near the limit.
+const answerRoom = 256
+
+// checkAnswerRoom refuses (too-large) a message that could be stored but not
+// read back: its get reply or getAll frame would be over the connection's
+// max payload, which its write request (without those additions) was not.
+// Without it the write succeeds and every later getAll over it, and so every
+// watcher of the stream, fails.
+func (s *Server) checkAnswerRoom(ops []WriteOp) error {
+	limit := int(s.cfg.Conn.MaxPayload()) - answerRoom
+	for i := range ops {
+		op := &ops[i]
+		// A cheap upper bound first: JSON escaping at most sextuples a byte.
+		bound := len(op.Value) + 6*len(op.Key)
+		for k, v := range op.Headers {
+			bound += 6*(len(k)+len(v)) + 6
+		}
+		if bound <= limit {
+			continue
+		}
+		frame, err := AppendFrame(nil, &Message{Seq: math.MaxUint64, Time: math.MaxInt64, Key: op.Key, Headers: op.Headers, TTL: op.TTL})
+		if err != nil {
+			return Errorf(CodeBadRequest, "message %d: %v", i, err)
+		}
+		if n := len(frame) + binary.MaxVarintLen64 + len(op.Value); n > limit {
+			return Errorf(CodeTooLarge, "message %d: %d bytes with its metadata, over the %d its answers can carry (the NATS max payload less %d)", i, n, limit, answerRoom)
+		}
+	}
+	return nil
 }
 
 // replySet answers a set with {"seq":N,"time":T}, built without reflection

@@ -377,6 +377,9 @@ func (s *Server) onMsg(m *nats.Msg) {
 		return
 	}
 	req, err := decodeRequest(m)
+	if err == nil && req.isWrite() {
+		err = s.checkAnswerRoom(req.ops)
+	}
 	if err != nil {
 		s.replyError(m, err)
 		return

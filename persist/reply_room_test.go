@@ -1,0 +1,31 @@
+package persist
+
+import (
+	"testing"
+)
+
+// A write is refused (too-large) when the message could not travel back:
+// a value so close to the NATS max payload that its getAll frame or get
+// reply would not fit. Otherwise a success reply was followed by a stream
+// that no getAll (and so no watcher) could ever read past.
+func TestWriteMustFitItsAnswers(t *testing.T) {
+	h := newHarness(t, nil)
+	mp := int(h.nc.MaxPayload())
+
+	wantCode(t, h.req(CmdSet, "s", nil, make([]byte, mp-50)), CodeTooLarge)
+	body, err := AppendFrame(nil, &Message{Value: make([]byte, mp-100)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, h.req(CmdSetMany, "s", nil, body), CodeTooLarge)
+
+	// A large value with room to spare is stored and reads back both ways.
+	res := h.set("s", string(make([]byte, mp-4096)), map[string]string{HdrKey: "k", "Note": "n"})
+	if got := h.ok(CmdGet, "s", map[string]string{HdrKey: "k"}, nil); len(got.Data) != mp-4096 {
+		t.Fatalf("get: %d bytes, want %d", len(got.Data), mp-4096)
+	}
+	msgs, _, _ := h.getAll("s", nil)
+	if len(msgs) != 1 || msgs[0].Seq != res.Seq || len(msgs[0].Value) != mp-4096 {
+		t.Fatalf("getAll: %d messages", len(msgs))
+	}
+}
