@@ -417,6 +417,11 @@ func (s *Stream) scan(ctx context.Context, r Range, fn func(*Message) error) (ui
 		}
 		id, err := s.c.Owner(ctx, s.scope)
 		if err != nil {
+			// As in call: a balancer that is away or slow is worth another try.
+			if errors.Is(err, bus.ErrNoResponders) || errors.Is(err, bus.ErrTimeout) {
+				last = err
+				continue
+			}
 			return 0, err
 		}
 		delivered := 0
