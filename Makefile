@@ -1,7 +1,8 @@
 # The README's test command is `make test`; CI (.ci/run) calls it too.
 GO ?= go
+STATICCHECK ?= v0.8.2
 
-.PHONY: test vet race unit bench fuzz build up
+.PHONY: test vet lint race unit bench fuzz build up
 
 ## test: install system test dependencies where possible, vet, and run every test with -race.
 test:
@@ -10,6 +11,10 @@ test:
 ## vet: go vet over the whole module.
 vet:
 	$(GO) vet ./...
+
+## lint: go vet and staticcheck (fetched through the module proxy on first use).
+lint: vet
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK) ./...
 
 ## unit: the tests without the race detector (faster local loop).
 unit:
