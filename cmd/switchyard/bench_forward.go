@@ -51,8 +51,8 @@ workloads, signed >= 0.8x unsigned.`,
 			return runBenchForward(cmd.Context(), cmd.OutOrStdout(), anchor, loopItems)
 		},
 	}
-	cmd.Flags().StringVar(&anchor, "anchor", filepath.Join("..", "shared", "anchors", "forward-ts"),
-		"folder holding the Node anchor's bench.mjs (skipped when missing or node is not installed)")
+	cmd.Flags().StringVar(&anchor, "anchor", os.Getenv("SWITCHYARD_FORWARD_ANCHOR"),
+		"folder holding the reference queue's bench.mjs (default $SWITCHYARD_FORWARD_ANCHOR; the anchor is skipped when unset, missing or node is not installed)")
 	cmd.Flags().IntVar(&loopItems, "loop-items", 200_000, "items per loopback send run")
 	benchCmd.AddCommand(cmd)
 }
