@@ -8,9 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchyard-dev/switchyard/internal/testnats"
 	"github.com/switchyard-dev/switchyard/persist"
-	"github.com/switchyard-dev/switchyard/placement"
 )
 
 // TestDurabilityAcrossSIGKILL runs `switchyard persist serve` as a separate
@@ -22,25 +20,8 @@ func TestDurabilityAcrossSIGKILL(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts server processes")
 	}
-	e := testnats.Server(t, testnats.Options{})
-	nc := testnats.Conn(t, e)
-	data := t.TempDir()
-
-	b, err := placement.NewBalancer(placement.BalancerConfig{Conn: nc, IDs: []string{"0"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = b.Stop(context.Background()) })
-
-	serve := func() func() {
-		cmd := cli(t, "persist", "serve", "--id", "0", "--ids", "0", "--data", data, "--nats", e.ClientURL())
-		startProcess(t, cmd, "ready")
-		return func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }
-	}
-	kill := serve()
+	sp := startServeProc(t)
+	nc := sp.Conn
 
 	client, err := persist.NewClient(persist.ClientConfig{Conn: nc, Timeout: 2 * time.Second, Attempts: 1})
 	if err != nil {
@@ -91,11 +72,9 @@ func TestDurabilityAcrossSIGKILL(t *testing.T) {
 		for count.Load() < at && ctx.Err() == nil {
 			waitTick(ctx)
 		}
-		kill()
-		kill = serve()
+		sp.Restart()
 	}
 	wg.Wait()
-	defer kill()
 	if ctx.Err() != nil {
 		t.Fatalf("writers did not finish: %d of %d acknowledged", count.Load(), writers*perWriter)
 	}

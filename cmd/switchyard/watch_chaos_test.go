@@ -16,7 +16,6 @@ import (
 
 	"github.com/switchyard-dev/switchyard/internal/testnats"
 	"github.com/switchyard-dev/switchyard/persist"
-	"github.com/switchyard-dev/switchyard/placement"
 )
 
 // chaosWatcher records what one watcher's callback saw, compactly: the seq
@@ -61,24 +60,8 @@ func TestWatchChaos(t *testing.T) {
 	}
 	total, batch := chaosSets, 25
 	const watchers, writers = 50, 4
-	e := testnats.Server(t, testnats.Options{})
-	nc := testnats.Conn(t, e)
-	data := t.TempDir()
-	b, err := placement.NewBalancer(placement.BalancerConfig{Conn: nc, IDs: []string{"0"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = b.Stop(context.Background()) })
-	serve := func() func() {
-		cmd := cli(t, "persist", "serve", "--id", "0", "--ids", "0", "--data", data, "--nats", e.ClientURL())
-		startProcess(t, cmd, "ready")
-		return func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }
-	}
-	kill := serve()
-	defer func() { kill() }()
+	sp := startServeProc(t)
+	e, nc := sp.NATS, sp.Conn
 
 	const scope, name = "project-chaos", "feed"
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -172,8 +155,7 @@ func TestWatchChaos(t *testing.T) {
 			proxy.cut()
 			continue
 		}
-		kill()
-		kill = serve()
+		sp.Restart()
 	}
 	wg.Wait()
 	if err, _ := werr.Load().(error); err != nil {
