@@ -91,10 +91,7 @@ func RunFeed(ctx context.Context, cfg FeedConfig, w io.Writer) ([]FeedResult, er
 		return nil, err
 	}
 	defer env.Close()
-	value := make([]byte, cfg.ValueSize)
-	for i := range value {
-		value[i] = byte('a' + i%26)
-	}
+	value := testValue(cfg.ValueSize)
 	fmt.Fprintf(w, "change feed latency, set returned -> watcher received: persist Watch vs JetStream KV watch, one embedded NATS server, %d-byte values, %s per workload, each side's watchers on %d connection(s)\n", cfg.ValueSize, cfg.Duration, cfg.Conns)
 	var results []FeedResult
 	run := 0

@@ -157,10 +157,7 @@ func RunPersist(ctx context.Context, cfg PersistConfig, w io.Writer) ([]Result, 
 		return nil, err
 	}
 	defer env.Close()
-	value := make([]byte, cfg.ValueSize)
-	for i := range value {
-		value[i] = byte('a' + i%26)
-	}
+	value := testValue(cfg.ValueSize)
 	fmt.Fprintf(w, "persist vs JetStream, one embedded NATS server, %d-byte values, %s per side\n", cfg.ValueSize, cfg.Duration)
 
 	var results []Result
@@ -300,6 +297,15 @@ func RunPersist(ctx context.Context, cfg PersistConfig, w io.Writer) ([]Result, 
 	}
 	fmt.Fprintf(w, "floor: core NATS request/reply to an in-process responder that stores nothing, 1 client: %.0f ops/s (%.2fx JetStream KV put)\n", floor, floor/results[0].Anchor)
 	return results, nil
+}
+
+// testValue is a value of n printable bytes, the same on both sides.
+func testValue(n int) []byte {
+	v := make([]byte, n)
+	for i := range v {
+		v[i] = byte('a' + i%26)
+	}
+	return v
 }
 
 // PrintResults writes results as an aligned table.
