@@ -80,8 +80,14 @@ type PersistEnv struct {
 }
 
 // StartPersistEnv starts the shared environment under dir ("" = temp dir).
-func StartPersistEnv(dir string) (*PersistEnv, error) {
-	env := &PersistEnv{}
+func StartPersistEnv(dir string) (env *PersistEnv, err error) {
+	env = &PersistEnv{}
+	defer func() {
+		if err != nil {
+			env.Close()
+			env = nil
+		}
+	}()
 	if dir == "" {
 		d, err := os.MkdirTemp("", "switchyard-bench-")
 		if err != nil {
@@ -93,7 +99,6 @@ func StartPersistEnv(dir string) (*PersistEnv, error) {
 	env.dir = dir
 	e, err := bus.StartEmbedded(bus.EmbeddedConfig{Port: bus.RandomPort, JetStream: true, StoreDir: dir + "/jetstream"})
 	if err != nil {
-		env.Close()
 		return nil, err
 	}
 	env.NATS = e
@@ -103,32 +108,37 @@ func StartPersistEnv(dir string) (*PersistEnv, error) {
 	// as in `switchyard up`, so they connect in-process like JetStream does.
 	nc, err := e.ConnectInProcess(bus.ConnectConfig{Name: "bench-persist"})
 	if err != nil {
-		env.Close()
 		return nil, err
 	}
 	env.cleanup = append(env.cleanup, nc.Close)
 	ids := []string{"0"}
 	srv, err := persist.NewServer(persist.ServerConfig{Conn: nc, ID: "0", IDs: ids, DataDir: dir + "/persist"})
 	if err != nil {
-		env.Close()
 		return nil, err
 	}
 	if err := srv.Start(context.Background()); err != nil {
-		env.Close()
 		return nil, err
 	}
 	env.cleanup = append(env.cleanup, func() { _ = srv.Stop(context.Background()) })
 	b, err := placement.NewBalancer(placement.BalancerConfig{Conn: nc, IDs: ids})
 	if err != nil {
-		env.Close()
 		return nil, err
 	}
 	if err := b.Start(context.Background()); err != nil {
-		env.Close()
 		return nil, err
 	}
 	env.cleanup = append(env.cleanup, func() { _ = b.Stop(context.Background()) })
 	return env, nil
+}
+
+// Client opens a new connection (closed with the environment) and returns a
+// persist client on it.
+func (env *PersistEnv) Client() (*persist.Client, error) {
+	nc, err := env.Conn()
+	if err != nil {
+		return nil, err
+	}
+	return persist.NewClient(persist.ClientConfig{Conn: nc})
 }
 
 // Conn opens a new client connection, closed with the environment.
@@ -163,11 +173,7 @@ func RunPersist(ctx context.Context, cfg PersistConfig, w io.Writer) ([]Result, 
 	var results []Result
 	for _, n := range cfg.Clients {
 		ours, err := rate(ctx, cfg.Duration, n, func(i int) (func(ctx context.Context, k int) error, error) {
-			nc, err := env.Conn()
-			if err != nil {
-				return nil, err
-			}
-			c, err := persist.NewClient(persist.ClientConfig{Conn: nc})
+			c, err := env.Client()
 			if err != nil {
 				return nil, err
 			}
@@ -206,11 +212,7 @@ func RunPersist(ctx context.Context, cfg PersistConfig, w io.Writer) ([]Result, 
 
 	// setMany of Batch vs async publish of Batch, one client, counted in messages.
 	ours, err := rate(ctx, cfg.Duration, 1, func(int) (func(ctx context.Context, k int) error, error) {
-		nc, err := env.Conn()
-		if err != nil {
-			return nil, err
-		}
-		c, err := persist.NewClient(persist.ClientConfig{Conn: nc})
+		c, err := env.Client()
 		if err != nil {
 			return nil, err
 		}

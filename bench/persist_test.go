@@ -26,11 +26,7 @@ func benchEnv(b *testing.B) *PersistEnv {
 
 func BenchmarkPersistSet(b *testing.B) {
 	env := benchEnv(b)
-	nc, err := env.Conn()
-	if err != nil {
-		b.Fatal(err)
-	}
-	c, err := persist.NewClient(persist.ClientConfig{Conn: nc})
+	c, err := env.Client()
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -98,12 +94,7 @@ func BenchmarkPersistSetParallel(b *testing.B) {
 	var next atomic.Int64
 	b.SetParallelism(8)
 	b.RunParallel(func(pb *testing.PB) {
-		nc, err := env.Conn()
-		if err != nil {
-			b.Error(err)
-			return
-		}
-		c, err := persist.NewClient(persist.ClientConfig{Conn: nc})
+		c, err := env.Client()
 		if err != nil {
 			b.Error(err)
 			return
@@ -124,11 +115,7 @@ func BenchmarkPersistSetParallel(b *testing.B) {
 // is one batch.
 func BenchmarkPersistSetMany(b *testing.B) {
 	env := benchEnv(b)
-	nc, err := env.Conn()
-	if err != nil {
-		b.Fatal(err)
-	}
-	c, err := persist.NewClient(persist.ClientConfig{Conn: nc})
+	c, err := env.Client()
 	if err != nil {
 		b.Fatal(err)
 	}
