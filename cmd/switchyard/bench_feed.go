@@ -1,8 +1,6 @@
 package main
 
 import (
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -28,17 +26,14 @@ share one feed subscription), one KV handle per connection on JetStream's.
 Target (not a test): our p99 no worse than JetStream's (ratio <= 1.0).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			for _, s := range strings.Split(watchers, ",") {
-				n, err := strconv.Atoi(strings.TrimSpace(s))
-				if err != nil || n < 1 {
-					return usagef("--watchers %q: want positive integers, for example 1,100", watchers)
-				}
-				cfg.Watchers = append(cfg.Watchers, n)
+			var err error
+			if cfg.Watchers, err = positiveInts("--watchers", watchers); err != nil {
+				return err
 			}
 			if cfg.Duration <= 0 || cfg.Rate < 1 || cfg.ValueSize < 1 || cfg.Conns < 1 {
 				return usagef("--duration, --rate, --value-size and --conns must be positive")
 			}
-			_, err := bench.RunFeed(cmd.Context(), cfg, stdout(cmd))
+			_, err = bench.RunFeed(cmd.Context(), cfg, stdout(cmd))
 			return err
 		},
 	}

@@ -24,17 +24,14 @@ and prints ops/s for both and the ratio. Targets (not tests): set >= 1x KV put
 at 1 client and >= 2x at 16; setMany >= 1x async publish.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			for _, s := range strings.Split(clients, ",") {
-				n, err := strconv.Atoi(strings.TrimSpace(s))
-				if err != nil || n < 1 {
-					return usagef("--clients %q: want positive integers, for example 1,16", clients)
-				}
-				cfg.Clients = append(cfg.Clients, n)
+			var err error
+			if cfg.Clients, err = positiveInts("--clients", clients); err != nil {
+				return err
 			}
 			if cfg.Duration <= 0 || cfg.ValueSize < 1 || cfg.Batch < 1 {
 				return usagef("--duration, --value-size and --batch must be positive")
 			}
-			_, err := bench.RunPersist(cmd.Context(), cfg, stdout(cmd))
+			_, err = bench.RunPersist(cmd.Context(), cfg, stdout(cmd))
 			return err
 		},
 	}
@@ -44,4 +41,18 @@ at 1 client and >= 2x at 16; setMany >= 1x async publish.`,
 	cmd.Flags().IntVar(&cfg.Batch, "batch", 1000, "messages per setMany / async publish batch")
 	cmd.Flags().StringVar(&cfg.Dir, "dir", "", "directory for SQLite and JetStream files (default: a temp dir)")
 	benchCmd.AddCommand(cmd)
+}
+
+// positiveInts parses a comma-separated list of positive integers given to
+// flag, as a usage error when it is not one.
+func positiveInts(flag, list string) ([]int, error) {
+	var out []int
+	for _, s := range strings.Split(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			return nil, usagef("%s %q: want positive integers separated by commas, for example 1,16", flag, list)
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
