@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/switchyard-dev/switchyard/bus"
+	"github.com/switchyard-dev/switchyard/bus/embedded"
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/placement"
 )
@@ -74,7 +75,7 @@ func (r Result) Ratio() float64 {
 // PersistEnv is one embedded NATS server with JetStream on, one persist
 // server and a balancer: both sides of the comparison on one bus.
 type PersistEnv struct {
-	NATS    *bus.Embedded
+	NATS    *embedded.Server
 	dir     string
 	cleanup []func()
 }
@@ -97,7 +98,7 @@ func StartPersistEnv(dir string) (env *PersistEnv, err error) {
 		env.cleanup = append(env.cleanup, func() { os.RemoveAll(d) })
 	}
 	env.dir = dir
-	e, err := bus.StartEmbedded(bus.EmbeddedConfig{Port: bus.RandomPort, JetStream: true, StoreDir: dir + "/jetstream"})
+	e, err := embedded.Start(embedded.Config{Port: embedded.RandomPort, JetStream: true, StoreDir: dir + "/jetstream"})
 	if err != nil {
 		return nil, err
 	}

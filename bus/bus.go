@@ -1,5 +1,5 @@
-// Package bus is switchyard's connection to NATS: it starts an embedded
-// nats-server in-process or connects to an external one, builds subjects, and
+// Package bus is switchyard's connection to NATS: it connects (to an external
+// server, or through bus/embedded to one in this process), builds subjects, and
 // wraps request/reply with typed errors for the two failures every caller
 // branches on (nobody listening, nobody answering in time).
 package bus
@@ -45,6 +45,9 @@ type ConnectConfig struct {
 	Timeout time.Duration
 	// Logger receives disconnect/reconnect notices. Nil means slog.Default().
 	Logger *slog.Logger
+	// Options are extra nats.go options applied after switchyard's own (an
+	// in-process dialer, credentials, TLS). Nil means none.
+	Options []nats.Option
 }
 
 // Connect dials url and keeps reconnecting forever after a lost connection
@@ -54,7 +57,7 @@ func Connect(url string, cfg ConnectConfig) (*nats.Conn, error) {
 	return connect(url, cfg)
 }
 
-func connect(url string, cfg ConnectConfig, extra ...nats.Option) (*nats.Conn, error) {
+func connect(url string, cfg ConnectConfig) (*nats.Conn, error) {
 	if cfg.Name == "" {
 		cfg.Name = "switchyard"
 	}
@@ -80,7 +83,7 @@ func connect(url string, cfg ConnectConfig, extra ...nats.Option) (*nats.Conn, e
 		nats.ReconnectHandler(func(c *nats.Conn) {
 			log.Info("nats reconnected", "url", c.ConnectedUrlRedacted())
 		}),
-	}, extra...)
+	}, cfg.Options...)
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("connect nats %s: %w", url, err)

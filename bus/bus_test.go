@@ -101,18 +101,3 @@ func TestValidScope(t *testing.T) {
 		}
 	}
 }
-
-func TestEmbeddedPortInUse(t *testing.T) {
-	t.Parallel()
-	// Two servers on one port: the second must fail with a clear error, not hang.
-	first, err := bus.StartEmbedded(bus.EmbeddedConfig{Port: bus.RandomPort})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer first.Shutdown()
-	port := first.Port()
-	_, err = bus.StartEmbedded(bus.EmbeddedConfig{Port: port, ReadyTimeout: 2 * time.Second})
-	if err == nil {
-		t.Fatal("second server on the same port started")
-	}
-}

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/switchyard-dev/switchyard/bus"
+	"github.com/switchyard-dev/switchyard/bus/embedded"
 	"github.com/switchyard-dev/switchyard/internal/testnats"
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/placement"
@@ -17,7 +18,7 @@ import (
 
 // cluster starts persist servers for ids on nc's server and returns a
 // function that stops server id (for failover tests).
-func startServers(t *testing.T, e *bus.Embedded, ids []string, fn placement.Func) map[string]*persist.Server {
+func startServers(t *testing.T, e *embedded.Server, ids []string, fn placement.Func) map[string]*persist.Server {
 	t.Helper()
 	dir := t.TempDir()
 	out := map[string]*persist.Server{}
@@ -28,7 +29,7 @@ func startServers(t *testing.T, e *bus.Embedded, ids []string, fn placement.Func
 	return out
 }
 
-func startServer(t *testing.T, e *bus.Embedded, id string, ids []string, fn placement.Func, dir string) *persist.Server {
+func startServer(t *testing.T, e *embedded.Server, id string, ids []string, fn placement.Func, dir string) *persist.Server {
 	t.Helper()
 	srv, err := persist.NewServer(persist.ServerConfig{Conn: testnats.Conn(t, e), ID: id, IDs: ids, Placement: fn, DataDir: dir})
 	if err != nil {

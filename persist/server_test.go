@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/switchyard-dev/switchyard/bus"
+	"github.com/switchyard-dev/switchyard/bus/embedded"
 	"github.com/switchyard-dev/switchyard/internal/testnats"
 )
 
@@ -24,7 +25,7 @@ func TestMain(m *testing.M) {
 // harness is one embedded NATS, one connection and one persist server.
 type harness struct {
 	t     *testing.T
-	e     *bus.Embedded
+	e     *embedded.Server
 	nc    *nats.Conn
 	srv   *Server
 	dir   string
@@ -557,4 +558,4 @@ func TestDedupWindowExpires(t *testing.T) {
 	}
 }
 
-func testnatsStart(t *testing.T) (*bus.Embedded, *nats.Conn) { return testnats.Start(t) }
+func testnatsStart(t *testing.T) (*embedded.Server, *nats.Conn) { return testnats.Start(t) }

@@ -6,7 +6,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/switchyard-dev/switchyard/bus"
+	"github.com/switchyard-dev/switchyard/bus/embedded"
 	"github.com/switchyard-dev/switchyard/internal/testnats"
 	"github.com/switchyard-dev/switchyard/placement"
 )
@@ -16,7 +16,7 @@ import (
 // restart the server.
 type serveProc struct {
 	t    *testing.T
-	NATS *bus.Embedded
+	NATS *embedded.Server
 	Conn *nats.Conn // the test's own connection (the balancer runs on it)
 	data string
 	kill func()

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/switchyard-dev/switchyard/bus"
+	"github.com/switchyard-dev/switchyard/bus/embedded"
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/placement"
 )
@@ -69,7 +70,7 @@ type upConfig struct {
 // signal), then stops them in reverse order: balancer, persist servers
 // (draining), connections, NATS.
 func runUp(cmd *cobra.Command, cfg upConfig) (err error) {
-	embedded, err := bus.StartEmbedded(bus.EmbeddedConfig{Host: cfg.host, Port: cfg.port})
+	embedded, err := embedded.Start(embedded.Config{Host: cfg.host, Port: cfg.port})
 	if err != nil {
 		return err
 	}

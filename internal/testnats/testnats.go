@@ -7,7 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/switchyard-dev/switchyard/bus"
+	"github.com/switchyard-dev/switchyard/bus/embedded"
 )
 
 // Options tune Start.
@@ -17,13 +17,13 @@ type Options struct {
 }
 
 // Server starts an embedded server for t and returns it.
-func Server(t testing.TB, opts Options) *bus.Embedded {
+func Server(t testing.TB, opts Options) *embedded.Server {
 	t.Helper()
-	cfg := bus.EmbeddedConfig{Port: bus.RandomPort, JetStream: opts.JetStream}
+	cfg := embedded.Config{Port: embedded.RandomPort, JetStream: opts.JetStream}
 	if opts.JetStream {
 		cfg.StoreDir = t.TempDir()
 	}
-	e, err := bus.StartEmbedded(cfg)
+	e, err := embedded.Start(cfg)
 	if err != nil {
 		t.Fatalf("embedded nats: %v", err)
 	}
@@ -32,7 +32,7 @@ func Server(t testing.TB, opts Options) *bus.Embedded {
 }
 
 // Conn connects a new client to e; it is closed when the test ends.
-func Conn(t testing.TB, e *bus.Embedded) *nats.Conn {
+func Conn(t testing.TB, e *embedded.Server) *nats.Conn {
 	t.Helper()
 	nc, err := nats.Connect(e.ClientURL(), nats.MaxReconnects(-1))
 	if err != nil {
@@ -43,7 +43,7 @@ func Conn(t testing.TB, e *bus.Embedded) *nats.Conn {
 }
 
 // Start is Server plus Conn: one embedded server and one connection to it.
-func Start(t testing.TB) (*bus.Embedded, *nats.Conn) {
+func Start(t testing.TB) (*embedded.Server, *nats.Conn) {
 	t.Helper()
 	e := Server(t, Options{})
 	return e, Conn(t, e)

@@ -1,4 +1,7 @@
-package bus
+// Package embedded runs a nats-server inside this process: the bus of
+// "switchyard up" and of the tests. Only programs that host the bus link the
+// NATS server; clients and roles use package bus alone.
+package embedded
 
 import (
 	"errors"
@@ -9,13 +12,15 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+
+	"github.com/switchyard-dev/switchyard/bus"
 )
 
 // RandomPort asks the embedded server to listen on a free port.
 const RandomPort = -1
 
-// EmbeddedConfig configures an in-process nats-server.
-type EmbeddedConfig struct {
+// Config configures an in-process nats-server.
+type Config struct {
 	// Host to listen on. Zero means "127.0.0.1".
 	Host string
 	// Port to listen on. Zero means 4222 (the NATS default); RandomPort picks a free one.
@@ -29,14 +34,14 @@ type EmbeddedConfig struct {
 	ReadyTimeout time.Duration
 }
 
-// Embedded is a running in-process nats-server.
-type Embedded struct {
+// Server is a running in-process nats-server.
+type Server struct {
 	srv *server.Server
 }
 
-// StartEmbedded starts a nats-server in this process and waits until it
+// Start starts a nats-server in this process and waits until it
 // accepts connections.
-func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
+func Start(cfg Config) (*Server, error) {
 	if cfg.Host == "" {
 		cfg.Host = "127.0.0.1"
 	}
@@ -75,26 +80,27 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 		srv.Shutdown()
 		return nil, fmt.Errorf("start nats on %s:%d: not ready after %s (port in use?)", cfg.Host, cfg.Port, cfg.ReadyTimeout)
 	}
-	return &Embedded{srv: srv}, nil
+	return &Server{srv: srv}, nil
 }
 
 // ClientURL is the nats:// URL clients connect to.
-func (e *Embedded) ClientURL() string { return e.srv.ClientURL() }
+func (e *Server) ClientURL() string { return e.srv.ClientURL() }
 
 // Shutdown stops the server and waits for it to finish.
-func (e *Embedded) Shutdown() {
+func (e *Server) Shutdown() {
 	e.srv.Shutdown()
 	e.srv.WaitForShutdown()
 }
 
 // Port is the TCP port the server listens on.
-func (e *Embedded) Port() int {
+func (e *Server) Port() int {
 	return e.srv.Addr().(*net.TCPAddr).Port
 }
 
 // ConnectInProcess connects to the embedded server over an in-memory pipe
 // instead of TCP: same protocol and semantics, without the loopback socket.
 // Roles that run inside the server's process (switchyard up) use it.
-func (e *Embedded) ConnectInProcess(cfg ConnectConfig) (*nats.Conn, error) {
-	return connect(e.ClientURL(), cfg, nats.InProcessServer(e.srv))
+func (e *Server) ConnectInProcess(cfg bus.ConnectConfig) (*nats.Conn, error) {
+	cfg.Options = append(append([]nats.Option(nil), cfg.Options...), nats.InProcessServer(e.srv))
+	return bus.Connect(e.ClientURL(), cfg)
 }
