@@ -21,6 +21,7 @@ import (
 	"github.com/switchyard-dev/switchyard/bus"
 	"github.com/switchyard-dev/switchyard/bus/embedded"
 	"github.com/switchyard-dev/switchyard/persist"
+	"github.com/switchyard-dev/switchyard/persist/server"
 	"github.com/switchyard-dev/switchyard/placement"
 )
 
@@ -113,7 +114,7 @@ func StartPersistEnv(dir string) (env *PersistEnv, err error) {
 	}
 	env.cleanup = append(env.cleanup, nc.Close)
 	ids := []string{"0"}
-	srv, err := persist.NewServer(persist.ServerConfig{Conn: nc, ID: "0", IDs: ids, DataDir: dir + "/persist"})
+	srv, err := server.New(server.Config{Conn: nc, ID: "0", IDs: ids, DataDir: dir + "/persist"})
 	if err != nil {
 		return nil, err
 	}

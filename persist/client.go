@@ -265,7 +265,7 @@ func (s *Stream) Set(ctx context.Context, value []byte, opts SetOptions) (SetRes
 		m.Header.Set(HdrTTL, strconv.FormatInt(ttlMillis(opts.TTL), 10))
 	}
 	for k, v := range opts.Headers {
-		if hasPrefixFold(k, hdrPrefix) || hasPrefixFold(k, natsPrefix) {
+		if ReservedHeader(k) {
 			return SetResult{}, Errorf(CodeBadRequest, "user header %q uses a reserved prefix", k)
 		}
 		m.Header.Set(k, v)

@@ -1,10 +1,12 @@
-package persist
+package persist_test
 
 import (
 	"context"
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/switchyard-dev/switchyard/persist"
 )
 
 // The server tells user headers from protocol ones ignoring case, so the
@@ -15,14 +17,14 @@ func TestClientReservedHeaderAnyCase(t *testing.T) {
 	ctx := context.Background()
 	s := c.Stream(h.scope, "s")
 	for _, k := range []string{"sy-note", "SY-NOTE", "nats-note"} {
-		_, err := s.Set(ctx, []byte("v"), SetOptions{Headers: map[string]string{k: "x"}})
-		if !errors.Is(err, ErrBadRequest) {
+		_, err := s.Set(ctx, []byte("v"), persist.SetOptions{Headers: map[string]string{k: "x"}})
+		if !errors.Is(err, persist.ErrBadRequest) {
 			t.Errorf("set with header %q: %v, want bad-request", k, err)
 		}
 	}
 	ev := &events{}
 	l := openLocal(t, c, "s", ev)
-	if _, err := l.Publish([]byte("v"), LocalPublishOptions{Headers: map[string]string{"sy-note": "x"}}); !errors.Is(err, ErrBadRequest) {
+	if _, err := l.Publish([]byte("v"), persist.LocalPublishOptions{Headers: map[string]string{"sy-note": "x"}}); !errors.Is(err, persist.ErrBadRequest) {
 		t.Errorf("publish with header sy-note: %v, want bad-request", err)
 	}
 }

@@ -1,9 +1,11 @@
-package persist
+package persist_test
 
 import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/switchyard-dev/switchyard/persist"
 )
 
 // The feed is published before a write is answered, so a LiveKV may see its
@@ -13,32 +15,27 @@ import (
 func TestLiveKVWriteDeletedBeforeReply(t *testing.T) {
 	_, c := newClientHarness(t, nil, nil, 5*time.Second)
 	ctx := context.Background()
-	lk := openLiveKV(t, c, "kv", LiveKVOptions{})
+	lk := openLiveKV(t, c, "kv", persist.LiveKVOptions{})
 	other := c.Stream("hub", "kv")
 	hooked := false
-	lk.afterSave = func(seq uint64) {
+	lk.SetAfterSave(func(seq uint64) {
 		if hooked {
 			return
 		}
 		hooked = true
 		// Another client deletes the message, then writes another key: once
 		// the copy holds that key, it has applied the set and the delete.
-		if _, err := other.Delete(ctx, Delete{Seqs: []uint64{seq}}); err != nil {
+		if _, err := other.Delete(ctx, persist.Delete{Seqs: []uint64{seq}}); err != nil {
 			t.Error(err)
 			return
 		}
-		if _, err := other.Set(ctx, []byte("o"), SetOptions{Key: "other"}); err != nil {
+		if _, err := other.Set(ctx, []byte("o"), persist.SetOptions{Key: "other"}); err != nil {
 			t.Error(err)
 			return
 		}
-		waitFor(t, "the copy applied the delete", func() bool {
-			lk.mu.Lock()
-			defer lk.mu.Unlock()
-			_, ok := lk.cur["other"]
-			return ok
-		})
-	}
-	if _, err := lk.Set(ctx, "k", []byte("v"), KVSetOptions{}); err != nil {
+		waitFor(t, "the copy applied the delete", func() bool { return lk.Holds("other") })
+	})
+	if _, err := lk.Set(ctx, "k", []byte("v"), persist.KVSetOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if e, ok := lk.Get("k"); ok {

@@ -1,4 +1,4 @@
-package persist
+package persist_test
 
 import (
 	"context"
@@ -8,31 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchyard-dev/switchyard/internal/testnats"
-	"github.com/switchyard-dev/switchyard/placement"
+	"github.com/switchyard-dev/switchyard/persist"
+	"github.com/switchyard-dev/switchyard/persist/server"
 )
 
-// newClientHarness is a harness (one server, id "0") plus a balancer and a
-// client on a connection of its own.
-func newClientHarness(t *testing.T, tune func(*ServerConfig), onNew func(*Server), timeout time.Duration) (*harness, *Client) {
-	t.Helper()
-	h := newHarnessHook(t, tune, onNew)
-	b, err := placement.NewBalancer(placement.BalancerConfig{Conn: testnats.Conn(t, h.e), IDs: []string{"0"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = b.Stop(context.Background()) })
-	c, err := NewClient(ClientConfig{Conn: testnats.Conn(t, h.e), Timeout: timeout})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return h, c
-}
-
-func openLiveKV(t *testing.T, c *Client, name string, opts LiveKVOptions) *LiveKV {
+func openLiveKV(t *testing.T, c *persist.Client, name string, opts persist.LiveKVOptions) *persist.LiveKV {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -46,15 +26,15 @@ func openLiveKV(t *testing.T, c *Client, name string, opts LiveKVOptions) *LiveK
 
 // serverKV is the stream's live keys and values as the server has them
 // (tombstones left out).
-func serverKV(t *testing.T, c *Client, name string) map[string]string {
+func serverKV(t *testing.T, c *persist.Client, name string) map[string]string {
 	t.Helper()
-	msgs, _, err := c.Stream("hub", name).GetAll(context.Background(), Range{})
+	msgs, _, err := c.Stream("hub", name).GetAll(context.Background(), persist.Range{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]string{}
 	for _, m := range msgs {
-		if m.Key != "" && m.Headers[HdrTombstone] == "" {
+		if m.Key != "" && m.Headers[persist.HdrTombstone] == "" {
 			out[m.Key] = string(m.Value)
 		}
 	}
@@ -62,7 +42,7 @@ func serverKV(t *testing.T, c *Client, name string) map[string]string {
 }
 
 // localKV is what lk shows.
-func localKV(lk *LiveKV) map[string]string {
+func localKV(lk *persist.LiveKV) map[string]string {
 	out := map[string]string{}
 	for _, k := range lk.Keys() {
 		if e, ok := lk.Get(k); ok {
@@ -87,22 +67,22 @@ func equalKV(a, b map[string]string) bool {
 func TestLiveKVConverges(t *testing.T) {
 	_, c := newClientHarness(t, nil, nil, 2*time.Second)
 	ctx := context.Background()
-	a := openLiveKV(t, c, "shared", LiveKVOptions{})
-	b := openLiveKV(t, c, "shared", LiveKVOptions{})
-	if _, err := a.Set(ctx, "x", []byte("1"), KVSetOptions{}); err != nil {
+	a := openLiveKV(t, c, "shared", persist.LiveKVOptions{})
+	b := openLiveKV(t, c, "shared", persist.LiveKVOptions{})
+	if _, err := a.Set(ctx, "x", []byte("1"), persist.KVSetOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// A local write shows at once, before the feed confirms it.
 	if e, ok := b.Get("x"); ok && string(e.Value) != "1" {
 		t.Fatalf("b sees x=%q", e.Value)
 	}
-	if _, err := b.Set(ctx, "y", []byte("2"), KVSetOptions{}); err != nil {
+	if _, err := b.Set(ctx, "y", []byte("2"), persist.KVSetOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Set(ctx, "x", []byte("3"), KVSetOptions{}); err != nil {
+	if _, err := b.Set(ctx, "x", []byte("3"), persist.KVSetOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.Delete(ctx, "y", KVSetOptions{}); err != nil {
+	if _, err := a.Delete(ctx, "y", persist.KVSetOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := a.Get("y"); ok {
@@ -119,7 +99,7 @@ func TestLiveKVConverges(t *testing.T) {
 		t.Fatalf("config %+v, %v: allow_msg_ttl should be on", cfg, err)
 	}
 	// A handle opened now starts from the same state.
-	if got := localKV(openLiveKV(t, c, "shared", LiveKVOptions{})); !equalKV(got, want) {
+	if got := localKV(openLiveKV(t, c, "shared", persist.LiveKVOptions{})); !equalKV(got, want) {
 		t.Fatalf("new handle shows %v, want %v", got, want)
 	}
 }
@@ -127,19 +107,19 @@ func TestLiveKVConverges(t *testing.T) {
 func TestLiveKVCompareAndSet(t *testing.T) {
 	_, c := newClientHarness(t, nil, nil, 2*time.Second)
 	ctx := context.Background()
-	a := openLiveKV(t, c, "cas", LiveKVOptions{})
+	a := openLiveKV(t, c, "cas", persist.LiveKVOptions{})
 	zero := uint64(0)
-	r1, err := a.Set(ctx, "k", []byte("v1"), KVSetOptions{PrevSeq: &zero})
+	r1, err := a.Set(ctx, "k", []byte("v1"), persist.KVSetOptions{PrevSeq: &zero})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.Set(ctx, "k", []byte("again"), KVSetOptions{PrevSeq: &zero}); !errors.Is(err, ErrWrongLastSequence) {
+	if _, err := a.Set(ctx, "k", []byte("again"), persist.KVSetOptions{PrevSeq: &zero}); !errors.Is(err, persist.ErrWrongLastSequence) {
 		t.Fatalf("create over an existing key: %v", err)
 	}
-	if _, err := a.Set(ctx, "k", []byte("v2"), KVSetOptions{PrevSeq: &r1.Seq}); err != nil {
+	if _, err := a.Set(ctx, "k", []byte("v2"), persist.KVSetOptions{PrevSeq: &r1.Seq}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.Set(ctx, "k", []byte("stale"), KVSetOptions{PrevSeq: &r1.Seq}); !errors.Is(err, ErrWrongLastSequence) {
+	if _, err := a.Set(ctx, "k", []byte("stale"), persist.KVSetOptions{PrevSeq: &r1.Seq}); !errors.Is(err, persist.ErrWrongLastSequence) {
 		t.Fatalf("stale CAS: %v", err)
 	}
 	waitFor(t, "k=v2 locally, not pending", func() bool {
@@ -148,11 +128,11 @@ func TestLiveKVCompareAndSet(t *testing.T) {
 	})
 	// A deleted key counts as absent for "must not exist".
 	e, _ := a.Get("k")
-	if _, err := a.Delete(ctx, "k", KVSetOptions{PrevSeq: &e.Seq}); err != nil {
+	if _, err := a.Delete(ctx, "k", persist.KVSetOptions{PrevSeq: &e.Seq}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "tombstone on the feed", func() bool { e, ok := a.Get("k"); return !ok && !e.Pending && e.Seq > 0 })
-	if _, err := a.Set(ctx, "k", []byte("reborn"), KVSetOptions{PrevSeq: &zero}); err != nil {
+	if _, err := a.Set(ctx, "k", []byte("reborn"), persist.KVSetOptions{PrevSeq: &zero}); err != nil {
 		t.Fatalf("create after delete: %v", err)
 	}
 }
@@ -173,21 +153,21 @@ func TestLiveKVMerge(t *testing.T) {
 		mu.Unlock()
 		return append(append(append([]byte{}, remote...), '+'), local...)
 	}
-	a := openLiveKV(t, c, "doc", LiveKVOptions{Merge: merge})
+	a := openLiveKV(t, c, "doc", persist.LiveKVOptions{Merge: merge})
 	other := c.KV("hub", "doc")
-	if _, err := a.Set(ctx, "title", []byte("base"), KVSetOptions{}); err != nil {
+	if _, err := a.Set(ctx, "title", []byte("base"), persist.KVSetOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "base on the feed", func() bool { e, ok := a.Get("title"); return ok && !e.Pending })
 	var once sync.Once
-	a.beforeSave = func() {
+	a.SetBeforeSave(func() {
 		once.Do(func() {
-			if _, err := other.Set(ctx, "title", []byte("remote"), SetOptions{}); err != nil {
+			if _, err := other.Set(ctx, "title", []byte("remote"), persist.SetOptions{}); err != nil {
 				t.Error(err)
 			}
 		})
-	}
-	if _, err := a.Set(ctx, "title", []byte("local"), KVSetOptions{}); err != nil {
+	})
+	if _, err := a.Set(ctx, "title", []byte("local"), persist.KVSetOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()
@@ -202,16 +182,16 @@ func TestLiveKVMerge(t *testing.T) {
 	})
 
 	// Last writer wins without Merge: the racing remote write is overwritten.
-	lww := openLiveKV(t, c, "doc2", LiveKVOptions{})
+	lww := openLiveKV(t, c, "doc2", persist.LiveKVOptions{})
 	var once2 sync.Once
-	lww.beforeSave = func() {
+	lww.SetBeforeSave(func() {
 		once2.Do(func() {
-			if _, err := c.KV("hub", "doc2").Set(ctx, "title", []byte("remote"), SetOptions{}); err != nil {
+			if _, err := c.KV("hub", "doc2").Set(ctx, "title", []byte("remote"), persist.SetOptions{}); err != nil {
 				t.Error(err)
 			}
 		})
-	}
-	if _, err := lww.Set(ctx, "title", []byte("local"), KVSetOptions{}); err != nil {
+	})
+	if _, err := lww.Set(ctx, "title", []byte("local"), persist.KVSetOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	want = map[string]string{"title": "local"}
@@ -223,17 +203,17 @@ func TestLiveKVMerge(t *testing.T) {
 // TestLiveKVTombstoneExpires: a delete is a tombstone with a TTL; when the
 // server expires it, the stream and the copy both forget the key.
 func TestLiveKVTombstoneExpires(t *testing.T) {
-	_, c := newClientHarness(t, func(cfg *ServerConfig) { cfg.ExpireEvery = 10 * time.Millisecond }, nil, 2*time.Second)
+	_, c := newClientHarness(t, func(cfg *server.Config) { cfg.ExpireEvery = 10 * time.Millisecond }, nil, 2*time.Second)
 	ctx := context.Background()
-	a := openLiveKV(t, c, "tomb", LiveKVOptions{TombstoneTTL: 200 * time.Millisecond})
-	if _, err := a.Set(ctx, "gone", []byte("v"), KVSetOptions{}); err != nil {
+	a := openLiveKV(t, c, "tomb", persist.LiveKVOptions{TombstoneTTL: 200 * time.Millisecond})
+	if _, err := a.Set(ctx, "gone", []byte("v"), persist.KVSetOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.Delete(ctx, "gone", KVSetOptions{}); err != nil {
+	if _, err := a.Delete(ctx, "gone", persist.KVSetOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	m, err := c.KV("hub", "tomb").Get(ctx, "gone")
-	if err != nil || m.Headers[HdrTombstone] == "" || len(m.Value) != 0 || m.TTL != 200 {
+	if err != nil || m.Headers[persist.HdrTombstone] == "" || len(m.Value) != 0 || m.TTL != 200 {
 		t.Fatalf("tombstone on the server: %+v, %v", m, err)
 	}
 	if _, ok := a.Get("gone"); ok {
@@ -244,9 +224,7 @@ func TestLiveKVTombstoneExpires(t *testing.T) {
 		if err != nil || len(keys) != 0 {
 			return false
 		}
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		return len(a.cur) == 0 && len(a.bySeq) == 0
+		return a.Empty()
 	})
 }
 
@@ -256,19 +234,19 @@ func TestLiveKVTombstoneExpires(t *testing.T) {
 func TestLiveKVResync(t *testing.T) {
 	_, c := newClientHarness(t, nil, nil, 2*time.Second)
 	ctx := context.Background()
-	a := openLiveKV(t, c, "rs", LiveKVOptions{WatchBuffer: 1})
+	a := openLiveKV(t, c, "rs", persist.LiveKVOptions{WatchBuffer: 1})
 	kv := c.KV("hub", "rs")
 	for _, k := range []string{"a", "b", "c", "d"} {
-		if _, err := kv.Set(ctx, k, []byte(k), SetOptions{}); err != nil {
+		if _, err := kv.Set(ctx, k, []byte(k), persist.SetOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	waitFor(t, "four keys", func() bool { return len(a.Keys()) == 4 })
-	a.mu.Lock() // the next feed event blocks the watcher's callback
+	a.Lock() // the next feed event blocks the watcher's callback
 	held := true
 	defer func() {
 		if held {
-			a.mu.Unlock()
+			a.Unlock()
 		}
 	}()
 	for _, k := range []string{"a", "b"} {
@@ -277,15 +255,15 @@ func TestLiveKVResync(t *testing.T) {
 		}
 	}
 	for _, k := range []string{"c", "e", "f"} {
-		if _, err := kv.Set(ctx, k, []byte(k+"2"), SetOptions{}); err != nil {
+		if _, err := kv.Set(ctx, k, []byte(k+"2"), persist.SetOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "watcher buffer overflow", func() bool { return a.w.overflow.Load() })
+	waitFor(t, "watcher buffer overflow", func() bool { return a.Overflowed() })
 	held = false
-	a.mu.Unlock()
+	a.Unlock()
 	want := map[string]string{"c": "c2", "d": "d", "e": "e2", "f": "f2"}
 	waitFor(t, "copy equals the server after the resync", func() bool {
-		return a.w.Resyncs() > 0 && equalKV(serverKV(t, c, "rs"), want) && equalKV(localKV(a), want)
+		return a.Resyncs() > 0 && equalKV(serverKV(t, c, "rs"), want) && equalKV(localKV(a), want)
 	})
 }

@@ -200,7 +200,7 @@ func (c *Client) LocalStream(ctx context.Context, scope, name string, opts Local
 // messages wait, or the headers are invalid.
 func (l *LocalStream) Publish(value []byte, opts LocalPublishOptions) (LocalMessage, error) {
 	for k := range opts.Headers {
-		if hasPrefixFold(k, hdrPrefix) || hasPrefixFold(k, natsPrefix) || k == HdrLocalID {
+		if ReservedHeader(k) || k == HdrLocalID {
 			return LocalMessage{}, Errorf(CodeBadRequest, "user header %q is reserved", k)
 		}
 	}

@@ -1,4 +1,4 @@
-package persist
+package persist_test
 
 import (
 	"context"
@@ -7,21 +7,25 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/switchyard-dev/switchyard/persist"
+	"github.com/switchyard-dev/switchyard/persist/server"
+	"github.com/switchyard-dev/switchyard/persist/store"
 )
 
 // events records what OnChange saw.
 type events struct {
 	mu  sync.Mutex
-	all []LocalMessage
+	all []persist.LocalMessage
 }
 
-func (e *events) add(m LocalMessage) {
+func (e *events) add(m persist.LocalMessage) {
 	e.mu.Lock()
 	e.all = append(e.all, m)
 	e.mu.Unlock()
 }
 
-func (e *events) any(pred func(LocalMessage) bool) bool {
+func (e *events) any(pred func(persist.LocalMessage) bool) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, m := range e.all {
@@ -32,11 +36,11 @@ func (e *events) any(pred func(LocalMessage) bool) bool {
 	return false
 }
 
-func openLocal(t *testing.T, c *Client, name string, ev *events) *LocalStream {
+func openLocal(t *testing.T, c *persist.Client, name string, ev *events) *persist.LocalStream {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	l, err := c.LocalStream(ctx, "hub", name, LocalStreamOptions{OnChange: ev.add})
+	l, err := c.LocalStream(ctx, "hub", name, persist.LocalStreamOptions{OnChange: ev.add})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,13 +52,13 @@ func openLocal(t *testing.T, c *Client, name string, ev *events) *LocalStream {
 	return l
 }
 
-func allConfirmed(l *LocalStream, n int) bool {
+func allConfirmed(l *persist.LocalStream, n int) bool {
 	ms := l.Messages()
 	if len(ms) != n {
 		return false
 	}
 	for _, m := range ms {
-		if m.State != LocalConfirmed {
+		if m.State != persist.LocalConfirmed {
 			return false
 		}
 	}
@@ -62,9 +66,9 @@ func allConfirmed(l *LocalStream, n int) bool {
 }
 
 // checkStream asserts the stream holds exactly values, in order.
-func checkStream(t *testing.T, c *Client, name string, values []string) {
+func checkStream(t *testing.T, c *persist.Client, name string, values []string) {
 	t.Helper()
-	msgs, _, err := c.Stream("hub", name).GetAll(context.Background(), Range{})
+	msgs, _, err := c.Stream("hub", name).GetAll(context.Background(), persist.Range{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,8 +93,8 @@ func TestLocalStreamSurvivesRestart(t *testing.T) {
 	publish := func(i int) {
 		v := fmt.Sprintf("m%d", i)
 		want = append(want, v)
-		m, err := l.Publish([]byte(v), LocalPublishOptions{})
-		if err != nil || m.State != LocalPending || m.ID == "" {
+		m, err := l.Publish([]byte(v), persist.LocalPublishOptions{})
+		if err != nil || m.State != persist.LocalPending || m.ID == "" {
 			t.Fatalf("publish: %+v, %v", m, err)
 		}
 	}
@@ -105,7 +109,7 @@ func TestLocalStreamSurvivesRestart(t *testing.T) {
 		publish(i)
 	}
 	waitFor(t, "a failed attempt reported", func() bool {
-		return ev.any(func(m LocalMessage) bool { return m.State == LocalPending && m.Err != nil })
+		return ev.any(func(m persist.LocalMessage) bool { return m.State == persist.LocalPending && m.Err != nil })
 	})
 	if n := l.Pending(); n != 5 {
 		t.Fatalf("%d pending while the server is down, want 5", n)
@@ -128,16 +132,16 @@ func TestLocalStreamRetryNoDuplicate(t *testing.T) {
 	var once, releaseOnce sync.Once
 	free := func() { releaseOnce.Do(func() { close(release) }) }
 	t.Cleanup(free)
-	_, c := newClientHarness(t, nil, func(s *Server) {
-		s.beforeWrite = func(int) { once.Do(func() { <-release }) }
-	}, 200*time.Millisecond)
+	_, c := newClientHarness(t, func(cfg *server.Config) {
+		cfg.Storage = gatedStorage{store.NewSQLite(store.SQLiteConfig{Dir: cfg.DataDir}), func() { once.Do(func() { <-release }) }}
+	}, nil, 200*time.Millisecond)
 	var ev events
 	l := openLocal(t, c, "dup", &ev)
-	if _, err := l.Publish([]byte("once"), LocalPublishOptions{}); err != nil {
+	if _, err := l.Publish([]byte("once"), persist.LocalPublishOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "a timed-out attempt", func() bool {
-		return ev.any(func(m LocalMessage) bool { return m.State == LocalPending && m.Err != nil })
+		return ev.any(func(m persist.LocalMessage) bool { return m.State == persist.LocalPending && m.Err != nil })
 	})
 	free()
 	waitFor(t, "confirmed", func() bool { return allConfirmed(l, 1) })
@@ -147,7 +151,7 @@ func TestLocalStreamRetryNoDuplicate(t *testing.T) {
 	if err := l.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.Publish([]byte("late"), LocalPublishOptions{}); !errors.Is(err, ErrClosed) {
+	if _, err := l.Publish([]byte("late"), persist.LocalPublishOptions{}); !errors.Is(err, persist.ErrClosed) {
 		t.Fatalf("publish after close: %v", err)
 	}
 }
@@ -166,12 +170,12 @@ func TestLocalStreamRejection(t *testing.T) {
 	var ids []string
 	for _, p := range []struct {
 		v    string
-		opts LocalPublishOptions
+		opts persist.LocalPublishOptions
 	}{
-		{"ok1", LocalPublishOptions{Key: "k"}},
-		{string(make([]byte, 200)), LocalPublishOptions{}},
-		{"exists", LocalPublishOptions{Key: "k", PrevSeq: &zero}},
-		{"ok2", LocalPublishOptions{}},
+		{"ok1", persist.LocalPublishOptions{Key: "k"}},
+		{string(make([]byte, 200)), persist.LocalPublishOptions{}},
+		{"exists", persist.LocalPublishOptions{Key: "k", PrevSeq: &zero}},
+		{"ok2", persist.LocalPublishOptions{}},
 	} {
 		m, err := l.Publish([]byte(p.v), p.opts)
 		if err != nil {
@@ -181,21 +185,23 @@ func TestLocalStreamRejection(t *testing.T) {
 	}
 	waitFor(t, "everything settled", func() bool {
 		ms := l.Messages()
-		return l.Pending() == 0 && len(ms) == 4 && ms[0].State == LocalConfirmed && ms[1].State == LocalConfirmed
+		return l.Pending() == 0 && len(ms) == 4 && ms[0].State == persist.LocalConfirmed && ms[1].State == persist.LocalConfirmed
 	})
 	ms := l.Messages()
 	if ms[0].ID != ids[0] || ms[1].ID != ids[3] {
 		t.Fatalf("confirmed %q, %q; want %q, %q", ms[0].ID, ms[1].ID, ids[0], ids[3])
 	}
-	if ms[2].ID != ids[1] || ms[2].State != LocalRejected || !errors.Is(ms[2].Err, ErrTooLarge) {
+	if ms[2].ID != ids[1] || ms[2].State != persist.LocalRejected || !errors.Is(ms[2].Err, persist.ErrTooLarge) {
 		t.Fatalf("too large: %+v", ms[2])
 	}
-	if ms[3].ID != ids[2] || ms[3].State != LocalRejected || !errors.Is(ms[3].Err, ErrWrongLastSequence) {
+	if ms[3].ID != ids[2] || ms[3].State != persist.LocalRejected || !errors.Is(ms[3].Err, persist.ErrWrongLastSequence) {
 		t.Fatalf("CAS: %+v", ms[3])
 	}
 	for _, id := range ids[1:3] {
 		waitFor(t, "rejection reported to OnChange", func() bool {
-			return ev.any(func(m LocalMessage) bool { return m.ID == id && m.State == LocalRejected && m.Err != nil })
+			return ev.any(func(m persist.LocalMessage) bool {
+				return m.ID == id && m.State == persist.LocalRejected && m.Err != nil
+			})
 		})
 	}
 	checkStream(t, c, "strict", []string{"ok1", "ok2"})
@@ -213,7 +219,7 @@ func TestLocalStreamCloseFlushes(t *testing.T) {
 	for i := range 50 {
 		v := fmt.Sprint(i)
 		want = append(want, v)
-		if _, err := l.Publish([]byte(v), LocalPublishOptions{}); err != nil {
+		if _, err := l.Publish([]byte(v), persist.LocalPublishOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -223,4 +229,28 @@ func TestLocalStreamCloseFlushes(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkStream(t, c, "flush", want)
+}
+
+// gatedStorage runs gate before every write transaction of its streams.
+type gatedStorage struct {
+	store.Storage
+	gate func()
+}
+
+func (g gatedStorage) Open(scope, name string, ephemeral bool, now time.Time) (store.Stream, error) {
+	st, err := g.Storage.Open(scope, name, ephemeral, now)
+	if err != nil {
+		return nil, err
+	}
+	return gatedStream{st, g.gate}, nil
+}
+
+type gatedStream struct {
+	store.Stream
+	gate func()
+}
+
+func (g gatedStream) Write(ops []store.WriteOp, now time.Time) ([]store.WriteResult, []store.Change, error) {
+	g.gate()
+	return g.Stream.Write(ops, now)
 }

@@ -1,4 +1,4 @@
-package persist
+package persist_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/switchyard-dev/switchyard/bus"
 	"github.com/switchyard-dev/switchyard/internal/testnats"
+	"github.com/switchyard-dev/switchyard/persist"
 )
 
 // GetAll retries a balancer that did not answer, like every other request
@@ -32,11 +33,11 @@ func TestScanRetriesOwnerLookup(t *testing.T) {
 	if err := bal.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	c, err := NewClient(ClientConfig{Conn: testnats.Conn(t, h.e), Timeout: 200 * time.Millisecond})
+	c, err := persist.NewClient(persist.ClientConfig{Conn: testnats.Conn(t, h.e), Timeout: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	msgs, _, err := c.Stream(h.scope, "s").GetAll(context.Background(), Range{})
+	msgs, _, err := c.Stream(h.scope, "s").GetAll(context.Background(), persist.Range{})
 	if err != nil {
 		t.Fatalf("getAll after one unanswered balancer request: %v", err)
 	}

@@ -13,15 +13,16 @@ import (
 	"github.com/switchyard-dev/switchyard/bus/embedded"
 	"github.com/switchyard-dev/switchyard/internal/testnats"
 	"github.com/switchyard-dev/switchyard/persist"
+	"github.com/switchyard-dev/switchyard/persist/server"
 	"github.com/switchyard-dev/switchyard/placement"
 )
 
 // cluster starts persist servers for ids on nc's server and returns a
 // function that stops server id (for failover tests).
-func startServers(t *testing.T, e *embedded.Server, ids []string, fn placement.Func) map[string]*persist.Server {
+func startServers(t *testing.T, e *embedded.Server, ids []string, fn placement.Func) map[string]*server.Server {
 	t.Helper()
 	dir := t.TempDir()
-	out := map[string]*persist.Server{}
+	out := map[string]*server.Server{}
 	for _, id := range ids {
 		srv := startServer(t, e, id, ids, fn, dir)
 		out[id] = srv
@@ -29,9 +30,9 @@ func startServers(t *testing.T, e *embedded.Server, ids []string, fn placement.F
 	return out
 }
 
-func startServer(t *testing.T, e *embedded.Server, id string, ids []string, fn placement.Func, dir string) *persist.Server {
+func startServer(t *testing.T, e *embedded.Server, id string, ids []string, fn placement.Func, dir string) *server.Server {
 	t.Helper()
-	srv, err := persist.NewServer(persist.ServerConfig{Conn: testnats.Conn(t, e), ID: id, IDs: ids, Placement: fn, DataDir: dir})
+	srv, err := server.New(server.Config{Conn: testnats.Conn(t, e), ID: id, IDs: ids, Placement: fn, DataDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}

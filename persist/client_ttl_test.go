@@ -1,9 +1,11 @@
-package persist
+package persist_test
 
 import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/switchyard-dev/switchyard/persist"
 )
 
 // A TTL under a millisecond is still a TTL: the client rounds it up to the
@@ -15,7 +17,7 @@ func TestClientSubMillisecondTTL(t *testing.T) {
 	ctx := context.Background()
 	s := c.Stream(h.scope, "s")
 
-	res, err := s.Set(ctx, []byte("v"), SetOptions{TTL: 500 * time.Microsecond})
+	res, err := s.Set(ctx, []byte("v"), persist.SetOptions{TTL: 500 * time.Microsecond})
 	if err != nil {
 		t.Fatalf("set with a 500µs TTL: %v", err)
 	}
@@ -26,7 +28,7 @@ func TestClientSubMillisecondTTL(t *testing.T) {
 
 	ev := &events{}
 	l := openLocal(t, c, "s", ev)
-	pub, err := l.Publish([]byte("w"), LocalPublishOptions{TTL: time.Microsecond})
+	pub, err := l.Publish([]byte("w"), persist.LocalPublishOptions{TTL: time.Microsecond})
 	if err != nil {
 		t.Fatal(err)
 	}

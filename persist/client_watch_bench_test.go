@@ -8,6 +8,7 @@ import (
 
 	"github.com/switchyard-dev/switchyard/internal/testnats"
 	"github.com/switchyard-dev/switchyard/persist"
+	"github.com/switchyard-dev/switchyard/persist/server"
 	"github.com/switchyard-dev/switchyard/placement"
 )
 
@@ -17,7 +18,7 @@ func fanoutEnv(b *testing.B) *persist.Client {
 	b.Helper()
 	e, nc := testnats.Start(b)
 	ids := []string{"0"}
-	srv, err := persist.NewServer(persist.ServerConfig{Conn: testnats.Conn(b, e), ID: "0", IDs: ids, Placement: placement.Rendezvous, DataDir: b.TempDir()})
+	srv, err := server.New(server.Config{Conn: testnats.Conn(b, e), ID: "0", IDs: ids, Placement: placement.Rendezvous, DataDir: b.TempDir()})
 	if err != nil {
 		b.Fatal(err)
 	}

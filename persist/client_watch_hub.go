@@ -44,8 +44,10 @@ type feedHub struct {
 }
 
 type feedHubKey struct {
-	c *Client
-	k handleKey
+	c         *Client
+	scope     string
+	name      string
+	ephemeral bool
 }
 
 // feedHubs holds the live hubs of every Client: it lives outside Client so
@@ -62,7 +64,7 @@ var feedHubs = struct {
 func joinFeedHub(w *Watcher) (*feedHub, error) {
 	s := w.s
 	nc := s.c.cfg.Conn
-	key := feedHubKey{c: s.c, k: handleKey{scope: s.scope, name: s.name, ephemeral: s.ephemeral}}
+	key := feedHubKey{c: s.c, scope: s.scope, name: s.name, ephemeral: s.ephemeral}
 	feedHubs.mu.Lock()
 	defer feedHubs.mu.Unlock()
 	h := feedHubs.m[key]

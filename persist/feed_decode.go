@@ -2,7 +2,6 @@ package persist
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"math"
 )
@@ -15,18 +14,11 @@ import (
 func decodeFeedBody(b []byte) ([]Message, error) {
 	var out []Message
 	for len(b) > 0 {
-		ml, k := binary.Uvarint(b)
-		if k <= 0 || ml > uint64(len(b)-k) {
-			return out, errFrame
+		meta, value, rest, err := nextFrame(b)
+		if err != nil {
+			return out, err
 		}
-		b = b[k:]
-		meta := b[:ml]
-		b = b[ml:]
-		vl, k := binary.Uvarint(b)
-		if k <= 0 || vl > uint64(len(b)-k) {
-			return out, errFrame
-		}
-		b = b[k:]
+		b = rest
 		if out == nil {
 			// Most feed messages are one commit of one or two frames (a
 			// keyed set and the delete of the row it replaced).
@@ -40,8 +32,7 @@ func decodeFeedBody(b []byte) ([]Message, error) {
 				return out[:len(out)-1], Errorf(CodeBadRequest, "malformed frame metadata: %v", err)
 			}
 		}
-		m.Value = b[:vl:vl]
-		b = b[vl:]
+		m.Value = value
 	}
 	return out, nil
 }

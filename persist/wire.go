@@ -1,6 +1,8 @@
-// Package persist stores streams and key-value data per scope in SQLite and
-// serves them over NATS: the server (one per member id, owning the scopes
-// placement gives it), its storage, and the client library.
+// Package persist is the client side of switchyard's per-scope streams and
+// key-value data: the wire format and its error codes, and the client library
+// (Client, Stream, KV, Watch, LiveKV, LocalStream). The server that stores
+// the streams is package persist/server, its storage package persist/store;
+// a program that only uses the client links neither.
 //
 // Wire format (see docs/wire.md): a request is a NATS message on
 // "{service}.{scope}.api.{serverId}" whose headers carry the command and its
@@ -15,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 // Header names of the wire protocol.
@@ -64,6 +67,36 @@ const (
 	// ChunkBytes is the target size of one getAll reply chunk.
 	ChunkBytes = 256 << 10
 )
+
+// MaxTTL bounds a message TTL in milliseconds (Sy-Ttl and setMany's ttl),
+// so that now + ttl, the stored expiry time, cannot overflow into the past.
+const MaxTTL = 1 << 62
+
+// ReservedHeader reports whether a header name belongs to the protocol
+// ("Sy-...") or to NATS ("Nats-..."), ignoring ASCII case: such headers are
+// never stored as user headers, and a client refuses to send them as one.
+func ReservedHeader(name string) bool {
+	return hasPrefixFold(name, hdrPrefix) || hasPrefixFold(name, natsPrefix)
+}
+
+// hasPrefixFold is strings.HasPrefix ignoring ASCII case, so "sy-cmd" cannot
+// sneak in as a user header.
+func hasPrefixFold(s, prefix string) bool {
+	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
+}
+
+// ValidStreamName reports why name cannot name a stream (a bad-request
+// *Error), or nil. Any bytes are allowed; the name must not be empty or
+// longer than MaxStreamNameBytes.
+func ValidStreamName(name string) error {
+	if name == "" {
+		return Errorf(CodeBadRequest, "missing stream name (%s)", HdrStream)
+	}
+	if len(name) > MaxStreamNameBytes {
+		return Errorf(CodeBadRequest, "stream name is %d bytes, over the limit of %d", len(name), MaxStreamNameBytes)
+	}
+	return nil
+}
 
 // Code is a stable error code that crosses the wire. The set is closed.
 type Code string
@@ -317,25 +350,30 @@ func plainJSON(s string) bool {
 // errFrame is returned for malformed frame data.
 var errFrame = Errorf(CodeBadRequest, "malformed frame")
 
-// DecodeFrames decodes every frame in b, calling fn for each. Values alias b.
-// At most maxFrames frames are accepted (0 means no limit).
+// DecodeFrames decodes every frame in b, calling fn with a new *Message for
+// each. Values alias b. At most maxFrames frames are accepted (0 means no
+// limit); more is too-large.
 func DecodeFrames(b []byte, maxFrames int, fn func(*Message) error) error {
-	return decodeFrames(b, maxFrames, false, fn)
+	return walkFrames(b, maxFrames, false, fn)
 }
 
-// decodeFrames is DecodeFrames; with reuse, every call of fn gets the same
-// *Message (fn must not keep it), which saves an allocation per frame.
-func decodeFrames(b []byte, maxFrames int, reuse bool, fn func(*Message) error) error {
+// ScanFrames is DecodeFrames with one *Message reused for every frame, which
+// saves an allocation per frame: fn must not keep the pointer.
+func ScanFrames(b []byte, maxFrames int, fn func(*Message) error) error {
+	return walkFrames(b, maxFrames, true, fn)
+}
+
+func walkFrames(b []byte, maxFrames int, reuse bool, fn func(*Message) error) error {
 	var scratch Message
 	for n := 0; len(b) > 0; n++ {
 		if maxFrames > 0 && n >= maxFrames {
 			return Errorf(CodeTooLarge, "more than %d frames", maxFrames)
 		}
-		ml, k := binary.Uvarint(b)
-		if k <= 0 || ml > uint64(len(b)-k) {
-			return errFrame
+		meta, value, rest, err := nextFrame(b)
+		if err != nil {
+			return err
 		}
-		b = b[k:]
+		b = rest
 		m := &scratch
 		if reuse {
 			scratch = Message{}
@@ -343,24 +381,35 @@ func decodeFrames(b []byte, maxFrames int, reuse bool, fn func(*Message) error) 
 			m = new(Message)
 		}
 		// "{}" (a plain append in setMany) needs no JSON decoder.
-		if meta := b[:ml]; len(meta) != 2 || meta[0] != '{' || meta[1] != '}' {
+		if len(meta) != 2 || meta[0] != '{' || meta[1] != '}' {
 			if err := json.Unmarshal(meta, m); err != nil {
 				return Errorf(CodeBadRequest, "malformed frame metadata: %v", err)
 			}
 		}
-		b = b[ml:]
-		vl, k := binary.Uvarint(b)
-		if k <= 0 || vl > uint64(len(b)-k) {
-			return errFrame
-		}
-		b = b[k:]
-		m.Value = b[:vl:vl]
-		b = b[vl:]
+		m.Value = value
 		if err := fn(m); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// nextFrame splits the first frame off b: its metadata JSON, its value
+// (capacity clipped, so appending to it cannot overwrite the next frame) and
+// the rest of b. It is the one place that reads the frame layout.
+func nextFrame(b []byte) (meta, value, rest []byte, err error) {
+	ml, k := binary.Uvarint(b)
+	if k <= 0 || ml > uint64(len(b)-k) {
+		return nil, nil, nil, errFrame
+	}
+	b = b[k:]
+	meta, b = b[:ml], b[ml:]
+	vl, k := binary.Uvarint(b)
+	if k <= 0 || vl > uint64(len(b)-k) {
+		return nil, nil, nil, errFrame
+	}
+	b = b[k:]
+	return meta, b[:vl:vl], b[vl:], nil
 }
 
 // MaxBatch bounds the messages of one setMany request; more is too-large.

@@ -18,4 +18,17 @@ if [ -x scripts/inn2.sh ]; then
 fi
 
 go vet ./...
+
+# Layering: a program that only uses the persist client links no SQLite, and
+# the pure packages link no NATS server.
+forbid() { # package, pattern
+	if go list -deps "$1" | grep -E "$2"; then
+		echo "test.sh: $1 must not depend on the packages above" >&2
+		exit 1
+	fi
+}
+forbid ./persist 'sqlite|nats-server'
+forbid ./placement 'nats-server|sqlite'
+forbid ./forward 'nats-server|sqlite'
+forbid ./bus 'nats-server'
 go test -race -count=1 -timeout 20m ./...

@@ -12,6 +12,7 @@ import (
 
 	"github.com/switchyard-dev/switchyard/bus"
 	"github.com/switchyard-dev/switchyard/persist"
+	"github.com/switchyard-dev/switchyard/persist/server"
 	"github.com/switchyard-dev/switchyard/placement"
 )
 
@@ -69,7 +70,7 @@ closes its files.`,
 				return err
 			}
 			defer nc.Close()
-			srv, err := persist.NewServer(persist.ServerConfig{Conn: nc, ID: id, IDs: ids, Placement: fn, Service: nf.service, DataDir: dataDir, Archive: archiveDir, ArchiveEvery: archiveEvery})
+			srv, err := server.New(server.Config{Conn: nc, ID: id, IDs: ids, Placement: fn, Service: nf.service, DataDir: dataDir, Archive: archiveDir, ArchiveEvery: archiveEvery})
 			if err != nil {
 				return err
 			}
@@ -93,7 +94,7 @@ closes its files.`,
 	cmd.Flags().StringVar(&idsFlag, "ids", "0,1", "all persist server ids, in the order every party agrees on")
 	cmd.Flags().StringVar(&dataDir, "data", "./switchyard-data", "directory for the SQLite files")
 	cmd.Flags().StringVar(&archiveDir, "archive", "", "directory for backup copies of the streams (optional; may be shared by servers)")
-	cmd.Flags().DurationVar(&archiveEvery, "archive-every", persist.ArchiveEveryDefault, "how often streams changed since their last backup are copied to --archive")
+	cmd.Flags().DurationVar(&archiveEvery, "archive-every", server.ArchiveEveryDefault, "how often streams changed since their last backup are copied to --archive")
 	cmd.Flags().StringVar(&placementName, "placement", placement.NameRendezvous, "placement function: rendezvous or modulo (must match the balancer)")
 	return cmd
 }

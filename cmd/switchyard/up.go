@@ -13,7 +13,7 @@ import (
 
 	"github.com/switchyard-dev/switchyard/bus"
 	"github.com/switchyard-dev/switchyard/bus/embedded"
-	"github.com/switchyard-dev/switchyard/persist"
+	"github.com/switchyard-dev/switchyard/persist/server"
 	"github.com/switchyard-dev/switchyard/placement"
 )
 
@@ -107,7 +107,7 @@ func runUp(cmd *cobra.Command, cfg upConfig) (err error) {
 		if err != nil {
 			return err
 		}
-		srv, err := persist.NewServer(persist.ServerConfig{Conn: nc, ID: id, IDs: ids, Placement: cfg.placement, Service: cfg.service, DataDir: cfg.dataDir, Archive: cfg.archiveDir})
+		srv, err := server.New(server.Config{Conn: nc, ID: id, IDs: ids, Placement: cfg.placement, Service: cfg.service, DataDir: cfg.dataDir, Archive: cfg.archiveDir})
 		if err != nil {
 			return err
 		}

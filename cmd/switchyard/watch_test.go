@@ -11,6 +11,7 @@ import (
 
 	"github.com/switchyard-dev/switchyard/internal/testnats"
 	"github.com/switchyard-dev/switchyard/persist"
+	"github.com/switchyard-dev/switchyard/persist/server"
 	"github.com/switchyard-dev/switchyard/placement"
 )
 
@@ -28,7 +29,7 @@ func TestWatchCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = b.Stop(context.Background()) })
-	srv, err := persist.NewServer(persist.ServerConfig{Conn: testnats.Conn(t, e), ID: "0", IDs: ids, DataDir: t.TempDir()})
+	srv, err := server.New(server.Config{Conn: testnats.Conn(t, e), ID: "0", IDs: ids, DataDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package persist
+package server
 
 import (
 	"context"
@@ -16,6 +16,8 @@ import (
 	"github.com/switchyard-dev/switchyard/bus"
 	"github.com/switchyard-dev/switchyard/bus/embedded"
 	"github.com/switchyard-dev/switchyard/internal/testnats"
+	"github.com/switchyard-dev/switchyard/persist"
+	"github.com/switchyard-dev/switchyard/persist/store"
 )
 
 func TestMain(m *testing.M) {
@@ -29,26 +31,26 @@ type harness struct {
 	nc    *nats.Conn
 	srv   *Server
 	dir   string
-	cfg   ServerConfig
+	cfg   Config
 	scope string
 
 	onNew func(*Server) // runs on each new server before Start
 
 	mu      sync.Mutex
-	changes []Change // everything OnChange reported
+	changes []store.Change // everything OnChange reported
 }
 
-func newHarness(t *testing.T, tune func(*ServerConfig)) *harness {
+func newHarness(t *testing.T, tune func(*Config)) *harness {
 	t.Helper()
 	return newHarnessHook(t, tune, nil)
 }
 
-func newHarnessHook(t *testing.T, tune func(*ServerConfig), onNew func(*Server)) *harness {
+func newHarnessHook(t *testing.T, tune func(*Config), onNew func(*Server)) *harness {
 	t.Helper()
 	e, nc := testnats.Start(t)
 	h := &harness{t: t, e: e, nc: nc, dir: t.TempDir(), scope: "hub", onNew: onNew}
-	h.cfg = ServerConfig{Conn: testnats.Conn(t, e), ID: "0", IDs: []string{"0"}, DataDir: h.dir}
-	h.cfg.OnChange = func(_, _ string, _ bool, ch []Change) {
+	h.cfg = Config{Conn: testnats.Conn(t, e), ID: "0", IDs: []string{"0"}, DataDir: h.dir}
+	h.cfg.OnChange = func(_, _ string, _ bool, ch []store.Change) {
 		h.mu.Lock()
 		h.changes = append(h.changes, ch...)
 		h.mu.Unlock()
@@ -62,7 +64,7 @@ func newHarnessHook(t *testing.T, tune func(*ServerConfig), onNew func(*Server))
 
 func (h *harness) start() {
 	h.t.Helper()
-	srv, err := NewServer(h.cfg)
+	srv, err := New(h.cfg)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -91,7 +93,7 @@ func (h *harness) deletedSeqs() []uint64 {
 	defer h.mu.Unlock()
 	var out []uint64
 	for _, c := range h.changes {
-		if c.Op == ChangeDelete {
+		if c.Op == store.ChangeDelete {
 			out = append(out, c.Seqs...)
 		}
 	}
@@ -100,8 +102,8 @@ func (h *harness) deletedSeqs() []uint64 {
 
 func (h *harness) msg(cmd, stream string, hdr map[string]string, body []byte) *nats.Msg {
 	m := nats.NewMsg(bus.APISubject(bus.DefaultService, h.scope, "0"))
-	m.Header.Set(HdrCmd, cmd)
-	m.Header.Set(HdrStream, stream)
+	m.Header.Set(persist.HdrCmd, cmd)
+	m.Header.Set(persist.HdrStream, stream)
 	for k, v := range hdr {
 		m.Header.Set(k, v)
 	}
@@ -115,7 +117,7 @@ func (h *harness) do(m *nats.Msg) *nats.Msg {
 	defer cancel()
 	r, err := bus.Request(ctx, h.nc, m)
 	if err != nil {
-		h.t.Fatalf("%s: %v", m.Header.Get(HdrCmd), err)
+		h.t.Fatalf("%s: %v", m.Header.Get(persist.HdrCmd), err)
 	}
 	return r
 }
@@ -129,39 +131,39 @@ func (h *harness) req(cmd, stream string, hdr map[string]string, body []byte) *n
 func (h *harness) ok(cmd, stream string, hdr map[string]string, body []byte) *nats.Msg {
 	h.t.Helper()
 	r := h.req(cmd, stream, hdr, body)
-	if c := r.Header.Get(HdrError); c != "" {
+	if c := r.Header.Get(persist.HdrError); c != "" {
 		h.t.Fatalf("%s %s: %s: %s", cmd, stream, c, r.Data)
 	}
 	return r
 }
 
-func (h *harness) set(stream string, value string, hdr map[string]string) SetResult {
+func (h *harness) set(stream string, value string, hdr map[string]string) persist.SetResult {
 	h.t.Helper()
-	var res SetResult
-	mustJSON(h.t, h.ok(CmdSet, stream, hdr, []byte(value)).Data, &res)
+	var res persist.SetResult
+	mustJSON(h.t, h.ok(persist.CmdSet, stream, hdr, []byte(value)).Data, &res)
 	if res.Seq == 0 || res.Time == 0 {
 		h.t.Fatalf("set reply without seq/time: %+v", res)
 	}
 	return res
 }
 
-func (h *harness) inventory(stream string) Inventory {
+func (h *harness) inventory(stream string) persist.Inventory {
 	h.t.Helper()
-	var inv Inventory
-	mustJSON(h.t, h.ok(CmdInventory, stream, nil, nil).Data, &inv)
+	var inv persist.Inventory
+	mustJSON(h.t, h.ok(persist.CmdInventory, stream, nil, nil).Data, &inv)
 	return inv
 }
 
-func (h *harness) config(stream string, patch string) Config {
+func (h *harness) config(stream string, patch string) persist.Config {
 	h.t.Helper()
-	var c Config
-	mustJSON(h.t, h.ok(CmdConfig, stream, nil, []byte(patch)).Data, &c)
+	var c persist.Config
+	mustJSON(h.t, h.ok(persist.CmdConfig, stream, nil, []byte(patch)).Data, &c)
 	return c
 }
 
 // getAll runs a getAll and checks the chunk protocol: numbered from 0, the
 // last one with Sy-Eof.
-func (h *harness) getAll(stream string, hdr map[string]string) (msgs []Message, next uint64, chunks int) {
+func (h *harness) getAll(stream string, hdr map[string]string) (msgs []persist.Message, next uint64, chunks int) {
 	h.t.Helper()
 	inbox := h.nc.NewRespInbox()
 	sub, err := h.nc.SubscribeSync(inbox)
@@ -169,7 +171,7 @@ func (h *harness) getAll(stream string, hdr map[string]string) (msgs []Message, 
 		h.t.Fatal(err)
 	}
 	defer sub.Unsubscribe()
-	m := h.msg(CmdGetAll, stream, hdr, nil)
+	m := h.msg(persist.CmdGetAll, stream, hdr, nil)
 	m.Reply = inbox
 	if err := h.nc.PublishMsg(m); err != nil {
 		h.t.Fatal(err)
@@ -179,21 +181,21 @@ func (h *harness) getAll(stream string, hdr map[string]string) (msgs []Message, 
 		if err != nil {
 			h.t.Fatalf("chunk %d: %v", chunks, err)
 		}
-		if c := r.Header.Get(HdrError); c != "" {
+		if c := r.Header.Get(persist.HdrError); c != "" {
 			h.t.Fatalf("getAll: %s: %s", c, r.Data)
 		}
-		if got := r.Header.Get(HdrChunk); got != strconv.Itoa(chunks) {
+		if got := r.Header.Get(persist.HdrChunk); got != strconv.Itoa(chunks) {
 			h.t.Fatalf("chunk number %q, want %d", got, chunks)
 		}
-		if len(r.Data) > ChunkBytes {
+		if len(r.Data) > persist.ChunkBytes {
 			var n int
-			_ = DecodeFrames(r.Data, 0, func(*Message) error { n++; return nil })
+			_ = persist.DecodeFrames(r.Data, 0, func(*persist.Message) error { n++; return nil })
 			if n > 1 {
-				h.t.Fatalf("chunk %d is %d bytes with %d frames, over ChunkBytes", chunks, len(r.Data), n)
+				h.t.Fatalf("chunk %d is %d bytes with %d frames, over persist.ChunkBytes", chunks, len(r.Data), n)
 			}
 		}
 		chunks++
-		if err := DecodeFrames(r.Data, 0, func(m *Message) error {
+		if err := persist.DecodeFrames(r.Data, 0, func(m *persist.Message) error {
 			c := *m
 			c.Value = append([]byte(nil), m.Value...)
 			msgs = append(msgs, c)
@@ -201,8 +203,8 @@ func (h *harness) getAll(stream string, hdr map[string]string) (msgs []Message, 
 		}); err != nil {
 			h.t.Fatal(err)
 		}
-		if r.Header.Get(HdrEOF) == "true" {
-			if n := r.Header.Get(HdrNextSeq); n != "" {
+		if r.Header.Get(persist.HdrEOF) == "true" {
+			if n := r.Header.Get(persist.HdrNextSeq); n != "" {
 				next, _ = strconv.ParseUint(n, 10, 64)
 			}
 			return msgs, next, chunks
@@ -217,9 +219,9 @@ func mustJSON(t *testing.T, b []byte, v any) {
 	}
 }
 
-func wantCode(t *testing.T, r *nats.Msg, code Code) {
+func wantCode(t *testing.T, r *nats.Msg, code persist.Code) {
 	t.Helper()
-	if got := Code(r.Header.Get(HdrError)); got != code {
+	if got := persist.Code(r.Header.Get(persist.HdrError)); got != code {
 		t.Fatalf("code %q (%s), want %q", got, r.Data, code)
 	}
 	if len(r.Data) == 0 {
@@ -241,38 +243,38 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 func TestSetGet(t *testing.T) {
 	h := newHarness(t, nil)
-	a := h.set("s", "one", map[string]string{HdrKey: "k1", "X-User": "u1"})
+	a := h.set("s", "one", map[string]string{persist.HdrKey: "k1", "X-User": "u1"})
 	b := h.set("s", "two", nil)
 	if b.Seq != a.Seq+1 {
 		t.Fatalf("seqs %d then %d", a.Seq, b.Seq)
 	}
-	r := h.ok(CmdGet, "s", map[string]string{HdrSeq: itoa(a.Seq)}, nil)
-	if string(r.Data) != "one" || r.Header.Get(HdrKey) != "k1" || r.Header.Get("X-User") != "u1" ||
-		r.Header.Get(HdrSeq) != itoa(a.Seq) || r.Header.Get(HdrTime) != strconv.FormatInt(a.Time, 10) {
+	r := h.ok(persist.CmdGet, "s", map[string]string{persist.HdrSeq: itoa(a.Seq)}, nil)
+	if string(r.Data) != "one" || r.Header.Get(persist.HdrKey) != "k1" || r.Header.Get("X-User") != "u1" ||
+		r.Header.Get(persist.HdrSeq) != itoa(a.Seq) || r.Header.Get(persist.HdrTime) != strconv.FormatInt(a.Time, 10) {
 		t.Fatalf("get by seq: %q %v", r.Data, r.Header)
 	}
-	r = h.ok(CmdGet, "s", map[string]string{HdrKey: "k1"}, nil)
-	if string(r.Data) != "one" || r.Header.Get(HdrSeq) != itoa(a.Seq) {
+	r = h.ok(persist.CmdGet, "s", map[string]string{persist.HdrKey: "k1"}, nil)
+	if string(r.Data) != "one" || r.Header.Get(persist.HdrSeq) != itoa(a.Seq) {
 		t.Fatalf("get by key: %q %v", r.Data, r.Header)
 	}
-	r = h.ok(CmdGet, "s", map[string]string{HdrSeq: itoa(b.Seq)}, nil)
-	if string(r.Data) != "two" || r.Header.Get(HdrKey) != "" || r.Header.Get("X-User") != "" {
+	r = h.ok(persist.CmdGet, "s", map[string]string{persist.HdrSeq: itoa(b.Seq)}, nil)
+	if string(r.Data) != "two" || r.Header.Get(persist.HdrKey) != "" || r.Header.Get("X-User") != "" {
 		t.Fatalf("get unkeyed: %q %v", r.Data, r.Header)
 	}
-	wantCode(t, h.req(CmdGet, "s", map[string]string{HdrSeq: "99"}, nil), CodeNotFound)
-	wantCode(t, h.req(CmdGet, "s", map[string]string{HdrKey: "nope"}, nil), CodeNotFound)
+	wantCode(t, h.req(persist.CmdGet, "s", map[string]string{persist.HdrSeq: "99"}, nil), persist.CodeNotFound)
+	wantCode(t, h.req(persist.CmdGet, "s", map[string]string{persist.HdrKey: "nope"}, nil), persist.CodeNotFound)
 	// An empty value is a value.
 	e := h.set("s", "", nil)
-	if r := h.ok(CmdGet, "s", map[string]string{HdrSeq: itoa(e.Seq)}, nil); len(r.Data) != 0 {
+	if r := h.ok(persist.CmdGet, "s", map[string]string{persist.HdrSeq: itoa(e.Seq)}, nil); len(r.Data) != 0 {
 		t.Fatalf("empty value came back as %q", r.Data)
 	}
 }
 
 func TestSetMany(t *testing.T) {
 	h := newHarness(t, nil)
-	h.set("s", "x", map[string]string{HdrKey: "taken"})
+	h.set("s", "x", map[string]string{persist.HdrKey: "taken"})
 	zero := uint64(0)
-	msgs := []Message{
+	msgs := []persist.Message{
 		{Value: []byte("a")},
 		{Key: "k", Value: []byte("b"), Headers: map[string]string{"H": "v"}},
 		{Key: "taken", PrevSeq: &zero, Value: []byte("c")}, // fails: key exists
@@ -282,19 +284,19 @@ func TestSetMany(t *testing.T) {
 	var body []byte
 	for i := range msgs {
 		var err error
-		if body, err = AppendFrame(body, &msgs[i]); err != nil {
+		if body, err = persist.AppendFrame(body, &msgs[i]); err != nil {
 			t.Fatal(err)
 		}
 	}
-	var res []SetManyResult
-	mustJSON(t, h.ok(CmdSetMany, "s", nil, body).Data, &res)
+	var res []persist.SetManyResult
+	mustJSON(t, h.ok(persist.CmdSetMany, "s", nil, body).Data, &res)
 	if len(res) != 5 {
 		t.Fatalf("%d results", len(res))
 	}
-	if res[0].Seq != 2 || res[1].Seq != 3 || res[2].Code != CodeWrongLastSequence || res[2].Error == "" || res[3].Seq != 4 || res[4].Seq != 4 {
+	if res[0].Seq != 2 || res[1].Seq != 3 || res[2].Code != persist.CodeWrongLastSequence || res[2].Error == "" || res[3].Seq != 4 || res[4].Seq != 4 {
 		t.Fatalf("results %+v", res)
 	}
-	r := h.ok(CmdGet, "s", map[string]string{HdrKey: "k"}, nil)
+	r := h.ok(persist.CmdGet, "s", map[string]string{persist.HdrKey: "k"}, nil)
 	if string(r.Data) != "b" || r.Header.Get("H") != "v" {
 		t.Fatalf("get k: %q %v", r.Data, r.Header)
 	}
@@ -314,12 +316,12 @@ func TestGetAllChunksAndPages(t *testing.T) {
 	var body []byte
 	for i := range 1000 {
 		var err error
-		body, err = AppendFrame(body, &Message{Value: fmt.Appendf(nil, "v%d", i), Headers: map[string]string{"I": strconv.Itoa(i)}})
+		body, err = persist.AppendFrame(body, &persist.Message{Value: fmt.Appendf(nil, "v%d", i), Headers: map[string]string{"I": strconv.Itoa(i)}})
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	h.ok(CmdSetMany, "s", nil, body)
+	h.ok(persist.CmdSetMany, "s", nil, body)
 	big := strings.Repeat("x", 200<<10)
 	for i := range 6 {
 		h.set("s", fmt.Sprintf("%d%s", i, big), nil)
@@ -329,7 +331,7 @@ func TestGetAllChunksAndPages(t *testing.T) {
 		t.Fatalf("getAll: %d msgs, next %d", len(msgs), next)
 	}
 	if chunks < 6 {
-		t.Fatalf("1.2 MiB came in %d chunks; want several of at most %d bytes", chunks, ChunkBytes)
+		t.Fatalf("1.2 MiB came in %d chunks; want several of at most %d bytes", chunks, persist.ChunkBytes)
 	}
 	for i, m := range msgs {
 		if m.Seq != uint64(i+1) {
@@ -343,7 +345,7 @@ func TestGetAllChunksAndPages(t *testing.T) {
 		}
 	}
 	// Range.
-	msgs, _, _ = h.getAll("s", map[string]string{HdrStartSeq: "10", HdrEndSeq: "19"})
+	msgs, _, _ = h.getAll("s", map[string]string{persist.HdrStartSeq: "10", persist.HdrEndSeq: "19"})
 	if len(msgs) != 10 || msgs[0].Seq != 10 || msgs[9].Seq != 19 {
 		t.Fatalf("range: %d msgs", len(msgs))
 	}
@@ -354,7 +356,7 @@ func TestGetAllChunksAndPages(t *testing.T) {
 		if pages > 10 {
 			t.Fatal("paging does not end")
 		}
-		msgs, next, _ = h.getAll("s", map[string]string{HdrStartSeq: itoa(start), HdrLimit: "300"})
+		msgs, next, _ = h.getAll("s", map[string]string{persist.HdrStartSeq: itoa(start), persist.HdrLimit: "300"})
 		for _, m := range msgs {
 			all = append(all, m.Seq)
 		}
@@ -378,33 +380,33 @@ func TestDelete(t *testing.T) {
 	}
 	del := func(hdr map[string]string) []uint64 {
 		t.Helper()
-		var res DeleteResult
-		mustJSON(t, h.ok(CmdDelete, "s", hdr, nil).Data, &res)
+		var res persist.DeleteResult
+		mustJSON(t, h.ok(persist.CmdDelete, "s", hdr, nil).Data, &res)
 		if res.Seqs == nil {
 			t.Fatal("delete reply seqs is null, want a list")
 		}
 		return res.Seqs
 	}
-	if got := del(map[string]string{HdrSeq: "5"}); fmt.Sprint(got) != "[5]" {
+	if got := del(map[string]string{persist.HdrSeq: "5"}); fmt.Sprint(got) != "[5]" {
 		t.Fatalf("delete seq: %v", got)
 	}
-	if got := del(map[string]string{HdrSeq: "5"}); len(got) != 0 {
+	if got := del(map[string]string{persist.HdrSeq: "5"}); len(got) != 0 {
 		t.Fatalf("delete gone seq: %v", got)
 	}
-	if got := del(map[string]string{HdrSeqs: "7,1,99,7"}); fmt.Sprint(got) != "[1 7]" {
+	if got := del(map[string]string{persist.HdrSeqs: "7,1,99,7"}); fmt.Sprint(got) != "[1 7]" {
 		t.Fatalf("delete seqs: %v", got)
 	}
-	if got := del(map[string]string{HdrUpTo: "4"}); fmt.Sprint(got) != "[2 3 4]" {
+	if got := del(map[string]string{persist.HdrUpTo: "4"}); fmt.Sprint(got) != "[2 3 4]" {
 		t.Fatalf("delete up to: %v", got)
 	}
-	if got := del(map[string]string{HdrAll: "true"}); fmt.Sprint(got) != "[6 8 9 10]" {
+	if got := del(map[string]string{persist.HdrAll: "true"}); fmt.Sprint(got) != "[6 8 9 10]" {
 		t.Fatalf("delete all: %v", got)
 	}
 	if inv := h.inventory("s"); inv.Count != 0 || inv.Bytes != 0 || inv.Seq != 10 {
 		t.Fatalf("inventory after delete: %+v", inv)
 	}
-	for _, bad := range []map[string]string{nil, {HdrSeq: "1", HdrAll: "true"}, {HdrSeqs: "1,x"}, {HdrAll: "yes"}} {
-		wantCode(t, h.req(CmdDelete, "s", bad, nil), CodeBadRequest)
+	for _, bad := range []map[string]string{nil, {persist.HdrSeq: "1", persist.HdrAll: "true"}, {persist.HdrSeqs: "1,x"}, {persist.HdrAll: "yes"}} {
+		wantCode(t, h.req(persist.CmdDelete, "s", bad, nil), persist.CodeBadRequest)
 	}
 	if got := h.deletedSeqs(); len(got) != 10 {
 		t.Fatalf("changes reported deletes of %v", got)
@@ -418,19 +420,19 @@ func TestDelete(t *testing.T) {
 
 func TestKeysInventoryConfig(t *testing.T) {
 	h := newHarness(t, nil)
-	h.set("s", "1", map[string]string{HdrKey: "b"})
-	h.set("s", "2", map[string]string{HdrKey: "a"})
+	h.set("s", "1", map[string]string{persist.HdrKey: "b"})
+	h.set("s", "2", map[string]string{persist.HdrKey: "a"})
 	h.set("s", "3", nil)
 	var keys []string
-	mustJSON(t, h.ok(CmdKeys, "s", nil, nil).Data, &keys)
+	mustJSON(t, h.ok(persist.CmdKeys, "s", nil, nil).Data, &keys)
 	if fmt.Sprint(keys) != "[a b]" {
 		t.Fatalf("keys %v", keys)
 	}
-	mustJSON(t, h.ok(CmdKeys, "empty", nil, nil).Data, &keys)
+	mustJSON(t, h.ok(persist.CmdKeys, "empty", nil, nil).Data, &keys)
 	if keys == nil || len(keys) != 0 {
 		t.Fatalf("keys of an empty stream: %v", keys)
 	}
-	raw := h.ok(CmdInventory, "s", nil, nil).Data
+	raw := h.ok(persist.CmdInventory, "s", nil, nil).Data
 	if strings.Contains(string(raw), "limits") {
 		t.Fatalf("default limits listed: %s", raw)
 	}
@@ -439,11 +441,11 @@ func TestKeysInventoryConfig(t *testing.T) {
 		t.Fatalf("inventory %+v", inv)
 	}
 	c := h.config("s", "")
-	if c != DefaultConfig() {
+	if c != persist.DefaultConfig() {
 		t.Fatalf("default config %+v", c)
 	}
 	c = h.config("s", `{"max_msgs": 100, "desc": "hello"}`)
-	want := DefaultConfig()
+	want := persist.DefaultConfig()
 	want.MaxMsgs, want.Desc = 100, "hello"
 	if c != want {
 		t.Fatalf("config after update %+v", c)
@@ -453,7 +455,7 @@ func TestKeysInventoryConfig(t *testing.T) {
 	if c != want {
 		t.Fatalf("partial update changed other fields: %+v", c)
 	}
-	raw = h.ok(CmdInventory, "s", nil, nil).Data
+	raw = h.ok(persist.CmdInventory, "s", nil, nil).Data
 	var rawInv struct {
 		Limits map[string]any `json:"limits"`
 	}
@@ -465,7 +467,7 @@ func TestKeysInventoryConfig(t *testing.T) {
 		t.Fatalf("decoded inventory limits %+v", inv.Limits)
 	}
 	for _, bad := range []string{`{"max_msgs": -2}`, `{"discard_policy": "sometimes"}`, `{"nope": 1}`, `{"max_msgs": "x"}`, `[1]`, `{`} {
-		wantCode(t, h.req(CmdConfig, "s", nil, []byte(bad)), CodeBadRequest)
+		wantCode(t, h.req(persist.CmdConfig, "s", nil, []byte(bad)), persist.CodeBadRequest)
 	}
 	// The config survives a restart.
 	h.restart()
@@ -476,85 +478,54 @@ func TestKeysInventoryConfig(t *testing.T) {
 
 func TestCompareAndSet(t *testing.T) {
 	h := newHarness(t, nil)
-	a := h.set("s", "v1", map[string]string{HdrKey: "k", HdrPrevSeq: "0"})
-	wantCode(t, h.req(CmdSet, "s", map[string]string{HdrKey: "k", HdrPrevSeq: "0"}, []byte("v2")), CodeWrongLastSequence)
-	wantCode(t, h.req(CmdSet, "s", map[string]string{HdrKey: "k", HdrPrevSeq: itoa(a.Seq + 7)}, []byte("v2")), CodeWrongLastSequence)
-	wantCode(t, h.req(CmdSet, "s", map[string]string{HdrKey: "other", HdrPrevSeq: "3"}, []byte("v2")), CodeWrongLastSequence)
-	b := h.set("s", "v2", map[string]string{HdrKey: "k", HdrPrevSeq: itoa(a.Seq)})
-	wantCode(t, h.req(CmdSet, "s", map[string]string{HdrKey: "k", HdrPrevSeq: itoa(a.Seq)}, []byte("v3")), CodeWrongLastSequence)
-	if r := h.ok(CmdGet, "s", map[string]string{HdrKey: "k"}, nil); string(r.Data) != "v2" || r.Header.Get(HdrSeq) != itoa(b.Seq) {
+	a := h.set("s", "v1", map[string]string{persist.HdrKey: "k", persist.HdrPrevSeq: "0"})
+	wantCode(t, h.req(persist.CmdSet, "s", map[string]string{persist.HdrKey: "k", persist.HdrPrevSeq: "0"}, []byte("v2")), persist.CodeWrongLastSequence)
+	wantCode(t, h.req(persist.CmdSet, "s", map[string]string{persist.HdrKey: "k", persist.HdrPrevSeq: itoa(a.Seq + 7)}, []byte("v2")), persist.CodeWrongLastSequence)
+	wantCode(t, h.req(persist.CmdSet, "s", map[string]string{persist.HdrKey: "other", persist.HdrPrevSeq: "3"}, []byte("v2")), persist.CodeWrongLastSequence)
+	b := h.set("s", "v2", map[string]string{persist.HdrKey: "k", persist.HdrPrevSeq: itoa(a.Seq)})
+	wantCode(t, h.req(persist.CmdSet, "s", map[string]string{persist.HdrKey: "k", persist.HdrPrevSeq: itoa(a.Seq)}, []byte("v3")), persist.CodeWrongLastSequence)
+	if r := h.ok(persist.CmdGet, "s", map[string]string{persist.HdrKey: "k"}, nil); string(r.Data) != "v2" || r.Header.Get(persist.HdrSeq) != itoa(b.Seq) {
 		t.Fatalf("after CAS: %q %v", r.Data, r.Header)
 	}
-	wantCode(t, h.req(CmdSet, "s", map[string]string{HdrPrevSeq: "0"}, []byte("no key")), CodeBadRequest)
+	wantCode(t, h.req(persist.CmdSet, "s", map[string]string{persist.HdrPrevSeq: "0"}, []byte("no key")), persist.CodeBadRequest)
 }
 
 func TestKeyedReplace(t *testing.T) {
 	h := newHarness(t, nil)
-	a := h.set("s", "old", map[string]string{HdrKey: "k"})
-	b := h.set("s", "new", map[string]string{HdrKey: "k"})
-	wantCode(t, h.req(CmdGet, "s", map[string]string{HdrSeq: itoa(a.Seq)}, nil), CodeNotFound)
+	a := h.set("s", "old", map[string]string{persist.HdrKey: "k"})
+	b := h.set("s", "new", map[string]string{persist.HdrKey: "k"})
+	wantCode(t, h.req(persist.CmdGet, "s", map[string]string{persist.HdrSeq: itoa(a.Seq)}, nil), persist.CodeNotFound)
 	if inv := h.inventory("s"); inv.Count != 1 || inv.Bytes != int64(len("new")+len("k")) {
 		t.Fatalf("inventory %+v", inv)
 	}
 	if got := h.deletedSeqs(); fmt.Sprint(got) != fmt.Sprint([]uint64{a.Seq}) {
 		t.Fatalf("replace reported deletes %v", got)
 	}
-	if r := h.ok(CmdGet, "s", map[string]string{HdrKey: "k"}, nil); r.Header.Get(HdrSeq) != itoa(b.Seq) {
+	if r := h.ok(persist.CmdGet, "s", map[string]string{persist.HdrKey: "k"}, nil); r.Header.Get(persist.HdrSeq) != itoa(b.Seq) {
 		t.Fatalf("get k: %v", r.Header)
 	}
 }
 
 func TestDedup(t *testing.T) {
 	h := newHarness(t, nil)
-	a := h.set("s", "v", map[string]string{HdrMsgID: "id-1"})
-	r := h.ok(CmdSet, "s", map[string]string{HdrMsgID: "id-1"}, []byte("v again"))
-	var dup SetResult
+	a := h.set("s", "v", map[string]string{persist.HdrMsgID: "id-1"})
+	r := h.ok(persist.CmdSet, "s", map[string]string{persist.HdrMsgID: "id-1"}, []byte("v again"))
+	var dup persist.SetResult
 	mustJSON(t, r.Data, &dup)
-	if dup != a || r.Header.Get(HdrDup) != "true" {
-		t.Fatalf("duplicate answered %+v %v, want %+v with %s", dup, r.Header, a, HdrDup)
+	if dup != a || r.Header.Get(persist.HdrDup) != "true" {
+		t.Fatalf("duplicate answered %+v %v, want %+v with %s", dup, r.Header, a, persist.HdrDup)
 	}
 	if inv := h.inventory("s"); inv.Count != 1 {
 		t.Fatalf("duplicate stored: %+v", inv)
 	}
 	// The window survives a restart (a client retrying across a crash).
 	h.restart()
-	mustJSON(t, h.ok(CmdSet, "s", map[string]string{HdrMsgID: "id-1"}, []byte("v")).Data, &dup)
+	mustJSON(t, h.ok(persist.CmdSet, "s", map[string]string{persist.HdrMsgID: "id-1"}, []byte("v")).Data, &dup)
 	if dup != a {
 		t.Fatalf("after restart duplicate answered %+v, want %+v", dup, a)
 	}
-	if b := h.set("s", "w", map[string]string{HdrMsgID: "id-2"}); b.Seq != a.Seq+1 {
+	if b := h.set("s", "w", map[string]string{persist.HdrMsgID: "id-2"}); b.Seq != a.Seq+1 {
 		t.Fatalf("new msgID got seq %d", b.Seq)
-	}
-}
-
-func TestDedupWindowExpires(t *testing.T) {
-	st := newSQLiteStorage(t.TempDir())
-	now := time.Now()
-	s, err := st.Open("hub", "s", false, now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	write := func(at time.Time) WriteResult {
-		t.Helper()
-		res, _, err := s.Write([]WriteOp{{MsgID: "m", Value: []byte("v")}}, at)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res[0]
-	}
-	first := write(now)
-	if r := write(now.Add(DedupWindow - time.Second)); !r.Dup || r.Seq != first.Seq {
-		t.Fatalf("inside the window: %+v", r)
-	}
-	if _, err := s.Expire(now.Add(DedupWindow + time.Second)); err != nil {
-		t.Fatal(err)
-	}
-	if s.(*sqliteStream).msgids["m"] != (dedupEntry{}) {
-		t.Fatal("expired msgID still remembered")
-	}
-	if r := write(now.Add(DedupWindow + time.Second)); r.Dup || r.Seq == first.Seq {
-		t.Fatalf("after the window: %+v", r)
 	}
 }
 

@@ -1,9 +1,11 @@
-package persist
+package store
 
 import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/switchyard-dev/switchyard/persist"
 )
 
 // TestWriteBatchedInserts mixes plain appends (inserted many rows per
@@ -12,7 +14,7 @@ import (
 // every row: seq order, values, keys replaced, totals.
 func TestWriteBatchedInserts(t *testing.T) {
 	dir := t.TempDir()
-	st, err := newSQLiteStorage(dir).Open("hub", "mix", false, time.Now())
+	st, err := NewSQLite(SQLiteConfig{Dir: dir}).Open("hub", "mix", false, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +44,7 @@ func TestWriteBatchedInserts(t *testing.T) {
 	sets := 0
 	for i, r := range res {
 		if i == 100 {
-			if r.Err == nil || r.Err.Code != CodeBadRequest {
+			if r.Err == nil || r.Err.Code != persist.CodeBadRequest {
 				t.Fatalf("op 100: %+v, want bad-request", r)
 			}
 			continue
@@ -83,13 +85,13 @@ func TestWriteBatchedInserts(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	st, err = newSQLiteStorage(dir).Open("hub", "mix", false, time.Now())
+	st, err = NewSQLite(SQLiteConfig{Dir: dir}).Open("hub", "mix", false, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
 	got := map[uint64]string{}
-	if _, err := st.GetAll(1, 0, 0, func(m *Message) error {
+	if _, err := st.GetAll(1, 0, 0, func(m *persist.Message) error {
 		got[m.Seq] = string(m.Value)
 		return nil
 	}); err != nil {
@@ -126,12 +128,12 @@ func TestWriteBatchedInserts(t *testing.T) {
 // each write transaction notices the other's commits.
 func TestWriteSharedFile(t *testing.T) {
 	dir := t.TempDir()
-	a, err := newSQLiteStorage(dir).Open("hub", "shared", false, time.Now())
+	a, err := NewSQLite(SQLiteConfig{Dir: dir}).Open("hub", "shared", false, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	b, err := newSQLiteStorage(dir).Open("hub", "shared", false, time.Now())
+	b, err := NewSQLite(SQLiteConfig{Dir: dir}).Open("hub", "shared", false, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +176,7 @@ func TestWriteKeyedRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res[149].Err == nil || res[149].Err.Code != CodeWrongLastSequence {
+	if res[149].Err == nil || res[149].Err.Code != persist.CodeWrongLastSequence {
 		t.Fatalf("op 149: %+v, want wrong-last-sequence", res[149])
 	}
 	last := map[string]int{}
@@ -203,14 +205,14 @@ func TestWriteKeyedRun(t *testing.T) {
 		t.Fatalf("count %d, want 7", inv.Count)
 	}
 	var n int64
-	if _, err := st.GetAll(1, 0, 0, func(*Message) error { n++; return nil }); err != nil || n != 7 {
+	if _, err := st.GetAll(1, 0, 0, func(*persist.Message) error { n++; return nil }); err != nil || n != 7 {
 		t.Fatalf("getAll: %d rows, %v; want 7", n, err)
 	}
 }
 
-func benchStreamT(t *testing.T) StreamStore {
+func benchStreamT(t *testing.T) Stream {
 	t.Helper()
-	st, err := newSQLiteStorage(t.TempDir()).Open("hub", "keyed", false, time.Now())
+	st, err := NewSQLite(SQLiteConfig{Dir: t.TempDir()}).Open("hub", "keyed", false, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package persist
+package server
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/switchyard-dev/switchyard/persist"
 )
 
 // queued is how many requests wait on stream name of h's scope.
@@ -55,7 +57,7 @@ func (h *harness) sendSets(stream string, n int) []*nats.Msg {
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			replies[i], errs[i] = h.nc.RequestMsgWithContext(ctx, h.msg(CmdSet, stream, nil, fmt.Appendf(nil, "v%d", i)))
+			replies[i], errs[i] = h.nc.RequestMsgWithContext(ctx, h.msg(persist.CmdSet, stream, nil, fmt.Appendf(nil, "v%d", i)))
 		})
 	}
 	wg.Wait()
@@ -104,10 +106,10 @@ func TestGroupCommit(t *testing.T) {
 	}
 	seqs := map[uint64]string{}
 	for i, r := range replies {
-		if c := r.Header.Get(HdrError); c != "" {
+		if c := r.Header.Get(persist.HdrError); c != "" {
 			t.Fatalf("set %d: %s %s", i, c, r.Data)
 		}
-		var res SetResult
+		var res persist.SetResult
 		mustJSON(t, r.Data, &res)
 		if _, dup := seqs[res.Seq]; dup {
 			t.Fatalf("seq %d given twice", res.Seq)
@@ -116,7 +118,7 @@ func TestGroupCommit(t *testing.T) {
 	}
 	h.restart()
 	for seq, v := range seqs {
-		if r := h.ok(CmdGet, "gc", map[string]string{HdrSeq: itoa(seq)}, nil); string(r.Data) != v {
+		if r := h.ok(persist.CmdGet, "gc", map[string]string{persist.HdrSeq: itoa(seq)}, nil); string(r.Data) != v {
 			t.Fatalf("seq %d holds %q after restart, want %q", seq, r.Data, v)
 		}
 	}
@@ -151,7 +153,7 @@ func TestStopAnswersInFlight(t *testing.T) {
 	}
 	<-done
 	for i, r := range replies {
-		if c := r.Header.Get(HdrError); c != "" {
+		if c := r.Header.Get(persist.HdrError); c != "" {
 			t.Fatalf("set %d: %s %s", i, c, r.Data)
 		}
 	}
@@ -167,7 +169,7 @@ func TestStopAnswersInFlight(t *testing.T) {
 }
 
 func TestStreamCache(t *testing.T) {
-	h := newHarness(t, func(c *ServerConfig) { c.MaxOpenStreams = 2 })
+	h := newHarness(t, func(c *Config) { c.MaxOpenStreams = 2 })
 	open := func() int {
 		h.srv.mu.Lock()
 		defer h.srv.mu.Unlock()
@@ -178,40 +180,40 @@ func TestStreamCache(t *testing.T) {
 		waitFor(t, "the cache to shrink", func() bool { return open() <= 2 })
 	}
 	for i := range 6 {
-		if r := h.ok(CmdGet, fmt.Sprintf("s%d", i), map[string]string{HdrSeq: "1"}, nil); string(r.Data) != fmt.Sprint(i) {
+		if r := h.ok(persist.CmdGet, fmt.Sprintf("s%d", i), map[string]string{persist.HdrSeq: "1"}, nil); string(r.Data) != fmt.Sprint(i) {
 			t.Fatalf("s%d holds %q after being closed and reopened", i, r.Data)
 		}
 	}
 }
 
 func TestIdleClose(t *testing.T) {
-	h := newHarness(t, func(c *ServerConfig) { c.IdleClose = 20 * time.Millisecond; c.ExpireEvery = 5 * time.Millisecond })
+	h := newHarness(t, func(c *Config) { c.IdleClose = 20 * time.Millisecond; c.ExpireEvery = 5 * time.Millisecond })
 	h.set("s", "x", nil)
 	waitFor(t, "the idle stream to close", func() bool {
 		h.srv.mu.Lock()
 		defer h.srv.mu.Unlock()
 		return len(h.srv.handles) == 0
 	})
-	if r := h.ok(CmdGet, "s", map[string]string{HdrSeq: "1"}, nil); string(r.Data) != "x" {
+	if r := h.ok(persist.CmdGet, "s", map[string]string{persist.HdrSeq: "1"}, nil); string(r.Data) != "x" {
 		t.Fatalf("after idle close: %q", r.Data)
 	}
 }
 
-func TestServerConfigValidate(t *testing.T) {
+func TestConfigValidate(t *testing.T) {
 	_, nc := testnatsStart(t)
-	for name, c := range map[string]ServerConfig{
+	for name, c := range map[string]Config{
 		"no conn":   {ID: "0", IDs: []string{"0"}},
 		"no ids":    {Conn: nc, ID: "0"},
 		"id not in": {Conn: nc, ID: "2", IDs: []string{"0", "1"}},
 		"dup ids":   {Conn: nc, ID: "0", IDs: []string{"0", "0"}},
 		"negative":  {Conn: nc, ID: "0", IDs: []string{"0"}, Workers: -1},
 	} {
-		if _, err := NewServer(c); err == nil {
-			t.Errorf("%s: NewServer accepted %+v", name, c)
+		if _, err := New(c); err == nil {
+			t.Errorf("%s: New accepted %+v", name, c)
 		}
 	}
 	// Stop without Start is fine.
-	s, err := NewServer(ServerConfig{Conn: nc, ID: "0", IDs: []string{"0"}})
+	s, err := New(Config{Conn: nc, ID: "0", IDs: []string{"0"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,9 @@
-package persist
+// Package server serves persist streams over NATS: one Server per member
+// id answers "{service}.{scope}.api.{id}" for the scopes placement gives it,
+// queues requests per stream, group-commits writes through a store.Storage
+// and publishes every commit on the stream's change feed. Clients use
+// package persist.
+package server
 
 import (
 	"context"
@@ -12,8 +17,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-
 	"github.com/switchyard-dev/switchyard/bus"
+	"github.com/switchyard-dev/switchyard/persist"
+	"github.com/switchyard-dev/switchyard/persist/store"
 	"github.com/switchyard-dev/switchyard/placement"
 )
 
@@ -39,8 +45,8 @@ const flushTimeout = 5 * time.Second
 // WorkersDefault is the number of stream workers: twice the CPUs, at least 4.
 func WorkersDefault() int { return max(4, 2*runtime.GOMAXPROCS(0)) }
 
-// ServerConfig configures a Server.
-type ServerConfig struct {
+// Config configures a Server.
+type Config struct {
 	// Conn is the NATS connection to serve on. Required.
 	Conn *nats.Conn
 	// ID is this server's member id. Required; must be one of IDs.
@@ -78,9 +84,9 @@ type ServerConfig struct {
 	// whether asked for or caused by a limit, TTL or age), in order, after
 	// the commit. It is called from the stream's worker and must not block
 	// for long. Nil means changes are not reported.
-	OnChange func(scope, stream string, ephemeral bool, changes []Change)
+	OnChange func(scope, stream string, ephemeral bool, changes []store.Change)
 	// Storage stores the streams. Nil means SQLite under DataDir.
-	Storage Storage
+	Storage store.Storage
 	// Archive, if set, is a directory holding a backup copy of every
 	// persistent stream, laid out like DataDir: streams written since their
 	// last backup are copied every ArchiveEvery and when closed, and a
@@ -94,7 +100,7 @@ type ServerConfig struct {
 	ArchiveEvery time.Duration
 }
 
-func (c ServerConfig) withDefaults() ServerConfig {
+func (c Config) withDefaults() Config {
 	if c.Placement == nil {
 		c.Placement = placement.Rendezvous
 	}
@@ -126,12 +132,12 @@ func (c ServerConfig) withDefaults() ServerConfig {
 		c.ArchiveEvery = ArchiveEveryDefault
 	}
 	if c.Storage == nil {
-		c.Storage = &sqliteStorage{dir: c.DataDir, archive: c.Archive}
+		c.Storage = store.NewSQLite(store.SQLiteConfig{Dir: c.DataDir, Archive: c.Archive})
 	}
 	return c
 }
 
-func (c ServerConfig) validate() error {
+func (c Config) validate() error {
 	if c.Conn == nil {
 		return errors.New("persist server: Conn is required")
 	}
@@ -166,7 +172,7 @@ func (c ServerConfig) validate() error {
 // committed in one transaction (group commit), and a slow stream holds only
 // its own worker.
 type Server struct {
-	cfg ServerConfig
+	cfg Config
 	log *slog.Logger
 
 	mu      sync.Mutex // protects everything below it
@@ -205,7 +211,7 @@ type handle struct {
 	needsExpiry    bool
 	expirePending  bool
 	archivePending bool
-	st             StreamStore
+	st             store.Stream
 }
 
 // job is one request waiting on a stream (or an internal expiry run).
@@ -216,8 +222,8 @@ type job struct {
 	archive bool // back the stream up (archive.go)
 }
 
-// NewServer checks cfg and returns a server that is not yet serving.
-func NewServer(cfg ServerConfig) (*Server, error) {
+// New checks cfg and returns a server that is not yet serving.
+func New(cfg Config) (*Server, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -226,7 +232,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	s.cond = sync.NewCond(&s.mu)
 	s.feed = newFeedPublisher(cfg.Conn, cfg.Service, cfg.ID, cfg.Logger)
 	user := cfg.OnChange
-	s.cfg.OnChange = func(scope, stream string, ephemeral bool, changes []Change) {
+	s.cfg.OnChange = func(scope, stream string, ephemeral bool, changes []store.Change) {
 		s.feed.publish(scope, stream, ephemeral, changes)
 		if user != nil {
 			user(scope, stream, ephemeral, changes)
@@ -341,39 +347,16 @@ func (s *Server) Stop(ctx context.Context) error {
 	return first
 }
 
-// failQueuedLocked answers every queued request unavailable.
-func (s *Server) failQueuedLocked() {
-	for _, h := range s.ready {
-		for _, j := range h.queue {
-			if j.msg != nil {
-				s.replyError(j.msg, Errorf(CodeUnavailable, "server stopping"))
-			}
-		}
-		h.queue = nil
-		h.scheduled = false
-	}
-	s.ready = nil
-}
-
-func closeHandle(h *handle) error {
-	if h.st == nil {
-		return nil
-	}
-	err := h.st.Close()
-	h.st = nil
-	return err
-}
-
 // onMsg is the subscription handler. nats.go calls it serially, so it only
 // decodes, checks ownership and queues; storage work happens in workers.
 func (s *Server) onMsg(m *nats.Msg) {
 	scope := bus.SubjectToken(m.Subject, 1)
 	if !bus.ValidScope(scope) {
-		s.replyError(m, Errorf(CodeBadRequest, "invalid scope %q", scope))
+		s.replyError(m, persist.Errorf(persist.CodeBadRequest, "invalid scope %q", scope))
 		return
 	}
 	if owner := s.cfg.Placement(s.cfg.IDs, scope); owner != s.cfg.ID {
-		s.replyError(m, Errorf(CodeWrongOwner, "scope %q belongs to server %s, not %s", scope, owner, s.cfg.ID))
+		s.replyError(m, persist.Errorf(persist.CodeWrongOwner, "scope %q belongs to server %s, not %s", scope, owner, s.cfg.ID))
 		return
 	}
 	req, err := decodeRequest(m)
@@ -385,362 +368,4 @@ func (s *Server) onMsg(m *nats.Msg) {
 		return
 	}
 	s.enqueue(handleKey{scope: req.scope, name: req.stream, ephemeral: req.ephemeral}, &job{msg: m, req: req})
-}
-
-// enqueue queues j on the stream of k and makes sure a worker will serve it.
-func (s *Server) enqueue(k handleKey, j *job) {
-	s.mu.Lock()
-	if s.quit {
-		s.mu.Unlock()
-		s.replyError(j.msg, Errorf(CodeUnavailable, "server stopping"))
-		return
-	}
-	h := s.handles[k]
-	if h == nil {
-		h = &handle{key: k}
-		s.handles[k] = h
-	}
-	if len(h.queue) >= s.cfg.MaxQueue {
-		s.mu.Unlock()
-		s.replyError(j.msg, Errorf(CodeUnavailable, "stream has %d requests waiting; retry later", s.cfg.MaxQueue))
-		return
-	}
-	h.queue = append(h.queue, j)
-	h.lastUsed = time.Now()
-	s.scheduleLocked(h)
-	s.mu.Unlock()
-}
-
-func (s *Server) scheduleLocked(h *handle) {
-	if !h.scheduled {
-		h.scheduled = true
-		s.ready = append(s.ready, h)
-		s.cond.Signal()
-	}
-}
-
-// worker serves ready streams until Stop.
-func (s *Server) worker() {
-	defer s.wg.Done()
-	var spare []*job
-	for {
-		s.mu.Lock()
-		for len(s.ready) == 0 && !s.quit {
-			s.cond.Wait()
-		}
-		if len(s.ready) == 0 {
-			s.mu.Unlock()
-			return
-		}
-		h := s.ready[0]
-		s.ready[0] = nil
-		s.ready = s.ready[1:]
-		jobs := h.queue
-		h.queue = spare[:0]
-		s.mu.Unlock()
-
-		s.serve(h, jobs)
-		needs := h.st != nil && h.st.NeedsExpiry()
-		clear(jobs)
-
-		s.mu.Lock()
-		spare = jobs
-		h.lastUsed = time.Now()
-		h.needsExpiry = needs
-		if len(h.queue) > 0 {
-			s.ready = append(s.ready, h)
-			s.cond.Signal()
-		} else {
-			h.scheduled = false
-		}
-		evict := s.evictLocked(time.Now(), false)
-		s.mu.Unlock()
-		s.closeAll(evict)
-	}
-}
-
-// evictLocked removes idle streams from the cache: beyond MaxOpenStreams the
-// least recently used first, and (when idle is set) those unused for
-// IdleClose. Streams with queued or running work stay. The caller closes
-// what it returns, outside the lock.
-func (s *Server) evictLocked(now time.Time, idle bool) []*handle {
-	var out []*handle
-	if idle {
-		for k, h := range s.handles {
-			if !h.scheduled && now.Sub(h.lastUsed) >= s.cfg.IdleClose {
-				delete(s.handles, k)
-				out = append(out, h)
-			}
-		}
-	}
-	if excess := len(s.handles) - s.cfg.MaxOpenStreams; excess > 0 {
-		var idleHs []*handle
-		for _, h := range s.handles {
-			if !h.scheduled {
-				idleHs = append(idleHs, h)
-			}
-		}
-		slices.SortFunc(idleHs, func(a, b *handle) int { return a.lastUsed.Compare(b.lastUsed) })
-		for _, h := range idleHs[:min(excess, len(idleHs))] {
-			delete(s.handles, h.key)
-			out = append(out, h)
-		}
-	}
-	return out
-}
-
-func (s *Server) closeAll(hs []*handle) {
-	for _, h := range hs {
-		if err := closeHandle(h); err != nil {
-			s.log.Warn("persist: close stream", "scope", h.key.scope, "stream", h.key.name, "err", err)
-		}
-	}
-}
-
-// timer runs expiry on open streams and closes idle ones.
-func (s *Server) timer() {
-	defer s.wg.Done()
-	t := time.NewTicker(s.cfg.ExpireEvery)
-	defer t.Stop()
-	var archiveC <-chan time.Time // nil (never ready) without an archive
-	if s.cfg.Archive != "" {
-		at := time.NewTicker(s.cfg.ArchiveEvery)
-		defer at.Stop()
-		archiveC = at.C
-	}
-	for {
-		select {
-		case <-s.stopTim:
-			return
-		case <-archiveC:
-			s.mu.Lock()
-			s.queueArchivesLocked()
-			s.mu.Unlock()
-		case now := <-t.C:
-			s.mu.Lock()
-			for _, h := range s.handles {
-				if h.needsExpiry && !h.expirePending {
-					h.expirePending = true
-					h.queue = append(h.queue, &job{expire: true})
-					s.scheduleLocked(h)
-				}
-			}
-			evict := s.evictLocked(now, true)
-			s.mu.Unlock()
-			s.closeAll(evict)
-		}
-	}
-}
-
-// serve runs jobs on h in order; consecutive writes share one transaction.
-func (s *Server) serve(h *handle, jobs []*job) {
-	if h.st == nil {
-		st, err := s.cfg.Storage.Open(h.key.scope, h.key.name, h.key.ephemeral, time.Now())
-		if err != nil {
-			if CodeOf(err) == CodeInternal {
-				s.log.Error("persist: open stream", "scope", h.key.scope, "stream", h.key.name, "err", err)
-			}
-			for _, j := range jobs {
-				if j.msg != nil {
-					s.replyError(j.msg, err)
-				}
-			}
-			s.clearExpirePending(h, jobs)
-			s.clearArchivePending(h, jobs)
-			return
-		}
-		h.st = st
-	}
-	for i := 0; i < len(jobs); {
-		j := jobs[i]
-		if j.req == nil || !j.req.isWrite() {
-			s.serveOne(h, j)
-			i++
-			continue
-		}
-		n, end := 0, i
-		for end < len(jobs) && jobs[end].req != nil && jobs[end].req.isWrite() && (end == i || n+len(jobs[end].req.ops) <= s.cfg.MaxCommitOps) {
-			n += len(jobs[end].req.ops)
-			end++
-		}
-		s.writeBatch(h, jobs[i:end], n)
-		i = end
-	}
-}
-
-func (s *Server) clearExpirePending(h *handle, jobs []*job) {
-	for _, j := range jobs {
-		if j.expire {
-			s.mu.Lock()
-			h.expirePending = false
-			s.mu.Unlock()
-			return
-		}
-	}
-}
-
-// writeBatch commits the writes of jobs in one transaction, then answers
-// each job.
-func (s *Server) writeBatch(h *handle, jobs []*job, n int) {
-	var ops []WriteOp
-	if len(jobs) == 1 {
-		ops = jobs[0].req.ops
-	} else {
-		ops = make([]WriteOp, 0, n)
-		for _, j := range jobs {
-			ops = append(ops, j.req.ops...)
-		}
-	}
-	if s.beforeWrite != nil {
-		s.beforeWrite(len(ops))
-	}
-	results, changes, err := h.st.Write(ops, time.Now())
-	if err != nil {
-		s.log.Error("persist: write", "scope", h.key.scope, "stream", h.key.name, "err", err)
-		for _, j := range jobs {
-			s.replyError(j.msg, Errorf(CodeInternal, "%v", err))
-		}
-		return
-	}
-	s.commits.Add(1)
-	s.report(h, changes)
-	for _, j := range jobs {
-		k := len(j.req.ops)
-		res := results[:k]
-		results = results[k:]
-		if j.req.cmd == CmdSet {
-			s.replySet(j.msg, res[0])
-		} else {
-			s.replySetMany(j.msg, res)
-		}
-	}
-}
-
-func (s *Server) report(h *handle, changes []Change) {
-	if len(changes) > 0 && s.cfg.OnChange != nil {
-		s.cfg.OnChange(h.key.scope, h.key.name, h.key.ephemeral, changes)
-	}
-}
-
-// serveOne runs one non-write job.
-func (s *Server) serveOne(h *handle, j *job) {
-	if j.archive {
-		s.runArchive(h)
-		return
-	}
-	if j.expire {
-		s.mu.Lock()
-		h.expirePending = false
-		s.mu.Unlock()
-		changes, err := h.st.Expire(time.Now())
-		if err != nil {
-			s.log.Error("persist: expire", "scope", h.key.scope, "stream", h.key.name, "err", err)
-			return
-		}
-		s.report(h, changes)
-		return
-	}
-	m, r := j.msg, j.req
-	switch r.cmd {
-	case CmdGet:
-		var msg *Message
-		var err error
-		if r.hasSeq {
-			msg, err = h.st.Get(r.seq)
-		} else {
-			msg, err = h.st.GetKey(r.key)
-		}
-		if err != nil {
-			s.replyError(m, err)
-			return
-		}
-		s.replyGet(m, msg)
-	case CmdGetAll:
-		s.serveGetAll(h, m, r)
-	case CmdDelete:
-		seqs, changes, err := h.st.Delete(r.del, time.Now())
-		if err != nil {
-			s.replyError(m, err)
-			return
-		}
-		s.report(h, changes)
-		s.replyJSON(m, DeleteResult{Seqs: seqs})
-	case CmdKeys:
-		keys, err := h.st.Keys()
-		if err != nil {
-			s.replyError(m, err)
-			return
-		}
-		s.replyJSON(m, keys)
-	case CmdInventory:
-		s.replyJSON(m, h.st.Inventory())
-	case CmdConfig:
-		if r.configPatch == nil {
-			s.replyJSON(m, h.st.Config())
-			return
-		}
-		next, err := mergeConfig(h.st.Config(), r.configPatch)
-		if err != nil {
-			s.replyError(m, err)
-			return
-		}
-		cfg, changes, err := h.st.SetConfig(next, time.Now())
-		s.report(h, changes)
-		if err != nil {
-			s.replyError(m, err)
-			return
-		}
-		s.replyJSON(m, cfg)
-	default:
-		// decodeRequest admits only known commands.
-		s.replyError(m, Errorf(CodeInternal, "unhandled command %q", r.cmd))
-	}
-}
-
-// serveGetAll streams the selected messages to the reply subject in chunks
-// of frames of at most ChunkBytes (a single larger message gets a chunk of
-// its own), numbered from 0; the last chunk carries Sy-Eof and, when
-// Sy-Limit cut the range, Sy-Next-Seq.
-func (s *Server) serveGetAll(h *handle, m *nats.Msg, r *request) {
-	if m.Reply == "" {
-		return
-	}
-	chunk := 0
-	var buf, frame []byte
-	publish := func(eof bool, next uint64) error {
-		out := &nats.Msg{Subject: m.Reply, Header: nats.Header{}, Data: buf}
-		out.Header.Set(HdrChunk, itoa(uint64(chunk)))
-		if eof {
-			out.Header.Set(HdrEOF, "true")
-			if next > 0 {
-				out.Header.Set(HdrNextSeq, itoa(next))
-			}
-		}
-		chunk++
-		// PublishMsg copies the data into the connection's buffer.
-		err := s.cfg.Conn.PublishMsg(out)
-		buf = buf[:0]
-		return err
-	}
-	start := max(r.start, 1)
-	next, err := h.st.GetAll(start, r.end, r.limit, func(msg *Message) error {
-		var err error
-		if frame, err = AppendFrame(frame[:0], msg); err != nil {
-			return err
-		}
-		if len(buf) > 0 && len(buf)+len(frame) > ChunkBytes {
-			if err := publish(false, 0); err != nil {
-				return fmt.Errorf("publish chunk: %w", err)
-			}
-		}
-		buf = append(buf, frame...)
-		return nil
-	})
-	if err == nil {
-		err = publish(true, next)
-	}
-	if err != nil {
-		s.log.Error("persist: getAll", "scope", h.key.scope, "stream", h.key.name, "err", err)
-		s.replyError(m, Errorf(CodeInternal, "getAll failed after %d chunks: %v", chunk, err))
-	}
 }

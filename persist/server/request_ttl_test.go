@@ -1,8 +1,10 @@
-package persist
+package server
 
 import (
 	"math"
 	"testing"
+
+	"github.com/switchyard-dev/switchyard/persist"
 )
 
 // A setMany ttl is bounded like Sy-Ttl: a huge one must not overflow the
@@ -10,9 +12,9 @@ import (
 func TestSetManyHugeTTL(t *testing.T) {
 	h := newHarness(t, nil)
 	h.config("s", `{"allow_msg_ttl":true}`)
-	body, err := AppendFrame(nil, &Message{Value: []byte("v"), TTL: math.MaxInt64})
+	body, err := persist.AppendFrame(nil, &persist.Message{Value: []byte("v"), TTL: math.MaxInt64})
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantCode(t, h.req(CmdSetMany, "s", nil, body), CodeBadRequest)
+	wantCode(t, h.req(persist.CmdSetMany, "s", nil, body), persist.CodeBadRequest)
 }

@@ -1,46 +1,52 @@
-package persist
+// Package store keeps persist streams: the Storage interface the server
+// writes through, and its SQLite implementation (one file per stream, WAL,
+// zstd for large values, an optional archive copy). Only the server uses it.
+package store
 
-import "time"
+import (
+	"time"
+
+	"github.com/switchyard-dev/switchyard/persist"
+)
 
 // Storage opens streams. Implementations are safe for concurrent use; the
-// StreamStores they return are not (see StreamStore).
+// Streams they return are not (see Stream).
 type Storage interface {
 	// Open opens (creating if needed) the stream name of scope. ephemeral
 	// streams live in memory only and vanish when closed.
-	Open(scope, name string, ephemeral bool, now time.Time) (StreamStore, error)
+	Open(scope, name string, ephemeral bool, now time.Time) (Stream, error)
 	// Close releases what the storage holds. Streams are closed by their owner.
 	Close() error
 }
 
-// StreamStore is one open stream in storage. (persist.Stream is the client's
-// handle on a stream, in client.go.) Its methods must not be called concurrently:
+// Stream is one open stream in storage. Its methods must not be called concurrently:
 // the server gives each stream one worker at a time. Every method that
 // removes or adds messages returns the Changes of its commit, in order.
-type StreamStore interface {
+type Stream interface {
 	// Write applies ops in one transaction (the group commit) and returns a
 	// result per op. A per-op refusal (CAS, limits, dedup) is in its
 	// WriteResult and does not affect the others; a non-nil error means
 	// nothing was committed.
 	Write(ops []WriteOp, now time.Time) ([]WriteResult, []Change, error)
 	// Get returns the message with seq, or a not-found *Error.
-	Get(seq uint64) (*Message, error)
+	Get(seq uint64) (*persist.Message, error)
 	// GetKey returns the message stored under key, or a not-found *Error.
-	GetKey(key string) (*Message, error)
+	GetKey(key string) (*persist.Message, error)
 	// GetAll calls fn for each message with start <= seq <= end (end 0 = no
 	// bound), in seq order, at most limit of them (0 = no limit). next is the
 	// seq to resume from when limit cut the range, else 0.
-	GetAll(start, end uint64, limit int, fn func(*Message) error) (next uint64, err error)
+	GetAll(start, end uint64, limit int, fn func(*persist.Message) error) (next uint64, err error)
 	// Delete removes what d selects and returns the removed seqs.
-	Delete(d DeleteSpec, now time.Time) ([]uint64, []Change, error)
+	Delete(d persist.Delete, now time.Time) ([]uint64, []Change, error)
 	// Keys lists every key, sorted.
 	Keys() ([]string, error)
 	// Inventory summarises the stream.
-	Inventory() Inventory
+	Inventory() persist.Inventory
 	// Config returns the stream's configuration.
-	Config() Config
+	Config() persist.Config
 	// SetConfig replaces the configuration (already merged and validated by
 	// the caller) and enforces it at once.
-	SetConfig(c Config, now time.Time) (Config, []Change, error)
+	SetConfig(c persist.Config, now time.Time) (persist.Config, []Change, error)
 	// Expire removes messages past their TTL or max_age and forgets msgIDs
 	// older than the de-duplication window.
 	Expire(now time.Time) ([]Change, error)
@@ -66,14 +72,7 @@ type WriteResult struct {
 	Seq  uint64
 	Time int64 // unix milliseconds
 	Dup  bool  // answered from the msgID window; nothing was written
-	Err  *Error
-}
-
-// DeleteSpec selects what Delete removes: exactly one of its fields is set.
-type DeleteSpec struct {
-	Seqs []uint64 // these seqs (one for Sy-Seq)
-	UpTo uint64   // every seq <= UpTo
-	All  bool     // everything
+	Err  *persist.Error
 }
 
 // ChangeOp says what a Change did.
@@ -89,8 +88,8 @@ const (
 // they happened; a ChangeSet's Msg.Seq increases across them.
 type Change struct {
 	Op   ChangeOp
-	Msg  *Message // ChangeSet: the stored message, value included
-	Seqs []uint64 // ChangeDelete: the removed seqs, ascending
+	Msg  *persist.Message // ChangeSet: the stored message, value included
+	Seqs []uint64         // ChangeDelete: the removed seqs, ascending
 }
 
 // DedupWindow is how long a msgID is remembered for de-duplication.

@@ -1,4 +1,4 @@
-package persist
+package server
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/switchyard-dev/switchyard/bus"
 	"github.com/switchyard-dev/switchyard/internal/testnats"
+	"github.com/switchyard-dev/switchyard/persist"
 )
 
 // BenchmarkSetVsKVPut measures persist set against JetStream KV put on the
@@ -22,7 +23,7 @@ func BenchmarkSetVsKVPut(b *testing.B) {
 	for _, clients := range []int{1, 16} {
 		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
 			e := testnats.Server(b, testnats.Options{JetStream: true})
-			srv, err := NewServer(ServerConfig{Conn: testnats.Conn(b, e), ID: "0", IDs: []string{"0"}, DataDir: b.TempDir()})
+			srv, err := New(Config{Conn: testnats.Conn(b, e), ID: "0", IDs: []string{"0"}, DataDir: b.TempDir()})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -73,13 +74,13 @@ func BenchmarkSetVsKVPut(b *testing.B) {
 			b.ResetTimer()
 			persistRate := run(func(c, i int) error {
 				m := nats.NewMsg(bus.APISubject(bus.DefaultService, "hub", "0"))
-				m.Header.Set(HdrCmd, CmdSet)
-				m.Header.Set(HdrStream, "bench")
-				m.Header.Set(HdrKey, fmt.Sprintf("k%d-%d", c, i%1000))
+				m.Header.Set(persist.HdrCmd, persist.CmdSet)
+				m.Header.Set(persist.HdrStream, "bench")
+				m.Header.Set(persist.HdrKey, fmt.Sprintf("k%d-%d", c, i%1000))
 				m.Data = value
 				r, err := conns[c].RequestMsg(m, 10*time.Second)
-				if err == nil && r.Header.Get(HdrError) != "" {
-					err = fmt.Errorf("%s: %s", r.Header.Get(HdrError), r.Data)
+				if err == nil && r.Header.Get(persist.HdrError) != "" {
+					err = fmt.Errorf("%s: %s", r.Header.Get(persist.HdrError), r.Data)
 				}
 				return err
 			})

@@ -1,4 +1,4 @@
-package persist
+package store
 
 import (
 	"crypto/sha256"
@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/switchyard-dev/switchyard/bus"
+	"github.com/switchyard-dev/switchyard/persist"
 )
 
 // How a (scope, stream name) pair becomes a file under the data directory:
@@ -28,17 +29,6 @@ const (
 	hashHexLen  = 32
 	fileSuffix  = ".db"
 )
-
-// validStreamName reports why name cannot name a stream, or nil.
-func validStreamName(name string) error {
-	if name == "" {
-		return Errorf(CodeBadRequest, "missing stream name (%s)", HdrStream)
-	}
-	if len(name) > MaxStreamNameBytes {
-		return Errorf(CodeBadRequest, "stream name is %d bytes, over the limit of %d", len(name), MaxStreamNameBytes)
-	}
-	return nil
-}
 
 // streamFileName is the file name (no directory) of stream name.
 func streamFileName(name string) string {
@@ -62,20 +52,20 @@ func streamFileName(name string) string {
 	return b.String()
 }
 
-// streamPath maps (scope, name) to its file under dataDir. It fails with
+// StreamPath maps (scope, name) to its file under dataDir. It fails with
 // bad-request for an invalid scope or name, and (defensively, since the
 // mapping cannot produce one) for any path that would leave dataDir.
-func streamPath(dataDir, scope, name string) (string, error) {
+func StreamPath(dataDir, scope, name string) (string, error) {
 	if !bus.ValidScope(scope) {
-		return "", Errorf(CodeBadRequest, "invalid scope %q", scope)
+		return "", persist.Errorf(persist.CodeBadRequest, "invalid scope %q", scope)
 	}
-	if err := validStreamName(name); err != nil {
+	if err := persist.ValidStreamName(name); err != nil {
 		return "", err
 	}
 	p := filepath.Join(dataDir, scope, streamFileName(name))
 	rel, err := filepath.Rel(dataDir, p)
 	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) || filepath.IsAbs(rel) {
-		return "", Errorf(CodeBadRequest, "stream name maps outside the data directory")
+		return "", persist.Errorf(persist.CodeBadRequest, "stream name maps outside the data directory")
 	}
 	return p, nil
 }

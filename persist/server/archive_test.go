@@ -1,4 +1,4 @@
-package persist
+package server
 
 import (
 	"database/sql"
@@ -8,20 +8,23 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/switchyard-dev/switchyard/persist"
+	"github.com/switchyard-dev/switchyard/persist/store"
 )
 
 // archiveRows opens the archive copy of stream read-only and counts its
 // messages; -1 when there is no copy yet.
 func archiveRows(t *testing.T, archive, scope, stream string) int {
 	t.Helper()
-	p, err := streamPath(archive, scope, stream)
+	p, err := store.StreamPath(archive, scope, stream)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(p); err != nil {
 		return -1
 	}
-	db, err := sql.Open("sqlite", fileURI(p)+"?mode=ro")
+	db, err := sql.Open("sqlite", "file:"+filepath.ToSlash(p)+"?mode=ro") // a temp dir: nothing to escape
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,19 +41,19 @@ func archiveRows(t *testing.T, archive, scope, stream string) int {
 // back with its messages, keys and config. Ephemeral streams are not archived.
 func TestArchiveRestoresLostDataDir(t *testing.T) {
 	archive := t.TempDir()
-	h := newHarness(t, func(c *ServerConfig) { c.Archive = archive })
+	h := newHarness(t, func(c *Config) { c.Archive = archive })
 	streams := []string{"log", "settings", "Weird name/../x"}
 	for i, s := range streams {
 		for j := range 5 {
-			h.set(s, fmt.Sprintf("%s-%d", s, j), map[string]string{HdrKey: fmt.Sprintf("k%d", j%3)})
+			h.set(s, fmt.Sprintf("%s-%d", s, j), map[string]string{persist.HdrKey: fmt.Sprintf("k%d", j%3)})
 		}
 		h.config(s, fmt.Sprintf(`{"max_msgs": %d, "desc": "stream %d"}`, 100+i, i))
 	}
-	h.ok(CmdSet, "scratch", map[string]string{HdrEphemeral: "true"}, []byte("gone"))
+	h.ok(persist.CmdSet, "scratch", map[string]string{persist.HdrEphemeral: "true"}, []byte("gone"))
 	type snapshot struct {
-		msgs []Message
-		inv  Inventory
-		cfg  Config
+		msgs []persist.Message
+		inv  persist.Inventory
+		cfg  persist.Config
 	}
 	before := map[string]snapshot{}
 	for _, s := range streams {
@@ -112,7 +115,7 @@ func TestArchiveRestoresLostDataDir(t *testing.T) {
 // and only when it changed.
 func TestArchiveOnInterval(t *testing.T) {
 	archive := t.TempDir()
-	h := newHarness(t, func(c *ServerConfig) {
+	h := newHarness(t, func(c *Config) {
 		c.Archive = archive
 		c.ArchiveEvery = 10 * time.Millisecond
 	})
@@ -126,7 +129,7 @@ func TestArchiveOnInterval(t *testing.T) {
 // not overwritten by the older archive copy, and is archived in its turn.
 func TestArchiveKeepsNewerLocal(t *testing.T) {
 	archive := t.TempDir()
-	h := newHarness(t, func(c *ServerConfig) { c.Archive = archive })
+	h := newHarness(t, func(c *Config) { c.Archive = archive })
 	h.set("log", "archived", nil)
 	h.cfg.Archive = "" // the next run writes without archiving
 	h.restart()
@@ -153,18 +156,18 @@ func TestArchiveKeepsNewerLocal(t *testing.T) {
 // newer archive copy instead of serving the stale file.
 func TestArchiveReplacesOlderLocal(t *testing.T) {
 	archive := t.TempDir()
-	h := newHarness(t, func(c *ServerConfig) { c.Archive = archive })
+	h := newHarness(t, func(c *Config) { c.Archive = archive })
 	h.set("log", "one", nil)
 	if err := h.srv.Stop(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	// A stale copy of the data directory, older than anything archived.
 	stale := t.TempDir()
-	local, err := streamPath(h.dir, h.scope, "log")
+	local, err := store.StreamPath(h.dir, h.scope, "log")
 	if err != nil {
 		t.Fatal(err)
 	}
-	staleFile, _ := streamPath(stale, h.scope, "log")
+	staleFile, _ := store.StreamPath(stale, h.scope, "log")
 	b, err := os.ReadFile(local)
 	if err != nil {
 		t.Fatal(err)
@@ -196,14 +199,14 @@ func TestArchiveConfigChecks(t *testing.T) {
 	e, nc := testnatsStart(t)
 	_ = e
 	dir := t.TempDir()
-	for name, cfg := range map[string]ServerConfig{
+	for name, cfg := range map[string]Config{
 		"no data dir":    {Archive: t.TempDir()},
 		"same as data":   {DataDir: dir, Archive: dir + "/."},
-		"custom storage": {DataDir: dir, Archive: t.TempDir(), Storage: struct{ Storage }{newSQLiteStorage(dir)}},
+		"custom storage": {DataDir: dir, Archive: t.TempDir(), Storage: struct{ store.Storage }{store.NewSQLite(store.SQLiteConfig{Dir: dir})}},
 		"negative every": {DataDir: dir, Archive: t.TempDir(), ArchiveEvery: -time.Second},
 	} {
 		cfg.Conn, cfg.ID, cfg.IDs = nc, "0", []string{"0"}
-		if _, err := NewServer(cfg); err == nil {
+		if _, err := New(cfg); err == nil {
 			t.Errorf("%s: NewServer accepted %+v", name, cfg)
 		}
 	}

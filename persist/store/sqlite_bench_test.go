@@ -1,4 +1,4 @@
-package persist
+package store
 
 import (
 	"strconv"
@@ -9,9 +9,9 @@ import (
 // The storage benchmarks measure the write path without NATS: what one
 // group commit costs in SQLite, per keyed set and per batch of plain appends.
 
-func benchStream(b *testing.B) StreamStore {
+func benchStream(b *testing.B) Stream {
 	b.Helper()
-	st, err := newSQLiteStorage(b.TempDir()).Open("bench", "s", false, time.Now())
+	st, err := NewSQLite(SQLiteConfig{Dir: b.TempDir()}).Open("bench", "s", false, time.Now())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -49,18 +49,3 @@ func BenchmarkStoreWriteBatch(b *testing.B) {
 }
 
 // BenchmarkDecodeSetMany decodes a setMany body of 1,000 plain frames.
-func BenchmarkDecodeSetMany(b *testing.B) {
-	var body []byte
-	for range 1000 {
-		var err error
-		if body, err = AppendFrame(body, &Message{Value: make([]byte, 128)}); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.SetBytes(int64(len(body)))
-	for b.Loop() {
-		if _, err := decodeSetMany(body); err != nil {
-			b.Fatal(err)
-		}
-	}
-}

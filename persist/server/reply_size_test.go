@@ -1,9 +1,11 @@
-package persist
+package server
 
 import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/switchyard-dev/switchyard/persist"
 )
 
 // A reply that does not fit the connection's max payload (here keys: enough
@@ -17,13 +19,13 @@ func TestReplyOverMaxPayloadIsAnswered(t *testing.T) {
 		for i := b; i < b+100 && i < n; i++ {
 			k := fmt.Sprintf("%06d", i) + strings.Repeat("k", 3994)
 			var err error
-			if body, err = AppendFrame(body, &Message{Key: k, Value: []byte("v")}); err != nil {
+			if body, err = persist.AppendFrame(body, &persist.Message{Key: k, Value: []byte("v")}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		h.ok(CmdSetMany, "s", nil, body)
+		h.ok(persist.CmdSetMany, "s", nil, body)
 	}
-	wantCode(t, h.req(CmdKeys, "s", nil, nil), CodeTooLarge)
+	wantCode(t, h.req(persist.CmdKeys, "s", nil, nil), persist.CodeTooLarge)
 	// The server still serves the stream afterwards.
 	if inv := h.inventory("s"); inv.Count != int64(n) {
 		t.Fatalf("count %d, want %d", inv.Count, n)

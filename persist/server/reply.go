@@ -1,4 +1,4 @@
-package persist
+package server
 
 import (
 	"encoding/binary"
@@ -9,6 +9,9 @@ import (
 	"strconv"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/switchyard-dev/switchyard/persist"
+	"github.com/switchyard-dev/switchyard/persist/store"
 )
 
 func itoa(n uint64) string { return strconv.FormatUint(n, 10) }
@@ -18,12 +21,12 @@ func (s *Server) replyError(m *nats.Msg, err error) {
 	if m == nil || m.Reply == "" {
 		return
 	}
-	code, msg := CodeOf(err), err.Error()
-	var e *Error
+	code, msg := persist.CodeOf(err), err.Error()
+	var e *persist.Error
 	if errors.As(err, &e) {
 		msg = e.Message
 	}
-	out := &nats.Msg{Subject: m.Reply, Header: nats.Header{HdrError: []string{string(code)}}, Data: []byte(msg)}
+	out := &nats.Msg{Subject: m.Reply, Header: nats.Header{persist.HdrError: []string{string(code)}}, Data: []byte(msg)}
 	s.respond(out)
 }
 
@@ -33,9 +36,9 @@ func (s *Server) replyError(m *nats.Msg, err error) {
 // retrying.
 func (s *Server) respond(out *nats.Msg) {
 	err := s.cfg.Conn.PublishMsg(out)
-	if errors.Is(err, nats.ErrMaxPayload) && out.Header.Get(HdrError) == "" {
+	if errors.Is(err, nats.ErrMaxPayload) && out.Header.Get(persist.HdrError) == "" {
 		msg := fmt.Sprintf("the reply (%d bytes) is over the connection's max payload of %d bytes", len(out.Data), s.cfg.Conn.MaxPayload())
-		err = s.cfg.Conn.PublishMsg(&nats.Msg{Subject: out.Subject, Header: nats.Header{HdrError: []string{string(CodeTooLarge)}}, Data: []byte(msg)})
+		err = s.cfg.Conn.PublishMsg(&nats.Msg{Subject: out.Subject, Header: nats.Header{persist.HdrError: []string{string(persist.CodeTooLarge)}}, Data: []byte(msg)})
 	}
 	if err != nil {
 		s.log.Warn("persist: reply", "subject", out.Subject, "err", err)
@@ -53,7 +56,7 @@ const answerRoom = 256
 // max payload, which its write request (without those additions) was not.
 // Without it the write succeeds and every later getAll over it, and so every
 // watcher of the stream, fails.
-func (s *Server) checkAnswerRoom(ops []WriteOp) error {
+func (s *Server) checkAnswerRoom(ops []store.WriteOp) error {
 	limit := int(s.cfg.Conn.MaxPayload()) - answerRoom
 	for i := range ops {
 		op := &ops[i]
@@ -65,12 +68,12 @@ func (s *Server) checkAnswerRoom(ops []WriteOp) error {
 		if bound <= limit {
 			continue
 		}
-		frame, err := AppendFrame(nil, &Message{Seq: math.MaxUint64, Time: math.MaxInt64, Key: op.Key, Headers: op.Headers, TTL: op.TTL})
+		frame, err := persist.AppendFrame(nil, &persist.Message{Seq: math.MaxUint64, Time: math.MaxInt64, Key: op.Key, Headers: op.Headers, TTL: op.TTL})
 		if err != nil {
-			return Errorf(CodeBadRequest, "message %d: %v", i, err)
+			return persist.Errorf(persist.CodeBadRequest, "message %d: %v", i, err)
 		}
 		if n := len(frame) + binary.MaxVarintLen64 + len(op.Value); n > limit {
-			return Errorf(CodeTooLarge, "message %d: %d bytes with its metadata, over the %d its answers can carry (the NATS max payload less %d)", i, n, limit, answerRoom)
+			return persist.Errorf(persist.CodeTooLarge, "message %d: %d bytes with its metadata, over the %d its answers can carry (the NATS max payload less %d)", i, n, limit, answerRoom)
 		}
 	}
 	return nil
@@ -78,7 +81,7 @@ func (s *Server) checkAnswerRoom(ops []WriteOp) error {
 
 // replySet answers a set with {"seq":N,"time":T}, built without reflection
 // because it is the hot path.
-func (s *Server) replySet(m *nats.Msg, r WriteResult) {
+func (s *Server) replySet(m *nats.Msg, r store.WriteResult) {
 	if m.Reply == "" {
 		return
 	}
@@ -94,13 +97,13 @@ func (s *Server) replySet(m *nats.Msg, r WriteResult) {
 	b = append(b, '}')
 	out := &nats.Msg{Subject: m.Reply, Data: b}
 	if r.Dup {
-		out.Header = nats.Header{HdrDup: []string{"true"}}
+		out.Header = nats.Header{persist.HdrDup: []string{"true"}}
 	}
 	s.respond(out)
 }
 
 // replySetMany answers a setMany with one SetManyResult per message.
-func (s *Server) replySetMany(m *nats.Msg, rs []WriteResult) {
+func (s *Server) replySetMany(m *nats.Msg, rs []store.WriteResult) {
 	if m.Reply == "" {
 		return
 	}
@@ -114,9 +117,9 @@ func (s *Server) replySetMany(m *nats.Msg, rs []WriteResult) {
 			b = append(b, ',')
 		}
 		if r.Err != nil {
-			e, err := json.Marshal(SetManyResult{Error: r.Err.Message, Code: r.Err.Code})
+			e, err := json.Marshal(persist.SetManyResult{Error: r.Err.Message, Code: r.Err.Code})
 			if err != nil {
-				s.replyError(m, Errorf(CodeInternal, "encode reply: %v", err))
+				s.replyError(m, persist.Errorf(persist.CodeInternal, "encode reply: %v", err))
 				return
 			}
 			b = append(b, e...)
@@ -139,7 +142,7 @@ func (s *Server) replySetMany(m *nats.Msg, rs []WriteResult) {
 }
 
 // replyGet answers a get: the raw value, metadata and user headers in headers.
-func (s *Server) replyGet(m *nats.Msg, msg *Message) {
+func (s *Server) replyGet(m *nats.Msg, msg *persist.Message) {
 	if m.Reply == "" {
 		return
 	}
@@ -147,13 +150,13 @@ func (s *Server) replyGet(m *nats.Msg, msg *Message) {
 	for k, v := range msg.Headers {
 		h[k] = []string{v}
 	}
-	h[HdrSeq] = []string{itoa(msg.Seq)}
-	h[HdrTime] = []string{strconv.FormatInt(msg.Time, 10)}
+	h[persist.HdrSeq] = []string{itoa(msg.Seq)}
+	h[persist.HdrTime] = []string{strconv.FormatInt(msg.Time, 10)}
 	if msg.Key != "" {
-		h[HdrKey] = []string{msg.Key}
+		h[persist.HdrKey] = []string{msg.Key}
 	}
 	if msg.TTL > 0 {
-		h[HdrTTL] = []string{strconv.FormatInt(msg.TTL, 10)}
+		h[persist.HdrTTL] = []string{strconv.FormatInt(msg.TTL, 10)}
 	}
 	s.respond(&nats.Msg{Subject: m.Reply, Header: h, Data: msg.Value})
 }
@@ -164,7 +167,7 @@ func (s *Server) replyJSON(m *nats.Msg, v any) {
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
-		s.replyError(m, Errorf(CodeInternal, "encode reply: %v", err))
+		s.replyError(m, persist.Errorf(persist.CodeInternal, "encode reply: %v", err))
 		return
 	}
 	s.respond(&nats.Msg{Subject: m.Reply, Data: b})

@@ -1,4 +1,4 @@
-package persist
+package store
 
 import (
 	"context"
@@ -11,12 +11,8 @@ import (
 	"time"
 )
 
-// ArchiveEveryDefault is how often a server backs up the streams written
-// since their last backup, when ServerConfig.Archive is set.
-const ArchiveEveryDefault = 30 * time.Second
-
 // The archive holds one SQLite file per persistent stream, at the same
-// relative path as in the data directory (see streamPath): a consistent
+// relative path as in the data directory (see StreamPath): a consistent
 // copy taken with VACUUM INTO on the stream's own connection, written to a
 // temporary name next to its final one, fsynced and renamed into place, so
 // an archive file is always a complete database, never a half-written one.
@@ -44,7 +40,7 @@ type streamArchive struct {
 // local is missing) and returns the handle the stream backs itself up with.
 // It runs before the stream's database is opened.
 func archiveStream(archiveDir, scope, name, local string) (*streamArchive, error) {
-	path, err := streamPath(archiveDir, scope, name)
+	path, err := StreamPath(archiveDir, scope, name)
 	if err != nil {
 		return nil, err
 	}
@@ -232,75 +228,18 @@ func syncDir(dir string) {
 	}
 }
 
-// archiver is a StreamStore that keeps an archive copy.
-type archiver interface {
-	// archiveNow backs the stream up if it changed since its last backup.
-	archiveNow() error
+// Archiver is a Stream that keeps an archive copy.
+type Archiver interface {
+	// ArchiveNow backs the stream up if it changed since its last backup.
+	ArchiveNow() error
 }
 
-func (s *sqliteStream) archiveNow() error {
+var _ Archiver = (*sqliteStream)(nil)
+
+// ArchiveNow implements Archiver.
+func (s *sqliteStream) ArchiveNow() error {
 	if s.arch == nil {
 		return nil
 	}
 	return s.arch.backup(s)
-}
-
-// queueArchivesLocked queues a backup job on every open persistent stream
-// that has none pending. The job runs on the stream's worker, between its
-// transactions; a stream with nothing new since its last backup skips it
-// cheaply.
-func (s *Server) queueArchivesLocked() {
-	for _, h := range s.handles {
-		if h.key.ephemeral || h.archivePending {
-			continue
-		}
-		h.archivePending = true
-		h.queue = append(h.queue, &job{archive: true})
-		s.scheduleLocked(h)
-	}
-}
-
-// runArchive is the worker's side of a backup job.
-func (s *Server) runArchive(h *handle) {
-	s.mu.Lock()
-	h.archivePending = false
-	s.mu.Unlock()
-	a, ok := h.st.(archiver)
-	if !ok {
-		return
-	}
-	if err := a.archiveNow(); err != nil {
-		s.log.Error("persist: archive", "scope", h.key.scope, "stream", h.key.name, "err", err)
-	}
-}
-
-// clearArchivePending forgets a backup job that could not run because the
-// stream failed to open.
-func (s *Server) clearArchivePending(h *handle, jobs []*job) {
-	for _, j := range jobs {
-		if j.archive {
-			s.mu.Lock()
-			h.archivePending = false
-			s.mu.Unlock()
-			return
-		}
-	}
-}
-
-func (c ServerConfig) validateArchive() error {
-	if c.Archive == "" {
-		return nil
-	}
-	if _, ok := c.Storage.(*sqliteStorage); !ok {
-		return errors.New("persist server: Archive needs the default SQLite storage")
-	}
-	if c.DataDir == "" {
-		return errors.New("persist server: Archive needs DataDir")
-	}
-	a, err1 := filepath.Abs(c.Archive)
-	d, err2 := filepath.Abs(c.DataDir)
-	if err1 == nil && err2 == nil && a == d {
-		return errors.New("persist server: Archive must not be the data directory")
-	}
-	return nil
 }

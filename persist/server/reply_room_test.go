@@ -1,7 +1,9 @@
-package persist
+package server
 
 import (
 	"testing"
+
+	"github.com/switchyard-dev/switchyard/persist"
 )
 
 // A write is refused (too-large) when the message could not travel back:
@@ -12,16 +14,16 @@ func TestWriteMustFitItsAnswers(t *testing.T) {
 	h := newHarness(t, nil)
 	mp := int(h.nc.MaxPayload())
 
-	wantCode(t, h.req(CmdSet, "s", nil, make([]byte, mp-50)), CodeTooLarge)
-	body, err := AppendFrame(nil, &Message{Value: make([]byte, mp-100)})
+	wantCode(t, h.req(persist.CmdSet, "s", nil, make([]byte, mp-50)), persist.CodeTooLarge)
+	body, err := persist.AppendFrame(nil, &persist.Message{Value: make([]byte, mp-100)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantCode(t, h.req(CmdSetMany, "s", nil, body), CodeTooLarge)
+	wantCode(t, h.req(persist.CmdSetMany, "s", nil, body), persist.CodeTooLarge)
 
 	// A large value with room to spare is stored and reads back both ways.
-	res := h.set("s", string(make([]byte, mp-4096)), map[string]string{HdrKey: "k", "Note": "n"})
-	if got := h.ok(CmdGet, "s", map[string]string{HdrKey: "k"}, nil); len(got.Data) != mp-4096 {
+	res := h.set("s", string(make([]byte, mp-4096)), map[string]string{persist.HdrKey: "k", "Note": "n"})
+	if got := h.ok(persist.CmdGet, "s", map[string]string{persist.HdrKey: "k"}, nil); len(got.Data) != mp-4096 {
 		t.Fatalf("get: %d bytes, want %d", len(got.Data), mp-4096)
 	}
 	msgs, _, _ := h.getAll("s", nil)

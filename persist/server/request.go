@@ -1,0 +1,252 @@
+package server
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/switchyard-dev/switchyard/bus"
+	"github.com/switchyard-dev/switchyard/persist"
+	"github.com/switchyard-dev/switchyard/persist/store"
+)
+
+// request is a decoded API request: everything the server needs, checked
+// against the wire rules, with no storage work done yet.
+type request struct {
+	scope     string
+	stream    string
+	cmd       string
+	ephemeral bool
+
+	// set / setMany
+	ops []store.WriteOp
+
+	// get
+	seq    uint64
+	key    string
+	hasSeq bool
+
+	// getAll
+	start, end uint64
+	limit      int
+
+	// delete
+	del persist.Delete
+
+	// config: nil = read
+	configPatch []byte
+}
+
+// isWrite reports whether req can share a group-commit transaction.
+func (r *request) isWrite() bool { return r.cmd == persist.CmdSet || r.cmd == persist.CmdSetMany }
+
+// decodeRequest turns an API message into a request. It is pure (no I/O, no
+// server state) so that it can be fuzzed; any malformed input is an *Error
+// with code bad-request or too-large.
+func decodeRequest(m *nats.Msg) (*request, error) {
+	r := &request{scope: bus.SubjectToken(m.Subject, 1)}
+	if !bus.ValidScope(r.scope) {
+		return nil, persist.Errorf(persist.CodeBadRequest, "invalid scope %q in subject", r.scope)
+	}
+	h := m.Header
+	r.cmd = h.Get(persist.HdrCmd)
+	r.stream = h.Get(persist.HdrStream)
+	if r.cmd == "" {
+		return nil, persist.Errorf(persist.CodeBadRequest, "missing %s", persist.HdrCmd)
+	}
+	if err := persist.ValidStreamName(r.stream); err != nil {
+		return nil, err
+	}
+	var err error
+	if r.ephemeral, err = boolHeader(h, persist.HdrEphemeral); err != nil {
+		return nil, err
+	}
+	switch r.cmd {
+	case persist.CmdSet:
+		op, err := decodeSet(h, m.Data)
+		if err != nil {
+			return nil, err
+		}
+		r.ops = []store.WriteOp{op}
+	case persist.CmdSetMany:
+		if r.ops, err = decodeSetMany(m.Data); err != nil {
+			return nil, err
+		}
+	case persist.CmdGet:
+		if r.seq, r.hasSeq, err = uintHeader(h, persist.HdrSeq); err != nil {
+			return nil, err
+		}
+		r.key = h.Get(persist.HdrKey)
+		if r.hasSeq == (r.key != "") {
+			return nil, persist.Errorf(persist.CodeBadRequest, "get needs exactly one of %s and %s", persist.HdrSeq, persist.HdrKey)
+		}
+		if len(r.key) > persist.MaxKeyBytes {
+			return nil, persist.Errorf(persist.CodeTooLarge, "key is %d bytes, over %d", len(r.key), persist.MaxKeyBytes)
+		}
+	case persist.CmdGetAll:
+		if r.start, _, err = uintHeader(h, persist.HdrStartSeq); err != nil {
+			return nil, err
+		}
+		if r.end, _, err = uintHeader(h, persist.HdrEndSeq); err != nil {
+			return nil, err
+		}
+		lim, has, err := uintHeader(h, persist.HdrLimit)
+		if err != nil {
+			return nil, err
+		}
+		if has && (lim == 0 || lim > 1<<31-1) {
+			return nil, persist.Errorf(persist.CodeBadRequest, "%s must be between 1 and %d", persist.HdrLimit, 1<<31-1)
+		}
+		r.limit = int(lim)
+	case persist.CmdDelete:
+		if r.del, err = decodeDelete(h); err != nil {
+			return nil, err
+		}
+	case persist.CmdKeys, persist.CmdInventory:
+	case persist.CmdConfig:
+		if len(strings.TrimSpace(string(m.Data))) > 0 {
+			r.configPatch = m.Data
+		}
+	default:
+		return nil, persist.Errorf(persist.CodeBadRequest, "unknown command %q", r.cmd)
+	}
+	return r, nil
+}
+
+// decodeSet reads a set's parameters from its headers; the body is the value.
+func decodeSet(h nats.Header, body []byte) (store.WriteOp, error) {
+	op := store.WriteOp{Key: h.Get(persist.HdrKey), MsgID: h.Get(persist.HdrMsgID), Value: body}
+	if len(op.Key) > persist.MaxKeyBytes {
+		return op, persist.Errorf(persist.CodeTooLarge, "key is %d bytes, over %d", len(op.Key), persist.MaxKeyBytes)
+	}
+	prev, has, err := uintHeader(h, persist.HdrPrevSeq)
+	if err != nil {
+		return op, err
+	}
+	if has {
+		if op.Key == "" {
+			return op, persist.Errorf(persist.CodeBadRequest, "%s needs %s: compare-and-set is on a key", persist.HdrPrevSeq, persist.HdrKey)
+		}
+		op.PrevSeq = &prev
+	}
+	ttl, has, err := uintHeader(h, persist.HdrTTL)
+	if err != nil {
+		return op, err
+	}
+	if has {
+		if ttl == 0 || ttl > persist.MaxTTL {
+			return op, persist.Errorf(persist.CodeBadRequest, "%s must be a positive number of milliseconds", persist.HdrTTL)
+		}
+		op.TTL = int64(ttl)
+	}
+	for k, v := range h {
+		if len(v) == 0 || persist.ReservedHeader(k) {
+			continue
+		}
+		if op.Headers == nil {
+			op.Headers = make(map[string]string, len(h))
+		}
+		op.Headers[k] = v[0]
+	}
+	return op, nil
+}
+
+// decodeSetMany reads a frames body into write ops.
+func decodeSetMany(body []byte) ([]store.WriteOp, error) {
+	// A frame is at least 2 bytes; guess ~160 per frame to size ops once for
+	// the common batches of small values.
+	ops := make([]store.WriteOp, 0, min(persist.MaxBatch, max(16, len(body)/160)))
+	// The frame's Message is reused: only its fields are kept, in ops.
+	err := persist.ScanFrames(body, persist.MaxBatch, func(m *persist.Message) error {
+		if len(m.Key) > persist.MaxKeyBytes {
+			return persist.Errorf(persist.CodeTooLarge, "message %d: key is %d bytes, over %d", len(ops), len(m.Key), persist.MaxKeyBytes)
+		}
+		if m.PrevSeq != nil && m.Key == "" {
+			return persist.Errorf(persist.CodeBadRequest, "message %d: prevSeq needs a key", len(ops))
+		}
+		if m.TTL < 0 || m.TTL > persist.MaxTTL {
+			return persist.Errorf(persist.CodeBadRequest, "message %d: ttl %d is not between 0 and %d milliseconds", len(ops), m.TTL, int64(persist.MaxTTL))
+		}
+		for k := range m.Headers {
+			if persist.ReservedHeader(k) {
+				return persist.Errorf(persist.CodeBadRequest, "message %d: header %q uses a reserved prefix", len(ops), k)
+			}
+		}
+		ops = append(ops, store.WriteOp{Key: m.Key, Headers: m.Headers, Value: m.Value, TTL: m.TTL, MsgID: m.MsgID, PrevSeq: m.PrevSeq})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ops, nil
+}
+
+// decodeDelete reads which messages a delete removes: exactly one selector.
+func decodeDelete(h nats.Header) (persist.Delete, error) {
+	var d persist.Delete
+	n := 0
+	seq, has, err := uintHeader(h, persist.HdrSeq)
+	if err != nil {
+		return d, err
+	}
+	if has {
+		d.Seqs = []uint64{seq}
+		n++
+	}
+	if list := h.Get(persist.HdrSeqs); list != "" {
+		parts := strings.Split(list, ",")
+		if len(parts) > persist.MaxBatch {
+			return d, persist.Errorf(persist.CodeTooLarge, "%s lists more than %d seqs", persist.HdrSeqs, persist.MaxBatch)
+		}
+		for _, p := range parts {
+			q, err := strconv.ParseUint(strings.TrimSpace(p), 10, 64)
+			if err != nil {
+				return d, persist.Errorf(persist.CodeBadRequest, "bad seq %q in %s", p, persist.HdrSeqs)
+			}
+			d.Seqs = append(d.Seqs, q)
+		}
+		n++
+	}
+	if d.UpTo, has, err = uintHeader(h, persist.HdrUpTo); err != nil {
+		return d, err
+	}
+	if has {
+		n++
+	}
+	if d.All, err = boolHeader(h, persist.HdrAll); err != nil {
+		return d, err
+	}
+	if d.All {
+		n++
+	}
+	if n != 1 {
+		return d, persist.Errorf(persist.CodeBadRequest, "delete needs exactly one of %s, %s, %s and %s", persist.HdrSeq, persist.HdrSeqs, persist.HdrUpTo, persist.HdrAll)
+	}
+	return d, nil
+}
+
+// uintHeader parses an optional unsigned decimal header.
+func uintHeader(h nats.Header, name string) (uint64, bool, error) {
+	v := h.Get(name)
+	if v == "" {
+		return 0, false, nil
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return 0, false, persist.Errorf(persist.CodeBadRequest, "%s: %q is not an unsigned integer", name, v)
+	}
+	return n, true, nil
+}
+
+// boolHeader parses an optional "true"/"false" header.
+func boolHeader(h nats.Header, name string) (bool, error) {
+	switch v := h.Get(name); v {
+	case "", "false":
+		return false, nil
+	case "true":
+		return true, nil
+	default:
+		return false, persist.Errorf(persist.CodeBadRequest, "%s: %q is not true or false", name, v)
+	}
+}

@@ -1,0 +1,155 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// NeedsExpiry implements Stream.
+func (s *sqliteStream) NeedsExpiry() bool {
+	return s.cfg.MaxAge > 0 || s.ttlRows > 0 || len(s.dedupFIFO) > 0
+}
+
+// removed updates the totals for one deleted row.
+func (s *sqliteStream) removed(size int64, hadTTL bool) {
+	s.count--
+	s.bytes -= size
+	if hadTTL {
+		s.ttlRows--
+	}
+}
+
+// deleteWhere runs a DELETE ... RETURNING seq, size, expires IS NOT NULL and
+// returns the removed seqs, ascending, updating the totals.
+func (s *sqliteStream) deleteWhere(query string, args ...any) ([]uint64, error) {
+	rows, err := s.conn.QueryContext(context.Background(), query+` RETURNING seq, size, expires IS NOT NULL`, args...)
+	if err != nil {
+		return nil, err
+	}
+	var seqs []uint64
+	for rows.Next() {
+		var seq uint64
+		var size int64
+		var hadTTL bool
+		if err := rows.Scan(&seq, &size, &hadTTL); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		s.removed(size, hadTTL)
+		seqs = append(seqs, seq)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	slices.Sort(seqs)
+	return seqs, nil
+}
+
+// expire removes rows past max_age or their TTL (inside a transaction).
+func (s *sqliteStream) expire(nowMs int64) ([]Change, error) {
+	var changes []Change
+	if s.cfg.MaxAge > 0 && s.count > 0 {
+		// Expired rows are a prefix in seq order (times never decrease along seq).
+		seqs, err := s.deleteWhere(`DELETE FROM messages WHERE seq < COALESCE((SELECT seq FROM messages WHERE time > ? ORDER BY seq LIMIT 1), 9223372036854775807)`, nowMs-s.cfg.MaxAge)
+		if err != nil {
+			return nil, fmt.Errorf("expire max_age: %w", err)
+		}
+		if len(seqs) > 0 {
+			changes = append(changes, Change{Op: ChangeDelete, Seqs: seqs})
+		}
+	}
+	if s.ttlRows > 0 {
+		seqs, err := s.deleteWhere(`DELETE FROM messages WHERE expires IS NOT NULL AND expires <= ?`, nowMs)
+		if err != nil {
+			return nil, fmt.Errorf("expire ttl: %w", err)
+		}
+		if len(seqs) > 0 {
+			changes = append(changes, Change{Op: ChangeDelete, Seqs: seqs})
+		}
+		if s.ttlRows < 0 {
+			s.ttlRows = 0
+		}
+	}
+	return changes, nil
+}
+
+// enforce deletes the oldest messages while max_msgs or max_bytes is exceeded.
+func (s *sqliteStream) enforce() ([]Change, error) {
+	var changes []Change
+	if over(s.count, s.cfg.MaxMsgs) {
+		seqs, err := s.deleteWhere(`DELETE FROM messages WHERE seq IN (SELECT seq FROM messages ORDER BY seq LIMIT ?)`, s.count-s.cfg.MaxMsgs)
+		if err != nil {
+			return nil, fmt.Errorf("enforce max_msgs: %w", err)
+		}
+		if len(seqs) > 0 {
+			changes = append(changes, Change{Op: ChangeDelete, Seqs: seqs})
+		}
+	}
+	if over(s.bytes, s.cfg.MaxBytes) {
+		// Find the newest seq that must go: walk from the oldest until enough
+		// bytes are freed.
+		excess := s.bytes - s.cfg.MaxBytes
+		rows, err := s.conn.QueryContext(context.Background(), `SELECT seq, size FROM messages ORDER BY seq`)
+		if err != nil {
+			return nil, fmt.Errorf("enforce max_bytes: %w", err)
+		}
+		var upTo uint64
+		for excess > 0 && rows.Next() {
+			var size int64
+			if err := rows.Scan(&upTo, &size); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("enforce max_bytes: %w", err)
+			}
+			excess -= size
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("enforce max_bytes: %w", err)
+		}
+		seqs, err := s.deleteWhere(`DELETE FROM messages WHERE seq <= ?`, upTo)
+		if err != nil {
+			return nil, fmt.Errorf("enforce max_bytes: %w", err)
+		}
+		if len(seqs) > 0 {
+			changes = append(changes, Change{Op: ChangeDelete, Seqs: seqs})
+		}
+	}
+	return changes, nil
+}
+
+// Expire implements Stream.
+func (s *sqliteStream) Expire(now time.Time) ([]Change, error) {
+	nowMs := now.UnixMilli()
+	cut := nowMs - DedupWindow.Milliseconds()
+	n := 0
+	for n < len(s.dedupFIFO) && s.dedupFIFO[n].time <= cut {
+		it := s.dedupFIFO[n]
+		if e, ok := s.msgids[it.id]; ok && e.time == it.time {
+			delete(s.msgids, it.id)
+		}
+		n++
+	}
+	if s.cfg.MaxAge <= 0 && s.ttlRows <= 0 && n == 0 {
+		return nil, nil
+	}
+	st, err := s.begin()
+	if err != nil {
+		return nil, err
+	}
+	changes, err := s.expire(nowMs)
+	if err == nil && n > 0 {
+		_, err = s.conn.ExecContext(context.Background(), `DELETE FROM msgids WHERE time <= ?`, cut)
+	}
+	if err == nil {
+		err = s.commit()
+	}
+	if err != nil {
+		s.rollback(st)
+		return nil, fmt.Errorf("expire: %w", err)
+	}
+	s.dedupFIFO = append(s.dedupFIFO[:0], s.dedupFIFO[n:]...)
+	return changes, nil
+}

@@ -1,0 +1,139 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+
+	"github.com/switchyard-dev/switchyard/persist"
+)
+
+// scanMessage reads one row of msgCols.
+func scanMessage(sc interface{ Scan(...any) error }) (*persist.Message, error) {
+	var m persist.Message
+	var key sql.NullString
+	var hdr, raw []byte
+	var enc int
+	var ttl sql.NullInt64
+	if err := sc.Scan(&m.Seq, &key, &m.Time, &hdr, &enc, &raw, &ttl); err != nil {
+		return nil, err
+	}
+	m.Key = key.String
+	m.TTL = ttl.Int64
+	var err error
+	if m.Headers, err = decodeHeaders(hdr); err != nil {
+		return nil, err
+	}
+	switch enc {
+	case encRaw:
+		m.Value = raw
+	case encZstd:
+		_, zd, err := codecs()
+		if err != nil {
+			return nil, err
+		}
+		if m.Value, err = zd.DecodeAll(raw, nil); err != nil {
+			return nil, fmt.Errorf("decompress seq %d: %w", m.Seq, err)
+		}
+	default:
+		return nil, fmt.Errorf("seq %d: unknown value encoding %d", m.Seq, enc)
+	}
+	return &m, nil
+}
+
+func (s *sqliteStream) getOne(st *sql.Stmt, what string, arg any) (*persist.Message, error) {
+	m, err := scanMessage(st.QueryRow(arg))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, persist.Errorf(persist.CodeNotFound, "no message with %s", what)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get: %w", err)
+	}
+	return m, nil
+}
+
+// maxSeq is the largest seq SQLite can hold (a signed 64-bit rowid). Seqs
+// arrive as unsigned decimals, and database/sql refuses a uint64 with the
+// high bit set, so larger ones are mapped to "no such message" before they
+// reach a query.
+const maxSeq = math.MaxInt64
+
+// Get implements Stream.
+func (s *sqliteStream) Get(seq uint64) (*persist.Message, error) {
+	if seq > maxSeq {
+		return nil, persist.Errorf(persist.CodeNotFound, "no message with seq %d", seq)
+	}
+	return s.getOne(s.getSeq, "seq "+strconv.FormatUint(seq, 10), seq)
+}
+
+// GetKey implements Stream.
+func (s *sqliteStream) GetKey(key string) (*persist.Message, error) {
+	return s.getOne(s.getKey, "key "+strconv.Quote(key), key)
+}
+
+// GetAll implements Stream.
+func (s *sqliteStream) GetAll(start, end uint64, limit int, fn func(*persist.Message) error) (uint64, error) {
+	if end == 0 || end > maxSeq {
+		end = maxSeq
+	}
+	if start > end {
+		return 0, nil
+	}
+	lim := int64(-1)
+	if limit > 0 {
+		lim = int64(limit) + 1 // one more tells whether a next page exists
+	}
+	rows, err := s.conn.QueryContext(context.Background(), `SELECT `+msgCols+` FROM messages WHERE seq >= ? AND seq <= ? ORDER BY seq LIMIT ?`, start, end, lim)
+	if err != nil {
+		return 0, fmt.Errorf("getAll: %w", err)
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		m, err := scanMessage(rows)
+		if err != nil {
+			return 0, fmt.Errorf("getAll: %w", err)
+		}
+		if limit > 0 && n == limit {
+			return m.Seq, nil
+		}
+		n++
+		if err := fn(m); err != nil {
+			return 0, err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return 0, fmt.Errorf("getAll: %w", err)
+	}
+	return 0, nil
+}
+
+// Keys implements Stream.
+func (s *sqliteStream) Keys() ([]string, error) {
+	rows, err := s.conn.QueryContext(context.Background(), `SELECT key FROM messages WHERE key IS NOT NULL ORDER BY key`)
+	if err != nil {
+		return nil, fmt.Errorf("keys: %w", err)
+	}
+	defer rows.Close()
+	keys := []string{}
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			return nil, fmt.Errorf("keys: %w", err)
+		}
+		keys = append(keys, k)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("keys: %w", err)
+	}
+	return keys, nil
+}
+
+// Inventory implements Stream.
+func (s *sqliteStream) Inventory() persist.Inventory {
+	c := s.cfg
+	return persist.Inventory{Count: s.count, Bytes: s.bytes, Seq: s.lastSeq, Limits: &c}
+}

@@ -1,0 +1,330 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/switchyard-dev/switchyard/bus"
+	"github.com/switchyard-dev/switchyard/persist"
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+)
+
+// busyTimeoutMs lets a stream reopened while its previous handle is still
+// closing (checkpointing) wait for the lock instead of failing.
+const busyTimeoutMs = 5000
+
+const schema = `
+CREATE TABLE IF NOT EXISTS messages(
+	seq     INTEGER PRIMARY KEY AUTOINCREMENT,
+	key     TEXT,
+	time    INTEGER NOT NULL,
+	headers BLOB,
+	enc     INTEGER NOT NULL DEFAULT 0,
+	raw     BLOB,
+	size    INTEGER NOT NULL,
+	ttl     INTEGER,
+	expires INTEGER
+);
+-- Only keyed rows enter the key index: a plain append touches one b-tree.
+CREATE UNIQUE INDEX IF NOT EXISTS messages_key ON messages(key) WHERE key IS NOT NULL;
+CREATE INDEX IF NOT EXISTS messages_expires ON messages(expires) WHERE expires IS NOT NULL;
+CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v BLOB) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS msgids(id TEXT PRIMARY KEY, seq INTEGER NOT NULL, time INTEGER NOT NULL) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS msgids_time ON msgids(time);
+`
+
+const msgCols = `seq, key, time, headers, enc, raw, ttl`
+
+// SQLiteConfig configures the SQLite storage.
+type SQLiteConfig struct {
+	// Dir holds one SQLite file per persistent stream (see paths.go). Empty
+	// means ephemeral streams only: opening a persistent one is bad-request.
+	Dir string
+	// Archive, if set, is a directory holding a backup copy of every
+	// persistent stream, laid out like Dir (see archive.go); a stream whose
+	// archive copy is newer than its local file, or whose local file is
+	// missing, is restored from it on open. Empty means no archive.
+	Archive string
+}
+
+// SQLite keeps each stream in its own SQLite file under Dir, and ephemeral
+// streams in private in-memory SQLite databases.
+type SQLite struct {
+	dir     string // "" = ephemeral streams only
+	archive string // "" = no archive (see archive.go)
+}
+
+var (
+	_ Storage = (*SQLite)(nil)
+	_ Stream  = (*sqliteStream)(nil)
+)
+
+// NewSQLite returns the SQLite storage of cfg; it opens nothing yet.
+func NewSQLite(cfg SQLiteConfig) *SQLite { return &SQLite{dir: cfg.Dir, archive: cfg.Archive} }
+
+// Close implements Storage; open streams are closed by their owner.
+func (st *SQLite) Close() error { return nil }
+
+// fileURI turns a path into a SQLite URI, escaping what URIs reserve.
+func fileURI(p string) string {
+	r := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23")
+	return "file:" + r.Replace(filepath.ToSlash(p))
+}
+
+// Open implements Storage.
+func (st *SQLite) Open(scope, name string, ephemeral bool, now time.Time) (Stream, error) {
+	var dsn string
+	var arch *streamArchive
+	if ephemeral {
+		if !bus.ValidScope(scope) {
+			return nil, persist.Errorf(persist.CodeBadRequest, "invalid scope %q", scope)
+		}
+		if err := persist.ValidStreamName(name); err != nil {
+			return nil, err
+		}
+		// A private in-memory database lives as long as its one connection.
+		dsn = ":memory:"
+	} else {
+		if st.dir == "" {
+			return nil, persist.Errorf(persist.CodeBadRequest, "this server has no data directory: only ephemeral streams (%s: true)", persist.HdrEphemeral)
+		}
+		p, err := StreamPath(st.dir, scope, name)
+		if err != nil {
+			return nil, err
+		}
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return nil, fmt.Errorf("open stream: %w", err)
+		}
+		if st.archive != "" {
+			if arch, err = archiveStream(st.archive, scope, name, p); err != nil {
+				return nil, err
+			}
+		}
+		dsn = fileURI(p) + "?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(" + strconv.Itoa(busyTimeoutMs) + ")"
+	}
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open stream: %w", err)
+	}
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
+	s := &sqliteStream{db: db, scope: scope, name: name, ephemeral: ephemeral, msgids: map[string]dedupEntry{}}
+	if err := s.init(now); err != nil {
+		s.Close()
+		return nil, err
+	}
+	if arch != nil {
+		if err := arch.baseline(context.Background(), s); err != nil {
+			s.Close()
+			return nil, err
+		}
+		s.arch = arch // set last: a stream that failed to open is not backed up
+	}
+	return s, nil
+}
+
+// dedupEntry remembers where a msgID's first write landed.
+type dedupEntry struct {
+	seq  uint64
+	time int64
+}
+
+// dedupItem is one msgID in arrival order, for pruning the window.
+type dedupItem struct {
+	id   string
+	time int64
+}
+
+// sqliteStream is one stream: a single connection, prepared statements, and
+// in-memory totals so limits need no query per write.
+type sqliteStream struct {
+	db        *sql.DB
+	conn      *sql.Conn
+	scope     string
+	name      string
+	ephemeral bool
+
+	cfg     persist.Config
+	count   int64  // messages
+	bytes   int64  // sum of sizes
+	lastSeq uint64 // highest seq ever assigned
+	// lastTime is the time of the newest row. Writes never go below it, so
+	// times never decrease along seq and age and rate queries can walk seq.
+	lastTime int64
+	ttlRows  int64 // rows with a TTL (an upper bound: expired rows are subtracted when seen)
+	// dataVersion is PRAGMA data_version when the totals above were last
+	// known right; another connection's commit changes it (store_sqlite_shared.go).
+	dataVersion int64
+
+	msgids    map[string]dedupEntry
+	dedupFIFO []dedupItem // msgids in time order; pruned from the front
+
+	arch *streamArchive // nil = not archived
+
+	insert, keySeq, delSeq, delKey, getSeq, getKey, putMsgID *sql.Stmt
+	beginStmt, commitStmt, dataVer                           *sql.Stmt
+	// insertMany[keyed][i] is the multi-row INSERT of insertRuns[i] plain
+	// rows, unkeyed or keyed, prepared on first use: one statement per run
+	// of plain rows instead of one per row.
+	insertMany [2][len(insertRuns)]*sql.Stmt
+	// A run of plain rows waiting for insertMany: consecutive seqs from
+	// runSeq, all at runTime, all keyed or all unkeyed, with these bound
+	// values (runCols per row).
+	runSeq   uint64
+	runTime  int64
+	runKeyed bool
+	runVals  []any
+	runKeys  map[string]struct{} // the keys in the run
+	execArgs []any               // reused argument buffer of insertMany
+}
+
+func (s *sqliteStream) init(now time.Time) error {
+	ctx := context.Background()
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("open stream: %w", err)
+	}
+	s.conn = conn
+	if _, err := conn.ExecContext(ctx, schema); err != nil {
+		return fmt.Errorf("open stream: schema: %w", err)
+	}
+	// The stored name guards against two names sharing a file.
+	var stored string
+	err = conn.QueryRowContext(ctx, `SELECT v FROM meta WHERE k='name'`).Scan(&stored)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		if _, err := conn.ExecContext(ctx, `INSERT INTO meta(k, v) VALUES('name', ?), ('scope', ?)`, s.name, s.scope); err != nil {
+			return fmt.Errorf("open stream: %w", err)
+		}
+	case err != nil:
+		return fmt.Errorf("open stream: %w", err)
+	case stored != s.name:
+		return persist.Errorf(persist.CodeInternal, "stream file of %q is claimed by another name", s.name)
+	}
+	if err := conn.QueryRowContext(ctx, `SELECT COALESCE((SELECT time FROM messages ORDER BY seq DESC LIMIT 1), 0)`).Scan(&s.lastTime); err != nil {
+		return fmt.Errorf("open stream: %w", err)
+	}
+	s.cfg = persist.DefaultConfig()
+	var cfgJSON []byte
+	err = conn.QueryRowContext(ctx, `SELECT v FROM meta WHERE k='config'`).Scan(&cfgJSON)
+	if err == nil {
+		if s.cfg, err = MergeConfig(persist.DefaultConfig(), cfgJSON); err != nil {
+			return fmt.Errorf("open stream: stored config: %w", err)
+		}
+	} else if !errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("open stream: %w", err)
+	}
+	if s.ephemeral {
+		s.cfg = ClampEphemeral(s.cfg)
+	}
+	if err := s.applySync(); err != nil {
+		return err
+	}
+	// Read before the totals: a commit by another connection after this
+	// makes the next write transaction reload them (reloadIfShared).
+	if err := conn.QueryRowContext(ctx, `PRAGMA data_version`).Scan(&s.dataVersion); err != nil {
+		return fmt.Errorf("open stream: data version: %w", err)
+	}
+	if err := conn.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(size), 0), COALESCE(MAX(seq), 0) FROM messages`).Scan(&s.count, &s.bytes, &s.lastSeq); err != nil {
+		return fmt.Errorf("open stream: totals: %w", err)
+	}
+	// AUTOINCREMENT remembers the highest seq even after its row is gone.
+	var seqMax uint64
+	err = conn.QueryRowContext(ctx, `SELECT seq FROM sqlite_sequence WHERE name='messages'`).Scan(&seqMax)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("open stream: sequence: %w", err)
+	}
+	s.lastSeq = max(s.lastSeq, seqMax)
+	if err := conn.QueryRowContext(ctx, `SELECT COUNT(*) FROM messages WHERE expires IS NOT NULL`).Scan(&s.ttlRows); err != nil {
+		return fmt.Errorf("open stream: %w", err)
+	}
+	rows, err := conn.QueryContext(ctx, `SELECT id, seq, time FROM msgids WHERE time > ? ORDER BY time`, now.Add(-DedupWindow).UnixMilli())
+	if err != nil {
+		return fmt.Errorf("open stream: msgids: %w", err)
+	}
+	for rows.Next() {
+		var it dedupItem
+		var e dedupEntry
+		if err := rows.Scan(&it.id, &e.seq, &e.time); err != nil {
+			rows.Close()
+			return fmt.Errorf("open stream: msgids: %w", err)
+		}
+		it.time = e.time
+		s.msgids[it.id] = e
+		s.dedupFIFO = append(s.dedupFIFO, it)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("open stream: msgids: %w", err)
+	}
+	for _, p := range []struct {
+		st  **sql.Stmt
+		sql string
+	}{
+		{&s.insert, `INSERT INTO messages(seq, key, time, headers, enc, raw, size, ttl, expires) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)`},
+		{&s.keySeq, `SELECT seq, size FROM messages WHERE key = ?`},
+		{&s.delSeq, `DELETE FROM messages WHERE seq = ? RETURNING size, expires IS NOT NULL`},
+		{&s.delKey, `DELETE FROM messages WHERE key = ? RETURNING seq, size, expires IS NOT NULL`},
+		{&s.beginStmt, `BEGIN IMMEDIATE`},
+		{&s.commitStmt, `COMMIT`},
+		{&s.dataVer, `PRAGMA data_version`},
+		{&s.getSeq, `SELECT ` + msgCols + ` FROM messages WHERE seq = ?`},
+		{&s.getKey, `SELECT ` + msgCols + ` FROM messages WHERE key = ?`},
+		{&s.putMsgID, `INSERT OR REPLACE INTO msgids(id, seq, time) VALUES(?, ?, ?)`},
+	} {
+		if *p.st, err = conn.PrepareContext(ctx, p.sql); err != nil {
+			return fmt.Errorf("open stream: prepare: %w", err)
+		}
+	}
+	// Expire what aged out while the stream was closed.
+	_, err = s.Expire(now)
+	return err
+}
+
+func (s *sqliteStream) applySync() error {
+	if s.ephemeral {
+		return nil
+	}
+	mode := "NORMAL"
+	if s.cfg.Sync {
+		mode = "FULL"
+	}
+	if _, err := s.conn.ExecContext(context.Background(), "PRAGMA synchronous="+mode); err != nil {
+		return fmt.Errorf("stream sync mode: %w", err)
+	}
+	return nil
+}
+
+// Close implements Stream.
+func (s *sqliteStream) Close() error {
+	var first error
+	if s.arch != nil {
+		first = s.arch.backup(s)
+	}
+	for _, st := range append([]*sql.Stmt{s.insert, s.keySeq, s.delSeq, s.delKey, s.getSeq, s.getKey, s.putMsgID, s.beginStmt, s.commitStmt, s.dataVer}, append(s.insertMany[0][:], s.insertMany[1][:]...)...) {
+		if st != nil {
+			if err := st.Close(); err != nil && first == nil {
+				first = err
+			}
+		}
+	}
+	if s.conn != nil {
+		if err := s.conn.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	if err := s.db.Close(); err != nil && first == nil {
+		first = err
+	}
+	if first != nil {
+		return fmt.Errorf("close stream: %w", first)
+	}
+	return nil
+}

@@ -1,0 +1,42 @@
+package store
+
+import (
+	"context"
+	"fmt"
+)
+
+// txState is what a rollback must restore of the in-memory state.
+type txState struct {
+	count, bytes, ttlRows int64
+	lastSeq               uint64
+	lastTime              int64
+	fifoLen               int
+}
+
+func (s *sqliteStream) begin() (txState, error) {
+	if _, err := s.beginStmt.Exec(); err != nil {
+		return txState{}, fmt.Errorf("begin: %w", err)
+	}
+	if err := s.reloadIfShared(); err != nil {
+		_, _ = s.conn.ExecContext(context.Background(), "ROLLBACK")
+		return txState{}, fmt.Errorf("begin: %w", err)
+	}
+	return txState{count: s.count, bytes: s.bytes, ttlRows: s.ttlRows, lastSeq: s.lastSeq, lastTime: s.lastTime, fifoLen: len(s.dedupFIFO)}, nil
+}
+
+func (s *sqliteStream) commit() error {
+	if _, err := s.commitStmt.Exec(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// rollback undoes the transaction and the in-memory changes made since st.
+func (s *sqliteStream) rollback(st txState) {
+	_, _ = s.conn.ExecContext(context.Background(), "ROLLBACK")
+	s.count, s.bytes, s.ttlRows, s.lastSeq, s.lastTime = st.count, st.bytes, st.ttlRows, st.lastSeq, st.lastTime
+	for _, it := range s.dedupFIFO[st.fifoLen:] {
+		delete(s.msgids, it.id)
+	}
+	s.dedupFIFO = s.dedupFIFO[:st.fifoLen]
+}

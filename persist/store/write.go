@@ -1,0 +1,325 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/switchyard-dev/switchyard/persist"
+)
+
+// runCols is the number of bound values per row of a run.
+func runCols(keyed bool) int {
+	if keyed {
+		return 3 // key, value, size
+	}
+	return 1 // value (size is its length)
+}
+
+// insertRuns are the row counts of the multi-row INSERT statements, largest
+// first; a run of plain appends is cut greedily into them.
+var insertRuns = [...]int{64, 16, 4}
+
+// Write implements Stream.
+func (s *sqliteStream) Write(ops []WriteOp, now time.Time) ([]WriteResult, []Change, error) {
+	// A clock stepped back must not make times decrease along seq.
+	nowMs := max(now.UnixMilli(), s.lastTime)
+	st, err := s.begin()
+	if err != nil {
+		return nil, nil, err
+	}
+	res, changes, err := s.write(ops, nowMs)
+	if err == nil {
+		err = s.commit()
+	}
+	if err != nil {
+		s.rollback(st)
+		return nil, nil, fmt.Errorf("write: %w", err)
+	}
+	return res, changes, nil
+}
+
+func (s *sqliteStream) write(ops []WriteOp, nowMs int64) ([]WriteResult, []Change, error) {
+	changes, err := s.expire(nowMs)
+	if err != nil {
+		return nil, nil, err
+	}
+	var rateMsgs, rateBytes int64
+	if s.cfg.MaxMsgsPerSecond >= 0 || s.cfg.MaxBytesPerSecond >= 0 {
+		// Times never decrease along seq (see lastTime), so the rows of the
+		// last second are a suffix of the table: scan back to its start
+		// instead of keeping a time index every write would pay for.
+		if err := s.conn.QueryRowContext(context.Background(), `SELECT COUNT(*), COALESCE(SUM(size), 0) FROM messages WHERE seq > COALESCE((SELECT seq FROM messages WHERE time <= ? ORDER BY seq DESC LIMIT 1), 0)`, nowMs-1000).Scan(&rateMsgs, &rateBytes); err != nil {
+			return nil, nil, fmt.Errorf("rate: %w", err)
+		}
+	}
+	results := make([]WriteResult, len(ops))
+	// One allocation for every stored message the changes point at.
+	msgs := make([]persist.Message, 0, len(ops))
+	changes = slices.Grow(changes, len(ops)+1)
+	// A write that failed midway may have left rows buffered.
+	s.resetRun()
+	for i := range ops {
+		op := &ops[i]
+		r := &results[i]
+		if op.MsgID != "" {
+			if e, ok := s.msgids[op.MsgID]; ok && nowMs-e.time < DedupWindow.Milliseconds() {
+				*r = WriteResult{Seq: e.seq, Time: e.time, Dup: true}
+				continue
+			}
+		}
+		if op.TTL != 0 && !s.cfg.AllowMsgTTL {
+			r.Err = persist.Errorf(persist.CodeBadRequest, "this stream does not allow per-message TTL (config allow_msg_ttl)")
+			continue
+		}
+		hj, err := encodeHeaders(op.Headers)
+		if err != nil {
+			r.Err = persist.Errorf(persist.CodeBadRequest, "%v", err)
+			continue
+		}
+		size := messageSize(hj, op.Value, op.Key)
+		if over(size, s.cfg.MaxMsgSize) {
+			r.Err = persist.Errorf(persist.CodeTooLarge, "message is %d bytes, over max_msg_size %d", size, s.cfg.MaxMsgSize)
+			continue
+		}
+		if over(size, s.cfg.MaxBytes) {
+			r.Err = persist.Errorf(persist.CodeReject, "message is %d bytes, over the stream's max_bytes %d", size, s.cfg.MaxBytes)
+			continue
+		}
+		var oldSeq uint64
+		var oldSize int64
+		found := false
+		// The lookup is needed only to decide (compare-and-set, discard new);
+		// a plain keyed replace finds and removes the old row in one DELETE,
+		// below, once every check has passed.
+		if _, ok := s.runKeys[op.Key]; ok && op.Key != "" {
+			// The key's latest row is still in the run: insert it before
+			// looking the key up or replacing it.
+			if err := s.flushInserts(); err != nil {
+				return nil, nil, err
+			}
+		}
+		lookup := op.Key != "" && (op.PrevSeq != nil || s.cfg.DiscardPolicy == persist.DiscardNew)
+		if lookup {
+			err := s.keySeq.QueryRow(op.Key).Scan(&oldSeq, &oldSize)
+			switch {
+			case err == nil:
+				found = true
+			case !errors.Is(err, sql.ErrNoRows):
+				return nil, nil, fmt.Errorf("key lookup: %w", err)
+			}
+		}
+		if op.PrevSeq != nil {
+			if *op.PrevSeq == 0 && found {
+				r.Err = persist.Errorf(persist.CodeWrongLastSequence, "key %q exists at seq %d", op.Key, oldSeq)
+				continue
+			}
+			if *op.PrevSeq != 0 && (!found || oldSeq != *op.PrevSeq) {
+				r.Err = persist.Errorf(persist.CodeWrongLastSequence, "key %q is at seq %d, not %d", op.Key, oldSeq, *op.PrevSeq)
+				continue
+			}
+		}
+		if s.cfg.MaxMsgsPerSecond >= 0 && rateMsgs+1 > s.cfg.MaxMsgsPerSecond {
+			r.Err = persist.Errorf(persist.CodeReject, "over max_msgs_per_second %d", s.cfg.MaxMsgsPerSecond)
+			continue
+		}
+		if s.cfg.MaxBytesPerSecond >= 0 && rateBytes+size > s.cfg.MaxBytesPerSecond {
+			r.Err = persist.Errorf(persist.CodeReject, "over max_bytes_per_second %d", s.cfg.MaxBytesPerSecond)
+			continue
+		}
+		if s.cfg.DiscardPolicy == persist.DiscardNew {
+			n, b := s.count+1, s.bytes+size
+			if found {
+				n, b = n-1, b-oldSize
+			}
+			if over(n, s.cfg.MaxMsgs) || over(b, s.cfg.MaxBytes) {
+				r.Err = persist.Errorf(persist.CodeReject, "stream is full (max_msgs %d, max_bytes %d, discard_policy new)", s.cfg.MaxMsgs, s.cfg.MaxBytes)
+				continue
+			}
+		}
+		if op.Key != "" {
+			// The run holds other keys only (see above), so this finds the
+			// key's row if it has one.
+			var sz int64
+			var hadTTL bool
+			err := s.delKey.QueryRow(op.Key).Scan(&oldSeq, &sz, &hadTTL)
+			switch {
+			case err == nil:
+				s.removed(sz, hadTTL)
+				changes = append(changes, Change{Op: ChangeDelete, Seqs: []uint64{oldSeq}})
+			case !errors.Is(err, sql.ErrNoRows):
+				return nil, nil, fmt.Errorf("replace key: %w", err)
+			}
+		}
+		seq := s.lastSeq + 1
+		enc, raw := encRaw, op.Value
+		if len(raw) > compressMin {
+			ze, _, err := codecs()
+			if err != nil {
+				return nil, nil, err
+			}
+			if c := ze.EncodeAll(raw, make([]byte, 0, len(raw)/2)); len(c) < len(raw) {
+				enc, raw = encZstd, c
+			}
+		}
+		var key, ttl, expires any
+		if op.Key != "" {
+			key = op.Key
+		}
+		if op.TTL > 0 {
+			ttl, expires = op.TTL, nowMs+op.TTL
+		}
+		if raw == nil {
+			raw = []byte{}
+		}
+		if hj == nil && op.TTL == 0 && enc == encRaw {
+			// A plain row (no headers, no TTL, stored raw) joins the run,
+			// inserted many rows per statement; a run is all keyed or all
+			// unkeyed.
+			keyed := op.Key != ""
+			if len(s.runVals) > 0 && s.runKeyed != keyed {
+				if err := s.flushInserts(); err != nil {
+					return nil, nil, err
+				}
+			}
+			if len(s.runVals) == 0 {
+				s.runSeq, s.runTime, s.runKeyed = seq, nowMs, keyed
+			}
+			if keyed {
+				if s.runKeys == nil {
+					s.runKeys = map[string]struct{}{}
+				}
+				s.runKeys[op.Key] = struct{}{}
+				s.runVals = append(s.runVals, op.Key, raw, size)
+			} else {
+				s.runVals = append(s.runVals, raw)
+			}
+			if len(s.runVals) == insertRuns[0]*runCols(keyed) {
+				if err := s.flushInserts(); err != nil {
+					return nil, nil, err
+				}
+			}
+		} else {
+			// Anything else ends the run first: the run's seqs stay consecutive.
+			if err := s.flushInserts(); err != nil {
+				return nil, nil, err
+			}
+			if _, err := s.insert.Exec(seq, key, nowMs, hj, enc, raw, size, ttl, expires); err != nil {
+				return nil, nil, fmt.Errorf("insert: %w", err)
+			}
+		}
+		s.lastSeq, s.lastTime = seq, nowMs
+		s.count++
+		s.bytes += size
+		if op.TTL > 0 {
+			s.ttlRows++
+		}
+		if op.MsgID != "" {
+			if _, err := s.putMsgID.Exec(op.MsgID, seq, nowMs); err != nil {
+				return nil, nil, fmt.Errorf("msgid: %w", err)
+			}
+			s.msgids[op.MsgID] = dedupEntry{seq: seq, time: nowMs}
+			s.dedupFIFO = append(s.dedupFIFO, dedupItem{id: op.MsgID, time: nowMs})
+		}
+		rateMsgs++
+		rateBytes += size
+		*r = WriteResult{Seq: seq, Time: nowMs}
+		msgs = append(msgs, persist.Message{Seq: seq, Time: nowMs, Key: op.Key, Headers: op.Headers, TTL: op.TTL, Value: op.Value})
+		changes = append(changes, Change{Op: ChangeSet, Msg: &msgs[len(msgs)-1]})
+	}
+	if err := s.flushInserts(); err != nil {
+		return nil, nil, err
+	}
+	more, err := s.enforce()
+	if err != nil {
+		return nil, nil, err
+	}
+	return results, append(changes, more...), nil
+}
+
+// resetRun forgets the buffered plain rows.
+func (s *sqliteStream) resetRun() {
+	clear(s.runVals) // drop references to values
+	s.runVals = s.runVals[:0]
+	clear(s.runKeys)
+	clear(s.execArgs)
+	s.execArgs = s.execArgs[:0]
+}
+
+// flushInserts inserts the run of plain rows, cutting it greedily into the
+// multi-row statements of insertRuns; fewer than the smallest run go one by
+// one.
+func (s *sqliteStream) flushInserts() error {
+	defer s.resetRun()
+	cols := runCols(s.runKeyed)
+	vals, seq := s.runVals, s.runSeq
+	for len(vals) > 0 {
+		rows := len(vals) / cols
+		i := 0
+		for i < len(insertRuns) && insertRuns[i] > rows {
+			i++
+		}
+		if i == len(insertRuns) {
+			var key, raw, size any = nil, vals[0], nil
+			if s.runKeyed {
+				key, raw, size = vals[0], vals[1], vals[2]
+			} else {
+				size = len(raw.([]byte))
+			}
+			if _, err := s.insert.Exec(seq, key, s.runTime, nil, encRaw, raw, size, nil, nil); err != nil {
+				return fmt.Errorf("insert: %w", err)
+			}
+			vals, seq = vals[cols:], seq+1
+			continue
+		}
+		st, err := s.insertStmt(s.runKeyed, i)
+		if err != nil {
+			return err
+		}
+		k := insertRuns[i]
+		s.execArgs = append(append(s.execArgs[:0], seq, s.runTime), vals[:k*cols]...)
+		if _, err := st.Exec(s.execArgs...); err != nil {
+			return fmt.Errorf("insert: %w", err)
+		}
+		vals, seq = vals[k*cols:], seq+uint64(k)
+	}
+	return nil
+}
+
+// insertStmt returns the multi-row INSERT of insertRuns[i] plain rows. It
+// binds the first seq (?1), the time (?2) and runCols values per row: the
+// other columns of a plain row are constants or derived, which keeps the
+// per-row binding cost low.
+func (s *sqliteStream) insertStmt(keyed bool, i int) (*sql.Stmt, error) {
+	ki := 0
+	if keyed {
+		ki = 1
+	}
+	if st := s.insertMany[ki][i]; st != nil {
+		return st, nil
+	}
+	var q strings.Builder
+	q.WriteString(`INSERT INTO messages(seq, key, time, headers, enc, raw, size, ttl, expires) VALUES`)
+	for r := range insertRuns[i] {
+		if r > 0 {
+			q.WriteByte(',')
+		}
+		if keyed {
+			p := 3 + 3*r
+			fmt.Fprintf(&q, `(?1+%d, ?%d, ?2, NULL, %d, ?%d, ?%d, NULL, NULL)`, r, p, encRaw, p+1, p+2)
+		} else {
+			p := 3 + r
+			fmt.Fprintf(&q, `(?1+%d, NULL, ?2, NULL, %d, ?%d, length(?%d), NULL, NULL)`, r, encRaw, p, p)
+		}
+	}
+	st, err := s.conn.PrepareContext(context.Background(), q.String())
+	if err != nil {
+		return nil, fmt.Errorf("prepare insert: %w", err)
+	}
+	s.insertMany[ki][i] = st
+	return st, nil
+}
