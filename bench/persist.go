@@ -219,7 +219,7 @@ func RunPersist(ctx context.Context, cfg PersistConfig, w io.Writer) ([]Result, 
 			return nil, err
 		}
 		s := c.Stream("bench", "setmany")
-		msgs := make([]persist.Message, cfg.Batch)
+		msgs := make([]persist.Entry, cfg.Batch)
 		for i := range msgs {
 			msgs[i].Value = value
 		}
@@ -229,8 +229,8 @@ func RunPersist(ctx context.Context, cfg PersistConfig, w io.Writer) ([]Result, 
 				return err
 			}
 			for _, r := range res {
-				if r.Code != "" {
-					return fmt.Errorf("%s: %s", r.Code, r.Error)
+				if r.Err != nil {
+					return r.Err
 				}
 			}
 			return nil

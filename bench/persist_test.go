@@ -120,7 +120,7 @@ func BenchmarkPersistSetMany(b *testing.B) {
 		b.Fatal(err)
 	}
 	s := c.Stream("bench", "setmany")
-	msgs := make([]persist.Message, 1000)
+	msgs := make([]persist.Entry, 1000)
 	for i := range msgs {
 		msgs[i].Value = make([]byte, 128)
 	}

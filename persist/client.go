@@ -22,6 +22,8 @@ const (
 	// ClientAttemptsDefault is how many times a request is tried when the owner
 	// moved or did not answer.
 	ClientAttemptsDefault = 4
+	// OwnerCacheDefault bounds the scopes whose owner a client remembers.
+	OwnerCacheDefault = 10000
 )
 
 // ClientConfig configures a Client.
@@ -36,6 +38,10 @@ type ClientConfig struct {
 	// Attempts is the number of tries for a request that met wrong-owner, no
 	// responders or (when safe to repeat) a timeout. Zero means ClientAttemptsDefault.
 	Attempts int
+	// OwnerCache bounds the scopes whose owner is remembered; past it an
+	// arbitrary entry is forgotten (and asked again when next used). Zero
+	// means OwnerCacheDefault.
+	OwnerCache int
 }
 
 // Client talks to persist servers: it asks the balancer which server owns a
@@ -45,7 +51,13 @@ type Client struct {
 	cfg ClientConfig
 
 	mu     sync.RWMutex      // protects owners
-	owners map[string]string // scope -> server id
+	owners map[string]string // scope -> server id, at most cfg.OwnerCache
+
+	// ctx ends at Close: it ends the client's watchers (and so its LiveKVs)
+	// and refuses new requests. watchers counts the running watchers.
+	ctx      context.Context
+	cancel   context.CancelFunc
+	watchers sync.WaitGroup
 
 	watchGate watchGate // bounds the client's concurrent watcher re-reads (client_watch.go)
 }
@@ -64,7 +76,23 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if cfg.Attempts <= 0 {
 		cfg.Attempts = ClientAttemptsDefault
 	}
-	return &Client{cfg: cfg, owners: map[string]string{}}, nil
+	if cfg.OwnerCache <= 0 {
+		cfg.OwnerCache = OwnerCacheDefault
+	}
+	c := &Client{cfg: cfg, owners: map[string]string{}}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	return c, nil
+}
+
+// Close ends the client's watchers (LiveKVs built on them stop following the
+// stream) and waits for their callbacks to return; later requests fail with
+// ErrClosed. It does not close the NATS connection, which the caller owns,
+// nor LocalStreams, which have their own Close. It is idempotent and must not
+// be called from a watcher's callback.
+func (c *Client) Close() error {
+	c.cancel()
+	c.watchers.Wait()
+	return nil
 }
 
 // Owner returns the id of the server that owns scope, asking the balancer
@@ -90,6 +118,12 @@ func (c *Client) Owner(ctx context.Context, scope string) (string, error) {
 		return "", fmt.Errorf("ask balancer: empty answer for scope %q", scope)
 	}
 	c.mu.Lock()
+	if len(c.owners) >= c.cfg.OwnerCache {
+		for k := range c.owners { // an arbitrary entry: O(1), no bookkeeping per hit
+			delete(c.owners, k)
+			break
+		}
+	}
 	c.owners[scope] = id
 	c.mu.Unlock()
 	return id, nil
@@ -127,6 +161,9 @@ func retryable(err error, idempotent bool) bool {
 // call sends one request to the owner of scope and returns its reply,
 // retrying as retryable allows. Replies carrying Sy-Error become *Error.
 func (c *Client) call(ctx context.Context, scope string, msg *nats.Msg, idempotent bool) (*nats.Msg, error) {
+	if c.ctx.Err() != nil {
+		return nil, ErrClosed
+	}
 	var last error
 	for attempt := 0; attempt < c.cfg.Attempts; attempt++ {
 		if attempt > 0 {
@@ -299,13 +336,19 @@ func ttlMillis(d time.Duration) int64 {
 // SetMany writes msgs in one request (one transaction on the server) and
 // returns one result per message, in order; a message's own failure is in its
 // result's Code, not in the error.
-func (s *Stream) SetMany(ctx context.Context, msgs []Message) ([]SetManyResult, error) {
+func (s *Stream) SetMany(ctx context.Context, msgs []Entry) ([]SetManyResult, error) {
 	m := s.c.newMsg(CmdSetMany, s.name, s.ephemeral)
 	var body []byte
 	idempotent := true
 	for i := range msgs {
+		for k := range msgs[i].Headers {
+			if ReservedHeader(k) {
+				return nil, Errorf(CodeBadRequest, "setMany %s/%s: message %d: user header %q uses a reserved prefix", s.scope, s.name, i, k)
+			}
+		}
+		f := msgs[i].frame()
 		var err error
-		if body, err = AppendFrame(body, &msgs[i]); err != nil {
+		if body, err = AppendFrame(body, &f); err != nil {
 			return nil, err
 		}
 		if msgs[i].MsgID == "" {
@@ -362,12 +405,14 @@ func messageFromReply(r *nats.Msg) (*Message, error) {
 		}
 	}
 	if t := r.Header.Get(HdrTTL); t != "" {
-		if msg.TTL, err = strconv.ParseInt(t, 10, 64); err != nil {
+		ms, err := strconv.ParseInt(t, 10, 64)
+		if err != nil {
 			return nil, fmt.Errorf("get: bad %s: %w", HdrTTL, err)
 		}
+		msg.TTL = time.Duration(ms) * time.Millisecond
 	}
 	for k, v := range r.Header {
-		if strings.HasPrefix(k, hdrPrefix) || strings.HasPrefix(k, natsPrefix) || len(v) == 0 {
+		if ReservedHeader(k) || len(v) == 0 {
 			continue
 		}
 		if msg.Headers == nil {
@@ -408,6 +453,9 @@ func (s *Stream) Scan(ctx context.Context, r Range, fn func(*Message) error) (ui
 }
 
 func (s *Stream) scan(ctx context.Context, r Range, fn func(*Message) error) (uint64, error) {
+	if s.c.ctx.Err() != nil {
+		return 0, ErrClosed
+	}
 	var last error
 	for attempt := 0; attempt < s.c.cfg.Attempts; attempt++ {
 		if attempt > 0 {
@@ -481,7 +529,10 @@ func (s *Stream) scanOnce(ctx context.Context, id string, r Range, fn func(*Mess
 		if err != nil || n != chunk {
 			return 0, fmt.Errorf("lost chunk: expected %d, got %q", chunk, reply.Header.Get(HdrChunk))
 		}
-		if err := DecodeFrames(reply.Data, 0, fn); err != nil {
+		if err := ScanFrames(reply.Data, 0, func(f *Frame) error {
+			m := f.Message()
+			return fn(&m)
+		}); err != nil {
 			return 0, err
 		}
 		if reply.Header.Get(HdrEOF) == "true" {
@@ -554,15 +605,22 @@ func (s *Stream) Inventory(ctx context.Context) (Inventory, error) {
 	return inv, err
 }
 
-// Config returns the stream's configuration, first applying update when it is
-// not nil. update is JSON: only the fields present change, for example
-// map[string]any{"max_msgs": 100}.
-func (s *Stream) Config(ctx context.Context, update map[string]any) (Config, error) {
+// Config returns the stream's configuration.
+func (s *Stream) Config(ctx context.Context) (Config, error) {
+	var cfg Config
+	err := s.jsonCall(ctx, CmdConfig, nil, &cfg)
+	return cfg, err
+}
+
+// UpdateConfig changes the fields u sets, applies the new limits at once
+// (removing what they no longer allow, as delete events) and returns the
+// stream's new configuration. An update that changes nothing is a read.
+func (s *Stream) UpdateConfig(ctx context.Context, u ConfigUpdate) (Config, error) {
 	var body []byte
-	if update != nil {
+	if !u.IsZero() {
 		var err error
-		if body, err = json.Marshal(update); err != nil {
-			return Config{}, fmt.Errorf("config: %w", err)
+		if body, err = json.Marshal(u); err != nil {
+			return Config{}, fmt.Errorf("config %s/%s: %w", s.scope, s.name, err)
 		}
 	}
 	var cfg Config
@@ -582,3 +640,6 @@ func (s *Stream) jsonCall(ctx context.Context, cmd string, body []byte, out any)
 	}
 	return nil
 }
+
+// ptr returns a pointer to v, for ConfigUpdate fields.
+func ptr[T any](v T) *T { return &v }

@@ -23,7 +23,7 @@ const liveKVMergeRounds = 16
 // of its key (LiveKV.Delete).
 const HdrTombstone = "Kv-Deleted"
 
-// ErrClosed is returned by a LiveKV or LocalStream used after Close.
+// ErrClosed is returned by a Client, LiveKV or LocalStream used after Close.
 var ErrClosed = errors.New("persist: handle closed")
 
 // LiveKVOptions configure a LiveKV.
@@ -134,12 +134,12 @@ func (c *Client) LiveKV(ctx context.Context, scope, name string, opts LiveKVOpti
 		cur: map[string]kvItem{}, bySeq: map[uint64]string{}, pending: map[string]*kvPending{},
 		ready: make(chan struct{}),
 	}
-	cfg, err := lk.kv.s.Config(ctx, nil)
+	cfg, err := lk.kv.s.Config(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("live kv: %w", err)
 	}
 	if !cfg.AllowMsgTTL {
-		if _, err := lk.kv.s.Config(ctx, map[string]any{"allow_msg_ttl": true}); err != nil {
+		if _, err := lk.kv.s.UpdateConfig(ctx, ConfigUpdate{AllowMsgTTL: ptr(true)}); err != nil {
 			return nil, fmt.Errorf("live kv: %w", err)
 		}
 	}

@@ -94,7 +94,7 @@ func TestLiveKVConverges(t *testing.T) {
 		return equalKV(s, want) && equalKV(localKV(a), want) && equalKV(localKV(b), want)
 	})
 	// The stream was switched to allow tombstone TTLs.
-	cfg, err := c.Stream("hub", "shared").Config(ctx, nil)
+	cfg, err := c.Stream("hub", "shared").Config(ctx)
 	if err != nil || !cfg.AllowMsgTTL {
 		t.Fatalf("config %+v, %v: allow_msg_ttl should be on", cfg, err)
 	}
@@ -213,7 +213,7 @@ func TestLiveKVTombstoneExpires(t *testing.T) {
 		t.Fatal(err)
 	}
 	m, err := c.KV("hub", "tomb").Get(ctx, "gone")
-	if err != nil || m.Headers[persist.HdrTombstone] == "" || len(m.Value) != 0 || m.TTL != 200 {
+	if err != nil || m.Headers[persist.HdrTombstone] == "" || len(m.Value) != 0 || m.TTL != 200*time.Millisecond {
 		t.Fatalf("tombstone on the server: %+v, %v", m, err)
 	}
 	if _, ok := a.Get("gone"); ok {

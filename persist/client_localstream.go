@@ -84,7 +84,7 @@ type LocalMessage struct {
 	Value   []byte
 	Err     error // LocalRejected: why; LocalPending: the last failed attempt
 
-	ttl     int64 // milliseconds, for the save
+	ttl     time.Duration // for the save
 	prevSeq *uint64
 }
 
@@ -213,7 +213,7 @@ func (l *LocalStream) Publish(value []byte, opts LocalPublishOptions) (LocalMess
 	}
 	id := newMsgID()
 	hdr[HdrLocalID] = id
-	m := &LocalMessage{ID: id, State: LocalPending, Key: opts.Key, Headers: hdr, Value: value, ttl: ttlMillis(opts.TTL), prevSeq: opts.PrevSeq}
+	m := &LocalMessage{ID: id, State: LocalPending, Key: opts.Key, Headers: hdr, Value: value, ttl: opts.TTL, prevSeq: opts.PrevSeq}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closing {
@@ -343,11 +343,11 @@ func findSeq(feed []LocalMessage, seq uint64) (int, bool) {
 }
 
 // batch takes the next messages to save, in publish order.
-func (l *LocalStream) batch() ([]*LocalMessage, []Message) {
+func (l *LocalStream) batch() ([]*LocalMessage, []Entry) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var own []*LocalMessage
-	var msgs []Message
+	var msgs []Entry
 	bytes := 0
 	for _, m := range l.local {
 		if m.State != LocalPending {
@@ -357,7 +357,7 @@ func (l *LocalStream) batch() ([]*LocalMessage, []Message) {
 			break
 		}
 		bytes += len(m.Value)
-		msg := Message{Key: m.Key, Headers: m.Headers, Value: m.Value, MsgID: m.ID, TTL: m.ttl, PrevSeq: m.prevSeq}
+		msg := Entry{Key: m.Key, Headers: m.Headers, Value: m.Value, MsgID: m.ID, TTL: m.ttl, PrevSeq: m.prevSeq}
 		own = append(own, m)
 		msgs = append(msgs, msg)
 	}
@@ -447,8 +447,8 @@ func (l *LocalStream) saved(own []*LocalMessage, res []SetManyResult) {
 	defer l.mu.Unlock()
 	for i, m := range own {
 		r := res[i]
-		if r.Code != "" {
-			l.rejectLocked(m, &Error{Code: r.Code, Message: r.Error})
+		if r.Err != nil {
+			l.rejectLocked(m, r.Err)
 			continue
 		}
 		if m.State != LocalPending {

@@ -161,7 +161,7 @@ func TestLocalStreamRetryNoDuplicate(t *testing.T) {
 func TestLocalStreamRejection(t *testing.T) {
 	_, c := newClientHarness(t, nil, nil, 2*time.Second)
 	ctx := context.Background()
-	if _, err := c.Stream("hub", "strict").Config(ctx, map[string]any{"max_msg_size": 64}); err != nil {
+	if _, err := c.Stream("hub", "strict").UpdateConfig(ctx, persist.ConfigUpdate{MaxMsgSize: ptr(int64(64))}); err != nil {
 		t.Fatal(err)
 	}
 	var ev events

@@ -22,8 +22,8 @@ func TestClientSubMillisecondTTL(t *testing.T) {
 		t.Fatalf("set with a 500µs TTL: %v", err)
 	}
 	m, err := s.Get(ctx, res.Seq)
-	if err == nil && m.TTL != 1 {
-		t.Fatalf("stored ttl %d ms, want 1", m.TTL)
+	if err == nil && m.TTL != time.Millisecond {
+		t.Fatalf("stored ttl %s, want 1ms", m.TTL)
 	}
 
 	ev := &events{}
@@ -44,7 +44,7 @@ func TestClientSubMillisecondTTL(t *testing.T) {
 	})
 	// The message may already be gone (1 ms TTL); if it is still there it
 	// must carry its TTL.
-	if m, err := s.Get(ctx, seq); err == nil && m.TTL != 1 {
-		t.Fatalf("local stream stored ttl %d ms, want 1", m.TTL)
+	if m, err := s.Get(ctx, seq); err == nil && m.TTL != time.Millisecond {
+		t.Fatalf("local stream stored ttl %s, want 1ms", m.TTL)
 	}
 }

@@ -176,17 +176,27 @@ func (s *Stream) Watch(ctx context.Context, opts WatchOptions, fn func(Event)) (
 	if opts.From > 1 {
 		w.last.Store(opts.From - 1)
 	}
+	if s.c.ctx.Err() != nil {
+		return nil, ErrClosed
+	}
 	w.ctx, w.cancel = context.WithCancel(ctx)
+	stopOnClose := context.AfterFunc(s.c.ctx, w.cancel)
 	w.status = w.nc.StatusChanged(nats.CONNECTED, nats.CLOSED)
 	hub, err := joinFeedHub(w)
 	if err != nil {
+		stopOnClose()
 		w.cancel()
 		w.nc.RemoveStatusListener(w.status)
 		return nil, err
 	}
 	w.hub = hub
 	w.reconnects = w.nc.Stats().Reconnects
-	go w.run()
+	s.c.watchers.Add(1)
+	go func() {
+		defer s.c.watchers.Done()
+		defer stopOnClose()
+		w.run()
+	}()
 	return w, nil
 }
 
@@ -445,7 +455,7 @@ func (w *Watcher) apply(b *feedBatch) string {
 		f := &b.frames[i]
 		switch f.Op {
 		case "", FeedOpSet:
-			if err := w.feedSet(f); err != nil {
+			if err := w.feedSet(&b.msgs[i]); err != nil {
 				return "feed: " + err.Error()
 			}
 		case FeedOpRef:

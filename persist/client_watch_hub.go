@@ -30,8 +30,9 @@ type feedBatch struct {
 	epoch  string
 	n      uint64
 	server string
-	frames []Message
-	err    error // the body broke off after frames
+	frames []Frame
+	msgs   []Message // msgs[i] is frames[i].Message(): the Event.Msg of a set
+	err    error     // the body broke off after frames
 }
 
 // feedHub is one (client, stream) subscription and its watchers.
@@ -131,6 +132,10 @@ func parseFeedMsg(m *nats.Msg) *feedBatch {
 	}
 	b := &feedBatch{epoch: epoch, n: n, server: header(m.Header, HdrServer)}
 	b.frames, b.err = decodeFeedBody(m.Data)
+	b.msgs = make([]Message, len(b.frames))
+	for i := range b.frames {
+		b.msgs[i] = b.frames[i].Message()
+	}
 	return b
 }
 

@@ -150,7 +150,7 @@ func TestWatchHistoryThenLive(t *testing.T) {
 	if _, err := s.Set(ctx, []byte("k1"), persist.SetOptions{Key: "k"}); err != nil { // 11
 		t.Fatal(err)
 	}
-	batch := make([]persist.Message, 5)
+	batch := make([]persist.Entry, 5)
 	for i := range batch {
 		batch[i].Value = []byte("b" + strconv.Itoa(i))
 	}
@@ -207,7 +207,7 @@ func TestWatchLimitDeletes(t *testing.T) {
 	c, _ := watchEnv(t)
 	ctx := context.Background()
 	s := c.Stream("project-w", "capped")
-	if _, err := s.Config(ctx, map[string]any{"max_msgs": 3}); err != nil {
+	if _, err := s.UpdateConfig(ctx, persist.ConfigUpdate{MaxMsgs: ptr(int64(3))}); err != nil {
 		t.Fatal(err)
 	}
 	col := newCollector()

@@ -36,3 +36,10 @@ func (lk *LiveKV) Overflowed() bool { return lk.w.overflow.Load() }
 
 // Resyncs is the number of resyncs of the copy's watcher.
 func (lk *LiveKV) Resyncs() uint64 { return lk.w.Resyncs() }
+
+// CachedOwners is the number of scopes whose owner the client remembers.
+func (c *Client) CachedOwners() int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.owners)
+}

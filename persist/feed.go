@@ -33,7 +33,7 @@ const (
 	HdrLastSeq   = "Sy-Last-Seq"   // highest seq in a feed message
 )
 
-// Feed frame operations (Message.Op).
+// Feed frame operations (Frame.Op).
 const (
 	FeedOpSet    = "set"    // Msg is a stored message, value included
 	FeedOpDelete = "delete" // Seqs were removed

@@ -11,8 +11,8 @@ import (
 // feed watcher hub decodes each message once for all its watchers, who then
 // share the result read-only. On an error the frames before it are
 // returned with it. Values alias b.
-func decodeFeedBody(b []byte) ([]Message, error) {
-	var out []Message
+func decodeFeedBody(b []byte) ([]Frame, error) {
+	var out []Frame
 	for len(b) > 0 {
 		meta, value, rest, err := nextFrame(b)
 		if err != nil {
@@ -22,12 +22,12 @@ func decodeFeedBody(b []byte) ([]Message, error) {
 		if out == nil {
 			// Most feed messages are one commit of one or two frames (a
 			// keyed set and the delete of the row it replaced).
-			out = make([]Message, 0, 2)
+			out = make([]Frame, 0, 2)
 		}
-		out = append(out, Message{})
+		out = append(out, Frame{})
 		m := &out[len(out)-1]
 		if !parseMetaFast(meta, m) {
-			*m = Message{}
+			*m = Frame{}
 			if err := json.Unmarshal(meta, m); err != nil {
 				return out[:len(out)-1], Errorf(CodeBadRequest, "malformed frame metadata: %v", err)
 			}
@@ -44,7 +44,7 @@ func decodeFeedBody(b []byte) ([]Message, error) {
 // headers, null, names in another case, numbers encoding/json would read
 // differently — and the caller then uses encoding/json, so the result is
 // always what encoding/json would give (FuzzParseMetaFast checks).
-func parseMetaFast(b []byte, m *Message) bool {
+func parseMetaFast(b []byte, m *Frame) bool {
 	if len(b) < 2 || b[0] != '{' || b[len(b)-1] != '}' {
 		return false
 	}

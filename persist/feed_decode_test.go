@@ -10,7 +10,7 @@ import (
 // feed frames takes the fast path and reads back the same.
 func TestParseMetaFastTakesEncoderOutput(t *testing.T) {
 	prev := uint64(7)
-	cases := []Message{
+	cases := []Frame{
 		{Seq: 12, Time: 1700000000123, Key: "k42"},
 		{Seq: 1},
 		{},
@@ -31,7 +31,7 @@ func TestParseMetaFastTakesEncoderOutput(t *testing.T) {
 			t.Errorf("decoded %+v, want %+v", got[0], want)
 		}
 		meta, _ := json.Marshal(&want)
-		var m Message
+		var m Frame
 		if !parseMetaFast(meta, &m) {
 			t.Errorf("%s: not on the fast path", meta)
 		}
@@ -51,11 +51,11 @@ func FuzzParseMetaFast(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, meta []byte) {
-		var fast Message
+		var fast Frame
 		if !parseMetaFast(meta, &fast) {
 			return
 		}
-		var slow Message
+		var slow Frame
 		if err := json.Unmarshal(meta, &slow); err != nil {
 			t.Fatalf("fast path accepted %q, encoding/json: %v", meta, err)
 		}

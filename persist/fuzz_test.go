@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-func frames(msgs ...Message) []byte {
+func frames(msgs ...Frame) []byte {
 	var b []byte
 	for i := range msgs {
 		b, _ = AppendFrame(b, &msgs[i])
@@ -16,13 +16,13 @@ func frames(msgs ...Message) []byte {
 // FuzzDecodeFrames: DecodeFrames never panics, and what it accepts
 // re-encodes to frames that decode to the same messages.
 func FuzzDecodeFrames(f *testing.F) {
-	f.Add(frames(Message{Value: []byte("a")}, Message{Seq: 2, Time: 3, Key: "k", TTL: 4, Headers: map[string]string{"h": "v"}, Value: bytes.Repeat([]byte("x"), 300)}))
+	f.Add(frames(Frame{Value: []byte("a")}, Frame{Seq: 2, Time: 3, Key: "k", TTL: 4, Headers: map[string]string{"h": "v"}, Value: bytes.Repeat([]byte("x"), 300)}))
 	f.Add([]byte{})
 	f.Add([]byte{0x02, '{', '}', 0x05})
 	f.Add([]byte{0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		var got []Message
-		err := DecodeFrames(b, 100, func(m *Message) error {
+		var got []Frame
+		err := DecodeFrames(b, 100, func(m *Frame) error {
 			got = append(got, *m)
 			return nil
 		})
@@ -33,8 +33,8 @@ func FuzzDecodeFrames(f *testing.F) {
 			return
 		}
 		again := frames(got...)
-		var back []Message
-		if err := DecodeFrames(again, 0, func(m *Message) error {
+		var back []Frame
+		if err := DecodeFrames(again, 0, func(m *Frame) error {
 			back = append(back, *m)
 			return nil
 		}); err != nil {

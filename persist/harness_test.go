@@ -2,7 +2,6 @@ package persist_test
 
 import (
 	"context"
-	"encoding/json"
 	"testing"
 	"time"
 
@@ -97,11 +96,11 @@ func (h *harness) set(stream, value string, headers map[string]string) persist.S
 // config applies a config patch to stream and fails the test on an error.
 func (h *harness) config(stream, patch string) persist.Config {
 	h.t.Helper()
-	var update map[string]any
-	if err := json.Unmarshal([]byte(patch), &update); err != nil {
+	update, err := persist.ParseConfigUpdate([]byte(patch))
+	if err != nil {
 		h.t.Fatal(err)
 	}
-	c, err := h.stream(stream).Config(context.Background(), update)
+	c, err := h.stream(stream).UpdateConfig(context.Background(), update)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -132,3 +131,5 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond) // polling interval, not a wait for an event
 	}
 }
+
+func ptr[T any](v T) *T { return &v }

@@ -12,12 +12,15 @@
 package persist
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Header names of the wire protocol.
@@ -181,12 +184,47 @@ type SetResult struct {
 	Time int64  `json:"time"` // unix milliseconds
 }
 
-// SetManyResult is one entry of the reply to setMany: a result or an error.
+// SetManyResult is the outcome of one message of a setMany: where it landed,
+// or (Err) why it alone was refused.
 type SetManyResult struct {
+	Seq  uint64
+	Time int64  // unix milliseconds
+	Err  *Error // nil on success
+}
+
+// setManyWire is SetManyResult on the wire: {"seq":1,"time":2} or
+// {"error":"message","code":"reject"}.
+type setManyWire struct {
 	Seq   uint64 `json:"seq,omitempty"`
 	Time  int64  `json:"time,omitempty"`
 	Error string `json:"error,omitempty"`
 	Code  Code   `json:"code,omitempty"`
+}
+
+// MarshalJSON writes the wire form.
+func (r SetManyResult) MarshalJSON() ([]byte, error) {
+	w := setManyWire{Seq: r.Seq, Time: r.Time}
+	if r.Err != nil {
+		w = setManyWire{Error: r.Err.Message, Code: r.Err.Code}
+	}
+	return json.Marshal(w)
+}
+
+// UnmarshalJSON reads the wire form; an unknown code becomes internal.
+func (r *SetManyResult) UnmarshalJSON(b []byte) error {
+	var w setManyWire
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*r = SetManyResult{Seq: w.Seq, Time: w.Time}
+	switch {
+	case w.Code == "" && w.Error == "":
+	case !ValidCode(w.Code):
+		r.Err = &Error{Code: CodeInternal, Message: fmt.Sprintf("server sent unknown code %q: %s", w.Code, w.Error)}
+	default:
+		r.Err = &Error{Code: w.Code, Message: w.Error}
+	}
+	return nil
 }
 
 // DeleteResult is the reply to delete: the seqs actually removed.
@@ -209,19 +247,166 @@ const (
 )
 
 // Config holds a stream's limits. -1 means unlimited for counts, bytes and
-// rates; 0 means no age limit. In a config request only the fields present in
-// the JSON change.
+// rates; 0 means no age limit. On the wire (and in storage) it is JSON with
+// max_age in whole milliseconds.
 type Config struct {
-	MaxMsgs           int64  `json:"max_msgs"`             // default -1
-	MaxAge            int64  `json:"max_age"`              // milliseconds; default 0 (forever)
-	MaxBytes          int64  `json:"max_bytes"`            // default -1
-	MaxMsgSize        int64  `json:"max_msg_size"`         // default -1
-	MaxMsgsPerSecond  int64  `json:"max_msgs_per_second"`  // default -1
-	MaxBytesPerSecond int64  `json:"max_bytes_per_second"` // default -1
-	DiscardPolicy     string `json:"discard_policy"`       // "old" (default) or "new"
-	AllowMsgTTL       bool   `json:"allow_msg_ttl"`        // default false: Sy-Ttl is rejected
-	Sync              bool   `json:"sync"`                 // synchronous=FULL for this stream; default NORMAL
-	Desc              string `json:"desc,omitempty"`       // free text
+	MaxMsgs           int64         // max_msgs; default -1
+	MaxAge            time.Duration // max_age; default 0 (forever); whole milliseconds on the wire
+	MaxBytes          int64         // max_bytes; default -1
+	MaxMsgSize        int64         // max_msg_size; default -1
+	MaxMsgsPerSecond  int64         // max_msgs_per_second; default -1
+	MaxBytesPerSecond int64         // max_bytes_per_second; default -1
+	DiscardPolicy     string        // discard_policy: "old" (default) or "new"
+	AllowMsgTTL       bool          // allow_msg_ttl; default false: Sy-Ttl is rejected
+	Sync              bool          // sync: synchronous=FULL for this stream; default NORMAL
+	Desc              string        // desc: free text
+}
+
+// configWire is Config's JSON form.
+type configWire struct {
+	MaxMsgs           int64  `json:"max_msgs"`
+	MaxAge            int64  `json:"max_age"` // milliseconds
+	MaxBytes          int64  `json:"max_bytes"`
+	MaxMsgSize        int64  `json:"max_msg_size"`
+	MaxMsgsPerSecond  int64  `json:"max_msgs_per_second"`
+	MaxBytesPerSecond int64  `json:"max_bytes_per_second"`
+	DiscardPolicy     string `json:"discard_policy"`
+	AllowMsgTTL       bool   `json:"allow_msg_ttl"`
+	Sync              bool   `json:"sync"`
+	Desc              string `json:"desc,omitempty"`
+}
+
+// maxAgeMillisMax is the largest max_age a time.Duration holds (~292 years).
+const maxAgeMillisMax = math.MaxInt64 / int64(time.Millisecond)
+
+func (c Config) wire() configWire {
+	return configWire{MaxMsgs: c.MaxMsgs, MaxAge: ttlMillis(c.MaxAge), MaxBytes: c.MaxBytes, MaxMsgSize: c.MaxMsgSize,
+		MaxMsgsPerSecond: c.MaxMsgsPerSecond, MaxBytesPerSecond: c.MaxBytesPerSecond, DiscardPolicy: c.DiscardPolicy,
+		AllowMsgTTL: c.AllowMsgTTL, Sync: c.Sync, Desc: c.Desc}
+}
+
+func (w configWire) config() (Config, error) {
+	if w.MaxAge > maxAgeMillisMax || w.MaxAge < -maxAgeMillisMax {
+		return Config{}, Errorf(CodeBadRequest, "max_age %d ms is out of range", w.MaxAge)
+	}
+	return Config{MaxMsgs: w.MaxMsgs, MaxAge: time.Duration(w.MaxAge) * time.Millisecond, MaxBytes: w.MaxBytes, MaxMsgSize: w.MaxMsgSize,
+		MaxMsgsPerSecond: w.MaxMsgsPerSecond, MaxBytesPerSecond: w.MaxBytesPerSecond, DiscardPolicy: w.DiscardPolicy,
+		AllowMsgTTL: w.AllowMsgTTL, Sync: w.Sync, Desc: w.Desc}, nil
+}
+
+// MarshalJSON writes the wire form (max_age in milliseconds, rounded up).
+func (c Config) MarshalJSON() ([]byte, error) { return json.Marshal(c.wire()) }
+
+// UnmarshalJSON reads the wire form; fields absent from b keep their values.
+func (c *Config) UnmarshalJSON(b []byte) error {
+	w := c.wire()
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	next, err := w.config()
+	if err != nil {
+		return err
+	}
+	*c = next
+	return nil
+}
+
+// ConfigUpdate changes the fields of a stream's Config that it sets; nil
+// fields keep their value. Its JSON (the body of a config request) holds
+// only the set fields, in Config's wire form.
+type ConfigUpdate struct {
+	MaxMsgs           *int64
+	MaxAge            *time.Duration
+	MaxBytes          *int64
+	MaxMsgSize        *int64
+	MaxMsgsPerSecond  *int64
+	MaxBytesPerSecond *int64
+	DiscardPolicy     *string
+	AllowMsgTTL       *bool
+	Sync              *bool
+	Desc              *string
+}
+
+// configUpdateWire is ConfigUpdate's JSON form.
+type configUpdateWire struct {
+	MaxMsgs           *int64  `json:"max_msgs,omitempty"`
+	MaxAge            *int64  `json:"max_age,omitempty"` // milliseconds
+	MaxBytes          *int64  `json:"max_bytes,omitempty"`
+	MaxMsgSize        *int64  `json:"max_msg_size,omitempty"`
+	MaxMsgsPerSecond  *int64  `json:"max_msgs_per_second,omitempty"`
+	MaxBytesPerSecond *int64  `json:"max_bytes_per_second,omitempty"`
+	DiscardPolicy     *string `json:"discard_policy,omitempty"`
+	AllowMsgTTL       *bool   `json:"allow_msg_ttl,omitempty"`
+	Sync              *bool   `json:"sync,omitempty"`
+	Desc              *string `json:"desc,omitempty"`
+}
+
+// IsZero reports whether u changes nothing.
+func (u ConfigUpdate) IsZero() bool { return u == ConfigUpdate{} }
+
+// MarshalJSON writes the set fields in the wire form.
+func (u ConfigUpdate) MarshalJSON() ([]byte, error) {
+	w := configUpdateWire{MaxMsgs: u.MaxMsgs, MaxBytes: u.MaxBytes, MaxMsgSize: u.MaxMsgSize, MaxMsgsPerSecond: u.MaxMsgsPerSecond,
+		MaxBytesPerSecond: u.MaxBytesPerSecond, DiscardPolicy: u.DiscardPolicy, AllowMsgTTL: u.AllowMsgTTL, Sync: u.Sync, Desc: u.Desc}
+	if u.MaxAge != nil {
+		ms := ttlMillis(*u.MaxAge)
+		w.MaxAge = &ms
+	}
+	return json.Marshal(w)
+}
+
+// ParseConfigUpdate reads the body of a config request strictly: unknown
+// fields, trailing data and out-of-range values are bad-request.
+func ParseConfigUpdate(b []byte) (ConfigUpdate, error) {
+	var w configUpdateWire
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&w); err != nil {
+		return ConfigUpdate{}, Errorf(CodeBadRequest, "config: %v", err)
+	}
+	if dec.More() {
+		return ConfigUpdate{}, Errorf(CodeBadRequest, "config: trailing data after the JSON object")
+	}
+	u := ConfigUpdate{MaxMsgs: w.MaxMsgs, MaxBytes: w.MaxBytes, MaxMsgSize: w.MaxMsgSize, MaxMsgsPerSecond: w.MaxMsgsPerSecond,
+		MaxBytesPerSecond: w.MaxBytesPerSecond, DiscardPolicy: w.DiscardPolicy, AllowMsgTTL: w.AllowMsgTTL, Sync: w.Sync, Desc: w.Desc}
+	if w.MaxAge != nil {
+		if *w.MaxAge > maxAgeMillisMax || *w.MaxAge < -maxAgeMillisMax {
+			return ConfigUpdate{}, Errorf(CodeBadRequest, "config: max_age %d ms is out of range", *w.MaxAge)
+		}
+		d := time.Duration(*w.MaxAge) * time.Millisecond
+		u.MaxAge = &d
+	}
+	return u, nil
+}
+
+// Apply returns c with u's set fields changed.
+func (u ConfigUpdate) Apply(c Config) Config {
+	set := func(dst *int64, v *int64) {
+		if v != nil {
+			*dst = *v
+		}
+	}
+	set(&c.MaxMsgs, u.MaxMsgs)
+	set(&c.MaxBytes, u.MaxBytes)
+	set(&c.MaxMsgSize, u.MaxMsgSize)
+	set(&c.MaxMsgsPerSecond, u.MaxMsgsPerSecond)
+	set(&c.MaxBytesPerSecond, u.MaxBytesPerSecond)
+	if u.MaxAge != nil {
+		c.MaxAge = *u.MaxAge
+	}
+	if u.DiscardPolicy != nil {
+		c.DiscardPolicy = *u.DiscardPolicy
+	}
+	if u.AllowMsgTTL != nil {
+		c.AllowMsgTTL = *u.AllowMsgTTL
+	}
+	if u.Sync != nil {
+		c.Sync = *u.Sync
+	}
+	if u.Desc != nil {
+		c.Desc = *u.Desc
+	}
+	return c
 }
 
 // DefaultConfig is the configuration of a new stream.
@@ -237,7 +422,7 @@ func (c Config) Validate() error {
 		}
 	}
 	if c.MaxAge < 0 {
-		return Errorf(CodeBadRequest, "max_age must be >= 0 milliseconds, got %d", c.MaxAge)
+		return Errorf(CodeBadRequest, "max_age must be >= 0, got %s", c.MaxAge)
 	}
 	if c.DiscardPolicy != DiscardOld && c.DiscardPolicy != DiscardNew {
 		return Errorf(CodeBadRequest, "discard_policy must be %q or %q, got %q", DiscardOld, DiscardNew, c.DiscardPolicy)
@@ -245,9 +430,35 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// Message is one stored message as it travels in getAll chunks and setMany
-// bodies: metadata as JSON, the value as raw bytes.
+// Message is one stored message as the client API shows it.
 type Message struct {
+	Seq     uint64
+	Time    int64 // unix milliseconds of the write
+	Key     string
+	Headers map[string]string
+	TTL     time.Duration // 0 = none; the wire carries whole milliseconds
+	Value   []byte
+}
+
+// Entry is one message to write with Stream.SetMany.
+type Entry struct {
+	Key     string
+	Headers map[string]string
+	Value   []byte
+	// TTL expires the message after this long (rounded up to whole
+	// milliseconds); the stream must allow_msg_ttl. 0 = none.
+	TTL time.Duration
+	// MsgID de-duplicates retries, as SetOptions.MsgID.
+	MsgID string
+	// PrevSeq is a compare-and-set on Key, as SetOptions.PrevSeq.
+	PrevSeq *uint64
+}
+
+// Frame is the wire form of a message in getAll chunks, setMany bodies and
+// change-feed messages: metadata as JSON, the value as raw bytes. Its
+// durations are whole milliseconds, as on the wire. Applications see Message
+// and write Entry; servers and storage work with Frame.
+type Frame struct {
 	Seq     uint64            `json:"seq,omitempty"`
 	Time    int64             `json:"time,omitempty"` // unix milliseconds
 	Key     string            `json:"key,omitempty"`
@@ -265,12 +476,22 @@ type Message struct {
 	Value []byte `json:"-"`
 }
 
+// Message is f as the client API shows it; Value still aliases f's.
+func (f *Frame) Message() Message {
+	return Message{Seq: f.Seq, Time: f.Time, Key: f.Key, Headers: f.Headers, TTL: time.Duration(f.TTL) * time.Millisecond, Value: f.Value}
+}
+
+// frame is the setMany frame of e.
+func (e *Entry) frame() Frame {
+	return Frame{Key: e.Key, Headers: e.Headers, Value: e.Value, TTL: ttlMillis(e.TTL), MsgID: e.MsgID, PrevSeq: e.PrevSeq}
+}
+
 // Frame format, used by getAll chunks and setMany bodies: a sequence of
 // frames, each uvarint(len(meta)) meta uvarint(len(value)) value, where meta
-// is the JSON of Message without its value. Values travel raw.
+// is the JSON of Frame without its value. Values travel raw.
 
 // AppendFrame appends m as one frame to dst.
-func AppendFrame(dst []byte, m *Message) ([]byte, error) {
+func AppendFrame(dst []byte, m *Frame) ([]byte, error) {
 	var meta []byte
 	var scratch [128]byte
 	if b, ok := appendMetaFast(scratch[:0], m); ok {
@@ -291,7 +512,7 @@ func AppendFrame(dst []byte, m *Message) ([]byte, error) {
 // for the common frames (no headers, no seqs, strings that need no
 // escaping); ok is false for the others, which take json.Marshal. Frames
 // are written per message by setMany, getAll and the change feed.
-func appendMetaFast(b []byte, m *Message) ([]byte, bool) {
+func appendMetaFast(b []byte, m *Frame) ([]byte, bool) {
 	if len(m.Headers) > 0 || len(m.Seqs) > 0 || !plainJSON(m.Key) || !plainJSON(m.MsgID) || !plainJSON(m.Op) {
 		return b, false
 	}
@@ -350,21 +571,21 @@ func plainJSON(s string) bool {
 // errFrame is returned for malformed frame data.
 var errFrame = Errorf(CodeBadRequest, "malformed frame")
 
-// DecodeFrames decodes every frame in b, calling fn with a new *Message for
+// DecodeFrames decodes every frame in b, calling fn with a new *Frame for
 // each. Values alias b. At most maxFrames frames are accepted (0 means no
 // limit); more is too-large.
-func DecodeFrames(b []byte, maxFrames int, fn func(*Message) error) error {
+func DecodeFrames(b []byte, maxFrames int, fn func(*Frame) error) error {
 	return walkFrames(b, maxFrames, false, fn)
 }
 
-// ScanFrames is DecodeFrames with one *Message reused for every frame, which
+// ScanFrames is DecodeFrames with one *Frame reused for every frame, which
 // saves an allocation per frame: fn must not keep the pointer.
-func ScanFrames(b []byte, maxFrames int, fn func(*Message) error) error {
+func ScanFrames(b []byte, maxFrames int, fn func(*Frame) error) error {
 	return walkFrames(b, maxFrames, true, fn)
 }
 
-func walkFrames(b []byte, maxFrames int, reuse bool, fn func(*Message) error) error {
-	var scratch Message
+func walkFrames(b []byte, maxFrames int, reuse bool, fn func(*Frame) error) error {
+	var scratch Frame
 	for n := 0; len(b) > 0; n++ {
 		if maxFrames > 0 && n >= maxFrames {
 			return Errorf(CodeTooLarge, "more than %d frames", maxFrames)
@@ -376,9 +597,9 @@ func walkFrames(b []byte, maxFrames int, reuse bool, fn func(*Message) error) er
 		b = rest
 		m := &scratch
 		if reuse {
-			scratch = Message{}
+			scratch = Frame{}
 		} else {
-			m = new(Message)
+			m = new(Frame)
 		}
 		// "{}" (a plain append in setMany) needs no JSON decoder.
 		if len(meta) != 2 || meta[0] != '{' || meta[1] != '}' {

@@ -15,7 +15,7 @@ func FuzzFrameMetaMatchesJSON(f *testing.F) {
 	f.Add(uint64(1<<63), int64(-5), "a<b>&\"\\", int64(-1), "é", true, uint64(9), "ref")
 	f.Add(uint64(0), int64(3), "tab\there", int64(0), "", false, uint64(0), "delete")
 	f.Fuzz(func(t *testing.T, seq uint64, tm int64, key string, ttl int64, msgID string, hasPrev bool, prev uint64, op string) {
-		m := &Message{Seq: seq, Time: tm, Key: key, TTL: ttl, MsgID: msgID, Op: op}
+		m := &Frame{Seq: seq, Time: tm, Key: key, TTL: ttl, MsgID: msgID, Op: op}
 		if hasPrev {
 			m.PrevSeq = &prev
 		}
@@ -37,7 +37,7 @@ func FuzzFrameMetaMatchesJSON(f *testing.F) {
 		if !utf8.ValidString(key) || !utf8.ValidString(msgID) || !utf8.ValidString(op) {
 			return // JSON replaces invalid UTF-8; nothing to round-trip
 		}
-		if err := DecodeFrames(frame, 0, func(d *Message) error {
+		if err := DecodeFrames(frame, 0, func(d *Frame) error {
 			if d.Seq != seq || d.Key != key || d.MsgID != msgID || d.Op != op || d.TTL != ttl || (d.PrevSeq != nil) != hasPrev {
 				t.Fatalf("round trip %+v from %+v", d, m)
 			}
@@ -50,7 +50,7 @@ func FuzzFrameMetaMatchesJSON(f *testing.F) {
 
 // TestFrameMetaFallback: messages with headers or seqs take json.Marshal.
 func TestFrameMetaFallback(t *testing.T) {
-	for _, m := range []*Message{
+	for _, m := range []*Frame{
 		{Seq: 1, Headers: map[string]string{"a": "b"}},
 		{Op: FeedOpDelete, Seqs: []uint64{1, 2}},
 		{Key: "x\"y"},

@@ -117,10 +117,10 @@ func TestWatchChaos(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < per; i += batch {
-				msgs := make([]persist.Message, min(batch, per-i))
+				msgs := make([]persist.Entry, min(batch, per-i))
 				for k := range msgs {
 					id := fmt.Sprintf("w%d-%d", g, i+k)
-					msgs[k] = persist.Message{MsgID: id, Value: []byte(id)}
+					msgs[k] = persist.Entry{MsgID: id, Value: []byte(id)}
 				}
 				for {
 					// Every message has a msgID, so a retry after a kill
@@ -128,8 +128,8 @@ func TestWatchChaos(t *testing.T) {
 					res, err := stream.SetMany(ctx, msgs)
 					if err == nil {
 						for _, r := range res {
-							if r.Code != "" {
-								werr.Store(fmt.Errorf("set refused: %s: %s", r.Code, r.Error))
+							if r.Err != nil {
+								werr.Store(fmt.Errorf("set refused: %w", r.Err))
 								return
 							}
 						}

@@ -51,7 +51,7 @@ func TestArchiveRestoresLostDataDir(t *testing.T) {
 	}
 	h.ok(persist.CmdSet, "scratch", map[string]string{persist.HdrEphemeral: "true"}, []byte("gone"))
 	type snapshot struct {
-		msgs []persist.Message
+		msgs []persist.Frame
 		inv  persist.Inventory
 		cfg  persist.Config
 	}

@@ -105,7 +105,7 @@ func (f *feedPublisher) publish(scope, stream string, ephemeral bool, changes []
 			if frame, err = persist.AppendFrame(frame[:0], &tmp); err != nil || len(frame) > limit {
 				// Too large to travel (or, impossibly, not encodable):
 				// watchers fetch it by seq.
-				frame, _ = persist.AppendFrame(frame[:0], &persist.Message{Seq: c.Msg.Seq, Time: c.Msg.Time, Key: c.Msg.Key, Op: persist.FeedOpRef})
+				frame, _ = persist.AppendFrame(frame[:0], &persist.Frame{Seq: c.Msg.Seq, Time: c.Msg.Time, Key: c.Msg.Key, Op: persist.FeedOpRef})
 			}
 			emit(c.Msg.Seq, c.Msg.Seq)
 		case store.ChangeDelete:
@@ -113,7 +113,7 @@ func (f *feedPublisher) publish(scope, stream string, ephemeral bool, changes []
 			for seqs := c.Seqs; len(seqs) > 0; {
 				part := seqs[:min(len(seqs), feedDeleteChunk)]
 				seqs = seqs[len(part):]
-				frame, _ = persist.AppendFrame(frame[:0], &persist.Message{Op: persist.FeedOpDelete, Seqs: part})
+				frame, _ = persist.AppendFrame(frame[:0], &persist.Frame{Op: persist.FeedOpDelete, Seqs: part})
 				emit(part[0], part[len(part)-1])
 			}
 		}

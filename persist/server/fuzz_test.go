@@ -25,7 +25,7 @@ func headerFromText(s string) nats.Header {
 	return h
 }
 
-func frames(msgs ...persist.Message) []byte {
+func frames(msgs ...persist.Frame) []byte {
 	var b []byte
 	for i := range msgs {
 		b, _ = persist.AppendFrame(b, &msgs[i])
@@ -43,7 +43,7 @@ func FuzzDecodeRequest(f *testing.F) {
 	}{
 		{"persist.hub.api.0", "Sy-Cmd: set\nSy-Stream: s\nSy-Key: k\nX-User: u", []byte("value")},
 		{"persist.hub.api.0", "Sy-Cmd: set\nSy-Stream: s\nSy-Key: k\nSy-Prev-Seq: 0\nSy-Msg-Id: m\nSy-Ttl: 1000", nil},
-		{"persist.hub.api.0", "Sy-Cmd: setMany\nSy-Stream: s", frames(persist.Message{Value: []byte("a")}, persist.Message{Key: "k", PrevSeq: &prev, Headers: map[string]string{"h": "v"}})},
+		{"persist.hub.api.0", "Sy-Cmd: setMany\nSy-Stream: s", frames(persist.Frame{Value: []byte("a")}, persist.Frame{Key: "k", PrevSeq: &prev, Headers: map[string]string{"h": "v"}})},
 		{"persist.hub.api.0", "Sy-Cmd: get\nSy-Stream: s\nSy-Seq: 1", nil},
 		{"persist.account-1.api.0", "Sy-Cmd: getAll\nSy-Stream: s\nSy-Start-Seq: 1\nSy-End-Seq: 9\nSy-Limit: 5\nSy-Ephemeral: true", nil},
 		{"persist.hub.api.0", "Sy-Cmd: delete\nSy-Stream: s\nSy-Seqs: 1,2,3", nil},

@@ -64,11 +64,11 @@ func TestLimits(t *testing.T) {
 			// One setMany commits at one instant, so exactly the third is over.
 			var body []byte
 			for range 3 {
-				body, _ = persist.AppendFrame(body, &persist.Message{Value: []byte("x")})
+				body, _ = persist.AppendFrame(body, &persist.Frame{Value: []byte("x")})
 			}
 			var res []persist.SetManyResult
 			mustJSON(t, h.ok(persist.CmdSetMany, s, nil, body).Data, &res)
-			if res[0].Code != "" || res[1].Code != "" || res[2].Code != persist.CodeReject {
+			if res[0].Err != nil || res[1].Err != nil || persist.CodeOf(res[2].Err) != persist.CodeReject {
 				t.Fatalf("results %+v", res)
 			}
 		}},
@@ -281,7 +281,7 @@ func TestBadInput(t *testing.T) {
 	// Too many frames.
 	var body []byte
 	for range persist.MaxBatch + 1 {
-		body, _ = persist.AppendFrame(body, &persist.Message{})
+		body, _ = persist.AppendFrame(body, &persist.Frame{})
 	}
 	wantCode(t, h.req(persist.CmdSetMany, "s", nil, body), persist.CodeTooLarge)
 	// The server still works.

@@ -68,7 +68,7 @@ func (s *Server) checkAnswerRoom(ops []store.WriteOp) error {
 		if bound <= limit {
 			continue
 		}
-		frame, err := persist.AppendFrame(nil, &persist.Message{Seq: math.MaxUint64, Time: math.MaxInt64, Key: op.Key, Headers: op.Headers, TTL: op.TTL})
+		frame, err := persist.AppendFrame(nil, &persist.Frame{Seq: math.MaxUint64, Time: math.MaxInt64, Key: op.Key, Headers: op.Headers, TTL: op.TTL})
 		if err != nil {
 			return persist.Errorf(persist.CodeBadRequest, "message %d: %v", i, err)
 		}
@@ -117,7 +117,7 @@ func (s *Server) replySetMany(m *nats.Msg, rs []store.WriteResult) {
 			b = append(b, ',')
 		}
 		if r.Err != nil {
-			e, err := json.Marshal(persist.SetManyResult{Error: r.Err.Message, Code: r.Err.Code})
+			e, err := json.Marshal(persist.SetManyResult{Err: r.Err})
 			if err != nil {
 				s.replyError(m, persist.Errorf(persist.CodeInternal, "encode reply: %v", err))
 				return
@@ -142,7 +142,7 @@ func (s *Server) replySetMany(m *nats.Msg, rs []store.WriteResult) {
 }
 
 // replyGet answers a get: the raw value, metadata and user headers in headers.
-func (s *Server) replyGet(m *nats.Msg, msg *persist.Message) {
+func (s *Server) replyGet(m *nats.Msg, msg *persist.Frame) {
 	if m.Reply == "" {
 		return
 	}

@@ -15,7 +15,7 @@ func TestWriteMustFitItsAnswers(t *testing.T) {
 	mp := int(h.nc.MaxPayload())
 
 	wantCode(t, h.req(persist.CmdSet, "s", nil, make([]byte, mp-50)), persist.CodeTooLarge)
-	body, err := persist.AppendFrame(nil, &persist.Message{Value: make([]byte, mp-100)})
+	body, err := persist.AppendFrame(nil, &persist.Frame{Value: make([]byte, mp-100)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ func TestReplyOverMaxPayloadIsAnswered(t *testing.T) {
 		for i := b; i < b+100 && i < n; i++ {
 			k := fmt.Sprintf("%06d", i) + strings.Repeat("k", 3994)
 			var err error
-			if body, err = persist.AppendFrame(body, &persist.Message{Key: k, Value: []byte("v")}); err != nil {
+			if body, err = persist.AppendFrame(body, &persist.Frame{Key: k, Value: []byte("v")}); err != nil {
 				t.Fatal(err)
 			}
 		}

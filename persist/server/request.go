@@ -157,8 +157,8 @@ func decodeSetMany(body []byte) ([]store.WriteOp, error) {
 	// A frame is at least 2 bytes; guess ~160 per frame to size ops once for
 	// the common batches of small values.
 	ops := make([]store.WriteOp, 0, min(persist.MaxBatch, max(16, len(body)/160)))
-	// The frame's Message is reused: only its fields are kept, in ops.
-	err := persist.ScanFrames(body, persist.MaxBatch, func(m *persist.Message) error {
+	// The Frame is reused: only its fields are kept, in ops.
+	err := persist.ScanFrames(body, persist.MaxBatch, func(m *persist.Frame) error {
 		if len(m.Key) > persist.MaxKeyBytes {
 			return persist.Errorf(persist.CodeTooLarge, "message %d: key is %d bytes, over %d", len(ops), len(m.Key), persist.MaxKeyBytes)
 		}

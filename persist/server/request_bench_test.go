@@ -10,7 +10,7 @@ func BenchmarkDecodeSetMany(b *testing.B) {
 	var body []byte
 	for range 1000 {
 		var err error
-		if body, err = persist.AppendFrame(body, &persist.Message{Value: make([]byte, 128)}); err != nil {
+		if body, err = persist.AppendFrame(body, &persist.Frame{Value: make([]byte, 128)}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -12,7 +12,7 @@ import (
 func TestSetManyHugeTTL(t *testing.T) {
 	h := newHarness(t, nil)
 	h.config("s", `{"allow_msg_ttl":true}`)
-	body, err := persist.AppendFrame(nil, &persist.Message{Value: []byte("v"), TTL: math.MaxInt64})
+	body, err := persist.AppendFrame(nil, &persist.Frame{Value: []byte("v"), TTL: math.MaxInt64})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -120,7 +120,7 @@ func (s *Server) serveOne(h *handle, j *job) {
 	m, r := j.msg, j.req
 	switch r.cmd {
 	case persist.CmdGet:
-		var msg *persist.Message
+		var msg *persist.Frame
 		var err error
 		if r.hasSeq {
 			msg, err = h.st.Get(r.seq)
@@ -200,7 +200,7 @@ func (s *Server) serveGetAll(h *handle, m *nats.Msg, r *request) {
 		return err
 	}
 	start := max(r.start, 1)
-	next, err := h.st.GetAll(start, r.end, r.limit, func(msg *persist.Message) error {
+	next, err := h.st.GetAll(start, r.end, r.limit, func(msg *persist.Frame) error {
 		var err error
 		if frame, err = persist.AppendFrame(frame[:0], msg); err != nil {
 			return err

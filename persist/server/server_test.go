@@ -163,7 +163,7 @@ func (h *harness) config(stream string, patch string) persist.Config {
 
 // getAll runs a getAll and checks the chunk protocol: numbered from 0, the
 // last one with Sy-Eof.
-func (h *harness) getAll(stream string, hdr map[string]string) (msgs []persist.Message, next uint64, chunks int) {
+func (h *harness) getAll(stream string, hdr map[string]string) (msgs []persist.Frame, next uint64, chunks int) {
 	h.t.Helper()
 	inbox := h.nc.NewRespInbox()
 	sub, err := h.nc.SubscribeSync(inbox)
@@ -189,13 +189,13 @@ func (h *harness) getAll(stream string, hdr map[string]string) (msgs []persist.M
 		}
 		if len(r.Data) > persist.ChunkBytes {
 			var n int
-			_ = persist.DecodeFrames(r.Data, 0, func(*persist.Message) error { n++; return nil })
+			_ = persist.DecodeFrames(r.Data, 0, func(*persist.Frame) error { n++; return nil })
 			if n > 1 {
 				h.t.Fatalf("chunk %d is %d bytes with %d frames, over persist.ChunkBytes", chunks, len(r.Data), n)
 			}
 		}
 		chunks++
-		if err := persist.DecodeFrames(r.Data, 0, func(m *persist.Message) error {
+		if err := persist.DecodeFrames(r.Data, 0, func(m *persist.Frame) error {
 			c := *m
 			c.Value = append([]byte(nil), m.Value...)
 			msgs = append(msgs, c)
@@ -274,7 +274,7 @@ func TestSetMany(t *testing.T) {
 	h := newHarness(t, nil)
 	h.set("s", "x", map[string]string{persist.HdrKey: "taken"})
 	zero := uint64(0)
-	msgs := []persist.Message{
+	msgs := []persist.Frame{
 		{Value: []byte("a")},
 		{Key: "k", Value: []byte("b"), Headers: map[string]string{"H": "v"}},
 		{Key: "taken", PrevSeq: &zero, Value: []byte("c")}, // fails: key exists
@@ -293,7 +293,7 @@ func TestSetMany(t *testing.T) {
 	if len(res) != 5 {
 		t.Fatalf("%d results", len(res))
 	}
-	if res[0].Seq != 2 || res[1].Seq != 3 || res[2].Code != persist.CodeWrongLastSequence || res[2].Error == "" || res[3].Seq != 4 || res[4].Seq != 4 {
+	if res[0].Seq != 2 || res[1].Seq != 3 || res[2].Err == nil || res[2].Err.Code != persist.CodeWrongLastSequence || res[2].Err.Message == "" || res[3].Seq != 4 || res[4].Seq != 4 {
 		t.Fatalf("results %+v", res)
 	}
 	r := h.ok(persist.CmdGet, "s", map[string]string{persist.HdrKey: "k"}, nil)
@@ -316,7 +316,7 @@ func TestGetAllChunksAndPages(t *testing.T) {
 	var body []byte
 	for i := range 1000 {
 		var err error
-		body, err = persist.AppendFrame(body, &persist.Message{Value: fmt.Appendf(nil, "v%d", i), Headers: map[string]string{"I": strconv.Itoa(i)}})
+		body, err = persist.AppendFrame(body, &persist.Frame{Value: fmt.Appendf(nil, "v%d", i), Headers: map[string]string{"I": strconv.Itoa(i)}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -451,7 +451,7 @@ func TestKeysInventoryConfig(t *testing.T) {
 		t.Fatalf("config after update %+v", c)
 	}
 	c = h.config("s", `{"max_age": 60000}`)
-	want.MaxAge = 60000
+	want.MaxAge = time.Minute
 	if c != want {
 		t.Fatalf("partial update changed other fields: %+v", c)
 	}

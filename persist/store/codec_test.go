@@ -30,7 +30,7 @@ func TestZstdRoundTrip(t *testing.T) {
 		}
 	}
 	var got []string
-	if _, err := st.GetAll(1, 0, 0, func(m *persist.Message) error { got = append(got, string(m.Value)); return nil }); err != nil {
+	if _, err := st.GetAll(1, 0, 0, func(m *persist.Frame) error { got = append(got, string(m.Value)); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if len(got) != 2 || got[0] != big || got[1] != small {

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -52,18 +51,14 @@ func (s *sqliteStream) SetConfig(c persist.Config, now time.Time) (persist.Confi
 	return s.cfg, append(changes, more...), nil
 }
 
-// MergeConfig applies the JSON object patch to cur: only the fields present
-// change. Unknown fields and invalid results are bad-request.
+// MergeConfig applies the config request body patch to cur: only the fields
+// present change. Unknown fields and invalid results are bad-request.
 func MergeConfig(cur persist.Config, patch []byte) (persist.Config, error) {
-	dec := json.NewDecoder(bytes.NewReader(patch))
-	dec.DisallowUnknownFields()
-	next := cur
-	if err := dec.Decode(&next); err != nil {
-		return cur, persist.Errorf(persist.CodeBadRequest, "config: %v", err)
+	u, err := persist.ParseConfigUpdate(patch)
+	if err != nil {
+		return cur, err
 	}
-	if dec.More() {
-		return cur, persist.Errorf(persist.CodeBadRequest, "config: trailing data after the JSON object")
-	}
+	next := u.Apply(cur)
 	if err := next.Validate(); err != nil {
 		return cur, err
 	}

@@ -53,7 +53,7 @@ func (s *sqliteStream) expire(nowMs int64) ([]Change, error) {
 	var changes []Change
 	if s.cfg.MaxAge > 0 && s.count > 0 {
 		// Expired rows are a prefix in seq order (times never decrease along seq).
-		seqs, err := s.deleteWhere(`DELETE FROM messages WHERE seq < COALESCE((SELECT seq FROM messages WHERE time > ? ORDER BY seq LIMIT 1), 9223372036854775807)`, nowMs-s.cfg.MaxAge)
+		seqs, err := s.deleteWhere(`DELETE FROM messages WHERE seq < COALESCE((SELECT seq FROM messages WHERE time > ? ORDER BY seq LIMIT 1), 9223372036854775807)`, nowMs-s.cfg.MaxAge.Milliseconds())
 		if err != nil {
 			return nil, fmt.Errorf("expire max_age: %w", err)
 		}

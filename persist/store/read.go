@@ -12,8 +12,8 @@ import (
 )
 
 // scanMessage reads one row of msgCols.
-func scanMessage(sc interface{ Scan(...any) error }) (*persist.Message, error) {
-	var m persist.Message
+func scanMessage(sc interface{ Scan(...any) error }) (*persist.Frame, error) {
+	var m persist.Frame
 	var key sql.NullString
 	var hdr, raw []byte
 	var enc int
@@ -44,7 +44,7 @@ func scanMessage(sc interface{ Scan(...any) error }) (*persist.Message, error) {
 	return &m, nil
 }
 
-func (s *sqliteStream) getOne(st *sql.Stmt, what string, arg any) (*persist.Message, error) {
+func (s *sqliteStream) getOne(st *sql.Stmt, what string, arg any) (*persist.Frame, error) {
 	m, err := scanMessage(st.QueryRow(arg))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, persist.Errorf(persist.CodeNotFound, "no message with %s", what)
@@ -62,7 +62,7 @@ func (s *sqliteStream) getOne(st *sql.Stmt, what string, arg any) (*persist.Mess
 const maxSeq = math.MaxInt64
 
 // Get implements Stream.
-func (s *sqliteStream) Get(seq uint64) (*persist.Message, error) {
+func (s *sqliteStream) Get(seq uint64) (*persist.Frame, error) {
 	if seq > maxSeq {
 		return nil, persist.Errorf(persist.CodeNotFound, "no message with seq %d", seq)
 	}
@@ -70,12 +70,12 @@ func (s *sqliteStream) Get(seq uint64) (*persist.Message, error) {
 }
 
 // GetKey implements Stream.
-func (s *sqliteStream) GetKey(key string) (*persist.Message, error) {
+func (s *sqliteStream) GetKey(key string) (*persist.Frame, error) {
 	return s.getOne(s.getKey, "key "+strconv.Quote(key), key)
 }
 
 // GetAll implements Stream.
-func (s *sqliteStream) GetAll(start, end uint64, limit int, fn func(*persist.Message) error) (uint64, error) {
+func (s *sqliteStream) GetAll(start, end uint64, limit int, fn func(*persist.Frame) error) (uint64, error) {
 	if end == 0 || end > maxSeq {
 		end = maxSeq
 	}

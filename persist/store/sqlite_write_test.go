@@ -91,7 +91,7 @@ func TestWriteBatchedInserts(t *testing.T) {
 	}
 	defer st.Close()
 	got := map[uint64]string{}
-	if _, err := st.GetAll(1, 0, 0, func(m *persist.Message) error {
+	if _, err := st.GetAll(1, 0, 0, func(m *persist.Frame) error {
 		got[m.Seq] = string(m.Value)
 		return nil
 	}); err != nil {
@@ -205,7 +205,7 @@ func TestWriteKeyedRun(t *testing.T) {
 		t.Fatalf("count %d, want 7", inv.Count)
 	}
 	var n int64
-	if _, err := st.GetAll(1, 0, 0, func(*persist.Message) error { n++; return nil }); err != nil || n != 7 {
+	if _, err := st.GetAll(1, 0, 0, func(*persist.Frame) error { n++; return nil }); err != nil || n != 7 {
 		t.Fatalf("getAll: %d rows, %v; want 7", n, err)
 	}
 }

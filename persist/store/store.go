@@ -29,13 +29,13 @@ type Stream interface {
 	// nothing was committed.
 	Write(ops []WriteOp, now time.Time) ([]WriteResult, []Change, error)
 	// Get returns the message with seq, or a not-found *Error.
-	Get(seq uint64) (*persist.Message, error)
+	Get(seq uint64) (*persist.Frame, error)
 	// GetKey returns the message stored under key, or a not-found *Error.
-	GetKey(key string) (*persist.Message, error)
+	GetKey(key string) (*persist.Frame, error)
 	// GetAll calls fn for each message with start <= seq <= end (end 0 = no
 	// bound), in seq order, at most limit of them (0 = no limit). next is the
 	// seq to resume from when limit cut the range, else 0.
-	GetAll(start, end uint64, limit int, fn func(*persist.Message) error) (next uint64, err error)
+	GetAll(start, end uint64, limit int, fn func(*persist.Frame) error) (next uint64, err error)
 	// Delete removes what d selects and returns the removed seqs.
 	Delete(d persist.Delete, now time.Time) ([]uint64, []Change, error)
 	// Keys lists every key, sorted.
@@ -88,8 +88,8 @@ const (
 // they happened; a ChangeSet's Msg.Seq increases across them.
 type Change struct {
 	Op   ChangeOp
-	Msg  *persist.Message // ChangeSet: the stored message, value included
-	Seqs []uint64         // ChangeDelete: the removed seqs, ascending
+	Msg  *persist.Frame // ChangeSet: the stored message, value included
+	Seqs []uint64       // ChangeDelete: the removed seqs, ascending
 }
 
 // DedupWindow is how long a msgID is remembered for de-duplication.

@@ -59,7 +59,7 @@ func (s *sqliteStream) write(ops []WriteOp, nowMs int64) ([]WriteResult, []Chang
 	}
 	results := make([]WriteResult, len(ops))
 	// One allocation for every stored message the changes point at.
-	msgs := make([]persist.Message, 0, len(ops))
+	msgs := make([]persist.Frame, 0, len(ops))
 	changes = slices.Grow(changes, len(ops)+1)
 	// A write that failed midway may have left rows buffered.
 	s.resetRun()
@@ -228,7 +228,7 @@ func (s *sqliteStream) write(ops []WriteOp, nowMs int64) ([]WriteResult, []Chang
 		rateMsgs++
 		rateBytes += size
 		*r = WriteResult{Seq: seq, Time: nowMs}
-		msgs = append(msgs, persist.Message{Seq: seq, Time: nowMs, Key: op.Key, Headers: op.Headers, TTL: op.TTL, Value: op.Value})
+		msgs = append(msgs, persist.Frame{Seq: seq, Time: nowMs, Key: op.Key, Headers: op.Headers, TTL: op.TTL, Value: op.Value})
 		changes = append(changes, Change{Op: ChangeSet, Msg: &msgs[len(msgs)-1]})
 	}
 	if err := s.flushInserts(); err != nil {

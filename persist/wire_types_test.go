@@ -1,0 +1,106 @@
+package persist
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+)
+
+// Config travels with max_age in milliseconds; a Duration in Go.
+func TestConfigJSON(t *testing.T) {
+	c := DefaultConfig()
+	c.MaxAge = 90 * time.Second
+	c.MaxMsgs = 7
+	b, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wire map[string]any
+	if err := json.Unmarshal(b, &wire); err != nil {
+		t.Fatal(err)
+	}
+	if wire["max_age"] != float64(90000) || wire["max_msgs"] != float64(7) {
+		t.Fatalf("wire form %s", b)
+	}
+	var back Config
+	if err := json.Unmarshal(b, &back); err != nil || back != c {
+		t.Fatalf("round trip %+v, %v; want %+v", back, err, c)
+	}
+	// Absent fields keep their values.
+	back = DefaultConfig()
+	if err := json.Unmarshal([]byte(`{"max_age":1500}`), &back); err != nil || back.MaxAge != 1500*time.Millisecond || back.MaxMsgs != -1 {
+		t.Fatalf("partial decode %+v, %v", back, err)
+	}
+	if err := json.Unmarshal([]byte(`{"max_age":9223372036854775807}`), &back); err == nil {
+		t.Fatal("a max_age beyond time.Duration was accepted")
+	}
+}
+
+func TestConfigUpdate(t *testing.T) {
+	age, n, policy := 1500*time.Microsecond, int64(0), DiscardNew
+	u := ConfigUpdate{MaxAge: &age, MaxMsgs: &n, DiscardPolicy: &policy}
+	b, err := json.Marshal(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Only the set fields, max_age rounded up to whole milliseconds, and a
+	// zero that is set is still sent.
+	if string(b) != `{"max_msgs":0,"max_age":2,"discard_policy":"new"}` {
+		t.Fatalf("wire form %s", b)
+	}
+	back, err := ParseConfigUpdate(b)
+	if err != nil || *back.MaxMsgs != 0 || *back.MaxAge != 2*time.Millisecond || *back.DiscardPolicy != DiscardNew || back.MaxBytes != nil {
+		t.Fatalf("parse %+v, %v", back, err)
+	}
+	got := back.Apply(DefaultConfig())
+	want := DefaultConfig()
+	want.MaxMsgs, want.MaxAge, want.DiscardPolicy = 0, 2*time.Millisecond, DiscardNew
+	if got != want {
+		t.Fatalf("apply %+v, want %+v", got, want)
+	}
+	if !(ConfigUpdate{}).IsZero() || u.IsZero() {
+		t.Fatal("IsZero")
+	}
+	for _, bad := range []string{`{"max_msg":1}`, `{"max_msgs":1} {}`, `{"max_age":-9223372036854775807}`, `[]`, `{"max_msgs":"1"}`} {
+		if _, err := ParseConfigUpdate([]byte(bad)); !errors.Is(err, ErrBadRequest) {
+			t.Errorf("ParseConfigUpdate(%s) = %v, want bad-request", bad, err)
+		}
+	}
+}
+
+func TestSetManyResultJSON(t *testing.T) {
+	var rs []SetManyResult
+	in := `[{"seq":3,"time":4},{"error":"limit","code":"reject"},{"error":"x","code":"from-the-future"}]`
+	if err := json.Unmarshal([]byte(in), &rs); err != nil {
+		t.Fatal(err)
+	}
+	if rs[0].Seq != 3 || rs[0].Time != 4 || rs[0].Err != nil {
+		t.Fatalf("ok entry %+v", rs[0])
+	}
+	if rs[1].Err == nil || rs[1].Err.Code != CodeReject || rs[1].Err.Message != "limit" {
+		t.Fatalf("error entry %+v", rs[1])
+	}
+	if CodeOf(rs[2].Err) != CodeInternal {
+		t.Fatalf("unknown code became %v", rs[2].Err)
+	}
+	out, err := json.Marshal(rs[:2])
+	if err != nil || string(out) != `[{"seq":3,"time":4},{"error":"limit","code":"reject"}]` {
+		t.Fatalf("marshal %s, %v", out, err)
+	}
+}
+
+// A frame keeps whole milliseconds; Message and Entry carry Durations.
+func TestFrameMessageEntry(t *testing.T) {
+	prev := uint64(9)
+	e := Entry{Key: "k", Value: []byte("v"), TTL: 1500 * time.Microsecond, MsgID: "m", PrevSeq: &prev, Headers: map[string]string{"a": "b"}}
+	f := e.frame()
+	if f.TTL != 2 || f.Key != "k" || f.MsgID != "m" || f.PrevSeq != &prev || f.Headers["a"] != "b" || string(f.Value) != "v" {
+		t.Fatalf("frame %+v", f)
+	}
+	f.Seq, f.Time = 5, 6
+	m := f.Message()
+	if m.TTL != 2*time.Millisecond || m.Seq != 5 || m.Time != 6 || m.Key != "k" || string(m.Value) != "v" || m.Headers["a"] != "b" {
+		t.Fatalf("message %+v", m)
+	}
+}
