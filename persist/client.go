@@ -26,6 +26,10 @@ const (
 	OwnerCacheDefault = 10000
 )
 
+// ClientRetryDefault spaces a request's attempts: 20ms, 40ms, 80ms... up to
+// 1s, ±25%.
+var ClientRetryDefault = bus.Retry{Min: 20 * time.Millisecond, Max: time.Second}
+
 // ClientConfig configures a Client.
 type ClientConfig struct {
 	// Conn is the NATS connection. Required.
@@ -38,6 +42,9 @@ type ClientConfig struct {
 	// Attempts is the number of tries for a request that met wrong-owner, no
 	// responders or (when safe to repeat) a timeout. Zero means ClientAttemptsDefault.
 	Attempts int
+	// Retry spaces the attempts of one request. Zero fields mean
+	// ClientRetryDefault's.
+	Retry bus.Retry
 	// OwnerCache bounds the scopes whose owner is remembered; past it an
 	// arbitrary entry is forgotten (and asked again when next used). Zero
 	// means OwnerCacheDefault.
@@ -75,6 +82,15 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	}
 	if cfg.Attempts <= 0 {
 		cfg.Attempts = ClientAttemptsDefault
+	}
+	if cfg.Retry.Min == 0 {
+		cfg.Retry.Min = ClientRetryDefault.Min
+	}
+	if cfg.Retry.Max == 0 {
+		cfg.Retry.Max = ClientRetryDefault.Max
+	}
+	if err := bus.ValidToken(cfg.Service); err != nil {
+		return nil, fmt.Errorf("persist client: service: %w", err)
 	}
 	if cfg.OwnerCache <= 0 {
 		cfg.OwnerCache = OwnerCacheDefault
@@ -161,54 +177,63 @@ func retryable(err error, idempotent bool) bool {
 // call sends one request to the owner of scope and returns its reply,
 // retrying as retryable allows. Replies carrying Sy-Error become *Error.
 func (c *Client) call(ctx context.Context, scope string, msg *nats.Msg, idempotent bool) (*nats.Msg, error) {
+	var reply *nats.Msg
+	err := c.retry(ctx, scope, func(id string) (bool, error) {
+		msg.Subject = bus.APISubject(c.cfg.Service, scope, id)
+		actx, cancel := c.attemptContext(ctx)
+		r, err := bus.Request(actx, c.cfg.Conn, msg)
+		cancel()
+		if err == nil {
+			err = replyError(r)
+		}
+		reply = r
+		return idempotent, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return reply, nil
+}
+
+// retry is the client's one request-retry loop. It runs attempt against the
+// owner of scope (asking the balancer when it is not cached) until attempt
+// succeeds, fails for good, or Attempts run out, waiting between tries under
+// the client's Retry policy. attempt reports whether a timeout may be retried
+// (the request is safe to repeat and nothing of it reached the caller); a
+// wrong-owner, no-responders or unavailable answer is always retried after
+// forgetting the cached owner.
+func (c *Client) retry(ctx context.Context, scope string, attempt func(id string) (repeatable bool, err error)) error {
 	if c.ctx.Err() != nil {
-		return nil, ErrClosed
+		return ErrClosed
 	}
 	var last error
-	for attempt := 0; attempt < c.cfg.Attempts; attempt++ {
-		if attempt > 0 {
-			if err := backoff(ctx, attempt); err != nil {
-				return nil, fmt.Errorf("%w (last error: %v)", err, last)
+	b := c.cfg.Retry.Start()
+	for n := 0; n < c.cfg.Attempts; n++ {
+		if n > 0 {
+			if err := b.Wait(ctx); err != nil {
+				return fmt.Errorf("%w (last error: %v)", err, last)
 			}
 		}
 		id, err := c.Owner(ctx, scope)
 		if err != nil {
+			// A balancer that is away or slow is worth another try.
 			if errors.Is(err, bus.ErrNoResponders) || errors.Is(err, bus.ErrTimeout) {
 				last = err
 				continue
 			}
-			return nil, err
+			return err
 		}
-		msg.Subject = bus.APISubject(c.cfg.Service, scope, id)
-		actx, cancel := c.attemptContext(ctx)
-		reply, err := bus.Request(actx, c.cfg.Conn, msg)
-		cancel()
+		repeatable, err := attempt(id)
 		if err == nil {
-			err = replyError(reply)
+			return nil
 		}
-		if err == nil {
-			return reply, nil
-		}
-		if !retryable(err, idempotent) || ctx.Err() != nil {
-			return nil, err
+		if !retryable(err, repeatable) || ctx.Err() != nil {
+			return err
 		}
 		c.forget(scope, id)
 		last = err
 	}
-	return nil, last
-}
-
-// backoff waits before retry attempt n (1-based): 20ms, 40ms, 80ms... capped at 1s.
-func backoff(ctx context.Context, n int) error {
-	d := min(20*time.Millisecond<<(n-1), time.Second)
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return last
 }
 
 // replyError returns the *Error an error reply carries, or nil.
@@ -453,41 +478,21 @@ func (s *Stream) Scan(ctx context.Context, r Range, fn func(*Message) error) (ui
 }
 
 func (s *Stream) scan(ctx context.Context, r Range, fn func(*Message) error) (uint64, error) {
-	if s.c.ctx.Err() != nil {
-		return 0, ErrClosed
-	}
-	var last error
-	for attempt := 0; attempt < s.c.cfg.Attempts; attempt++ {
-		if attempt > 0 {
-			if err := backoff(ctx, attempt); err != nil {
-				return 0, fmt.Errorf("%w (last error: %v)", err, last)
-			}
-		}
-		id, err := s.c.Owner(ctx, s.scope)
-		if err != nil {
-			// As in call: a balancer that is away or slow is worth another try.
-			if errors.Is(err, bus.ErrNoResponders) || errors.Is(err, bus.ErrTimeout) {
-				last = err
-				continue
-			}
-			return 0, err
-		}
+	var next uint64
+	err := s.c.retry(ctx, s.scope, func(id string) (bool, error) {
 		delivered := 0
-		next, err := s.scanOnce(ctx, id, r, func(m *Message) error {
+		var err error
+		next, err = s.scanOnce(ctx, id, r, func(m *Message) error {
 			delivered++
 			return fn(m)
 		})
-		if err == nil {
-			return next, nil
-		}
 		// Retrying after messages reached fn would hand them out twice.
-		if delivered > 0 || !retryable(err, true) || ctx.Err() != nil {
-			return 0, err
-		}
-		s.c.forget(s.scope, id)
-		last = err
+		return delivered == 0, err
+	})
+	if err != nil {
+		return 0, err
 	}
-	return 0, last
+	return next, nil
 }
 
 func (s *Stream) scanOnce(ctx context.Context, id string, r Range, fn func(*Message) error) (uint64, error) {

@@ -4,14 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/switchyard-dev/switchyard/bus"
 )
 
 // LocalStream defaults.
+// localRetry spaces the save retries of a LocalStream: 50ms growing by half
+// each time up to 5s, ±25%, so that many clients of a restarted server do not
+// come back in step; a successful save starts it over.
+var localRetry = bus.Retry{Min: 50 * time.Millisecond, Max: 5 * time.Second, Factor: 1.5}
+
 const (
 	// LocalKeepDefault is how many messages seen on the feed a LocalStream
 	// keeps for Messages.
@@ -22,11 +27,6 @@ const (
 	// setMany request, one transaction on the server).
 	localBatchMax   = 256
 	localBatchBytes = 256 << 10
-	// Retries wait from localRetryMin, growing by half each time, up to
-	// localRetryMax, varied by ±25% so that many clients of a restarted
-	// server do not come back in step.
-	localRetryMin = 50 * time.Millisecond
-	localRetryMax = 5 * time.Second
 )
 
 // HdrLocalID is the user header a LocalStream stores with each message: the
@@ -368,7 +368,7 @@ func (l *LocalStream) batch() ([]*LocalMessage, []Entry) {
 func (l *LocalStream) sender() {
 	defer l.wg.Done()
 	defer close(l.flushed)
-	wait := time.Duration(0)
+	retry := localRetry.Start()
 	single := false // after a request-level refusal, save one at a time
 	for {
 		own, msgs := l.batch()
@@ -391,7 +391,8 @@ func (l *LocalStream) sender() {
 		}
 		res, err := l.s.SetMany(l.saveCtx, msgs)
 		if err == nil {
-			wait, single = 0, false
+			retry.Reset()
+			single = false
 			l.saved(own, res)
 			continue
 		}
@@ -408,12 +409,7 @@ func (l *LocalStream) sender() {
 			continue
 		}
 		l.retrying(own, err)
-		wait = nextRetry(wait)
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-l.saveCtx.Done():
-			t.Stop()
+		if retry.Wait(l.saveCtx) != nil {
 			return
 		}
 	}
@@ -434,11 +430,6 @@ func refused(err error) bool {
 		return false
 	}
 	return true
-}
-
-func nextRetry(prev time.Duration) time.Duration {
-	d := min(max(localRetryMin, prev*3/2), localRetryMax)
-	return time.Duration(float64(d) * (0.75 + 0.5*rand.Float64()))
 }
 
 // saved records the results of one setMany.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -12,9 +11,15 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/switchyard-dev/switchyard/bus"
 )
 
 // Watch defaults.
+// watchRetry spaces a watcher's re-reads after failures (see sync): 50ms
+// growing ×1.8 up to 5s, ±25%, so that many watchers of a restarted server do
+// not return in step.
+var watchRetry = bus.Retry{Min: 50 * time.Millisecond, Max: 5 * time.Second, Factor: 1.8}
+
 const (
 	// WatchBufferDefault is how many feed messages a watcher holds while its
 	// callback is busy; one more and it resyncs.
@@ -22,13 +27,6 @@ const (
 	// WatchIdleCheckDefault is how long a watcher waits without feed traffic
 	// before it asks the server whether it missed the tail of the stream.
 	WatchIdleCheckDefault = 15 * time.Second
-	// Reconnect and retry waits grow from watchBackoffMin by watchBackoffFactor
-	// up to watchBackoffMax, each varied by ±watchBackoffJitter so that many
-	// watchers of a restarted server do not come back in step.
-	watchBackoffMin    = 50 * time.Millisecond
-	watchBackoffMax    = 5 * time.Second
-	watchBackoffFactor = 1.8
-	watchBackoffJitter = 0.25
 	// watchPage is the page size of the watcher's getAll reads.
 	watchPage = 1000
 	// watchResyncSpread: a resync starts after a random wait below it, so
@@ -321,9 +319,10 @@ func (w *Watcher) sync(reason string) error {
 			return err
 		}
 	}
+	retry := watchRetry.Start()
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
-			if err := sleepCtx(w.ctx, watchBackoff(attempt)); err != nil {
+			if err := retry.Wait(w.ctx); err != nil {
 				return err
 			}
 		}
@@ -580,15 +579,6 @@ func (w *Watcher) idleCheck() string {
 		return fmt.Sprintf("idle check: server has %d messages, watcher %d", inv.Count, w.live.count())
 	}
 	return ""
-}
-
-// watchBackoff is the wait before retry attempt n (1-based): 50ms growing
-// ×1.8 up to 5s, ±25%.
-func watchBackoff(n int) time.Duration {
-	d := float64(watchBackoffMin) * math.Pow(watchBackoffFactor, float64(n-1))
-	d = min(d, float64(watchBackoffMax))
-	d *= 1 + watchBackoffJitter*(2*rand.Float64()-1)
-	return time.Duration(d)
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {

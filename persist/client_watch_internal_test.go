@@ -57,21 +57,3 @@ func TestSeqSet(t *testing.T) {
 		}
 	}
 }
-
-func TestWatchBackoff(t *testing.T) {
-	for n := 1; n < 30; n++ {
-		d := watchBackoff(n)
-		base := min(float64(watchBackoffMin)*pow(watchBackoffFactor, n-1), float64(watchBackoffMax))
-		if float64(d) < base*(1-watchBackoffJitter)-1 || float64(d) > base*(1+watchBackoffJitter)+1 {
-			t.Fatalf("attempt %d: %v outside %v ±25%%", n, d, base)
-		}
-	}
-}
-
-func pow(x float64, n int) float64 {
-	out := 1.0
-	for range n {
-		out *= x
-	}
-	return out
-}

@@ -69,15 +69,11 @@ func (c BalancerConfig) validate() error {
 	if c.Conn == nil {
 		return errors.New("balancer: no NATS connection")
 	}
-	if len(c.IDs) == 0 {
-		return errors.New("balancer: there must be at least one id")
+	if err := bus.ValidIDs(c.IDs); err != nil {
+		return fmt.Errorf("balancer: %w", err)
 	}
-	seen := map[string]bool{}
-	for _, id := range c.IDs {
-		if id == "" || seen[id] {
-			return fmt.Errorf("balancer: ids must be non-empty and distinct, got %q", c.IDs)
-		}
-		seen[id] = true
+	if err := bus.ValidToken(c.Service); err != nil {
+		return fmt.Errorf("balancer: service: %w", err)
 	}
 	return nil
 }
@@ -167,29 +163,26 @@ func (b *Balancer) subscribe() (*nats.Subscription, error) {
 // drops it and subscribes again after a backoff.
 func (b *Balancer) run(ctx context.Context, sub *nats.Subscription, done chan struct{}) {
 	defer close(done)
-	wait := b.cfg.RetryMin
+	retry := bus.Retry{Min: b.cfg.RetryMin, Max: b.cfg.RetryMax}.Start()
 	for {
 		err := b.serve(ctx, sub)
 		_ = sub.Unsubscribe()
 		if ctx.Err() != nil {
 			return
 		}
-		b.cfg.Logger.Warn("balancer subscription failed; re-subscribing", "err", err, "in", wait)
+		b.cfg.Logger.Warn("balancer subscription failed; re-subscribing", "err", err)
 		for {
-			t := time.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-				t.Stop()
+			if retry.Wait(ctx) != nil {
 				return
-			case <-t.C:
 			}
-			wait = min(wait*2, b.cfg.RetryMax)
 			var serr error
 			sub, serr = b.subscribe()
 			if serr == nil {
+				// Serving again: the next failure starts from RetryMin.
+				retry.Reset()
 				break
 			}
-			b.cfg.Logger.Warn("balancer re-subscribe failed", "err", serr, "in", wait)
+			b.cfg.Logger.Warn("balancer re-subscribe failed", "err", serr, "failures", retry.Failures())
 		}
 		b.mu.Lock()
 		b.sub = sub

@@ -148,6 +148,9 @@ func TestBalancerConfigErrors(t *testing.T) {
 		"no ids":    {Conn: nc},
 		"empty id":  {Conn: nc, IDs: []string{"0", ""}},
 		"duplicate": {Conn: nc, IDs: []string{"0", "0"}},
+		"wildcard":  {Conn: nc, IDs: []string{"0", ">"}},
+		"dotted":    {Conn: nc, IDs: []string{"a.b"}},
+		"service":   {Conn: nc, IDs: []string{"0"}, Service: "a b"},
 	} {
 		if _, err := NewBalancer(cfg); err == nil {
 			t.Errorf("%s: no error", name)

@@ -81,17 +81,11 @@ func parseIDs(s string) ([]string, error) {
 		return nil, usagef("--ids is empty: give the server ids, for example --ids 0,1,2,3")
 	}
 	var ids []string
-	seen := map[string]bool{}
 	for _, id := range strings.Split(s, ",") {
-		id = strings.TrimSpace(id)
-		if id == "" || seen[id] {
-			return nil, usagef("--ids %q: ids must be non-empty and distinct", s)
-		}
-		if strings.ContainsAny(id, ".*> \t") {
-			return nil, usagef("--ids: id %q may not contain '.', '*', '>' or spaces (it is a subject token)", id)
-		}
-		seen[id] = true
-		ids = append(ids, id)
+		ids = append(ids, strings.TrimSpace(id))
+	}
+	if err := bus.ValidIDs(ids); err != nil {
+		return nil, usagef("--ids %q: %v", s, err)
 	}
 	return ids, nil
 }

@@ -202,11 +202,15 @@ func TestIdleClose(t *testing.T) {
 func TestConfigValidate(t *testing.T) {
 	_, nc := testnatsStart(t)
 	for name, c := range map[string]Config{
-		"no conn":   {ID: "0", IDs: []string{"0"}},
-		"no ids":    {Conn: nc, ID: "0"},
-		"id not in": {Conn: nc, ID: "2", IDs: []string{"0", "1"}},
-		"dup ids":   {Conn: nc, ID: "0", IDs: []string{"0", "0"}},
-		"negative":  {Conn: nc, ID: "0", IDs: []string{"0"}, Workers: -1},
+		"no conn":     {ID: "0", IDs: []string{"0"}},
+		"no ids":      {Conn: nc, ID: "0"},
+		"id not in":   {Conn: nc, ID: "2", IDs: []string{"0", "1"}},
+		"dup ids":     {Conn: nc, ID: "0", IDs: []string{"0", "0"}},
+		"wildcard id": {Conn: nc, ID: "*", IDs: []string{"*"}},
+		"dotted id":   {Conn: nc, ID: "a.b", IDs: []string{"a.b"}},
+		"spaced id":   {Conn: nc, ID: "0", IDs: []string{"0", "a b"}},
+		"bad service": {Conn: nc, ID: "0", IDs: []string{"0"}, Service: "p.q"},
+		"negative":    {Conn: nc, ID: "0", IDs: []string{"0"}, Workers: -1},
 	} {
 		if _, err := New(c); err == nil {
 			t.Errorf("%s: New accepted %+v", name, c)

@@ -141,18 +141,14 @@ func (c Config) validate() error {
 	if c.Conn == nil {
 		return errors.New("persist server: Conn is required")
 	}
-	if len(c.IDs) == 0 {
-		return errors.New("persist server: IDs is required")
+	if err := bus.ValidIDs(c.IDs); err != nil {
+		return fmt.Errorf("persist server: %w", err)
 	}
 	if !slices.Contains(c.IDs, c.ID) {
 		return fmt.Errorf("persist server: id %q is not in ids %v", c.ID, c.IDs)
 	}
-	seen := map[string]bool{}
-	for _, id := range c.IDs {
-		if id == "" || seen[id] {
-			return fmt.Errorf("persist server: ids must be distinct and non-empty, got %v", c.IDs)
-		}
-		seen[id] = true
+	if err := bus.ValidToken(c.Service); err != nil {
+		return fmt.Errorf("persist server: service: %w", err)
 	}
 	if c.MaxOpenStreams < 0 || c.IdleClose < 0 || c.ExpireEvery < 0 || c.Workers < 0 || c.MaxQueue < 0 || c.MaxCommitOps < 0 || c.ArchiveEvery < 0 {
 		return errors.New("persist server: limits must not be negative")

@@ -1,0 +1,42 @@
+package bus
+
+import (
+	"fmt"
+	"strings"
+	"unicode"
+)
+
+// ValidToken reports why s cannot be one token of a NATS subject (a server
+// id, a service name), or nil: it must be non-empty, printable, and hold no
+// '.', '*', '>' or white space, which NATS reads as token separators,
+// wildcards or the end of the subject.
+func ValidToken(s string) error {
+	if s == "" {
+		return fmt.Errorf("empty subject token")
+	}
+	for _, r := range s {
+		if r == '.' || r == '*' || r == '>' || unicode.IsSpace(r) || !unicode.IsPrint(r) {
+			return fmt.Errorf("%q is not a subject token: no '.', '*', '>', spaces or control characters", s)
+		}
+	}
+	return nil
+}
+
+// ValidIDs reports why ids cannot be the member list of a fleet, or nil:
+// at least one id, each a subject token (ValidToken), no id twice.
+func ValidIDs(ids []string) error {
+	if len(ids) == 0 {
+		return fmt.Errorf("no server ids")
+	}
+	seen := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		if err := ValidToken(id); err != nil {
+			return fmt.Errorf("server id: %w", err)
+		}
+		if seen[id] {
+			return fmt.Errorf("server ids must be distinct: %q appears twice in %s", id, strings.Join(ids, ","))
+		}
+		seen[id] = true
+	}
+	return nil
+}
