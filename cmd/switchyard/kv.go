@@ -123,7 +123,7 @@ holds the current value of each key. They talk to a running ` + "`switchyard up`
 	keys.Flags().BoolVar(&asJSON, "json", false, "print a JSON array")
 
 	for _, c := range []*cobra.Command{set, get, del, keys} {
-		nf.register(c)
+		nf.registerClient(c)
 		kv.AddCommand(c)
 	}
 	rootCmd.AddCommand(kv)

@@ -118,7 +118,7 @@ They talk to a running ` + "`switchyard up`" + `, or to --nats URL / $SWITCHYARD
 	ls.Flags().BoolVar(&asJSON, "json", false, "one JSON object per line")
 
 	for _, c := range []*cobra.Command{pub, get, ls} {
-		nf.register(c)
+		nf.registerClient(c)
 		stream.AddCommand(c)
 	}
 	rootCmd.AddCommand(stream)
