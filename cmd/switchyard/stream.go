@@ -57,10 +57,15 @@ They talk to a running ` + "`switchyard up`" + `, or to --nats URL / $SWITCHYARD
 	pub.Flags().StringVar(&key, "key", "", "key: replaces the older message with this key")
 	pub.Flags().DurationVar(&ttl, "ttl", 0, "expire the message after this long (the stream must allow_msg_ttl)")
 
+	var raw bool
 	get := &cobra.Command{
 		Use:   "get SCOPE STREAM SEQ",
-		Short: "Print the value of message SEQ, alone",
-		Args:  cobra.ExactArgs(3),
+		Short: "Print the value of message SEQ, alone (exit 3 if there is no such message)",
+		Long: `Prints the value of message SEQ followed by a newline. With --raw it prints
+exactly the stored bytes and nothing else, so binary values round-trip
+(switchyard stream pub SCOPE STREAM - reads a value from stdin). A message that
+does not exist (never written, deleted or expired) exits 3.`,
+		Args: cobra.ExactArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkScope(args[0]); err != nil {
 				return err
@@ -74,15 +79,11 @@ They talk to a running ` + "`switchyard up`" + `, or to --nats URL / $SWITCHYARD
 				if err != nil {
 					return err
 				}
-				w := stdout(cmd)
-				if _, err := w.Write(m.Value); err != nil {
-					return err
-				}
-				_, err = fmt.Fprintln(w)
-				return err
+				return writeValue(stdout(cmd), m.Value, raw)
 			})
 		},
 	}
+	get.Flags().BoolVar(&raw, "raw", false, "print exactly the stored bytes, with no newline added")
 
 	var from, to uint64
 	var limit int
