@@ -118,7 +118,7 @@ does not exist (never written, deleted or expired) exits 3.`,
 	ls.Flags().IntVar(&limit, "limit", 0, "at most this many messages (0 = all)")
 	ls.Flags().BoolVar(&asJSON, "json", false, "one JSON object per line")
 
-	for _, c := range []*cobra.Command{pub, get, ls} {
+	for _, c := range []*cobra.Command{pub, get, ls, streamConfigCmd(&nf)} {
 		nf.registerClient(c)
 		stream.AddCommand(c)
 	}
