@@ -17,8 +17,9 @@ func init() {
 	var nf natsFlags
 	stream := &cobra.Command{
 		Use:   "stream",
-		Short: "Publish to and read from a persist stream",
-		Long: `Stream commands: a stream is an append-only sequence of messages numbered by seq.
+		Short: "Publish to, read, delete from and configure a persist stream",
+		Long: `Stream commands: a stream is an append-only sequence of messages numbered by seq,
+with limits (stream config) that remove old messages or refuse new ones.
 They talk to a running ` + "`switchyard up`" + `, or to --nats URL / $SWITCHYARD_NATS_URL.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error { return cmd.Help() },
@@ -118,7 +119,7 @@ does not exist (never written, deleted or expired) exits 3.`,
 	ls.Flags().IntVar(&limit, "limit", 0, "at most this many messages (0 = all)")
 	ls.Flags().BoolVar(&asJSON, "json", false, "one JSON object per line")
 
-	for _, c := range []*cobra.Command{pub, get, ls, streamConfigCmd(&nf)} {
+	for _, c := range []*cobra.Command{pub, get, ls, streamConfigCmd(&nf), streamDelCmd(&nf)} {
 		nf.registerClient(c)
 		stream.AddCommand(c)
 	}
