@@ -56,7 +56,7 @@ Try it with the plain NATS client:  nats req persist.hub.id ''`,
 			return nil
 		},
 	}
-	nf.register(cmd)
+	nf.registerServer(cmd)
 	cmd.Flags().StringVar(&idsFlag, "ids", "0,1", "comma-separated persist server ids, in the order every party agrees on")
 	cmd.Flags().StringVar(&placementName, "placement", placement.NameRendezvous, "placement function: rendezvous (default; adding a server moves ~1/n of scopes) or modulo (compatible with the original rule)")
 	rootCmd.AddCommand(cmd)

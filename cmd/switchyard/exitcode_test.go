@@ -3,9 +3,13 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 	"testing"
 
 	"github.com/spf13/cobra"
+
+	"github.com/switchyard-dev/switchyard/persist"
 )
 
 // TestRuntimeErrorWordsAreNotUsage: a run-time failure whose text happens to
@@ -23,6 +27,9 @@ func TestRuntimeErrorWordsAreNotUsage(t *testing.T) {
 		{"server accepts", errors.New("nntp: POST: 441 server accepts no posts"), exitRuntime},
 		{"usagef", usagef("--chunk must be positive"), exitUsage},
 		{"wrapped usage", fmt.Errorf("kv: %w", usagef("bad")), exitUsage},
+		{"not-found", fmt.Errorf("get hub/s: %w", persist.Errorf(persist.CodeNotFound, "no key \"k\"")), exitNotFound},
+		{"other persist code", fmt.Errorf("set hub/s: %w", persist.Errorf(persist.CodeReject, "full")), exitRuntime},
+		{"not found in words only", errors.New("open /x: no such file or directory (not found)"), exitRuntime},
 	}
 	for _, c := range cases {
 		if got := exitCode(c.err); got != c.code {
@@ -45,5 +52,27 @@ func TestArgErrorsAreUsage(t *testing.T) {
 	}
 	if err := sub.Args(sub, []string{"a", "b"}); err != nil {
 		t.Fatalf("valid args rejected: %v", err)
+	}
+}
+
+// TestRootHelpListsExitCodes: the root help and the README document every
+// exit code the binary uses, with the meaning the constants have.
+func TestRootHelpListsExitCodes(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		code int
+		word string
+	}{{0, "success"}, {exitRuntime, "run-time"}, {exitUsage, "usage"}, {exitNotFound, "not found"}} {
+		line := fmt.Sprintf("  %d  %s", c.code, c.word)
+		if !strings.Contains(rootCmd.Long, line) {
+			t.Errorf("root help lacks %q", line)
+		}
+		row := fmt.Sprintf("| %d | %s", c.code, c.word)
+		if !strings.Contains(string(readme), row) {
+			t.Errorf("README lacks the row %q", row)
+		}
 	}
 }

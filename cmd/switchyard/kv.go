@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strconv"
 
 	"github.com/spf13/cobra"
@@ -58,10 +59,16 @@ holds the current value of each key. They talk to a running ` + "`switchyard up`
 	}
 	set.Flags().Int64Var(&prev, "prev-seq", 0, "compare-and-set: write only if the key's current seq is this (0 = key must not exist)")
 
+	var raw bool
 	get := &cobra.Command{
 		Use:   "get SCOPE STREAM KEY",
-		Short: "Print the value of KEY, alone",
-		Args:  cobra.ExactArgs(3),
+		Short: "Print the value of KEY, alone (exit 3 if there is no such key)",
+		Long: `Prints the value of KEY followed by a newline. With --raw it prints exactly the
+stored bytes and nothing else, so binary values round-trip:
+  switchyard kv set hub blobs logo - < logo.png
+  switchyard kv get hub blobs logo --raw > copy.png
+A key that does not exist exits 3.`,
+		Args: cobra.ExactArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkScope(args[0]); err != nil {
 				return err
@@ -71,15 +78,11 @@ holds the current value of each key. They talk to a running ` + "`switchyard up`
 				if err != nil {
 					return err
 				}
-				w := stdout(cmd)
-				_, err = w.Write(m.Value)
-				if err == nil {
-					_, err = fmt.Fprintln(w)
-				}
-				return err
+				return writeValue(stdout(cmd), m.Value, raw)
 			})
 		},
 	}
+	get.Flags().BoolVar(&raw, "raw", false, "print exactly the stored bytes, with no newline added")
 
 	del := &cobra.Command{
 		Use:   "del SCOPE STREAM KEY",
@@ -123,10 +126,25 @@ holds the current value of each key. They talk to a running ` + "`switchyard up`
 	keys.Flags().BoolVar(&asJSON, "json", false, "print a JSON array")
 
 	for _, c := range []*cobra.Command{set, get, del, keys} {
-		nf.register(c)
+		nf.registerClient(c)
 		kv.AddCommand(c)
 	}
 	rootCmd.AddCommand(kv)
+}
+
+// writeValue prints a value for get: exactly its bytes with raw, else
+// followed by a newline, as a terminal user expects.
+func writeValue(w io.Writer, v []byte, raw bool) error {
+	if _, err := w.Write(v); err != nil {
+		return fmt.Errorf("write value: %w", err)
+	}
+	if raw {
+		return nil
+	}
+	if _, err := io.WriteString(w, "\n"); err != nil {
+		return fmt.Errorf("write value: %w", err)
+	}
+	return nil
 }
 
 // escapeLine quotes control characters so one key or value prints as one line.

@@ -13,14 +13,27 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/switchyard-dev/switchyard/persist"
 )
 
-// Exit codes. Usage errors (bad flags, wrong argument count, invalid values)
-// exit 2; everything that fails at run time exits 1.
+// Exit codes, listed in the root help (exitCodesHelp) and the README.
+// Not-found has its own code so a script can tell "no such key" from "NATS
+// unreachable" without parsing stderr.
 const (
-	exitRuntime = 1
-	exitUsage   = 2
+	exitRuntime  = 1 // any run-time failure
+	exitUsage    = 2 // bad flags, wrong argument count, invalid values
+	exitNotFound = 3 // the persist server answered not-found
 )
+
+// exitCodesHelp ends the root help; TestRootHelpListsExitCodes keeps it in
+// step with the constants.
+const exitCodesHelp = `Exit codes:
+  0  success
+  1  run-time error (NATS unreachable, a server refused the request, ...)
+  2  usage error (unknown command or flag, wrong arguments, invalid value)
+  3  not found (kv get, stream get: no such key or message)
+Errors print one line on stderr.`
 
 // usageError marks an error as the caller's mistake in invoking a command.
 type usageError struct{ err error }
@@ -38,10 +51,13 @@ func usagef(format string, args ...any) error {
 var rootCmd = &cobra.Command{
 	Use:   "switchyard",
 	Short: "A backbone for services that run as a fleet",
-	Long: `switchyard routes scopes to owners, persists streams and key-value data per
-scope, forwards events between regions and leases ranges of work, all over NATS.
+	Long: `switchyard routes each scope to the persist server that owns it, keeps durable
+streams and key-value data per scope, and forwards events between regions, all
+over NATS. It also has NNTP tools and side-by-side benchmarks.
 
-Run everything embedded in one process with:  switchyard up`,
+Run everything embedded in one process with:  switchyard up
+
+` + exitCodesHelp,
 	SilenceUsage:  true,
 	SilenceErrors: true,
 }
@@ -79,8 +95,11 @@ func exitCode(err error) int {
 	}
 	fmt.Fprintln(os.Stderr, "switchyard: "+err.Error())
 	var ue usageError
-	if errors.As(err, &ue) || isCobraUsage(err) {
+	switch {
+	case errors.As(err, &ue) || isCobraUsage(err):
 		return exitUsage
+	case errors.Is(err, persist.ErrNotFound):
+		return exitNotFound
 	}
 	return exitRuntime
 }

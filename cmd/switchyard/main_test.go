@@ -33,7 +33,11 @@ func TestMain(m *testing.M) {
 func cli(t *testing.T, args ...string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), runMainEnv+"=1", "SWITCHYARD_NATS_URL=")
+	// Under -race a child waits atexit_sleep_ms (1s by default) before it
+	// exits, which made every CLI call in these tests take a second; keep
+	// the caller's other GORACE options.
+	gorace := strings.TrimSpace(os.Getenv("GORACE") + " atexit_sleep_ms=0")
+	cmd.Env = append(os.Environ(), runMainEnv+"=1", "SWITCHYARD_NATS_URL=", "GORACE="+gorace)
 	return cmd
 }
 

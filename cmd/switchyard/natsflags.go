@@ -19,16 +19,26 @@ import (
 // commands find it with no flags.
 const defaultLocalURL = "nats://127.0.0.1:4222"
 
-// natsFlags are the connection flags every client command shares.
+// natsFlags are the connection flags of the commands that talk to NATS.
 type natsFlags struct {
 	url     string
 	service string
 	timeout time.Duration
 }
 
-func (f *natsFlags) register(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.url, "nats", "", "NATS server URL (default $"+bus.EnvURL+", else "+defaultLocalURL+", where `switchyard up` listens)")
+// registerServer adds --nats and --service, for the long-running roles
+// (persist serve, balancer): they reconnect for ever and run until a signal,
+// so they have no --timeout to offer.
+func (f *natsFlags) registerServer(cmd *cobra.Command) {
+	// The backquoted word is pflag's value name: help shows "--nats URL".
+	cmd.Flags().StringVar(&f.url, "nats", "", "NATS server `URL` (default $"+bus.EnvURL+", else "+defaultLocalURL+", where switchyard up listens)")
 	cmd.Flags().StringVar(&f.service, "service", bus.DefaultService, "first subject token of the persist service")
+}
+
+// registerClient adds registerServer's flags and --timeout, for client
+// commands that end on their own.
+func (f *natsFlags) registerClient(cmd *cobra.Command) {
+	f.registerServer(cmd)
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 5*time.Second, "time limit for the whole command")
 }
 

@@ -89,7 +89,7 @@ closes its files.`,
 			return nc.Drain()
 		},
 	}
-	nf.register(cmd)
+	nf.registerServer(cmd)
 	cmd.Flags().StringVar(&id, "id", "0", "this server's id (one of --ids)")
 	cmd.Flags().StringVar(&idsFlag, "ids", "0,1", "all persist server ids, in the order every party agrees on")
 	cmd.Flags().StringVar(&dataDir, "data", "./switchyard-data", "directory for the SQLite files")
@@ -120,6 +120,6 @@ func persistInventoryCmd() *cobra.Command {
 			})
 		},
 	}
-	nf.register(cmd)
+	nf.registerClient(cmd)
 	return cmd
 }

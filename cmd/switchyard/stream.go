@@ -17,8 +17,9 @@ func init() {
 	var nf natsFlags
 	stream := &cobra.Command{
 		Use:   "stream",
-		Short: "Publish to and read from a persist stream",
-		Long: `Stream commands: a stream is an append-only sequence of messages numbered by seq.
+		Short: "Publish to, read, delete from and configure a persist stream",
+		Long: `Stream commands: a stream is an append-only sequence of messages numbered by seq,
+with limits (stream config) that remove old messages or refuse new ones.
 They talk to a running ` + "`switchyard up`" + `, or to --nats URL / $SWITCHYARD_NATS_URL.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error { return cmd.Help() },
@@ -57,10 +58,15 @@ They talk to a running ` + "`switchyard up`" + `, or to --nats URL / $SWITCHYARD
 	pub.Flags().StringVar(&key, "key", "", "key: replaces the older message with this key")
 	pub.Flags().DurationVar(&ttl, "ttl", 0, "expire the message after this long (the stream must allow_msg_ttl)")
 
+	var raw bool
 	get := &cobra.Command{
 		Use:   "get SCOPE STREAM SEQ",
-		Short: "Print the value of message SEQ, alone",
-		Args:  cobra.ExactArgs(3),
+		Short: "Print the value of message SEQ, alone (exit 3 if there is no such message)",
+		Long: `Prints the value of message SEQ followed by a newline. With --raw it prints
+exactly the stored bytes and nothing else, so binary values round-trip
+(switchyard stream pub SCOPE STREAM - reads a value from stdin). A message that
+does not exist (never written, deleted or expired) exits 3.`,
+		Args: cobra.ExactArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkScope(args[0]); err != nil {
 				return err
@@ -74,15 +80,11 @@ They talk to a running ` + "`switchyard up`" + `, or to --nats URL / $SWITCHYARD
 				if err != nil {
 					return err
 				}
-				w := stdout(cmd)
-				if _, err := w.Write(m.Value); err != nil {
-					return err
-				}
-				_, err = fmt.Fprintln(w)
-				return err
+				return writeValue(stdout(cmd), m.Value, raw)
 			})
 		},
 	}
+	get.Flags().BoolVar(&raw, "raw", false, "print exactly the stored bytes, with no newline added")
 
 	var from, to uint64
 	var limit int
@@ -117,8 +119,8 @@ They talk to a running ` + "`switchyard up`" + `, or to --nats URL / $SWITCHYARD
 	ls.Flags().IntVar(&limit, "limit", 0, "at most this many messages (0 = all)")
 	ls.Flags().BoolVar(&asJSON, "json", false, "one JSON object per line")
 
-	for _, c := range []*cobra.Command{pub, get, ls} {
-		nf.register(c)
+	for _, c := range []*cobra.Command{pub, get, ls, streamConfigCmd(&nf), streamDelCmd(&nf)} {
+		nf.registerClient(c)
 		stream.AddCommand(c)
 	}
 	rootCmd.AddCommand(stream)

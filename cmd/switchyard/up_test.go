@@ -54,7 +54,7 @@ func TestUpEndToEnd(t *testing.T) {
 		t.Fatalf("stale CAS: exit %d, %q", code, stderr)
 	}
 	must("kv", "del", "hub", "demo", "greeting")
-	if _, stderr, code := sy("kv", "get", "hub", "demo", "greeting"); code != exitRuntime || !strings.Contains(stderr, "not-found") {
+	if _, stderr, code := sy("kv", "get", "hub", "demo", "greeting"); code != exitNotFound || !strings.Contains(stderr, "not-found") {
 		t.Fatalf("get after delete: exit %d, %q", code, stderr)
 	}
 

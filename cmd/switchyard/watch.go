@@ -78,7 +78,9 @@ With --json each line is one object with "event" set to one of those words.
 			return nil
 		},
 	}
-	nf.register(cmd)
+	nf.registerClient(cmd)
+	// A watch runs until interrupted; its --timeout bounds each request only.
+	cmd.Flags().Lookup("timeout").Usage = "time limit of each request to the server (the watch itself runs until interrupted)"
 	cmd.Flags().Uint64Var(&from, "from", 0, "first seq to print (default: the first)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per line")
 	rootCmd.AddCommand(cmd)
