@@ -494,11 +494,16 @@ func (s *Stream) scanOnce(ctx context.Context, id string, r Range, fn func(*Mess
 	}
 }
 
-// Delete selects what Delete removes; exactly one field must be set.
+// Delete selects what Delete removes; exactly one of Seqs, UpTo and All
+// must be set.
 type Delete struct {
 	Seqs []uint64 // these seqs
 	UpTo uint64   // every seq <= UpTo
 	All  bool     // everything
+	// MsgID identifies the delete for de-duplication: a second delete with
+	// the same id within two minutes removes nothing and returns the first
+	// one's seqs. Empty means no de-duplication.
+	MsgID string
 }
 
 // Delete removes messages and returns the seqs actually removed.
@@ -526,6 +531,9 @@ func (s *Stream) Delete(ctx context.Context, d Delete) ([]uint64, error) {
 	}
 	if set != 1 {
 		return nil, Errorf(CodeBadRequest, "delete needs exactly one of seqs, up-to or all")
+	}
+	if d.MsgID != "" {
+		m.Header.Set(HdrMsgID, d.MsgID)
 	}
 	reply, err := s.c.call(ctx, s.scope, m, true)
 	if err != nil {
