@@ -22,6 +22,9 @@ import (
 type lossyRelay struct {
 	drop    atomic.Int32 // deletes whose answer is still to be lost
 	dropped atomic.Int32
+	// beforeDelete, if set, runs once before the next delete is forwarded:
+	// a write that lands between a KV.Delete's get and its delete.
+	beforeDelete atomic.Pointer[func()]
 }
 
 func (r *lossyRelay) dropNext() { r.drop.Store(1) }
@@ -41,6 +44,11 @@ func startLossyRelay(t *testing.T, h *harness) *lossyRelay {
 			fwd.Header[k] = v
 		}
 		fwd.Data = m.Data
+		if m.Header.Get(persist.HdrCmd) == persist.CmdDelete {
+			if fn := r.beforeDelete.Swap(nil); fn != nil {
+				(*fn)()
+			}
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		reply, err := nc.RequestMsgWithContext(ctx, fwd)
@@ -105,5 +113,46 @@ func TestDeleteRetryAnswersFirstAttempt(t *testing.T) {
 	}
 	if n := relay.dropped.Load(); n != 2 {
 		t.Fatalf("the relay lost %d answers, want 2", n)
+	}
+}
+
+// TestKVDeleteRacingWrite: a write replaces the key between KV.Delete's get
+// and its delete. The delete of the row the get saw removes nothing; KV.Delete
+// then looks again and removes the new row, so it truthfully says the key
+// existed and the key is gone.
+func TestKVDeleteRacingWrite(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	relay := startLossyRelay(t, h)
+	c, err := persist.NewClient(persist.ClientConfig{Conn: testnats.Conn(t, h.e), Service: "relay"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	kv := c.KV(h.scope, "kv")
+	if _, err := kv.Set(ctx, "k", []byte("v1"), persist.SetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	direct := h.stream("kv") // straight to the server, past the relay
+	var raced atomic.Bool
+	fn := func() {
+		if _, err := direct.Set(ctx, []byte("v2"), persist.SetOptions{Key: "k"}); err != nil {
+			t.Error(err)
+		}
+		raced.Store(true)
+	}
+	relay.beforeDelete.Store(&fn)
+	existed, err := kv.Delete(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !raced.Load() {
+		t.Fatal("the racing write did not run")
+	}
+	if !existed {
+		t.Error("KV.Delete of a key that existed throughout says it did not exist")
+	}
+	if m, err := kv.Get(ctx, "k"); !errors.Is(err, persist.ErrNotFound) {
+		t.Errorf("key after delete: %v %v, want not-found", m, err)
 	}
 }
