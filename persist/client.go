@@ -550,14 +550,22 @@ func (s *Stream) scanOnce(ctx context.Context, id string, r Range, fn func(*Mess
 	}
 }
 
-// Delete selects what Delete removes; exactly one field must be set.
+// Delete selects what Delete removes; exactly one of Seqs, UpTo and All
+// must be set.
 type Delete struct {
 	Seqs []uint64 // these seqs
 	UpTo uint64   // every seq <= UpTo
 	All  bool     // everything
+	// MsgID identifies the delete for de-duplication: a second delete with
+	// the same id within two minutes removes nothing and returns the first
+	// one's seqs. Empty means Stream.Delete picks a random one, used for every
+	// attempt of that call.
+	MsgID string
 }
 
-// Delete removes messages and returns the seqs actually removed.
+// Delete removes messages and returns the seqs actually removed. Every
+// attempt of one call carries the same request id (d.MsgID or a random one),
+// so the answer after a retry is what the first attempt removed.
 func (s *Stream) Delete(ctx context.Context, d Delete) ([]uint64, error) {
 	m := s.c.newMsg(CmdDelete, s.name, s.ephemeral)
 	set := 0
@@ -583,6 +591,13 @@ func (s *Stream) Delete(ctx context.Context, d Delete) ([]uint64, error) {
 	if set != 1 {
 		return nil, Errorf(CodeBadRequest, "delete needs exactly one of seqs, up-to or all")
 	}
+	// One id for every attempt of this call: a retry after a lost reply is
+	// answered with what the first attempt removed, not with what is left.
+	id := d.MsgID
+	if id == "" {
+		id = newMsgID()
+	}
+	m.Header.Set(HdrMsgID, id)
 	reply, err := s.c.call(ctx, s.scope, m, true)
 	if err != nil {
 		return nil, fmt.Errorf("delete %s/%s: %w", s.scope, s.name, err)

@@ -39,21 +39,30 @@ func (kv *KV) Get(ctx context.Context, key string) (*Message, error) {
 	return kv.s.GetKey(ctx, key)
 }
 
-// Delete removes key. It reports whether the key existed. A write of the key
-// racing the delete either lands after it (and survives) or is removed by it.
+// Delete removes key. It reports whether the key existed: true when this
+// call removed the key's current row, false when it found no row. A write of
+// the key racing the delete either lands after it (and survives) or is
+// removed by it. The row to remove is found with a get; when another write
+// replaced or removed that row before the delete reached it, Delete looks
+// again, so the answer is about the key and not about one of its rows. It
+// keeps looking while other writers keep changing the key, until ctx ends.
 func (kv *KV) Delete(ctx context.Context, key string) (bool, error) {
-	m, err := kv.Get(ctx, key)
-	if errors.Is(err, ErrNotFound) {
-		return false, nil
+	for {
+		m, err := kv.Get(ctx, key)
+		if errors.Is(err, ErrNotFound) {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("delete key %q: %w", key, err)
+		}
+		seqs, err := kv.s.Delete(ctx, Delete{Seqs: []uint64{m.Seq}})
+		if err != nil {
+			return false, fmt.Errorf("delete key %q: %w", key, err)
+		}
+		if len(seqs) == 1 {
+			return true, nil
+		}
 	}
-	if err != nil {
-		return false, fmt.Errorf("delete key %q: %w", key, err)
-	}
-	seqs, err := kv.s.Delete(ctx, Delete{Seqs: []uint64{m.Seq}})
-	if err != nil {
-		return false, fmt.Errorf("delete key %q: %w", key, err)
-	}
-	return len(seqs) == 1, nil
 }
 
 // Keys lists every key.

@@ -32,7 +32,7 @@ const (
 	HdrSeqs      = "Sy-Seqs"      // comma-separated seqs (delete)
 	HdrUpTo      = "Sy-Up-To"     // delete every seq <= this (delete)
 	HdrAll       = "Sy-All"       // "true": delete everything (delete)
-	HdrMsgID     = "Sy-Msg-Id"    // de-duplication id (set)
+	HdrMsgID     = "Sy-Msg-Id"    // de-duplication id (set, delete)
 	HdrPrevSeq   = "Sy-Prev-Seq"  // compare-and-set on the key's seq; 0 = must not exist (set)
 	HdrTTL       = "Sy-Ttl"       // per-message time to live in milliseconds (set)
 	HdrTime      = "Sy-Time"      // unix milliseconds (replies)
@@ -44,7 +44,7 @@ const (
 	HdrNextSeq   = "Sy-Next-Seq"  // where the next page starts when Sy-Limit cut it (last chunk)
 	HdrEphemeral = "Sy-Ephemeral" // "true": the stream lives in memory only (on any request)
 	HdrError     = "Sy-Error"     // error code (error replies)
-	HdrDup       = "Sy-Duplicate" // "true" when a set was answered from the msgID cache
+	HdrDup       = "Sy-Duplicate" // "true" when a set or delete was answered from the de-duplication window
 	hdrPrefix    = "Sy-"          // headers with this prefix are the protocol's; others are user headers
 	natsPrefix   = "Nats-"        // NATS's own headers are never stored
 )

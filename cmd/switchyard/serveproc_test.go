@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"os/exec"
 	"testing"
 
 	"github.com/nats-io/nats.go"
@@ -19,6 +20,7 @@ type serveProc struct {
 	NATS *embedded.Server
 	Conn *nats.Conn // the test's own connection (the balancer runs on it)
 	data string
+	cmd  *exec.Cmd // the running server process
 	kill func()
 }
 
@@ -44,6 +46,7 @@ func (p *serveProc) start() {
 	p.t.Helper()
 	cmd := cli(p.t, "persist", "serve", "--id", "0", "--ids", "0", "--data", p.data, "--nats", p.NATS.ClientURL())
 	startProcess(p.t, cmd, "ready")
+	p.cmd = cmd
 	p.kill = func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }
 }
 

@@ -48,6 +48,7 @@ func FuzzDecodeRequest(f *testing.F) {
 		{"persist.account-1.api.0", "Sy-Cmd: getAll\nSy-Stream: s\nSy-Start-Seq: 1\nSy-End-Seq: 9\nSy-Limit: 5\nSy-Ephemeral: true", nil},
 		{"persist.hub.api.0", "Sy-Cmd: delete\nSy-Stream: s\nSy-Seqs: 1,2,3", nil},
 		{"persist.hub.api.0", "Sy-Cmd: delete\nSy-Stream: s\nSy-Up-To: 7", nil},
+		{"persist.hub.api.0", "Sy-Cmd: delete\nSy-Stream: s\nSy-Seq: 4\nSy-Msg-Id: d-1", nil},
 		{"persist.hub.api.0", "Sy-Cmd: config\nSy-Stream: s", []byte(`{"max_msgs": 10}`)},
 		{"persist.hub.api.0", "Sy-Cmd: keys\nSy-Stream: ../../etc", nil},
 		{"persist.HUB.api.0", "Sy-Cmd: nope", nil},

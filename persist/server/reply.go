@@ -161,6 +161,24 @@ func (s *Server) replyGet(m *nats.Msg, msg *persist.Frame) {
 	s.respond(&nats.Msg{Subject: m.Reply, Header: h, Data: msg.Value})
 }
 
+// replyDelete answers a delete with {"seqs":[...]}, marked Sy-Duplicate when
+// it repeats the answer of an earlier delete with the same id.
+func (s *Server) replyDelete(m *nats.Msg, r store.DeleteResult) {
+	if m.Reply == "" {
+		return
+	}
+	b, err := json.Marshal(persist.DeleteResult{Seqs: r.Seqs})
+	if err != nil {
+		s.replyError(m, persist.Errorf(persist.CodeInternal, "encode reply: %v", err))
+		return
+	}
+	out := &nats.Msg{Subject: m.Reply, Data: b}
+	if r.Dup {
+		out.Header = nats.Header{persist.HdrDup: []string{"true"}}
+	}
+	s.respond(out)
+}
+
 func (s *Server) replyJSON(m *nats.Msg, v any) {
 	if m.Reply == "" {
 		return

@@ -223,6 +223,7 @@ func decodeDelete(h nats.Header) (persist.Delete, error) {
 	if n != 1 {
 		return d, persist.Errorf(persist.CodeBadRequest, "delete needs exactly one of %s, %s, %s and %s", persist.HdrSeq, persist.HdrSeqs, persist.HdrUpTo, persist.HdrAll)
 	}
+	d.MsgID = h.Get(persist.HdrMsgID)
 	return d, nil
 }
 

@@ -135,13 +135,13 @@ func (s *Server) serveOne(h *handle, j *job) {
 	case persist.CmdGetAll:
 		s.serveGetAll(h, m, r)
 	case persist.CmdDelete:
-		seqs, changes, err := h.st.Delete(r.del, time.Now())
+		res, changes, err := h.st.Delete(r.del, time.Now())
 		if err != nil {
 			s.replyError(m, err)
 			return
 		}
 		s.report(h, changes)
-		s.replyJSON(m, persist.DeleteResult{Seqs: seqs})
+		s.replyDelete(m, res)
 	case persist.CmdKeys:
 		keys, err := h.st.Keys()
 		if err != nil {

@@ -529,4 +529,45 @@ func TestDedup(t *testing.T) {
 	}
 }
 
+// TestDeleteDedup: a delete repeated with the same Sy-Msg-Id (a client's
+// retry after a lost reply) answers what the first one removed, marked
+// Sy-Duplicate, and removes nothing more, also after a restart; the feed
+// hears of the removal once.
+func TestDeleteDedup(t *testing.T) {
+	h := newHarness(t, nil)
+	for i := range 3 {
+		h.set("s", strconv.Itoa(i), nil)
+	}
+	del := func(id string) (persist.DeleteResult, bool) {
+		t.Helper()
+		r := h.ok(persist.CmdDelete, "s", map[string]string{persist.HdrUpTo: "100", persist.HdrMsgID: id}, nil)
+		var res persist.DeleteResult
+		mustJSON(t, r.Data, &res)
+		return res, r.Header.Get(persist.HdrDup) == "true"
+	}
+	first, dup := del("d-1")
+	if fmt.Sprint(first.Seqs) != "[1 2 3]" || dup {
+		t.Fatalf("first delete: %v, duplicate %v", first.Seqs, dup)
+	}
+	h.set("s", "after", nil) // seq 4: a repeat that ran again would remove it
+	for _, restart := range []bool{false, true} {
+		if restart {
+			h.restart()
+		}
+		again, dup := del("d-1")
+		if fmt.Sprint(again.Seqs) != "[1 2 3]" || !dup {
+			t.Fatalf("repeat (restart %v): %v, duplicate %v; want [1 2 3], true", restart, again.Seqs, dup)
+		}
+	}
+	if inv := h.inventory("s"); inv.Count != 1 {
+		t.Fatalf("a repeated delete removed more: %+v", inv)
+	}
+	if got := h.deletedSeqs(); fmt.Sprint(got) != "[1 2 3]" {
+		t.Fatalf("changes reported deletes of %v", got)
+	}
+	if other, dup := del("d-2"); fmt.Sprint(other.Seqs) != "[4]" || dup {
+		t.Fatalf("a new id: %v, duplicate %v", other.Seqs, dup)
+	}
+}
+
 func testnatsStart(t *testing.T) (*embedded.Server, *nats.Conn) { return testnats.Start(t) }

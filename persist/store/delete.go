@@ -2,6 +2,7 @@ package store
 
 import (
 	"database/sql"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -11,12 +12,51 @@ import (
 )
 
 // Delete implements Stream.
-func (s *sqliteStream) Delete(d persist.Delete, now time.Time) ([]uint64, []Change, error) {
+func (s *sqliteStream) Delete(d persist.Delete, now time.Time) (DeleteResult, []Change, error) {
+	nowMs := now.UnixMilli()
 	st, err := s.begin()
 	if err != nil {
-		return nil, nil, err
+		return DeleteResult{}, nil, err
+	}
+	res, err := s.delete(d, nowMs)
+	if err == nil {
+		err = s.commit()
+	}
+	if err != nil {
+		s.rollback(st)
+		return DeleteResult{}, nil, fmt.Errorf("delete: %w", err)
+	}
+	if d.MsgID != "" && !res.Dup && s.delidsOldest == 0 {
+		s.delidsOldest = nowMs
+	}
+	var changes []Change
+	if len(res.Seqs) > 0 && !res.Dup {
+		changes = []Change{{Op: ChangeDelete, Seqs: res.Seqs}}
+	}
+	return res, changes, nil
+}
+
+// delete runs inside the delete's transaction: the id is looked up and
+// stored in the same transaction as the removal, so a crash keeps both or
+// neither.
+func (s *sqliteStream) delete(d persist.Delete, nowMs int64) (DeleteResult, error) {
+	if d.MsgID != "" {
+		var blob []byte
+		var at int64
+		err := s.getDelID.QueryRow(d.MsgID).Scan(&blob, &at)
+		switch {
+		case err == nil && nowMs-at < DedupWindow.Milliseconds():
+			seqs, err := decodeSeqRuns(blob)
+			if err != nil {
+				return DeleteResult{}, fmt.Errorf("delete id %q: %w", d.MsgID, err)
+			}
+			return DeleteResult{Seqs: seqs, Dup: true}, nil
+		case err != nil && !errors.Is(err, sql.ErrNoRows):
+			return DeleteResult{}, fmt.Errorf("delete id lookup: %w", err)
+		}
 	}
 	var seqs []uint64
+	var err error
 	switch {
 	case d.All:
 		seqs, err = s.deleteWhere(`DELETE FROM messages`)
@@ -43,19 +83,62 @@ func (s *sqliteStream) Delete(d persist.Delete, now time.Time) ([]uint64, []Chan
 		slices.Sort(seqs)
 		seqs = slices.Compact(seqs)
 	}
-	if err == nil {
-		err = s.commit()
-	}
 	if err != nil {
-		s.rollback(st)
-		return nil, nil, fmt.Errorf("delete: %w", err)
+		return DeleteResult{}, err
 	}
 	if seqs == nil {
 		seqs = []uint64{}
 	}
-	var changes []Change
-	if len(seqs) > 0 {
-		changes = []Change{{Op: ChangeDelete, Seqs: seqs}}
+	if d.MsgID != "" {
+		if _, err := s.putDelID.Exec(d.MsgID, encodeSeqRuns(seqs), nowMs); err != nil {
+			return DeleteResult{}, fmt.Errorf("delete id: %w", err)
+		}
 	}
-	return seqs, changes, nil
+	return DeleteResult{Seqs: seqs}, nil
+}
+
+// encodeSeqRuns encodes ascending seqs as runs of consecutive seqs, each
+// uvarint(gap from the previous run's end) uvarint(length-1): a delete of
+// everything or of a range stays a few bytes however many seqs it removed.
+func encodeSeqRuns(seqs []uint64) []byte {
+	b := []byte{}
+	var end uint64 // one past the previous run
+	for i := 0; i < len(seqs); {
+		j := i + 1
+		for j < len(seqs) && seqs[j] == seqs[j-1]+1 {
+			j++
+		}
+		b = binary.AppendUvarint(b, seqs[i]-end)
+		b = binary.AppendUvarint(b, uint64(j-i-1))
+		end = seqs[j-1] + 1
+		i = j
+	}
+	return b
+}
+
+// decodeSeqRuns is the inverse of encodeSeqRuns.
+func decodeSeqRuns(b []byte) ([]uint64, error) {
+	seqs := []uint64{}
+	var end uint64
+	for len(b) > 0 {
+		gap, n := binary.Uvarint(b)
+		if n <= 0 {
+			return nil, errors.New("corrupt seq runs")
+		}
+		b = b[n:]
+		more, n := binary.Uvarint(b)
+		if n <= 0 || more > maxSeq {
+			return nil, errors.New("corrupt seq runs")
+		}
+		b = b[n:]
+		first := end + gap
+		if first < end || first > maxSeq-more {
+			return nil, errors.New("corrupt seq runs")
+		}
+		for q := first; q <= first+more; q++ {
+			seqs = append(seqs, q)
+		}
+		end = first + more + 1
+	}
+	return seqs, nil
 }

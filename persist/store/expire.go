@@ -9,7 +9,7 @@ import (
 
 // NeedsExpiry implements Stream.
 func (s *sqliteStream) NeedsExpiry() bool {
-	return s.cfg.MaxAge > 0 || s.ttlRows > 0 || len(s.dedupFIFO) > 0
+	return s.cfg.MaxAge > 0 || s.ttlRows > 0 || len(s.dedupFIFO) > 0 || s.delidsOldest != 0
 }
 
 // removed updates the totals for one deleted row.
@@ -132,7 +132,8 @@ func (s *sqliteStream) Expire(now time.Time) ([]Change, error) {
 		}
 		n++
 	}
-	if s.cfg.MaxAge <= 0 && s.ttlRows <= 0 && n == 0 {
+	pruneDelIDs := s.delidsOldest != 0 && s.delidsOldest <= cut
+	if s.cfg.MaxAge <= 0 && s.ttlRows <= 0 && n == 0 && !pruneDelIDs {
 		return nil, nil
 	}
 	st, err := s.begin()
@@ -143,6 +144,12 @@ func (s *sqliteStream) Expire(now time.Time) ([]Change, error) {
 	if err == nil && n > 0 {
 		_, err = s.conn.ExecContext(context.Background(), `DELETE FROM msgids WHERE time <= ?`, cut)
 	}
+	oldest := s.delidsOldest
+	if err == nil && pruneDelIDs {
+		if _, err = s.conn.ExecContext(context.Background(), `DELETE FROM delids WHERE time <= ?`, cut); err == nil {
+			err = s.conn.QueryRowContext(context.Background(), `SELECT COALESCE(MIN(time), 0) FROM delids`).Scan(&oldest)
+		}
+	}
 	if err == nil {
 		err = s.commit()
 	}
@@ -151,5 +158,6 @@ func (s *sqliteStream) Expire(now time.Time) ([]Change, error) {
 		return nil, fmt.Errorf("expire: %w", err)
 	}
 	s.dedupFIFO = append(s.dedupFIFO[:0], s.dedupFIFO[n:]...)
+	s.delidsOldest = oldest
 	return changes, nil
 }

@@ -38,6 +38,11 @@ CREATE INDEX IF NOT EXISTS messages_expires ON messages(expires) WHERE expires I
 CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v BLOB) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS msgids(id TEXT PRIMARY KEY, seq INTEGER NOT NULL, time INTEGER NOT NULL) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS msgids_time ON msgids(time);
+-- A delete's request id and the seqs its first attempt removed (seqRuns), so
+-- that a retried delete answers what the first one did. Files from before
+-- this table get it on open.
+CREATE TABLE IF NOT EXISTS delids(id TEXT PRIMARY KEY, seqs BLOB NOT NULL, time INTEGER NOT NULL) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS delids_time ON delids(time);
 `
 
 const msgCols = `seq, key, time, headers, enc, raw, ttl`
@@ -165,10 +170,16 @@ type sqliteStream struct {
 
 	msgids    map[string]dedupEntry
 	dedupFIFO []dedupItem // msgids in time order; pruned from the front
+	// delidsOldest is the time of the oldest row of delids, 0 when it is
+	// empty: delete ids are looked up in the table, not held in memory (a
+	// delete's answer can be long), and this says when Expire has some to
+	// forget.
+	delidsOldest int64
 
 	arch *streamArchive // nil = not archived
 
 	insert, keySeq, delSeq, delKey, getSeq, getKey, putMsgID *sql.Stmt
+	getDelID, putDelID                                       *sql.Stmt
 	beginStmt, commitStmt, dataVer                           *sql.Stmt
 	// insertMany[keyed][i] is the multi-row INSERT of insertRuns[i] plain
 	// rows, unkeyed or keyed, prepared on first use: one statement per run
@@ -264,6 +275,9 @@ func (s *sqliteStream) init(now time.Time) error {
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("open stream: msgids: %w", err)
 	}
+	if err := conn.QueryRowContext(ctx, `SELECT COALESCE(MIN(time), 0) FROM delids`).Scan(&s.delidsOldest); err != nil {
+		return fmt.Errorf("open stream: delete ids: %w", err)
+	}
 	for _, p := range []struct {
 		st  **sql.Stmt
 		sql string
@@ -278,6 +292,8 @@ func (s *sqliteStream) init(now time.Time) error {
 		{&s.getSeq, `SELECT ` + msgCols + ` FROM messages WHERE seq = ?`},
 		{&s.getKey, `SELECT ` + msgCols + ` FROM messages WHERE key = ?`},
 		{&s.putMsgID, `INSERT OR REPLACE INTO msgids(id, seq, time) VALUES(?, ?, ?)`},
+		{&s.getDelID, `SELECT seqs, time FROM delids WHERE id = ?`},
+		{&s.putDelID, `INSERT OR REPLACE INTO delids(id, seqs, time) VALUES(?, ?, ?)`},
 	} {
 		if *p.st, err = conn.PrepareContext(ctx, p.sql); err != nil {
 			return fmt.Errorf("open stream: prepare: %w", err)
@@ -308,7 +324,7 @@ func (s *sqliteStream) Close() error {
 	if s.arch != nil {
 		first = s.arch.backup(s)
 	}
-	for _, st := range append([]*sql.Stmt{s.insert, s.keySeq, s.delSeq, s.delKey, s.getSeq, s.getKey, s.putMsgID, s.beginStmt, s.commitStmt, s.dataVer}, append(s.insertMany[0][:], s.insertMany[1][:]...)...) {
+	for _, st := range append([]*sql.Stmt{s.insert, s.keySeq, s.delSeq, s.delKey, s.getSeq, s.getKey, s.putMsgID, s.getDelID, s.putDelID, s.beginStmt, s.commitStmt, s.dataVer}, append(s.insertMany[0][:], s.insertMany[1][:]...)...) {
 		if st != nil {
 			if err := st.Close(); err != nil && first == nil {
 				first = err

@@ -36,8 +36,10 @@ type Stream interface {
 	// bound), in seq order, at most limit of them (0 = no limit). next is the
 	// seq to resume from when limit cut the range, else 0.
 	GetAll(start, end uint64, limit int, fn func(*persist.Frame) error) (next uint64, err error)
-	// Delete removes what d selects and returns the removed seqs.
-	Delete(d persist.Delete, now time.Time) ([]uint64, []Change, error)
+	// Delete removes what d selects and returns the removed seqs. A delete
+	// whose d.MsgID was seen within DedupWindow removes nothing and returns
+	// the first one's seqs with Dup set.
+	Delete(d persist.Delete, now time.Time) (DeleteResult, []Change, error)
 	// Keys lists every key, sorted.
 	Keys() ([]string, error)
 	// Inventory summarises the stream.
@@ -48,10 +50,10 @@ type Stream interface {
 	// the caller) and enforces it at once.
 	SetConfig(c persist.Config, now time.Time) (persist.Config, []Change, error)
 	// Expire removes messages past their TTL or max_age and forgets msgIDs
-	// older than the de-duplication window.
+	// and delete ids older than the de-duplication window.
 	Expire(now time.Time) ([]Change, error)
 	// NeedsExpiry reports whether Expire could have anything to do now or
-	// later (an age limit, TTL rows, remembered msgIDs).
+	// later (an age limit, TTL rows, remembered msgIDs or delete ids).
 	NeedsExpiry() bool
 	// Close closes the stream; an ephemeral stream's data is gone afterwards.
 	Close() error
@@ -75,6 +77,12 @@ type WriteResult struct {
 	Err  *persist.Error
 }
 
+// DeleteResult is the outcome of a Delete.
+type DeleteResult struct {
+	Seqs []uint64 // the removed seqs, ascending; never nil
+	Dup  bool     // answered from the delete id window; nothing was removed now
+}
+
 // ChangeOp says what a Change did.
 type ChangeOp int
 
@@ -92,7 +100,8 @@ type Change struct {
 	Seqs []uint64       // ChangeDelete: the removed seqs, ascending
 }
 
-// DedupWindow is how long a msgID is remembered for de-duplication.
+// DedupWindow is how long a msgID (set) or delete id is remembered for
+// de-duplication.
 const DedupWindow = 2 * time.Minute
 
 // EphemeralMaxBytes is the byte cap of an ephemeral (in-memory) stream: its
