@@ -32,7 +32,7 @@ type collector struct {
 	// EventResynced (all of them before the first).
 	setsSinceResync int
 	errs            []string
-	changed  chan struct{} // closed and replaced on every event
+	changed         chan struct{} // closed and replaced on every event
 }
 
 func newCollector() *collector {
