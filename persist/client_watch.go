@@ -674,7 +674,7 @@ func (w *Watcher) apply(b *feedBatch) string {
 			if !w.deliverDelete(f.Seqs) {
 				// Forgetting would let a set whose delete came first be
 				// delivered and never deleted; the re-read knows better.
-				return fmt.Sprintf("%d deletes of seqs not yet seen", len(w.preDeleted))
+				return fmt.Sprintf("more than %d deletes of seqs not yet seen", w.maxPre)
 			}
 		}
 		// Unknown operations come from a newer server; they change nothing
