@@ -154,7 +154,7 @@ func TestWatchPreDeleteOverflow(t *testing.T) {
 	w := watch(t, s, persist.WatchOptions{IdleCheck: -1}, col)
 	col.waitFor(t, "history", func(c *collector) bool { return c.caughtUp == 1 })
 
-	// Deletes of seqs 2..7, one more than twice the bound, in the
+	// Deletes of seqs 2..10, more than the bound of 4, in the
 	// publisher's next feed message.
 	body, err := persist.AppendFrame(nil, &persist.Frame{Op: persist.FeedOpDelete, Seqs: seqs(2, 10)})
 	if err != nil {
