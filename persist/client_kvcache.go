@@ -153,7 +153,7 @@ func (c *Client) LiveKV(ctx context.Context, scope, name string, opts LiveKVOpti
 	case <-lk.ready:
 		return lk, nil
 	case <-w.Done():
-		return nil, fmt.Errorf("live kv: watcher ended: %v", w.Err())
+		return nil, fmt.Errorf("live kv: watcher ended: %w", w.Err())
 	case <-ctx.Done():
 		_ = w.Stop()
 		return nil, fmt.Errorf("live kv: %w", ctx.Err())

@@ -40,8 +40,23 @@ const (
 	watchConcurrentResyncs = 4
 	// watchMaxEpochs bounds the publishers a watcher tracks at once.
 	watchMaxEpochs = 16
-	// watchMaxPreDeleted bounds the deletes remembered for seqs not yet seen.
+	// watchSettleRounds bounds the inventory rounds of one read (see
+	// readStream): while writers keep assigning seqs the count check cannot
+	// be trusted, and the watcher re-lists what it holds instead.
+	watchSettleRounds = 3
+)
+
+// Bounds on what a watcher remembers; variables so tests can make them small.
+var (
+	// watchMaxPreDeleted bounds the deletes remembered for seqs not yet
+	// seen. One more forces a resync: the re-read learns from the stream
+	// which of those seqs are gone, so nothing is forgotten.
 	watchMaxPreDeleted = 4096
+	// watchMaxKeys bounds the key -> seq index a watcher keeps to recognise,
+	// during a re-read, which delivered rows a newer row of their key
+	// replaced. Past it the index is dropped: it only saves reading, a
+	// resync without it re-lists what the watcher holds.
+	watchMaxKeys = 1 << 16
 )
 
 // EventKind says what an Event carries.
@@ -57,15 +72,38 @@ const (
 	// removed by a limit, TTL or age). Each seq is reported once.
 	EventDelete
 	// EventResynced says the watcher lost track of the feed (a lost feed
-	// message, a slow callback, a NATS reconnect, a new server) and re-read
-	// the stream. The events up to the next EventCaughtUp bring the
-	// application from its current state to the stream's: first one
-	// EventDelete for every delivered seq that vanished meanwhile, then the
-	// EventSets it missed. Nothing delivered before is delivered again.
+	// message, a slow callback, a NATS reconnect, a new server, a full
+	// memory of early deletes) and re-reads the stream. The events up to
+	// the next EventCaughtUp bring the application from its current state
+	// to the stream's: the EventSets it missed (each preceded by an
+	// EventDelete of the older row of its key when the watcher had
+	// delivered that row), one EventDelete for the other delivered seqs
+	// that vanished meanwhile, and an EventSkipped for the seqs that came
+	// and went while it was away. Nothing delivered before is delivered
+	// again.
 	EventResynced
 	// EventCaughtUp says every message that existed when the history (or
 	// resync) read finished has been delivered; live changes follow.
 	EventCaughtUp
+	// EventSkipped says Count seqs, between First and Last, were assigned
+	// to messages after the watcher started but can never be delivered:
+	// they were removed (replaced by a newer message of their key, deleted,
+	// or removed by a limit, TTL or age) before the watcher could read
+	// them, so neither their set nor their delete reaches the application.
+	// Their effect on the stream's current state is nil (each was added and
+	// removed), so a key-value view stays right; a consumer that wanted
+	// every change learns exactly how many it lost. Each seq is counted
+	// once, and seqs between First and Last that are not counted were
+	// delivered. Messages removed before the watcher started (history) are
+	// not counted.
+	EventSkipped
+	// EventEnded is the last event: the watcher stopped for good because of
+	// Err, a permanent error (the scope is invalid, access is forbidden,
+	// the stream cannot exist on its server, an answer can never fit) or
+	// the NATS connection being closed. Watcher.Err returns the same error.
+	// A watcher ended by Stop, its context or Client.Close gets no
+	// EventEnded: the application asked for that.
+	EventEnded
 )
 
 func (k EventKind) String() string {
@@ -78,6 +116,10 @@ func (k EventKind) String() string {
 		return "resynced"
 	case EventCaughtUp:
 		return "caught-up"
+	case EventSkipped:
+		return "skipped"
+	case EventEnded:
+		return "ended"
 	}
 	return "EventKind(" + strconv.Itoa(int(k)) + ")"
 }
@@ -90,6 +132,28 @@ type Event struct {
 	Msg    *Message // EventSet
 	Seqs   []uint64 // EventDelete, ascending
 	Reason string   // EventResynced: why the watcher re-read the stream
+	// EventSkipped: how many seqs can never be delivered, and the lowest
+	// and highest of them.
+	Count       uint64
+	First, Last uint64
+	Err         error // EventEnded: why the watcher ended
+}
+
+// WatchStats counts what a watcher did, for monitoring; see Watcher.Stats.
+type WatchStats struct {
+	// Resyncs counts the times the watcher re-read the stream.
+	Resyncs uint64
+	// Retries counts read attempts that failed with a transient error
+	// (no server answering, a timeout, unavailable, wrong-owner, internal,
+	// a lost connection) and were tried again under the retry policy.
+	Retries uint64
+	// LastRetryErr is the error of the last retried attempt, nil if none.
+	LastRetryErr error
+	// Read counts the messages the watcher read with getAll: the history,
+	// gap fills, re-reads after a resync.
+	Read uint64
+	// Skipped counts the seqs reported in EventSkipped.
+	Skipped uint64
 }
 
 // WatchOptions configure Watch.
@@ -123,33 +187,50 @@ type Watcher struct {
 	done   chan struct{}
 
 	overflow atomic.Bool   // the buffer overflowed; drop until the next resync
-	last     atomic.Uint64 // highest seq accounted for (delivered or known gone)
+	last     atomic.Uint64 // highest seq accounted for (delivered, known gone or skipped)
 	resyncs  atomic.Uint64
+	retries  atomic.Uint64
+	readMsgs atomic.Uint64 // messages read with getAll
+	skipped  atomic.Uint64
 	stopped  atomic.Bool
 
-	errMu sync.Mutex // protects err
-	err   error
+	errMu    sync.Mutex // protects err and retryErr
+	err      error
+	retryErr error
 
 	// Owned by the run goroutine.
 	live       seqSet            // delivered seqs not yet reported deleted
 	epochs     map[string]uint64 // publisher epoch -> last Sy-Feed-N; 0 = take the next as it comes
 	preDeleted map[uint64]struct{}
+	maxPre     int               // bound of preDeleted (watchMaxPreDeleted when the watcher was made)
+	keySeq     map[string]uint64 // key -> seq of the last keyed set delivered (see watchMaxKeys)
+	history    bool              // the first read is running: seqs it passes over are history, not skipped
+	skip       skipRun           // seqs skipped and not yet reported
 	reconnects uint64
 }
+
+// skipRun accumulates the seqs one EventSkipped will report.
+type skipRun struct{ n, first, last uint64 }
 
 // ErrWatchConnClosed ends a watcher whose NATS connection was closed.
 var ErrWatchConnClosed = errors.New("watch: NATS connection closed")
 
 // Watch follows the stream: fn receives the messages with seq >= opts.From
 // that exist now, EventCaughtUp, then every change as it is committed. fn is
-// called from one goroutine, in seq order, each set seq exactly once, and
+// called from one goroutine, in seq order, each set seq at most once, and
 // must not call Stop. The watcher survives NATS reconnects, persist server
 // restarts and the scope moving to another server; whenever it cannot be
-// sure it saw every change it re-reads the stream (EventResynced) and never
-// skips a change silently.
+// sure it saw every change it re-reads the stream (EventResynced). Every seq
+// assigned after the watcher started is either delivered (EventSet, then
+// EventDelete when it goes) or, when it was removed before the watcher could
+// read it, counted in an EventSkipped: nothing is skipped silently.
 //
-// Watch subscribes before it returns; history arrives in the background. The
-// watcher ends when ctx ends, Stop is called or the connection is closed.
+// Watch subscribes before it returns; history arrives in the background.
+// Transient failures (no server, timeouts, unavailable, wrong-owner,
+// internal) are retried for ever with backoff and counted in Stats; a
+// permanent one (bad-request, forbidden, too-large) ends the watcher with
+// EventEnded and Err set, as does the connection being closed. The watcher
+// also ends when ctx ends or Stop is called.
 func (s *Stream) Watch(ctx context.Context, opts WatchOptions, fn func(Event)) (*Watcher, error) {
 	if fn == nil {
 		return nil, errors.New("watch: nil callback")
@@ -170,6 +251,9 @@ func (s *Stream) Watch(ctx context.Context, opts WatchOptions, fn func(Event)) (
 		done:       make(chan struct{}),
 		epochs:     map[string]uint64{},
 		preDeleted: map[uint64]struct{}{},
+		maxPre:     watchMaxPreDeleted,
+		keySeq:     map[string]uint64{},
+		history:    true,
 	}
 	if opts.From > 1 {
 		w.last.Store(opts.From - 1)
@@ -217,9 +301,24 @@ func (w *Watcher) LastSeq() uint64 { return w.last.Load() }
 // Resyncs counts the times the watcher re-read the stream.
 func (w *Watcher) Resyncs() uint64 { return w.resyncs.Load() }
 
+// Stats returns the watcher's counters. It is safe to call at any time.
+func (w *Watcher) Stats() WatchStats {
+	w.errMu.Lock()
+	retryErr := w.retryErr
+	w.errMu.Unlock()
+	return WatchStats{
+		Resyncs:      w.resyncs.Load(),
+		Retries:      w.retries.Load(),
+		LastRetryErr: retryErr,
+		Read:         w.readMsgs.Load(),
+		Skipped:      w.skipped.Load(),
+	}
+}
+
 // Err says why the watcher ended: nil while it runs or after Stop, the
 // context's error when ctx ended, ErrWatchConnClosed when the connection was
-// closed.
+// closed, and for a permanent error a *WatchError wrapping the server's (or
+// client's) *Error, so CodeOf(w.Err()) is its code.
 func (w *Watcher) Err() error {
 	w.errMu.Lock()
 	defer w.errMu.Unlock()
@@ -262,9 +361,49 @@ func (w *Watcher) run() {
 				w.err = err
 				w.errMu.Unlock()
 			}
+			if w.ctx.Err() == nil {
+				// Nobody asked the watcher to end: the application must
+				// hear it, not only find Done closed.
+				w.flushSkipped()
+				w.fn(Event{Kind: EventEnded, Err: err})
+			}
 			return
 		}
 	}
+}
+
+// WatchError is a permanent error that ended a watcher: retrying cannot help.
+type WatchError struct {
+	Scope, Stream string
+	Err           error // the *Error (CodeOf gives its code)
+}
+
+func (e *WatchError) Error() string {
+	return fmt.Sprintf("watch %s/%s: %s (permanent, not retried)", e.Scope, e.Stream, e.Err)
+}
+
+func (e *WatchError) Unwrap() error { return e.Err }
+
+// permanentWatchErr reports whether a read failure will not go away by
+// trying again. The codes a read can meet:
+//
+//	bad-request  permanent: an invalid scope or stream name, or a persistent
+//	             stream on a server without a data directory
+//	forbidden    permanent: access rules refuse the scope
+//	too-large    permanent: an answer (a stored message) can never fit
+//	unavailable, wrong-owner, internal, timeouts, no responders, a lost
+//	connection: transient (a server stopping, the scope moving, a storage
+//	hiccup, NATS reconnecting), retried for ever with backoff
+func permanentWatchErr(err error) bool {
+	var e *Error
+	if !errors.As(err, &e) {
+		return false
+	}
+	switch e.Code {
+	case CodeBadRequest, CodeForbidden, CodeTooLarge:
+		return true
+	}
+	return false
 }
 
 // follow applies feed messages until a resync is needed (its reason) or the
@@ -294,14 +433,18 @@ func (w *Watcher) follow() (string, error) {
 				return fmt.Sprintf("slow consumer: %d feed messages waiting", w.opts.Buffer), nil
 			}
 		case m := <-w.in:
-			if r := w.apply(m); r != "" {
+			r := w.apply(m)
+			w.flushSkipped()
+			if r != "" {
 				return r, nil
 			}
 			if timer != nil {
 				timer.Reset(w.opts.IdleCheck)
 			}
 		case <-idle:
-			if r := w.idleCheck(); r != "" {
+			r := w.idleCheck()
+			w.flushSkipped()
+			if r != "" {
 				return r, nil
 			}
 			timer.Reset(w.opts.IdleCheck)
@@ -310,8 +453,9 @@ func (w *Watcher) follow() (string, error) {
 }
 
 // sync reads the stream after (re)subscribing: the initial history when
-// reason is "", else a resync announced with EventResynced. It retries with
-// backoff until it succeeds or the watcher ends.
+// reason is "", else a resync announced with EventResynced. It retries
+// transient failures with backoff (counted in Stats) until it succeeds; a
+// permanent failure ends the watcher with a *WatchError.
 func (w *Watcher) sync(reason string) error {
 	announced := false
 	if reason != "" {
@@ -338,11 +482,26 @@ func (w *Watcher) sync(reason string) error {
 		err := w.read(reason, &announced)
 		w.s.c.watchGate.release()
 		if err != nil {
+			if cerr := w.ctx.Err(); cerr != nil {
+				return cerr
+			}
+			if w.nc.IsClosed() {
+				return ErrWatchConnClosed
+			}
+			if permanentWatchErr(err) {
+				return &WatchError{Scope: w.s.scope, Stream: w.s.name, Err: err}
+			}
+			w.retries.Add(1)
+			w.errMu.Lock()
+			w.retryErr = err
+			w.errMu.Unlock()
 			continue
 		}
 		for e := range w.epochs {
 			w.epochs[e] = 0
 		}
+		w.history = false
+		w.flushSkipped()
 		w.fn(Event{Kind: EventCaughtUp})
 		return nil
 	}
@@ -359,20 +518,25 @@ func (w *Watcher) read(reason string, announced *bool) error {
 	for len(w.in) > 0 {
 		<-w.in
 	}
+	// The read below sees every delete the feed showed so far, so the
+	// deletes remembered for seqs not yet seen are no longer needed: a seq
+	// the read does not find stays undelivered, one it finds was not
+	// deleted (in this stream's file) after all.
+	clear(w.preDeleted)
 	w.reconnects = w.nc.Stats().Reconnects
 	// Make sure the subscription is live on the server before reading.
 	fctx, cancel := w.s.c.attemptContext(w.ctx)
 	err := w.nc.FlushWithContext(fctx)
 	cancel()
 	if err != nil {
-		return err
+		return fmt.Errorf("flush before read: %w", err)
 	}
 	if reason != "" && !*announced {
 		*announced = true
 		w.resyncs.Add(1)
 		w.fn(Event{Kind: EventResynced, Reason: reason})
 	}
-	return w.snapshot()
+	return w.readStream()
 }
 
 // watchGate is a counting semaphore, made on first use so that a Client
@@ -394,41 +558,84 @@ func (g *watchGate) acquire(ctx context.Context) bool {
 
 func (g *watchGate) release() { <-g.slots }
 
-// snapshot reads the stream from the first delivered seq still live (or the
-// next undelivered one): seqs it no longer finds are reported deleted, seqs
-// past LastSeq are delivered.
-func (w *Watcher) snapshot() error {
-	scanLast := w.last.Load()
-	start := scanLast + 1
-	if lo, ok := w.live.min(); ok {
-		start = lo
+// readStream brings the watcher level with the stream. Its cost is what
+// was missed, not the stream's length:
+//
+//  1. Read the messages after LastSeq (the sets it missed) and deliver them.
+//     A keyed one tells that the older row of its key, if the watcher
+//     holds it, is gone (the server replaces it in the same commit), and
+//     that delete is delivered without reading anything more.
+//  2. Ask for the stream's inventory. Seqs up to its highest seq that the
+//     read did not find were removed before the watcher could read them:
+//     skipped (history on the first read). If seqs were assigned after the
+//     read, read them and ask again (a few rounds at most).
+//  3. Once no seq was assigned since the read, the stream's message count
+//     equals what the watcher holds exactly when none of the delivered
+//     messages vanished: every message at or below LastSeq was delivered or
+//     is known gone, and messages only ever leave. Only when the counts
+//     differ (deletes, limits or TTLs acted on delivered messages while the
+//     watcher was away, or writers never paused, or From > 1 leaves part of
+//     the stream untracked) does it re-list the seqs it holds (relist).
+//
+// Messages delivered by this read need no check: the feed messages
+// published since it started are kept, and bring their deletes.
+func (w *Watcher) readStream() error {
+	held := w.live.count() > 0
+	before := w.last.Load()
+	if err := w.readNew(0); err != nil {
+		return err
 	}
-	var seen seqSet
-	crossed := false
-	cross := func() {
-		crossed = true
-		gone := w.live.minus(&seen)
-		w.live = w.live.intersect(&seen)
-		if len(gone) > 0 {
-			w.fn(Event{Kind: EventDelete, Seqs: gone})
+	for round := 1; ; round++ {
+		inv, err := w.s.Inventory(w.ctx)
+		if err != nil {
+			return err
 		}
-	}
-	err := w.scanPaged(start, 0, func(m *Message) error {
-		if m.Seq <= scanLast {
-			seen.add(m.Seq)
+		if inv.Seq > w.last.Load() {
+			if err := w.readNew(inv.Seq); err != nil {
+				return err
+			}
+			w.passTo(inv.Seq)
+			if round < watchSettleRounds {
+				continue
+			}
+		} else if !held || (w.opts.From <= 1 && uint64(inv.Count) == w.live.count()) {
 			return nil
 		}
-		if !crossed {
-			cross()
-		}
-		w.deliverSet(m)
+		return w.relist(before)
+	}
+}
+
+// readNew delivers the messages after LastSeq up to end (0: to the end).
+func (w *Watcher) readNew(end uint64) error {
+	return w.scanPaged(w.last.Load()+1, end, func(m *Message) error {
+		w.deliverSet(m, true)
+		return nil
+	})
+}
+
+// relist reads the seqs the watcher held up to upTo and reports those it no
+// longer finds as one delete. It costs a read of the range from the oldest
+// delivered seq still held to upTo.
+func (w *Watcher) relist(upTo uint64) error {
+	lo, ok := w.live.min()
+	if !ok || lo > upTo {
+		return nil
+	}
+	var seen seqSet
+	err := w.scanPaged(lo, upTo, func(m *Message) error {
+		seen.add(m.Seq)
 		return nil
 	})
 	if err != nil {
 		return err
 	}
-	if !crossed {
-		cross()
+	// Seqs above upTo were delivered by this read; keep them out of the
+	// comparison.
+	w.live.copyAbove(&seen, upTo)
+	gone := w.live.minus(&seen)
+	w.live = w.live.intersect(&seen)
+	if len(gone) > 0 {
+		w.fn(Event{Kind: EventDelete, Seqs: gone})
 	}
 	return nil
 }
@@ -464,7 +671,11 @@ func (w *Watcher) apply(b *feedBatch) string {
 				}
 			}
 		case FeedOpDelete:
-			w.deliverDelete(f.Seqs)
+			if !w.deliverDelete(f.Seqs) {
+				// Forgetting would let a set whose delete came first be
+				// delivered and never deleted; the re-read knows better.
+				return fmt.Sprintf("more than %d deletes of seqs not yet seen", w.maxPre)
+			}
 		}
 		// Unknown operations come from a newer server; they change nothing
 		// a watcher of this version can show.
@@ -497,17 +708,13 @@ func (w *Watcher) feedSet(m *Message) error {
 			return err
 		}
 	}
-	w.deliverSet(m)
+	w.deliverSet(m, false)
 	return nil
 }
 
 // fill delivers the messages after LastSeq up to to, read with getAll.
 func (w *Watcher) fill(to uint64) error {
-	err := w.scanPaged(w.last.Load()+1, to, func(m *Message) error {
-		w.deliverSet(m)
-		return nil
-	})
-	if err != nil {
+	if err := w.readNew(to); err != nil {
 		return fmt.Errorf("fill gap up to seq %d: %w", to, err)
 	}
 	return nil
@@ -518,8 +725,12 @@ func (w *Watcher) fill(to uint64) error {
 // a restart take turns with the writers instead of holding the stream's
 // worker (and timing out behind one another).
 func (w *Watcher) scanPaged(start, end uint64, fn func(*Message) error) error {
+	count := func(m *Message) error {
+		w.readMsgs.Add(1)
+		return fn(m)
+	}
 	for {
-		next, err := w.s.Scan(w.ctx, Range{Start: start, End: end, Limit: watchPage}, fn)
+		next, err := w.s.Scan(w.ctx, Range{Start: start, End: end, Limit: watchPage}, count)
 		if err != nil || next == 0 {
 			return err
 		}
@@ -527,32 +738,93 @@ func (w *Watcher) scanPaged(start, end uint64, fn func(*Message) error) error {
 	}
 }
 
-// deliverSet hands m to fn unless it was already accounted for.
-func (w *Watcher) deliverSet(m *Message) {
-	if m.Seq <= w.last.Load() {
+// deliverSet hands m to fn unless it was already accounted for; the seqs
+// it passes over were removed before the watcher could see them. read says
+// m comes from a getAll rather than the feed: the feed brings the delete of
+// a row m's key replaced in the same commit, a read does not.
+func (w *Watcher) deliverSet(m *Message, read bool) {
+	last := w.last.Load()
+	if m.Seq <= last {
 		return
 	}
+	w.passTo(m.Seq - 1)
 	w.last.Store(m.Seq)
 	if _, gone := w.preDeleted[m.Seq]; gone {
+		// Its delete came first (a misrouted writer's set still on its
+		// way): the application gets neither.
 		delete(w.preDeleted, m.Seq)
+		w.skipSeqs(m.Seq, m.Seq)
 		return
+	}
+	if m.Key != "" {
+		if old, ok := w.keySeq[m.Key]; ok && read && w.live.remove(old) {
+			w.fn(Event{Kind: EventDelete, Seqs: []uint64{old}})
+		}
+		if _, ok := w.keySeq[m.Key]; !ok && len(w.keySeq) >= watchMaxKeys {
+			clear(w.keySeq)
+		}
+		w.keySeq[m.Key] = m.Seq
 	}
 	w.live.add(m.Seq)
 	w.fn(Event{Kind: EventSet, Msg: m})
 }
 
+// passTo accounts for the seqs after LastSeq up to q as removed before the
+// watcher could read them: skipped, or history during the first read.
+func (w *Watcher) passTo(q uint64) {
+	last := w.last.Load()
+	if q <= last {
+		return
+	}
+	w.skipSeqs(last+1, q)
+	w.last.Store(q)
+	if len(w.preDeleted) > 0 {
+		for s := range w.preDeleted {
+			if s <= q {
+				delete(w.preDeleted, s)
+			}
+		}
+	}
+}
+
+// skipSeqs adds lo..hi to the next EventSkipped.
+func (w *Watcher) skipSeqs(lo, hi uint64) {
+	if w.history || lo > hi {
+		return
+	}
+	if w.skip.n == 0 {
+		w.skip.first = lo
+	}
+	w.skip.n += hi - lo + 1
+	w.skip.last = hi
+}
+
+// flushSkipped delivers the EventSkipped the last steps accumulated.
+func (w *Watcher) flushSkipped() {
+	if w.skip.n == 0 {
+		return
+	}
+	r := w.skip
+	w.skip = skipRun{}
+	w.skipped.Add(r.n)
+	w.fn(Event{Kind: EventSkipped, Count: r.n, First: r.first, Last: r.last})
+}
+
 // deliverDelete reports the seqs of a delete that were delivered and still
 // live; a seq not seen yet (a misrouted writer's set still on its way) is
-// remembered so its set is not delivered later.
-func (w *Watcher) deliverDelete(seqs []uint64) {
+// remembered so its set is not delivered later. It returns false, having
+// remembered what fits, when that memory is full: the caller resyncs.
+func (w *Watcher) deliverDelete(seqs []uint64) bool {
 	var out []uint64
 	last := w.last.Load()
+	ok := true
 	for _, q := range seqs {
 		if w.live.remove(q) {
 			out = append(out, q)
 		} else if q > last {
-			if len(w.preDeleted) >= watchMaxPreDeleted {
-				clear(w.preDeleted)
+			if _, dup := w.preDeleted[q]; !dup && len(w.preDeleted) >= w.maxPre {
+				ok = false
+				continue
 			}
 			w.preDeleted[q] = struct{}{}
 		}
@@ -560,6 +832,7 @@ func (w *Watcher) deliverDelete(seqs []uint64) {
 	if len(out) > 0 {
 		w.fn(Event{Kind: EventDelete, Seqs: out})
 	}
+	return ok
 }
 
 // idleCheck asks the server for the stream's inventory after a quiet spell:
@@ -568,6 +841,10 @@ func (w *Watcher) deliverDelete(seqs []uint64) {
 func (w *Watcher) idleCheck() string {
 	inv, err := w.s.Inventory(w.ctx)
 	if err != nil {
+		if permanentWatchErr(err) {
+			// The resync meets it again and ends the watcher with it.
+			return "idle check: " + err.Error()
+		}
 		return "" // the server is away; the feed will tell when it is back
 	}
 	if inv.Seq > w.last.Load() {
@@ -619,6 +896,23 @@ func (s *seqSet) add(q uint64) {
 		s.iv = append(s.iv, seqRange{q, q})
 	}
 	s.n++
+}
+
+// copyAbove adds the members of s above q to dst, whose members must all be
+// at most q.
+func (s *seqSet) copyAbove(dst *seqSet, q uint64) {
+	for _, r := range s.iv {
+		if r.hi <= q {
+			continue
+		}
+		lo := max(r.lo, q+1)
+		if k := len(dst.iv); k > 0 && dst.iv[k-1].hi+1 == lo {
+			dst.iv[k-1].hi = r.hi
+		} else {
+			dst.iv = append(dst.iv, seqRange{lo, r.hi})
+		}
+		dst.n += r.hi - lo + 1
+	}
 }
 
 // find returns the index of the interval holding q, or -1.

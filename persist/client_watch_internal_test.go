@@ -55,5 +55,31 @@ func TestSeqSet(t *testing.T) {
 		if !slices.Equal(got, wantAnd) || and.count() != uint64(len(wantAnd)) {
 			t.Fatalf("intersect = %v (count %d), want %v", got, and.count(), wantAnd)
 		}
+		// copyAbove onto the members of b up to a cut gives b's lower part
+		// plus a's upper part.
+		cut := uint64(r.IntN(320))
+		var low seqSet
+		var wantCopy []uint64
+		for q := uint64(1); q <= cut; q++ {
+			if bm[q] {
+				low.add(q)
+				wantCopy = append(wantCopy, q)
+			}
+		}
+		for q := cut + 1; q <= 320; q++ {
+			if am[q] {
+				wantCopy = append(wantCopy, q)
+			}
+		}
+		a.copyAbove(&low, cut)
+		got = got[:0]
+		for _, iv := range low.iv {
+			for q := iv.lo; q <= iv.hi; q++ {
+				got = append(got, q)
+			}
+		}
+		if !slices.Equal(got, wantCopy) || low.count() != uint64(len(wantCopy)) {
+			t.Fatalf("copyAbove(%d) = %v (count %d), want %v", cut, got, low.count(), wantCopy)
+		}
 	}
 }

@@ -25,8 +25,14 @@ type collector struct {
 	deleted  []uint64
 	resynced int
 	caughtUp int
-	errs     []string
-	changed  chan struct{} // closed and replaced on every event
+	skipped  []persist.Event // EventSkipped events
+	ended    []error         // EventEnded errors
+	reasons  []string        // EventResynced reasons
+	// setsSinceResync counts the sets delivered since the last
+	// EventResynced (all of them before the first).
+	setsSinceResync int
+	errs            []string
+	changed         chan struct{} // closed and replaced on every event
 }
 
 func newCollector() *collector {
@@ -36,12 +42,16 @@ func newCollector() *collector {
 func (c *collector) fn(ev persist.Event) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if len(c.ended) > 0 {
+		c.errs = append(c.errs, fmt.Sprintf("%s event after ended", ev.Kind))
+	}
 	switch ev.Kind {
 	case persist.EventSet:
 		if n := len(c.sets); n > 0 && ev.Msg.Seq <= c.sets[n-1] {
 			c.errs = append(c.errs, fmt.Sprintf("set %d after %d", ev.Msg.Seq, c.sets[n-1]))
 		}
 		c.sets = append(c.sets, ev.Msg.Seq)
+		c.setsSinceResync++
 		c.live[ev.Msg.Seq] = string(ev.Msg.Value)
 	case persist.EventDelete:
 		for _, q := range ev.Seqs {
@@ -53,8 +63,20 @@ func (c *collector) fn(ev persist.Event) {
 		}
 	case persist.EventResynced:
 		c.resynced++
+		c.reasons = append(c.reasons, ev.Reason)
+		c.setsSinceResync = 0
 	case persist.EventCaughtUp:
 		c.caughtUp++
+	case persist.EventSkipped:
+		if ev.Count == 0 || ev.First > ev.Last || ev.Last-ev.First+1 < ev.Count {
+			c.errs = append(c.errs, fmt.Sprintf("malformed skipped event %+v", ev))
+		}
+		c.skipped = append(c.skipped, ev)
+	case persist.EventEnded:
+		if len(c.ended) > 0 {
+			c.errs = append(c.errs, "a second ended event")
+		}
+		c.ended = append(c.ended, ev.Err)
 	}
 	close(c.changed)
 	c.changed = make(chan struct{})

@@ -43,3 +43,11 @@ func (c *Client) CachedOwners() int {
 	defer c.mu.RUnlock()
 	return len(c.owners)
 }
+
+// SetWatchMaxPreDeleted bounds the early deletes the watchers made from now
+// on remember, until restore runs.
+func SetWatchMaxPreDeleted(n int) (restore func()) {
+	old := watchMaxPreDeleted
+	watchMaxPreDeleted = n
+	return func() { watchMaxPreDeleted = old }
+}

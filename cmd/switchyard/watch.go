@@ -28,14 +28,23 @@ change as the persist server commits it: sets, deletes (including those limits,
 TTL and age cause), and a resynced line whenever the watcher had to re-read the
 stream to be sure it missed nothing (after a NATS reconnect, a server restart,
 an owner change, or when output cannot keep up). Every set is printed once, in
-seq order. Ctrl-C ends it.
+seq order. A skipped line counts the messages written and removed again
+(a key rewritten, a limit) while the watcher could not read them: those are
+never printed. Ctrl-C ends it.
+
+A server that cannot be reached is retried for ever; an error retrying cannot
+fix (an invalid scope, a persistent stream on a server without a data
+directory, forbidden) prints an ended line and exits 1.
 
 Text lines are tab-separated:
   set        SEQ  TIME  KEY  VALUE
   delete     SEQ,SEQ,...
   resynced   REASON
+  skipped    COUNT  FIRST-LAST
   caught-up
-With --json each line is one object with "event" set to one of those words.
+  ended      ERROR
+With --json each line is one object with "event" set to one of those words
+(skipped: "count", "first", "last"; ended: "error").
 --timeout bounds each request to the server, not the watch.`,
 		Example: `  switchyard watch hub log
   switchyard watch project-42 settings --from 100 --json`,
@@ -96,6 +105,10 @@ type watchLine struct {
 	Value   *string           `json:"value,omitempty"`
 	Seqs    []uint64          `json:"seqs,omitempty"`
 	Reason  string            `json:"reason,omitempty"`
+	Count   uint64            `json:"count,omitempty"`
+	First   uint64            `json:"first,omitempty"`
+	Last    uint64            `json:"last,omitempty"`
+	Error   string            `json:"error,omitempty"`
 }
 
 // watchPrinter writes events; the first write error ends the watch.
@@ -116,6 +129,12 @@ func (p *watchPrinter) print(ev persist.Event) {
 	var err error
 	if p.json {
 		l := watchLine{Event: ev.Kind.String(), Seqs: ev.Seqs, Reason: ev.Reason}
+		if ev.Kind == persist.EventSkipped {
+			l.Count, l.First, l.Last = ev.Count, ev.First, ev.Last
+		}
+		if ev.Err != nil {
+			l.Error = ev.Err.Error()
+		}
 		if m := ev.Msg; m != nil {
 			v := string(m.Value)
 			l.Seq, l.Time, l.Key, l.Headers, l.Value = m.Seq, m.Time, m.Key, m.Headers, &v
@@ -134,6 +153,10 @@ func (p *watchPrinter) print(ev persist.Event) {
 			_, err = fmt.Fprintf(p.w, "delete\t%s\n", strings.Join(parts, ","))
 		case persist.EventResynced:
 			_, err = fmt.Fprintf(p.w, "resynced\t%s\n", escapeLine(ev.Reason))
+		case persist.EventSkipped:
+			_, err = fmt.Fprintf(p.w, "skipped\t%d\t%d-%d\n", ev.Count, ev.First, ev.Last)
+		case persist.EventEnded:
+			_, err = fmt.Fprintf(p.w, "ended\t%s\n", escapeLine(fmt.Sprint(ev.Err)))
 		default:
 			_, err = fmt.Fprintln(p.w, ev.Kind.String())
 		}

@@ -118,3 +118,67 @@ func TestWatchUsage(t *testing.T) {
 		}
 	}
 }
+
+// TestWatchCommandPermanentError: a watch that can never succeed (a
+// persistent stream on a server without a data directory) prints an ended
+// line and exits 1 instead of retrying for ever.
+func TestWatchCommandPermanentError(t *testing.T) {
+	e, nc := testnats.Start(t)
+	ids := []string{"0"}
+	b, err := placement.NewBalancer(placement.BalancerConfig{Conn: nc, IDs: ids})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Stop(context.Background()) })
+	srv, err := server.New(server.Config{Conn: testnats.Conn(t, e), ID: "0", IDs: ids}) // no DataDir
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Stop(context.Background()) })
+
+	stdout, stderr, code := run(t, cli(t, "watch", "hub", "events", "--json", "--nats", e.ClientURL()))
+	if code != 1 {
+		t.Fatalf("exit %d, want 1 (stderr %q)", code, stderr)
+	}
+	var l watchLine
+	if err := json.Unmarshal([]byte(strings.TrimSpace(stdout)), &l); err != nil || l.Event != "ended" || !strings.Contains(l.Error, "bad-request") {
+		t.Errorf("stdout %q: want one ended line with the bad-request error (%v)", stdout, err)
+	}
+	if !strings.Contains(stderr, "data directory") {
+		t.Errorf("stderr %q does not say why", stderr)
+	}
+}
+
+// TestWatchPrinterNewEvents: skipped and ended lines, in text and JSON.
+func TestWatchPrinterNewEvents(t *testing.T) {
+	t.Parallel()
+	evs := []persist.Event{
+		{Kind: persist.EventSkipped, Count: 3, First: 10, Last: 14},
+		{Kind: persist.EventEnded, Err: persist.Errorf(persist.CodeForbidden, "no\taccess")},
+	}
+	for _, tc := range []struct {
+		name string
+		json bool
+		want string
+	}{
+		{"text", false, "skipped\t3\t10-14\nended\tforbidden: no\\taccess\n"},
+		{"json", true, `{"event":"skipped","count":3,"first":10,"last":14}` + "\n" + `{"event":"ended","error":"forbidden: no\taccess"}` + "\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var b strings.Builder
+			p := &watchPrinter{w: &b, json: tc.json, enc: json.NewEncoder(&b), cancel: func() {}}
+			for _, ev := range evs {
+				p.print(ev)
+			}
+			if b.String() != tc.want {
+				t.Errorf("got %q, want %q", b.String(), tc.want)
+			}
+		})
+	}
+}
