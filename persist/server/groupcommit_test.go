@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -24,12 +25,15 @@ func (h *harness) queued(name string) int {
 }
 
 // gate holds the first group commit until released, so a test can line up
-// concurrent writes behind it.
+// concurrent writes behind it. It also records the size of every commit.
 type gate struct {
 	release chan struct{}
 	once    sync.Once
 	held    atomic.Bool
 	first   atomic.Int64 // messages in the held commit
+
+	mu    sync.Mutex
+	sizes []int // messages in each commit, in commit order
 }
 
 // newGate returns a shut gate; tests register g.open as a cleanup after
@@ -37,10 +41,20 @@ type gate struct {
 // leave a worker stuck in Stop.
 func newGate() *gate { return &gate{release: make(chan struct{})} }
 
+// commitSizes is the size of every commit so far, in order.
+func (g *gate) commitSizes() []int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.sizes)
+}
+
 func (g *gate) open() { g.once.Do(func() { close(g.release) }) }
 
 func (g *gate) hook(s *Server) {
 	s.beforeWrite = func(n int) {
+		g.mu.Lock()
+		g.sizes = append(g.sizes, n)
+		g.mu.Unlock()
 		if g.held.CompareAndSwap(false, true) {
 			g.first.Store(int64(n))
 			<-g.release
