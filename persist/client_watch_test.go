@@ -128,6 +128,7 @@ func watch(t *testing.T, s *persist.Stream, opts persist.WatchOptions, c *collec
 }
 
 func TestWatchHistoryThenLive(t *testing.T) {
+	t.Parallel()
 	c, _ := watchEnv(t)
 	ctx := context.Background()
 	s := c.Stream("project-w", "log")
@@ -184,6 +185,7 @@ func TestWatchHistoryThenLive(t *testing.T) {
 }
 
 func TestWatchFrom(t *testing.T) {
+	t.Parallel()
 	c, _ := watchEnv(t)
 	ctx := context.Background()
 	s := c.Stream("project-w", "from")
@@ -204,6 +206,7 @@ func TestWatchFrom(t *testing.T) {
 
 // TestWatchLimitDeletes: removals a limit causes reach the watcher as deletes.
 func TestWatchLimitDeletes(t *testing.T) {
+	t.Parallel()
 	c, _ := watchEnv(t)
 	ctx := context.Background()
 	s := c.Stream("project-w", "capped")
@@ -231,6 +234,7 @@ func TestWatchLimitDeletes(t *testing.T) {
 // overflows the buffer; the watcher resyncs and ends complete, with every
 // seq once and the deletes made meanwhile reported.
 func TestWatchSlowConsumer(t *testing.T) {
+	t.Parallel()
 	c, _ := watchEnv(t)
 	ctx := context.Background()
 	s := c.Stream("project-w", "slow")
@@ -282,6 +286,7 @@ func TestWatchSlowConsumer(t *testing.T) {
 // takes over the same data; the watcher resyncs and misses nothing, without
 // any new write needed to notice the writes made while it was away.
 func TestWatchServerRestart(t *testing.T) {
+	t.Parallel()
 	e, nc := testnats.Start(t)
 	ids := []string{"0"}
 	dir := t.TempDir()
@@ -321,6 +326,7 @@ func TestWatchServerRestart(t *testing.T) {
 // writer goes on; feed messages sent meanwhile are lost on the wire and the
 // watcher resyncs to recover them.
 func TestWatchReconnect(t *testing.T) {
+	t.Parallel()
 	e, nc := testnats.Start(t)
 	ids := []string{"0"}
 	startServers(t, e, ids, placement.Rendezvous)
@@ -355,6 +361,7 @@ func TestWatchReconnect(t *testing.T) {
 // publishes on the stream's feed subject, so every watcher still sees every
 // change, in seq order, once.
 func TestWatchMisroute(t *testing.T) {
+	t.Parallel()
 	e, nc := testnats.Start(t)
 	ids := []string{"a", "b"}
 	dir := t.TempDir()
@@ -413,6 +420,7 @@ func TestWatchMisroute(t *testing.T) {
 }
 
 func TestFeedSubject(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name      string
 		ephemeral bool

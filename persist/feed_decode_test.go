@@ -10,6 +10,7 @@ import (
 // TestParseMetaFastTakesEncoderOutput: what the frame encoders write for
 // feed frames takes the fast path and reads back the same.
 func TestParseMetaFastTakesEncoderOutput(t *testing.T) {
+	t.Parallel()
 	prev := uint64(7)
 	cases := []Message{
 		{Seq: 12, Time: 1700000000123, Key: "k42"},

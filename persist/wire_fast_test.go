@@ -65,6 +65,7 @@ func FuzzFrameMetaMatchesJSON(f *testing.F) {
 
 // TestFrameMetaFallback: messages with headers or seqs take json.Marshal.
 func TestFrameMetaFallback(t *testing.T) {
+	t.Parallel()
 	for _, m := range []*Message{
 		{Seq: 1, Headers: map[string]string{"a": "b"}},
 		{Op: FeedOpDelete, Seqs: []uint64{1, 2}},

@@ -87,6 +87,7 @@ func (h *harness) sendSets(stream string, n int) []*nats.Msg {
 // each caller is answered after the commit holding its write, and every
 // answered seq is durable.
 func TestGroupCommit(t *testing.T) {
+	t.Parallel()
 	const n = 200
 	g := newGate()
 	h := newHarnessHook(t, nil, g.hook)
@@ -141,6 +142,7 @@ func TestGroupCommit(t *testing.T) {
 // TestStopAnswersInFlight: writes queued when Stop begins are committed and
 // answered before Stop returns.
 func TestStopAnswersInFlight(t *testing.T) {
+	t.Parallel()
 	const n = 50
 	g := newGate()
 	h := newHarnessHook(t, nil, g.hook)
@@ -183,6 +185,7 @@ func TestStopAnswersInFlight(t *testing.T) {
 }
 
 func TestStreamCache(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.MaxOpenStreams = 2 })
 	open := func() int {
 		h.srv.mu.Lock()
@@ -201,6 +204,7 @@ func TestStreamCache(t *testing.T) {
 }
 
 func TestIdleClose(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.IdleClose = 20 * time.Millisecond; c.ExpireEvery = 5 * time.Millisecond })
 	h.set("s", "x", nil)
 	waitFor(t, "the idle stream to close", func() bool {
@@ -214,6 +218,7 @@ func TestIdleClose(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
+	t.Parallel()
 	_, nc := testnatsStart(t)
 	for name, c := range map[string]Config{
 		"no conn":   {ID: "0", IDs: []string{"0"}},
