@@ -63,6 +63,7 @@ func TestRequestReply(t *testing.T) {
 }
 
 func TestURLPrefersFlagThenEnv(t *testing.T) {
+	// Not parallel: t.Setenv changes the process environment.
 	t.Setenv(bus.EnvURL, "nats://env:4222")
 	if got := bus.URL("nats://flag:4222"); got != "nats://flag:4222" {
 		t.Fatalf("flag: %q", got)

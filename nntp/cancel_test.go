@@ -12,6 +12,7 @@ import (
 // command finish; its cancellation must not reach the next command, which
 // runs under a live context of its own.
 func TestCancelAfterCommandDoesNotBreakNext(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, nntptest.Config{}, 5)
 	c := dial(t, Config{Addr: s.Addr()})
 	if _, err := c.Group(context.Background(), testGroup); err != nil {

@@ -15,6 +15,7 @@ import (
 )
 
 func TestOverStreamsEveryLine(t *testing.T) {
+	t.Parallel()
 	const n = 3000
 	s := startServer(t, nntptest.Config{}, n)
 	noDeflate := startServer(t, nntptest.Config{NoDeflate: true}, n)
@@ -94,6 +95,7 @@ func TestOverStreamsEveryLine(t *testing.T) {
 }
 
 func TestDotStuffingRoundTrip(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, nntptest.Config{}, 1)
 	ctx := context.Background()
 	c := dial(t, Config{Addr: s.Addr()})
@@ -132,6 +134,7 @@ func TestDotStuffingRoundTrip(t *testing.T) {
 }
 
 func TestListAndFormat(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, nntptest.Config{}, 10)
 	s.AddGroup("alt.binaries.other", 5)
 	ctx := context.Background()
@@ -164,6 +167,7 @@ func TestListAndFormat(t *testing.T) {
 }
 
 func TestGrowingGroup(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, nntptest.Config{}, 100)
 	ctx := context.Background()
 	c := dial(t, Config{Addr: s.Addr()})
@@ -188,6 +192,7 @@ func TestGrowingGroup(t *testing.T) {
 }
 
 func TestPipelinedOver(t *testing.T) {
+	t.Parallel()
 	const n = 2500
 	s := startServer(t, nntptest.Config{}, n)
 	for _, comp := range []Compression{CompressOff, CompressDeflate, CompressGzip} {
@@ -223,6 +228,7 @@ func TestPipelinedOver(t *testing.T) {
 }
 
 func TestPipelinedOverRefused(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, nntptest.Config{}, 100)
 	ctx := context.Background()
 	// Gzip makes XOVER the verb, so the whole train is pipelined at once.
@@ -244,6 +250,7 @@ func TestPipelinedOverRefused(t *testing.T) {
 }
 
 func TestOverSeqStopsEarly(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, nntptest.Config{}, 500)
 	ctx := context.Background()
 	c := dial(t, Config{Addr: s.Addr()})
@@ -269,6 +276,7 @@ func TestOverSeqStopsEarly(t *testing.T) {
 }
 
 func TestGreetingRefusals(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, nntptest.Config{MaxConns: 1}, 1)
 	ctx := context.Background()
 	dial(t, Config{Addr: s.Addr()})
@@ -284,6 +292,7 @@ func TestGreetingRefusals(t *testing.T) {
 }
 
 func TestAuth(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, nntptest.Config{Users: map[string]string{"alice": "secret"}}, 5)
 	ctx := context.Background()
 	c := dial(t, Config{Addr: s.Addr()})
@@ -300,6 +309,7 @@ func TestAuth(t *testing.T) {
 }
 
 func TestTLS(t *testing.T) {
+	t.Parallel()
 	srvTLS, roots, err := nntptest.SelfSignedTLS()
 	if err != nil {
 		t.Fatal(err)
@@ -324,6 +334,7 @@ func TestTLS(t *testing.T) {
 }
 
 func TestMalformedResponses(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, nntptest.Config{}, 100)
 	ctx := context.Background()
 
@@ -392,6 +403,7 @@ func TestMalformedResponses(t *testing.T) {
 }
 
 func TestDeadlines(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, nntptest.Config{}, 10)
 	t.Run("context", func(t *testing.T) {
 		c := dial(t, Config{Addr: s.Addr()})

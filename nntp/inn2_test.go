@@ -15,6 +15,7 @@ import (
 // GROUP and OVER. `make test` starts INN2 through scripts/inn2.sh and sets
 // SWITCHYARD_INN2_ADDR; without it the test skips.
 func TestINN2(t *testing.T) {
+	t.Parallel()
 	addr := os.Getenv("SWITCHYARD_INN2_ADDR")
 	if addr == "" {
 		t.Skip("SWITCHYARD_INN2_ADDR is not set: INN2 integration skipped (run `bash scripts/inn2.sh start` as root to install and start INN2, then export its address)")

@@ -11,6 +11,7 @@ import (
 // TestPoolStartAfterStop: a stopped pool stays stopped. Start must neither
 // start a health loop nobody will stop nor report success.
 func TestPoolStartAfterStop(t *testing.T) {
+	t.Parallel()
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	p, err := NewPool(PoolConfig{Conn: Config{Addr: "127.0.0.1:1"}})
 	if err != nil {

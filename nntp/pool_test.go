@@ -31,6 +31,7 @@ func newPool(t *testing.T, cfg PoolConfig) *Pool {
 }
 
 func TestPoolBoundsConcurrency(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, nntptest.Config{}, 1000)
 	p := newPool(t, PoolConfig{Conn: Config{Addr: s.Addr()}, Size: 2})
 	var running, peak atomic.Int64
@@ -70,6 +71,7 @@ func TestPoolBoundsConcurrency(t *testing.T) {
 }
 
 func TestPoolResize(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, nntptest.Config{}, 100)
 	p := newPool(t, PoolConfig{Conn: Config{Addr: s.Addr()}, Size: 3})
 	ctx := context.Background()
@@ -135,6 +137,8 @@ func TestPoolResize(t *testing.T) {
 }
 
 func TestPoolTooManyConnectionsGate(t *testing.T) {
+	// Not parallel: the checks after the refusal must run before the 50ms
+	// GateRestore lifts the gate, which other tests' load could delay.
 	s := startServer(t, nntptest.Config{MaxConns: 2}, 10)
 	p := newPool(t, PoolConfig{Conn: Config{Addr: s.Addr()}, Size: 4, GateRestore: 50 * time.Millisecond})
 	ctx := context.Background()
@@ -167,6 +171,7 @@ func TestPoolTooManyConnectionsGate(t *testing.T) {
 }
 
 func TestPoolHealthCheckDropsDeadConnections(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, nntptest.Config{}, 10)
 	p := newPool(t, PoolConfig{Conn: Config{Addr: s.Addr()}, Size: 2, HealthEvery: 10 * time.Millisecond})
 	if err := p.Do(context.Background(), func(c *Conn) error { _, err := c.Group(context.Background(), testGroup); return err }); err != nil {
@@ -187,6 +192,7 @@ func TestPoolHealthCheckDropsDeadConnections(t *testing.T) {
 }
 
 func TestPoolStop(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, nntptest.Config{}, 10)
 	// Size 1: an Acquire racing with Stop waits for the slot and is then
 	// refused, it cannot take a second connection.

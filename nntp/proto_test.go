@@ -3,6 +3,7 @@ package nntp
 import "testing"
 
 func TestParseOverview(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		line    string
@@ -38,6 +39,7 @@ func TestParseOverview(t *testing.T) {
 }
 
 func TestParseStatus(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		line string
 		code int

@@ -13,6 +13,7 @@ import (
 // client must refuse "sy-..." and "nats-..." too: a set would otherwise
 // succeed with the header silently dropped.
 func TestClientReservedHeaderAnyCase(t *testing.T) {
+	t.Parallel()
 	h, c := newClientHarness(t, nil, nil, 5*time.Second)
 	ctx := context.Background()
 	s := c.Stream(h.scope, "s")

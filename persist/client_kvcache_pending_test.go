@@ -13,6 +13,7 @@ import (
 // the reply reaches it. The local write must not stay pending for ever: the
 // copy shows the key deleted, like the server.
 func TestLiveKVWriteDeletedBeforeReply(t *testing.T) {
+	t.Parallel()
 	_, c := newClientHarness(t, nil, nil, 5*time.Second)
 	ctx := context.Background()
 	lk := openLiveKV(t, c, "kv", persist.LiveKVOptions{})

@@ -65,6 +65,7 @@ func equalKV(a, b map[string]string) bool {
 }
 
 func TestLiveKVConverges(t *testing.T) {
+	t.Parallel()
 	_, c := newClientHarness(t, nil, nil, 2*time.Second)
 	ctx := context.Background()
 	a := openLiveKV(t, c, "shared", persist.LiveKVOptions{})
@@ -105,6 +106,7 @@ func TestLiveKVConverges(t *testing.T) {
 }
 
 func TestLiveKVCompareAndSet(t *testing.T) {
+	t.Parallel()
 	_, c := newClientHarness(t, nil, nil, 2*time.Second)
 	ctx := context.Background()
 	a := openLiveKV(t, c, "cas", persist.LiveKVOptions{})
@@ -142,6 +144,7 @@ func TestLiveKVCompareAndSet(t *testing.T) {
 // values and its result is what the stream ends with. Without Merge the
 // last writer wins.
 func TestLiveKVMerge(t *testing.T) {
+	t.Parallel()
 	_, c := newClientHarness(t, nil, nil, 2*time.Second)
 	ctx := context.Background()
 	type call struct{ key, local, remote string }
@@ -203,6 +206,8 @@ func TestLiveKVMerge(t *testing.T) {
 // TestLiveKVTombstoneExpires: a delete is a tombstone with a TTL; when the
 // server expires it, the stream and the copy both forget the key.
 func TestLiveKVTombstoneExpires(t *testing.T) {
+	// Not parallel: the tombstone must still be on the server when it is
+	// read back, which a 200ms TTL allows only on an unloaded machine.
 	_, c := newClientHarness(t, func(cfg *server.Config) { cfg.ExpireEvery = 10 * time.Millisecond }, nil, 2*time.Second)
 	ctx := context.Background()
 	a := openLiveKV(t, c, "tomb", persist.LiveKVOptions{TombstoneTTL: 200 * time.Millisecond})
@@ -232,6 +237,7 @@ func TestLiveKVTombstoneExpires(t *testing.T) {
 // changes and deletes keys, so the watcher's buffer overflows and it has to
 // resync; afterwards the copy equals the server, with no stale key.
 func TestLiveKVResync(t *testing.T) {
+	t.Parallel()
 	_, c := newClientHarness(t, nil, nil, 2*time.Second)
 	ctx := context.Background()
 	a := openLiveKV(t, c, "rs", persist.LiveKVOptions{WatchBuffer: 1})

@@ -86,6 +86,7 @@ func checkStream(t *testing.T, c *persist.Client, name string, values []string) 
 // down wait, are retried with backoff and saved once it is back, each once,
 // in publish order.
 func TestLocalStreamSurvivesRestart(t *testing.T) {
+	t.Parallel()
 	h, c := newClientHarness(t, nil, nil, 500*time.Millisecond)
 	var ev events
 	l := openLocal(t, c, "chat", &ev)
@@ -128,6 +129,7 @@ func TestLocalStreamSurvivesRestart(t *testing.T) {
 // comes too late, so the client sends it again; the msgID makes the second
 // copy a no-op.
 func TestLocalStreamRetryNoDuplicate(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	var once, releaseOnce sync.Once
 	free := func() { releaseOnce.Do(func() { close(release) }) }
@@ -159,6 +161,7 @@ func TestLocalStreamRetryNoDuplicate(t *testing.T) {
 // TestLocalStreamRejection: a message the server refuses is reported and
 // kept as rejected; the messages around it are saved.
 func TestLocalStreamRejection(t *testing.T) {
+	t.Parallel()
 	_, c := newClientHarness(t, nil, nil, 2*time.Second)
 	ctx := context.Background()
 	if _, err := c.Stream("hub", "strict").UpdateConfig(ctx, persist.ConfigUpdate{MaxMsgSize: ptr(int64(64))}); err != nil {
@@ -212,6 +215,7 @@ func TestLocalStreamRejection(t *testing.T) {
 
 // TestLocalStreamCloseFlushes: Close waits for pending saves.
 func TestLocalStreamCloseFlushes(t *testing.T) {
+	t.Parallel()
 	_, c := newClientHarness(t, nil, nil, 2*time.Second)
 	var ev events
 	l := openLocal(t, c, "flush", &ev)

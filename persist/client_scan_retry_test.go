@@ -16,6 +16,7 @@ import (
 // GetAll retries a balancer that did not answer, like every other request
 // (ClientConfig.Attempts), instead of failing on the first try.
 func TestScanRetriesOwnerLookup(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	h.set("s", "a", nil)
 	// A balancer that ignores its first question.

@@ -66,6 +66,7 @@ func newClient(t *testing.T, nc *nats.Conn) *persist.Client {
 }
 
 func TestClientRoundTrip(t *testing.T) {
+	t.Parallel()
 	e, nc := testnats.Start(t)
 	ids := []string{"0", "1"}
 	startServers(t, e, ids, placement.Rendezvous)
@@ -143,6 +144,7 @@ func TestClientRoundTrip(t *testing.T) {
 // server makes the client meet wrong-owner; it must forget the cached owner,
 // ask again and succeed.
 func TestClientAsksAgainOnWrongOwner(t *testing.T) {
+	t.Parallel()
 	e, nc := testnats.Start(t)
 	ids := []string{"0", "1"}
 	startServers(t, e, ids, placement.Rendezvous)
@@ -179,6 +181,7 @@ func TestClientAsksAgainOnWrongOwner(t *testing.T) {
 // TestClientSurvivesServerRestart: the owner goes away and comes back; a
 // read retried through no-responders succeeds once it is back.
 func TestClientSurvivesServerRestart(t *testing.T) {
+	t.Parallel()
 	e, nc := testnats.Start(t)
 	ids := []string{"0"}
 	dir := t.TempDir()
@@ -205,6 +208,7 @@ func TestClientSurvivesServerRestart(t *testing.T) {
 }
 
 func TestClientTypedErrors(t *testing.T) {
+	t.Parallel()
 	e, nc := testnats.Start(t)
 	startServers(t, e, []string{"0"}, nil)
 	c := newClient(t, nc)

@@ -12,6 +12,7 @@ import (
 // wire's whole milliseconds instead of sending 0 (which the server refuses)
 // or, in a LocalStream, dropping it (which stores the message for ever).
 func TestClientSubMillisecondTTL(t *testing.T) {
+	t.Parallel()
 	h, c := newClientHarness(t, nil, nil, 5*time.Second)
 	h.config("s", `{"allow_msg_ttl":true}`)
 	ctx := context.Background()

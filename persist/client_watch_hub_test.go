@@ -14,6 +14,7 @@ import (
 // share one feed subscription, another stream gets its own, and the last
 // watcher to stop unsubscribes; each watcher still gets every change.
 func TestWatchSharesSubscription(t *testing.T) {
+	t.Parallel()
 	e, nc := testnats.Start(t)
 	ids := []string{"0"}
 	startServers(t, e, ids, placement.Rendezvous)
@@ -100,6 +101,7 @@ func TestWatchSharesSubscription(t *testing.T) {
 // blocked one overflows its own buffer and resyncs while the others go on
 // without a resync; all end complete.
 func TestWatchSlowSharesHub(t *testing.T) {
+	t.Parallel()
 	c, _ := watchEnv(t)
 	ctx := context.Background()
 	s := c.Stream("project-h", "slow")

@@ -9,6 +9,7 @@ import (
 // TestSeqSet checks the interval set against a map under random adds,
 // removes, differences and intersections.
 func TestSeqSet(t *testing.T) {
+	t.Parallel()
 	r := rand.New(rand.NewPCG(1, 2))
 	for round := 0; round < 200; round++ {
 		var a, b seqSet

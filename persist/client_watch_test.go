@@ -150,6 +150,7 @@ func watch(t *testing.T, s *persist.Stream, opts persist.WatchOptions, c *collec
 }
 
 func TestWatchHistoryThenLive(t *testing.T) {
+	t.Parallel()
 	c, _ := watchEnv(t)
 	ctx := context.Background()
 	s := c.Stream("project-w", "log")
@@ -206,6 +207,7 @@ func TestWatchHistoryThenLive(t *testing.T) {
 }
 
 func TestWatchFrom(t *testing.T) {
+	t.Parallel()
 	c, _ := watchEnv(t)
 	ctx := context.Background()
 	s := c.Stream("project-w", "from")
@@ -226,6 +228,7 @@ func TestWatchFrom(t *testing.T) {
 
 // TestWatchLimitDeletes: removals a limit causes reach the watcher as deletes.
 func TestWatchLimitDeletes(t *testing.T) {
+	t.Parallel()
 	c, _ := watchEnv(t)
 	ctx := context.Background()
 	s := c.Stream("project-w", "capped")
@@ -253,6 +256,7 @@ func TestWatchLimitDeletes(t *testing.T) {
 // overflows the buffer; the watcher resyncs and ends complete, with every
 // seq once and the deletes made meanwhile reported.
 func TestWatchSlowConsumer(t *testing.T) {
+	t.Parallel()
 	c, _ := watchEnv(t)
 	ctx := context.Background()
 	s := c.Stream("project-w", "slow")
@@ -304,6 +308,7 @@ func TestWatchSlowConsumer(t *testing.T) {
 // takes over the same data; the watcher resyncs and misses nothing, without
 // any new write needed to notice the writes made while it was away.
 func TestWatchServerRestart(t *testing.T) {
+	t.Parallel()
 	e, nc := testnats.Start(t)
 	ids := []string{"0"}
 	dir := t.TempDir()
@@ -343,6 +348,7 @@ func TestWatchServerRestart(t *testing.T) {
 // writer goes on; feed messages sent meanwhile are lost on the wire and the
 // watcher resyncs to recover them.
 func TestWatchReconnect(t *testing.T) {
+	t.Parallel()
 	e, nc := testnats.Start(t)
 	ids := []string{"0"}
 	startServers(t, e, ids, placement.Rendezvous)
@@ -377,6 +383,7 @@ func TestWatchReconnect(t *testing.T) {
 // publishes on the stream's feed subject, so every watcher still sees every
 // change, in seq order, once.
 func TestWatchMisroute(t *testing.T) {
+	t.Parallel()
 	e, nc := testnats.Start(t)
 	ids := []string{"a", "b"}
 	dir := t.TempDir()
@@ -435,6 +442,7 @@ func TestWatchMisroute(t *testing.T) {
 }
 
 func TestFeedSubject(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name      string
 		ephemeral bool

@@ -1,6 +1,7 @@
 package persist
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"reflect"
 	"testing"
@@ -9,6 +10,7 @@ import (
 // TestParseMetaFastTakesEncoderOutput: what the frame encoders write for
 // feed frames takes the fast path and reads back the same.
 func TestParseMetaFastTakesEncoderOutput(t *testing.T) {
+	t.Parallel()
 	prev := uint64(7)
 	cases := []Frame{
 		{Seq: 12, Time: 1700000000123, Key: "k42"},
@@ -39,7 +41,9 @@ func TestParseMetaFastTakesEncoderOutput(t *testing.T) {
 }
 
 // FuzzParseMetaFast: whenever the fast path accepts metadata, encoding/json
-// accepts it too and reads the same message.
+// accepts it too and reads the same message, field by field; and
+// decodeFeedBody (fast path or encoding/json) always gives what
+// encoding/json gives, error or message.
 func FuzzParseMetaFast(f *testing.F) {
 	for _, s := range []string{
 		`{"seq":12,"time":1700000000123,"key":"k42"}`,
@@ -47,20 +51,46 @@ func FuzzParseMetaFast(f *testing.F) {
 		`{"seq":0,"time":-0,"ttl":9223372036854775807,"msgId":"x","prevSeq":18446744073709551615,"op":"ref"}`,
 		`{"seqs":[]}`, `{}`, `{"seq":01}`, `{"Seq":1}`, `{"seq":1,}`, `{"key":"a\"b"}`, `{"seq":1.5}`,
 		`{"seq":18446744073709551616}`, `{"time":-9223372036854775808}`, `{"seqs":[1,]}`, `{"headers":{}}`,
+		`{"seq":1,"headers":{"h":"v","x":""},"ttl":5}`, `{"prevSeq":5,"prevSeq":null}`, `{"seqs":[1],"seqs":null}`,
+		`{"seq":5,"SEQ":null}`, `{"key":"\u003c"}`, `{"msgId":"\u00e9","op":"set"}`, `{"key":null}`, `{"ttl":-1}`,
+		`{"prevSeq":0}`, `{"seq":1} `, ` {"seq":1}`, `{"seq":1}x`, `{"value":"ignored"}`,
 	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, meta []byte) {
+		var slow Frame
+		slowErr := json.Unmarshal(meta, &slow)
 		var fast Frame
-		if !parseMetaFast(meta, &fast) {
+		if parseMetaFast(meta, &fast) {
+			if slowErr != nil {
+				t.Fatalf("fast path accepted %q, encoding/json: %v", meta, slowErr)
+			}
+			if d := diffFrame(&fast, &slow); d != nil {
+				t.Fatalf("%q: parseMetaFast differs from encoding/json:\n%v", meta, d)
+			}
+		}
+		// The same metadata in a frame, through the feed decoder.
+		value := []byte("v")
+		frame := binary.AppendUvarint(nil, uint64(len(meta)))
+		frame = append(frame, meta...)
+		frame = binary.AppendUvarint(frame, uint64(len(value)))
+		frame = append(frame, value...)
+		msgs, err := decodeFeedBody(frame)
+		if (err != nil) != (slowErr != nil) {
+			t.Fatalf("%q: decodeFeedBody error %v, encoding/json error %v", meta, err, slowErr)
+		}
+		if err != nil {
+			if len(msgs) != 0 {
+				t.Fatalf("%q: decodeFeedBody returned %d messages with its error", meta, len(msgs))
+			}
 			return
 		}
-		var slow Frame
-		if err := json.Unmarshal(meta, &slow); err != nil {
-			t.Fatalf("fast path accepted %q, encoding/json: %v", meta, err)
+		slow.Value = value
+		if len(msgs) != 1 {
+			t.Fatalf("%q: decodeFeedBody gave %d messages", meta, len(msgs))
 		}
-		if !reflect.DeepEqual(fast, slow) {
-			t.Fatalf("%q: fast %+v, encoding/json %+v", meta, fast, slow)
+		if d := diffFrame(&msgs[0], &slow); d != nil {
+			t.Fatalf("%q: decodeFeedBody differs from encoding/json:\n%v", meta, d)
 		}
 	})
 }

@@ -2,54 +2,70 @@ package persist
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"testing"
-	"unicode/utf8"
 )
 
 // FuzzFrameMetaMatchesJSON: the reflection-free frame metadata is byte for
-// byte what json.Marshal writes, whenever it applies.
+// byte what json.Marshal writes whenever it applies, it applies to every
+// message without headers or seqs whose strings need no escaping, and a
+// frame decodes (with encoding/json and with the feed decoder) to exactly
+// what encoding/json makes of the message, field by field.
 func FuzzFrameMetaMatchesJSON(f *testing.F) {
-	f.Add(uint64(0), int64(0), "", int64(0), "", false, uint64(0), "")
-	f.Add(uint64(7), int64(1700000000000), "k1", int64(500), "id-1", true, uint64(0), "set")
-	f.Add(uint64(1<<63), int64(-5), "a<b>&\"\\", int64(-1), "é", true, uint64(9), "ref")
-	f.Add(uint64(0), int64(3), "tab\there", int64(0), "", false, uint64(0), "delete")
-	f.Fuzz(func(t *testing.T, seq uint64, tm int64, key string, ttl int64, msgID string, hasPrev bool, prev uint64, op string) {
-		m := &Frame{Seq: seq, Time: tm, Key: key, TTL: ttl, MsgID: msgID, Op: op}
+	f.Add(uint64(0), int64(0), "", int64(0), "", false, uint64(0), "", "", "", []byte(nil))
+	f.Add(uint64(7), int64(1700000000000), "k1", int64(500), "id-1", true, uint64(0), "set", "", "", []byte(nil))
+	f.Add(uint64(1<<63), int64(-5), "a<b>&\"\\", int64(-1), "é", true, uint64(9), "ref", "", "", []byte(nil))
+	f.Add(uint64(0), int64(3), "tab\there", int64(0), "", false, uint64(0), "delete", "", "", []byte{1, 0, 0, 0, 0, 0, 0, 0, 255, 255, 255, 255, 255, 255, 255, 255})
+	f.Add(uint64(2), int64(0), "k", int64(0), "", false, uint64(0), "", "X-H", "v\xff<", []byte(nil))
+	f.Fuzz(func(t *testing.T, seq uint64, tm int64, key string, ttl int64, msgID string, hasPrev bool, prev uint64, op, hdrKey, hdrVal string, seqs []byte) {
+		m := &Frame{Seq: seq, Time: tm, Key: key, TTL: ttl, MsgID: msgID, Op: op, Value: []byte("value")}
 		if hasPrev {
 			m.PrevSeq = &prev
 		}
+		if hdrKey != "" {
+			m.Headers = map[string]string{hdrKey: hdrVal}
+		}
+		for len(seqs) >= 8 {
+			m.Seqs = append(m.Seqs, binary.LittleEndian.Uint64(seqs))
+			seqs = seqs[8:]
+		}
 		want, err := json.Marshal(m)
 		if err != nil {
-			t.Skip()
+			t.Fatalf("json.Marshal: %v", err)
 		}
 		got, ok := appendMetaFast(nil, m)
 		if ok && !bytes.Equal(got, want) {
 			t.Fatalf("fast %s, json %s", got, want)
 		}
-		if !ok && plainJSON(key) && plainJSON(msgID) && plainJSON(op) {
-			t.Fatalf("fast path refused plain strings %q %q %q", key, msgID, op)
+		if should := len(m.Headers) == 0 && len(m.Seqs) == 0 && plainStrings(m); ok != should {
+			t.Fatalf("fast path taken: %v, want %v, for %+v", ok, should, m)
 		}
 		frame, err := AppendFrame(nil, m)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !utf8.ValidString(key) || !utf8.ValidString(msgID) || !utf8.ValidString(op) {
-			return // JSON replaces invalid UTF-8; nothing to round-trip
+		// What encoding/json makes of m: invalid UTF-8 becomes U+FFFD.
+		var wantMsg Frame
+		if err := json.Unmarshal(want, &wantMsg); err != nil {
+			t.Fatalf("encoding/json cannot read its own %s: %v", want, err)
 		}
-		if err := DecodeFrames(frame, 0, func(d *Frame) error {
-			if d.Seq != seq || d.Key != key || d.MsgID != msgID || d.Op != op || d.TTL != ttl || (d.PrevSeq != nil) != hasPrev {
-				t.Fatalf("round trip %+v from %+v", d, m)
+		wantMsg.Value = m.Value
+		for name, decode := range map[string]func([]byte) ([]Frame, error){"DecodeFrames": decodeFramesAll, "decodeFeedBody": decodeFeedBody} {
+			msgs, err := decode(frame)
+			if err != nil || len(msgs) != 1 {
+				t.Fatalf("%s: %d messages, err %v", name, len(msgs), err)
 			}
-			return nil
-		}); err != nil {
-			t.Fatalf("decode: %v", err)
+			if d := diffFrame(&msgs[0], &wantMsg); d != nil {
+				t.Fatalf("%s of %s differs from encoding/json:\n%v", name, want, d)
+			}
 		}
 	})
 }
 
 // TestFrameMetaFallback: messages with headers or seqs take json.Marshal.
 func TestFrameMetaFallback(t *testing.T) {
+	t.Parallel()
 	for _, m := range []*Frame{
 		{Seq: 1, Headers: map[string]string{"a": "b"}},
 		{Op: FeedOpDelete, Seqs: []uint64{1, 2}},

@@ -51,6 +51,7 @@ func ask(t *testing.T, nc *nats.Conn, subject string) (string, error) {
 }
 
 func TestBalancerAnswersModuloOwner(t *testing.T) {
+	t.Parallel()
 	_, nc := testnats.Start(t)
 	startBalancer(t, nc, BalancerConfig{Placement: Modulo})
 	got, err := ask(t, nc, "persist.hub.id")
@@ -63,6 +64,7 @@ func TestBalancerAnswersModuloOwner(t *testing.T) {
 }
 
 func TestBalancerUsesOnlySecondToken(t *testing.T) {
+	t.Parallel()
 	_, nc := testnats.Start(t)
 	b := startBalancer(t, nc, BalancerConfig{})
 	for i := 0; i < 50; i++ {
@@ -78,6 +80,7 @@ func TestBalancerUsesOnlySecondToken(t *testing.T) {
 }
 
 func TestBalancerReplicasAnswerOnce(t *testing.T) {
+	t.Parallel()
 	_, nc := testnats.Start(t)
 	b1 := startBalancer(t, nc, BalancerConfig{})
 	b2 := startBalancer(t, nc, BalancerConfig{})
@@ -113,6 +116,7 @@ func TestBalancerReplicasAnswerOnce(t *testing.T) {
 }
 
 func TestBalancerResubscribesAfterError(t *testing.T) {
+	t.Parallel()
 	_, nc := testnats.Start(t)
 	b := startBalancer(t, nc, BalancerConfig{RetryMin: time.Millisecond, RetryMax: 5 * time.Millisecond})
 	if _, err := ask(t, nc, "persist.hub.id"); err != nil {
@@ -142,6 +146,7 @@ func TestBalancerResubscribesAfterError(t *testing.T) {
 }
 
 func TestBalancerConfigErrors(t *testing.T) {
+	t.Parallel()
 	_, nc := testnats.Start(t)
 	for name, cfg := range map[string]BalancerConfig{
 		"no conn":   {IDs: []string{"0"}},
@@ -159,6 +164,7 @@ func TestBalancerConfigErrors(t *testing.T) {
 }
 
 func TestBalancerStopWithoutStart(t *testing.T) {
+	t.Parallel()
 	_, nc := testnats.Start(t)
 	b, err := NewBalancer(BalancerConfig{Conn: nc, IDs: []string{"0"}})
 	if err != nil {

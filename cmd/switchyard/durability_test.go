@@ -17,6 +17,7 @@ import (
 // acknowledged write is there exactly once, although clients retried writes
 // whose answer the kill swallowed (with the same msgID).
 func TestDurabilityAcrossSIGKILL(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts server processes")
 	}

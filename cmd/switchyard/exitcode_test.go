@@ -17,6 +17,7 @@ import (
 // server's reply "... received ...") still exits 1; only errors cobra made
 // for the invocation exit 2.
 func TestRuntimeErrorWordsAreNotUsage(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		err  error
@@ -41,6 +42,7 @@ func TestRuntimeErrorWordsAreNotUsage(t *testing.T) {
 // TestArgErrorsAreUsage: cobra's own argument-count errors are usage errors
 // by type once the tree is marked, whatever their wording.
 func TestArgErrorsAreUsage(t *testing.T) {
+	t.Parallel()
 	root := &cobra.Command{Use: "x"}
 	sub := &cobra.Command{Use: "y", Args: cobra.ExactArgs(2), RunE: func(*cobra.Command, []string) error { return nil }}
 	root.AddCommand(sub)

@@ -97,6 +97,7 @@ func TestExitCodes(t *testing.T) {
 // TestEveryCommandHasHelp walks the command tree: each command must describe
 // itself and answer --help with exit 0.
 func TestEveryCommandHasHelp(t *testing.T) {
+	t.Parallel()
 	var walk func(c *cobra.Command)
 	var paths [][]string
 	walk = func(c *cobra.Command) {

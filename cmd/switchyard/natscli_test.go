@@ -13,6 +13,7 @@ import (
 // command-line client, exactly as the README shows. CI installs the client
 // (.ci/run); elsewhere the test skips when it is not on PATH.
 func TestPlainNATSClient(t *testing.T) {
+	t.Parallel()
 	natsBin, err := exec.LookPath("nats")
 	if err != nil {
 		t.Skip("the nats command-line client is not on PATH (CI installs it)")

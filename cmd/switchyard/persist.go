@@ -84,6 +84,9 @@ closes its files.`,
 			ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
 			defer cancel()
 			if err := srv.Stop(ctx); err != nil {
+				// The drain deadline passed with requests still waiting (they
+				// were answered unavailable; the deferred Close flushes those
+				// answers) or a stream failed to close: say so and exit 1.
 				return fmt.Errorf("stop persist server: %w", err)
 			}
 			return nc.Drain()

@@ -81,9 +81,17 @@ func runUp(cmd *cobra.Command, cfg upConfig) (err error) {
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
 		defer cancel()
+		// The stops share one drain deadline, so once a persist server has
+		// given up (its error wraps context.DeadlineExceeded) the later ones
+		// give up too: the first error is returned (exit 1), the rest logged.
 		for i := len(stops) - 1; i >= 0; i-- {
-			if serr := stops[i](ctx); serr != nil && err == nil {
+			serr := stops[i](ctx)
+			switch {
+			case serr == nil:
+			case err == nil:
 				err = serr
+			default:
+				slog.Warn("switchyard: stop", "err", serr)
 			}
 		}
 	}()

@@ -20,6 +20,7 @@ import (
 // TestUpEndToEnd runs `switchyard up` as its own process and drives it with
 // the client commands, as a newcomer following the README would.
 func TestUpEndToEnd(t *testing.T) {
+	t.Parallel()
 	port := freePort(t)
 	data := t.TempDir()
 	url := "nats://127.0.0.1:" + strconv.Itoa(port)
@@ -101,6 +102,10 @@ func TestUpEndToEnd(t *testing.T) {
 	if len(files) == 0 {
 		t.Fatalf("no files under the data directory")
 	}
+	// A new port rather than the old one: tests run in parallel, and another
+	// one's connection may take the port this process just freed.
+	port = freePort(t)
+	url = "nats://127.0.0.1:" + strconv.Itoa(port)
 	up2 := cli(t, "up", "--nats-port", strconv.Itoa(port), "--data", data, "--servers", "3")
 	startProcess(t, up2, "Stop with Ctrl-C")
 	t.Cleanup(func() { _ = up2.Process.Kill() })

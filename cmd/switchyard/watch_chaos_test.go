@@ -55,6 +55,7 @@ func hash32(b []byte) uint32 {
 // cut mid-way. At the end every watcher's callback has seen exactly the
 // stored sequence, each seq once, in order, with the right values.
 func TestWatchChaos(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts server processes")
 	}

@@ -19,6 +19,7 @@ import (
 // an in-test persist server: it prints the history, caught-up, live changes,
 // and exits 0 on interrupt.
 func TestWatchCommand(t *testing.T) {
+	t.Parallel()
 	e, nc := testnats.Start(t)
 	ids := []string{"0"}
 	b, err := placement.NewBalancer(placement.BalancerConfig{Conn: nc, IDs: ids})

@@ -40,6 +40,7 @@ func archiveRows(t *testing.T, archive, scope, stream string) int {
 // data directory deleted; a server on the same archive brings every stream
 // back with its messages, keys and config. Ephemeral streams are not archived.
 func TestArchiveRestoresLostDataDir(t *testing.T) {
+	t.Parallel()
 	archive := t.TempDir()
 	h := newHarness(t, func(c *Config) { c.Archive = archive })
 	streams := []string{"log", "settings", "Weird name/../x"}
@@ -114,6 +115,7 @@ func TestArchiveRestoresLostDataDir(t *testing.T) {
 // TestArchiveOnInterval: a stream that stays open is backed up by the timer,
 // and only when it changed.
 func TestArchiveOnInterval(t *testing.T) {
+	t.Parallel()
 	archive := t.TempDir()
 	h := newHarness(t, func(c *Config) {
 		c.Archive = archive
@@ -128,6 +130,7 @@ func TestArchiveOnInterval(t *testing.T) {
 // TestArchiveKeepsNewerLocal: a local file written after the last backup is
 // not overwritten by the older archive copy, and is archived in its turn.
 func TestArchiveKeepsNewerLocal(t *testing.T) {
+	t.Parallel()
 	archive := t.TempDir()
 	h := newHarness(t, func(c *Config) { c.Archive = archive })
 	h.set("log", "archived", nil)
@@ -155,6 +158,7 @@ func TestArchiveKeepsNewerLocal(t *testing.T) {
 // scope lived on another server sharing the archive meanwhile) restores the
 // newer archive copy instead of serving the stale file.
 func TestArchiveReplacesOlderLocal(t *testing.T) {
+	t.Parallel()
 	archive := t.TempDir()
 	h := newHarness(t, func(c *Config) { c.Archive = archive })
 	h.set("log", "one", nil)
@@ -196,6 +200,7 @@ func TestArchiveReplacesOlderLocal(t *testing.T) {
 }
 
 func TestArchiveConfigChecks(t *testing.T) {
+	t.Parallel()
 	e, nc := testnatsStart(t)
 	_ = e
 	dir := t.TempDir()

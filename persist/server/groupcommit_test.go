@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -24,12 +25,15 @@ func (h *harness) queued(name string) int {
 }
 
 // gate holds the first group commit until released, so a test can line up
-// concurrent writes behind it.
+// concurrent writes behind it. It also records the size of every commit.
 type gate struct {
 	release chan struct{}
 	once    sync.Once
 	held    atomic.Bool
 	first   atomic.Int64 // messages in the held commit
+
+	mu    sync.Mutex
+	sizes []int // messages in each commit, in commit order
 }
 
 // newGate returns a shut gate; tests register g.open as a cleanup after
@@ -37,10 +41,20 @@ type gate struct {
 // leave a worker stuck in Stop.
 func newGate() *gate { return &gate{release: make(chan struct{})} }
 
+// commitSizes is the size of every commit so far, in order.
+func (g *gate) commitSizes() []int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.sizes)
+}
+
 func (g *gate) open() { g.once.Do(func() { close(g.release) }) }
 
 func (g *gate) hook(s *Server) {
 	s.beforeWrite = func(n int) {
+		g.mu.Lock()
+		g.sizes = append(g.sizes, n)
+		g.mu.Unlock()
 		if g.held.CompareAndSwap(false, true) {
 			g.first.Store(int64(n))
 			<-g.release
@@ -73,6 +87,7 @@ func (h *harness) sendSets(stream string, n int) []*nats.Msg {
 // each caller is answered after the commit holding its write, and every
 // answered seq is durable.
 func TestGroupCommit(t *testing.T) {
+	t.Parallel()
 	const n = 200
 	g := newGate()
 	h := newHarnessHook(t, nil, g.hook)
@@ -127,6 +142,7 @@ func TestGroupCommit(t *testing.T) {
 // TestStopAnswersInFlight: writes queued when Stop begins are committed and
 // answered before Stop returns.
 func TestStopAnswersInFlight(t *testing.T) {
+	t.Parallel()
 	const n = 50
 	g := newGate()
 	h := newHarnessHook(t, nil, g.hook)
@@ -169,6 +185,7 @@ func TestStopAnswersInFlight(t *testing.T) {
 }
 
 func TestStreamCache(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.MaxOpenStreams = 2 })
 	open := func() int {
 		h.srv.mu.Lock()
@@ -187,6 +204,7 @@ func TestStreamCache(t *testing.T) {
 }
 
 func TestIdleClose(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.IdleClose = 20 * time.Millisecond; c.ExpireEvery = 5 * time.Millisecond })
 	h.set("s", "x", nil)
 	waitFor(t, "the idle stream to close", func() bool {
@@ -200,6 +218,7 @@ func TestIdleClose(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
+	t.Parallel()
 	_, nc := testnatsStart(t)
 	for name, c := range map[string]Config{
 		"no conn":     {ID: "0", IDs: []string{"0"}},

@@ -18,6 +18,7 @@ import (
 )
 
 func TestLimits(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	tests := []struct {
 		name   string
@@ -113,6 +114,7 @@ func TestLimits(t *testing.T) {
 }
 
 func TestExpiryOnTimer(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.ExpireEvery = 10 * time.Millisecond })
 	h.config("aged", `{"max_age": 50}`)
 	a := h.set("aged", "x", nil)
@@ -134,6 +136,7 @@ func TestExpiryOnTimer(t *testing.T) {
 }
 
 func TestEphemeral(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	eph := map[string]string{persist.HdrEphemeral: "true"}
 	var res persist.SetResult
@@ -166,12 +169,14 @@ func TestEphemeral(t *testing.T) {
 }
 
 func TestEphemeralOnlyServer(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.DataDir = "" })
 	h.ok(persist.CmdSet, "e", map[string]string{persist.HdrEphemeral: "true"}, []byte("x"))
 	wantCode(t, h.req(persist.CmdSet, "p", nil, []byte("x")), persist.CodeBadRequest)
 }
 
 func TestHostileNames(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	names := []string{"..", "../..", "/", "/etc/passwd", "a/../../b", "nul\x00byte", ".", "~", "%2e%2e",
 		"ünïcødé ☃", "Case", "case", "CASE", strings.Repeat("é", persist.MaxStreamNameBytes/2), `C:\windows`, "a~0123", "tab\there"}
@@ -220,6 +225,7 @@ func TestHostileNames(t *testing.T) {
 }
 
 func TestWrongOwner(t *testing.T) {
+	t.Parallel()
 	ids := []string{"0", "1"}
 	h := newHarness(t, func(c *Config) { c.IDs = ids; c.Placement = placement.Modulo })
 	var mine, theirs string
@@ -243,6 +249,7 @@ func TestWrongOwner(t *testing.T) {
 }
 
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	tests := []struct {
 		name string

@@ -11,6 +11,7 @@ import (
 // reply would not fit. Otherwise a success reply was followed by a stream
 // that no getAll (and so no watcher) could ever read past.
 func TestWriteMustFitItsAnswers(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	mp := int(h.nc.MaxPayload())
 

@@ -12,6 +12,7 @@ import (
 // keys of 4,000 bytes to pass it) must still be answered, with too-large,
 // rather than dropped and left to time out.
 func TestReplyOverMaxPayloadIsAnswered(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	n := int(h.nc.MaxPayload())/4000 + 100
 	for b := 0; b < n; b += 100 {

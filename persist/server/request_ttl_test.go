@@ -10,6 +10,7 @@ import (
 // A setMany ttl is bounded like Sy-Ttl: a huge one must not overflow the
 // expiry time into the past and make the stored message vanish at once.
 func TestSetManyHugeTTL(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	h.config("s", `{"allow_msg_ttl":true}`)
 	body, err := persist.AppendFrame(nil, &persist.Frame{Value: []byte("v"), TTL: math.MaxInt64})

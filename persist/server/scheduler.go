@@ -7,18 +7,27 @@ import (
 	"github.com/switchyard-dev/switchyard/persist"
 )
 
-// failQueuedLocked answers every queued request unavailable.
-func (s *Server) failQueuedLocked() {
-	for _, h := range s.ready {
+// failQueuedLocked answers every queued request unavailable and returns how
+// many it answered. It looks at every handle, not only the ready ones: a
+// stream a worker is serving keeps collecting requests in its queue while it
+// is off the ready list. The worker serving such a stream finds its queue
+// empty when it is done and unschedules it.
+func (s *Server) failQueuedLocked() int {
+	n := 0
+	for _, h := range s.handles {
 		for _, j := range h.queue {
 			if j.msg != nil {
 				s.replyError(j.msg, persist.Errorf(persist.CodeUnavailable, "server stopping"))
+				n++
 			}
 		}
 		h.queue = nil
+	}
+	for _, h := range s.ready {
 		h.scheduled = false
 	}
 	s.ready = nil
+	return n
 }
 
 func closeHandle(h *handle) error {

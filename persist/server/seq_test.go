@@ -13,6 +13,7 @@ import (
 // integers: a seq above math.MaxInt64 names no message and must be answered
 // like any other absent seq, not as an internal (storage) failure.
 func TestSeqsAboveInt64(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	h.set("s", "a", nil)
 	h.set("s", "b", nil)

@@ -281,7 +281,11 @@ func (s *Server) Start(ctx context.Context) error {
 // Stop stops taking requests, answers those already received (writes are
 // committed and answered), then closes every stream. It is idempotent and
 // safe without Start. When ctx ends first, requests still queued are answered
-// unavailable and the streams are closed anyway.
+// unavailable, requests NATS had not yet delivered are dropped (their callers
+// time out and retry), the streams are closed anyway, and Stop returns an
+// error wrapping ctx.Err(); it returns nil only when everything received was
+// served. A write a worker is committing is finished, not cut short, so Stop
+// may return after ctx ends.
 func (s *Server) Stop(ctx context.Context) error {
 	s.mu.Lock()
 	if s.stopped {
@@ -292,6 +296,7 @@ func (s *Server) Stop(ctx context.Context) error {
 	started, sub := s.started, s.sub
 	s.mu.Unlock()
 	var first error
+	gaveUp := false // ctx ended before every request was served
 	if started {
 		// Drain: the server forgets the subscription, then every message
 		// already delivered to us goes through onMsg into a queue.
@@ -304,13 +309,14 @@ func (s *Server) Stop(ctx context.Context) error {
 			case <-closed:
 			case <-ctx.Done():
 				_ = sub.Unsubscribe()
+				gaveUp = true
 			}
 		}
 		close(s.stopTim)
 		s.mu.Lock()
 		s.quit = true
-		if ctx.Err() != nil {
-			s.failQueuedLocked()
+		if ctx.Err() != nil && s.failQueuedLocked() > 0 {
+			gaveUp = true
 		}
 		s.cond.Broadcast()
 		s.mu.Unlock()
@@ -320,9 +326,14 @@ func (s *Server) Stop(ctx context.Context) error {
 		case <-done:
 		case <-ctx.Done():
 			s.mu.Lock()
-			s.failQueuedLocked()
+			if s.failQueuedLocked() > 0 {
+				gaveUp = true
+			}
 			s.mu.Unlock()
 			<-done // a worker finishes the batch it holds; it cannot be interrupted mid-commit
+		}
+		if gaveUp && first == nil {
+			first = fmt.Errorf("persist server: stop: %w", ctx.Err())
 		}
 	}
 	s.mu.Lock()

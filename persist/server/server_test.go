@@ -242,6 +242,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 func TestSetGet(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	a := h.set("s", "one", map[string]string{persist.HdrKey: "k1", "X-User": "u1"})
 	b := h.set("s", "two", nil)
@@ -271,6 +272,7 @@ func TestSetGet(t *testing.T) {
 }
 
 func TestSetMany(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	h.set("s", "x", map[string]string{persist.HdrKey: "taken"})
 	zero := uint64(0)
@@ -306,6 +308,7 @@ func TestSetMany(t *testing.T) {
 }
 
 func TestGetAllChunksAndPages(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	// Empty stream: one empty chunk 0 with Sy-Eof.
 	msgs, next, chunks := h.getAll("s", nil)
@@ -374,6 +377,7 @@ func TestGetAllChunksAndPages(t *testing.T) {
 }
 
 func TestDelete(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	for i := range 10 {
 		h.set("s", strconv.Itoa(i), nil)
@@ -419,6 +423,7 @@ func TestDelete(t *testing.T) {
 }
 
 func TestKeysInventoryConfig(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	h.set("s", "1", map[string]string{persist.HdrKey: "b"})
 	h.set("s", "2", map[string]string{persist.HdrKey: "a"})
@@ -477,6 +482,7 @@ func TestKeysInventoryConfig(t *testing.T) {
 }
 
 func TestCompareAndSet(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	a := h.set("s", "v1", map[string]string{persist.HdrKey: "k", persist.HdrPrevSeq: "0"})
 	wantCode(t, h.req(persist.CmdSet, "s", map[string]string{persist.HdrKey: "k", persist.HdrPrevSeq: "0"}, []byte("v2")), persist.CodeWrongLastSequence)
@@ -491,6 +497,7 @@ func TestCompareAndSet(t *testing.T) {
 }
 
 func TestKeyedReplace(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	a := h.set("s", "old", map[string]string{persist.HdrKey: "k"})
 	b := h.set("s", "new", map[string]string{persist.HdrKey: "k"})
@@ -507,6 +514,7 @@ func TestKeyedReplace(t *testing.T) {
 }
 
 func TestDedup(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	a := h.set("s", "v", map[string]string{persist.HdrMsgID: "id-1"})
 	r := h.ok(persist.CmdSet, "s", map[string]string{persist.HdrMsgID: "id-1"}, []byte("v again"))

@@ -12,6 +12,7 @@ import (
 // TestZstdRoundTrip: values above compressMin are stored compressed, the
 // others raw, and both read back as written.
 func TestZstdRoundTrip(t *testing.T) {
+	t.Parallel()
 	st, err := NewSQLite(SQLiteConfig{Dir: t.TempDir()}).Open("hub", "z", false, time.Now())
 	if err != nil {
 		t.Fatal(err)

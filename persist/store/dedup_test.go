@@ -6,6 +6,7 @@ import (
 )
 
 func TestDedupWindowExpires(t *testing.T) {
+	t.Parallel()
 	st := NewSQLite(SQLiteConfig{Dir: t.TempDir()})
 	now := time.Now()
 	s, err := st.Open("hub", "s", false, now)

@@ -8,6 +8,7 @@ import (
 )
 
 func TestStreamFileNames(t *testing.T) {
+	t.Parallel()
 	a, b := streamFileName("Case"), streamFileName("case")
 	if strings.EqualFold(a, b) {
 		t.Fatalf("%q and %q collide on a case-insensitive filesystem", a, b)

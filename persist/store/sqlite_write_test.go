@@ -13,6 +13,7 @@ import (
 // length crosses every multi-row run size, then reopens the stream and checks
 // every row: seq order, values, keys replaced, totals.
 func TestWriteBatchedInserts(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	st, err := NewSQLite(SQLiteConfig{Dir: dir}).Open("hub", "mix", false, time.Now())
 	if err != nil {
@@ -127,6 +128,7 @@ func TestWriteBatchedInserts(t *testing.T) {
 // both believe they own the scope) never hand out the same seq, because
 // each write transaction notices the other's commits.
 func TestWriteSharedFile(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	a, err := NewSQLite(SQLiteConfig{Dir: dir}).Open("hub", "shared", false, time.Now())
 	if err != nil {
@@ -162,6 +164,7 @@ func TestWriteSharedFile(t *testing.T) {
 // with compare-and-set ops among them; every key ends at its last write and
 // the stream holds exactly one row per key.
 func TestWriteKeyedRun(t *testing.T) {
+	t.Parallel()
 	st := benchStreamT(t)
 	var ops []WriteOp
 	for i := range 150 {
