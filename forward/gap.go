@@ -49,13 +49,17 @@ type gapWarn struct {
 }
 
 // GapPolicy turns shed deliveries into gap markers. Plug it into a queue
-// with QueueConfig{OnOverflow: g.Overflow, OnShipped: g.Shipped}.
+// with QueueConfig{OnOverflow: g.Overflow, OnTaken: g.Taken}.
 //
 // A subscription has at most one marker pending per peer: the first shed
 // delivery of it becomes the marker (its event replaced by {id, subject,
-// op: "gap", reason, ts}) and later ones are counted under it until a batch
-// carrying the marker ships, or the marker is itself shed. ackRequired
-// deliveries get none (their lease retries them), nor do other item kinds.
+// op: "gap", reason, ts}) and later ones are counted under it while the
+// marker is still held by the queue. The slot frees when a batch carrying
+// the marker is taken for sending, or when the marker is itself shed, so a
+// delivery shed after that gets a marker of its own: every shed delivery is
+// named by a marker taken for sending after the delivery was pushed.
+// ackRequired deliveries get none (their lease retries them), nor do other
+// item kinds.
 type GapPolicy struct {
 	cfg    GapConfig
 	reason []byte // the reason, JSON-encoded
@@ -127,11 +131,28 @@ func (g *GapPolicy) Overflow(peer string, dropped []Item) []Item {
 	return out
 }
 
-// Shipped is a [QueueConfig.OnShipped]: a marker's slot frees once a batch
-// carrying it has left, whether or not the send succeeded.
+// Taken is a [QueueConfig.OnTaken]: a marker's slot frees as soon as a
+// batch carrying it is taken for sending. A delivery pushed before that
+// moment and shed after it would otherwise be counted under a marker that
+// is already on the wire, and the resync that marker triggers could miss it.
+func (g *GapPolicy) Taken(peer string, items []Item) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.freeLocked(peer, items)
+}
+
+// Shipped is a [QueueConfig.OnShipped] for queues wired without OnTaken: it
+// frees a marker's slot once the send carrying it returned. That is later
+// than Taken and leaves the window Taken closes (a delivery shed while the
+// marker is in flight is counted under it); with Taken wired it does
+// nothing.
 func (g *GapPolicy) Shipped(peer string, items []Item, _ error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.freeLocked(peer, items)
+}
+
+func (g *GapPolicy) freeLocked(peer string, items []Item) {
 	for _, it := range items {
 		if d, ok := it.(*Delivery); ok {
 			k := gapKey{peer, d.SubID}

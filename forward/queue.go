@@ -67,6 +67,12 @@ type QueueConfig struct {
 	// It runs with the peer's lock held: it must not call the queue, and
 	// must not keep dropped, which is reused. Nil only counts the loss.
 	OnOverflow func(peer string, dropped []Item) []Item
+	// OnTaken, if set, is told about every batch the moment it is taken off
+	// the peer's backlog for sending, before Send is called. A gap policy
+	// frees a marker's slot here: anything shed from now on is no longer
+	// covered by that marker, which is already on its way. It runs with the
+	// peer's lock held, under the same rules as OnOverflow; items is reused.
+	OnTaken func(peer string, items []Item)
 	// OnShipped, if set, is told about every batch once its send returned,
 	// with the send's error (nil on success). Items is reused afterwards.
 	OnShipped func(peer string, items []Item, err error)
@@ -137,15 +143,17 @@ type Stats struct {
 	ShedBytes    uint64 // their encoded bytes
 	Overflows    uint64 // pushes that shed something
 	Replacements uint64 // items OnOverflow returned, queued in their place
-	Batches      uint64 // batches handed to Send
+	Batches      uint64 // batches taken and handed to Send
 	SentItems    uint64 // items in those batches
-	SentBytes    uint64 // body bytes of those batches
+	SentBytes    uint64 // body bytes of those whose send returned
 	LostBatches  uint64 // batches whose send failed
 	LostItems    uint64 // items in them
 	Discarded    uint64 // pushes after Stop, and items still held when it ran
 	HeldItems    int    // items waiting now
 	HeldBytes    int64  // their encoded bytes
 	InFlight     int    // items in sends that have not returned
+	// InFlightBatches is how many sends have not returned.
+	InFlightBatches int
 }
 
 func (s *Stats) add(o Stats) {
@@ -163,6 +171,7 @@ func (s *Stats) add(o Stats) {
 	s.HeldItems += o.HeldItems
 	s.HeldBytes += o.HeldBytes
 	s.InFlight += o.InFlight
+	s.InFlightBatches += o.InFlightBatches
 }
 
 // PeerQueue batches items per peer: one send per peer per flush window,
@@ -409,6 +418,7 @@ func (q *PeerQueue) startSendLocked(p *peer) {
 		e := r.pop()
 		size += e.size()
 		p.taken = append(p.taken, e)
+		p.items = append(p.items, e.item)
 	}
 	p.bytes -= size
 	if p.count() == 0 {
@@ -416,6 +426,11 @@ func (q *PeerQueue) startSendLocked(p *peer) {
 		p.marks.reset()
 	}
 	p.inflightN = len(p.taken)
+	p.stats.Batches++
+	p.stats.SentItems += uint64(len(p.items))
+	if q.cfg.OnTaken != nil {
+		q.cfg.OnTaken(p.name, p.items)
+	}
 	q.inflight.Add(1)
 	go q.send(p)
 }
@@ -423,13 +438,12 @@ func (q *PeerQueue) startSendLocked(p *peer) {
 func (q *PeerQueue) send(p *peer) {
 	defer q.inflight.Done()
 	body := append(p.body[:0], q.prefix...)
-	items := p.items[:0]
+	items := p.items
 	for i := range p.taken {
 		if i > 0 {
 			body = append(body, ',')
 		}
 		body = p.taken[i].appendTo(body)
-		items = append(items, p.taken[i].item)
 	}
 	body = append(body, ']', '}')
 	p.out = Outbound{Peer: p.name, Items: items, Body: body}
@@ -455,8 +469,6 @@ func (q *PeerQueue) send(p *peer) {
 	}
 
 	p.mu.Lock()
-	p.stats.Batches++
-	p.stats.SentItems += uint64(len(items))
 	p.stats.SentBytes += uint64(len(body))
 	if err != nil {
 		p.stats.LostBatches++
@@ -587,5 +599,8 @@ func (p *peer) snapshot() Stats {
 	s.HeldItems = p.count()
 	s.HeldBytes = p.bytes
 	s.InFlight = p.inflightN
+	if p.flushing {
+		s.InFlightBatches = 1
+	}
 	return s
 }
