@@ -72,6 +72,7 @@ func newScript(t *testing.T, mod func(*QueueConfig)) *script {
 			return s.g.Overflow(peer, dropped)
 		},
 		OnTaken: s.g.Taken,
+		OnLost:  s.g.Lost,
 	}
 	if mod != nil {
 		mod(&cfg)
@@ -338,9 +339,10 @@ func runScript(t *testing.T, rng *rand.Rand) {
 	if gs.MarkersShed != 0 {
 		t.Errorf("markers were shed (%d): the bounds were meant to hold one per subscription", gs.MarkersShed)
 	}
-	// ackRequired deliveries are reported, never marked.
+	// ackRequired deliveries are reported (shed ones to OnOverflow, lost
+	// ones to OnLost), never marked.
 	var acks uint64
-	for _, it := range s.shed {
+	for _, it := range append(append([]Item(nil), s.shed...), s.lost...) {
 		if d, ok := it.(*Delivery); ok && d.AckRequired {
 			acks++
 		}
@@ -368,4 +370,51 @@ func runScript(t *testing.T, rng *rand.Rand) {
 }
 
 // failTenths is how many settles in ten fail.
-const failTenths = 0
+const failTenths = 3
+
+// TestFailedSendBecomesMarkers: a batch whose send fails has the outcome of
+// a shed for what it carried. Its deliveries get markers (one per
+// subscription), its marker is queued again, its ackRequired delivery is
+// reported, all in the next batch, and the stats of the queue and of the
+// policy say so.
+func TestFailedSendBecomesMarkers(t *testing.T) {
+	s := newScript(t, func(c *QueueConfig) { c.MaxQueued = 5 })
+	ack := del("s3", "c1")
+	ack.AckRequired = true
+	// s4's marker: the sixth push over a bound of five sheds d1.
+	for _, it := range []Item{del("s4", "d1"), del("s1", "a1"), del("s1", "a2"), del("s2", "b1"), ack} {
+		s.push("us", it)
+	}
+	s.push("us", &Ack{UserID: 1, SubID: "s9", EntryID: "e1"})
+	s.advance(FlushDefault)
+	if got := names(t, s.held[0].items); !equal(got, []string{"a1:write", "a2:write", "b1:write", "c1:write", "ack", "d1:gap"}) {
+		t.Fatalf("first batch = %v", got)
+	}
+	if st := s.q.PeerStats("us"); st.Shed != 1 || st.Replacements != 1 {
+		t.Fatalf("stats before the failure = %+v", st)
+	}
+	s.settle(0, errors.New("connection reset"))
+
+	st := s.q.PeerStats("us")
+	if st.LostBatches != 1 || st.LostItems != 6 || st.LostReplacements != 3 || st.HeldItems != 3 {
+		t.Fatalf("queue stats = %+v", st)
+	}
+	gs := s.g.Stats()
+	if gs.LostBatches != 1 || gs.Lost != 6 || gs.Requeued != 1 || gs.AckRequired != 1 || gs.NonDelivery != 1 || gs.Markers != 3 {
+		t.Fatalf("gap stats = %+v", gs)
+	}
+	s.advance(FlushDefault)
+	b := s.held[0].items
+	if got := names(t, b); !equal(got, []string{"a1:gap", "b1:gap", "d1:gap"}) {
+		t.Fatalf("next batch = %v", got)
+	}
+	for _, it := range b[:2] {
+		if r := topLevel(it.(*Delivery).Event, "reason"); string(r) != `"send_failed"` {
+			t.Fatalf("reason of a lost delivery's marker = %s", r)
+		}
+	}
+	s.drain()
+	if u := s.uncovered(); len(u) > 0 {
+		t.Fatalf("without a marker: %v", u)
+	}
+}

@@ -50,7 +50,8 @@ type Outbound struct {
 }
 
 // SendFunc ships one batch. An error means the batch is lost: the queue
-// counts and logs it and never retries. The Outbound and its slices are
+// counts and logs it, never retries it, and hands its items to
+// [QueueConfig.OnLost]. The Outbound and its slices are
 // reused once SendFunc returns, so it must not keep them.
 type SendFunc func(ctx context.Context, b *Outbound) error
 
@@ -73,6 +74,13 @@ type QueueConfig struct {
 	// covered by that marker, which is already on its way. It runs with the
 	// peer's lock held, under the same rules as OnOverflow; items is reused.
 	OnTaken func(peer string, items []Item)
+	// OnLost, if set, receives the items of every batch whose send failed
+	// (an error, a non-2xx answer, a timeout) and returns what to queue in
+	// their place for the next send: the same outcome as a shed, so a lost
+	// batch is never silent. The replacements are not held to the bounds.
+	// It runs with the peer's lock held, under the same rules as
+	// OnOverflow; lost is reused. Nil only counts the loss.
+	OnLost func(peer string, lost []Item, err error) []Item
 	// OnShipped, if set, is told about every batch once its send returned,
 	// with the send's error (nil on success). Items is reused afterwards.
 	OnShipped func(peer string, items []Item, err error)
@@ -148,10 +156,12 @@ type Stats struct {
 	SentBytes    uint64 // body bytes of those whose send returned
 	LostBatches  uint64 // batches whose send failed
 	LostItems    uint64 // items in them
-	Discarded    uint64 // pushes after Stop, and items still held when it ran
-	HeldItems    int    // items waiting now
-	HeldBytes    int64  // their encoded bytes
-	InFlight     int    // items in sends that have not returned
+	// LostReplacements is the items OnLost returned, queued in their place.
+	LostReplacements uint64
+	Discarded        uint64 // pushes after Stop, and items still held when it ran
+	HeldItems        int    // items waiting now
+	HeldBytes        int64  // their encoded bytes
+	InFlight         int    // items in sends that have not returned
 	// InFlightBatches is how many sends have not returned.
 	InFlightBatches int
 }
@@ -167,6 +177,7 @@ func (s *Stats) add(o Stats) {
 	s.SentBytes += o.SentBytes
 	s.LostBatches += o.LostBatches
 	s.LostItems += o.LostItems
+	s.LostReplacements += o.LostReplacements
 	s.Discarded += o.Discarded
 	s.HeldItems += o.HeldItems
 	s.HeldBytes += o.HeldBytes
@@ -458,6 +469,13 @@ func (q *PeerQueue) send(p *peer) {
 		q.cfg.OnShipped(p.name, items, err)
 	}
 
+	p.mu.Lock()
+	p.stats.SentBytes += uint64(len(body))
+	if err != nil {
+		p.stats.LostBatches++
+		p.stats.LostItems += uint64(len(items))
+		q.lostLocked(p, items, err)
+	}
 	clear(p.taken)
 	clear(items)
 	p.taken, p.items, p.out = p.taken[:0], items[:0], Outbound{}
@@ -466,13 +484,6 @@ func (q *PeerQueue) send(p *peer) {
 		p.body = body[:0]
 	} else {
 		p.body = nil
-	}
-
-	p.mu.Lock()
-	p.stats.SentBytes += uint64(len(body))
-	if err != nil {
-		p.stats.LostBatches++
-		p.stats.LostItems += uint64(len(items))
 	}
 	p.inflightN = 0
 	p.flushing = false
@@ -485,6 +496,27 @@ func (q *PeerQueue) send(p *peer) {
 	close(q.changed)
 	q.changed = make(chan struct{})
 	q.mu.Unlock()
+}
+
+// lostLocked hands a failed batch's items to OnLost and queues what it
+// returns for the next send, past the bounds as overflow replacements are:
+// the loss of a batch is told like the loss of a shed item. After Stop
+// nothing can be sent, so the replacements are discarded and counted.
+func (q *PeerQueue) lostLocked(p *peer, items []Item, err error) {
+	if q.cfg.OnLost == nil {
+		return
+	}
+	for _, r := range q.cfg.OnLost(p.name, items, err) {
+		if r == nil {
+			continue
+		}
+		if q.stopped.Load() {
+			p.stats.Discarded++
+			continue
+		}
+		q.appendLocked(p, r)
+		p.stats.LostReplacements++
+	}
 }
 
 // Flush ships what is held for one peer now, unless a send to it is in

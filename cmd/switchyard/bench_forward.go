@@ -198,7 +198,7 @@ func benchSteady(ctx context.Context, n, peers int) (fwdResult, error) {
 			sent.Add(int64(len(b.Items)))
 			return nil
 		},
-		OnOverflow: gap.Overflow, OnTaken: gap.Taken, Logger: quietLogger(),
+		OnOverflow: gap.Overflow, OnTaken: gap.Taken, OnLost: gap.Lost, Logger: quietLogger(),
 	})
 	if err != nil {
 		return fwdResult{}, err
@@ -242,7 +242,7 @@ func benchDeadPeer(name string, n, payloadBytes int, prebuilt bool) (fwdResult, 
 			<-ctx.Done() // a peer that never answers
 			return ctx.Err()
 		},
-		OnOverflow: gap.Overflow, OnTaken: gap.Taken, Logger: quietLogger(),
+		OnOverflow: gap.Overflow, OnTaken: gap.Taken, OnLost: gap.Lost, Logger: quietLogger(),
 	})
 	if err != nil {
 		return fwdResult{}, err
