@@ -22,7 +22,7 @@ import (
 // heldSend is one call to Send, waiting for the script's verdict.
 type heldSend struct {
 	peer    string
-	taken   int // take order on its peer, from 1
+	taken   int // take order on its peer, from 1 (Outbound.Seq)
 	items   []Item
 	verdict chan error
 }
@@ -58,7 +58,7 @@ func newScript(t *testing.T, mod func(*QueueConfig)) *script {
 	cfg := QueueConfig{
 		From: "eu", Clock: s.clk, Logger: slog.New(slog.DiscardHandler),
 		Send: func(ctx context.Context, b *Outbound) error {
-			h := &heldSend{peer: b.Peer, items: append([]Item(nil), b.Items...), verdict: make(chan error, 1)}
+			h := &heldSend{peer: b.Peer, taken: int(b.Seq), items: append([]Item(nil), b.Items...), verdict: make(chan error, 1)}
 			s.arrived <- h
 			select {
 			case err := <-h.verdict:
@@ -98,7 +98,6 @@ func (s *script) quiesce() {
 			select {
 			case h := <-s.arrived:
 				s.taken[h.peer]++
-				h.taken = s.taken[h.peer]
 				s.held = append(s.held, h)
 			case <-time.After(10 * time.Second):
 				s.t.Fatalf("a batch taken for %s never reached Send", peer)
@@ -212,10 +211,12 @@ func (s *script) uncovered() []string {
 // TestShedWhileMarkerInFlightGetsItsOwnMarker is the smallest case of a
 // shed delivery that went without a marker when a marker's slot freed only
 // once its send returned: i5 is shed while the marker for i2 is in flight.
+// One send in flight per peer, as the queue had then.
 func TestShedWhileMarkerInFlightGetsItsOwnMarker(t *testing.T) {
 	s := newScript(t, func(c *QueueConfig) {
 		c.MaxBatchItems = 1
 		c.MaxQueued = 2
+		c.MaxInFlight = 1
 	})
 	s.push("us", del("s0", "i1"))
 	for _, n := range []string{"i2", "i3", "i4"} {
@@ -272,13 +273,15 @@ func runScript(t *testing.T, rng *rand.Rand) {
 	s := newScript(t, func(c *QueueConfig) {
 		c.MaxBatchItems = 1 + rng.IntN(4)
 		c.MaxQueued = subs + 1 + rng.IntN(6)
+		c.MaxInFlight = 1 + rng.IntN(3)
 		if rng.IntN(2) == 0 {
 			c.MaxQueuedBytes = int64(subs*markerMax + rng.IntN(1500))
 		}
 		if rng.IntN(2) == 0 {
 			c.MaxBatchBytes = int64(100 + rng.IntN(600))
 		}
-		cfgDesc = fmt.Sprintf("subs %d, batch %d/%dB, queued %d/%dB", subs, c.MaxBatchItems, c.MaxBatchBytes, c.MaxQueued, c.MaxQueuedBytes)
+		cfgDesc = fmt.Sprintf("subs %d, batch %d/%dB, queued %d/%dB, in flight %d",
+			subs, c.MaxBatchItems, c.MaxBatchBytes, c.MaxQueued, c.MaxQueuedBytes, c.MaxInFlight)
 	})
 	var steps []string
 	defer func() {
