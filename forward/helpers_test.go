@@ -123,15 +123,6 @@ func (r *recorder) next(t *testing.T) sentBatch {
 	}
 }
 
-func (r *recorder) none(t *testing.T) {
-	t.Helper()
-	select {
-	case b := <-r.ch:
-		t.Fatalf("unexpected batch to %s: %s", b.peer, b.body)
-	default:
-	}
-}
-
 // waitQueue waits until cond holds, re-checking whenever a send returns.
 func waitQueue(t *testing.T, q *PeerQueue, cond func() bool) {
 	t.Helper()

@@ -25,7 +25,9 @@ func TestOneRequestPerWindow(t *testing.T) {
 		t.Fatalf("batch = %v", got)
 	}
 	idle(t, q, "us", 1)
-	rec.none(t)
+	if s := q.PeerStats("us"); s.Batches != 1 || s.SentItems != 3 || s.HeldItems != 0 {
+		t.Fatalf("stats = %+v", s)
+	}
 	// The body is the batch, and decodes to the same items.
 	dec, err := DecodeBatch(b.body)
 	if err != nil {
@@ -57,7 +59,9 @@ func TestOneBatchPerPeer(t *testing.T) {
 	}
 	idle(t, q, "us", 1)
 	idle(t, q, "ap", 1)
-	rec.none(t)
+	if s := q.Stats(); s.Batches != 2 || s.SentItems != 4 || s.HeldItems != 0 {
+		t.Fatalf("stats = %+v", s)
+	}
 }
 
 func TestEarlyShipOnItemBound(t *testing.T) {
@@ -219,7 +223,9 @@ func TestFailedSendDoesNotLoseTheRest(t *testing.T) {
 		t.Fatalf("next batch = %v", got)
 	}
 	idle(t, q, "us", 2)
-	rec.none(t)
+	if s := q.PeerStats("us"); s.Batches != 2 || s.SentItems != 2 || s.LostBatches != 1 || s.HeldItems != 0 {
+		t.Fatalf("stats = %+v", s)
+	}
 }
 
 func TestMidFlightArrivalsGetTheNextWindow(t *testing.T) {
@@ -290,7 +296,6 @@ func TestNothingSentAfterStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk.Advance(FlushDefault)
-	rec.none(t)
 	if s := q.Stats(); s.Discarded != 3 || s.Batches != 0 || s.HeldItems != 0 {
 		t.Fatalf("stats = %+v", s)
 	}
