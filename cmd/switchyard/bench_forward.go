@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,6 +28,7 @@ import (
 func init() {
 	var anchor string
 	var loopItems int
+	var slow slowPeerConfig
 	cmd := &cobra.Command{
 		Use:   "forward",
 		Short: "forward.PeerQueue vs the reference Node queue, and signed vs unsigned sends",
@@ -39,18 +41,36 @@ prints both figures and the ratio:
                          send never returns: the 5,000-item bound sheds; pushes/s
   dead-peer-byte-bound   4,000 deliveries (64 KiB payload) to a dead peer: the
                          32 MiB bound sheds; pushes/s
+  slow-peer              deliveries pushed at a steady rate (--slow-rates, each
+                         above one batch per round trip) for --slow-for to one
+                         peer whose send returns after --slow-rtt; items
+                         delivered per second and items shed, ours and the
+                         reference queue's (driven by a script of ours on the
+                         anchor folder's forwardQueue.mjs)
 Then it measures loopback HTTP send throughput, signed vs unsigned, with 1 and
 8 peers, and prints items/s and the ratio.
 Targets (not tests): >= 3x the anchor on steady, >= 10x on both bound
-workloads, signed >= 0.8x unsigned.`,
+workloads; on slow-peer, delivered >= 1.0x and shed <= 1.0x the anchor's;
+signed >= 0.8x unsigned.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if loopItems < 1000 {
 				return usagef("--loop-items must be at least 1000")
 			}
-			return runBenchForward(cmd.Context(), cmd.OutOrStdout(), anchor, loopItems)
+			if slow.rtt <= 0 || slow.dur <= 0 {
+				return usagef("--slow-rtt and --slow-for must be positive")
+			}
+			for _, r := range slow.rates {
+				if r < 1 {
+					return usagef("--slow-rates must be positive")
+				}
+			}
+			return runBenchForward(cmd.Context(), cmd.OutOrStdout(), anchor, loopItems, slow)
 		},
 	}
+	cmd.Flags().DurationVar(&slow.rtt, "slow-rtt", 50*time.Millisecond, "round trip of the slow peer")
+	cmd.Flags().IntSliceVar(&slow.rates, "slow-rates", []int{40_000, 100_000}, "push rates (items/s) of the slow-peer runs")
+	cmd.Flags().DurationVar(&slow.dur, "slow-for", 3*time.Second, "how long each slow-peer run pushes")
 	cmd.Flags().StringVar(&anchor, "anchor", os.Getenv("SWITCHYARD_FORWARD_ANCHOR"),
 		"folder holding the reference queue's bench.mjs (default $SWITCHYARD_FORWARD_ANCHOR; the anchor is skipped when unset, missing or node is not installed)")
 	cmd.Flags().IntVar(&loopItems, "loop-items", 200_000, "items per loopback send run")
@@ -66,12 +86,15 @@ type fwdResult struct {
 	PerSec   float64 `json:"items_per_s"`
 	Dropped  uint64  `json:"dropped"`
 	Markers  uint64  `json:"markers"`
+	// Delivered counts the pushed items a send carried (markers not
+	// counted), in the slow-peer workload.
+	Delivered uint64 `json:"delivered"`
 	// Prebuilt says the events were encoded before the clock started, so
 	// the figure is the queue's own cost.
 	Prebuilt bool `json:"-"`
 }
 
-func runBenchForward(ctx context.Context, out io.Writer, anchorDir string, loopItems int) error {
+func runBenchForward(ctx context.Context, out io.Writer, anchorDir string, loopItems int, slow slowPeerConfig) error {
 	fmt.Fprintf(out, "forward: queue workloads (GOMAXPROCS=%d)\n", runtime.GOMAXPROCS(0))
 	theirs, why := runForwardAnchor(ctx, anchorDir)
 	if why != "" {
@@ -103,6 +126,28 @@ func runBenchForward(ctx context.Context, out io.Writer, anchorDir string, loopI
 		if a, ok := theirs[w.name]; ok && a.PerSec > 0 {
 			line += fmt.Sprintf("  anchor %9.0f items/s  (dropped %d, markers %d)  ratio %.1fx",
 				a.PerSec, a.Dropped, a.Markers, ours.PerSec/a.PerSec)
+		}
+		fmt.Fprintln(out, line)
+	}
+
+	fmt.Fprintf(out, "forward: slow peer, %s round trip, pushing for %s (ours: MaxInFlight %d)\n", slow.rtt, slow.dur, forward.MaxInFlightDefault)
+	for _, rate := range slow.rates {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		ours, err := benchSlowPeer(ctx, rate, slow.rtt, slow.dur)
+		if err != nil {
+			return fmt.Errorf("bench forward slow-peer: %w", err)
+		}
+		line := fmt.Sprintf("  %-35s ours   %8.0f delivered/s  shed %7d (pushed %d)",
+			fmt.Sprintf("slow-peer %d/s", rate), ours.PerSec, ours.Dropped, ours.Items)
+		if why == "" {
+			a, err := runSlowPeerAnchor(ctx, anchorDir, rate, slow.rtt, slow.dur)
+			if err != nil {
+				return fmt.Errorf("bench forward slow-peer anchor: %w", err)
+			}
+			line += fmt.Sprintf("\n  %-35s anchor %8.0f delivered/s  shed %7d (pushed %d)  delivered %.2fx  shed %s",
+				"", a.PerSec, a.Dropped, a.Items, ours.PerSec/a.PerSec, shedRatio(ours.Dropped, a.Dropped))
 		}
 		fmt.Fprintln(out, line)
 	}
@@ -348,4 +393,168 @@ func benchLoopback(ctx context.Context, n, peers int, signed bool) (float64, err
 		return 0, fmt.Errorf("loopback: delivered %d of %d (shed %d, lost batches %d)", delivered.Load(), n, st.Shed, st.LostBatches)
 	}
 	return float64(n) / secs, nil
+}
+
+// slowPeerConfig shapes the slow-peer workload.
+type slowPeerConfig struct {
+	rtt   time.Duration
+	rates []int
+	dur   time.Duration
+}
+
+func shedRatio(ours, theirs uint64) string {
+	if theirs == 0 {
+		if ours == 0 {
+			return "0 = 0"
+		}
+		return fmt.Sprintf("%d vs 0", ours)
+	}
+	return fmt.Sprintf("%.2fx", float64(ours)/float64(theirs))
+}
+
+// benchSlowPeer pushes rate deliveries per second for dur to one peer
+// whose send returns after rtt, then ships what is left, and reports the
+// pushed items delivered per second (the whole run, tail included) and
+// the items shed.
+func benchSlowPeer(ctx context.Context, rate int, rtt, dur time.Duration) (fwdResult, error) {
+	var delivered atomic.Uint64
+	gap := forward.NewGapPolicy(forward.GapConfig{Logger: quietLogger()})
+	q, err := forward.NewPeerQueue(forward.QueueConfig{
+		From: "bench",
+		Send: func(ctx context.Context, b *forward.Outbound) error {
+			t := time.NewTimer(rtt) // the round trip
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			n := 0
+			for _, it := range b.Items {
+				if !forward.IsGapMarker(it) {
+					n++
+				}
+			}
+			delivered.Add(uint64(n))
+			return nil
+		},
+		OnOverflow: gap.Overflow, OnTaken: gap.Taken, OnLost: gap.Lost, Logger: quietLogger(),
+	})
+	if err != nil {
+		return fwdResult{}, err
+	}
+	defer func() { _ = q.Stop(context.WithoutCancel(ctx)) }()
+	payload := strings.Repeat("x", 64)
+	pushed := 0
+	start := time.Now()
+	tick := time.NewTicker(time.Millisecond)
+	for {
+		now := <-tick.C
+		elapsed := now.Sub(start)
+		if elapsed > dur {
+			elapsed = dur
+		}
+		for want := int(elapsed.Seconds() * float64(rate)); pushed < want; pushed++ {
+			q.Push("peer-slow", benchDelivery(pushed, payload))
+		}
+		if elapsed == dur {
+			break
+		}
+	}
+	tick.Stop()
+	if err := q.FlushAll(ctx); err != nil {
+		return fwdResult{}, err
+	}
+	secs := time.Since(start).Seconds()
+	gs := gap.Stats()
+	if got := delivered.Load() + gs.Covered + gs.AckRequired; got != uint64(pushed) {
+		return fwdResult{}, fmt.Errorf("slow peer: %d delivered or shed of %d pushed", got, pushed)
+	}
+	return fwdResult{Workload: "slow-peer", Items: pushed, Seconds: secs, PerSec: float64(delivered.Load()) / secs,
+		Dropped: gs.Dropped, Markers: gs.Markers, Delivered: delivered.Load()}, nil
+}
+
+// slowPeerScript runs the slow-peer workload on the reference queue, the
+// same way benchSlowPeer runs it on ours: the same items, marker policy,
+// pacing and accounting. The anchor folder provides forwardQueue.mjs, its
+// bench.mjs has no such workload. Arguments: queue module URL, rate,
+// round trip (ms), push time (ms).
+const slowPeerScript = `
+const [url, rate, rttMs, durMs] = process.argv.slice(1);
+const { PeerForwardQueue } = await import(url);
+const now = () => Number(process.hrtime.bigint()) / 1e9;
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const payload = 'x'.repeat(64);
+function delivery(i) {
+  return { kind: 'delivery', userId: i % 1000, appUid: null, subId: 'sub-' + (i % 64),
+    event: { id: 'ev-' + i, subject: 'fs:uid-' + (i % 5000) + ':write', op: 'write', uid: 'uid-' + (i % 5000),
+      path: '/user' + (i % 1000) + '/docs/file-' + i + '.txt', self: false, ts: 1764000000000 + i, seq: i, data: payload } };
+}
+const pending = new Set();
+let dropped = 0, droppedDeliveries = 0, markers = 0, delivered = 0;
+const onOverflow = (peer, items) => {
+  dropped += items.length;
+  const out = [];
+  for (const it of items) {
+    if (it.kind !== 'delivery') continue;
+    if (it.event.op === 'gap') { pending.delete(peer + '|' + it.subId); continue; }
+    droppedDeliveries++;
+    if (it.ackRequired) continue;
+    const k = peer + '|' + it.subId;
+    if (pending.has(k)) continue;
+    pending.add(k); markers++;
+    out.push({ ...it, event: { id: it.event.id, subject: it.event.subject, op: 'gap', reason: 'backlog_overflow', ts: it.event.ts } });
+  }
+  return out;
+};
+const send = (peer, items) => new Promise((r) => setTimeout(() => {
+  for (const it of items) {
+    if (it.kind === 'delivery' && it.event.op === 'gap') pending.delete(peer + '|' + it.subId);
+    else delivered++;
+  }
+  r();
+}, Number(rttMs)));
+const q = new PeerForwardQueue({ send, onOverflow });
+const t0 = now();
+let pushed = 0;
+for (;;) {
+  const elapsed = Math.min(now() - t0, Number(durMs) / 1000);
+  for (const want = Math.floor(elapsed * Number(rate)); pushed < want; pushed++) q.push('peer-slow', delivery(pushed));
+  if (elapsed >= Number(durMs) / 1000) break;
+  await sleep(1);
+}
+while (delivered + droppedDeliveries < pushed) { await q.flushAll(); await sleep(1); }
+const s = now() - t0;
+q.stop();
+console.log(JSON.stringify({ workload: 'slow-peer', items: pushed, seconds: s, items_per_s: delivered / s, dropped, markers, delivered }));
+`
+
+// runSlowPeerAnchor runs slowPeerScript under Node on the anchor folder's
+// forwardQueue.mjs.
+func runSlowPeerAnchor(ctx context.Context, dir string, rate int, rtt, dur time.Duration) (fwdResult, error) {
+	mod, err := filepath.Abs(filepath.Join(dir, "forwardQueue.mjs"))
+	if err != nil {
+		return fwdResult{}, err
+	}
+	if _, err := os.Stat(mod); err != nil {
+		return fwdResult{}, fmt.Errorf("reference queue module: %w", err)
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		return fwdResult{}, fmt.Errorf("find node: %w", err)
+	}
+	url := (&neturl.URL{Scheme: "file", Path: filepath.ToSlash(mod)}).String()
+	c := exec.CommandContext(ctx, node, "--input-type=module", "-e", slowPeerScript, url,
+		strconv.Itoa(rate), strconv.FormatInt(rtt.Milliseconds(), 10), strconv.FormatInt(dur.Milliseconds(), 10))
+	var stderr bytes.Buffer
+	c.Stderr = &stderr
+	raw, err := c.Output()
+	if err != nil {
+		return fwdResult{}, fmt.Errorf("node: %w %s", err, strings.TrimSpace(stderr.String()))
+	}
+	var r fwdResult
+	if err := json.Unmarshal(bytes.TrimSpace(raw), &r); err != nil {
+		return fwdResult{}, fmt.Errorf("node output %q: %w", raw, err)
+	}
+	return r, nil
 }
