@@ -17,8 +17,8 @@ var errStale = errors.New("stale batch")
 //
 // A batch waits until every lower number has been applied, or until the
 // sender says it stopped waiting for them (a later batch's base is above
-// them), or for OrderWait at most; then the batches it waited for are
-// stale. A stale batch is refused, and its sender treats the refusal as a
+// them), or until OrderWait passes with no batch entering or leaving the
+// sink; then the batches it waited for are stale. A stale batch is refused, and its sender treats the refusal as a
 // lost batch (gap markers), so nothing is applied out of order or twice,
 // and nothing is skipped silently.
 type linkOrder struct {
@@ -52,8 +52,21 @@ func (o *linkOrder) enter(ctx context.Context, b *Batch, clk Clock, wait time.Du
 		o.next = b.Base
 		o.bumpLocked()
 	}
+	// The clock runs only while nothing happens: it restarts whenever a
+	// batch enters or leaves the sink, and stops while one is in it. So a
+	// batch gives up on the ones before it only after OrderWait in which
+	// the missing one neither arrived nor anything else moved, never merely
+	// because a long line ahead of it took that long.
+	var timer Timer
 	var expired chan struct{}
-	var started, timedOut bool
+	stopTimer := func() {
+		if timer != nil {
+			timer.Stop()
+			timer, expired = nil, nil
+		}
+	}
+	defer stopTimer()
+	timedOut := false
 	for {
 		if b.Epoch != o.epoch || b.Seq < o.next {
 			o.mu.Unlock()
@@ -62,25 +75,23 @@ func (o *linkOrder) enter(ctx context.Context, b *Batch, clk Clock, wait time.Du
 		if !o.busy && (b.Seq == o.next || timedOut) {
 			break
 		}
-		if !started && !o.busy {
-			// Start the clock only while waiting for a missing batch,
-			// not behind one the sink is still applying.
-			started = true
-			expired = make(chan struct{})
-			ch := expired
-			t := clk.AfterFunc(wait, func() { close(ch) })
-			defer t.Stop()
+		stopTimer()
+		if !o.busy {
+			ch := make(chan struct{})
+			timer, expired = clk.AfterFunc(wait, func() { close(ch) }), ch
 		}
 		changed := o.changed
 		o.mu.Unlock()
 		select {
 		case <-changed:
+			o.mu.Lock()
 		case <-expired:
-			timedOut, expired = true, nil
+			o.mu.Lock()
+			// Unless something moved just as the clock ran out.
+			timedOut = o.changed == changed
 		case <-ctx.Done():
 			return false, ctx.Err()
 		}
-		o.mu.Lock()
 	}
 	skipped = b.Seq > o.next
 	o.next, o.busy = b.Seq, true

@@ -70,16 +70,28 @@ func TestReceiverOrdersNumberedBatches(t *testing.T) {
 	expect("6", c6, 200)
 	expect("7", c7, 200)
 
+	// 10 waits for 8 and 9. 8 comes halfway through OrderWait, 9 after
+	// more than OrderWait in all: 10 does not give up on 9, since the line
+	// moved in between.
+	c10 := post(numbered(t, 10, 10, 8, del("b10", "x")))
+	waitsForItsTurn("10 waits for 8")
+	tr.clk.Advance(OrderWaitDefault / 2)
+	expect("8", post(numbered(t, 10, 8, 8, del("b8", "x"))), 200)
+	tr.clk.Advance(OrderWaitDefault/2 + time.Millisecond)
+	expect("9", post(numbered(t, 10, 9, 8, del("b9", "x"))), 200)
+	expect("10", c10, 200)
+
 	// A new epoch (a restarted sender) starts over; the old run is stale.
 	expect("new run", post(numbered(t, 11, 1, 1, del("n1", "x"))), 200)
-	expect("old run", post(numbered(t, 10, 8, 8, del("b8", "x"))), 409)
+	expect("old run", post(numbered(t, 10, 11, 11, del("b11", "x"))), 409)
 
 	calls, _ := tr.log.snapshot()
-	want := []string{"delivery:b1", "delivery:b2", "delivery:b4", "delivery:b6", "delivery:b7", "delivery:n1"}
+	want := []string{"delivery:b1", "delivery:b2", "delivery:b4", "delivery:b6", "delivery:b7",
+		"delivery:b8", "delivery:b9", "delivery:b10", "delivery:n1"}
 	if !equal(calls, want) {
 		t.Fatalf("sink saw %v, want %v", calls, want)
 	}
-	if st := tr.recv.Stats(); st.Stale != 2 || st.Skipped != 1 || st.Accepted != 6 {
+	if st := tr.recv.Stats(); st.Stale != 2 || st.Skipped != 1 || st.Accepted != 9 {
 		t.Fatalf("stats = %+v", st)
 	}
 }

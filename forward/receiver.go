@@ -309,14 +309,21 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			r.reject(w, http.StatusServiceUnavailable, &r.abandoned, "sender went away", a.peer)
 			return
 		}
-		defer p.order.leave(&batch)
 		if skipped {
 			r.skipped.Add(1)
 		}
 	}
 	r.accepted.Add(1)
 	r.items.Add(uint64(len(batch.Items)))
-	reply := r.dispatch(req.Context(), a.peer, batch.Items)
+	reply := func() Reply {
+		if batch.Seq != 0 {
+			// The next batch may go as soon as the sink is done with this
+			// one, while its reply is written; deferred, so a panicking
+			// sink cannot wedge the peer's order.
+			defer p.order.leave(&batch)
+		}
+		return r.dispatch(req.Context(), a.peer, batch.Items)
+	}()
 	out, err := json.Marshal(reply)
 	if err != nil {
 		http.Error(w, "encode reply", http.StatusInternalServerError)
