@@ -30,6 +30,7 @@ func init() {
 	var loopItems int
 	var slow slowPeerConfig
 	var runs int
+	var only []string
 	cmd := &cobra.Command{
 		Use:   "forward",
 		Short: "forward.PeerQueue vs the reference Node queue, and signed vs unsigned sends",
@@ -70,7 +71,19 @@ signed >= 0.8x unsigned.`,
 			if runs < 1 {
 				return usagef("--runs must be at least 1")
 			}
-			return runBenchForward(cmd.Context(), cmd.OutOrStdout(), anchor, loopItems, runs, slow)
+			parts := map[string]bool{}
+			for _, o := range only {
+				switch o {
+				case "queue", "slow-peer", "loopback":
+					parts[o] = true
+				default:
+					return usagef("--only %q: want queue, slow-peer or loopback", o)
+				}
+			}
+			if len(parts) == 0 {
+				parts = map[string]bool{"queue": true, "slow-peer": true, "loopback": true}
+			}
+			return runBenchForward(cmd.Context(), cmd.OutOrStdout(), anchor, loopItems, runs, slow, parts)
 		},
 	}
 	cmd.Flags().DurationVar(&slow.rtt, "slow-rtt", 50*time.Millisecond, "round trip of the slow peer")
@@ -79,6 +92,7 @@ signed >= 0.8x unsigned.`,
 	cmd.Flags().StringVar(&anchor, "anchor", os.Getenv("SWITCHYARD_FORWARD_ANCHOR"),
 		"folder holding the reference queue's bench.mjs (default $SWITCHYARD_FORWARD_ANCHOR; the anchor is skipped when unset, missing or node is not installed)")
 	cmd.Flags().IntVar(&loopItems, "loop-items", 200_000, "items per loopback send run")
+	cmd.Flags().StringSliceVar(&only, "only", nil, "run only these parts: queue, slow-peer, loopback (default all)")
 	cmd.Flags().IntVar(&runs, "runs", 3, "runs of each queue workload per side, taking turns; the best of each side is reported")
 	benchCmd.AddCommand(cmd)
 }
@@ -100,12 +114,30 @@ type fwdResult struct {
 	Prebuilt bool `json:"-"`
 }
 
-func runBenchForward(ctx context.Context, out io.Writer, anchorDir string, loopItems, runs int, slow slowPeerConfig) error {
-	fmt.Fprintf(out, "forward: queue workloads (GOMAXPROCS=%d), best of %d runs each side, the two sides taking turns\n", runtime.GOMAXPROCS(0), runs)
+func runBenchForward(ctx context.Context, out io.Writer, anchorDir string, loopItems, runs int, slow slowPeerConfig, parts map[string]bool) error {
 	why := anchorMissing(anchorDir)
 	if why != "" {
-		fmt.Fprintf(out, "  anchor skipped: %s\n", why)
+		fmt.Fprintf(out, "forward: anchor skipped: %s\n", why)
 	}
+	if parts["queue"] {
+		if err := benchForwardQueue(ctx, out, anchorDir, why, runs); err != nil {
+			return err
+		}
+	}
+	if parts["slow-peer"] {
+		if err := benchForwardSlowPeer(ctx, out, anchorDir, why, slow); err != nil {
+			return err
+		}
+	}
+	if parts["loopback"] {
+		return benchForwardLoopback(ctx, out, loopItems)
+	}
+	return nil
+}
+
+// benchForwardQueue runs the anchor's three workloads on both sides.
+func benchForwardQueue(ctx context.Context, out io.Writer, anchorDir, why string, runs int) error {
+	fmt.Fprintf(out, "forward: queue workloads (GOMAXPROCS=%d), best of %d runs each side, the two sides taking turns\n", runtime.GOMAXPROCS(0), runs)
 	type workload struct {
 		name  string
 		which string // the anchor's name for it (bench.mjs argument)
@@ -155,6 +187,12 @@ func runBenchForward(ctx context.Context, out io.Writer, anchorDir string, loopI
 		fmt.Fprintln(out, line)
 	}
 
+	return nil
+}
+
+// benchForwardSlowPeer runs the slow-peer workload at each rate, ours then
+// the anchor's.
+func benchForwardSlowPeer(ctx context.Context, out io.Writer, anchorDir, why string, slow slowPeerConfig) error {
 	fmt.Fprintf(out, "forward: slow peer, %s round trip, pushing for %s (ours: MaxInFlight %d)\n", slow.rtt, slow.dur, forward.MaxInFlightDefault)
 	for _, rate := range slow.rates {
 		if err := ctx.Err(); err != nil {
@@ -177,6 +215,11 @@ func runBenchForward(ctx context.Context, out io.Writer, anchorDir string, loopI
 		fmt.Fprintln(out, line)
 	}
 
+	return nil
+}
+
+// benchForwardLoopback measures signed vs unsigned sends on loopback.
+func benchForwardLoopback(ctx context.Context, out io.Writer, loopItems int) error {
 	fmt.Fprintf(out, "forward: loopback HTTP sends, %d items per run\n", loopItems)
 	for _, peers := range []int{1, 8} {
 		var rates [2]float64
