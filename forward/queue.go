@@ -542,6 +542,12 @@ func (q *PeerQueue) send(p *peer, f *flight) {
 		f.body = nil
 	}
 	p.spare = append(p.spare, f)
+	if len(p.inflight) == 0 && len(p.spare) > 1 {
+		// An idle peer keeps one set of buffers, as it needs for its next
+		// batch, not one per batch it had in flight at its busiest.
+		clear(p.spare[1:])
+		p.spare = p.spare[:1]
+	}
 	// Whatever arrived meanwhile ships now if it fills a batch, else gets
 	// the next window.
 	q.kickLocked(p)
