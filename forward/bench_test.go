@@ -38,7 +38,7 @@ func benchDead(b *testing.B, payload int) {
 	q, err := NewPeerQueue(QueueConfig{
 		From:       "bench",
 		Send:       func(ctx context.Context, _ *Outbound) error { <-ctx.Done(); return ctx.Err() },
-		OnOverflow: g.Overflow, OnShipped: g.Shipped, Logger: slog.New(slog.DiscardHandler),
+		OnOverflow: g.Overflow, OnTaken: g.Taken, OnLost: g.Lost, Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
 		b.Fatal(err)

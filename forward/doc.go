@@ -4,7 +4,9 @@
 // flush window, never one request per item. Each peer's backlog is bounded in
 // items and in encoded bytes; what does not fit is shed oldest first and
 // handed to an overflow callback, so loss is always reported ([GapPolicy]
-// turns it into gap markers for the subscriptions that lost events).
+// turns it into gap markers for the subscriptions that lost events). A batch
+// whose send fails is reported the same way. Several batches per peer may be
+// in flight; they are numbered, and a [Receiver] applies them in that order.
 //
 // A [Sender] ships batches over HTTP with one keep-alive connection pool per
 // peer and signs every body with HMAC-SHA256; a [Receiver] checks the

@@ -1,7 +1,9 @@
 package forward
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"testing"
 )
@@ -11,6 +13,8 @@ func FuzzDecodeBatch(f *testing.F) {
 	f.Add(batchBodyFuzz(del("s1", "a"), &Ack{SubID: "s", EntryID: "e"}, &Watch{Op: "add", Token: "t"},
 		&Bump{Scope: "presence"}, &Event{Family: "kv", ID: "i", KV: &KVChange{Op: "set", Value: []byte(`{"v":1}`)}}))
 	f.Add([]byte(`{"from":"eu","items":[{"kind":"nope"},{"kind":"delivery","subId":"s","event":{"op":"gap"},"appUid":null}]}`))
+	f.Add([]byte(`{"from":"eu","epoch":1764000000000000000,"seq":7,"base":5,"items":[{"kind":"ack","subId":"s","entryId":"e"}]}`))
+	f.Add([]byte(`{"from":"eu","epoch":-1,"seq":1.5,"base":0,"items":[]}`))
 	f.Add([]byte(`{"from":1}`))
 	f.Add([]byte(`[`))
 	f.Fuzz(func(t *testing.T, body []byte) {
@@ -18,13 +22,21 @@ func FuzzDecodeBatch(f *testing.F) {
 		if err != nil {
 			return
 		}
+		if b.checkOrder() != "" {
+			t.Fatalf("accepted numbering epoch %d seq %d base %d", b.Epoch, b.Seq, b.Base)
+		}
 		// Whatever decodes re-encodes to a body that decodes the same.
-		again, err := DecodeBatch(batchBodyFuzz(b.Items...))
+		re := batchBodyFuzz(b.Items...)
+		if b.Seq != 0 {
+			re = bytes.Replace(re, []byte(`,"items":[`),
+				fmt.Appendf(nil, `,"epoch":%d,"seq":%d,"base":%d,"items":[`, b.Epoch, b.Seq, b.Base), 1)
+		}
+		again, err := DecodeBatch(re)
 		if err != nil {
 			t.Fatalf("re-encoded batch does not decode: %v", err)
 		}
-		if len(again.Items) != len(b.Items) {
-			t.Fatalf("%d items, then %d", len(b.Items), len(again.Items))
+		if len(again.Items) != len(b.Items) || again.Epoch != b.Epoch || again.Seq != b.Seq || again.Base != b.Base {
+			t.Fatalf("%+v, then %+v", b, again)
 		}
 		for _, it := range b.Items {
 			if !json.Valid(AppendJSON(nil, it)) {

@@ -11,14 +11,21 @@ import (
 const (
 	// GapReasonDefault is the reason a backlog marker carries.
 	GapReasonDefault = "backlog_overflow"
+	// LostReasonDefault is the reason carried by a marker made for a
+	// delivery whose batch was lost (its send failed).
+	LostReasonDefault = "send_failed"
 	// WarnEveryDefault spaces the overflow warnings logged for one peer.
 	WarnEveryDefault = time.Minute
 )
 
 // GapConfig configures a [GapPolicy].
 type GapConfig struct {
-	// Reason goes into every marker's event. Empty means "backlog_overflow".
+	// Reason goes into the event of a marker made for a shed delivery.
+	// Empty means "backlog_overflow".
 	Reason string
+	// LostReason goes into the event of a marker made for a delivery whose
+	// batch was lost. Empty means "send_failed".
+	LostReason string
 	// WarnEvery is the least time between two overflow warnings for one
 	// peer; the next one says how many items were shed in between. Zero
 	// means one minute.
@@ -34,10 +41,13 @@ type GapConfig struct {
 type GapStats struct {
 	Overflows   uint64 // Overflow calls: the alarm "events_forward_overflow"
 	Dropped     uint64 // items handed to Overflow
-	Markers     uint64 // markers made
-	Covered     uint64 // shed deliveries a pending marker stands for
-	AckRequired uint64 // shed ackRequired deliveries: their lease retries them
-	NonDelivery uint64 // shed items of other kinds, dropped without a marker
+	LostBatches uint64 // Lost calls: batches whose send failed
+	Lost        uint64 // items handed to Lost
+	Markers     uint64 // markers made, for shed or lost deliveries
+	Requeued    uint64 // lost markers queued again (none other was pending)
+	Covered     uint64 // shed or lost deliveries a pending marker stands for
+	AckRequired uint64 // shed or lost ackRequired deliveries: their lease retries them
+	NonDelivery uint64 // shed or lost items of other kinds, without a marker
 	MarkersShed uint64 // markers shed themselves (nothing else was left)
 }
 
@@ -49,16 +59,21 @@ type gapWarn struct {
 }
 
 // GapPolicy turns shed deliveries into gap markers. Plug it into a queue
-// with QueueConfig{OnOverflow: g.Overflow, OnShipped: g.Shipped}.
+// with QueueConfig{OnOverflow: g.Overflow, OnTaken: g.Taken, OnLost: g.Lost}.
 //
 // A subscription has at most one marker pending per peer: the first shed
 // delivery of it becomes the marker (its event replaced by {id, subject,
-// op: "gap", reason, ts}) and later ones are counted under it until a batch
-// carrying the marker ships, or the marker is itself shed. ackRequired
-// deliveries get none (their lease retries them), nor do other item kinds.
+// op: "gap", reason, ts}) and later ones are counted under it while the
+// marker is still held by the queue. The slot frees when a batch carrying
+// the marker is taken for sending, or when the marker is itself shed, so a
+// delivery shed after that gets a marker of its own: every shed delivery is
+// named by a marker taken for sending after the delivery was pushed.
+// ackRequired deliveries get none (their lease retries them), nor do other
+// item kinds.
 type GapPolicy struct {
-	cfg    GapConfig
-	reason []byte // the reason, JSON-encoded
+	cfg        GapConfig
+	reason     []byte // the reasons, JSON-encoded
+	lostReason []byte
 
 	mu      sync.Mutex // protects the fields below
 	pending map[gapKey]*Delivery
@@ -71,6 +86,9 @@ func NewGapPolicy(cfg GapConfig) *GapPolicy {
 	if cfg.Reason == "" {
 		cfg.Reason = GapReasonDefault
 	}
+	if cfg.LostReason == "" {
+		cfg.LostReason = LostReasonDefault
+	}
 	if cfg.WarnEvery == 0 {
 		cfg.WarnEvery = WarnEveryDefault
 	}
@@ -81,10 +99,11 @@ func NewGapPolicy(cfg GapConfig) *GapPolicy {
 		cfg.Logger = slog.Default()
 	}
 	return &GapPolicy{
-		cfg:     cfg,
-		reason:  appendString(nil, cfg.Reason),
-		pending: make(map[gapKey]*Delivery),
-		warned:  make(map[string]*gapWarn),
+		cfg:        cfg,
+		reason:     appendString(nil, cfg.Reason),
+		lostReason: appendString(nil, cfg.LostReason),
+		pending:    make(map[gapKey]*Delivery),
+		warned:     make(map[string]*gapWarn),
 	}
 }
 
@@ -118,7 +137,7 @@ func (g *GapPolicy) Overflow(peer string, dropped []Item) []Item {
 		if _, ok := g.pending[k]; ok {
 			continue
 		}
-		m := g.marker(d)
+		m := g.marker(d, g.reason)
 		g.pending[k] = m
 		g.stats.Markers++
 		out = append(out, m)
@@ -127,11 +146,74 @@ func (g *GapPolicy) Overflow(peer string, dropped []Item) []Item {
 	return out
 }
 
-// Shipped is a [QueueConfig.OnShipped]: a marker's slot frees once a batch
-// carrying it has left, whether or not the send succeeded.
+// Lost is a [QueueConfig.OnLost]: a failed send has the outcome of a shed
+// for everything it carried. A lost delivery gets a marker (reason
+// LostReason) unless one is pending for its subscription; a lost marker is
+// queued again unless another is pending, which then stands for its
+// deliveries too. ackRequired deliveries and other kinds are counted, as
+// when shed. The returned markers go to the tail, so each is taken after
+// the deliveries it names were pushed.
+func (g *GapPolicy) Lost(peer string, lost []Item, _ error) []Item {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.stats.LostBatches++
+	g.stats.Lost += uint64(len(lost))
+	var out []Item
+	for _, it := range lost {
+		d, ok := it.(*Delivery)
+		if !ok {
+			g.stats.NonDelivery++
+			continue
+		}
+		k := gapKey{peer, d.SubID}
+		if isGapEvent(d.Event) {
+			if _, ok := g.pending[k]; ok {
+				continue
+			}
+			g.pending[k] = d
+			g.stats.Requeued++
+			out = append(out, d)
+			continue
+		}
+		if d.AckRequired {
+			g.stats.AckRequired++
+			continue
+		}
+		g.stats.Covered++
+		if _, ok := g.pending[k]; ok {
+			continue
+		}
+		m := g.marker(d, g.lostReason)
+		g.pending[k] = m
+		g.stats.Markers++
+		out = append(out, m)
+	}
+	// No warning here: the queue logs every lost batch.
+	return out
+}
+
+// Taken is a [QueueConfig.OnTaken]: a marker's slot frees as soon as a
+// batch carrying it is taken for sending. A delivery pushed before that
+// moment and shed after it would otherwise be counted under a marker that
+// is already on the wire, and the resync that marker triggers could miss it.
+func (g *GapPolicy) Taken(peer string, items []Item) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.freeLocked(peer, items)
+}
+
+// Shipped is a [QueueConfig.OnShipped] for queues wired without OnTaken: it
+// frees a marker's slot once the send carrying it returned. That is later
+// than Taken and leaves the window Taken closes (a delivery shed while the
+// marker is in flight is counted under it); with Taken wired it does
+// nothing.
 func (g *GapPolicy) Shipped(peer string, items []Item, _ error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.freeLocked(peer, items)
+}
+
+func (g *GapPolicy) freeLocked(peer string, items []Item) {
 	for _, it := range items {
 		if d, ok := it.(*Delivery); ok {
 			k := gapKey{peer, d.SubID}
@@ -159,9 +241,9 @@ func (g *GapPolicy) Stats() GapStats {
 
 // marker builds d's gap marker: d with its event replaced. Only id, subject
 // and ts are lifted out of the event, without decoding the rest of it.
-func (g *GapPolicy) marker(d *Delivery) *Delivery {
+func (g *GapPolicy) marker(d *Delivery, reason []byte) *Delivery {
 	id, subject, ts := topLevel(d.Event, "id"), topLevel(d.Event, "subject"), topLevel(d.Event, "ts")
-	ev := make([]byte, 0, 64+len(id)+len(subject)+len(ts)+len(g.reason))
+	ev := make([]byte, 0, 64+len(id)+len(subject)+len(ts)+len(reason))
 	ev = append(ev, '{')
 	if id != nil {
 		ev = append(appendKey(ev, "id"), id...)
@@ -170,7 +252,7 @@ func (g *GapPolicy) marker(d *Delivery) *Delivery {
 		ev = append(appendKey(ev, "subject"), subject...)
 	}
 	ev = append(appendKey(ev, "op"), `"gap"`...)
-	ev = append(appendKey(ev, "reason"), g.reason...)
+	ev = append(appendKey(ev, "reason"), reason...)
 	if ts != nil {
 		ev = append(appendKey(ev, "ts"), ts...)
 	} else {

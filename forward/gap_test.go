@@ -100,10 +100,15 @@ func TestGapPolicyInQueue(t *testing.T) {
 	q := newTestQueue(t, clk, rec, func(c *QueueConfig) {
 		c.MaxQueued = 3
 		c.OnOverflow = g.Overflow
-		c.OnShipped = g.Shipped
+		c.OnTaken = g.Taken
 	})
+	gate := make(chan struct{})
+	rec.gate = gate
 	for _, n := range []string{"a", "b", "c", "d", "e"} {
 		q.Push("us", del("s1", n))
+	}
+	if !g.Pending("us", "s1") {
+		t.Fatal("no marker pending after a shed")
 	}
 	clk.Advance(FlushDefault)
 	// d sheds a, whose marker joins the queue past the bound; e then sheds
@@ -115,8 +120,20 @@ func TestGapPolicyInQueue(t *testing.T) {
 	if s := g.Stats(); s.Markers != 1 || s.Covered != 3 {
 		t.Fatalf("gap stats = %+v", s)
 	}
-	idle(t, q, "us", 1)
+	// The send has not returned, but the marker is on its way: the slot is
+	// free, so the next shed delivery gets a marker of its own.
 	if g.Pending("us", "s1") {
-		t.Fatal("marker slot not freed after its batch shipped")
+		t.Fatal("marker slot still taken while its batch is in flight")
 	}
+	for _, n := range []string{"f", "g", "h", "i"} {
+		q.Push("us", del("s1", n))
+	}
+	if s := g.Stats(); s.Markers != 2 || !g.Pending("us", "s1") {
+		t.Fatalf("gap stats = %+v", s)
+	}
+	rec.mu.Lock()
+	rec.gate = nil
+	rec.mu.Unlock()
+	close(gate)
+	idle(t, q, "us", 1)
 }

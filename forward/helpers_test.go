@@ -79,6 +79,7 @@ func (c *fakeClock) Advance(d time.Duration) {
 // sentBatch is a copy of one Outbound, taken inside Send.
 type sentBatch struct {
 	peer  string
+	seq   uint64
 	items []Item
 	body  []byte
 }
@@ -97,7 +98,7 @@ func newRecorder() *recorder {
 }
 
 func (r *recorder) send(ctx context.Context, b *Outbound) error {
-	r.ch <- sentBatch{peer: b.Peer, items: append([]Item(nil), b.Items...), body: append([]byte(nil), b.Body...)}
+	r.ch <- sentBatch{peer: b.Peer, seq: b.Seq, items: append([]Item(nil), b.Items...), body: append([]byte(nil), b.Body...)}
 	r.mu.Lock()
 	err, gate := r.fail[b.Peer], r.gate
 	r.mu.Unlock()
@@ -119,15 +120,6 @@ func (r *recorder) next(t *testing.T) sentBatch {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no batch was sent")
 		return sentBatch{}
-	}
-}
-
-func (r *recorder) none(t *testing.T) {
-	t.Helper()
-	select {
-	case b := <-r.ch:
-		t.Fatalf("unexpected batch to %s: %s", b.peer, b.body)
-	default:
 	}
 }
 
@@ -216,4 +208,29 @@ func equal(a, b []string) bool {
 		}
 	}
 	return true
+}
+
+// waiting counts the timers that have neither run nor been stopped.
+func (c *fakeClock) waiting() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, t := range c.timers {
+		if !t.done {
+			n++
+		}
+	}
+	return n
+}
+
+// eventually polls cond until it holds, for at most 10 seconds.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not reached", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }

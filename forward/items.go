@@ -326,13 +326,37 @@ var (
 // informational only (the receiver acts on the signed peer id), and the
 // items in push order.
 type Batch struct {
-	From  string
-	Items []Item
+	From string
+	// Epoch, Seq and Base order a peer's batches (zero in a batch that
+	// does not carry them, which is applied as it comes). Epoch names the
+	// sender's run, larger for a later run; Seq numbers the run's batches
+	// from 1 in the order they were taken; Base is the lowest number of
+	// that run whose send had not returned when this one was taken, so
+	// nothing below it is worth waiting for.
+	Epoch, Seq, Base uint64
+	Items            []Item
 }
 
 type wireBatch struct {
 	From  *string           `json:"from"`
+	Epoch uint64            `json:"epoch"`
+	Seq   uint64            `json:"seq"`
+	Base  uint64            `json:"base"`
 	Items []json.RawMessage `json:"items"`
+}
+
+// checkOrder says why a batch's numbering is unusable, or "".
+func (b *Batch) checkOrder() string {
+	if b.Seq == 0 {
+		if b.Epoch != 0 || b.Base != 0 {
+			return "epoch or base without seq"
+		}
+		return ""
+	}
+	if b.Epoch == 0 || b.Base == 0 || b.Base > b.Seq {
+		return "seq without an epoch, or base not in 1..seq"
+	}
+	return ""
 }
 
 type wireKind struct {
@@ -359,7 +383,10 @@ func DecodeBatch(body []byte) (Batch, error) {
 	if wb.From == nil || wb.Items == nil {
 		return Batch{}, fmt.Errorf("%w: needs from and items", ErrMalformed)
 	}
-	out := Batch{From: *wb.From, Items: make([]Item, 0, len(wb.Items))}
+	out := Batch{From: *wb.From, Epoch: wb.Epoch, Seq: wb.Seq, Base: wb.Base, Items: make([]Item, 0, len(wb.Items))}
+	if why := out.checkOrder(); why != "" {
+		return Batch{}, fmt.Errorf("%w: %s", ErrMalformed, why)
+	}
 	for i, raw := range wb.Items {
 		it, err := decodeItem(raw)
 		if err != nil {
@@ -441,6 +468,9 @@ type wireFlat struct {
 
 type wireFlatBatch struct {
 	From  *string    `json:"from"`
+	Epoch uint64     `json:"epoch"`
+	Seq   uint64     `json:"seq"`
+	Base  uint64     `json:"base"`
 	Items []wireFlat `json:"items"`
 }
 
@@ -449,7 +479,10 @@ func decodeFlat(body []byte) (Batch, bool) {
 	if json.Unmarshal(body, &wb) != nil || wb.From == nil || wb.Items == nil {
 		return Batch{}, false
 	}
-	out := Batch{From: *wb.From, Items: make([]Item, 0, len(wb.Items))}
+	out := Batch{From: *wb.From, Epoch: wb.Epoch, Seq: wb.Seq, Base: wb.Base, Items: make([]Item, 0, len(wb.Items))}
+	if out.checkOrder() != "" {
+		return Batch{}, false
+	}
 	for i := range wb.Items {
 		w := &wb.Items[i]
 		var it Item

@@ -26,8 +26,8 @@ func TestMemoryBoundedUnderDeadPeer(t *testing.T) {
 	var q *PeerQueue
 	q, err := NewPeerQueue(QueueConfig{
 		From: "eu", Send: dead, Clock: clk,
-		Logger:    slog.New(slog.DiscardHandler),
-		OnShipped: g.Shipped,
+		Logger:  slog.New(slog.DiscardHandler),
+		OnTaken: g.Taken,
 		OnOverflow: func(peer string, dropped []Item) []Item {
 			out := g.Overflow(peer, dropped)
 			for _, it := range dropped {

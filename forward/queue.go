@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,6 +27,9 @@ const (
 	// count bound alone leaves memory unbounded, since nothing caps an
 	// item's own size.
 	MaxQueuedBytesDefault = 32 << 20
+	// MaxInFlightDefault is the most batches in flight per peer with the
+	// default bounds: MaxQueuedDefault / MaxBatchItemsDefault.
+	MaxInFlightDefault = (MaxQueuedDefault + MaxBatchItemsDefault - 1) / MaxBatchItemsDefault
 	// SendTimeoutDefault bounds one send.
 	SendTimeoutDefault = 10 * time.Second
 )
@@ -42,15 +46,21 @@ const (
 type Outbound struct {
 	// Peer is who the batch is for.
 	Peer string
+	// Seq numbers the peer's batches from 1 in the order they were taken.
+	// The body carries it, so the receiver applies batches in this order
+	// however their requests overtake each other.
+	Seq uint64
 	// Items are the batch's items in push order.
 	Items []Item
-	// Body is the encoded batch, {"from":...,"items":[...]}, built by
-	// concatenating each item's encoding made at push.
+	// Body is the encoded batch, {"from":...,"epoch":...,"seq":...,
+	// "base":...,"items":[...]}, built by concatenating each item's
+	// encoding made at push.
 	Body []byte
 }
 
 // SendFunc ships one batch. An error means the batch is lost: the queue
-// counts and logs it and never retries. The Outbound and its slices are
+// counts and logs it, never retries it, and hands its items to
+// [QueueConfig.OnLost]. The Outbound and its slices are
 // reused once SendFunc returns, so it must not keep them.
 type SendFunc func(ctx context.Context, b *Outbound) error
 
@@ -58,8 +68,8 @@ type SendFunc func(ctx context.Context, b *Outbound) error
 type QueueConfig struct {
 	// From is the sending region, written into every batch body. Required.
 	From string
-	// Send ships one batch. Required. The queue calls it with at most one
-	// batch in flight per peer, from a goroutine of its own.
+	// Send ships one batch. Required. The queue calls it from a goroutine
+	// per batch, with at most MaxInFlight batches in flight per peer.
 	Send SendFunc
 	// OnOverflow receives the items a bound shed, oldest first, and returns
 	// what to queue in their place (gap markers). The replacements are
@@ -67,6 +77,19 @@ type QueueConfig struct {
 	// It runs with the peer's lock held: it must not call the queue, and
 	// must not keep dropped, which is reused. Nil only counts the loss.
 	OnOverflow func(peer string, dropped []Item) []Item
+	// OnTaken, if set, is told about every batch the moment it is taken off
+	// the peer's backlog for sending, before Send is called. A gap policy
+	// frees a marker's slot here: anything shed from now on is no longer
+	// covered by that marker, which is already on its way. It runs with the
+	// peer's lock held, under the same rules as OnOverflow; items is reused.
+	OnTaken func(peer string, items []Item)
+	// OnLost, if set, receives the items of every batch whose send failed
+	// (an error, a non-2xx answer, a timeout) and returns what to queue in
+	// their place for the next send: the same outcome as a shed, so a lost
+	// batch is never silent. The replacements are not held to the bounds.
+	// It runs with the peer's lock held, under the same rules as
+	// OnOverflow; lost is reused. Nil only counts the loss.
+	OnLost func(peer string, lost []Item, err error) []Item
 	// OnShipped, if set, is told about every batch once its send returned,
 	// with the send's error (nil on success). Items is reused afterwards.
 	OnShipped func(peer string, items []Item, err error)
@@ -82,6 +105,12 @@ type QueueConfig struct {
 	// MaxQueuedBytes is the most encoded bytes held for one peer. Zero
 	// means 32 MiB.
 	MaxQueuedBytes int64
+	// MaxInFlight is the most batches in flight per peer. Zero means
+	// MaxQueued / MaxBatchItems rounded up (25 with the defaults): a slow
+	// peer then takes, per round trip, as many items as it can hold, the
+	// whole backlog the reference queue ships in one request, but in
+	// bodies no larger than one batch.
+	MaxInFlight int
 	// SendTimeout bounds each call to Send. Zero means 10s.
 	SendTimeout time.Duration
 	// Clock drives the flush window. Nil means the wall clock.
@@ -109,6 +138,9 @@ func (c QueueConfig) withDefaults() QueueConfig {
 	if c.SendTimeout == 0 {
 		c.SendTimeout = SendTimeoutDefault
 	}
+	if c.MaxInFlight == 0 {
+		c.MaxInFlight = (c.MaxQueued + c.MaxBatchItems - 1) / c.MaxBatchItems
+	}
 	if c.Clock == nil {
 		c.Clock = WallClock
 	}
@@ -124,7 +156,7 @@ func (c QueueConfig) validate() error {
 		return errors.New("from is required")
 	case c.Send == nil:
 		return errors.New("send is required")
-	case c.Flush < 0, c.MaxBatchItems < 0, c.MaxBatchBytes < 0, c.MaxQueued < 0, c.MaxQueuedBytes < 0, c.SendTimeout < 0:
+	case c.Flush < 0, c.MaxBatchItems < 0, c.MaxBatchBytes < 0, c.MaxQueued < 0, c.MaxQueuedBytes < 0, c.SendTimeout < 0, c.MaxInFlight < 0:
 		return errors.New("bounds must not be negative")
 	}
 	return nil
@@ -137,15 +169,19 @@ type Stats struct {
 	ShedBytes    uint64 // their encoded bytes
 	Overflows    uint64 // pushes that shed something
 	Replacements uint64 // items OnOverflow returned, queued in their place
-	Batches      uint64 // batches handed to Send
+	Batches      uint64 // batches taken and handed to Send
 	SentItems    uint64 // items in those batches
-	SentBytes    uint64 // body bytes of those batches
+	SentBytes    uint64 // body bytes of those whose send returned
 	LostBatches  uint64 // batches whose send failed
 	LostItems    uint64 // items in them
-	Discarded    uint64 // pushes after Stop, and items still held when it ran
-	HeldItems    int    // items waiting now
-	HeldBytes    int64  // their encoded bytes
-	InFlight     int    // items in sends that have not returned
+	// LostReplacements is the items OnLost returned, queued in their place.
+	LostReplacements uint64
+	Discarded        uint64 // pushes after Stop, and items still held when it ran
+	HeldItems        int    // items waiting now
+	HeldBytes        int64  // their encoded bytes
+	InFlight         int    // items in sends that have not returned
+	// InFlightBatches is how many sends have not returned.
+	InFlightBatches int
 }
 
 func (s *Stats) add(o Stats) {
@@ -159,14 +195,16 @@ func (s *Stats) add(o Stats) {
 	s.SentBytes += o.SentBytes
 	s.LostBatches += o.LostBatches
 	s.LostItems += o.LostItems
+	s.LostReplacements += o.LostReplacements
 	s.Discarded += o.Discarded
 	s.HeldItems += o.HeldItems
 	s.HeldBytes += o.HeldBytes
 	s.InFlight += o.InFlight
+	s.InFlightBatches += o.InFlightBatches
 }
 
 // PeerQueue batches items per peer: one send per peer per flush window,
-// early once a batch bound trips, never more than one in flight per peer.
+// early once a batch bound trips, at most MaxInFlight in flight per peer.
 // Each peer's backlog is held to MaxQueued items and MaxQueuedBytes bytes,
 // each bound tripping on its own; the oldest items go first, deliveries
 // before gap markers, markers only once nothing else is left.
@@ -175,7 +213,7 @@ func (s *Stats) add(o Stats) {
 // from NewPeerQueue until Stop.
 type PeerQueue struct {
 	cfg    QueueConfig
-	prefix []byte // {"from":...,"items":[
+	prefix []byte // {"from":...,"epoch":...
 
 	mu      sync.RWMutex // protects peers and changed
 	peers   map[string]*peer
@@ -201,7 +239,6 @@ type peer struct {
 	marks     ring
 	seq       uint64
 	bytes     int64
-	flushing  bool // a send is in flight
 	timerOn   bool
 	timerGen  uint64
 	timer     Timer
@@ -209,9 +246,17 @@ type peer struct {
 	scratch   []byte // encoding buffer reused by every push
 	dropped   []Item // shed items handed to OnOverflow, reused
 	stats     Stats
-	inflightN int
+	nextSeq   uint64    // the last batch number handed out
+	inflight  []*flight // sends that have not returned, in take order
+	inflightN int       // items in them
+	spare     []*flight // flights whose send returned, kept for their buffers
+}
 
-	// Owned by the one send in flight (flushing hands them over).
+// flight is one batch taken for sending. Its send goroutine owns the
+// buffers until the send returns; seq and base are fixed at take.
+type flight struct {
+	seq   uint64 // the batch's number on its peer
+	base  uint64 // the lowest number of a send to the peer not yet returned
 	taken []entry
 	items []Item
 	body  []byte
@@ -232,7 +277,11 @@ func NewPeerQueue(cfg QueueConfig) (*PeerQueue, error) {
 		sendCtx: ctx,
 		cancel:  cancel,
 	}
-	q.prefix = append(appendString([]byte(`{"from":`), cfg.From), `,"items":[`...)
+	// The epoch tells a receiver that a new run of batch numbers starts:
+	// a restarted sender's epoch is larger, as long as the clock did not
+	// step back across the restart.
+	q.prefix = appendString([]byte(`{"from":`), cfg.From)
+	q.prefix = strconv.AppendInt(append(q.prefix, `,"epoch":`...), max(1, cfg.Clock.Now().UnixNano()), 10)
 	return q, nil
 }
 
@@ -345,16 +394,18 @@ func (q *PeerQueue) shedOneLocked(p *peer) Item {
 	return e.item
 }
 
-// kickLocked ships now if a batch bound tripped, else arms the window.
+// kickLocked ships every full batch a free send slot can take, then arms
+// the window for what is left if a slot is still free. With every slot
+// busy, nothing waits on a timer: the next send to return kicks again.
 func (q *PeerQueue) kickLocked(p *peer) {
-	if p.flushing || p.count() == 0 || q.stopped.Load() {
+	if q.stopped.Load() {
 		return
 	}
-	if p.count() >= q.cfg.MaxBatchItems || p.bytes >= q.cfg.MaxBatchBytes {
+	for p.count() > 0 && len(p.inflight) < q.cfg.MaxInFlight &&
+		(p.count() >= q.cfg.MaxBatchItems || p.bytes >= q.cfg.MaxBatchBytes) {
 		q.startSendLocked(p)
-		return
 	}
-	if p.timerOn {
+	if p.count() == 0 || p.timerOn || len(p.inflight) >= q.cfg.MaxInFlight {
 		return
 	}
 	p.timerOn = true
@@ -372,7 +423,12 @@ func (q *PeerQueue) onTimer(p *peer, gen uint64) {
 		return
 	}
 	p.timerOn = false
-	if !p.flushing && p.count() > 0 && !q.stopped.Load() {
+	q.shipLocked(p)
+}
+
+// shipLocked ships what is held, as many batches as free slots take.
+func (q *PeerQueue) shipLocked(p *peer) {
+	for p.count() > 0 && len(p.inflight) < q.cfg.MaxInFlight && !q.stopped.Load() {
 		q.startSendLocked(p)
 	}
 }
@@ -384,13 +440,23 @@ func (q *PeerQueue) stopTimerLocked(p *peer) {
 	}
 }
 
-// startSendLocked takes one batch off the head, in push order, and ships it
-// from a goroutine of its own.
+// startSendLocked takes one batch off the head, in push order, numbers it
+// and ships it from a goroutine of its own.
 func (q *PeerQueue) startSendLocked(p *peer) {
 	q.stopTimerLocked(p)
-	p.flushing = true
+	var f *flight
+	if n := len(p.spare); n > 0 {
+		f, p.spare = p.spare[n-1], p.spare[:n-1]
+	} else {
+		f = &flight{}
+	}
+	p.nextSeq++
+	f.seq, f.base = p.nextSeq, p.nextSeq
+	for _, o := range p.inflight {
+		f.base = min(f.base, o.seq)
+	}
 	var size int64
-	for len(p.taken) < q.cfg.MaxBatchItems && size < q.cfg.MaxBatchBytes {
+	for len(f.taken) < q.cfg.MaxBatchItems && size < q.cfg.MaxBatchBytes {
 		var r *ring
 		switch {
 		case p.plain.len() == 0 && p.marks.len() == 0:
@@ -408,64 +474,82 @@ func (q *PeerQueue) startSendLocked(p *peer) {
 		}
 		e := r.pop()
 		size += e.size()
-		p.taken = append(p.taken, e)
+		f.taken = append(f.taken, e)
+		f.items = append(f.items, e.item)
 	}
 	p.bytes -= size
 	if p.count() == 0 {
 		p.plain.reset()
 		p.marks.reset()
 	}
-	p.inflightN = len(p.taken)
+	p.inflight = append(p.inflight, f)
+	p.inflightN += len(f.taken)
+	p.stats.Batches++
+	p.stats.SentItems += uint64(len(f.items))
+	if q.cfg.OnTaken != nil {
+		q.cfg.OnTaken(p.name, f.items)
+	}
 	q.inflight.Add(1)
-	go q.send(p)
+	go q.send(p, f)
 }
 
-func (q *PeerQueue) send(p *peer) {
+func (q *PeerQueue) send(p *peer, f *flight) {
 	defer q.inflight.Done()
-	body := append(p.body[:0], q.prefix...)
-	items := p.items[:0]
-	for i := range p.taken {
+	body := append(f.body[:0], q.prefix...)
+	body = strconv.AppendUint(append(body, `,"seq":`...), f.seq, 10)
+	body = strconv.AppendUint(append(body, `,"base":`...), f.base, 10)
+	body = append(body, `,"items":[`...)
+	for i := range f.taken {
 		if i > 0 {
 			body = append(body, ',')
 		}
-		body = p.taken[i].appendTo(body)
-		items = append(items, p.taken[i].item)
+		body = f.taken[i].appendTo(body)
 	}
 	body = append(body, ']', '}')
-	p.out = Outbound{Peer: p.name, Items: items, Body: body}
+	f.out = Outbound{Peer: p.name, Seq: f.seq, Items: f.items, Body: body}
 
 	ctx, cancel := context.WithTimeout(q.sendCtx, q.cfg.SendTimeout)
-	err := q.cfg.Send(ctx, &p.out)
+	err := q.cfg.Send(ctx, &f.out)
 	cancel()
 	if err != nil {
-		q.cfg.Logger.Warn("forward: batch lost", "peer", p.name, "items", len(items), "err", err)
+		q.cfg.Logger.Warn("forward: batch lost", "peer", p.name, "seq", f.seq, "items", len(f.items), "err", err)
 	}
 	if q.cfg.OnShipped != nil {
-		q.cfg.OnShipped(p.name, items, err)
-	}
-
-	clear(p.taken)
-	clear(items)
-	p.taken, p.items, p.out = p.taken[:0], items[:0], Outbound{}
-	// A body grown by one huge batch is not worth keeping per peer.
-	if cap(body) <= 4*int(q.cfg.MaxBatchBytes) {
-		p.body = body[:0]
-	} else {
-		p.body = nil
+		q.cfg.OnShipped(p.name, f.items, err)
 	}
 
 	p.mu.Lock()
-	p.stats.Batches++
-	p.stats.SentItems += uint64(len(items))
 	p.stats.SentBytes += uint64(len(body))
 	if err != nil {
 		p.stats.LostBatches++
-		p.stats.LostItems += uint64(len(items))
+		p.stats.LostItems += uint64(len(f.items))
+		q.lostLocked(p, f.items, err)
 	}
-	p.inflightN = 0
-	p.flushing = false
-	// Whatever arrived mid-flight gets the next window, or ships at once
-	// if it already fills a batch.
+	for i, o := range p.inflight {
+		if o == f {
+			p.inflight = append(p.inflight[:i], p.inflight[i+1:]...)
+			break
+		}
+	}
+	p.inflightN -= len(f.taken)
+	clear(f.taken)
+	clear(f.items)
+	f.taken, f.items, f.out = f.taken[:0], f.items[:0], Outbound{}
+	// A body grown by one huge batch is not worth keeping.
+	if cap(body) <= 4*int(q.cfg.MaxBatchBytes) {
+		f.body = body[:0]
+	} else {
+		f.body = nil
+	}
+	p.spare = append(p.spare, f)
+	if len(p.inflight) == 0 && len(p.spare) > 1 {
+		// An idle peer keeps one set of buffers, as it needs for its next
+		// batch, not one per batch it had in flight at its busiest.
+		clear(p.spare[1:])
+		p.spare = p.spare[:1]
+	}
+	// Whatever arrived meanwhile ships now if it fills a batch, else gets
+	// the next window.
 	q.kickLocked(p)
 	p.mu.Unlock()
 
@@ -475,8 +559,29 @@ func (q *PeerQueue) send(p *peer) {
 	q.mu.Unlock()
 }
 
-// Flush ships what is held for one peer now, unless a send to it is in
-// flight (whatever is left then ships when it returns).
+// lostLocked hands a failed batch's items to OnLost and queues what it
+// returns for the next send, past the bounds as overflow replacements are:
+// the loss of a batch is told like the loss of a shed item. After Stop
+// nothing can be sent, so the replacements are discarded and counted.
+func (q *PeerQueue) lostLocked(p *peer, items []Item, err error) {
+	if q.cfg.OnLost == nil {
+		return
+	}
+	for _, r := range q.cfg.OnLost(p.name, items, err) {
+		if r == nil {
+			continue
+		}
+		if q.stopped.Load() {
+			p.stats.Discarded++
+			continue
+		}
+		q.appendLocked(p, r)
+		p.stats.LostReplacements++
+	}
+}
+
+// Flush ships what is held for one peer now, as far as free send slots
+// allow (whatever is left ships as sends return).
 func (q *PeerQueue) Flush(peerName string) {
 	q.mu.RLock()
 	p := q.peers[peerName]
@@ -485,9 +590,7 @@ func (q *PeerQueue) Flush(peerName string) {
 		return
 	}
 	p.mu.Lock()
-	if !p.flushing && p.count() > 0 && !q.stopped.Load() {
-		q.startSendLocked(p)
-	}
+	q.shipLocked(p)
 	p.mu.Unlock()
 }
 
@@ -506,10 +609,8 @@ func (q *PeerQueue) FlushAll(ctx context.Context) error {
 		busy := false
 		for _, p := range peers {
 			p.mu.Lock()
-			if !p.flushing && p.count() > 0 && !q.stopped.Load() {
-				q.startSendLocked(p)
-			}
-			busy = busy || p.flushing
+			q.shipLocked(p)
+			busy = busy || len(p.inflight) > 0
 			p.mu.Unlock()
 		}
 		if !busy {
@@ -587,5 +688,6 @@ func (p *peer) snapshot() Stats {
 	s.HeldItems = p.count()
 	s.HeldBytes = p.bytes
 	s.InFlight = p.inflightN
+	s.InFlightBatches = len(p.inflight)
 	return s
 }

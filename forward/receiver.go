@@ -28,6 +28,9 @@ const (
 	ReplayWindowDefault = 4096
 	// AckConcurrencyDefault is how many acks are handed to the sink at once.
 	AckConcurrencyDefault = 16
+	// OrderWaitDefault is how long a numbered batch waits for a missing
+	// earlier one before that one is given up (and refused if it comes).
+	OrderWaitDefault = 2 * time.Second
 )
 
 // Sink receives a batch's items. The receiver calls it in a fixed order:
@@ -117,6 +120,10 @@ type ReceiverConfig struct {
 	ReplayWindow int
 	// AckConcurrency is how many acks the sink gets at once. Zero means 16.
 	AckConcurrency int
+	// OrderWait is how long a numbered batch waits for a lower-numbered one
+	// of its peer that has not arrived; after that the missing one is
+	// stale. Zero means 2s.
+	OrderWait time.Duration
 	// Clock checks timestamps. Nil means the wall clock.
 	Clock Clock
 	// Logger receives rejections at debug level. Nil means slog.Default().
@@ -136,6 +143,9 @@ type ReceiverStats struct {
 	Forbidden    uint64 // 403: missing or unknown peer, bad signature
 	Replayed     uint64 // 403: nonce seen before or below the window
 	MethodDenied uint64 // 405
+	Stale        uint64 // 409: a later batch of the peer was applied first
+	Skipped      uint64 // batches applied after OrderWait gave up on earlier ones
+	Abandoned    uint64 // 503: the sender went away while its batch waited its turn
 }
 
 // Receiver is the http.Handler peers post batches to.
@@ -143,12 +153,13 @@ type Receiver struct {
 	cfg   ReceiverConfig
 	peers map[string]*receiverPeer
 
-	accepted, items, ignored, badRequest, tooLarge, forbidden, replayed, method atomic.Uint64
+	accepted, items, ignored, badRequest, tooLarge, forbidden, replayed, method, stale, skipped, abandoned atomic.Uint64
 }
 
 type receiverPeer struct {
 	signer *signer
 	window *nonceWindow
+	order  *linkOrder
 }
 
 var _ http.Handler = (*Receiver)(nil)
@@ -160,7 +171,7 @@ func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
 		return nil, errors.New("forward receiver: peers are required")
 	case cfg.Sink == nil:
 		return nil, errors.New("forward receiver: sink is required")
-	case cfg.MaxBodyBytes < 0, cfg.MaxAge < 0, cfg.MaxFuture < 0, cfg.ReplayWindow < 0, cfg.AckConcurrency < 0:
+	case cfg.MaxBodyBytes < 0, cfg.MaxAge < 0, cfg.MaxFuture < 0, cfg.ReplayWindow < 0, cfg.AckConcurrency < 0, cfg.OrderWait < 0:
 		return nil, errors.New("forward receiver: bounds must not be negative")
 	}
 	if cfg.MaxBodyBytes == 0 {
@@ -178,6 +189,9 @@ func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
 	if cfg.AckConcurrency == 0 {
 		cfg.AckConcurrency = AckConcurrencyDefault
 	}
+	if cfg.OrderWait == 0 {
+		cfg.OrderWait = OrderWaitDefault
+	}
 	if cfg.Clock == nil {
 		cfg.Clock = WallClock
 	}
@@ -189,7 +203,7 @@ func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
 		if len(secret) == 0 && !cfg.InsecureSkipSignature {
 			return nil, fmt.Errorf("forward receiver: peer %q has no secret", id)
 		}
-		r.peers[id] = &receiverPeer{signer: newSigner(secret), window: newNonceWindow(cfg.ReplayWindow)}
+		r.peers[id] = &receiverPeer{signer: newSigner(secret), window: newNonceWindow(cfg.ReplayWindow), order: newLinkOrder()}
 	}
 	return r, nil
 }
@@ -200,6 +214,7 @@ func (r *Receiver) Stats() ReceiverStats {
 		Accepted: r.accepted.Load(), Items: r.items.Load(), Ignored: r.ignored.Load(),
 		BadRequest: r.badRequest.Load(), TooLarge: r.tooLarge.Load(), Forbidden: r.forbidden.Load(),
 		Replayed: r.replayed.Load(), MethodDenied: r.method.Load(),
+		Stale: r.stale.Load(), Skipped: r.skipped.Load(), Abandoned: r.abandoned.Load(),
 	}
 }
 
@@ -281,9 +296,34 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		r.reject(w, http.StatusBadRequest, &r.badRequest, "malformed batch", a.peer)
 		return
 	}
+	if batch.Seq != 0 {
+		// Batches of one peer reach the sink one at a time, in the order
+		// the sender took them.
+		skipped, err := p.order.enter(req.Context(), &batch, r.cfg.Clock, r.cfg.OrderWait)
+		switch {
+		case errors.Is(err, errStale):
+			r.reject(w, http.StatusConflict, &r.stale, "stale batch: a later one was applied", a.peer)
+			return
+		case err != nil:
+			// The sender gave up on this request; it counts the batch lost.
+			r.reject(w, http.StatusServiceUnavailable, &r.abandoned, "sender went away", a.peer)
+			return
+		}
+		if skipped {
+			r.skipped.Add(1)
+		}
+	}
 	r.accepted.Add(1)
 	r.items.Add(uint64(len(batch.Items)))
-	reply := r.dispatch(req.Context(), a.peer, batch.Items)
+	reply := func() Reply {
+		if batch.Seq != 0 {
+			// The next batch may go as soon as the sink is done with this
+			// one, while its reply is written; deferred, so a panicking
+			// sink cannot wedge the peer's order.
+			defer p.order.leave(&batch)
+		}
+		return r.dispatch(req.Context(), a.peer, batch.Items)
+	}()
 	out, err := json.Marshal(reply)
 	if err != nil {
 		http.Error(w, "encode reply", http.StatusInternalServerError)

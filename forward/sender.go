@@ -49,6 +49,12 @@ type SenderConfig struct {
 	// Timeout bounds one request on top of the caller's context. Zero
 	// means 10s.
 	Timeout time.Duration
+	// IdleConnsPerPeer is how many keep-alive connections are kept per
+	// peer between sends. A queue keeps up to its MaxInFlight batches in
+	// flight, each on a connection of its own (over HTTP/1.1), so fewer
+	// would close and redial connections under load. Zero means 25
+	// (MaxInFlightDefault).
+	IdleConnsPerPeer int
 	// Nonces hands out nonces. Nil means a [ClockNonces] on Clock.
 	Nonces NonceSource
 	// Clock stamps requests. Nil means the wall clock.
@@ -63,7 +69,8 @@ type SenderConfig struct {
 }
 
 // Sender ships batches to peers over HTTP, signed, with one keep-alive
-// connection pool per peer. Its Send is a [SendFunc].
+// connection pool per peer. Its Send is a [SendFunc], safe for concurrent
+// use: a queue calls it for several batches of one peer at once.
 type Sender struct {
 	cfg     SenderConfig
 	signer  *signer
@@ -85,8 +92,11 @@ func NewSender(cfg SenderConfig) (*Sender, error) {
 		return nil, errors.New("forward sender: secret is required")
 	case len(cfg.Peers) == 0:
 		return nil, errors.New("forward sender: peers are required")
-	case cfg.Timeout < 0:
-		return nil, errors.New("forward sender: timeout must not be negative")
+	case cfg.Timeout < 0, cfg.IdleConnsPerPeer < 0:
+		return nil, errors.New("forward sender: timeout and idle connections must not be negative")
+	}
+	if cfg.IdleConnsPerPeer == 0 {
+		cfg.IdleConnsPerPeer = MaxInFlightDefault
 	}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = SendRequestTimeoutDefault
@@ -100,11 +110,11 @@ func NewSender(cfg SenderConfig) (*Sender, error) {
 	s := &Sender{cfg: cfg, signer: newSigner(cfg.Secret), clients: make(map[string]*peerClient, len(cfg.Peers))}
 	for id, url := range cfg.Peers {
 		// One transport per peer: its own pool, so a slow peer cannot
-		// hold connections another needs. One send is in flight per peer,
-		// so a couple of idle connections is all it keeps.
+		// hold connections another needs.
 		t := &http.Transport{
 			DialContext:           (&net.Dialer{Timeout: DialTimeoutDefault, KeepAlive: 30 * time.Second}).DialContext,
-			MaxIdleConnsPerHost:   2,
+			MaxIdleConns:          cfg.IdleConnsPerPeer,
+			MaxIdleConnsPerHost:   cfg.IdleConnsPerPeer,
 			IdleConnTimeout:       90 * time.Second,
 			ResponseHeaderTimeout: cfg.Timeout,
 		}
