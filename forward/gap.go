@@ -202,17 +202,6 @@ func (g *GapPolicy) Taken(peer string, items []Item) {
 	g.freeLocked(peer, items)
 }
 
-// Shipped is a [QueueConfig.OnShipped] for queues wired without OnTaken: it
-// frees a marker's slot once the send carrying it returned. That is later
-// than Taken and leaves the window Taken closes (a delivery shed while the
-// marker is in flight is counted under it); with Taken wired it does
-// nothing.
-func (g *GapPolicy) Shipped(peer string, items []Item, _ error) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.freeLocked(peer, items)
-}
-
 func (g *GapPolicy) freeLocked(peer string, items []Item) {
 	for _, it := range items {
 		if d, ok := it.(*Delivery); ok {

@@ -49,11 +49,11 @@ func TestGapPolicyMarkers(t *testing.T) {
 	}
 	// Shipping the marker frees the slot; shipping an equal-looking
 	// delivery that is not the marker does not.
-	g.Shipped("us", []Item{del("sa", "a1:gap")}, nil)
+	g.Taken("us", []Item{del("sa", "a1:gap")})
 	if !g.Pending("us", "sa") {
 		t.Fatal("slot freed by an item that is not the marker")
 	}
-	g.Shipped("us", []Item{m}, nil)
+	g.Taken("us", []Item{m})
 	if g.Pending("us", "sa") || !g.Pending("us", "sb") {
 		t.Fatal("wrong slots after ship")
 	}

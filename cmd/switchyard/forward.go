@@ -156,7 +156,7 @@ func runForwardDemo(ctx context.Context, out io.Writer, d demoConfig) error {
 	gap := forward.NewGapPolicy(forward.GapConfig{Logger: quietLogger()})
 	q, err := forward.NewPeerQueue(forward.QueueConfig{
 		From: "eu", Send: sender.Send, MaxQueued: d.maxQueued,
-		OnOverflow: gap.Overflow, OnShipped: gap.Shipped, Logger: quietLogger(),
+		OnOverflow: gap.Overflow, OnTaken: gap.Taken, OnLost: gap.Lost, Logger: quietLogger(),
 	})
 	if err != nil {
 		return fmt.Errorf("forward demo: %w", err)
