@@ -182,7 +182,15 @@ type sqliteStream struct {
 	runKeyed bool
 	runVals  []any
 	runKeys  map[string]struct{} // the keys in the run
-	execArgs []any               // reused argument buffer of insertMany
+	execArgs []any               // reused argument buffer of insertMany and delMany
+	// Keyed replaces of the run whose old rows are still to be deleted, and
+	// for every deferred delete of the current Write, in order, the seq it
+	// removed (0 = the key had no row); delKeys are the last len(delKeys).
+	delKeys []string
+	delSeqs []uint64
+	// delMany[i] deletes up to insertRuns[i] keys in one statement,
+	// prepared on first use.
+	delMany [len(insertRuns)]*sql.Stmt
 }
 
 func (s *sqliteStream) init(now time.Time) error {
@@ -308,7 +316,7 @@ func (s *sqliteStream) Close() error {
 	if s.arch != nil {
 		first = s.arch.backup(s)
 	}
-	for _, st := range append([]*sql.Stmt{s.insert, s.keySeq, s.delSeq, s.delKey, s.getSeq, s.getKey, s.putMsgID, s.beginStmt, s.commitStmt, s.dataVer}, append(s.insertMany[0][:], s.insertMany[1][:]...)...) {
+	for _, st := range append([]*sql.Stmt{s.insert, s.keySeq, s.delSeq, s.delKey, s.getSeq, s.getKey, s.putMsgID, s.beginStmt, s.commitStmt, s.dataVer}, append(append(s.insertMany[0][:], s.insertMany[1][:]...), s.delMany[:]...)...) {
 		if st != nil {
 			if err := st.Close(); err != nil && first == nil {
 				first = err
