@@ -38,6 +38,9 @@ func (s *sqliteStream) Delete(d persist.Delete, now time.Time) ([]uint64, []Chan
 				break
 			}
 			s.removed(size, hadTTL)
+			if q == s.lastSeq {
+				s.newestGone = true
+			}
 			seqs = append(seqs, q)
 		}
 		slices.Sort(seqs)

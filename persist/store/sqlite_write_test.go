@@ -1,7 +1,10 @@
 package store
 
 import (
+	"database/sql"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -364,4 +367,90 @@ func describeRows(t *testing.T, st Stream) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestSeqNotReusedAfterNewestGone: once the newest message is gone (deleted
+// by seq, by up-to or all, or by a limit), a reopened stream still goes on
+// from the highest seq ever given, in files made with AUTOINCREMENT (older
+// ones) and without it (whose commits then record the seq in meta).
+func TestSeqNotReusedAfterNewestGone(t *testing.T) {
+	ways := []struct {
+		name string
+		gone func(t *testing.T, st Stream, now time.Time)
+	}{
+		{"delete by seq", func(t *testing.T, st Stream, now time.Time) {
+			if _, _, err := st.Delete(persist.Delete{Seqs: []uint64{3}}, now); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"delete all", func(t *testing.T, st Stream, now time.Time) {
+			if _, _, err := st.Delete(persist.Delete{All: true}, now); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"max_msgs 0", func(t *testing.T, st Stream, now time.Time) {
+			c := st.Config()
+			c.MaxMsgs = 0
+			if _, _, err := st.SetConfig(c, now); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	for _, legacy := range []bool{false, true} {
+		for _, w := range ways {
+			t.Run(fmt.Sprintf("%s/autoincrement=%v", w.name, legacy), func(t *testing.T) {
+				t.Parallel()
+				dir, now := t.TempDir(), time.Now()
+				if legacy {
+					makeLegacyFile(t, dir, "hub", "s")
+				}
+				open := func() Stream {
+					t.Helper()
+					st, err := NewSQLite(SQLiteConfig{Dir: dir}).Open("hub", "s", false, now)
+					if err != nil {
+						t.Fatal(err)
+					}
+					return st
+				}
+				st := open()
+				if _, _, err := st.Write([]WriteOp{{Value: []byte("1")}, {Key: "k", Value: []byte("2")}, {Value: []byte("3")}}, now); err != nil {
+					t.Fatal(err)
+				}
+				w.gone(t, st, now)
+				if err := st.Close(); err != nil {
+					t.Fatal(err)
+				}
+				st = open()
+				defer st.Close()
+				res, _, err := st.Write([]WriteOp{{Value: []byte("4")}}, now)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res[0].Seq != 4 {
+					t.Fatalf("next seq after reopen is %d, want 4", res[0].Seq)
+				}
+			})
+		}
+	}
+}
+
+// makeLegacyFile creates the stream file of scope/name with the messages
+// table of older versions (seq AUTOINCREMENT).
+func makeLegacyFile(t *testing.T, dir, scope, name string) {
+	t.Helper()
+	p, err := StreamPath(dir, scope, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`CREATE TABLE messages(seq INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT, time INTEGER NOT NULL, headers BLOB, enc INTEGER NOT NULL DEFAULT 0, raw BLOB, size INTEGER NOT NULL, ttl INTEGER, expires INTEGER)`); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -63,7 +63,7 @@ func (s *sqliteStream) write(ops []WriteOp, nowMs int64) ([]WriteResult, []Chang
 	changes = slices.Grow(changes, len(ops)+1)
 	// A write that failed midway may have left rows and deletes buffered.
 	s.resetRun()
-	s.delSeqs = s.delSeqs[:0]
+	s.replacedSeqs = s.replacedSeqs[:0]
 	for i := range ops {
 		op := &ops[i]
 		r := &results[i]
@@ -160,8 +160,8 @@ func (s *sqliteStream) write(ops []WriteOp, nowMs int64) ([]WriteResult, []Chang
 			// with the rest of the run's keys in one DELETE just before the
 			// run is inserted (flushInserts). Its change keeps its place
 			// here and is filled in (or dropped) at the end.
-			s.delKeys = append(s.delKeys, op.Key)
-			s.delSeqs = append(s.delSeqs, 0)
+			s.replaceKeys = append(s.replaceKeys, op.Key)
+			s.replacedSeqs = append(s.replacedSeqs, 0)
 			changes = append(changes, Change{Op: ChangeDelete})
 		case op.Key != "":
 			// The run holds other keys only (see above), so this finds the
@@ -257,15 +257,15 @@ func (s *sqliteStream) write(ops []WriteOp, nowMs int64) ([]WriteResult, []Chang
 // deletes with the seqs they removed, in order, and drops those whose key
 // had no row. Every other delete change has its seqs already.
 func (s *sqliteStream) fillDeferred(changes []Change) []Change {
-	if len(s.delSeqs) == 0 {
+	if len(s.replacedSeqs) == 0 {
 		return changes
 	}
 	// One backing array for the one-seq lists.
-	seqs := make([]uint64, 0, len(s.delSeqs))
+	seqs := make([]uint64, 0, len(s.replacedSeqs))
 	out, k := changes[:0], 0
 	for _, c := range changes {
 		if c.Op == ChangeDelete && c.Seqs == nil {
-			seq := s.delSeqs[k]
+			seq := s.replacedSeqs[k]
 			k++
 			if seq == 0 {
 				continue
@@ -276,7 +276,7 @@ func (s *sqliteStream) fillDeferred(changes []Change) []Change {
 		out = append(out, c)
 	}
 	clear(changes[len(out):]) // drop references past the end
-	s.delSeqs = s.delSeqs[:0]
+	s.replacedSeqs = s.replacedSeqs[:0]
 	return out
 }
 
@@ -287,7 +287,7 @@ func (s *sqliteStream) resetRun() {
 	clear(s.runKeys)
 	clear(s.execArgs)
 	s.execArgs = s.execArgs[:0]
-	s.delKeys = s.delKeys[:0]
+	s.replaceKeys = s.replaceKeys[:0]
 }
 
 // flushInserts removes the old rows of the deferred keyed deletes, then
@@ -367,14 +367,14 @@ func (s *sqliteStream) insertStmt(keyed bool, i int) (*sql.Stmt, error) {
 	return st, nil
 }
 
-// deleteDeferred removes the rows of delKeys (distinct keys: a key seen
+// deleteDeferred removes the rows of replaceKeys (distinct keys: a key seen
 // again flushes the run first) in DELETE ... WHERE key IN (...) statements
 // of insertRuns sizes, padded with NULLs (which match nothing), one key
 // alone with delKey, and records each removed seq at its key's place in
-// delSeqs.
+// replacedSeqs.
 func (s *sqliteStream) deleteDeferred() error {
-	keys := s.delKeys
-	base := len(s.delSeqs) - len(keys) // delSeqs index of keys[0]
+	keys := s.replaceKeys
+	base := len(s.replacedSeqs) - len(keys) // replacedSeqs index of keys[0]
 	for len(keys) > 0 {
 		if len(keys) == 1 {
 			var seq uint64
@@ -384,7 +384,7 @@ func (s *sqliteStream) deleteDeferred() error {
 			switch {
 			case err == nil:
 				s.removed(sz, hadTTL)
-				s.delSeqs[base] = seq
+				s.replacedSeqs[base] = seq
 			case !errors.Is(err, sql.ErrNoRows):
 				return fmt.Errorf("replace key: %w", err)
 			}
@@ -426,7 +426,7 @@ func (s *sqliteStream) deleteDeferred() error {
 				rows.Close()
 				return fmt.Errorf("replace keys: deleted key %q was not asked for", key)
 			}
-			s.delSeqs[base+j] = seq
+			s.replacedSeqs[base+j] = seq
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
