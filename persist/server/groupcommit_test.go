@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -224,8 +225,8 @@ func TestConfigValidate(t *testing.T) {
 
 // TestInlineLoneRequests: on an open stream, a request with nothing queued
 // and nothing behind it is served on the subscription's goroutine, in
-// order, with the same answers; a stream with sync on, a getAll and the
-// request that opens a stream still go through the workers.
+// order, with the same answers; a stream with sync on, a getAll, a large
+// write and the request that opens a stream still go through the workers.
 func TestInlineLoneRequests(t *testing.T) {
 	h := newHarness(t, nil)
 	h.set("s", "v1", nil) // opens the stream: a worker
@@ -246,7 +247,8 @@ func TestInlineLoneRequests(t *testing.T) {
 	base = h.srv.inlined.Load()
 	h.set("f", "synced", nil)
 	h.ok(persist.CmdGetAll, "s", nil, nil)
+	h.set("s", strings.Repeat("x", inlineMaxBytes+1), nil)
 	if got := h.srv.inlined.Load() - base; got != 0 {
-		t.Fatalf("%d requests served inline, want 0 (sync stream, getAll)", got)
+		t.Fatalf("%d requests served inline, want 0 (sync stream, getAll, large set)", got)
 	}
 }

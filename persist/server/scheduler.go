@@ -80,10 +80,14 @@ func (s *Server) subIdle() bool {
 	return err == nil && n <= 1
 }
 
-// inlineMaxOps bounds the messages of a write served on the subscription's
-// goroutine: while it runs, requests for every other stream wait, so only
-// requests about as cheap as one keyed set are served there.
-const inlineMaxOps = 16
+// inlineMaxOps and inlineMaxBytes bound a write served on the
+// subscription's goroutine: while it runs, requests for every other stream
+// wait, so only requests about as cheap as a keyed set are served there
+// (values over 1 KiB are compressed on the way in).
+const (
+	inlineMaxOps   = 16
+	inlineMaxBytes = 64 << 10
+)
 
 // inlineable reports whether j is cheap enough to serve on the
 // subscription's goroutine: a small write or a get. (Streams with sync on
@@ -93,7 +97,10 @@ func inlineable(j *job) bool {
 	if r == nil {
 		return false
 	}
-	return (r.isWrite() && len(r.ops) <= inlineMaxOps) || r.cmd == persist.CmdGet
+	if r.isWrite() {
+		return len(r.ops) <= inlineMaxOps && len(j.msg.Data) <= inlineMaxBytes
+	}
+	return r.cmd == persist.CmdGet
 }
 
 // serveInline serves j on the caller's goroutine; h is marked scheduled.
