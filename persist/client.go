@@ -1,6 +1,7 @@
 package persist
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -338,11 +339,58 @@ func (s *Stream) Set(ctx context.Context, value []byte, opts SetOptions) (SetRes
 	if err != nil {
 		return SetResult{}, fmt.Errorf("set %s/%s: %w", s.scope, s.name, err)
 	}
-	var res SetResult
-	if err := json.Unmarshal(reply.Data, &res); err != nil {
-		return SetResult{}, fmt.Errorf("set %s/%s: bad reply: %w", s.scope, s.name, err)
+	res, ok := parseSetResult(reply.Data)
+	if !ok {
+		if err := json.Unmarshal(reply.Data, &res); err != nil {
+			return SetResult{}, fmt.Errorf("set %s/%s: bad reply: %w", s.scope, s.name, err)
+		}
 	}
 	return res, nil
+}
+
+// parseSetResult reads a set reply in the exact form the server writes,
+// {"seq":N,"time":T}, without reflection: it is on every set's path. Any
+// other form reports false, for encoding/json to read.
+func parseSetResult(b []byte) (SetResult, bool) {
+	const pre, mid = `{"seq":`, `,"time":`
+	if !bytes.HasPrefix(b, []byte(pre)) || len(b) == 0 || b[len(b)-1] != '}' {
+		return SetResult{}, false
+	}
+	rest := b[len(pre) : len(b)-1]
+	i := bytes.Index(rest, []byte(mid))
+	if i < 0 {
+		return SetResult{}, false
+	}
+	ns, nt := rest[:i], rest[i+len(mid):]
+	if !jsonInt(ns) || !jsonInt(nt) {
+		return SetResult{}, false
+	}
+	seq, err := strconv.ParseUint(string(ns), 10, 64)
+	if err != nil {
+		return SetResult{}, false
+	}
+	t, err := strconv.ParseInt(string(nt), 10, 64)
+	if err != nil {
+		return SetResult{}, false
+	}
+	return SetResult{Seq: seq, Time: t}, true
+}
+
+// jsonInt reports whether b is a JSON integer: an optional minus, then 0 or
+// digits without a leading zero.
+func jsonInt(b []byte) bool {
+	if len(b) > 0 && b[0] == '-' {
+		b = b[1:]
+	}
+	if len(b) == 0 || (b[0] == '0' && len(b) > 1) {
+		return false
+	}
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // ttlMillis is d in the wire's whole milliseconds, rounded up so that a

@@ -76,7 +76,12 @@ func TestDeleteRetryAnswersFirstAttempt(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, nil)
 	relay := startLossyRelay(t, h)
-	c, err := persist.NewClient(persist.ClientConfig{Conn: testnats.Conn(t, h.e), Service: "relay", Timeout: 500 * time.Millisecond})
+	// Open both streams directly first: a stream's first write creates its
+	// file, which on a loaded machine can outlast the short timeout below
+	// (that timeout is what turns a swallowed answer into a retry).
+	h.set("kv", "warm-up", nil)
+	h.set("log", "warm-up", nil)
+	c, err := persist.NewClient(persist.ClientConfig{Conn: testnats.Conn(t, h.e), Service: "relay", Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -84,3 +84,37 @@ func TestFrameMetaFallback(t *testing.T) {
 		}
 	}
 }
+
+// TestParseSetResult: the set reply's fast reader agrees with encoding/json
+// on what it accepts and leaves every other form to it.
+func TestParseSetResult(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		fast bool
+	}{
+		{`{"seq":1,"time":1700000000000}`, true},
+		{`{"seq":18446744073709551615,"time":-5}`, true},
+		{`{"time":5,"seq":1}`, false},
+		{`{"seq":1,"time":5,"x":1}`, false},
+		{`{"seq": 1,"time":5}`, false},
+		{`{"seq":-1,"time":5}`, false},
+		{`{"seq":1}`, false},
+		{`{"seq":1,"time":}`, false},
+		{`{"seq":1,"time":+5}`, false},
+		{`{"seq":01,"time":5}`, false},
+		{``, false},
+	} {
+		got, ok := parseSetResult([]byte(tc.in))
+		if ok != tc.fast {
+			t.Errorf("%s: fast %v, want %v", tc.in, ok, tc.fast)
+			continue
+		}
+		if !ok {
+			continue
+		}
+		var want SetResult
+		if err := json.Unmarshal([]byte(tc.in), &want); err != nil || got != want {
+			t.Errorf("%s: fast %+v, encoding/json %+v (%v)", tc.in, got, want, err)
+		}
+	}
+}

@@ -20,7 +20,7 @@ func init() {
 balancer, then runs each workload on both sides for --duration:
   set (keyed, --value-size bytes) vs JetStream KV put, at each --clients level
   setMany of --batch vs JetStream async publish of --batch
-and prints ops/s for both and the ratio. Targets (not tests): set >= 1x KV put
+and prints ops/s for both and the ratio. Targets (not tests): set >= 0.6x KV put
 at 1 client and >= 2x at 16; setMany >= 1x async publish.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -64,16 +64,20 @@ func (f *feedPublisher) publish(scope, stream string, ephemeral bool, changes []
 		if len(body) == 0 {
 			return
 		}
-		m := &nats.Msg{Subject: subject, Header: nats.Header{}, Data: body}
-		m.Header.Set(persist.HdrFeedEpoch, f.epoch)
-		m.Header.Set(persist.HdrFeedN, itoa(f.next(k)))
-		m.Header.Set(persist.HdrServer, f.id)
-		m.Header.Set(persist.HdrStream, stream)
-		m.Header.Set(persist.HdrFirstSeq, itoa(first))
-		m.Header.Set(persist.HdrLastSeq, itoa(last))
+		// Every commit publishes: the header values share one array
+		// instead of a slice each (Header.Set).
+		v := [...]string{f.epoch, itoa(f.next(k)), f.id, stream, itoa(first), itoa(last), "true"}
+		h := make(nats.Header, len(v))
+		h[persist.HdrFeedEpoch] = v[0:1:1]
+		h[persist.HdrFeedN] = v[1:2:2]
+		h[persist.HdrServer] = v[2:3:3]
+		h[persist.HdrStream] = v[3:4:4]
+		h[persist.HdrFirstSeq] = v[4:5:5]
+		h[persist.HdrLastSeq] = v[5:6:6]
 		if ephemeral {
-			m.Header.Set(persist.HdrEphemeral, "true")
+			h[persist.HdrEphemeral] = v[6:7:7]
 		}
+		m := &nats.Msg{Subject: subject, Header: h, Data: body}
 		// PublishMsg copies the body into the connection's buffer.
 		if err := f.nc.PublishMsg(m); err != nil {
 			f.failed.Add(1)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -242,5 +243,35 @@ func TestConfigValidate(t *testing.T) {
 	}
 	if err := s.Stop(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestInlineLoneRequests: on an open stream, a request with nothing queued
+// and nothing behind it is served on the subscription's goroutine, in
+// order, with the same answers; a stream with sync on, a getAll, a large
+// write and the request that opens a stream still go through the workers.
+func TestInlineLoneRequests(t *testing.T) {
+	h := newHarness(t, nil)
+	h.set("s", "v1", nil) // opens the stream: a worker
+	h.ok(persist.CmdConfig, "f", nil, []byte(`{"sync":true}`))
+	base := h.srv.inlined.Load()
+	const n = 20
+	for i := 2; i <= n; i++ {
+		if res := h.set("s", fmt.Sprintf("v%d", i), nil); res.Seq != uint64(i) {
+			t.Fatalf("set %d got seq %d", i, res.Seq)
+		}
+		if r := h.ok(persist.CmdGet, "s", map[string]string{persist.HdrSeq: itoa(uint64(i))}, nil); string(r.Data) != fmt.Sprintf("v%d", i) {
+			t.Fatalf("get %d: %q", i, r.Data)
+		}
+	}
+	if got, want := h.srv.inlined.Load()-base, uint64(2*(n-1)); got != want {
+		t.Fatalf("%d requests served inline, want %d", got, want)
+	}
+	base = h.srv.inlined.Load()
+	h.set("f", "synced", nil)
+	h.ok(persist.CmdGetAll, "s", nil, nil)
+	h.set("s", strings.Repeat("x", inlineMaxBytes+1), nil)
+	if got := h.srv.inlined.Load() - base; got != 0 {
+		t.Fatalf("%d requests served inline, want 0 (sync stream, getAll, large set)", got)
 	}
 }

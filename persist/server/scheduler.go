@@ -57,10 +57,68 @@ func (s *Server) enqueue(k handleKey, j *job) {
 		s.replyError(j.msg, persist.Errorf(persist.CodeUnavailable, "stream has %d requests waiting; retry later", s.cfg.MaxQueue))
 		return
 	}
+	if !h.scheduled && h.st != nil && inlineable(j) && !h.st.Config().Sync && s.subIdle() {
+		// Nothing waits on this stream or behind this message: serve it
+		// here, on the subscription's goroutine, instead of handing it to
+		// a worker (a wake-up and a switch on every lone request). Marking
+		// the stream scheduled keeps workers off it, so its order holds;
+		// under load messages wait in the subscription, so they take the
+		// queue and its group commit.
+		h.scheduled = true
+		s.inlined.Add(1)
+		s.wg.Add(1) // before quit is set (checked above), so before Stop waits
+		s.mu.Unlock()
+		s.serveInline(h, j)
+		return
+	}
 	h.queue = append(h.queue, j)
 	h.lastUsed = time.Now()
 	s.scheduleLocked(h)
 	s.mu.Unlock()
+}
+
+// subIdle reports whether no message waits in the subscription behind the
+// one being handled (called from the subscription's handler).
+func (s *Server) subIdle() bool {
+	if s.sub == nil {
+		return false
+	}
+	// nats.go counts the message being handled as pending until its
+	// handler returns.
+	n, _, err := s.sub.Pending()
+	return err == nil && n <= 1
+}
+
+// inlineMaxOps and inlineMaxBytes bound a write served on the
+// subscription's goroutine: while it runs, requests for every other stream
+// wait, so only requests about as cheap as a keyed set are served there
+// (values over 1 KiB are compressed on the way in).
+const (
+	inlineMaxOps   = 16
+	inlineMaxBytes = 64 << 10
+)
+
+// inlineable reports whether j is cheap enough to serve on the
+// subscription's goroutine: a small write or a get. (Streams with sync on
+// are never served there: their commits wait for the disk.)
+func inlineable(j *job) bool {
+	r := j.req
+	if r == nil {
+		return false
+	}
+	if r.isWrite() {
+		return len(r.ops) <= inlineMaxOps && len(j.msg.Data) <= inlineMaxBytes
+	}
+	return r.cmd == persist.CmdGet
+}
+
+// serveInline serves j on the caller's goroutine; h is marked scheduled.
+func (s *Server) serveInline(h *handle, j *job) {
+	defer s.wg.Done()
+	jobs := [1]*job{j}
+	later := s.serve(h, jobs[:])
+	s.doneServing(h)
+	s.answerWrites(later)
 }
 
 func (s *Server) scheduleLocked(h *handle) {
@@ -91,24 +149,31 @@ func (s *Server) worker() {
 		h.queue = spare[:0]
 		s.mu.Unlock()
 
-		s.serve(h, jobs)
-		needs := h.st != nil && h.st.NeedsExpiry()
+		later := s.serve(h, jobs)
+		s.doneServing(h)
+		s.answerWrites(later)
 		clear(jobs)
-
-		s.mu.Lock()
 		spare = jobs
-		h.lastUsed = time.Now()
-		h.needsExpiry = needs
-		if len(h.queue) > 0 {
-			s.ready = append(s.ready, h)
-			s.cond.Signal()
-		} else {
-			h.scheduled = false
-		}
-		evict := s.evictLocked(time.Now(), false)
-		s.mu.Unlock()
-		s.closeAll(evict)
 	}
+}
+
+// doneServing hands h back after a worker or serveInline served it: to the
+// ready list if work arrived meanwhile, else idle; and closes what is over
+// the open-stream limit.
+func (s *Server) doneServing(h *handle) {
+	needs := h.st != nil && h.st.NeedsExpiry()
+	s.mu.Lock()
+	h.lastUsed = time.Now()
+	h.needsExpiry = needs
+	if len(h.queue) > 0 {
+		s.ready = append(s.ready, h)
+		s.cond.Signal()
+	} else {
+		h.scheduled = false
+	}
+	evict := s.evictLocked(time.Now(), false)
+	s.mu.Unlock()
+	s.closeAll(evict)
 }
 
 // evictLocked removes idle streams from the cache: beyond MaxOpenStreams the

@@ -10,7 +10,10 @@ import (
 )
 
 // serve runs jobs on h in order; consecutive writes share one transaction.
-func (s *Server) serve(h *handle, jobs []*job) {
+// When jobs end with writes, their answers are returned instead of sent:
+// the caller sends them after handing the stream back (doneServing), so a
+// client that writes again at once finds the stream idle (see enqueue).
+func (s *Server) serve(h *handle, jobs []*job) (later writeAnswers) {
 	if h.st == nil {
 		st, err := s.cfg.Storage.Open(h.key.scope, h.key.name, h.key.ephemeral, time.Now())
 		if err != nil {
@@ -24,7 +27,7 @@ func (s *Server) serve(h *handle, jobs []*job) {
 			}
 			s.clearExpirePending(h, jobs)
 			s.clearArchivePending(h, jobs)
-			return
+			return writeAnswers{}
 		}
 		h.st = st
 	}
@@ -40,8 +43,41 @@ func (s *Server) serve(h *handle, jobs []*job) {
 			n += len(jobs[end].req.ops)
 			end++
 		}
-		s.writeBatch(h, jobs[i:end], n)
+		ans := s.writeBatch(h, jobs[i:end], n)
+		if end == len(jobs) {
+			return ans
+		}
+		s.answerWrites(ans)
 		i = end
+	}
+	return writeAnswers{}
+}
+
+// writeAnswers are the answers of one group commit, not sent yet.
+type writeAnswers struct {
+	jobs    []*job
+	results []store.WriteResult // nil when the commit failed
+	err     error               // the commit's error
+}
+
+// answerWrites answers each job of a group commit.
+func (s *Server) answerWrites(a writeAnswers) {
+	if a.err != nil {
+		for _, j := range a.jobs {
+			s.replyError(j.msg, a.err)
+		}
+		return
+	}
+	results := a.results
+	for _, j := range a.jobs {
+		k := len(j.req.ops)
+		res := results[:k]
+		results = results[k:]
+		if j.req.cmd == persist.CmdSet {
+			s.replySet(j.msg, res[0])
+		} else {
+			s.replySetMany(j.msg, res)
+		}
 	}
 }
 
@@ -56,9 +92,9 @@ func (s *Server) clearExpirePending(h *handle, jobs []*job) {
 	}
 }
 
-// writeBatch commits the writes of jobs in one transaction, then answers
-// each job.
-func (s *Server) writeBatch(h *handle, jobs []*job, n int) {
+// writeBatch commits the writes of jobs in one transaction, publishes its
+// changes and returns the answers to send.
+func (s *Server) writeBatch(h *handle, jobs []*job, n int) writeAnswers {
 	var ops []store.WriteOp
 	if len(jobs) == 1 {
 		ops = jobs[0].req.ops
@@ -74,23 +110,11 @@ func (s *Server) writeBatch(h *handle, jobs []*job, n int) {
 	results, changes, err := h.st.Write(ops, time.Now())
 	if err != nil {
 		s.log.Error("persist: write", "scope", h.key.scope, "stream", h.key.name, "err", err)
-		for _, j := range jobs {
-			s.replyError(j.msg, persist.Errorf(persist.CodeInternal, "%v", err))
-		}
-		return
+		return writeAnswers{jobs: jobs, err: persist.Errorf(persist.CodeInternal, "%v", err)}
 	}
 	s.commits.Add(1)
 	s.report(h, changes)
-	for _, j := range jobs {
-		k := len(j.req.ops)
-		res := results[:k]
-		results = results[k:]
-		if j.req.cmd == persist.CmdSet {
-			s.replySet(j.msg, res[0])
-		} else {
-			s.replySetMany(j.msg, res)
-		}
-	}
+	return writeAnswers{jobs: jobs, results: results}
 }
 
 func (s *Server) report(h *handle, changes []store.Change) {

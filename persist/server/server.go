@@ -184,6 +184,7 @@ type Server struct {
 	stopTim chan struct{}
 
 	commits atomic.Uint64  // write transactions committed, for tests and stats
+	inlined atomic.Uint64  // requests served on the subscription's goroutine (scheduler.go), for tests and stats
 	feed    *feedPublisher // publishes every commit's changes (feed.go)
 
 	// beforeWrite, if set (tests only), runs before each group commit with

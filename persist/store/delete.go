@@ -78,6 +78,9 @@ func (s *sqliteStream) delete(d persist.Delete, nowMs int64) (DeleteResult, erro
 				break
 			}
 			s.removed(size, hadTTL)
+			if q == s.lastSeq {
+				s.newestGone = true
+			}
 			seqs = append(seqs, q)
 		}
 		slices.Sort(seqs)

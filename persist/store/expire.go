@@ -45,6 +45,9 @@ func (s *sqliteStream) deleteWhere(query string, args ...any) ([]uint64, error) 
 		return nil, err
 	}
 	slices.Sort(seqs)
+	if n := len(seqs); n > 0 && seqs[n-1] == s.lastSeq {
+		s.newestGone = true
+	}
 	return seqs, nil
 }
 

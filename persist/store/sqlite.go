@@ -20,9 +20,14 @@ import (
 // closing (checkpointing) wait for the lock instead of failing.
 const busyTimeoutMs = 5000
 
+// The seq is always given by us (lastSeq + 1). Files created before
+// keep AUTOINCREMENT, whose sqlite_sequence row costs every commit one
+// more page in the WAL; newer files keep the highest seq in meta 'seq'
+// instead, written only by the commits that delete the newest row (see
+// newestGone). Both are read on open.
 const schema = `
 CREATE TABLE IF NOT EXISTS messages(
-	seq     INTEGER PRIMARY KEY AUTOINCREMENT,
+	seq     INTEGER PRIMARY KEY,
 	key     TEXT,
 	time    INTEGER NOT NULL,
 	headers BLOB,
@@ -160,6 +165,13 @@ type sqliteStream struct {
 	count   int64  // messages
 	bytes   int64  // sum of sizes
 	lastSeq uint64 // highest seq ever assigned
+	// seqTable: the file has sqlite_sequence (made with AUTOINCREMENT),
+	// which keeps the highest seq by itself.
+	seqTable bool
+	// newestGone: the current transaction deleted the row of lastSeq other
+	// than by a keyed replace (which inserts a higher one), so commit
+	// records lastSeq in meta for the next open.
+	newestGone bool
 	// lastTime is the time of the newest row. Writes never go below it, so
 	// times never decrease along seq and age and rate queries can walk seq.
 	lastTime int64
@@ -193,7 +205,15 @@ type sqliteStream struct {
 	runKeyed bool
 	runVals  []any
 	runKeys  map[string]struct{} // the keys in the run
-	execArgs []any               // reused argument buffer of insertMany
+	execArgs []any               // reused argument buffer of insertMany and delMany
+	// Keyed replaces of the run whose old rows are still to be deleted, and
+	// for every deferred delete of the current Write, in order, the seq it
+	// removed (0 = the key had no row); replaceKeys are the last len(replaceKeys).
+	replaceKeys  []string
+	replacedSeqs []uint64
+	// delMany[i] deletes up to insertRuns[i] keys in one statement,
+	// prepared on first use.
+	delMany [len(insertRuns)]*sql.Stmt
 }
 
 func (s *sqliteStream) init(now time.Time) error {
@@ -246,11 +266,12 @@ func (s *sqliteStream) init(now time.Time) error {
 	if err := conn.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(size), 0), COALESCE(MAX(seq), 0) FROM messages`).Scan(&s.count, &s.bytes, &s.lastSeq); err != nil {
 		return fmt.Errorf("open stream: totals: %w", err)
 	}
-	// AUTOINCREMENT remembers the highest seq even after its row is gone.
-	var seqMax uint64
-	err = conn.QueryRowContext(ctx, `SELECT seq FROM sqlite_sequence WHERE name='messages'`).Scan(&seqMax)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+	if err := conn.QueryRowContext(ctx, `SELECT COUNT(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'sqlite_sequence'`).Scan(&s.seqTable); err != nil {
 		return fmt.Errorf("open stream: sequence: %w", err)
+	}
+	seqMax, err := s.storedSeqMax()
+	if err != nil {
+		return fmt.Errorf("open stream: %w", err)
 	}
 	s.lastSeq = max(s.lastSeq, seqMax)
 	if err := conn.QueryRowContext(ctx, `SELECT COUNT(*) FROM messages WHERE expires IS NOT NULL`).Scan(&s.ttlRows); err != nil {
@@ -304,6 +325,25 @@ func (s *sqliteStream) init(now time.Time) error {
 	return err
 }
 
+// storedSeqMax is the highest seq recorded apart from the rows: the
+// AUTOINCREMENT counter of an older file, or meta 'seq', whichever is
+// higher (0 = none).
+func (s *sqliteStream) storedSeqMax() (uint64, error) {
+	ctx := context.Background()
+	var auto, meta uint64
+	if s.seqTable {
+		err := s.conn.QueryRowContext(ctx, `SELECT seq FROM sqlite_sequence WHERE name='messages'`).Scan(&auto)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return 0, fmt.Errorf("sequence: %w", err)
+		}
+	}
+	err := s.conn.QueryRowContext(ctx, `SELECT v FROM meta WHERE k='seq'`).Scan(&meta)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return 0, fmt.Errorf("sequence: %w", err)
+	}
+	return max(auto, meta), nil
+}
+
 func (s *sqliteStream) applySync() error {
 	if s.ephemeral {
 		return nil
@@ -324,7 +364,7 @@ func (s *sqliteStream) Close() error {
 	if s.arch != nil {
 		first = s.arch.backup(s)
 	}
-	for _, st := range append([]*sql.Stmt{s.insert, s.keySeq, s.delSeq, s.delKey, s.getSeq, s.getKey, s.putMsgID, s.getDelID, s.putDelID, s.beginStmt, s.commitStmt, s.dataVer}, append(s.insertMany[0][:], s.insertMany[1][:]...)...) {
+	for _, st := range append([]*sql.Stmt{s.insert, s.keySeq, s.delSeq, s.delKey, s.getSeq, s.getKey, s.putMsgID, s.getDelID, s.putDelID, s.beginStmt, s.commitStmt, s.dataVer}, append(append(s.insertMany[0][:], s.insertMany[1][:]...), s.delMany[:]...)...) {
 		if st != nil {
 			if err := st.Close(); err != nil && first == nil {
 				first = err

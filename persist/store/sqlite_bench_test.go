@@ -34,6 +34,24 @@ func BenchmarkStoreWriteKeyed(b *testing.B) {
 	}
 }
 
+// BenchmarkStoreWriteKeyedGroup is a group commit of 16 keyed sets (16
+// clients setting their own keys) over 1,000 keys; ns/op is per commit.
+func BenchmarkStoreWriteKeyedGroup(b *testing.B) {
+	st := benchStream(b)
+	value := make([]byte, 128)
+	ops := make([]WriteOp, 16)
+	i := 0
+	for b.Loop() {
+		for c := range ops {
+			ops[c] = WriteOp{Key: "k" + strconv.Itoa(c) + "-" + strconv.Itoa(i%1000), Value: value}
+		}
+		if _, _, err := st.Write(ops, time.Now()); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}
+
 // BenchmarkStoreWriteBatch is 1,000 unkeyed appends per commit (a setMany).
 func BenchmarkStoreWriteBatch(b *testing.B) {
 	st := benchStream(b)

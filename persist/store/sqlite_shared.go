@@ -2,8 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
 )
 
@@ -23,13 +21,13 @@ func (s *sqliteStream) reloadIfShared() error {
 	if v == s.dataVersion {
 		return nil
 	}
-	var lastSeq, seqMax uint64
+	var lastSeq uint64
 	if err := s.conn.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(size), 0), COALESCE(MAX(seq), 0) FROM messages`).Scan(&s.count, &s.bytes, &lastSeq); err != nil {
 		return fmt.Errorf("reload totals: %w", err)
 	}
-	err := s.conn.QueryRowContext(ctx, `SELECT seq FROM sqlite_sequence WHERE name='messages'`).Scan(&seqMax)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("reload sequence: %w", err)
+	seqMax, err := s.storedSeqMax()
+	if err != nil {
+		return fmt.Errorf("reload: %w", err)
 	}
 	s.lastSeq = max(s.lastSeq, lastSeq, seqMax)
 	var lastTime int64

@@ -1,7 +1,10 @@
 package store
 
 import (
+	"database/sql"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -221,4 +224,236 @@ func benchStreamT(t *testing.T) Stream {
 	}
 	t.Cleanup(func() { st.Close() })
 	return st
+}
+
+// TestWriteBatchSameAsOneByOne writes the same ops once as one group commit
+// and once one op per commit, on streams with the same rows, and wants the
+// same results, the same changes (in order) and the same rows: batching the
+// keyed replaces of a commit must not change what a write means, with a key
+// replaced twice in one commit and compare-and-set mixed in.
+func TestWriteBatchSameAsOneByOne(t *testing.T) {
+	u := func(n uint64) *uint64 { return &n }
+	v := func(s string) []byte { return []byte(s) }
+	manyKeys := func(n int) []WriteOp {
+		var ops []WriteOp
+		for i := range n {
+			ops = append(ops, WriteOp{Key: fmt.Sprintf("m%d", i), Value: fmt.Appendf(nil, "v%d", i)})
+			if i%3 == 0 {
+				ops = append(ops, WriteOp{Value: v("plain")})
+			}
+		}
+		return ops
+	}
+	tests := []struct {
+		name  string
+		cfg   *persist.Config // nil = defaults
+		setup []WriteOp       // committed first, one commit
+		ops   []WriteOp
+	}{
+		{
+			name:  "same key twice",
+			setup: []WriteOp{{Key: "a", Value: v("a0")}},
+			ops: []WriteOp{
+				{Key: "a", Value: v("a1")}, {Key: "a", Value: v("a2")}, {Key: "b", Value: v("b1")},
+				{Value: v("x")}, {Key: "a", Value: v("a3")}, {Key: "b", Value: v("b2")},
+			},
+		},
+		{
+			// setup: a = seq 1, c = seq 2; the batch starts at seq 3.
+			name:  "compare-and-set mixed in",
+			setup: []WriteOp{{Key: "a", Value: v("a0")}, {Key: "c", Value: v("c0")}},
+			ops: []WriteOp{
+				{Key: "a", Value: v("a1")},                                       // 3, removes 1
+				{Key: "a", Value: v("late"), PrevSeq: u(1)},                      // wrong-last-sequence: a is at 3
+				{Key: "b", Value: v("b1"), PrevSeq: u(0)},                        // 4: b is new
+				{Key: "b", Value: v("b2")},                                       // 5, removes 4
+				{Key: "a", Value: v("a2"), PrevSeq: u(3)},                        // 6, removes 3
+				{Key: "c", Value: v("c1")},                                       // 7, removes 2
+				{Key: "a", Value: v("a3"), Headers: map[string]string{"h": "1"}}, // 8, removes 6 (not a plain row)
+				{Key: "a", Value: v("a4")},                                       // 9, removes 8
+				{Key: "b", Value: v("b3"), PrevSeq: u(0)},                        // wrong-last-sequence: b exists
+				{Key: "d", Value: v("d1"), MsgID: "m1"},                          // 10
+				{Key: "d", Value: v("d2"), MsgID: "m1"},                          // dup of 10
+			},
+		},
+		{
+			name:  "discard new looks every key up",
+			cfg:   &persist.Config{MaxMsgs: 3, DiscardPolicy: persist.DiscardNew},
+			setup: []WriteOp{{Key: "a", Value: v("a0")}, {Value: v("x")}},
+			ops: []WriteOp{
+				{Key: "a", Value: v("a1")}, {Key: "b", Value: v("b1")}, {Key: "c", Value: v("c1")},
+				{Key: "b", Value: v("b2")}, {Value: v("y")},
+			},
+		},
+		{
+			name:  "more keys than one statement",
+			setup: manyKeys(90),
+			ops:   append(manyKeys(90), manyKeys(7)...),
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			now := time.Now()
+			open := func(name string) Stream {
+				t.Helper()
+				st, err := NewSQLite(SQLiteConfig{Dir: t.TempDir()}).Open("hub", name, false, now)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { st.Close() })
+				if tc.cfg != nil {
+					c := persist.DefaultConfig()
+					c.MaxMsgs, c.DiscardPolicy = tc.cfg.MaxMsgs, tc.cfg.DiscardPolicy
+					if _, _, err := st.SetConfig(c, now); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if _, _, err := st.Write(tc.setup, now); err != nil {
+					t.Fatal(err)
+				}
+				return st
+			}
+			batch, single := open("batch"), open("single")
+			gotRes, gotCh, err := batch.Write(tc.ops, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var wantRes []WriteResult
+			var wantCh []Change
+			for _, op := range tc.ops {
+				res, ch, err := single.Write([]WriteOp{op}, now)
+				if err != nil {
+					t.Fatal(err)
+				}
+				wantRes = append(wantRes, res...)
+				wantCh = append(wantCh, ch...)
+			}
+			for i := range wantRes {
+				g, w := gotRes[i], wantRes[i]
+				if g.Seq != w.Seq || g.Dup != w.Dup || (g.Err == nil) != (w.Err == nil) || (g.Err != nil && g.Err.Code != w.Err.Code) {
+					t.Fatalf("op %d: batch %+v, one by one %+v", i, g, w)
+				}
+			}
+			if got, want := describeChanges(gotCh), describeChanges(wantCh); got != want {
+				t.Fatalf("changes\nbatch:      %s\none by one: %s", got, want)
+			}
+			if got, want := describeRows(t, batch), describeRows(t, single); got != want {
+				t.Fatalf("rows\nbatch:      %s\none by one: %s", got, want)
+			}
+			if got, want := batch.Inventory(), single.Inventory(); got.Count != want.Count || got.Bytes != want.Bytes || got.Seq != want.Seq {
+				t.Fatalf("inventory: batch %+v, one by one %+v", got, want)
+			}
+		})
+	}
+}
+
+func describeChanges(cs []Change) string {
+	var b []byte
+	for _, c := range cs {
+		if c.Op == ChangeSet {
+			b = fmt.Appendf(b, "set %d %q %q; ", c.Msg.Seq, c.Msg.Key, c.Msg.Value)
+		} else {
+			b = fmt.Appendf(b, "delete %v; ", c.Seqs)
+		}
+	}
+	return string(b)
+}
+
+func describeRows(t *testing.T, st Stream) string {
+	t.Helper()
+	var b []byte
+	if _, err := st.GetAll(1, 0, 0, func(m *persist.Frame) error {
+		b = fmt.Appendf(b, "%d %q %q %v; ", m.Seq, m.Key, m.Value, m.Headers)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestSeqNotReusedAfterNewestGone: once the newest message is gone (deleted
+// by seq, by up-to or all, or by a limit), a reopened stream still goes on
+// from the highest seq ever given, in files made with AUTOINCREMENT (older
+// ones) and without it (whose commits then record the seq in meta).
+func TestSeqNotReusedAfterNewestGone(t *testing.T) {
+	ways := []struct {
+		name string
+		gone func(t *testing.T, st Stream, now time.Time)
+	}{
+		{"delete by seq", func(t *testing.T, st Stream, now time.Time) {
+			if _, _, err := st.Delete(persist.Delete{Seqs: []uint64{3}}, now); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"delete all", func(t *testing.T, st Stream, now time.Time) {
+			if _, _, err := st.Delete(persist.Delete{All: true}, now); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"max_msgs 0", func(t *testing.T, st Stream, now time.Time) {
+			c := st.Config()
+			c.MaxMsgs = 0
+			if _, _, err := st.SetConfig(c, now); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	for _, legacy := range []bool{false, true} {
+		for _, w := range ways {
+			t.Run(fmt.Sprintf("%s/autoincrement=%v", w.name, legacy), func(t *testing.T) {
+				t.Parallel()
+				dir, now := t.TempDir(), time.Now()
+				if legacy {
+					makeLegacyFile(t, dir, "hub", "s")
+				}
+				open := func() Stream {
+					t.Helper()
+					st, err := NewSQLite(SQLiteConfig{Dir: dir}).Open("hub", "s", false, now)
+					if err != nil {
+						t.Fatal(err)
+					}
+					return st
+				}
+				st := open()
+				if _, _, err := st.Write([]WriteOp{{Value: []byte("1")}, {Key: "k", Value: []byte("2")}, {Value: []byte("3")}}, now); err != nil {
+					t.Fatal(err)
+				}
+				w.gone(t, st, now)
+				if err := st.Close(); err != nil {
+					t.Fatal(err)
+				}
+				st = open()
+				defer st.Close()
+				res, _, err := st.Write([]WriteOp{{Value: []byte("4")}}, now)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res[0].Seq != 4 {
+					t.Fatalf("next seq after reopen is %d, want 4", res[0].Seq)
+				}
+			})
+		}
+	}
+}
+
+// makeLegacyFile creates the stream file of scope/name with the messages
+// table of older versions (seq AUTOINCREMENT).
+func makeLegacyFile(t *testing.T, dir, scope, name string) {
+	t.Helper()
+	p, err := StreamPath(dir, scope, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`CREATE TABLE messages(seq INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT, time INTEGER NOT NULL, headers BLOB, enc INTEGER NOT NULL DEFAULT 0, raw BLOB, size INTEGER NOT NULL, ttl INTEGER, expires INTEGER)`); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -21,10 +21,18 @@ func (s *sqliteStream) begin() (txState, error) {
 		_, _ = s.conn.ExecContext(context.Background(), "ROLLBACK")
 		return txState{}, fmt.Errorf("begin: %w", err)
 	}
+	s.newestGone = false
 	return txState{count: s.count, bytes: s.bytes, ttlRows: s.ttlRows, lastSeq: s.lastSeq, lastTime: s.lastTime, fifoLen: len(s.dedupFIFO)}, nil
 }
 
 func (s *sqliteStream) commit() error {
+	if s.newestGone && !s.seqTable {
+		// Without AUTOINCREMENT nothing else remembers a seq whose row is
+		// gone; a reopened stream must not hand it out again.
+		if _, err := s.conn.ExecContext(context.Background(), `INSERT OR REPLACE INTO meta(k, v) VALUES('seq', ?)`, s.lastSeq); err != nil {
+			return fmt.Errorf("record seq: %w", err)
+		}
+	}
 	if _, err := s.commitStmt.Exec(); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}

@@ -61,8 +61,9 @@ func (s *sqliteStream) write(ops []WriteOp, nowMs int64) ([]WriteResult, []Chang
 	// One allocation for every stored message the changes point at.
 	msgs := make([]persist.Frame, 0, len(ops))
 	changes = slices.Grow(changes, len(ops)+1)
-	// A write that failed midway may have left rows buffered.
+	// A write that failed midway may have left rows and deletes buffered.
 	s.resetRun()
+	s.replacedSeqs = s.replacedSeqs[:0]
 	for i := range ops {
 		op := &ops[i]
 		r := &results[i]
@@ -141,7 +142,28 @@ func (s *sqliteStream) write(ops []WriteOp, nowMs int64) ([]WriteResult, []Chang
 				continue
 			}
 		}
-		if op.Key != "" {
+		seq := s.lastSeq + 1
+		enc, raw := encRaw, op.Value
+		if len(raw) > compressMin {
+			ze, _, err := codecs()
+			if err != nil {
+				return nil, nil, err
+			}
+			if c := ze.EncodeAll(raw, make([]byte, 0, len(raw)/2)); len(c) < len(raw) {
+				enc, raw = encZstd, c
+			}
+		}
+		plain := hj == nil && op.TTL == 0 && enc == encRaw
+		switch {
+		case op.Key != "" && plain && !lookup:
+			// A plain replace joins the run below; its old row is removed
+			// with the rest of the run's keys in one DELETE just before the
+			// run is inserted (flushInserts). Its change keeps its place
+			// here and is filled in (or dropped) at the end.
+			s.replaceKeys = append(s.replaceKeys, op.Key)
+			s.replacedSeqs = append(s.replacedSeqs, 0)
+			changes = append(changes, Change{Op: ChangeDelete})
+		case op.Key != "":
 			// The run holds other keys only (see above), so this finds the
 			// key's row if it has one.
 			var sz int64
@@ -155,17 +177,6 @@ func (s *sqliteStream) write(ops []WriteOp, nowMs int64) ([]WriteResult, []Chang
 				return nil, nil, fmt.Errorf("replace key: %w", err)
 			}
 		}
-		seq := s.lastSeq + 1
-		enc, raw := encRaw, op.Value
-		if len(raw) > compressMin {
-			ze, _, err := codecs()
-			if err != nil {
-				return nil, nil, err
-			}
-			if c := ze.EncodeAll(raw, make([]byte, 0, len(raw)/2)); len(c) < len(raw) {
-				enc, raw = encZstd, c
-			}
-		}
 		var key, ttl, expires any
 		if op.Key != "" {
 			key = op.Key
@@ -176,7 +187,7 @@ func (s *sqliteStream) write(ops []WriteOp, nowMs int64) ([]WriteResult, []Chang
 		if raw == nil {
 			raw = []byte{}
 		}
-		if hj == nil && op.TTL == 0 && enc == encRaw {
+		if plain {
 			// A plain row (no headers, no TTL, stored raw) joins the run,
 			// inserted many rows per statement; a run is all keyed or all
 			// unkeyed.
@@ -234,6 +245,7 @@ func (s *sqliteStream) write(ops []WriteOp, nowMs int64) ([]WriteResult, []Chang
 	if err := s.flushInserts(); err != nil {
 		return nil, nil, err
 	}
+	changes = s.fillDeferred(changes)
 	more, err := s.enforce()
 	if err != nil {
 		return nil, nil, err
@@ -241,20 +253,51 @@ func (s *sqliteStream) write(ops []WriteOp, nowMs int64) ([]WriteResult, []Chang
 	return results, append(changes, more...), nil
 }
 
-// resetRun forgets the buffered plain rows.
+// fillDeferred fills the placeholder delete changes of the deferred keyed
+// deletes with the seqs they removed, in order, and drops those whose key
+// had no row. Every other delete change has its seqs already.
+func (s *sqliteStream) fillDeferred(changes []Change) []Change {
+	if len(s.replacedSeqs) == 0 {
+		return changes
+	}
+	// One backing array for the one-seq lists.
+	seqs := make([]uint64, 0, len(s.replacedSeqs))
+	out, k := changes[:0], 0
+	for _, c := range changes {
+		if c.Op == ChangeDelete && c.Seqs == nil {
+			seq := s.replacedSeqs[k]
+			k++
+			if seq == 0 {
+				continue
+			}
+			seqs = append(seqs, seq)
+			c.Seqs = seqs[len(seqs)-1 : len(seqs) : len(seqs)]
+		}
+		out = append(out, c)
+	}
+	clear(changes[len(out):]) // drop references past the end
+	s.replacedSeqs = s.replacedSeqs[:0]
+	return out
+}
+
+// resetRun forgets the buffered plain rows and the deferred deletes.
 func (s *sqliteStream) resetRun() {
 	clear(s.runVals) // drop references to values
 	s.runVals = s.runVals[:0]
 	clear(s.runKeys)
 	clear(s.execArgs)
 	s.execArgs = s.execArgs[:0]
+	s.replaceKeys = s.replaceKeys[:0]
 }
 
-// flushInserts inserts the run of plain rows, cutting it greedily into the
-// multi-row statements of insertRuns; fewer than the smallest run go one by
-// one.
+// flushInserts removes the old rows of the deferred keyed deletes, then
+// inserts the run of plain rows, cutting it greedily into the multi-row
+// statements of insertRuns; fewer than the smallest run go one by one.
 func (s *sqliteStream) flushInserts() error {
 	defer s.resetRun()
+	if err := s.deleteDeferred(); err != nil {
+		return err
+	}
 	cols := runCols(s.runKeyed)
 	vals, seq := s.runVals, s.runSeq
 	for len(vals) > 0 {
@@ -321,5 +364,90 @@ func (s *sqliteStream) insertStmt(keyed bool, i int) (*sql.Stmt, error) {
 		return nil, fmt.Errorf("prepare insert: %w", err)
 	}
 	s.insertMany[ki][i] = st
+	return st, nil
+}
+
+// deleteDeferred removes the rows of replaceKeys (distinct keys: a key seen
+// again flushes the run first) in DELETE ... WHERE key IN (...) statements
+// of insertRuns sizes, padded with NULLs (which match nothing), one key
+// alone with delKey, and records each removed seq at its key's place in
+// replacedSeqs.
+func (s *sqliteStream) deleteDeferred() error {
+	keys := s.replaceKeys
+	base := len(s.replacedSeqs) - len(keys) // replacedSeqs index of keys[0]
+	for len(keys) > 0 {
+		if len(keys) == 1 {
+			var seq uint64
+			var sz int64
+			var hadTTL bool
+			err := s.delKey.QueryRow(keys[0]).Scan(&seq, &sz, &hadTTL)
+			switch {
+			case err == nil:
+				s.removed(sz, hadTTL)
+				s.replacedSeqs[base] = seq
+			case !errors.Is(err, sql.ErrNoRows):
+				return fmt.Errorf("replace key: %w", err)
+			}
+			return nil
+		}
+		i := len(insertRuns) - 1
+		for i > 0 && insertRuns[i] < len(keys) {
+			i--
+		}
+		n := min(len(keys), insertRuns[i])
+		st, err := s.deleteKeysStmt(i)
+		if err != nil {
+			return err
+		}
+		args := s.execArgs[:0]
+		for _, k := range keys[:n] {
+			args = append(args, k)
+		}
+		for len(args) < insertRuns[i] {
+			args = append(args, nil)
+		}
+		s.execArgs = args
+		rows, err := st.Query(args...)
+		if err != nil {
+			return fmt.Errorf("replace keys: %w", err)
+		}
+		for rows.Next() {
+			var key string
+			var seq uint64
+			var sz int64
+			var hadTTL bool
+			if err := rows.Scan(&key, &seq, &sz, &hadTTL); err != nil {
+				rows.Close()
+				return fmt.Errorf("replace keys: %w", err)
+			}
+			s.removed(sz, hadTTL)
+			j := slices.Index(keys[:n], key)
+			if j < 0 {
+				rows.Close()
+				return fmt.Errorf("replace keys: deleted key %q was not asked for", key)
+			}
+			s.replacedSeqs[base+j] = seq
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("replace keys: %w", err)
+		}
+		keys, base = keys[n:], base+n
+	}
+	return nil
+}
+
+// deleteKeysStmt returns the DELETE of up to insertRuns[i] keys, prepared on
+// first use.
+func (s *sqliteStream) deleteKeysStmt(i int) (*sql.Stmt, error) {
+	if st := s.delMany[i]; st != nil {
+		return st, nil
+	}
+	q := `DELETE FROM messages WHERE key IN (?` + strings.Repeat(`, ?`, insertRuns[i]-1) + `) RETURNING key, seq, size, expires IS NOT NULL`
+	st, err := s.conn.PrepareContext(context.Background(), q)
+	if err != nil {
+		return nil, fmt.Errorf("prepare delete keys: %w", err)
+	}
+	s.delMany[i] = st
 	return st, nil
 }
