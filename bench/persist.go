@@ -22,6 +22,7 @@ import (
 	"github.com/switchyard-dev/switchyard/bus/embedded"
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/persist/server"
+	"github.com/switchyard-dev/switchyard/persist/store"
 	"github.com/switchyard-dev/switchyard/placement"
 )
 
@@ -303,7 +304,59 @@ func RunPersist(ctx context.Context, cfg PersistConfig, w io.Writer) ([]Result, 
 		return results, fmt.Errorf("request/reply floor: %w", err)
 	}
 	fmt.Fprintf(w, "floor: core NATS request/reply to an in-process responder that stores nothing, 1 client: %.0f ops/s (%.2fx JetStream KV put)\n", floor, floor/results[0].Anchor)
+
+	// The storage ceiling: the SQLite store alone, no bus, no server, doing
+	// the commits a keyed set needs (one per set at 1 client; at n clients,
+	// n keyed sets per group commit, the best the group commit can do). No
+	// persist set can beat it; its ratio to KV put bounds the set ratios.
+	for i, n := range cfg.Clients {
+		per := n
+		store, err := storeRate(ctx, env.dir+"/store-floor", cfg.Duration, per, value)
+		if err != nil {
+			return results, fmt.Errorf("storage ceiling: %w", err)
+		}
+		fmt.Fprintf(w, "ceiling: the SQLite store alone, %d keyed set(s) per commit: %.0f sets/s (%.2fx JetStream KV put at %d client(s))\n", per, store, store/results[i].Anchor, n)
+	}
 	return results, nil
+}
+
+// storeRate is the keyed sets per second the store alone commits for d,
+// per sets in each transaction, on a fresh stream under dir.
+func storeRate(ctx context.Context, dir string, d time.Duration, per int, value []byte) (float64, error) {
+	st, err := store.NewSQLite(store.SQLiteConfig{Dir: dir}).Open("bench", "ceiling-"+strconv.Itoa(per), false, time.Now())
+	if err != nil {
+		return 0, err
+	}
+	defer st.Close()
+	ops := make([]store.WriteOp, per)
+	n := 0
+	commit := func() error {
+		for j := range ops {
+			ops[j] = store.WriteOp{Key: "k" + strconv.Itoa(j) + "-" + strconv.Itoa(n%1000), Value: value}
+		}
+		n++
+		res, _, err := st.Write(ops, time.Now())
+		if err != nil {
+			return err
+		}
+		for _, r := range res {
+			if r.Err != nil {
+				return r.Err
+			}
+		}
+		return nil
+	}
+	if err := commit(); err != nil { // warm-up: the file exists before timing
+		return 0, err
+	}
+	start, commits := time.Now(), 0
+	for time.Since(start) < d && ctx.Err() == nil {
+		if err := commit(); err != nil {
+			return 0, err
+		}
+		commits++
+	}
+	return float64(commits*per) / time.Since(start).Seconds(), ctx.Err()
 }
 
 // testValue is a value of n printable bytes, the same on both sides.
