@@ -6,16 +6,18 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nats-io/nats.go"
+	"github.com/switchyard-dev/switchyard/bus/embedded"
 	"github.com/switchyard-dev/switchyard/internal/testnats"
 	"github.com/switchyard-dev/switchyard/persist/server"
 	"github.com/switchyard-dev/switchyard/placement"
 )
 
-// startPersist starts an embedded NATS server on a random port, a balancer
-// and one persist server on it, all owned by t, and returns a function that
-// runs the switchyard CLI against them: stdout, stderr and the exit code.
-// stdin, when not nil, is the child's standard input.
-func startPersist(t *testing.T) func(stdin []byte, args ...string) (string, string, int) {
+// startFleet starts an embedded NATS server on a random port, a balancer and
+// one persist server (id "0") on it, all owned by t, and returns the server
+// and a connection to it. dataDir "" gives a server with ephemeral streams
+// only.
+func startFleet(t *testing.T, dataDir string) (*embedded.Server, *nats.Conn) {
 	t.Helper()
 	e, nc := testnats.Start(t)
 	ids := []string{"0"}
@@ -27,7 +29,7 @@ func startPersist(t *testing.T) func(stdin []byte, args ...string) (string, stri
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = b.Stop(context.Background()) })
-	srv, err := server.New(server.Config{Conn: testnats.Conn(t, e), ID: "0", IDs: ids, DataDir: t.TempDir()})
+	srv, err := server.New(server.Config{Conn: testnats.Conn(t, e), ID: "0", IDs: ids, DataDir: dataDir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,6 +37,15 @@ func startPersist(t *testing.T) func(stdin []byte, args ...string) (string, stri
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = srv.Stop(context.Background()) })
+	return e, nc
+}
+
+// startPersist is startFleet with a data directory, and returns a function
+// that runs the switchyard CLI against it: stdout, stderr and the exit code.
+// stdin, when not nil, is the child's standard input.
+func startPersist(t *testing.T) func(stdin []byte, args ...string) (string, string, int) {
+	t.Helper()
+	e, _ := startFleet(t, t.TempDir())
 	url := e.ClientURL()
 	return func(stdin []byte, args ...string) (string, string, int) {
 		t.Helper()

@@ -9,10 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchyard-dev/switchyard/internal/testnats"
 	"github.com/switchyard-dev/switchyard/persist"
-	"github.com/switchyard-dev/switchyard/persist/server"
-	"github.com/switchyard-dev/switchyard/placement"
 )
 
 // TestWatchCommand runs `switchyard watch --json` as a child process against
@@ -20,24 +17,7 @@ import (
 // and exits 0 on interrupt.
 func TestWatchCommand(t *testing.T) {
 	t.Parallel()
-	e, nc := testnats.Start(t)
-	ids := []string{"0"}
-	b, err := placement.NewBalancer(placement.BalancerConfig{Conn: nc, IDs: ids})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = b.Stop(context.Background()) })
-	srv, err := server.New(server.Config{Conn: testnats.Conn(t, e), ID: "0", IDs: ids, DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Stop(context.Background()) })
+	e, nc := startFleet(t, t.TempDir())
 	c, err := persist.NewClient(persist.ClientConfig{Conn: nc})
 	if err != nil {
 		t.Fatal(err)
@@ -124,24 +104,7 @@ func TestWatchUsage(t *testing.T) {
 // persistent stream on a server without a data directory) prints an ended
 // line and exits 1 instead of retrying for ever.
 func TestWatchCommandPermanentError(t *testing.T) {
-	e, nc := testnats.Start(t)
-	ids := []string{"0"}
-	b, err := placement.NewBalancer(placement.BalancerConfig{Conn: nc, IDs: ids})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = b.Stop(context.Background()) })
-	srv, err := server.New(server.Config{Conn: testnats.Conn(t, e), ID: "0", IDs: ids}) // no DataDir
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Stop(context.Background()) })
+	e, _ := startFleet(t, "") // no data directory
 
 	stdout, stderr, code := run(t, cli(t, "watch", "hub", "events", "--json", "--nats", e.ClientURL()))
 	if code != 1 {
