@@ -4,6 +4,7 @@
 package embedded
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -32,6 +33,14 @@ type Config struct {
 	StoreDir string
 	// ReadyTimeout bounds the wait for the server to accept connections. Zero means 10s.
 	ReadyTimeout time.Duration
+	// AuthConf is a nats-server configuration file (as written by
+	// `switchyard auth init`) whose users, NKey users and permissions the
+	// server enforces; its other settings are ignored. Empty means no
+	// authentication: anyone who reaches the port may do anything.
+	AuthConf string
+	// TLS, when set, makes TCP clients use TLS with this configuration (its
+	// certificate). In-process connections skip TLS: there is no network.
+	TLS *tls.Config
 }
 
 // Server is a running in-process nats-server.
@@ -70,6 +79,21 @@ func Start(cfg Config) (*Server, error) {
 		JetStream:  cfg.JetStream,
 		StoreDir:   cfg.StoreDir,
 		MaxPayload: 8 << 20,
+	}
+	if cfg.AuthConf != "" {
+		ac, err := server.ProcessConfigFile(cfg.AuthConf)
+		if err != nil {
+			return nil, fmt.Errorf("start nats: auth configuration: %w", err)
+		}
+		if len(ac.Users) == 0 && len(ac.Nkeys) == 0 {
+			return nil, fmt.Errorf("start nats: auth configuration %s defines no users", cfg.AuthConf)
+		}
+		opts.Users, opts.Nkeys = ac.Users, ac.Nkeys
+	}
+	if cfg.TLS != nil {
+		opts.TLSConfig = cfg.TLS
+		opts.TLS = true
+		opts.TLSTimeout = 2
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
