@@ -72,6 +72,13 @@ func connect(url string, cfg ConnectConfig) (*nats.Conn, error) {
 	// No publish happens before Connect returns, so no refusal can come
 	// before track is registered.
 	track := &refusals{}
+	// Handlers given in cfg.Options still run, after switchyard's own:
+	// read them here, since the options applied last would replace ours.
+	var given nats.Options
+	for _, o := range cfg.Options {
+		_ = o(&given)
+	}
+	userErr, userClosed := given.AsyncErrorCB, given.ClosedCB
 	opts := append([]nats.Option{
 		nats.Name(cfg.Name),
 		nats.Timeout(cfg.Timeout),
@@ -87,7 +94,12 @@ func connect(url string, cfg ConnectConfig) (*nats.Conn, error) {
 		nats.ReconnectHandler(func(c *nats.Conn) {
 			log.Info("nats reconnected", "url", c.ConnectedUrlRedacted())
 		}),
-		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+	}, cfg.Options...)
+	opts = append(opts,
+		nats.ErrorHandler(func(c *nats.Conn, sub *nats.Subscription, err error) {
+			if userErr != nil {
+				userErr(c, sub, err)
+			}
 			if pe := parsePermissionError(err); pe != nil {
 				// Requests on that subject fail at once (see Guard);
 				// the refusal is theirs to report.
@@ -99,8 +111,13 @@ func connect(url string, cfg ConnectConfig) (*nats.Conn, error) {
 			// nats.go dropped them silently; keep them out of command output.
 			log.Debug("nats async error", "err", err)
 		}),
-		nats.ClosedHandler(func(c *nats.Conn) { trackers.Delete(c) }),
-	}, cfg.Options...)
+		nats.ClosedHandler(func(c *nats.Conn) {
+			trackers.Delete(c)
+			if userClosed != nil {
+				userClosed(c)
+			}
+		}),
+	)
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("connect nats %s: %w", url, describeConnectError(err))

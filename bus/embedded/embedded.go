@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -126,5 +127,8 @@ func (e *Server) Port() int {
 // Roles that run inside the server's process (switchyard up) use it.
 func (e *Server) ConnectInProcess(cfg bus.ConnectConfig) (*nats.Conn, error) {
 	cfg.Options = append(append([]nats.Option(nil), cfg.Options...), nats.InProcessServer(e.srv))
-	return bus.Connect(e.ClientURL(), cfg)
+	// The server skips TLS for in-process connections, but a tls:// URL
+	// (ClientURL when TLS is on) would make the client insist on it.
+	url := "nats://" + strings.TrimPrefix(e.ClientURL(), "tls://")
+	return bus.Connect(url, cfg)
 }
