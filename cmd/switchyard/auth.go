@@ -75,7 +75,7 @@ It refuses to overwrite an existing DIR/nats-server.conf.`,
 	}
 	cmd.Flags().StringVar(&idsFlag, "ids", "0,1", "persist server ids, one user each (switchyard up --servers N uses 0..N-1)")
 	cmd.Flags().StringVar(&service, "service", bus.DefaultService, "first subject token of the persist service")
-	cmd.Flags().StringArrayVar(&tenants, "tenant", nil, "a tenant user confined to scopes, as `NAME=SCOPE[,SCOPE...]` (repeatable)")
+	cmd.Flags().StringArrayVar(&tenants, "tenant", nil, "a tenant user confined to scopes; `SPEC` is NAME=SCOPE[,SCOPE...] (repeatable)")
 	cmd.Flags().BoolVar(&nkey, "nkey", false, "make NKey users (a seed in each creds file) instead of passwords")
 	return cmd
 }
