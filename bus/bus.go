@@ -6,6 +6,7 @@ package bus
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -68,6 +69,16 @@ func connect(url string, cfg ConnectConfig) (*nats.Conn, error) {
 	if log == nil {
 		log = slog.Default()
 	}
+	// No publish happens before Connect returns, so no refusal can come
+	// before track is registered.
+	track := &refusals{}
+	// Handlers given in cfg.Options still run, after switchyard's own:
+	// read them here, since the options applied last would replace ours.
+	var given nats.Options
+	for _, o := range cfg.Options {
+		_ = o(&given)
+	}
+	userErr, userClosed := given.AsyncErrorCB, given.ClosedCB
 	opts := append([]nats.Option{
 		nats.Name(cfg.Name),
 		nats.Timeout(cfg.Timeout),
@@ -84,24 +95,55 @@ func connect(url string, cfg ConnectConfig) (*nats.Conn, error) {
 			log.Info("nats reconnected", "url", c.ConnectedUrlRedacted())
 		}),
 	}, cfg.Options...)
+	opts = append(opts,
+		nats.ErrorHandler(func(c *nats.Conn, sub *nats.Subscription, err error) {
+			if userErr != nil {
+				userErr(c, sub, err)
+			}
+			if pe := parsePermissionError(err); pe != nil {
+				// Requests on that subject fail at once (see Guard);
+				// the refusal is theirs to report.
+				track.refused(pe)
+				log.Debug("nats refused", "op", pe.Op, "subject", pe.Subject)
+				return
+			}
+			// Slow-consumer and similar notices: before this handler existed
+			// nats.go dropped them silently; keep them out of command output.
+			log.Debug("nats async error", "err", err)
+		}),
+		nats.ClosedHandler(func(c *nats.Conn) {
+			trackers.Delete(c)
+			if userClosed != nil {
+				userClosed(c)
+			}
+		}),
+	)
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("connect nats %s: %w", url, err)
+		return nil, fmt.Errorf("connect nats %s: %w", url, describeConnectError(err))
 	}
+	trackers.Store(nc, track)
 	return nc, nil
 }
 
 // Request sends msg and waits for one reply until ctx ends. A missing
 // deadline on ctx gets the default of 5s so a request never waits forever.
-// Failures map to ErrNoResponders and ErrTimeout (wrapped with the subject).
+// Failures map to ErrNoResponders, ErrTimeout and, when the NATS server
+// refuses the publish on a connection made by Connect, a *PermissionError
+// (ErrForbidden) at once instead of a timeout; each wrapped with the subject.
 func Request(ctx context.Context, nc *nats.Conn, msg *nats.Msg) (*nats.Msg, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 	}
-	reply, err := nc.RequestMsgWithContext(ctx, msg)
+	gctx, cancel := Guard(ctx, nc, msg.Subject)
+	defer cancel()
+	reply, err := nc.RequestMsgWithContext(gctx, msg)
 	if err != nil {
+		if pe := Refused(gctx); pe != nil {
+			return nil, fmt.Errorf("request %s: %w", msg.Subject, pe)
+		}
 		return nil, fmt.Errorf("request %s: %w", msg.Subject, MapError(err))
 	}
 	return reply, nil
@@ -115,6 +157,23 @@ func MapError(err error) error {
 		return ErrNoResponders
 	case errors.Is(err, nats.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
 		return ErrTimeout
+	}
+	return err
+}
+
+// describeConnectError adds a hint to the failures a newcomer meets when
+// the bus needs credentials or TLS.
+func describeConnectError(err error) error {
+	var uae x509.UnknownAuthorityError
+	var hne x509.HostnameError
+	var cie x509.CertificateInvalidError
+	switch {
+	case errors.As(err, &uae), errors.As(err, &hne), errors.As(err, &cie):
+		return fmt.Errorf("TLS certificate not trusted (give the CA that signed the server's certificate with --tls-ca or $SWITCHYARD_TLS_CA): %w", err)
+	case errors.Is(err, nats.ErrAuthorization), errors.Is(err, nats.ErrAuthExpired), errors.Is(err, nats.ErrAuthRevoked):
+		return fmt.Errorf("NATS refused the credentials (give a creds file with --creds or $SWITCHYARD_CREDS): %w", err)
+	case errors.Is(err, nats.ErrSecureConnRequired):
+		return fmt.Errorf("the NATS server requires TLS: %w", err)
 	}
 	return err
 }

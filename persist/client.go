@@ -217,6 +217,9 @@ func (c *Client) retry(ctx context.Context, scope string, attempt func(id string
 		}
 		id, err := c.Owner(ctx, scope)
 		if err != nil {
+			if errors.Is(err, bus.ErrForbidden) {
+				return forbidden(err)
+			}
 			// A balancer that is away or slow is worth another try.
 			if errors.Is(err, bus.ErrNoResponders) || errors.Is(err, bus.ErrTimeout) {
 				last = err
@@ -228,6 +231,9 @@ func (c *Client) retry(ctx context.Context, scope string, attempt func(id string
 		if err == nil {
 			return nil
 		}
+		if errors.Is(err, bus.ErrForbidden) {
+			return forbidden(err)
+		}
 		if !retryable(err, repeatable) || ctx.Err() != nil {
 			return err
 		}
@@ -235,6 +241,12 @@ func (c *Client) retry(ctx context.Context, scope string, attempt func(id string
 		last = err
 	}
 	return last
+}
+
+// forbidden turns the NATS server's refusal of a subject (bus.ErrForbidden)
+// into the wire code callers branch on; it is permanent, never retried.
+func forbidden(err error) error {
+	return &Error{Code: CodeForbidden, Message: err.Error()}
 }
 
 // replyError returns the *Error an error reply carries, or nil.
@@ -563,16 +575,22 @@ func (s *Stream) scanOnce(ctx context.Context, id string, r Range, fn func(*Mess
 	if r.Limit > 0 {
 		m.Header.Set(HdrLimit, strconv.Itoa(r.Limit))
 	}
+	// A publish the NATS server refuses would otherwise wait out the timeout.
+	gctx, unguard := bus.Guard(ctx, nc, m.Subject)
+	defer unguard()
 	if err := nc.PublishMsg(m); err != nil {
 		return 0, fmt.Errorf("send: %w", err)
 	}
 	for chunk := 0; ; chunk++ {
 		// Each chunk gets a fresh attempt timeout: a long answer is fine as
 		// long as it keeps coming.
-		actx, cancel := s.c.attemptContext(ctx)
+		actx, cancel := s.c.attemptContext(gctx)
 		reply, err := sub.NextMsgWithContext(actx)
 		cancel()
 		if err != nil {
+			if pe := bus.Refused(gctx); pe != nil {
+				return 0, fmt.Errorf("getAll %s: %w", m.Subject, pe)
+			}
 			return 0, fmt.Errorf("chunk %d: %w", chunk, bus.MapError(err))
 		}
 		if err := replyError(reply); err != nil {

@@ -4,10 +4,12 @@
 package embedded
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -32,6 +34,14 @@ type Config struct {
 	StoreDir string
 	// ReadyTimeout bounds the wait for the server to accept connections. Zero means 10s.
 	ReadyTimeout time.Duration
+	// AuthConf is a nats-server configuration file (as written by
+	// `switchyard auth init`) whose users, NKey users and permissions the
+	// server enforces; its other settings are ignored. Empty means no
+	// authentication: anyone who reaches the port may do anything.
+	AuthConf string
+	// TLS, when set, makes TCP clients use TLS with this configuration (its
+	// certificate). In-process connections skip TLS: there is no network.
+	TLS *tls.Config
 }
 
 // Server is a running in-process nats-server.
@@ -71,6 +81,21 @@ func Start(cfg Config) (*Server, error) {
 		StoreDir:   cfg.StoreDir,
 		MaxPayload: 8 << 20,
 	}
+	if cfg.AuthConf != "" {
+		ac, err := server.ProcessConfigFile(cfg.AuthConf)
+		if err != nil {
+			return nil, fmt.Errorf("start nats: auth configuration: %w", err)
+		}
+		if len(ac.Users) == 0 && len(ac.Nkeys) == 0 {
+			return nil, fmt.Errorf("start nats: auth configuration %s defines no users", cfg.AuthConf)
+		}
+		opts.Users, opts.Nkeys = ac.Users, ac.Nkeys
+	}
+	if cfg.TLS != nil {
+		opts.TLSConfig = cfg.TLS
+		opts.TLS = true
+		opts.TLSTimeout = 2
+	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("start nats: %w", err)
@@ -102,5 +127,8 @@ func (e *Server) Port() int {
 // Roles that run inside the server's process (switchyard up) use it.
 func (e *Server) ConnectInProcess(cfg bus.ConnectConfig) (*nats.Conn, error) {
 	cfg.Options = append(append([]nats.Option(nil), cfg.Options...), nats.InProcessServer(e.srv))
-	return bus.Connect(e.ClientURL(), cfg)
+	// The server skips TLS for in-process connections, but a tls:// URL
+	// (ClientURL when TLS is on) would make the client insist on it.
+	url := "nats://" + strings.TrimPrefix(e.ClientURL(), "tls://")
+	return bus.Connect(url, cfg)
 }

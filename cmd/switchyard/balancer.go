@@ -8,7 +8,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/switchyard-dev/switchyard/bus"
 	"github.com/switchyard-dev/switchyard/placement"
 )
 
@@ -34,7 +33,7 @@ Try it with the plain NATS client:  nats req persist.hub.id ''`,
 			if err != nil {
 				return err
 			}
-			nc, err := bus.Connect(nf.resolvedURL(), bus.ConnectConfig{Name: "switchyard-balancer"})
+			nc, err := nf.connectRole("switchyard-balancer", 0)
 			if err != nil {
 				return err
 			}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
+	"os"
 	"strings"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/switchyard-dev/switchyard/bus"
+	"github.com/switchyard-dev/switchyard/bus/auth"
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/placement"
 )
@@ -24,6 +27,8 @@ type natsFlags struct {
 	url     string
 	service string
 	timeout time.Duration
+	creds   string // --creds, else $SWITCHYARD_CREDS
+	tlsCA   string // --tls-ca, else $SWITCHYARD_TLS_CA
 }
 
 // registerServer adds --nats and --service, for the long-running roles
@@ -33,6 +38,41 @@ func (f *natsFlags) registerServer(cmd *cobra.Command) {
 	// The backquoted word is pflag's value name: help shows "--nats URL".
 	cmd.Flags().StringVar(&f.url, "nats", "", "NATS server `URL` (default $"+bus.EnvURL+", else "+defaultLocalURL+", where switchyard up listens)")
 	cmd.Flags().StringVar(&f.service, "service", bus.DefaultService, "first subject token of the persist service")
+	registerAuth(cmd, &f.creds, &f.tlsCA)
+}
+
+// registerAuth adds --creds and --tls-ca, shared by every command that
+// connects to a bus.
+func registerAuth(cmd *cobra.Command, creds, tlsCA *string) {
+	cmd.Flags().StringVar(creds, "creds", "", "credentials `FILE` of this role's NATS user, as written by switchyard auth init (default $"+auth.EnvCreds+"; none: connect anonymously)")
+	cmd.Flags().StringVar(tlsCA, "tls-ca", "", "PEM `FILE` of the CA that signed the NATS server's TLS certificate (default $"+auth.EnvTLSCA+")")
+}
+
+// authOptions are the nats.go options for the --creds and --tls-ca flags,
+// falling back to their environment variables.
+func authOptions(creds, tlsCA string) ([]nats.Option, error) {
+	if creds == "" {
+		creds = os.Getenv(auth.EnvCreds)
+	}
+	if tlsCA == "" {
+		tlsCA = os.Getenv(auth.EnvTLSCA)
+	}
+	return auth.ClientOptions(creds, tlsCA)
+}
+
+// connectRole dials NATS for a long-running role or a watch: it reconnects
+// for ever (bus.Connect), with the role's credentials and TLS settings.
+func (f *natsFlags) connectRole(name string, timeout time.Duration) (*nats.Conn, error) {
+	opts, err := authOptions(f.creds, f.tlsCA)
+	if err != nil {
+		return nil, err
+	}
+	url := f.resolvedURL()
+	nc, err := bus.Connect(url, bus.ConnectConfig{Name: name, Timeout: timeout, Options: opts})
+	if err != nil {
+		return nil, fmt.Errorf("cannot reach NATS at %s (is `switchyard up` running? otherwise set --nats or %s): %w", url, bus.EnvURL, err)
+	}
+	return nc, nil
 }
 
 // registerClient adds registerServer's flags and --timeout, for client
@@ -50,9 +90,17 @@ func (f *natsFlags) resolvedURL() string {
 }
 
 // connect dials NATS for a short-lived client command (no endless reconnect).
+// It goes through bus.Connect so a refused subject fails as forbidden at
+// once rather than as a timeout.
 func (f *natsFlags) connect() (*nats.Conn, error) {
+	opts, err := authOptions(f.creds, f.tlsCA)
+	if err != nil {
+		return nil, err
+	}
 	url := f.resolvedURL()
-	nc, err := nats.Connect(url, nats.Name("switchyard-cli"), nats.Timeout(f.timeout))
+	// Quiet: a one-shot command has no use for reconnect notices.
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	nc, err := bus.Connect(url, bus.ConnectConfig{Name: "switchyard-cli", Timeout: f.timeout, Logger: quiet, Options: append(opts, nats.NoReconnect())})
 	if err != nil {
 		return nil, fmt.Errorf("cannot reach NATS at %s (is `switchyard up` running? otherwise set --nats or %s): %w", url, bus.EnvURL, err)
 	}

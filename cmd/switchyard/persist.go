@@ -10,7 +10,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/switchyard-dev/switchyard/bus"
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/persist/server"
 	"github.com/switchyard-dev/switchyard/placement"
@@ -65,7 +64,7 @@ closes its files.`,
 			if archiveEvery < 0 {
 				return usagef("--archive-every %s: must not be negative", archiveEvery)
 			}
-			nc, err := bus.Connect(nf.resolvedURL(), bus.ConnectConfig{Name: "switchyard-persist-" + id})
+			nc, err := nf.connectRole("switchyard-persist-"+id, 0)
 			if err != nil {
 				return err
 			}

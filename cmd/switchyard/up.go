@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -12,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/switchyard-dev/switchyard/bus"
+	"github.com/switchyard-dev/switchyard/bus/auth"
 	"github.com/switchyard-dev/switchyard/bus/embedded"
 	"github.com/switchyard-dev/switchyard/persist/server"
 	"github.com/switchyard-dev/switchyard/placement"
@@ -20,7 +24,9 @@ import (
 func init() {
 	var (
 		host, dataDir, archiveDir, placementName, service string
+		authDir, tlsCert, tlsKey                          string
 		port, servers                                     int
+		insecure                                          bool
 	)
 	cmd := &cobra.Command{
 		Use:   "up",
@@ -29,9 +35,17 @@ func init() {
 data directory, and the balancer, then prints how to connect. Client commands
 (switchyard kv, stream, persist inventory) find it at the default address.
 Ctrl-C or SIGTERM stops it cleanly: requests in flight are answered and every
-SQLite file is closed.`,
+SQLite file is closed.
+
+With --auth DIR (made by switchyard auth init) NATS admits only the users in
+DIR/nats-server.conf, each confined to its role's subjects; the roles inside
+this process log in as DIR/server-ID.creds and DIR/balancer.creds. On a
+non-loopback --host, up refuses to start without --auth unless --insecure.
+With --tls-cert and --tls-key, network clients must use TLS (give them the CA
+with --tls-ca).`,
 		Example: `  switchyard up
-  switchyard up --nats-port 4333 --data /tmp/sy --servers 4`,
+  switchyard up --nats-port 4333 --data /tmp/sy --servers 4
+  switchyard up --host 0.0.0.0 --auth ./sy-auth --tls-cert cert.pem --tls-key key.pem`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if port < 1 || port > 65535 {
@@ -44,10 +58,16 @@ SQLite file is closed.`,
 			if err != nil {
 				return err
 			}
+			if authDir == "" && !insecure && !isLoopback(host) {
+				return usagef("--host %s is reachable from other machines: give --auth DIR (see switchyard auth init) or, to run an open bus anyway, --insecure", host)
+			}
+			if (tlsCert == "") != (tlsKey == "") {
+				return usagef("--tls-cert and --tls-key go together")
+			}
 			if err := os.MkdirAll(dataDir, 0o755); err != nil {
 				return fmt.Errorf("data directory: %w", err)
 			}
-			return runUp(cmd, upConfig{host: host, port: port, dataDir: dataDir, archiveDir: archiveDir, servers: servers, placement: fn, placementName: placementName, service: service})
+			return runUp(cmd, upConfig{host: host, port: port, dataDir: dataDir, archiveDir: archiveDir, servers: servers, placement: fn, placementName: placementName, service: service, authDir: authDir, tlsCert: tlsCert, tlsKey: tlsKey})
 		},
 	}
 	cmd.Flags().StringVar(&host, "host", "127.0.0.1", "address the embedded NATS server listens on")
@@ -57,11 +77,25 @@ SQLite file is closed.`,
 	cmd.Flags().IntVar(&servers, "servers", 2, "number of persist servers (ids 0..N-1)")
 	cmd.Flags().StringVar(&placementName, "placement", placement.NameRendezvous, "placement function: rendezvous or modulo")
 	cmd.Flags().StringVar(&service, "service", bus.DefaultService, "first subject token of the persist service")
+	cmd.Flags().StringVar(&authDir, "auth", "", "`DIR` written by switchyard auth init: NATS admits only its users, with their role's permissions (required on a non-loopback --host)")
+	cmd.Flags().StringVar(&tlsCert, "tls-cert", "", "PEM `FILE` of the NATS server's TLS certificate; network clients must then use TLS (with --tls-key)")
+	cmd.Flags().StringVar(&tlsKey, "tls-key", "", "PEM `FILE` of the private key of --tls-cert")
+	cmd.Flags().BoolVar(&insecure, "insecure", false, "allow a non-loopback --host without --auth: anyone who reaches the port can read and write everything")
 	rootCmd.AddCommand(cmd)
+}
+
+// isLoopback reports whether host only accepts connections from this machine.
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 type upConfig struct {
 	host, dataDir, archiveDir, placementName, service string
+	authDir, tlsCert, tlsKey                          string
 	port, servers                                     int
 	placement                                         placement.Func
 }
@@ -70,7 +104,18 @@ type upConfig struct {
 // signal), then stops them in reverse order: balancer, persist servers
 // (draining), connections, NATS.
 func runUp(cmd *cobra.Command, cfg upConfig) (err error) {
-	embedded, err := embedded.Start(embedded.Config{Host: cfg.host, Port: cfg.port})
+	ecfg := embedded.Config{Host: cfg.host, Port: cfg.port}
+	if cfg.authDir != "" {
+		ecfg.AuthConf = filepath.Join(cfg.authDir, auth.ConfFile)
+	}
+	if cfg.tlsCert != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.tlsCert, cfg.tlsKey)
+		if err != nil {
+			return fmt.Errorf("tls certificate: %w", err)
+		}
+		ecfg.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	embedded, err := embedded.Start(ecfg)
 	if err != nil {
 		return err
 	}
@@ -95,10 +140,20 @@ func runUp(cmd *cobra.Command, cfg upConfig) (err error) {
 			}
 		}
 	}()
-	connect := func(name string) (*nats.Conn, error) {
+	connect := func(name, user string) (*nats.Conn, error) {
+		var opts []nats.Option
+		if cfg.authDir != "" {
+			c, err := auth.LoadCreds(auth.CredsFile(cfg.authDir, user))
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w (does --auth hold credentials for --servers %d? see switchyard auth init --ids)", name, err, cfg.servers)
+			}
+			if opts, err = c.Options(); err != nil {
+				return nil, err
+			}
+		}
 		// Roles inside this process reach the embedded server over an
-		// in-memory pipe rather than loopback TCP.
-		nc, err := embedded.ConnectInProcess(bus.ConnectConfig{Name: name})
+		// in-memory pipe rather than loopback TCP (and so without TLS).
+		nc, err := embedded.ConnectInProcess(bus.ConnectConfig{Name: name, Options: opts})
 		if err != nil {
 			return nil, err
 		}
@@ -111,7 +166,7 @@ func runUp(cmd *cobra.Command, cfg upConfig) (err error) {
 		ids[i] = strconv.Itoa(i)
 	}
 	for _, id := range ids {
-		nc, err := connect("switchyard-persist-" + id)
+		nc, err := connect("switchyard-persist-"+id, "server-"+id)
 		if err != nil {
 			return err
 		}
@@ -124,7 +179,7 @@ func runUp(cmd *cobra.Command, cfg upConfig) (err error) {
 		}
 		stops = append(stops, srv.Stop)
 	}
-	nc, err := connect("switchyard-balancer")
+	nc, err := connect("switchyard-balancer", auth.RoleBalancer)
 	if err != nil {
 		return err
 	}
@@ -141,6 +196,12 @@ func runUp(cmd *cobra.Command, cfg upConfig) (err error) {
 	flag := ""
 	if url != defaultLocalURL {
 		flag = " --nats " + url
+	}
+	if cfg.authDir != "" {
+		flag += " --creds " + auth.CredsFile(cfg.authDir, auth.RoleClient)
+	}
+	if cfg.tlsCert != "" {
+		flag += " --tls-ca CA.pem"
 	}
 	fmt.Fprintf(w, `switchyard is up
   NATS       %s   (export %s=%s)

@@ -12,7 +12,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/switchyard-dev/switchyard/bus"
 	"github.com/switchyard-dev/switchyard/persist"
 )
 
@@ -60,10 +59,9 @@ With --json each line is one object with "event" set to one of those words
 				return usagef("--timeout must be positive")
 			}
 			// A watch outlives NATS restarts: reconnect forever, with jitter.
-			url := nf.resolvedURL()
-			nc, err := bus.Connect(url, bus.ConnectConfig{Name: "switchyard-watch", Timeout: nf.timeout})
+			nc, err := nf.connectRole("switchyard-watch", nf.timeout)
 			if err != nil {
-				return fmt.Errorf("cannot reach NATS at %s (is `switchyard up` running? otherwise set --nats or %s): %w", url, bus.EnvURL, err)
+				return err
 			}
 			defer nc.Close()
 			c, err := persist.NewClient(persist.ClientConfig{Conn: nc, Service: nf.service, Timeout: nf.timeout})

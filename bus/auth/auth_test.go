@@ -1,0 +1,162 @@
+package auth_test
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/switchyard-dev/switchyard/bus/auth"
+)
+
+// TestInitConfMatchesPlan writes an auth directory and reads the
+// configuration back with nats-server's own parser: every user must be
+// there with exactly the permissions of its role.
+func TestInitConfMatchesPlan(t *testing.T) {
+	for _, nkey := range []bool{false, true} {
+		name := "password"
+		if nkey {
+			name = "nkey"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			dir := filepath.Join(t.TempDir(), "auth")
+			plan := auth.Plan{IDs: []string{"0", "1"}, Tenants: map[string][]string{"acme": {"account-a", "project-p"}, "bob": {"account-b"}}}
+			users, err := auth.Init(dir, plan, nkey)
+			if err != nil {
+				t.Fatal(err)
+			}
+			opts, err := server.ProcessConfigFile(filepath.Join(dir, auth.ConfFile))
+			if err != nil {
+				t.Fatalf("nats-server cannot parse the configuration: %v", err)
+			}
+			perms := map[string]*server.Permissions{}
+			for _, u := range opts.Users {
+				perms[u.Username] = u.Permissions
+			}
+			for _, u := range opts.Nkeys {
+				perms[u.Nkey] = u.Permissions
+			}
+			if len(perms) != len(users) {
+				t.Fatalf("configuration has %d users, plan %d", len(perms), len(users))
+			}
+			for _, u := range users {
+				c, err := auth.LoadCreds(auth.CredsFile(dir, u.Name))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if c.Inbox != u.Inbox {
+					t.Errorf("%s: creds inbox %q, want %q", u.Name, c.Inbox, u.Inbox)
+				}
+				key := c.User
+				if nkey {
+					key = publicKey(t, c)
+				}
+				p := perms[key]
+				if p == nil {
+					t.Fatalf("%s: not in the configuration", u.Name)
+				}
+				if !slices.Equal(p.Subscribe.Allow, u.Perms.Subscribe) {
+					t.Errorf("%s: subscribe %v, want %v", u.Name, p.Subscribe.Allow, u.Perms.Subscribe)
+				}
+				if len(u.Perms.Publish) > 0 && !slices.Equal(p.Publish.Allow, u.Perms.Publish) {
+					t.Errorf("%s: publish %v, want %v", u.Name, p.Publish.Allow, u.Perms.Publish)
+				}
+				if len(u.Perms.Publish) == 0 && len(p.Publish.Allow) != 0 {
+					t.Errorf("%s: may publish on %v, want nothing but responses", u.Name, p.Publish.Allow)
+				}
+				if (p.Response != nil) != u.Perms.Responses {
+					t.Errorf("%s: allow_responses %v, want %v", u.Name, p.Response, u.Perms.Responses)
+				}
+				if p.Response != nil && (p.Response.MaxMsgs != -1 || p.Response.Expires != auth.ResponseExpiry) {
+					t.Errorf("%s: allow_responses %+v", u.Name, *p.Response)
+				}
+			}
+			// Secrets are private, and a second init refuses to replace them.
+			entries, err := os.ReadDir(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range entries {
+				fi, err := e.Info()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if fi.Mode().Perm() != 0o600 {
+					t.Errorf("%s: mode %v, want 0600", e.Name(), fi.Mode().Perm())
+				}
+			}
+			if _, err := auth.Init(dir, plan, nkey); err == nil || !strings.Contains(err.Error(), "exists") {
+				t.Fatalf("second init: %v", err)
+			}
+		})
+	}
+}
+
+func publicKey(t *testing.T, c auth.Creds) string {
+	t.Helper()
+	kp, err := nkeysFromSeed(c.Seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kp
+}
+
+func TestTenantPermissions(t *testing.T) {
+	t.Parallel()
+	u := auth.Tenant("persist", "acme", []string{"account-a"})
+	want := auth.Permissions{
+		Publish:   []string{"persist.account-a.id", "persist.account-a.api.*"},
+		Subscribe: []string{"persist.account-a.feed.>", "_INBOX_acme.>"},
+	}
+	if !slices.Equal(u.Perms.Publish, want.Publish) || !slices.Equal(u.Perms.Subscribe, want.Subscribe) || u.Perms.Responses || u.Inbox != "_INBOX_acme" {
+		t.Fatalf("tenant = %+v", u)
+	}
+}
+
+func TestPlanRejects(t *testing.T) {
+	t.Parallel()
+	for name, p := range map[string]auth.Plan{
+		"no ids":          {},
+		"role name":       {IDs: []string{"0"}, Tenants: map[string][]string{"client": {"a"}}},
+		"server name":     {IDs: []string{"0"}, Tenants: map[string][]string{"server-9": {"a"}}},
+		"bad tenant":      {IDs: []string{"0"}, Tenants: map[string][]string{"Acme": {"a"}}},
+		"bad scope":       {IDs: []string{"0"}, Tenants: map[string][]string{"acme": {"a.b"}}},
+		"wildcard scope":  {IDs: []string{"0"}, Tenants: map[string][]string{"acme": {"*"}}},
+		"no scopes":       {IDs: []string{"0"}, Tenants: map[string][]string{"acme": nil}},
+		"bad service":     {Service: "a.b", IDs: []string{"0"}},
+		"wildcard server": {IDs: []string{">"}},
+	} {
+		if _, err := p.Users(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+func TestParseCreds(t *testing.T) {
+	t.Parallel()
+	good := "# c\nuser: a\npassword: b\ninbox: _INBOX_a\n"
+	c, err := auth.ParseCreds([]byte(good))
+	if err != nil || c.User != "a" || c.Password != "b" || c.Inbox != "_INBOX_a" {
+		t.Fatalf("ParseCreds = %+v, %v", c, err)
+	}
+	back, err := auth.ParseCreds(c.Marshal("x"))
+	if err != nil || back != c {
+		t.Fatalf("round trip = %+v, %v", back, err)
+	}
+	for name, bad := range map[string]string{
+		"no password": "user: a\n",
+		"unknown key": "user: a\npassword: b\ntoken: c\n",
+		"no colon":    "user a\n",
+		"both":        "user: a\npassword: b\nnkey: SUAxx\n",
+		"bad seed":    "nkey: SUAxx\n",
+		"bad inbox":   "user: a\npassword: b\ninbox: _INBOX.x\n",
+	} {
+		if _, err := auth.ParseCreds([]byte(bad)); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}

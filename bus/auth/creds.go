@@ -1,0 +1,184 @@
+package auth
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
+)
+
+// Environment variables that stand in for --creds and --tls-ca.
+const (
+	EnvCreds = "SWITCHYARD_CREDS"
+	EnvTLSCA = "SWITCHYARD_TLS_CA"
+)
+
+// Creds is what one connection needs to log in. A creds file is plain text,
+// one "key: value" per line, '#' starts a comment:
+//
+//	# switchyard bus credentials for tenant acme
+//	user: acme
+//	password: 3q5...
+//	inbox: _INBOX_acme
+//
+// An NKey user has "nkey: SU..." (its seed) instead of user and password.
+// inbox is the reply-subject prefix the user is allowed to read.
+type Creds struct {
+	User     string
+	Password string
+	Seed     string // NKey seed; set instead of User and Password
+	Inbox    string
+}
+
+// Marshal renders c in the creds file format, with comment as the first line.
+func (c Creds) Marshal(comment string) []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "# %s\n# Secret: keep this file readable by its owner only.\n", comment)
+	if c.Seed != "" {
+		fmt.Fprintf(&b, "nkey: %s\n", c.Seed)
+	} else {
+		fmt.Fprintf(&b, "user: %s\npassword: %s\n", c.User, c.Password)
+	}
+	if c.Inbox != "" {
+		fmt.Fprintf(&b, "inbox: %s\n", c.Inbox)
+	}
+	return b.Bytes()
+}
+
+// ParseCreds reads the creds file format.
+func ParseCreds(data []byte) (Creds, error) {
+	var c Creds
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			return Creds{}, fmt.Errorf("line %d: want \"key: value\"", n)
+		}
+		v = strings.TrimSpace(v)
+		switch strings.TrimSpace(k) {
+		case "user":
+			c.User = v
+		case "password":
+			c.Password = v
+		case "nkey":
+			c.Seed = v
+		case "inbox":
+			c.Inbox = v
+		default:
+			return Creds{}, fmt.Errorf("line %d: unknown key %q (want user, password, nkey or inbox)", n, k)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return Creds{}, err
+	}
+	switch {
+	case c.Seed != "" && (c.User != "" || c.Password != ""):
+		return Creds{}, errors.New("give either nkey or user and password, not both")
+	case c.Seed == "" && (c.User == "" || c.Password == ""):
+		return Creds{}, errors.New("missing user and password (or nkey)")
+	}
+	if c.Seed != "" {
+		if _, err := nkeys.FromSeed([]byte(c.Seed)); err != nil {
+			return Creds{}, fmt.Errorf("nkey: %w", err)
+		}
+	}
+	if strings.ContainsAny(c.Inbox, ".*> \t") {
+		return Creds{}, fmt.Errorf("inbox %q must be one subject token", c.Inbox)
+	}
+	return c, nil
+}
+
+// LoadCreds reads a creds file.
+func LoadCreds(path string) (Creds, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Creds{}, fmt.Errorf("read creds: %w", err)
+	}
+	c, err := ParseCreds(data)
+	if err != nil {
+		return Creds{}, fmt.Errorf("creds %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Options are the nats.go options that log in with c and use its inbox.
+func (c Creds) Options() ([]nats.Option, error) {
+	var opts []nats.Option
+	if c.Seed != "" {
+		kp, err := nkeys.FromSeed([]byte(c.Seed))
+		if err != nil {
+			return nil, fmt.Errorf("nkey: %w", err)
+		}
+		pub, err := kp.PublicKey()
+		if err != nil {
+			return nil, fmt.Errorf("nkey: %w", err)
+		}
+		opts = append(opts, nats.Nkey(pub, kp.Sign))
+	} else {
+		opts = append(opts, nats.UserInfo(c.User, c.Password))
+	}
+	if c.Inbox != "" {
+		opts = append(opts, nats.CustomInboxPrefix(c.Inbox))
+	}
+	return opts, nil
+}
+
+// ClientOptions are the nats.go options for a creds file and a CA file,
+// either of which may be "" (not used).
+func ClientOptions(credsPath, caPath string) ([]nats.Option, error) {
+	var opts []nats.Option
+	if credsPath != "" {
+		c, err := LoadCreds(credsPath)
+		if err != nil {
+			return nil, err
+		}
+		if opts, err = c.Options(); err != nil {
+			return nil, fmt.Errorf("creds %s: %w", credsPath, err)
+		}
+	}
+	if caPath != "" {
+		if _, err := os.Stat(caPath); err != nil {
+			return nil, fmt.Errorf("tls ca: %w", err)
+		}
+		opts = append(opts, nats.RootCAs(caPath))
+	}
+	return opts, nil
+}
+
+// NewPassword returns a random password (256 bits, URL-safe base64).
+func NewPassword() (string, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("random password: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b[:]), nil
+}
+
+// NewNkey returns a new NKey user: its seed (for the creds file) and public
+// key (for the server configuration).
+func NewNkey() (seed, public string, err error) {
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		return "", "", fmt.Errorf("create nkey: %w", err)
+	}
+	s, err := kp.Seed()
+	if err != nil {
+		return "", "", fmt.Errorf("create nkey: %w", err)
+	}
+	p, err := kp.PublicKey()
+	if err != nil {
+		return "", "", fmt.Errorf("create nkey: %w", err)
+	}
+	return string(s), p, nil
+}

@@ -1,0 +1,110 @@
+package embedded_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/switchyard-dev/switchyard/bus"
+	"github.com/switchyard-dev/switchyard/bus/auth"
+	"github.com/switchyard-dev/switchyard/bus/embedded"
+	"github.com/switchyard-dev/switchyard/internal/testtls"
+)
+
+// startAuth runs a server enforcing the users of a fresh auth directory.
+func startAuth(t *testing.T, tlsFiles *testtls.Files) (*embedded.Server, string) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "auth")
+	if _, err := auth.Init(dir, auth.Plan{IDs: []string{"0"}, Tenants: map[string][]string{"acme": {"account-a"}}}, false); err != nil {
+		t.Fatal(err)
+	}
+	cfg := embedded.Config{Port: embedded.RandomPort, AuthConf: filepath.Join(dir, auth.ConfFile)}
+	if tlsFiles != nil {
+		cfg.TLS = tlsFiles.ServerConfig(t)
+	}
+	e, err := embedded.Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Shutdown)
+	return e, dir
+}
+
+func connectAs(t *testing.T, url, credsFile, ca string) (*nats.Conn, error) {
+	t.Helper()
+	opts, err := auth.ClientOptions(credsFile, ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := bus.Connect(url, bus.ConnectConfig{Options: append(opts, nats.NoReconnect())})
+	if err == nil {
+		t.Cleanup(nc.Close)
+	}
+	return nc, err
+}
+
+// TestRefusedRequestIsForbidden: a request the server's permissions refuse
+// fails at once as forbidden, not as a timeout, while an allowed request
+// with nobody listening is still "no responders".
+func TestRefusedRequestIsForbidden(t *testing.T) {
+	t.Parallel()
+	e, dir := startAuth(t, nil)
+	nc, err := connectAs(t, e.ClientURL(), auth.CredsFile(dir, "acme"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = bus.Request(context.Background(), nc, nats.NewMsg("persist.account-b.id"))
+	var pe *bus.PermissionError
+	if !errors.Is(err, bus.ErrForbidden) || !errors.As(err, &pe) || pe.Subject != "persist.account-b.id" {
+		t.Fatalf("request to another tenant's scope: %v, want forbidden", err)
+	}
+	if _, err := bus.Request(context.Background(), nc, nats.NewMsg("persist.account-a.id")); !errors.Is(err, bus.ErrNoResponders) {
+		t.Fatalf("request to own scope: %v, want no responders", err)
+	}
+}
+
+func TestWrongPasswordIsRefused(t *testing.T) {
+	t.Parallel()
+	e, _ := startAuth(t, nil)
+	bad := filepath.Join(t.TempDir(), "bad.creds")
+	if err := writeFile(bad, auth.Creds{User: "client", Password: "guess"}.Marshal("bad")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := connectAs(t, e.ClientURL(), bad, "")
+	if err == nil || !strings.Contains(err.Error(), "refused the credentials") {
+		t.Fatalf("wrong password: %v", err)
+	}
+	if _, err := connectAs(t, e.ClientURL(), "", ""); err == nil {
+		t.Fatal("connected without credentials")
+	}
+}
+
+// TestTLS: without the CA the client fails with a certificate error that
+// says what to do; with it, it connects and talks.
+func TestTLS(t *testing.T) {
+	t.Parallel()
+	f := testtls.New(t)
+	e, dir := startAuth(t, &f)
+	creds := auth.CredsFile(dir, "client")
+	_, err := connectAs(t, e.ClientURL(), creds, "")
+	if err == nil || !strings.Contains(err.Error(), "certificate") || !strings.Contains(err.Error(), "--tls-ca") {
+		t.Fatalf("without the CA: %v, want a certificate error naming --tls-ca", err)
+	}
+	nc, err := connectAs(t, e.ClientURL(), creds, f.CA)
+	if err != nil {
+		t.Fatalf("with the CA: %v", err)
+	}
+	if !nc.TLSRequired() {
+		t.Fatal("connection is not TLS")
+	}
+	if _, err := bus.Request(context.Background(), nc, nats.NewMsg("persist.x.id")); !errors.Is(err, bus.ErrNoResponders) {
+		t.Fatalf("request over TLS: %v", err)
+	}
+}
+
+func writeFile(path string, b []byte) error { return os.WriteFile(path, b, 0o600) }
