@@ -176,6 +176,8 @@ type WatchStats struct {
 	// again). Servers never cause it; see the trust model in
 	// docs/architecture.md.
 	Forged uint64
+	// IdleChecks counts the idle checks made (see WatchOptions.IdleCheck).
+	IdleChecks uint64
 }
 
 // WatchOptions configure Watch.
@@ -215,6 +217,7 @@ type Watcher struct {
 	readMsgs atomic.Uint64 // messages read with getAll
 	skipped  atomic.Uint64
 	forged   atomic.Uint64
+	idles    atomic.Uint64
 	stopped  atomic.Bool
 
 	errMu    sync.Mutex // protects err and retryErr
@@ -367,6 +370,7 @@ func (w *Watcher) Stats() WatchStats {
 		Read:         w.readMsgs.Load(),
 		Skipped:      w.skipped.Load(),
 		Forged:       w.forged.Load(),
+		IdleChecks:   w.idles.Load(),
 	}
 }
 
@@ -1138,6 +1142,7 @@ func (w *Watcher) confirmDeletes() error {
 // sets the feed did not bring are filled, a count that disagrees with what
 // the watcher holds (a lost delete) means a resync.
 func (w *Watcher) idleCheck() string {
+	defer w.idles.Add(1)
 	inv, err := w.s.Inventory(w.ctx)
 	if err != nil {
 		if permanentWatchErr(err) {
