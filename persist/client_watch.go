@@ -78,7 +78,9 @@ type EventKind int
 // Event kinds.
 const (
 	// EventSet carries one stored message in Msg. Sets come in increasing
-	// seq order and each seq comes once.
+	// seq order and each seq comes once, except after a forged feed
+	// message (Stats.Forged): the server's message at a seq the watcher
+	// took back (EventDelete) or let go on a forged word comes again.
 	EventSet EventKind = iota + 1
 	// EventDelete carries seqs, each one delivered earlier as an EventSet,
 	// that are gone (deleted, replaced by a newer message of their key, or
