@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -44,6 +46,17 @@ const (
 	// readStream): while writers keep assigning seqs the count check cannot
 	// be trusted, and the watcher re-lists what it holds instead.
 	watchSettleRounds = 3
+	// watchFeedWindow is how many applied feed messages a watcher
+	// remembers per publisher (number, digest, what it delivered on the
+	// message's word), to undo them when a second, different message with
+	// one of those numbers shows that one of the two was forged.
+	watchFeedWindow = 256
+	// watchConfirmGap: deletes awaiting confirmation whose seqs lie this
+	// close together are confirmed by one read of the range between them.
+	watchConfirmGap = 64
+	// watchConfirmBatch bounds the deletes that wait for confirmation
+	// while feed messages keep coming.
+	watchConfirmBatch = 1024
 )
 
 // Bounds on what a watcher remembers; variables so tests can make them small.
@@ -65,7 +78,9 @@ type EventKind int
 // Event kinds.
 const (
 	// EventSet carries one stored message in Msg. Sets come in increasing
-	// seq order and each seq comes once.
+	// seq order and each seq comes once, except after a forged feed
+	// message (Stats.Forged): the server's message at a seq the watcher
+	// took back (EventDelete) or let go on a forged word comes again.
 	EventSet EventKind = iota + 1
 	// EventDelete carries seqs, each one delivered earlier as an EventSet,
 	// that are gone (deleted, replaced by a newer message of their key, or
@@ -154,6 +169,17 @@ type WatchStats struct {
 	Read uint64
 	// Skipped counts the seqs reported in EventSkipped.
 	Skipped uint64
+	// Forged counts what the feed claimed and the server contradicted:
+	// deletes of seqs the server still holds (dropped), sets of seqs the
+	// server never assigned (dropped), two different feed messages with
+	// one number from one publisher, or a replay of one (the watcher undoes
+	// what it delivered on their word and re-reads the stream), and
+	// messages a resync found the watcher had wrongly let go (delivered
+	// again). Servers never cause it; see the trust model in
+	// docs/architecture.md.
+	Forged uint64
+	// IdleChecks counts the idle checks made (see WatchOptions.IdleCheck).
+	IdleChecks uint64
 }
 
 // WatchOptions configure Watch.
@@ -192,6 +218,8 @@ type Watcher struct {
 	retries  atomic.Uint64
 	readMsgs atomic.Uint64 // messages read with getAll
 	skipped  atomic.Uint64
+	forged   atomic.Uint64
+	idles    atomic.Uint64
 	stopped  atomic.Bool
 
 	errMu    sync.Mutex // protects err and retryErr
@@ -199,14 +227,45 @@ type Watcher struct {
 	retryErr error
 
 	// Owned by the run goroutine.
-	live       seqSet            // delivered seqs not yet reported deleted
-	epochs     map[string]uint64 // publisher epoch -> last Sy-Feed-N; 0 = take the next as it comes
+	live       seqSet                // delivered seqs not yet reported deleted
+	epochs     map[string]*feedEpoch // publisher epoch -> what the watcher applied of its feed
 	preDeleted map[uint64]struct{}
+	// pendingDel holds delivered seqs a feed delete named that wait for
+	// the server to confirm they are gone (see confirmDeletes).
+	pendingDel []uint64
+	// restore holds seqs whose delete was delivered on the word of a feed
+	// message later shown forged or conflicting: the next resync reads them
+	// and delivers again those the server still holds.
+	restore []uint64
+	// quietTo: seqs up to it were accounted for before a rollback (see
+	// rollback), so the re-read does not count them as skipped again.
+	quietTo    uint64
 	maxPre     int               // bound of preDeleted (watchMaxPreDeleted when the watcher was made)
 	keySeq     map[string]uint64 // key -> seq of the last keyed set delivered (see watchMaxKeys)
 	history    bool              // the first read is running: seqs it passes over are history, not skipped
 	skip       skipRun           // seqs skipped and not yet reported
 	reconnects uint64
+}
+
+// feedEpoch is what a watcher applied of one publisher's feed.
+type feedEpoch struct {
+	// n is the last Sy-Feed-N applied; 0 means the watcher (re)read the
+	// stream since, so the next message is taken as it comes, but its
+	// frames are not taken on its word (see apply).
+	n uint64
+	// win holds the last watchFeedWindow messages applied, oldest first.
+	win []feedSeen
+}
+
+// feedSeen is one applied feed message, remembered to undo it.
+type feedSeen struct {
+	n, sum uint64
+	// lo is the lowest seq delivered from the message's own set frames, 0
+	// if none: the server's reads are not in question.
+	lo uint64
+	// deleted lists the seqs whose delete was delivered on the message's
+	// word (the older row of a key it set).
+	deleted []uint64
 }
 
 // skipRun accumulates the seqs one EventSkipped will report.
@@ -249,7 +308,7 @@ func (s *Stream) Watch(ctx context.Context, opts WatchOptions, fn func(Event)) (
 		in:         make(chan *feedBatch, opts.Buffer),
 		kick:       make(chan struct{}, 1),
 		done:       make(chan struct{}),
-		epochs:     map[string]uint64{},
+		epochs:     map[string]*feedEpoch{},
 		preDeleted: map[uint64]struct{}{},
 		maxPre:     watchMaxPreDeleted,
 		keySeq:     map[string]uint64{},
@@ -312,6 +371,8 @@ func (w *Watcher) Stats() WatchStats {
 		LastRetryErr: retryErr,
 		Read:         w.readMsgs.Load(),
 		Skipped:      w.skipped.Load(),
+		Forged:       w.forged.Load(),
+		IdleChecks:   w.idles.Load(),
 	}
 }
 
@@ -434,6 +495,13 @@ func (w *Watcher) follow() (string, error) {
 			}
 		case m := <-w.in:
 			r := w.apply(m)
+			if r == "" && (len(w.in) == 0 || len(w.pendingDel) >= watchConfirmBatch) {
+				// Confirm once the burst is applied: one read covers the
+				// deletes of many feed messages.
+				if err := w.confirmDeletes(); err != nil {
+					r = "confirm deletes: " + err.Error()
+				}
+			}
 			w.flushSkipped()
 			if r != "" {
 				return r, nil
@@ -497,8 +565,8 @@ func (w *Watcher) sync(reason string) error {
 			w.errMu.Unlock()
 			continue
 		}
-		for e := range w.epochs {
-			w.epochs[e] = 0
+		for _, e := range w.epochs {
+			e.n, e.win = 0, nil
 		}
 		w.history = false
 		w.flushSkipped()
@@ -523,6 +591,9 @@ func (w *Watcher) read(reason string, announced *bool) error {
 	// the read does not find stays undelivered, one it finds was not
 	// deleted (in this stream's file) after all.
 	clear(w.preDeleted)
+	// Likewise for deletes awaiting confirmation: the read's count check
+	// reports those that really happened.
+	w.pendingDel = nil
 	w.reconnects = w.nc.Stats().Reconnects
 	// Make sure the subscription is live on the server before reading.
 	fctx, cancel := w.s.c.attemptContext(w.ctx)
@@ -580,6 +651,9 @@ func (g *watchGate) release() { <-g.slots }
 // Messages delivered by this read need no check: the feed messages
 // published since it started are kept, and bring their deletes.
 func (w *Watcher) readStream() error {
+	if err := w.restoreDeleted(); err != nil {
+		return err
+	}
 	held := w.live.count() > 0
 	before := w.last.Load()
 	if err := w.readNew(0); err != nil {
@@ -622,8 +696,14 @@ func (w *Watcher) relist(upTo uint64) error {
 		return nil
 	}
 	var seen seqSet
+	var back []*Message
 	err := w.scanPaged(lo, upTo, func(m *Message) error {
 		seen.add(m.Seq)
+		if !w.live.has(m.Seq) && m.Seq <= w.last.Load() {
+			// Seqs never come back once gone, so a message the server
+			// holds that the watcher let go was let go on a forged word.
+			back = append(back, m)
+		}
 		return nil
 	})
 	if err != nil {
@@ -637,32 +717,95 @@ func (w *Watcher) relist(upTo uint64) error {
 	if len(gone) > 0 {
 		w.fn(Event{Kind: EventDelete, Seqs: gone})
 	}
+	for _, m := range back {
+		w.redeliver(m)
+	}
 	return nil
 }
 
 // apply handles one feed message and returns why a resync is needed, or "".
 // b is shared with the client's other watchers of the stream: read only.
+//
+// Anyone who may publish on the feed subject can forge a message, so the
+// feed's word is taken only where that is cheap to check later: a set is
+// delivered from its frame only when the message is the next number of a
+// publisher the watcher already follows and the set's seq is the next one
+// (a forgery there is caught when the server's own message with that
+// number arrives, or by the idle check). Any other set (a jump, the first
+// message after a read, a seq a delete named first) is read from the
+// server instead, and a delete of a delivered seq waits for the server to
+// confirm it, except the older row of a key the message itself set.
 func (w *Watcher) apply(b *feedBatch) string {
 	epoch, n, server := b.epoch, b.n, b.server
-	prev, known := w.epochs[epoch]
+	e, known := w.epochs[epoch]
 	switch {
-	case known && prev != 0 && n <= prev:
-		return "" // already applied
-	case known && prev != 0 && n != prev+1:
-		return fmt.Sprintf("lost feed messages %d..%d of server %s", prev+1, n-1, server)
+	case known && e.n != 0 && n <= e.n:
+		return w.conflict(e, b)
+	case known && e.n != 0 && n != e.n+1:
+		return fmt.Sprintf("lost feed messages %d..%d of server %s", e.n+1, n-1, server)
 	case !known && len(w.epochs) > 0:
 		// A restarted or new owner: the previous one may have committed
 		// changes it never published.
-		w.rememberEpoch(epoch, 0)
+		w.rememberEpoch(epoch)
 		return fmt.Sprintf("new publisher (server %s, epoch %s)", server, epoch)
 	}
-	w.rememberEpoch(epoch, n)
+	trusted := known && e.n != 0
+	if !known {
+		e = w.rememberEpoch(epoch)
+	}
+	e.n = n
+	seen := feedSeen{n: n, sum: b.sum}
+	defer func() {
+		if len(e.win) >= watchFeedWindow {
+			e.win = slices.Delete(e.win, 0, len(e.win)-watchFeedWindow+1)
+		}
+		e.win = append(e.win, seen)
+	}()
+	if !trusted {
+		// Read what the message announces from the server rather than
+		// take it on the message's word.
+		var hi uint64
+		for i := range b.frames {
+			if f := &b.frames[i]; f.Op == "" || f.Op == FeedOpSet || f.Op == FeedOpRef {
+				hi = max(hi, f.Seq)
+			}
+		}
+		if hi > w.last.Load() {
+			if err := w.confirmSets(hi); err != nil {
+				return "feed: " + err.Error()
+			}
+		}
+	}
+	var replaced map[uint64]struct{} // older rows of keys this message set
+	var named []uint64               // delivered seqs the message's deletes name
 	for i := range b.frames {
 		f := &b.frames[i]
 		switch f.Op {
 		case "", FeedOpSet:
-			if err := w.feedSet(&b.msgs[i]); err != nil {
-				return "feed: " + err.Error()
+			m := &b.msgs[i]
+			last := w.last.Load()
+			_, preDeleted := w.preDeleted[m.Seq]
+			switch {
+			case m.Seq <= last:
+			case !trusted:
+				// Read from the server above, which did not hold it.
+			case m.Seq == last+1 && !preDeleted:
+				if old, ok := w.keySeq[m.Key]; ok && m.Key != "" && w.live.has(old) {
+					if replaced == nil {
+						replaced = map[uint64]struct{}{}
+					}
+					replaced[old] = struct{}{}
+				}
+				w.deliverSet(m, false)
+				if seen.lo == 0 {
+					seen.lo = m.Seq
+				}
+			default:
+				// A jump the feed's numbers do not explain, or a seq a
+				// delete named first: the server says what is there.
+				if err := w.confirmSets(m.Seq); err != nil {
+					return "feed: " + err.Error()
+				}
 			}
 		case FeedOpRef:
 			if f.Seq > w.last.Load() {
@@ -671,7 +814,7 @@ func (w *Watcher) apply(b *feedBatch) string {
 				}
 			}
 		case FeedOpDelete:
-			if !w.deliverDelete(f.Seqs) {
+			if !w.deliverDelete(f.Seqs, &named) {
 				// Forgetting would let a set whose delete came first be
 				// delivered and never deleted; the re-read knows better.
 				return fmt.Sprintf("more than %d deletes of seqs not yet seen", w.maxPre)
@@ -680,35 +823,150 @@ func (w *Watcher) apply(b *feedBatch) string {
 		// Unknown operations come from a newer server; they change nothing
 		// a watcher of this version can show.
 	}
+	// A server writes a key's older row's delete before the set that
+	// replaces it, so the sets of the whole message are known only now.
+	var out []uint64
+	for _, q := range named {
+		if _, r := replaced[q]; r && w.live.remove(q) {
+			out = append(out, q)
+		} else if w.live.has(q) {
+			w.pendingDel = append(w.pendingDel, q)
+		}
+	}
+	if len(out) > 0 {
+		seen.deleted = out
+		w.fn(Event{Kind: EventDelete, Seqs: out})
+	}
 	if b.err != nil {
 		return "feed: " + b.err.Error()
 	}
 	return ""
 }
 
-func (w *Watcher) rememberEpoch(epoch string, n uint64) {
+// conflict handles a message whose number the watcher already applied
+// from the same publisher. Servers never send a number twice, so either
+// this message or the one applied is not the server's: the watcher undoes
+// what it delivered on the word of the applied one and of those after it,
+// and re-reads the stream from the server. A byte-identical replay changes
+// nothing and is only counted.
+func (w *Watcher) conflict(e *feedEpoch, b *feedBatch) string {
+	w.forged.Add(1)
+	from := 0
+	for i, s := range e.win {
+		if s.n == b.n {
+			if s.sum == b.sum {
+				return ""
+			}
+			from = i
+			break
+		}
+	}
+	// Not found: older than the window, which is all the watcher can undo.
+	lo := uint64(0)
+	var undo []uint64
+	for _, s := range e.win[from:] {
+		if s.lo != 0 && (lo == 0 || s.lo < lo) {
+			lo = s.lo
+		}
+		undo = append(undo, s.deleted...)
+	}
+	w.rollback(lo, undo)
+	return fmt.Sprintf("two different feed messages %d of server %s: one is forged", b.n, b.server)
+}
+
+// rollback takes back what the watcher delivered on the feed's word from
+// seq lo on (0: nothing): the seqs it holds from lo are reported deleted
+// and LastSeq returns to lo-1, so the resync that must follow delivers the
+// server's messages for them. The seqs in undo had their delete delivered
+// on the feed's word; the resync delivers again those the server holds.
+func (w *Watcher) rollback(lo uint64, undo []uint64) {
+	w.restore = append(w.restore, undo...)
+	last := w.last.Load()
+	if lo == 0 || lo > last {
+		return
+	}
+	gone := w.live.cutFrom(lo)
+	w.quietTo = max(w.quietTo, last)
+	w.last.Store(lo - 1)
+	// The index may name rows just taken back; it only saves reading.
+	clear(w.keySeq)
+	if len(gone) > 0 {
+		w.fn(Event{Kind: EventDelete, Seqs: gone})
+	}
+}
+
+// restoreDeleted delivers again, read from the server, the messages at the
+// seqs in restore that the server still holds: their delete came from a
+// message the watcher took back.
+func (w *Watcher) restoreDeleted() error {
+	slices.Sort(w.restore)
+	w.restore = slices.Compact(w.restore)
+	for len(w.restore) > 0 {
+		q := w.restore[0]
+		if q <= w.last.Load() && !w.live.has(q) {
+			err := w.scanPaged(q, q, func(m *Message) error {
+				if m.Seq == q {
+					w.redeliver(m)
+				}
+				return nil
+			})
+			if err != nil {
+				return fmt.Errorf("restore seq %d: %w", q, err)
+			}
+		}
+		w.restore = w.restore[1:]
+	}
+	w.restore = nil
+	return nil
+}
+
+// redeliver hands the application again a message at or below LastSeq that
+// the server holds and the watcher let go on a forged word. It is the one
+// case where a set comes out of seq order.
+func (w *Watcher) redeliver(m *Message) {
+	w.forged.Add(1)
+	w.live.insert(m.Seq)
+	w.fn(Event{Kind: EventSet, Msg: m})
+}
+
+func (w *Watcher) rememberEpoch(epoch string) *feedEpoch {
 	if _, ok := w.epochs[epoch]; !ok && len(w.epochs) >= watchMaxEpochs {
 		for e := range w.epochs {
 			delete(w.epochs, e)
 			break
 		}
 	}
-	w.epochs[epoch] = n
+	e := &feedEpoch{}
+	w.epochs[epoch] = e
+	return e
 }
 
-// feedSet delivers a set from the feed, first filling a gap before it from
-// getAll.
-func (w *Watcher) feedSet(m *Message) error {
-	last := w.last.Load()
-	if m.Seq <= last {
+// confirmSets delivers the messages up to seq to read from the server, never
+// the feed's frames for them. A seq the server does not return was removed
+// meanwhile (skipped) or never assigned (a forgery, counted, and LastSeq
+// stays below it so the real message at that seq is still delivered).
+func (w *Watcher) confirmSets(to uint64) error {
+	if err := w.fill(to); err != nil {
+		return err
+	}
+	if w.last.Load() >= to {
 		return nil
 	}
-	if m.Seq > last+1 {
-		if err := w.fill(m.Seq - 1); err != nil {
+	inv, err := w.s.Inventory(w.ctx)
+	if err != nil {
+		return fmt.Errorf("confirm seq %d: %w", to, err)
+	}
+	upTo := min(inv.Seq, to)
+	if inv.Seq < to {
+		w.forged.Add(1)
+	}
+	if upTo > w.last.Load() {
+		// Seqs assigned between the read and the inventory.
+		if err := w.fill(upTo); err != nil {
 			return err
 		}
 	}
-	w.deliverSet(m, false)
+	w.passTo(upTo)
 	return nil
 }
 
@@ -750,11 +1008,16 @@ func (w *Watcher) deliverSet(m *Message, read bool) {
 	w.passTo(m.Seq - 1)
 	w.last.Store(m.Seq)
 	if _, gone := w.preDeleted[m.Seq]; gone {
-		// Its delete came first (a misrouted writer's set still on its
-		// way): the application gets neither.
 		delete(w.preDeleted, m.Seq)
-		w.skipSeqs(m.Seq, m.Seq)
-		return
+		if !read {
+			// Its delete came first (a misrouted writer's set still on its
+			// way): the application gets neither.
+			w.skipSeqs(m.Seq, m.Seq)
+			return
+		}
+		// The server holds it, so the delete was not of this message: a
+		// forgery, or another server's row.
+		w.forged.Add(1)
 	}
 	if m.Key != "" {
 		if old, ok := w.keySeq[m.Key]; ok && read && w.live.remove(old) {
@@ -789,6 +1052,7 @@ func (w *Watcher) passTo(q uint64) {
 
 // skipSeqs adds lo..hi to the next EventSkipped.
 func (w *Watcher) skipSeqs(lo, hi uint64) {
+	lo = max(lo, w.quietTo+1)
 	if w.history || lo > hi {
 		return
 	}
@@ -810,18 +1074,21 @@ func (w *Watcher) flushSkipped() {
 	w.fn(Event{Kind: EventSkipped, Count: r.n, First: r.first, Last: r.last})
 }
 
-// deliverDelete reports the seqs of a delete that were delivered and still
-// live; a seq not seen yet (a misrouted writer's set still on its way) is
-// remembered so its set is not delivered later. It returns false, having
-// remembered what fits, when that memory is full: the caller resyncs.
-func (w *Watcher) deliverDelete(seqs []uint64) bool {
-	var out []uint64
+// deliverDelete handles a delete frame: the delivered seqs it names are
+// added to named (apply reports the older rows of keys the same message set
+// at once, and the others once the server confirms them); a seq not seen
+// yet (a misrouted writer's set still on its way) is remembered, so its set
+// is read from the server rather than taken from the feed. It returns
+// false, having remembered what fits, when that memory is full: the caller
+// resyncs.
+func (w *Watcher) deliverDelete(seqs []uint64, named *[]uint64) bool {
 	last := w.last.Load()
 	ok := true
 	for _, q := range seqs {
-		if w.live.remove(q) {
-			out = append(out, q)
-		} else if q > last {
+		switch {
+		case w.live.has(q):
+			*named = append(*named, q)
+		case q > last:
 			if _, dup := w.preDeleted[q]; !dup && len(w.preDeleted) >= w.maxPre {
 				ok = false
 				continue
@@ -829,16 +1096,55 @@ func (w *Watcher) deliverDelete(seqs []uint64) bool {
 			w.preDeleted[q] = struct{}{}
 		}
 	}
+	return ok
+}
+
+// confirmDeletes delivers the deletes waiting in pendingDel that the server
+// confirms: it reads each run of nearby seqs with one getAll, which returns
+// only what is still there (nothing, for a run of honest deletes). A seq
+// the server still holds was not deleted: its delete is dropped and
+// counted. The cost is one request per burst of deletes, not per delete.
+func (w *Watcher) confirmDeletes() error {
+	qs := w.pendingDel
+	w.pendingDel = nil
+	slices.Sort(qs)
+	qs = slices.Compact(qs)
+	qs = slices.DeleteFunc(qs, func(q uint64) bool { return !w.live.has(q) })
+	held := map[uint64]struct{}{}
+	for i := 0; i < len(qs); {
+		j := i
+		for j+1 < len(qs) && qs[j+1]-qs[j] <= watchConfirmGap {
+			j++
+		}
+		err := w.scanPaged(qs[i], qs[j], func(m *Message) error {
+			held[m.Seq] = struct{}{}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("confirm deletes of seqs %d..%d: %w", qs[i], qs[j], err)
+		}
+		i = j + 1
+	}
+	var out []uint64
+	for _, q := range qs {
+		if _, ok := held[q]; ok {
+			w.forged.Add(1)
+			continue
+		}
+		w.live.remove(q)
+		out = append(out, q)
+	}
 	if len(out) > 0 {
 		w.fn(Event{Kind: EventDelete, Seqs: out})
 	}
-	return ok
+	return nil
 }
 
 // idleCheck asks the server for the stream's inventory after a quiet spell:
 // sets the feed did not bring are filled, a count that disagrees with what
 // the watcher holds (a lost delete) means a resync.
 func (w *Watcher) idleCheck() string {
+	defer w.idles.Add(1)
 	inv, err := w.s.Inventory(w.ctx)
 	if err != nil {
 		if permanentWatchErr(err) {
@@ -846,6 +1152,22 @@ func (w *Watcher) idleCheck() string {
 			return "idle check: " + err.Error()
 		}
 		return "" // the server is away; the feed will tell when it is back
+	}
+	if last := w.last.Load(); inv.Seq < last {
+		// The watcher delivered seqs the server never assigned: only a
+		// forged feed message does that. Take back what the feed's word
+		// delivered above the server's last seq and re-read.
+		w.forged.Add(1)
+		var undo []uint64
+		for _, e := range w.epochs {
+			for _, s := range e.win {
+				if s.lo > inv.Seq {
+					undo = append(undo, s.deleted...)
+				}
+			}
+		}
+		w.rollback(inv.Seq+1, undo)
+		return fmt.Sprintf("idle check: delivered up to seq %d, server assigned only %d", last, inv.Seq)
 	}
 	if inv.Seq > w.last.Load() {
 		if err := w.fill(inv.Seq); err != nil {
@@ -930,6 +1252,49 @@ func (s *seqSet) find(q uint64) int {
 		}
 	}
 	return -1
+}
+
+func (s *seqSet) has(q uint64) bool { return s.find(q) >= 0 }
+
+// insert adds q wherever it falls.
+func (s *seqSet) insert(q uint64) {
+	if s.has(q) {
+		return
+	}
+	i := sort.Search(len(s.iv), func(i int) bool { return s.iv[i].lo > q })
+	joinPrev := i > 0 && s.iv[i-1].hi+1 == q
+	joinNext := i < len(s.iv) && s.iv[i].lo == q+1
+	switch {
+	case joinPrev && joinNext:
+		s.iv[i-1].hi = s.iv[i].hi
+		s.iv = slices.Delete(s.iv, i, i+1)
+	case joinPrev:
+		s.iv[i-1].hi = q
+	case joinNext:
+		s.iv[i].lo = q
+	default:
+		s.iv = slices.Insert(s.iv, i, seqRange{q, q})
+	}
+	s.n++
+}
+
+// cutFrom removes the members >= lo and returns them, ascending.
+func (s *seqSet) cutFrom(lo uint64) []uint64 {
+	var out []uint64
+	k := sort.Search(len(s.iv), func(i int) bool { return s.iv[i].hi >= lo })
+	for i := k; i < len(s.iv); i++ {
+		r := s.iv[i]
+		for q := max(r.lo, lo); q <= r.hi; q++ {
+			out = append(out, q)
+		}
+	}
+	s.n -= uint64(len(out))
+	if k < len(s.iv) && s.iv[k].lo < lo {
+		s.iv[k].hi = lo - 1
+		k++
+	}
+	s.iv = s.iv[:k]
+	return out
 }
 
 // remove deletes q and reports whether it was there.

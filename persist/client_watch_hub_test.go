@@ -62,9 +62,23 @@ func TestWatchSharesSubscription(t *testing.T) {
 	if _, err := writer.Stream("project-h", "b").Set(ctx, []byte("v"), persist.SetOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// The first feed message after the history is read from the server,
+	// not taken on the feed's word; when the key was rewritten by then,
+	// its seq is skipped rather than delivered.
 	for _, col := range cols {
-		col.waitFor(t, "20 sets, 19 deletes", func(c *collector) bool { return len(c.sets) == 20 && len(c.deleted) == 19 })
-		col.check(t, seqs(1, 20))
+		col.waitFor(t, "seq 20, the only one live", func(c *collector) bool {
+			var skipped uint64
+			for _, ev := range c.skipped {
+				skipped += ev.Count
+			}
+			_, ok := c.live[20]
+			return ok && len(c.live) == 1 && uint64(len(c.sets))+skipped == 20
+		})
+		col.mu.Lock()
+		if len(col.errs) > 0 {
+			t.Error(col.errs)
+		}
+		col.mu.Unlock()
 	}
 	colB.waitFor(t, "1 set", func(c *collector) bool { return len(c.sets) == 1 })
 	colB.check(t, seqs(1, 1))
@@ -87,8 +101,7 @@ func TestWatchSharesSubscription(t *testing.T) {
 	}
 	late.waitFor(t, "seq 21", func(c *collector) bool { return len(c.sets) == 2 })
 	late.check(t, seqs(20, 21))
-	cols[2].waitFor(t, "seq 21", func(c *collector) bool { return len(c.sets) == 21 })
-	cols[2].check(t, seqs(1, 21))
+	cols[2].waitFor(t, "seq 21", func(c *collector) bool { _, ok := c.live[21]; return ok })
 	_ = wl.Stop()
 	_ = ws[2].Stop()
 	_ = wb.Stop()
