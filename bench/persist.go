@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -19,7 +20,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/switchyard-dev/switchyard/bus"
+	"github.com/switchyard-dev/switchyard/bus/auth"
 	"github.com/switchyard-dev/switchyard/bus/embedded"
+	"github.com/switchyard-dev/switchyard/internal/devcert"
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/persist/server"
 	"github.com/switchyard-dev/switchyard/persist/store"
@@ -77,13 +80,23 @@ func (r Result) Ratio() float64 {
 // PersistEnv is one embedded NATS server with JetStream on, one persist
 // server and a balancer: both sides of the comparison on one bus.
 type PersistEnv struct {
-	NATS    *embedded.Server
-	dir     string
-	cleanup []func()
+	NATS       *embedded.Server
+	dir        string
+	clientOpts []nats.Option // credentials and CA of TCP clients (secure env)
+	cleanup    []func()
 }
 
 // StartPersistEnv starts the shared environment under dir ("" = temp dir).
-func StartPersistEnv(dir string) (env *PersistEnv, err error) {
+func StartPersistEnv(dir string) (*PersistEnv, error) { return startPersistEnv(dir, false) }
+
+// StartSecurePersistEnv starts the persist side of the environment with the
+// bus secured as `switchyard up --auth` secures it: the NATS users and
+// permissions of `switchyard auth init` (the server and balancer connect in
+// process with their own users) and TLS for every TCP client, which connects
+// as the client user. JetStream is off: only persist runs on it.
+func StartSecurePersistEnv(dir string) (*PersistEnv, error) { return startPersistEnv(dir, true) }
+
+func startPersistEnv(dir string, secure bool) (env *PersistEnv, err error) {
 	env = &PersistEnv{}
 	defer func() {
 		if err != nil {
@@ -100,7 +113,37 @@ func StartPersistEnv(dir string) (env *PersistEnv, err error) {
 		env.cleanup = append(env.cleanup, func() { os.RemoveAll(d) })
 	}
 	env.dir = dir
-	e, err := embedded.Start(embedded.Config{Port: embedded.RandomPort, JetStream: true, StoreDir: dir + "/jetstream"})
+	ecfg := embedded.Config{Port: embedded.RandomPort, JetStream: !secure, StoreDir: dir + "/jetstream"}
+	var serverOpts, balancerOpts []nats.Option
+	ids := []string{"0"}
+	if secure {
+		authDir := filepath.Join(dir, "auth")
+		if _, err := auth.Init(authDir, auth.Plan{IDs: ids}, false); err != nil {
+			return nil, err
+		}
+		certDir := filepath.Join(dir, "tls")
+		if err := os.MkdirAll(certDir, 0o700); err != nil {
+			return nil, err
+		}
+		certs, err := devcert.Write(certDir)
+		if err != nil {
+			return nil, err
+		}
+		if ecfg.TLS, err = certs.ServerConfig(); err != nil {
+			return nil, err
+		}
+		ecfg.AuthConf = filepath.Join(authDir, auth.ConfFile)
+		if serverOpts, err = auth.ClientOptions(auth.CredsFile(authDir, "server-0"), ""); err != nil {
+			return nil, err
+		}
+		if balancerOpts, err = auth.ClientOptions(auth.CredsFile(authDir, auth.RoleBalancer), ""); err != nil {
+			return nil, err
+		}
+		if env.clientOpts, err = auth.ClientOptions(auth.CredsFile(authDir, auth.RoleClient), certs.CA); err != nil {
+			return nil, err
+		}
+	}
+	e, err := embedded.Start(ecfg)
 	if err != nil {
 		return nil, err
 	}
@@ -109,12 +152,11 @@ func StartPersistEnv(dir string) (env *PersistEnv, err error) {
 
 	// The persist server and balancer run inside the NATS server's process,
 	// as in `switchyard up`, so they connect in-process like JetStream does.
-	nc, err := e.ConnectInProcess(bus.ConnectConfig{Name: "bench-persist"})
+	nc, err := e.ConnectInProcess(bus.ConnectConfig{Name: "bench-persist", Options: serverOpts})
 	if err != nil {
 		return nil, err
 	}
 	env.cleanup = append(env.cleanup, nc.Close)
-	ids := []string{"0"}
 	srv, err := server.New(server.Config{Conn: nc, ID: "0", IDs: ids, DataDir: dir + "/persist"})
 	if err != nil {
 		return nil, err
@@ -123,7 +165,14 @@ func StartPersistEnv(dir string) (env *PersistEnv, err error) {
 		return nil, err
 	}
 	env.cleanup = append(env.cleanup, func() { _ = srv.Stop(context.Background()) })
-	b, err := placement.NewBalancer(placement.BalancerConfig{Conn: nc, IDs: ids})
+	bnc := nc
+	if secure { // the balancer has a user of its own
+		if bnc, err = e.ConnectInProcess(bus.ConnectConfig{Name: "bench-balancer", Options: balancerOpts}); err != nil {
+			return nil, err
+		}
+		env.cleanup = append(env.cleanup, bnc.Close)
+	}
+	b, err := placement.NewBalancer(placement.BalancerConfig{Conn: bnc, IDs: ids})
 	if err != nil {
 		return nil, err
 	}
@@ -146,7 +195,7 @@ func (env *PersistEnv) Client() (*persist.Client, error) {
 
 // Conn opens a new client connection, closed with the environment.
 func (env *PersistEnv) Conn() (*nats.Conn, error) {
-	nc, err := nats.Connect(env.NATS.ClientURL())
+	nc, err := nats.Connect(env.NATS.ClientURL(), env.clientOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -175,17 +224,7 @@ func RunPersist(ctx context.Context, cfg PersistConfig, w io.Writer) ([]Result, 
 
 	var results []Result
 	for _, n := range cfg.Clients {
-		ours, err := rate(ctx, cfg.Duration, n, func(i int) (func(ctx context.Context, k int) error, error) {
-			c, err := env.Client()
-			if err != nil {
-				return nil, err
-			}
-			kv := c.KV("bench", "set-"+strconv.Itoa(n))
-			return func(ctx context.Context, k int) error {
-				_, err := kv.Set(ctx, "k"+strconv.Itoa(i)+"-"+strconv.Itoa(k%1000), value, persist.SetOptions{})
-				return err
-			}, nil
-		})
+		ours, err := rate(ctx, cfg.Duration, n, setOp(env, n, value))
 		if err != nil {
 			return results, fmt.Errorf("persist set x%d: %w", n, err)
 		}
@@ -217,29 +256,7 @@ func RunPersist(ctx context.Context, cfg PersistConfig, w io.Writer) ([]Result, 
 	}
 
 	// setMany of Batch vs async publish of Batch, one client, counted in messages.
-	ours, err := rate(ctx, cfg.Duration, 1, func(int) (func(ctx context.Context, k int) error, error) {
-		c, err := env.Client()
-		if err != nil {
-			return nil, err
-		}
-		s := c.Stream("bench", "setmany")
-		msgs := make([]persist.Entry, cfg.Batch)
-		for i := range msgs {
-			msgs[i].Value = value
-		}
-		return func(ctx context.Context, k int) error {
-			res, err := s.SetMany(ctx, msgs)
-			if err != nil {
-				return err
-			}
-			for _, r := range res {
-				if r.Err != nil {
-					return r.Err
-				}
-			}
-			return nil
-		}, nil
-	})
+	ours, err := rate(ctx, cfg.Duration, 1, setManyOp(env, cfg.Batch, value))
 	if err != nil {
 		return results, fmt.Errorf("persist setMany: %w", err)
 	}
@@ -357,6 +374,108 @@ func storeRate(ctx context.Context, dir string, d time.Duration, per int, value 
 		commits++
 	}
 	return float64(commits*per) / time.Since(start).Seconds(), ctx.Err()
+}
+
+// setOp is the persist side of the set workload at n clients: keyed sets of
+// value, each client on its own connection.
+func setOp(env *PersistEnv, n int, value []byte) func(i int) (func(ctx context.Context, k int) error, error) {
+	return func(i int) (func(ctx context.Context, k int) error, error) {
+		c, err := env.Client()
+		if err != nil {
+			return nil, err
+		}
+		kv := c.KV("bench", "set-"+strconv.Itoa(n))
+		return func(ctx context.Context, k int) error {
+			_, err := kv.Set(ctx, "k"+strconv.Itoa(i)+"-"+strconv.Itoa(k%1000), value, persist.SetOptions{})
+			return err
+		}, nil
+	}
+}
+
+// setManyOp is the persist side of the setMany workload: batches of batch
+// messages of value, one client.
+func setManyOp(env *PersistEnv, batch int, value []byte) func(i int) (func(ctx context.Context, k int) error, error) {
+	return func(int) (func(ctx context.Context, k int) error, error) {
+		c, err := env.Client()
+		if err != nil {
+			return nil, err
+		}
+		s := c.Stream("bench", "setmany")
+		msgs := make([]persist.Entry, batch)
+		for i := range msgs {
+			msgs[i].Value = value
+		}
+		return func(ctx context.Context, k int) error {
+			res, err := s.SetMany(ctx, msgs)
+			if err != nil {
+				return err
+			}
+			for _, r := range res {
+				if r.Err != nil {
+					return r.Err
+				}
+			}
+			return nil
+		}, nil
+	}
+}
+
+// RunPersistAuth measures what a secured bus costs: each persist workload on
+// a plain environment and on a secure one (StartSecurePersistEnv: per-role
+// users, TLS for clients), back to back in one run, and writes the table.
+// The target is a cost of at most 10 %.
+func RunPersistAuth(ctx context.Context, cfg PersistConfig, w io.Writer) ([]Result, error) {
+	cfg = cfg.withDefaults()
+	dir := cfg.Dir
+	if dir == "" {
+		d, err := os.MkdirTemp("", "switchyard-bench-auth-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(d)
+		dir = d
+	}
+	plain, err := StartPersistEnv(filepath.Join(dir, "plain"))
+	if err != nil {
+		return nil, fmt.Errorf("plain environment: %w", err)
+	}
+	defer plain.Close()
+	secure, err := StartSecurePersistEnv(filepath.Join(dir, "secure"))
+	if err != nil {
+		return nil, fmt.Errorf("secure environment: %w", err)
+	}
+	defer secure.Close()
+	value := testValue(cfg.ValueSize)
+	fmt.Fprintf(w, "persist on a secured bus (per-role users, TLS) vs an open one, %d-byte values, %s per side\n", cfg.ValueSize, cfg.Duration)
+	type workload struct {
+		name  string
+		n     int
+		scale float64
+		op    func(env *PersistEnv) func(int) (func(context.Context, int) error, error)
+	}
+	var loads []workload
+	for _, n := range cfg.Clients {
+		loads = append(loads, workload{fmt.Sprintf("set, %d client(s)", n), n, 1, func(env *PersistEnv) func(int) (func(context.Context, int) error, error) {
+			return setOp(env, n, value)
+		}})
+	}
+	loads = append(loads, workload{fmt.Sprintf("setMany of %d (msgs/s)", cfg.Batch), 1, float64(cfg.Batch), func(env *PersistEnv) func(int) (func(context.Context, int) error, error) {
+		return setManyOp(env, cfg.Batch, value)
+	}})
+	var results []Result
+	for _, l := range loads {
+		sec, err := rate(ctx, cfg.Duration, l.n, l.op(secure))
+		if err != nil {
+			return results, fmt.Errorf("%s, secure: %w", l.name, err)
+		}
+		open, err := rate(ctx, cfg.Duration, l.n, l.op(plain))
+		if err != nil {
+			return results, fmt.Errorf("%s, open: %w", l.name, err)
+		}
+		results = append(results, Result{Workload: l.name, OursName: "auth + TLS", AnchorName: "open bus", Ours: sec * l.scale, Anchor: open * l.scale, Target: 0.9})
+	}
+	PrintResults(w, results)
+	return results, nil
 }
 
 // testValue is a value of n printable bytes, the same on both sides.

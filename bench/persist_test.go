@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"strconv"
 	"strings"
@@ -129,5 +130,26 @@ func BenchmarkPersistSetMany(b *testing.B) {
 		if _, err := s.SetMany(ctx, msgs); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestRunPersistAuth: the secured environment serves every workload (users,
+// permissions and TLS as up --auth sets them) and the table has a row each.
+func TestRunPersistAuth(t *testing.T) {
+	var out bytes.Buffer
+	res, err := RunPersistAuth(context.Background(), PersistConfig{Duration: 200 * time.Millisecond, Clients: []int{1, 4}, Batch: 100, Dir: t.TempDir()}, &out)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if len(res) != 3 {
+		t.Fatalf("%d results, want 3:\n%s", len(res), out.String())
+	}
+	for _, r := range res {
+		if r.Ours <= 0 || r.Anchor <= 0 {
+			t.Errorf("%s: no operations measured (%v secure, %v open)", r.Workload, r.Ours, r.Anchor)
+		}
+	}
+	if !strings.Contains(out.String(), "auth + TLS") {
+		t.Errorf("table without the secured side:\n%s", out.String())
 	}
 }

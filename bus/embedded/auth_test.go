@@ -25,7 +25,7 @@ func startAuth(t *testing.T, tlsFiles *testtls.Files) (*embedded.Server, string)
 	}
 	cfg := embedded.Config{Port: embedded.RandomPort, AuthConf: filepath.Join(dir, auth.ConfFile)}
 	if tlsFiles != nil {
-		cfg.TLS = tlsFiles.ServerConfig(t)
+		cfg.TLS = testtls.ServerConfig(t, *tlsFiles)
 	}
 	e, err := embedded.Start(cfg)
 	if err != nil {
