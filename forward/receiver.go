@@ -282,12 +282,10 @@ func (r *Receiver) Stats() ReceiverStats {
 // reports which limit is full. Slots are never waited for: a request
 // over a limit is refused at once, so a flood cannot queue up memory.
 func (r *Receiver) acquireReading(p *receiverPeer) (ok bool, counter *atomic.Uint64) {
-	if p.reading.Add(1) > int64(r.cfg.MaxReadingPerPeer) {
-		p.reading.Add(-1)
+	if !tryAcquire(&p.reading, int64(r.cfg.MaxReadingPerPeer)) {
 		return false, &r.busyPeer
 	}
-	if r.reading.Add(1) > int64(r.cfg.MaxReading) {
-		r.reading.Add(-1)
+	if !tryAcquire(&r.reading, int64(r.cfg.MaxReading)) {
 		p.reading.Add(-1)
 		return false, &r.busyTotal
 	}
@@ -297,6 +295,21 @@ func (r *Receiver) acquireReading(p *receiverPeer) (ok bool, counter *atomic.Uin
 func (r *Receiver) releaseReading(p *receiverPeer) {
 	r.reading.Add(-1)
 	p.reading.Add(-1)
+}
+
+// tryAcquire adds one to n unless that takes it past limit. It never
+// overshoots, even for a moment, so Stats.Reading never shows more than
+// MaxReading.
+func tryAcquire(n *atomic.Int64, limit int64) bool {
+	for {
+		v := n.Load()
+		if v >= limit {
+			return false
+		}
+		if n.CompareAndSwap(v, v+1) {
+			return true
+		}
+	}
 }
 
 // readBody reads exactly req.ContentLength bytes (at most MaxBodyBytes,
