@@ -366,10 +366,18 @@ func (r *Receiver) reject(w http.ResponseWriter, code int, counter *atomic.Uint6
 // body is parsed (400). Nothing is read before the headers pass, and
 // nothing decoded before the signature has been checked.
 func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	// Every answer given before the body is read closes the connection:
-	// otherwise net/http drains up to 256 KiB of the unread body to reuse
-	// it, with no deadline, which a trickling client would stretch out.
+	// Every answer given before the body is read closes the connection,
+	// and the read deadline passes as the handler returns: net/http would
+	// otherwise drain up to 256 KiB of the unread body when it closes it,
+	// with no deadline, which a client that never sends it stretches out
+	// forever.
 	w.Header().Set("Connection", "close")
+	bodyRead := false
+	defer func() {
+		if !bodyRead && req.ContentLength != 0 {
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+		}
+	}()
 	if req.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		r.reject(w, http.StatusMethodNotAllowed, &r.method, "method not allowed", "")
@@ -424,6 +432,7 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	if !ok {
 		return
 	}
+	bodyRead = true
 	w.Header().Del("Connection")
 	if needSig {
 		var want [sha256.Size]byte
