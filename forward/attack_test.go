@@ -151,7 +151,7 @@ func TestReceiverReadingLimits(t *testing.T) {
 			t.Fatalf("%s over a limit: %d, Retry-After %q", peer, resp.StatusCode, resp.Header.Get("Retry-After"))
 		}
 	}
-	eu1, br1 := hold("eu")
+	eu1, _ := hold("eu")
 	eu2, _ := hold("eu")
 	reading(2)
 	busy("eu")
@@ -168,7 +168,6 @@ func TestReceiverReadingLimits(t *testing.T) {
 
 	// A held body whose client goes away frees its slots at once.
 	eu1.Close()
-	_ = br1
 	reading(2)
 	if code, out := tr.do(t, signedReq{peer: "eu", secret: secretEU, ts: now, nonce: 2, body: body}); code != 200 {
 		t.Fatalf("eu's batch with a slot free: %d %s", code, out)
@@ -345,10 +344,14 @@ func trickle(conn net.Conn, answered <-chan struct{}) error {
 // well above the live bodies.
 func TestReceiverFlood(t *testing.T) {
 	const heapBound = 64 << 20
+	var delivered atomic.Int64
 	recv, err := NewReceiver(ReceiverConfig{
-		Self:   "us",
-		Peers:  map[string][]byte{"eu": secretEU, "ap": secretAP},
-		Sink:   SinkFuncs{},
+		Self:  "us",
+		Peers: map[string][]byte{"eu": secretEU, "ap": secretAP},
+		Sink: SinkFuncs{DeliverFunc: func(context.Context, string, *Delivery) bool {
+			delivered.Add(1)
+			return false
+		}},
 		Logger: slog.New(slog.DiscardHandler),
 		// Short, so slow bodies cycle several times within the test.
 		BodyReadTimeout: 300 * time.Millisecond,
@@ -356,11 +359,6 @@ func TestReceiverFlood(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var delivered atomic.Int64
-	recv.cfg.Sink = SinkFuncs{DeliverFunc: func(context.Context, string, *Delivery) bool {
-		delivered.Add(1)
-		return false
-	}}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
