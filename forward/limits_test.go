@@ -3,6 +3,7 @@ package forward
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -128,4 +129,33 @@ func TestQueueRefusesLongFrom(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = q.Stop(context.Background())
+}
+
+func TestNewServerSafeDefaults(t *testing.T) {
+	srv := NewServer(http.NotFoundHandler(), ServerConfig{IdleTimeout: -1})
+	if srv.ReadHeaderTimeout != ReadHeaderTimeoutDefault || srv.IdleTimeout != IdleTimeoutDefault || srv.MaxHeaderBytes != MaxHeaderBytesDefault {
+		t.Fatalf("server = %+v", srv)
+	}
+	// The sender must give up an idle connection before the server does.
+	if IdleTimeoutDefault <= idleConnTimeout {
+		t.Fatalf("IdleTimeoutDefault %v is not above the sender's %v", IdleTimeoutDefault, idleConnTimeout)
+	}
+	// No connection-wide read deadline: see NewServer.
+	if srv.ReadTimeout != 0 || srv.WriteTimeout != 0 {
+		t.Fatalf("server = %+v", srv)
+	}
+}
+
+func TestNewReceiverRefusesNegativeLimits(t *testing.T) {
+	for _, mod := range []func(*ReceiverConfig){
+		func(c *ReceiverConfig) { c.MaxReading = -1 },
+		func(c *ReceiverConfig) { c.MaxReadingPerPeer = -1 },
+		func(c *ReceiverConfig) { c.BodyReadTimeout = -1 },
+	} {
+		cfg := ReceiverConfig{Peers: map[string][]byte{"eu": secretEU}, Sink: SinkFuncs{}}
+		mod(&cfg)
+		if _, err := NewReceiver(cfg); err == nil {
+			t.Fatalf("%+v taken", cfg)
+		}
+	}
 }
