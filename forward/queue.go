@@ -105,6 +105,11 @@ type QueueConfig struct {
 	// MaxQueuedBytes is the most encoded bytes held for one peer. Zero
 	// means 32 MiB.
 	MaxQueuedBytes int64
+	// MaxItemBytes is the largest encoded item Push takes; a larger one is
+	// refused, counted in Stats.Oversized and handed to OnOverflow alone,
+	// as if shed. It bounds a body to BodyLimit, which is what a receiver
+	// must accept. Zero means 128 KiB (MaxItemBytesDefault).
+	MaxItemBytes int64
 	// MaxInFlight is the most batches in flight per peer. Zero means
 	// MaxQueued / MaxBatchItems rounded up (25 with the defaults): a slow
 	// peer then takes, per round trip, as many items as it can hold, the
@@ -135,6 +140,9 @@ func (c QueueConfig) withDefaults() QueueConfig {
 	if c.MaxQueuedBytes == 0 {
 		c.MaxQueuedBytes = MaxQueuedBytesDefault
 	}
+	if c.MaxItemBytes == 0 {
+		c.MaxItemBytes = MaxItemBytesDefault
+	}
 	if c.SendTimeout == 0 {
 		c.SendTimeout = SendTimeoutDefault
 	}
@@ -156,8 +164,11 @@ func (c QueueConfig) validate() error {
 		return errors.New("from is required")
 	case c.Send == nil:
 		return errors.New("send is required")
-	case c.Flush < 0, c.MaxBatchItems < 0, c.MaxBatchBytes < 0, c.MaxQueued < 0, c.MaxQueuedBytes < 0, c.SendTimeout < 0, c.MaxInFlight < 0:
+	case c.Flush < 0, c.MaxBatchItems < 0, c.MaxBatchBytes < 0, c.MaxQueued < 0, c.MaxQueuedBytes < 0, c.MaxItemBytes < 0, c.SendTimeout < 0, c.MaxInFlight < 0:
 		return errors.New("bounds must not be negative")
+	case len(appendString(nil, c.From)) > MaxFromBytes:
+		// The receiver's body cap allows this much for it.
+		return fmt.Errorf("from is longer than %d bytes encoded", MaxFromBytes)
 	}
 	return nil
 }
@@ -182,6 +193,9 @@ type Stats struct {
 	InFlight         int    // items in sends that have not returned
 	// InFlightBatches is how many sends have not returned.
 	InFlightBatches int
+	// Oversized is the items refused for encoding to more than
+	// MaxItemBytes: pushed ones and OnOverflow/OnLost replacements.
+	Oversized uint64
 }
 
 func (s *Stats) add(o Stats) {
@@ -197,6 +211,7 @@ func (s *Stats) add(o Stats) {
 	s.LostItems += o.LostItems
 	s.LostReplacements += o.LostReplacements
 	s.Discarded += o.Discarded
+	s.Oversized += o.Oversized
 	s.HeldItems += o.HeldItems
 	s.HeldBytes += o.HeldBytes
 	s.InFlight += o.InFlight
@@ -320,8 +335,23 @@ func (q *PeerQueue) Push(peerName string, it Item) {
 		p.stats.Discarded++
 		return
 	}
+	if !q.appendLocked(p, it) {
+		// Refused like a shed item, so its loss is told the same way (a
+		// gap marker); a replacement as large is refused in turn.
+		if q.cfg.OnOverflow != nil {
+			one := append(p.dropped[:0], it)
+			for _, r := range q.cfg.OnOverflow(p.name, one) {
+				if r != nil && q.appendLocked(p, r) {
+					p.stats.Replacements++
+				}
+			}
+			clear(one)
+			p.dropped = one[:0]
+		}
+		q.kickLocked(p)
+		return
+	}
 	p.stats.Pushed++
-	q.appendLocked(p, it)
 
 	// Independent bounds: either can trip with the other well under.
 	dropped := p.dropped[:0]
@@ -338,8 +368,7 @@ func (q *PeerQueue) Push(peerName string, it Item) {
 			// Appended past the bound check: a replacement pushed through
 			// the bound would shed the next item, and so on down the queue.
 			for _, r := range q.cfg.OnOverflow(p.name, dropped) {
-				if r != nil {
-					q.appendLocked(p, r)
+				if r != nil && q.appendLocked(p, r) {
 					p.stats.Replacements++
 				}
 			}
@@ -352,13 +381,18 @@ func (q *PeerQueue) Push(peerName string, it Item) {
 
 func (p *peer) count() int { return p.plain.len() + p.marks.len() }
 
-// appendLocked encodes it once and queues it.
-func (q *PeerQueue) appendLocked(p *peer, it Item) {
+// appendLocked encodes it once and queues it, or refuses and counts it if
+// it encodes to more than MaxItemBytes: no batch may outgrow BodyLimit.
+func (q *PeerQueue) appendLocked(p *peer, it Item) bool {
 	enc, cut, raw := it.appendWire(p.scratch[:0])
 	if cap(enc) <= 64<<10 {
 		p.scratch = enc[:0]
 	}
 	n := len(enc)
+	if int64(n+len(raw)) > q.cfg.MaxItemBytes {
+		p.stats.Oversized++
+		return false
+	}
 	var dst []byte
 	if n > arenaMax {
 		dst = make([]byte, n)
@@ -379,6 +413,7 @@ func (q *PeerQueue) appendLocked(p *peer, it Item) {
 	} else {
 		p.plain.push(e)
 	}
+	return true
 }
 
 // shedOneLocked drops the oldest item, a marker only if nothing else is held.
@@ -575,8 +610,9 @@ func (q *PeerQueue) lostLocked(p *peer, items []Item, err error) {
 			p.stats.Discarded++
 			continue
 		}
-		q.appendLocked(p, r)
-		p.stats.LostReplacements++
+		if q.appendLocked(p, r) {
+			p.stats.LostReplacements++
+		}
 	}
 }
 
@@ -656,6 +692,13 @@ func (q *PeerQueue) Stop(ctx context.Context) error {
 	q.cancel()
 	<-done
 	return err
+}
+
+// BodyLimit is the largest body this queue builds: a receiver's
+// MaxBodyBytes must be at least this. With the default bounds it is
+// MaxBodyBytesDefault, the receiver's default.
+func (q *PeerQueue) BodyLimit() int64 {
+	return BatchBodyLimit(q.cfg.MaxBatchBytes, q.cfg.MaxItemBytes, q.cfg.MaxBatchItems)
 }
 
 // Stats returns the counters summed over every peer.

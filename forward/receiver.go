@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -17,9 +18,21 @@ import (
 
 // Defaults of [ReceiverConfig].
 const (
-	// MaxBodyBytesDefault caps a batch body: a full batch (256 KiB) plus
-	// its last item, with room for large single items.
-	MaxBodyBytesDefault = 8 << 20
+	// MaxReadingDefault is how many bodies are read at once, all peers
+	// together: with MaxBodyBytesDefault, at most about 24 MiB of bodies
+	// in memory before any signature has been checked.
+	MaxReadingDefault = 64
+	// MaxReadingPerPeerDefault is how many bodies are read at once under
+	// one peer id: as many batches as a queue with the default bounds
+	// keeps in flight (MaxInFlightDefault), so a peer is never refused for
+	// its own load.
+	MaxReadingPerPeerDefault = MaxInFlightDefault
+	// BodyReadTimeoutDefault bounds reading one whole body. A full body
+	// (about 385 KiB) takes about 3 s at 1 Mbit/s.
+	BodyReadTimeoutDefault = 5 * time.Second
+	// retryAfterSeconds is the Retry-After of a 503 for a full reading
+	// limit: bodies are read within BodyReadTimeout, so slots free soon.
+	retryAfterSeconds = "1"
 	// MaxAgeDefault is how old a request's timestamp may be.
 	MaxAgeDefault = 300 * time.Second
 	// MaxFutureDefault is how far ahead of our clock it may be.
@@ -109,8 +122,24 @@ type ReceiverConfig struct {
 	Peers map[string][]byte
 	// Sink receives the items. Required.
 	Sink Sink
-	// MaxBodyBytes caps a body; larger ones get 413. Zero means 8 MiB.
+	// MaxBodyBytes caps a body by its Content-Length, before any of it is
+	// read; larger ones get 413. It must be at least the sending queue's
+	// BodyLimit. Zero means MaxBodyBytesDefault (393,798 bytes), what a
+	// queue with the default bounds produces.
 	MaxBodyBytes int64
+	// MaxReading is how many bodies are read at once, all peers together;
+	// a request over it gets 503 with Retry-After. Zero means 64.
+	MaxReading int
+	// MaxReadingPerPeer is how many bodies are read at once under one
+	// peer id; a request over it gets 503 with Retry-After. It must be at
+	// least the sender's MaxInFlight, or the peer is refused for its own
+	// load. Zero means 25 (MaxInFlightDefault).
+	MaxReadingPerPeer int
+	// BodyReadTimeout bounds reading one whole body, from the end of its
+	// headers; a body not read in time gets 408 and its connection is
+	// closed. It needs the handler to be served by net/http's server
+	// (which supports read deadlines). Zero means 5s.
+	BodyReadTimeout time.Duration
 	// MaxAge is the oldest timestamp accepted. Zero means 300s.
 	MaxAge time.Duration
 	// MaxFuture is the furthest-ahead timestamp accepted. Zero means 60s.
@@ -146,6 +175,16 @@ type ReceiverStats struct {
 	Stale        uint64 // 409: a later batch of the peer was applied first
 	Skipped      uint64 // batches applied after OrderWait gave up on earlier ones
 	Abandoned    uint64 // 503: the sender went away while its batch waited its turn
+	// LengthRequired counts 411: a body without Content-Length (chunked).
+	LengthRequired uint64
+	// BusyPeer and BusyTotal count 503s refused before reading, because
+	// MaxReadingPerPeer bodies of the named peer, or MaxReading in all,
+	// were being read.
+	BusyPeer, BusyTotal uint64
+	// ReadTimeout counts 408: a body not read within BodyReadTimeout.
+	ReadTimeout uint64
+	// Reading is how many bodies are being read now.
+	Reading int64
 }
 
 // Receiver is the http.Handler peers post batches to.
@@ -154,12 +193,21 @@ type Receiver struct {
 	peers map[string]*receiverPeer
 
 	accepted, items, ignored, badRequest, tooLarge, forbidden, replayed, method, stale, skipped, abandoned atomic.Uint64
+
+	lengthRequired, busyPeer, busyTotal, readTimeout atomic.Uint64
+
+	reading atomic.Int64 // bodies being read now, bounded by MaxReading
 }
 
 type receiverPeer struct {
 	signer *signer
 	window *nonceWindow
 	order  *linkOrder
+	// reading counts the bodies being read under this peer id, bounded
+	// by MaxReadingPerPeer. Before the signature is checked the peer id
+	// is only a claim, so this is what keeps a flood naming one peer from
+	// taking every slot of MaxReading.
+	reading atomic.Int64
 }
 
 var _ http.Handler = (*Receiver)(nil)
@@ -171,8 +219,18 @@ func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
 		return nil, errors.New("forward receiver: peers are required")
 	case cfg.Sink == nil:
 		return nil, errors.New("forward receiver: sink is required")
-	case cfg.MaxBodyBytes < 0, cfg.MaxAge < 0, cfg.MaxFuture < 0, cfg.ReplayWindow < 0, cfg.AckConcurrency < 0, cfg.OrderWait < 0:
+	case cfg.MaxBodyBytes < 0, cfg.MaxAge < 0, cfg.MaxFuture < 0, cfg.ReplayWindow < 0, cfg.AckConcurrency < 0, cfg.OrderWait < 0,
+		cfg.MaxReading < 0, cfg.MaxReadingPerPeer < 0, cfg.BodyReadTimeout < 0:
 		return nil, errors.New("forward receiver: bounds must not be negative")
+	}
+	if cfg.MaxReading == 0 {
+		cfg.MaxReading = MaxReadingDefault
+	}
+	if cfg.MaxReadingPerPeer == 0 {
+		cfg.MaxReadingPerPeer = MaxReadingPerPeerDefault
+	}
+	if cfg.BodyReadTimeout == 0 {
+		cfg.BodyReadTimeout = BodyReadTimeoutDefault
 	}
 	if cfg.MaxBodyBytes == 0 {
 		cfg.MaxBodyBytes = MaxBodyBytesDefault
@@ -215,7 +273,81 @@ func (r *Receiver) Stats() ReceiverStats {
 		BadRequest: r.badRequest.Load(), TooLarge: r.tooLarge.Load(), Forbidden: r.forbidden.Load(),
 		Replayed: r.replayed.Load(), MethodDenied: r.method.Load(),
 		Stale: r.stale.Load(), Skipped: r.skipped.Load(), Abandoned: r.abandoned.Load(),
+		LengthRequired: r.lengthRequired.Load(), BusyPeer: r.busyPeer.Load(), BusyTotal: r.busyTotal.Load(),
+		ReadTimeout: r.readTimeout.Load(), Reading: r.reading.Load(),
 	}
+}
+
+// acquireReading takes a reading slot of p and one of the total, or
+// reports which limit is full. Slots are never waited for: a request
+// over a limit is refused at once, so a flood cannot queue up memory.
+func (r *Receiver) acquireReading(p *receiverPeer) (ok bool, counter *atomic.Uint64) {
+	if !tryAcquire(&p.reading, int64(r.cfg.MaxReadingPerPeer)) {
+		return false, &r.busyPeer
+	}
+	if !tryAcquire(&r.reading, int64(r.cfg.MaxReading)) {
+		p.reading.Add(-1)
+		return false, &r.busyTotal
+	}
+	return true, nil
+}
+
+func (r *Receiver) releaseReading(p *receiverPeer) {
+	r.reading.Add(-1)
+	p.reading.Add(-1)
+}
+
+// tryAcquire adds one to n unless that takes it past limit. It never
+// overshoots, even for a moment, so Stats.Reading never shows more than
+// MaxReading.
+func tryAcquire(n *atomic.Int64, limit int64) bool {
+	for {
+		v := n.Load()
+		if v >= limit {
+			return false
+		}
+		if n.CompareAndSwap(v, v+1) {
+			return true
+		}
+	}
+}
+
+// readBody reads exactly req.ContentLength bytes (at most MaxBodyBytes,
+// checked by the caller) within BodyReadTimeout, holding a reading slot
+// meanwhile. It answers and counts every failure itself.
+func (r *Receiver) readBody(w http.ResponseWriter, req *http.Request, p *receiverPeer, peer string) ([]byte, bool) {
+	if ok, counter := r.acquireReading(p); !ok {
+		w.Header().Set("Retry-After", retryAfterSeconds)
+		r.reject(w, http.StatusServiceUnavailable, counter, "too many bodies being read", peer)
+		return nil, false
+	}
+	defer r.releaseReading(p)
+	rc := http.NewResponseController(w)
+	// A connection deadline is wall-clock time, whatever cfg.Clock says.
+	// Without support for it (not net/http's server) only the caller's
+	// own server timeouts bound the read.
+	deadline := rc.SetReadDeadline(time.Now().Add(r.cfg.BodyReadTimeout)) == nil
+	// One allocation of the declared size, after the slot is taken: the
+	// memory of bodies being read is at most MaxReading x MaxBodyBytes.
+	body := make([]byte, req.ContentLength)
+	_, err := io.ReadFull(req.Body, body)
+	if deadline {
+		// Cleared at once: net/http keeps reading the connection in the
+		// background once the body is done, and a deadline passing then
+		// would cancel the request's context while the batch waits its
+		// turn or is in the sink.
+		_ = rc.SetReadDeadline(time.Time{})
+	}
+	if err != nil {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			r.reject(w, http.StatusRequestTimeout, &r.readTimeout, "body not read in time", peer)
+			return nil, false
+		}
+		r.reject(w, http.StatusBadRequest, &r.badRequest, "unreadable body", peer)
+		return nil, false
+	}
+	return body, true
 }
 
 func (r *Receiver) reject(w http.ResponseWriter, code int, counter *atomic.Uint64, why string, peer string) {
@@ -225,11 +357,27 @@ func (r *Receiver) reject(w http.ResponseWriter, code int, counter *atomic.Uint6
 }
 
 // ServeHTTP checks, in this order: the peer is named and known (403), the
-// timestamp and nonce are well formed (400) and the timestamp is within
-// [now-MaxAge, now+MaxFuture] (400), the body fits (413), the signature
-// matches (403), the nonce is new (403), and only then parses the body
-// (400). Nothing is decoded before the signature has been checked.
+// timestamp and nonce are well formed (400), the signature is well formed
+// (403), the timestamp is within [now-MaxAge, now+MaxFuture] (400), the
+// body has a Content-Length (411) of at most MaxBodyBytes (413), the nonce
+// was not seen (403), and a reading slot is free for the peer and in all
+// (503). Only then is the body read, within BodyReadTimeout (408); then
+// the signature must match (403), the nonce is admitted (403), and the
+// body is parsed (400). Nothing is read before the headers pass, and
+// nothing decoded before the signature has been checked.
 func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	// Every answer given before the body is read closes the connection,
+	// and the read deadline passes as the handler returns: net/http would
+	// otherwise drain up to 256 KiB of the unread body when it closes it,
+	// with no deadline, which a client that never sends it stretches out
+	// forever.
+	w.Header().Set("Connection", "close")
+	bodyRead := false
+	defer func() {
+		if !bodyRead && req.ContentLength != 0 {
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+		}
+	}()
 	if req.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		r.reject(w, http.StatusMethodNotAllowed, &r.method, "method not allowed", "")
@@ -265,20 +413,27 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		r.reject(w, http.StatusBadRequest, &r.badRequest, "timestamp outside the window", a.peer)
 		return
 	}
-	if req.ContentLength > r.cfg.MaxBodyBytes {
+	switch {
+	case req.ContentLength < 0:
+		// Chunked: the size is not known before reading, and our sender
+		// always sends a length.
+		r.reject(w, http.StatusLengthRequired, &r.lengthRequired, "content-length required", a.peer)
+		return
+	case req.ContentLength > r.cfg.MaxBodyBytes:
 		r.reject(w, http.StatusRequestEntityTooLarge, &r.tooLarge, "body too large", a.peer)
 		return
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, r.cfg.MaxBodyBytes))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			r.reject(w, http.StatusRequestEntityTooLarge, &r.tooLarge, "body too large", a.peer)
-			return
-		}
-		r.reject(w, http.StatusBadRequest, &r.badRequest, "unreadable body", a.peer)
+	case !p.window.fresh(a.nonce):
+		// Only a hint until the signature is checked (admit decides), but
+		// a replayed capture is refused without reading its body.
+		r.reject(w, http.StatusForbidden, &r.replayed, "replayed nonce", a.peer)
 		return
 	}
+	body, ok := r.readBody(w, req, p, a.peer)
+	if !ok {
+		return
+	}
+	bodyRead = true
+	w.Header().Del("Connection")
 	if needSig {
 		var want [sha256.Size]byte
 		p.signer.sum(&want, a.tsText, a.nonceText, body)

@@ -193,12 +193,12 @@ func TestReceiverAttacks(t *testing.T) {
 	}
 }
 
-func TestReceiverOversizedChunkedBody(t *testing.T) {
+func TestReceiverChunkedBodyRefused(t *testing.T) {
 	tr := newTestReceiver(t, func(c *ReceiverConfig) { c.MaxBodyBytes = 1024 })
 	now := tr.clk.Now().Unix()
 	body := bytes.Repeat([]byte("x"), 4096)
-	// A reader without a length makes the client send it chunked, so only
-	// the read limit can catch it.
+	// A reader without a length makes the client send it chunked: its size
+	// is unknown before reading, so it is refused unread.
 	req, _ := http.NewRequest(http.MethodPost, tr.srv.URL, io.MultiReader(bytes.NewReader(body)))
 	req.Header.Set(HeaderPeer, "eu")
 	req.Header.Set(HeaderTimestamp, strconv.FormatInt(now, 10))
@@ -209,8 +209,11 @@ func TestReceiverOversizedChunkedBody(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != 413 {
+	if resp.StatusCode != http.StatusLengthRequired {
 		t.Fatalf("status %d", resp.StatusCode)
+	}
+	if st := tr.recv.Stats(); st.LengthRequired != 1 || st.Reading != 0 {
+		t.Fatalf("stats = %+v", st)
 	}
 }
 

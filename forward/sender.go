@@ -23,6 +23,9 @@ const (
 	DialTimeoutDefault = 5 * time.Second
 	// maxReplyBytes caps the reply we read; replies are small lists.
 	maxReplyBytes = 1 << 20
+	// idleConnTimeout is how long an idle connection to a peer is kept;
+	// below the receiver's IdleTimeoutDefault, so the sender closes first.
+	idleConnTimeout = 90 * time.Second
 )
 
 // ErrUnknownPeer is returned for a batch to a peer the sender has no URL for.
@@ -115,7 +118,7 @@ func NewSender(cfg SenderConfig) (*Sender, error) {
 			DialContext:           (&net.Dialer{Timeout: DialTimeoutDefault, KeepAlive: 30 * time.Second}).DialContext,
 			MaxIdleConns:          cfg.IdleConnsPerPeer,
 			MaxIdleConnsPerHost:   cfg.IdleConnsPerPeer,
-			IdleConnTimeout:       90 * time.Second,
+			IdleConnTimeout:       idleConnTimeout,
 			ResponseHeaderTimeout: cfg.Timeout,
 		}
 		s.clients[id] = &peerClient{url: url, transport: t, client: &http.Client{Transport: t, Timeout: cfg.Timeout}}

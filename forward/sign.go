@@ -175,6 +175,14 @@ func newNonceWindow(size int) *nonceWindow {
 	return &nonceWindow{seen: make(map[uint64]struct{}, size), order: make([]uint64, size)}
 }
 
+// fresh reports whether admit would take nonce now, without recording it.
+func (w *nonceWindow) fresh(nonce uint64) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, dup := w.seen[nonce]
+	return nonce > w.floor && !dup
+}
+
 // admit records nonce and reports whether it was new.
 func (w *nonceWindow) admit(nonce uint64) bool {
 	w.mu.Lock()

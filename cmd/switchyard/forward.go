@@ -130,13 +130,10 @@ func runForwardDemo(ctx context.Context, out io.Writer, d demoConfig) error {
 	if err != nil {
 		return fmt.Errorf("forward demo: listen: %w", err)
 	}
-	srv := &http.Server{
-		ReadHeaderTimeout: 5 * time.Second,
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			gate.wait(r.Context()) // a stalled region: requests hang
-			recv.ServeHTTP(w, r)
-		}),
-	}
+	srv := forward.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gate.wait(r.Context()) // a stalled region: requests hang
+		recv.ServeHTTP(w, r)
+	}), forward.ServerConfig{})
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = srv.Serve(ln) })
 	defer func() {
