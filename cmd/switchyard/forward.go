@@ -40,7 +40,7 @@ bytes) against the bounds, items shed, gap markers made, lost batches, and
 what us received. Stops on Ctrl-C or after --duration.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if d.rate < 1 || d.interval <= 0 || d.stallAfter <= 0 || d.stallFor < 0 || d.duration < 0 || d.maxQueued < 1 || d.subs < 1 {
+			if d.rate < 1 || d.interval <= 0 || d.stallAfter <= 0 || d.stallFor < 0 || d.duration < 0 || d.maxQueued < 1 || d.subs < 1 || d.maxInFlight < 1 {
 				return usagef("--rate, --interval, --stall-after, --max-queued and --subs must be positive; --stall-for and --duration not negative")
 			}
 			return runForwardDemo(cmd.Context(), cmd.OutOrStdout(), d)
@@ -52,6 +52,7 @@ what us received. Stops on Ctrl-C or after --duration.`,
 	demo.Flags().DurationVar(&d.duration, "duration", 0, "stop after this long (0: run until Ctrl-C)")
 	demo.Flags().DurationVar(&d.interval, "interval", 500*time.Millisecond, "time between status lines")
 	demo.Flags().IntVar(&d.maxQueued, "max-queued", forward.MaxQueuedDefault, "items held for the peer before the oldest are shed")
+	demo.Flags().IntVar(&d.maxInFlight, "max-in-flight", forward.MaxInFlightDefault, "batches sent to the peer and not yet answered")
 	demo.Flags().IntVar(&d.subs, "subs", 16, "distinct subscriptions the deliveries belong to")
 	forwardCmd.AddCommand(demo)
 	rootCmd.AddCommand(forwardCmd)
@@ -62,6 +63,7 @@ type demoConfig struct {
 	stallAfter, stallFor time.Duration
 	duration, interval   time.Duration
 	maxQueued, subs      int
+	maxInFlight          int
 }
 
 // stallGate holds requests while closed; opening releases them all.
@@ -152,7 +154,7 @@ func runForwardDemo(ctx context.Context, out io.Writer, d demoConfig) error {
 	defer sender.Close()
 	gap := forward.NewGapPolicy(forward.GapConfig{Logger: quietLogger()})
 	q, err := forward.NewPeerQueue(forward.QueueConfig{
-		From: "eu", Send: sender.Send, MaxQueued: d.maxQueued,
+		From: "eu", Send: sender.Send, MaxQueued: d.maxQueued, MaxInFlight: d.maxInFlight,
 		OnOverflow: gap.Overflow, OnTaken: gap.Taken, OnLost: gap.Lost, Logger: quietLogger(),
 	})
 	if err != nil {

@@ -11,7 +11,10 @@ import (
 // shed and the receiver got gap markers for them.
 func TestForwardDemoShowsLoss(t *testing.T) {
 	t.Parallel()
-	out, stderr, code := run(t, cli(t, "forward", "demo", "--duration", "1500ms", "--stall-after", "300ms", "--stall-for", "700ms", "--interval", "200ms", "--max-queued", "1000"))
+	// One batch in flight: the stalled receiver holds at most 200 items on
+	// the wire, so the 1,000-item queue sheds at any push rate the machine
+	// manages (with the default 25 in flight it holds 5,000 more).
+	out, stderr, code := run(t, cli(t, "forward", "demo", "--duration", "1500ms", "--stall-after", "300ms", "--stall-for", "700ms", "--interval", "200ms", "--max-queued", "1000", "--max-in-flight", "1"))
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
