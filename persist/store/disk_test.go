@@ -15,11 +15,9 @@ import (
 )
 
 // noise is n bytes zstd cannot shrink, so every write costs its size on disk.
-func noise(r *rand.Rand, n int) []byte {
+func noise(r *rand.ChaCha8, n int) []byte {
 	b := make([]byte, n)
-	for i := range b {
-		b[i] = byte(r.Uint32())
-	}
+	_, _ = r.Read(b) // never fails
 	return b
 }
 
@@ -52,14 +50,37 @@ func emptyFiles(t *testing.T, dir string) []string {
 	return out
 }
 
-// TestDiskFull fills a 2 MiB filesystem through one stream: the write that
-// does not fit fails as disk full, later writes and new streams are refused
-// without leaving empty files, every acknowledged message reads back, a
-// delete still runs, and the space it frees lets writes and opens go on
-// again on the same storage.
+// footprint is what the stream file of name and its WAL take under dir.
+func footprint(t *testing.T, dir, name string) int64 {
+	t.Helper()
+	p, err := StreamPath(dir, "hub", name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, f := range []string{p, p + "-wal"} {
+		fi, err := os.Stat(f)
+		switch {
+		case err == nil:
+			n += fi.Size()
+		case !errors.Is(err, os.ErrNotExist):
+			t.Fatal(err)
+		}
+	}
+	return n
+}
+
+// TestDiskFull fills a 16 MiB filesystem through one stream (past SQLite's
+// automatic checkpoint, so most rows are in the database file, not only in
+// the WAL): the write that does not fit fails as disk full, later writes and
+// new streams are refused without leaving empty files, every acknowledged
+// message reads back, a delete of three quarters still runs and shrinks the file, and the
+// space it frees lets writes and opens go on again on the same storage.
 func TestDiskFull(t *testing.T) {
-	dir := testdisk.Small(t, 2<<20)
-	st := NewSQLite(SQLiteConfig{Dir: dir, ReserveBytes: 512 << 10})
+	// The reserve must hold what the WAL can (4 MiB before the automatic
+	// checkpoint), as the default does.
+	dir := testdisk.Small(t, 16<<20)
+	st := NewSQLite(SQLiteConfig{Dir: dir, ReserveBytes: 9 << 19})
 	now := time.Now()
 	s, err := st.Open("hub", "a", false, now)
 	if err != nil {
@@ -70,10 +91,10 @@ func TestDiskFull(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	r := rand.New(rand.NewPCG(1, 2))
+	r := rand.NewChaCha8([32]byte{1})
 	var acked [][]byte // acked[i] is the value of seq i+1
 	for {
-		v := noise(r, 4000)
+		v := noise(r, 32<<10)
 		res, _, err := s.Write([]WriteOp{{Value: v}}, now)
 		if err != nil {
 			wantDiskError(t, "write on a full disk", err, ReasonFull)
@@ -84,7 +105,7 @@ func TestDiskFull(t *testing.T) {
 		}
 		acked = append(acked, v)
 		if len(acked) > 1000 {
-			t.Fatal("2 MiB took 4 MB of writes: the filesystem is not limited")
+			t.Fatal("16 MiB took 32 MiB of writes: the filesystem is not limited")
 		}
 	}
 	if len(acked) < 10 {
@@ -107,13 +128,22 @@ func TestDiskFull(t *testing.T) {
 		}
 	}
 
-	half := uint64(len(acked) / 2)
-	res, _, err := s.Delete(persist.Delete{UpTo: half}, now)
+	before := footprint(t, dir, "a")
+	gone := uint64(len(acked) * 3 / 4) // leaves room for the reserve and as much again
+	res, _, err := s.Delete(persist.Delete{UpTo: gone}, now)
 	if err != nil {
 		t.Fatalf("delete on a full disk: %v", err)
 	}
-	if len(res.Seqs) != int(half) {
-		t.Fatalf("deleted %d, want %d", len(res.Seqs), half)
+	if len(res.Seqs) != int(gone) {
+		t.Fatalf("deleted %d, want %d", len(res.Seqs), gone)
+	}
+	// The freed pages went back to the filesystem (checkpoint and
+	// incremental vacuum), not only to the file's free list: the file and
+	// its WAL hold little more than the messages left.
+	deleted := int64(gone) * 32 << 10
+	live := int64(len(acked)-int(gone)) * 32 << 10
+	if after := footprint(t, dir, "a"); after > live+deleted/4 {
+		t.Fatalf("stream file and WAL take %d bytes after deleting %d (%d before), for %d bytes of messages", after, deleted, before, live)
 	}
 	w, _, err := s.Write([]WriteOp{{Value: noise(r, 4000)}}, now)
 	if err != nil {

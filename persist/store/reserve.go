@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 )
 
@@ -27,7 +28,10 @@ import (
 
 // ReserveBytesDefault is SQLiteConfig.ReserveBytes when zero: twice what a
 // stream's WAL holds before SQLite's automatic checkpoint (1,000 pages of
-// 4 KiB), so that the checkpoint a delete on a full disk needs can finish.
+// 4 KiB), so that the checkpoint a delete on a full disk needs, which can
+// grow the database file by what the WAL holds, can finish. A single
+// transaction larger than that leaves a larger WAL, and the operator may
+// have to free space by hand.
 const ReserveBytesDefault = 8 << 20
 
 // reserveName is the reserve's file name in the data directory. It cannot
@@ -166,18 +170,50 @@ func (s *sqliteStream) fail(err error) error {
 	return err
 }
 
-// giveBack runs after a delete or expiry committed while the disk is full:
-// an incremental vacuum moves the freed pages to the end of the file and
-// truncates it (files created before auto_vacuum=INCREMENTAL was set keep
-// their free pages for their own later writes), and a checkpoint(TRUNCATE)
-// copies the WAL into the database and cuts the -wal file to zero bytes.
-// It is best effort: the delete is committed whatever it does, and what it
-// could not give back now the next delete retries.
+// giveBack runs after a delete or expiry committed while the disk is full
+// and hands the freed space back to the filesystem. First a
+// checkpoint(TRUNCATE) copies the WAL into the database file and cuts the
+// -wal file to zero bytes; the copy can grow the file by what the WAL held,
+// which the released reserve has room for (see ReserveBytesDefault). Then,
+// giveBackPages at a time so that the WAL each step writes stays small, an
+// incremental vacuum moves pages from the end of the file into freed ones
+// and truncates it, and another checkpoint cuts the WAL again. A file
+// created before auto_vacuum=INCREMENTAL was set gives back nothing this
+// way (its free pages serve its own later writes). It is best effort: the
+// delete is committed whatever happens here, and the next delete retries.
 func (s *sqliteStream) giveBack() {
 	if !s.space.isFull() {
 		return
 	}
 	ctx := context.Background()
-	_, _ = s.conn.ExecContext(ctx, `PRAGMA incremental_vacuum`)
-	_, _ = s.conn.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`)
+	checkpoint := func() error {
+		_, err := s.conn.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`)
+		return err
+	}
+	if checkpoint() != nil {
+		return
+	}
+	prev := int64(-1)
+	for {
+		var free int64
+		if err := s.conn.QueryRowContext(ctx, `PRAGMA freelist_count`).Scan(&free); err != nil {
+			return
+		}
+		// Stop when nothing is free, or when a step freed nothing (an
+		// auto_vacuum=NONE file, or no room even for a small step).
+		if free == 0 || (prev >= 0 && free >= prev) {
+			return
+		}
+		prev = free
+		if _, err := s.conn.ExecContext(ctx, `PRAGMA incremental_vacuum(`+strconv.Itoa(giveBackPages)+`)`); err != nil {
+			return
+		}
+		if checkpoint() != nil {
+			return
+		}
+	}
 }
+
+// giveBackPages is how many pages one incremental vacuum step of giveBack
+// frees: 1 MiB of 4 KiB pages, well inside the reserve.
+const giveBackPages = 256

@@ -149,7 +149,11 @@ func (st *SQLite) open(scope, name string, ephemeral bool, now time.Time) (Strea
 				return nil, err
 			}
 		}
-		dsn = fileURI(p) + "?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(" + strconv.Itoa(busyTimeoutMs) + ")"
+		// auto_vacuum first: it only takes on a new file, before the WAL
+		// switch writes its first page. With it a delete on a full disk
+		// can hand freed pages back to the filesystem (see reserve.go);
+		// older files keep NONE (changing it needs a full VACUUM).
+		dsn = fileURI(p) + "?_pragma=auto_vacuum(INCREMENTAL)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(" + strconv.Itoa(busyTimeoutMs) + ")"
 	}
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
@@ -245,14 +249,6 @@ func (s *sqliteStream) init(now time.Time) error {
 		return fmt.Errorf("open stream: %w", err)
 	}
 	s.conn = conn
-	// Before the first table, so only on a new file (on an existing one the
-	// mode cannot change without a VACUUM): with it, a delete on a full disk
-	// can hand its freed pages back to the filesystem (see reserve.go).
-	if !s.ephemeral {
-		if _, err := conn.ExecContext(ctx, `PRAGMA auto_vacuum=INCREMENTAL`); err != nil {
-			return fmt.Errorf("open stream: auto_vacuum: %w", err)
-		}
-	}
 	if _, err := conn.ExecContext(ctx, schema); err != nil {
 		return fmt.Errorf("open stream: schema: %w", err)
 	}
