@@ -124,7 +124,10 @@ func (sp *space) isFull() bool {
 
 // fillLocked writes the reserve in full, with zeros (blocks a sparse file
 // would not hold), to a temporary name renamed into place, so a reserve
-// file is never shorter than size; on failure nothing is left behind. With
+// file is never shorter than size; on failure nothing is left behind. It
+// does not fsync: the filesystem allocates (or refuses with ENOSPC) at
+// write time, which is all the reserve is for, and an fsync of megabytes on
+// a stream's first open would hold that open up. With
 // headroom > 0 it first proves that much more is free by writing it too,
 // then cuts the file back to size.
 func (sp *space) fillLocked(headroom int64) error {
@@ -145,9 +148,6 @@ func (sp *space) fillLocked(headroom int64) error {
 	}
 	if werr == nil && headroom > 0 {
 		werr = f.Truncate(sp.size)
-	}
-	if werr == nil {
-		werr = f.Sync()
 	}
 	if err := f.Close(); err != nil && werr == nil {
 		werr = err
