@@ -20,11 +20,12 @@ import (
 // reserve and enters the full state: writes, config changes and opens of
 // streams that have no file yet are refused (DiskError, disk full) before
 // they reach SQLite, so they cannot eat the space the reserve gave back,
-// while deletes and expiry run and are followed by an incremental vacuum and
-// a WAL checkpoint(TRUNCATE) that hand the freed pages back to the
-// filesystem. Every refused write first tries to write the reserve again;
-// once that succeeds (space was freed, by deletes or by the operator), the
-// full state ends and writes go through: no restart is needed.
+// while deletes and expiry run and are followed by WAL checkpoints
+// (TRUNCATE) and an incremental vacuum that hand the freed pages back to the
+// filesystem (giveBack). Every refused write first tries to write the
+// reserve again with as much again beside it; once that fits (space was
+// freed, by deletes or by the operator), the full state ends and writes go
+// through: no restart is needed.
 
 // ReserveBytesDefault is SQLiteConfig.ReserveBytes when zero: twice what a
 // stream's WAL holds before SQLite's automatic checkpoint (1,000 pages of
@@ -56,10 +57,10 @@ func newSpace(dir string, size int64) *space {
 	return sp
 }
 
-// admit is called before anything that adds data. In the full state it
-// tries to write the reserve again and refuses with a disk-full DiskError
-// while it cannot; otherwise (and when the reserve is missing but can be
-// written, as on the first open) it lets the caller go on.
+// admit is called before anything that adds data. Outside the full state
+// it lets the caller go on at once. In the full state it tries to write the
+// reserve again, with headroom, and refuses with a disk-full DiskError while
+// that does not fit.
 func (sp *space) admit() error {
 	if sp == nil || sp.path == "" {
 		return nil
