@@ -65,7 +65,9 @@ func wantUnavailable(t *testing.T, label string, rep *nats.Msg, why string) {
 // TestDiskFullAnswersUnavailable fills the data directory's filesystem
 // under a running server: writes and new streams are refused unavailable
 // with the reason, what was acknowledged reads back whole, a delete still
-// runs, and once the space is freed the same server takes writes again.
+// runs, and once the space is freed the same server takes writes again,
+// with no restart. A restart on a full disk then loses nothing and still
+// deletes.
 func TestDiskFullAnswersUnavailable(t *testing.T) {
 	h, dir := diskHarness(t, 2<<20)
 	r := rand.NewChaCha8([32]byte{3})
@@ -102,6 +104,16 @@ func TestDiskFullAnswersUnavailable(t *testing.T) {
 		t.Fatalf("seq after recovery %d, want %d", res.Seq, len(acked)+1)
 	}
 	h.set("other", "after", nil)
+
+	// Full again, then a restart (a new storage, as a new process has):
+	// the stream opens, nothing is lost, and deletes still run.
+	fillDisk(t, dir)
+	h.cfg.Storage = store.NewSQLite(store.SQLiteConfig{Dir: dir, ReserveBytes: 256 << 10})
+	h.restart()
+	if msgs, _, _ := h.getAll("s", nil); len(msgs) != len(acked) || !bytes.Equal(msgs[0].Value, acked[1]) || string(msgs[len(msgs)-1].Value) != "after" {
+		t.Fatalf("after a restart on the full disk: %d messages, want %d from seq 2", len(msgs), len(acked))
+	}
+	h.ok(persist.CmdDelete, "s", map[string]string{persist.HdrSeq: "2"}, nil)
 	err := filepath.WalkDir(dir, func(p string, e os.DirEntry, err error) error {
 		if err == nil && !e.IsDir() {
 			if fi, ierr := e.Info(); ierr == nil && fi.Size() == 0 && strings.HasSuffix(p, ".db") {
