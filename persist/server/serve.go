@@ -14,24 +14,12 @@ import (
 // the caller sends them after handing the stream back (doneServing), so a
 // client that writes again at once finds the stream idle (see enqueue).
 func (s *Server) serve(h *handle, jobs []*job) (later writeAnswers) {
-	if h.st == nil {
-		st, err := s.cfg.Storage.Open(h.key.scope, h.key.name, h.key.ephemeral, time.Now())
-		if err != nil {
-			if persist.CodeOf(err) == persist.CodeInternal {
-				s.log.Error("persist: open stream", "scope", h.key.scope, "stream", h.key.name, "err", err)
-			}
-			for _, j := range jobs {
-				if j.msg != nil {
-					s.replyError(j.msg, err)
-				}
-			}
-			s.clearExpirePending(h, jobs)
-			s.clearArchivePending(h, jobs)
+	for i := 0; i < len(jobs); {
+		// Opened here, not once before the loop: a disk error can close
+		// the stream midway (dropIfStuck), and the next job reopens it.
+		if h.st == nil && !s.open(h, jobs[i:]) {
 			return writeAnswers{}
 		}
-		h.st = st
-	}
-	for i := 0; i < len(jobs); {
 		j := jobs[i]
 		if j.req == nil || !j.req.isWrite() {
 			s.serveOne(h, j)
@@ -81,6 +69,30 @@ func (s *Server) answerWrites(a writeAnswers) {
 	}
 }
 
+// open opens h's stream; when that fails it answers jobs with the error and
+// returns false.
+func (s *Server) open(h *handle, jobs []*job) bool {
+	st, err := s.cfg.Storage.Open(h.key.scope, h.key.name, h.key.ephemeral, time.Now())
+	if err == nil {
+		h.st = st
+		return true
+	}
+	if _, disk := store.IsDiskError(err); disk {
+		s.log.Warn("persist: open stream", "scope", h.key.scope, "stream", h.key.name, "err", err)
+	} else if persist.CodeOf(err) == persist.CodeInternal {
+		s.log.Error("persist: open stream", "scope", h.key.scope, "stream", h.key.name, "err", err)
+	}
+	err = storageError(err)
+	for _, j := range jobs {
+		if j.msg != nil {
+			s.replyError(j.msg, err)
+		}
+	}
+	s.clearExpirePending(h, jobs)
+	s.clearArchivePending(h, jobs)
+	return false
+}
+
 func (s *Server) clearExpirePending(h *handle, jobs []*job) {
 	for _, j := range jobs {
 		if j.expire {
@@ -109,8 +121,15 @@ func (s *Server) writeBatch(h *handle, jobs []*job, n int) writeAnswers {
 	}
 	results, changes, err := h.st.Write(ops, time.Now())
 	if err != nil {
-		s.log.Error("persist: write", "scope", h.key.scope, "stream", h.key.name, "err", err)
-		return writeAnswers{jobs: jobs, err: persist.Errorf(persist.CodeInternal, "%v", err)}
+		if _, disk := store.IsDiskError(err); disk {
+			// Expected while the disk is full or read-only: every refused
+			// write logs, so not at error level.
+			s.log.Warn("persist: write", "scope", h.key.scope, "stream", h.key.name, "err", err)
+		} else {
+			s.log.Error("persist: write", "scope", h.key.scope, "stream", h.key.name, "err", err)
+		}
+		s.dropIfStuck(h, err)
+		return writeAnswers{jobs: jobs, err: storageError(err)}
 	}
 	s.commits.Add(1)
 	s.report(h, changes)
@@ -136,6 +155,7 @@ func (s *Server) serveOne(h *handle, j *job) {
 		changes, err := h.st.Expire(time.Now())
 		if err != nil {
 			s.log.Error("persist: expire", "scope", h.key.scope, "stream", h.key.name, "err", err)
+			s.dropIfStuck(h, err)
 			return
 		}
 		s.report(h, changes)
@@ -161,7 +181,8 @@ func (s *Server) serveOne(h *handle, j *job) {
 	case persist.CmdDelete:
 		res, changes, err := h.st.Delete(r.del, time.Now())
 		if err != nil {
-			s.replyError(m, err)
+			s.replyError(m, storageError(err))
+			s.dropIfStuck(h, err)
 			return
 		}
 		s.report(h, changes)
@@ -188,7 +209,8 @@ func (s *Server) serveOne(h *handle, j *job) {
 		cfg, changes, err := h.st.SetConfig(next, time.Now())
 		s.report(h, changes)
 		if err != nil {
-			s.replyError(m, err)
+			s.replyError(m, storageError(err))
+			s.dropIfStuck(h, err)
 			return
 		}
 		s.replyJSON(m, cfg)

@@ -21,9 +21,14 @@ func (s *sqliteStream) SetConfig(c persist.Config, now time.Time) (persist.Confi
 	if err != nil {
 		return s.cfg, nil, err
 	}
+	// A config change writes to the file: on a full disk it waits for space
+	// like a write (see reserve.go).
+	if err := s.space.admit(); err != nil {
+		return s.cfg, nil, fmt.Errorf("config: %w", err)
+	}
 	st, err := s.begin()
 	if err != nil {
-		return s.cfg, nil, err
+		return s.cfg, nil, s.fail(err)
 	}
 	old := s.cfg
 	s.cfg = c
@@ -41,7 +46,7 @@ func (s *sqliteStream) SetConfig(c persist.Config, now time.Time) (persist.Confi
 	if err != nil {
 		s.rollback(st)
 		s.cfg = old
-		return s.cfg, nil, fmt.Errorf("config: %w", err)
+		return s.cfg, nil, s.fail(fmt.Errorf("config: %w", err))
 	}
 	if c.Sync != old.Sync {
 		if err := s.applySync(); err != nil {

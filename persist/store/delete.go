@@ -16,7 +16,7 @@ func (s *sqliteStream) Delete(d persist.Delete, now time.Time) (DeleteResult, []
 	nowMs := now.UnixMilli()
 	st, err := s.begin()
 	if err != nil {
-		return DeleteResult{}, nil, err
+		return DeleteResult{}, nil, s.fail(err)
 	}
 	res, err := s.delete(d, nowMs)
 	if err == nil {
@@ -24,7 +24,10 @@ func (s *sqliteStream) Delete(d persist.Delete, now time.Time) (DeleteResult, []
 	}
 	if err != nil {
 		s.rollback(st)
-		return DeleteResult{}, nil, fmt.Errorf("delete: %w", err)
+		return DeleteResult{}, nil, s.fail(fmt.Errorf("delete: %w", err))
+	}
+	if len(res.Seqs) > 0 && !res.Dup {
+		s.giveBack()
 	}
 	if d.MsgID != "" && !res.Dup && s.delidsOldest == 0 {
 		s.delidsOldest = nowMs

@@ -141,7 +141,7 @@ func (s *sqliteStream) Expire(now time.Time) ([]Change, error) {
 	}
 	st, err := s.begin()
 	if err != nil {
-		return nil, err
+		return nil, s.fail(err)
 	}
 	changes, err := s.expire(nowMs)
 	if err == nil && n > 0 {
@@ -158,9 +158,12 @@ func (s *sqliteStream) Expire(now time.Time) ([]Change, error) {
 	}
 	if err != nil {
 		s.rollback(st)
-		return nil, fmt.Errorf("expire: %w", err)
+		return nil, s.fail(fmt.Errorf("expire: %w", err))
 	}
 	s.dedupFIFO = append(s.dedupFIFO[:0], s.dedupFIFO[n:]...)
 	s.delidsOldest = oldest
+	if len(changes) > 0 {
+		s.giveBack()
+	}
 	return changes, nil
 }

@@ -62,6 +62,10 @@ type SQLiteConfig struct {
 	// archive copy is newer than its local file, or whose local file is
 	// missing, is restored from it on open. Empty means no archive.
 	Archive string
+	// ReserveBytes is the size of the disk reserve kept in Dir, given back
+	// when the disk fills so that deletes can still run (see reserve.go).
+	// Zero means ReserveBytesDefault; negative means no reserve.
+	ReserveBytes int64
 }
 
 // SQLite keeps each stream in its own SQLite file under Dir, and ephemeral
@@ -69,6 +73,7 @@ type SQLiteConfig struct {
 type SQLite struct {
 	dir     string // "" = ephemeral streams only
 	archive string // "" = no archive (see archive.go)
+	space   *space // the disk reserve and full state of dir
 }
 
 var (
@@ -77,7 +82,13 @@ var (
 )
 
 // NewSQLite returns the SQLite storage of cfg; it opens nothing yet.
-func NewSQLite(cfg SQLiteConfig) *SQLite { return &SQLite{dir: cfg.Dir, archive: cfg.Archive} }
+func NewSQLite(cfg SQLiteConfig) *SQLite {
+	reserve := cfg.ReserveBytes
+	if reserve == 0 {
+		reserve = ReserveBytesDefault
+	}
+	return &SQLite{dir: cfg.Dir, archive: cfg.Archive, space: newSpace(cfg.Dir, reserve)}
+}
 
 // Close implements Storage; open streams are closed by their owner.
 func (st *SQLite) Close() error { return nil }
@@ -88,9 +99,22 @@ func fileURI(p string) string {
 	return "file:" + r.Replace(filepath.ToSlash(p))
 }
 
-// Open implements Storage.
+// Open implements Storage. A failure of the disk is a *DiskError, and a
+// stream file this call created is removed again when the open fails (see
+// removeCreated), so a full or read-only disk leaves no empty files behind.
 func (st *SQLite) Open(scope, name string, ephemeral bool, now time.Time) (Stream, error) {
+	s, err := st.open(scope, name, ephemeral, now)
+	if err != nil {
+		err = classifyDisk(err)
+		st.space.release(err)
+		return nil, err
+	}
+	return s, nil
+}
+
+func (st *SQLite) open(scope, name string, ephemeral bool, now time.Time) (Stream, error) {
 	var dsn string
+	var created string // the stream file, when this open creates it
 	var arch *streamArchive
 	if ephemeral {
 		if !bus.ValidScope(scope) {
@@ -112,12 +136,29 @@ func (st *SQLite) Open(scope, name string, ephemeral bool, now time.Time) (Strea
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return nil, fmt.Errorf("open stream: %w", err)
 		}
+		st.space.ensure()
+		if _, err := os.Lstat(p); errors.Is(err, os.ErrNotExist) {
+			// A new stream adds a file: not while the disk is full.
+			if err := st.space.admit(); err != nil {
+				return nil, err
+			}
+			created = p
+			defer func() {
+				if created != "" {
+					removeCreated(created)
+				}
+			}()
+		}
 		if st.archive != "" {
 			if arch, err = archiveStream(st.archive, scope, name, p); err != nil {
 				return nil, err
 			}
 		}
-		dsn = fileURI(p) + "?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(" + strconv.Itoa(busyTimeoutMs) + ")"
+		// auto_vacuum first: it only takes on a new file, before the WAL
+		// switch writes its first page. With it a delete on a full disk
+		// can hand freed pages back to the filesystem (see reserve.go);
+		// older files keep NONE (changing it needs a full VACUUM).
+		dsn = fileURI(p) + "?_pragma=auto_vacuum(INCREMENTAL)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(" + strconv.Itoa(busyTimeoutMs) + ")"
 	}
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
@@ -126,6 +167,9 @@ func (st *SQLite) Open(scope, name string, ephemeral bool, now time.Time) (Strea
 	db.SetMaxOpenConns(1)
 	db.SetMaxIdleConns(1)
 	s := &sqliteStream{db: db, scope: scope, name: name, ephemeral: ephemeral, msgids: map[string]dedupEntry{}}
+	if !ephemeral {
+		s.space = st.space
+	}
 	if err := s.init(now); err != nil {
 		s.Close()
 		return nil, err
@@ -137,6 +181,7 @@ func (st *SQLite) Open(scope, name string, ephemeral bool, now time.Time) (Strea
 		}
 		s.arch = arch // set last: a stream that failed to open is not backed up
 	}
+	created = "" // opened: the file is the stream's now
 	return s, nil
 }
 
@@ -188,7 +233,8 @@ type sqliteStream struct {
 	// forget.
 	delidsOldest int64
 
-	arch *streamArchive // nil = not archived
+	arch  *streamArchive // nil = not archived
+	space *space         // the data directory's reserve; nil for ephemeral streams
 
 	insert, keySeq, delSeq, delKey, getSeq, getKey, putMsgID *sql.Stmt
 	getDelID, putDelID                                       *sql.Stmt

@@ -28,9 +28,13 @@ var insertRuns = [...]int{64, 16, 4}
 func (s *sqliteStream) Write(ops []WriteOp, now time.Time) ([]WriteResult, []Change, error) {
 	// A clock stepped back must not make times decrease along seq.
 	nowMs := max(now.UnixMilli(), s.lastTime)
+	// On a full disk writes wait for space (see reserve.go).
+	if err := s.space.admit(); err != nil {
+		return nil, nil, fmt.Errorf("write: %w", err)
+	}
 	st, err := s.begin()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, s.fail(err)
 	}
 	res, changes, err := s.write(ops, nowMs)
 	if err == nil {
@@ -38,7 +42,7 @@ func (s *sqliteStream) Write(ops []WriteOp, now time.Time) ([]WriteResult, []Cha
 	}
 	if err != nil {
 		s.rollback(st)
-		return nil, nil, fmt.Errorf("write: %w", err)
+		return nil, nil, s.fail(fmt.Errorf("write: %w", err))
 	}
 	return res, changes, nil
 }

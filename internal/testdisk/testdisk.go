@@ -1,0 +1,21 @@
+// Package testdisk gives a test a small filesystem of its own, to fill up or
+// make read-only: a tmpfs mounted under t.TempDir() (Linux, as root). Where
+// that cannot be done the test skips, saying why, except under CI=true,
+// where it fails: CI must run the disk tests.
+package testdisk
+
+import (
+	"fmt"
+	"os"
+	"testing"
+)
+
+// unavailable skips t, or fails it under CI=true.
+func unavailable(t testing.TB, why string) {
+	t.Helper()
+	msg := fmt.Sprintf("testdisk: no small filesystem for this test: %s", why)
+	if os.Getenv("CI") == "true" {
+		t.Fatal(msg + " (CI must run it)")
+	}
+	t.Skip(msg)
+}

@@ -1,0 +1,113 @@
+package store
+
+import (
+	"errors"
+	"os"
+	"syscall"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// Disk failure reasons: the first words of a DiskError's message, which the
+// server sends to the caller.
+const (
+	ReasonFull     = "disk full"
+	ReasonReadOnly = "data directory read-only"
+	ReasonCantOpen = "cannot open stream file"
+	ReasonIO       = "disk I/O error"
+)
+
+// DiskError is a failure of the disk under the data directory rather than
+// of the request or of the stream's data: the disk is full, the directory
+// is read-only or not writable, or an I/O call failed. It goes away when
+// the operator frees space or makes the directory writable again, so the
+// server answers it unavailable (retry).
+type DiskError struct {
+	Reason string // one of the Reason constants
+	// Reopen says the stream's connection may be stuck in the state that
+	// failed (SQLite opened the file read-only, or an I/O error left the
+	// connection unusable): its owner must close the stream so the next
+	// request opens it afresh. A refusal by the disk-full guard, which
+	// never reached SQLite, does not need it.
+	Reopen bool
+	Err    error
+}
+
+func (e *DiskError) Error() string { return e.Reason + ": " + e.Err.Error() }
+
+// Unwrap returns the underlying SQLite or OS error.
+func (e *DiskError) Unwrap() error { return e.Err }
+
+// IsDiskError reports whether err is or wraps a *DiskError, and returns it.
+func IsDiskError(err error) (*DiskError, bool) {
+	var d *DiskError
+	ok := errors.As(err, &d)
+	return d, ok
+}
+
+// classifyDisk returns err as a *DiskError when it is a disk failure (a
+// SQLite FULL, READONLY, CANTOPEN or IOERR result, or an OS error such as
+// ENOSPC, EROFS or EACCES from the directory or file calls around SQLite),
+// and err unchanged otherwise. SQLite's extended codes keep the primary
+// code in their low byte: SQLITE_IOERR_WRITE is SQLITE_IOERR | 3<<8.
+func classifyDisk(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := IsDiskError(err); ok {
+		return err
+	}
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		switch se.Code() & 0xff {
+		case sqlite3.SQLITE_FULL:
+			// The connection is fine: SQLite rolled the statement back.
+			return &DiskError{Reason: ReasonFull, Err: err}
+		case sqlite3.SQLITE_READONLY:
+			return &DiskError{Reason: ReasonReadOnly, Reopen: true, Err: err}
+		case sqlite3.SQLITE_CANTOPEN:
+			return &DiskError{Reason: ReasonCantOpen, Reopen: true, Err: err}
+		case sqlite3.SQLITE_IOERR:
+			return &DiskError{Reason: ReasonIO, Reopen: true, Err: err}
+		}
+		return err
+	}
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		switch errno {
+		case syscall.ENOSPC, syscall.EDQUOT, syscall.EFBIG:
+			return &DiskError{Reason: ReasonFull, Err: err}
+		case syscall.EROFS, syscall.EACCES, syscall.EPERM:
+			return &DiskError{Reason: ReasonReadOnly, Reopen: true, Err: err}
+		case syscall.EIO:
+			return &DiskError{Reason: ReasonIO, Reopen: true, Err: err}
+		}
+	}
+	return err
+}
+
+// isFull reports whether err is a disk-full DiskError.
+func isFull(err error) bool {
+	d, ok := IsDiskError(err)
+	return ok && d.Reason == ReasonFull
+}
+
+// removeCreated removes the stream file p that a failed open created, with
+// its -wal, -shm and -journal files, when p is still empty: on a full or
+// read-only disk SQLite creates the file and then fails to write its first
+// page, and an empty file left behind would turn every later failure into a
+// litter of them. A file that holds data is never removed: an open only
+// creates what it removes, and the caller checked p did not exist before.
+func removeCreated(p string) {
+	fi, err := os.Lstat(p)
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() != 0 {
+		return
+	}
+	if os.Remove(p) != nil {
+		return
+	}
+	for _, suffix := range []string{"-wal", "-shm", "-journal"} {
+		_ = os.Remove(p + suffix) // absent is fine
+	}
+}
