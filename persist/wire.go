@@ -113,7 +113,7 @@ const (
 	CodeReject            Code = "reject"              // a limit refused the write (discard new, rate)
 	CodeTooLarge          Code = "too-large"           // over max_msg_size or a wire limit
 	CodeForbidden         Code = "forbidden"           // not allowed for this scope
-	CodeUnavailable       Code = "unavailable"         // server shutting down or overloaded; retry
+	CodeUnavailable       Code = "unavailable"         // shutting down, overloaded, or its disk is full or read-only; retry
 	CodeInternal          Code = "internal"            // a bug or storage failure
 )
 
