@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -85,6 +86,19 @@ func fileURI(p string) string {
 
 // Open implements Storage.
 func (st *SQLite) Open(scope, name string, ephemeral bool, now time.Time) (Stream, error) {
+	return st.open(scope, name, ephemeral, true, now)
+}
+
+// OpenExisting implements Storage. A persistent stream exists when its file
+// does, or when the archive holds a copy of it: that copy is state the
+// stream's users wrote and this server lost, so a read restores it (as a
+// write would) rather than answering as if it had never been.
+func (st *SQLite) OpenExisting(scope, name string, ephemeral bool, now time.Time) (Stream, error) {
+	return st.open(scope, name, ephemeral, false, now)
+}
+
+// open opens a stream; without create it creates nothing (see OpenExisting).
+func (st *SQLite) open(scope, name string, ephemeral, create bool, now time.Time) (Stream, error) {
 	var dsn string
 	var arch *streamArchive
 	if ephemeral {
@@ -93,6 +107,9 @@ func (st *SQLite) Open(scope, name string, ephemeral bool, now time.Time) (Strea
 		}
 		if err := persist.ValidStreamName(name); err != nil {
 			return nil, err
+		}
+		if !create {
+			return nil, ErrNoStream
 		}
 		// A private in-memory database lives as long as its one connection.
 		dsn = ":memory:"
@@ -104,6 +121,15 @@ func (st *SQLite) Open(scope, name string, ephemeral bool, now time.Time) (Strea
 		if err != nil {
 			return nil, err
 		}
+		if !create {
+			ok, err := st.exists(scope, name, p)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				return nil, ErrNoStream
+			}
+		}
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return nil, fmt.Errorf("open stream: %w", err)
 		}
@@ -113,6 +139,11 @@ func (st *SQLite) Open(scope, name string, ephemeral bool, now time.Time) (Strea
 			}
 		}
 		dsn = fileURI(p) + "?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(" + strconv.Itoa(busyTimeoutMs) + ")"
+		if !create {
+			// Without "c" SQLite fails on a missing file instead of creating
+			// it: a file removed since exists looked stays removed.
+			dsn += "&mode=rw"
+		}
 	}
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
@@ -123,6 +154,13 @@ func (st *SQLite) Open(scope, name string, ephemeral bool, now time.Time) (Strea
 	s := &sqliteStream{db: db, scope: scope, name: name, ephemeral: ephemeral, msgids: map[string]dedupEntry{}}
 	if err := s.init(now); err != nil {
 		s.Close()
+		if !create && !ephemeral {
+			if p, perr := StreamPath(st.dir, scope, name); perr == nil {
+				if _, serr := os.Stat(p); errors.Is(serr, fs.ErrNotExist) {
+					return nil, ErrNoStream
+				}
+			}
+		}
 		return nil, err
 	}
 	if arch != nil {
@@ -133,6 +171,29 @@ func (st *SQLite) Open(scope, name string, ephemeral bool, now time.Time) (Strea
 		s.arch = arch // set last: a stream that failed to open is not backed up
 	}
 	return s, nil
+}
+
+// exists reports whether the persistent stream whose file is p has stored
+// state: its file, or else an archive copy. It creates nothing.
+func (st *SQLite) exists(scope, name, p string) (bool, error) {
+	if _, err := os.Stat(p); err == nil {
+		return true, nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return false, fmt.Errorf("open stream: %w", err)
+	}
+	if st.archive == "" {
+		return false, nil
+	}
+	ap, err := StreamPath(st.archive, scope, name)
+	if err != nil {
+		return false, err
+	}
+	if _, err := os.Stat(ap); err == nil {
+		return true, nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return false, fmt.Errorf("open stream: archive: %w", err)
+	}
+	return false, nil
 }
 
 // dedupEntry remembers where a msgID's first write landed.
