@@ -179,8 +179,8 @@ func TestEphemeralOnlyServer(t *testing.T) {
 func TestHostileNames(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, nil)
-	names := []string{"..", "../..", "/", "/etc/passwd", "a/../../b", "nul\x00byte", ".", "~", "%2e%2e",
-		"ünïcødé ☃", "Case", "case", "CASE", strings.Repeat("é", persist.MaxStreamNameBytes/2), `C:\windows`, "a~0123", "tab\there"}
+	names := []string{"..", "../..", "/", "/etc/passwd", "a/../../b", ".", "~", "%2e%2e",
+		"ünïcødé ☃", "Case", "case", "CASE", strings.Repeat("é", persist.MaxStreamNameBytes/2), `C:\windows`, "a~0123", "inner space"}
 	for i, n := range names {
 		h.set(n, fmt.Sprint(i), nil)
 	}
@@ -223,6 +223,9 @@ func TestHostileNames(t *testing.T) {
 	}
 	wantCode(t, h.req(persist.CmdSet, strings.Repeat("x", 10000), nil, []byte("v")), persist.CodeBadRequest)
 	wantCode(t, h.req(persist.CmdSet, "", nil, []byte("v")), persist.CodeBadRequest)
+	// Control characters break the naming rule (names_test.go has the rest).
+	wantCode(t, h.req(persist.CmdSet, "nul\x00byte", nil, []byte("v")), persist.CodeBadRequest)
+	wantCode(t, h.req(persist.CmdSet, "tab\there", nil, []byte("v")), persist.CodeBadRequest)
 }
 
 func TestWrongOwner(t *testing.T) {
