@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"io/fs"
 	"path/filepath"
 	"testing"
@@ -34,11 +35,7 @@ func dirEntries(t *testing.T, dir string) []string {
 // server queues on the handle do not create it either.
 func TestReadsOfMissingStreamAnswerEmpty(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, func(c *Config) {
-		c.Archive = t.TempDir()
-		c.ArchiveEvery = time.Millisecond // backup jobs land on the missing stream's handle
-		c.ExpireEvery = time.Millisecond
-	})
+	h := newHarness(t, func(c *Config) { c.Archive = t.TempDir() })
 	for _, eph := range []map[string]string{nil, {persist.HdrEphemeral: "true"}} {
 		with := func(kv ...string) map[string]string {
 			m := map[string]string{}
@@ -75,11 +72,24 @@ func TestReadsOfMissingStreamAnswerEmpty(t *testing.T) {
 			t.Fatalf("config of a missing stream: %+v, want %+v", c, want)
 		}
 	}
-	// Let the timer queue archive and expiry jobs on the handle a few times.
+	// The timer's backup and expiry jobs can find a missing stream's handle
+	// (queued while a read waits); they must not open the stream either.
+	k := handleKey{scope: h.scope, name: "nothing"}
 	h.srv.mu.Lock()
-	h.srv.queueArchivesLocked()
+	hd := h.srv.handles[k]
+	if hd == nil {
+		hd = &handle{key: k}
+		h.srv.handles[k] = hd
+	}
+	hd.archivePending, hd.expirePending = true, true
+	hd.queue = append(hd.queue, &job{archive: true}, &job{expire: true})
+	h.srv.scheduleLocked(hd)
 	h.srv.mu.Unlock()
-	h.ok(persist.CmdInventory, "nothing", nil, nil) // served after the queued backup job
+	waitFor(t, "the jobs to run", func() bool {
+		h.srv.mu.Lock()
+		defer h.srv.mu.Unlock()
+		return !hd.archivePending && !hd.expirePending && !hd.scheduled
+	})
 	if files := dirEntries(t, h.dir); len(files) != 0 {
 		t.Fatalf("reads of a missing stream left %v", files)
 	}
@@ -102,6 +112,24 @@ func TestReadsOfMissingStreamAnswerEmpty(t *testing.T) {
 		if f != filepath.Dir(p) && f != p && f != p+"-wal" && f != p+"-shm" {
 			t.Fatalf("after one write the data directory holds %s", f)
 		}
+	}
+}
+
+// Reads of missing streams leave no handle in the server's cache either, so
+// they cannot push open streams out of it.
+func TestReadsOfMissingStreamsKeepNoHandles(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	h.set("open", "x", nil)
+	for i := range 200 {
+		h.ok(persist.CmdInventory, fmt.Sprintf("missing-%d", i), nil, nil)
+	}
+	h.srv.mu.Lock()
+	n := len(h.srv.handles)
+	_, open := h.srv.handles[handleKey{scope: h.scope, name: "open"}]
+	h.srv.mu.Unlock()
+	if n != 1 || !open {
+		t.Fatalf("after reads of missing streams the server holds %d handles (the written stream's among them: %v), want just that one", n, open)
 	}
 }
 
