@@ -64,8 +64,19 @@ func TestClientRefusesAliasingNames(t *testing.T) {
 		_, err = kv.Delete(ctx, key)
 		wantBad(fmt.Sprintf("kv delete of key %q", key), err)
 	}
+	_, err := h.client.LocalStream(ctx, h.scope, "a\nb", persist.LocalStreamOptions{})
+	wantBad(`local stream "a\nb"`, err)
 	if files := dataFiles(t, h.dir); len(files) != 0 {
 		t.Fatalf("refused requests reached the server: %v", files)
+	}
+	l, err := h.client.LocalStream(ctx, h.scope, "local", persist.LocalStreamOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = l.Publish([]byte("v"), persist.LocalPublishOptions{Key: " k "})
+	wantBad(`local publish of key " k "`, err)
+	if err := l.Close(ctx); err != nil {
+		t.Fatal(err)
 	}
 	// What the refused names would have become are names of their own.
 	h.set("a b", "spaced", nil)
