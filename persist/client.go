@@ -178,6 +178,9 @@ func retryable(err error, idempotent bool) bool {
 // call sends one request to the owner of scope and returns its reply,
 // retrying as retryable allows. Replies carrying Sy-Error become *Error.
 func (c *Client) call(ctx context.Context, scope string, msg *nats.Msg, idempotent bool) (*nats.Msg, error) {
+	if err := checkNames(msg.Header); err != nil {
+		return nil, err
+	}
 	var reply *nats.Msg
 	err := c.retry(ctx, scope, func(id string) (bool, error) {
 		msg.Subject = bus.APISubject(c.cfg.Service, scope, id)
@@ -247,6 +250,18 @@ func (c *Client) retry(ctx context.Context, scope string, attempt func(id string
 // into the wire code callers branch on; it is permanent, never retried.
 func forbidden(err error) error {
 	return &Error{Code: CodeForbidden, Message: err.Error()}
+}
+
+// checkNames refuses a request whose stream name or key breaks the naming
+// rule (ValidStreamName, ValidKey) before it is sent. The client must check:
+// the header encoding rewrites exactly the names the rule refuses (trimming
+// their ends, turning CR and LF into spaces), so the server would see, and
+// store, a different valid name.
+func checkNames(h nats.Header) error {
+	if err := ValidStreamName(h.Get(HdrStream)); err != nil {
+		return err
+	}
+	return ValidKey(h.Get(HdrKey))
 }
 
 // replyError returns the *Error an error reply carries, or nil.
@@ -431,6 +446,9 @@ func (s *Stream) SetMany(ctx context.Context, msgs []Entry) ([]SetManyResult, er
 				return nil, Errorf(CodeBadRequest, "setMany %s/%s: message %d: user header %q uses a reserved prefix", s.scope, s.name, i, k)
 			}
 		}
+		if err := ValidKey(msgs[i].Key); err != nil {
+			return nil, fmt.Errorf("setMany %s/%s: message %d: %w", s.scope, s.name, i, err)
+		}
 		f := msgs[i].frame()
 		var err error
 		if body, err = AppendFrame(body, &f); err != nil {
@@ -538,6 +556,9 @@ func (s *Stream) Scan(ctx context.Context, r Range, fn func(*Message) error) (ui
 }
 
 func (s *Stream) scan(ctx context.Context, r Range, fn func(*Message) error) (uint64, error) {
+	if err := ValidStreamName(s.name); err != nil {
+		return 0, err
+	}
 	var next uint64
 	err := s.c.retry(ctx, s.scope, func(id string) (bool, error) {
 		delivered := 0

@@ -204,6 +204,11 @@ func (l *LocalStream) Publish(value []byte, opts LocalPublishOptions) (LocalMess
 			return LocalMessage{}, Errorf(CodeBadRequest, "user header %q is reserved", k)
 		}
 	}
+	// Refused here, not when the batch holding it is sent: there it would
+	// fail the other messages of the batch.
+	if err := ValidKey(opts.Key); err != nil {
+		return LocalMessage{}, err
+	}
 	if value == nil {
 		value = []byte{}
 	}

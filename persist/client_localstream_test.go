@@ -249,6 +249,14 @@ func (g gatedStorage) Open(scope, name string, ephemeral bool, now time.Time) (s
 	return gatedStream{st, g.gate}, nil
 }
 
+func (g gatedStorage) OpenExisting(scope, name string, ephemeral bool, now time.Time) (store.Stream, error) {
+	st, err := g.Storage.OpenExisting(scope, name, ephemeral, now)
+	if err != nil {
+		return nil, err
+	}
+	return gatedStream{st, g.gate}, nil
+}
+
 type gatedStream struct {
 	store.Stream
 	gate func()

@@ -21,6 +21,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Header names of the wire protocol.
@@ -89,8 +91,9 @@ func hasPrefixFold(s, prefix string) bool {
 }
 
 // ValidStreamName reports why name cannot name a stream (a bad-request
-// *Error), or nil. Any bytes are allowed; the name must not be empty or
-// longer than MaxStreamNameBytes.
+// *Error), or nil. A name is 1 to MaxStreamNameBytes bytes of valid UTF-8
+// with no control character (U+0000-U+001F, U+007F-U+009F) and no
+// whitespace at either end: see validName for why.
 func ValidStreamName(name string) error {
 	if name == "" {
 		return Errorf(CodeBadRequest, "missing stream name (%s)", HdrStream)
@@ -98,7 +101,55 @@ func ValidStreamName(name string) error {
 	if len(name) > MaxStreamNameBytes {
 		return Errorf(CodeBadRequest, "stream name is %d bytes, over the limit of %d", len(name), MaxStreamNameBytes)
 	}
+	if why := validName(name); why != "" {
+		return Errorf(CodeBadRequest, "stream name %q %s", name, why)
+	}
 	return nil
+}
+
+// ValidKey reports why key cannot be a message key, or nil. The empty key
+// means "no key" and is valid here. A key longer than MaxKeyBytes is a
+// too-large *Error; one that breaks the naming rule of ValidStreamName is a
+// bad-request *Error.
+func ValidKey(key string) error {
+	if len(key) > MaxKeyBytes {
+		return Errorf(CodeTooLarge, "key is %d bytes, over %d", len(key), MaxKeyBytes)
+	}
+	if key == "" {
+		return nil
+	}
+	if why := validName(key); why != "" {
+		return Errorf(CodeBadRequest, "key %q %s", key, why)
+	}
+	return nil
+}
+
+// validName says what is wrong with a stream name or key, or "". Names and
+// keys travel in NATS headers, whose encoding does not round-trip every
+// string: nats.go trims spaces, tabs, CR and LF from both ends of a header
+// value and turns CR and LF inside it into spaces, and readers drop the
+// leading spaces of a value. Keys also travel in JSON (setMany and getAll
+// frames, the change feed), where invalid UTF-8 becomes U+FFFD. Any of
+// these would store a name other than the one asked for, so that two names
+// would silently share one stream or key; refusing them is the rule. The
+// C1 controls and Unicode spaces are refused too, though the encodings keep
+// them, so that the rule reads "no control character, no whitespace at
+// either end" with no exceptions to remember.
+func validName(s string) string {
+	if !utf8.ValidString(s) {
+		return "is not valid UTF-8"
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return fmt.Sprintf("contains the control character %U", r)
+		}
+	}
+	first, _ := utf8.DecodeRuneInString(s)
+	last, _ := utf8.DecodeLastRuneInString(s)
+	if unicode.IsSpace(first) || unicode.IsSpace(last) {
+		return "starts or ends with whitespace"
+	}
+	return ""
 }
 
 // Code is a stable error code that crosses the wire. The set is closed.

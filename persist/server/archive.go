@@ -24,11 +24,11 @@ func (s *Server) queueArchivesLocked() {
 }
 
 // runArchive is the worker's side of a backup job.
-func (s *Server) runArchive(h *handle) {
+func (s *Server) runArchive(h *handle, st store.Stream) {
 	s.mu.Lock()
 	h.archivePending = false
 	s.mu.Unlock()
-	a, ok := h.st.(store.Archiver)
+	a, ok := st.(store.Archiver)
 	if !ok {
 		return
 	}

@@ -52,6 +52,8 @@ func FuzzDecodeRequest(f *testing.F) {
 		{"persist.hub.api.0", "Sy-Cmd: config\nSy-Stream: s", []byte(`{"max_msgs": 10}`)},
 		{"persist.hub.api.0", "Sy-Cmd: keys\nSy-Stream: ../../etc", nil},
 		{"persist.HUB.api.0", "Sy-Cmd: nope", nil},
+		{"persist.hub.api.0", "Sy-Cmd: setMany\nSy-Stream: s", frames(persist.Frame{Key: " sp "}, persist.Frame{Key: "a\nb"})},
+		{"persist.hub.api.0", "Sy-Cmd: get\nSy-Stream: a\tb\nSy-Key: k\x00", nil},
 		{"persist.hub.api.0", "Sy-Cmd: setMany\nSy-Stream: s", []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}},
 	}
 	for _, s := range seeds {
@@ -67,15 +69,15 @@ func FuzzDecodeRequest(f *testing.F) {
 			}
 			return
 		}
-		if r.cmd == "" || persist.ValidStreamName(r.stream) != nil {
-			t.Fatalf("accepted request without a valid command or stream: %+v", r)
+		if r.cmd == "" || persist.ValidStreamName(r.stream) != nil || persist.ValidKey(r.key) != nil {
+			t.Fatalf("accepted request without a valid command, stream or key: %+v", r)
 		}
 		// Whatever name was accepted maps to a file inside the data directory.
 		if _, err := store.StreamPath("/data", r.scope, r.stream); err != nil {
 			t.Fatalf("accepted stream %q does not map: %v", r.stream, err)
 		}
 		for _, op := range r.ops {
-			if len(op.Key) > persist.MaxKeyBytes || op.TTL < 0 || (op.PrevSeq != nil && op.Key == "") {
+			if persist.ValidKey(op.Key) != nil || op.TTL < 0 || (op.PrevSeq != nil && op.Key == "") {
 				t.Fatalf("accepted bad op %+v", op)
 			}
 		}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"strconv"
 	"strings"
 
@@ -81,8 +82,8 @@ func decodeRequest(m *nats.Msg) (*request, error) {
 		if r.hasSeq == (r.key != "") {
 			return nil, persist.Errorf(persist.CodeBadRequest, "get needs exactly one of %s and %s", persist.HdrSeq, persist.HdrKey)
 		}
-		if len(r.key) > persist.MaxKeyBytes {
-			return nil, persist.Errorf(persist.CodeTooLarge, "key is %d bytes, over %d", len(r.key), persist.MaxKeyBytes)
+		if err := persist.ValidKey(r.key); err != nil {
+			return nil, err
 		}
 	case persist.CmdGetAll:
 		if r.start, _, err = uintHeader(h, persist.HdrStartSeq); err != nil {
@@ -117,8 +118,8 @@ func decodeRequest(m *nats.Msg) (*request, error) {
 // decodeSet reads a set's parameters from its headers; the body is the value.
 func decodeSet(h nats.Header, body []byte) (store.WriteOp, error) {
 	op := store.WriteOp{Key: h.Get(persist.HdrKey), MsgID: h.Get(persist.HdrMsgID), Value: body}
-	if len(op.Key) > persist.MaxKeyBytes {
-		return op, persist.Errorf(persist.CodeTooLarge, "key is %d bytes, over %d", len(op.Key), persist.MaxKeyBytes)
+	if err := persist.ValidKey(op.Key); err != nil {
+		return op, err
 	}
 	prev, has, err := uintHeader(h, persist.HdrPrevSeq)
 	if err != nil {
@@ -159,8 +160,12 @@ func decodeSetMany(body []byte) ([]store.WriteOp, error) {
 	ops := make([]store.WriteOp, 0, min(persist.MaxBatch, max(16, len(body)/160)))
 	// The Frame is reused: only its fields are kept, in ops.
 	err := persist.ScanFrames(body, persist.MaxBatch, func(m *persist.Frame) error {
-		if len(m.Key) > persist.MaxKeyBytes {
-			return persist.Errorf(persist.CodeTooLarge, "message %d: key is %d bytes, over %d", len(ops), len(m.Key), persist.MaxKeyBytes)
+		// Frames carry keys in JSON, which keeps what headers would mangle;
+		// the rule is the same anyway, so a key valid here is valid in a set.
+		if err := persist.ValidKey(m.Key); err != nil {
+			var pe *persist.Error
+			errors.As(err, &pe)
+			return persist.Errorf(pe.Code, "message %d: %s", len(ops), pe.Message)
 		}
 		if m.PrevSeq != nil && m.Key == "" {
 			return persist.Errorf(persist.CodeBadRequest, "message %d: prevSeq needs a key", len(ops))

@@ -170,6 +170,12 @@ func (s *Server) doneServing(h *handle) {
 		s.cond.Signal()
 	} else {
 		h.scheduled = false
+		// A stream that is still not open was only read while missing
+		// (or failed to open): keeping its handle would let reads of
+		// made-up names push open streams out of the cache.
+		if h.st == nil && s.handles[h.key] == h {
+			delete(s.handles, h.key)
+		}
 	}
 	evict := s.evictLocked(time.Now(), false)
 	s.mu.Unlock()

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -13,16 +14,38 @@ import (
 // When jobs end with writes, their answers are returned instead of sent:
 // the caller sends them after handing the stream back (doneServing), so a
 // client that writes again at once finds the stream idle (see enqueue).
+//
+// A stream is opened by the first job that needs it, inside the loop: a disk
+// error can close the stream midway (dropIfStuck) and the next job reopens
+// it. Reads (and the server's own expiry and backup jobs) open it only if it
+// exists: on a missing stream they are answered as for an empty one and h.st
+// stays nil, so no file appears and the next batch looks again (another
+// server sharing the data directory may have created the stream since).
+// Writes, deletes and config updates create it.
 func (s *Server) serve(h *handle, jobs []*job) (later writeAnswers) {
+	missing := false // this batch found the stream missing; reads need not look again
 	for i := 0; i < len(jobs); {
-		// Opened here, not once before the loop: a disk error can close
-		// the stream midway (dropIfStuck), and the next job reopens it.
-		if h.st == nil && !s.open(h, jobs[i:]) {
-			return writeAnswers{}
-		}
 		j := jobs[i]
+		if h.st == nil {
+			create := j.createsStream()
+			if !create && missing {
+				s.serveOne(h, store.Missing(h.key.ephemeral), j)
+				i++
+				continue
+			}
+			st, err := s.open(h.key, create)
+			if errors.Is(err, store.ErrNoStream) {
+				missing = true
+				continue
+			}
+			if err != nil {
+				s.openFailed(h, jobs[i:], err)
+				return writeAnswers{}
+			}
+			h.st = st
+		}
 		if j.req == nil || !j.req.isWrite() {
-			s.serveOne(h, j)
+			s.serveOne(h, h.st, j)
 			i++
 			continue
 		}
@@ -69,14 +92,8 @@ func (s *Server) answerWrites(a writeAnswers) {
 	}
 }
 
-// open opens h's stream; when that fails it answers jobs with the error and
-// returns false.
-func (s *Server) open(h *handle, jobs []*job) bool {
-	st, err := s.cfg.Storage.Open(h.key.scope, h.key.name, h.key.ephemeral, time.Now())
-	if err == nil {
-		h.st = st
-		return true
-	}
+// openFailed answers jobs with the error of opening h's stream.
+func (s *Server) openFailed(h *handle, jobs []*job, err error) {
 	if _, disk := store.IsDiskError(err); disk {
 		s.log.Warn("persist: open stream", "scope", h.key.scope, "stream", h.key.name, "err", err)
 	} else if persist.CodeOf(err) == persist.CodeInternal {
@@ -90,6 +107,29 @@ func (s *Server) open(h *handle, jobs []*job) bool {
 	}
 	s.clearExpirePending(h, jobs)
 	s.clearArchivePending(h, jobs)
+}
+
+// open opens the stream of k, creating it only when create is set.
+func (s *Server) open(k handleKey, create bool) (store.Stream, error) {
+	if create {
+		return s.cfg.Storage.Open(k.scope, k.name, k.ephemeral, time.Now())
+	}
+	return s.cfg.Storage.OpenExisting(k.scope, k.name, k.ephemeral, time.Now())
+}
+
+// createsStream reports whether j may create its stream: writes, deletes
+// (a delete records its id, so that a retry answers what it did) and config
+// updates. Reads and the server's own jobs never do.
+func (j *job) createsStream() bool {
+	if j.req == nil {
+		return false
+	}
+	switch j.req.cmd {
+	case persist.CmdSet, persist.CmdSetMany, persist.CmdDelete:
+		return true
+	case persist.CmdConfig:
+		return j.req.configPatch != nil
+	}
 	return false
 }
 
@@ -142,17 +182,18 @@ func (s *Server) report(h *handle, changes []store.Change) {
 	}
 }
 
-// serveOne runs one non-write job.
-func (s *Server) serveOne(h *handle, j *job) {
+// serveOne runs one non-write job on st: h.st, or store.Missing for a read
+// of a stream that does not exist.
+func (s *Server) serveOne(h *handle, st store.Stream, j *job) {
 	if j.archive {
-		s.runArchive(h)
+		s.runArchive(h, st)
 		return
 	}
 	if j.expire {
 		s.mu.Lock()
 		h.expirePending = false
 		s.mu.Unlock()
-		changes, err := h.st.Expire(time.Now())
+		changes, err := st.Expire(time.Now())
 		if err != nil {
 			s.log.Error("persist: expire", "scope", h.key.scope, "stream", h.key.name, "err", err)
 			s.dropIfStuck(h, err)
@@ -167,9 +208,9 @@ func (s *Server) serveOne(h *handle, j *job) {
 		var msg *persist.Frame
 		var err error
 		if r.hasSeq {
-			msg, err = h.st.Get(r.seq)
+			msg, err = st.Get(r.seq)
 		} else {
-			msg, err = h.st.GetKey(r.key)
+			msg, err = st.GetKey(r.key)
 		}
 		if err != nil {
 			s.replyError(m, err)
@@ -177,9 +218,9 @@ func (s *Server) serveOne(h *handle, j *job) {
 		}
 		s.replyGet(m, msg)
 	case persist.CmdGetAll:
-		s.serveGetAll(h, m, r)
+		s.serveGetAll(h, st, m, r)
 	case persist.CmdDelete:
-		res, changes, err := h.st.Delete(r.del, time.Now())
+		res, changes, err := st.Delete(r.del, time.Now())
 		if err != nil {
 			s.replyError(m, storageError(err))
 			s.dropIfStuck(h, err)
@@ -188,25 +229,25 @@ func (s *Server) serveOne(h *handle, j *job) {
 		s.report(h, changes)
 		s.replyDelete(m, res)
 	case persist.CmdKeys:
-		keys, err := h.st.Keys()
+		keys, err := st.Keys()
 		if err != nil {
 			s.replyError(m, err)
 			return
 		}
 		s.replyJSON(m, keys)
 	case persist.CmdInventory:
-		s.replyJSON(m, h.st.Inventory())
+		s.replyJSON(m, st.Inventory())
 	case persist.CmdConfig:
 		if r.configPatch == nil {
-			s.replyJSON(m, h.st.Config())
+			s.replyJSON(m, st.Config())
 			return
 		}
-		next, err := store.MergeConfig(h.st.Config(), r.configPatch)
+		next, err := store.MergeConfig(st.Config(), r.configPatch)
 		if err != nil {
 			s.replyError(m, err)
 			return
 		}
-		cfg, changes, err := h.st.SetConfig(next, time.Now())
+		cfg, changes, err := st.SetConfig(next, time.Now())
 		s.report(h, changes)
 		if err != nil {
 			s.replyError(m, storageError(err))
@@ -224,7 +265,7 @@ func (s *Server) serveOne(h *handle, j *job) {
 // of frames of at most ChunkBytes (a single larger message gets a chunk of
 // its own), numbered from 0; the last chunk carries Sy-Eof and, when
 // Sy-Limit cut the range, Sy-Next-Seq.
-func (s *Server) serveGetAll(h *handle, m *nats.Msg, r *request) {
+func (s *Server) serveGetAll(h *handle, st store.Stream, m *nats.Msg, r *request) {
 	if m.Reply == "" {
 		return
 	}
@@ -246,7 +287,7 @@ func (s *Server) serveGetAll(h *handle, m *nats.Msg, r *request) {
 		return err
 	}
 	start := max(r.start, 1)
-	next, err := h.st.GetAll(start, r.end, r.limit, func(msg *persist.Frame) error {
+	next, err := st.GetAll(start, r.end, r.limit, func(msg *persist.Frame) error {
 		var err error
 		if frame, err = persist.AppendFrame(frame[:0], msg); err != nil {
 			return err

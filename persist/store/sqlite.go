@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -103,8 +104,25 @@ func fileURI(p string) string {
 // stream file this call created is removed again when the open fails (see
 // removeCreated), so a full or read-only disk leaves no empty files behind.
 func (st *SQLite) Open(scope, name string, ephemeral bool, now time.Time) (Stream, error) {
-	s, err := st.open(scope, name, ephemeral, now)
+	return st.openClassified(scope, name, ephemeral, true, now)
+}
+
+// OpenExisting implements Storage. A persistent stream exists when its file
+// does, or when the archive holds a copy of it: that copy is state the
+// stream's users wrote and this server lost, so a read restores it (as a
+// write would) rather than answering as if it had never been.
+func (st *SQLite) OpenExisting(scope, name string, ephemeral bool, now time.Time) (Stream, error) {
+	return st.openClassified(scope, name, ephemeral, false, now)
+}
+
+// openClassified is open with disk failures made *DiskError (and the space
+// reserve given up on a full disk).
+func (st *SQLite) openClassified(scope, name string, ephemeral, create bool, now time.Time) (Stream, error) {
+	s, err := st.open(scope, name, ephemeral, create, now)
 	if err != nil {
+		if errors.Is(err, ErrNoStream) {
+			return nil, err
+		}
 		err = classifyDisk(err)
 		st.space.release(err)
 		return nil, err
@@ -112,7 +130,8 @@ func (st *SQLite) Open(scope, name string, ephemeral bool, now time.Time) (Strea
 	return s, nil
 }
 
-func (st *SQLite) open(scope, name string, ephemeral bool, now time.Time) (Stream, error) {
+// open opens a stream; without create it creates nothing (see OpenExisting).
+func (st *SQLite) open(scope, name string, ephemeral, create bool, now time.Time) (Stream, error) {
 	var dsn string
 	var created string // the stream file, when this open creates it
 	var arch *streamArchive
@@ -123,6 +142,9 @@ func (st *SQLite) open(scope, name string, ephemeral bool, now time.Time) (Strea
 		if err := persist.ValidStreamName(name); err != nil {
 			return nil, err
 		}
+		if !create {
+			return nil, ErrNoStream
+		}
 		// A private in-memory database lives as long as its one connection.
 		dsn = ":memory:"
 	} else {
@@ -132,6 +154,15 @@ func (st *SQLite) open(scope, name string, ephemeral bool, now time.Time) (Strea
 		p, err := StreamPath(st.dir, scope, name)
 		if err != nil {
 			return nil, err
+		}
+		if !create {
+			ok, err := st.exists(scope, name, p)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				return nil, ErrNoStream
+			}
 		}
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return nil, fmt.Errorf("open stream: %w", err)
@@ -159,6 +190,11 @@ func (st *SQLite) open(scope, name string, ephemeral bool, now time.Time) (Strea
 		// can hand freed pages back to the filesystem (see reserve.go);
 		// older files keep NONE (changing it needs a full VACUUM).
 		dsn = fileURI(p) + "?_pragma=auto_vacuum(INCREMENTAL)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(" + strconv.Itoa(busyTimeoutMs) + ")"
+		if !create {
+			// Without "c" SQLite fails on a missing file instead of creating
+			// it: a file removed since exists looked stays removed.
+			dsn += "&mode=rw"
+		}
 	}
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
@@ -172,6 +208,13 @@ func (st *SQLite) open(scope, name string, ephemeral bool, now time.Time) (Strea
 	}
 	if err := s.init(now); err != nil {
 		s.Close()
+		if !create && !ephemeral {
+			if p, perr := StreamPath(st.dir, scope, name); perr == nil {
+				if _, serr := os.Stat(p); errors.Is(serr, fs.ErrNotExist) {
+					return nil, ErrNoStream
+				}
+			}
+		}
 		return nil, err
 	}
 	if arch != nil {
@@ -183,6 +226,29 @@ func (st *SQLite) open(scope, name string, ephemeral bool, now time.Time) (Strea
 	}
 	created = "" // opened: the file is the stream's now
 	return s, nil
+}
+
+// exists reports whether the persistent stream whose file is p has stored
+// state: its file, or else an archive copy. It creates nothing.
+func (st *SQLite) exists(scope, name, p string) (bool, error) {
+	if _, err := os.Stat(p); err == nil {
+		return true, nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return false, fmt.Errorf("open stream: %w", err)
+	}
+	if st.archive == "" {
+		return false, nil
+	}
+	ap, err := StreamPath(st.archive, scope, name)
+	if err != nil {
+		return false, err
+	}
+	if _, err := os.Stat(ap); err == nil {
+		return true, nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return false, fmt.Errorf("open stream: archive: %w", err)
+	}
+	return false, nil
 }
 
 // dedupEntry remembers where a msgID's first write landed.

@@ -4,6 +4,7 @@
 package store
 
 import (
+	"errors"
 	"time"
 
 	"github.com/switchyard-dev/switchyard/persist"
@@ -15,9 +16,19 @@ type Storage interface {
 	// Open opens (creating if needed) the stream name of scope. ephemeral
 	// streams live in memory only and vanish when closed.
 	Open(scope, name string, ephemeral bool, now time.Time) (Stream, error)
+	// OpenExisting is Open for a stream that already has stored state: it
+	// creates nothing (no file, no directory) and returns an error matching
+	// ErrNoStream for a stream that does not exist, which is how reads of a
+	// missing stream stay free of state. An ephemeral stream that is not
+	// open does not exist, so it always returns ErrNoStream for one.
+	OpenExisting(scope, name string, ephemeral bool, now time.Time) (Stream, error)
 	// Close releases what the storage holds. Streams are closed by their owner.
 	Close() error
 }
+
+// ErrNoStream is returned by Storage.OpenExisting for a stream that has no
+// stored state.
+var ErrNoStream = errors.New("stream does not exist")
 
 // Stream is one open stream in storage. Its methods must not be called concurrently:
 // the server gives each stream one worker at a time. Every method that

@@ -1,0 +1,201 @@
+package server
+
+import (
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/switchyard-dev/switchyard/persist"
+	"github.com/switchyard-dev/switchyard/persist/store"
+)
+
+// dirEntries lists everything under dir, dir excluded.
+func dirEntries(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p != dir {
+			out = append(out, p)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// Every read command on a missing stream answers as an empty stream would
+// and leaves nothing in the data directory; the archive and expiry jobs the
+// server queues on the handle do not create it either.
+func TestReadsOfMissingStreamAnswerEmpty(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(c *Config) { c.Archive = t.TempDir() })
+	for _, eph := range []map[string]string{nil, {persist.HdrEphemeral: "true"}} {
+		with := func(kv ...string) map[string]string {
+			m := map[string]string{}
+			for k, v := range eph {
+				m[k] = v
+			}
+			for i := 0; i+1 < len(kv); i += 2 {
+				m[kv[i]] = kv[i+1]
+			}
+			return m
+		}
+		wantCode(t, h.req(persist.CmdGet, "nothing", with(persist.HdrSeq, "1"), nil), persist.CodeNotFound)
+		wantCode(t, h.req(persist.CmdGet, "nothing", with(persist.HdrKey, "k"), nil), persist.CodeNotFound)
+		if msgs, next, chunks := h.getAll("nothing", with()); len(msgs) != 0 || next != 0 || chunks != 1 {
+			t.Fatalf("getAll of a missing stream: %d messages, next %d, %d chunks", len(msgs), next, chunks)
+		}
+		var keys []string
+		mustJSON(t, h.ok(persist.CmdKeys, "nothing", with(), nil).Data, &keys)
+		if keys == nil || len(keys) != 0 {
+			t.Fatalf("keys of a missing stream: %#v, want []", keys)
+		}
+		var inv persist.Inventory
+		mustJSON(t, h.ok(persist.CmdInventory, "nothing", with(), nil).Data, &inv)
+		if inv.Count != 0 || inv.Bytes != 0 || inv.Seq != 0 {
+			t.Fatalf("inventory of a missing stream: %+v", inv)
+		}
+		var c persist.Config
+		mustJSON(t, h.ok(persist.CmdConfig, "nothing", with(), nil).Data, &c)
+		want := persist.DefaultConfig()
+		if eph != nil {
+			want = store.ClampEphemeral(want)
+		}
+		if c != want {
+			t.Fatalf("config of a missing stream: %+v, want %+v", c, want)
+		}
+	}
+	// The timer's backup and expiry jobs can find a missing stream's handle
+	// (queued while a read waits); they must not open the stream either.
+	k := handleKey{scope: h.scope, name: "nothing"}
+	h.srv.mu.Lock()
+	hd := h.srv.handles[k]
+	if hd == nil {
+		hd = &handle{key: k}
+		h.srv.handles[k] = hd
+	}
+	hd.archivePending, hd.expirePending = true, true
+	hd.queue = append(hd.queue, &job{archive: true}, &job{expire: true})
+	h.srv.scheduleLocked(hd)
+	h.srv.mu.Unlock()
+	waitFor(t, "the jobs to run", func() bool {
+		h.srv.mu.Lock()
+		defer h.srv.mu.Unlock()
+		return !hd.archivePending && !hd.expirePending && !hd.scheduled
+	})
+	if files := dirEntries(t, h.dir); len(files) != 0 {
+		t.Fatalf("reads of a missing stream left %v", files)
+	}
+	if files := dirEntries(t, h.cfg.Archive); len(files) != 0 {
+		t.Fatalf("reads of a missing stream left %v in the archive", files)
+	}
+	// The first write creates the stream; reads then see it.
+	res := h.set("nothing", "first", nil)
+	if res.Seq != 1 {
+		t.Fatalf("first write got seq %d", res.Seq)
+	}
+	if got := h.inventory("nothing"); got.Count != 1 {
+		t.Fatalf("inventory after the first write: %+v", got)
+	}
+	p, err := store.StreamPath(h.dir, h.scope, "nothing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range dirEntries(t, h.dir) {
+		// The disk-space reserve (persist/store/reserve.go) is made with
+		// the first stream file.
+		if f != filepath.Dir(p) && f != p && f != p+"-wal" && f != p+"-shm" && filepath.Base(f) != ".reserve" {
+			t.Fatalf("after one write the data directory holds %s", f)
+		}
+	}
+}
+
+// Reads of missing streams leave no handle in the server's cache either, so
+// they cannot push open streams out of it.
+func TestReadsOfMissingStreamsKeepNoHandles(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	h.set("open", "x", nil)
+	for i := range 200 {
+		h.ok(persist.CmdInventory, fmt.Sprintf("missing-%d", i), nil, nil)
+	}
+	h.srv.mu.Lock()
+	n := len(h.srv.handles)
+	_, open := h.srv.handles[handleKey{scope: h.scope, name: "open"}]
+	h.srv.mu.Unlock()
+	if n != 1 || !open {
+		t.Fatalf("after reads of missing streams the server holds %d handles (the written stream's among them: %v), want just that one", n, open)
+	}
+}
+
+// A read that found the stream missing does not hide it once it exists: a
+// second server sharing the data directory (the misroute case) creates the
+// file, and the next read of the first server sees its message.
+func TestMissingStreamNotCached(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	if inv := h.inventory("later"); inv.Count != 0 {
+		t.Fatalf("inventory of a missing stream: %+v", inv)
+	}
+	other, err := store.NewSQLite(store.SQLiteConfig{Dir: h.dir}).Open(h.scope, "later", false, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := other.Write([]store.WriteOp{{Value: []byte("elsewhere")}}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if inv := h.inventory("later"); inv.Count != 1 || inv.Seq != 1 {
+		t.Fatalf("inventory after another server wrote the stream: %+v", inv)
+	}
+	if r := h.ok(persist.CmdGet, "later", map[string]string{persist.HdrSeq: "1"}, nil); string(r.Data) != "elsewhere" {
+		t.Fatalf("get after another server wrote the stream: %q", r.Data)
+	}
+	// The server continues the stream's seqs rather than restarting them.
+	if res := h.set("later", "here", nil); res.Seq != 2 {
+		t.Fatalf("write after another server's got seq %d, want 2", res.Seq)
+	}
+}
+
+// Deletes and config updates are writes: they create the stream, as before.
+// A config update that changes nothing is a read.
+func TestWritesOfMissingStreamCreateIt(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	h.ok(persist.CmdConfig, "same", nil, []byte(" "))
+	if files := dirEntries(t, h.dir); len(files) != 0 {
+		t.Fatalf("an empty config update left %v", files)
+	}
+	for _, tc := range []struct {
+		name, stream string
+		hdr          map[string]string
+		body         []byte
+		cmd          string
+	}{
+		{"delete", "del", map[string]string{persist.HdrAll: "true"}, nil, persist.CmdDelete},
+		{"config update", "cfg", nil, []byte(`{"max_msgs": 5}`), persist.CmdConfig},
+		{"setMany", "many", nil, nil, persist.CmdSetMany},
+	} {
+		h.ok(tc.cmd, tc.stream, tc.hdr, tc.body)
+		p, err := store.StreamPath(h.dir, h.scope, tc.stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, f := range dirEntries(t, h.dir) {
+			found = found || f == p
+		}
+		if !found {
+			t.Fatalf("%s of a missing stream did not create it", tc.name)
+		}
+	}
+}

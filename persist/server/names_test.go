@@ -1,0 +1,142 @@
+package server
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchyard-dev/switchyard/bus"
+	"github.com/switchyard-dev/switchyard/persist"
+)
+
+// The server refuses the names and keys that break the naming rule in the
+// form they reach it. Through nats.go that is every rule but the one about
+// CR, LF and the ends of a value, which nats.go rewrites before sending.
+func TestServerRefusesNamesItSees(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	for _, name := range []string{"a\tb", "a\x01b", "nul\x00", "a\x7fb", "a\u0085b", "a\xffb", "sp\u00a0", "\u2003sp"} {
+		wantCode(t, h.req(persist.CmdSet, name, nil, []byte("v")), persist.CodeBadRequest)
+		wantCode(t, h.req(persist.CmdInventory, name, nil, nil), persist.CodeBadRequest)
+		wantCode(t, h.req(persist.CmdSet, "s", map[string]string{persist.HdrKey: name}, []byte("v")), persist.CodeBadRequest)
+		wantCode(t, h.req(persist.CmdGet, "s", map[string]string{persist.HdrKey: name}, nil), persist.CodeBadRequest)
+	}
+	// setMany frames carry keys in JSON, exactly: every refused key is seen.
+	for _, key := range []string{"a\nb", " sp ", "sp ", "\tsp", "k\r", "a\x00b"} {
+		body, err := persist.AppendFrame(nil, &persist.Frame{Key: "fine"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if body, err = persist.AppendFrame(body, &persist.Frame{Key: key}); err != nil {
+			t.Fatal(err)
+		}
+		r := h.req(persist.CmdSetMany, "s", nil, body)
+		wantCode(t, r, persist.CodeBadRequest)
+		if !strings.HasPrefix(string(r.Data), "message 1: ") {
+			t.Fatalf("setMany with key %q: %q does not name the message", key, r.Data)
+		}
+	}
+	if files := dirEntries(t, h.dir); len(files) != 0 {
+		t.Fatalf("refused requests left %v", files)
+	}
+}
+
+// What the server cannot see: nats.go sends "a\nb" as "a b" and " sp " as
+// "sp", valid names the server must accept. Only the sending client can
+// refuse the original (persist.Client does); this test pins the encoding
+// that makes that so, and fails if nats.go ever stops rewriting.
+func TestServerSeesHeaderRewrites(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	h.ok(persist.CmdSet, "a\nb", map[string]string{persist.HdrKey: " sp "}, []byte("v"))
+	var keys []string
+	mustJSON(t, h.ok(persist.CmdKeys, "a b", nil, nil).Data, &keys)
+	if len(keys) != 1 || keys[0] != "sp" {
+		t.Fatalf(`"a\nb" with key " sp " sent by nats.go stored keys %q in "a b"`, keys)
+	}
+}
+
+// rawRequest sends one request with the header block written by hand, as a
+// client other than nats.go may, and returns the reply.
+func rawRequest(t *testing.T, h *harness, headers string) string {
+	t.Helper()
+	inbox := h.nc.NewRespInbox()
+	sub, err := h.nc.SubscribeSync(inbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := h.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(h.e.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.DialTimeout("tcp", u.Host, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := conn.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	rd := bufio.NewReader(conn)
+	if line, err := rd.ReadString('\n'); err != nil || !strings.HasPrefix(line, "INFO ") {
+		t.Fatalf("raw connection: %q, %v", line, err)
+	}
+	hdr := "NATS/1.0\r\n" + headers + "\r\n"
+	subject := bus.APISubject(bus.DefaultService, h.scope, "0")
+	proto := `CONNECT {"verbose":false,"pedantic":false,"headers":true,"protocol":1}` + "\r\n" +
+		fmt.Sprintf("HPUB %s %s %d %d\r\n%s\r\nPING\r\n", subject, inbox, len(hdr), len(hdr), hdr)
+	if _, err := conn.Write([]byte(proto)); err != nil {
+		t.Fatal(err)
+	}
+	for { // PONG: the server has read the HPUB
+		line, err := rd.ReadString('\n')
+		if err != nil {
+			t.Fatalf("raw connection: %v", err)
+		}
+		if strings.HasPrefix(line, "-ERR") {
+			t.Fatalf("raw connection: %s", line)
+		}
+		if strings.HasPrefix(line, "PONG") {
+			break
+		}
+	}
+	r, err := sub.NextMsg(10 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.Header.Get(persist.HdrError)
+}
+
+// A client that writes header values as they are (not nats.go) delivers
+// trailing whitespace and inner CRs to the server, which refuses them.
+// Leading spaces are dropped by the server's own header parser, and a LF
+// ends the header line, so those never reach the rule.
+func TestServerRefusesRawHeaderNames(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	for _, tc := range []struct{ name, headers string }{
+		{"stream with trailing space", "Sy-Cmd: set\r\nSy-Stream: sp \r\n"},
+		{"stream with trailing tab", "Sy-Cmd: set\r\nSy-Stream: sp\t\r\n"},
+		{"stream with inner CR", "Sy-Cmd: set\r\nSy-Stream: a\rb\r\n"},
+		{"key with trailing space", "Sy-Cmd: set\r\nSy-Stream: s\r\nSy-Key: k \r\n"},
+		{"get of a key with trailing space", "Sy-Cmd: get\r\nSy-Stream: s\r\nSy-Key: k \r\n"},
+	} {
+		if code := rawRequest(t, h, tc.headers); code != string(persist.CodeBadRequest) {
+			t.Errorf("%s: answered %q, want bad-request", tc.name, code)
+		}
+	}
+	if code := rawRequest(t, h, "Sy-Cmd: inventory\r\nSy-Stream: fine\r\n"); code != "" {
+		t.Fatalf("a plain raw request failed: %s", code)
+	}
+	if files := dirEntries(t, h.dir); len(files) != 0 {
+		t.Fatalf("refused requests left %v", files)
+	}
+}

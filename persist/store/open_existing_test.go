@@ -1,0 +1,107 @@
+package store
+
+import (
+	"errors"
+	"io/fs"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// walkFiles lists every file and directory under dir, dir excluded.
+func walkFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p != dir {
+			out = append(out, p)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// OpenExisting of a stream with no file creates nothing, not even the
+// scope's directory; once Open created the stream, OpenExisting opens it.
+func TestOpenExistingCreatesNothing(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	st := NewSQLite(SQLiteConfig{Dir: dir})
+	now := time.Now()
+	for _, ephemeral := range []bool{false, true} {
+		s, err := st.OpenExisting("hub", "missing", ephemeral, now)
+		if !errors.Is(err, ErrNoStream) {
+			t.Fatalf("ephemeral=%v: OpenExisting of a missing stream: %v, %v; want ErrNoStream", ephemeral, s, err)
+		}
+	}
+	if files := walkFiles(t, dir); len(files) != 0 {
+		t.Fatalf("OpenExisting left %v", files)
+	}
+	s, err := st.Open("hub", "there", false, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Write([]WriteOp{{Key: "k", Value: []byte("v")}}, now); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = st.OpenExisting("hub", "there", false, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if inv := s.Inventory(); inv.Count != 1 {
+		t.Fatalf("reopened stream holds %d messages, want 1", inv.Count)
+	}
+	if _, err := st.OpenExisting("hub", "missing", false, now); !errors.Is(err, ErrNoStream) {
+		t.Fatalf("OpenExisting next to an existing stream: %v", err)
+	}
+}
+
+// A stream whose only copy is in the archive exists: OpenExisting restores
+// it. One in neither place leaves nothing in either.
+func TestOpenExistingRestoresFromArchive(t *testing.T) {
+	t.Parallel()
+	archive := t.TempDir()
+	now := time.Now()
+	first := NewSQLite(SQLiteConfig{Dir: t.TempDir(), Archive: archive})
+	s, err := first.Open("hub", "kept", false, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Write([]WriteOp{{Value: []byte("v")}}, now); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil { // backs the stream up
+		t.Fatal(err)
+	}
+	archived := walkFiles(t, archive)
+
+	dir := t.TempDir() // the data directory was lost
+	st := NewSQLite(SQLiteConfig{Dir: dir, Archive: archive})
+	if _, err := st.OpenExisting("hub", "never", false, now); !errors.Is(err, ErrNoStream) {
+		t.Fatalf("OpenExisting of a stream in neither place: %v", err)
+	}
+	if files := walkFiles(t, dir); len(files) != 0 {
+		t.Fatalf("data directory holds %v after a read of a missing stream", files)
+	}
+	if files := walkFiles(t, archive); len(files) != len(archived) {
+		t.Fatalf("archive holds %v, want %v", files, archived)
+	}
+	s, err = st.OpenExisting("hub", "kept", false, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if inv := s.Inventory(); inv.Count != 1 {
+		t.Fatalf("restored stream holds %d messages, want 1", inv.Count)
+	}
+}
