@@ -2,6 +2,7 @@ package persist
 
 import (
 	"bytes"
+	"encoding/json"
 	"testing"
 )
 
@@ -47,6 +48,24 @@ func FuzzDecodeFrames(f *testing.F) {
 			if !bytes.Equal(got[i].Value, back[i].Value) || got[i].Seq != back[i].Seq || got[i].Key != back[i].Key {
 				t.Fatalf("message %d changed in a round trip", i)
 			}
+		}
+	})
+}
+
+// FuzzDeleteResult: a delete answer from the wire (either form) never
+// panics and never expands past maxDeleteRunSeqs.
+func FuzzDeleteResult(f *testing.F) {
+	f.Add([]byte(`{"seqs":[1,2,3]}`))
+	f.Add([]byte(`{"runs":[[1,3],[5,9]]}`))
+	f.Add([]byte(`{"runs":[[0,18446744073709551615]]}`))
+	f.Add(AppendDeleteRuns(nil, []uint64{1, 2, 3, 10, 12, 13}))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var r DeleteResult
+		if err := json.Unmarshal(b, &r); err != nil {
+			return
+		}
+		if len(r.Seqs) > maxDeleteRunSeqs && bytes.Contains(b, []byte(`"runs"`)) {
+			t.Fatalf("runs expanded to %d seqs", len(r.Seqs))
 		}
 	})
 }

@@ -278,9 +278,76 @@ func (r *SetManyResult) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// DeleteResult is the reply to delete: the seqs actually removed.
+// DeleteResult is the reply to delete: the seqs actually removed, ascending.
+// On the wire they are {"seqs":[...]} or, when that list would not fit in a
+// reply, {"runs":[[first,last],...]}: the same seqs as inclusive runs, which
+// a delete of everything or of a prefix keeps to a few bytes.
 type DeleteResult struct {
 	Seqs []uint64 `json:"seqs"`
+}
+
+// deleteWire is DeleteResult on the wire.
+type deleteWire struct {
+	Seqs []uint64    `json:"seqs,omitempty"`
+	Runs [][2]uint64 `json:"runs,omitempty"`
+}
+
+// maxDeleteRunSeqs bounds the seqs a runs answer may expand to, so a
+// malformed or hostile answer cannot make the client allocate without limit.
+const maxDeleteRunSeqs = 1 << 26
+
+// UnmarshalJSON reads either wire form.
+func (r *DeleteResult) UnmarshalJSON(b []byte) error {
+	var w deleteWire
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	r.Seqs = w.Seqs
+	if len(w.Runs) == 0 {
+		if r.Seqs == nil {
+			r.Seqs = []uint64{}
+		}
+		return nil
+	}
+	var n uint64
+	for _, run := range w.Runs {
+		if run[1] < run[0] || run[1]-run[0] >= maxDeleteRunSeqs-n {
+			return fmt.Errorf("delete answer: run %v is reversed or expands past %d seqs", run, maxDeleteRunSeqs)
+		}
+		n += run[1] - run[0] + 1
+	}
+	r.Seqs = make([]uint64, 0, n)
+	for _, run := range w.Runs {
+		for q := run[0]; ; q++ {
+			r.Seqs = append(r.Seqs, q)
+			if q == run[1] {
+				break
+			}
+		}
+	}
+	return nil
+}
+
+// AppendDeleteRuns appends the runs wire form of seqs (ascending) to dst:
+// {"runs":[[first,last],...]}.
+func AppendDeleteRuns(dst []byte, seqs []uint64) []byte {
+	dst = append(dst, `{"runs":[`...)
+	for i := 0; i < len(seqs); {
+		j := i
+		for j+1 < len(seqs) && seqs[j+1] == seqs[j]+1 {
+			j++
+		}
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, '[')
+		dst = strconv.AppendUint(dst, seqs[i], 10)
+		dst = append(dst, ',')
+		dst = strconv.AppendUint(dst, seqs[j], 10)
+		dst = append(dst, ']')
+		i = j + 1
+	}
+	return append(dst, "]}"...)
 }
 
 // Inventory summarises a stream.

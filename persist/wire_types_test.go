@@ -3,6 +3,8 @@ package persist
 import (
 	"encoding/json"
 	"errors"
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 )
@@ -102,5 +104,47 @@ func TestFrameMessageEntry(t *testing.T) {
 	m := f.Message()
 	if m.TTL != 2*time.Millisecond || m.Seq != 5 || m.Time != 6 || m.Key != "k" || string(m.Value) != "v" || m.Headers["a"] != "b" {
 		t.Fatalf("message %+v", m)
+	}
+}
+
+func TestDeleteResultForms(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want []uint64
+	}{
+		{`{"seqs":[1,2,5]}`, []uint64{1, 2, 5}},
+		{`{"seqs":[]}`, []uint64{}},
+		{`{"runs":[[1,3],[7,7],[9,10]]}`, []uint64{1, 2, 3, 7, 9, 10}},
+		{`{"runs":[[18446744073709551614,18446744073709551615]]}`, []uint64{1<<64 - 2, 1<<64 - 1}},
+	} {
+		var r DeleteResult
+		if err := json.Unmarshal([]byte(tc.in), &r); err != nil || len(r.Seqs) != len(tc.want) {
+			t.Fatalf("%s: %v, %v", tc.in, r.Seqs, err)
+		}
+		for i := range tc.want {
+			if r.Seqs[i] != tc.want[i] {
+				t.Fatalf("%s: %v, want %v", tc.in, r.Seqs, tc.want)
+			}
+		}
+	}
+	for _, bad := range []string{`{"runs":[[5,3]]}`, `{"runs":[[1,18446744073709551615]]}`, `{"runs":[[1,67108864],[70000000,70000001]]}`} {
+		var r DeleteResult
+		if err := json.Unmarshal([]byte(bad), &r); err == nil {
+			t.Errorf("%s accepted (%d seqs)", bad, len(r.Seqs))
+		}
+	}
+	// AppendDeleteRuns round-trips any ascending list.
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 200 {
+		var seqs []uint64
+		for q := uint64(1); q < 400; q++ {
+			if r.IntN(4) > 0 {
+				seqs = append(seqs, q)
+			}
+		}
+		var back DeleteResult
+		if err := json.Unmarshal(AppendDeleteRuns(nil, seqs), &back); err != nil || !slices.Equal(back.Seqs, seqs) && len(seqs) > 0 {
+			t.Fatalf("round trip of %v: %v, %v", seqs, back.Seqs, err)
+		}
 	}
 }

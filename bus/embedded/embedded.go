@@ -18,6 +18,10 @@ import (
 	"github.com/switchyard-dev/switchyard/bus"
 )
 
+// MaxPayloadDefault is the embedded server's largest message: 8 MiB, room
+// for a persist getAll chunk or setMany far beyond NATS's 1 MiB default.
+const MaxPayloadDefault = 8 << 20
+
 // RandomPort asks the embedded server to listen on a free port.
 const RandomPort = -1
 
@@ -34,6 +38,8 @@ type Config struct {
 	StoreDir string
 	// ReadyTimeout bounds the wait for the server to accept connections. Zero means 10s.
 	ReadyTimeout time.Duration
+	// MaxPayload bounds one message. Zero means MaxPayloadDefault.
+	MaxPayload int32
 	// AuthConf is a nats-server configuration file (as written by
 	// `switchyard auth init`) whose users, NKey users and permissions the
 	// server enforces; its other settings are ignored. Empty means no
@@ -58,6 +64,9 @@ func Start(cfg Config) (*Server, error) {
 	if cfg.Port == 0 {
 		cfg.Port = 4222
 	}
+	if cfg.MaxPayload == 0 {
+		cfg.MaxPayload = MaxPayloadDefault
+	}
 	if cfg.ReadyTimeout == 0 {
 		cfg.ReadyTimeout = 10 * time.Second
 	}
@@ -79,7 +88,7 @@ func Start(cfg Config) (*Server, error) {
 		NoSigs:     true,
 		JetStream:  cfg.JetStream,
 		StoreDir:   cfg.StoreDir,
-		MaxPayload: 8 << 20,
+		MaxPayload: cfg.MaxPayload,
 	}
 	if cfg.AuthConf != "" {
 		ac, err := server.ProcessConfigFile(cfg.AuthConf)

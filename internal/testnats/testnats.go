@@ -14,12 +14,14 @@ import (
 type Options struct {
 	// JetStream turns JetStream on, storing under t.TempDir().
 	JetStream bool
+	// MaxPayload bounds one message. Zero means the embedded default.
+	MaxPayload int32
 }
 
 // Server starts an embedded server for t and returns it.
 func Server(t testing.TB, opts Options) *embedded.Server {
 	t.Helper()
-	cfg := embedded.Config{Port: embedded.RandomPort, JetStream: opts.JetStream}
+	cfg := embedded.Config{Port: embedded.RandomPort, JetStream: opts.JetStream, MaxPayload: opts.MaxPayload}
 	if opts.JetStream {
 		cfg.StoreDir = t.TempDir()
 	}

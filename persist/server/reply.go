@@ -172,6 +172,12 @@ func (s *Server) replyDelete(m *nats.Msg, r store.DeleteResult) {
 		s.replyError(m, persist.Errorf(persist.CodeInternal, "encode reply: %v", err))
 		return
 	}
+	if len(b) > int(s.cfg.Conn.MaxPayload())-answerRoom {
+		// A delete of everything (or up to a seq) of a large stream removes
+		// more seqs than one reply holds as a list; as runs they are a few
+		// bytes. The delete is committed either way: it must be told.
+		b = persist.AppendDeleteRuns(nil, r.Seqs)
+	}
 	out := &nats.Msg{Subject: m.Reply, Data: b}
 	if r.Dup {
 		out.Header = nats.Header{persist.HdrDup: []string{"true"}}
