@@ -35,6 +35,11 @@ holds the current value of each key. They talk to a running ` + "`switchyard up`
 			if err := checkScope(args[0]); err != nil {
 				return err
 			}
+			if len(args) > 2 {
+				if err := checkKey(args[2]); err != nil {
+					return err
+				}
+			}
 			value, err := valueArg(cmd, args[3])
 			if err != nil {
 				return err
@@ -73,6 +78,11 @@ A key that does not exist exits 3.`,
 			if err := checkScope(args[0]); err != nil {
 				return err
 			}
+			if len(args) > 2 {
+				if err := checkKey(args[2]); err != nil {
+					return err
+				}
+			}
 			return nf.with(cmd, func(ctx context.Context, c *persist.Client) error {
 				m, err := c.KV(args[0], args[1]).Get(ctx, args[2])
 				if err != nil {
@@ -92,6 +102,11 @@ A key that does not exist exits 3.`,
 			if err := checkScope(args[0]); err != nil {
 				return err
 			}
+			if len(args) > 2 {
+				if err := checkKey(args[2]); err != nil {
+					return err
+				}
+			}
 			return nf.with(cmd, func(ctx context.Context, c *persist.Client) error {
 				_, err := c.KV(args[0], args[1]).Delete(ctx, args[2])
 				return err
@@ -107,6 +122,11 @@ A key that does not exist exits 3.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkScope(args[0]); err != nil {
 				return err
+			}
+			if len(args) > 2 {
+				if err := checkKey(args[2]); err != nil {
+					return err
+				}
 			}
 			return nf.with(cmd, func(ctx context.Context, c *persist.Client) error {
 				ks, err := c.KV(args[0], args[1]).Keys(ctx)

@@ -70,6 +70,8 @@ func TestExitCodes(t *testing.T) {
 		{"unknown flag", []string{"up", "--bogus"}, exitUsage, "unknown flag"},
 		{"missing args", []string{"kv", "get", "hub"}, exitUsage, "accepts 3 arg"},
 		{"bad scope", []string{"kv", "get", "Not.A.Scope", "s", "k"}, exitUsage, "invalid scope"},
+		{"empty key", []string{"kv", "get", "hub", "s", ""}, exitUsage, "KEY is empty"},
+		{"aliasing key", []string{"kv", "del", "hub", "s", " k"}, exitUsage, "KEY"},
 		{"bad seq", []string{"stream", "get", "hub", "s", "x"}, exitUsage, "SEQ"},
 		{"bad ids", []string{"balancer", "--ids", "0,0"}, exitUsage, "distinct"},
 		{"id not in ids", []string{"persist", "serve", "--id", "7", "--ids", "0,1"}, exitUsage, "not one of"},

@@ -165,6 +165,18 @@ func checkScope(scope string) error {
 	return nil
 }
 
+// checkKey rejects a KEY argument that is empty or breaks the naming rule
+// (persist.ValidKey), as a usage error: the request would be refused anyway.
+func checkKey(key string) error {
+	if key == "" {
+		return usagef("KEY is empty")
+	}
+	if err := persist.ValidKey(key); err != nil {
+		return usagef("KEY %q: %v", key, err)
+	}
+	return nil
+}
+
 // valueArg returns the bytes of a VALUE argument; "-" reads standard input.
 func valueArg(cmd *cobra.Command, v string) ([]byte, error) {
 	if v != "-" {
