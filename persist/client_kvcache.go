@@ -361,7 +361,9 @@ func (lk *LiveKV) dropPending(key string, p *kvPending) {
 	lk.mu.Unlock()
 }
 
-// Watcher is the watcher that feeds the copy (for its LastSeq and Resyncs).
+// Watcher is the watcher that feeds the copy (for its LastSeq and Resyncs;
+// its Done and Err tell when it ended for good, after which the copy no
+// longer follows the stream).
 func (lk *LiveKV) Watcher() *Watcher { return lk.w }
 
 // Close stops following the feed. Writes in flight finish on their own

@@ -519,6 +519,11 @@ func (l *LocalStream) callbacks() {
 	}
 }
 
+// Watcher is the watcher that follows the stream for the handle: its Done
+// and Err tell when it ended for good (a permanent error, EventEnded), after
+// which Messages no longer changes from the feed.
+func (l *LocalStream) Watcher() *Watcher { return l.w }
+
 // Close stops taking messages and waits until every pending message is
 // saved or refused, or ctx ends; then it stops following the feed. It
 // returns an error when messages were left unsaved.

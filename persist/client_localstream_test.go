@@ -266,3 +266,33 @@ func (g gatedStream) Write(ops []store.WriteOp, now time.Time) ([]store.WriteRes
 	g.gate()
 	return g.Stream.Write(ops, now)
 }
+
+// A LocalStream tells when it stops following the stream: on a stream the
+// server can never hold, opening it fails at once; once open, its
+// Watcher().Done closes when the watcher ends (here: the client closes).
+func TestLocalStreamWatcherEnds(t *testing.T) {
+	t.Parallel()
+	_, none := newClientHarness(t, func(cfg *server.Config) { cfg.DataDir = "" }, nil, 2*time.Second)
+	if _, err := none.LocalStream(context.Background(), "hub", "nowhere", persist.LocalStreamOptions{}); !errors.Is(err, persist.ErrBadRequest) {
+		t.Fatalf("local stream on a server without a data directory: %v, want bad-request", err)
+	}
+	_, c := newClientHarness(t, nil, nil, 2*time.Second)
+	l, err := c.LocalStream(context.Background(), "hub", "s", persist.LocalStreamOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close(context.Background()) })
+	select {
+	case <-l.Watcher().Done():
+		t.Fatal("watcher ended while the client is open")
+	default:
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-l.Watcher().Done():
+	default:
+		t.Fatal("watcher still running after Client.Close returned")
+	}
+}
