@@ -197,7 +197,10 @@ func (b *Balancer) serve(ctx context.Context, sub *nats.Subscription) error {
 		if err != nil {
 			return err
 		}
-		if msg.Reply == "" {
+		// The requester picks the reply subject: never answer inside the
+		// service namespace (another scope's feed or API), where this
+		// trusted role's publish would pass for a server's.
+		if msg.Reply == "" || bus.SubjectToken(msg.Reply, 0) == b.cfg.Service {
 			continue
 		}
 		owner := b.Owner(bus.SubjectToken(msg.Subject, 1))

@@ -358,6 +358,14 @@ func (s *Server) Stop(ctx context.Context) error {
 // onMsg is the subscription handler. nats.go calls it serially, so it only
 // decodes, checks ownership and queues; storage work happens in workers.
 func (s *Server) onMsg(m *nats.Msg) {
+	// The requester picks the reply subject, and allow_responses lets this
+	// server publish there: one inside the service's namespace would make
+	// it publish, as a server, on another scope's feed, API or id subject.
+	// No client's inbox is there, so such a request is dropped unanswered.
+	if m.Reply != "" && bus.SubjectToken(m.Reply, 0) == s.cfg.Service {
+		s.log.Debug("persist: request with a reply subject in the service namespace dropped", "subject", m.Subject, "reply", m.Reply)
+		return
+	}
 	scope := bus.SubjectToken(m.Subject, 1)
 	if !bus.ValidScope(scope) {
 		s.replyError(m, persist.Errorf(persist.CodeBadRequest, "invalid scope %q", scope))
