@@ -58,7 +58,7 @@ func TestValidIDs(t *testing.T) {
 			t.Errorf("ValidIDs(%q) = %v", ok, err)
 		}
 	}
-	for _, bad := range [][]string{nil, {""}, {"a.b"}, {"*"}, {">"}, {"a b"}, {"a\tb"}, {"a\x00"}, {"0", "0"}} {
+	for _, bad := range [][]string{nil, {""}, {"a.b"}, {"*"}, {">"}, {"a b"}, {"a\tb"}, {"a\x00"}, {"0", "0"}, {"../x"}, {`a\b`}} {
 		if err := bus.ValidIDs(bad); err == nil || strings.TrimSpace(err.Error()) == "" {
 			t.Errorf("ValidIDs(%q) accepted", bad)
 		}

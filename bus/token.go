@@ -23,7 +23,9 @@ func ValidToken(s string) error {
 }
 
 // ValidIDs reports why ids cannot be the member list of a fleet, or nil:
-// at least one id, each a subject token (ValidToken), no id twice.
+// at least one id, each a subject token (ValidToken) that is also a safe
+// file-name part (no '/' or '\\': `auth init` names a creds file after
+// each id), no id twice.
 func ValidIDs(ids []string) error {
 	if len(ids) == 0 {
 		return fmt.Errorf("no server ids")
@@ -32,6 +34,9 @@ func ValidIDs(ids []string) error {
 	for _, id := range ids {
 		if err := ValidToken(id); err != nil {
 			return fmt.Errorf("server id: %w", err)
+		}
+		if strings.ContainsAny(id, `/\`) {
+			return fmt.Errorf("server id %q: no '/' or '\\' (ids name files)", id)
 		}
 		if seen[id] {
 			return fmt.Errorf("server ids must be distinct: %q appears twice in %s", id, strings.Join(ids, ","))
