@@ -43,6 +43,10 @@ func (s *Server) serve(h *handle, jobs []*job) (later writeAnswers) {
 				return writeAnswers{}
 			}
 			h.st = st
+			// It exists now: should a disk error close it again later in
+			// this batch, the reads after that must reopen it, not answer
+			// as for the missing stream.
+			missing = false
 		}
 		if j.req == nil || !j.req.isWrite() {
 			s.serveOne(h, h.st, j)
