@@ -185,3 +185,51 @@ func TestDiskErrorReopensStream(t *testing.T) {
 		t.Fatalf("%d opens, want 2", n)
 	}
 }
+
+// stuckReads is a stream whose reads fail as an I/O error that asks for a
+// reopen, the way a connection whose file went away does.
+type stuckReads struct{ store.Stream }
+
+var errStuckRead = &store.DiskError{Reason: store.ReasonIO, Reopen: true, Err: errors.New("disk I/O error")}
+
+func (stuckReads) Get(uint64) (*persist.Frame, error) { return nil, errStuckRead }
+
+// stuckReadStorage hands out one stream whose reads fail, then good ones.
+type stuckReadStorage struct {
+	store.Storage
+	opens atomic.Int32
+}
+
+func (s *stuckReadStorage) Open(scope, name string, ephemeral bool, now time.Time) (store.Stream, error) {
+	st, err := s.Storage.Open(scope, name, ephemeral, now)
+	if err != nil || s.opens.Add(1) != 2 { // the write opens it first; the reopen after that is stuck
+		return st, err
+	}
+	return stuckReads{st}, nil
+}
+
+func (s *stuckReadStorage) OpenExisting(scope, name string, ephemeral bool, now time.Time) (store.Stream, error) {
+	st, err := s.Storage.OpenExisting(scope, name, ephemeral, now)
+	if err != nil || s.opens.Add(1) != 2 {
+		return st, err
+	}
+	return stuckReads{st}, nil
+}
+
+// TestDiskErrorOnReadReopensStream: a read that meets a disk error asking
+// for a reopen answers unavailable and closes the stream, so the next read
+// opens it afresh instead of failing with internal for as long as reads
+// keep the stream in use.
+func TestDiskErrorOnReadReopensStream(t *testing.T) {
+	var stuck *stuckReadStorage
+	h := newHarness(t, func(c *Config) {
+		stuck = &stuckReadStorage{Storage: store.NewSQLite(store.SQLiteConfig{Dir: c.DataDir})}
+		c.Storage = stuck
+	})
+	h.set("s", "one", nil)
+	h.restart() // the next open of "s" is the stuck one
+	wantUnavailable(t, "get on the stuck stream", h.req(persist.CmdGet, "s", map[string]string{persist.HdrSeq: "1"}, nil), store.ReasonIO)
+	if r := h.ok(persist.CmdGet, "s", map[string]string{persist.HdrSeq: "1"}, nil); string(r.Data) != "one" {
+		t.Fatalf("get after the reopen: %q", r.Data)
+	}
+}

@@ -217,7 +217,8 @@ func (s *Server) serveOne(h *handle, st store.Stream, j *job) {
 			msg, err = st.GetKey(r.key)
 		}
 		if err != nil {
-			s.replyError(m, err)
+			s.replyError(m, storageError(err))
+			s.dropIfStuck(h, err)
 			return
 		}
 		s.replyGet(m, msg)
@@ -235,7 +236,8 @@ func (s *Server) serveOne(h *handle, st store.Stream, j *job) {
 	case persist.CmdKeys:
 		keys, err := st.Keys()
 		if err != nil {
-			s.replyError(m, err)
+			s.replyError(m, storageError(err))
+			s.dropIfStuck(h, err)
 			return
 		}
 		s.replyJSON(m, keys)
@@ -309,6 +311,13 @@ func (s *Server) serveGetAll(h *handle, st store.Stream, m *nats.Msg, r *request
 	}
 	if err != nil {
 		s.log.Error("persist: getAll", "scope", h.key.scope, "stream", h.key.name, "err", err)
+		if _, disk := store.IsDiskError(err); disk {
+			// A read can meet a disk gone read-only or failing too; the
+			// stream is reopened for the next request (see dropIfStuck).
+			s.replyError(m, storageError(err))
+			s.dropIfStuck(h, err)
+			return
+		}
 		s.replyError(m, persist.Errorf(persist.CodeInternal, "getAll failed after %d chunks: %v", chunk, err))
 	}
 }

@@ -11,12 +11,12 @@ import (
 	"github.com/switchyard-dev/switchyard/persist"
 )
 
-// Delete implements Stream.
-func (s *sqliteStream) Delete(d persist.Delete, now time.Time) (DeleteResult, []Change, error) {
-	nowMs := now.UnixMilli()
+// deleteTx runs one delete transaction; a failure is rolled back and
+// classified (fail).
+func (s *sqliteStream) deleteTx(d persist.Delete, nowMs int64) (DeleteResult, error) {
 	st, err := s.begin()
 	if err != nil {
-		return DeleteResult{}, nil, s.fail(err)
+		return DeleteResult{}, s.fail(err)
 	}
 	res, err := s.delete(d, nowMs)
 	if err == nil {
@@ -24,7 +24,23 @@ func (s *sqliteStream) Delete(d persist.Delete, now time.Time) (DeleteResult, []
 	}
 	if err != nil {
 		s.rollback(st)
-		return DeleteResult{}, nil, s.fail(fmt.Errorf("delete: %w", err))
+		return DeleteResult{}, s.fail(fmt.Errorf("delete: %w", err))
+	}
+	return res, nil
+}
+
+// Delete implements Stream.
+func (s *sqliteStream) Delete(d persist.Delete, now time.Time) (DeleteResult, []Change, error) {
+	nowMs := now.UnixMilli()
+	res, err := s.deleteTx(d, nowMs)
+	if err != nil && isFull(err) {
+		// The first disk-full error gives up the space reserve (fail), and
+		// a delete is what frees space: it gets one more try in the room
+		// the reserve left, whoever met the full disk first.
+		res, err = s.deleteTx(d, nowMs)
+	}
+	if err != nil {
+		return DeleteResult{}, nil, err
 	}
 	if len(res.Seqs) > 0 && !res.Dup {
 		s.giveBack()

@@ -62,7 +62,8 @@ func (s *sqliteStream) getOne(st *sql.Stmt, what string, arg any) (*persist.Fram
 const maxSeq = math.MaxInt64
 
 // Get implements Stream.
-func (s *sqliteStream) Get(seq uint64) (*persist.Frame, error) {
+func (s *sqliteStream) Get(seq uint64) (_ *persist.Frame, err error) {
+	defer func() { err = classifyDisk(err) }()
 	if seq > maxSeq {
 		return nil, persist.Errorf(persist.CodeNotFound, "no message with seq %d", seq)
 	}
@@ -70,12 +71,14 @@ func (s *sqliteStream) Get(seq uint64) (*persist.Frame, error) {
 }
 
 // GetKey implements Stream.
-func (s *sqliteStream) GetKey(key string) (*persist.Frame, error) {
+func (s *sqliteStream) GetKey(key string) (_ *persist.Frame, err error) {
+	defer func() { err = classifyDisk(err) }()
 	return s.getOne(s.getKey, "key "+strconv.Quote(key), key)
 }
 
 // GetAll implements Stream.
-func (s *sqliteStream) GetAll(start, end uint64, limit int, fn func(*persist.Frame) error) (uint64, error) {
+func (s *sqliteStream) GetAll(start, end uint64, limit int, fn func(*persist.Frame) error) (_ uint64, err error) {
+	defer func() { err = classifyDisk(err) }()
 	if end == 0 || end > maxSeq {
 		end = maxSeq
 	}
@@ -112,7 +115,8 @@ func (s *sqliteStream) GetAll(start, end uint64, limit int, fn func(*persist.Fra
 }
 
 // Keys implements Stream.
-func (s *sqliteStream) Keys() ([]string, error) {
+func (s *sqliteStream) Keys() (_ []string, err error) {
+	defer func() { err = classifyDisk(err) }()
 	rows, err := s.conn.QueryContext(context.Background(), `SELECT key FROM messages WHERE key IS NOT NULL ORDER BY key`)
 	if err != nil {
 		return nil, fmt.Errorf("keys: %w", err)
