@@ -1153,7 +1153,11 @@ func (w *Watcher) idleCheck() string {
 		}
 		return "" // the server is away; the feed will tell when it is back
 	}
-	if last := w.last.Load(); inv.Seq < last {
+	// Below From the watcher accounted for nothing of the stream's: a
+	// From past the stream's end is the application's choice, not a
+	// forgery.
+	floor := max(inv.Seq, w.opts.From-min(w.opts.From, 1))
+	if last := w.last.Load(); floor < last {
 		// The watcher delivered seqs the server never assigned: only a
 		// forged feed message does that. Take back what the feed's word
 		// delivered above the server's last seq and re-read.
@@ -1166,7 +1170,7 @@ func (w *Watcher) idleCheck() string {
 				}
 			}
 		}
-		w.rollback(inv.Seq+1, undo)
+		w.rollback(floor+1, undo)
 		return fmt.Sprintf("idle check: delivered up to seq %d, server assigned only %d", last, inv.Seq)
 	}
 	if inv.Seq > w.last.Load() {

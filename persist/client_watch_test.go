@@ -472,3 +472,32 @@ func TestFeedSubject(t *testing.T) {
 		seen[tok] = name
 	}
 }
+
+// TestWatchFromBeyondEnd: a watcher asked for seqs from past the stream's
+// end is not a forgery: its idle checks must not take it back to the
+// stream's end and deliver seqs below From.
+func TestWatchFromBeyondEnd(t *testing.T) {
+	t.Parallel()
+	c, _ := watchEnv(t)
+	ctx := context.Background()
+	s := c.Stream("project-w", "from-beyond")
+	for i := 0; i < 3; i++ {
+		if _, err := s.Set(ctx, []byte("x"), persist.SetOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	col := newCollector()
+	w := watch(t, s, persist.WatchOptions{From: 10, IdleCheck: 20 * time.Millisecond}, col)
+	col.waitFor(t, "history", func(c *collector) bool { return c.caughtUp == 1 })
+	waitFor(t, "idle checks", func() bool { return w.Stats().IdleChecks >= 3 })
+	for i := 0; i < 8; i++ {
+		if _, err := s.Set(ctx, []byte("y"), persist.SetOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	col.waitFor(t, "seq 11", func(c *collector) bool { return len(c.sets) > 0 && c.sets[len(c.sets)-1] == 11 })
+	col.check(t, seqs(10, 11))
+	if st := w.Stats(); st.Resyncs != 0 || st.Forged != 0 {
+		t.Errorf("honest stream: %d resyncs, %d forged", st.Resyncs, st.Forged)
+	}
+}
