@@ -809,7 +809,9 @@ func (w *Watcher) apply(b *feedBatch) string {
 			}
 		case FeedOpRef:
 			if f.Seq > w.last.Load() {
-				if err := w.fill(f.Seq); err != nil {
+				// confirmSets, not fill: a message deleted before it is
+				// fetched is counted skipped rather than left unaccounted.
+				if err := w.confirmSets(f.Seq); err != nil {
 					return "feed: " + err.Error()
 				}
 			}
@@ -1177,6 +1179,9 @@ func (w *Watcher) idleCheck() string {
 		if err := w.fill(inv.Seq); err != nil {
 			return err.Error()
 		}
+		// Seqs the server assigned that the read did not find were
+		// removed before the watcher could read them.
+		w.passTo(inv.Seq)
 	}
 	if w.opts.From <= 1 && inv.Seq <= w.last.Load() && uint64(inv.Count) != w.live.count() {
 		return fmt.Sprintf("idle check: server has %d messages, watcher %d", inv.Count, w.live.count())

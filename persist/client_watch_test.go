@@ -501,3 +501,52 @@ func TestWatchFromBeyondEnd(t *testing.T) {
 		t.Errorf("honest stream: %d resyncs, %d forged", st.Resyncs, st.Forged)
 	}
 }
+
+// TestWatchRefGoneCountedSkipped: a set too large for the feed travels as a
+// reference; when the message is deleted before the watcher fetches it, the
+// seq can never be delivered and must be counted skipped, not left
+// unaccounted (LastSeq below the stream's last seq for ever, which also
+// turns off the idle check's count comparison).
+func TestWatchRefGoneCountedSkipped(t *testing.T) {
+	t.Parallel()
+	e := testnats.Server(t, testnats.Options{MaxPayload: 64 << 10})
+	nc := testnats.Conn(t, e)
+	ids := []string{"0"}
+	startServers(t, e, ids, placement.Rendezvous)
+	startBalancer(t, nc, ids, placement.Rendezvous)
+	c := newClient(t, nc)
+	ctx := context.Background()
+	s := c.Stream("project-w", "ref-gone")
+	if _, err := s.Set(ctx, []byte("a"), persist.SetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	col := newCollector()
+	fn, blocked, release := blockAt(col, 3)
+	w, err := s.Watch(ctx, persist.WatchOptions{IdleCheck: 20 * time.Millisecond}, fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Stop() })
+	col.waitFor(t, "history", func(c *collector) bool { return c.caughtUp == 1 })
+	// Seq 2 makes the watcher follow the publisher; seq 3 comes on the
+	// feed's word and holds the callback.
+	for _, v := range []string{"b", "c"} {
+		if _, err := s.Set(ctx, []byte(v), persist.SetOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-blocked
+	big := make([]byte, 63000)
+	res, err := s.Set(ctx, big, persist.SetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Delete(ctx, persist.Delete{Seqs: []uint64{res.Seq}}); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	waitFor(t, "the deleted reference accounted for", func() bool {
+		return w.LastSeq() == res.Seq && w.Stats().Skipped == 1
+	})
+	col.check(t, seqs(1, 3))
+}
