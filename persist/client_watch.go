@@ -317,9 +317,13 @@ func (s *Stream) Watch(ctx context.Context, opts WatchOptions, fn func(Event)) (
 	if opts.From > 1 {
 		w.last.Store(opts.From - 1)
 	}
+	s.c.closeMu.Lock()
 	if s.c.ctx.Err() != nil {
+		s.c.closeMu.Unlock()
 		return nil, ErrClosed
 	}
+	s.c.watchers.Add(1) // before Close can Wait; see closeMu
+	s.c.closeMu.Unlock()
 	w.ctx, w.cancel = context.WithCancel(ctx)
 	stopOnClose := context.AfterFunc(s.c.ctx, w.cancel)
 	w.status = w.nc.StatusChanged(nats.CONNECTED, nats.CLOSED)
@@ -328,11 +332,11 @@ func (s *Stream) Watch(ctx context.Context, opts WatchOptions, fn func(Event)) (
 		stopOnClose()
 		w.cancel()
 		w.nc.RemoveStatusListener(w.status)
+		s.c.watchers.Done()
 		return nil, err
 	}
 	w.hub = hub
 	w.reconnects = w.nc.Stats().Reconnects
-	s.c.watchers.Add(1)
 	go func() {
 		defer s.c.watchers.Done()
 		defer stopOnClose()
