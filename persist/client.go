@@ -66,6 +66,10 @@ type Client struct {
 	ctx      context.Context
 	cancel   context.CancelFunc
 	watchers sync.WaitGroup
+	// closeMu orders Close's cancel before its Wait against Watch's check
+	// of ctx and watchers.Add: a watcher is either counted before Close
+	// waits or refused with ErrClosed.
+	closeMu sync.Mutex
 
 	watchGate watchGate // bounds the client's concurrent watcher re-reads (client_watch.go)
 }
@@ -107,7 +111,9 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 // nor LocalStreams, which have their own Close. It is idempotent and must not
 // be called from a watcher's callback.
 func (c *Client) Close() error {
+	c.closeMu.Lock()
 	c.cancel()
+	c.closeMu.Unlock()
 	c.watchers.Wait()
 	return nil
 }

@@ -317,9 +317,13 @@ func (s *Stream) Watch(ctx context.Context, opts WatchOptions, fn func(Event)) (
 	if opts.From > 1 {
 		w.last.Store(opts.From - 1)
 	}
+	s.c.closeMu.Lock()
 	if s.c.ctx.Err() != nil {
+		s.c.closeMu.Unlock()
 		return nil, ErrClosed
 	}
+	s.c.watchers.Add(1) // before Close can Wait; see closeMu
+	s.c.closeMu.Unlock()
 	w.ctx, w.cancel = context.WithCancel(ctx)
 	stopOnClose := context.AfterFunc(s.c.ctx, w.cancel)
 	w.status = w.nc.StatusChanged(nats.CONNECTED, nats.CLOSED)
@@ -328,11 +332,11 @@ func (s *Stream) Watch(ctx context.Context, opts WatchOptions, fn func(Event)) (
 		stopOnClose()
 		w.cancel()
 		w.nc.RemoveStatusListener(w.status)
+		s.c.watchers.Done()
 		return nil, err
 	}
 	w.hub = hub
 	w.reconnects = w.nc.Stats().Reconnects
-	s.c.watchers.Add(1)
 	go func() {
 		defer s.c.watchers.Done()
 		defer stopOnClose()
@@ -809,7 +813,9 @@ func (w *Watcher) apply(b *feedBatch) string {
 			}
 		case FeedOpRef:
 			if f.Seq > w.last.Load() {
-				if err := w.fill(f.Seq); err != nil {
+				// confirmSets, not fill: a message deleted before it is
+				// fetched is counted skipped rather than left unaccounted.
+				if err := w.confirmSets(f.Seq); err != nil {
 					return "feed: " + err.Error()
 				}
 			}
@@ -1153,7 +1159,11 @@ func (w *Watcher) idleCheck() string {
 		}
 		return "" // the server is away; the feed will tell when it is back
 	}
-	if last := w.last.Load(); inv.Seq < last {
+	// Below From the watcher accounted for nothing of the stream's: a
+	// From past the stream's end is the application's choice, not a
+	// forgery.
+	floor := max(inv.Seq, w.opts.From-min(w.opts.From, 1))
+	if last := w.last.Load(); floor < last {
 		// The watcher delivered seqs the server never assigned: only a
 		// forged feed message does that. Take back what the feed's word
 		// delivered above the server's last seq and re-read.
@@ -1166,13 +1176,16 @@ func (w *Watcher) idleCheck() string {
 				}
 			}
 		}
-		w.rollback(inv.Seq+1, undo)
+		w.rollback(floor+1, undo)
 		return fmt.Sprintf("idle check: delivered up to seq %d, server assigned only %d", last, inv.Seq)
 	}
 	if inv.Seq > w.last.Load() {
 		if err := w.fill(inv.Seq); err != nil {
 			return err.Error()
 		}
+		// Seqs the server assigned that the read did not find were
+		// removed before the watcher could read them.
+		w.passTo(inv.Seq)
 	}
 	if w.opts.From <= 1 && inv.Seq <= w.last.Load() && uint64(inv.Count) != w.live.count() {
 		return fmt.Sprintf("idle check: server has %d messages, watcher %d", inv.Count, w.live.count())

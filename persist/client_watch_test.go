@@ -472,3 +472,81 @@ func TestFeedSubject(t *testing.T) {
 		seen[tok] = name
 	}
 }
+
+// TestWatchFromBeyondEnd: a watcher asked for seqs from past the stream's
+// end is not a forgery: its idle checks must not take it back to the
+// stream's end and deliver seqs below From.
+func TestWatchFromBeyondEnd(t *testing.T) {
+	t.Parallel()
+	c, _ := watchEnv(t)
+	ctx := context.Background()
+	s := c.Stream("project-w", "from-beyond")
+	for i := 0; i < 3; i++ {
+		if _, err := s.Set(ctx, []byte("x"), persist.SetOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	col := newCollector()
+	w := watch(t, s, persist.WatchOptions{From: 10, IdleCheck: 20 * time.Millisecond}, col)
+	col.waitFor(t, "history", func(c *collector) bool { return c.caughtUp == 1 })
+	waitFor(t, "idle checks", func() bool { return w.Stats().IdleChecks >= 3 })
+	for i := 0; i < 8; i++ {
+		if _, err := s.Set(ctx, []byte("y"), persist.SetOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	col.waitFor(t, "seq 11", func(c *collector) bool { return len(c.sets) > 0 && c.sets[len(c.sets)-1] == 11 })
+	col.check(t, seqs(10, 11))
+	if st := w.Stats(); st.Resyncs != 0 || st.Forged != 0 {
+		t.Errorf("honest stream: %d resyncs, %d forged", st.Resyncs, st.Forged)
+	}
+}
+
+// TestWatchRefGoneCountedSkipped: a set too large for the feed travels as a
+// reference; when the message is deleted before the watcher fetches it, the
+// seq can never be delivered and must be counted skipped, not left
+// unaccounted (LastSeq below the stream's last seq for ever, which also
+// turns off the idle check's count comparison).
+func TestWatchRefGoneCountedSkipped(t *testing.T) {
+	t.Parallel()
+	e := testnats.Server(t, testnats.Options{MaxPayload: 64 << 10})
+	nc := testnats.Conn(t, e)
+	ids := []string{"0"}
+	startServers(t, e, ids, placement.Rendezvous)
+	startBalancer(t, nc, ids, placement.Rendezvous)
+	c := newClient(t, nc)
+	ctx := context.Background()
+	s := c.Stream("project-w", "ref-gone")
+	if _, err := s.Set(ctx, []byte("a"), persist.SetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	col := newCollector()
+	fn, blocked, release := blockAt(col, 3)
+	w, err := s.Watch(ctx, persist.WatchOptions{IdleCheck: 20 * time.Millisecond}, fn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Stop() })
+	col.waitFor(t, "history", func(c *collector) bool { return c.caughtUp == 1 })
+	// Seq 2 makes the watcher follow the publisher; seq 3 comes on the
+	// feed's word and holds the callback.
+	for _, v := range []string{"b", "c"} {
+		if _, err := s.Set(ctx, []byte(v), persist.SetOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-blocked
+	big := make([]byte, 63000)
+	res, err := s.Set(ctx, big, persist.SetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Delete(ctx, persist.Delete{Seqs: []uint64{res.Seq}}); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	waitFor(t, "the deleted reference accounted for", func() bool {
+		return w.LastSeq() == res.Seq && w.Stats().Skipped == 1
+	})
+	col.check(t, seqs(1, 3))
+}
