@@ -413,6 +413,9 @@ func (w *Watcher) run() {
 	defer func() {
 		w.hub.leave(w)
 		w.nc.RemoveStatusListener(w.status)
+		// A watcher that ended by itself (a permanent error, a closed
+		// connection) releases its context too, not only at Stop.
+		w.cancel()
 	}()
 	reason := ""
 	for {

@@ -117,6 +117,18 @@ func (b *Balancer) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// Start returns once the balancer serves: the subscription must have
+	// reached the NATS server, or a lookup right after gets no responders.
+	fctx, fcancel := ctx, context.CancelFunc(func() {})
+	if _, ok := ctx.Deadline(); !ok {
+		fctx, fcancel = context.WithTimeout(ctx, 5*time.Second)
+	}
+	err = b.cfg.Conn.FlushWithContext(fctx)
+	fcancel()
+	if err != nil {
+		_ = sub.Unsubscribe()
+		return fmt.Errorf("balancer: subscribe: %w", err)
+	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	b.cancel, b.done, b.sub = cancel, make(chan struct{}), sub
 	go b.run(ctx, sub, b.done)
