@@ -4,34 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/switchyard-dev/switchyard/internal/testdisk"
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/persist/store"
 )
-
-// dataFiles lists everything under dir, dir excluded.
-func dataFiles(t *testing.T, dir string) []string {
-	t.Helper()
-	var out []string
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if p != dir {
-			out = append(out, p)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
 
 // readMissing runs one read command (chosen by i) on a stream that does not
 // exist and checks that the answer is an empty stream's.
@@ -125,7 +106,7 @@ func TestReadsOfMissingStreamsCreateNoFiles(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	if files := dataFiles(t, h.dir); len(files) != 0 {
+	if files := testdisk.Files(t, h.dir); len(files) != 0 {
 		t.Fatalf("reads of %d missing streams left %d entries, the first %s", streams, len(files), files[0])
 	}
 
@@ -135,7 +116,7 @@ func TestReadsOfMissingStreamsCreateNoFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	sawDB := false
-	for _, f := range dataFiles(t, h.dir) {
+	for _, f := range testdisk.Files(t, h.dir) {
 		switch f {
 		case p:
 			sawDB = true
@@ -176,7 +157,7 @@ func TestWatchMissingStreamWaitsWithoutFile(t *testing.T) {
 	if e := next(); e.Kind != persist.EventCaughtUp {
 		t.Fatalf("first event %+v, want caught up", e)
 	}
-	if files := dataFiles(t, h.dir); len(files) != 0 {
+	if files := testdisk.Files(t, h.dir); len(files) != 0 {
 		t.Fatalf("a watcher of a missing stream left %v", files)
 	}
 	h.set("later", "first", nil)

@@ -6,7 +6,9 @@ package testdisk
 
 import (
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -18,4 +20,24 @@ func unavailable(t testing.TB, why string) {
 		t.Fatal(msg + " (CI must run it)")
 	}
 	t.Skip(msg)
+}
+
+// Files lists every file and directory under dir, dir itself excluded, for
+// tests that check what an operation left on disk.
+func Files(t testing.TB, dir string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(dir, func(p string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p != dir {
+			out = append(out, p)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

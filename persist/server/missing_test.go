@@ -2,33 +2,14 @@ package server
 
 import (
 	"fmt"
-	"io/fs"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/switchyard-dev/switchyard/internal/testdisk"
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/persist/store"
 )
-
-// dirEntries lists everything under dir, dir excluded.
-func dirEntries(t *testing.T, dir string) []string {
-	t.Helper()
-	var out []string
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if p != dir {
-			out = append(out, p)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
 
 // Every read command on a missing stream answers as an empty stream would
 // and leaves nothing in the data directory; the archive and expiry jobs the
@@ -90,10 +71,10 @@ func TestReadsOfMissingStreamAnswerEmpty(t *testing.T) {
 		defer h.srv.mu.Unlock()
 		return !hd.archivePending && !hd.expirePending && !hd.scheduled
 	})
-	if files := dirEntries(t, h.dir); len(files) != 0 {
+	if files := testdisk.Files(t, h.dir); len(files) != 0 {
 		t.Fatalf("reads of a missing stream left %v", files)
 	}
-	if files := dirEntries(t, h.cfg.Archive); len(files) != 0 {
+	if files := testdisk.Files(t, h.cfg.Archive); len(files) != 0 {
 		t.Fatalf("reads of a missing stream left %v in the archive", files)
 	}
 	// The first write creates the stream; reads then see it.
@@ -108,7 +89,7 @@ func TestReadsOfMissingStreamAnswerEmpty(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range dirEntries(t, h.dir) {
+	for _, f := range testdisk.Files(t, h.dir) {
 		// The disk-space reserve (persist/store/reserve.go) is made with
 		// the first stream file.
 		if f != filepath.Dir(p) && f != p && f != p+"-wal" && f != p+"-shm" && filepath.Base(f) != ".reserve" {
@@ -172,7 +153,7 @@ func TestWritesOfMissingStreamCreateIt(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, nil)
 	h.ok(persist.CmdConfig, "same", nil, []byte(" "))
-	if files := dirEntries(t, h.dir); len(files) != 0 {
+	if files := testdisk.Files(t, h.dir); len(files) != 0 {
 		t.Fatalf("an empty config update left %v", files)
 	}
 	for _, tc := range []struct {
@@ -191,7 +172,7 @@ func TestWritesOfMissingStreamCreateIt(t *testing.T) {
 			t.Fatal(err)
 		}
 		found := false
-		for _, f := range dirEntries(t, h.dir) {
+		for _, f := range testdisk.Files(t, h.dir) {
 			found = found || f == p
 		}
 		if !found {

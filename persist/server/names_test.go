@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/switchyard-dev/switchyard/bus"
+	"github.com/switchyard-dev/switchyard/internal/testdisk"
 	"github.com/switchyard-dev/switchyard/persist"
 )
 
@@ -40,7 +41,7 @@ func TestServerRefusesNamesItSees(t *testing.T) {
 			t.Fatalf("setMany with key %q: %q does not name the message", key, r.Data)
 		}
 	}
-	if files := dirEntries(t, h.dir); len(files) != 0 {
+	if files := testdisk.Files(t, h.dir); len(files) != 0 {
 		t.Fatalf("refused requests left %v", files)
 	}
 }
@@ -136,7 +137,7 @@ func TestServerRefusesRawHeaderNames(t *testing.T) {
 	if code := rawRequest(t, h, "Sy-Cmd: inventory\r\nSy-Stream: fine\r\n"); code != "" {
 		t.Fatalf("a plain raw request failed: %s", code)
 	}
-	if files := dirEntries(t, h.dir); len(files) != 0 {
+	if files := testdisk.Files(t, h.dir); len(files) != 0 {
 		t.Fatalf("refused requests left %v", files)
 	}
 }

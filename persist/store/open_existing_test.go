@@ -2,30 +2,11 @@ package store
 
 import (
 	"errors"
-	"io/fs"
-	"path/filepath"
 	"testing"
 	"time"
-)
 
-// walkFiles lists every file and directory under dir, dir excluded.
-func walkFiles(t *testing.T, dir string) []string {
-	t.Helper()
-	var out []string
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if p != dir {
-			out = append(out, p)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
+	"github.com/switchyard-dev/switchyard/internal/testdisk"
+)
 
 // OpenExisting of a stream with no file creates nothing, not even the
 // scope's directory; once Open created the stream, OpenExisting opens it.
@@ -40,7 +21,7 @@ func TestOpenExistingCreatesNothing(t *testing.T) {
 			t.Fatalf("ephemeral=%v: OpenExisting of a missing stream: %v, %v; want ErrNoStream", ephemeral, s, err)
 		}
 	}
-	if files := walkFiles(t, dir); len(files) != 0 {
+	if files := testdisk.Files(t, dir); len(files) != 0 {
 		t.Fatalf("OpenExisting left %v", files)
 	}
 	s, err := st.Open("hub", "there", false, now)
@@ -83,17 +64,17 @@ func TestOpenExistingRestoresFromArchive(t *testing.T) {
 	if err := s.Close(); err != nil { // backs the stream up
 		t.Fatal(err)
 	}
-	archived := walkFiles(t, archive)
+	archived := testdisk.Files(t, archive)
 
 	dir := t.TempDir() // the data directory was lost
 	st := NewSQLite(SQLiteConfig{Dir: dir, Archive: archive})
 	if _, err := st.OpenExisting("hub", "never", false, now); !errors.Is(err, ErrNoStream) {
 		t.Fatalf("OpenExisting of a stream in neither place: %v", err)
 	}
-	if files := walkFiles(t, dir); len(files) != 0 {
+	if files := testdisk.Files(t, dir); len(files) != 0 {
 		t.Fatalf("data directory holds %v after a read of a missing stream", files)
 	}
-	if files := walkFiles(t, archive); len(files) != len(archived) {
+	if files := testdisk.Files(t, archive); len(files) != len(archived) {
 		t.Fatalf("archive holds %v, want %v", files, archived)
 	}
 	s, err = st.OpenExisting("hub", "kept", false, now)
