@@ -51,3 +51,17 @@ func SetWatchMaxPreDeleted(n int) (restore func()) {
 	watchMaxPreDeleted = n
 	return func() { watchMaxPreDeleted = old }
 }
+
+// FeedSubscriptions is how many live feed subscriptions c's watchers hold:
+// one per hub, so one per watched stream when watchers share.
+func FeedSubscriptions(c *Client) int {
+	feedHubs.mu.Lock()
+	defer feedHubs.mu.Unlock()
+	n := 0
+	for k, h := range feedHubs.m {
+		if k.c == c && h.sub.IsValid() {
+			n++
+		}
+	}
+	return n
+}
