@@ -1,0 +1,117 @@
+package work
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/switchyard-dev/switchyard/persist"
+)
+
+// Spool headers on each chunk message: the article numbers the chunk was
+// asked for (articles the server no longer has are absent from its lines).
+const (
+	HdrChunkFirst = "Work-First"
+	HdrChunkLast  = "Work-Last"
+)
+
+// chunkKey sorts like the chunk's first article.
+func chunkKey(first int64) string { return fmt.Sprintf("c%012d", first) }
+
+// EncodeChunk joins overview lines (without line ends) into one spool
+// message value: one line per article, '\n' between them.
+func EncodeChunk(lines [][]byte) []byte {
+	n := 0
+	for _, l := range lines {
+		n += len(l) + 1
+	}
+	b := make([]byte, 0, n)
+	for i, l := range lines {
+		if i > 0 {
+			b = append(b, '\n')
+		}
+		b = append(b, l...)
+	}
+	return b
+}
+
+// DecodeChunk calls fn with each line of a spool message value and the
+// article number it starts with. A line without a number is an error (the
+// spool was written by something else); fn's error stops the walk.
+func DecodeChunk(b []byte, fn func(article int64, line []byte) error) error {
+	for len(b) > 0 {
+		line := b
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			line, b = b[:i], b[i+1:]
+		} else {
+			b = nil
+		}
+		end := bytes.IndexByte(line, '\t')
+		if end < 0 {
+			end = len(line)
+		}
+		n, err := strconv.ParseInt(string(line[:end]), 10, 64)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("work: spool line without an article number: %.40q", line)
+		}
+		if err := fn(n, line); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// WriteChunk stores one fetched chunk of range id (the articles first..last
+// it asked for, lines as the server sent them). A chunk written again
+// replaces the first copy, so a prefetch repeated after a crash spools no
+// article twice.
+func (s *Store) WriteChunk(ctx context.Context, id uint64, first, last int64, lines [][]byte) error {
+	_, err := s.Spool(id).Set(ctx, EncodeChunk(lines), persist.SetOptions{
+		Key: chunkKey(first),
+		Headers: map[string]string{
+			HdrChunkFirst: strconv.FormatInt(first, 10),
+			HdrChunkLast:  strconv.FormatInt(last, 10),
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("work: spool range %d chunk %d-%d: %w", id, first, last, err)
+	}
+	return nil
+}
+
+// ReadSpool hands fn every spooled line of range id in article order (the
+// chunks are keyed by their first article, and each chunk's lines are in
+// the server's order) and returns how many it handed.
+func (s *Store) ReadSpool(ctx context.Context, id uint64, fn func(article int64, line []byte) error) (int64, error) {
+	var chunks []persist.Message
+	if _, err := s.Spool(id).Scan(ctx, persist.Range{}, func(m *persist.Message) error {
+		if m.Key != "" {
+			chunks = append(chunks, *m)
+		}
+		return nil
+	}); err != nil {
+		return 0, fmt.Errorf("work: read spool of range %d: %w", id, err)
+	}
+	// Rows come in seq order; a chunk fetched again after a crash has a
+	// newer seq than its neighbours, so order by key.
+	sortByKey(chunks)
+	var n int64
+	for i := range chunks {
+		if err := DecodeChunk(chunks[i].Value, func(a int64, l []byte) error {
+			n++
+			return fn(a, l)
+		}); err != nil {
+			return n, fmt.Errorf("work: spool of range %d: %w", id, err)
+		}
+	}
+	return n, nil
+}
+
+// DropSpool removes range id's spooled lines.
+func (s *Store) DropSpool(ctx context.Context, id uint64) error {
+	if _, err := s.Spool(id).Delete(ctx, persist.Delete{All: true}); err != nil {
+		return fmt.Errorf("work: drop spool of range %d: %w", id, err)
+	}
+	return nil
+}
