@@ -157,6 +157,15 @@ const (
 
 var sourceRe = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,100}$`)
 
+// ValidSource checks a source name: [a-z0-9][a-z0-9_-]{0,100}, so that
+// "work-" and it make a persist scope.
+func ValidSource(source string) error {
+	if !sourceRe.MatchString(source) {
+		return fmt.Errorf("work: invalid source %q: want [a-z0-9][a-z0-9_-]{0,100}", source)
+	}
+	return nil
+}
+
 // Scope is the persist scope that holds a source's state.
 func Scope(source string) string { return "work-" + source }
 
@@ -175,8 +184,8 @@ type Store struct {
 // NewStore returns the store of source, which must match
 // [a-z0-9][a-z0-9_-]{0,100} (it names a persist scope).
 func NewStore(c *persist.Client, source string) (*Store, error) {
-	if !sourceRe.MatchString(source) {
-		return nil, fmt.Errorf("work: invalid source %q: want [a-z0-9][a-z0-9_-]{0,100}", source)
+	if err := ValidSource(source); err != nil {
+		return nil, err
 	}
 	sc := Scope(source)
 	return &Store{

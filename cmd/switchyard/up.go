@@ -27,13 +27,19 @@ func init() {
 		authDir, tlsCert, tlsKey                          string
 		port, servers                                     int
 		insecure                                          bool
+		uw                                                upWork
 	)
 	cmd := &cobra.Command{
 		Use:   "up",
-		Short: "Run everything embedded in one process: NATS, persist servers and the balancer",
+		Short: "Run everything embedded in one process: NATS, persist servers, the balancer, a coordinator and workers",
 		Long: `Starts an embedded NATS server, --servers persist servers (ids 0..N-1) sharing the
 data directory, and the balancer, then prints how to connect. Client commands
 (switchyard kv, stream, persist inventory) find it at the default address.
+
+It also runs the work pipeline end to end: one coordinator (shard 1/1) and
+--workers workers against --nntp, or, when --nntp names no provider, against a
+demo NNTP provider in-process (two growing alt.binaries.demo.* groups, source
+"demo"). Follow it with switchyard work status. --no-work leaves all of it out.
 Ctrl-C or SIGTERM stops it cleanly: requests in flight are answered and every
 SQLite file is closed.
 
@@ -67,7 +73,25 @@ with --tls-ca).`,
 			if err := os.MkdirAll(dataDir, 0o755); err != nil {
 				return fmt.Errorf("data directory: %w", err)
 			}
-			return runUp(cmd, upConfig{host: host, port: port, dataDir: dataDir, archiveDir: archiveDir, servers: servers, placement: fn, placementName: placementName, service: service, authDir: authDir, tlsCert: tlsCert, tlsKey: tlsKey})
+			if err := uw.wf.validate(); err != nil {
+				return err
+			}
+			if uw.workers < 0 || uw.workers > 64 {
+				return usagef("--workers %d: want 0-64", uw.workers)
+			}
+			if err := checkSource(uw.source); err != nil {
+				return err
+			}
+			if !uw.off {
+				demo := uw.pf
+				if demo.addr == "" {
+					demo.addr = "demo:119" // checked for real once the demo provider listens
+				}
+				if _, _, err := demo.config(); err != nil {
+					return err
+				}
+			}
+			return runUp(cmd, upConfig{work: uw, host: host, port: port, dataDir: dataDir, archiveDir: archiveDir, servers: servers, placement: fn, placementName: placementName, service: service, authDir: authDir, tlsCert: tlsCert, tlsKey: tlsKey})
 		},
 	}
 	cmd.Flags().StringVar(&host, "host", "127.0.0.1", "address the embedded NATS server listens on")
@@ -80,6 +104,12 @@ with --tls-ca).`,
 	cmd.Flags().StringVar(&authDir, "auth", "", "`DIR` written by switchyard auth init: NATS admits only its users, with their role's permissions (required on a non-loopback --host)")
 	cmd.Flags().StringVar(&tlsCert, "tls-cert", "", "PEM `FILE` of the NATS server's TLS certificate; network clients must then use TLS (with --tls-key)")
 	cmd.Flags().StringVar(&tlsKey, "tls-key", "", "PEM `FILE` of the private key of --tls-cert")
+	cmd.Flags().BoolVar(&uw.off, "no-work", false, "run no coordinator, worker or demo NNTP provider")
+	cmd.Flags().IntVar(&uw.workers, "workers", 1, "number of workers indexing the spooled ranges")
+	sourceFlag(cmd, &uw.source)
+	uw.pf.register(cmd, false)
+	uw.wf.registerPlan(cmd)
+	uw.wf.registerLease(cmd)
 	cmd.Flags().BoolVar(&insecure, "insecure", false, "allow a non-loopback --host without --auth: anyone who reaches the port can read and write everything")
 	rootCmd.AddCommand(cmd)
 }
@@ -98,6 +128,7 @@ type upConfig struct {
 	authDir, tlsCert, tlsKey                          string
 	port, servers                                     int
 	placement                                         placement.Func
+	work                                              upWork
 }
 
 // runUp starts every role, waits for the command's context to end (a
@@ -192,6 +223,11 @@ func runUp(cmd *cobra.Command, cfg upConfig) (err error) {
 	}
 	stops = append(stops, b.Stop)
 
+	workLine, err := startWork(cmd.Context(), cfg.work, connect, &stops)
+	if err != nil {
+		return err
+	}
+
 	w := stdout(cmd)
 	flag := ""
 	if url != defaultLocalURL {
@@ -207,16 +243,17 @@ func runUp(cmd *cobra.Command, cfg upConfig) (err error) {
   NATS       %s   (export %s=%s)
   persist    %d servers, ids %s, placement %s, data %s
   balancer   %s.*.id
-
+%s
 Try:
   switchyard kv set hub demo greeting hello%s
   switchyard kv get hub demo greeting%s
   switchyard stream pub hub log 'first event'%s
   switchyard watch hub log%s                # every change, live
   nats req %s.hub.id ''          # the plain NATS client works too
+  switchyard work status --source demo   # ranges, leases, shares, throughput
 
 Stop with Ctrl-C.
-`, url, bus.EnvURL, url, cfg.servers, strings.Join(ids, ","), cfg.placementName, cfg.dataDir, cfg.service, flag, flag, flag, flag, cfg.service)
+`, url, bus.EnvURL, url, cfg.servers, strings.Join(ids, ","), cfg.placementName, cfg.dataDir, cfg.service, workLine, flag, flag, flag, flag, cfg.service)
 
 	<-cmd.Context().Done()
 	slog.Info("switchyard stopping: draining in-flight requests")

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/spf13/cobra"
+
+	"github.com/switchyard-dev/switchyard/nntp"
+	"github.com/switchyard-dev/switchyard/persist"
+	"github.com/switchyard-dev/switchyard/work"
+)
+
+func init() {
+	var nf natsFlags
+	var pf providerFlags
+	var wf workFlags
+	var shard, source string
+	coordinatorCmd := &cobra.Command{
+		Use:   "coordinator",
+		Short: "Plan and prefetch ranges of NNTP articles for the workers",
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, args []string) error { return cmd.Help() },
+	}
+	run := &cobra.Command{
+		Use:   "run",
+		Short: "Run one coordinator shard: prefetch its ranges into the spool; shard 1 also plans",
+		Long: `Runs coordinator shard i/n of a source (one NNTP provider). Every shard keeps
+--prefetch-ahead of its ranges (those with id % n == i-1) spooled ahead of the
+workers, fetching OVER through its share of the provider's connections. Shard 1
+also plans: new groups' history every hour, the tail every --tail-every, and it
+finishes leases whose worker read everything and went quiet (every 5 minutes).
+Every process of a source shares --nntp-conns connections by priority.
+
+SIGTERM or Ctrl-C: stop taking work, wait up to 15 s for the chunks in flight,
+close the connections, leave the share, exit 0.`,
+		Example: `  switchyard coordinator run --nntp news.example.com:119 --groups 'alt.binaries.*'
+  switchyard coordinator run --shard 2/3 --nntp news.example.com:563 --nntp-tls --nntp-user me`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			sh, err := work.ParseShard(shard)
+			if err != nil {
+				return usageError{err}
+			}
+			ncfg, groups, err := pf.config()
+			if err != nil {
+				return err
+			}
+			if err := wf.validate(); err != nil {
+				return err
+			}
+			if err := checkSource(source); err != nil {
+				return err
+			}
+			nc, err := nf.connectRole("switchyard-coordinator-"+sh.String(), 0)
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			c, err := persist.NewClient(persist.ClientConfig{Conn: nc, Service: nf.service})
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			st, err := work.NewStore(c, source)
+			if err != nil {
+				return usageError{err}
+			}
+			co, err := newCoordinator(st, ncfg, groups, pf.conns, sh, wf, slog.Default())
+			if err != nil {
+				return err
+			}
+			return runUntilSignal(cmd.Context(), co)
+		},
+	}
+	run.Flags().StringVar(&shard, "shard", "1/1", "this process's part of the prefetching, `i/n`: ranges with id % n == i-1; only 1/n plans")
+	sourceFlag(run, &source)
+	pf.register(run, true)
+	wf.registerPlan(run)
+	wf.registerLease(run)
+	nf.registerServer(run)
+	coordinatorCmd.AddCommand(run)
+	rootCmd.AddCommand(coordinatorCmd)
+}
+
+// newCoordinator makes the pool and the coordinator of one shard.
+func newCoordinator(st *work.Store, ncfg nntp.Config, groups work.Groups, conns int, sh work.Shard, wf workFlags, log *slog.Logger) (*work.Coordinator, error) {
+	pool, err := nntp.NewPool(nntp.PoolConfig{Conn: ncfg, Size: 1})
+	if err != nil {
+		return nil, usageError{err}
+	}
+	return work.NewCoordinator(st, pool, work.CoordinatorConfig{
+		Shard:     sh,
+		Planner:   work.PlannerConfig{Groups: groups, RangeSize: wf.rangeSize, HistoryDepth: wf.depth},
+		Prefetch:  work.PrefetchConfig{Ahead: wf.ahead, Chunk: wf.chunk},
+		Lease:     wf.leaseConfig(),
+		Share:     work.ShareConfig{Limit: conns, Max: conns},
+		TailEvery: wf.tailEvery,
+		Logger:    log,
+	})
+}
+
+// lifecycle is what runUntilSignal runs.
+type lifecycle interface {
+	Start(context.Context) error
+	Stop(context.Context) error
+}
+
+// runUntilSignal starts r, waits for ctx (the command's, ended by SIGTERM or
+// Ctrl-C) and stops r; r's Stop bounds its own drain.
+func runUntilSignal(ctx context.Context, r lifecycle) error {
+	if err := r.Start(ctx); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	if err := r.Stop(context.WithoutCancel(ctx)); err != nil {
+		return fmt.Errorf("stop: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/switchyard-dev/switchyard/persist"
+	"github.com/switchyard-dev/switchyard/work"
+)
+
+func init() {
+	var nf natsFlags
+	var source string
+	var asJSON bool
+	workCmd := &cobra.Command{
+		Use:   "work",
+		Short: "Inspect the work of a source: groups, ranges, leases, shares",
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, args []string) error { return cmd.Help() },
+	}
+	status := &cobra.Command{
+		Use:   "status",
+		Short: "Print groups, ranges by state, leases, connection shares and throughput",
+		Long: `Prints, for one source: each group's low/high water marks, how far it is
+planned and how much of it is done; ranges and their articles by state
+(planned, spooled, leased, done, failed); live leases with holder, progress
+and expiry; the connection shares (name, priority, granted, in use); and the
+articles per second finished over the last minute. --json for scripts.`,
+		Example: `  switchyard work status
+  switchyard work status --source eu-provider --json | jq .ranges`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkSource(source); err != nil {
+				return err
+			}
+			return nf.with(cmd, func(ctx context.Context, c *persist.Client) error {
+				st, err := work.NewStore(c, source)
+				if err != nil {
+					return usageError{err}
+				}
+				s, err := st.Status(ctx)
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					enc := json.NewEncoder(stdout(cmd))
+					enc.SetIndent("", "  ")
+					return enc.Encode(s)
+				}
+				printStatus(stdout(cmd), s)
+				return nil
+			})
+		},
+	}
+	sourceFlag(status, &source)
+	status.Flags().BoolVar(&asJSON, "json", false, "print the status as one JSON object")
+	nf.registerClient(status)
+	workCmd.AddCommand(status)
+	rootCmd.AddCommand(workCmd)
+}
+
+func printStatus(out io.Writer, s work.Status) {
+	w := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "source %s: %.0f articles/s over the last minute\n\n", s.Source, s.Throughput)
+	fmt.Fprintln(w, "GROUP\tLOW\tHIGH\tPLANNED THROUGH\tDONE")
+	for _, g := range s.Groups {
+		pct := 0.0
+		if g.Planned > 0 {
+			pct = 100 * float64(g.Done) / float64(g.Planned)
+		}
+		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d of %d (%.0f%%)\n", g.Name, g.Low, g.High, g.PlannedThrough, g.Done, g.Planned, pct)
+	}
+	fmt.Fprintln(w, "\nSTATE\tRANGES\tARTICLES")
+	for _, state := range work.States {
+		fmt.Fprintf(w, "%s\t%d\t%d\n", state, s.Ranges[state], s.Articles[state])
+	}
+	if len(s.Leases) > 0 {
+		fmt.Fprintln(w, "\nLEASE\tGROUP\tARTICLES\tHOLDER\tPROGRESS\tEXPIRES IN")
+		for _, l := range s.Leases {
+			fmt.Fprintf(w, "%d\t%s\t%d-%d\t%s\t%d\t%s\n", l.Range, l.Group, l.First, l.Last, l.Holder, l.Progress, time.Until(time.UnixMilli(l.Expires)).Round(time.Second))
+		}
+	}
+	if len(s.Shares) > 0 {
+		fmt.Fprintln(w, "\nSHARE\tPRIORITY\tMIN\tMAX\tGRANTED\tIN USE\tREFUSALS")
+		for _, e := range s.Shares {
+			fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\n", e.Name, e.Priority, e.Min, e.Max, e.Granted, e.Using, e.TooMany)
+		}
+	}
+	for _, r := range s.Failed {
+		fmt.Fprintf(w, "\nfailed: range %d %s %d-%d after %d attempts: %s\n", r.ID, r.Group, r.First, r.Last, r.Attempts, r.Error)
+	}
+	w.Flush()
+}

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/switchyard-dev/switchyard/persist"
+	"github.com/switchyard-dev/switchyard/work"
+)
+
+// workerStopWait bounds how long a stopping worker tries to finish the
+// range in hand before it releases it.
+const workerStopWait = 10 * time.Second
+
+func init() {
+	var nf natsFlags
+	var wf workFlags
+	var source, name, indexer string
+	workerCmd := &cobra.Command{
+		Use:   "worker",
+		Short: "Index spooled ranges of NNTP articles under fenced leases",
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, args []string) error { return cmd.Help() },
+	}
+	run := &cobra.Command{
+		Use:   "run",
+		Short: "Lease spooled ranges, hand their overview lines to the indexer, finish them under the fence",
+		Long: `Leases the next spooled range of a source (tail before history), reads its
+overview lines from the spool, hands each to the indexer, and finishes the range
+under the lease's fencing token: a worker that lost its lease (it paused past
+--lease-ttl and another took the range) can neither finish the range nor write
+over the new holder. Heartbeats renew the lease every sixth of --lease-ttl.
+
+SIGTERM or Ctrl-C: take no new range; the range in hand is finished if it
+completes within 10 s, else released for another worker.
+
+Indexers: count (per-group article counts and a digest of the article numbers:
+the exactly-once check the tests use).`,
+		Example: `  switchyard worker run
+  switchyard worker run --source eu-provider --name worker-7`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkSource(source); err != nil {
+				return err
+			}
+			if err := wf.validate(); err != nil {
+				return err
+			}
+			var ix work.Indexer
+			switch indexer {
+			case "count":
+				ix = work.CountingIndexer{}
+			default:
+				return usagef("--indexer %q: want count", indexer)
+			}
+			if name == "" {
+				host, _ := os.Hostname()
+				name = fmt.Sprintf("worker-%s-%d", host, os.Getpid())
+			}
+			nc, err := nf.connectRole("switchyard-"+name, 0)
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			c, err := persist.NewClient(persist.ClientConfig{Conn: nc, Service: nf.service})
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			st, err := work.NewStore(c, source)
+			if err != nil {
+				return usageError{err}
+			}
+			w, err := work.NewWorker(st, ix, work.WorkerConfig{Name: name, Lease: wf.leaseConfig(), Heartbeat: wf.heartbeat()})
+			if err != nil {
+				return err
+			}
+			slog.Info("worker started", "source", source, "name", name, "indexer", indexer)
+			return runUntilSignal(cmd.Context(), stopWithin{w, workerStopWait})
+		},
+	}
+	sourceFlag(run, &source)
+	run.Flags().StringVar(&name, "name", "", "this worker's `NAME`, the lease holder (default worker-HOST-PID)")
+	run.Flags().StringVar(&indexer, "indexer", "count", "what to do with each overview line: count")
+	wf.registerLease(run)
+	nf.registerServer(run)
+	workerCmd.AddCommand(run)
+	rootCmd.AddCommand(workerCmd)
+}
+
+// stopWithin bounds a Stop by d.
+type stopWithin struct {
+	lifecycle
+	d time.Duration
+}
+
+func (s stopWithin) Stop(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, s.d)
+	defer cancel()
+	return s.lifecycle.Stop(ctx)
+}

@@ -1,0 +1,285 @@
+package work
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/switchyard-dev/switchyard/nntp"
+)
+
+// CoordinatorConfig configures a Coordinator. Zero fields take the
+// defaults of config.go and of the parts' own configs.
+type CoordinatorConfig struct {
+	// Shard is this process's part of the prefetching. Zero means 1/1.
+	Shard Shard
+	// Planner, Prefetch, Lease and Share configure the parts; their Shard,
+	// Name and Priority fields are set from Shard when zero.
+	Planner  PlannerConfig
+	Prefetch PrefetchConfig
+	Lease    LeaseConfig
+	Share    ShareConfig
+	// Tick is the prefetch round and the planning loop's check. Zero means
+	// TickDefault.
+	Tick time.Duration
+	// TailEvery: zero means TailEveryDefault.
+	TailEvery time.Duration
+	// PlanEvery: zero means PlanEveryDefault.
+	PlanEvery time.Duration
+	// AbandonedEvery: zero means AbandonedEveryDefault.
+	AbandonedEvery time.Duration
+	// StopWait bounds Stop's wait for chunks in flight. Zero means
+	// StopWaitDefault.
+	StopWait time.Duration
+	// Logger: nil means slog.Default().
+	Logger *slog.Logger
+}
+
+func (c CoordinatorConfig) withDefaults() CoordinatorConfig {
+	if c.Shard == (Shard{}) {
+		c.Shard = Shard{Index: 1, Count: 1}
+	}
+	if c.Tick == 0 {
+		c.Tick = TickDefault
+	}
+	if c.TailEvery == 0 {
+		c.TailEvery = TailEveryDefault
+	}
+	if c.PlanEvery == 0 {
+		c.PlanEvery = PlanEveryDefault
+	}
+	if c.AbandonedEvery == 0 {
+		c.AbandonedEvery = AbandonedEveryDefault
+	}
+	if c.StopWait == 0 {
+		c.StopWait = StopWaitDefault
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	c.Prefetch.Shard = c.Shard
+	if c.Prefetch.Logger == nil {
+		c.Prefetch.Logger = c.Logger
+	}
+	if c.Share.Name == "" {
+		c.Share.Name = "coordinator"
+		if c.Shard.Count > 1 {
+			c.Share.Name = "coordinator " + c.Shard.String()
+		}
+	}
+	if c.Share.Priority == 0 {
+		c.Share.Priority = PriorityCoordinator
+	}
+	return c
+}
+
+// Coordinator runs a coordinator shard: its share of the provider's
+// connections, the prefetcher, and on the main shard the planner and the
+// finishing of abandoned leases, each in a loop of its own that logs a
+// failing round and goes on.
+type Coordinator struct {
+	cfg      CoordinatorConfig
+	st       *Store
+	pool     *nntp.Pool
+	share    *Share
+	prefetch *Prefetcher
+	planner  *Planner
+	leases   *Leases
+	log      *slog.Logger
+
+	mu      sync.Mutex // protects started, stopped
+	started bool
+	stopped bool
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+// NewCoordinator builds a coordinator on st that fetches through pool. The
+// coordinator owns pool from Start on: Stop closes it.
+func NewCoordinator(st *Store, pool *nntp.Pool, cfg CoordinatorConfig) (*Coordinator, error) {
+	cfg = cfg.withDefaults()
+	if cfg.Shard.Count < 1 || cfg.Shard.Index < 1 || cfg.Shard.Index > cfg.Shard.Count {
+		return nil, fmt.Errorf("coordinator: shard %s: want 1 <= i <= n", cfg.Shard)
+	}
+	share, err := NewShare(st, pool, cfg.Share)
+	if err != nil {
+		return nil, fmt.Errorf("coordinator: %w", err)
+	}
+	pf, err := NewPrefetcher(st, pool, cfg.Prefetch)
+	if err != nil {
+		return nil, fmt.Errorf("coordinator: %w", err)
+	}
+	c := &Coordinator{cfg: cfg, st: st, pool: pool, share: share, prefetch: pf, log: cfg.Logger}
+	if cfg.Shard.Main() {
+		if c.planner, err = NewPlanner(st, pool, cfg.Planner); err != nil {
+			return nil, fmt.Errorf("coordinator: %w", err)
+		}
+		if c.leases, err = NewLeases(st, cfg.Lease); err != nil {
+			return nil, fmt.Errorf("coordinator: %w", err)
+		}
+	}
+	return c, nil
+}
+
+// Prefetcher is the coordinator's prefetcher (for its stats).
+func (c *Coordinator) Prefetcher() *Prefetcher { return c.prefetch }
+
+// Share is the coordinator's share of the connections.
+func (c *Coordinator) Share() *Share { return c.share }
+
+// Start logs the start, takes the first share (so the pool has its size
+// before the first connection) and starts the loops.
+func (c *Coordinator) Start(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.started {
+		return nil
+	}
+	if c.stopped {
+		return errors.New("coordinator: start after stop")
+	}
+	if err := c.st.Init(ctx); err != nil {
+		return fmt.Errorf("coordinator: %w", err)
+	}
+	if c.cfg.Shard.Count > 1 {
+		if c.cfg.Shard.Main() {
+			c.log.Info("coordinator started", "source", c.st.Source(), "shard", c.cfg.Shard.String())
+		} else {
+			c.log.Info("coordinator started, prefetching only", "source", c.st.Source(), "shard", c.cfg.Shard.String())
+		}
+	} else {
+		c.log.Info("coordinator started", "source", c.st.Source())
+	}
+	if err := c.pool.Start(ctx); err != nil {
+		return fmt.Errorf("coordinator: start pool: %w", err)
+	}
+	first, err := c.share.Round(ctx)
+	if err != nil {
+		// Not fatal: the share loop tries again; until then the pool keeps
+		// the size it was made with.
+		c.log.Error("nntp share failed", "err", err)
+	} else {
+		c.log.Info("nntp share", "granted", first.Granted)
+	}
+	// The loops outlive Start's ctx: they end at Stop.
+	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	c.cancel = cancel
+	c.started = true
+	shareEvery := c.cfg.Share.Every
+	if shareEvery == 0 {
+		shareEvery = ShareEveryDefault
+	}
+	c.loop(lctx, "nntp share", shareEvery, func(ctx context.Context) error {
+		r, err := c.share.Round(ctx)
+		if err == nil && r.Granted != r.Was {
+			c.log.Info("nntp share", "granted", r.Granted, "was", r.Was)
+		}
+		return err
+	})
+	c.loop(lctx, "prefetch round", c.cfg.Tick, func(ctx context.Context) error {
+		_, err := c.prefetch.Tick(ctx)
+		return err
+	})
+	if c.cfg.Shard.Main() {
+		c.loop(lctx, "finishing abandoned leases", c.cfg.AbandonedEvery, func(ctx context.Context) error {
+			n, err := c.leases.FinishAbandoned(ctx)
+			if n > 0 {
+				c.log.Info("finished ranges read to their end whose worker went quiet", "ranges", n)
+			}
+			return err
+		})
+		c.loop(lctx, "planning history", c.cfg.PlanEvery, func(ctx context.Context) error {
+			st, err := c.planner.PlanAll(ctx)
+			if st.Ranges > 0 {
+				c.log.Info("planned history", "ranges", st.Ranges, "groups", st.Groups)
+			}
+			return err
+		})
+		c.loop(lctx, "planning the tail", c.cfg.TailEvery, func(ctx context.Context) error {
+			st, err := c.planner.PlanTail(ctx)
+			if st.Ranges > 0 {
+				c.log.Info("planned the tail", "ranges", st.Ranges, "groups", st.Groups)
+			}
+			return err
+		})
+	}
+	return nil
+}
+
+// loop runs round at once and then every interval until ctx ends; a failed
+// round is logged and the loop goes on.
+func (c *Coordinator) loop(ctx context.Context, what string, every time.Duration, round func(context.Context) error) {
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		t := time.NewTimer(0)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if err := round(ctx); err != nil && ctx.Err() == nil {
+				c.log.Error(what+" failed", "err", err)
+			}
+			t.Reset(every)
+		}
+	}()
+}
+
+// Stop stops taking work, waits up to StopWait (or ctx) for the chunks in
+// flight, closes the pool and leaves the share. It is idempotent and safe
+// without Start.
+func (c *Coordinator) Stop(ctx context.Context) error {
+	c.mu.Lock()
+	if c.stopped {
+		c.mu.Unlock()
+		return nil
+	}
+	c.stopped = true
+	started := c.started
+	c.mu.Unlock()
+	if !started {
+		return nil
+	}
+	c.log.Info("stopping: waiting for the chunks in flight", "chunks", c.prefetch.Active())
+	c.prefetch.Stop()
+	wctx, cancel := context.WithTimeout(ctx, c.cfg.StopWait)
+	defer cancel()
+	var firstErr error
+	if err := waitIdle(wctx, c.prefetch); err != nil {
+		c.log.Info("closing connections still fetching", "chunks", c.prefetch.Active())
+	}
+	c.cancel()
+	c.wg.Wait()
+	// Cleanup runs even when ctx is done.
+	cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer ccancel()
+	if err := c.pool.Stop(cctx); err != nil {
+		firstErr = fmt.Errorf("coordinator: close pool: %w", err)
+	}
+	if err := c.share.Leave(cctx); err != nil && firstErr == nil {
+		firstErr = fmt.Errorf("coordinator: leave share: %w", err)
+	}
+	c.log.Info("coordinator stopped")
+	return firstErr
+}
+
+// waitIdle waits until no chunk is in flight or ctx ends. The prefetcher
+// has no signal for it, and a stop happens once: a short poll is cheap.
+func waitIdle(ctx context.Context, p *Prefetcher) error {
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for p.Active() > 0 {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	return nil
+}

@@ -1,0 +1,119 @@
+package work
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/switchyard-dev/switchyard/persist"
+)
+
+// Status is a snapshot of a source's work, for `switchyard work status`
+// and the dashboard.
+type Status struct {
+	Source string        `json:"source"`
+	Groups []GroupStatus `json:"groups"`
+	// Ranges counts ranges by state; every state is present.
+	Ranges map[RangeState]int `json:"ranges"`
+	// Articles counts the article numbers of the ranges by state.
+	Articles map[RangeState]int64 `json:"articles"`
+	Leases   []LeaseStatus        `json:"leases"`
+	Shares   []ShareEntry         `json:"shares"`
+	// Throughput is the articles of the ranges finished in the last
+	// ThroughputWindow, per second.
+	Throughput float64 `json:"articles_per_second"`
+	// Failed lists the failed ranges (attempts used up).
+	Failed []Range `json:"failed,omitempty"`
+}
+
+// GroupStatus is one group's line of Status.
+type GroupStatus struct {
+	Name           string `json:"name"`
+	Low            int64  `json:"low"`
+	High           int64  `json:"high"`
+	PlannedThrough int64  `json:"planned_through"`
+	// Done counts the article numbers of its done ranges.
+	Done int64 `json:"done"`
+	// Planned counts the article numbers of all its ranges.
+	Planned int64 `json:"planned"`
+}
+
+// LeaseStatus is one live lease.
+type LeaseStatus struct {
+	Range    uint64 `json:"range"`
+	Group    string `json:"group"`
+	First    int64  `json:"first"`
+	Last     int64  `json:"last"`
+	Holder   string `json:"holder"`
+	Progress int64  `json:"progress"`
+	ReadAll  bool   `json:"read_all,omitempty"`
+	Expires  int64  `json:"expires"` // unix milliseconds
+}
+
+// ThroughputWindow is the span Status.Throughput averages over.
+const ThroughputWindow = time.Minute
+
+// Status reads a snapshot of the source's work.
+func (s *Store) Status(ctx context.Context) (Status, error) {
+	st := Status{Source: s.source, Ranges: map[RangeState]int{}, Articles: map[RangeState]int64{}}
+	for _, state := range States {
+		st.Ranges[state] = 0
+		st.Articles[state] = 0
+	}
+	groups, err := s.Groups(ctx)
+	if err != nil {
+		return st, fmt.Errorf("work status: groups: %w", err)
+	}
+	ranges, err := s.Ranges(ctx)
+	if err != nil {
+		return st, fmt.Errorf("work status: ranges: %w", err)
+	}
+	leases, err := s.Leases(ctx)
+	if err != nil {
+		return st, fmt.Errorf("work status: leases: %w", err)
+	}
+	table, err := s.ShareTable(ctx)
+	if err != nil && !errors.Is(err, persist.ErrNotFound) {
+		return st, fmt.Errorf("work status: shares: %w", err)
+	}
+	st.Shares = table.Val
+	byGroup := map[string]*GroupStatus{}
+	for _, g := range groups {
+		gs := GroupStatus{Name: g.Val.Name, Low: g.Val.Low, High: g.Val.High, PlannedThrough: g.Val.PlannedThrough}
+		st.Groups = append(st.Groups, gs)
+	}
+	for i := range st.Groups {
+		byGroup[st.Groups[i].Name] = &st.Groups[i]
+	}
+	byID := map[uint64]Range{}
+	since := time.Now().Add(-ThroughputWindow).UnixMilli()
+	var recent int64
+	for _, v := range ranges {
+		r := v.Val
+		byID[r.ID] = r
+		st.Ranges[r.State]++
+		st.Articles[r.State] += r.Size()
+		if g := byGroup[r.Group]; g != nil {
+			g.Planned += r.Size()
+			if r.State == StateDone {
+				g.Done += r.Size()
+			}
+		}
+		if r.State == StateDone && r.Updated >= since {
+			recent += r.Size()
+		}
+		if r.State == StateFailed {
+			st.Failed = append(st.Failed, r)
+		}
+	}
+	st.Throughput = float64(recent) / ThroughputWindow.Seconds()
+	for _, v := range leases {
+		l := v.Val
+		r := byID[l.Range]
+		st.Leases = append(st.Leases, LeaseStatus{Range: l.Range, Group: r.Group, First: r.First, Last: r.Last, Holder: l.Holder, Progress: l.Progress, ReadAll: l.ReadAll, Expires: l.Expires})
+	}
+	slices.SortFunc(st.Leases, func(a, b LeaseStatus) int { return int(a.Range) - int(b.Range) })
+	return st, nil
+}
