@@ -77,6 +77,7 @@ type workFlags struct {
 	rangeSize, depth, chunk int64
 	ahead                   int
 	leaseTTL, tailEvery     time.Duration
+	abandonedEvery          time.Duration
 }
 
 func (f *workFlags) registerPlan(cmd *cobra.Command) {
@@ -85,6 +86,7 @@ func (f *workFlags) registerPlan(cmd *cobra.Command) {
 	cmd.Flags().Int64Var(&f.chunk, "chunk", work.ChunkDefault, "articles per OVER command and spool message")
 	cmd.Flags().IntVar(&f.ahead, "prefetch-ahead", work.PrefetchAheadDefault, "ranges this shard keeps spooled ahead of the workers")
 	cmd.Flags().DurationVar(&f.tailEvery, "tail-every", work.TailEveryDefault, "how often shard 1 plans the groups' new articles")
+	cmd.Flags().DurationVar(&f.abandonedEvery, "abandoned-every", work.AbandonedEveryDefault, "how often shard 1 finishes ranges whose worker read everything and went quiet")
 }
 
 func (f *workFlags) registerLease(cmd *cobra.Command) {
@@ -103,6 +105,8 @@ func (f *workFlags) validate() error {
 		return usagef("--prefetch-ahead %d: want at least 1", f.ahead)
 	case f.tailEvery < 0:
 		return usagef("--tail-every %s: want a positive duration", f.tailEvery)
+	case f.abandonedEvery < 0:
+		return usagef("--abandoned-every %s: want a positive duration", f.abandonedEvery)
 	case f.leaseTTL < 0:
 		return usagef("--lease-ttl %s: want a positive duration", f.leaseTTL)
 	}

@@ -1,0 +1,398 @@
+//go:build unix
+
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/switchyard-dev/switchyard/internal/testpersist"
+	"github.com/switchyard-dev/switchyard/nntp/nntptest"
+	"github.com/switchyard-dev/switchyard/work"
+)
+
+// logProc is a long-running child whose stderr (its slog lines) the test
+// can wait on.
+type logProc struct {
+	t    *testing.T
+	name string
+	cmd  *exec.Cmd
+	mu   sync.Mutex
+	log  []string
+	grew chan struct{} // closed and replaced on every new line
+	done chan struct{} // closed when the process has exited
+	code int
+}
+
+func startLogProc(t *testing.T, name string, args ...string) *logProc {
+	t.Helper()
+	p := &logProc{t: t, name: name, cmd: cli(t, args...), grew: make(chan struct{}), done: make(chan struct{})}
+	stderr, err := p.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			p.mu.Lock()
+			p.log = append(p.log, sc.Text())
+			close(p.grew)
+			p.grew = make(chan struct{})
+			p.mu.Unlock()
+		}
+		err := p.cmd.Wait()
+		var ee *exec.ExitError
+		p.mu.Lock()
+		switch {
+		case errors.As(err, &ee):
+			p.code = ee.ExitCode()
+		case err != nil:
+			p.code = -1
+		}
+		p.mu.Unlock()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		if t.Failed() {
+			t.Logf("%s log:\n%s", p.name, p.logText())
+		}
+	})
+	return p
+}
+
+func (p *logProc) logText() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return strings.Join(p.log, "\n")
+}
+
+// waitLog waits for a log line containing s.
+func (p *logProc) waitLog(s string, within time.Duration) {
+	p.t.Helper()
+	deadline := time.After(within)
+	for {
+		p.mu.Lock()
+		for _, l := range p.log {
+			if strings.Contains(l, s) {
+				p.mu.Unlock()
+				return
+			}
+		}
+		grew := p.grew
+		p.mu.Unlock()
+		select {
+		case <-grew:
+		case <-p.done:
+			p.t.Fatalf("%s exited (code %d) before logging %q:\n%s", p.name, p.code, s, p.logText())
+		case <-deadline:
+			p.t.Fatalf("%s: no %q within %s:\n%s", p.name, s, within, p.logText())
+		}
+	}
+}
+
+func (p *logProc) signal(sig syscall.Signal) {
+	p.t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		p.t.Fatalf("%s: signal %v: %v", p.name, sig, err)
+	}
+}
+
+// exit waits for the process to end and returns its exit code.
+func (p *logProc) exit(within time.Duration) int {
+	p.t.Helper()
+	select {
+	case <-p.done:
+		return p.code
+	case <-time.After(within):
+		p.t.Fatalf("%s still running %s after it was told to stop:\n%s", p.name, within, p.logText())
+		return -1
+	}
+}
+
+// waitStatus polls the source's status until cond holds.
+func waitStatus(t *testing.T, st *work.Store, what string, within time.Duration, cond func(work.Status) bool) work.Status {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	var last work.Status
+	var lastErr error
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		s, err := st.Status(ctx)
+		cancel()
+		if err == nil && cond(s) {
+			return s
+		}
+		last, lastErr = s, err
+		<-tick.C
+	}
+	t.Fatalf("no %s within %s: last status %+v (err %v)", what, within, last, lastErr)
+	return last
+}
+
+// expectedCounts is what the counting indexer must report for groups whose
+// articles are 1..n: every article once.
+func expectedCounts(groups []string, n int64) map[string]work.GroupCount {
+	want := map[string]work.GroupCount{}
+	for _, g := range groups {
+		var c work.GroupCount
+		for a := int64(1); a <= n; a++ {
+			c.Add(work.GroupCount{Articles: 1, Sum: work.ArticleDigest(g, a)})
+		}
+		want[g] = c
+	}
+	return want
+}
+
+// TestWorkFleet runs the pipeline as separate processes, as a fleet would:
+// two coordinator shards and three workers on a shared bus and persist,
+// against the test NNTP server with 3 groups of 100,000 articles. On the
+// way it SIGKILLs a worker holding a lease, SIGKILLs shard 2 in the middle
+// of a prefetch and restarts it, and SIGTERMs shard 1 with chunks in flight.
+// In the end every article is indexed exactly once (the indexer's digests),
+// the dead worker's late finish is fenced, the provider never saw more
+// connections than its limit, and every process that was told to stop
+// exited 0.
+func TestWorkFleet(t *testing.T) {
+	env := testpersist.Start(t, 2)
+	const articles = 100_000
+	const conns = 4
+	groups := []string{"alt.binaries.fleet.a", "alt.binaries.fleet.b", "alt.binaries.fleet.c"}
+	srv := nntptest.New(nntptest.Config{Addr: "127.0.0.1:0", MaxConns: 64})
+	for _, g := range groups {
+		srv.AddGroup(g, articles)
+	}
+	ctx := context.Background()
+	if err := srv.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Stop(context.Background()) })
+	// Slow chunks, so that a prefetch is caught in the middle.
+	srv.SetFaults(nntptest.Faults{Delay: 20 * time.Millisecond})
+
+	c := env.Client()
+	st, err := work.NewStore(c, "fleet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	common := []string{"--nats", env.URL(), "--source", "fleet"}
+	coordArgs := func(shard string) []string {
+		return append([]string{"coordinator", "run", "--shard", shard, "--nntp", srv.Addr(), "--groups", "alt.binaries.fleet.*",
+			"--nntp-conns", fmt.Sprint(conns), "--history-depth", fmt.Sprint(articles), "--lease-ttl", "3s", "--abandoned-every", "1s", "--prefetch-ahead", "2"}, common...)
+	}
+	workerArgs := func(name string) []string {
+		return append([]string{"worker", "run", "--name", name, "--lease-ttl", "3s"}, common...)
+	}
+	c1 := startLogProc(t, "coordinator 1/2", coordArgs("1/2")...)
+	c2 := startLogProc(t, "coordinator 2/2", coordArgs("2/2")...)
+	c1.waitLog("coordinator started", 30*time.Second)
+	c2.waitLog("prefetching only", 30*time.Second)
+
+	// Shard 2 in the middle of a prefetch: one of its ranges has chunks in
+	// its spool but is not spooled yet.
+	waitSpoolStarted := func(shard work.Shard) uint64 {
+		t.Helper()
+		var id uint64
+		waitStatus(t, st, "shard "+shard.String()+" in the middle of a prefetch", 60*time.Second, func(work.Status) bool {
+			rs, err := st.Ranges(ctx)
+			if err != nil {
+				return false
+			}
+			for _, r := range rs {
+				if r.Val.State != work.StatePlanned || !shard.Owns(r.Val.ID) {
+					continue
+				}
+				inv, err := st.Spool(r.Val.ID).Inventory(ctx)
+				if err == nil && inv.Count > 0 {
+					id = r.Val.ID
+					return true
+				}
+			}
+			return false
+		})
+		return id
+	}
+	half := waitSpoolStarted(work.Shard{Index: 2, Count: 2})
+	c2.signal(syscall.SIGKILL)
+	c2.exit(10 * time.Second)
+	t.Logf("shard 2 killed with range %d half spooled", half)
+	c2 = startLogProc(t, "coordinator 2/2 (restarted)", coordArgs("2/2")...)
+
+	// A worker SIGKILLed while it holds a lease: SIGSTOP first, so that the
+	// lease it holds is known, then kill it.
+	w1 := startLogProc(t, "worker 1", workerArgs("w1")...)
+	var dead work.LeaseStatus
+	var deadToken uint64
+	for dead.Range == 0 {
+		waitStatus(t, st, "a lease held by w1", 60*time.Second, func(s work.Status) bool {
+			for _, l := range s.Leases {
+				if l.Holder == "w1" && !l.ReadAll {
+					return true
+				}
+			}
+			return false
+		})
+		w1.signal(syscall.SIGSTOP)
+		ls, err := st.Leases(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range ls {
+			if l.Val.Holder == "w1" && !l.Val.ReadAll && !l.Val.Finished {
+				dead = work.LeaseStatus{Range: l.Val.Range, Holder: l.Val.Holder, Progress: l.Val.Progress}
+				deadToken = l.Seq
+			}
+		}
+		if dead.Range == 0 {
+			w1.signal(syscall.SIGCONT) // it finished in between: try again
+		}
+	}
+	w1.signal(syscall.SIGKILL)
+	w1.exit(10 * time.Second)
+	t.Logf("worker w1 killed holding range %d (token %d)", dead.Range, deadToken)
+	workers := []*logProc{
+		startLogProc(t, "worker 2", workerArgs("w2")...),
+		startLogProc(t, "worker 3", workerArgs("w3")...),
+		startLogProc(t, "worker 4", workerArgs("w4")...),
+	}
+
+	// Shard 1 told to stop with chunks in flight exits 0, and a new shard 1
+	// takes over.
+	waitSpoolStarted(work.Shard{Index: 1, Count: 2})
+	c1.signal(syscall.SIGTERM)
+	if code := c1.exit(20 * time.Second); code != 0 {
+		t.Fatalf("coordinator 1/2 exited %d after SIGTERM, want 0:\n%s", code, c1.logText())
+	}
+	c1.waitLog("coordinator stopped", time.Second)
+	c1 = startLogProc(t, "coordinator 1/2 (restarted)", coordArgs("1/2")...)
+
+	srv.SetFaults(nntptest.Faults{})
+	final := waitStatus(t, st, "every range done", 4*time.Minute, func(s work.Status) bool {
+		if len(s.Groups) != len(groups) || s.Ranges[work.StateFailed] > 0 {
+			return false
+		}
+		for _, g := range s.Groups {
+			if g.PlannedThrough != articles || g.Done != g.Planned {
+				return false
+			}
+		}
+		return true
+	})
+	if final.Ranges[work.StateDone] == 0 {
+		t.Fatalf("no ranges done: %+v", final)
+	}
+
+	// Exactly once: the indexer's results add up to every article once.
+	rs, err := st.Ranges(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var done []work.Range
+	for _, r := range rs {
+		done = append(done, r.Val)
+	}
+	got, err := work.SumResults(done)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := expectedCounts(groups, articles)
+	for _, g := range groups {
+		if got[g] != want[g] {
+			t.Errorf("%s: indexed %+v, want %+v (every article exactly once)", g, got[g], want[g])
+		}
+	}
+
+	// The dead worker's finish, replayed with its token, is fenced and
+	// changes nothing.
+	before, err := st.Range(ctx, dead.Range)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leases, err := work.NewLeases(st, work.LeaseConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	late := &work.Held{Range: before.Val, Token: deadToken, Holder: "w1"}
+	if err := leases.Finish(ctx, late, []byte(`{"forged":{"Articles":1}}`)); !errors.Is(err, work.ErrFenced) {
+		t.Errorf("late finish of range %d with the dead worker's token: %v, want ErrFenced", dead.Range, err)
+	}
+	after, err := st.Range(ctx, dead.Range)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Seq != before.Seq || string(after.Val.Result) != string(before.Val.Result) {
+		t.Errorf("the fenced finish changed range %d: %+v -> %+v", dead.Range, before.Val, after.Val)
+	}
+	if after.Val.Attempts < 2 {
+		t.Errorf("range %d held by the killed worker: %d attempts, want a second lease", dead.Range, after.Val.Attempts)
+	}
+
+	// Spools of done ranges are gone.
+	for _, r := range done {
+		inv, err := st.Spool(r.ID).Inventory(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if inv.Count != 0 {
+			t.Errorf("range %d is done but its spool holds %d chunks", r.ID, inv.Count)
+		}
+	}
+
+	if peak := srv.Stats().Peak; peak > conns {
+		t.Errorf("the provider saw %d connections at once, over its limit of %d", peak, conns)
+	}
+
+	for _, p := range append(workers, c1, c2) {
+		p.signal(syscall.SIGTERM)
+	}
+	for _, p := range append(workers, c1, c2) {
+		if code := p.exit(30 * time.Second); code != 0 {
+			t.Errorf("%s exited %d after SIGTERM, want 0", p.name, code)
+		}
+	}
+}
+
+// TestWorkBadConfig: bad values fail at once with a message naming the
+// value, exit 2, before anything connects.
+func TestWorkBadConfig(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"coordinator", "run", "--shard", "0/2", "--nntp", "h:119"}, `"0/2"`},
+		{[]string{"coordinator", "run", "--shard", "3/2", "--nntp", "h:119"}, `"3/2"`},
+		{[]string{"coordinator", "run", "--shard", "x", "--nntp", "h:119"}, `"x"`},
+		{[]string{"coordinator", "run", "--shard", "1/0", "--nntp", "h:119"}, `"1/0"`},
+		{[]string{"coordinator", "run"}, "--nntp"},
+		{[]string{"coordinator", "run", "--nntp", "nohost"}, `"nohost"`},
+		{[]string{"coordinator", "run", "--nntp", "h:119", "--nntp-conns", "0"}, "--nntp-conns 0"},
+		{[]string{"coordinator", "run", "--nntp", "h:119", "--groups", " , "}, "--groups"},
+		{[]string{"coordinator", "run", "--nntp", "h:119", "--range-size", "0"}, "--range-size 0"},
+		{[]string{"coordinator", "run", "--nntp", "h:119", "--source", "Bad Name"}, "Bad Name"},
+		{[]string{"worker", "run", "--indexer", "nope"}, `"nope"`},
+		{[]string{"worker", "run", "--lease-ttl", "-1s"}, "--lease-ttl"},
+		{[]string{"work", "status", "--source", "UPPER"}, "UPPER"},
+		{[]string{"up", "--workers", "-1"}, "--workers -1"},
+		{[]string{"up", "--nntp-conns", "0"}, "--nntp-conns 0"},
+	} {
+		_, stderr, code := run(t, cli(t, tc.args...))
+		if code != exitUsage || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d naming %s", tc.args, code, stderr, exitUsage, tc.want)
+		}
+	}
+}
