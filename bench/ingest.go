@@ -1,0 +1,243 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/switchyard-dev/switchyard/nntp"
+	"github.com/switchyard-dev/switchyard/nntp/nntptest"
+	"github.com/switchyard-dev/switchyard/work"
+)
+
+// IngestConfig configures RunIngest. Zero fields take the documented
+// defaults.
+type IngestConfig struct {
+	// Articles in the one group read. Zero means 200,000.
+	Articles int64
+	// Conns are the connection counts measured. Nil means 1, 2 and 4.
+	Conns []int
+	// Workers index the spool. Zero means 2.
+	Workers int
+	// RangeSize: zero means work.RangeSizeDefault.
+	RangeSize int64
+	// Chunk: zero means work.ChunkDefault.
+	Chunk int64
+	// Dir holds the persist data; "" means a temp dir.
+	Dir string
+}
+
+func (c IngestConfig) withDefaults() IngestConfig {
+	if c.Articles == 0 {
+		c.Articles = 200_000
+	}
+	if c.Conns == nil {
+		c.Conns = []int{1, 2, 4}
+	}
+	if c.Workers == 0 {
+		c.Workers = 2
+	}
+	if c.RangeSize == 0 {
+		c.RangeSize = work.RangeSizeDefault
+	}
+	if c.Chunk == 0 {
+		c.Chunk = work.ChunkDefault
+	}
+	return c
+}
+
+// IngestResult is one connection count's figures.
+type IngestResult struct {
+	Conns int
+	// Raw is the OVER rate of the same server read by nntptest.RawOver on
+	// Conns connections at once, lines/s: the anchor.
+	Raw float64
+	// Ours is articles/s end to end: plan, prefetch through the pool into
+	// the spool, lease, read the spool, index, finish under the fence.
+	Ours float64
+}
+
+// Ratio is Ours/Raw.
+func (r IngestResult) Ratio() float64 {
+	if r.Raw == 0 {
+		return 0
+	}
+	return r.Ours / r.Raw
+}
+
+const ingestGroup = "alt.binaries.bench.ingest"
+
+// RunIngest measures the pipeline against the raw OVER rate of the same
+// test NNTP server in the same run and writes a table to w.
+func RunIngest(ctx context.Context, cfg IngestConfig, w io.Writer) ([]IngestResult, error) {
+	cfg = cfg.withDefaults()
+	env, err := StartPersistEnv(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	defer env.Close()
+	srv := nntptest.New(nntptest.Config{Addr: "127.0.0.1:0"})
+	srv.AddGroup(ingestGroup, cfg.Articles)
+	if err := srv.Start(ctx); err != nil {
+		return nil, err
+	}
+	defer srv.Stop(context.WithoutCancel(ctx))
+
+	fmt.Fprintf(w, "ingest of %d articles (ranges of %d, chunks of %d, %d workers) vs raw OVER of the same server\n", cfg.Articles, cfg.RangeSize, cfg.Chunk, cfg.Workers)
+	fmt.Fprintf(w, "%5s %14s %14s %7s\n", "conns", "raw lines/s", "ours art/s", "ratio")
+	var out []IngestResult
+	for i, conns := range cfg.Conns {
+		raw, err := rawOverRate(ctx, srv.Addr(), cfg.Articles, cfg.Chunk, conns)
+		if err != nil {
+			return out, fmt.Errorf("raw over: %w", err)
+		}
+		ours, err := ingestRate(ctx, env, srv.Addr(), fmt.Sprintf("bench-%d-%d", time.Now().UnixNano(), i), cfg, conns)
+		if err != nil {
+			return out, fmt.Errorf("ingest with %d connections: %w", conns, err)
+		}
+		r := IngestResult{Conns: conns, Raw: raw, Ours: ours}
+		out = append(out, r)
+		fmt.Fprintf(w, "%5d %14.0f %14.0f %6.2fx\n", r.Conns, r.Raw, r.Ours, r.Ratio())
+	}
+	return out, nil
+}
+
+// rawOverRate reads the group's overview split over conns connections.
+func rawOverRate(ctx context.Context, addr string, n, chunk int64, conns int) (float64, error) {
+	start := time.Now()
+	var wg sync.WaitGroup
+	var total atomic.Int64
+	errs := make([]error, conns)
+	per := (n + int64(conns) - 1) / int64(conns)
+	for i := range conns {
+		first, last := int64(i)*per+1, min(int64(i+1)*per, n)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got, err := nntptest.RawOver(ctx, addr, ingestGroup, first, last, chunk, false)
+			total.Add(got)
+			errs[i] = err
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return 0, err
+	}
+	return float64(total.Load()) / time.Since(start).Seconds(), nil
+}
+
+// ingestRate runs one planner, one prefetcher with a pool of conns and the
+// workers on a fresh source, and times them until every range is done.
+func ingestRate(ctx context.Context, env *PersistEnv, addr, source string, cfg IngestConfig, conns int) (float64, error) {
+	c, err := env.Client()
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	st, err := work.NewStore(c, source)
+	if err != nil {
+		return 0, err
+	}
+	if err := st.Init(ctx); err != nil {
+		return 0, err
+	}
+	pool, err := nntp.NewPool(nntp.PoolConfig{Conn: nntp.Config{Addr: addr}, Size: conns})
+	if err != nil {
+		return 0, err
+	}
+	if err := pool.Start(ctx); err != nil {
+		return 0, err
+	}
+	defer pool.Stop(context.WithoutCancel(ctx))
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	groups, _ := work.ParseGroups(ingestGroup)
+	planner, err := work.NewPlanner(st, pool, work.PlannerConfig{Groups: groups, RangeSize: cfg.RangeSize, HistoryDepth: cfg.Articles})
+	if err != nil {
+		return 0, err
+	}
+	// Ahead covers the whole group: the benchmark measures throughput, not
+	// how far the prefetcher may run ahead.
+	pf, err := work.NewPrefetcher(st, pool, work.PrefetchConfig{Ahead: int(cfg.Articles/cfg.RangeSize) + 1, Chunk: cfg.Chunk, Logger: quiet})
+	if err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	if _, err := planner.PlanAll(ctx); err != nil {
+		return 0, err
+	}
+	var workers []*work.Worker
+	for i := range cfg.Workers {
+		wc, err := env.Client()
+		if err != nil {
+			return 0, err
+		}
+		defer wc.Close()
+		wst, err := work.NewStore(wc, source)
+		if err != nil {
+			return 0, err
+		}
+		wk, err := work.NewWorker(wst, work.CountingIndexer{}, work.WorkerConfig{Name: fmt.Sprintf("bench-%d", i), Idle: 20 * time.Millisecond, Logger: quiet})
+		if err != nil {
+			return 0, err
+		}
+		if err := wk.Start(ctx); err != nil {
+			return 0, err
+		}
+		workers = append(workers, wk)
+	}
+	defer func() {
+		for _, wk := range workers {
+			_ = wk.Stop(context.WithoutCancel(ctx))
+		}
+	}()
+	done := make(chan error, 1)
+	go func() {
+		for {
+			ts, err := pf.Tick(ctx)
+			if err != nil {
+				done <- err
+				return
+			}
+			if ts.Spooled == 0 {
+				done <- nil
+				return
+			}
+		}
+	}()
+	if err := <-done; err != nil {
+		return 0, err
+	}
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		s, err := st.Status(ctx)
+		if err != nil {
+			return 0, err
+		}
+		if s.Ranges[work.StateFailed] > 0 {
+			return 0, fmt.Errorf("%d ranges failed", s.Ranges[work.StateFailed])
+		}
+		if s.Ranges[work.StateDone] > 0 && s.Ranges[work.StateDone] == sum(s.Ranges) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-tick.C:
+		}
+	}
+	return float64(cfg.Articles) / time.Since(start).Seconds(), nil
+}
+
+func sum(m map[work.RangeState]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/switchyard-dev/switchyard/bench"
+)
+
+func init() {
+	var cfg bench.IngestConfig
+	var conns string
+	cmd := &cobra.Command{
+		Use:   "ingest",
+		Short: "Articles/s end to end (NNTP → spool → worker → indexer) vs the raw OVER rate",
+		Long: `Starts the NNTP test server with one group of --articles articles, an
+embedded NATS and persist server, and for each connection count in --conns:
+  raw   the anchor: nntptest.RawOver reads the whole overview on that many
+        connections at once (no parsing, nothing stored)
+  ours  the pipeline on a fresh source: the planner cuts ranges, the
+        prefetcher fetches OVER through a pool of that many connections into
+        the spool, --workers workers lease the ranges, read the spool, hand
+        every line to the counting indexer and finish under the fence
+Each figure is articles (lines) per second; the ratio is ours/raw.
+Target (not a test): ours >= 0.8x raw at 4 connections.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg.Conns = nil
+			for _, s := range strings.Split(conns, ",") {
+				n, err := strconv.Atoi(strings.TrimSpace(s))
+				if err != nil || n < 1 || n > 64 {
+					return usagef("--conns %q: want a list of counts 1-64", conns)
+				}
+				cfg.Conns = append(cfg.Conns, n)
+			}
+			if cfg.Articles < 1000 || cfg.Workers < 1 || cfg.RangeSize < 1 || cfg.Chunk < 1 {
+				return usagef("--articles must be at least 1000; --workers, --range-size and --chunk positive")
+			}
+			_, err := bench.RunIngest(cmd.Context(), cfg, cmd.OutOrStdout())
+			return err
+		},
+	}
+	cmd.Flags().Int64Var(&cfg.Articles, "articles", 200_000, "articles in the group read")
+	cmd.Flags().StringVar(&conns, "conns", "1,2,4", "comma-separated connection counts to measure")
+	cmd.Flags().IntVar(&cfg.Workers, "workers", 2, "workers indexing the spool")
+	cmd.Flags().Int64Var(&cfg.RangeSize, "range-size", 20_000, "articles per range")
+	cmd.Flags().Int64Var(&cfg.Chunk, "chunk", 1_000, "articles per OVER command and spool message")
+	cmd.Flags().StringVar(&cfg.Dir, "data", "", "directory for the persist data (default: a temp dir)")
+	benchCmd.AddCommand(cmd)
+}
