@@ -104,7 +104,8 @@ type Prefetcher struct {
 	cfg  PrefetchConfig
 	log  *slog.Logger
 
-	tickMu   sync.Mutex // one round at a time
+	tickMu   sync.Mutex // one round at a time; protects failures
+	failures map[uint64]int // rounds in a row a range failed, by id
 	mu       sync.Mutex // protects stopped; held while a chunk is taken
 	stopped  bool
 	active   atomic.Int64
@@ -126,7 +127,7 @@ func NewPrefetcher(st *Store, pool *nntp.Pool, cfg PrefetchConfig) (*Prefetcher,
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Prefetcher{st: st, pool: pool, cfg: cfg, log: cfg.Logger}, nil
+	return &Prefetcher{st: st, pool: pool, cfg: cfg, log: cfg.Logger, failures: map[uint64]int{}}, nil
 }
 
 // Active is the number of chunks being fetched or written now.
@@ -206,7 +207,16 @@ func (p *Prefetcher) Tick(ctx context.Context) (TickStats, error) {
 		case StateSpooled:
 			spooled++
 		case StatePlanned:
+			if r := v.Val; r.First < 1 || r.Last < r.First || r.Group == "" {
+				p.log.Warn("prefetch: skipping a malformed range", "range", r.ID, "group", r.Group, "first", r.First, "last", r.Last)
+				continue
+			}
 			planned = append(planned, v)
+		}
+	}
+	for id := range p.failures {
+		if !slices.ContainsFunc(planned, func(v Versioned[Range]) bool { return v.Val.ID == id }) {
+			delete(p.failures, id) // spooled by another, or gone
 		}
 	}
 	need := p.cfg.Ahead - spooled
@@ -214,6 +224,11 @@ func (p *Prefetcher) Tick(ctx context.Context) (TickStats, error) {
 		return TickStats{}, nil
 	}
 	slices.SortFunc(planned, func(a, b Versioned[Range]) int {
+		// A range that failed in the last rounds goes after the others,
+		// so that a few failing ranges do not hold up the whole shard.
+		if fa, fb := p.failures[a.Val.ID], p.failures[b.Val.ID]; fa != fb {
+			return cmp.Compare(fa, fb)
+		}
 		// Tail first: new articles are what readers wait for.
 		ta, tb := a.Val.Kind == KindTail, b.Val.Kind == KindTail
 		if ta != tb {
@@ -233,94 +248,188 @@ func (p *Prefetcher) Tick(ctx context.Context) (TickStats, error) {
 		return TickStats{}, nil
 	}
 
-	var (
-		jobs  []job
-		stats TickStats
-		smu   sync.Mutex
-	)
+	rd := &round{p: p, ctx: ctx}
+	var targets []*target
 	for _, v := range planned {
 		t, err := p.prepare(ctx, v)
 		if err != nil {
 			if ctx.Err() != nil {
-				return stats, fmt.Errorf("work: prefetch: %w", ctx.Err())
+				return TickStats{}, fmt.Errorf("work: prefetch: %w", ctx.Err())
 			}
 			p.log.Warn("prefetch: range not started", "range", v.Val.ID, "group", v.Val.Group, "err", err)
 			continue
 		}
 		n := int64(0)
 		for lo := v.Val.First; lo <= v.Val.Last; lo += p.cfg.Chunk {
-			jobs = append(jobs, job{t: t, first: lo, last: min(lo+p.cfg.Chunk-1, v.Val.Last)})
+			rd.jobs = append(rd.jobs, job{t: t, first: lo, last: min(lo+p.cfg.Chunk-1, v.Val.Last)})
 			n++
 		}
 		t.left.Store(n)
+		targets = append(targets, t)
 	}
+	rd.run(min(workers, len(rd.jobs)))
+	for _, t := range targets {
+		if t.failed.Load() {
+			p.failures[t.v.Val.ID]++
+		} else {
+			delete(p.failures, t.v.Val.ID)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return rd.stats, fmt.Errorf("work: prefetch: %w", err)
+	}
+	if rd.stopped {
+		return rd.stats, ErrStopped
+	}
+	return rd.stats, nil
+}
 
-	var next int
-	var nmu sync.Mutex
-	var stoppedEarly bool
-	// take hands out the next chunk whose range has not failed; nil when
-	// there is none, ctx ended or Stop was called. The stop check and the
-	// Active count are under p.mu so that after Stop returns no chunk
-	// starts.
-	take := func() *job {
-		nmu.Lock()
-		defer nmu.Unlock()
-		for next < len(jobs) {
-			if ctx.Err() != nil {
-				return nil
-			}
-			p.mu.Lock()
-			if p.stopped {
-				p.mu.Unlock()
-				stoppedEarly = true
-				return nil
-			}
-			j := &jobs[next]
-			next++
-			if j.t.failed.Load() {
-				p.mu.Unlock()
-				continue
-			}
-			p.active.Add(1)
-			p.mu.Unlock()
-			return j
-		}
-		return nil
-	}
-	done := func(t *target) {
-		if t.left.Add(-1) != 0 || t.failed.Load() {
-			return
-		}
-		r, err := p.finish(ctx, t)
-		if err != nil {
-			p.log.Warn("prefetch: range spooled but not marked", "range", t.v.Val.ID, "err", err)
-			return
-		}
-		smu.Lock()
-		stats.Spooled++
-		stats.Chunks += r.Chunks
-		stats.Articles += r.Articles
-		smu.Unlock()
-	}
+// round is one Tick's work: its chunks, fetched by one goroutine per
+// connection and written by as many writers, so that a connection fetches
+// its next chunk while persist stores the one before.
+type round struct {
+	p    *Prefetcher
+	ctx  context.Context
+	jobs []job
 
-	var wg sync.WaitGroup
-	for range min(workers, len(jobs)) {
-		wg.Add(1)
+	mu      sync.Mutex // protects the fields below
+	next    int        // the next job to hand out
+	stopped bool       // Stop ended the round early
+	stats   TickStats
+
+	writes chan *fetched
+	free   chan *fetched // buffers to reuse
+}
+
+// fetched is a chunk's lines, back to back in buf, line i ending at
+// ends[i].
+type fetched struct {
+	j    *job
+	buf  []byte
+	ends []int
+}
+
+func (rd *round) run(workers int) {
+	if workers <= 0 {
+		return
+	}
+	// Each fetcher has one chunk being written and one being fetched;
+	// the buffers go round.
+	rd.writes = make(chan *fetched, workers)
+	rd.free = make(chan *fetched, 3*workers)
+	var fw, ww sync.WaitGroup
+	for range workers {
+		fw.Add(1)
 		go func() {
-			defer wg.Done()
-			f := fetcher{p: p}
+			defer fw.Done()
+			f := fetcher{rd: rd}
 			defer f.release()
-			f.run(ctx, take, done)
+			f.run()
+		}()
+		ww.Add(1)
+		go func() {
+			defer ww.Done()
+			rd.writer()
 		}()
 	}
-	wg.Wait()
-	if err := ctx.Err(); err != nil {
-		return stats, fmt.Errorf("work: prefetch: %w", err)
+	fw.Wait()
+	close(rd.writes)
+	ww.Wait()
+}
+
+// take hands out the next chunk whose range has not failed; nil when
+// there is none, ctx ended or Stop was called. The stop check and the
+// Active count are under p.mu, so that after Stop returns no chunk starts.
+func (rd *round) take() *job {
+	rd.mu.Lock()
+	defer rd.mu.Unlock()
+	p := rd.p
+	for rd.next < len(rd.jobs) && rd.ctx.Err() == nil {
+		p.mu.Lock()
+		if p.stopped {
+			p.mu.Unlock()
+			rd.stopped = true
+			return nil
+		}
+		j := &rd.jobs[rd.next]
+		rd.next++
+		if j.t.failed.Load() {
+			p.mu.Unlock()
+			continue
+		}
+		p.active.Add(1)
+		p.mu.Unlock()
+		return j
 	}
-	if stoppedEarly {
-		return stats, ErrStopped
+	return nil
+}
+
+// buffer returns a chunk buffer to fill.
+func (rd *round) buffer(j *job) *fetched {
+	select {
+	case b := <-rd.free:
+		b.j, b.buf, b.ends = j, b.buf[:0], b.ends[:0]
+		return b
+	default:
+		return &fetched{j: j}
 	}
-	return stats, nil
+}
+
+func (rd *round) recycle(b *fetched) {
+	b.j = nil
+	select {
+	case rd.free <- b:
+	default:
+	}
+}
+
+// fail gives up j's range for the round (logged once).
+func (rd *round) fail(j *job, err error) {
+	rd.p.active.Add(-1)
+	if !j.t.failed.Swap(true) && rd.ctx.Err() == nil {
+		rd.p.log.Warn("prefetch: range left planned for the next round",
+			"range", j.t.v.Val.ID, "group", j.t.v.Val.Group,
+			"chunk", fmt.Sprintf("%d-%d", j.first, j.last), "err", err)
+	}
+}
+
+// writer stores fetched chunks, trying each up to chunkAttempts times, and
+// marks a range spooled once its last chunk is stored.
+func (rd *round) writer() {
+	for b := range rd.writes {
+		j := b.j
+		var err error
+		for range chunkAttempts {
+			if err = rd.p.write(rd.ctx, b); err == nil || rd.ctx.Err() != nil {
+				break
+			}
+			rd.p.errs.Add(1)
+		}
+		rd.recycle(b)
+		if err != nil {
+			rd.fail(j, err)
+			continue
+		}
+		rd.p.active.Add(-1)
+		if j.t.left.Add(-1) == 0 && !j.t.failed.Load() {
+			rd.finish(j.t)
+		}
+	}
+}
+
+func (rd *round) finish(t *target) {
+	r, err := rd.p.finish(rd.ctx, t)
+	if err != nil {
+		if rd.ctx.Err() == nil {
+			rd.p.log.Warn("prefetch: range spooled but not marked", "range", t.v.Val.ID, "err", err)
+		}
+		return
+	}
+	rd.mu.Lock()
+	rd.stats.Spooled++
+	rd.stats.Chunks += r.Chunks
+	rd.stats.Articles += r.Articles
+	rd.mu.Unlock()
 }
 
 // prepare readies range v's spool: chunks left by an earlier try are
@@ -366,82 +475,67 @@ func (p *Prefetcher) finish(ctx context.Context, t *target) (Range, error) {
 		return Range{}, err
 	}
 	p.ranges.Add(1)
+	p.log.Debug("prefetch: range spooled", "range", r.ID, "group", r.Group, "articles", r.Articles, "chunks", r.Chunks)
 	return r, nil
 }
 
-// fetcher runs chunks on one pooled connection at a time; it knows which
-// group that connection has selected because it holds the connection
-// exclusively from its GROUP on.
+// fetcher fetches chunks on one pooled connection at a time; it knows
+// which group that connection has selected because it holds the
+// connection exclusively from its GROUP on.
 type fetcher struct {
-	p     *Prefetcher
+	rd    *round
 	conn  *nntp.Conn
 	group string // selected on conn; "" for none
-	held  int    // chunks run on conn
-
-	buf  []byte // the chunk's lines, back to back
-	ends []int  // where each line ends in buf
+	held  int    // chunks fetched on conn
 }
 
 func (f *fetcher) release() {
 	if f.conn != nil {
-		f.p.pool.Release(f.conn)
+		f.rd.p.pool.Release(f.conn)
 		f.conn, f.group, f.held = nil, "", 0
 	}
 }
 
-func (f *fetcher) run(ctx context.Context, take func() *job, done func(*target)) {
+func (f *fetcher) run() {
+	rd := f.rd
 	for {
-		j := take()
+		j := rd.take()
 		if j == nil {
 			return
 		}
-		err := f.chunk(ctx, j)
-		f.p.active.Add(-1)
-		if err != nil {
-			if ctx.Err() == nil && !j.t.failed.Swap(true) {
-				f.p.log.Warn("prefetch: range left planned for the next round",
-					"range", j.t.v.Val.ID, "group", j.t.v.Val.Group,
-					"chunk", fmt.Sprintf("%d-%d", j.first, j.last), "err", err)
+		b := rd.buffer(j)
+		var err error
+		for range chunkAttempts {
+			if err = f.fetch(b); err == nil || rd.ctx.Err() != nil {
+				break
 			}
-			j.t.failed.Store(true)
+			rd.p.errs.Add(1)
+		}
+		if err != nil {
+			rd.recycle(b)
+			rd.fail(j, err)
 			continue
 		}
-		done(j.t)
+		rd.writes <- b
 	}
 }
 
-// chunk fetches and writes one chunk, trying up to chunkAttempts times.
-func (f *fetcher) chunk(ctx context.Context, j *job) error {
-	var err error
-	for range chunkAttempts {
-		if err = f.fetch(ctx, j); err == nil {
-			if err = f.write(ctx, j); err == nil {
-				return nil
-			}
-		}
-		f.p.errs.Add(1)
-		if ctx.Err() != nil {
-			return err
-		}
-	}
-	return err
-}
-
-// fetch reads the chunk's overview lines into f.buf, selecting the group
+// fetch reads the chunk's overview lines into b, selecting the group
 // first unless the connection has it selected already.
-func (f *fetcher) fetch(ctx context.Context, j *job) error {
+func (f *fetcher) fetch(b *fetched) error {
+	ctx := f.rd.ctx
 	if f.conn != nil && f.held >= holdChunks {
 		f.release()
 	}
 	if f.conn == nil {
-		c, err := f.p.pool.Acquire(ctx)
+		c, err := f.rd.p.pool.Acquire(ctx)
 		if err != nil {
 			return err
 		}
 		f.conn = c
 	}
 	f.held++
-	err := f.over(ctx, j)
+	err := f.over(b)
 	if err != nil && f.conn.Err() != nil {
 		// Broken: the pool closes it; the next attempt dials afresh.
 		f.release()
@@ -449,54 +543,53 @@ func (f *fetcher) fetch(ctx context.Context, j *job) error {
 	return err
 }
 
-func (f *fetcher) over(ctx context.Context, j *job) error {
-	g := j.t.v.Val.Group
-	if f.group != g {
+func (f *fetcher) over(b *fetched) error {
+	ctx, j := f.rd.ctx, b.j
+	if g := j.t.v.Val.Group; f.group != g {
 		f.group = ""
 		if _, err := f.conn.Group(ctx, g); err != nil {
 			return err
 		}
 		f.group = g
 	}
-	f.buf, f.ends = f.buf[:0], f.ends[:0]
+	b.buf, b.ends = b.buf[:0], b.ends[:0]
 	prev := j.first - 1
 	return f.conn.OverLines(ctx, j.first, j.last, func(line []byte) error {
 		n, ok := lineArticle(line)
 		if !ok || n <= prev || n > j.last {
-			f.p.dropped.Add(1)
+			f.rd.p.dropped.Add(1)
 			return nil
 		}
 		prev = n
-		f.buf = append(f.buf, line...)
-		f.ends = append(f.ends, len(f.buf))
+		b.buf = append(b.buf, line...)
+		b.ends = append(b.ends, len(b.buf))
 		return nil
 	})
 }
 
-// write stores the lines of f.buf as the chunk's spool message.
-func (f *fetcher) write(ctx context.Context, j *job) error {
-	t := j.t
-	key := chunkKey(j.first)
-	if len(f.ends) == 0 && !t.stale[key] {
+// write stores b as its chunk's spool message.
+func (p *Prefetcher) write(ctx context.Context, b *fetched) error {
+	t := b.j.t
+	if len(b.ends) == 0 && !t.stale[chunkKey(b.j.first)] {
 		// Nothing to spool and nothing to replace.
 		return nil
 	}
-	lines := make([][]byte, len(f.ends))
+	lines := make([][]byte, len(b.ends))
 	start := 0
-	for i, end := range f.ends {
-		lines[i] = f.buf[start:end:end]
+	for i, end := range b.ends {
+		lines[i] = b.buf[start:end:end]
 		start = end
 	}
-	if err := f.p.st.WriteChunk(ctx, t.v.Val.ID, j.first, j.last, lines); err != nil {
+	if err := p.st.WriteChunk(ctx, t.v.Val.ID, b.j.first, b.j.last, lines); err != nil {
 		return err
 	}
 	t.mu.Lock()
 	t.chunks++
 	t.lines += int64(len(lines))
 	t.mu.Unlock()
-	f.p.chunks.Add(1)
-	f.p.articles.Add(int64(len(lines)))
-	f.p.bytes.Add(int64(len(f.buf)))
+	p.chunks.Add(1)
+	p.articles.Add(int64(len(lines)))
+	p.bytes.Add(int64(len(b.buf)))
 	return nil
 }
 

@@ -25,7 +25,7 @@ type pfEnv struct {
 	pool *nntp.Pool
 }
 
-func newPFEnv(t *testing.T, articles int64, conns int) *pfEnv {
+func newPFEnv(t testing.TB, articles int64, conns int) *pfEnv {
 	t.Helper()
 	ctx := context.Background()
 	env := testpersist.Start(t, 1)
@@ -66,7 +66,7 @@ func (e *pfEnv) prefetcher(t *testing.T, cfg PrefetchConfig) *Prefetcher {
 
 // putRanges writes planned ranges id, id+1, ... of size articles each,
 // from article 1 on.
-func (e *pfEnv) putRanges(t *testing.T, firstID uint64, n int, size int64, kind string) []Range {
+func (e *pfEnv) putRanges(t testing.TB, firstID uint64, n int, size int64, kind string) []Range {
 	t.Helper()
 	var out []Range
 	for i := range n {
@@ -366,6 +366,76 @@ func TestPrefetchAfterCanceledRound(t *testing.T) {
 		t.Fatalf("second round: %+v, %v", ts, err)
 	}
 	e.checkSpooled(t, ranges[0])
+}
+
+// A range whose chunks keep failing (its group is gone from the server)
+// stays planned, goes after the others, and is tried again each round.
+func TestPrefetchFailingRange(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newPFEnv(t, 1000, 1) // one chunk at a time: the counts are exact
+	bad := Range{ID: 1, Group: "alt.gone", First: 1, Last: 1000, Kind: KindHistory, State: StatePlanned}
+	if _, err := e.st.PutRange(ctx, bad, 0); err != nil {
+		t.Fatal(err)
+	}
+	good := e.putRanges(t, 2, 1, 1000, KindHistory)[0]
+	p := e.prefetcher(t, PrefetchConfig{Ahead: 1, Chunk: 500})
+	ts, err := p.Tick(ctx)
+	if err != nil || ts.Spooled != 0 {
+		t.Fatalf("first round: %+v, %v; want the bad range tried and nothing spooled", ts, err)
+	}
+	if s := p.Stats(); s.ChunkErrors != chunkAttempts {
+		t.Errorf("chunk errors %d, want %d (one chunk's attempts, the rest skipped)", s.ChunkErrors, chunkAttempts)
+	}
+	if ts, err := p.Tick(ctx); err != nil || ts.Spooled != 1 {
+		t.Fatalf("second round: %+v, %v; want the good range spooled", ts, err)
+	}
+	e.checkSpooled(t, good)
+	// Ahead is used up by the good range; a lease frees it, and the bad
+	// range is tried again (and fails again).
+	v, err := e.st.Range(ctx, good.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.Val.State = StateLeased
+	if _, err := e.st.PutRange(ctx, v.Val, v.Seq); err != nil {
+		t.Fatal(err)
+	}
+	if ts, err := p.Tick(ctx); err != nil || ts.Spooled != 0 || p.Stats().ChunkErrors != 2*chunkAttempts {
+		t.Fatalf("third round: %+v, %v, %d chunk errors", ts, err, p.Stats().ChunkErrors)
+	}
+	if s := e.state(t, bad.ID); s != StatePlanned {
+		t.Errorf("bad range: %s", s)
+	}
+}
+
+// Lines that are not overview lines of the chunk are left out of the
+// spool (the worker could not read them), and counted.
+func TestPrefetchDropsGarbageLines(t *testing.T) {
+	t.Parallel()
+	e := newPFEnv(t, 1000, 1)
+	r := e.putRanges(t, 1, 1, 1000, KindHistory)[0]
+	e.srv.SetFaults(nntptest.Faults{GarbageEvery: 10})
+	want := e.direct(t, 1, 1000)
+	p := e.prefetcher(t, PrefetchConfig{Chunk: 400})
+	if ts, err := p.Tick(context.Background()); err != nil || ts.Spooled != 1 || ts.Articles == 0 {
+		t.Fatalf("tick: %+v, %v", ts, err)
+	}
+	got := e.spool(t, r.ID)
+	var keep [][]byte
+	for _, l := range want {
+		if !bytes.HasPrefix(l, []byte("garbage")) {
+			keep = append(keep, l)
+		}
+	}
+	if len(got) != len(keep) || int64(len(want)-len(keep)) != p.Stats().Dropped {
+		t.Fatalf("spooled %d lines, dropped %d; the server sent %d of which %d overview lines", len(got), p.Stats().Dropped, len(want), len(keep))
+	}
+	for i := range keep {
+		if !bytes.Equal(got[i], keep[i]) {
+			t.Fatalf("line %d: %q, want %q", i, got[i], keep[i])
+		}
+	}
 }
 
 func TestPrefetchStop(t *testing.T) {
