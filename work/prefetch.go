@@ -104,9 +104,9 @@ type Prefetcher struct {
 	cfg  PrefetchConfig
 	log  *slog.Logger
 
-	tickMu   sync.Mutex // one round at a time; protects failures
+	tickMu   sync.Mutex     // one round at a time; protects failures
 	failures map[uint64]int // rounds in a row a range failed, by id
-	mu       sync.Mutex // protects stopped; held while a chunk is taken
+	mu       sync.Mutex     // protects stopped; held while a chunk is taken
 	stopped  bool
 	active   atomic.Int64
 	ranges   atomic.Int64
@@ -269,6 +269,9 @@ func (p *Prefetcher) Tick(ctx context.Context) (TickStats, error) {
 	}
 	rd.run(min(workers, len(rd.jobs)))
 	for _, t := range targets {
+		if ctx.Err() != nil {
+			break // a canceled round says nothing of its ranges
+		}
 		if t.failed.Load() {
 			p.failures[t.v.Val.ID]++
 		} else {
@@ -313,8 +316,8 @@ func (rd *round) run(workers int) {
 	if workers <= 0 {
 		return
 	}
-	// Each fetcher has one chunk being written and one being fetched;
-	// the buffers go round.
+	// A fetcher goes on to its next chunk while writers store the ones
+	// it fetched (at most workers queued); the buffers go round.
 	rd.writes = make(chan *fetched, workers)
 	rd.free = make(chan *fetched, 3*workers)
 	var fw, ww sync.WaitGroup
@@ -398,6 +401,13 @@ func (rd *round) fail(j *job, err error) {
 func (rd *round) writer() {
 	for b := range rd.writes {
 		j := b.j
+		if j.t.failed.Load() {
+			// Its range is given up for the round: the next one fetches
+			// this chunk again anyway.
+			rd.recycle(b)
+			rd.p.active.Add(-1)
+			continue
+		}
 		var err error
 		for range chunkAttempts {
 			if err = rd.p.write(rd.ctx, b); err == nil || rd.ctx.Err() != nil {
