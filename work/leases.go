@@ -126,12 +126,19 @@ func (l *Leases) ttlFor(le Lease) time.Duration {
 
 // fenceErr turns the conflict of a compare-and-set on a lease into
 // ErrFenced.
-func (l *Leases) fenceErr(what string, id uint64, err error) error {
+func fenceErr(what string, id uint64, err error) error {
 	if errors.Is(err, ErrConflict) {
-		l.fenced.Add(1)
 		return fmt.Errorf("work: %s range %d: %w", what, id, ErrFenced)
 	}
 	return fmt.Errorf("work: %s range %d: %w", what, id, err)
+}
+
+// counted counts a fenced call on its way out.
+func (l *Leases) counted(err error) error {
+	if errors.Is(err, ErrFenced) {
+		l.fenced.Add(1)
+	}
+	return err
 }
 
 // rank orders candidates: tail before history unless HistoryFirst, then by
@@ -277,7 +284,7 @@ func (l *Leases) renew(ctx context.Context, h *Held, what string, fn func(*Lease
 	fn(&le)
 	tok, err := l.st.PutLease(ctx, le, h.Token, l.ttlFor(le))
 	if err != nil {
-		return l.fenceErr(what, h.Range.ID, err)
+		return fenceErr(what, h.Range.ID, err)
 	}
 	h.Token, h.lease = tok, le
 	return nil
@@ -288,7 +295,7 @@ func (l *Leases) renew(ctx context.Context, h *Held, what string, fn func(*Lease
 func (l *Leases) Heartbeat(ctx context.Context, h *Held, progress int64) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return l.renew(ctx, h, "heartbeat", func(le *Lease) { le.Progress = progress })
+	return l.counted(l.renew(ctx, h, "heartbeat", func(le *Lease) { le.Progress = progress }))
 }
 
 // ReadAll records that every spooled line of h's range went to the
@@ -297,11 +304,11 @@ func (l *Leases) Heartbeat(ctx context.Context, h *Held, progress int64) error {
 func (l *Leases) ReadAll(ctx context.Context, h *Held, result json.RawMessage) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return l.renew(ctx, h, "read all", func(le *Lease) {
+	return l.counted(l.renew(ctx, h, "read all", func(le *Lease) {
 		le.Progress = h.Range.Last
 		le.ReadAll = true
 		le.Result = result
-	})
+	}))
 }
 
 // Finish marks h's range done with result: first the lease (the fence; from
@@ -316,7 +323,15 @@ func (l *Leases) Finish(ctx context.Context, h *Held, result json.RawMessage) er
 		le.Finished = true
 		le.Result = result
 	}); err != nil {
-		return err
+		if errors.Is(err, ErrFenced) {
+			// FinishAbandoned may have finished it with the result our
+			// ReadAll recorded: then it is done as we wanted.
+			if cur, ok := l.doneAs(ctx, h, result); ok {
+				h.Range, h.rangeSeq = cur.Val, cur.Seq
+				return nil
+			}
+		}
+		return l.counted(err)
 	}
 	r := h.Range
 	r.State = StateDone
@@ -324,14 +339,10 @@ func (l *Leases) Finish(ctx context.Context, h *Held, result json.RawMessage) er
 	r.Error = ""
 	seq, err := l.st.PutRange(ctx, r, h.rangeSeq)
 	if errors.Is(err, ErrConflict) {
-		// A Settle or FinishAbandoned may have completed it from our lease.
-		cur, gerr := l.st.Range(ctx, r.ID)
-		if gerr != nil {
-			return fmt.Errorf("work: finish range %d: %w", r.ID, gerr)
-		}
-		if cur.Val.State != StateDone || cur.Val.Holder != h.Holder || !bytes.Equal(cur.Val.Result, result) {
-			l.fenced.Add(1)
-			return fmt.Errorf("work: finish range %d: %w", r.ID, ErrFenced)
+		// A Settle may have completed it from our Finished lease.
+		cur, ok := l.doneAs(ctx, h, result)
+		if !ok {
+			return l.counted(fmt.Errorf("work: finish range %d: %w", r.ID, ErrFenced))
 		}
 		r, seq = cur.Val, cur.Seq
 	} else if err != nil {
@@ -340,6 +351,16 @@ func (l *Leases) Finish(ctx context.Context, h *Held, result json.RawMessage) er
 	h.Range, h.rangeSeq = r, seq
 	l.finished.Add(1)
 	return l.cleanup(ctx, r.ID, h.Token)
+}
+
+// doneAs reports whether h's range is done by h's holder with result
+// (someone finished it from h's lease), and returns it.
+func (l *Leases) doneAs(ctx context.Context, h *Held, result json.RawMessage) (Versioned[Range], bool) {
+	cur, err := l.st.Range(ctx, h.Range.ID)
+	if err != nil {
+		return cur, false
+	}
+	return cur, cur.Val.State == StateDone && cur.Val.Holder == h.Holder && bytes.Equal(cur.Val.Result, result)
 }
 
 // cleanup drops a done range's spool, then its lease: in that order, so a
@@ -365,7 +386,7 @@ func (l *Leases) giveBack(ctx context.Context, h *Held, what string, fn func(*Ra
 	fn(&r)
 	seq, err := l.st.PutRange(ctx, r, h.rangeSeq)
 	if err != nil {
-		return l.fenceErr(what, r.ID, err)
+		return fenceErr(what, r.ID, err)
 	}
 	h.Range, h.rangeSeq = r, seq
 	if r.State == StateFailed {
@@ -402,7 +423,7 @@ func (l *Leases) Fail(ctx context.Context, h *Held, reason string, missed [][2]i
 	if err == nil {
 		l.failed.Add(1)
 	}
-	return err
+	return l.counted(err)
 }
 
 // Release gives h's range back unfinished without using up an attempt
@@ -417,7 +438,7 @@ func (l *Leases) Release(ctx context.Context, h *Held) error {
 	if err == nil {
 		l.released.Add(1)
 	}
-	return err
+	return l.counted(err)
 }
 
 // Settle completes range id if its lease says Finished (the holder died

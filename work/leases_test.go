@@ -335,6 +335,11 @@ func TestLeasesFinishAbandoned(t *testing.T) {
 	if got := e.ltRange(t, ra.ID).Val; string(got.Result) != string(res) {
 		t.Errorf("late Finish changed the result to %s", got.Result)
 	}
+	// With the result it recorded, the holder's Finish finds its range
+	// done as it wanted.
+	if err := l.Finish(e.ctx, ha, res); err != nil {
+		t.Errorf("the quiet holder's Finish with its recorded result: %v, want nil", err)
+	}
 	if got := e.ltRange(t, rb.ID).Val; got.State != work.StateLeased {
 		t.Errorf("range still being read: %s, want leased", got.State)
 	}
