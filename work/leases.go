@@ -1,0 +1,557 @@
+package work
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/switchyard-dev/switchyard/persist"
+)
+
+// QuietAfterDefault is how long a lease that read everything must go
+// without a write before FinishAbandoned finishes its range.
+const QuietAfterDefault = 2 * HeartbeatDefault
+
+// ErrNoWork: no range is spooled, and no lease has expired.
+var ErrNoWork = errors.New("work: no range to lease")
+
+// LeaseConfig configures Leases.
+type LeaseConfig struct {
+	// TTL is how long a lease lives without a heartbeat. Zero means
+	// LeaseTTLDefault.
+	TTL time.Duration
+	// MaxAttempts is how many leases a range gets before it is failed.
+	// Zero means MaxAttemptsDefault.
+	MaxAttempts int
+	// HistoryFirst leases history ranges before tail ranges. The default
+	// (false) leases the tail first, so new articles are indexed soon.
+	HistoryFirst bool
+	// QuietAfter is how long a lease that read everything (or finished)
+	// must not have been written before FinishAbandoned takes it over.
+	// Zero means QuietAfterDefault.
+	QuietAfter time.Duration
+}
+
+func (c LeaseConfig) withDefaults() LeaseConfig {
+	if c.TTL == 0 {
+		c.TTL = LeaseTTLDefault
+	}
+	if c.MaxAttempts == 0 {
+		c.MaxAttempts = MaxAttemptsDefault
+	}
+	if c.QuietAfter == 0 {
+		c.QuietAfter = QuietAfterDefault
+	}
+	return c
+}
+
+// LeaseStats counts what one Leases saw.
+type LeaseStats struct {
+	Acquired int64 // leases taken
+	Finished int64 // ranges finished by their holder
+	Settled  int64 // ranges finished from a Finished or ReadAll lease by someone else (Settle, FinishAbandoned)
+	Fenced   int64 // fenced calls rejected because the token was stale
+	Expired  int64 // leased ranges found with their lease gone (and taken again or failed)
+	Failed   int64 // calls of Fail
+	Released int64 // calls of Release that gave a range back
+}
+
+// Leases hands out spooled ranges under fenced leases: the lease entry's
+// persist seq is the token every later change is a compare-and-set on.
+// Its methods are safe for concurrent use, by any number of processes.
+type Leases struct {
+	st  *Store
+	cfg LeaseConfig
+
+	acquired, finished, settled, fenced, expired, failed, released atomic.Int64
+}
+
+// NewLeases returns the leases of st's source.
+func NewLeases(st *Store, cfg LeaseConfig) (*Leases, error) {
+	if st == nil {
+		return nil, errors.New("work: leases: nil store")
+	}
+	cfg = cfg.withDefaults()
+	if cfg.TTL < 0 || cfg.MaxAttempts < 0 || cfg.QuietAfter < 0 {
+		return nil, fmt.Errorf("work: leases: negative setting in %+v", cfg)
+	}
+	return &Leases{st: st, cfg: cfg}, nil
+}
+
+// Stats returns the counters.
+func (l *Leases) Stats() LeaseStats {
+	return LeaseStats{
+		Acquired: l.acquired.Load(),
+		Finished: l.finished.Load(),
+		Settled:  l.settled.Load(),
+		Fenced:   l.fenced.Load(),
+		Expired:  l.expired.Load(),
+		Failed:   l.failed.Load(),
+		Released: l.released.Load(),
+	}
+}
+
+// Held is a lease a caller holds. Token changes with every renewal; the
+// methods of Leases that take a Held update it, one at a time (a Held's
+// fields must not be read while such a call is in flight).
+type Held struct {
+	Range  Range
+	Token  uint64
+	Holder string
+
+	mu       sync.Mutex // serializes the fenced calls, which each move Token
+	rangeSeq uint64     // the range record's seq after our last write of it
+	lease    Lease      // the lease as last written under Token
+}
+
+// readAllTTL keeps a lease that read everything long enough for the main
+// shard's FinishAbandoned round to meet it even if its holder dies.
+func (l *Leases) readAllTTL() time.Duration {
+	return max(l.cfg.TTL, 3*AbandonedEveryDefault)
+}
+
+func (l *Leases) ttlFor(le Lease) time.Duration {
+	if le.ReadAll || le.Finished {
+		return l.readAllTTL()
+	}
+	return l.cfg.TTL
+}
+
+// fenceErr turns the conflict of a compare-and-set on a lease into
+// ErrFenced.
+func fenceErr(what string, id uint64, err error) error {
+	if errors.Is(err, ErrConflict) {
+		return fmt.Errorf("work: %s range %d: %w", what, id, ErrFenced)
+	}
+	return fmt.Errorf("work: %s range %d: %w", what, id, err)
+}
+
+// counted counts a fenced call on its way out.
+func (l *Leases) counted(err error) error {
+	if errors.Is(err, ErrFenced) {
+		l.fenced.Add(1)
+	}
+	return err
+}
+
+// rank orders candidates: tail before history unless HistoryFirst, then by
+// id (lowest first).
+func (l *Leases) rank(a, b Range) int {
+	ka, kb := a.Kind == KindHistory, b.Kind == KindHistory
+	if l.cfg.HistoryFirst {
+		ka, kb = !ka, !kb
+	}
+	if ka != kb {
+		if kb {
+			return -1
+		}
+		return 1
+	}
+	return cmp.Compare(a.ID, b.ID)
+}
+
+// Acquire leases one range for holder: a spooled range, or a leased one
+// whose lease has expired (its holder died or lost touch), tail before
+// history unless HistoryFirst, lowest id first. On the way it completes
+// ranges whose lease says Finished. ErrNoWork when nothing is available.
+func (l *Leases) Acquire(ctx context.Context, holder string) (*Held, error) {
+	if holder == "" {
+		return nil, errors.New("work: acquire: empty holder")
+	}
+	// A pass can lose every candidate to other acquirers while some of
+	// them give a range back; a few passes make ErrNoWork mean "none".
+	for pass := 0; pass < 3; pass++ {
+		ranges, err := l.st.Ranges(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("work: acquire: %w", err)
+		}
+		leases, err := l.st.Leases(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("work: acquire: %w", err)
+		}
+		held := make(map[uint64]Versioned[Lease], len(leases))
+		for _, le := range leases {
+			held[le.Val.Range] = le
+		}
+		var cands []Versioned[Range]
+		for _, r := range ranges {
+			le, leased := held[r.Val.ID]
+			switch {
+			case r.Val.State == StateSpooled && !leased:
+				cands = append(cands, r)
+			case r.Val.State == StateLeased && !leased:
+				cands = append(cands, r)
+			case r.Val.State == StateLeased && le.Val.Finished:
+				// The holder died between its two finishing writes.
+				if _, err := l.settle(ctx, r, le); err != nil && ctx.Err() != nil {
+					return nil, fmt.Errorf("work: acquire: %w", err)
+				}
+			}
+		}
+		if len(cands) == 0 {
+			return nil, ErrNoWork
+		}
+		slices.SortFunc(cands, func(a, b Versioned[Range]) int { return l.rank(a.Val, b.Val) })
+		lost := false
+		for _, r := range cands {
+			h, err := l.take(ctx, r, holder)
+			if err == nil && h != nil {
+				return h, nil
+			}
+			if err != nil && !errors.Is(err, ErrConflict) {
+				return nil, fmt.Errorf("work: acquire: %w", err)
+			}
+			lost = true
+		}
+		if !lost {
+			break
+		}
+	}
+	return nil, ErrNoWork
+}
+
+// take tries to lease range r: first the lease entry with prev 0, which
+// only one process can create, then the range's compare-and-set. nil, nil
+// when the range turned out to be no longer available (or was failed for
+// running out of attempts); ErrConflict when another took it first.
+func (l *Leases) take(ctx context.Context, r Versioned[Range], holder string) (*Held, error) {
+	le := Lease{Range: r.Val.ID, Holder: holder}
+	tok, err := l.st.PutLease(ctx, le, 0, l.cfg.TTL)
+	if err != nil {
+		return nil, err
+	}
+	// From here we own the range's lease: give it back on any way out
+	// that does not hand it to the caller.
+	drop := func() { _ = l.st.DropLease(context.WithoutCancel(ctx), tok) }
+	for {
+		expired := r.Val.State == StateLeased
+		nr := r.Val
+		if expired && nr.Attempts >= l.cfg.MaxAttempts {
+			// Its holders kept dying on it: stop here rather than loop.
+			nr.State = StateFailed
+			nr.Error = fmt.Sprintf("lease expired after %d attempts", nr.Attempts)
+			nr.Missed = [][2]int64{{nr.First, nr.Last}}
+			nr.Result = nil
+		} else {
+			nr.State = StateLeased
+			nr.Attempts++
+			nr.Holder = holder
+		}
+		seq, err := l.st.PutRange(ctx, nr, r.Seq)
+		if errors.Is(err, ErrConflict) {
+			// Someone changed the range since we read it (a prefetcher
+			// rewrote its spool, or an expired holder's last write landed):
+			// read again; we still hold its only lease.
+			cur, gerr := l.st.Range(ctx, r.Val.ID)
+			if gerr != nil {
+				drop()
+				return nil, gerr
+			}
+			if cur.Val.State != StateSpooled && cur.Val.State != StateLeased {
+				drop()
+				return nil, nil
+			}
+			r = cur
+			continue
+		}
+		if err != nil {
+			drop()
+			return nil, err
+		}
+		if expired {
+			l.expired.Add(1)
+		}
+		if nr.State == StateFailed {
+			_ = l.st.DropSpool(ctx, nr.ID)
+			drop()
+			return nil, nil
+		}
+		l.acquired.Add(1)
+		return &Held{Range: nr, Token: tok, Holder: holder, rangeSeq: seq, lease: le}, nil
+	}
+}
+
+// renew writes h's lease changed by fn under h.Token and moves the token.
+func (l *Leases) renew(ctx context.Context, h *Held, what string, fn func(*Lease)) error {
+	le := h.lease
+	fn(&le)
+	tok, err := l.st.PutLease(ctx, le, h.Token, l.ttlFor(le))
+	if err != nil {
+		return fenceErr(what, h.Range.ID, err)
+	}
+	h.Token, h.lease = tok, le
+	return nil
+}
+
+// Heartbeat renews h's lease with the last article handed to the indexer;
+// ErrFenced when the lease is no longer h's.
+func (l *Leases) Heartbeat(ctx context.Context, h *Held, progress int64) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return l.counted(l.renew(ctx, h, "heartbeat", func(le *Lease) { le.Progress = progress }))
+}
+
+// ReadAll records that every spooled line of h's range went to the
+// indexer, with the indexer's result, and keeps the lease long enough that
+// FinishAbandoned finishes the range if the holder dies before Finish.
+func (l *Leases) ReadAll(ctx context.Context, h *Held, result json.RawMessage) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return l.counted(l.renew(ctx, h, "read all", func(le *Lease) {
+		le.Progress = h.Range.Last
+		le.ReadAll = true
+		le.Result = result
+	}))
+}
+
+// Finish marks h's range done with result: first the lease (the fence; from
+// then on the range is done whatever happens to the holder), then the
+// range, then it drops the spool and the lease.
+func (l *Leases) Finish(ctx context.Context, h *Held, result json.RawMessage) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := l.renew(ctx, h, "finish", func(le *Lease) {
+		le.Progress = h.Range.Last
+		le.ReadAll = true
+		le.Finished = true
+		le.Result = result
+	}); err != nil {
+		if errors.Is(err, ErrFenced) {
+			// FinishAbandoned may have finished it with the result our
+			// ReadAll recorded: then it is done as we wanted.
+			if cur, ok := l.doneAs(ctx, h, result); ok {
+				h.Range, h.rangeSeq = cur.Val, cur.Seq
+				return nil
+			}
+		}
+		return l.counted(err)
+	}
+	r := h.Range
+	r.State = StateDone
+	r.Result = result
+	r.Error = ""
+	seq, err := l.st.PutRange(ctx, r, h.rangeSeq)
+	if errors.Is(err, ErrConflict) {
+		// A Settle may have completed it from our Finished lease.
+		cur, ok := l.doneAs(ctx, h, result)
+		if !ok {
+			return l.counted(fmt.Errorf("work: finish range %d: %w", r.ID, ErrFenced))
+		}
+		r, seq = cur.Val, cur.Seq
+	} else if err != nil {
+		return fmt.Errorf("work: finish range %d: %w", r.ID, err)
+	}
+	h.Range, h.rangeSeq = r, seq
+	l.finished.Add(1)
+	return l.cleanup(ctx, r.ID, h.Token)
+}
+
+// doneAs reports whether h's range is done by h's holder with result
+// (someone finished it from h's lease), and returns it.
+func (l *Leases) doneAs(ctx context.Context, h *Held, result json.RawMessage) (Versioned[Range], bool) {
+	cur, err := l.st.Range(ctx, h.Range.ID)
+	if err != nil {
+		return cur, false
+	}
+	return cur, cur.Val.State == StateDone && cur.Val.Holder == h.Holder && bytes.Equal(cur.Val.Result, result)
+}
+
+// cleanup drops a done range's spool, then its lease: in that order, so a
+// spool that could not be dropped still has a Finished lease that leads
+// the next Settle to it.
+func (l *Leases) cleanup(ctx context.Context, id, token uint64) error {
+	if err := l.st.DropSpool(ctx, id); err != nil {
+		return fmt.Errorf("work: finish range %d: %w", id, err)
+	}
+	if err := l.st.DropLease(ctx, token); err != nil {
+		return fmt.Errorf("work: finish range %d: %w", id, err)
+	}
+	return nil
+}
+
+// giveBack is Fail and Release: renew the lease (the fence: the range
+// cannot be taken while we change it), write the range, drop the lease.
+func (l *Leases) giveBack(ctx context.Context, h *Held, what string, fn func(*Range)) error {
+	if err := l.renew(ctx, h, what, func(*Lease) {}); err != nil {
+		return err
+	}
+	r := h.Range
+	fn(&r)
+	seq, err := l.st.PutRange(ctx, r, h.rangeSeq)
+	if err != nil {
+		return fenceErr(what, r.ID, err)
+	}
+	h.Range, h.rangeSeq = r, seq
+	if r.State == StateFailed {
+		// A failed range is done with; its lines can be fetched again if
+		// someone re-plans it.
+		if err := l.st.DropSpool(ctx, r.ID); err != nil {
+			return fmt.Errorf("work: %s range %d: %w", what, r.ID, err)
+		}
+	}
+	if err := l.st.DropLease(ctx, h.Token); err != nil {
+		return fmt.Errorf("work: %s range %d: %w", what, r.ID, err)
+	}
+	return nil
+}
+
+// Fail gives h's range back after a failed attempt: spooled again, or
+// failed with missed (the article runs never read; nil means the whole
+// range) and reason once it has had MaxAttempts leases.
+func (l *Leases) Fail(ctx context.Context, h *Held, reason string, missed [][2]int64) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	err := l.giveBack(ctx, h, "fail", func(r *Range) {
+		r.Error = reason
+		if r.Attempts >= l.cfg.MaxAttempts {
+			r.State = StateFailed
+			r.Missed = missed
+			if r.Missed == nil {
+				r.Missed = [][2]int64{{r.First, r.Last}}
+			}
+		} else {
+			r.State = StateSpooled
+		}
+	})
+	if err == nil {
+		l.failed.Add(1)
+	}
+	return l.counted(err)
+}
+
+// Release gives h's range back unfinished without using up an attempt
+// (its holder is stopping).
+func (l *Leases) Release(ctx context.Context, h *Held) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	err := l.giveBack(ctx, h, "release", func(r *Range) {
+		r.State = StateSpooled
+		r.Attempts = max(r.Attempts-1, 0)
+	})
+	if err == nil {
+		l.released.Add(1)
+	}
+	return l.counted(err)
+}
+
+// Settle completes range id if its lease says Finished (the holder died
+// between marking the lease and the range) and reports whether it did.
+func (l *Leases) Settle(ctx context.Context, id uint64) (bool, error) {
+	le, err := l.st.Lease(ctx, id)
+	if errors.Is(err, persist.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("work: settle range %d: %w", id, err)
+	}
+	if !le.Val.Finished {
+		return false, nil
+	}
+	r, err := l.st.Range(ctx, id)
+	if err != nil {
+		return false, fmt.Errorf("work: settle range %d: %w", id, err)
+	}
+	return l.settle(ctx, r, le)
+}
+
+// settle marks r done with the result of its Finished lease le. A lease
+// entry with Finished (or ReadAll) set can only belong to the holder whose
+// Acquire last wrote the range: the entry exists, so nobody could have
+// leased the range since.
+func (l *Leases) settle(ctx context.Context, r Versioned[Range], le Versioned[Lease]) (bool, error) {
+	id := r.Val.ID
+	for {
+		switch {
+		case r.Val.State == StateDone:
+			// Done already: only the clean-up was left.
+			return false, l.cleanup(ctx, id, le.Seq)
+		case r.Val.State != StateLeased || r.Val.Holder != le.Val.Holder:
+			return false, nil
+		}
+		nr := r.Val
+		nr.State = StateDone
+		nr.Result = le.Val.Result
+		nr.Error = ""
+		_, err := l.st.PutRange(ctx, nr, r.Seq)
+		if errors.Is(err, ErrConflict) {
+			if r, err = l.st.Range(ctx, id); err != nil {
+				return false, fmt.Errorf("work: settle range %d: %w", id, err)
+			}
+			continue
+		}
+		if err != nil {
+			return false, fmt.Errorf("work: settle range %d: %w", id, err)
+		}
+		l.settled.Add(1)
+		return true, l.cleanup(ctx, id, le.Seq)
+	}
+}
+
+// FinishAbandoned finishes, with the result their lease records, the
+// ranges whose holder read everything (ReadAll or Finished) and whose lease
+// was not written for QuietAfter; it returns how many it finished. A
+// holder that was merely slow finds its lease fenced.
+func (l *Leases) FinishAbandoned(ctx context.Context) (int, error) {
+	type quiet struct {
+		seq uint64
+		le  Lease
+	}
+	var found []quiet
+	now := time.Now().UnixMilli()
+	// Scanned directly rather than through Store.Leases: the write time of
+	// each entry is what says it went quiet.
+	if _, err := l.st.leases.Stream().Scan(ctx, persist.Range{}, func(m *persist.Message) error {
+		if m.Key == "" {
+			return nil
+		}
+		var le Lease
+		if err := json.Unmarshal(m.Value, &le); err != nil {
+			return fmt.Errorf("work: decode lease %s: %w", m.Key, err)
+		}
+		if (le.ReadAll || le.Finished) && now-m.Time >= l.cfg.QuietAfter.Milliseconds() {
+			found = append(found, quiet{m.Seq, le})
+		}
+		return nil
+	}); err != nil {
+		return 0, fmt.Errorf("work: finish abandoned: %w", err)
+	}
+	n := 0
+	var errs []error
+	for _, q := range found {
+		le := q.le
+		seq := q.seq
+		if !le.Finished {
+			// Fence the quiet holder first: its own Finish now fails.
+			le.Finished = true
+			var err error
+			seq, err = l.st.PutLease(ctx, le, q.seq, l.readAllTTL())
+			if errors.Is(err, ErrConflict) {
+				continue // it spoke up (or finished) meanwhile
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("work: finish abandoned range %d: %w", le.Range, err))
+				continue
+			}
+		}
+		r, err := l.st.Range(ctx, le.Range)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("work: finish abandoned range %d: %w", le.Range, err))
+			continue
+		}
+		ok, err := l.settle(ctx, r, Versioned[Lease]{Seq: seq, Val: le})
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if ok {
+			n++
+		}
+	}
+	return n, errors.Join(errs...)
+}

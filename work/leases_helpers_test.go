@@ -1,0 +1,160 @@
+package work_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/switchyard-dev/switchyard/internal/testpersist"
+	"github.com/switchyard-dev/switchyard/persist"
+	"github.com/switchyard-dev/switchyard/work"
+)
+
+// ltEnv is one test's persist and a store of source "src" on it.
+type ltEnv struct {
+	env *testpersist.Env
+	st  *work.Store
+	ctx context.Context
+}
+
+func ltStart(t *testing.T) *ltEnv {
+	t.Helper()
+	env := testpersist.Start(t, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	st := ltStoreOn(t, ctx, env.Client())
+	return &ltEnv{env: env, st: st, ctx: ctx}
+}
+
+// ltStoreOn is a store of "src" on client c, as another process has it.
+func ltStoreOn(t *testing.T, ctx context.Context, c *persist.Client) *work.Store {
+	t.Helper()
+	st, err := work.NewStore(c, "src")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// ltLine is a generated overview line of article a.
+func ltLine(group string, a int64) []byte {
+	return fmt.Appendf(nil, "%d\tpart %d of %s\tposter <p@example.invalid>\t\t<%d@%s>\t\t1000\t10", a, a, group, a, group)
+}
+
+// ltSpooled writes a spooled range of group covering first..last, with
+// every article for which keep is true (nil: all) in chunks of 100, and
+// returns it with the articles it spooled.
+func (e *ltEnv) ltSpooled(t *testing.T, group, kind string, first, last int64, keep func(int64) bool) (work.Range, []int64) {
+	t.Helper()
+	id, err := e.st.AllocIDs(e.ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := work.Range{ID: id, Group: group, First: first, Last: last, Kind: kind, State: work.StateSpooled}
+	var arts []int64
+	for c := first; c <= last; c += 100 {
+		cl := min(c+99, last)
+		var lines [][]byte
+		for a := c; a <= cl; a++ {
+			if keep == nil || keep(a) {
+				lines = append(lines, ltLine(group, a))
+				arts = append(arts, a)
+			}
+		}
+		if err := e.st.WriteChunk(e.ctx, id, c, cl, lines); err != nil {
+			t.Fatal(err)
+		}
+		r.Chunks++
+	}
+	r.Articles = int64(len(arts))
+	if _, err := e.st.PutRange(e.ctx, r, 0); err != nil {
+		t.Fatal(err)
+	}
+	return r, arts
+}
+
+func (e *ltEnv) ltRange(t *testing.T, id uint64) work.Versioned[work.Range] {
+	t.Helper()
+	r, err := e.st.Range(e.ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func (e *ltEnv) ltRanges(t *testing.T) []work.Range {
+	t.Helper()
+	vs, err := e.st.Ranges(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]work.Range, len(vs))
+	for i, v := range vs {
+		out[i] = v.Val
+	}
+	return out
+}
+
+// ltSpoolLen counts the lines left in range id's spool.
+func (e *ltEnv) ltSpoolLen(t *testing.T, id uint64) int64 {
+	t.Helper()
+	n, err := e.st.ReadSpool(e.ctx, id, func(int64, []byte) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// ltEventually polls cond every 20 ms until it holds or d passes.
+func ltEventually(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %s", d, what)
+		}
+		<-tick.C
+	}
+}
+
+// ltCover checks that the ranges of group cover first..last exactly once,
+// in pieces of at most size articles, and returns them by First.
+func ltCover(t *testing.T, ranges []work.Range, group string, first, last, size int64) []work.Range {
+	t.Helper()
+	var rs []work.Range
+	for _, r := range ranges {
+		if r.Group == group {
+			rs = append(rs, r)
+		}
+	}
+	slices.SortFunc(rs, func(a, b work.Range) int { return int(a.First - b.First) })
+	next := first
+	for _, r := range rs {
+		if r.First != next {
+			t.Fatalf("%s: range %d starts at %d, want %d (gap or overlap); ranges %v", group, r.ID, r.First, next, ltSpans(rs))
+		}
+		if r.Last < r.First || r.Size() > size {
+			t.Fatalf("%s: range %d is %d-%d, want 1..%d articles", group, r.ID, r.First, r.Last, size)
+		}
+		next = r.Last + 1
+	}
+	if next != last+1 {
+		t.Fatalf("%s: ranges end at %d, want %d; ranges %v", group, next-1, last, ltSpans(rs))
+	}
+	return rs
+}
+
+func ltSpans(rs []work.Range) []string {
+	var out []string
+	for _, r := range rs {
+		out = append(out, fmt.Sprintf("%d:%d-%d", r.ID, r.First, r.Last))
+	}
+	return out
+}

@@ -1,0 +1,406 @@
+package work_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/switchyard-dev/switchyard/persist"
+	"github.com/switchyard-dev/switchyard/work"
+)
+
+func ltLeases(t *testing.T, st *work.Store, cfg work.LeaseConfig) *work.Leases {
+	t.Helper()
+	l, err := work.NewLeases(st, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// Many acquirers in two processes at once: every range is leased by
+// exactly one of them.
+func TestLeasesExclusive(t *testing.T) {
+	t.Parallel()
+	e := ltStart(t)
+	const n = 12
+	for i := range n {
+		e.ltSpooled(t, "alt.x", []string{work.KindHistory, work.KindTail}[i%2], int64(i*10+1), int64(i*10+10), nil)
+	}
+	stores := []*work.Store{e.st, ltStoreOn(t, e.ctx, e.env.Client())}
+	var mu sync.Mutex
+	got := map[uint64]string{}
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := range 8 {
+		l := ltLeases(t, stores[g%2], work.LeaseConfig{TTL: time.Minute})
+		holder := fmt.Sprintf("w%d", g)
+		wg.Go(func() {
+			for {
+				h, err := l.Acquire(e.ctx, holder)
+				if errors.Is(err, work.ErrNoWork) {
+					return
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				if prev, dup := got[h.Range.ID]; dup {
+					errs <- fmt.Errorf("range %d leased by %s and %s", h.Range.ID, prev, holder)
+				}
+				got[h.Range.ID] = holder
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if len(got) != n {
+		t.Fatalf("%d ranges leased, want %d", len(got), n)
+	}
+	for _, r := range e.ltRanges(t) {
+		if r.State != work.StateLeased || r.Attempts != 1 || r.Holder != got[r.ID] {
+			t.Errorf("range %d: %s attempts %d holder %q; want leased once by %q", r.ID, r.State, r.Attempts, r.Holder, got[r.ID])
+		}
+		le, err := e.st.Lease(e.ctx, r.ID)
+		if err != nil || le.Val.Holder != got[r.ID] {
+			t.Errorf("lease of range %d: %+v %v", r.ID, le.Val, err)
+		}
+	}
+}
+
+// Tail before history, lowest id first; HistoryFirst turns the first part
+// around.
+func TestLeasesOrder(t *testing.T) {
+	t.Parallel()
+	e := ltStart(t)
+	h1, _ := e.ltSpooled(t, "alt.x", work.KindHistory, 1, 10, nil)
+	t1, _ := e.ltSpooled(t, "alt.x", work.KindTail, 11, 20, nil)
+	h2, _ := e.ltSpooled(t, "alt.x", work.KindHistory, 21, 30, nil)
+	t2, _ := e.ltSpooled(t, "alt.x", work.KindTail, 31, 40, nil)
+	l := ltLeases(t, e.st, work.LeaseConfig{})
+	for _, want := range []uint64{t1.ID, t2.ID} {
+		h, err := l.Acquire(e.ctx, "w")
+		if err != nil || h.Range.ID != want {
+			t.Fatalf("Acquire: %+v %v; want range %d", h, err, want)
+		}
+		if err := l.Release(e.ctx, h); err != nil {
+			t.Fatal(err)
+		}
+		// Releasing it gives it back: hold it by another holder instead.
+		if h, err = l.Acquire(e.ctx, "hold"); err != nil || h.Range.ID != want {
+			t.Fatalf("Acquire after release: %+v %v; want range %d", h, err, want)
+		}
+	}
+	hf := ltLeases(t, e.st, work.LeaseConfig{HistoryFirst: true})
+	for _, want := range []uint64{h1.ID, h2.ID} {
+		h, err := hf.Acquire(e.ctx, "w")
+		if err != nil || h.Range.ID != want {
+			t.Fatalf("Acquire (history first): %+v %v; want range %d", h, err, want)
+		}
+	}
+	if _, err := l.Acquire(e.ctx, "w"); !errors.Is(err, work.ErrNoWork) {
+		t.Fatalf("Acquire with everything leased: %v, want ErrNoWork", err)
+	}
+}
+
+// A lease that is not renewed expires and is taken again; its first holder
+// is fenced off and changes nothing.
+func TestLeasesExpiryFences(t *testing.T) {
+	t.Parallel()
+	e := ltStart(t)
+	r, arts := e.ltSpooled(t, "alt.x", work.KindTail, 1, 250, nil)
+	cfg := work.LeaseConfig{TTL: time.Second}
+	la := ltLeases(t, e.st, cfg)
+	lb := ltLeases(t, ltStoreOn(t, e.ctx, e.env.Client()), cfg)
+	ha, err := la.Acquire(e.ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := la.Heartbeat(e.ctx, ha, 10); err != nil {
+		t.Fatalf("a's heartbeat while its lease lives: %v", err)
+	}
+	if _, err := lb.Acquire(e.ctx, "b"); !errors.Is(err, work.ErrNoWork) {
+		t.Fatalf("b acquires while a's lease lives: %v", err)
+	}
+	var hb *work.Held
+	ltEventually(t, 10*time.Second, "a's lease never expired for b", func() bool {
+		h, err := lb.Acquire(e.ctx, "b")
+		if err != nil && !errors.Is(err, work.ErrNoWork) {
+			t.Fatal(err)
+		}
+		hb = h
+		return h != nil
+	})
+	if hb.Range.ID != r.ID || hb.Range.Attempts != 2 || hb.Range.Holder != "b" {
+		t.Fatalf("b holds %+v; want range %d, attempt 2", hb.Range, r.ID)
+	}
+	if s := lb.Stats(); s.Expired != 1 || s.Acquired != 1 {
+		t.Errorf("b's stats %+v: want 1 expiry seen, 1 acquired", s)
+	}
+	before := e.ltRange(t, r.ID)
+
+	resA := json.RawMessage(`{"by":"a"}`)
+	for name, call := range map[string]func() error{
+		"heartbeat": func() error { return la.Heartbeat(e.ctx, ha, 20) },
+		"read all":  func() error { return la.ReadAll(e.ctx, ha, resA) },
+		"finish":    func() error { return la.Finish(e.ctx, ha, resA) },
+		"fail":      func() error { return la.Fail(e.ctx, ha, "boom", nil) },
+		"release":   func() error { return la.Release(e.ctx, ha) },
+	} {
+		if err := call(); !errors.Is(err, work.ErrFenced) {
+			t.Errorf("a's %s with its old token: %v, want ErrFenced", name, err)
+		}
+	}
+	if s := la.Stats(); s.Fenced != 5 || s.Finished != 0 {
+		t.Errorf("a's stats %+v: want 5 fenced, none finished", s)
+	}
+	if after := e.ltRange(t, r.ID); after.Seq != before.Seq {
+		t.Fatalf("a's fenced calls changed the range: %+v", after.Val)
+	}
+	if n := e.ltSpoolLen(t, r.ID); n != int64(len(arts)) {
+		t.Fatalf("a's fenced calls touched the spool: %d lines left", n)
+	}
+	if le, err := e.st.Lease(e.ctx, r.ID); err != nil || le.Val.Holder != "b" || le.Seq != hb.Token {
+		t.Fatalf("lease after a's calls: %+v %v; want b's, token %d", le, err, hb.Token)
+	}
+
+	resB := json.RawMessage(`{"by":"b"}`)
+	if err := lb.Heartbeat(e.ctx, hb, 100); err != nil {
+		t.Fatal(err)
+	}
+	if err := lb.ReadAll(e.ctx, hb, resB); err != nil {
+		t.Fatal(err)
+	}
+	if err := lb.Finish(e.ctx, hb, resB); err != nil {
+		t.Fatal(err)
+	}
+	done := e.ltRange(t, r.ID).Val
+	if done.State != work.StateDone || string(done.Result) != string(resB) || done.Holder != "b" {
+		t.Fatalf("range after b's finish: %+v; want done with b's result", done)
+	}
+	if _, err := e.st.Lease(e.ctx, r.ID); !errors.Is(err, persist.ErrNotFound) {
+		t.Errorf("lease after finish: %v, want it dropped", err)
+	}
+	if n := e.ltSpoolLen(t, r.ID); n != 0 {
+		t.Errorf("spool after finish: %d lines, want dropped", n)
+	}
+	if err := la.Finish(e.ctx, ha, resA); !errors.Is(err, work.ErrFenced) {
+		t.Errorf("a's finish after b's: %v, want ErrFenced", err)
+	}
+	if _, err := la.Acquire(e.ctx, "a"); !errors.Is(err, work.ErrNoWork) {
+		t.Errorf("Acquire of a done range: %v, want ErrNoWork", err)
+	}
+}
+
+// Fail sends the range back until its last attempt, which fails it with
+// what was missed; Release gives it back without using an attempt.
+func TestLeasesFailAndRelease(t *testing.T) {
+	t.Parallel()
+	e := ltStart(t)
+	r, _ := e.ltSpooled(t, "alt.x", work.KindTail, 1, 150, nil)
+	l := ltLeases(t, e.st, work.LeaseConfig{MaxAttempts: 3})
+
+	h, err := l.Acquire(e.ctx, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(e.ctx, h); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.ltRange(t, r.ID).Val; got.State != work.StateSpooled || got.Attempts != 0 {
+		t.Fatalf("after release: %s, %d attempts; want spooled, 0", got.State, got.Attempts)
+	}
+	if _, err := e.st.Lease(e.ctx, r.ID); !errors.Is(err, persist.ErrNotFound) {
+		t.Fatalf("lease after release: %v, want dropped", err)
+	}
+	if err := l.Heartbeat(e.ctx, h, 1); !errors.Is(err, work.ErrFenced) {
+		t.Fatalf("heartbeat after release: %v, want ErrFenced", err)
+	}
+
+	missed := [][2]int64{{40, 150}}
+	for attempt := 1; attempt <= 3; attempt++ {
+		h, err := l.Acquire(e.ctx, "w")
+		if err != nil {
+			t.Fatalf("attempt %d: %v", attempt, err)
+		}
+		if h.Range.Attempts != attempt {
+			t.Fatalf("attempt %d: range says %d", attempt, h.Range.Attempts)
+		}
+		if err := l.Fail(e.ctx, h, fmt.Sprintf("boom %d", attempt), missed); err != nil {
+			t.Fatal(err)
+		}
+		got := e.ltRange(t, r.ID).Val
+		want := work.StateSpooled
+		if attempt == 3 {
+			want = work.StateFailed
+		}
+		if got.State != want || got.Error != fmt.Sprintf("boom %d", attempt) {
+			t.Fatalf("after failed attempt %d: %s %q; want %s", attempt, got.State, got.Error, want)
+		}
+	}
+	got := e.ltRange(t, r.ID).Val
+	if len(got.Missed) != 1 || got.Missed[0] != missed[0] {
+		t.Errorf("failed range's Missed %v, want %v", got.Missed, missed)
+	}
+	if n := e.ltSpoolLen(t, r.ID); n != 0 {
+		t.Errorf("failed range's spool: %d lines, want dropped", n)
+	}
+	if _, err := l.Acquire(e.ctx, "w"); !errors.Is(err, work.ErrNoWork) {
+		t.Errorf("Acquire after the range failed: %v, want ErrNoWork", err)
+	}
+	if s := l.Stats(); s.Failed != 3 || s.Released != 1 || s.Acquired != 4 {
+		t.Errorf("stats %+v", s)
+	}
+}
+
+// A range whose holder dies after every lease expired MaxAttempts times is
+// failed, not leased forever.
+func TestLeasesExpiredTooOften(t *testing.T) {
+	t.Parallel()
+	e := ltStart(t)
+	r, _ := e.ltSpooled(t, "alt.x", work.KindTail, 1, 10, nil)
+	l := ltLeases(t, e.st, work.LeaseConfig{MaxAttempts: 2})
+	for range 2 {
+		h, err := l.Acquire(e.ctx, "w")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The holder "dies": its lease goes as an expiry would take it.
+		if err := e.st.DropLease(e.ctx, h.Token); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := l.Acquire(e.ctx, "w"); !errors.Is(err, work.ErrNoWork) {
+		t.Fatalf("Acquire of a range out of attempts: %v, want ErrNoWork", err)
+	}
+	if got := e.ltRange(t, r.ID).Val; got.State != work.StateFailed || len(got.Missed) != 1 || got.Missed[0] != [2]int64{1, 10} {
+		t.Fatalf("range %+v: want failed, all missed", got)
+	}
+}
+
+// A holder that read everything and went quiet: FinishAbandoned finishes
+// its range with the recorded result and fences the holder; a lease that
+// did not read everything is left alone.
+func TestLeasesFinishAbandoned(t *testing.T) {
+	t.Parallel()
+	e := ltStart(t)
+	ra, _ := e.ltSpooled(t, "alt.x", work.KindTail, 1, 100, nil)
+	rb, _ := e.ltSpooled(t, "alt.x", work.KindTail, 101, 200, nil)
+	l := ltLeases(t, e.st, work.LeaseConfig{})
+	ha, err := l.Acquire(e.ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hb, err := l.Acquire(e.ctx, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := json.RawMessage(`{"read":"all"}`)
+	if err := l.ReadAll(e.ctx, ha, res); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Heartbeat(e.ctx, hb, 150); err != nil {
+		t.Fatal(err)
+	}
+	patient := ltLeases(t, e.st, work.LeaseConfig{QuietAfter: time.Hour})
+	if n, err := patient.FinishAbandoned(e.ctx); err != nil || n != 0 {
+		t.Fatalf("FinishAbandoned before the lease went quiet: %d, %v; want 0", n, err)
+	}
+	quick := ltLeases(t, e.st, work.LeaseConfig{QuietAfter: 200 * time.Millisecond})
+	ltEventually(t, 10*time.Second, "FinishAbandoned never finished the quiet range", func() bool {
+		n, err := quick.FinishAbandoned(e.ctx)
+		if err != nil || n > 1 {
+			t.Fatalf("FinishAbandoned: %d, %v", n, err)
+		}
+		return n == 1
+	})
+	got := e.ltRange(t, ra.ID).Val
+	if got.State != work.StateDone || string(got.Result) != string(res) {
+		t.Fatalf("abandoned range %+v: want done with the recorded result", got)
+	}
+	if n := e.ltSpoolLen(t, ra.ID); n != 0 {
+		t.Errorf("abandoned range's spool: %d lines, want dropped", n)
+	}
+	if err := l.Finish(e.ctx, ha, json.RawMessage(`{"late":true}`)); !errors.Is(err, work.ErrFenced) {
+		t.Errorf("the quiet holder's late Finish: %v, want ErrFenced", err)
+	}
+	if got := e.ltRange(t, ra.ID).Val; string(got.Result) != string(res) {
+		t.Errorf("late Finish changed the result to %s", got.Result)
+	}
+	// With the result it recorded, the holder's Finish finds its range
+	// done as it wanted.
+	if err := l.Finish(e.ctx, ha, res); err != nil {
+		t.Errorf("the quiet holder's Finish with its recorded result: %v, want nil", err)
+	}
+	if got := e.ltRange(t, rb.ID).Val; got.State != work.StateLeased {
+		t.Errorf("range still being read: %s, want leased", got.State)
+	}
+	if quick.Stats().Settled != 1 {
+		t.Errorf("stats %+v: want 1 settled", quick.Stats())
+	}
+}
+
+// The holder dies between marking its lease Finished and marking the range
+// done: the next Acquire (or Settle) completes the range with its result.
+func TestLeasesSettleAfterCrash(t *testing.T) {
+	t.Parallel()
+	e := ltStart(t)
+	ra, _ := e.ltSpooled(t, "alt.x", work.KindTail, 1, 100, nil)
+	rb, _ := e.ltSpooled(t, "alt.x", work.KindTail, 101, 200, nil)
+	l := ltLeases(t, e.st, work.LeaseConfig{})
+	// Both are leased before either holder "crashes", so that no Acquire
+	// meets a finished lease before the test asks for it.
+	var hs []*work.Held
+	for _, id := range []uint64{ra.ID, rb.ID} {
+		h, err := l.Acquire(e.ctx, fmt.Sprintf("dies-on-%d", id))
+		if err != nil || h.Range.ID != id {
+			t.Fatalf("Acquire: %+v %v, want range %d", h, err, id)
+		}
+		hs = append(hs, h)
+	}
+	crash := func(h *work.Held) json.RawMessage {
+		// Finish's first write, and nothing after it.
+		res := json.RawMessage(fmt.Sprintf(`{"range":%d}`, h.Range.ID))
+		le := work.Lease{Range: h.Range.ID, Holder: h.Holder, Progress: h.Range.Last, ReadAll: true, Finished: true, Result: res}
+		if _, err := e.st.PutLease(e.ctx, le, h.Token, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	resA := crash(hs[0])
+	resB := crash(hs[1])
+
+	if ok, err := l.Settle(e.ctx, rb.ID); err != nil || !ok {
+		t.Fatalf("Settle: %v %v", ok, err)
+	}
+	other := ltLeases(t, ltStoreOn(t, e.ctx, e.env.Client()), work.LeaseConfig{})
+	if _, err := other.Acquire(e.ctx, "next"); !errors.Is(err, work.ErrNoWork) {
+		t.Fatalf("Acquire meeting a finished lease: %v, want ErrNoWork", err)
+	}
+	for id, res := range map[uint64]json.RawMessage{ra.ID: resA, rb.ID: resB} {
+		got := e.ltRange(t, id).Val
+		if got.State != work.StateDone || string(got.Result) != string(res) {
+			t.Errorf("range %d: %s %s; want done with %s", id, got.State, got.Result, res)
+		}
+		if _, err := e.st.Lease(e.ctx, id); !errors.Is(err, persist.ErrNotFound) {
+			t.Errorf("lease of range %d: %v, want dropped", id, err)
+		}
+		if n := e.ltSpoolLen(t, id); n != 0 {
+			t.Errorf("spool of range %d: %d lines, want dropped", id, n)
+		}
+	}
+	if s := other.Stats(); s.Settled != 1 {
+		t.Errorf("Acquire's stats %+v: want 1 settled", s)
+	}
+	if ok, err := l.Settle(e.ctx, ra.ID); err != nil || ok {
+		t.Errorf("Settle of a done range: %v %v, want false", ok, err)
+	}
+}

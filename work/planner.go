@@ -1,0 +1,311 @@
+package work
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/switchyard-dev/switchyard/nntp"
+	"github.com/switchyard-dev/switchyard/persist"
+)
+
+// PlannerConfig configures a Planner.
+type PlannerConfig struct {
+	// Groups selects the groups to plan. Required.
+	Groups Groups
+	// RangeSize is how many article numbers one range covers. Zero means
+	// RangeSizeDefault.
+	RangeSize int64
+	// HistoryDepth is how far back the history of a group seen for the
+	// first time reaches. Zero means HistoryDepthDefault.
+	HistoryDepth int64
+}
+
+// PlanStats says what one planning call did.
+type PlanStats struct {
+	// Groups is how many groups got new ranges.
+	Groups int
+	// Ranges is how many ranges this call cut (ranges it only completed
+	// for a planner that died are not counted).
+	Ranges int
+}
+
+// Planner cuts the selected groups' articles into ranges. Any number of
+// planners, in any number of processes, may plan one source at once: each
+// group record is claimed with a compare-and-set before its ranges are
+// written, so no article is planned twice, and the claim lists the ranges
+// so that none is lost if the planner dies before writing them.
+type Planner struct {
+	st   *Store
+	pool *nntp.Pool
+	cfg  PlannerConfig
+}
+
+// NewPlanner returns a planner that probes groups through pool.
+func NewPlanner(st *Store, pool *nntp.Pool, cfg PlannerConfig) (*Planner, error) {
+	if st == nil || pool == nil {
+		return nil, errors.New("work: planner: nil store or pool")
+	}
+	if len(cfg.Groups.Patterns) == 0 {
+		return nil, errors.New("work: planner: no groups selected")
+	}
+	if cfg.RangeSize == 0 {
+		cfg.RangeSize = RangeSizeDefault
+	}
+	if cfg.HistoryDepth == 0 {
+		cfg.HistoryDepth = HistoryDepthDefault
+	}
+	if cfg.RangeSize < 0 || cfg.HistoryDepth < 0 {
+		return nil, fmt.Errorf("work: planner: negative range size %d or history depth %d", cfg.RangeSize, cfg.HistoryDepth)
+	}
+	return &Planner{st: st, pool: pool, cfg: cfg}, nil
+}
+
+// probe is one group's marks as the server gave them.
+type probe struct {
+	name      string
+	low, high int64
+	at        int64 // unix milliseconds
+}
+
+func isGlob(p string) bool { return strings.ContainsAny(p, "*?[") }
+
+// selected reports whether name matches one of the patterns (wildmat's
+// *, ? and [...] are path.Match's; group names hold no '/').
+func (p *Planner) selected(name string) bool {
+	for _, pat := range p.cfg.Groups.Patterns {
+		if pat == name {
+			return true
+		}
+		if ok, _ := path.Match(pat, name); ok && isGlob(pat) {
+			return true
+		}
+	}
+	return false
+}
+
+// groupProbe asks the server for one group's marks; ok is false when the
+// server has no such group.
+func (p *Planner) groupProbe(ctx context.Context, name string) (probe, bool, error) {
+	var g nntp.Group
+	err := p.pool.Do(ctx, func(c *nntp.Conn) error {
+		var err error
+		g, err = c.Group(ctx, name)
+		return err
+	})
+	if errors.Is(err, nntp.ErrNoSuchGroup) {
+		return probe{}, false, nil
+	}
+	if err != nil {
+		return probe{}, false, fmt.Errorf("work: plan: group %s: %w", name, err)
+	}
+	return probe{name: name, low: g.Low, high: g.High, at: time.Now().UnixMilli()}, true, nil
+}
+
+// resolve lists the selected groups with their marks: LIST ACTIVE for the
+// globs, GROUP for each exact name LIST ACTIVE did not already answer.
+func (p *Planner) resolve(ctx context.Context) ([]probe, error) {
+	seen := map[string]bool{}
+	var out []probe
+	if p.cfg.Groups.Globs() {
+		err := p.pool.Do(ctx, func(c *nntp.Conn) error {
+			now := time.Now().UnixMilli()
+			return c.ListActive(ctx, p.cfg.Groups.Wildmat(), func(g nntp.ActiveGroup) error {
+				// Filtered again here: a server may read the wildmat more
+				// loosely than we do.
+				if !seen[g.Name] && p.selected(g.Name) {
+					seen[g.Name] = true
+					out = append(out, probe{name: g.Name, low: g.Low, high: g.High, at: now})
+				}
+				return nil
+			})
+		})
+		if err != nil {
+			return nil, fmt.Errorf("work: plan: list active: %w", err)
+		}
+	}
+	for _, name := range p.cfg.Groups.Patterns {
+		if isGlob(name) || seen[name] {
+			continue
+		}
+		seen[name] = true
+		pr, ok, err := p.groupProbe(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, pr)
+		}
+	}
+	return out, nil
+}
+
+// PlanAll plans the history of every selected group that has no record
+// yet: ranges from max(low, high-HistoryDepth+1) to high. Groups with a
+// record get their marks updated (and a dead planner's claim completed).
+func (p *Planner) PlanAll(ctx context.Context) (PlanStats, error) {
+	probes, err := p.resolve(ctx)
+	if err != nil {
+		return PlanStats{}, err
+	}
+	return p.planEach(ctx, probes, KindHistory)
+}
+
+// PlanTail plans, for every selected group that has a record, its new
+// articles: PlannedThrough+1 to the high mark GROUP reports now.
+func (p *Planner) PlanTail(ctx context.Context) (PlanStats, error) {
+	recs, err := p.st.Groups(ctx)
+	if err != nil {
+		return PlanStats{}, fmt.Errorf("work: plan tail: %w", err)
+	}
+	var probes []probe
+	var errs []error
+	for _, g := range recs {
+		if !p.selected(g.Val.Name) {
+			continue
+		}
+		pr, ok, err := p.groupProbe(ctx, g.Val.Name)
+		if err != nil {
+			if ctx.Err() != nil {
+				return PlanStats{}, err
+			}
+			errs = append(errs, err)
+			continue
+		}
+		if ok {
+			probes = append(probes, pr)
+		}
+	}
+	st, err := p.planEach(ctx, probes, KindTail)
+	return st, errors.Join(append(errs, err)...)
+}
+
+// planEach plans each probed group, going on past a group's error so one
+// bad group does not hold up the others.
+func (p *Planner) planEach(ctx context.Context, probes []probe, kind string) (PlanStats, error) {
+	var st PlanStats
+	var errs []error
+	for _, pr := range probes {
+		n, err := p.planGroup(ctx, pr, kind)
+		if n > 0 {
+			st.Groups++
+			st.Ranges += n
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return st, err
+			}
+			errs = append(errs, err)
+		}
+	}
+	return st, errors.Join(errs...)
+}
+
+// cut splits first..last into ranges of at most RangeSize articles.
+func (p *Planner) cut(name, kind string, first, last int64) []Range {
+	var out []Range
+	for a := first; a <= last; a += p.cfg.RangeSize {
+		out = append(out, Range{Group: name, First: a, Last: min(a+p.cfg.RangeSize-1, last), Kind: kind, State: StatePlanned})
+	}
+	return out
+}
+
+// planGroup runs the write-ahead protocol for one group (see
+// Group.Pending) and returns how many ranges it cut: history for a group
+// without a record when kind is KindHistory, the tail for one with a record
+// when kind is KindTail, and in every case the marks of the probe.
+func (p *Planner) planGroup(ctx context.Context, pr probe, kind string) (int, error) {
+	for {
+		cur, err := p.st.Group(ctx, pr.name)
+		exists := err == nil
+		if err != nil && !errors.Is(err, persist.ErrNotFound) {
+			return 0, fmt.Errorf("work: plan %s: %w", pr.name, err)
+		}
+		// (a) A claim whose ranges may not be written yet: write them
+		// first, so they are never lost.
+		if exists && len(cur.Val.Pending) > 0 {
+			if err := p.writePending(ctx, cur); err != nil && !errors.Is(err, ErrConflict) {
+				return 0, err
+			}
+			continue // read the record again, whoever cleared the claim
+		}
+		g := cur.Val
+		if !exists {
+			g = Group{Name: pr.name}
+		}
+		// The marks of the newest probe win; a planner that probed before
+		// another's claim must not move them back.
+		if pr.at >= g.ProbedAt {
+			g.Low, g.High, g.ProbedAt = pr.low, pr.high, pr.at
+		}
+		var ranges []Range
+		switch {
+		case !exists && kind == KindHistory:
+			from := max(pr.low, pr.high-p.cfg.HistoryDepth+1, 1)
+			g.HistoryFrom, g.Depth = from, p.cfg.HistoryDepth
+			g.PlannedThrough = max(pr.high, from-1)
+			ranges = p.cut(pr.name, KindHistory, from, pr.high)
+		case exists && kind == KindTail && pr.high > g.PlannedThrough:
+			// Articles the server expired before we got to them are gone:
+			// start at its low mark.
+			from := max(g.PlannedThrough+1, pr.low)
+			g.PlannedThrough = pr.high
+			ranges = p.cut(pr.name, KindTail, from, pr.high)
+		case !exists:
+			return 0, nil // the tail of a group nobody planned: PlanAll's job
+		}
+		if len(ranges) == 0 {
+			if _, err := p.st.PutGroup(ctx, g, cur.Seq); errors.Is(err, ErrConflict) {
+				continue
+			} else if err != nil {
+				return 0, fmt.Errorf("work: plan %s: %w", pr.name, err)
+			}
+			return 0, nil
+		}
+		// (b) ids first: if the claim below loses, they are simply unused.
+		id, err := p.st.AllocIDs(ctx, len(ranges))
+		if err != nil {
+			return 0, fmt.Errorf("work: plan %s: %w", pr.name, err)
+		}
+		for i := range ranges {
+			ranges[i].ID = id + uint64(i)
+		}
+		// (c) the claim: the record moves past the new ranges and lists them.
+		g.Pending = ranges
+		seq, err := p.st.PutGroup(ctx, g, cur.Seq)
+		if errors.Is(err, ErrConflict) {
+			continue
+		}
+		if err != nil {
+			return 0, fmt.Errorf("work: plan %s: %w", pr.name, err)
+		}
+		// (d) and (e): the ranges, then the claim away.
+		if err := p.writePending(ctx, Versioned[Group]{Seq: seq, Val: g}); err != nil && !errors.Is(err, ErrConflict) {
+			return len(ranges), err
+		}
+		return len(ranges), nil
+	}
+}
+
+// writePending writes the ranges a group record claims (one that already
+// exists was written by whoever got there first) and clears the claim with
+// a compare-and-set; ErrConflict when the record changed meanwhile.
+func (p *Planner) writePending(ctx context.Context, g Versioned[Group]) error {
+	for _, r := range g.Val.Pending {
+		if _, err := p.st.PutRange(ctx, r, 0); err != nil && !errors.Is(err, ErrConflict) {
+			return fmt.Errorf("work: plan %s: range %d: %w", g.Val.Name, r.ID, err)
+		}
+	}
+	ng := g.Val
+	ng.Pending = nil
+	if _, err := p.st.PutGroup(ctx, ng, g.Seq); err != nil {
+		if errors.Is(err, ErrConflict) {
+			return err
+		}
+		return fmt.Errorf("work: plan %s: %w", g.Val.Name, err)
+	}
+	return nil
+}

@@ -1,0 +1,225 @@
+package work_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/switchyard-dev/switchyard/nntp"
+	"github.com/switchyard-dev/switchyard/nntp/nntptest"
+	"github.com/switchyard-dev/switchyard/work"
+)
+
+// ltNNTP starts a test news server with groups of the given sizes.
+func ltNNTP(t *testing.T, groups map[string]int64) *nntptest.Server {
+	t.Helper()
+	srv := nntptest.New(nntptest.Config{})
+	for g, n := range groups {
+		srv.AddGroup(g, n)
+	}
+	if err := srv.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Stop(context.Background()) })
+	return srv
+}
+
+func ltPool(t *testing.T, srv *nntptest.Server) *nntp.Pool {
+	t.Helper()
+	p, err := nntp.NewPool(nntp.PoolConfig{Conn: nntp.Config{Addr: srv.Addr()}, Size: 2, HealthEvery: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Stop(context.Background()) })
+	return p
+}
+
+func ltPlanner(t *testing.T, st *work.Store, pool *nntp.Pool, patterns ...string) *work.Planner {
+	t.Helper()
+	p, err := work.NewPlanner(st, pool, work.PlannerConfig{Groups: work.Groups{Patterns: patterns}, RangeSize: 400, HistoryDepth: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestPlannerHistoryThenTail(t *testing.T) {
+	t.Parallel()
+	e := ltStart(t)
+	srv := ltNNTP(t, map[string]int64{"alt.bin.big": 2500, "alt.bin.small": 300, "misc.other": 100})
+	pool := ltPool(t, srv)
+	// A glob (LIST ACTIVE) and an exact name (GROUP) planner on one store.
+	pg := ltPlanner(t, e.st, pool, "alt.bin.*")
+	px := ltPlanner(t, e.st, pool, "misc.other", "no.such.group")
+
+	st, err := pg.PlanAll(e.ctx)
+	if err != nil || st != (work.PlanStats{Groups: 2, Ranges: 4}) {
+		t.Fatalf("PlanAll (glob) = %+v, %v; want 2 groups, 4 ranges", st, err)
+	}
+	if st, err := px.PlanAll(e.ctx); err != nil || st != (work.PlanStats{Groups: 1, Ranges: 1}) {
+		t.Fatalf("PlanAll (exact) = %+v, %v; want 1 group, 1 range", st, err)
+	}
+	all := e.ltRanges(t)
+	// History reaches HistoryDepth back from the high mark, or to the low.
+	for _, r := range ltCover(t, all, "alt.bin.big", 1501, 2500, 400) {
+		if r.Kind != work.KindHistory || r.State != work.StatePlanned {
+			t.Errorf("range %+v: want a planned history range", r)
+		}
+	}
+	ltCover(t, all, "alt.bin.small", 1, 300, 400)
+	ltCover(t, all, "misc.other", 1, 100, 400)
+
+	// Nothing new: planning again cuts nothing.
+	for _, p := range []*work.Planner{pg, px} {
+		if st, err := p.PlanAll(e.ctx); err != nil || st != (work.PlanStats{}) {
+			t.Fatalf("PlanAll again = %+v, %v; want nothing", st, err)
+		}
+		if st, err := p.PlanTail(e.ctx); err != nil || st != (work.PlanStats{}) {
+			t.Fatalf("PlanTail with no new articles = %+v, %v; want nothing", st, err)
+		}
+	}
+
+	if _, err := srv.Grow("alt.bin.big", 950); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := pg.PlanTail(e.ctx); err != nil || st != (work.PlanStats{Groups: 1, Ranges: 3}) {
+		t.Fatalf("PlanTail = %+v, %v; want 1 group, 3 ranges", st, err)
+	}
+	if st, err := pg.PlanTail(e.ctx); err != nil || st != (work.PlanStats{}) {
+		t.Fatalf("PlanTail again = %+v, %v; want nothing", st, err)
+	}
+	rs := ltCover(t, e.ltRanges(t), "alt.bin.big", 1501, 3450, 400)
+	wantKinds := []string{work.KindHistory, work.KindHistory, work.KindHistory, work.KindTail, work.KindTail, work.KindTail}
+	if len(rs) != len(wantKinds) {
+		t.Fatalf("alt.bin.big: %d ranges %v, want %d", len(rs), ltSpans(rs), len(wantKinds))
+	}
+	for i, r := range rs {
+		if r.Kind != wantKinds[i] {
+			t.Errorf("range %d-%d kind %s, want %s", r.First, r.Last, r.Kind, wantKinds[i])
+		}
+	}
+	g, err := e.st.Group(e.ctx, "alt.bin.big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.Val.PlannedThrough != 3450 || g.Val.High != 3450 || g.Val.Low != 1 || g.Val.HistoryFrom != 1501 || len(g.Val.Pending) != 0 || g.Val.ProbedAt == 0 {
+		t.Errorf("group record %+v: want planned and probed through 3450 from 1501, no claim", g.Val)
+	}
+	if _, err := e.st.Group(e.ctx, "no.such.group"); err == nil {
+		t.Error("a group the server does not have got a record")
+	}
+}
+
+// Two planners (two processes: two clients, two pools) plan the same
+// groups at once, several rounds, the groups growing in between: the
+// ranges cover every article exactly once.
+func TestPlannerRace(t *testing.T) {
+	t.Parallel()
+	e := ltStart(t)
+	srv := ltNNTP(t, map[string]int64{"alt.race.a": 1700, "alt.race.b": 90})
+	var ps []*work.Planner
+	for range 2 {
+		st := ltStoreOn(t, e.ctx, e.env.Client())
+		ps = append(ps, ltPlanner(t, st, ltPool(t, srv), "alt.race.*"))
+	}
+	total := 0
+	var mu sync.Mutex
+	for round := range 5 {
+		var wg sync.WaitGroup
+		errs := make(chan error, 2*len(ps))
+		for _, p := range ps {
+			wg.Go(func() {
+				a, err := p.PlanAll(e.ctx)
+				errs <- err
+				b, err := p.PlanTail(e.ctx)
+				errs <- err
+				mu.Lock()
+				total += a.Ranges + b.Ranges
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
+		for _, g := range []string{"alt.race.a", "alt.race.b"} {
+			if _, err := srv.Grow(g, int64(130*(round+1))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// The last growth is planned by one more tail.
+	st, err := ps[0].PlanTail(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	total += st.Ranges
+	all := e.ltRanges(t)
+	grown := int64(130 * (1 + 2 + 3 + 4 + 5))
+	ltCover(t, all, "alt.race.a", 701, 1700+grown, 400)
+	ltCover(t, all, "alt.race.b", 1, 90+grown, 400)
+	// Every range a planner reported cutting was written, once.
+	var maxID uint64
+	for _, r := range all {
+		maxID = max(maxID, r.ID)
+	}
+	t.Logf("%d ranges, highest id %d (ids above the count were lost to a conflict)", len(all), maxID)
+	if total != len(all) {
+		t.Errorf("planners reported %d ranges, %d stored", total, len(all))
+	}
+}
+
+// A planner that died after claiming ranges in the group record (step c)
+// but before writing them loses nothing: the next planner writes them.
+func TestPlannerCompletesClaim(t *testing.T) {
+	t.Parallel()
+	e := ltStart(t)
+	srv := ltNNTP(t, map[string]int64{"alt.claim": 500})
+	p := ltPlanner(t, e.st, ltPool(t, srv), "alt.claim")
+	if _, err := p.PlanAll(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The dead planner: ids allocated, the record claims 501..900 in two
+	// ranges, which were never written.
+	g, err := e.st.Group(e.ctx, "alt.claim")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := e.st.AllocIDs(e.ctx, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim := []work.Range{
+		{ID: id, Group: "alt.claim", First: 501, Last: 800, Kind: work.KindTail, State: work.StatePlanned},
+		{ID: id + 1, Group: "alt.claim", First: 801, Last: 900, Kind: work.KindTail, State: work.StatePlanned},
+	}
+	rec := g.Val
+	rec.PlannedThrough, rec.Pending = 900, claim
+	if _, err := e.st.PutGroup(e.ctx, rec, g.Seq); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.Grow("alt.claim", 600); err != nil { // high 1100
+		t.Fatal(err)
+	}
+	if st, err := p.PlanTail(e.ctx); err != nil || st.Ranges != 1 {
+		t.Fatalf("PlanTail = %+v, %v; want the claim written and 1 new range", st, err)
+	}
+	all := e.ltRanges(t)
+	ltCover(t, all, "alt.claim", 1, 1100, 400)
+	for _, c := range claim {
+		r := e.ltRange(t, c.ID).Val
+		if r.First != c.First || r.Last != c.Last || r.State != work.StatePlanned {
+			t.Errorf("claimed range %d: %+v, want %+v", c.ID, r, c)
+		}
+	}
+	g, err = e.st.Group(e.ctx, "alt.claim")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(g.Val.Pending) != 0 || g.Val.PlannedThrough != 1100 {
+		t.Errorf("record after completion: %+v", g.Val)
+	}
+}
