@@ -277,10 +277,8 @@ func (se *session) list(args string) {
 	case "", "ACTIVE":
 		se.printf("215 list of newsgroups follows")
 		for _, g := range se.s.sortedGroups() {
-			if arg != "" {
-				if ok, _ := path.Match(arg, g.name); !ok {
-					continue
-				}
+			if arg != "" && !wildmatMatch(arg, g.name) {
+				continue
 			}
 			se.printf("%s %010d %010d y", g.name, g.high, g.low)
 		}
@@ -593,4 +591,17 @@ func (se *session) article(verb, id string, f Faults) {
 		}
 	}
 	se.printf(".")
+}
+
+// wildmatMatch matches name against an RFC 3977 wildmat: comma-separated
+// patterns, the last one that matches deciding, a leading '!' negating.
+func wildmatMatch(wildmat, name string) bool {
+	match := false
+	for _, p := range strings.Split(wildmat, ",") {
+		neg := strings.HasPrefix(p, "!")
+		if ok, _ := path.Match(strings.TrimPrefix(p, "!"), name); ok {
+			match = !neg
+		}
+	}
+	return match
 }
