@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strconv"
 	"testing"
+
+	"github.com/klauspost/compress/s2"
 )
 
 // FuzzDecodeChunk checks that DecodeChunk never panics on any spool value,
@@ -69,6 +71,26 @@ func FuzzDecodeChunk(f *testing.F) {
 		}
 		if i != len(lines) {
 			t.Fatalf("round trip: %d lines of %d", i, len(lines))
+		}
+	})
+}
+
+// FuzzChunkValue checks that undoing a spool value's encoding never panics
+// or allocates past maxChunkBytes on any input, and that s2 round-trips.
+func FuzzChunkValue(f *testing.F) {
+	f.Add([]byte("1\tSubject\tfrom"), true)
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0x7f}, false)
+	f.Add([]byte{}, false)
+	f.Fuzz(func(t *testing.T, b []byte, encode bool) {
+		if encode {
+			out, err := chunkValue(encS2, s2.Encode(nil, b), nil)
+			if err != nil || !bytes.Equal(out, b) {
+				t.Fatalf("s2 round trip of %d bytes: %v", len(b), err)
+			}
+			return
+		}
+		if out, err := chunkValue(encS2, b, nil); err == nil && len(out) > maxChunkBytes {
+			t.Fatalf("decoded %d bytes", len(out))
 		}
 	})
 }
