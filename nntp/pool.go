@@ -62,6 +62,10 @@ type PoolStats struct {
 	Allowed int // Size, or less while the too-many-connections gate is down
 	InUse   int // connections handed out (or being dialed)
 	Idle    int // open connections waiting to be used
+	// Closing counts connections taken out of the pool (beyond its size,
+	// broken, or stopped) whose Close has not returned yet: still open as
+	// far as the server can tell.
+	Closing int
 	// Waits counts acquisitions that had to wait for a free slot, WaitTime
 	// their total wait.
 	Waits    int64
@@ -71,6 +75,10 @@ type PoolStats struct {
 	TooMany  int64 // "too many connections" refusals seen
 	Gated    bool  // the gate is down (Allowed < Size because of a refusal)
 }
+
+// Open is how many connections the pool holds towards the server: in use,
+// idle or still being closed.
+func (s PoolStats) Open() int { return s.InUse + s.Idle + s.Closing }
 
 type idleConn struct {
 	c     *Conn
@@ -89,6 +97,7 @@ type Pool struct {
 	gateTimer *time.Timer
 	inUse     int
 	idle      []idleConn    // oldest first
+	closing   int           // connections being closed outside the lock
 	changed   chan struct{} // closed and replaced when a slot may have freed
 	closed    bool
 	st        PoolStats // counters only; the gauges are computed
@@ -147,8 +156,12 @@ func (p *Pool) isClosed() bool {
 func (p *Pool) Stop(ctx context.Context) error {
 	p.mu.Lock()
 	p.closed = true
-	idle := p.idle
+	idle := make([]*Conn, 0, len(p.idle))
+	for _, ic := range p.idle {
+		idle = append(idle, ic.c)
+	}
 	p.idle = nil
+	p.closing += len(idle)
 	if p.gateTimer != nil {
 		p.gateTimer.Stop()
 	}
@@ -157,9 +170,7 @@ func (p *Pool) Stop(ctx context.Context) error {
 	p.mu.Unlock()
 	cancel()
 	p.wg.Wait()
-	for _, ic := range idle {
-		ic.c.Close()
-	}
+	p.closeConns(idle)
 	for {
 		p.mu.Lock()
 		n, ch := p.inUse, p.changed
@@ -199,19 +210,55 @@ func (p *Pool) Resize(n int) {
 	drop := p.trimLocked()
 	p.notifyLocked()
 	p.mu.Unlock()
-	for _, c := range drop {
+	p.closeConns(drop)
+}
+
+// closeConns closes connections already counted in closing, outside the
+// lock, and only then stops counting them: until Close returns the server
+// still sees them, and a caller handing the freed slots to another process
+// (see WaitOpen) must not count them gone before that.
+func (p *Pool) closeConns(cs []*Conn) {
+	if len(cs) == 0 {
+		return
+	}
+	for _, c := range cs {
 		c.Close()
+	}
+	p.mu.Lock()
+	p.closing -= len(cs)
+	p.notifyLocked()
+	p.mu.Unlock()
+}
+
+// WaitOpen waits until the pool holds at most n connections (Stats.Open:
+// in use, idle or being closed), or ctx ends. After Resize(n) it says the
+// shrink is done: the commands in flight have finished and the surplus
+// connections are closed.
+func (p *Pool) WaitOpen(ctx context.Context, n int) error {
+	for {
+		p.mu.Lock()
+		open, ch := p.inUse+len(p.idle)+p.closing, p.changed
+		p.mu.Unlock()
+		if open <= n {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("nntp: pool: %d connections open, waiting for %d: %w", open, n, ctx.Err())
+		}
 	}
 }
 
 // trimLocked removes idle connections beyond the allowed count, oldest
-// first, and returns them for closing outside the lock.
+// first, and returns them for closeConns.
 func (p *Pool) trimLocked() []*Conn {
 	var drop []*Conn
 	for len(p.idle) > 0 && p.inUse+len(p.idle) > p.allowedLocked() {
 		drop = append(drop, p.idle[0].c)
 		p.idle = p.idle[1:]
 	}
+	p.closing += len(drop)
 	return drop
 }
 
@@ -309,11 +356,13 @@ func (p *Pool) Release(c *Conn) {
 	}
 	if keep {
 		p.idle = append(p.idle, idleConn{c: c, since: time.Now()})
+	} else {
+		p.closing++
 	}
 	p.notifyLocked()
 	p.mu.Unlock()
 	if !keep {
-		c.Close()
+		p.closeConns([]*Conn{c})
 	}
 }
 
@@ -336,6 +385,7 @@ func (p *Pool) Stats() PoolStats {
 	s.Allowed = p.allowedLocked()
 	s.InUse = p.inUse
 	s.Idle = len(p.idle)
+	s.Closing = p.closing
 	s.Gated = s.Allowed < s.Size
 	return s
 }
