@@ -20,6 +20,8 @@ const (
 	HealthEveryDefault = 30 * time.Second
 	// healthTimeout bounds one health check.
 	healthTimeout = 10 * time.Second
+	// quitTimeout bounds closing one connection (Conn.Quit).
+	quitTimeout = 5 * time.Second
 )
 
 // PoolConfig configures a Pool.
@@ -63,8 +65,9 @@ type PoolStats struct {
 	InUse   int // connections handed out (or being dialed)
 	Idle    int // open connections waiting to be used
 	// Closing counts connections taken out of the pool (beyond its size,
-	// broken, or stopped) whose Close has not returned yet: still open as
-	// far as the server can tell.
+	// broken, or stopped) that are being closed: the pool says QUIT and
+	// waits for the server to close its end (Conn.Quit), so until then the
+	// server still counts them.
 	Closing int
 	// Waits counts acquisitions that had to wait for a free slot, WaitTime
 	// their total wait.
@@ -200,7 +203,8 @@ func (p *Pool) allowedLocked() int {
 
 // Resize sets the number of connections the pool may open. Growing wakes
 // waiters at once; shrinking closes idle connections now and in-use ones
-// as their commands finish and they are released.
+// as their commands finish and they are released (never mid-command).
+// WaitOpen says when the shrink is done.
 func (p *Pool) Resize(n int) {
 	if n < 0 {
 		n = 0
@@ -214,16 +218,26 @@ func (p *Pool) Resize(n int) {
 }
 
 // closeConns closes connections already counted in closing, outside the
-// lock, and only then stops counting them: until Close returns the server
-// still sees them, and a caller handing the freed slots to another process
-// (see WaitOpen) must not count them gone before that.
+// lock, with Quit: it returns once the server has closed its end, so the
+// server no longer counts them. Only then does the pool stop counting them,
+// so that a caller handing the freed slots to another process (see
+// WaitOpen) never has the server see both at once.
 func (p *Pool) closeConns(cs []*Conn) {
 	if len(cs) == 0 {
 		return
 	}
+	// In parallel: Quit waits a round trip for each.
+	var wg sync.WaitGroup
 	for _, c := range cs {
-		c.Close()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), quitTimeout)
+			defer cancel()
+			_ = c.Quit(ctx) // an error only means the server was slow to let go
+		}()
 	}
+	wg.Wait()
 	p.mu.Lock()
 	p.closing -= len(cs)
 	p.notifyLocked()

@@ -118,3 +118,43 @@ func TestPoolWaitOpenAfterShrink(t *testing.T) {
 		t.Fatalf("peak after reset %d, want 1", got)
 	}
 }
+
+// TestQuitWaitsForTheServer: Quit returns only once the server has let the
+// connection go, even when the server is slow to answer, so a pool that
+// shrank (WaitOpen) is already shrunk as the server counts.
+func TestQuitWaitsForTheServer(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, nntptest.Config{}, 10)
+	ctx := context.Background()
+	c, err := Dial(ctx, Config{Addr: s.Addr()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.SetFaults(nntptest.Faults{Delay: 30 * time.Millisecond})
+	if err := c.Quit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.Stats().Active; n != 0 {
+		t.Fatalf("after Quit the server still has %d connections", n)
+	}
+
+	p := newPool(t, PoolConfig{Conn: Config{Addr: s.Addr()}, Size: 3})
+	var cs []*Conn
+	for range 3 {
+		c, err := p.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs = append(cs, c)
+	}
+	p.Resize(1)
+	for _, c := range cs {
+		go p.Release(c)
+	}
+	if err := p.WaitOpen(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.Stats().Active; n > 1 {
+		t.Fatalf("pool shrunk to 1, the server still has %d connections", n)
+	}
+}
