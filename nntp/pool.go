@@ -154,7 +154,8 @@ func (p *Pool) isClosed() bool {
 }
 
 // Stop stops handing out connections, closes the idle ones, then waits for
-// those in use to come back (each is closed on Release) until ctx ends.
+// those in use to come back (each is closed on Release) and for every close
+// to be done, until ctx ends.
 // Idempotent; safe without Start.
 func (p *Pool) Stop(ctx context.Context) error {
 	p.mu.Lock()
@@ -176,15 +177,15 @@ func (p *Pool) Stop(ctx context.Context) error {
 	p.closeConns(idle)
 	for {
 		p.mu.Lock()
-		n, ch := p.inUse, p.changed
+		n, closing, ch := p.inUse, p.closing, p.changed
 		p.mu.Unlock()
-		if n == 0 {
+		if n == 0 && closing == 0 {
 			return nil
 		}
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return fmt.Errorf("nntp: pool stop: %d connections still in use: %w", n, ctx.Err())
+			return fmt.Errorf("nntp: pool stop: %d connections still in use, %d closing: %w", n, closing, ctx.Err())
 		}
 	}
 }
