@@ -144,14 +144,6 @@ func (s *Share) set(granted, using int) {
 	s.mu.Unlock()
 }
 
-// open is what the pool holds towards the server now.
-func (s *Share) open() int {
-	if s.pool == nil {
-		return 0
-	}
-	return s.pool.Stats().Open()
-}
-
 func (s *Share) resize(n int) {
 	if s.pool != nil {
 		s.pool.Resize(n)
@@ -190,7 +182,7 @@ func (s *Share) roundLocked(ctx context.Context) (ShareResult, error) {
 			return ShareResult{Was: was, Granted: was}, fmt.Errorf("work: share round: %w", err)
 		}
 		now := time.Now()
-		entries, own, _ := s.prune(tbl.Val, now)
+		entries, own := s.prune(tbl.Val, now)
 		s.renew(&own, now)
 		g := Grants(append(entries, own), s.cfg.Limit)[s.cfg.Name]
 		others := 0
@@ -231,18 +223,18 @@ func (s *Share) roundLocked(ctx context.Context) (ShareResult, error) {
 // process's own entry (a new one if absent, or if dropped as stale by
 // another process — then its pool may hold more than the table counts, and
 // the round shrinks it to what fits).
-func (s *Share) prune(tbl []ShareEntry, now time.Time) (others []ShareEntry, own ShareEntry, found bool) {
+func (s *Share) prune(tbl []ShareEntry, now time.Time) (others []ShareEntry, own ShareEntry) {
 	own = ShareEntry{Name: s.cfg.Name}
 	for _, e := range tbl {
 		switch {
 		case e.Name == s.cfg.Name:
-			own, found = e, true
+			own = e
 		case stale(e, now):
 		default:
 			others = append(others, e)
 		}
 	}
-	return others, own, found
+	return others, own
 }
 
 // renew refreshes the process's entry from its config and pool.
@@ -290,7 +282,7 @@ func (s *Share) Leave(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("work: share leave: %w", err)
 		}
-		entries, _, _ := s.prune(tbl.Val, time.Now())
+		entries, _ := s.prune(tbl.Val, time.Now())
 		_, err = s.st.PutShareTable(ctx, sortEntries(entries), tbl.Seq)
 		if errors.Is(err, ErrConflict) {
 			continue
