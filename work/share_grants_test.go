@@ -9,7 +9,7 @@ import (
 	"github.com/switchyard-dev/switchyard/work"
 )
 
-func se(name string, prio, min, max int) work.ShareEntry {
+func shareEntry(name string, prio, min, max int) work.ShareEntry {
 	return work.ShareEntry{Name: name, Priority: prio, Min: min, Max: max}
 }
 
@@ -21,42 +21,42 @@ func TestGrants(t *testing.T) {
 		want    map[string]int
 	}{
 		{"empty", 10, nil, map[string]int{}},
-		{"alone takes the limit", 10, []work.ShareEntry{se("a", 1, 0, 0)}, map[string]int{"a": 10}},
-		{"alone capped at max", 10, []work.ShareEntry{se("a", 1, 1, 4)}, map[string]int{"a": 4}},
-		{"max above limit is the limit", 3, []work.ShareEntry{se("a", 1, 0, 50)}, map[string]int{"a": 3}},
-		{"zero limit", 0, []work.ShareEntry{se("a", 1, 2, 0)}, map[string]int{"a": 0}},
+		{"alone takes the limit", 10, []work.ShareEntry{shareEntry("a", 1, 0, 0)}, map[string]int{"a": 10}},
+		{"alone capped at max", 10, []work.ShareEntry{shareEntry("a", 1, 1, 4)}, map[string]int{"a": 4}},
+		{"max above limit is the limit", 3, []work.ShareEntry{shareEntry("a", 1, 0, 50)}, map[string]int{"a": 3}},
+		{"zero limit", 0, []work.ShareEntry{shareEntry("a", 1, 2, 0)}, map[string]int{"a": 0}},
 		{"equal priorities split evenly", 10,
-			[]work.ShareEntry{se("a", 1, 0, 0), se("b", 1, 0, 0)},
+			[]work.ShareEntry{shareEntry("a", 1, 0, 0), shareEntry("b", 1, 0, 0)},
 			map[string]int{"a": 5, "b": 5}},
 		{"mins first, the rest by priority", 20,
 			// mins take 2+1+4 = 7; 13 left split 10:5:1 → 8.1, 4.1, 0.8:
 			// the floors, and the 1 rounding left to the largest remainder.
-			[]work.ShareEntry{se("coord", 10, 2, 0), se("prober", 5, 1, 0), se("worker", 1, 4, 0)},
+			[]work.ShareEntry{shareEntry("coord", 10, 2, 0), shareEntry("prober", 5, 1, 0), shareEntry("worker", 1, 4, 0)},
 			map[string]int{"coord": 2 + 8, "prober": 1 + 4, "worker": 4 + 1}},
 		{"capping redistributes", 20,
 			// coord is capped at 5; the 15 others go 5:1 to prober and worker.
-			[]work.ShareEntry{se("coord", 10, 1, 5), se("prober", 5, 1, 0), se("worker", 1, 1, 0)},
+			[]work.ShareEntry{shareEntry("coord", 10, 1, 5), shareEntry("prober", 5, 1, 0), shareEntry("worker", 1, 1, 0)},
 			map[string]int{"coord": 5, "prober": 1 + 11, "worker": 1 + 2}},
 		{"mins exceed the limit: higher priority first", 5,
-			[]work.ShareEntry{se("a", 1, 3, 0), se("b", 10, 3, 0), se("c", 5, 3, 0)},
+			[]work.ShareEntry{shareEntry("a", 1, 3, 0), shareEntry("b", 10, 3, 0), shareEntry("c", 5, 3, 0)},
 			map[string]int{"b": 3, "c": 2, "a": 0}},
 		{"mins exceed the limit: ties by name", 4,
-			[]work.ShareEntry{se("b", 1, 3, 0), se("a", 1, 3, 0)},
+			[]work.ShareEntry{shareEntry("b", 1, 3, 0), shareEntry("a", 1, 3, 0)},
 			map[string]int{"a": 3, "b": 1}},
 		{"zero priority only gets leftovers", 10,
-			[]work.ShareEntry{se("a", 0, 1, 0), se("b", 3, 0, 6)},
+			[]work.ShareEntry{shareEntry("a", 0, 1, 0), shareEntry("b", 3, 0, 6)},
 			map[string]int{"a": 4, "b": 6}},
 		{"all zero priority split evenly", 9,
-			[]work.ShareEntry{se("a", 0, 0, 0), se("b", 0, 0, 0), se("c", 0, 0, 0)},
+			[]work.ShareEntry{shareEntry("a", 0, 0, 0), shareEntry("b", 0, 0, 0), shareEntry("c", 0, 0, 0)},
 			map[string]int{"a": 3, "b": 3, "c": 3}},
 		{"everyone capped leaves connections unused", 10,
-			[]work.ShareEntry{se("a", 1, 0, 2), se("b", 9, 0, 3)},
+			[]work.ShareEntry{shareEntry("a", 1, 0, 2), shareEntry("b", 9, 0, 3)},
 			map[string]int{"a": 2, "b": 3}},
 		{"max under min counts as min", 10,
-			[]work.ShareEntry{se("a", 1, 4, 2), se("b", 1, 0, 1)},
+			[]work.ShareEntry{shareEntry("a", 1, 4, 2), shareEntry("b", 1, 0, 1)},
 			map[string]int{"a": 4, "b": 1}},
 		{"rounding: one each by priority", 2,
-			[]work.ShareEntry{se("a", 1, 0, 0), se("b", 2, 0, 0), se("c", 3, 0, 0)},
+			[]work.ShareEntry{shareEntry("a", 1, 0, 0), shareEntry("b", 2, 0, 0), shareEntry("c", 3, 0, 0)},
 			map[string]int{"c": 1, "b": 1, "a": 0}},
 		{"a repeated name counts once, the most recently seen", 10,
 			[]work.ShareEntry{{Name: "a", Priority: 1, Max: 2, Seen: 1}, {Name: "a", Priority: 1, Max: 7, Seen: 2}},
@@ -89,7 +89,7 @@ func TestGrantsProperties(t *testing.T) {
 			if rng.IntN(2) == 0 {
 				mx = mn + rng.IntN(10)
 			}
-			es[j] = se(fmt.Sprintf("p%d", j), rng.IntN(12), mn, mx)
+			es[j] = shareEntry(fmt.Sprintf("p%d", j), rng.IntN(12), mn, mx)
 		}
 		desc := fmt.Sprintf("case %d: limit %d, %+v", i, limit, es)
 		g := work.Grants(es, limit)

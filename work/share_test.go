@@ -80,15 +80,15 @@ func shareWait(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// shareRound is what one participant's loop saw at the end of a round.
-type shareRound struct {
+// shareRoundSeen is what one participant's loop saw at the end of a round.
+type shareRoundSeen struct {
 	granted, using int
 	end            time.Time
 }
 
-// participant is one process: a Share and its pool, a loop running rounds
+// shareParticipant is one process: a Share and its pool, a loop running rounds
 // and workers keeping the pool busy.
-type participant struct {
+type shareParticipant struct {
 	name  string
 	share *work.Share
 	pool  *nntp.Pool
@@ -97,34 +97,34 @@ type participant struct {
 	loopDone, workDone     chan struct{}
 
 	mu      sync.Mutex
-	history []shareRound
+	history []shareRoundSeen
 	errs    []error
 }
 
-func (p *participant) rounds() []shareRound {
+func (p *shareParticipant) rounds() []shareRoundSeen {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return append([]shareRound(nil), p.history...)
+	return append([]shareRoundSeen(nil), p.history...)
 }
 
-func (p *participant) nrounds() int { return len(p.rounds()) }
+func (p *shareParticipant) nrounds() int { return len(p.rounds()) }
 
-func (p *participant) fail(err error) {
+func (p *shareParticipant) fail(err error) {
 	p.mu.Lock()
 	p.errs = append(p.errs, err)
 	p.mu.Unlock()
 }
 
-// join starts a participant: its loop runs a round every cfg.Every, and
+// joinShare starts a participant: its loop runs a round every cfg.Every, and
 // workers goroutines run commands through its pool without pause.
-func join(t *testing.T, st *work.Store, s *nntptest.Server, cfg work.ShareConfig, workers int) *participant {
+func joinShare(t *testing.T, st *work.Store, s *nntptest.Server, cfg work.ShareConfig, workers int) *shareParticipant {
 	t.Helper()
 	pool := sharePool(t, s, 0)
 	sh, err := work.NewShare(st, pool, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &participant{name: cfg.Name, share: sh, pool: pool, loopDone: make(chan struct{}), workDone: make(chan struct{})}
+	p := &shareParticipant{name: cfg.Name, share: sh, pool: pool, loopDone: make(chan struct{}), workDone: make(chan struct{})}
 	loopCtx, cancelLoop := context.WithCancel(context.Background())
 	workCtx, cancelWork := context.WithCancel(context.Background())
 	p.cancelLoop, p.cancelWork = cancelLoop, cancelWork
@@ -141,7 +141,7 @@ func join(t *testing.T, st *work.Store, s *nntptest.Server, cfg work.ShareConfig
 				p.fail(fmt.Errorf("round: %w", err))
 			}
 			p.mu.Lock()
-			p.history = append(p.history, shareRound{granted: res.Granted, using: sh.Using(), end: time.Now()})
+			p.history = append(p.history, shareRoundSeen{granted: res.Granted, using: sh.Using(), end: time.Now()})
 			p.mu.Unlock()
 			select {
 			case <-loopCtx.Done():
@@ -175,14 +175,14 @@ func join(t *testing.T, st *work.Store, s *nntptest.Server, cfg work.ShareConfig
 }
 
 // stop ends the loop and the workers (idempotent).
-func (p *participant) stop() {
+func (p *shareParticipant) stop() {
 	p.cancelLoop()
 	<-p.loopDone
 	p.cancelWork()
 	<-p.workDone
 }
 
-func (p *participant) check(t *testing.T) {
+func (p *shareParticipant) check(t *testing.T) {
 	t.Helper()
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -191,9 +191,9 @@ func (p *participant) check(t *testing.T) {
 	}
 }
 
-// converged: every participant's last round shows the grant want gives
+// shareConverged: every participant's last round shows the grant want gives
 // it, and its Using equals it.
-func converged(ps []*participant, want map[string]int) bool {
+func shareConverged(ps []*shareParticipant, want map[string]int) bool {
 	for _, p := range ps {
 		h := p.rounds()
 		if len(h) == 0 || h[len(h)-1].granted != want[p.name] || h[len(h)-1].using != want[p.name] {
@@ -203,9 +203,9 @@ func converged(ps []*participant, want map[string]int) bool {
 	return true
 }
 
-// watchTable reads the table until stopped and reports the first time the
+// watchShareTable reads the table until stopped and reports the first time the
 // entries' Using add up to more than limit.
-func watchTable(t *testing.T, st *work.Store, limit int) (stop func()) {
+func watchShareTable(t *testing.T, st *work.Store, limit int) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -236,7 +236,7 @@ func watchTable(t *testing.T, st *work.Store, limit int) (stop func()) {
 // and dying over time. The server never sees more connections than the
 // limit, the table's Using never adds up to more, the grants are those of
 // Grants at every stage, a leave is taken up by the others within two
-// rounds, and a dead participant is dropped once its TTL has passed, not
+// rounds, and a dead shareParticipant is dropped once its TTL has passed, not
 // before.
 func TestShareParticipants(t *testing.T) {
 	t.Parallel()
@@ -260,31 +260,31 @@ func TestShareParticipants(t *testing.T) {
 		}
 		return work.Grants(es, limit)
 	}
-	stopWatch := watchTable(t, st, limit)
+	stopWatch := watchShareTable(t, st, limit)
 	defer stopWatch()
 
-	coord := join(t, st, srv, cfgs["coordinator"], limit)
+	coord := joinShare(t, st, srv, cfgs["coordinator"], limit)
 	shareWait(t, "the coordinator alone to take the limit", func() bool {
-		return converged([]*participant{coord}, map[string]int{"coordinator": limit})
+		return shareConverged([]*shareParticipant{coord}, map[string]int{"coordinator": limit})
 	})
 	shareWait(t, "its pool to fill", func() bool { return coord.pool.Stats().Open() == limit })
 
-	prober := join(t, st, srv, cfgs["prober"], limit)
+	prober := joinShare(t, st, srv, cfgs["prober"], limit)
 	if want := grants("coordinator", "prober"); !maps.Equal(want, map[string]int{"coordinator": 4, "prober": 2}) {
 		t.Fatalf("two-way split %v", want)
 	}
 	shareWait(t, "coordinator and prober to split", func() bool {
-		return converged([]*participant{coord, prober}, grants("coordinator", "prober"))
+		return shareConverged([]*shareParticipant{coord, prober}, grants("coordinator", "prober"))
 	})
 
-	worker := join(t, st, srv, cfgs["worker"], limit)
-	all := []*participant{coord, prober, worker}
+	worker := joinShare(t, st, srv, cfgs["worker"], limit)
+	all := []*shareParticipant{coord, prober, worker}
 	// Mins first (1+1+2), the 2 left by priority: one to the coordinator,
 	// one to the prober (5 beats the coordinator's 10/3 and the worker's 4).
 	if want := grants("coordinator", "prober", "worker"); !maps.Equal(want, map[string]int{"coordinator": 2, "prober": 2, "worker": 2}) {
 		t.Fatalf("three-way split %v", want)
 	}
-	shareWait(t, "all three to split", func() bool { return converged(all, grants("coordinator", "prober", "worker")) })
+	shareWait(t, "all three to split", func() bool { return shareConverged(all, grants("coordinator", "prober", "worker")) })
 	shareWait(t, "the pools to be busy at their share", func() bool {
 		return coord.pool.Stats().Open() == 2 && prober.pool.Stats().Open() == 2 && worker.pool.Stats().Open() == 2
 	})
@@ -293,7 +293,7 @@ func TestShareParticipants(t *testing.T) {
 		t.Fatalf("Table: %+v %v %v", tbl, got, err)
 	}
 
-	// The prober leaves: within two rounds of each other participant the
+	// The prober leaves: within two rounds of each other shareParticipant the
 	// coordinator and the worker hold the new split.
 	prober.stop()
 	if err := prober.share.Leave(context.Background()); err != nil {
@@ -306,7 +306,7 @@ func TestShareParticipants(t *testing.T) {
 	if !maps.Equal(after, map[string]int{"coordinator": 3, "worker": 3}) {
 		t.Fatalf("split after the leave %v", after)
 	}
-	for _, p := range []*participant{coord, worker} {
+	for _, p := range []*shareParticipant{coord, worker} {
 		r0 := p.nrounds()
 		shareWait(t, p.name+" to run two rounds", func() bool { return p.nrounds() >= r0+2 })
 		if r := p.rounds()[r0+1]; r.granted != after[p.name] || r.using != after[p.name] {
@@ -337,7 +337,7 @@ func TestShareParticipants(t *testing.T) {
 		t.Fatalf("worker's entry %+v", tv.Val)
 	}
 	shareWait(t, "the coordinator to take the dead worker's share", func() bool {
-		return converged([]*participant{coord}, map[string]int{"coordinator": limit})
+		return shareConverged([]*shareParticipant{coord}, map[string]int{"coordinator": limit})
 	})
 	for _, r := range coord.rounds() {
 		if r.granted == limit && r.end.UnixMilli() > seen && r.end.UnixMilli() < seen+ttl {
@@ -386,7 +386,7 @@ func TestNewShareConfig(t *testing.T) {
 	}
 }
 
-// TestShareReporter: a participant without a pool is counted like any
+// TestShareReporter: a shareParticipant without a pool is counted like any
 // other and its Using follows its grant; NewShare sizes a pool to zero so
 // it opens nothing before its first grant; a too-many-connections refusal
 // shows in the entry.
