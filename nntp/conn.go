@@ -313,6 +313,47 @@ func (c *Conn) Close() error {
 	return c.nc.Close()
 }
 
+// Quit ends the session politely: it sends QUIT, reads the server's 205,
+// waits for the server to close its end, and closes the connection. Unlike
+// Close, once Quit returns nil the server has let the connection go, which
+// is what a provider counting an account's connections counts (the pool
+// closes with it). The wait is bounded by ctx and CommandTimeout; a broken
+// connection is only closed.
+func (c *Conn) Quit(ctx context.Context) error {
+	if c.nc == nil || c.err != nil {
+		return c.Close()
+	}
+	end, err := c.begin(ctx)
+	if err != nil {
+		c.Close()
+		return err
+	}
+	err = c.send(ctx, "QUIT", "QUIT")
+	if err == nil {
+		_, _, err = c.status(ctx, "QUIT", 205)
+	}
+	if err == nil {
+		// RFC 3977: the server closes the connection after its 205. Any
+		// end of the stream will do, only running out of time is an error.
+		_, rerr := c.r.readLine()
+		var ne net.Error
+		switch {
+		case rerr == nil:
+			err = protoErr("QUIT", nil, "data after 205", nil)
+		case ctx.Err() != nil:
+			err = fmt.Errorf("nntp: QUIT: waiting for the server to close: %w", ctx.Err())
+		case errors.As(rerr, &ne) && ne.Timeout():
+			err = fmt.Errorf("nntp: QUIT: waiting for the server to close: %w", rerr)
+		}
+	}
+	end()
+	if c.err == nil {
+		c.err = ErrClosed
+	}
+	c.nc.Close()
+	return err
+}
+
 // fail marks the connection broken and closes the socket.
 func (c *Conn) fail(err error) {
 	if c.err == nil {

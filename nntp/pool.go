@@ -20,6 +20,8 @@ const (
 	HealthEveryDefault = 30 * time.Second
 	// healthTimeout bounds one health check.
 	healthTimeout = 10 * time.Second
+	// quitTimeout bounds closing one connection (Conn.Quit).
+	quitTimeout = 5 * time.Second
 )
 
 // PoolConfig configures a Pool.
@@ -62,6 +64,11 @@ type PoolStats struct {
 	Allowed int // Size, or less while the too-many-connections gate is down
 	InUse   int // connections handed out (or being dialed)
 	Idle    int // open connections waiting to be used
+	// Closing counts connections taken out of the pool (beyond its size,
+	// broken, or stopped) that are being closed: the pool says QUIT and
+	// waits for the server to close its end (Conn.Quit), so until then the
+	// server still counts them.
+	Closing int
 	// Waits counts acquisitions that had to wait for a free slot, WaitTime
 	// their total wait.
 	Waits    int64
@@ -71,6 +78,10 @@ type PoolStats struct {
 	TooMany  int64 // "too many connections" refusals seen
 	Gated    bool  // the gate is down (Allowed < Size because of a refusal)
 }
+
+// Open is how many connections the pool holds towards the server: in use,
+// idle or still being closed.
+func (s PoolStats) Open() int { return s.InUse + s.Idle + s.Closing }
 
 type idleConn struct {
 	c     *Conn
@@ -89,6 +100,7 @@ type Pool struct {
 	gateTimer *time.Timer
 	inUse     int
 	idle      []idleConn    // oldest first
+	closing   int           // connections being closed outside the lock
 	changed   chan struct{} // closed and replaced when a slot may have freed
 	closed    bool
 	st        PoolStats // counters only; the gauges are computed
@@ -142,13 +154,18 @@ func (p *Pool) isClosed() bool {
 }
 
 // Stop stops handing out connections, closes the idle ones, then waits for
-// those in use to come back (each is closed on Release) until ctx ends.
+// those in use to come back (each is closed on Release) and for every close
+// to be done, until ctx ends.
 // Idempotent; safe without Start.
 func (p *Pool) Stop(ctx context.Context) error {
 	p.mu.Lock()
 	p.closed = true
-	idle := p.idle
+	idle := make([]*Conn, 0, len(p.idle))
+	for _, ic := range p.idle {
+		idle = append(idle, ic.c)
+	}
 	p.idle = nil
+	p.closing += len(idle)
 	if p.gateTimer != nil {
 		p.gateTimer.Stop()
 	}
@@ -157,20 +174,18 @@ func (p *Pool) Stop(ctx context.Context) error {
 	p.mu.Unlock()
 	cancel()
 	p.wg.Wait()
-	for _, ic := range idle {
-		ic.c.Close()
-	}
+	p.closeConns(idle)
 	for {
 		p.mu.Lock()
-		n, ch := p.inUse, p.changed
+		n, closing, ch := p.inUse, p.closing, p.changed
 		p.mu.Unlock()
-		if n == 0 {
+		if n == 0 && closing == 0 {
 			return nil
 		}
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return fmt.Errorf("nntp: pool stop: %d connections still in use: %w", n, ctx.Err())
+			return fmt.Errorf("nntp: pool stop: %d connections still in use, %d closing: %w", n, closing, ctx.Err())
 		}
 	}
 }
@@ -189,7 +204,8 @@ func (p *Pool) allowedLocked() int {
 
 // Resize sets the number of connections the pool may open. Growing wakes
 // waiters at once; shrinking closes idle connections now and in-use ones
-// as their commands finish and they are released.
+// as their commands finish and they are released (never mid-command).
+// WaitOpen says when the shrink is done.
 func (p *Pool) Resize(n int) {
 	if n < 0 {
 		n = 0
@@ -199,19 +215,65 @@ func (p *Pool) Resize(n int) {
 	drop := p.trimLocked()
 	p.notifyLocked()
 	p.mu.Unlock()
-	for _, c := range drop {
-		c.Close()
+	p.closeConns(drop)
+}
+
+// closeConns closes connections already counted in closing, outside the
+// lock, with Quit: it returns once the server has closed its end, so the
+// server no longer counts them. Only then does the pool stop counting them,
+// so that a caller handing the freed slots to another process (see
+// WaitOpen) never has the server see both at once.
+func (p *Pool) closeConns(cs []*Conn) {
+	if len(cs) == 0 {
+		return
+	}
+	// In parallel: Quit waits a round trip for each.
+	var wg sync.WaitGroup
+	for _, c := range cs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), quitTimeout)
+			defer cancel()
+			_ = c.Quit(ctx) // an error only means the server was slow to let go
+		}()
+	}
+	wg.Wait()
+	p.mu.Lock()
+	p.closing -= len(cs)
+	p.notifyLocked()
+	p.mu.Unlock()
+}
+
+// WaitOpen waits until the pool holds at most n connections (Stats.Open:
+// in use, idle or being closed), or ctx ends. After Resize(n) it says the
+// shrink is done: the commands in flight have finished and the surplus
+// connections are closed.
+func (p *Pool) WaitOpen(ctx context.Context, n int) error {
+	for {
+		p.mu.Lock()
+		open, ch := p.inUse+len(p.idle)+p.closing, p.changed
+		p.mu.Unlock()
+		if open <= n {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("nntp: pool: %d connections open, waiting for %d: %w", open, n, ctx.Err())
+		}
 	}
 }
 
 // trimLocked removes idle connections beyond the allowed count, oldest
-// first, and returns them for closing outside the lock.
+// first, and returns them for closeConns.
 func (p *Pool) trimLocked() []*Conn {
 	var drop []*Conn
 	for len(p.idle) > 0 && p.inUse+len(p.idle) > p.allowedLocked() {
 		drop = append(drop, p.idle[0].c)
 		p.idle = p.idle[1:]
 	}
+	p.closing += len(drop)
 	return drop
 }
 
@@ -309,11 +371,13 @@ func (p *Pool) Release(c *Conn) {
 	}
 	if keep {
 		p.idle = append(p.idle, idleConn{c: c, since: time.Now()})
+	} else {
+		p.closing++
 	}
 	p.notifyLocked()
 	p.mu.Unlock()
 	if !keep {
-		c.Close()
+		p.closeConns([]*Conn{c})
 	}
 }
 
@@ -336,6 +400,7 @@ func (p *Pool) Stats() PoolStats {
 	s.Allowed = p.allowedLocked()
 	s.InUse = p.inUse
 	s.Idle = len(p.idle)
+	s.Closing = p.closing
 	s.Gated = s.Allowed < s.Size
 	return s
 }

@@ -71,6 +71,10 @@ type Stats struct {
 	Accepted int64 // connections greeted with 200
 	Refused  int64 // connections refused (limit or injected greeting)
 	Active   int64 // connections open now
+	// Peak is the most connections open at once (Active's high-water
+	// mark, refused ones included while they are refused), since Start or
+	// the last ResetPeak.
+	Peak     int64
 	Commands int64
 }
 
@@ -99,6 +103,8 @@ type Server struct {
 	connMu  sync.Mutex
 	conns   map[net.Conn]struct{}
 	active  atomic.Int64
+	peakMu  sync.Mutex // orders peak updates with ResetPeak
+	peak    int64
 	st      struct{ accepted, refused, commands atomic.Int64 }
 }
 
@@ -158,8 +164,31 @@ func (s *Server) Stats() Stats {
 		Accepted: s.st.accepted.Load(),
 		Refused:  s.st.refused.Load(),
 		Active:   s.active.Load(),
+		Peak:     s.loadPeak(),
 		Commands: s.st.commands.Load(),
 	}
+}
+
+func (s *Server) loadPeak() int64 {
+	s.peakMu.Lock()
+	defer s.peakMu.Unlock()
+	return s.peak
+}
+
+// ResetPeak restarts Stats.Peak from the connections open now.
+func (s *Server) ResetPeak() {
+	s.peakMu.Lock()
+	s.peak = s.active.Load()
+	s.peakMu.Unlock()
+}
+
+// notePeak raises the peak to n, a count of open connections just taken.
+// Under peakMu, so a ResetPeak racing it cannot lower the peak below a
+// connection already counted in active.
+func (s *Server) notePeak(n int64) {
+	s.peakMu.Lock()
+	s.peak = max(s.peak, n)
+	s.peakMu.Unlock()
 }
 
 // Start listens and serves until Stop.
@@ -262,6 +291,7 @@ func (s *Server) acceptLoop() {
 func (s *Server) serve(nc net.Conn) {
 	n := s.active.Add(1)
 	defer s.active.Add(-1)
+	s.notePeak(n)
 	f := s.getFaults()
 	switch {
 	case f.Greeting == 400:

@@ -1,0 +1,433 @@
+package work
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/switchyard-dev/switchyard/nntp"
+)
+
+// Sharing the provider's connections.
+//
+// Every process that talks to the provider keeps one ShareEntry in the
+// source's share table, a single record written by compare-and-set on its
+// seq. Because every change goes through that one record, the invariant
+//
+//	sum of Using over the entries <= Limit, at every instant, and
+//	no process's pool holds more connections than its Using
+//
+// holds by construction: a process raises its Using only inside the write
+// that checks the total against the others' Using (so two processes cannot
+// both grow into the same free connection), resizes its pool only after
+// that write, and lowers its Using only to what its pool still holds once
+// the pool was resized down (connections in use finish their commands
+// first). Grants, computed by every process from the same table, only say
+// where each Using should head.
+
+// ErrShareConfig: a ShareConfig is unusable.
+var ErrShareConfig = errors.New("work: share: invalid config")
+
+// ShareConfig configures a Share.
+type ShareConfig struct {
+	// Name identifies the process in the table; unique per source.
+	// Required.
+	Name string
+	// Priority weighs the process's part of what is left after every
+	// minimum (PriorityCoordinator, PriorityProber, PriorityWorker). Zero
+	// gets extra connections only when every positive priority is at its
+	// Max.
+	Priority int
+	// Min is granted before any priority counts, when the minimums fit.
+	Min int
+	// Max caps the grant. Zero means Limit.
+	Max int
+	// Limit is the provider's connection limit for the account, the same
+	// in every process of the source. Required, at least 1.
+	Limit int
+	// Every is the round: how often Run heartbeats and recomputes. Zero
+	// means ShareEveryDefault.
+	Every time.Duration
+	// TTL is how long the entry lives without a heartbeat before another
+	// writer drops it. Zero means 3×Every.
+	TTL time.Duration
+}
+
+func (c ShareConfig) withDefaults() ShareConfig {
+	if c.Every <= 0 {
+		c.Every = ShareEveryDefault
+	}
+	if c.TTL <= 0 {
+		c.TTL = 3 * c.Every
+	}
+	if c.Max <= 0 || c.Max > c.Limit {
+		c.Max = c.Limit
+	}
+	return c
+}
+
+func (c ShareConfig) validate() error {
+	switch {
+	case c.Name == "":
+		return fmt.Errorf("%w: Name is required", ErrShareConfig)
+	case c.Limit < 1:
+		return fmt.Errorf("%w: Limit %d, want at least 1", ErrShareConfig, c.Limit)
+	case c.Min < 0 || c.Max < 0:
+		return fmt.Errorf("%w: negative Min %d or Max %d", ErrShareConfig, c.Min, c.Max)
+	case c.Max > 0 && c.Min > c.Max:
+		return fmt.Errorf("%w: Min %d above Max %d", ErrShareConfig, c.Min, c.Max)
+	}
+	return nil
+}
+
+// ShareResult is what one round changed: the grant before and after.
+type ShareResult struct {
+	Was, Granted int
+}
+
+// Share is one process's part of the provider's connections: it registers
+// the process in the share table, heartbeats it, and sizes the process's
+// pool to what the table lets it hold. Its methods are safe for concurrent
+// use; Round and Leave run one at a time.
+type Share struct {
+	st   *Store
+	pool *nntp.Pool
+	cfg  ShareConfig
+
+	round  sync.Mutex // serialises Round and Leave
+	lastOK time.Time  // the last successful write of the entry; under round
+
+	mu      sync.Mutex // protects granted and using
+	granted int
+	using   int
+}
+
+// NewShare returns the share of the process cfg.Name. pool is the pool
+// the share sizes; it is resized to zero at once, so it opens nothing until
+// the first Round grants it connections, and from then on only the Share
+// may Resize it. pool may be nil for a participant that only reports: it is
+// counted in the table, and its Using follows its grant directly, but it
+// must hold no connections on the strength of it.
+func NewShare(st *Store, pool *nntp.Pool, cfg ShareConfig) (*Share, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	if pool != nil {
+		pool.Resize(0)
+	}
+	return &Share{st: st, pool: pool, cfg: cfg}, nil
+}
+
+// Granted is the grant of the last round.
+func (s *Share) Granted() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.granted
+}
+
+// Using is the Using of the entry as last written: how many connections
+// the process may hold.
+func (s *Share) Using() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.using
+}
+
+func (s *Share) set(granted, using int) {
+	s.mu.Lock()
+	s.granted, s.using = granted, using
+	s.mu.Unlock()
+}
+
+func (s *Share) resize(n int) {
+	if s.pool != nil {
+		s.pool.Resize(n)
+	}
+}
+
+// Round runs one round: it reads the table, drops the entries whose
+// heartbeat is older than their TTL, renews its own entry, computes the
+// grants, and moves its Using towards its grant — raised, as far as the
+// others' Using leaves room, in the write itself; lowered only to what its
+// pool still holds after being resized down — then sizes its pool to
+// match. It retries when another process wrote the table first.
+//
+// When rounds keep failing for half the TTL, so that the others may soon
+// drop the entry and hand its connections on, the pool is resized to zero
+// until a round succeeds.
+func (s *Share) Round(ctx context.Context) (ShareResult, error) {
+	s.round.Lock()
+	defer s.round.Unlock()
+	res, err := s.roundLocked(ctx)
+	if err != nil {
+		if !s.lastOK.IsZero() && time.Since(s.lastOK) >= s.cfg.TTL/2 {
+			s.resize(0)
+		}
+		return res, err
+	}
+	s.lastOK = time.Now()
+	return res, nil
+}
+
+func (s *Share) roundLocked(ctx context.Context) (ShareResult, error) {
+	was := s.Granted()
+	for {
+		tbl, err := s.st.ShareTable(ctx)
+		if err != nil {
+			return ShareResult{Was: was, Granted: was}, fmt.Errorf("work: share round: %w", err)
+		}
+		now := time.Now()
+		entries, own := s.prune(tbl.Val, now)
+		s.renew(&own, now)
+		g := Grants(append(entries, own), s.cfg.Limit)[s.cfg.Name]
+		others := 0
+		for _, e := range entries {
+			others += e.Using
+		}
+		target := max(min(g, s.cfg.Limit-others), 0)
+		if s.pool == nil {
+			own.Using = target
+		} else {
+			// Before the write the pool may only shrink. Using then counts
+			// what it still holds (commands in flight finish first; a later
+			// round lowers it further): that is below the old Using unless
+			// another process dropped this entry as stale while the pool
+			// held connections, and then the table had better tell the
+			// truth, so that the others shrink instead of growing.
+			if target < s.pool.Stats().Size {
+				s.pool.Resize(target)
+			}
+			own.Using = max(target, s.pool.Stats().Open())
+		}
+		own.Granted = g
+		_, err = s.st.PutShareTable(ctx, sortEntries(append(entries, own)), tbl.Seq)
+		if errors.Is(err, ErrConflict) {
+			continue
+		}
+		if err != nil {
+			return ShareResult{Was: was, Granted: was}, fmt.Errorf("work: share round: %w", err)
+		}
+		// Only now may the pool grow: the table counts what it grows into.
+		s.resize(target)
+		s.set(g, own.Using)
+		return ShareResult{Was: was, Granted: g}, nil
+	}
+}
+
+// prune returns the entries of others still alive at now, and the
+// process's own entry (a new one if absent, or if dropped as stale by
+// another process — then its pool may hold more than the table counts, and
+// the round shrinks it to what fits).
+func (s *Share) prune(tbl []ShareEntry, now time.Time) (others []ShareEntry, own ShareEntry) {
+	own = ShareEntry{Name: s.cfg.Name}
+	for _, e := range tbl {
+		switch {
+		case e.Name == s.cfg.Name:
+			own = e
+		case stale(e, now):
+		default:
+			others = append(others, e)
+		}
+	}
+	return others, own
+}
+
+// renew refreshes the process's entry from its config and pool.
+func (s *Share) renew(e *ShareEntry, now time.Time) {
+	e.Priority, e.Min, e.Max = s.cfg.Priority, s.cfg.Min, s.cfg.Max
+	e.TTL = s.cfg.TTL.Milliseconds()
+	e.Seen = now.UnixMilli()
+	if s.pool != nil {
+		e.TooMany = s.pool.Stats().TooMany
+	}
+}
+
+// stale: the entry's heartbeat is older than its TTL (an entry without one
+// lives 3×ShareEveryDefault).
+func stale(e ShareEntry, now time.Time) bool {
+	ttl := e.TTL
+	if ttl <= 0 {
+		ttl = (3 * ShareEveryDefault).Milliseconds()
+	}
+	return now.UnixMilli()-e.Seen > ttl
+}
+
+func sortEntries(es []ShareEntry) []ShareEntry {
+	slices.SortFunc(es, func(a, b ShareEntry) int { return cmp.Compare(a.Name, b.Name) })
+	return es
+}
+
+// Leave resizes the pool to zero, waits for its commands in flight to
+// finish and its connections to close, then removes the entry, so that the
+// others grow into its connections at their next round. When ctx ends
+// before the pool is empty the entry stays as it is, still counting what
+// is open. A later Round registers the process again.
+func (s *Share) Leave(ctx context.Context) error {
+	s.round.Lock()
+	defer s.round.Unlock()
+	if s.pool != nil {
+		s.pool.Resize(0)
+		if err := s.pool.WaitOpen(ctx, 0); err != nil {
+			return fmt.Errorf("work: share leave: %w", err)
+		}
+	}
+	// The pool's size is zero and it is empty: it opens nothing more.
+	for {
+		tbl, err := s.st.ShareTable(ctx)
+		if err != nil {
+			return fmt.Errorf("work: share leave: %w", err)
+		}
+		entries, _ := s.prune(tbl.Val, time.Now())
+		_, err = s.st.PutShareTable(ctx, sortEntries(entries), tbl.Seq)
+		if errors.Is(err, ErrConflict) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("work: share leave: %w", err)
+		}
+		s.set(0, 0)
+		return nil
+	}
+}
+
+// Run runs a round every Every until ctx ends, and returns ctx's error. A
+// failed round is retried at the next (see Round for what long failures
+// do); onRound, when not nil, sees each round's result and error. Run does
+// not Leave: call Leave with a fresh context once it returned.
+func (s *Share) Run(ctx context.Context, onRound func(ShareResult, error)) error {
+	t := time.NewTicker(s.cfg.Every)
+	defer t.Stop()
+	for {
+		res, err := s.Round(ctx)
+		if onRound != nil && ctx.Err() == nil {
+			onRound(res, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// Table reads the share table, without the entries whose heartbeat is
+// older than their TTL, and the grants every participant computes from it.
+func (s *Share) Table(ctx context.Context) ([]ShareEntry, map[string]int, error) {
+	return ShareTable(ctx, s.st, s.cfg.Limit)
+}
+
+// ShareTable reads st's share table, without the stale entries, and the
+// grants computed from it under limit (for status reports from a process
+// that does not take part).
+func ShareTable(ctx context.Context, st *Store, limit int) ([]ShareEntry, map[string]int, error) {
+	tbl, err := st.ShareTable(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("work: share table: %w", err)
+	}
+	now := time.Now()
+	var live []ShareEntry
+	for _, e := range tbl.Val {
+		if !stale(e, now) {
+			live = append(live, e)
+		}
+	}
+	return live, Grants(live, limit), nil
+}
+
+// Grants splits limit connections among the entries: every entry first
+// gets its Min (when the minimums exceed the limit, the higher priority
+// first, then by name; the last one served may get part of its Min), then
+// what is left goes by Priority, in proportion to it (Sainte-Laguë's
+// divisor method over the connections beyond each Min; ties to the higher
+// priority, then by name), each capped at its Max (zero or above limit
+// means limit; a Max under Min counts as Min), what capping leaves going to
+// the others. Entries with a Priority of zero or less share only what every
+// positive priority left. No entry's grant falls when another leaves.
+// The sum never exceeds limit, and it is limit unless every entry is at its
+// Max. The result depends on the entries only, not their order: names are
+// unique in a table, and of a repeated name the most recently seen entry
+// counts.
+func Grants(entries []ShareEntry, limit int) map[string]int {
+	type part struct {
+		name     string
+		prio     int
+		min, max int
+		got      int
+	}
+	es := slices.Clone(entries)
+	slices.SortFunc(es, func(a, b ShareEntry) int {
+		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(b.Seen, a.Seen),
+			cmp.Compare(b.Priority, a.Priority), cmp.Compare(b.Min, a.Min), cmp.Compare(b.Max, a.Max))
+	})
+	es = slices.CompactFunc(es, func(a, b ShareEntry) bool { return a.Name == b.Name })
+	out := make(map[string]int, len(es))
+	limit = max(limit, 0)
+	ps := make([]*part, 0, len(es))
+	for _, e := range es {
+		p := &part{name: e.Name, prio: e.Priority, min: max(e.Min, 0), max: e.Max}
+		if p.max <= 0 || p.max > limit {
+			p.max = limit
+		}
+		p.min = min(p.min, limit)
+		p.max = max(p.max, p.min)
+		ps = append(ps, p)
+	}
+	byPriority := func(ps []*part) []*part {
+		qs := slices.Clone(ps)
+		slices.SortStableFunc(qs, func(a, b *part) int { return cmp.Compare(b.prio, a.prio) }) // names stay in order
+		return qs
+	}
+
+	// Minimums first.
+	left := limit
+	for _, p := range byPriority(ps) {
+		p.got = min(p.min, left)
+		left -= p.got
+	}
+
+	// Then the rest, one connection at a time, to the entry with the
+	// highest Priority/(2·extra+1), extra being what it got beyond its Min
+	// (Sainte-Laguë's divisor method: proportional, and no entry loses a
+	// connection when another leaves or the limit grows). Entries at their
+	// Max are skipped; those with no positive priority share equally once
+	// every positive one is full.
+	weight := func(p *part, positive bool) int {
+		if positive {
+			return p.prio
+		}
+		return 1
+	}
+	better := func(a, b *part, positive bool) bool {
+		qa := weight(a, positive) * (2*(b.got-b.min) + 1)
+		qb := weight(b, positive) * (2*(a.got-a.min) + 1)
+		if qa != qb {
+			return qa > qb
+		}
+		if a.prio != b.prio {
+			return a.prio > b.prio
+		}
+		return a.name < b.name
+	}
+	for ; left > 0; left-- {
+		positive := slices.ContainsFunc(ps, func(p *part) bool { return p.got < p.max && p.prio > 0 })
+		var best *part
+		for _, p := range ps {
+			if p.got < p.max && (p.prio > 0 || !positive) && (best == nil || better(p, best, positive)) {
+				best = p
+			}
+		}
+		if best == nil {
+			break // every entry is at its Max
+		}
+		best.got++
+	}
+	for _, p := range ps {
+		out[p.name] = p.got
+	}
+	return out
+}

@@ -1,0 +1,576 @@
+package work_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/switchyard-dev/switchyard/internal/testpersist"
+	"github.com/switchyard-dev/switchyard/nntp"
+	"github.com/switchyard-dev/switchyard/nntp/nntptest"
+	"github.com/switchyard-dev/switchyard/work"
+)
+
+// shareStore is a fresh source's store on its own persist environment.
+func shareStore(t *testing.T) *work.Store {
+	t.Helper()
+	env := testpersist.Start(t, 1)
+	st, err := work.NewStore(env.Client(), "src")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Init(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// shareServer is an NNTP server that would accept far more connections
+// than the shares' limit, so that an overshoot shows in its Peak.
+func shareServer(t *testing.T, maxConns int) *nntptest.Server {
+	t.Helper()
+	s := nntptest.New(nntptest.Config{MaxConns: maxConns, PartSize: 2000})
+	s.AddGroup("alt.test", 100)
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := s.Stop(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+	return s
+}
+
+func sharePool(t *testing.T, s *nntptest.Server, gateRestore time.Duration) *nntp.Pool {
+	t.Helper()
+	p, err := nntp.NewPool(nntp.PoolConfig{Conn: nntp.Config{Addr: s.Addr()}, Size: 4, GateRestore: gateRestore, HealthEvery: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := p.Stop(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+	return p
+}
+
+// shareWait polls cond until it holds, failing the test after 10 s.
+func shareWait(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.NewTimer(10 * time.Second)
+	defer deadline.Stop()
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-deadline.C:
+			t.Fatalf("timed out waiting for %s", what)
+		case <-tick.C:
+		}
+	}
+}
+
+// shareRoundSeen is what one participant's loop saw at the end of a round.
+type shareRoundSeen struct {
+	granted, using int
+	end            time.Time
+}
+
+// shareParticipant is one process: a Share and its pool, a loop running rounds
+// and workers keeping the pool busy.
+type shareParticipant struct {
+	name  string
+	share *work.Share
+	pool  *nntp.Pool
+
+	cancelLoop, cancelWork context.CancelFunc
+	loopDone, workDone     chan struct{}
+
+	mu      sync.Mutex
+	history []shareRoundSeen
+	errs    []error
+}
+
+func (p *shareParticipant) rounds() []shareRoundSeen {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]shareRoundSeen(nil), p.history...)
+}
+
+func (p *shareParticipant) nrounds() int { return len(p.rounds()) }
+
+func (p *shareParticipant) fail(err error) {
+	p.mu.Lock()
+	p.errs = append(p.errs, err)
+	p.mu.Unlock()
+}
+
+// joinShare starts a participant: its loop runs a round every cfg.Every, and
+// workers goroutines run commands through its pool without pause.
+func joinShare(t *testing.T, st *work.Store, s *nntptest.Server, cfg work.ShareConfig, workers int) *shareParticipant {
+	t.Helper()
+	pool := sharePool(t, s, 0)
+	sh, err := work.NewShare(st, pool, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &shareParticipant{name: cfg.Name, share: sh, pool: pool, loopDone: make(chan struct{}), workDone: make(chan struct{})}
+	loopCtx, cancelLoop := context.WithCancel(context.Background())
+	workCtx, cancelWork := context.WithCancel(context.Background())
+	p.cancelLoop, p.cancelWork = cancelLoop, cancelWork
+	go func() {
+		defer close(p.loopDone)
+		tick := time.NewTicker(cfg.Every)
+		defer tick.Stop()
+		for {
+			res, err := sh.Round(loopCtx)
+			if loopCtx.Err() != nil {
+				return
+			}
+			if err != nil {
+				p.fail(fmt.Errorf("round: %w", err))
+			}
+			p.mu.Lock()
+			p.history = append(p.history, shareRoundSeen{granted: res.Granted, using: sh.Using(), end: time.Now()})
+			p.mu.Unlock()
+			select {
+			case <-loopCtx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for workCtx.Err() == nil {
+				// workCtx only ends a wait for a connection: a command in
+				// flight finishes, as a stopping process lets it (one cut
+				// short would be counted by the server until it noticed).
+				err := pool.Do(workCtx, func(c *nntp.Conn) error {
+					_, err := c.Group(context.Background(), "alt.test")
+					return err
+				})
+				if err != nil && workCtx.Err() == nil {
+					p.fail(fmt.Errorf("command: %w", err))
+				}
+			}
+		}()
+	}
+	go func() { wg.Wait(); close(p.workDone) }()
+	t.Cleanup(p.stop)
+	return p
+}
+
+// stop ends the loop and the workers (idempotent).
+func (p *shareParticipant) stop() {
+	p.cancelLoop()
+	<-p.loopDone
+	p.cancelWork()
+	<-p.workDone
+}
+
+func (p *shareParticipant) check(t *testing.T) {
+	t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, err := range p.errs {
+		t.Errorf("%s: %v", p.name, err)
+	}
+}
+
+// shareConverged: every participant's last round shows the grant want gives
+// it, and its Using equals it.
+func shareConverged(ps []*shareParticipant, want map[string]int) bool {
+	for _, p := range ps {
+		h := p.rounds()
+		if len(h) == 0 || h[len(h)-1].granted != want[p.name] || h[len(h)-1].using != want[p.name] {
+			return false
+		}
+	}
+	return true
+}
+
+// watchShareTable reads the table until stopped and reports the first time the
+// entries' Using add up to more than limit.
+func watchShareTable(t *testing.T, st *work.Store, limit int) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			tbl, err := st.ShareTable(ctx)
+			if err != nil {
+				if ctx.Err() == nil {
+					t.Errorf("watch table: %v", err)
+				}
+				return
+			}
+			sum := 0
+			for _, e := range tbl.Val {
+				sum += e.Using
+			}
+			if sum > limit {
+				t.Errorf("table at seq %d: Using adds up to %d, above the limit %d: %+v", tbl.Seq, sum, limit, tbl.Val)
+				return
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// TestShareParticipants runs three participants against one server whose
+// own limit is far above theirs, each with a busy pool, joining, leaving
+// and dying over time. The server never sees more connections than the
+// limit, the table's Using never adds up to more, the grants are those of
+// Grants at every stage, a leave is taken up by the others within two
+// rounds, and a dead shareParticipant is dropped once its TTL has passed, not
+// before.
+func TestShareParticipants(t *testing.T) {
+	t.Parallel()
+	const limit = 6
+	st := shareStore(t)
+	srv := shareServer(t, 100)
+	// Slow answers keep the connections busy: a shrink has commands in
+	// flight to wait for.
+	srv.SetFaults(nntptest.Faults{Delay: 40 * time.Millisecond})
+	every := 50 * time.Millisecond
+	cfgs := map[string]work.ShareConfig{
+		"coordinator": {Name: "coordinator", Priority: work.PriorityCoordinator, Min: 1, Limit: limit, Every: every},
+		"prober":      {Name: "prober", Priority: work.PriorityProber, Min: 1, Limit: limit, Every: every},
+		"worker":      {Name: "worker", Priority: 4, Min: 2, Limit: limit, Every: every},
+	}
+	grants := func(names ...string) map[string]int {
+		var es []work.ShareEntry
+		for _, n := range names {
+			c := cfgs[n]
+			es = append(es, work.ShareEntry{Name: n, Priority: c.Priority, Min: c.Min, Max: c.Max})
+		}
+		return work.Grants(es, limit)
+	}
+	stopWatch := watchShareTable(t, st, limit)
+	defer stopWatch()
+
+	coord := joinShare(t, st, srv, cfgs["coordinator"], limit)
+	shareWait(t, "the coordinator alone to take the limit", func() bool {
+		return shareConverged([]*shareParticipant{coord}, map[string]int{"coordinator": limit})
+	})
+	shareWait(t, "its pool to fill", func() bool { return coord.pool.Stats().Open() == limit })
+
+	prober := joinShare(t, st, srv, cfgs["prober"], limit)
+	if want := grants("coordinator", "prober"); !maps.Equal(want, map[string]int{"coordinator": 4, "prober": 2}) {
+		t.Fatalf("two-way split %v", want)
+	}
+	shareWait(t, "coordinator and prober to split", func() bool {
+		return shareConverged([]*shareParticipant{coord, prober}, grants("coordinator", "prober"))
+	})
+
+	worker := joinShare(t, st, srv, cfgs["worker"], limit)
+	all := []*shareParticipant{coord, prober, worker}
+	// Mins first (1+1+2), the 2 left by priority: one to the coordinator,
+	// one to the prober (5 beats the coordinator's 10/3 and the worker's 4).
+	if want := grants("coordinator", "prober", "worker"); !maps.Equal(want, map[string]int{"coordinator": 2, "prober": 2, "worker": 2}) {
+		t.Fatalf("three-way split %v", want)
+	}
+	shareWait(t, "all three to split", func() bool { return shareConverged(all, grants("coordinator", "prober", "worker")) })
+	shareWait(t, "the pools to be busy at their share", func() bool {
+		return coord.pool.Stats().Open() == 2 && prober.pool.Stats().Open() == 2 && worker.pool.Stats().Open() == 2
+	})
+	tbl, got, err := coord.share.Table(context.Background())
+	if err != nil || len(tbl) != 3 || !maps.Equal(got, grants("coordinator", "prober", "worker")) {
+		t.Fatalf("Table: %+v %v %v", tbl, got, err)
+	}
+
+	// The prober leaves: within two rounds of each other shareParticipant the
+	// coordinator and the worker hold the new split.
+	prober.stop()
+	if err := prober.share.Leave(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if st := prober.pool.Stats(); st.Open() != 0 || st.Size != 0 {
+		t.Fatalf("prober's pool after Leave: %+v", st)
+	}
+	after := grants("coordinator", "worker")
+	if !maps.Equal(after, map[string]int{"coordinator": 3, "worker": 3}) {
+		t.Fatalf("split after the leave %v", after)
+	}
+	for _, p := range []*shareParticipant{coord, worker} {
+		r0 := p.nrounds()
+		shareWait(t, p.name+" to run two rounds", func() bool { return p.nrounds() >= r0+2 })
+		if r := p.rounds()[r0+1]; r.granted != after[p.name] || r.using != after[p.name] {
+			t.Errorf("%s two rounds after the leave: granted %d using %d, want %d", p.name, r.granted, r.using, after[p.name])
+		}
+	}
+
+	// The worker dies: its loop stops without Leave and its connections go
+	// (as the kernel closes a dead process's sockets). Its entry stays
+	// until its TTL has passed, then the coordinator takes everything.
+	worker.stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := worker.pool.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var seen, ttl int64
+	tv, err := st.ShareTable(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range tv.Val {
+		if e.Name == "worker" {
+			seen, ttl = e.Seen, e.TTL
+		}
+	}
+	if seen == 0 || ttl != (3*every).Milliseconds() {
+		t.Fatalf("worker's entry %+v", tv.Val)
+	}
+	shareWait(t, "the coordinator to take the dead worker's share", func() bool {
+		return shareConverged([]*shareParticipant{coord}, map[string]int{"coordinator": limit})
+	})
+	for _, r := range coord.rounds() {
+		if r.granted == limit && r.end.UnixMilli() > seen && r.end.UnixMilli() < seen+ttl {
+			t.Errorf("the coordinator took the worker's share at %d, before its entry (seen %d) expired", r.end.UnixMilli(), seen)
+		}
+	}
+	tbl, _, err = coord.share.Table(ctx)
+	if err != nil || len(tbl) != 1 || tbl[0].Name != "coordinator" {
+		t.Fatalf("table after the worker died: %+v %v", tbl, err)
+	}
+	shareWait(t, "the coordinator's pool to fill", func() bool { return coord.pool.Stats().Open() == limit })
+
+	coord.stop()
+	if err := coord.share.Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stopWatch()
+	for _, p := range all {
+		p.check(t)
+	}
+	if peak := srv.Stats().Peak; peak > limit {
+		t.Fatalf("the server saw %d connections at once, limit %d", peak, limit)
+	} else if peak < limit {
+		t.Fatalf("peak %d: the pools never used the whole limit %d, the test proves nothing", peak, limit)
+	}
+	if tv, err := st.ShareTable(ctx); err != nil || len(tv.Val) != 0 {
+		t.Fatalf("table after everyone left: %+v %v", tv, err)
+	}
+}
+
+func TestNewShareConfig(t *testing.T) {
+	t.Parallel()
+	st, err := work.NewStore(nil, "src")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cfg := range []work.ShareConfig{
+		{Limit: 4},
+		{Name: "a"},
+		{Name: "a", Limit: 4, Min: -1},
+		{Name: "a", Limit: 4, Min: 3, Max: 2},
+	} {
+		if _, err := work.NewShare(st, nil, cfg); !errors.Is(err, work.ErrShareConfig) {
+			t.Errorf("NewShare(%+v): %v, want ErrShareConfig", cfg, err)
+		}
+	}
+}
+
+// TestShareReporter: a shareParticipant without a pool is counted like any
+// other and its Using follows its grant; NewShare sizes a pool to zero so
+// it opens nothing before its first grant; a too-many-connections refusal
+// shows in the entry.
+func TestShareReporter(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := shareStore(t)
+	// The provider refuses the third connection although the configured
+	// limit says 4.
+	srv := shareServer(t, 2)
+	rep, err := work.NewShare(st, nil, work.ShareConfig{Name: "reporter", Priority: 1, Limit: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := rep.Round(ctx); err != nil || res != (work.ShareResult{Was: 0, Granted: 4}) || rep.Using() != 4 {
+		t.Fatalf("reporter alone: %+v %v, using %d", res, err, rep.Using())
+	}
+
+	pool := sharePool(t, srv, time.Hour)
+	sh, err := work.NewShare(st, pool, work.ShareConfig{Name: "fetcher", Priority: 1, Limit: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := pool.Stats(); s.Size != 0 {
+		t.Fatalf("pool before the first round: %+v", s)
+	}
+	// The reporter holds all 4: the fetcher is granted 2 but gets none
+	// until the reporter gives them back.
+	if res, err := sh.Round(ctx); err != nil || res.Granted != 2 || sh.Using() != 0 || pool.Stats().Size != 0 {
+		t.Fatalf("fetcher's first round: %+v %v, using %d, pool %+v", res, err, sh.Using(), pool.Stats())
+	}
+	if res, err := rep.Round(ctx); err != nil || res != (work.ShareResult{Was: 4, Granted: 2}) || rep.Using() != 2 {
+		t.Fatalf("reporter's second round: %+v %v, using %d", res, err, rep.Using())
+	}
+	if res, err := sh.Round(ctx); err != nil || res.Granted != 2 || sh.Using() != 2 || pool.Stats().Size != 2 {
+		t.Fatalf("fetcher's second round: %+v %v, using %d, pool %+v", res, err, sh.Using(), pool.Stats())
+	}
+
+	// Another client of the account takes one of the server's two
+	// connections: the fetcher's second dial is refused.
+	other, err := nntp.Dial(ctx, nntp.Config{Addr: srv.Addr()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	a, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Acquire(ctx); !errors.Is(err, nntp.ErrTooManyConnections) {
+		t.Fatalf("second connection: %v", err)
+	}
+	pool.Release(a)
+	if _, err := sh.Round(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tbl, grants, err := sh.Table(ctx)
+	if err != nil || len(tbl) != 2 || !maps.Equal(grants, map[string]int{"fetcher": 2, "reporter": 2}) {
+		t.Fatalf("Table: %+v %v %v", tbl, grants, err)
+	}
+	if tbl[0].Name != "fetcher" || tbl[0].TooMany != 1 || tbl[1].TooMany != 0 {
+		t.Fatalf("entries: %+v", tbl)
+	}
+	if err := rep.Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := sh.Round(ctx); err != nil || res.Granted != 4 || sh.Using() != 4 {
+		t.Fatalf("after the reporter left: %+v %v, using %d", res, err, sh.Using())
+	}
+}
+
+// TestShareLeaveWaitsForInFlight: Leave shrinks the pool to zero at once
+// but removes the entry, handing its connections on, only once the command
+// in flight has finished and its connection is closed.
+func TestShareLeaveWaitsForInFlight(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := shareStore(t)
+	srv := shareServer(t, 100)
+	pool := sharePool(t, srv, 0)
+	sh, err := work.NewShare(st, pool, work.ShareConfig{Name: "a", Limit: 3, Every: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sh.Round(ctx); err != nil || sh.Using() != 3 {
+		t.Fatalf("round: %v, using %d", err, sh.Using())
+	}
+	c, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := make(chan error, 1)
+	go func() { left <- sh.Leave(ctx) }()
+	shareWait(t, "Leave to shrink the pool", func() bool { return pool.Stats().Size == 0 })
+	// The connection in use still works.
+	if _, err := c.Group(ctx, "alt.test"); err != nil {
+		t.Fatal(err)
+	}
+	tv, err := st.ShareTable(ctx)
+	if err != nil || len(tv.Val) != 1 || tv.Val[0].Using != 3 {
+		t.Fatalf("table while a command is in flight: %+v %v", tv, err)
+	}
+	select {
+	case err := <-left:
+		t.Fatalf("Leave returned %v with a connection in use", err)
+	default:
+	}
+	pool.Release(c)
+	if err := <-left; err != nil {
+		t.Fatal(err)
+	}
+	if n := srv.Stats().Active; n != 0 {
+		t.Fatalf("after Leave the server has %d connections", n)
+	}
+	tv, err = st.ShareTable(ctx)
+	if err != nil || len(tv.Val) != 0 || sh.Using() != 0 || sh.Granted() != 0 {
+		t.Fatalf("table after Leave: %+v %v, using %d", tv, err, sh.Using())
+	}
+}
+
+// TestShareFailingRoundsStopThePool: when rounds fail for half the TTL the
+// pool is shrunk to zero (the others may soon drop the entry), not before;
+// the next good round restores it.
+func TestShareFailingRoundsStopThePool(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := shareStore(t)
+	srv := shareServer(t, 100)
+	pool := sharePool(t, srv, 0)
+	const ttl = 400 * time.Millisecond
+	sh, err := work.NewShare(st, pool, work.ShareConfig{Name: "a", Limit: 2, Every: 100 * time.Millisecond, TTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sh.Round(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ok := time.Now()
+	dead, cancel := context.WithCancel(ctx)
+	cancel() // every round fails, as with persist unreachable
+	if _, err := sh.Round(dead); err == nil {
+		t.Fatal("round with a dead context succeeded")
+	}
+	if s := pool.Stats().Size; s != 2 && time.Since(ok) < ttl/2 {
+		t.Fatalf("one failed round at once shrank the pool to %d", s)
+	}
+	shareWait(t, "failing rounds to shrink the pool", func() bool {
+		_, _ = sh.Round(dead)
+		return pool.Stats().Size == 0
+	})
+	if since := time.Since(ok); since < ttl/2 {
+		t.Fatalf("pool shrunk %v after the last good round, before half the TTL", since)
+	}
+	if _, err := sh.Round(ctx); err != nil || pool.Stats().Size != 2 {
+		t.Fatalf("good round: %v, pool %+v", err, pool.Stats())
+	}
+}
+
+// TestShareRun: Run rounds every Every until its context ends.
+func TestShareRun(t *testing.T) {
+	t.Parallel()
+	st := shareStore(t)
+	sh, err := work.NewShare(st, nil, work.ShareConfig{Name: "a", Limit: 2, Every: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	rounds := make(chan work.ShareResult, 100)
+	done := make(chan error, 1)
+	go func() {
+		done <- sh.Run(ctx, func(r work.ShareResult, err error) {
+			if err != nil {
+				t.Error(err)
+			}
+			rounds <- r
+		})
+	}()
+	for range 3 {
+		if r := <-rounds; r.Granted != 2 {
+			t.Errorf("round %+v", r)
+		}
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run: %v", err)
+	}
+}
