@@ -47,7 +47,7 @@ close the connections, leave the share, exit 0.`,
 			if err != nil {
 				return err
 			}
-			if err := wf.validate(); err != nil {
+			if err := wf.validatePlan(); err != nil {
 				return err
 			}
 			if err := checkSource(source); err != nil {
@@ -74,7 +74,7 @@ close the connections, leave the share, exit 0.`,
 			return runUntilSignal(cmd.Context(), co)
 		},
 	}
-	run.Flags().StringVar(&shard, "shard", "1/1", "this process's part of the prefetching, `i/n`: ranges with id % n == i-1; only 1/n plans")
+	run.Flags().StringVar(&shard, "shard", "1/1", "this process's part of the prefetching, `I/N`: ranges with id % N == I-1; only shard 1 plans")
 	sourceFlag(run, &source)
 	pf.register(run, true)
 	wf.registerPlan(run)
@@ -95,7 +95,7 @@ func newCoordinator(st *work.Store, ncfg nntp.Config, groups work.Groups, conns 
 		Planner:        work.PlannerConfig{Groups: groups, RangeSize: wf.rangeSize, HistoryDepth: wf.depth},
 		Prefetch:       work.PrefetchConfig{Ahead: wf.ahead, Chunk: wf.chunk},
 		Lease:          wf.leaseConfig(),
-		Share:          work.ShareConfig{Limit: conns, Max: conns},
+		Share:          work.ShareConfig{Limit: conns, Max: conns, Every: wf.shareEvery},
 		TailEvery:      wf.tailEvery,
 		AbandonedEvery: wf.abandonedEvery,
 		Logger:         log,

@@ -73,7 +73,7 @@ with --tls-ca).`,
 			if err := os.MkdirAll(dataDir, 0o755); err != nil {
 				return fmt.Errorf("data directory: %w", err)
 			}
-			if err := uw.wf.validate(); err != nil {
+			if err := uw.wf.validatePlan(); err != nil {
 				return err
 			}
 			if uw.workers < 0 || uw.workers > 64 {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/switchyard-dev/switchyard/internal/testpersist"
 	"github.com/switchyard-dev/switchyard/nntp/nntptest"
+	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/work"
 )
 
@@ -181,8 +182,9 @@ func TestWorkFleet(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = srv.Stop(context.Background()) })
-	// Slow chunks, so that a prefetch is caught in the middle.
-	srv.SetFaults(nntptest.Faults{Delay: 20 * time.Millisecond})
+	// Slow chunks, so that a prefetch can be caught in the middle.
+	slow := nntptest.Faults{Delay: 20 * time.Millisecond}
+	srv.SetFaults(slow)
 
 	c := env.Client()
 	st, err := work.NewStore(c, "fleet")
@@ -192,7 +194,8 @@ func TestWorkFleet(t *testing.T) {
 	common := []string{"--nats", env.URL(), "--source", "fleet"}
 	coordArgs := func(shard string) []string {
 		return append([]string{"coordinator", "run", "--shard", shard, "--nntp", srv.Addr(), "--groups", "alt.binaries.fleet.*",
-			"--nntp-conns", fmt.Sprint(conns), "--history-depth", fmt.Sprint(articles), "--lease-ttl", "3s", "--abandoned-every", "1s", "--prefetch-ahead", "2"}, common...)
+			"--nntp-conns", fmt.Sprint(conns), "--history-depth", fmt.Sprint(articles), "--chunk", "200",
+			"--lease-ttl", "3s", "--abandoned-every", "1s", "--prefetch-ahead", "8", "--share-every", "200ms"}, common...)
 	}
 	workerArgs := func(name string) []string {
 		return append([]string{"worker", "run", "--name", name, "--lease-ttl", "3s"}, common...)
@@ -202,83 +205,105 @@ func TestWorkFleet(t *testing.T) {
 	c1.waitLog("coordinator started", 30*time.Second)
 	c2.waitLog("prefetching only", 30*time.Second)
 
-	// Shard 2 in the middle of a prefetch: one of its ranges has chunks in
-	// its spool but is not spooled yet.
-	waitSpoolStarted := func(shard work.Shard) uint64 {
-		t.Helper()
-		var id uint64
-		waitStatus(t, st, "shard "+shard.String()+" in the middle of a prefetch", 60*time.Second, func(work.Status) bool {
-			rs, err := st.Ranges(ctx)
-			if err != nil {
-				return false
+	// midPrefetch finds a range of shard that has chunks in its spool but
+	// is not spooled yet.
+	midPrefetch := func(shard work.Shard) uint64 {
+		rs, err := st.Ranges(ctx)
+		if err != nil {
+			return 0
+		}
+		for _, r := range rs {
+			if r.Val.State != work.StatePlanned || !shard.Owns(r.Val.ID) {
+				continue
 			}
-			for _, r := range rs {
-				if r.Val.State != work.StatePlanned || !shard.Owns(r.Val.ID) {
-					continue
-				}
-				inv, err := st.Spool(r.Val.ID).Inventory(ctx)
-				if err == nil && inv.Count > 0 {
-					id = r.Val.ID
-					return true
-				}
+			if inv, err := st.Spool(r.Val.ID).Inventory(ctx); err == nil && inv.Count > 0 {
+				return r.Val.ID
 			}
-			return false
-		})
-		return id
+		}
+		return 0
 	}
-	half := waitSpoolStarted(work.Shard{Index: 2, Count: 2})
+	// freeze holds every OVER at the server once both shards are in the
+	// middle of a prefetch.
+	shard1, shard2 := work.Shard{Index: 1, Count: 2}, work.Shard{Index: 2, Count: 2}
+	for {
+		waitStatus(t, st, "both shards in the middle of a prefetch", time.Minute, func(work.Status) bool {
+			return midPrefetch(shard1) != 0 && midPrefetch(shard2) != 0
+		})
+		srv.SetFaults(nntptest.Faults{HoldOver: true})
+		if midPrefetch(shard1) != 0 && midPrefetch(shard2) != 0 {
+			break
+		}
+		srv.SetFaults(slow) // one finished its range in between: again
+	}
+
+	// Shard 2 dies in the middle of a prefetch and comes back.
+	half := midPrefetch(shard2)
 	c2.signal(syscall.SIGKILL)
 	c2.exit(10 * time.Second)
 	t.Logf("shard 2 killed with range %d half spooled", half)
 	c2 = startLogProc(t, "coordinator 2/2 (restarted)", coordArgs("2/2")...)
 
-	// A worker SIGKILLed while it holds a lease: SIGSTOP first, so that the
-	// lease it holds is known, then kill it.
-	w1 := startLogProc(t, "worker 1", workerArgs("w1")...)
+	// Shard 1, told to stop with chunks in flight (held at the server),
+	// waits for them and exits 0; a new shard 1 takes over.
+	c1.signal(syscall.SIGTERM)
+	c1.waitLog("stopping: waiting for the chunks in flight", 10*time.Second)
+	if strings.Contains(c1.logText(), "chunks=0") {
+		t.Errorf("shard 1 had no chunk in flight when told to stop:\n%s", c1.logText())
+	}
+	srv.SetFaults(slow)
+	if code := c1.exit(20 * time.Second); code != 0 {
+		t.Fatalf("coordinator 1/2 exited %d after SIGTERM, want 0:\n%s", code, c1.logText())
+	}
+	c1.waitLog("coordinator stopped", time.Second)
+	if strings.Contains(c1.logText(), "closing connections still fetching") {
+		t.Errorf("shard 1 gave up on its chunks in flight:\n%s", c1.logText())
+	}
+	c1 = startLogProc(t, "coordinator 1/2 (restarted)", coordArgs("1/2")...)
+
+	// A worker SIGKILLed in the middle of a range. It is SIGSTOPped while
+	// it holds a lease; what it sent just before still lands, so it counts
+	// as mid-range only once its lease expires unrenewed (a worker that had
+	// read everything would have renewed it for much longer).
 	var dead work.LeaseStatus
 	var deadToken uint64
+	w1 := startLogProc(t, "worker w1", workerArgs("w1")...)
 	for dead.Range == 0 {
+		var held work.LeaseStatus
 		waitStatus(t, st, "a lease held by w1", 60*time.Second, func(s work.Status) bool {
 			for _, l := range s.Leases {
 				if l.Holder == "w1" && !l.ReadAll {
+					held = l
 					return true
 				}
 			}
 			return false
 		})
 		w1.signal(syscall.SIGSTOP)
-		ls, err := st.Leases(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, l := range ls {
-			if l.Val.Holder == "w1" && !l.Val.ReadAll && !l.Val.Finished {
-				dead = work.LeaseStatus{Range: l.Val.Range, Holder: l.Val.Holder, Progress: l.Val.Progress}
-				deadToken = l.Seq
+		var token uint64
+		waitStatus(t, st, "w1's lease to expire or to show it read everything", 30*time.Second, func(work.Status) bool {
+			l, err := st.Lease(ctx, held.Range)
+			if errors.Is(err, persist.ErrNotFound) {
+				dead, deadToken = held, token
+				return true
 			}
-		}
+			if err != nil {
+				return false
+			}
+			token = l.Seq
+			return l.Val.ReadAll || l.Val.Finished
+		})
 		if dead.Range == 0 {
-			w1.signal(syscall.SIGCONT) // it finished in between: try again
+			w1.signal(syscall.SIGCONT) // it got to the end in between: again
 		}
 	}
 	w1.signal(syscall.SIGKILL)
 	w1.exit(10 * time.Second)
-	t.Logf("worker w1 killed holding range %d (token %d)", dead.Range, deadToken)
+	t.Logf("worker %s killed holding range %d (token %d)", dead.Holder, dead.Range, deadToken)
 	workers := []*logProc{
 		startLogProc(t, "worker 2", workerArgs("w2")...),
 		startLogProc(t, "worker 3", workerArgs("w3")...),
 		startLogProc(t, "worker 4", workerArgs("w4")...),
 	}
-
-	// Shard 1 told to stop with chunks in flight exits 0, and a new shard 1
-	// takes over.
-	waitSpoolStarted(work.Shard{Index: 1, Count: 2})
-	c1.signal(syscall.SIGTERM)
-	if code := c1.exit(20 * time.Second); code != 0 {
-		t.Fatalf("coordinator 1/2 exited %d after SIGTERM, want 0:\n%s", code, c1.logText())
-	}
-	c1.waitLog("coordinator stopped", time.Second)
-	c1 = startLogProc(t, "coordinator 1/2 (restarted)", coordArgs("1/2")...)
 
 	srv.SetFaults(nntptest.Faults{})
 	final := waitStatus(t, st, "every range done", 4*time.Minute, func(s work.Status) bool {
@@ -326,7 +351,7 @@ func TestWorkFleet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	late := &work.Held{Range: before.Val, Token: deadToken, Holder: "w1"}
+	late := &work.Held{Range: before.Val, Token: deadToken, Holder: dead.Holder}
 	if err := leases.Finish(ctx, late, []byte(`{"forged":{"Articles":1}}`)); !errors.Is(err, work.ErrFenced) {
 		t.Errorf("late finish of range %d with the dead worker's token: %v, want ErrFenced", dead.Range, err)
 	}

@@ -48,7 +48,7 @@ the exactly-once check the tests use).`,
 			if err := checkSource(source); err != nil {
 				return err
 			}
-			if err := wf.validate(); err != nil {
+			if err := wf.validateLease(); err != nil {
 				return err
 			}
 			var ix work.Indexer

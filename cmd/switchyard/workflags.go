@@ -33,7 +33,7 @@ type providerFlags struct {
 }
 
 func (f *providerFlags) register(cmd *cobra.Command, required bool) {
-	what := "NNTP provider `host:port`"
+	what := "NNTP provider `HOST:PORT`"
 	if !required {
 		what += " (default: the demo provider up runs in-process)"
 	}
@@ -78,6 +78,7 @@ type workFlags struct {
 	ahead                   int
 	leaseTTL, tailEvery     time.Duration
 	abandonedEvery          time.Duration
+	shareEvery              time.Duration
 }
 
 func (f *workFlags) registerPlan(cmd *cobra.Command) {
@@ -86,6 +87,7 @@ func (f *workFlags) registerPlan(cmd *cobra.Command) {
 	cmd.Flags().Int64Var(&f.chunk, "chunk", work.ChunkDefault, "articles per OVER command and spool message")
 	cmd.Flags().IntVar(&f.ahead, "prefetch-ahead", work.PrefetchAheadDefault, "ranges this shard keeps spooled ahead of the workers")
 	cmd.Flags().DurationVar(&f.tailEvery, "tail-every", work.TailEveryDefault, "how often shard 1 plans the groups' new articles")
+	cmd.Flags().DurationVar(&f.shareEvery, "share-every", work.ShareEveryDefault, "how often this process renews its share of the connections and takes its new grant (an entry not renewed for 3 rounds is dropped)")
 	cmd.Flags().DurationVar(&f.abandonedEvery, "abandoned-every", work.AbandonedEveryDefault, "how often shard 1 finishes ranges whose worker read everything and went quiet")
 }
 
@@ -93,7 +95,8 @@ func (f *workFlags) registerLease(cmd *cobra.Command) {
 	cmd.Flags().DurationVar(&f.leaseTTL, "lease-ttl", work.LeaseTTLDefault, "how long a lease lives without a heartbeat (heartbeats every sixth of it)")
 }
 
-func (f *workFlags) validate() error {
+// validatePlan checks the flags of registerPlan and registerLease.
+func (f *workFlags) validatePlan() error {
 	switch {
 	case f.rangeSize < 1:
 		return usagef("--range-size %d: want at least 1", f.rangeSize)
@@ -103,12 +106,20 @@ func (f *workFlags) validate() error {
 		return usagef("--chunk %d: want 1-100000", f.chunk)
 	case f.ahead < 1:
 		return usagef("--prefetch-ahead %d: want at least 1", f.ahead)
-	case f.tailEvery < 0:
+	case f.tailEvery <= 0:
 		return usagef("--tail-every %s: want a positive duration", f.tailEvery)
-	case f.abandonedEvery < 0:
+	case f.shareEvery < 10*time.Millisecond:
+		return usagef("--share-every %s: want at least 10ms", f.shareEvery)
+	case f.abandonedEvery <= 0:
 		return usagef("--abandoned-every %s: want a positive duration", f.abandonedEvery)
-	case f.leaseTTL < 0:
-		return usagef("--lease-ttl %s: want a positive duration", f.leaseTTL)
+	}
+	return f.validateLease()
+}
+
+// validateLease checks the flags of registerLease.
+func (f *workFlags) validateLease() error {
+	if f.leaseTTL < time.Second {
+		return usagef("--lease-ttl %s: want at least 1s", f.leaseTTL)
 	}
 	return nil
 }

@@ -56,6 +56,9 @@ type Faults struct {
 	Greeting int
 	// Delay is waited before each response.
 	Delay time.Duration
+	// HoldOver makes OVER and XOVER wait, unanswered, until the faults
+	// change: a test freezes fetches in flight at a moment of its choosing.
+	HoldOver bool
 	// CutAfter, when positive, closes the connection after that many lines
 	// of a multi-line response.
 	CutAfter int
@@ -94,6 +97,8 @@ type Server struct {
 	groups map[string]*group
 	byID   map[string]*storedArticle
 	faults Faults
+	// faultsSet is closed and replaced by every SetFaults (under mu).
+	faultsSet chan struct{}
 
 	ln      net.Listener
 	started atomic.Bool
@@ -149,7 +154,28 @@ func (s *Server) Grow(name string, n int64) (int64, error) {
 func (s *Server) SetFaults(f Faults) {
 	s.mu.Lock()
 	s.faults = f
+	if s.faultsSet != nil {
+		close(s.faultsSet)
+	}
+	s.faultsSet = make(chan struct{})
 	s.mu.Unlock()
+}
+
+// holdOver waits while HoldOver is set, or until the server stops.
+func (s *Server) holdOver() {
+	for {
+		s.mu.RLock()
+		hold, changed := s.faults.HoldOver, s.faultsSet
+		s.mu.RUnlock()
+		if !hold {
+			return
+		}
+		select {
+		case <-changed:
+		case <-s.done:
+			return
+		}
+	}
 }
 
 func (s *Server) getFaults() Faults {

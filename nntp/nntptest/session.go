@@ -74,6 +74,11 @@ func (se *session) loop() {
 		cmd := strings.TrimRight(string(line), "\r\n")
 		f := se.s.getFaults()
 		se.s.wait(f.Delay)
+		if f.HoldOver {
+			if verb, _, _ := strings.Cut(cmd, " "); strings.EqualFold(verb, "OVER") || strings.EqualFold(verb, "XOVER") {
+				se.s.holdOver()
+			}
+		}
 		if f.GarbageStatus {
 			se.printf("2x0 garbage \x00 status")
 		} else {
