@@ -18,10 +18,14 @@ import (
 // IngestConfig configures RunIngest. Zero fields take the documented
 // defaults.
 type IngestConfig struct {
-	// Articles in the one group read. Zero means 200,000.
+	// Articles in the one group read. Zero means 1,000,000.
 	Articles int64
 	// Conns are the connection counts measured. Nil means 1, 2 and 4.
 	Conns []int
+	// Delays are the provider latencies measured: the test server waits
+	// this long before each answer, as a provider across a network does.
+	// Nil means 0 (loopback) and 5 ms.
+	Delays []time.Duration
 	// Workers index the spool. Zero means 2.
 	Workers int
 	// RangeSize: zero means work.RangeSizeDefault.
@@ -34,10 +38,13 @@ type IngestConfig struct {
 
 func (c IngestConfig) withDefaults() IngestConfig {
 	if c.Articles == 0 {
-		c.Articles = 200_000
+		c.Articles = 1_000_000
 	}
 	if c.Conns == nil {
 		c.Conns = []int{1, 2, 4}
+	}
+	if c.Delays == nil {
+		c.Delays = []time.Duration{0, 5 * time.Millisecond}
 	}
 	if c.Workers == 0 {
 		c.Workers = 2
@@ -53,6 +60,7 @@ func (c IngestConfig) withDefaults() IngestConfig {
 
 // IngestResult is one connection count's figures.
 type IngestResult struct {
+	Delay time.Duration
 	Conns int
 	// Raw is the OVER rate of the same server read by nntptest.RawOver on
 	// Conns connections at once, lines/s: the anchor.
@@ -60,6 +68,18 @@ type IngestResult struct {
 	// Ours is articles/s end to end: plan, prefetch through the pool into
 	// the spool, lease, read the spool, index, finish under the fence.
 	Ours float64
+	// RawCPU and OursCPU are the CPU time this process spent per article
+	// (the test server's included: it runs in the process).
+	RawCPU, OursCPU time.Duration
+}
+
+// CPUCeiling is the ratio the CPU allows: on cores that both sides keep
+// busy, ours can reach at most the raw rate times RawCPU/OursCPU.
+func (r IngestResult) CPUCeiling() float64 {
+	if r.OursCPU == 0 {
+		return 0
+	}
+	return float64(r.RawCPU) / float64(r.OursCPU)
 }
 
 // Ratio is Ours/Raw.
@@ -89,21 +109,30 @@ func RunIngest(ctx context.Context, cfg IngestConfig, w io.Writer) ([]IngestResu
 	defer srv.Stop(context.WithoutCancel(ctx))
 
 	fmt.Fprintf(w, "ingest of %d articles (ranges of %d, chunks of %d, %d workers) vs raw OVER of the same server\n", cfg.Articles, cfg.RangeSize, cfg.Chunk, cfg.Workers)
-	fmt.Fprintf(w, "%5s %14s %14s %7s\n", "conns", "raw lines/s", "ours art/s", "ratio")
+	fmt.Fprintf(w, "%6s %5s %12s %12s %7s %10s %10s %8s\n", "delay", "conns", "raw lines/s", "ours art/s", "ratio", "raw cpu/a", "ours cpu/a", "cpu cap")
 	var out []IngestResult
-	for i, conns := range cfg.Conns {
-		raw, err := rawOverRate(ctx, srv.Addr(), cfg.Articles, cfg.Chunk, conns)
-		if err != nil {
-			return out, fmt.Errorf("raw over: %w", err)
+	for _, delay := range cfg.Delays {
+		srv.SetFaults(nntptest.Faults{Delay: delay})
+		for _, conns := range cfg.Conns {
+			c0 := processCPU()
+			raw, err := rawOverRate(ctx, srv.Addr(), cfg.Articles, cfg.Chunk, conns)
+			if err != nil {
+				return out, fmt.Errorf("raw over: %w", err)
+			}
+			c1 := processCPU()
+			ours, err := ingestRate(ctx, env, srv.Addr(), fmt.Sprintf("bench-%d", time.Now().UnixNano()), cfg, conns)
+			if err != nil {
+				return out, fmt.Errorf("ingest with %d connections: %w", conns, err)
+			}
+			c2 := processCPU()
+			per := func(d time.Duration) time.Duration { return d / time.Duration(cfg.Articles) }
+			r := IngestResult{Delay: delay, Conns: conns, Raw: raw, Ours: ours, RawCPU: per(c1 - c0), OursCPU: per(c2 - c1)}
+			out = append(out, r)
+			fmt.Fprintf(w, "%6s %5d %12.0f %12.0f %6.2fx %10s %10s %7.2fx\n", delay, r.Conns, r.Raw, r.Ours, r.Ratio(), r.RawCPU, r.OursCPU, r.CPUCeiling())
 		}
-		ours, err := ingestRate(ctx, env, srv.Addr(), fmt.Sprintf("bench-%d-%d", time.Now().UnixNano(), i), cfg, conns)
-		if err != nil {
-			return out, fmt.Errorf("ingest with %d connections: %w", conns, err)
-		}
-		r := IngestResult{Conns: conns, Raw: raw, Ours: ours}
-		out = append(out, r)
-		fmt.Fprintf(w, "%5d %14.0f %14.0f %6.2fx\n", r.Conns, r.Raw, r.Ours, r.Ratio())
 	}
+	fmt.Fprintln(w, "cpu/a: CPU time of this process per article, the test server's own included; cpu cap: the ratio the")
+	fmt.Fprintln(w, "CPU allows when both sides keep the same cores busy (raw cpu/a over ours cpu/a)")
 	return out, nil
 }
 
@@ -212,17 +241,21 @@ func ingestRate(ctx context.Context, env *PersistEnv, addr, source string, cfg I
 	if err := <-done; err != nil {
 		return 0, err
 	}
-	tick := time.NewTicker(50 * time.Millisecond)
+	// Done when the workers have finished ranges holding every article:
+	// their own counters, so that watching costs the pipeline nothing.
+	tick := time.NewTicker(2 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		s, err := st.Status(ctx)
-		if err != nil {
-			return 0, err
+		var n, failed int64
+		for _, wk := range workers {
+			ws := wk.Stats()
+			n += ws.Articles
+			failed += ws.Failed
 		}
-		if s.Ranges[work.StateFailed] > 0 {
-			return 0, fmt.Errorf("%d ranges failed", s.Ranges[work.StateFailed])
+		if failed > 0 {
+			return 0, fmt.Errorf("%d ranges failed", failed)
 		}
-		if s.Ranges[work.StateDone] > 0 && s.Ranges[work.StateDone] == sum(s.Ranges) {
+		if n >= cfg.Articles {
 			break
 		}
 		select {
@@ -234,10 +267,3 @@ func ingestRate(ctx context.Context, env *PersistEnv, addr, source string, cfg I
 	return float64(cfg.Articles) / time.Since(start).Seconds(), nil
 }
 
-func sum(m map[work.RangeState]int) int {
-	n := 0
-	for _, v := range m {
-		n += v
-	}
-	return n
-}

@@ -23,6 +23,11 @@ const liveKVMergeRounds = 16
 // of its key (LiveKV.Delete).
 const HdrTombstone = "Kv-Deleted"
 
+// HdrContentEncoding is the user header that says a value is compressed
+// already (its value names how, for the application): the server stores
+// such values as they are instead of trying zstd on them.
+const HdrContentEncoding = "Content-Encoding"
+
 // ErrClosed is returned by a Client, LiveKV or LocalStream used after Close.
 var ErrClosed = errors.New("persist: handle closed")
 

@@ -40,6 +40,8 @@ const (
 	// ShareEveryDefault is how often a process renews its share and
 	// recomputes its grant.
 	ShareEveryDefault = 5 * time.Second
+	// ProgressEveryDefault is how often the main shard logs its progress.
+	ProgressEveryDefault = 30 * time.Second
 	// StopWaitDefault bounds how long a stopping coordinator waits for the
 	// chunks in flight.
 	StopWaitDefault = 15 * time.Second

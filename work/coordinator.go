@@ -34,6 +34,9 @@ type CoordinatorConfig struct {
 	// StopWait bounds Stop's wait for chunks in flight. Zero means
 	// StopWaitDefault.
 	StopWait time.Duration
+	// ProgressEvery is how often the main shard logs how far the source is
+	// (only while ranges are outstanding). Zero means ProgressEveryDefault.
+	ProgressEvery time.Duration
 	// Logger: nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -56,6 +59,9 @@ func (c CoordinatorConfig) withDefaults() CoordinatorConfig {
 	}
 	if c.StopWait == 0 {
 		c.StopWait = StopWaitDefault
+	}
+	if c.ProgressEvery == 0 {
+		c.ProgressEvery = ProgressEveryDefault
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -197,6 +203,25 @@ func (c *Coordinator) Start(ctx context.Context) error {
 				c.log.Info("planned history", "ranges", st.Ranges, "groups", st.Groups)
 			}
 			return err
+		})
+		var lastDone int64 = -1
+		c.loop(lctx, "progress", c.cfg.ProgressEvery, func(ctx context.Context) error {
+			s, err := c.st.Status(ctx)
+			if err != nil {
+				return err
+			}
+			done := s.Articles[StateDone]
+			total := done
+			for _, state := range []RangeState{StatePlanned, StateSpooled, StateLeased} {
+				total += s.Articles[state]
+			}
+			if total == done && done == lastDone {
+				return nil // nothing outstanding, nothing new: stay quiet
+			}
+			lastDone = done
+			c.log.Info("progress", "done", done, "planned", total, "percent", fmt.Sprintf("%.1f", 100*float64(done)/float64(max(total, 1))),
+				"articles_per_second", int64(s.Throughput), "spooled", s.Ranges[StateSpooled], "leased", s.Ranges[StateLeased], "failed", s.Ranges[StateFailed])
+			return nil
 		})
 		c.loop(lctx, "planning the tail", c.cfg.TailEvery, func(ctx context.Context) error {
 			st, err := c.planner.PlanTail(ctx)

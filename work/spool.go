@@ -17,8 +17,9 @@ const (
 	HdrChunkFirst = "Work-First"
 	HdrChunkLast  = "Work-Last"
 	// HdrChunkEnc names the value's encoding: "s2" (klauspost/compress/s2
-	// block), or absent for the plain lines.
-	HdrChunkEnc = "Work-Enc"
+	// block), or absent for the plain lines. It is persist's
+	// Content-Encoding, so the server does not compress the value again.
+	HdrChunkEnc = persist.HdrContentEncoding
 )
 
 // encS2 is HdrChunkEnc of an s2-compressed chunk. Overview lines shrink

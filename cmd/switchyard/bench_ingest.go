@@ -3,6 +3,7 @@ package main
 import (
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -11,7 +12,7 @@ import (
 
 func init() {
 	var cfg bench.IngestConfig
-	var conns string
+	var conns, delays string
 	cmd := &cobra.Command{
 		Use:   "ingest",
 		Short: "Articles/s end to end (NNTP → spool → worker → indexer) vs the raw OVER rate",
@@ -23,7 +24,11 @@ embedded NATS and persist server, and for each connection count in --conns:
         prefetcher fetches OVER through a pool of that many connections into
         the spool, --workers workers lease the ranges, read the spool, hand
         every line to the counting indexer and finish under the fence
-Each figure is articles (lines) per second; the ratio is ours/raw.
+Each figure is articles (lines) per second; the ratio is ours/raw. Each row is
+run at each --delays: 0 is loopback, where the test server and the pipeline
+share this machine's cores; a few milliseconds stand for a provider across a
+network. The CPU columns show what each side costs per article and so what
+ratio the cores allow (cpu cap) when both sides are CPU-bound.
 Target (not a test): ours >= 0.8x raw at 4 connections.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -35,6 +40,14 @@ Target (not a test): ours >= 0.8x raw at 4 connections.`,
 				}
 				cfg.Conns = append(cfg.Conns, n)
 			}
+			cfg.Delays = nil
+			for _, s := range strings.Split(delays, ",") {
+				d, err := time.ParseDuration(strings.TrimSpace(s))
+				if err != nil || d < 0 || d > time.Second {
+					return usagef("--delays %q: want a list of durations 0-1s", delays)
+				}
+				cfg.Delays = append(cfg.Delays, d)
+			}
 			if cfg.Articles < 1000 || cfg.Workers < 1 || cfg.RangeSize < 1 || cfg.Chunk < 1 {
 				return usagef("--articles must be at least 1000; --workers, --range-size and --chunk positive")
 			}
@@ -42,8 +55,9 @@ Target (not a test): ours >= 0.8x raw at 4 connections.`,
 			return err
 		},
 	}
-	cmd.Flags().Int64Var(&cfg.Articles, "articles", 200_000, "articles in the group read")
+	cmd.Flags().Int64Var(&cfg.Articles, "articles", 1_000_000, "articles in the group read")
 	cmd.Flags().StringVar(&conns, "conns", "1,2,4", "comma-separated connection counts to measure")
+	cmd.Flags().StringVar(&delays, "delays", "0,5ms", "comma-separated provider latencies: the test server waits this long before each answer")
 	cmd.Flags().IntVar(&cfg.Workers, "workers", 2, "workers indexing the spool")
 	cmd.Flags().Int64Var(&cfg.RangeSize, "range-size", 20_000, "articles per range")
 	cmd.Flags().Int64Var(&cfg.Chunk, "chunk", 1_000, "articles per OVER command and spool message")

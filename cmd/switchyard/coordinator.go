@@ -74,7 +74,7 @@ close the connections, leave the share, exit 0.`,
 			return runUntilSignal(cmd.Context(), co)
 		},
 	}
-	run.Flags().StringVar(&shard, "shard", "1/1", "this process's part of the prefetching, `I/N`: ranges with id % N == I-1; only shard 1 plans")
+	run.Flags().StringVar(&shard, "shard", "1/1", "this process's part of the prefetching, `SHARD` i/n: ranges with id % n == i-1; only shard 1 plans")
 	sourceFlag(run, &source)
 	pf.register(run, true)
 	wf.registerPlan(run)

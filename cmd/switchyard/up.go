@@ -73,6 +73,7 @@ with --tls-ca).`,
 			if err := os.MkdirAll(dataDir, 0o755); err != nil {
 				return fmt.Errorf("data directory: %w", err)
 			}
+			uw.tailSet = cmd.Flags().Changed("tail-every")
 			if err := uw.wf.validatePlan(); err != nil {
 				return err
 			}

@@ -22,12 +22,16 @@ const (
 	upDemoGrowBy   = 500
 	upDemoGrowEvry = 5 * time.Second
 	upDemoSource   = "demo"
+	// upDemoTailEvery plans the demo groups' growth often enough to watch.
+	upDemoTailEvery = 10 * time.Second
 )
 
 // upWork is the work part of up's configuration.
 type upWork struct {
 	off     bool
 	workers int
+	// tailSet: --tail-every was given, so the demo keeps it.
+	tailSet bool
 	source  string
 	pf      providerFlags
 	wf      workFlags
@@ -52,6 +56,9 @@ func startWork(ctx context.Context, uw upWork, connect func(name, user string) (
 		}
 		*stops = append(*stops, demo.Stop)
 		pf.addr = demo.Addr()
+		if !uw.tailSet {
+			uw.wf.tailEvery = upDemoTailEvery
+		}
 		if source == sourceDefault {
 			source = upDemoSource
 		}
@@ -98,5 +105,9 @@ func startWork(ctx context.Context, uw upWork, connect func(name, user string) (
 		}
 		*stops = append(*stops, stopWithin{w, workerStopWait}.Stop)
 	}
-	return fmt.Sprintf("  work       source %s, NNTP %s, groups %s, 1 coordinator, %d workers\n", source, pf.addr, groups.Wildmat(), uw.workers), nil
+	workers := fmt.Sprintf("%d workers", uw.workers)
+	if uw.workers == 1 {
+		workers = "1 worker"
+	}
+	return fmt.Sprintf("  work       source %s, NNTP %s, groups %s, 1 coordinator, %s\n", source, pf.addr, groups.Wildmat(), workers), nil
 }

@@ -33,7 +33,7 @@ type providerFlags struct {
 }
 
 func (f *providerFlags) register(cmd *cobra.Command, required bool) {
-	what := "NNTP provider `HOST:PORT`"
+	what := "NNTP provider `ADDR` (host:port)"
 	if !required {
 		what += " (default: the demo provider up runs in-process)"
 	}

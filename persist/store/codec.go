@@ -7,7 +7,8 @@ import (
 )
 
 // compressMin is the value size above which values are stored zstd-compressed
-// (when that makes them smaller).
+// (when that makes them smaller), unless the writer says with a
+// Content-Encoding header that the value is compressed already.
 const compressMin = 1024
 
 // Value encodings in the enc column.

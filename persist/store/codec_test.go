@@ -10,7 +10,8 @@ import (
 )
 
 // TestZstdRoundTrip: values above compressMin are stored compressed, the
-// others raw, and both read back as written.
+// others raw (as are values with a Content-Encoding), and all read back as
+// written.
 func TestZstdRoundTrip(t *testing.T) {
 	t.Parallel()
 	st, err := NewSQLite(SQLiteConfig{Dir: t.TempDir()}).Open("hub", "z", false, time.Now())
@@ -20,8 +21,10 @@ func TestZstdRoundTrip(t *testing.T) {
 	defer st.Close()
 	big := strings.Repeat("compressible text ", 10000)
 	small := strings.Repeat("y", compressMin)
-	res, _, err := st.Write([]WriteOp{{Value: []byte(big)}, {Value: []byte(small)}}, time.Now())
-	if err != nil || res[0].Err != nil || res[1].Err != nil {
+	// A value that says it is compressed already is stored as it is.
+	encoded := WriteOp{Value: []byte(big), Headers: map[string]string{persist.HdrContentEncoding: "s2"}}
+	res, _, err := st.Write([]WriteOp{{Value: []byte(big)}, {Value: []byte(small)}, encoded}, time.Now())
+	if err != nil || res[0].Err != nil || res[1].Err != nil || res[2].Err != nil {
 		t.Fatalf("write: %v %+v", err, res)
 	}
 	for i, want := range []string{big, small} {
@@ -34,7 +37,7 @@ func TestZstdRoundTrip(t *testing.T) {
 	if _, err := st.GetAll(1, 0, 0, func(m *persist.Frame) error { got = append(got, string(m.Value)); return nil }); err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 2 || got[0] != big || got[1] != small {
+	if len(got) != 3 || got[0] != big || got[1] != small || got[2] != big {
 		t.Fatal("getAll of a compressed value differs")
 	}
 	// Look at the file itself: compressed above the threshold only.
@@ -42,7 +45,7 @@ func TestZstdRoundTrip(t *testing.T) {
 		seq     uint64
 		enc     int
 		maxSize int
-	}{{res[0].Seq, encZstd, len(big) / 10}, {res[1].Seq, encRaw, compressMin}} {
+	}{{res[0].Seq, encZstd, len(big) / 10}, {res[1].Seq, encRaw, compressMin}, {res[2].Seq, encRaw, len(big)}} {
 		var enc, n int
 		if err := st.(*sqliteStream).conn.QueryRowContext(context.Background(), `SELECT enc, length(raw) FROM messages WHERE seq = ?`, c.seq).Scan(&enc, &n); err != nil {
 			t.Fatal(err)

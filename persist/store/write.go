@@ -148,7 +148,7 @@ func (s *sqliteStream) write(ops []WriteOp, nowMs int64) ([]WriteResult, []Chang
 		}
 		seq := s.lastSeq + 1
 		enc, raw := encRaw, op.Value
-		if len(raw) > compressMin {
+		if len(raw) > compressMin && op.Headers[persist.HdrContentEncoding] == "" {
 			ze, _, err := codecs()
 			if err != nil {
 				return nil, nil, err
