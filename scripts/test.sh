@@ -31,4 +31,5 @@ forbid ./persist 'sqlite|nats-server'
 forbid ./placement 'nats-server|sqlite'
 forbid ./forward 'nats-server|sqlite'
 forbid ./bus 'nats-server'
+forbid ./work 'nats-server|sqlite'
 go test -race -count=1 -timeout 20m ./...

@@ -141,11 +141,11 @@ func (c *Coordinator) Share() *Share { return c.share }
 func (c *Coordinator) Start(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.started {
-		return nil
-	}
 	if c.stopped {
 		return errors.New("coordinator: start after stop")
+	}
+	if c.started {
+		return nil
 	}
 	if err := c.st.Init(ctx); err != nil {
 		return fmt.Errorf("coordinator: %w", err)
@@ -204,7 +204,7 @@ func (c *Coordinator) Start(ctx context.Context) error {
 			}
 			return err
 		})
-		var lastDone int64 = -1
+		var lastDone int64
 		c.loop(lctx, "progress", c.cfg.ProgressEvery, func(ctx context.Context) error {
 			s, err := c.st.Status(ctx)
 			if err != nil {
