@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/switchyard-dev/switchyard/nntp"
-	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/work"
 )
 
@@ -53,20 +52,11 @@ close the connections, leave the share, exit 0.`,
 			if err := checkSource(source); err != nil {
 				return err
 			}
-			nc, err := nf.connectRole("switchyard-coordinator-"+sh.String(), 0)
+			st, done, err := nf.workStore("switchyard-coordinator-"+sh.String(), source)
 			if err != nil {
 				return err
 			}
-			defer nc.Close()
-			c, err := persist.NewClient(persist.ClientConfig{Conn: nc, Service: nf.service})
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			st, err := work.NewStore(c, source)
-			if err != nil {
-				return usageError{err}
-			}
+			defer done()
 			co, err := newCoordinator(st, ncfg, groups, pf.conns, sh, wf, slog.Default())
 			if err != nil {
 				return err

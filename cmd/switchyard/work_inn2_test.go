@@ -88,18 +88,7 @@ func TestWorkINN2(t *testing.T) {
 	waitStatus(t, st, "the INN2 group indexed", 2*time.Minute, func(s work.Status) bool {
 		return len(s.Groups) == 1 && s.Groups[0].PlannedThrough == gr.High && s.Groups[0].Done == s.Groups[0].Planned && s.Groups[0].Planned > 0
 	})
-	rs, err := st.Ranges(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var done []work.Range
-	for _, r := range rs {
-		done = append(done, r.Val)
-	}
-	got, err := work.SumResults(done)
-	if err != nil {
-		t.Fatal(err)
-	}
+	got, _ := indexed(t, st)
 	if got[group] != want {
 		t.Errorf("indexed %+v, want %+v: every article INN2 holds, once", got[group], want)
 	}

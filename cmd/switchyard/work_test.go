@@ -145,6 +145,25 @@ func waitStatus(t *testing.T, st *work.Store, what string, within time.Duration,
 	return last
 }
 
+// indexed adds up the counting indexer's results over the source's done
+// ranges, and returns them with every range.
+func indexed(t *testing.T, st *work.Store) (map[string]work.GroupCount, []work.Range) {
+	t.Helper()
+	rs, err := st.Ranges(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all []work.Range
+	for _, r := range rs {
+		all = append(all, r.Val)
+	}
+	got, err := work.SumResults(all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got, all
+}
+
 // expectedCounts is what the counting indexer must report for groups whose
 // articles are 1..n: every article once.
 func expectedCounts(groups []string, n int64) map[string]work.GroupCount {
@@ -322,18 +341,7 @@ func TestWorkFleet(t *testing.T) {
 	}
 
 	// Exactly once: the indexer's results add up to every article once.
-	rs, err := st.Ranges(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var done []work.Range
-	for _, r := range rs {
-		done = append(done, r.Val)
-	}
-	got, err := work.SumResults(done)
-	if err != nil {
-		t.Fatal(err)
-	}
+	got, done := indexed(t, st)
 	want := expectedCounts(groups, articles)
 	for _, g := range groups {
 		if got[g] != want[g] {

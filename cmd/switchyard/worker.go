@@ -9,7 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/work"
 )
 
@@ -62,20 +61,11 @@ the exactly-once check the tests use).`,
 				host, _ := os.Hostname()
 				name = fmt.Sprintf("worker-%s-%d", host, os.Getpid())
 			}
-			nc, err := nf.connectRole("switchyard-"+name, 0)
+			st, done, err := nf.workStore("switchyard-"+name, source)
 			if err != nil {
 				return err
 			}
-			defer nc.Close()
-			c, err := persist.NewClient(persist.ClientConfig{Conn: nc, Service: nf.service})
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			st, err := work.NewStore(c, source)
-			if err != nil {
-				return usageError{err}
-			}
+			defer done()
 			w, err := work.NewWorker(st, ix, work.WorkerConfig{Name: name, Lease: wf.leaseConfig(), Heartbeat: wf.heartbeat()})
 			if err != nil {
 				return err

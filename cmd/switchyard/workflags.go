@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/switchyard-dev/switchyard/nntp"
+	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/work"
 )
 
@@ -141,4 +142,24 @@ func checkSource(s string) error {
 		return usagef("--source: %v", err)
 	}
 	return nil
+}
+
+// workStore connects to NATS as a long-running role named name and returns
+// the store of source; done closes what it opened.
+func (f *natsFlags) workStore(name, source string) (st *work.Store, done func(), err error) {
+	nc, err := f.connectRole(name, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := persist.NewClient(persist.ClientConfig{Conn: nc, Service: f.service})
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	done = func() { _ = c.Close(); nc.Close() }
+	if st, err = work.NewStore(c, source); err != nil {
+		done()
+		return nil, nil, usageError{err}
+	}
+	return st, done, nil
 }
