@@ -224,22 +224,19 @@ func ingestRate(ctx context.Context, env *PersistEnv, addr, source string, cfg I
 			_ = wk.Stop(context.WithoutCancel(ctx))
 		}
 	}()
-	done := make(chan error, 1)
-	go func() {
-		for {
-			ts, err := pf.Tick(ctx)
-			if err != nil {
-				done <- err
-				return
-			}
-			if ts.Spooled == 0 {
-				done <- nil
-				return
-			}
+	// Prefetch until no range is left planned: a round whose chunks all
+	// failed leaves its ranges planned for the next one.
+	for {
+		if _, err := pf.Tick(ctx); err != nil {
+			return 0, err
 		}
-	}()
-	if err := <-done; err != nil {
-		return 0, err
+		s, err := st.Status(ctx)
+		if err != nil {
+			return 0, err
+		}
+		if s.Ranges[work.StatePlanned] == 0 {
+			break
+		}
 	}
 	// Done when the workers have finished ranges holding every article:
 	// their own counters, so that watching costs the pipeline nothing.

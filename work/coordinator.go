@@ -99,8 +99,13 @@ type Coordinator struct {
 	mu      sync.Mutex // protects started, stopped
 	started bool
 	stopped bool
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	cancel  context.CancelFunc // ends the loops but the prefetch loop
+	wg      sync.WaitGroup     // the loops but the prefetch loop
+	// The prefetch loop has a context and an end of its own: Stop lets its
+	// last round finish (chunks in flight written, their range marked
+	// spooled) before it cancels anything.
+	pfCancel context.CancelFunc
+	pfDone   chan struct{}
 }
 
 // NewCoordinator builds a coordinator on st that fetches through pool. The
@@ -185,10 +190,28 @@ func (c *Coordinator) Start(ctx context.Context) error {
 		}
 		return err
 	})
-	c.loop(lctx, "prefetch round", c.cfg.Tick, func(ctx context.Context) error {
-		_, err := c.prefetch.Tick(ctx)
-		return err
-	})
+	pctx, pcancel := context.WithCancel(context.WithoutCancel(ctx))
+	c.pfCancel, c.pfDone = pcancel, make(chan struct{})
+	go func() {
+		defer close(c.pfDone)
+		t := time.NewTimer(0)
+		defer t.Stop()
+		for {
+			select {
+			case <-pctx.Done():
+				return
+			case <-t.C:
+			}
+			_, err := c.prefetch.Tick(pctx)
+			switch {
+			case errors.Is(err, ErrStopped):
+				return // Stop: the round's chunks in flight are written
+			case err != nil && pctx.Err() == nil:
+				c.log.Error("prefetch round failed", "err", err)
+			}
+			t.Reset(c.cfg.Tick)
+		}
+	}()
 	if c.cfg.Shard.Main() {
 		c.loop(lctx, "finishing abandoned leases", c.cfg.AbandonedEvery, func(ctx context.Context) error {
 			n, err := c.leases.FinishAbandoned(ctx)
@@ -273,38 +296,34 @@ func (c *Coordinator) Stop(ctx context.Context) error {
 	}
 	c.log.Info("stopping: waiting for the chunks in flight", "chunks", c.prefetch.Active())
 	c.prefetch.Stop()
-	wctx, cancel := context.WithTimeout(ctx, c.cfg.StopWait)
-	defer cancel()
-	var firstErr error
-	if err := waitIdle(wctx, c.prefetch); err != nil {
-		c.log.Info("closing connections still fetching", "chunks", c.prefetch.Active())
-	}
+	// The other loops end now; the prefetch loop's round may finish its
+	// chunks in flight within StopWait.
 	c.cancel()
 	c.wg.Wait()
-	// Cleanup runs even when ctx is done.
-	cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer ccancel()
-	if err := c.pool.Stop(cctx); err != nil {
+	wait := time.NewTimer(c.cfg.StopWait)
+	defer wait.Stop()
+	select {
+	case <-c.pfDone:
+	case <-wait.C:
+		c.log.Info("closing connections still fetching", "chunks", c.prefetch.Active())
+	case <-ctx.Done():
+		c.log.Info("closing connections still fetching", "chunks", c.prefetch.Active())
+	}
+	c.pfCancel()
+	<-c.pfDone
+	// Cleanup runs even when ctx is done, each step with its own time: a
+	// slow pool close must not leave the share entry behind.
+	var firstErr error
+	pctx, pcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	if err := c.pool.Stop(pctx); err != nil {
 		firstErr = fmt.Errorf("coordinator: close pool: %w", err)
 	}
-	if err := c.share.Leave(cctx); err != nil && firstErr == nil {
+	pcancel()
+	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	if err := c.share.Leave(sctx); err != nil && firstErr == nil {
 		firstErr = fmt.Errorf("coordinator: leave share: %w", err)
 	}
+	scancel()
 	c.log.Info("coordinator stopped")
 	return firstErr
-}
-
-// waitIdle waits until no chunk is in flight or ctx ends. The prefetcher
-// has no signal for it, and a stop happens once: a short poll is cheap.
-func waitIdle(ctx context.Context, p *Prefetcher) error {
-	t := time.NewTicker(50 * time.Millisecond)
-	defer t.Stop()
-	for p.Active() > 0 {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
-	}
-	return nil
 }

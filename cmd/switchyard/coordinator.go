@@ -29,7 +29,8 @@ func init() {
 --prefetch-ahead of its ranges (those with id % n == i-1) spooled ahead of the
 workers, fetching OVER through its share of the provider's connections. Shard 1
 also plans: new groups' history every hour, the tail every --tail-every, and it
-finishes leases whose worker read everything and went quiet (every 5 minutes).
+finishes leases whose worker read everything and went quiet (every
+--abandoned-every).
 Every process of a source shares --nntp-conns connections by priority.
 
 SIGTERM or Ctrl-C: stop taking work, wait up to 15 s for the chunks in flight,

@@ -224,7 +224,7 @@ func runUp(cmd *cobra.Command, cfg upConfig) (err error) {
 	}
 	stops = append(stops, b.Stop)
 
-	workLine, err := startWork(cmd.Context(), cfg.work, connect, &stops)
+	workLine, stopWork, err := startWork(cmd.Context(), cfg.work, connect)
 	if err != nil {
 		return err
 	}
@@ -257,6 +257,11 @@ Stop with Ctrl-C.
 `, url, bus.EnvURL, url, cfg.servers, strings.Join(ids, ","), cfg.placementName, cfg.dataDir, cfg.service, workLine, flag, flag, flag, flag, cfg.service)
 
 	<-cmd.Context().Done()
-	slog.Info("switchyard stopping: draining in-flight requests")
+	slog.Info("switchyard stopping: workers and coordinator first, then draining in-flight requests")
+	// The work stops bound their own waits (workers 10 s, the coordinator's
+	// chunks in flight 15 s); the persist drain's deadline starts after.
+	if err := stopWork(context.Background()); err != nil {
+		slog.Warn("switchyard: stop work", "err", err)
+	}
 	return nil
 }

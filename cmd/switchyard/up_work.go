@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -39,22 +41,56 @@ type upWork struct {
 
 // startWork runs, inside up, the demo NNTP provider (unless --nntp names a
 // real one), one coordinator and --workers workers. It returns what to tell
-// the user.
-func startWork(ctx context.Context, uw upWork, connect func(name, user string) (*nats.Conn, error), stops *[]func(context.Context) error) (string, error) {
+// the user and how to stop it all: up calls that before it drains the
+// persist servers, so the work's stops (bounded by their own waits) do not
+// eat into the servers' drain. connect's connections are closed by up's
+// own stops, after this.
+func startWork(ctx context.Context, uw upWork, connect func(name, user string) (*nats.Conn, error)) (line string, stop func(context.Context) error, err error) {
 	if uw.off {
-		return "", nil
+		return "", func(context.Context) error { return nil }, nil
 	}
+	var demo *nntptest.Server
+	var co *work.Coordinator
+	var workers []*work.Worker
+	stop = func(ctx context.Context) error {
+		// Every worker is told at once, so none takes a new range while
+		// another is still finishing its own.
+		errs := make([]error, len(workers))
+		var wg sync.WaitGroup
+		for i, w := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), workerStopWait)
+				defer cancel()
+				errs[i] = w.Stop(wctx)
+			}()
+		}
+		wg.Wait()
+		if co != nil {
+			errs = append(errs, co.Stop(context.WithoutCancel(ctx)))
+		}
+		if demo != nil {
+			errs = append(errs, demo.Stop(context.WithoutCancel(ctx)))
+		}
+		return errors.Join(errs...)
+	}
+	defer func() {
+		if err != nil {
+			_ = stop(ctx)
+		}
+	}()
 	source := uw.source
 	pf := uw.pf
 	if pf.addr == "" {
-		demo := nntptest.New(nntptest.Config{Addr: "127.0.0.1:0", GrowEvery: upDemoGrowEvry, GrowBy: upDemoGrowBy})
+		demo = nntptest.New(nntptest.Config{Addr: "127.0.0.1:0", GrowEvery: upDemoGrowEvry, GrowBy: upDemoGrowBy})
 		for i := 1; i <= upDemoGroups; i++ {
 			demo.AddGroup(fmt.Sprintf("alt.binaries.demo.%d", i), upDemoArticles)
 		}
 		if err := demo.Start(ctx); err != nil {
-			return "", fmt.Errorf("demo nntp provider: %w", err)
+			demo = nil
+			return "", nil, fmt.Errorf("demo nntp provider: %w", err)
 		}
-		*stops = append(*stops, demo.Stop)
 		pf.addr = demo.Addr()
 		if !uw.tailSet {
 			uw.wf.tailEvery = upDemoTailEvery
@@ -65,7 +101,7 @@ func startWork(ctx context.Context, uw upWork, connect func(name, user string) (
 	}
 	ncfg, groups, err := pf.config()
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	client := func(name string) (*work.Store, error) {
 		nc, err := connect(name, auth.RoleClient)
@@ -80,34 +116,34 @@ func startWork(ctx context.Context, uw upWork, connect func(name, user string) (
 	}
 	st, err := client("switchyard-coordinator")
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
-	co, err := newCoordinator(st, ncfg, groups, pf.conns, work.Shard{Index: 1, Count: 1}, uw.wf, slog.Default())
+	c, err := newCoordinator(st, ncfg, groups, pf.conns, work.Shard{Index: 1, Count: 1}, uw.wf, slog.Default())
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
-	if err := co.Start(ctx); err != nil {
-		return "", err
+	if err := c.Start(ctx); err != nil {
+		return "", nil, err
 	}
-	*stops = append(*stops, co.Stop)
+	co = c
 	for i := 1; i <= uw.workers; i++ {
 		name := fmt.Sprintf("up-worker-%d", i)
 		wst, err := client("switchyard-" + name)
 		if err != nil {
-			return "", err
+			return "", nil, err
 		}
 		w, err := work.NewWorker(wst, work.CountingIndexer{}, work.WorkerConfig{Name: name, Lease: uw.wf.leaseConfig(), Heartbeat: uw.wf.heartbeat()})
 		if err != nil {
-			return "", err
+			return "", nil, err
 		}
 		if err := w.Start(ctx); err != nil {
-			return "", err
+			return "", nil, err
 		}
-		*stops = append(*stops, stopWithin{w, workerStopWait}.Stop)
+		workers = append(workers, w)
 	}
-	workers := fmt.Sprintf("%d workers", uw.workers)
+	n := fmt.Sprintf("%d workers", uw.workers)
 	if uw.workers == 1 {
-		workers = "1 worker"
+		n = "1 worker"
 	}
-	return fmt.Sprintf("  work       source %s, NNTP %s, groups %s, 1 coordinator, %s\n", source, pf.addr, groups.Wildmat(), workers), nil
+	return fmt.Sprintf("  work       source %s, NNTP %s, groups %s, 1 coordinator, %s\n", source, pf.addr, groups.Wildmat(), n), stop, nil
 }

@@ -2,8 +2,9 @@ package main
 
 import (
 	"crypto/tls"
+	"net"
 	"os"
-	"strings"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -52,8 +53,10 @@ func (f *providerFlags) config() (nntp.Config, work.Groups, error) {
 	if f.addr == "" {
 		return nntp.Config{}, work.Groups{}, usagef("--nntp host:port is required")
 	}
-	if i := strings.LastIndexByte(f.addr, ':'); i <= 0 || i == len(f.addr)-1 {
+	if host, port, err := net.SplitHostPort(f.addr); err != nil || host == "" {
 		return nntp.Config{}, work.Groups{}, usagef("--nntp %q: want host:port", f.addr)
+	} else if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return nntp.Config{}, work.Groups{}, usagef("--nntp %q: port %q is not 1-65535", f.addr, port)
 	}
 	if f.conns < 1 || f.conns > 1000 {
 		return nntp.Config{}, work.Groups{}, usagef("--nntp-conns %d: want 1-1000", f.conns)
