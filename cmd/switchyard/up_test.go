@@ -9,12 +9,14 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/switchyard-dev/switchyard/bus"
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/placement"
+	"github.com/switchyard-dev/switchyard/work"
 )
 
 // TestUpEndToEnd runs `switchyard up` as its own process and drives it with
@@ -90,6 +92,26 @@ func TestUpEndToEnd(t *testing.T) {
 		t.Fatalf("persist.hub.id = %q, want %q", reply.Data, want)
 	}
 	nc.Close()
+
+	// The work pipeline runs in up against the demo provider: articles
+	// flow to the worker and work status shows it.
+	deadline := time.Now().Add(60 * time.Second)
+	poll := time.NewTicker(100 * time.Millisecond)
+	defer poll.Stop()
+	for {
+		out, _, code := sy("work", "status", "--source", "demo", "--json")
+		var st work.Status
+		if code == 0 && json.Unmarshal([]byte(out), &st) == nil && st.Articles[work.StateDone] > 0 && len(st.Groups) == upDemoGroups && len(st.Shares) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("up's work pipeline indexed nothing within 60s; last status: %s", out)
+		}
+		<-poll.C
+	}
+	if out := must("work", "status", "--source", "demo"); !strings.Contains(out, "alt.binaries.demo.1") || !strings.Contains(out, "done") {
+		t.Fatalf("work status:\n%s", out)
+	}
 
 	// SIGTERM: a clean stop, exit 0, and the data is there after a restart.
 	if err := up.Process.Signal(syscall.SIGTERM); err != nil {
