@@ -227,6 +227,14 @@ func (l *Leases) take(ctx context.Context, r Versioned[Range], holder string) (*
 	if err != nil {
 		return nil, err
 	}
+	return l.takeLeased(ctx, r, le, tok)
+}
+
+// takeLeased is take after its lease le was created with token tok: the
+// range's compare-and-set. It is apart so that tests can run it for a
+// caller that stalled between the two steps.
+func (l *Leases) takeLeased(ctx context.Context, r Versioned[Range], le Lease, tok uint64) (*Held, error) {
+	holder := le.Holder
 	// From here we own the range's lease: give it back on any way out
 	// that does not hand it to the caller.
 	drop := func() { _ = l.st.DropLease(context.WithoutCancel(ctx), tok) }
@@ -252,11 +260,24 @@ func (l *Leases) take(ctx context.Context, r Versioned[Range], holder string) (*
 			cur, gerr := l.st.Range(ctx, r.Val.ID)
 			if gerr != nil {
 				drop()
-				return nil, gerr
+				return nil, fmt.Errorf("work: take range %d: %w", r.Val.ID, gerr)
 			}
 			if cur.Val.State != StateSpooled && cur.Val.State != StateLeased {
 				drop()
 				return nil, nil
+			}
+			// A leased range looks expired only while our lease is the
+			// range's lease. If we stalled past the TTL, ours expired and
+			// the write we conflicted with may be the next holder's: taking
+			// (or failing) the range now would write over it.
+			cle, lerr := l.st.Lease(ctx, r.Val.ID)
+			if lerr != nil && !errors.Is(lerr, persist.ErrNotFound) {
+				drop()
+				return nil, fmt.Errorf("work: take range %d: %w", r.Val.ID, lerr)
+			}
+			if lerr != nil || cle.Seq != tok {
+				l.fenced.Add(1)
+				return nil, fmt.Errorf("work: take range %d: our lease expired before the range was written: %w", r.Val.ID, ErrConflict)
 			}
 			r = cur
 			continue

@@ -404,3 +404,58 @@ func TestLeasesSettleAfterCrash(t *testing.T) {
 		t.Errorf("Settle of a done range: %v %v, want false", ok, err)
 	}
 }
+
+// A caller that stalled between creating its lease and writing the range
+// (its lease expired, and another holder leased the range meanwhile) must
+// not write over the new holder's range record when it resumes, nor fail
+// the range under it at the last attempt.
+func TestLeasesStalledTakeFenced(t *testing.T) {
+	t.Parallel()
+	for _, maxAttempts := range []int{3, 1} {
+		t.Run(fmt.Sprintf("max%d", maxAttempts), func(t *testing.T) {
+			t.Parallel()
+			e := ltStart(t)
+			r, arts := e.ltSpooled(t, "alt.x", work.KindTail, 1, 100, nil)
+			cfg := work.LeaseConfig{TTL: time.Second, MaxAttempts: maxAttempts}
+			stale := ltLeases(t, e.st, cfg)
+			// The stalled caller's first step: it read the range and created
+			// its lease, then went quiet past the TTL.
+			seen := e.ltRange(t, r.ID)
+			le := work.Lease{Range: r.ID, Holder: "x"}
+			tok, err := e.st.PutLease(e.ctx, le, 0, time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ltEventually(t, 10*time.Second, "the stalled caller's lease never expired", func() bool {
+				_, err := e.st.Lease(e.ctx, r.ID)
+				return errors.Is(err, persist.ErrNotFound)
+			})
+			y := ltLeases(t, ltStoreOn(t, e.ctx, e.env.Client()), work.LeaseConfig{TTL: time.Minute, MaxAttempts: maxAttempts})
+			hy, err := y.Acquire(e.ctx, "y")
+			if err != nil || hy.Range.ID != r.ID {
+				t.Fatalf("y.Acquire: %+v %v", hy, err)
+			}
+			before := e.ltRange(t, r.ID)
+
+			h, err := stale.TakeLeased(e.ctx, seen, le, tok)
+			if h != nil || !errors.Is(err, work.ErrConflict) {
+				t.Fatalf("the stalled caller's take: %+v %v; want ErrConflict and no lease", h, err)
+			}
+			if after := e.ltRange(t, r.ID); after.Seq != before.Seq {
+				t.Fatalf("the stalled caller wrote over y's range: %+v", after.Val)
+			}
+			if got, err := e.st.Lease(e.ctx, r.ID); err != nil || got.Seq != hy.Token {
+				t.Fatalf("lease after the stalled take: %+v %v; want y's, token %d", got, err, hy.Token)
+			}
+			if n := e.ltSpoolLen(t, r.ID); n != int64(len(arts)) {
+				t.Fatalf("spool after the stalled take: %d lines, want %d", n, len(arts))
+			}
+			if s := stale.Stats(); s.Fenced != 1 || s.Acquired != 0 || s.Expired != 0 {
+				t.Errorf("stalled caller's stats %+v: want 1 fenced", s)
+			}
+			if err := y.Finish(e.ctx, hy, json.RawMessage(`{}`)); err != nil {
+				t.Fatalf("y's Finish: %v", err)
+			}
+		})
+	}
+}
