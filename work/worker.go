@@ -226,13 +226,22 @@ func (w *Worker) process(ctx context.Context, h *Held) error {
 	var result json.RawMessage
 	ri, err := w.ix.Begin(pctx, h.Range)
 	if err == nil {
-		n, err = w.st.ReadSpool(pctx, id, func(a int64, line []byte) error {
+		var chunks int
+		prev := h.Range.First - 1
+		n, chunks, err = w.st.readSpool(pctx, id, func(a int64, line []byte) error {
+			if err := checkArticle(h.Range, prev, a); err != nil {
+				return err
+			}
+			prev = a
 			if err := ri.Line(pctx, a, line); err != nil {
 				return err
 			}
 			w.progress.Store(a)
 			return nil
 		})
+		if err == nil {
+			err = checkCounts(h.Range, n, chunks)
+		}
 	}
 	if err == nil {
 		result, err = ri.End(pctx)
@@ -279,6 +288,29 @@ func (w *Worker) process(ctx context.Context, h *Held) error {
 	}
 	w.finished.Add(1)
 	w.articles.Add(n)
+	return nil
+}
+
+// checkArticle checks spool line a, read after article prev, of range r:
+// a spool with a chunk twice, chunks that overlap or lines of another
+// range would otherwise be indexed, and finished, as if right.
+func checkArticle(r Range, prev, a int64) error {
+	if a < r.First || a > r.Last {
+		return fmt.Errorf("work: spool of range %d: article %d outside the range's %d-%d", r.ID, a, r.First, r.Last)
+	}
+	if a <= prev {
+		return fmt.Errorf("work: spool of range %d: article %d after article %d (duplicate or overlapping chunk)", r.ID, a, prev)
+	}
+	return nil
+}
+
+// checkCounts compares what was read of r's spool with what the prefetcher
+// recorded when it spooled r: a chunk lost (or added) since would
+// otherwise finish the range with a wrong result.
+func checkCounts(r Range, lines int64, chunks int) error {
+	if lines != r.Articles || chunks != r.Chunks {
+		return fmt.Errorf("work: spool of range %d holds %d lines in %d chunks, the range record says %d in %d", r.ID, lines, chunks, r.Articles, r.Chunks)
+	}
 	return nil
 }
 

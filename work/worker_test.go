@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/work"
 )
 
@@ -397,4 +399,78 @@ type doneWatch struct {
 func (d *doneWatch) Done() <-chan struct{} {
 	d.once.Do(func() { close(d.asked) })
 	return d.Context.Done()
+}
+
+// The worker checks what it read against the range record: a spool that
+// lost a chunk, one with an overlapping chunk and one with lines outside
+// the range each fail the range (the reason says what differed) instead
+// of finishing it with a wrong result.
+func TestWorkerChecksSpool(t *testing.T) {
+	t.Parallel()
+	lines := func(first, last int64) [][]byte {
+		var out [][]byte
+		for a := first; a <= last; a++ {
+			out = append(out, ltLine("alt.x", a))
+		}
+		return out
+	}
+	for name, tc := range map[string]struct {
+		spoil func(e *ltEnv, r *work.Range)
+		want  string
+	}{
+		"missing chunk": {
+			spoil: func(e *ltEnv, r *work.Range) {
+				m, err := e.st.Spool(r.ID).GetKey(e.ctx, "c000000000101")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := e.st.Spool(r.ID).Delete(e.ctx, persist.Delete{Seqs: []uint64{m.Seq}}); err != nil {
+					t.Fatal(err)
+				}
+			},
+			want: "holds 200 lines in 2 chunks, the range record says 300 in 3",
+		},
+		"overlapping chunk": {
+			// The record's counts agree with the spool: only the order
+			// of the articles gives it away.
+			spoil: func(e *ltEnv, r *work.Range) {
+				if err := e.st.WriteChunk(e.ctx, r.ID, 150, 249, lines(150, 249)); err != nil {
+					t.Fatal(err)
+				}
+				r.Articles, r.Chunks = 400, 4
+			},
+			want: "article 150 after article 200",
+		},
+		"lines outside the range": {
+			spoil: func(e *ltEnv, r *work.Range) {
+				if err := e.st.WriteChunk(e.ctx, r.ID, 301, 310, lines(301, 310)); err != nil {
+					t.Fatal(err)
+				}
+				r.Articles, r.Chunks = 310, 4
+			},
+			want: "article 301 outside the range's 1-300",
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := ltStart(t)
+			r, _ := e.ltSpooled(t, "alt.x", work.KindTail, 1, 300, nil)
+			tc.spoil(e, &r)
+			if _, err := e.st.PutRange(e.ctx, r, e.ltRange(t, r.ID).Seq); err != nil {
+				t.Fatal(err)
+			}
+			w := ltWorker(t, e.st, work.CountingIndexer{}, work.WorkerConfig{Name: "w", Lease: work.LeaseConfig{MaxAttempts: 1}})
+			ok, err := w.RunOne(e.ctx)
+			if !ok || err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("RunOne: %v %v; want an error saying %q", ok, err, tc.want)
+			}
+			got := e.ltRange(t, r.ID).Val
+			if got.State != work.StateFailed || !strings.Contains(got.Error, tc.want) || got.Result != nil {
+				t.Fatalf("range %+v: want failed, saying %q, without a result", got, tc.want)
+			}
+			if s := w.Stats(); s.Failed != 1 || s.Finished != 0 {
+				t.Errorf("stats %+v: want 1 failed, none finished", s)
+			}
+		})
+	}
 }
