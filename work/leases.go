@@ -37,6 +37,11 @@ type LeaseConfig struct {
 	// must not have been written before FinishAbandoned takes it over.
 	// Zero means QuietAfterDefault.
 	QuietAfter time.Duration
+	// AbandonedEvery is how often the main shard runs FinishAbandoned (the
+	// coordinator's --abandoned-every). A lease that read everything lives
+	// at least three of these rounds, so the round meets it even if its
+	// holder dies. Zero means AbandonedEveryDefault.
+	AbandonedEvery time.Duration
 }
 
 func (c LeaseConfig) withDefaults() LeaseConfig {
@@ -48,6 +53,9 @@ func (c LeaseConfig) withDefaults() LeaseConfig {
 	}
 	if c.QuietAfter == 0 {
 		c.QuietAfter = QuietAfterDefault
+	}
+	if c.AbandonedEvery == 0 {
+		c.AbandonedEvery = AbandonedEveryDefault
 	}
 	return c
 }
@@ -79,7 +87,7 @@ func NewLeases(st *Store, cfg LeaseConfig) (*Leases, error) {
 		return nil, errors.New("work: leases: nil store")
 	}
 	cfg = cfg.withDefaults()
-	if cfg.TTL < 0 || cfg.MaxAttempts < 0 || cfg.QuietAfter < 0 {
+	if cfg.TTL < 0 || cfg.MaxAttempts < 0 || cfg.QuietAfter < 0 || cfg.AbandonedEvery < 0 {
 		return nil, fmt.Errorf("work: leases: negative setting in %+v", cfg)
 	}
 	return &Leases{st: st, cfg: cfg}, nil
@@ -112,9 +120,10 @@ type Held struct {
 }
 
 // readAllTTL keeps a lease that read everything long enough for the main
-// shard's FinishAbandoned round to meet it even if its holder dies.
+// shard's FinishAbandoned round to meet it even if its holder dies: three
+// of its rounds, so a round that fails or runs late still leaves two.
 func (l *Leases) readAllTTL() time.Duration {
-	return max(l.cfg.TTL, 3*AbandonedEveryDefault)
+	return max(l.cfg.TTL, 3*l.cfg.AbandonedEvery)
 }
 
 func (l *Leases) ttlFor(le Lease) time.Duration {

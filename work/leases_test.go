@@ -459,3 +459,30 @@ func TestLeasesStalledTakeFenced(t *testing.T) {
 		})
 	}
 }
+
+// A lease that read everything lives three AbandonedEvery rounds, so a
+// longer --abandoned-every still meets it if its holder dies.
+func TestLeasesReadAllOutlivesAbandonedRounds(t *testing.T) {
+	t.Parallel()
+	e := ltStart(t)
+	r, _ := e.ltSpooled(t, "alt.x", work.KindTail, 1, 10, nil)
+	l := ltLeases(t, e.st, work.LeaseConfig{AbandonedEvery: 30 * time.Minute})
+	h, err := l.Acquire(e.ctx, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := l.ReadAll(e.ctx, h, json.RawMessage(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	le, err := e.st.Lease(e.ctx, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := time.UnixMilli(le.Val.Expires).Sub(start), 90*time.Minute; got < want-time.Minute || got > want+time.Minute {
+		t.Fatalf("read-all lease expires in %v, want about %v (3 rounds of 30m)", got, want)
+	}
+	if _, err := work.NewLeases(e.st, work.LeaseConfig{AbandonedEvery: -time.Second}); err == nil {
+		t.Error("NewLeases with a negative AbandonedEvery: no error")
+	}
+}
