@@ -69,6 +69,7 @@ type LeaseStats struct {
 	Expired  int64 // leased ranges found with their lease gone (and taken again or failed)
 	Failed   int64 // calls of Fail
 	Released int64 // calls of Release that gave a range back
+	Swept    int64 // spools of done or failed ranges FinishAbandoned dropped
 }
 
 // Leases hands out spooled ranges under fenced leases: the lease entry's
@@ -78,7 +79,12 @@ type Leases struct {
 	st  *Store
 	cfg LeaseConfig
 
-	acquired, finished, settled, fenced, expired, failed, released atomic.Int64
+	acquired, finished, settled, fenced, expired, failed, released, swept atomic.Int64
+
+	// sweptFrom is the unix milliseconds from which FinishAbandoned's next
+	// spool sweep looks at done and failed ranges; 0 (every range) until a
+	// sweep of this process has gone through without an error.
+	sweptFrom atomic.Int64
 }
 
 // NewLeases returns the leases of st's source.
@@ -103,6 +109,7 @@ func (l *Leases) Stats() LeaseStats {
 		Expired:  l.expired.Load(),
 		Failed:   l.failed.Load(),
 		Released: l.released.Load(),
+		Swept:    l.swept.Load(),
 	}
 }
 
@@ -527,8 +534,57 @@ func (l *Leases) settle(ctx context.Context, r Versioned[Range], le Versioned[Le
 // FinishAbandoned finishes, with the result their lease records, the
 // ranges whose holder read everything (ReadAll or Finished) and whose lease
 // was not written for QuietAfter; it returns how many it finished. A
-// holder that was merely slow finds its lease fenced.
+// holder that was merely slow finds its lease fenced. It then drops the
+// spools that done and failed ranges still hold (see sweepSpools).
 func (l *Leases) FinishAbandoned(ctx context.Context) (int, error) {
+	n, err := l.finishAbandoned(ctx)
+	if ctx.Err() != nil {
+		return n, err
+	}
+	return n, errors.Join(err, l.sweepSpools(ctx))
+}
+
+// sweepSpools drops the spool of every done or failed range that still
+// holds messages: a holder whose spool drop failed after the range was
+// written (Finish's clean-up, Fail's last attempt, take's failing of a
+// range out of attempts) leaves it behind, and only a lease still alive
+// would lead a Settle back to it. To stay cheap it asks for the spool's
+// Inventory only of ranges written since the start of this process's last
+// sweep that went through (less a round, for clocks that disagree); the
+// first sweep of a process looks at every done or failed range once.
+func (l *Leases) sweepSpools(ctx context.Context) error {
+	start := time.Now()
+	ranges, err := l.st.Ranges(ctx)
+	if err != nil {
+		return fmt.Errorf("work: sweep spools: %w", err)
+	}
+	from := l.sweptFrom.Load()
+	var errs []error
+	for _, r := range ranges {
+		if (r.Val.State != StateDone && r.Val.State != StateFailed) || r.Val.Updated < from {
+			continue
+		}
+		inv, err := l.st.Spool(r.Val.ID).Inventory(ctx)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("work: sweep spool of range %d: %w", r.Val.ID, err))
+			continue
+		}
+		if inv.Count == 0 {
+			continue
+		}
+		if err := l.st.DropSpool(ctx, r.Val.ID); err != nil {
+			errs = append(errs, fmt.Errorf("work: sweep: %w", err))
+			continue
+		}
+		l.swept.Add(1)
+	}
+	if len(errs) == 0 {
+		l.sweptFrom.Store(start.Add(-l.cfg.AbandonedEvery).UnixMilli())
+	}
+	return errors.Join(errs...)
+}
+
+func (l *Leases) finishAbandoned(ctx context.Context) (int, error) {
 	type quiet struct {
 		seq uint64
 		le  Lease

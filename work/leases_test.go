@@ -486,3 +486,48 @@ func TestLeasesReadAllOutlivesAbandonedRounds(t *testing.T) {
 		t.Error("NewLeases with a negative AbandonedEvery: no error")
 	}
 }
+
+// A done or failed range whose spool drop failed (its lease gone since)
+// keeps no spool: FinishAbandoned's sweep drops it, and leaves the spools
+// of ranges still to be read alone.
+func TestLeasesFinishAbandonedSweepsSpools(t *testing.T) {
+	t.Parallel()
+	e := ltStart(t)
+	// left writes r in state as a holder would have whose spool drop
+	// then failed, and whose lease then went.
+	left := func(first int64, state work.RangeState) work.Range {
+		t.Helper()
+		r, _ := e.ltSpooled(t, "alt.x", work.KindTail, first, first+149, nil)
+		r.State = state
+		if _, err := e.st.PutRange(e.ctx, r, e.ltRange(t, r.ID).Seq); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	done := left(1, work.StateDone)
+	failed := left(201, work.StateFailed)
+	spooled, arts := e.ltSpooled(t, "alt.x", work.KindTail, 401, 550, nil)
+	l := ltLeases(t, e.st, work.LeaseConfig{})
+	if n, err := l.FinishAbandoned(e.ctx); err != nil || n != 0 {
+		t.Fatalf("FinishAbandoned: %d %v", n, err)
+	}
+	for _, r := range []work.Range{done, failed} {
+		if n := e.ltSpoolLen(t, r.ID); n != 0 {
+			t.Errorf("%s range %d: %d spooled lines left, want the spool dropped", r.State, r.ID, n)
+		}
+	}
+	if n := e.ltSpoolLen(t, spooled.ID); n != int64(len(arts)) {
+		t.Errorf("spooled range: %d lines left, want %d", n, len(arts))
+	}
+	// A range left the same way after the first sweep is found by the next.
+	later := left(601, work.StateDone)
+	if _, err := l.FinishAbandoned(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.ltSpoolLen(t, later.ID); n != 0 {
+		t.Errorf("range done after the first sweep: %d lines left, want dropped", n)
+	}
+	if s := l.Stats(); s.Swept != 3 {
+		t.Errorf("stats %+v: want 3 spools swept", s)
+	}
+}
