@@ -71,6 +71,11 @@ type Worker struct {
 	finished, articles, fenced, failed, released atomic.Int64
 	current                                      atomic.Uint64
 	progress                                     atomic.Int64
+
+	// Test hooks, set before Start: beforeAcquire runs just before each
+	// Acquire; heartbeatCall, when set, renews instead of Leases.Heartbeat.
+	beforeAcquire func()
+	heartbeatCall func(ctx context.Context, h *Held, progress int64) error
 }
 
 // NewWorker returns a worker of st's source that indexes with ix.
@@ -199,12 +204,28 @@ func (w *Worker) Stop(ctx context.Context) error {
 // (ErrFenced when another holder took it over, the indexer's or spool's
 // error when it was failed, ctx's when it was released because ctx ended).
 func (w *Worker) RunOne(ctx context.Context) (bool, error) {
+	if w.beforeAcquire != nil {
+		w.beforeAcquire()
+	}
 	h, err := w.leases.Acquire(ctx, w.cfg.Name)
 	if errors.Is(err, ErrNoWork) {
 		return false, nil
 	}
 	if err != nil {
 		return false, fmt.Errorf("work: worker %s: %w", w.cfg.Name, err)
+	}
+	select {
+	case <-w.stop:
+		// Stop landed after the loop's check but before Acquire took the
+		// range: a stopping worker takes no new range, so give it back.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		if err := w.leases.Release(cctx, h); err != nil {
+			return false, w.lost(h.Range.ID, err)
+		}
+		w.released.Add(1)
+		return false, nil
+	default:
 	}
 	return true, w.process(ctx, h)
 }
@@ -341,10 +362,17 @@ func (w *Worker) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, 
 			case <-t.C:
 			}
 			// Not cut short by ctx: a renewal the server applied but whose
-			// answer we stopped waiting for would leave us a stale token;
-			// past the TTL a renewal is useless anyway.
-			hctx, hcancel := context.WithTimeout(context.WithoutCancel(ctx), w.leases.cfg.TTL)
-			err := w.leases.Heartbeat(hctx, h, w.progress.Load())
+			// answer we stopped waiting for would leave us a stale token.
+			// But bounded by the interval, not the TTL: Stop waits for this
+			// call, and its deadline must hold. A renewal cut off this way
+			// that did land costs the range (the next one is fenced), not
+			// its correctness.
+			hctx, hcancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.Heartbeat)
+			renew := w.leases.Heartbeat
+			if w.heartbeatCall != nil {
+				renew = w.heartbeatCall
+			}
+			err := renew(hctx, h, w.progress.Load())
 			hcancel()
 			if errors.Is(err, ErrFenced) {
 				cancel(err)

@@ -474,3 +474,71 @@ func TestWorkerChecksSpool(t *testing.T) {
 		})
 	}
 }
+
+// A Stop that lands between the loop's stop check and Acquire: the range
+// Acquire takes is given back at once, not indexed after the stop.
+func TestWorkerStopBeforeAcquireReleases(t *testing.T) {
+	t.Parallel()
+	e := ltStart(t)
+	r, _ := e.ltSpooled(t, "alt.x", work.KindTail, 1, 100, nil)
+	w := ltWorker(t, e.st, work.CountingIndexer{}, work.WorkerConfig{Name: "w"})
+	stopped := make(chan error, 1)
+	var once sync.Once
+	work.SetBeforeAcquire(w, func() {
+		once.Do(func() {
+			go func() { stopped <- w.Stop(e.ctx) }()
+			<-work.StopAsked(w)
+		})
+	})
+	if err := w.Start(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+	got := e.ltRange(t, r.ID).Val
+	if got.State != work.StateSpooled || got.Attempts != 0 {
+		t.Fatalf("range after Stop: %s, %d attempts; want spooled, 0 (given back)", got.State, got.Attempts)
+	}
+	if s := w.Stats(); s.Released != 1 || s.Finished != 0 {
+		t.Errorf("stats %+v: want 1 released, none finished", s)
+	}
+}
+
+// A heartbeat call that hangs is cut off after one heartbeat interval, so
+// a Stop that cannot wait returns soon, not a lease TTL later.
+func TestWorkerStopBoundsHungHeartbeat(t *testing.T) {
+	t.Parallel()
+	e := ltStart(t)
+	r, _ := e.ltSpooled(t, "alt.x", work.KindTail, 1, 200, nil)
+	g := newGate(100)
+	w := ltWorker(t, e.st, g, work.WorkerConfig{Name: "w", Lease: work.LeaseConfig{TTL: time.Minute}, Heartbeat: 100 * time.Millisecond})
+	hung := make(chan struct{})
+	var once sync.Once
+	work.SetHeartbeatCall(w, func(ctx context.Context, _ *work.Held, _ int64) error {
+		// A persist call that does not answer: it ends only with ctx.
+		once.Do(func() { close(hung) })
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	if err := w.Start(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-g.reached
+	<-hung
+	ctx, cancel := context.WithCancel(e.ctx)
+	cancel() // no time to finish
+	stopped := make(chan error, 1)
+	go func() { stopped <- w.Stop(ctx) }()
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Stop still waiting for the hung heartbeat after 10s (the lease TTL is 1m)")
+	}
+	if got := e.ltRange(t, r.ID).Val; got.State != work.StateSpooled {
+		t.Errorf("range after Stop: %s, want released", got.State)
+	}
+}
