@@ -16,7 +16,11 @@ import (
 )
 
 // QuietAfterDefault is how long a lease that read everything must go
-// without a write before FinishAbandoned finishes its range.
+// without a write before FinishAbandoned finishes its range: a fixed 20 s
+// (twice HeartbeatDefault), not twice a worker's configured Heartbeat,
+// which the coordinator that runs FinishAbandoned does not know. A worker
+// writes its lease between ReadAll and Finish without heartbeating, so
+// the default need only outlast that gap.
 const QuietAfterDefault = 2 * HeartbeatDefault
 
 // ErrNoWork: no range is spooled, and no lease has expired.
@@ -28,14 +32,15 @@ type LeaseConfig struct {
 	// LeaseTTLDefault.
 	TTL time.Duration
 	// MaxAttempts is how many leases a range gets before it is failed.
-	// Zero means MaxAttemptsDefault.
+	// Every lease counts, whether it ended in Fail or expired; Release
+	// gives its attempt back. Zero means MaxAttemptsDefault.
 	MaxAttempts int
 	// HistoryFirst leases history ranges before tail ranges. The default
 	// (false) leases the tail first, so new articles are indexed soon.
 	HistoryFirst bool
 	// QuietAfter is how long a lease that read everything (or finished)
 	// must not have been written before FinishAbandoned takes it over.
-	// Zero means QuietAfterDefault.
+	// Zero means QuietAfterDefault (a fixed 20 s).
 	QuietAfter time.Duration
 	// AbandonedEvery is how often the main shard runs FinishAbandoned (the
 	// coordinator's --abandoned-every). A lease that read everything lives
@@ -441,7 +446,8 @@ func (l *Leases) giveBack(ctx context.Context, h *Held, what string, fn func(*Ra
 
 // Fail gives h's range back after a failed attempt: spooled again, or
 // failed with missed (the article runs never read; nil means the whole
-// range) and reason once it has had MaxAttempts leases.
+// range) and reason once it has had MaxAttempts leases (every lease
+// counts, failed or expired, less those Release gave back).
 func (l *Leases) Fail(ctx context.Context, h *Held, reason string, missed [][2]int64) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
