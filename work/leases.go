@@ -16,7 +16,11 @@ import (
 )
 
 // QuietAfterDefault is how long a lease that read everything must go
-// without a write before FinishAbandoned finishes its range.
+// without a write before FinishAbandoned finishes its range: a fixed 20 s
+// (twice HeartbeatDefault), not twice a worker's configured Heartbeat,
+// which the coordinator that runs FinishAbandoned does not know. A worker
+// writes its lease between ReadAll and Finish without heartbeating, so
+// the default need only outlast that gap.
 const QuietAfterDefault = 2 * HeartbeatDefault
 
 // ErrNoWork: no range is spooled, and no lease has expired.
@@ -28,15 +32,21 @@ type LeaseConfig struct {
 	// LeaseTTLDefault.
 	TTL time.Duration
 	// MaxAttempts is how many leases a range gets before it is failed.
-	// Zero means MaxAttemptsDefault.
+	// Every lease counts, whether it ended in Fail or expired; Release
+	// gives its attempt back. Zero means MaxAttemptsDefault.
 	MaxAttempts int
 	// HistoryFirst leases history ranges before tail ranges. The default
 	// (false) leases the tail first, so new articles are indexed soon.
 	HistoryFirst bool
 	// QuietAfter is how long a lease that read everything (or finished)
 	// must not have been written before FinishAbandoned takes it over.
-	// Zero means QuietAfterDefault.
+	// Zero means QuietAfterDefault (a fixed 20 s).
 	QuietAfter time.Duration
+	// AbandonedEvery is how often the main shard runs FinishAbandoned (the
+	// coordinator's --abandoned-every). A lease that read everything lives
+	// at least three of these rounds, so the round meets it even if its
+	// holder dies. Zero means AbandonedEveryDefault.
+	AbandonedEvery time.Duration
 }
 
 func (c LeaseConfig) withDefaults() LeaseConfig {
@@ -48,6 +58,9 @@ func (c LeaseConfig) withDefaults() LeaseConfig {
 	}
 	if c.QuietAfter == 0 {
 		c.QuietAfter = QuietAfterDefault
+	}
+	if c.AbandonedEvery == 0 {
+		c.AbandonedEvery = AbandonedEveryDefault
 	}
 	return c
 }
@@ -61,6 +74,7 @@ type LeaseStats struct {
 	Expired  int64 // leased ranges found with their lease gone (and taken again or failed)
 	Failed   int64 // calls of Fail
 	Released int64 // calls of Release that gave a range back
+	Swept    int64 // spools of done or failed ranges FinishAbandoned dropped
 }
 
 // Leases hands out spooled ranges under fenced leases: the lease entry's
@@ -70,7 +84,12 @@ type Leases struct {
 	st  *Store
 	cfg LeaseConfig
 
-	acquired, finished, settled, fenced, expired, failed, released atomic.Int64
+	acquired, finished, settled, fenced, expired, failed, released, swept atomic.Int64
+
+	// sweptFrom is the unix milliseconds from which FinishAbandoned's next
+	// spool sweep looks at done and failed ranges; 0 (every range) until a
+	// sweep of this process has gone through without an error.
+	sweptFrom atomic.Int64
 }
 
 // NewLeases returns the leases of st's source.
@@ -79,7 +98,7 @@ func NewLeases(st *Store, cfg LeaseConfig) (*Leases, error) {
 		return nil, errors.New("work: leases: nil store")
 	}
 	cfg = cfg.withDefaults()
-	if cfg.TTL < 0 || cfg.MaxAttempts < 0 || cfg.QuietAfter < 0 {
+	if cfg.TTL < 0 || cfg.MaxAttempts < 0 || cfg.QuietAfter < 0 || cfg.AbandonedEvery < 0 {
 		return nil, fmt.Errorf("work: leases: negative setting in %+v", cfg)
 	}
 	return &Leases{st: st, cfg: cfg}, nil
@@ -95,6 +114,7 @@ func (l *Leases) Stats() LeaseStats {
 		Expired:  l.expired.Load(),
 		Failed:   l.failed.Load(),
 		Released: l.released.Load(),
+		Swept:    l.swept.Load(),
 	}
 }
 
@@ -112,9 +132,10 @@ type Held struct {
 }
 
 // readAllTTL keeps a lease that read everything long enough for the main
-// shard's FinishAbandoned round to meet it even if its holder dies.
+// shard's FinishAbandoned round to meet it even if its holder dies: three
+// of its rounds, so a round that fails or runs late still leaves two.
 func (l *Leases) readAllTTL() time.Duration {
-	return max(l.cfg.TTL, 3*AbandonedEveryDefault)
+	return max(l.cfg.TTL, 3*l.cfg.AbandonedEvery)
 }
 
 func (l *Leases) ttlFor(le Lease) time.Duration {
@@ -227,6 +248,14 @@ func (l *Leases) take(ctx context.Context, r Versioned[Range], holder string) (*
 	if err != nil {
 		return nil, err
 	}
+	return l.takeLeased(ctx, r, le, tok)
+}
+
+// takeLeased is take after its lease le was created with token tok: the
+// range's compare-and-set. It is apart so that tests can run it for a
+// caller that stalled between the two steps.
+func (l *Leases) takeLeased(ctx context.Context, r Versioned[Range], le Lease, tok uint64) (*Held, error) {
+	holder := le.Holder
 	// From here we own the range's lease: give it back on any way out
 	// that does not hand it to the caller.
 	drop := func() { _ = l.st.DropLease(context.WithoutCancel(ctx), tok) }
@@ -252,11 +281,24 @@ func (l *Leases) take(ctx context.Context, r Versioned[Range], holder string) (*
 			cur, gerr := l.st.Range(ctx, r.Val.ID)
 			if gerr != nil {
 				drop()
-				return nil, gerr
+				return nil, fmt.Errorf("work: take range %d: %w", r.Val.ID, gerr)
 			}
 			if cur.Val.State != StateSpooled && cur.Val.State != StateLeased {
 				drop()
 				return nil, nil
+			}
+			// A leased range looks expired only while our lease is the
+			// range's lease. If we stalled past the TTL, ours expired and
+			// the write we conflicted with may be the next holder's: taking
+			// (or failing) the range now would write over it.
+			cle, lerr := l.st.Lease(ctx, r.Val.ID)
+			if lerr != nil && !errors.Is(lerr, persist.ErrNotFound) {
+				drop()
+				return nil, fmt.Errorf("work: take range %d: %w", r.Val.ID, lerr)
+			}
+			if lerr != nil || cle.Seq != tok {
+				l.fenced.Add(1)
+				return nil, fmt.Errorf("work: take range %d: our lease expired before the range was written: %w", r.Val.ID, ErrConflict)
 			}
 			r = cur
 			continue
@@ -404,7 +446,8 @@ func (l *Leases) giveBack(ctx context.Context, h *Held, what string, fn func(*Ra
 
 // Fail gives h's range back after a failed attempt: spooled again, or
 // failed with missed (the article runs never read; nil means the whole
-// range) and reason once it has had MaxAttempts leases.
+// range) and reason once it has had MaxAttempts leases (every lease
+// counts, failed or expired, less those Release gave back).
 func (l *Leases) Fail(ctx context.Context, h *Held, reason string, missed [][2]int64) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -497,8 +540,57 @@ func (l *Leases) settle(ctx context.Context, r Versioned[Range], le Versioned[Le
 // FinishAbandoned finishes, with the result their lease records, the
 // ranges whose holder read everything (ReadAll or Finished) and whose lease
 // was not written for QuietAfter; it returns how many it finished. A
-// holder that was merely slow finds its lease fenced.
+// holder that was merely slow finds its lease fenced. It then drops the
+// spools that done and failed ranges still hold (see sweepSpools).
 func (l *Leases) FinishAbandoned(ctx context.Context) (int, error) {
+	n, err := l.finishAbandoned(ctx)
+	if ctx.Err() != nil {
+		return n, err
+	}
+	return n, errors.Join(err, l.sweepSpools(ctx))
+}
+
+// sweepSpools drops the spool of every done or failed range that still
+// holds messages: a holder whose spool drop failed after the range was
+// written (Finish's clean-up, Fail's last attempt, take's failing of a
+// range out of attempts) leaves it behind, and only a lease still alive
+// would lead a Settle back to it. To stay cheap it asks for the spool's
+// Inventory only of ranges written since the start of this process's last
+// sweep that went through (less a round, for clocks that disagree); the
+// first sweep of a process looks at every done or failed range once.
+func (l *Leases) sweepSpools(ctx context.Context) error {
+	start := time.Now()
+	ranges, err := l.st.Ranges(ctx)
+	if err != nil {
+		return fmt.Errorf("work: sweep spools: %w", err)
+	}
+	from := l.sweptFrom.Load()
+	var errs []error
+	for _, r := range ranges {
+		if (r.Val.State != StateDone && r.Val.State != StateFailed) || r.Val.Updated < from {
+			continue
+		}
+		inv, err := l.st.Spool(r.Val.ID).Inventory(ctx)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("work: sweep spool of range %d: %w", r.Val.ID, err))
+			continue
+		}
+		if inv.Count == 0 {
+			continue
+		}
+		if err := l.st.DropSpool(ctx, r.Val.ID); err != nil {
+			errs = append(errs, fmt.Errorf("work: sweep: %w", err))
+			continue
+		}
+		l.swept.Add(1)
+	}
+	if len(errs) == 0 {
+		l.sweptFrom.Store(start.Add(-l.cfg.AbandonedEvery).UnixMilli())
+	}
+	return errors.Join(errs...)
+}
+
+func (l *Leases) finishAbandoned(ctx context.Context) (int, error) {
 	type quiet struct {
 		seq uint64
 		le  Lease

@@ -404,3 +404,130 @@ func TestLeasesSettleAfterCrash(t *testing.T) {
 		t.Errorf("Settle of a done range: %v %v, want false", ok, err)
 	}
 }
+
+// A caller that stalled between creating its lease and writing the range
+// (its lease expired, and another holder leased the range meanwhile) must
+// not write over the new holder's range record when it resumes, nor fail
+// the range under it at the last attempt.
+func TestLeasesStalledTakeFenced(t *testing.T) {
+	t.Parallel()
+	for _, maxAttempts := range []int{3, 1} {
+		t.Run(fmt.Sprintf("max%d", maxAttempts), func(t *testing.T) {
+			t.Parallel()
+			e := ltStart(t)
+			r, arts := e.ltSpooled(t, "alt.x", work.KindTail, 1, 100, nil)
+			cfg := work.LeaseConfig{TTL: time.Second, MaxAttempts: maxAttempts}
+			stale := ltLeases(t, e.st, cfg)
+			// The stalled caller's first step: it read the range and created
+			// its lease, then went quiet past the TTL.
+			seen := e.ltRange(t, r.ID)
+			le := work.Lease{Range: r.ID, Holder: "x"}
+			tok, err := e.st.PutLease(e.ctx, le, 0, time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ltEventually(t, 10*time.Second, "the stalled caller's lease never expired", func() bool {
+				_, err := e.st.Lease(e.ctx, r.ID)
+				return errors.Is(err, persist.ErrNotFound)
+			})
+			y := ltLeases(t, ltStoreOn(t, e.ctx, e.env.Client()), work.LeaseConfig{TTL: time.Minute, MaxAttempts: maxAttempts})
+			hy, err := y.Acquire(e.ctx, "y")
+			if err != nil || hy.Range.ID != r.ID {
+				t.Fatalf("y.Acquire: %+v %v", hy, err)
+			}
+			before := e.ltRange(t, r.ID)
+
+			h, err := stale.TakeLeased(e.ctx, seen, le, tok)
+			if h != nil || !errors.Is(err, work.ErrConflict) {
+				t.Fatalf("the stalled caller's take: %+v %v; want ErrConflict and no lease", h, err)
+			}
+			if after := e.ltRange(t, r.ID); after.Seq != before.Seq {
+				t.Fatalf("the stalled caller wrote over y's range: %+v", after.Val)
+			}
+			if got, err := e.st.Lease(e.ctx, r.ID); err != nil || got.Seq != hy.Token {
+				t.Fatalf("lease after the stalled take: %+v %v; want y's, token %d", got, err, hy.Token)
+			}
+			if n := e.ltSpoolLen(t, r.ID); n != int64(len(arts)) {
+				t.Fatalf("spool after the stalled take: %d lines, want %d", n, len(arts))
+			}
+			if s := stale.Stats(); s.Fenced != 1 || s.Acquired != 0 || s.Expired != 0 {
+				t.Errorf("stalled caller's stats %+v: want 1 fenced", s)
+			}
+			if err := y.Finish(e.ctx, hy, json.RawMessage(`{}`)); err != nil {
+				t.Fatalf("y's Finish: %v", err)
+			}
+		})
+	}
+}
+
+// A lease that read everything lives three AbandonedEvery rounds, so a
+// longer --abandoned-every still meets it if its holder dies.
+func TestLeasesReadAllOutlivesAbandonedRounds(t *testing.T) {
+	t.Parallel()
+	e := ltStart(t)
+	r, _ := e.ltSpooled(t, "alt.x", work.KindTail, 1, 10, nil)
+	l := ltLeases(t, e.st, work.LeaseConfig{AbandonedEvery: 30 * time.Minute})
+	h, err := l.Acquire(e.ctx, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := l.ReadAll(e.ctx, h, json.RawMessage(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	le, err := e.st.Lease(e.ctx, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := time.UnixMilli(le.Val.Expires).Sub(start), 90*time.Minute; got < want-time.Minute || got > want+time.Minute {
+		t.Fatalf("read-all lease expires in %v, want about %v (3 rounds of 30m)", got, want)
+	}
+	if _, err := work.NewLeases(e.st, work.LeaseConfig{AbandonedEvery: -time.Second}); err == nil {
+		t.Error("NewLeases with a negative AbandonedEvery: no error")
+	}
+}
+
+// A done or failed range whose spool drop failed (its lease gone since)
+// keeps no spool: FinishAbandoned's sweep drops it, and leaves the spools
+// of ranges still to be read alone.
+func TestLeasesFinishAbandonedSweepsSpools(t *testing.T) {
+	t.Parallel()
+	e := ltStart(t)
+	// left writes r in state as a holder would have whose spool drop
+	// then failed, and whose lease then went.
+	left := func(first int64, state work.RangeState) work.Range {
+		t.Helper()
+		r, _ := e.ltSpooled(t, "alt.x", work.KindTail, first, first+149, nil)
+		r.State = state
+		if _, err := e.st.PutRange(e.ctx, r, e.ltRange(t, r.ID).Seq); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	done := left(1, work.StateDone)
+	failed := left(201, work.StateFailed)
+	spooled, arts := e.ltSpooled(t, "alt.x", work.KindTail, 401, 550, nil)
+	l := ltLeases(t, e.st, work.LeaseConfig{})
+	if n, err := l.FinishAbandoned(e.ctx); err != nil || n != 0 {
+		t.Fatalf("FinishAbandoned: %d %v", n, err)
+	}
+	for _, r := range []work.Range{done, failed} {
+		if n := e.ltSpoolLen(t, r.ID); n != 0 {
+			t.Errorf("%s range %d: %d spooled lines left, want the spool dropped", r.State, r.ID, n)
+		}
+	}
+	if n := e.ltSpoolLen(t, spooled.ID); n != int64(len(arts)) {
+		t.Errorf("spooled range: %d lines left, want %d", n, len(arts))
+	}
+	// A range left the same way after the first sweep is found by the next.
+	later := left(601, work.StateDone)
+	if _, err := l.FinishAbandoned(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.ltSpoolLen(t, later.ID); n != 0 {
+		t.Errorf("range done after the first sweep: %d lines left, want dropped", n)
+	}
+	if s := l.Stats(); s.Swept != 3 {
+		t.Errorf("stats %+v: want 3 spools swept", s)
+	}
+}

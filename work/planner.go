@@ -145,24 +145,63 @@ func (p *Planner) resolve(ctx context.Context) ([]probe, error) {
 
 // PlanAll plans the history of every selected group that has no record
 // yet: ranges from max(low, high-HistoryDepth+1) to high. Groups with a
-// record get their marks updated (and a dead planner's claim completed).
+// record get their marks updated. First, every group record's claim left
+// by a dead planner is written out, selected and probed or not.
 func (p *Planner) PlanAll(ctx context.Context) (PlanStats, error) {
+	cerr := p.completeClaims(ctx)
+	if ctx.Err() != nil {
+		return PlanStats{}, cerr
+	}
 	probes, err := p.resolve(ctx)
 	if err != nil {
-		return PlanStats{}, err
+		return PlanStats{}, errors.Join(cerr, err)
 	}
-	return p.planEach(ctx, probes, KindHistory)
+	st, err := p.planEach(ctx, probes, KindHistory)
+	return st, errors.Join(cerr, err)
+}
+
+// completeClaims writes out the ranges every group record still claims
+// (a planner died after step (c)), whether or not the group is selected
+// or answers a probe now: planGroup completes only the groups it probed,
+// and a group dropped from the selection, or whose GROUP fails, would
+// otherwise keep its claimed ranges unwritten, and their articles
+// unindexed, for good.
+func (p *Planner) completeClaims(ctx context.Context) error {
+	recs, err := p.st.Groups(ctx)
+	if err != nil {
+		return fmt.Errorf("work: plan: claims: %w", err)
+	}
+	var errs []error
+	for _, g := range recs {
+		if len(g.Val.Pending) == 0 {
+			continue
+		}
+		// A conflict means the record changed: whoever changed it wrote
+		// the claim out or will (planGroup does before anything else).
+		if err := p.writePending(ctx, g); err != nil && !errors.Is(err, ErrConflict) {
+			if ctx.Err() != nil {
+				return err
+			}
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // PlanTail plans, for every selected group that has a record, its new
-// articles: PlannedThrough+1 to the high mark GROUP reports now.
+// articles: PlannedThrough+1 to the high mark GROUP reports now. Like
+// PlanAll, it first writes out every group record's dead planner's claim.
 func (p *Planner) PlanTail(ctx context.Context) (PlanStats, error) {
+	cerr := p.completeClaims(ctx)
+	if ctx.Err() != nil {
+		return PlanStats{}, cerr
+	}
 	recs, err := p.st.Groups(ctx)
 	if err != nil {
-		return PlanStats{}, fmt.Errorf("work: plan tail: %w", err)
+		return PlanStats{}, errors.Join(cerr, fmt.Errorf("work: plan tail: %w", err))
 	}
 	var probes []probe
-	var errs []error
+	errs := []error{cerr}
 	for _, g := range recs {
 		if !p.selected(g.Val.Name) {
 			continue

@@ -223,3 +223,78 @@ func TestPlannerCompletesClaim(t *testing.T) {
 		t.Errorf("record after completion: %+v", g.Val)
 	}
 }
+
+// A dead planner's claim is written out even when its group is no longer
+// selected or no longer answers GROUP: by PlanTail and by PlanAll.
+func TestPlannerCompletesClaimOfUnprobedGroup(t *testing.T) {
+	t.Parallel()
+	e := ltStart(t)
+	srv := ltNNTP(t, map[string]int64{"alt.left": 500, "alt.kept": 100})
+	if _, err := ltPlanner(t, e.st, ltPool(t, srv), "alt.left").PlanAll(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	// alt.gone was planned through 500 while the server had it; it has
+	// since dropped the group.
+	if _, err := e.st.PutGroup(e.ctx, work.Group{Name: "alt.gone", Low: 1, High: 500, PlannedThrough: 500, HistoryFrom: 1}, 0); err != nil {
+		t.Fatal(err)
+	}
+	for i, span := range [][2]int64{{1, 400}, {401, 500}} {
+		r := work.Range{ID: 1000 + uint64(i), Group: "alt.gone", First: span[0], Last: span[1], Kind: work.KindHistory, State: work.StatePlanned}
+		if _, err := e.st.PutRange(e.ctx, r, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// claim leaves a dead planner's claim of 501..700 in group's record.
+	claim := func(group string) work.Range {
+		t.Helper()
+		g, err := e.st.Group(e.ctx, group)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, err := e.st.AllocIDs(e.ctx, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := work.Range{ID: id, Group: group, First: 501, Last: 700, Kind: work.KindTail, State: work.StatePlanned}
+		rec := g.Val
+		rec.PlannedThrough, rec.Pending = 700, []work.Range{r}
+		if _, err := e.st.PutGroup(e.ctx, rec, g.Seq); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	check := func(what string, c work.Range) {
+		t.Helper()
+		got, err := e.st.Range(e.ctx, c.ID)
+		if err != nil {
+			t.Fatalf("%s: claimed range %d not written: %v", what, c.ID, err)
+		}
+		if got.Val.First != c.First || got.Val.Last != c.Last || got.Val.State != work.StatePlanned {
+			t.Errorf("%s: claimed range %+v, want %+v", what, got.Val, c)
+		}
+		g, err := e.st.Group(e.ctx, c.Group)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(g.Val.Pending) != 0 || g.Val.PlannedThrough != 700 {
+			t.Errorf("%s: record after completion %+v", what, g.Val)
+		}
+		ltCover(t, e.ltRanges(t), c.Group, 1, 700, 400)
+	}
+	other := ltPlanner(t, e.st, ltPool(t, srv), "alt.kept")
+
+	// alt.gone is not on the server: its tail probe finds nothing.
+	gone := claim("alt.gone")
+	if _, err := ltPlanner(t, e.st, ltPool(t, srv), "alt.gone").PlanTail(e.ctx); err != nil {
+		t.Fatalf("PlanTail: %v", err)
+	}
+	check("PlanTail, group gone from the server", gone)
+
+	// alt.left was dropped from --groups: a planner of other groups
+	// writes its claim out.
+	left := claim("alt.left")
+	if st, err := other.PlanAll(e.ctx); err != nil || st.Ranges != 1 {
+		t.Fatalf("PlanAll = %+v, %v; want alt.kept's 1 range (completed claims are not counted)", st, err)
+	}
+	check("PlanAll, group no longer selected", left)
+}

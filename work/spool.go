@@ -101,6 +101,13 @@ func (s *Store) WriteChunk(ctx context.Context, id uint64, first, last int64, li
 // chunks are keyed by their first article, and each chunk's lines are in
 // the server's order) and returns how many it handed.
 func (s *Store) ReadSpool(ctx context.Context, id uint64, fn func(article int64, line []byte) error) (int64, error) {
+	n, _, err := s.readSpool(ctx, id, fn)
+	return n, err
+}
+
+// readSpool is ReadSpool that also returns how many chunk messages it read,
+// for the worker to check against the range record.
+func (s *Store) readSpool(ctx context.Context, id uint64, fn func(article int64, line []byte) error) (int64, int, error) {
 	var chunks []persist.Message
 	if _, err := s.Spool(id).Scan(ctx, persist.Range{}, func(m *persist.Message) error {
 		if m.Key != "" {
@@ -108,7 +115,7 @@ func (s *Store) ReadSpool(ctx context.Context, id uint64, fn func(article int64,
 		}
 		return nil
 	}); err != nil {
-		return 0, fmt.Errorf("work: read spool of range %d: %w", id, err)
+		return 0, 0, fmt.Errorf("work: read spool of range %d: %w", id, err)
 	}
 	// Rows come in seq order; a chunk fetched again after a crash has a
 	// newer seq than its neighbours, so order by key.
@@ -118,17 +125,17 @@ func (s *Store) ReadSpool(ctx context.Context, id uint64, fn func(article int64,
 	for i := range chunks {
 		v, err := chunkValue(chunks[i].Headers[HdrChunkEnc], chunks[i].Value, buf)
 		if err != nil {
-			return n, fmt.Errorf("work: spool of range %d, chunk %s: %w", id, chunks[i].Key, err)
+			return n, i, fmt.Errorf("work: spool of range %d, chunk %s: %w", id, chunks[i].Key, err)
 		}
 		buf = v[:0]
 		if err := DecodeChunk(v, func(a int64, l []byte) error {
 			n++
 			return fn(a, l)
 		}); err != nil {
-			return n, fmt.Errorf("work: spool of range %d: %w", id, err)
+			return n, i, fmt.Errorf("work: spool of range %d: %w", id, err)
 		}
 	}
-	return n, nil
+	return n, len(chunks), nil
 }
 
 // DropSpool removes range id's spooled lines.

@@ -71,6 +71,11 @@ type Worker struct {
 	finished, articles, fenced, failed, released atomic.Int64
 	current                                      atomic.Uint64
 	progress                                     atomic.Int64
+
+	// Test hooks, set before Start: beforeAcquire runs just before each
+	// Acquire; heartbeatCall, when set, renews instead of Leases.Heartbeat.
+	beforeAcquire func()
+	heartbeatCall func(ctx context.Context, h *Held, progress int64) error
 }
 
 // NewWorker returns a worker of st's source that indexes with ix.
@@ -199,12 +204,28 @@ func (w *Worker) Stop(ctx context.Context) error {
 // (ErrFenced when another holder took it over, the indexer's or spool's
 // error when it was failed, ctx's when it was released because ctx ended).
 func (w *Worker) RunOne(ctx context.Context) (bool, error) {
+	if w.beforeAcquire != nil {
+		w.beforeAcquire()
+	}
 	h, err := w.leases.Acquire(ctx, w.cfg.Name)
 	if errors.Is(err, ErrNoWork) {
 		return false, nil
 	}
 	if err != nil {
 		return false, fmt.Errorf("work: worker %s: %w", w.cfg.Name, err)
+	}
+	select {
+	case <-w.stop:
+		// Stop landed after the loop's check but before Acquire took the
+		// range: a stopping worker takes no new range, so give it back.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		if err := w.leases.Release(cctx, h); err != nil {
+			return false, w.lost(h.Range.ID, err)
+		}
+		w.released.Add(1)
+		return false, nil
+	default:
 	}
 	return true, w.process(ctx, h)
 }
@@ -226,13 +247,22 @@ func (w *Worker) process(ctx context.Context, h *Held) error {
 	var result json.RawMessage
 	ri, err := w.ix.Begin(pctx, h.Range)
 	if err == nil {
-		n, err = w.st.ReadSpool(pctx, id, func(a int64, line []byte) error {
+		var chunks int
+		prev := h.Range.First - 1
+		n, chunks, err = w.st.readSpool(pctx, id, func(a int64, line []byte) error {
+			if err := checkArticle(h.Range, prev, a); err != nil {
+				return err
+			}
+			prev = a
 			if err := ri.Line(pctx, a, line); err != nil {
 				return err
 			}
 			w.progress.Store(a)
 			return nil
 		})
+		if err == nil {
+			err = checkCounts(h.Range, n, chunks)
+		}
 	}
 	if err == nil {
 		result, err = ri.End(pctx)
@@ -282,6 +312,29 @@ func (w *Worker) process(ctx context.Context, h *Held) error {
 	return nil
 }
 
+// checkArticle checks spool line a, read after article prev, of range r:
+// a spool with a chunk twice, chunks that overlap or lines of another
+// range would otherwise be indexed, and finished, as if right.
+func checkArticle(r Range, prev, a int64) error {
+	if a < r.First || a > r.Last {
+		return fmt.Errorf("work: spool of range %d: article %d outside the range's %d-%d", r.ID, a, r.First, r.Last)
+	}
+	if a <= prev {
+		return fmt.Errorf("work: spool of range %d: article %d after article %d (duplicate or overlapping chunk)", r.ID, a, prev)
+	}
+	return nil
+}
+
+// checkCounts compares what was read of r's spool with what the prefetcher
+// recorded when it spooled r: a chunk lost (or added) since would
+// otherwise finish the range with a wrong result.
+func checkCounts(r Range, lines int64, chunks int) error {
+	if lines != r.Articles || chunks != r.Chunks {
+		return fmt.Errorf("work: spool of range %d holds %d lines in %d chunks, the range record says %d in %d", r.ID, lines, chunks, r.Articles, r.Chunks)
+	}
+	return nil
+}
+
 // lost counts a fenced write and wraps err.
 func (w *Worker) lost(id uint64, err error) error {
 	if errors.Is(err, ErrFenced) {
@@ -309,10 +362,17 @@ func (w *Worker) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, 
 			case <-t.C:
 			}
 			// Not cut short by ctx: a renewal the server applied but whose
-			// answer we stopped waiting for would leave us a stale token;
-			// past the TTL a renewal is useless anyway.
-			hctx, hcancel := context.WithTimeout(context.WithoutCancel(ctx), w.leases.cfg.TTL)
-			err := w.leases.Heartbeat(hctx, h, w.progress.Load())
+			// answer we stopped waiting for would leave us a stale token.
+			// But bounded by the interval, not the TTL: Stop waits for this
+			// call, and its deadline must hold. A renewal cut off this way
+			// that did land costs the range (the next one is fenced), not
+			// its correctness.
+			hctx, hcancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.Heartbeat)
+			renew := w.leases.Heartbeat
+			if w.heartbeatCall != nil {
+				renew = w.heartbeatCall
+			}
+			err := renew(hctx, h, w.progress.Load())
 			hcancel()
 			if errors.Is(err, ErrFenced) {
 				cancel(err)

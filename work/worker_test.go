@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/work"
 )
 
@@ -397,4 +399,146 @@ type doneWatch struct {
 func (d *doneWatch) Done() <-chan struct{} {
 	d.once.Do(func() { close(d.asked) })
 	return d.Context.Done()
+}
+
+// The worker checks what it read against the range record: a spool that
+// lost a chunk, one with an overlapping chunk and one with lines outside
+// the range each fail the range (the reason says what differed) instead
+// of finishing it with a wrong result.
+func TestWorkerChecksSpool(t *testing.T) {
+	t.Parallel()
+	lines := func(first, last int64) [][]byte {
+		var out [][]byte
+		for a := first; a <= last; a++ {
+			out = append(out, ltLine("alt.x", a))
+		}
+		return out
+	}
+	for name, tc := range map[string]struct {
+		spoil func(e *ltEnv, r *work.Range)
+		want  string
+	}{
+		"missing chunk": {
+			spoil: func(e *ltEnv, r *work.Range) {
+				m, err := e.st.Spool(r.ID).GetKey(e.ctx, "c000000000101")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := e.st.Spool(r.ID).Delete(e.ctx, persist.Delete{Seqs: []uint64{m.Seq}}); err != nil {
+					t.Fatal(err)
+				}
+			},
+			want: "holds 200 lines in 2 chunks, the range record says 300 in 3",
+		},
+		"overlapping chunk": {
+			// The record's counts agree with the spool: only the order
+			// of the articles gives it away.
+			spoil: func(e *ltEnv, r *work.Range) {
+				if err := e.st.WriteChunk(e.ctx, r.ID, 150, 249, lines(150, 249)); err != nil {
+					t.Fatal(err)
+				}
+				r.Articles, r.Chunks = 400, 4
+			},
+			want: "article 150 after article 200",
+		},
+		"lines outside the range": {
+			spoil: func(e *ltEnv, r *work.Range) {
+				if err := e.st.WriteChunk(e.ctx, r.ID, 301, 310, lines(301, 310)); err != nil {
+					t.Fatal(err)
+				}
+				r.Articles, r.Chunks = 310, 4
+			},
+			want: "article 301 outside the range's 1-300",
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := ltStart(t)
+			r, _ := e.ltSpooled(t, "alt.x", work.KindTail, 1, 300, nil)
+			tc.spoil(e, &r)
+			if _, err := e.st.PutRange(e.ctx, r, e.ltRange(t, r.ID).Seq); err != nil {
+				t.Fatal(err)
+			}
+			w := ltWorker(t, e.st, work.CountingIndexer{}, work.WorkerConfig{Name: "w", Lease: work.LeaseConfig{MaxAttempts: 1}})
+			ok, err := w.RunOne(e.ctx)
+			if !ok || err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("RunOne: %v %v; want an error saying %q", ok, err, tc.want)
+			}
+			got := e.ltRange(t, r.ID).Val
+			if got.State != work.StateFailed || !strings.Contains(got.Error, tc.want) || got.Result != nil {
+				t.Fatalf("range %+v: want failed, saying %q, without a result", got, tc.want)
+			}
+			if s := w.Stats(); s.Failed != 1 || s.Finished != 0 {
+				t.Errorf("stats %+v: want 1 failed, none finished", s)
+			}
+		})
+	}
+}
+
+// A Stop that lands between the loop's stop check and Acquire: the range
+// Acquire takes is given back at once, not indexed after the stop.
+func TestWorkerStopBeforeAcquireReleases(t *testing.T) {
+	t.Parallel()
+	e := ltStart(t)
+	r, _ := e.ltSpooled(t, "alt.x", work.KindTail, 1, 100, nil)
+	w := ltWorker(t, e.st, work.CountingIndexer{}, work.WorkerConfig{Name: "w"})
+	stopped := make(chan error, 1)
+	var once sync.Once
+	work.SetBeforeAcquire(w, func() {
+		once.Do(func() {
+			go func() { stopped <- w.Stop(e.ctx) }()
+			<-work.StopAsked(w)
+		})
+	})
+	if err := w.Start(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+	got := e.ltRange(t, r.ID).Val
+	if got.State != work.StateSpooled || got.Attempts != 0 {
+		t.Fatalf("range after Stop: %s, %d attempts; want spooled, 0 (given back)", got.State, got.Attempts)
+	}
+	if s := w.Stats(); s.Released != 1 || s.Finished != 0 {
+		t.Errorf("stats %+v: want 1 released, none finished", s)
+	}
+}
+
+// A heartbeat call that hangs is cut off after one heartbeat interval, so
+// a Stop that cannot wait returns soon, not a lease TTL later.
+func TestWorkerStopBoundsHungHeartbeat(t *testing.T) {
+	t.Parallel()
+	e := ltStart(t)
+	r, _ := e.ltSpooled(t, "alt.x", work.KindTail, 1, 200, nil)
+	g := newGate(100)
+	w := ltWorker(t, e.st, g, work.WorkerConfig{Name: "w", Lease: work.LeaseConfig{TTL: time.Minute}, Heartbeat: 100 * time.Millisecond})
+	hung := make(chan struct{})
+	var once sync.Once
+	work.SetHeartbeatCall(w, func(ctx context.Context, _ *work.Held, _ int64) error {
+		// A persist call that does not answer: it ends only with ctx.
+		once.Do(func() { close(hung) })
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	if err := w.Start(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-g.reached
+	<-hung
+	ctx, cancel := context.WithCancel(e.ctx)
+	cancel() // no time to finish
+	stopped := make(chan error, 1)
+	go func() { stopped <- w.Stop(ctx) }()
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Stop still waiting for the hung heartbeat after 10s (the lease TTL is 1m)")
+	}
+	if got := e.ltRange(t, r.ID).Val; got.State != work.StateSpooled {
+		t.Errorf("range after Stop: %s, want released", got.State)
+	}
 }

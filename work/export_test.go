@@ -1,0 +1,20 @@
+package work
+
+import "context"
+
+// TakeLeased runs the second step of Acquire (the range's compare-and-set)
+// for a caller that created lease le with token tok and stalled since.
+func (l *Leases) TakeLeased(ctx context.Context, r Versioned[Range], le Lease, tok uint64) (*Held, error) {
+	return l.takeLeased(ctx, r, le, tok)
+}
+
+// SetBeforeAcquire makes w call f just before each Acquire.
+func SetBeforeAcquire(w *Worker, f func()) { w.beforeAcquire = f }
+
+// SetHeartbeatCall makes w renew its lease with f.
+func SetHeartbeatCall(w *Worker, f func(ctx context.Context, h *Held, progress int64) error) {
+	w.heartbeatCall = f
+}
+
+// StopAsked is closed once Stop was called on w.
+func StopAsked(w *Worker) <-chan struct{} { return w.stop }
