@@ -19,7 +19,8 @@ const (
 	// HeartbeatDefault is how often a worker renews its lease.
 	HeartbeatDefault = 10 * time.Second
 	// MaxAttemptsDefault is how many leases a range gets before it is
-	// failed.
+	// failed: every lease counts, whether it ended in Fail or expired;
+	// Release gives its attempt back.
 	MaxAttemptsDefault = 3
 	// PrefetchAheadDefault is how many ranges a coordinator shard keeps
 	// spooled ahead of the workers.

@@ -62,7 +62,7 @@ func TestCoordinatorEndToEnd(t *testing.T) {
 		defer tick.Stop()
 		for {
 			s, err := st.Status(ctx)
-			if err == nil && len(s.Groups) == 1 && s.Groups[0].PlannedThrough == high && s.Groups[0].Done == s.Groups[0].Planned {
+			if err == nil && len(s.Groups) == 1 && s.Groups[0].PlannedThrough == high && s.Groups[0].Planned == high && s.Groups[0].Done == high {
 				return
 			}
 			if time.Now().After(deadline) {

@@ -85,7 +85,7 @@ func newCoordinator(st *work.Store, ncfg nntp.Config, groups work.Groups, conns 
 		Shard:          sh,
 		Planner:        work.PlannerConfig{Groups: groups, RangeSize: wf.rangeSize, HistoryDepth: wf.depth},
 		Prefetch:       work.PrefetchConfig{Ahead: wf.ahead, Chunk: wf.chunk},
-		Lease:          wf.leaseConfig(),
+		Lease:          work.LeaseConfig{TTL: wf.leaseTTL, AbandonedEvery: wf.abandonedEvery},
 		Share:          work.ShareConfig{Limit: conns, Max: conns, Every: wf.shareEvery},
 		TailEvery:      wf.tailEvery,
 		AbandonedEvery: wf.abandonedEvery,

@@ -86,7 +86,7 @@ func TestWorkINN2(t *testing.T) {
 	coord := startLogProc(t, "coordinator", append([]string{"coordinator", "run", "--nntp", addr, "--groups", group, "--nntp-conns", "2", "--range-size", "50", "--chunk", "20"}, common...)...)
 	worker := startLogProc(t, "worker", append([]string{"worker", "run", "--name", "inn2-worker"}, common...)...)
 	waitStatus(t, st, "the INN2 group indexed", 2*time.Minute, func(s work.Status) bool {
-		return len(s.Groups) == 1 && s.Groups[0].PlannedThrough == gr.High && s.Groups[0].Done == s.Groups[0].Planned && s.Groups[0].Planned > 0
+		return len(s.Groups) == 1 && s.Groups[0].PlannedThrough == gr.High && s.Groups[0].Planned == gr.High-gr.Low+1 && s.Groups[0].Done == s.Groups[0].Planned
 	})
 	got, _ := indexed(t, st)
 	if got[group] != want {

@@ -330,7 +330,7 @@ func TestWorkFleet(t *testing.T) {
 			return false
 		}
 		for _, g := range s.Groups {
-			if g.PlannedThrough != articles || g.Done != g.Planned {
+			if g.PlannedThrough != articles || g.Planned != articles || g.Done != articles {
 				return false
 			}
 		}
