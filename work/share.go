@@ -3,6 +3,8 @@ package work
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -34,8 +36,10 @@ var ErrShareConfig = errors.New("work: share: invalid config")
 
 // ShareConfig configures a Share.
 type ShareConfig struct {
-	// Name identifies the process in the table; unique per source.
-	// Required.
+	// Name names the process in the table, for display. Required. It
+	// need not be unique: every Share is its own participant (see
+	// ShareEntry.ID), so two processes started with the same name share
+	// the limit like any two others.
 	Name string
 	// Priority weighs the process's part of what is left after every
 	// minimum (PriorityCoordinator, PriorityProber, PriorityWorker). Zero
@@ -97,6 +101,7 @@ type Share struct {
 	st   *Store
 	pool *nntp.Pool
 	cfg  ShareConfig
+	id   string // ShareEntry.ID of this Share's entry
 
 	round  sync.Mutex // serialises Round and Leave
 	lastOK time.Time  // the last successful write of the entry; under round
@@ -117,10 +122,35 @@ func NewShare(st *Store, pool *nntp.Pool, cfg ShareConfig) (*Share, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
+	id, err := newShareID()
+	if err != nil {
+		return nil, err
+	}
 	if pool != nil {
 		pool.Resize(0)
 	}
-	return &Share{st: st, pool: pool, cfg: cfg}, nil
+	return &Share{st: st, pool: pool, cfg: cfg, id: id}, nil
+}
+
+// newShareID returns a random entry id: a name is not enough to tell two
+// processes apart (the same shard started twice, a restart while the old
+// process still drains), and one adopting the other's entry would stop
+// counting the other's connections.
+func newShareID() (string, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("work: share: entry id: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
+// key identifies the entry's participant: its ID, or its Name for an entry
+// written without one.
+func (e ShareEntry) key() string {
+	if e.ID != "" {
+		return e.ID
+	}
+	return e.Name
 }
 
 // Granted is the grant of the last round.
@@ -184,7 +214,7 @@ func (s *Share) roundLocked(ctx context.Context) (ShareResult, error) {
 		now := time.Now()
 		entries, own := s.prune(tbl.Val, now)
 		s.renew(&own, now)
-		g := Grants(append(entries, own), s.cfg.Limit)[s.cfg.Name]
+		g := Grants(append(entries, own), s.cfg.Limit)[s.id]
 		others := 0
 		for _, e := range entries {
 			others += e.Using
@@ -222,12 +252,13 @@ func (s *Share) roundLocked(ctx context.Context) (ShareResult, error) {
 // prune returns the entries of others still alive at now, and the
 // process's own entry (a new one if absent, or if dropped as stale by
 // another process — then its pool may hold more than the table counts, and
-// the round shrinks it to what fits).
+// the round shrinks it to what fits). Only the entry with this Share's ID
+// is its own: another with the same Name is another process's.
 func (s *Share) prune(tbl []ShareEntry, now time.Time) (others []ShareEntry, own ShareEntry) {
-	own = ShareEntry{Name: s.cfg.Name}
+	own = ShareEntry{Name: s.cfg.Name, ID: s.id}
 	for _, e := range tbl {
 		switch {
-		case e.Name == s.cfg.Name:
+		case e.ID == s.id:
 			own = e
 		case stale(e, now):
 		default:
@@ -258,12 +289,13 @@ func stale(e ShareEntry, now time.Time) bool {
 }
 
 func sortEntries(es []ShareEntry) []ShareEntry {
-	slices.SortFunc(es, func(a, b ShareEntry) int { return cmp.Compare(a.Name, b.Name) })
+	slices.SortFunc(es, func(a, b ShareEntry) int { return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.ID, b.ID)) })
 	return es
 }
 
 // Leave resizes the pool to zero, waits for its commands in flight to
-// finish and its connections to close, then removes the entry, so that the
+// finish and its connections to close, then removes its entry (not another
+// process's of the same Name), so that the
 // others grow into its connections at their next round. When ctx ends
 // before the pool is empty the entry stays as it is, still counting what
 // is open. A later Round registers the process again.
@@ -316,7 +348,8 @@ func (s *Share) Run(ctx context.Context, onRound func(ShareResult, error)) error
 }
 
 // Table reads the share table, without the entries whose heartbeat is
-// older than their TTL, and the grants every participant computes from it.
+// older than their TTL, and the grants every participant computes from it
+// (keyed as Grants keys them).
 func (s *Share) Table(ctx context.Context) ([]ShareEntry, map[string]int, error) {
 	return ShareTable(ctx, s.st, s.cfg.Limit)
 }
@@ -341,35 +374,37 @@ func ShareTable(ctx context.Context, st *Store, limit int) ([]ShareEntry, map[st
 
 // Grants splits limit connections among the entries: every entry first
 // gets its Min (when the minimums exceed the limit, the higher priority
-// first, then by name; the last one served may get part of its Min), then
+// first, then by name and ID; the last one served may get part of its Min), then
 // what is left goes by Priority, in proportion to it (Sainte-Laguë's
 // divisor method over the connections beyond each Min; ties to the higher
-// priority, then by name), each capped at its Max (zero or above limit
+// priority, then by name and ID), each capped at its Max (zero or above limit
 // means limit; a Max under Min counts as Min), what capping leaves going to
 // the others. Entries with a Priority of zero or less share only what every
 // positive priority left. No entry's grant falls when another leaves.
 // The sum never exceeds limit, and it is limit unless every entry is at its
-// Max. The result depends on the entries only, not their order: names are
-// unique in a table, and of a repeated name the most recently seen entry
-// counts.
+// Max. The result is keyed by each entry's ID, or its Name for an entry
+// without an ID (entries of one Name but different IDs are different
+// participants). It depends on the entries only, not their order: of a
+// repeated key the most recently seen entry counts.
 func Grants(entries []ShareEntry, limit int) map[string]int {
 	type part struct {
 		name     string
+		key      string
 		prio     int
 		min, max int
 		got      int
 	}
 	es := slices.Clone(entries)
 	slices.SortFunc(es, func(a, b ShareEntry) int {
-		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(b.Seen, a.Seen),
+		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.key(), b.key()), cmp.Compare(b.Seen, a.Seen),
 			cmp.Compare(b.Priority, a.Priority), cmp.Compare(b.Min, a.Min), cmp.Compare(b.Max, a.Max))
 	})
-	es = slices.CompactFunc(es, func(a, b ShareEntry) bool { return a.Name == b.Name })
+	es = slices.CompactFunc(es, func(a, b ShareEntry) bool { return a.key() == b.key() })
 	out := make(map[string]int, len(es))
 	limit = max(limit, 0)
 	ps := make([]*part, 0, len(es))
 	for _, e := range es {
-		p := &part{name: e.Name, prio: e.Priority, min: max(e.Min, 0), max: e.Max}
+		p := &part{name: e.Name, key: e.key(), prio: e.Priority, min: max(e.Min, 0), max: e.Max}
 		if p.max <= 0 || p.max > limit {
 			p.max = limit
 		}
@@ -411,7 +446,7 @@ func Grants(entries []ShareEntry, limit int) map[string]int {
 		if a.prio != b.prio {
 			return a.prio > b.prio
 		}
-		return a.name < b.name
+		return cmp.Or(cmp.Compare(a.name, b.name), cmp.Compare(a.key, b.key)) < 0
 	}
 	for ; left > 0; left-- {
 		positive := slices.ContainsFunc(ps, func(p *part) bool { return p.got < p.max && p.prio > 0 })
@@ -427,7 +462,7 @@ func Grants(entries []ShareEntry, limit int) map[string]int {
 		best.got++
 	}
 	for _, p := range ps {
-		out[p.name] = p.got
+		out[p.key] = p.got
 	}
 	return out
 }

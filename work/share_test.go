@@ -203,6 +203,16 @@ func shareConverged(ps []*shareParticipant, want map[string]int) bool {
 	return true
 }
 
+// grantsByName re-keys grants (keyed by entry ID, see Grants) by the
+// entries' names, for tests whose names are unique.
+func grantsByName(tbl []work.ShareEntry, grants map[string]int) map[string]int {
+	out := make(map[string]int, len(tbl))
+	for _, e := range tbl {
+		out[e.Name] = grants[e.ID]
+	}
+	return out
+}
+
 // watchShareTable reads the table until stopped and reports the first time the
 // entries' Using add up to more than limit.
 func watchShareTable(t *testing.T, st *work.Store, limit int) (stop func()) {
@@ -289,7 +299,7 @@ func TestShareParticipants(t *testing.T) {
 		return coord.pool.Stats().Open() == 2 && prober.pool.Stats().Open() == 2 && worker.pool.Stats().Open() == 2
 	})
 	tbl, got, err := coord.share.Table(context.Background())
-	if err != nil || len(tbl) != 3 || !maps.Equal(got, grants("coordinator", "prober", "worker")) {
+	if err != nil || len(tbl) != 3 || !maps.Equal(grantsByName(tbl, got), grants("coordinator", "prober", "worker")) {
 		t.Fatalf("Table: %+v %v %v", tbl, got, err)
 	}
 
@@ -444,7 +454,7 @@ func TestShareReporter(t *testing.T) {
 		t.Fatal(err)
 	}
 	tbl, grants, err := sh.Table(ctx)
-	if err != nil || len(tbl) != 2 || !maps.Equal(grants, map[string]int{"fetcher": 2, "reporter": 2}) {
+	if err != nil || len(tbl) != 2 || !maps.Equal(grantsByName(tbl, grants), map[string]int{"fetcher": 2, "reporter": 2}) {
 		t.Fatalf("Table: %+v %v %v", tbl, grants, err)
 	}
 	if tbl[0].Name != "fetcher" || tbl[0].TooMany != 1 || tbl[1].TooMany != 0 {
@@ -572,5 +582,58 @@ func TestShareRun(t *testing.T) {
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Run: %v", err)
+	}
+}
+
+// TestShareSameName: two processes with the same Name (a shard started
+// twice, or restarted while the old one still drains) are two
+// participants: together they never hold more than the limit, neither
+// adopts the other's entry, and one's Leave leaves the other's entry alone.
+func TestShareSameName(t *testing.T) {
+	t.Parallel()
+	const limit = 4
+	st := shareStore(t)
+	srv := shareServer(t, 100)
+	srv.SetFaults(nntptest.Faults{Delay: 10 * time.Millisecond})
+	stopWatch := watchShareTable(t, st, limit)
+	defer stopWatch()
+	cfg := work.ShareConfig{Name: "coordinator", Priority: work.PriorityCoordinator, Limit: limit, Every: 50 * time.Millisecond}
+	a := joinShare(t, st, srv, cfg, limit)
+	b := joinShare(t, st, srv, cfg, limit)
+	half := map[string]int{"coordinator": limit / 2}
+	shareWait(t, "the two to split the limit", func() bool {
+		return shareConverged([]*shareParticipant{a}, half) && shareConverged([]*shareParticipant{b}, half)
+	})
+	shareWait(t, "both pools to be busy at their share", func() bool {
+		return a.pool.Stats().Open() == limit/2 && b.pool.Stats().Open() == limit/2
+	})
+	ctx := context.Background()
+	tbl, grants, err := a.share.Table(ctx)
+	if err != nil || len(tbl) != 2 || tbl[0].ID == tbl[1].ID || len(grants) != 2 {
+		t.Fatalf("table with two of one name: %+v %v %v", tbl, grants, err)
+	}
+
+	// b stops running rounds (as a process draining); a leaves. b's entry
+	// stays, still counting b's connections.
+	b.stop()
+	a.stop()
+	if err := a.share.Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tv, err := st.ShareTable(ctx)
+	if err != nil || len(tv.Val) != 1 || tv.Val[0].Using != b.share.Using() || b.share.Using() != limit/2 {
+		t.Fatalf("table after one of two of a name left: %+v %v, b using %d", tv, err, b.share.Using())
+	}
+	if res, err := b.share.Round(ctx); err != nil || res.Granted != limit || b.share.Using() != limit {
+		t.Fatalf("b's round after a left: %+v %v, using %d", res, err, b.share.Using())
+	}
+	if err := b.share.Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stopWatch()
+	a.check(t)
+	b.check(t)
+	if peak := srv.Stats().Peak; peak > limit {
+		t.Fatalf("the server saw %d connections at once, limit %d", peak, limit)
 	}
 }
