@@ -106,9 +106,24 @@ type Share struct {
 	round  sync.Mutex // serialises Round and Leave
 	lastOK time.Time  // the last successful write of the entry; under round
 
+	obsMu sync.Mutex // protects observed
+	// observed is, per entry key, the Seen last read and when (by this
+	// process's monotonic clock) it was first read with that value.
+	// Staleness is judged by it, not by comparing another host's Seen with
+	// the local wall clock: clocks a second apart would otherwise have the
+	// host ahead drop the other's entry at every write when the TTL is
+	// short, and the host behind keep a dead one for as long as it is ahead.
+	observed map[string]observation
+
 	mu      sync.Mutex // protects granted and using
 	granted int
 	using   int
+}
+
+// observation is when an entry's heartbeat was last seen to change.
+type observation struct {
+	seen int64     // the entry's Seen
+	at   time.Time // local, monotonic
 }
 
 // NewShare returns the share of the process cfg.Name. pool is the pool
@@ -129,7 +144,7 @@ func NewShare(st *Store, pool *nntp.Pool, cfg ShareConfig) (*Share, error) {
 	if pool != nil {
 		pool.Resize(0)
 	}
-	return &Share{st: st, pool: pool, cfg: cfg, id: id}, nil
+	return &Share{st: st, pool: pool, cfg: cfg, id: id, observed: map[string]observation{}}, nil
 }
 
 // newShareID returns a random entry id: a name is not enough to tell two
@@ -180,8 +195,9 @@ func (s *Share) resize(n int) {
 	}
 }
 
-// Round runs one round: it reads the table, drops the entries whose
-// heartbeat is older than their TTL, renews its own entry, computes the
+// Round runs one round: it reads the table, drops the entries this
+// process has seen go unrenewed for longer than their TTL, renews its own
+// entry, computes the
 // grants, and moves its Using towards its grant — raised, as far as the
 // others' Using leaves room, in the write itself; lowered only to what its
 // pool still holds after being resized down — then sizes its pool to
@@ -256,36 +272,74 @@ func (s *Share) roundLocked(ctx context.Context) (ShareResult, error) {
 // is its own: another with the same Name is another process's.
 func (s *Share) prune(tbl []ShareEntry, now time.Time) (others []ShareEntry, own ShareEntry) {
 	own = ShareEntry{Name: s.cfg.Name, ID: s.id}
+	var rest []ShareEntry
 	for _, e := range tbl {
-		switch {
-		case e.ID == s.id:
+		if e.ID == s.id {
 			own = e
-		case stale(e, now):
-		default:
-			others = append(others, e)
+		} else {
+			rest = append(rest, e)
 		}
 	}
-	return others, own
+	return s.live(rest, now), own
+}
+
+// live returns the entries whose heartbeat (Seen) changed within their TTL
+// by this process's clock: an entry is dropped only once this process has
+// read the same Seen for longer than its TTL. One first read now counts as
+// just renewed, so a process that has only just started waits a TTL
+// before it takes a dead entry's connections.
+func (s *Share) live(es []ShareEntry, now time.Time) []ShareEntry {
+	s.obsMu.Lock()
+	defer s.obsMu.Unlock()
+	var out []ShareEntry
+	present := make(map[string]bool, len(es))
+	for _, e := range es {
+		k := e.key()
+		present[k] = true
+		o, ok := s.observed[k]
+		if !ok || o.seen != e.Seen {
+			o = observation{seen: e.Seen, at: now}
+			s.observed[k] = o
+		}
+		if now.Sub(o.at) <= entryTTL(e) {
+			out = append(out, e)
+		}
+	}
+	// Forget the entries gone from the table: one that comes back is new.
+	for k := range s.observed {
+		if !present[k] {
+			delete(s.observed, k)
+		}
+	}
+	return out
 }
 
 // renew refreshes the process's entry from its config and pool.
 func (s *Share) renew(e *ShareEntry, now time.Time) {
 	e.Priority, e.Min, e.Max = s.cfg.Priority, s.cfg.Min, s.cfg.Max
 	e.TTL = s.cfg.TTL.Milliseconds()
-	e.Seen = now.UnixMilli()
+	// Strictly increasing, even when the wall clock stands still or steps
+	// back: the others see the entry renewed by Seen changing.
+	e.Seen = max(now.UnixMilli(), e.Seen+1)
 	if s.pool != nil {
 		e.TooMany = s.pool.Stats().TooMany
 	}
 }
 
-// stale: the entry's heartbeat is older than its TTL (an entry without one
-// lives 3×ShareEveryDefault).
-func stale(e ShareEntry, now time.Time) bool {
-	ttl := e.TTL
-	if ttl <= 0 {
-		ttl = (3 * ShareEveryDefault).Milliseconds()
+// entryTTL is the entry's TTL (an entry without one lives
+// 3×ShareEveryDefault).
+func entryTTL(e ShareEntry) time.Duration {
+	if e.TTL <= 0 {
+		return 3 * ShareEveryDefault
 	}
-	return now.UnixMilli()-e.Seen > ttl
+	return time.Duration(e.TTL) * time.Millisecond
+}
+
+// staleByWallClock: the entry's heartbeat is older than its TTL by the
+// local wall clock. Only for a reader with no history of the table (see
+// ShareTable); participants judge by Share.live.
+func staleByWallClock(e ShareEntry, now time.Time) bool {
+	return now.Sub(time.UnixMilli(e.Seen)) > entryTTL(e)
 }
 
 func sortEntries(es []ShareEntry) []ShareEntry {
@@ -347,16 +401,31 @@ func (s *Share) Run(ctx context.Context, onRound func(ShareResult, error)) error
 	}
 }
 
-// Table reads the share table, without the entries whose heartbeat is
-// older than their TTL, and the grants every participant computes from it
-// (keyed as Grants keys them).
+// Table reads the share table, without the entries this process has seen
+// go unrenewed for longer than their TTL, and the grants every participant
+// computes from it (keyed as Grants keys them).
 func (s *Share) Table(ctx context.Context) ([]ShareEntry, map[string]int, error) {
-	return ShareTable(ctx, s.st, s.cfg.Limit)
+	tbl, err := s.st.ShareTable(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("work: share table: %w", err)
+	}
+	var own, rest []ShareEntry
+	for _, e := range tbl.Val {
+		if e.ID == s.id {
+			own = append(own, e)
+		} else {
+			rest = append(rest, e)
+		}
+	}
+	live := sortEntries(append(own, s.live(rest, time.Now())...))
+	return live, Grants(live, s.cfg.Limit), nil
 }
 
 // ShareTable reads st's share table, without the stale entries, and the
 // grants computed from it under limit (for status reports from a process
-// that does not take part).
+// that does not take part). Having no history of the table, it judges
+// staleness by comparing each entry's Seen with the local wall clock, which
+// is off by the hosts' clock difference; participants do not rely on it.
 func ShareTable(ctx context.Context, st *Store, limit int) ([]ShareEntry, map[string]int, error) {
 	tbl, err := st.ShareTable(ctx)
 	if err != nil {
@@ -365,7 +434,7 @@ func ShareTable(ctx context.Context, st *Store, limit int) ([]ShareEntry, map[st
 	now := time.Now()
 	var live []ShareEntry
 	for _, e := range tbl.Val {
-		if !stale(e, now) {
+		if !staleByWallClock(e, now) {
 			live = append(live, e)
 		}
 	}

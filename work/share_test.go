@@ -637,3 +637,94 @@ func TestShareSameName(t *testing.T) {
 		t.Fatalf("the server saw %d connections at once, limit %d", peak, limit)
 	}
 }
+
+// TestShareStalenessByOwnClock: another host's entry is judged by whether
+// its heartbeat changes, by this process's clock, not by comparing its Seen
+// with the local wall clock. An entry whose Seen is an hour behind (its
+// host's clock is) but that is renewed stays; one an hour ahead that is no
+// longer renewed is dropped after its TTL, as is the first once its
+// renewals stop.
+func TestShareStalenessByOwnClock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := shareStore(t)
+	const ttl = 300 * time.Millisecond
+	now := time.Now()
+	behind := work.ShareEntry{Name: "behind", ID: "behind", Priority: 1, Using: 1, Seen: now.Add(-time.Hour).UnixMilli(), TTL: ttl.Milliseconds()}
+	ahead := work.ShareEntry{Name: "ahead", ID: "ahead", Priority: 1, Using: 1, Seen: now.Add(time.Hour).UnixMilli(), TTL: ttl.Milliseconds()}
+	if _, err := st.PutShareTable(ctx, []work.ShareEntry{ahead, behind}, 0); err != nil {
+		t.Fatal(err)
+	}
+	// renew heartbeats "behind" as its host would, with its own clock.
+	renew := func() {
+		t.Helper()
+		for {
+			tv, err := st.ShareTable(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range tv.Val {
+				if tv.Val[i].ID == "behind" {
+					tv.Val[i].Seen++
+				}
+			}
+			if _, err := st.PutShareTable(ctx, tv.Val, tv.Seq); errors.Is(err, work.ErrConflict) {
+				continue
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+	}
+	sh, err := work.NewShare(st, nil, work.ShareConfig{Name: "a", Priority: 1, Limit: 3, Every: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	present := func() map[string]bool {
+		t.Helper()
+		if _, err := sh.Round(ctx); err != nil {
+			t.Fatal(err)
+		}
+		tv, err := st.ShareTable(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]bool{}
+		for _, e := range tv.Val {
+			m[e.ID] = true
+		}
+		return m
+	}
+	start := time.Now()
+	tick := time.NewTicker(ttl / 6)
+	defer tick.Stop()
+	var aheadGone time.Duration
+	for time.Since(start) < 3*ttl || aheadGone == 0 {
+		renew()
+		p := present()
+		if !p["behind"] {
+			t.Fatalf("the renewed entry was dropped %v after the first round", time.Since(start))
+		}
+		if !p["ahead"] && aheadGone == 0 {
+			aheadGone = time.Since(start)
+		}
+		if p["ahead"] && aheadGone != 0 {
+			t.Fatal("the unrenewed entry came back")
+		}
+		if time.Since(start) > 10*time.Second {
+			t.Fatal("the unrenewed entry was never dropped")
+		}
+		<-tick.C
+	}
+	if aheadGone < ttl {
+		t.Fatalf("the unrenewed entry was dropped %v after it was first seen, before its TTL %v", aheadGone, ttl)
+	}
+
+	// "behind" stops being renewed: dropped once its TTL has passed.
+	renew()
+	stopped := time.Now()
+	shareWait(t, "the entry no longer renewed to be dropped", func() bool { return !present()["behind"] })
+	if since := time.Since(stopped); since < ttl {
+		t.Fatalf("dropped %v after its last renewal, before its TTL %v", since, ttl)
+	}
+}
