@@ -205,10 +205,15 @@ func (s *Share) resize(n int) {
 //
 // When rounds keep failing for half the TTL, so that the others may soon
 // drop the entry and hand its connections on, the pool is resized to zero
-// until a round succeeds.
+// until a round succeeds. A round is given min(Every, TTL/2), but at least
+// shareRoundMin: one blocked on an unreachable store must end, or the pool
+// would never be shrunk before the others hand its connections on
+// (resizing the pool does not wait for connections to close).
 func (s *Share) Round(ctx context.Context) (ShareResult, error) {
 	s.round.Lock()
 	defer s.round.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, roundDeadline(s.cfg))
+	defer cancel()
 	res, err := s.roundLocked(ctx)
 	if err != nil {
 		if !s.lastOK.IsZero() && time.Since(s.lastOK) >= s.cfg.TTL/2 {
@@ -218,6 +223,18 @@ func (s *Share) Round(ctx context.Context) (ShareResult, error) {
 	}
 	s.lastOK = time.Now()
 	return res, nil
+}
+
+// shareRoundMin is the least time a round is given: below it a store that
+// is merely slow would fail every round and shrink the pool to zero.
+const shareRoundMin = time.Second
+
+// roundDeadline is how long one round may take. With the self-limit
+// checked when a failed round ends, the pool is shrunk at the latest
+// TTL/2 plus this after the last good round; min(Every, TTL/2) keeps that
+// within the TTL (with the default TTL of 3 rounds, 2.5 rounds).
+func roundDeadline(cfg ShareConfig) time.Duration {
+	return max(min(cfg.Every, cfg.TTL/2), shareRoundMin)
 }
 
 func (s *Share) roundLocked(ctx context.Context) (ShareResult, error) {

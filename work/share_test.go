@@ -9,9 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
+	"github.com/switchyard-dev/switchyard/internal/testnats"
 	"github.com/switchyard-dev/switchyard/internal/testpersist"
 	"github.com/switchyard-dev/switchyard/nntp"
 	"github.com/switchyard-dev/switchyard/nntp/nntptest"
+	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/work"
 )
 
@@ -726,5 +730,42 @@ func TestShareStalenessByOwnClock(t *testing.T) {
 	shareWait(t, "the entry no longer renewed to be dropped", func() bool { return !present()["behind"] })
 	if since := time.Since(stopped); since < ttl {
 		t.Fatalf("dropped %v after its last renewal, before its TTL %v", since, ttl)
+	}
+}
+
+// TestShareRoundDeadline: a round against a store that never answers (its
+// requests swallowed, as by a hung server) ends by its deadline,
+// min(Every, TTL/2) but at least a second, rather than after the store
+// client's own retries (20 s here).
+func TestShareRoundDeadline(t *testing.T) {
+	t.Parallel()
+	e := testnats.Server(t, testnats.Options{})
+	silent := testnats.Conn(t, e)
+	if _, err := silent.Subscribe(">", func(*nats.Msg) {}); err != nil {
+		t.Fatal(err)
+	}
+	if err := silent.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := persist.NewClient(persist.ClientConfig{Conn: testnats.Conn(t, e)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	st, err := work.NewStore(c, "src")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const every = time.Second
+	sh, err := work.NewShare(st, nil, work.ShareConfig{Name: "a", Limit: 2, Every: every})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if _, err := sh.Round(context.Background()); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("round against a silent store: %v, want a deadline error", err)
+	}
+	if d := time.Since(start); d > every+time.Second {
+		t.Fatalf("the round took %v, its deadline is %v", d, every)
 	}
 }
