@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"time"
 )
@@ -22,6 +23,10 @@ const (
 	healthTimeout = 10 * time.Second
 	// quitTimeout bounds closing one connection (Conn.Quit).
 	quitTimeout = 5 * time.Second
+	// quitGrace is how long a connection whose Quit failed is still
+	// counted as open: the server did not confirm it let go, and once our
+	// end is closed it may take a moment to notice.
+	quitGrace = 5 * time.Second
 )
 
 // PoolConfig configures a Pool.
@@ -36,6 +41,10 @@ type PoolConfig struct {
 	// HealthEvery: zero means HealthEveryDefault; negative turns the
 	// health checks off.
 	HealthEvery time.Duration
+
+	// quitTimeout and quitGrace: zero means the constants; tests shorten
+	// them.
+	quitTimeout, quitGrace time.Duration
 }
 
 func (c PoolConfig) withDefaults() PoolConfig {
@@ -47,6 +56,12 @@ func (c PoolConfig) withDefaults() PoolConfig {
 	}
 	if c.HealthEvery == 0 {
 		c.HealthEvery = HealthEveryDefault
+	}
+	if c.quitTimeout <= 0 {
+		c.quitTimeout = quitTimeout
+	}
+	if c.quitGrace <= 0 {
+		c.quitGrace = quitGrace
 	}
 	return c
 }
@@ -67,7 +82,9 @@ type PoolStats struct {
 	// Closing counts connections taken out of the pool (beyond its size,
 	// broken, or stopped) that are being closed: the pool says QUIT and
 	// waits for the server to close its end (Conn.Quit), so until then the
-	// server still counts them.
+	// server still counts them. One whose Quit failed stays counted for a
+	// grace period after it. They count against Allowed: the pool opens no
+	// connection into a slot the server may still hold.
 	Closing int
 	// Waits counts acquisitions that had to wait for a free slot, WaitTime
 	// their total wait.
@@ -108,6 +125,7 @@ type Pool struct {
 	startOnce sync.Once
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
+	closers   sync.WaitGroup // the goroutines of closeConns
 }
 
 // NewPool checks the config and returns a pool that opens connections on
@@ -180,6 +198,7 @@ func (p *Pool) Stop(ctx context.Context) error {
 		n, closing, ch := p.inUse, p.closing, p.changed
 		p.mu.Unlock()
 		if n == 0 && closing == 0 {
+			p.closers.Wait() // each has counted its connection down: it is ending
 			return nil
 		}
 		select {
@@ -205,7 +224,8 @@ func (p *Pool) allowedLocked() int {
 // Resize sets the number of connections the pool may open. Growing wakes
 // waiters at once; shrinking closes idle connections now and in-use ones
 // as their commands finish and they are released (never mid-command).
-// WaitOpen says when the shrink is done.
+// It does not wait for the closes (Stats.Closing counts them until the
+// server let go): WaitOpen says when the shrink is done.
 func (p *Pool) Resize(n int) {
 	if n < 0 {
 		n = 0
@@ -218,31 +238,40 @@ func (p *Pool) Resize(n int) {
 	p.closeConns(drop)
 }
 
-// closeConns closes connections already counted in closing, outside the
-// lock, with Quit: it returns once the server has closed its end, so the
-// server no longer counts them. Only then does the pool stop counting them,
-// so that a caller handing the freed slots to another process (see
-// WaitOpen) never has the server see both at once.
+// closeConns closes connections already counted in closing with Quit, in
+// the background: a caller (Resize, Release) must not wait a round trip or
+// a slow server's quitTimeout for it. Each is counted down once the server
+// has closed its end, so that a caller handing the freed slots to another
+// process (see WaitOpen) never has the server see both at once. When Quit
+// of a live connection runs out of time (the server did not answer or let
+// go), it is counted down only quitGrace later: the server may still count
+// it until it notices our end closed. Other failures (the server already
+// gone) need no grace.
 func (p *Pool) closeConns(cs []*Conn) {
-	if len(cs) == 0 {
-		return
-	}
-	// In parallel: Quit waits a round trip for each.
-	var wg sync.WaitGroup
 	for _, c := range cs {
-		wg.Add(1)
+		p.closers.Add(1)
 		go func() {
-			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), quitTimeout)
-			defer cancel()
-			_ = c.Quit(ctx) // an error only means the server was slow to let go
+			defer p.closers.Done()
+			live := c.Err() == nil
+			ctx, cancel := context.WithTimeout(context.Background(), p.cfg.quitTimeout)
+			err := c.Quit(ctx)
+			cancel()
+			if live && isTimeout(err) {
+				t := time.NewTimer(p.cfg.quitGrace)
+				<-t.C
+			}
+			p.mu.Lock()
+			p.closing--
+			p.notifyLocked()
+			p.mu.Unlock()
 		}()
 	}
-	wg.Wait()
-	p.mu.Lock()
-	p.closing -= len(cs)
-	p.notifyLocked()
-	p.mu.Unlock()
+}
+
+// isTimeout: err is running out of time, by a context or a socket deadline.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
 }
 
 // WaitOpen waits until the pool holds at most n connections (Stats.Open:
@@ -288,7 +317,10 @@ func (p *Pool) Acquire(ctx context.Context) (*Conn, error) {
 			p.mu.Unlock()
 			return nil, fmt.Errorf("nntp: pool: %w", ErrClosed)
 		}
-		if p.inUse < p.allowedLocked() {
+		// An idle connection may be handed out while fewer than Allowed
+		// are in use; a new one is dialled only if the connections being
+		// closed leave room, so the server never sees more than Allowed.
+		if allowed := p.allowedLocked(); p.inUse < allowed && (len(p.idle) > 0 || p.inUse+p.closing < allowed) {
 			break
 		}
 		if !waited {

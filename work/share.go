@@ -3,6 +3,8 @@ package work
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -34,8 +36,10 @@ var ErrShareConfig = errors.New("work: share: invalid config")
 
 // ShareConfig configures a Share.
 type ShareConfig struct {
-	// Name identifies the process in the table; unique per source.
-	// Required.
+	// Name names the process in the table, for display. Required. It
+	// need not be unique: every Share is its own participant (see
+	// ShareEntry.ID), so two processes started with the same name share
+	// the limit like any two others.
 	Name string
 	// Priority weighs the process's part of what is left after every
 	// minimum (PriorityCoordinator, PriorityProber, PriorityWorker). Zero
@@ -97,13 +101,29 @@ type Share struct {
 	st   *Store
 	pool *nntp.Pool
 	cfg  ShareConfig
+	id   string // ShareEntry.ID of this Share's entry
 
 	round  sync.Mutex // serialises Round and Leave
 	lastOK time.Time  // the last successful write of the entry; under round
 
+	obsMu sync.Mutex // protects observed
+	// observed is, per entry key, the Seen last read and when (by this
+	// process's monotonic clock) it was first read with that value.
+	// Staleness is judged by it, not by comparing another host's Seen with
+	// the local wall clock: clocks a second apart would otherwise have the
+	// host ahead drop the other's entry at every write when the TTL is
+	// short, and the host behind keep a dead one for as long as it is ahead.
+	observed map[string]observation
+
 	mu      sync.Mutex // protects granted and using
 	granted int
 	using   int
+}
+
+// observation is when an entry's heartbeat was last seen to change.
+type observation struct {
+	seen int64     // the entry's Seen
+	at   time.Time // local, monotonic
 }
 
 // NewShare returns the share of the process cfg.Name. pool is the pool
@@ -117,10 +137,35 @@ func NewShare(st *Store, pool *nntp.Pool, cfg ShareConfig) (*Share, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
+	id, err := newShareID()
+	if err != nil {
+		return nil, err
+	}
 	if pool != nil {
 		pool.Resize(0)
 	}
-	return &Share{st: st, pool: pool, cfg: cfg}, nil
+	return &Share{st: st, pool: pool, cfg: cfg, id: id, observed: map[string]observation{}}, nil
+}
+
+// newShareID returns a random entry id: a name is not enough to tell two
+// processes apart (the same shard started twice, a restart while the old
+// process still drains), and one adopting the other's entry would stop
+// counting the other's connections.
+func newShareID() (string, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("work: share: entry id: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
+// key identifies the entry's participant: its ID, or its Name for an entry
+// written without one.
+func (e ShareEntry) key() string {
+	if e.ID != "" {
+		return e.ID
+	}
+	return e.Name
 }
 
 // Granted is the grant of the last round.
@@ -150,8 +195,9 @@ func (s *Share) resize(n int) {
 	}
 }
 
-// Round runs one round: it reads the table, drops the entries whose
-// heartbeat is older than their TTL, renews its own entry, computes the
+// Round runs one round: it reads the table, drops the entries this
+// process has seen go unrenewed for longer than their TTL, renews its own
+// entry, computes the
 // grants, and moves its Using towards its grant — raised, as far as the
 // others' Using leaves room, in the write itself; lowered only to what its
 // pool still holds after being resized down — then sizes its pool to
@@ -159,10 +205,15 @@ func (s *Share) resize(n int) {
 //
 // When rounds keep failing for half the TTL, so that the others may soon
 // drop the entry and hand its connections on, the pool is resized to zero
-// until a round succeeds.
+// until a round succeeds. A round is given min(Every, TTL/2), but at least
+// shareRoundMin: one blocked on an unreachable store must end, or the pool
+// would never be shrunk before the others hand its connections on
+// (resizing the pool does not wait for connections to close).
 func (s *Share) Round(ctx context.Context) (ShareResult, error) {
 	s.round.Lock()
 	defer s.round.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, roundDeadline(s.cfg))
+	defer cancel()
 	res, err := s.roundLocked(ctx)
 	if err != nil {
 		if !s.lastOK.IsZero() && time.Since(s.lastOK) >= s.cfg.TTL/2 {
@@ -172,6 +223,18 @@ func (s *Share) Round(ctx context.Context) (ShareResult, error) {
 	}
 	s.lastOK = time.Now()
 	return res, nil
+}
+
+// shareRoundMin is the least time a round is given: below it a store that
+// is merely slow would fail every round and shrink the pool to zero.
+const shareRoundMin = time.Second
+
+// roundDeadline is how long one round may take. With the self-limit
+// checked when a failed round ends, the pool is shrunk at the latest
+// TTL/2 plus this after the last good round; min(Every, TTL/2) keeps that
+// within the TTL (with the default TTL of 3 rounds, 2.5 rounds).
+func roundDeadline(cfg ShareConfig) time.Duration {
+	return max(min(cfg.Every, cfg.TTL/2), shareRoundMin)
 }
 
 func (s *Share) roundLocked(ctx context.Context) (ShareResult, error) {
@@ -184,7 +247,7 @@ func (s *Share) roundLocked(ctx context.Context) (ShareResult, error) {
 		now := time.Now()
 		entries, own := s.prune(tbl.Val, now)
 		s.renew(&own, now)
-		g := Grants(append(entries, own), s.cfg.Limit)[s.cfg.Name]
+		g := Grants(append(entries, own), s.cfg.Limit)[s.id]
 		others := 0
 		for _, e := range entries {
 			others += e.Using
@@ -222,48 +285,88 @@ func (s *Share) roundLocked(ctx context.Context) (ShareResult, error) {
 // prune returns the entries of others still alive at now, and the
 // process's own entry (a new one if absent, or if dropped as stale by
 // another process — then its pool may hold more than the table counts, and
-// the round shrinks it to what fits).
+// the round shrinks it to what fits). Only the entry with this Share's ID
+// is its own: another with the same Name is another process's.
 func (s *Share) prune(tbl []ShareEntry, now time.Time) (others []ShareEntry, own ShareEntry) {
-	own = ShareEntry{Name: s.cfg.Name}
+	own = ShareEntry{Name: s.cfg.Name, ID: s.id}
+	var rest []ShareEntry
 	for _, e := range tbl {
-		switch {
-		case e.Name == s.cfg.Name:
+		if e.ID == s.id {
 			own = e
-		case stale(e, now):
-		default:
-			others = append(others, e)
+		} else {
+			rest = append(rest, e)
 		}
 	}
-	return others, own
+	return s.live(rest, now), own
+}
+
+// live returns the entries whose heartbeat (Seen) changed within their TTL
+// by this process's clock: an entry is dropped only once this process has
+// read the same Seen for longer than its TTL. One first read now counts as
+// just renewed, so a process that has only just started waits a TTL
+// before it takes a dead entry's connections.
+func (s *Share) live(es []ShareEntry, now time.Time) []ShareEntry {
+	s.obsMu.Lock()
+	defer s.obsMu.Unlock()
+	var out []ShareEntry
+	present := make(map[string]bool, len(es))
+	for _, e := range es {
+		k := e.key()
+		present[k] = true
+		o, ok := s.observed[k]
+		if !ok || o.seen != e.Seen {
+			o = observation{seen: e.Seen, at: now}
+			s.observed[k] = o
+		}
+		if now.Sub(o.at) <= entryTTL(e) {
+			out = append(out, e)
+		}
+	}
+	// Forget the entries gone from the table: one that comes back is new.
+	for k := range s.observed {
+		if !present[k] {
+			delete(s.observed, k)
+		}
+	}
+	return out
 }
 
 // renew refreshes the process's entry from its config and pool.
 func (s *Share) renew(e *ShareEntry, now time.Time) {
 	e.Priority, e.Min, e.Max = s.cfg.Priority, s.cfg.Min, s.cfg.Max
 	e.TTL = s.cfg.TTL.Milliseconds()
-	e.Seen = now.UnixMilli()
+	// Strictly increasing, even when the wall clock stands still or steps
+	// back: the others see the entry renewed by Seen changing.
+	e.Seen = max(now.UnixMilli(), e.Seen+1)
 	if s.pool != nil {
 		e.TooMany = s.pool.Stats().TooMany
 	}
 }
 
-// stale: the entry's heartbeat is older than its TTL (an entry without one
-// lives 3×ShareEveryDefault).
-func stale(e ShareEntry, now time.Time) bool {
-	ttl := e.TTL
-	if ttl <= 0 {
-		ttl = (3 * ShareEveryDefault).Milliseconds()
+// entryTTL is the entry's TTL (an entry without one lives
+// 3×ShareEveryDefault).
+func entryTTL(e ShareEntry) time.Duration {
+	if e.TTL <= 0 {
+		return 3 * ShareEveryDefault
 	}
-	return now.UnixMilli()-e.Seen > ttl
+	return time.Duration(e.TTL) * time.Millisecond
+}
+
+// staleByWallClock: the entry's heartbeat is older than its TTL by the
+// local wall clock. Only for a reader with no history of the table (see
+// ShareTable); participants judge by Share.live.
+func staleByWallClock(e ShareEntry, now time.Time) bool {
+	return now.Sub(time.UnixMilli(e.Seen)) > entryTTL(e)
 }
 
 func sortEntries(es []ShareEntry) []ShareEntry {
-	slices.SortFunc(es, func(a, b ShareEntry) int { return cmp.Compare(a.Name, b.Name) })
+	slices.SortFunc(es, func(a, b ShareEntry) int { return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.ID, b.ID)) })
 	return es
 }
 
 // Leave resizes the pool to zero, waits for its commands in flight to
-// finish and its connections to close, then removes the entry, so that the
+// finish and its connections to close, then removes its entry (not another
+// process's of the same Name), so that the
 // others grow into its connections at their next round. When ctx ends
 // before the pool is empty the entry stays as it is, still counting what
 // is open. A later Round registers the process again.
@@ -315,15 +418,31 @@ func (s *Share) Run(ctx context.Context, onRound func(ShareResult, error)) error
 	}
 }
 
-// Table reads the share table, without the entries whose heartbeat is
-// older than their TTL, and the grants every participant computes from it.
+// Table reads the share table, without the entries this process has seen
+// go unrenewed for longer than their TTL, and the grants every participant
+// computes from it (keyed as Grants keys them).
 func (s *Share) Table(ctx context.Context) ([]ShareEntry, map[string]int, error) {
-	return ShareTable(ctx, s.st, s.cfg.Limit)
+	tbl, err := s.st.ShareTable(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("work: share table: %w", err)
+	}
+	var own, rest []ShareEntry
+	for _, e := range tbl.Val {
+		if e.ID == s.id {
+			own = append(own, e)
+		} else {
+			rest = append(rest, e)
+		}
+	}
+	live := sortEntries(append(own, s.live(rest, time.Now())...))
+	return live, Grants(live, s.cfg.Limit), nil
 }
 
 // ShareTable reads st's share table, without the stale entries, and the
 // grants computed from it under limit (for status reports from a process
-// that does not take part).
+// that does not take part). Having no history of the table, it judges
+// staleness by comparing each entry's Seen with the local wall clock, which
+// is off by the hosts' clock difference; participants do not rely on it.
 func ShareTable(ctx context.Context, st *Store, limit int) ([]ShareEntry, map[string]int, error) {
 	tbl, err := st.ShareTable(ctx)
 	if err != nil {
@@ -332,7 +451,7 @@ func ShareTable(ctx context.Context, st *Store, limit int) ([]ShareEntry, map[st
 	now := time.Now()
 	var live []ShareEntry
 	for _, e := range tbl.Val {
-		if !stale(e, now) {
+		if !staleByWallClock(e, now) {
 			live = append(live, e)
 		}
 	}
@@ -341,35 +460,37 @@ func ShareTable(ctx context.Context, st *Store, limit int) ([]ShareEntry, map[st
 
 // Grants splits limit connections among the entries: every entry first
 // gets its Min (when the minimums exceed the limit, the higher priority
-// first, then by name; the last one served may get part of its Min), then
+// first, then by name and ID; the last one served may get part of its Min), then
 // what is left goes by Priority, in proportion to it (Sainte-Laguë's
 // divisor method over the connections beyond each Min; ties to the higher
-// priority, then by name), each capped at its Max (zero or above limit
+// priority, then by name and ID), each capped at its Max (zero or above limit
 // means limit; a Max under Min counts as Min), what capping leaves going to
 // the others. Entries with a Priority of zero or less share only what every
 // positive priority left. No entry's grant falls when another leaves.
 // The sum never exceeds limit, and it is limit unless every entry is at its
-// Max. The result depends on the entries only, not their order: names are
-// unique in a table, and of a repeated name the most recently seen entry
-// counts.
+// Max. The result is keyed by each entry's ID, or its Name for an entry
+// without an ID (entries of one Name but different IDs are different
+// participants). It depends on the entries only, not their order: of a
+// repeated key the most recently seen entry counts.
 func Grants(entries []ShareEntry, limit int) map[string]int {
 	type part struct {
 		name     string
+		key      string
 		prio     int
 		min, max int
 		got      int
 	}
 	es := slices.Clone(entries)
 	slices.SortFunc(es, func(a, b ShareEntry) int {
-		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(b.Seen, a.Seen),
+		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.key(), b.key()), cmp.Compare(b.Seen, a.Seen),
 			cmp.Compare(b.Priority, a.Priority), cmp.Compare(b.Min, a.Min), cmp.Compare(b.Max, a.Max))
 	})
-	es = slices.CompactFunc(es, func(a, b ShareEntry) bool { return a.Name == b.Name })
+	es = slices.CompactFunc(es, func(a, b ShareEntry) bool { return a.key() == b.key() })
 	out := make(map[string]int, len(es))
 	limit = max(limit, 0)
 	ps := make([]*part, 0, len(es))
 	for _, e := range es {
-		p := &part{name: e.Name, prio: e.Priority, min: max(e.Min, 0), max: e.Max}
+		p := &part{name: e.Name, key: e.key(), prio: e.Priority, min: max(e.Min, 0), max: e.Max}
 		if p.max <= 0 || p.max > limit {
 			p.max = limit
 		}
@@ -411,7 +532,7 @@ func Grants(entries []ShareEntry, limit int) map[string]int {
 		if a.prio != b.prio {
 			return a.prio > b.prio
 		}
-		return a.name < b.name
+		return cmp.Or(cmp.Compare(a.name, b.name), cmp.Compare(a.key, b.key)) < 0
 	}
 	for ; left > 0; left-- {
 		positive := slices.ContainsFunc(ps, func(p *part) bool { return p.got < p.max && p.prio > 0 })
@@ -427,7 +548,7 @@ func Grants(entries []ShareEntry, limit int) map[string]int {
 		best.got++
 	}
 	for _, p := range ps {
-		out[p.name] = p.got
+		out[p.key] = p.got
 	}
 	return out
 }

@@ -61,6 +61,9 @@ func TestGrants(t *testing.T) {
 		{"a repeated name counts once, the most recently seen", 10,
 			[]work.ShareEntry{{Name: "a", Priority: 1, Max: 2, Seen: 1}, {Name: "a", Priority: 1, Max: 7, Seen: 2}},
 			map[string]int{"a": 7}},
+		{"one name, two ids: two participants keyed by id", 10,
+			[]work.ShareEntry{{Name: "a", ID: "1", Priority: 1}, {Name: "a", ID: "2", Priority: 1}},
+			map[string]int{"1": 5, "2": 5}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := work.Grants(tc.entries, tc.limit)

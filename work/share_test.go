@@ -9,9 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
+	"github.com/switchyard-dev/switchyard/internal/testnats"
 	"github.com/switchyard-dev/switchyard/internal/testpersist"
 	"github.com/switchyard-dev/switchyard/nntp"
 	"github.com/switchyard-dev/switchyard/nntp/nntptest"
+	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/work"
 )
 
@@ -203,6 +207,16 @@ func shareConverged(ps []*shareParticipant, want map[string]int) bool {
 	return true
 }
 
+// grantsByName re-keys grants (keyed by entry ID, see Grants) by the
+// entries' names, for tests whose names are unique.
+func grantsByName(tbl []work.ShareEntry, grants map[string]int) map[string]int {
+	out := make(map[string]int, len(tbl))
+	for _, e := range tbl {
+		out[e.Name] = grants[e.ID]
+	}
+	return out
+}
+
 // watchShareTable reads the table until stopped and reports the first time the
 // entries' Using add up to more than limit.
 func watchShareTable(t *testing.T, st *work.Store, limit int) (stop func()) {
@@ -289,7 +303,7 @@ func TestShareParticipants(t *testing.T) {
 		return coord.pool.Stats().Open() == 2 && prober.pool.Stats().Open() == 2 && worker.pool.Stats().Open() == 2
 	})
 	tbl, got, err := coord.share.Table(context.Background())
-	if err != nil || len(tbl) != 3 || !maps.Equal(got, grants("coordinator", "prober", "worker")) {
+	if err != nil || len(tbl) != 3 || !maps.Equal(grantsByName(tbl, got), grants("coordinator", "prober", "worker")) {
 		t.Fatalf("Table: %+v %v %v", tbl, got, err)
 	}
 
@@ -444,7 +458,7 @@ func TestShareReporter(t *testing.T) {
 		t.Fatal(err)
 	}
 	tbl, grants, err := sh.Table(ctx)
-	if err != nil || len(tbl) != 2 || !maps.Equal(grants, map[string]int{"fetcher": 2, "reporter": 2}) {
+	if err != nil || len(tbl) != 2 || !maps.Equal(grantsByName(tbl, grants), map[string]int{"fetcher": 2, "reporter": 2}) {
 		t.Fatalf("Table: %+v %v %v", tbl, grants, err)
 	}
 	if tbl[0].Name != "fetcher" || tbl[0].TooMany != 1 || tbl[1].TooMany != 0 {
@@ -572,5 +586,186 @@ func TestShareRun(t *testing.T) {
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Run: %v", err)
+	}
+}
+
+// TestShareSameName: two processes with the same Name (a shard started
+// twice, or restarted while the old one still drains) are two
+// participants: together they never hold more than the limit, neither
+// adopts the other's entry, and one's Leave leaves the other's entry alone.
+func TestShareSameName(t *testing.T) {
+	t.Parallel()
+	const limit = 4
+	st := shareStore(t)
+	srv := shareServer(t, 100)
+	srv.SetFaults(nntptest.Faults{Delay: 10 * time.Millisecond})
+	stopWatch := watchShareTable(t, st, limit)
+	defer stopWatch()
+	cfg := work.ShareConfig{Name: "coordinator", Priority: work.PriorityCoordinator, Limit: limit, Every: 50 * time.Millisecond}
+	a := joinShare(t, st, srv, cfg, limit)
+	b := joinShare(t, st, srv, cfg, limit)
+	half := map[string]int{"coordinator": limit / 2}
+	shareWait(t, "the two to split the limit", func() bool {
+		return shareConverged([]*shareParticipant{a}, half) && shareConverged([]*shareParticipant{b}, half)
+	})
+	shareWait(t, "both pools to be busy at their share", func() bool {
+		return a.pool.Stats().Open() == limit/2 && b.pool.Stats().Open() == limit/2
+	})
+	ctx := context.Background()
+	tbl, grants, err := a.share.Table(ctx)
+	if err != nil || len(tbl) != 2 || tbl[0].ID == tbl[1].ID || len(grants) != 2 {
+		t.Fatalf("table with two of one name: %+v %v %v", tbl, grants, err)
+	}
+
+	// b stops running rounds (as a process draining); a leaves. b's entry
+	// stays, still counting b's connections.
+	b.stop()
+	a.stop()
+	if err := a.share.Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tv, err := st.ShareTable(ctx)
+	if err != nil || len(tv.Val) != 1 || tv.Val[0].Using != b.share.Using() || b.share.Using() != limit/2 {
+		t.Fatalf("table after one of two of a name left: %+v %v, b using %d", tv, err, b.share.Using())
+	}
+	if res, err := b.share.Round(ctx); err != nil || res.Granted != limit || b.share.Using() != limit {
+		t.Fatalf("b's round after a left: %+v %v, using %d", res, err, b.share.Using())
+	}
+	if err := b.share.Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stopWatch()
+	a.check(t)
+	b.check(t)
+	if peak := srv.Stats().Peak; peak > limit {
+		t.Fatalf("the server saw %d connections at once, limit %d", peak, limit)
+	}
+}
+
+// TestShareStalenessByOwnClock: another host's entry is judged by whether
+// its heartbeat changes, by this process's clock, not by comparing its Seen
+// with the local wall clock. An entry whose Seen is an hour behind (its
+// host's clock is) but that is renewed stays; one an hour ahead that is no
+// longer renewed is dropped after its TTL, as is the first once its
+// renewals stop.
+func TestShareStalenessByOwnClock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := shareStore(t)
+	const ttl = 300 * time.Millisecond
+	now := time.Now()
+	behind := work.ShareEntry{Name: "behind", ID: "behind", Priority: 1, Using: 1, Seen: now.Add(-time.Hour).UnixMilli(), TTL: ttl.Milliseconds()}
+	ahead := work.ShareEntry{Name: "ahead", ID: "ahead", Priority: 1, Using: 1, Seen: now.Add(time.Hour).UnixMilli(), TTL: ttl.Milliseconds()}
+	if _, err := st.PutShareTable(ctx, []work.ShareEntry{ahead, behind}, 0); err != nil {
+		t.Fatal(err)
+	}
+	// renew heartbeats "behind" as its host would, with its own clock.
+	renew := func() {
+		t.Helper()
+		for {
+			tv, err := st.ShareTable(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range tv.Val {
+				if tv.Val[i].ID == "behind" {
+					tv.Val[i].Seen++
+				}
+			}
+			if _, err := st.PutShareTable(ctx, tv.Val, tv.Seq); errors.Is(err, work.ErrConflict) {
+				continue
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+	}
+	sh, err := work.NewShare(st, nil, work.ShareConfig{Name: "a", Priority: 1, Limit: 3, Every: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	present := func() map[string]bool {
+		t.Helper()
+		if _, err := sh.Round(ctx); err != nil {
+			t.Fatal(err)
+		}
+		tv, err := st.ShareTable(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]bool{}
+		for _, e := range tv.Val {
+			m[e.ID] = true
+		}
+		return m
+	}
+	start := time.Now()
+	tick := time.NewTicker(ttl / 6)
+	defer tick.Stop()
+	var aheadGone time.Duration
+	for time.Since(start) < 3*ttl || aheadGone == 0 {
+		renew()
+		p := present()
+		if !p["behind"] {
+			t.Fatalf("the renewed entry was dropped %v after the first round", time.Since(start))
+		}
+		if !p["ahead"] && aheadGone == 0 {
+			aheadGone = time.Since(start)
+		}
+		if p["ahead"] && aheadGone != 0 {
+			t.Fatal("the unrenewed entry came back")
+		}
+		if time.Since(start) > 10*time.Second {
+			t.Fatal("the unrenewed entry was never dropped")
+		}
+		<-tick.C
+	}
+	if aheadGone < ttl {
+		t.Fatalf("the unrenewed entry was dropped %v after it was first seen, before its TTL %v", aheadGone, ttl)
+	}
+
+	// "behind" stops being renewed: dropped once its TTL has passed.
+	renew()
+	stopped := time.Now()
+	shareWait(t, "the entry no longer renewed to be dropped", func() bool { return !present()["behind"] })
+	if since := time.Since(stopped); since < ttl {
+		t.Fatalf("dropped %v after its last renewal, before its TTL %v", since, ttl)
+	}
+}
+
+// TestShareRoundDeadline: a round against a store that never answers (its
+// requests swallowed, as by a hung server) ends by its deadline,
+// min(Every, TTL/2) but at least a second, rather than after the store
+// client's own retries (20 s here).
+func TestShareRoundDeadline(t *testing.T) {
+	t.Parallel()
+	e := testnats.Server(t, testnats.Options{})
+	silent := testnats.Conn(t, e)
+	if _, err := silent.Subscribe(">", func(*nats.Msg) {}); err != nil {
+		t.Fatal(err)
+	}
+	if err := silent.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := persist.NewClient(persist.ClientConfig{Conn: testnats.Conn(t, e)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	st, err := work.NewStore(c, "src")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const every = time.Second
+	sh, err := work.NewShare(st, nil, work.ShareConfig{Name: "a", Limit: 2, Every: every})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if _, err := sh.Round(context.Background()); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("round against a silent store: %v, want a deadline error", err)
+	}
+	if d := time.Since(start); d > every+time.Second {
+		t.Fatalf("the round took %v, its deadline is %v", d, every)
 	}
 }

@@ -111,7 +111,14 @@ type Lease struct {
 
 // ShareEntry is one process's registration in the connection budget.
 type ShareEntry struct {
-	Name     string `json:"name"`
+	// Name is the process's name, for display: two processes may carry the
+	// same one (a shard restarted while the old one still drains).
+	Name string `json:"name"`
+	// ID identifies the Share that wrote the entry, random per NewShare:
+	// only that Share renews, resizes or removes it, so an entry of another
+	// process with the same Name stays a participant of its own until it
+	// leaves or expires. An entry without one is keyed by its Name.
+	ID       string `json:"id,omitempty"`
 	Priority int    `json:"priority"`
 	Min      int    `json:"min"`
 	Max      int    `json:"max"`
