@@ -82,6 +82,11 @@ func (c CoordinatorConfig) withDefaults() CoordinatorConfig {
 	return c
 }
 
+// closeWait bounds closing the pool and leaving the share at Stop, each: a
+// provider that does not answer QUIT holds a connection for its QUIT
+// timeout and grace (10 s) before the pool lets it go.
+const closeWait = 12 * time.Second
+
 // Coordinator runs a coordinator shard: its share of the provider's
 // connections, the prefetcher, and on the main shard the planner and the
 // finishing of abandoned leases, each in a loop of its own that logs a
@@ -314,12 +319,12 @@ func (c *Coordinator) Stop(ctx context.Context) error {
 	// Cleanup runs even when ctx is done, each step with its own time: a
 	// slow pool close must not leave the share entry behind.
 	var firstErr error
-	pctx, pcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	pctx, pcancel := context.WithTimeout(context.WithoutCancel(ctx), closeWait)
 	if err := c.pool.Stop(pctx); err != nil {
 		firstErr = fmt.Errorf("coordinator: close pool: %w", err)
 	}
 	pcancel()
-	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), closeWait)
 	if err := c.share.Leave(sctx); err != nil && firstErr == nil {
 		firstErr = fmt.Errorf("coordinator: leave share: %w", err)
 	}

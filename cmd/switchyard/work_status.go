@@ -87,9 +87,9 @@ func printStatus(out io.Writer, s work.Status) {
 		}
 	}
 	if len(s.Shares) > 0 {
-		fmt.Fprintln(w, "\nSHARE\tPRIORITY\tMIN\tMAX\tGRANTED\tIN USE\tREFUSALS")
+		fmt.Fprintln(w, "\nSHARE\tID\tPRIORITY\tMIN\tMAX\tGRANTED\tIN USE\tREFUSALS")
 		for _, e := range s.Shares {
-			fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t%d\t%d\n", e.Name, e.Priority, e.Min, e.Max, e.Granted, e.Using, e.TooMany)
+			fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\n", e.Name, e.ID, e.Priority, e.Min, e.Max, e.Granted, e.Using, e.TooMany)
 		}
 	}
 	for _, r := range s.Failed {
