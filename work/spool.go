@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/klauspost/compress/s2"
 
@@ -169,4 +171,9 @@ func chunkValue(enc string, v, buf []byte) ([]byte, error) {
 		return out, nil
 	}
 	return nil, fmt.Errorf("unknown chunk encoding %q", enc)
+}
+
+// sortByKey orders spool messages by key, which is chunk order.
+func sortByKey(ms []persist.Message) {
+	slices.SortFunc(ms, func(a, b persist.Message) int { return strings.Compare(a.Key, b.Key) })
 }
