@@ -251,10 +251,9 @@ Try:
   switchyard stream pub hub log 'first event'%s
   switchyard watch hub log%s                # every change, live
   nats req %s.hub.id ''          # the plain NATS client works too
-  switchyard work status --source demo   # ranges, leases, shares, throughput
-
+%s
 Stop with Ctrl-C.
-`, url, bus.EnvURL, url, cfg.servers, strings.Join(ids, ","), cfg.placementName, cfg.dataDir, cfg.service, workLine, flag, flag, flag, flag, cfg.service)
+`, url, bus.EnvURL, url, cfg.servers, strings.Join(ids, ","), cfg.placementName, cfg.dataDir, cfg.service, workLine, flag, flag, flag, flag, cfg.service, workTry(cfg.work, flag))
 
 	<-cmd.Context().Done()
 	slog.Info("switchyard stopping: workers and coordinator first, then draining in-flight requests")
@@ -264,4 +263,16 @@ Stop with Ctrl-C.
 		slog.Warn("switchyard: stop work", "err", err)
 	}
 	return nil
+}
+
+// workTry is up's hint for following the work pipeline, "" without one.
+func workTry(uw upWork, flag string) string {
+	if uw.off {
+		return ""
+	}
+	source := uw.source
+	if uw.pf.addr == "" && source == sourceDefault {
+		source = upDemoSource
+	}
+	return fmt.Sprintf("  switchyard work status --source %s%s   # ranges, leases, shares, throughput\n", source, flag)
 }
