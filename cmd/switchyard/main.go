@@ -52,8 +52,9 @@ var rootCmd = &cobra.Command{
 	Use:   "switchyard",
 	Short: "A backbone for services that run as a fleet",
 	Long: `switchyard routes each scope to the persist server that owns it, keeps durable
-streams and key-value data per scope, and forwards events between regions, all
-over NATS. It also has NNTP tools and side-by-side benchmarks.
+streams and key-value data per scope, forwards events between regions, and hands
+ranges of NNTP articles to workers under fenced leases, all over NATS. It also
+has NNTP tools and side-by-side benchmarks.
 
 Run everything embedded in one process with:  switchyard up
 
