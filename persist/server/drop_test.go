@@ -285,3 +285,110 @@ func TestDropRacingWrites(t *testing.T) {
 		t.Fatalf("write after the last drop got seq %d, want 1", res.Seq)
 	}
 }
+
+// slowCloseStorage hands out streams whose first Close (the idle close of
+// the first handle) waits for release, and records whether Remove ran while
+// that close was still under way.
+type slowCloseStorage struct {
+	store.Storage
+	closing       chan struct{} // closed when the slow close starts
+	release       chan struct{}
+	armed         atomic.Bool
+	slowDone      atomic.Bool
+	removedDuring atomic.Bool
+}
+
+type slowCloseStream struct {
+	store.Stream
+	s *slowCloseStorage
+}
+
+func (s *slowCloseStorage) Open(scope, name string, ephemeral bool, now time.Time) (store.Stream, error) {
+	st, err := s.Storage.Open(scope, name, ephemeral, now)
+	if err != nil {
+		return st, err
+	}
+	return slowCloseStream{st, s}, nil
+}
+
+func (s *slowCloseStorage) OpenExisting(scope, name string, ephemeral bool, now time.Time) (store.Stream, error) {
+	st, err := s.Storage.OpenExisting(scope, name, ephemeral, now)
+	if err != nil {
+		return st, err
+	}
+	return slowCloseStream{st, s}, nil
+}
+
+func (s *slowCloseStorage) Remove(scope, name string, ephemeral bool) error {
+	if !s.slowDone.Load() {
+		s.removedDuring.Store(true)
+	}
+	return s.Storage.Remove(scope, name, ephemeral)
+}
+
+func (c slowCloseStream) Close() error {
+	if c.s.armed.CompareAndSwap(true, false) {
+		close(c.s.closing)
+		<-c.s.release
+		defer c.s.slowDone.Store(true)
+	}
+	return c.Stream.Close()
+}
+
+// A drop that meets a handle of its stream evicted and still closing
+// (closed outside the server's lock, while a new handle serves the drop)
+// must remove the files only once that close is done: the old connection's
+// close would otherwise checkpoint into, and remove the -wal of, files the
+// drop had removed or a new stream created since. This test does not force
+// that interleaving (the drop's open may wait on the closing connection
+// first, and then Remove comes after the close anyway); it checks that the
+// drop neither deadlocks on the slow close nor leaves files, and that
+// Remove never runs during it.
+func TestDropWaitsForEvictedClose(t *testing.T) {
+	t.Parallel()
+	slow := &slowCloseStorage{closing: make(chan struct{}), release: make(chan struct{})}
+	h := newHarness(t, func(c *Config) {
+		c.IdleClose = 20 * time.Millisecond
+		c.ExpireEvery = 5 * time.Millisecond
+		slow.Storage = store.NewSQLite(store.SQLiteConfig{Dir: c.DataDir})
+		c.Storage = slow
+	})
+	h.set("s", "x", nil)
+	slow.armed.Store(true)
+	<-slow.closing // the idle close of the first handle has begun, and waits
+	answered := make(chan *nats.Msg, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		r, err := bus.Request(ctx, h.nc, h.msg(persist.CmdDelete, "s", dropHdr, nil))
+		if err != nil {
+			t.Error(err)
+		}
+		answered <- r
+	}()
+	// The drop opens a second handle and waits in serveDrop for the first
+	// one's close; let that finish.
+	waitFor(t, "the drop to reach its stream", func() bool {
+		h.srv.mu.Lock()
+		defer h.srv.mu.Unlock()
+		hd := h.srv.handles[handleKey{scope: h.scope, name: "s"}]
+		return hd != nil && hd.scheduled
+	})
+	close(slow.release)
+	r := <-answered
+	if r == nil {
+		t.Fatal("no answer to the drop")
+	}
+	if c := r.Header.Get(persist.HdrError); c != "" {
+		t.Fatalf("drop: %s: %s", c, r.Data)
+	}
+	if slow.removedDuring.Load() {
+		t.Fatal("the drop removed the files while the evicted handle was still closing")
+	}
+	if files := streamFiles(t, h.dir); len(files) != 0 {
+		t.Fatalf("after the drop %v is left", files)
+	}
+	if res := h.set("s", "fresh", nil); res.Seq != 1 {
+		t.Fatalf("write after the drop got seq %d, want 1", res.Seq)
+	}
+}

@@ -300,6 +300,9 @@ func (s *Server) serveDrop(h *handle, m *nats.Msg, r *request) {
 	if err := closeHandle(h); err != nil {
 		s.log.Warn("persist: close stream to drop it", "scope", h.key.scope, "stream", h.key.name, "err", err)
 	}
+	s.mu.Lock()
+	s.waitClosedLocked(h.key)
+	s.mu.Unlock()
 	if err := s.cfg.Storage.Remove(h.key.scope, h.key.name, h.key.ephemeral); err != nil {
 		// The stream is left, emptied, with its delete id: a retry of the
 		// same drop reopens it, answers what this one removed and removes
