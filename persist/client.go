@@ -660,7 +660,32 @@ type Delete struct {
 // attempt of one call carries the same request id (d.MsgID or a random one),
 // so the answer after a retry is what the first attempt removed.
 func (s *Stream) Delete(ctx context.Context, d Delete) ([]uint64, error) {
+	return s.delete(ctx, d, false)
+}
+
+// Drop removes the stream itself: everything in it (the seqs returned,
+// reported on the change feed as a delete) and then its file and archive
+// copy, so that it stops taking room. Afterwards the stream does not exist:
+// reads answer as for a missing stream, and a later write creates it afresh,
+// with seqs from 1 and an empty de-duplication window. Drop of a stream that
+// does not exist removes and creates nothing. A watcher does not follow a
+// stream across its drop (the seqs start over below the ones it delivered):
+// drop streams nobody watches.
+//
+// Its attempts carry one request id, as Delete's do, but the id is
+// remembered in the stream, which a drop removes: a retry after a lost
+// answer of a drop that went through answers no seqs.
+func (s *Stream) Drop(ctx context.Context) ([]uint64, error) {
+	return s.delete(ctx, Delete{All: true}, true)
+}
+
+func (s *Stream) delete(ctx context.Context, d Delete, drop bool) ([]uint64, error) {
+	op := "delete"
 	m := s.c.newMsg(CmdDelete, s.name, s.ephemeral)
+	if drop {
+		op = "drop"
+		m.Header.Set(HdrDrop, "true")
+	}
 	set := 0
 	if len(d.Seqs) == 1 {
 		m.Header.Set(HdrSeq, strconv.FormatUint(d.Seqs[0], 10))
@@ -693,11 +718,11 @@ func (s *Stream) Delete(ctx context.Context, d Delete) ([]uint64, error) {
 	m.Header.Set(HdrMsgID, id)
 	reply, err := s.c.call(ctx, s.scope, m, true)
 	if err != nil {
-		return nil, fmt.Errorf("delete %s/%s: %w", s.scope, s.name, err)
+		return nil, fmt.Errorf("%s %s/%s: %w", op, s.scope, s.name, err)
 	}
 	var res DeleteResult
 	if err := json.Unmarshal(reply.Data, &res); err != nil {
-		return nil, fmt.Errorf("delete %s/%s: bad reply: %w", s.scope, s.name, err)
+		return nil, fmt.Errorf("%s %s/%s: bad reply: %w", op, s.scope, s.name, err)
 	}
 	return res.Seqs, nil
 }

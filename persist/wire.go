@@ -34,6 +34,7 @@ const (
 	HdrSeqs      = "Sy-Seqs"      // comma-separated seqs (delete)
 	HdrUpTo      = "Sy-Up-To"     // delete every seq <= this (delete)
 	HdrAll       = "Sy-All"       // "true": delete everything (delete)
+	HdrDrop      = "Sy-Drop"      // "true", with Sy-All: remove the stream itself, file included (delete)
 	HdrMsgID     = "Sy-Msg-Id"    // de-duplication id (set, delete)
 	HdrPrevSeq   = "Sy-Prev-Seq"  // compare-and-set on the key's seq; 0 = must not exist (set)
 	HdrTTL       = "Sy-Ttl"       // per-message time to live in milliseconds (set)

@@ -2,13 +2,17 @@ package work_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/switchyard-dev/switchyard/internal/testpersist"
 	"github.com/switchyard-dev/switchyard/persist"
+	"github.com/switchyard-dev/switchyard/persist/store"
 	"github.com/switchyard-dev/switchyard/work"
 )
 
@@ -108,6 +112,22 @@ func (e *ltEnv) ltSpoolLen(t *testing.T, id uint64) int64 {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// ltSpoolFile reports whether range id's spool stream has a file in the
+// data directory: a dropped spool must not leave one.
+func (e *ltEnv) ltSpoolFile(t *testing.T, id uint64) bool {
+	t.Helper()
+	s := e.st.Spool(id)
+	p, err := store.StreamPath(e.env.Dir, s.Scope(), s.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = os.Stat(p)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		t.Fatal(err)
+	}
+	return err == nil
 }
 
 // ltEventually polls cond every 20 ms until it holds or d passes.

@@ -192,6 +192,9 @@ func TestLeasesExpiryFences(t *testing.T) {
 	if n := e.ltSpoolLen(t, r.ID); n != 0 {
 		t.Errorf("spool after finish: %d lines, want dropped", n)
 	}
+	if e.ltSpoolFile(t, r.ID) {
+		t.Errorf("spool after finish: its stream file is left, want it removed")
+	}
 	if err := la.Finish(e.ctx, ha, resA); !errors.Is(err, work.ErrFenced) {
 		t.Errorf("a's finish after b's: %v, want ErrFenced", err)
 	}
@@ -252,6 +255,9 @@ func TestLeasesFailAndRelease(t *testing.T) {
 	}
 	if n := e.ltSpoolLen(t, r.ID); n != 0 {
 		t.Errorf("failed range's spool: %d lines, want dropped", n)
+	}
+	if e.ltSpoolFile(t, r.ID) {
+		t.Errorf("failed range's spool: its stream file is left, want it removed")
 	}
 	if _, err := l.Acquire(e.ctx, "w"); !errors.Is(err, work.ErrNoWork) {
 		t.Errorf("Acquire after the range failed: %v, want ErrNoWork", err)
@@ -515,9 +521,15 @@ func TestLeasesFinishAbandonedSweepsSpools(t *testing.T) {
 		if n := e.ltSpoolLen(t, r.ID); n != 0 {
 			t.Errorf("%s range %d: %d spooled lines left, want the spool dropped", r.State, r.ID, n)
 		}
+		if e.ltSpoolFile(t, r.ID) {
+			t.Errorf("%s range %d: its spool's stream file is left, want it removed", r.State, r.ID)
+		}
 	}
 	if n := e.ltSpoolLen(t, spooled.ID); n != int64(len(arts)) {
 		t.Errorf("spooled range: %d lines left, want %d", n, len(arts))
+	}
+	if !e.ltSpoolFile(t, spooled.ID) {
+		t.Errorf("spooled range: no spool file; the check above cannot see files")
 	}
 	// A range left the same way after the first sweep is found by the next.
 	later := left(601, work.StateDone)

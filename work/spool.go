@@ -140,9 +140,12 @@ func (s *Store) readSpool(ctx context.Context, id uint64, fn func(article int64,
 	return n, len(chunks), nil
 }
 
-// DropSpool removes range id's spooled lines.
+// DropSpool removes range id's spool stream, file included: every range
+// has a stream of its own, and emptying it would leave one file per range
+// ever worked in the data directory. A prefetch of the range after this
+// creates the stream afresh.
 func (s *Store) DropSpool(ctx context.Context, id uint64) error {
-	if _, err := s.Spool(id).Delete(ctx, persist.Delete{All: true}); err != nil {
+	if _, err := s.Spool(id).Drop(ctx); err != nil {
 		return fmt.Errorf("work: drop spool of range %d: %w", id, err)
 	}
 	return nil

@@ -33,7 +33,8 @@ type request struct {
 	limit      int
 
 	// delete
-	del persist.Delete
+	del  persist.Delete
+	drop bool // remove the stream itself after deleting everything (Sy-Drop)
 
 	// config: nil = read
 	configPatch []byte
@@ -103,6 +104,14 @@ func decodeRequest(m *nats.Msg) (*request, error) {
 	case persist.CmdDelete:
 		if r.del, err = decodeDelete(h); err != nil {
 			return nil, err
+		}
+		if r.drop, err = boolHeader(h, persist.HdrDrop); err != nil {
+			return nil, err
+		}
+		// Dropping removes the whole stream, so it only goes with a
+		// selector that covers the whole stream.
+		if r.drop && !r.del.All {
+			return nil, persist.Errorf(persist.CodeBadRequest, "%s needs %s", persist.HdrDrop, persist.HdrAll)
 		}
 	case persist.CmdKeys, persist.CmdInventory:
 	case persist.CmdConfig:

@@ -185,9 +185,14 @@ func (s *Server) doneServing(h *handle) {
 // evictLocked removes idle streams from the cache: beyond MaxOpenStreams the
 // least recently used first, and (when idle is set) those unused for
 // IdleClose. Streams with queued or running work stay. The caller closes
-// what it returns, outside the lock.
+// what it returns, outside the lock, with closeAll.
 func (s *Server) evictLocked(now time.Time, idle bool) []*handle {
 	var out []*handle
+	defer func() {
+		for _, h := range out {
+			s.closing[h.key]++
+		}
+	}()
 	if idle {
 		for k, h := range s.handles {
 			if !h.scheduled && now.Sub(h.lastUsed) >= s.cfg.IdleClose {
@@ -212,11 +217,31 @@ func (s *Server) evictLocked(now time.Time, idle bool) []*handle {
 	return out
 }
 
+// closeAll closes the handles evictLocked returned. Meanwhile a new handle
+// of the same stream may be opened and served: two connections to one file
+// are fine for SQLite, but not a drop removing the file under this one,
+// whose close still checkpoints, removes "-wal" by name (a new stream's, by
+// then) and backs up to the archive. So each close is counted until it is
+// done, and a drop waits for it (waitClosedLocked).
 func (s *Server) closeAll(hs []*handle) {
 	for _, h := range hs {
 		if err := closeHandle(h); err != nil {
 			s.log.Warn("persist: close stream", "scope", h.key.scope, "stream", h.key.name, "err", err)
 		}
+		s.mu.Lock()
+		if s.closing[h.key]--; s.closing[h.key] <= 0 {
+			delete(s.closing, h.key)
+		}
+		s.closed.Broadcast()
+		s.mu.Unlock()
+	}
+}
+
+// waitClosedLocked waits until no evicted handle of stream k is still
+// being closed.
+func (s *Server) waitClosedLocked(k handleKey) {
+	for s.closing[k] > 0 {
+		s.closed.Wait()
 	}
 }
 

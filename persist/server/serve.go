@@ -123,14 +123,17 @@ func (s *Server) open(k handleKey, create bool) (store.Stream, error) {
 
 // createsStream reports whether j may create its stream: writes, deletes
 // (a delete records its id, so that a retry answers what it did) and config
-// updates. Reads and the server's own jobs never do.
+// updates. Reads, drops (which would only remove what they made) and the
+// server's own jobs never do.
 func (j *job) createsStream() bool {
 	if j.req == nil {
 		return false
 	}
 	switch j.req.cmd {
-	case persist.CmdSet, persist.CmdSetMany, persist.CmdDelete:
+	case persist.CmdSet, persist.CmdSetMany:
 		return true
+	case persist.CmdDelete:
+		return !j.req.drop
 	case persist.CmdConfig:
 		return j.req.configPatch != nil
 	}
@@ -225,6 +228,10 @@ func (s *Server) serveOne(h *handle, st store.Stream, j *job) {
 	case persist.CmdGetAll:
 		s.serveGetAll(h, st, m, r)
 	case persist.CmdDelete:
+		if r.drop {
+			s.serveDrop(h, m, r)
+			return
+		}
 		res, changes, err := st.Delete(r.del, time.Now())
 		if err != nil {
 			s.replyError(m, storageError(err))
@@ -265,6 +272,46 @@ func (s *Server) serveOne(h *handle, st store.Stream, j *job) {
 		// decodeRequest admits only known commands.
 		s.replyError(m, persist.Errorf(persist.CodeInternal, "unhandled command %q", r.cmd))
 	}
+}
+
+// serveDrop serves a delete with Sy-Drop: it deletes everything, as
+// Sy-All does (so the change feed reports the removed seqs), then closes the
+// stream and removes its files, archive copy included, so that the stream
+// no longer exists. h.st is nil when the stream does not exist: then there
+// is nothing to remove and the answer is that of an empty delete.
+//
+// It runs on the stream's worker, so no other request of the stream is
+// served between the delete and the removal; requests queued behind it find
+// the stream missing (reads) or create it afresh, from seq 1 (writes).
+func (s *Server) serveDrop(h *handle, m *nats.Msg, r *request) {
+	if h.st == nil {
+		s.replyDelete(m, store.DeleteResult{Seqs: []uint64{}})
+		return
+	}
+	res, changes, err := h.st.Delete(r.del, time.Now())
+	if err != nil {
+		s.replyError(m, storageError(err))
+		s.dropIfStuck(h, err)
+		return
+	}
+	s.report(h, changes)
+	// Closed before its files go, and whatever Close says: the delete is
+	// committed, and Remove is what decides whether the stream is gone.
+	if err := closeHandle(h); err != nil {
+		s.log.Warn("persist: close stream to drop it", "scope", h.key.scope, "stream", h.key.name, "err", err)
+	}
+	s.mu.Lock()
+	s.waitClosedLocked(h.key)
+	s.mu.Unlock()
+	if err := s.cfg.Storage.Remove(h.key.scope, h.key.name, h.key.ephemeral); err != nil {
+		// The stream is left, emptied, with its delete id: a retry of the
+		// same drop reopens it, answers what this one removed and removes
+		// the files again.
+		s.log.Warn("persist: drop stream", "scope", h.key.scope, "stream", h.key.name, "err", err)
+		s.replyError(m, storageError(err))
+		return
+	}
+	s.replyDelete(m, res)
 }
 
 // serveGetAll streams the selected messages to the reply subject in chunks

@@ -174,6 +174,11 @@ type Server struct {
 	mu      sync.Mutex // protects everything below it
 	cond    *sync.Cond // workers wait on it for ready streams
 	handles map[handleKey]*handle
+	// closing counts the evicted handles of each stream still being closed
+	// outside the lock (closeAll); closed is broadcast as each finishes. A
+	// drop waits for them before it removes the stream's files (serveDrop).
+	closing map[handleKey]int
+	closed  *sync.Cond
 	ready   []*handle // streams with queued work, not being served
 	quit    bool      // workers exit once ready is empty
 	started bool
@@ -225,8 +230,9 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, handles: map[handleKey]*handle{}}
+	s := &Server{cfg: cfg, log: cfg.Logger, handles: map[handleKey]*handle{}, closing: map[handleKey]int{}}
 	s.cond = sync.NewCond(&s.mu)
+	s.closed = sync.NewCond(&s.mu)
 	s.feed = newFeedPublisher(cfg.Conn, cfg.Service, cfg.ID, cfg.Logger)
 	user := cfg.OnChange
 	s.cfg.OnChange = func(scope, stream string, ephemeral bool, changes []store.Change) {

@@ -496,3 +496,49 @@ func (s *sqliteStream) Close() error {
 	}
 	return nil
 }
+
+// Remove implements Storage. The archive copy goes first: were the local
+// files removed and the copy not, the next open would restore the stream
+// from it. The local -wal, -shm and -journal go before the database file,
+// because a stale WAL left next to a database created later at the same
+// path would be replayed into it; the stream was closed, so its WAL was
+// checkpointed into the database and losing it loses nothing. A failure
+// part-way leaves a stream that still exists (emptied, when the server
+// removed its messages first) and a repeated Remove finishes the job.
+func (st *SQLite) Remove(scope, name string, ephemeral bool) error {
+	if ephemeral {
+		return nil
+	}
+	if st.dir == "" {
+		return persist.Errorf(persist.CodeBadRequest, "this server has no data directory: only ephemeral streams (%s: true)", persist.HdrEphemeral)
+	}
+	p, err := StreamPath(st.dir, scope, name)
+	if err != nil {
+		return err
+	}
+	if st.archive != "" {
+		ap, err := StreamPath(st.archive, scope, name)
+		if err != nil {
+			return err
+		}
+		if err := removeIfExists(ap); err != nil {
+			return fmt.Errorf("remove stream: archive copy: %w", classifyDisk(err))
+		}
+		syncDir(filepath.Dir(ap))
+	}
+	for _, f := range []string{p + "-wal", p + "-shm", p + "-journal", p} {
+		if err := removeIfExists(f); err != nil {
+			return fmt.Errorf("remove stream: %w", classifyDisk(err))
+		}
+	}
+	syncDir(filepath.Dir(p))
+	return nil
+}
+
+// removeIfExists removes the file p; one that is not there is no error.
+func removeIfExists(p string) error {
+	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}

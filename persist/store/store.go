@@ -22,6 +22,13 @@ type Storage interface {
 	// missing stream stay free of state. An ephemeral stream that is not
 	// open does not exist, so it always returns ErrNoStream for one.
 	OpenExisting(scope, name string, ephemeral bool, now time.Time) (Stream, error)
+	// Remove deletes every trace of the stream name of scope, so that it no
+	// longer exists: its file with its -wal, -shm and -journal, and its
+	// archive copy, so that no later open restores it. The stream must be
+	// closed first (its owner does that). An ephemeral stream is gone once
+	// closed, so Remove has nothing to do for one; neither for a stream
+	// that does not exist.
+	Remove(scope, name string, ephemeral bool) error
 	// Close releases what the storage holds. Streams are closed by their owner.
 	Close() error
 }
