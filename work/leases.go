@@ -575,7 +575,9 @@ func (l *Leases) sweepSpools(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("work: sweep spool of range %d: %w", r.Val.ID, err))
 			continue
 		}
-		if inv.Count == 0 {
+		// Seq 0: no stream at all. A stream emptied but not dropped (by
+		// an older version) still has its file, and goes too.
+		if inv.Count == 0 && inv.Seq == 0 {
 			continue
 		}
 		if err := l.st.DropSpool(ctx, r.Val.ID); err != nil {

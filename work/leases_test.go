@@ -512,12 +512,17 @@ func TestLeasesFinishAbandonedSweepsSpools(t *testing.T) {
 	}
 	done := left(1, work.StateDone)
 	failed := left(201, work.StateFailed)
+	// An older version emptied a done range's spool without dropping it.
+	emptied := left(801, work.StateDone)
+	if _, err := e.st.Spool(emptied.ID).Delete(e.ctx, persist.Delete{All: true}); err != nil {
+		t.Fatal(err)
+	}
 	spooled, arts := e.ltSpooled(t, "alt.x", work.KindTail, 401, 550, nil)
 	l := ltLeases(t, e.st, work.LeaseConfig{})
 	if n, err := l.FinishAbandoned(e.ctx); err != nil || n != 0 {
 		t.Fatalf("FinishAbandoned: %d %v", n, err)
 	}
-	for _, r := range []work.Range{done, failed} {
+	for _, r := range []work.Range{done, failed, emptied} {
 		if n := e.ltSpoolLen(t, r.ID); n != 0 {
 			t.Errorf("%s range %d: %d spooled lines left, want the spool dropped", r.State, r.ID, n)
 		}
@@ -539,7 +544,7 @@ func TestLeasesFinishAbandonedSweepsSpools(t *testing.T) {
 	if n := e.ltSpoolLen(t, later.ID); n != 0 {
 		t.Errorf("range done after the first sweep: %d lines left, want dropped", n)
 	}
-	if s := l.Stats(); s.Swept != 3 {
-		t.Errorf("stats %+v: want 3 spools swept", s)
+	if s := l.Stats(); s.Swept != 4 {
+		t.Errorf("stats %+v: want 4 spools swept", s)
 	}
 }
