@@ -263,4 +263,3 @@ func ingestRate(ctx context.Context, env *PersistEnv, addr, source string, cfg I
 	}
 	return float64(cfg.Articles) / time.Since(start).Seconds(), nil
 }
-
