@@ -199,23 +199,11 @@ func (c *Coordinator) Start(ctx context.Context) error {
 	c.pfCancel, c.pfDone = pcancel, make(chan struct{})
 	go func() {
 		defer close(c.pfDone)
-		t := time.NewTimer(0)
-		defer t.Stop()
-		for {
-			select {
-			case <-pctx.Done():
-				return
-			case <-t.C:
-			}
-			_, err := c.prefetch.Tick(pctx)
-			switch {
-			case errors.Is(err, ErrStopped):
-				return // Stop: the round's chunks in flight are written
-			case err != nil && pctx.Err() == nil:
-				c.log.Error("prefetch round failed", "err", err)
-			}
-			t.Reset(c.cfg.Tick)
-		}
+		// ErrStopped (Stop): the round's chunks in flight are written.
+		runLoop(pctx, c.log, "prefetch round", c.cfg.Tick, ErrStopped, func(ctx context.Context) error {
+			_, err := c.prefetch.Tick(ctx)
+			return err
+		})
 	}()
 	if c.cfg.Shard.Main() {
 		c.loop(lctx, "finishing abandoned leases", c.cfg.AbandonedEvery, func(ctx context.Context) error {
@@ -262,26 +250,36 @@ func (c *Coordinator) Start(ctx context.Context) error {
 	return nil
 }
 
-// loop runs round at once and then every interval until ctx ends; a failed
-// round is logged and the loop goes on.
+// loop runs runLoop in a goroutine that Stop waits for.
 func (c *Coordinator) loop(ctx context.Context, what string, every time.Duration, round func(context.Context) error) {
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		t := time.NewTimer(0)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			if err := round(ctx); err != nil && ctx.Err() == nil {
-				c.log.Error(what+" failed", "err", err)
-			}
-			t.Reset(every)
-		}
+		runLoop(ctx, c.log, what, every, nil, round)
 	}()
+}
+
+// runLoop runs round at once and then every interval until ctx ends, or
+// until round returns an error matching end (nil: none does); any other
+// failed round is logged and the loop goes on.
+func runLoop(ctx context.Context, log *slog.Logger, what string, every time.Duration, end error, round func(context.Context) error) {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		err := round(ctx)
+		switch {
+		case end != nil && errors.Is(err, end):
+			return
+		case err != nil && ctx.Err() == nil:
+			log.Error(what+" failed", "err", err)
+		}
+		t.Reset(every)
+	}
 }
 
 // Stop stops taking work, waits up to StopWait (or ctx) for the chunks in

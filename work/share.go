@@ -398,26 +398,6 @@ func (s *Share) Leave(ctx context.Context) error {
 	}
 }
 
-// Run runs a round every Every until ctx ends, and returns ctx's error. A
-// failed round is retried at the next (see Round for what long failures
-// do); onRound, when not nil, sees each round's result and error. Run does
-// not Leave: call Leave with a fresh context once it returned.
-func (s *Share) Run(ctx context.Context, onRound func(ShareResult, error)) error {
-	t := time.NewTicker(s.cfg.Every)
-	defer t.Stop()
-	for {
-		res, err := s.Round(ctx)
-		if onRound != nil && ctx.Err() == nil {
-			onRound(res, err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
-	}
-}
-
 // Table reads the share table, without the entries this process has seen
 // go unrenewed for longer than their TTL, and the grants every participant
 // computes from it (keyed as Grants keys them).
@@ -436,26 +416,6 @@ func (s *Share) Table(ctx context.Context) ([]ShareEntry, map[string]int, error)
 	}
 	live := sortEntries(append(own, s.live(rest, time.Now())...))
 	return live, Grants(live, s.cfg.Limit), nil
-}
-
-// ShareTable reads st's share table, without the stale entries, and the
-// grants computed from it under limit (for status reports from a process
-// that does not take part). Having no history of the table, it judges
-// staleness by comparing each entry's Seen with the local wall clock, which
-// is off by the hosts' clock difference; participants do not rely on it.
-func ShareTable(ctx context.Context, st *Store, limit int) ([]ShareEntry, map[string]int, error) {
-	tbl, err := st.ShareTable(ctx)
-	if err != nil {
-		return nil, nil, fmt.Errorf("work: share table: %w", err)
-	}
-	now := time.Now()
-	var live []ShareEntry
-	for _, e := range tbl.Val {
-		if !staleByWallClock(e, now) {
-			live = append(live, e)
-		}
-	}
-	return live, Grants(live, limit), nil
 }
 
 // Grants splits limit connections among the entries: every entry first

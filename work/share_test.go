@@ -559,36 +559,6 @@ func TestShareFailingRoundsStopThePool(t *testing.T) {
 	}
 }
 
-// TestShareRun: Run rounds every Every until its context ends.
-func TestShareRun(t *testing.T) {
-	t.Parallel()
-	st := shareStore(t)
-	sh, err := work.NewShare(st, nil, work.ShareConfig{Name: "a", Limit: 2, Every: 10 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	rounds := make(chan work.ShareResult, 100)
-	done := make(chan error, 1)
-	go func() {
-		done <- sh.Run(ctx, func(r work.ShareResult, err error) {
-			if err != nil {
-				t.Error(err)
-			}
-			rounds <- r
-		})
-	}()
-	for range 3 {
-		if r := <-rounds; r.Granted != 2 {
-			t.Errorf("round %+v", r)
-		}
-	}
-	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Fatalf("Run: %v", err)
-	}
-}
-
 // TestShareSameName: two processes with the same Name (a shard started
 // twice, or restarted while the old one still drains) are two
 // participants: together they never hold more than the limit, neither

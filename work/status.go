@@ -1,6 +1,7 @@
 package work
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -20,7 +21,8 @@ type Status struct {
 	// Articles counts the article numbers of the ranges by state.
 	Articles map[RangeState]int64 `json:"articles"`
 	Leases   []LeaseStatus        `json:"leases"`
-	Shares   []ShareEntry         `json:"shares"`
+	// Shares are the live entries of the connection budget.
+	Shares []ShareEntry `json:"shares"`
 	// Throughput is the articles of the ranges finished in the last
 	// ThroughputWindow, per second.
 	Throughput float64 `json:"articles_per_second"`
@@ -78,7 +80,15 @@ func (s *Store) Status(ctx context.Context) (Status, error) {
 	if err != nil && !errors.Is(err, persist.ErrNotFound) {
 		return st, fmt.Errorf("work status: shares: %w", err)
 	}
-	st.Shares = table.Val
+	// A status reader keeps no history of the table, so an entry counts
+	// as gone once its Seen is older than its TTL by this host's clock
+	// (participants judge by their own clocks; see Share).
+	now := time.Now()
+	for _, e := range table.Val {
+		if !staleByWallClock(e, now) {
+			st.Shares = append(st.Shares, e)
+		}
+	}
 	byGroup := map[string]*GroupStatus{}
 	for _, g := range groups {
 		gs := GroupStatus{Name: g.Val.Name, Low: g.Val.Low, High: g.Val.High, PlannedThrough: g.Val.PlannedThrough}
@@ -114,6 +124,6 @@ func (s *Store) Status(ctx context.Context) (Status, error) {
 		r := byID[l.Range]
 		st.Leases = append(st.Leases, LeaseStatus{Range: l.Range, Group: r.Group, First: r.First, Last: r.Last, Holder: l.Holder, Progress: l.Progress, ReadAll: l.ReadAll, Expires: l.Expires})
 	}
-	slices.SortFunc(st.Leases, func(a, b LeaseStatus) int { return int(a.Range) - int(b.Range) })
+	slices.SortFunc(st.Leases, func(a, b LeaseStatus) int { return cmp.Compare(a.Range, b.Range) })
 	return st, nil
 }
