@@ -1,0 +1,66 @@
+package usenet
+
+// Segment is one article of a binary: its part number (from 1), its size
+// in bytes and its message-id without angle brackets.
+type Segment struct {
+	Number int    `json:"n"`
+	Bytes  int64  `json:"b"`
+	ID     string `json:"id"`
+}
+
+// Binary is one posted file: the parts seen of it, from every group it was
+// posted to. Every field is a function of the set of its articles, so that
+// merging the same articles in any order gives the same record.
+type Binary struct {
+	ID      string `json:"id"`
+	Release string `json:"release"`
+	Poster  string `json:"poster"`
+	// Subject is the subject of its lowest-numbered part, as posted.
+	Subject string `json:"subject"`
+	Name    string `json:"name"`
+	// File and Files are its file counter [i/n] (0 when absent).
+	File  int `json:"file,omitempty"`
+	Files int `json:"files,omitempty"`
+	// Parts is the number of parts announced (t of p/t).
+	Parts int `json:"parts"`
+	// Date is the earliest posting date of its parts, unix seconds.
+	Date     int64     `json:"date"`
+	Groups   []string  `json:"groups"`
+	Segments []Segment `json:"segments"`
+}
+
+// FileSummary is what a release keeps of one of its binaries.
+type FileSummary struct {
+	ID      string `json:"id"`
+	Name    string `json:"name"`
+	File    int    `json:"file,omitempty"`
+	Parts   int    `json:"parts"`
+	Present int    `json:"present"`
+	Bytes   int64  `json:"bytes"`
+}
+
+// Release is one post: the binaries of one poster sharing a base name and
+// an announced file count.
+type Release struct {
+	ID       string `json:"id"`
+	Name     string `json:"name"`
+	Poster   string `json:"poster"`
+	Category int    `json:"category"`
+	// Files is the number of files announced ([i/n]); 0 when none was.
+	Files  int      `json:"files"`
+	Groups []string `json:"groups"`
+	// Date is the earliest posting date of its parts, unix seconds.
+	Date int64 `json:"date"`
+	// Size is the bytes of the parts present.
+	Size     int64         `json:"size"`
+	Binaries []FileSummary `json:"binaries"`
+	// Version counts the changes of the record; a reader of the releases
+	// stream keeps the highest it has seen of a release.
+	Version int64 `json:"version"`
+	// Visible is set once the release is complete, or when it settled (no
+	// change for the settle window) with enough of it present.
+	Visible bool `json:"visible"`
+	// Updated is when the record last changed, unix milliseconds: the clock
+	// of the settle window.
+	Updated int64 `json:"updated"`
+}
