@@ -27,6 +27,10 @@ type Binary struct {
 	Date     int64     `json:"date"`
 	Groups   []string  `json:"groups"`
 	Segments []Segment `json:"segments"`
+
+	// base is the Base of its subject, carried from the article to the
+	// release it starts; the stored record does not need it.
+	base string
 }
 
 // FileSummary is what a release keeps of one of its binaries.

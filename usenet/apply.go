@@ -1,0 +1,317 @@
+package usenet
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/switchyard-dev/switchyard/persist"
+)
+
+// Bounds of one setMany request: well under persist.MaxBatch and the bus's
+// largest message.
+const (
+	applyBatchEntries = 500
+	applyBatchBytes   = 512 << 10
+	// applyParallel bounds the read-merge-write loops in flight.
+	applyParallel = 8
+	// applyRetries bounds the compare-and-set attempts on one record; each
+	// conflict means another writer made progress on it.
+	applyRetries = 50
+)
+
+// ApplyResult counts what one Apply changed.
+type ApplyResult struct {
+	Binaries  int `json:"binaries"`  // binaries created or changed
+	Releases  int `json:"releases"`  // releases created or changed
+	Published int `json:"published"` // visible releases written to the releases stream
+}
+
+// Apply merges bins (a range's binaries, as a Batch gathered them) into the
+// stored binaries, then their summaries into the stored releases, and
+// publishes every release that is visible after the change. Every write is
+// a merge under compare-and-set, so Apply may run again over the same
+// articles (a range handed out twice), concurrently with other workers and
+// in any order, and the stored records end the same.
+//
+// A release is published before its record is written: a crash between
+// the two leaves the range unfinished, and the next attempt writes the
+// record and publishes again. A reader of the releases stream therefore
+// keeps, per release, the record of the highest Version it has seen.
+func (s *Store) Apply(ctx context.Context, bins []*Binary, now time.Time) (ApplyResult, error) {
+	var res ApplyResult
+	finals, changed, err := s.applyBinaries(ctx, bins)
+	if err != nil {
+		return res, err
+	}
+	res.Binaries = changed
+
+	deltas := map[string]*Release{}
+	var order []string
+	for _, b := range finals {
+		r := ReleaseOf(b)
+		if d, ok := deltas[r.ID]; ok {
+			d.Merge(r)
+			continue
+		}
+		deltas[r.ID] = &r
+		order = append(order, r.ID)
+	}
+	rels := make([]*Release, 0, len(order))
+	for _, id := range order {
+		rels = append(rels, deltas[id])
+	}
+	res.Releases, res.Published, err = s.applyReleases(ctx, rels, now)
+	return res, err
+}
+
+// applyBinaries merges bins into the binaries KV and returns the stored
+// state of each afterwards, and how many it changed.
+func (s *Store) applyBinaries(ctx context.Context, bins []*Binary) ([]*Binary, int, error) {
+	finals := make([]*Binary, len(bins))
+	conflicts, err := createAll(ctx, s.binaries, len(bins), func(i int) (string, any) { return bins[i].ID, bins[i] })
+	if err != nil {
+		return nil, 0, fmt.Errorf("usenet: store binaries: %w", err)
+	}
+	created := len(bins) - len(conflicts)
+	for i := range bins {
+		finals[i] = bins[i]
+	}
+	var mu sync.Mutex
+	changed := created
+	err = parallel(ctx, conflicts, func(ctx context.Context, i int) error {
+		b := bins[i]
+		final, ch, err := mergeLoop(ctx, s.binaries, b.ID, func(cur *Binary) (bool, error) { return cur.Merge(*b), nil })
+		if err != nil {
+			return fmt.Errorf("usenet: store binary %s: %w", b.ID, err)
+		}
+		final.base = b.base
+		finals[i] = final
+		if ch {
+			mu.Lock()
+			changed++
+			mu.Unlock()
+		}
+		return nil
+	})
+	return finals, changed, err
+}
+
+// applyReleases merges rels into the collections KV, publishing those that
+// are visible after the change; it returns how many it changed and
+// published.
+func (s *Store) applyReleases(ctx context.Context, rels []*Release, now time.Time) (int, int, error) {
+	ms := now.UnixMilli()
+	// New releases first, in batches: most of a range's releases are.
+	var fresh []*Release
+	for _, r := range rels {
+		r.Version, r.Updated = 1, ms
+		r.Visible = r.Complete()
+		if r.Visible {
+			fresh = append(fresh, r)
+		}
+	}
+	if err := s.publish(ctx, fresh); err != nil {
+		return 0, 0, err
+	}
+	conflicts, err := createAll(ctx, s.collections, len(rels), func(i int) (string, any) { return rels[i].ID, rels[i] })
+	if err != nil {
+		return 0, 0, fmt.Errorf("usenet: store releases: %w", err)
+	}
+	var mu sync.Mutex
+	changed, published := len(rels)-len(conflicts), len(fresh)
+	for _, i := range conflicts {
+		if rels[i].Visible {
+			published-- // published as new, but it was not: merged below
+		}
+	}
+	err = parallel(ctx, conflicts, func(ctx context.Context, i int) error {
+		d := rels[i]
+		var pub bool
+		_, ch, err := mergeLoop(ctx, s.collections, d.ID, func(cur *Release) (bool, error) {
+			if !cur.Merge(*d) {
+				return false, nil
+			}
+			cur.Version++
+			cur.Updated = ms
+			cur.Visible = cur.Visible || cur.Complete()
+			pub = cur.Visible
+			if pub {
+				// Before the write: see Apply.
+				return true, s.publish(ctx, []*Release{cur})
+			}
+			return true, nil
+		})
+		if err != nil {
+			return fmt.Errorf("usenet: store release %s: %w", d.ID, err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if ch {
+			changed++
+			if pub {
+				published++
+			}
+		}
+		return nil
+	})
+	return changed, published, err
+}
+
+// publish writes rels to the releases stream, keyed by id. A retried write
+// of the same record is de-duplicated by a hash of its value.
+func (s *Store) publish(ctx context.Context, rels []*Release) error {
+	var entries []persist.Entry
+	for _, r := range rels {
+		v, err := json.Marshal(r)
+		if err != nil {
+			return fmt.Errorf("usenet: encode release %s: %w", r.ID, err)
+		}
+		sum := sha256.Sum256(v)
+		entries = append(entries, persist.Entry{Key: r.ID, Value: v, MsgID: r.ID + "-" + hex.EncodeToString(sum[:8])})
+	}
+	for len(entries) > 0 {
+		n := batchLen(entries)
+		out, err := s.releases.SetMany(ctx, entries[:n])
+		if err != nil {
+			return fmt.Errorf("usenet: publish releases: %w", err)
+		}
+		for i, o := range out {
+			if o.Err != nil {
+				return fmt.Errorf("usenet: publish release %s: %w", entries[i].Key, o.Err)
+			}
+		}
+		entries = entries[n:]
+	}
+	return nil
+}
+
+// batchLen is how many of entries fit one setMany request.
+func batchLen(entries []persist.Entry) int {
+	size := 0
+	for i, e := range entries {
+		size += len(e.Value) + len(e.Key) + 64
+		if i > 0 && (i >= applyBatchEntries || size > applyBatchBytes) {
+			return i
+		}
+	}
+	return len(entries)
+}
+
+// createAll writes n records that must not exist yet (compare-and-set on
+// seq 0), in batches, and returns the indexes of those that did exist.
+func createAll(ctx context.Context, kv *persist.KV, n int, rec func(i int) (key string, v any)) ([]int, error) {
+	entries := make([]persist.Entry, n)
+	zero := uint64(0)
+	for i := range n {
+		key, v := rec(i)
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, fmt.Errorf("encode %s: %w", key, err)
+		}
+		entries[i] = persist.Entry{Key: key, Value: b, PrevSeq: &zero}
+	}
+	var conflicts []int
+	for off := 0; off < n; {
+		k := batchLen(entries[off:])
+		out, err := kv.Stream().SetMany(ctx, entries[off:off+k])
+		if err != nil {
+			return nil, err
+		}
+		for j, o := range out {
+			switch {
+			case o.Err == nil:
+			case errors.Is(o.Err, persist.ErrWrongLastSequence):
+				conflicts = append(conflicts, off+j)
+			default:
+				return nil, fmt.Errorf("%s: %w", entries[off+j].Key, o.Err)
+			}
+		}
+		off += k
+	}
+	return conflicts, nil
+}
+
+// mergeLoop reads key, applies merge to it and writes it back under
+// compare-and-set until no other writer came between, or merge reports no
+// change. It returns the record as stored afterwards and whether it wrote.
+func mergeLoop[T any](ctx context.Context, kv *persist.KV, key string, merge func(*T) (bool, error)) (*T, bool, error) {
+	for range applyRetries {
+		var cur T
+		var prev uint64
+		m, err := kv.Get(ctx, key)
+		switch {
+		case errors.Is(err, persist.ErrNotFound):
+		case err != nil:
+			return nil, false, err
+		default:
+			if err := json.Unmarshal(m.Value, &cur); err != nil {
+				return nil, false, fmt.Errorf("decode: %w", err)
+			}
+			prev = m.Seq
+		}
+		ch, err := merge(&cur)
+		if err != nil {
+			return nil, false, err
+		}
+		if !ch {
+			return &cur, false, nil
+		}
+		v, err := json.Marshal(&cur)
+		if err != nil {
+			return nil, false, fmt.Errorf("encode: %w", err)
+		}
+		_, err = kv.Set(ctx, key, v, persist.SetOptions{PrevSeq: &prev})
+		if errors.Is(err, persist.ErrWrongLastSequence) {
+			continue
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		return &cur, true, nil
+	}
+	return nil, false, fmt.Errorf("%d writers in a row came between read and write", applyRetries)
+}
+
+// parallel runs fn for each index with at most applyParallel in flight and
+// returns the first error, cancelling the rest.
+func parallel(ctx context.Context, idx []int, fn func(context.Context, int) error) error {
+	if len(idx) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg    sync.WaitGroup
+		once  sync.Once
+		first error
+	)
+	sem := make(chan struct{}, applyParallel)
+	for _, i := range idx {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := fn(ctx, i); err != nil {
+				once.Do(func() { first = err; cancel() })
+			}
+		}()
+	}
+	wg.Wait()
+	if first == nil {
+		first = ctx.Err()
+	}
+	return first
+}

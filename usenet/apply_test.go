@@ -1,0 +1,227 @@
+package usenet
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/switchyard-dev/switchyard/internal/testpersist"
+	"github.com/switchyard-dev/switchyard/persist"
+)
+
+// storedState reads every binary and release of a store.
+func storedState(t *testing.T, s *Store) (map[string]Binary, map[string]Release) {
+	t.Helper()
+	ctx := context.Background()
+	bins := map[string]Binary{}
+	rels := map[string]Release{}
+	read := func(kv *persist.KV, fn func(key string, v []byte) error) {
+		if _, err := kv.Stream().Scan(ctx, persist.Range{}, func(m *persist.Message) error {
+			if m.Key == "" {
+				return nil
+			}
+			return fn(m.Key, m.Value)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read(s.binaries, func(k string, v []byte) error {
+		var b Binary
+		bins[k] = b
+		err := json.Unmarshal(v, &b)
+		bins[k] = b
+		return err
+	})
+	read(s.collections, func(k string, v []byte) error {
+		var r Release
+		err := json.Unmarshal(v, &r)
+		r.Version, r.Updated, r.Visible = 0, 0, false
+		rels[k] = r
+		return err
+	})
+	return bins, rels
+}
+
+// TestApplyIndependentOfWorkers: several workers applying a random split of
+// the articles concurrently, in random order, some ranges twice, store the
+// same binaries and releases as one pass over all of them; every release
+// is published once complete, and the releases stream holds each visible
+// release at its highest version.
+func TestApplyIndependentOfWorkers(t *testing.T) {
+	t.Parallel()
+	env := testpersist.Start(t, 1)
+	c := env.Client()
+	ctx := context.Background()
+	for seed := range uint64(4) {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 11))
+			posts := genPosts(rng, 30, []string{"alt.binaries.a", "alt.binaries.b"})
+			byGroup := articles(posts)
+			var ranges [][]Article
+			for _, as := range byGroup {
+				ranges = append(ranges, split(rng, as)...)
+			}
+			for range 1 + rng.IntN(4) {
+				ranges = append(ranges, ranges[rng.IntN(len(ranges))])
+			}
+			rng.Shuffle(len(ranges), func(i, j int) { ranges[i], ranges[j] = ranges[j], ranges[i] })
+			wantBins, wantRels := memApply(ranges)
+
+			st, err := NewStore(c, fmt.Sprintf("usenet-apply-%d", seed))
+			if err != nil {
+				t.Fatal(err)
+			}
+			workers := 1 + int(seed)*2
+			todo := make(chan []Article, len(ranges))
+			for _, r := range ranges {
+				todo <- r
+			}
+			close(todo)
+			var wg sync.WaitGroup
+			errs := make(chan error, workers)
+			for range workers {
+				wg.Go(func() {
+					for r := range todo {
+						b := NewBatch()
+						for _, a := range r {
+							b.Add(a)
+						}
+						if _, err := st.Apply(ctx, b.Binaries(), time.Now()); err != nil {
+							errs <- err
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Fatal(err)
+			}
+			gotBins, gotRels := storedState(t, st)
+			if !reflect.DeepEqual(gotBins, exported(wantBins)) {
+				t.Fatalf("%d workers: stored binaries differ from one pass (%d vs %d)", workers, len(gotBins), len(wantBins))
+			}
+			if !reflect.DeepEqual(gotRels, wantRels) {
+				t.Fatalf("%d workers: stored releases differ from one pass", workers)
+			}
+			checkPosts(t, posts, gotRels, gotBins)
+
+			// Every release is complete, so every one is published, and
+			// the stream's record of each is its stored record.
+			pub := map[string]Release{}
+			if _, err := st.Releases().Scan(ctx, persist.Range{}, func(m *persist.Message) error {
+				var r Release
+				if err := json.Unmarshal(m.Value, &r); err != nil {
+					return err
+				}
+				if cur, ok := pub[m.Key]; !ok || r.Version >= cur.Version {
+					pub[m.Key] = r
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			for id, want := range wantRels {
+				got, ok := pub[id]
+				if !ok || !got.Visible {
+					t.Fatalf("release %s (%s) not published", id, want.Name)
+				}
+				got.Version, got.Updated, got.Visible = 0, 0, false
+				if !reflect.DeepEqual(got, want) {
+					t.Fatalf("published release %s differs from the stored one:\n%+v\n%+v", id, got, want)
+				}
+				r, err := st.Release(ctx, id)
+				if err != nil || r.ID != id {
+					t.Fatalf("Release(%s) = %+v, %v", id, r, err)
+				}
+			}
+		})
+	}
+}
+
+// TestSettle: an incomplete release stays hidden until it has not changed
+// for the window, and then only with enough of it present.
+func TestSettle(t *testing.T) {
+	t.Parallel()
+	env := testpersist.Start(t, 1)
+	ctx := context.Background()
+	st, err := NewStore(env.Client(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	posts := genPosts(rng, 6, []string{"alt.binaries.a"})
+	// Drop one article of every post: none is complete.
+	var arts []Article
+	for _, as := range articles(posts) {
+		seen := map[string]bool{}
+		for _, a := range as {
+			key := a.From + a.Subject.Base
+			if !seen[key] {
+				seen[key] = true
+				continue
+			}
+			arts = append(arts, a)
+		}
+	}
+	b := NewBatch()
+	for _, a := range arts {
+		b.Add(a)
+	}
+	t0 := time.Unix(1_800_000_000, 0)
+	res, err := st.Apply(ctx, b.Binaries(), t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Published != 0 {
+		t.Fatalf("incomplete releases published: %+v", res)
+	}
+	cfg := SettleConfig{Window: time.Hour, MinCompletion: 0.9}
+	if n, err := st.Settle(ctx, t0.Add(59*time.Minute), cfg); err != nil || n != 0 {
+		t.Fatalf("settle before the window: %d, %v", n, err)
+	}
+	_, rels := storedState(t, st)
+	wantVisible := 0
+	for _, r := range rels {
+		if r.Completion() >= 0.9 {
+			wantVisible++
+		}
+	}
+	if wantVisible == 0 || wantVisible == len(rels) {
+		t.Fatalf("the test needs releases on both sides of the threshold: %d of %d", wantVisible, len(rels))
+	}
+	n, err := st.Settle(ctx, t0.Add(time.Hour), cfg)
+	if err != nil || n != wantVisible {
+		t.Fatalf("settle after the window published %d, %v; want %d", n, err, wantVisible)
+	}
+	if n, err := st.Settle(ctx, t0.Add(2*time.Hour), cfg); err != nil || n != 0 {
+		t.Fatalf("a second sweep published %d, %v", n, err)
+	}
+	// The missing parts arrive: every release is complete and published,
+	// the settled ones again at a higher version.
+	b = NewBatch()
+	for _, as := range articles(posts) {
+		for _, a := range as {
+			b.Add(a)
+		}
+	}
+	res, err = st.Apply(ctx, b.Binaries(), t0.Add(3*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Published != len(posts) {
+		t.Fatalf("late parts published %d releases, want %d", res.Published, len(posts))
+	}
+	for id := range rels {
+		r, err := st.Release(ctx, id)
+		if err != nil || !r.Complete() || !r.Visible {
+			t.Fatalf("release %s after late parts: %+v, %v", id, r, err)
+		}
+	}
+}

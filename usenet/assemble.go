@@ -1,0 +1,321 @@
+package usenet
+
+import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
+	"slices"
+	"strings"
+)
+
+// idOf hashes the fields of a key into a 32-hex-digit id: short enough for
+// a persist key and a Newznab guid, long enough never to collide.
+func idOf(fields ...string) string {
+	h := sha256.New()
+	for _, f := range fields {
+		h.Write([]byte(f))
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// BinaryID keys a binary: its poster and its subject without the part
+// counter, as every part of one file shares them.
+func BinaryID(poster, binary string) string { return idOf("b", poster, binary) }
+
+// ReleaseID keys a release: its poster, its base name (case folded) and
+// the number of files it announced.
+func ReleaseID(poster, base string, files int) string {
+	return idOf("r", poster, strings.ToLower(base), itoa(files))
+}
+
+func itoa(n int) string {
+	if n == 0 {
+		return "0"
+	}
+	var b [20]byte
+	i := len(b)
+	neg := n < 0
+	if neg {
+		n = -n
+	}
+	for n > 0 {
+		i--
+		b[i] = byte('0' + n%10)
+		n /= 10
+	}
+	if neg {
+		i--
+		b[i] = '-'
+	}
+	return string(b[i:])
+}
+
+// BinaryOf is the binary holding one article: a record with one segment.
+func BinaryOf(a Article) Binary {
+	s := a.Subject
+	return Binary{
+		ID:       BinaryID(a.From, s.Binary),
+		Release:  ReleaseID(a.From, s.Base, s.Files),
+		Poster:   a.From,
+		Subject:  a.RawSubject,
+		Name:     s.Name,
+		File:     s.File,
+		Files:    s.Files,
+		Parts:    s.Parts,
+		Date:     a.Date,
+		Groups:   slices.Clone(a.Groups),
+		Segments: []Segment{{Number: s.Part, Bytes: a.Bytes, ID: a.MessageID}},
+		base:     s.Base,
+	}
+}
+
+// segLess orders segments by part number, then message-id: the order of
+// an NZB, and the one that picks which of a part's reposts comes first.
+func segCmp(a, b Segment) int {
+	return cmp.Or(cmp.Compare(a.Number, b.Number), cmp.Compare(a.ID, b.ID))
+}
+
+// Merge adds o's articles to b (two records of the same binary) and
+// reports whether b changed. Every field stays a function of the union of
+// the articles, so merges commute and repeat without effect: segments are
+// unique by message-id (an article counts once however often it is seen),
+// groups are a sorted union, the date is the earliest, and the subject is
+// that of the first segment.
+func (b *Binary) Merge(o Binary) bool {
+	changed := false
+	if len(o.Segments) > 0 && (len(b.Segments) == 0 || segCmp(o.Segments[0], b.Segments[0]) < 0) {
+		if b.Subject != o.Subject {
+			b.Subject, changed = o.Subject, true
+		}
+	}
+	if segs, ok := mergeSegments(b.Segments, o.Segments); ok {
+		b.Segments, changed = segs, true
+	}
+	if g, ok := unionSorted(b.Groups, o.Groups); ok {
+		b.Groups, changed = g, true
+	}
+	if o.Date != 0 && (b.Date == 0 || o.Date < b.Date) {
+		b.Date, changed = o.Date, true
+	}
+	if o.Parts > b.Parts {
+		b.Parts, changed = o.Parts, true
+	}
+	if b.base == "" {
+		b.base = o.base
+	}
+	return changed
+}
+
+// mergeSegments is the union of two sorted, id-unique segment lists, and
+// whether it differs from a. A message-id seen under two part numbers keeps
+// the lower one.
+func mergeSegments(a, b []Segment) ([]Segment, bool) {
+	if len(b) == 0 {
+		return a, false
+	}
+	seen := make(map[string]int, len(a)+len(b))
+	for _, s := range a {
+		seen[s.ID] = s.Number
+	}
+	add := false
+	for _, s := range b {
+		n, ok := seen[s.ID]
+		if !ok || s.Number < n {
+			add = true
+			break
+		}
+	}
+	if !add {
+		return a, false
+	}
+	all := append(slices.Clone(a), b...)
+	slices.SortFunc(all, segCmp)
+	out := all[:0]
+	have := make(map[string]bool, len(all))
+	for _, s := range all {
+		if have[s.ID] {
+			continue
+		}
+		have[s.ID] = true
+		out = append(out, s)
+	}
+	return out, true
+}
+
+// unionSorted is the sorted union of two string sets, and whether it
+// differs from a.
+func unionSorted(a, b []string) ([]string, bool) {
+	missing := false
+	for _, s := range b {
+		if _, ok := slices.BinarySearch(a, s); !ok {
+			missing = true
+			break
+		}
+	}
+	if !missing {
+		return a, false
+	}
+	out := append(slices.Clone(a), b...)
+	slices.Sort(out)
+	return slices.Compact(out), true
+}
+
+// Present is the number of distinct announced parts b has.
+func (b *Binary) Present() int {
+	n, last := 0, 0
+	for _, s := range b.Segments {
+		if s.Number >= 1 && s.Number <= b.Parts && s.Number != last {
+			n++
+			last = s.Number
+		}
+	}
+	return n
+}
+
+// Bytes is the size of b's parts: one segment per part number.
+func (b *Binary) Bytes() int64 {
+	var n int64
+	last := 0
+	for _, s := range b.Segments {
+		if s.Number != last {
+			n += s.Bytes
+			last = s.Number
+		}
+	}
+	return n
+}
+
+// Summary is what the release of b keeps of it.
+func (b *Binary) Summary() FileSummary {
+	return FileSummary{ID: b.ID, Name: b.Name, File: b.File, Parts: b.Parts, Present: b.Present(), Bytes: b.Bytes()}
+}
+
+// ReleaseOf is the release holding b, with b as its only file.
+func ReleaseOf(b *Binary) Release {
+	r := Release{
+		ID:       b.Release,
+		Name:     b.base,
+		Poster:   b.Poster,
+		Files:    b.Files,
+		Groups:   slices.Clone(b.Groups),
+		Date:     b.Date,
+		Binaries: []FileSummary{b.Summary()},
+	}
+	r.derive()
+	return r
+}
+
+// Merge adds o's files to r (two records of the same release) and reports
+// whether r changed. A file's summary only grows as its binary gains parts,
+// so the larger of two summaries of one file is the newer.
+func (r *Release) Merge(o Release) bool {
+	changed := false
+	if o.Name != "" && (r.Name == "" || o.Name < r.Name) {
+		r.Name, changed = o.Name, true
+	}
+	if g, ok := unionSorted(r.Groups, o.Groups); ok {
+		r.Groups, changed = g, true
+	}
+	if o.Date != 0 && (r.Date == 0 || o.Date < r.Date) {
+		r.Date, changed = o.Date, true
+	}
+	if o.Files > r.Files {
+		r.Files, changed = o.Files, true
+	}
+	for _, f := range o.Binaries {
+		i, ok := slices.BinarySearchFunc(r.Binaries, f.ID, func(s FileSummary, id string) int { return cmp.Compare(s.ID, id) })
+		switch {
+		case !ok:
+			r.Binaries = slices.Insert(slices.Clone(r.Binaries), i, f)
+			changed = true
+		case summaryLess(r.Binaries[i], f):
+			r.Binaries = slices.Clone(r.Binaries)
+			r.Binaries[i] = f
+			changed = true
+		}
+	}
+	if changed {
+		r.derive()
+	}
+	return changed
+}
+
+func summaryLess(a, b FileSummary) bool {
+	return cmp.Or(cmp.Compare(a.Present, b.Present), cmp.Compare(a.Parts, b.Parts), cmp.Compare(a.Bytes, b.Bytes)) < 0
+}
+
+// derive recomputes the fields that follow from the others.
+func (r *Release) derive() {
+	r.Size = 0
+	for _, f := range r.Binaries {
+		r.Size += f.Bytes
+	}
+	r.Category = Categorize(r.Groups, r.Name)
+}
+
+// Complete reports whether every announced file is present with every
+// part.
+func (r *Release) Complete() bool {
+	if len(r.Binaries) == 0 || len(r.Binaries) < r.Files {
+		return false
+	}
+	for _, f := range r.Binaries {
+		if f.Present < f.Parts {
+			return false
+		}
+	}
+	return true
+}
+
+// Completion is the fraction of r present, 0 to 1: parts present over
+// parts announced, times files present over files announced.
+func (r *Release) Completion() float64 {
+	var have, want int
+	for _, f := range r.Binaries {
+		have += f.Present
+		want += f.Parts
+	}
+	if want == 0 {
+		return 0
+	}
+	c := float64(have) / float64(want)
+	if r.Files > len(r.Binaries) {
+		c *= float64(len(r.Binaries)) / float64(r.Files)
+	}
+	return c
+}
+
+// Batch gathers the articles of one range into binaries, in memory: a
+// range is bounded (work ranges hold 20,000 articles), a group is not.
+type Batch struct {
+	bins     map[string]*Binary
+	articles int
+}
+
+// NewBatch returns an empty batch.
+func NewBatch() *Batch { return &Batch{bins: map[string]*Binary{}} }
+
+// Add adds one article.
+func (b *Batch) Add(a Article) {
+	b.articles++
+	nb := BinaryOf(a)
+	if cur, ok := b.bins[nb.ID]; ok {
+		cur.Merge(nb)
+		return
+	}
+	b.bins[nb.ID] = &nb
+}
+
+// Articles is the number of articles added.
+func (b *Batch) Articles() int { return b.articles }
+
+// Binaries returns the batch's binaries in id order.
+func (b *Batch) Binaries() []*Binary {
+	out := make([]*Binary, 0, len(b.bins))
+	for _, v := range b.bins {
+		out = append(out, v)
+	}
+	slices.SortFunc(out, func(x, y *Binary) int { return cmp.Compare(x.ID, y.ID) })
+	return out
+}

@@ -1,0 +1,71 @@
+package usenet
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/switchyard-dev/switchyard/work"
+)
+
+// Indexer is the usenet indexer as a work.Indexer: a worker hands it each
+// leased range's overview lines; it gathers them into binaries in memory
+// (a range is bounded) and, at the end of the range, merges them into the
+// store (see Store.Apply). A range indexed twice changes nothing the
+// second time, so a lease that expired mid-write is harmless.
+type Indexer struct {
+	Store *Store
+	// Now is the clock of the settle window; time.Now when nil.
+	Now func() time.Time
+}
+
+// RangeResult is what a range records of its indexing.
+type RangeResult struct {
+	Articles int `json:"articles"`
+	// Skipped counts lines that are not overview lines or have no
+	// message-id: they cannot be in an NZB.
+	Skipped int `json:"skipped"`
+	ApplyResult
+}
+
+// Begin implements work.Indexer.
+func (ix *Indexer) Begin(_ context.Context, r work.Range) (work.RangeIndex, error) {
+	if ix.Store == nil {
+		return nil, fmt.Errorf("usenet: indexer has no store")
+	}
+	return &rangeIndex{ix: ix, group: r.Group, batch: NewBatch()}, nil
+}
+
+type rangeIndex struct {
+	ix      *Indexer
+	group   string
+	batch   *Batch
+	skipped int
+}
+
+func (ri *rangeIndex) Line(_ context.Context, _ int64, line []byte) error {
+	a, err := ParseArticle(line, ri.group)
+	if err != nil {
+		ri.skipped++
+		return nil
+	}
+	ri.batch.Add(a)
+	return nil
+}
+
+func (ri *rangeIndex) End(ctx context.Context) (json.RawMessage, error) {
+	now := time.Now
+	if ri.ix.Now != nil {
+		now = ri.ix.Now
+	}
+	res, err := ri.ix.Store.Apply(ctx, ri.batch.Binaries(), now())
+	if err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(RangeResult{Articles: ri.batch.Articles(), Skipped: ri.skipped, ApplyResult: res})
+	if err != nil {
+		return nil, fmt.Errorf("usenet: encode range result: %w", err)
+	}
+	return b, nil
+}
