@@ -94,11 +94,54 @@ func (s *Store) Settle(ctx context.Context, now time.Time, cfg SettleConfig) (in
 	return n, nil
 }
 
-// RunSettle sweeps every cfg.Every until ctx ends, logging what each sweep
-// published and any failure (the next sweep tries again).
-func (s *Store) RunSettle(ctx context.Context, cfg SettleConfig, now func() time.Time) {
-	cfg = cfg.withDefaults()
-	t := time.NewTicker(cfg.Every)
+// Settler runs the settle sweep every SettleConfig.Every in its own
+// goroutine, logging what each sweep published and any failure (the next
+// sweep tries again).
+type Settler struct {
+	store  *Store
+	cfg    SettleConfig
+	now    func() time.Time
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// NewSettler returns a stopped Settler over s; now is its clock
+// (time.Now when nil).
+func NewSettler(s *Store, cfg SettleConfig, now func() time.Time) *Settler {
+	if now == nil {
+		now = time.Now
+	}
+	return &Settler{store: s, cfg: cfg.withDefaults(), now: now}
+}
+
+// Start starts the sweeps; ctx's values (not its end) reach them.
+func (st *Settler) Start(ctx context.Context) error {
+	if st.done != nil {
+		return fmt.Errorf("usenet: settler started twice")
+	}
+	ctx, st.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	st.done = make(chan struct{})
+	go st.run(ctx)
+	return nil
+}
+
+// Stop ends the sweeps and waits for the one in flight, or for ctx.
+func (st *Settler) Stop(ctx context.Context) error {
+	if st.done == nil {
+		return nil
+	}
+	st.cancel()
+	select {
+	case <-st.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("usenet: settler stop: %w", ctx.Err())
+	}
+}
+
+func (st *Settler) run(ctx context.Context) {
+	defer close(st.done)
+	t := time.NewTicker(st.cfg.Every)
 	defer t.Stop()
 	for {
 		select {
@@ -106,7 +149,7 @@ func (s *Store) RunSettle(ctx context.Context, cfg SettleConfig, now func() time
 			return
 		case <-t.C:
 		}
-		n, err := s.Settle(ctx, now(), cfg)
+		n, err := st.store.Settle(ctx, st.now(), st.cfg)
 		switch {
 		case err != nil && ctx.Err() == nil:
 			slog.Warn("usenet: settle sweep failed", "err", err)

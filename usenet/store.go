@@ -31,6 +31,14 @@ const (
 // scopeRe is what a scope may be: one NATS subject token.
 var scopeRe = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,100}$`)
 
+// ValidScope reports whether scope can hold the usenet records.
+func ValidScope(scope string) error {
+	if !scopeRe.MatchString(scope) {
+		return fmt.Errorf("usenet: invalid scope %q: want [a-z0-9][a-z0-9_-]{0,100}", scope)
+	}
+	return nil
+}
+
 // Store keeps binaries and releases in persist.
 type Store struct {
 	c           *persist.Client
@@ -45,8 +53,8 @@ func NewStore(c *persist.Client, scope string) (*Store, error) {
 	if scope == "" {
 		scope = DefaultScope
 	}
-	if !scopeRe.MatchString(scope) {
-		return nil, fmt.Errorf("usenet: invalid scope %q: want [a-z0-9][a-z0-9_-]{0,100}", scope)
+	if err := ValidScope(scope); err != nil {
+		return nil, err
 	}
 	return &Store{
 		c:           c,

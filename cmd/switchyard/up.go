@@ -83,6 +83,9 @@ with --tls-ca).`,
 			if err := checkSource(uw.source); err != nil {
 				return err
 			}
+			if err := uw.uf.validateIndexer("usenet"); err != nil {
+				return err
+			}
 			if !uw.off {
 				demo := uw.pf
 				if demo.addr == "" {
@@ -111,6 +114,7 @@ with --tls-ca).`,
 	uw.pf.register(cmd, false)
 	uw.wf.registerPlan(cmd)
 	uw.wf.registerLease(cmd)
+	uw.uf.registerSettle(cmd)
 	cmd.Flags().BoolVar(&insecure, "insecure", false, "allow a non-loopback --host without --auth: anyone who reaches the port can read and write everything")
 	rootCmd.AddCommand(cmd)
 }

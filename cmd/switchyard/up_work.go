@@ -13,6 +13,7 @@ import (
 	"github.com/switchyard-dev/switchyard/bus/auth"
 	"github.com/switchyard-dev/switchyard/nntp/nntptest"
 	"github.com/switchyard-dev/switchyard/persist"
+	"github.com/switchyard-dev/switchyard/usenet"
 	"github.com/switchyard-dev/switchyard/work"
 )
 
@@ -37,6 +38,7 @@ type upWork struct {
 	source  string
 	pf      providerFlags
 	wf      workFlags
+	uf      usenetFlags
 }
 
 // startWork runs, inside up, the demo NNTP provider (unless --nntp names a
@@ -52,6 +54,7 @@ func startWork(ctx context.Context, uw upWork, connect func(name, user string) (
 	var demo *nntptest.Server
 	var co *work.Coordinator
 	var workers []*work.Worker
+	var settler *usenet.Settler
 	stop = func(ctx context.Context) error {
 		// Every worker is told at once, so none takes a new range while
 		// another is still finishing its own.
@@ -67,6 +70,9 @@ func startWork(ctx context.Context, uw upWork, connect func(name, user string) (
 			}()
 		}
 		wg.Wait()
+		if settler != nil {
+			errs = append(errs, settler.Stop(context.WithoutCancel(ctx)))
+		}
 		if co != nil {
 			errs = append(errs, co.Stop(context.WithoutCancel(ctx)))
 		}
@@ -132,7 +138,11 @@ func startWork(ctx context.Context, uw upWork, connect func(name, user string) (
 		if err != nil {
 			return "", nil, err
 		}
-		w, err := work.NewWorker(wst, work.CountingIndexer{}, work.WorkerConfig{Name: name, Lease: uw.wf.leaseConfig(), Heartbeat: uw.wf.heartbeat()})
+		ust, err := uw.uf.store(wst.Client())
+		if err != nil {
+			return "", nil, err
+		}
+		w, err := work.NewWorker(wst, &usenet.Indexer{Store: ust}, work.WorkerConfig{Name: name, Lease: uw.wf.leaseConfig(), Heartbeat: uw.wf.heartbeat()})
 		if err != nil {
 			return "", nil, err
 		}
@@ -140,6 +150,20 @@ func startWork(ctx context.Context, uw upWork, connect func(name, user string) (
 			return "", nil, err
 		}
 		workers = append(workers, w)
+	}
+	if len(workers) > 0 {
+		cfg, err := uw.uf.settleConfig()
+		if err != nil {
+			return "", nil, err
+		}
+		ust, err := uw.uf.store(st.Client())
+		if err != nil {
+			return "", nil, err
+		}
+		settler = usenet.NewSettler(ust, cfg, nil)
+		if err := settler.Start(ctx); err != nil {
+			return "", nil, err
+		}
 	}
 	n := fmt.Sprintf("%d workers", uw.workers)
 	if uw.workers == 1 {

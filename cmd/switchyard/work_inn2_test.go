@@ -84,7 +84,7 @@ func TestWorkINN2(t *testing.T) {
 	}
 	common := []string{"--nats", env.URL(), "--source", "inn2"}
 	coord := startLogProc(t, "coordinator", append([]string{"coordinator", "run", "--nntp", addr, "--groups", group, "--nntp-conns", "2", "--range-size", "50", "--chunk", "20"}, common...)...)
-	worker := startLogProc(t, "worker", append([]string{"worker", "run", "--name", "inn2-worker"}, common...)...)
+	worker := startLogProc(t, "worker", append([]string{"worker", "run", "--indexer", "count", "--name", "inn2-worker"}, common...)...)
 	waitStatus(t, st, "the INN2 group indexed", 2*time.Minute, func(s work.Status) bool {
 		return len(s.Groups) == 1 && s.Groups[0].PlannedThrough == gr.High && s.Groups[0].Planned == gr.High-gr.Low+1 && s.Groups[0].Done == s.Groups[0].Planned
 	})

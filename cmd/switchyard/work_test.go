@@ -217,7 +217,7 @@ func TestWorkFleet(t *testing.T) {
 			"--lease-ttl", "3s", "--abandoned-every", "1s", "--prefetch-ahead", "8", "--share-every", "200ms"}, common...)
 	}
 	workerArgs := func(name string) []string {
-		return append([]string{"worker", "run", "--name", name, "--lease-ttl", "3s"}, common...)
+		return append([]string{"worker", "run", "--indexer", "count", "--name", name, "--lease-ttl", "3s"}, common...)
 	}
 	c1 := startLogProc(t, "coordinator 1/2", coordArgs("1/2")...)
 	c2 := startLogProc(t, "coordinator 2/2", coordArgs("2/2")...)

@@ -19,6 +19,7 @@ const workerStopWait = 10 * time.Second
 func init() {
 	var nf natsFlags
 	var wf workFlags
+	var uf usenetFlags
 	var source, name, indexer string
 	workerCmd := &cobra.Command{
 		Use:   "worker",
@@ -38,8 +39,10 @@ over the new holder. Heartbeats renew the lease every sixth of --lease-ttl.
 SIGTERM or Ctrl-C: take no new range; the range in hand is finished if it
 completes within 10 s, else released for another worker.
 
-Indexers: count (per-group article counts and a digest of the article numbers:
-the exactly-once check the tests use).`,
+Indexers: usenet (the default: parses subjects, assembles parts into binaries
+and releases in the --usenet-scope scope, publishes releases as they complete
+or settle, and sweeps for settled ones), count (per-group article counts and a
+digest of the article numbers: the exactly-once check the tests use).`,
 		Example: `  switchyard worker run
   switchyard worker run --source eu-provider --name worker-7`,
 		Args: cobra.NoArgs,
@@ -50,12 +53,8 @@ the exactly-once check the tests use).`,
 			if err := wf.validateLease(); err != nil {
 				return err
 			}
-			var ix work.Indexer
-			switch indexer {
-			case "count":
-				ix = work.CountingIndexer{}
-			default:
-				return usagef("--indexer %q: want count", indexer)
+			if err := uf.validateIndexer(indexer); err != nil {
+				return err
 			}
 			if name == "" {
 				host, _ := os.Hostname()
@@ -66,17 +65,26 @@ the exactly-once check the tests use).`,
 				return err
 			}
 			defer done()
+			ix, settler, err := uf.indexerFor(indexer, st.Client())
+			if err != nil {
+				return err
+			}
 			w, err := work.NewWorker(st, ix, work.WorkerConfig{Name: name, Lease: wf.leaseConfig(), Heartbeat: wf.heartbeat()})
 			if err != nil {
 				return err
 			}
+			run := lifecycles{stopWithin{w, workerStopWait}}
+			if settler != nil {
+				run = append(run, settler)
+			}
 			slog.Info("worker started", "source", source, "name", name, "indexer", indexer)
-			return runUntilSignal(cmd.Context(), stopWithin{w, workerStopWait})
+			return runUntilSignal(cmd.Context(), run)
 		},
 	}
 	sourceFlag(run, &source)
 	run.Flags().StringVar(&name, "name", "", "this worker's `NAME`, the lease holder (default worker-HOST-PID)")
-	run.Flags().StringVar(&indexer, "indexer", "count", "what to do with each overview line: count")
+	run.Flags().StringVar(&indexer, "indexer", "usenet", "what to do with each overview line: usenet or count")
+	uf.registerSettle(run)
 	wf.registerLease(run)
 	nf.registerServer(run)
 	workerCmd.AddCommand(run)
