@@ -12,6 +12,7 @@ import (
 
 	"github.com/switchyard-dev/switchyard/nntp"
 	"github.com/switchyard-dev/switchyard/nntp/nntptest"
+	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/work"
 )
 
@@ -34,6 +35,9 @@ type IngestConfig struct {
 	Chunk int64
 	// Dir holds the persist data; "" means a temp dir.
 	Dir string
+	// Indexer builds each worker's indexer over its persist client; nil
+	// means the counting indexer.
+	Indexer func(c *persist.Client) (work.Indexer, error)
 }
 
 func (c IngestConfig) withDefaults() IngestConfig {
@@ -210,7 +214,13 @@ func ingestRate(ctx context.Context, env *PersistEnv, addr, source string, cfg I
 		if err != nil {
 			return 0, err
 		}
-		wk, err := work.NewWorker(wst, work.CountingIndexer{}, work.WorkerConfig{Name: fmt.Sprintf("bench-%d", i), Idle: 20 * time.Millisecond, Logger: quiet})
+		var ix work.Indexer = work.CountingIndexer{}
+		if cfg.Indexer != nil {
+			if ix, err = cfg.Indexer(wc); err != nil {
+				return 0, err
+			}
+		}
+		wk, err := work.NewWorker(wst, ix, work.WorkerConfig{Name: fmt.Sprintf("bench-%d", i), Idle: 20 * time.Millisecond, Logger: quiet})
 		if err != nil {
 			return 0, err
 		}

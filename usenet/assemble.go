@@ -287,35 +287,99 @@ func (r *Release) Completion() float64 {
 }
 
 // Batch gathers the articles of one range into binaries, in memory: a
-// range is bounded (work ranges hold 20,000 articles), a group is not.
+// range is bounded (work ranges hold 20,000 articles), a group is not. Add
+// costs a map lookup and an append; ids, ordering and de-duplication are
+// done once per binary, in Binaries.
 type Batch struct {
-	bins     map[string]*Binary
+	bins     map[batchKey]*batchBinary
 	articles int
 }
 
+type batchKey struct{ poster, binary string }
+
+type batchBinary struct {
+	Binary
+	key   string  // the subject without its part counter: half the id
+	first Segment // the lowest segment, whose subject the binary keeps
+}
+
+func (v *batchBinary) binaryKey() string { return v.key }
+
 // NewBatch returns an empty batch.
-func NewBatch() *Batch { return &Batch{bins: map[string]*Binary{}} }
+func NewBatch() *Batch { return &Batch{bins: map[batchKey]*batchBinary{}} }
 
 // Add adds one article.
 func (b *Batch) Add(a Article) {
 	b.articles++
-	nb := BinaryOf(a)
-	if cur, ok := b.bins[nb.ID]; ok {
-		cur.Merge(nb)
+	seg := Segment{Number: a.Subject.Part, Bytes: a.Bytes, ID: a.MessageID}
+	k := batchKey{a.From, a.Subject.Binary}
+	cur, ok := b.bins[k]
+	if !ok {
+		s := a.Subject
+		b.bins[k] = &batchBinary{key: s.Binary, first: seg, Binary: Binary{
+			Poster:   a.From,
+			Subject:  a.RawSubject,
+			Name:     s.Name,
+			File:     s.File,
+			Files:    s.Files,
+			Parts:    s.Parts,
+			Date:     a.Date,
+			Groups:   a.Groups,
+			Segments: []Segment{seg},
+			base:     s.Base,
+		}}
 		return
 	}
-	b.bins[nb.ID] = &nb
+	cur.Segments = append(cur.Segments, seg)
+	if segCmp(seg, cur.first) < 0 {
+		cur.first, cur.Subject = seg, a.RawSubject
+	}
+	if !slices.Equal(cur.Groups, a.Groups) {
+		cur.Groups, _ = unionSorted(cur.Groups, sortedSet(a.Groups))
+	}
+	if a.Date != 0 && (cur.Date == 0 || a.Date < cur.Date) {
+		cur.Date = a.Date
+	}
+	cur.Parts = max(cur.Parts, a.Subject.Parts)
+}
+
+// sortedSet returns s sorted and without repeats, copying only when it is
+// not already.
+func sortedSet(s []string) []string {
+	for i := 1; i < len(s); i++ {
+		if s[i] <= s[i-1] {
+			s = slices.Clone(s)
+			slices.Sort(s)
+			return slices.Compact(s)
+		}
+	}
+	return s
 }
 
 // Articles is the number of articles added.
 func (b *Batch) Articles() int { return b.articles }
 
-// Binaries returns the batch's binaries in id order.
+// Binaries returns the batch's binaries in id order, each with its
+// segments in order and unique by message-id, as Merge keeps them.
 func (b *Batch) Binaries() []*Binary {
 	out := make([]*Binary, 0, len(b.bins))
 	for _, v := range b.bins {
-		out = append(out, v)
+		bin := v.Binary
+		bin.ID = BinaryID(bin.Poster, v.binaryKey())
+		bin.Release = ReleaseID(bin.Poster, bin.base, bin.Files)
+		bin.Groups = slices.Clone(sortedSet(bin.Groups))
+		bin.Segments = uniqueSegments(bin.Segments)
+		out = append(out, &bin)
 	}
 	slices.SortFunc(out, func(x, y *Binary) int { return cmp.Compare(x.ID, y.ID) })
 	return out
+}
+
+// uniqueSegments sorts segs by part number and message-id, keeping one
+// segment per message-id: the one with the lowest part number.
+func uniqueSegments(segs []Segment) []Segment {
+	slices.SortFunc(segs, func(a, b Segment) int { return cmp.Or(cmp.Compare(a.ID, b.ID), cmp.Compare(a.Number, b.Number)) })
+	segs = slices.CompactFunc(segs, func(a, b Segment) bool { return a.ID == b.ID })
+	slices.SortFunc(segs, segCmp)
+	return segs
 }

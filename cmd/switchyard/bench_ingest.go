@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -8,11 +9,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/switchyard-dev/switchyard/bench"
+	"github.com/switchyard-dev/switchyard/persist"
+	"github.com/switchyard-dev/switchyard/usenet"
+	"github.com/switchyard-dev/switchyard/work"
 )
 
 func init() {
 	var cfg bench.IngestConfig
-	var conns, delays string
+	var conns, delays, indexer string
 	cmd := &cobra.Command{
 		Use:   "ingest",
 		Short: "Articles/s end to end (NNTP → spool → worker → indexer) vs the raw OVER rate",
@@ -23,13 +27,16 @@ embedded NATS and persist server, and for each connection count in --conns:
   ours  the pipeline on a fresh source: the planner cuts ranges, the
         prefetcher fetches OVER through a pool of that many connections into
         the spool, --workers workers lease the ranges, read the spool, hand
-        every line to the counting indexer and finish under the fence
+        every line to the --indexer and finish under the fence (count: the
+        counting indexer; usenet: parse, assemble and store binaries and
+        releases in a fresh scope)
 Each figure is articles (lines) per second; the ratio is ours/raw. Each row is
 run at each --delays: 0 is loopback, where the test server and the pipeline
 share this machine's cores; a few milliseconds stand for a provider across a
 network. The CPU columns show what each side costs per article and so what
 ratio the cores allow (cpu cap) when both sides are CPU-bound.
-Target (not a test): ours >= 0.8x raw at 4 connections.`,
+Targets (not tests): ours >= 0.8x raw at 4 connections with the counting
+indexer, >= 0.7x with the usenet indexer.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg.Conns = nil
@@ -51,6 +58,20 @@ Target (not a test): ours >= 0.8x raw at 4 connections.`,
 			if cfg.Articles < 1000 || cfg.Workers < 1 || cfg.RangeSize < 1 || cfg.Chunk < 1 {
 				return usagef("--articles must be at least 1000; --workers, --range-size and --chunk positive")
 			}
+			switch indexer {
+			case "count":
+			case "usenet":
+				scope := fmt.Sprintf("usenet-bench-%d", time.Now().UnixNano())
+				cfg.Indexer = func(c *persist.Client) (work.Indexer, error) {
+					st, err := usenet.NewStore(c, scope)
+					if err != nil {
+						return nil, err
+					}
+					return &usenet.Indexer{Store: st}, nil
+				}
+			default:
+				return usagef("--indexer %q: want count or usenet", indexer)
+			}
 			_, err := bench.RunIngest(cmd.Context(), cfg, cmd.OutOrStdout())
 			return err
 		},
@@ -62,5 +83,6 @@ Target (not a test): ours >= 0.8x raw at 4 connections.`,
 	cmd.Flags().Int64Var(&cfg.RangeSize, "range-size", 20_000, "articles per range")
 	cmd.Flags().Int64Var(&cfg.Chunk, "chunk", 1_000, "articles per OVER command and spool message")
 	cmd.Flags().StringVar(&cfg.Dir, "data", "", "directory for the persist data (default: a temp dir)")
+	cmd.Flags().StringVar(&indexer, "indexer", "count", "the workers' indexer: count or usenet")
 	benchCmd.AddCommand(cmd)
 }
