@@ -31,14 +31,16 @@ func TestRoundTripNNTPTest(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Stop(context.Background())
-	roundTrip(ctx, t, srv.Addr(), "alt.binaries.test", []string{"alt.binaries.other"}, nntp.Config{})
+	roundTripVia(ctx, t, srv.Addr(), srv.Addr(), "alt.binaries.test", []string{"alt.binaries.other"}, nntp.Config{}, nil)
 }
 
-// roundTrip posts a random release through addr, downloads it with NZBGet
-// and compares every file byte for byte.
-func roundTrip(ctx context.Context, t *testing.T, addr, group string, crosspost []string, dial nntp.Config) {
+// roundTripVia posts a random release through postAddr, waits with
+// await (when set) for the server to serve it, downloads it with NZBGet
+// from readAddr and compares every file byte for byte.
+func roundTripVia(ctx context.Context, t *testing.T, postAddr, readAddr, group string, crosspost []string, dial nntp.Config,
+	await func(ctx context.Context, t *testing.T, readAddr string, posted []testpost.Posted)) {
 	t.Helper()
-	dial.Addr = addr
+	dial.Addr = postAddr
 	c, err := nntp.Dial(ctx, dial)
 	if err != nil {
 		t.Fatal(err)
@@ -55,6 +57,9 @@ func roundTrip(ctx context.Context, t *testing.T, addr, group string, crosspost 
 	if err != nil {
 		t.Fatal(err)
 	}
+	if await != nil {
+		await(ctx, t, readAddr, posted)
+	}
 	nzbPath := filepath.Join(t.TempDir(), rel.Title+".nzb")
 	f, err := os.Create(nzbPath)
 	if err != nil {
@@ -67,7 +72,7 @@ func roundTrip(ctx context.Context, t *testing.T, addr, group string, crosspost 
 		t.Fatal(err)
 	}
 
-	server := serverFor(t, addr)
+	server := serverFor(t, readAddr)
 	server.User, server.Pass = dial.User, dial.Pass
 	dir, err := Download(ctx, t, nzbPath, server)
 	if err != nil {
