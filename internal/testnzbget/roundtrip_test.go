@@ -3,6 +3,7 @@ package testnzbget
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"net"
 	"os"
 	"path/filepath"
@@ -32,6 +33,27 @@ func TestRoundTripNNTPTest(t *testing.T) {
 	}
 	defer srv.Stop(context.Background())
 	roundTripVia(ctx, t, srv.Addr(), srv.Addr(), "alt.binaries.test", []string{"alt.binaries.other"}, nntp.Config{}, nil)
+}
+
+// TestRoundTripAuthTLS: NZBGet logs in (AUTHINFO) over TLS from the first
+// byte, as it talks to commercial providers on port 563.
+func TestRoundTripAuthTLS(t *testing.T) {
+	t.Parallel()
+	Require(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	serverTLS, pool, err := nntptest.SelfSignedTLS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := nntptest.New(nntptest.Config{TLS: serverTLS, ImplicitTLS: true, Users: map[string]string{"sy": "secret"}})
+	srv.AddGroup("alt.binaries.test", 0)
+	if err := srv.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop(context.Background())
+	dial := nntp.Config{TLS: &tls.Config{RootCAs: pool}, ImplicitTLS: true, User: "sy", Pass: "secret"}
+	roundTripVia(ctx, t, srv.Addr(), srv.Addr(), "alt.binaries.test", nil, dial, nil)
 }
 
 // roundTripVia posts a random release through postAddr, waits with
@@ -73,7 +95,7 @@ func roundTripVia(ctx context.Context, t *testing.T, postAddr, readAddr, group s
 	}
 
 	server := serverFor(t, readAddr)
-	server.User, server.Pass = dial.User, dial.Pass
+	server.User, server.Pass, server.TLS = dial.User, dial.Pass, dial.ImplicitTLS
 	dir, err := Download(ctx, t, nzbPath, server)
 	if err != nil {
 		t.Fatal(err)
