@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/switchyard-dev/switchyard/persist"
+	"github.com/switchyard-dev/switchyard/usenet"
 )
 
 // Exit codes, listed in the root help (exitCodesHelp) and the README.
@@ -32,7 +33,7 @@ const exitCodesHelp = `Exit codes:
   0  success
   1  run-time error (NATS unreachable, a server refused the request, ...)
   2  usage error (unknown command or flag, wrong arguments, invalid value)
-  3  not found (kv get, stream get: no such key or message)
+  3  not found (kv get, stream get, usenet nzb: no such key, message or release)
 Errors print one line on stderr.`
 
 // usageError marks an error as the caller's mistake in invoking a command.
@@ -99,7 +100,7 @@ func exitCode(err error) int {
 	switch {
 	case errors.As(err, &ue) || isCobraUsage(err):
 		return exitUsage
-	case errors.Is(err, persist.ErrNotFound):
+	case errors.Is(err, persist.ErrNotFound), errors.Is(err, usenet.ErrNotFound):
 		return exitNotFound
 	}
 	return exitRuntime

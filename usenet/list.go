@@ -1,0 +1,90 @@
+package usenet
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/switchyard-dev/switchyard/persist"
+)
+
+// ListQuery filters List. Zero fields match everything.
+type ListQuery struct {
+	// Group keeps releases posted to this group.
+	Group string
+	// Words keeps releases whose name holds every word, case-insensitively,
+	// with . _ - and spaces as separators on both sides.
+	Words string
+	// Limit bounds the result; 0 means no bound.
+	Limit int
+}
+
+// List reads the visible releases from the releases stream, newest first.
+// It reads the whole stream: fine for a command line, while the Newznab
+// API searches a derived index instead.
+func (s *Store) List(ctx context.Context, q ListQuery) ([]Release, error) {
+	words := Words(q.Words)
+	var out []Release
+	_, err := s.releases.Scan(ctx, persist.Range{}, func(m *persist.Message) error {
+		if m.Key == "" {
+			return nil
+		}
+		var r Release
+		if err := json.Unmarshal(m.Value, &r); err != nil {
+			return fmt.Errorf("usenet: decode release %s: %w", m.Key, err)
+		}
+		if q.Group != "" && !slices.Contains(r.Groups, q.Group) {
+			return nil
+		}
+		if len(words) > 0 {
+			have := Words(r.Name)
+			for _, w := range words {
+				if !slices.Contains(have, w) {
+					return nil
+				}
+			}
+		}
+		out = append(out, r)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("usenet: list releases: %w", err)
+	}
+	slices.SortFunc(out, func(a, b Release) int { return cmp.Or(cmp.Compare(b.Date, a.Date), cmp.Compare(a.ID, b.ID)) })
+	if q.Limit > 0 && len(out) > q.Limit {
+		out = out[:q.Limit]
+	}
+	return out, nil
+}
+
+// Words splits s into lower-case words at spaces and . _ - : the words a
+// release name is searched by.
+func Words(s string) []string {
+	return strings.FieldsFunc(strings.ToLower(s), func(r rune) bool {
+		switch r {
+		case ' ', '\t', '.', '_', '-':
+			return true
+		}
+		return false
+	})
+}
+
+// NZB writes the NZB of visible release id to w.
+func (s *Store) NZB(ctx context.Context, id string, w interface{ Write([]byte) (int, error) }) (Release, error) {
+	r, err := s.Release(ctx, id)
+	if err != nil {
+		return r, err
+	}
+	ids := make([]string, len(r.Binaries))
+	for i, f := range r.Binaries {
+		ids[i] = f.ID
+	}
+	bins, err := s.Binaries(ctx, ids)
+	if err != nil {
+		return r, err
+	}
+	return r, WriteNZB(w, r, bins)
+}
