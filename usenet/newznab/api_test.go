@@ -1,0 +1,616 @@
+package newznab_test
+
+import (
+	"context"
+	"encoding/json"
+	"encoding/xml"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchyard-dev/switchyard/internal/testpersist"
+	"github.com/switchyard-dev/switchyard/persist"
+	"github.com/switchyard-dev/switchyard/usenet"
+	"github.com/switchyard-dev/switchyard/usenet/newznab"
+	"github.com/switchyard-dev/switchyard/usenet/search"
+)
+
+const (
+	nzNS    = "http://www.newznab.com/DTD/2010/feeds/attributes/"
+	testKey = "secret-key"
+)
+
+// The spec's shapes, decoded namespace-aware: a newznab:attr outside the
+// newznab namespace decodes to nothing.
+type (
+	specRSS struct {
+		XMLName xml.Name    `xml:"rss"`
+		Version string      `xml:"version,attr"`
+		Channel specChannel `xml:"channel"`
+	}
+	specChannel struct {
+		AtomLink struct {
+			Href string `xml:"href,attr"`
+		} `xml:"http://www.w3.org/2005/Atom link"`
+		Title    string `xml:"title"`
+		Response struct {
+			Offset int `xml:"offset,attr"`
+			Total  int `xml:"total,attr"`
+		} `xml:"http://www.newznab.com/DTD/2010/feeds/attributes/ response"`
+		Items []specItem `xml:"item"`
+	}
+	specItem struct {
+		Title string `xml:"title"`
+		GUID  struct {
+			IsPermaLink string `xml:"isPermaLink,attr"`
+			Value       string `xml:",chardata"`
+		} `xml:"guid"`
+		Link      string `xml:"link"`
+		Comments  string `xml:"comments"`
+		PubDate   string `xml:"pubDate"`
+		Category  string `xml:"category"`
+		Enclosure struct {
+			URL    string `xml:"url,attr"`
+			Length int64  `xml:"length,attr"`
+			Type   string `xml:"type,attr"`
+		} `xml:"enclosure"`
+		Attrs []struct {
+			Name  string `xml:"name,attr"`
+			Value string `xml:"value,attr"`
+		} `xml:"http://www.newznab.com/DTD/2010/feeds/attributes/ attr"`
+	}
+	specError struct {
+		XMLName     xml.Name `xml:"error"`
+		Code        int      `xml:"code,attr"`
+		Description string   `xml:"description,attr"`
+	}
+	specCaps struct {
+		XMLName xml.Name `xml:"caps"`
+		Server  struct {
+			Version string `xml:"version,attr"`
+			Title   string `xml:"title,attr"`
+		} `xml:"server"`
+		Limits struct {
+			Max     int `xml:"max,attr"`
+			Default int `xml:"default,attr"`
+		} `xml:"limits"`
+		Searching struct {
+			Search      specSearch `xml:"search"`
+			TVSearch    specSearch `xml:"tv-search"`
+			MovieSearch specSearch `xml:"movie-search"`
+		} `xml:"searching"`
+		Categories []struct {
+			ID      int    `xml:"id,attr"`
+			Name    string `xml:"name,attr"`
+			Subcats []struct {
+				ID   int    `xml:"id,attr"`
+				Name string `xml:"name,attr"`
+			} `xml:"subcat"`
+		} `xml:"categories>category"`
+	}
+	specSearch struct {
+		Available       string `xml:"available,attr"`
+		SupportedParams string `xml:"supportedParams,attr"`
+	}
+)
+
+func (it specItem) attrs(name string) []string {
+	var out []string
+	for _, a := range it.Attrs {
+		if a.Name == name {
+			out = append(out, a.Value)
+		}
+	}
+	return out
+}
+
+// env is a real persist server, a store, an index following the releases
+// stream and the API served over HTTP.
+type env struct {
+	t      *testing.T
+	store  *usenet.Store
+	bins   *persist.KV
+	index  *search.Index
+	server *httptest.Server
+	now    time.Time
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	p := testpersist.Start(t, 1)
+	c := p.Client()
+	st, err := usenet.NewStore(c, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix, err := search.Open(filepath.Join(t.TempDir(), "index.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ix.Close() })
+	e := &env{t: t, store: st, bins: c.KV(usenet.DefaultScope, usenet.BinariesKV), index: ix, now: time.Now()}
+	f, err := ix.Follow(context.Background(), st.Releases())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := f.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	e.server = httptest.NewServer(newznab.Handler(newznab.Config{
+		Index: ix, Store: st, APIKeys: func(k string) bool { return k == testKey },
+		Title: "test indexer", Version: "9.9", MaxLimit: 50, DefaultLimit: 20,
+	}))
+	t.Cleanup(e.server.Close)
+	return e
+}
+
+// add writes r (with one binary per name) to the store and waits until
+// the index has it.
+func (e *env) add(r usenet.Release, files ...string) {
+	e.t.Helper()
+	ctx := context.Background()
+	r.Visible, r.Version = true, max(r.Version, 1)
+	if r.Poster == "" {
+		r.Poster = "poster <p@example.com>"
+	}
+	if len(r.Groups) == 0 {
+		r.Groups = []string{"alt.binaries.test"}
+	}
+	r.Binaries = nil
+	for i, name := range files {
+		b := usenet.Binary{
+			ID: r.ID + "-b" + string(rune('0'+i)), Release: r.ID, Poster: r.Poster, Name: name, File: i + 1, Files: len(files),
+			Subject: `[` + string(rune('1'+i)) + `/` + string(rune('0'+len(files))) + `] - "` + name + `" yEnc (1/2)`,
+			Parts:   2, Date: r.Date, Groups: r.Groups,
+			Segments: []usenet.Segment{{Number: 1, Bytes: 700, ID: name + ".1@example.com"}, {Number: 2, Bytes: 300, ID: name + ".2@example.com"}},
+		}
+		v, _ := json.Marshal(b)
+		if _, err := e.bins.Set(ctx, b.ID, v, persist.SetOptions{}); err != nil {
+			e.t.Fatal(err)
+		}
+		r.Binaries = append(r.Binaries, usenet.FileSummary{ID: b.ID, Name: name, File: i + 1, Parts: 2, Present: 2, Bytes: 1000})
+		r.Size += 1000
+	}
+	r.Files = len(files)
+	v, _ := json.Marshal(r)
+	res, err := e.store.Releases().Set(ctx, v, persist.SetOptions{Key: r.ID})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.waitSeq(res.Seq)
+}
+
+// waitSeq waits, on the index's commit signal with a deadline, until it
+// applied seq.
+func (e *env) waitSeq(seq uint64) {
+	e.t.Helper()
+	deadline := time.After(15 * time.Second)
+	for {
+		ch := e.index.Changed()
+		if e.index.LastSeq() >= seq {
+			return
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			e.t.Fatalf("index did not reach seq %d (at %d)", seq, e.index.LastSeq())
+		}
+	}
+}
+
+func (e *env) get(params string) (*http.Response, []byte) {
+	e.t.Helper()
+	resp, err := http.Get(e.server.URL + "/api?" + params)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		e.t.Fatalf("%s: status %d", params, resp.StatusCode)
+	}
+	return resp, body
+}
+
+func (e *env) feed(params string) specRSS {
+	e.t.Helper()
+	resp, body := e.get(params)
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/rss+xml") {
+		e.t.Fatalf("%s: content type %q:\n%s", params, ct, body)
+	}
+	var doc specRSS
+	if err := xml.Unmarshal(body, &doc); err != nil {
+		e.t.Fatalf("%s: %v\n%s", params, err, body)
+	}
+	if doc.Version != "2.0" {
+		e.t.Fatalf("%s: not an RSS 2.0 feed:\n%s", params, body)
+	}
+	return doc
+}
+
+func titles(doc specRSS) []string {
+	var out []string
+	for _, it := range doc.Channel.Items {
+		out = append(out, it.Title)
+	}
+	return out
+}
+
+func (e *env) fixture() {
+	h := func(hours int) int64 { return e.now.Add(-time.Duration(hours) * time.Hour).Unix() }
+	e.add(usenet.Release{ID: "tv1", Name: "Some.Show.S01E02.720p.HDTV-GRP", Category: usenet.CatTVHD, Date: h(1), Groups: []string{"alt.binaries.teevee"}},
+		"some.show.part1.rar", "some.show.part2.rar", "some.show.par2")
+	e.add(usenet.Release{ID: "tv2", Name: "Some_Other-Show.S01E03.480p", Category: usenet.CatTVSD, Date: h(2)}, "other.rar")
+	e.add(usenet.Release{ID: "tv3", Name: "Some.Show.S02.Complete.1080p", Category: usenet.CatTVHD, Date: h(3)}, "s2.rar")
+	e.add(usenet.Release{ID: "mv1", Name: "Another.Film.2020.1080p.BluRay", Category: usenet.CatMoviesHD, Date: h(24 * 30)}, "film.mkv")
+	e.add(usenet.Release{ID: "au1", Name: "Rock & Roll <Album> FLAC", Category: usenet.CatAudioFLAC, Date: h(5)}, "album.flac")
+}
+
+func TestCaps(t *testing.T) {
+	e := newEnv(t)
+	// No key needed.
+	resp, body := e.get("t=caps")
+	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/xml") {
+		t.Errorf("content type %q", resp.Header.Get("Content-Type"))
+	}
+	var caps specCaps
+	if err := xml.Unmarshal(body, &caps); err != nil {
+		t.Fatalf("%v\n%s", err, body)
+	}
+	if caps.Server.Title != "test indexer" || caps.Server.Version != "9.9" || caps.Limits.Max != 50 || caps.Limits.Default != 20 {
+		t.Errorf("server/limits = %+v %+v", caps.Server, caps.Limits)
+	}
+	s := caps.Searching
+	if s.Search != (specSearch{"yes", "q"}) || s.TVSearch != (specSearch{"yes", "q,season,ep"}) || s.MovieSearch != (specSearch{"yes", "q"}) {
+		t.Errorf("searching = %+v", s)
+	}
+	if len(caps.Categories) != len(usenet.Categories) {
+		t.Fatalf("categories = %d, want %d", len(caps.Categories), len(usenet.Categories))
+	}
+	for i, c := range usenet.Categories {
+		got := caps.Categories[i]
+		if got.ID != c.ID || got.Name != c.Name || len(got.Subcats) != len(c.Subcats) {
+			t.Errorf("category %d = %+v, want %+v", i, got, c)
+			continue
+		}
+		for j, sc := range c.Subcats {
+			if got.Subcats[j].ID != sc.ID || got.Subcats[j].Name != sc.Name {
+				t.Errorf("subcat %d/%d = %+v", c.ID, j, got.Subcats[j])
+			}
+		}
+	}
+	_, body = e.get("t=caps&o=json")
+	var j struct {
+		Limits struct{ Max int } `json:"limits"`
+	}
+	if err := json.Unmarshal(body, &j); err != nil || j.Limits.Max != 50 {
+		t.Errorf("caps json = %s (%v)", body, err)
+	}
+}
+
+func TestSearchParameters(t *testing.T) {
+	e := newEnv(t)
+	e.fixture()
+	k := "&apikey=" + testKey
+	for _, tc := range []struct {
+		name, params string
+		want         []string
+	}{
+		{"all newest first", "t=search", []string{"Some.Show.S01E02.720p.HDTV-GRP", "Some_Other-Show.S01E03.480p", "Some.Show.S02.Complete.1080p", "Rock & Roll <Album> FLAC", "Another.Film.2020.1080p.BluRay"}},
+		{"words across separators", "t=search&q=" + url.QueryEscape("some show s01e02"), []string{"Some.Show.S01E02.720p.HDTV-GRP"}},
+		{"words any order", "t=search&q=show+SOME", []string{"Some.Show.S01E02.720p.HDTV-GRP", "Some_Other-Show.S01E03.480p", "Some.Show.S02.Complete.1080p"}},
+		{"fts syntax is text", "t=search&q=" + url.QueryEscape(`"show* -some: AND NEAR(`), nil},
+		{"cat parent", "t=search&cat=5000", []string{"Some.Show.S01E02.720p.HDTV-GRP", "Some_Other-Show.S01E03.480p", "Some.Show.S02.Complete.1080p"}},
+		{"cat sub list", "t=search&cat=5030,2040", []string{"Some_Other-Show.S01E03.480p", "Another.Film.2020.1080p.BluRay"}},
+		{"group", "t=search&group=alt.binaries.teevee", []string{"Some.Show.S01E02.720p.HDTV-GRP"}},
+		{"maxage days", "t=search&maxage=2", []string{"Some.Show.S01E02.720p.HDTV-GRP", "Some_Other-Show.S01E03.480p", "Some.Show.S02.Complete.1080p", "Rock & Roll <Album> FLAC"}},
+		{"tvsearch season", "t=tvsearch&q=show&season=1", []string{"Some.Show.S01E02.720p.HDTV-GRP", "Some_Other-Show.S01E03.480p"}},
+		{"tvsearch season ep", "t=tvsearch&season=1&ep=3", []string{"Some_Other-Show.S01E03.480p"}},
+		{"tvsearch season pack", "t=tvsearch&season=2", []string{"Some.Show.S02.Complete.1080p"}},
+		{"tvsearch is tv only", "t=tvsearch&q=1080p", []string{"Some.Show.S02.Complete.1080p"}},
+		{"tvsearch with cat", "t=tvsearch&q=1080p&cat=2000", []string{"Another.Film.2020.1080p.BluRay"}},
+		{"movie", "t=movie&q=1080p", []string{"Another.Film.2020.1080p.BluRay"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			doc := e.feed(tc.params + k)
+			if got := titles(doc); !slices.Equal(got, tc.want) {
+				t.Errorf("titles = %q, want %q", got, tc.want)
+			}
+			if doc.Channel.Response.Total != len(tc.want) {
+				t.Errorf("total = %d, want %d", doc.Channel.Response.Total, len(tc.want))
+			}
+		})
+	}
+}
+
+func TestSearchItemAndPaging(t *testing.T) {
+	e := newEnv(t)
+	e.fixture()
+	doc := e.feed("t=search&q=s01e02&apikey=" + testKey)
+	if len(doc.Channel.Items) != 1 {
+		t.Fatalf("items = %d", len(doc.Channel.Items))
+	}
+	it := doc.Channel.Items[0]
+	base := e.server.URL + "/api?"
+	if it.GUID.Value != "tv1" || it.GUID.IsPermaLink != "false" {
+		t.Errorf("guid = %+v", it.GUID)
+	}
+	if it.Link != base+"apikey="+testKey+"&id=tv1&t=get" || it.Enclosure.URL != it.Link {
+		t.Errorf("link = %q, enclosure %q", it.Link, it.Enclosure.URL)
+	}
+	if it.Comments != base+"apikey="+testKey+"&id=tv1&t=details" {
+		t.Errorf("comments = %q", it.Comments)
+	}
+	if it.Enclosure.Type != "application/x-nzb" || it.Enclosure.Length != 3000 {
+		t.Errorf("enclosure = %+v", it.Enclosure)
+	}
+	if _, err := time.Parse(time.RFC1123Z, it.PubDate); err != nil {
+		t.Errorf("pubDate %q: %v", it.PubDate, err)
+	}
+	if it.Category != "TV > HD" {
+		t.Errorf("category = %q", it.Category)
+	}
+	for name, want := range map[string][]string{
+		"category": {"5000", "5040"}, "size": {"3000"}, "files": {"3"}, "grabs": {"0"},
+		"group": {"alt.binaries.teevee"}, "poster": {"poster <p@example.com>"}, "guid": nil,
+	} {
+		if got := it.attrs(name); !slices.Equal(got, want) {
+			t.Errorf("attr %s = %q, want %q", name, got, want)
+		}
+	}
+	if _, err := time.Parse(time.RFC1123Z, strings.Join(it.attrs("usenetdate"), "")); err != nil {
+		t.Errorf("usenetdate: %v", err)
+	}
+	ext := e.feed("t=search&q=s01e02&extended=1&apikey=" + testKey).Channel.Items[0]
+	if !slices.Equal(ext.attrs("guid"), []string{"tv1"}) || len(ext.attrs("comments")) != 1 {
+		t.Errorf("extended attrs = %+v", ext.Attrs)
+	}
+
+	// Paging: limit+offset with the total over all pages; limit clamped.
+	var all []string
+	for off := 0; off < 5; off += 2 {
+		doc := e.feed("t=search&limit=2&offset=" + string(rune('0'+off)) + "&apikey=" + testKey)
+		if doc.Channel.Response.Total != 5 || doc.Channel.Response.Offset != off {
+			t.Errorf("offset %d: response = %+v", off, doc.Channel.Response)
+		}
+		all = append(all, titles(doc)...)
+	}
+	if want := titles(e.feed("t=search&apikey=" + testKey)); !slices.Equal(all, want) {
+		t.Errorf("pages = %q, want %q", all, want)
+	}
+	if n := len(e.feed("t=search&limit=1000&apikey=" + testKey).Channel.Items); n != 5 {
+		t.Errorf("limit 1000 gave %d items", n)
+	}
+}
+
+func TestManyResultsClampedToMaxLimit(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	var last uint64
+	for i := range 60 {
+		r := usenet.Release{ID: "r" + string(rune('A'+i/26)) + string(rune('a'+i%26)), Name: "Bulk.Release", Category: usenet.CatOtherMisc,
+			Date: e.now.Unix() - int64(i), Visible: true, Version: 1}
+		v, _ := json.Marshal(r)
+		res, err := e.store.Releases().Set(ctx, v, persist.SetOptions{Key: r.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = res.Seq
+	}
+	e.waitSeq(last)
+	doc := e.feed("t=search&limit=500&apikey=" + testKey)
+	if len(doc.Channel.Items) != 50 || doc.Channel.Response.Total != 60 {
+		t.Errorf("items = %d total = %d, want 50 of 60", len(doc.Channel.Items), doc.Channel.Response.Total)
+	}
+	if n := len(e.feed("t=search&apikey=" + testKey).Channel.Items); n != 20 {
+		t.Errorf("default limit gave %d items, want 20", n)
+	}
+}
+
+func TestGetAndDetails(t *testing.T) {
+	e := newEnv(t)
+	e.fixture()
+	resp, body := e.get("t=get&id=tv1&apikey=" + testKey)
+	if ct := resp.Header.Get("Content-Type"); ct != "application/x-nzb" {
+		t.Errorf("content type %q", ct)
+	}
+	if cd := resp.Header.Get("Content-Disposition"); cd != `attachment; filename="Some.Show.S01E02.720p.HDTV-GRP.nzb"` {
+		t.Errorf("content disposition %q", cd)
+	}
+	var nzb struct {
+		XMLName xml.Name `xml:"http://www.newzbin.com/DTD/2003/nzb nzb"`
+		Meta    []struct {
+			Type  string `xml:"type,attr"`
+			Value string `xml:",chardata"`
+		} `xml:"http://www.newzbin.com/DTD/2003/nzb head>meta"`
+		Files []struct {
+			Subject  string   `xml:"subject,attr"`
+			Groups   []string `xml:"http://www.newzbin.com/DTD/2003/nzb groups>group"`
+			Segments []struct {
+				Number int    `xml:"number,attr"`
+				ID     string `xml:",chardata"`
+			} `xml:"http://www.newzbin.com/DTD/2003/nzb segments>segment"`
+		} `xml:"http://www.newzbin.com/DTD/2003/nzb file"`
+	}
+	if err := xml.Unmarshal(body, &nzb); err != nil {
+		t.Fatalf("%v\n%s", err, body)
+	}
+	if len(nzb.Files) != 3 || len(nzb.Meta) != 2 || nzb.Meta[0].Value != "Some.Show.S01E02.720p.HDTV-GRP" {
+		t.Fatalf("nzb = %+v", nzb)
+	}
+	if !strings.Contains(nzb.Files[2].Subject, ".par2") || nzb.Files[0].Segments[1].ID != "some.show.part1.rar.2@example.com" {
+		t.Errorf("nzb files = %+v", nzb.Files)
+	}
+
+	doc := e.feed("t=details&id=au1&apikey=" + testKey)
+	if len(doc.Channel.Items) != 1 || doc.Channel.Items[0].Title != "Rock & Roll <Album> FLAC" {
+		t.Errorf("details = %+v", doc.Channel.Items)
+	}
+}
+
+func TestErrors(t *testing.T) {
+	e := newEnv(t)
+	e.fixture()
+	k := "&apikey=" + testKey
+	for _, tc := range []struct {
+		params string
+		code   int
+	}{
+		{"t=search", 100},
+		{"t=search&apikey=wrong", 100},
+		{"t=get&id=tv1", 100},
+		{"t=get" + k, 200},
+		{"t=details" + k, 200},
+		{"t=search&limit=x" + k, 201},
+		{"t=search&limit=-1" + k, 201},
+		{"t=search&offset=1.5" + k, 201},
+		{"t=search&maxage=old" + k, 201},
+		{"t=search&cat=5000,tv" + k, 201},
+		{"t=tvsearch&season=S01" + k, 201},
+		{"t=tvsearch&ep=two" + k, 201},
+		{"t=nope" + k, 202},
+		{"apikey=" + testKey, 202},
+		{"", 202},
+		{"t=get&id=missing" + k, 300},
+		{"t=details&id=missing" + k, 300},
+	} {
+		resp, body := e.get(tc.params)
+		if !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/xml") {
+			t.Errorf("%q: content type %q", tc.params, resp.Header.Get("Content-Type"))
+		}
+		var got specError
+		if err := xml.Unmarshal(body, &got); err != nil {
+			t.Errorf("%q: %v\n%s", tc.params, err, body)
+			continue
+		}
+		if got.Code != tc.code || got.Description == "" {
+			t.Errorf("%q: error %+v, want code %d", tc.params, got, tc.code)
+		}
+		if strings.Contains(string(body), "goroutine") {
+			t.Errorf("%q: stack trace in the answer", tc.params)
+		}
+	}
+	_, body := e.get("t=search&o=json")
+	var j struct {
+		Error struct {
+			Code        int    `json:"code"`
+			Description string `json:"description"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(body, &j); err != nil || j.Error.Code != 100 || j.Error.Description == "" {
+		t.Errorf("json error = %s (%v)", body, err)
+	}
+}
+
+func TestPanicIs900(t *testing.T) {
+	e := newEnv(t)
+	h := newznab.Handler(newznab.Config{Index: e.index, Store: panicStore{}})
+	for _, o := range []string{"", "&o=json"} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/api?t=get&id=x"+o, nil))
+		if rec.Code != 200 || !strings.Contains(rec.Body.String(), "900") || strings.Contains(rec.Body.String(), "boom") {
+			t.Errorf("o=%q: %d %s", o, rec.Code, rec.Body)
+		}
+	}
+}
+
+type panicStore struct{}
+
+func (panicStore) Release(context.Context, string) (usenet.Release, error) { panic("boom") }
+func (panicStore) Binaries(context.Context, []string) ([]usenet.Binary, error) {
+	panic("boom")
+}
+
+func TestSearchJSON(t *testing.T) {
+	e := newEnv(t)
+	e.fixture()
+	_, body := e.get("t=search&q=s01e02&o=json&apikey=" + testKey)
+	var j struct {
+		Channel struct {
+			Response struct {
+				Attributes struct{ Offset, Total int } `json:"@attributes"`
+			} `json:"response"`
+			Item []struct {
+				Title     string `json:"title"`
+				GUID      string `json:"guid"`
+				Link      string `json:"link"`
+				Enclosure struct {
+					Attributes struct{ URL, Length, Type string } `json:"@attributes"`
+				} `json:"enclosure"`
+				Attr []struct {
+					Attributes struct{ Name, Value string } `json:"@attributes"`
+				} `json:"attr"`
+			} `json:"item"`
+		} `json:"channel"`
+	}
+	if err := json.Unmarshal(body, &j); err != nil {
+		t.Fatalf("%v\n%s", err, body)
+	}
+	c := j.Channel
+	if c.Response.Attributes.Total != 1 || len(c.Item) != 1 || c.Item[0].GUID != "tv1" || c.Item[0].Enclosure.Attributes.Type != "application/x-nzb" {
+		t.Fatalf("json = %s", body)
+	}
+	var cats []string
+	for _, a := range c.Item[0].Attr {
+		if a.Attributes.Name == "category" {
+			cats = append(cats, a.Attributes.Value)
+		}
+	}
+	if !slices.Equal(cats, []string{"5000", "5040"}) {
+		t.Errorf("json categories = %q", cats)
+	}
+	// An empty result is an empty list, not null.
+	_, body = e.get("t=search&q=zzz&o=json&apikey=" + testKey)
+	if !strings.Contains(string(body), `"item":[]`) {
+		t.Errorf("empty json = %s", body)
+	}
+}
+
+// TestFollowLive: a release written after the handler started is served
+// once the follower applied it.
+func TestFollowLive(t *testing.T) {
+	e := newEnv(t)
+	if n := len(e.feed("t=search&apikey=" + testKey).Channel.Items); n != 0 {
+		t.Fatalf("items before = %d", n)
+	}
+	e.add(usenet.Release{ID: "late", Name: "Late.Arrival.S05E06", Category: usenet.CatTVSD, Date: e.now.Unix()}, "late.rar")
+	doc := e.feed("t=tvsearch&season=5&ep=6&apikey=" + testKey)
+	if got := titles(doc); !slices.Equal(got, []string{"Late.Arrival.S05E06"}) {
+		t.Errorf("titles = %q", got)
+	}
+}
+
+// TestFeedNamespaces checks the raw feed declares the prefixes it uses.
+func TestFeedNamespaces(t *testing.T) {
+	e := newEnv(t)
+	e.fixture()
+	_, body := e.get("t=search&apikey=" + testKey)
+	s := string(body)
+	for _, want := range []string{`<?xml version="1.0" encoding="UTF-8"?>`, `xmlns:newznab="` + nzNS + `"`, `xmlns:atom="http://www.w3.org/2005/Atom"`, `<newznab:attr name="category" value="5000">`, `&amp; Roll &lt;Album&gt;`} {
+		if !strings.Contains(s, want) {
+			t.Errorf("feed lacks %q", want)
+		}
+	}
+	// Well-formed throughout: a full token walk.
+	d := xml.NewDecoder(strings.NewReader(s))
+	for {
+		_, err := d.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("feed not well-formed: %v", err)
+		}
+	}
+}

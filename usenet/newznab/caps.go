@@ -1,0 +1,61 @@
+package newznab
+
+import (
+	"encoding/xml"
+	"strconv"
+
+	"github.com/switchyard-dev/switchyard/usenet"
+)
+
+// The t=caps shapes; the JSON form has the same fields.
+type (
+	capsDoc struct {
+		XMLName    xml.Name     `xml:"caps" json:"-"`
+		Server     capsServer   `xml:"server" json:"server"`
+		Limits     capsLimits   `xml:"limits" json:"limits"`
+		Searching  capsSearches `xml:"searching" json:"searching"`
+		Categories []capsCat    `xml:"categories>category" json:"categories"`
+	}
+	capsServer struct {
+		Version string `xml:"version,attr" json:"version"`
+		Title   string `xml:"title,attr" json:"title"`
+	}
+	capsLimits struct {
+		Max     int `xml:"max,attr" json:"max"`
+		Default int `xml:"default,attr" json:"default"`
+	}
+	capsSearches struct {
+		Search      capsSearch `xml:"search" json:"search"`
+		TVSearch    capsSearch `xml:"tv-search" json:"tv-search"`
+		MovieSearch capsSearch `xml:"movie-search" json:"movie-search"`
+	}
+	capsSearch struct {
+		Available       string `xml:"available,attr" json:"available"`
+		SupportedParams string `xml:"supportedParams,attr" json:"supportedParams"`
+	}
+	capsCat struct {
+		ID      string    `xml:"id,attr" json:"id"`
+		Name    string    `xml:"name,attr" json:"name"`
+		Subcats []capsCat `xml:"subcat" json:"subcat,omitempty"`
+	}
+)
+
+func (h *handler) caps() capsDoc {
+	d := capsDoc{
+		Server: capsServer{Version: h.cfg.Version, Title: h.cfg.Title},
+		Limits: capsLimits{Max: h.cfg.MaxLimit, Default: h.cfg.DefaultLimit},
+		Searching: capsSearches{
+			Search:      capsSearch{"yes", "q"},
+			TVSearch:    capsSearch{"yes", "q,season,ep"},
+			MovieSearch: capsSearch{"yes", "q"},
+		},
+	}
+	for _, p := range usenet.Categories {
+		c := capsCat{ID: strconv.Itoa(p.ID), Name: p.Name}
+		for _, s := range p.Subcats {
+			c.Subcats = append(c.Subcats, capsCat{ID: strconv.Itoa(s.ID), Name: s.Name})
+		}
+		d.Categories = append(d.Categories, c)
+	}
+	return d
+}

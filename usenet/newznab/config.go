@@ -1,0 +1,89 @@
+package newznab
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"strings"
+
+	"github.com/switchyard-dev/switchyard/usenet"
+	"github.com/switchyard-dev/switchyard/usenet/search"
+)
+
+// Defaults of Config.
+const (
+	MaxLimitDefault     = 100
+	DefaultLimitDefault = 100
+	TitleDefault        = "switchyard"
+	VersionDefault      = "1.0"
+)
+
+// Store is what the API reads releases and binaries from for t=get and
+// t=details; *usenet.Store satisfies it. A release or binary that is not
+// stored is an error wrapping usenet.ErrNotFound.
+type Store interface {
+	Release(ctx context.Context, id string) (usenet.Release, error)
+	Binaries(ctx context.Context, ids []string) ([]usenet.Binary, error)
+}
+
+var _ Store = (*usenet.Store)(nil)
+
+// Config configures Handler.
+type Config struct {
+	// Index answers t=search, tvsearch and movie. Required.
+	Index *search.Index
+	// Store answers t=get and t=details. Required.
+	Store Store
+	// APIKeys reports whether key may use the API; every function but
+	// t=caps needs a key it accepts. Nil means no key is checked (an open
+	// indexer).
+	APIKeys func(key string) bool
+	// BaseURL is the scheme, host and path prefix the links of a feed
+	// start with ("https://indexer.example/nz"). Empty means the request's
+	// own scheme and Host.
+	BaseURL string
+	// Title and Version are the server's, as t=caps and feeds show them.
+	// Empty means TitleDefault and VersionDefault.
+	Title, Version string
+	// MaxLimit is the largest page a search returns; a larger limit is
+	// clamped to it. Zero means MaxLimitDefault.
+	MaxLimit int
+	// DefaultLimit is the page size of a search without limit. Zero means
+	// DefaultLimitDefault (at most MaxLimit).
+	DefaultLimit int
+}
+
+func (c Config) withDefaults() Config {
+	if c.Title == "" {
+		c.Title = TitleDefault
+	}
+	if c.Version == "" {
+		c.Version = VersionDefault
+	}
+	if c.MaxLimit == 0 {
+		c.MaxLimit = MaxLimitDefault
+	}
+	if c.DefaultLimit == 0 {
+		c.DefaultLimit = DefaultLimitDefault
+	}
+	c.DefaultLimit = min(c.DefaultLimit, c.MaxLimit)
+	c.BaseURL = strings.TrimRight(c.BaseURL, "/")
+	return c
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.Index == nil:
+		return errors.New("newznab: Config.Index is nil")
+	case c.Store == nil:
+		return errors.New("newznab: Config.Store is nil")
+	case c.MaxLimit < 0 || c.DefaultLimit < 0:
+		return errors.New("newznab: negative MaxLimit or DefaultLimit")
+	}
+	if c.BaseURL != "" {
+		if u, err := url.Parse(c.BaseURL); err != nil || u.Scheme == "" || u.Host == "" {
+			return errors.New("newznab: Config.BaseURL must be an absolute URL")
+		}
+	}
+	return nil
+}

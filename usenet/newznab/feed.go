@@ -1,0 +1,171 @@
+package newznab
+
+import (
+	"encoding/xml"
+	"strconv"
+	"time"
+
+	"github.com/switchyard-dev/switchyard/usenet"
+)
+
+// Namespaces of a feed.
+const (
+	NewznabNamespace = "http://www.newznab.com/DTD/2010/feeds/attributes/"
+	AtomNamespace    = "http://www.w3.org/2005/Atom"
+)
+
+// The RSS 2.0 shapes of a result feed. Prefixed names are written as they
+// are ("newznab:attr"), with the prefixes declared on <rss>, which is the
+// form every Newznab client parses.
+type (
+	rssDoc struct {
+		XMLName xml.Name   `xml:"rss"`
+		Version string     `xml:"version,attr"`
+		Atom    string     `xml:"xmlns:atom,attr"`
+		Newznab string     `xml:"xmlns:newznab,attr"`
+		Channel rssChannel `xml:"channel"`
+	}
+	rssChannel struct {
+		AtomLink    atomLink   `xml:"atom:link"`
+		Title       string     `xml:"title"`
+		Description string     `xml:"description"`
+		Link        string     `xml:"link"`
+		Response    nzResponse `xml:"newznab:response"`
+		Items       []rssItem  `xml:"item"`
+	}
+	atomLink struct {
+		Href string `xml:"href,attr"`
+		Rel  string `xml:"rel,attr"`
+		Type string `xml:"type,attr"`
+	}
+	nzResponse struct {
+		Offset int `xml:"offset,attr"`
+		Total  int `xml:"total,attr"`
+	}
+	rssItem struct {
+		Title       string       `xml:"title"`
+		GUID        rssGUID      `xml:"guid"`
+		Link        string       `xml:"link"`
+		Comments    string       `xml:"comments"`
+		PubDate     string       `xml:"pubDate"`
+		Category    string       `xml:"category"`
+		Description string       `xml:"description"`
+		Enclosure   rssEnclosure `xml:"enclosure"`
+		Attrs       []nzAttr     `xml:"newznab:attr"`
+	}
+	rssGUID struct {
+		IsPermaLink string `xml:"isPermaLink,attr"`
+		Value       string `xml:",chardata"`
+	}
+	rssEnclosure struct {
+		URL    string `xml:"url,attr"`
+		Length int64  `xml:"length,attr"`
+		Type   string `xml:"type,attr"`
+	}
+	nzAttr struct {
+		Name  string `xml:"name,attr"`
+		Value string `xml:"value,attr"`
+	}
+)
+
+// item is the feed entry of r; links hold the apikey of the request so a
+// client can fetch them as they are.
+func (h *handler) item(r usenet.Release, base, key string, extended bool) rssItem {
+	date := time.Unix(r.Date, 0).UTC().Format(time.RFC1123Z)
+	getURL := h.link(base, "get", r.ID, key)
+	it := rssItem{
+		Title:       r.Name,
+		GUID:        rssGUID{IsPermaLink: "false", Value: r.ID},
+		Link:        getURL,
+		Comments:    h.link(base, "details", r.ID, key),
+		PubDate:     date,
+		Category:    usenet.CategoryName(r.Category),
+		Description: r.Name,
+		Enclosure:   rssEnclosure{URL: getURL, Length: r.Size, Type: usenet.NZBContentType},
+	}
+	attr := func(name, value string) { it.Attrs = append(it.Attrs, nzAttr{name, value}) }
+	if p := usenet.CategoryParent(r.Category); p != r.Category {
+		attr("category", strconv.Itoa(p))
+	}
+	attr("category", strconv.Itoa(r.Category))
+	attr("size", strconv.FormatInt(r.Size, 10))
+	attr("files", strconv.Itoa(max(r.Files, len(r.Binaries))))
+	attr("grabs", "0")
+	if len(r.Groups) > 0 {
+		attr("group", r.Groups[0])
+	}
+	attr("poster", r.Poster)
+	attr("usenetdate", date)
+	if extended {
+		attr("guid", r.ID)
+		attr("comments", "0")
+		attr("password", "0")
+	}
+	return it
+}
+
+// The JSON shapes: the RSS data in the form nZEDb and newznab answer
+// o=json with, attributes under "@attributes".
+type (
+	jsonDoc struct {
+		Attributes struct {
+			Version string `json:"version"`
+		} `json:"@attributes"`
+		Channel jsonChannel `json:"channel"`
+	}
+	jsonChannel struct {
+		Title       string `json:"title"`
+		Description string `json:"description"`
+		Link        string `json:"link"`
+		Response    struct {
+			Attributes nzResponse `json:"@attributes"`
+		} `json:"response"`
+		Items []jsonItem `json:"item"`
+	}
+	jsonItem struct {
+		Title       string `json:"title"`
+		GUID        string `json:"guid"`
+		Link        string `json:"link"`
+		Comments    string `json:"comments"`
+		PubDate     string `json:"pubDate"`
+		Category    string `json:"category"`
+		Description string `json:"description"`
+		Enclosure   struct {
+			Attributes struct {
+				URL    string `json:"url"`
+				Length string `json:"length"`
+				Type   string `json:"type"`
+			} `json:"@attributes"`
+		} `json:"enclosure"`
+		Attrs []jsonAttr `json:"attr"`
+	}
+	jsonAttr struct {
+		Attributes struct {
+			Name  string `json:"name"`
+			Value string `json:"value"`
+		} `json:"@attributes"`
+	}
+)
+
+func (d rssDoc) json() jsonDoc {
+	var j jsonDoc
+	j.Attributes.Version = d.Version
+	c := d.Channel
+	j.Channel.Title, j.Channel.Description, j.Channel.Link = c.Title, c.Description, c.Link
+	j.Channel.Response.Attributes = c.Response
+	j.Channel.Items = make([]jsonItem, 0, len(c.Items))
+	for _, it := range c.Items {
+		ji := jsonItem{Title: it.Title, GUID: it.GUID.Value, Link: it.Link, Comments: it.Comments,
+			PubDate: it.PubDate, Category: it.Category, Description: it.Description}
+		ji.Enclosure.Attributes.URL = it.Enclosure.URL
+		ji.Enclosure.Attributes.Length = strconv.FormatInt(it.Enclosure.Length, 10)
+		ji.Enclosure.Attributes.Type = it.Enclosure.Type
+		for _, a := range it.Attrs {
+			var ja jsonAttr
+			ja.Attributes.Name, ja.Attributes.Value = a.Name, a.Value
+			ji.Attrs = append(ji.Attrs, ja)
+		}
+		j.Channel.Items = append(j.Channel.Items, ji)
+	}
+	return j
+}

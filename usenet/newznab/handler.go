@@ -1,0 +1,181 @@
+// Package newznab serves the Newznab API (/api) that Sonarr, Radarr,
+// Prowlarr, NZBHydra and downloaders' RSS readers call, from a search
+// index and the usenet store. See docs/usenet-api.md.
+package newznab
+
+import (
+	"bytes"
+	"encoding/json"
+	"encoding/xml"
+	"fmt"
+	"net/http"
+	"net/url"
+)
+
+type handler struct {
+	cfg Config
+}
+
+// Handler returns the handler of /api. It panics on an invalid Config
+// (a programming error: no Index or Store, a relative BaseURL).
+func Handler(cfg Config) http.Handler {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		panic(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/api", &handler{cfg: cfg})
+	return mux
+}
+
+// request is one API call's parsed common parts.
+type request struct {
+	*http.Request
+	q    url.Values
+	json bool   // o=json
+	key  string // apikey
+	base string // the URL links start with
+}
+
+// response is an answer built in memory before anything is written, so
+// that a failure or panic halfway still ends in a clean error answer.
+type response struct {
+	contentType string
+	header      map[string]string
+	body        []byte
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	req := &request{Request: r, q: r.URL.Query()}
+	req.json = req.q.Get("o") == "json"
+	req.key = req.q.Get("apikey")
+	req.base = h.baseURL(r)
+	resp, apiErr := h.serve(req)
+	if apiErr != nil {
+		resp = h.errorResponse(req, apiErr)
+	}
+	for k, v := range resp.header {
+		w.Header().Set(k, v)
+	}
+	w.Header().Set("Content-Type", resp.contentType)
+	w.Header().Set("Content-Length", fmt.Sprint(len(resp.body)))
+	w.WriteHeader(http.StatusOK)
+	if r.Method != http.MethodHead {
+		_, _ = w.Write(resp.body)
+	}
+}
+
+// serve answers req; a panic becomes error 900, never a stack trace.
+func (h *handler) serve(req *request) (resp response, apiErr *apiError) {
+	defer func() {
+		if p := recover(); p != nil {
+			apiErr = errorf(ErrUnknown, "internal error")
+		}
+	}()
+	if req.Method != http.MethodGet && req.Method != http.MethodHead && req.Method != http.MethodPost {
+		return response{}, errorf(ErrNoSuchFunction, "method "+req.Method+" not supported")
+	}
+	if req.Method == http.MethodPost {
+		// Some clients POST the form; its fields count as parameters.
+		if err := req.ParseForm(); err != nil {
+			return response{}, errorf(ErrIncorrectParam, "malformed form")
+		}
+		req.q = req.Form
+		req.json = req.q.Get("o") == "json"
+		req.key = req.q.Get("apikey")
+	}
+	t := req.q.Get("t")
+	fn, ok := functions[t]
+	if !ok {
+		if t == "" {
+			return response{}, errorf(ErrNoSuchFunction, "missing parameter t (function)")
+		}
+		return response{}, errorf(ErrNoSuchFunction, "no such function: "+t)
+	}
+	if t != "caps" && h.cfg.APIKeys != nil && (req.key == "" || !h.cfg.APIKeys(req.key)) {
+		return response{}, errorf(ErrCredentials, "incorrect user credentials")
+	}
+	return fn(h, req)
+}
+
+var functions map[string]func(*handler, *request) (response, *apiError)
+
+func init() {
+	functions = map[string]func(*handler, *request) (response, *apiError){
+		"caps":     (*handler).capsFn,
+		"search":   (*handler).searchFn,
+		"tvsearch": (*handler).tvSearchFn,
+		"tv":       (*handler).tvSearchFn,
+		"movie":    (*handler).movieFn,
+		"get":      (*handler).getFn,
+		"details":  (*handler).detailsFn,
+	}
+}
+
+func (h *handler) baseURL(r *http.Request) string {
+	if h.cfg.BaseURL != "" {
+		return h.cfg.BaseURL
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host
+}
+
+// link is the API URL of function t for release id, with the caller's key.
+func (h *handler) link(base, t, id, key string) string {
+	v := url.Values{"t": {t}, "id": {id}}
+	if key != "" {
+		v.Set("apikey", key)
+	}
+	return base + "/api?" + v.Encode()
+}
+
+func (h *handler) capsFn(req *request) (response, *apiError) {
+	return encode(req, h.caps(), h.caps())
+}
+
+// encode writes v as XML, or j as JSON for o=json.
+func encode(req *request, v, j any) (response, *apiError) {
+	if req.json {
+		body, err := json.Marshal(j)
+		if err != nil {
+			return response{}, errorf(ErrUnknown, "internal error")
+		}
+		return response{contentType: "application/json; charset=utf-8", body: body}, nil
+	}
+	var buf bytes.Buffer
+	buf.WriteString(xml.Header)
+	if err := xml.NewEncoder(&buf).Encode(v); err != nil {
+		return response{}, errorf(ErrUnknown, "internal error")
+	}
+	ct := "application/xml; charset=utf-8"
+	if _, ok := v.(rssDoc); ok {
+		ct = "application/rss+xml; charset=utf-8"
+	}
+	return response{contentType: ct, body: buf.Bytes()}, nil
+}
+
+type xmlError struct {
+	XMLName     xml.Name `xml:"error"`
+	Code        int      `xml:"code,attr"`
+	Description string   `xml:"description,attr"`
+}
+
+type jsonError struct {
+	Error struct {
+		Code        int    `json:"code"`
+		Description string `json:"description"`
+	} `json:"error"`
+}
+
+func (h *handler) errorResponse(req *request, e *apiError) response {
+	var j jsonError
+	j.Error.Code, j.Error.Description = e.Code, e.Description
+	resp, err := encode(req, xmlError{Code: e.Code, Description: e.Description}, j)
+	if err != nil {
+		return response{contentType: "text/plain; charset=utf-8", body: []byte("900 internal error\n")}
+	}
+	return resp
+}

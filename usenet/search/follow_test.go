@@ -1,0 +1,178 @@
+package search
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/switchyard-dev/switchyard/internal/testpersist"
+	"github.com/switchyard-dev/switchyard/persist"
+	"github.com/switchyard-dev/switchyard/usenet"
+)
+
+// waitFor polls cond until it holds, waking on each commit of ix, or fails
+// the test after a deadline.
+func waitFor(t *testing.T, ix *Index, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.NewTimer(15 * time.Second)
+	defer deadline.Stop()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		ch := ix.Changed()
+		if cond() {
+			return
+		}
+		select {
+		case <-deadline.C:
+			t.Fatalf("timed out waiting for %s", what)
+		case <-ch:
+		case <-tick.C:
+		}
+	}
+}
+
+func publish(t *testing.T, s *persist.Stream, rs ...usenet.Release) uint64 {
+	t.Helper()
+	var last uint64
+	for _, r := range rs {
+		v, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := s.Set(context.Background(), v, persist.SetOptions{Key: r.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = res.Seq
+	}
+	return last
+}
+
+func follow(t *testing.T, ix *Index, s *persist.Stream) *Follower {
+	t.Helper()
+	f, err := ix.Follow(context.Background(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func hasIDs(t *testing.T, ix *Index, want ...string) bool {
+	t.Helper()
+	res, err := ix.Search(context.Background(), Query{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Total != len(want) {
+		return false
+	}
+	got := map[string]bool{}
+	for _, r := range res.Releases {
+		got[r.ID] = true
+	}
+	for _, id := range want {
+		if !got[id] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestFollowResumes follows the stream, stops, writes while the index is
+// closed, reopens and follows again: every release is there once, the
+// replaced ones at their newest version, and the deleted one gone.
+func TestFollowResumes(t *testing.T) {
+	env := testpersist.Start(t, 1)
+	c := env.Client()
+	s := c.Stream("usenet", usenet.ReleasesStream)
+	path := filepath.Join(t.TempDir(), "index.db")
+	ix, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix.now = func() time.Time { return testNow }
+
+	publish(t, s, rel("a", "Alpha.One", 8010, 1), rel("b", "Beta.One", 8010, 2))
+	f := follow(t, ix, s)
+	select {
+	case <-f.CaughtUp():
+	case <-time.After(15 * time.Second):
+		t.Fatal("no caught-up")
+	}
+	if !hasIDs(t, ix, "a", "b") {
+		t.Fatalf("after caught-up: %+v", search(t, ix, Query{}))
+	}
+	// Live: a write after the follower started, and a new version of a.
+	a2 := rel("a", "Alpha.Two", 8010, 1)
+	a2.Version = 2
+	last := publish(t, s, rel("c", "Gamma.One", 8010, 3), a2)
+	waitFor(t, ix, "live writes", func() bool { return ix.LastSeq() >= last })
+	if res := search(t, ix, Query{Words: "alpha two"}); res.Total != 1 {
+		t.Errorf("new version of a not applied: %+v", res)
+	}
+	if err := f.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := ix.Close(); err != nil {
+		t.Fatal(err)
+	}
+	stopped := last
+
+	// While away: one more release, b deleted, and an old version of c
+	// that must not win.
+	d := rel("d", "Delta.One", 8010, 4)
+	last = publish(t, s, d)
+	if _, err := c.KV("usenet", usenet.ReleasesStream).Delete(context.Background(), "b"); err != nil {
+		t.Fatal(err)
+	}
+	c0 := rel("c", "Gamma.Zero", 8010, 3)
+	c0.Version = 0
+	last = publish(t, s, c0)
+
+	ix, err = Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	ix.now = func() time.Time { return testNow }
+	if ix.LastSeq() != stopped {
+		t.Fatalf("reopened LastSeq = %d, want %d", ix.LastSeq(), stopped)
+	}
+	f = follow(t, ix, s)
+	defer f.Stop()
+	waitFor(t, ix, "resumed writes and the delete", func() bool {
+		return ix.LastSeq() >= last && hasIDs(t, ix, "a", "c", "d")
+	})
+	if res := search(t, ix, Query{Words: "gamma one"}); res.Total != 1 {
+		t.Errorf("the old version of c replaced the newer: %+v", res)
+	}
+	if res := search(t, ix, Query{Words: "alpha"}); res.Total != 1 || res.Releases[0].Version != 2 {
+		t.Errorf("a = %+v", res)
+	}
+	// Applied once: the count agrees with the rows.
+	if n, _ := ix.Count(context.Background()); n != 3 {
+		t.Errorf("count = %d, want 3", n)
+	}
+	if f.Malformed() != 0 {
+		t.Errorf("malformed = %d", f.Malformed())
+	}
+}
+
+func TestFollowSkipsMalformed(t *testing.T) {
+	env := testpersist.Start(t, 1)
+	s := env.Client().Stream("usenet", usenet.ReleasesStream)
+	ix := openTest(t)
+	if _, err := s.Set(context.Background(), []byte("not json"), persist.SetOptions{Key: "bad"}); err != nil {
+		t.Fatal(err)
+	}
+	last := publish(t, s, rel("ok", "Fine", 8010, 0))
+	f := follow(t, ix, s)
+	defer f.Stop()
+	waitFor(t, ix, "the good release", func() bool { return ix.LastSeq() >= last })
+	if f.Malformed() != 1 || !hasIDs(t, ix, "ok") {
+		t.Errorf("malformed = %d, index %+v", f.Malformed(), search(t, ix, Query{}))
+	}
+}

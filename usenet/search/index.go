@@ -1,0 +1,188 @@
+// Package search is the full-text index of the visible releases: a SQLite
+// database derived from the persist releases stream, which it follows
+// (Follow) and resumes after a restart from the last seq it applied.
+//
+// The index can always be rebuilt from the stream: delete its file and
+// follow again.
+package search
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+)
+
+// schemaVersion changes when the tables change; an index of another
+// version is refused rather than misread (rebuild it from the stream).
+const schemaVersion = 1
+
+// The schema. rel holds one row per visible release, keyed by rk, a key
+// ordered by date (see dateKey), so "newest first" is a walk down the
+// primary key. fts is a contentless FTS5 table with the same rowids: name
+// holds the release name, tags the filter tokens (category, group, season
+// and episode, see tags), so that every search is one FTS query answered
+// in rowid order, and LIMIT stops it early instead of sorting all matches.
+var schema = []string{
+	`CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v INTEGER NOT NULL) WITHOUT ROWID`,
+	`CREATE TABLE IF NOT EXISTS rel (
+		rk      INTEGER PRIMARY KEY,
+		id      TEXT    NOT NULL UNIQUE,
+		seq     INTEGER NOT NULL,
+		version INTEGER NOT NULL,
+		data    BLOB    NOT NULL
+	)`,
+	`CREATE INDEX IF NOT EXISTS rel_seq ON rel(seq)`,
+	// The separators are unicode61's already (it splits on everything but
+	// letters and digits); naming them says what release names need.
+	`CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(
+		name, tags,
+		content='', contentless_delete=1,
+		tokenize="unicode61 remove_diacritics 2 separators '._-'"
+	)`,
+}
+
+// Keys of the meta table.
+const (
+	metaSchema  = "schema"
+	metaLastSeq = "last_seq" // highest stream seq applied, stored with the rows it applied
+	metaCount   = "count"    // rows of rel, so that an unfiltered search need not count them
+)
+
+// Index is a search index in one SQLite file. Its methods are safe for
+// concurrent use; writes (Apply) are serialised.
+type Index struct {
+	db   *sql.DB
+	path string
+	now  func() time.Time // the clock of MaxAge; a variable for tests
+
+	writeMu sync.Mutex    // serialises Apply, so rk probing sees its own writes
+	lastSeq atomic.Uint64 // mirror of meta last_seq after each commit
+	changed chan struct{} // closed and replaced on each commit; see Changed
+
+	changedMu sync.Mutex // protects changed
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Open opens (creating it if needed) the index at path.
+func Open(path string) (*Index, error) {
+	// WAL lets searches read while a batch is applied; NORMAL is safe in
+	// WAL (a crash loses at most the last commits, which the stream
+	// replays since last_seq goes with them).
+	dsn := "file:" + uriPath(path) + "?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(10000)&_txlock=immediate"
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("search: open %s: %w", path, err)
+	}
+	db.SetMaxOpenConns(4)
+	ix := &Index{db: db, path: path, now: time.Now, changed: make(chan struct{})}
+	if err := ix.init(context.Background()); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("search: open %s: %w", path, err)
+	}
+	return ix, nil
+}
+
+func uriPath(p string) string {
+	r := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23")
+	return r.Replace(filepath.ToSlash(p))
+}
+
+func (ix *Index) init(ctx context.Context) error {
+	tx, err := ix.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	for _, stmt := range schema {
+		if _, err := tx.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("schema: %w", err)
+		}
+	}
+	v, ok, err := getMeta(ctx, tx, metaSchema)
+	if err != nil {
+		return err
+	}
+	switch {
+	case !ok:
+		if err := setMeta(ctx, tx, metaSchema, schemaVersion); err != nil {
+			return err
+		}
+	case v != schemaVersion:
+		return fmt.Errorf("schema version %d, want %d: delete the file to rebuild it from the stream", v, schemaVersion)
+	}
+	last, _, err := getMeta(ctx, tx, metaLastSeq)
+	if err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	ix.lastSeq.Store(uint64(last))
+	return nil
+}
+
+// Close closes the database. Stop followers first.
+func (ix *Index) Close() error {
+	ix.closeOnce.Do(func() { ix.closeErr = ix.db.Close() })
+	return ix.closeErr
+}
+
+// LastSeq is the highest seq of the releases stream the index has applied
+// (0 for none). Following resumes after it.
+func (ix *Index) LastSeq() uint64 { return ix.lastSeq.Load() }
+
+// Changed returns a channel closed at the next commit of Apply: a waiter
+// reads LastSeq or searches again when it closes.
+func (ix *Index) Changed() <-chan struct{} {
+	ix.changedMu.Lock()
+	defer ix.changedMu.Unlock()
+	return ix.changed
+}
+
+func (ix *Index) notify() {
+	ix.changedMu.Lock()
+	close(ix.changed)
+	ix.changed = make(chan struct{})
+	ix.changedMu.Unlock()
+}
+
+// Count is the number of releases in the index.
+func (ix *Index) Count(ctx context.Context) (int, error) {
+	n, _, err := getMeta(ctx, ix.db, metaCount)
+	if err != nil {
+		return 0, fmt.Errorf("search: count: %w", err)
+	}
+	return int(n), nil
+}
+
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+func getMeta(ctx context.Context, q querier, k string) (int64, bool, error) {
+	var v int64
+	err := q.QueryRowContext(ctx, `SELECT v FROM meta WHERE k = ?`, k).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("read meta %s: %w", k, err)
+	}
+	return v, true, nil
+}
+
+func setMeta(ctx context.Context, tx *sql.Tx, k string, v int64) error {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO meta(k, v) VALUES(?, ?) ON CONFLICT(k) DO UPDATE SET v = excluded.v`, k, v); err != nil {
+		return fmt.Errorf("write meta %s: %w", k, err)
+	}
+	return nil
+}

@@ -1,0 +1,278 @@
+package search
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/switchyard-dev/switchyard/usenet"
+)
+
+var testNow = time.Unix(1_750_000_000, 0)
+
+func openTest(t testing.TB) *Index {
+	t.Helper()
+	ix, err := Open(filepath.Join(t.TempDir(), "index.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix.now = func() time.Time { return testNow }
+	t.Cleanup(func() { _ = ix.Close() })
+	return ix
+}
+
+func rel(id, name string, cat int, ageHours int, groups ...string) usenet.Release {
+	if len(groups) == 0 {
+		groups = []string{"alt.binaries.test"}
+	}
+	return usenet.Release{
+		ID: id, Name: name, Category: cat, Groups: groups, Visible: true, Version: 1,
+		Date: testNow.Add(-time.Duration(ageHours) * time.Hour).Unix(),
+	}
+}
+
+// applyAll sets rs at seqs 1..n.
+func applyAll(t testing.TB, ix *Index, rs ...usenet.Release) {
+	t.Helper()
+	var b Batch
+	for _, r := range rs {
+		b.LastSeq = ix.LastSeq() + uint64(len(b.Changes)) + 1
+		b.Changes = append(b.Changes, Change{Seq: b.LastSeq, Release: r})
+	}
+	if err := ix.Apply(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func ids(res Result) []string {
+	var out []string
+	for _, r := range res.Releases {
+		out = append(out, r.ID)
+	}
+	return out
+}
+
+func search(t *testing.T, ix *Index, q Query) Result {
+	t.Helper()
+	res, err := ix.Search(context.Background(), q)
+	if err != nil {
+		t.Fatalf("Search(%+v): %v", q, err)
+	}
+	return res
+}
+
+func fixture(t *testing.T) *Index {
+	ix := openTest(t)
+	applyAll(t, ix,
+		rel("a", "Some.Show.S01E02.720p.HDTV-GRP", usenet.CatTVHD, 1, "alt.binaries.teevee"),
+		rel("b", "Some_Other-Show.S01E03.480p", usenet.CatTVSD, 2, "alt.binaries.teevee", "alt.binaries.multimedia"),
+		rel("c", "Some.Show.S02.Complete.1080p", usenet.CatTVHD, 3),
+		rel("d", "Another.Film.2020.1080p.BluRay", usenet.CatMoviesHD, 30*24),
+		rel("e", "Rock and Roll Album FLAC", usenet.CatAudioFLAC, 5),
+		rel("f", "Café.Crème.3x07.Série", usenet.CatTVSD, 6),
+	)
+	return ix
+}
+
+func TestSearchConditions(t *testing.T) {
+	t.Parallel()
+	ix := fixture(t)
+	for _, tc := range []struct {
+		name string
+		q    Query
+		want []string
+	}{
+		{"empty is all newest first", Query{}, []string{"a", "b", "c", "e", "f", "d"}},
+		{"words across separators", Query{Words: "some show s01e02"}, []string{"a"}},
+		{"words any case any order", Query{Words: "SHOW some"}, []string{"a", "b", "c"}},
+		{"dotted words", Query{Words: "some.show"}, []string{"a", "b", "c"}},
+		{"underscore and dash", Query{Words: "other_show-s01e03"}, []string{"b"}},
+		{"diacritics", Query{Words: "cafe creme"}, []string{"f"}},
+		{"missing word", Query{Words: "show nothere"}, nil},
+		{"keyword is a word", Query{Words: "AND"}, []string{"e"}},
+		{"cat parent", Query{Cats: []int{usenet.CatTV}}, []string{"a", "b", "c", "f"}},
+		{"cat sub", Query{Cats: []int{usenet.CatTVHD}}, []string{"a", "c"}},
+		{"cats or", Query{Cats: []int{usenet.CatTVSD, usenet.CatMovies}}, []string{"b", "f", "d"}},
+		{"cat unknown", Query{Cats: []int{9999}}, nil},
+		{"cat and words", Query{Words: "show", Cats: []int{usenet.CatTVSD}}, []string{"b"}},
+		{"group", Query{Group: "alt.binaries.teevee"}, []string{"a", "b"}},
+		{"group case", Query{Group: "ALT.Binaries.Multimedia"}, []string{"b"}},
+		{"group prefix is not the group", Query{Group: "alt.binaries"}, nil},
+		{"maxage", Query{MaxAge: 150 * time.Minute}, []string{"a", "b"}},
+		{"maxage and words", Query{Words: "film", MaxAge: 24 * time.Hour}, nil},
+		{"season", Query{Season: 1}, []string{"a", "b"}},
+		{"season pack", Query{Season: 2}, []string{"c"}},
+		{"season episode", Query{Season: 1, Episode: 3}, []string{"b"}},
+		{"NxMM", Query{Season: 3, Episode: 7}, []string{"f"}},
+		{"episode alone", Query{Episode: 2}, []string{"a"}},
+		{"season words cat", Query{Words: "some show", Season: 1, Cats: []int{usenet.CatTV}}, []string{"a", "b"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := search(t, ix, tc.q)
+			if got := ids(res); !slices.Equal(got, tc.want) {
+				t.Errorf("ids = %q, want %q", got, tc.want)
+			}
+			if res.Total != len(tc.want) {
+				t.Errorf("total = %d, want %d", res.Total, len(tc.want))
+			}
+		})
+	}
+}
+
+func TestSearchSyntaxIsPlainText(t *testing.T) {
+	t.Parallel()
+	ix := fixture(t)
+	for _, q := range []string{`"`, `""`, `*`, `show*`, `-`, `-show`, `:`, `name:show`, `tags:c5000`, `AND`, `OR`, `NOT`,
+		`NEAR(`, `NEAR(some show)`, `some AND`, `(`, `)`, `{name}:x`, `^some`, `'`, `\`, "\x00", `+`} {
+		if _, err := ix.Search(context.Background(), Query{Words: q}); err != nil {
+			t.Errorf("Search(%q): %v", q, err)
+		}
+	}
+	// "tags:c5000" is the words tags and c5000 in the name, not a filter.
+	if res := search(t, ix, Query{Words: "tags:c5000"}); res.Total != 0 {
+		t.Errorf("tags:c5000 matched %q", ids(res))
+	}
+}
+
+func TestSearchPaging(t *testing.T) {
+	t.Parallel()
+	ix := openTest(t)
+	var rs []usenet.Release
+	// Three per hour; within one second, ID order.
+	for i := range 30 {
+		r := rel(string(rune('a'+i%3))+"-"+string(rune('a'+i/3)), "Paged.Release", usenet.CatOtherMisc, i/3)
+		rs = append(rs, r)
+	}
+	applyAll(t, ix, rs...)
+	var all []string
+	for off := 0; off < 40; off += 7 {
+		res := search(t, ix, Query{Words: "paged", Limit: 7, Offset: off})
+		if res.Total != 30 {
+			t.Fatalf("total = %d", res.Total)
+		}
+		all = append(all, ids(res)...)
+	}
+	var want []string
+	for h := range 10 {
+		for k := range 3 {
+			want = append(want, string(rune('a'+k))+"-"+string(rune('a'+h)))
+		}
+	}
+	if !slices.Equal(all, want) {
+		t.Errorf("pages = %q\nwant   %q", all, want)
+	}
+	// The unfiltered path pages the same way.
+	res := search(t, ix, Query{Limit: 4, Offset: 3})
+	if !slices.Equal(ids(res), want[3:7]) || res.Total != 30 {
+		t.Errorf("unfiltered page = %q (total %d), want %q", ids(res), res.Total, want[3:7])
+	}
+	if _, err := ix.Search(context.Background(), Query{Limit: -1}); err == nil {
+		t.Error("negative limit accepted")
+	}
+}
+
+func TestSameSecondSharedPrefix(t *testing.T) {
+	t.Parallel()
+	ix := openTest(t)
+	// IDs with the same first bytes in one second take neighbouring slots.
+	applyAll(t, ix, rel("abc1", "x", 8010, 0), rel("abc2", "x", 8010, 0), rel("abc0", "x", 8010, 0))
+	res := search(t, ix, Query{})
+	if len(res.Releases) != 3 {
+		t.Fatalf("got %q", ids(res))
+	}
+	for _, id := range []string{"abc0", "abc1", "abc2"} {
+		if _, ok, err := ix.Get(context.Background(), id); err != nil || !ok {
+			t.Errorf("Get(%s) = %v, %v", id, ok, err)
+		}
+	}
+}
+
+func TestApplyVersionsAndDeletes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ix := openTest(t)
+	r := rel("r", "First.Name", usenet.CatTVHD, 1)
+	r.Version = 2
+	apply := func(cs ...Change) {
+		t.Helper()
+		if err := ix.Apply(ctx, Batch{Changes: cs}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	count := func(want int) {
+		t.Helper()
+		if n, err := ix.Count(ctx); err != nil || n != want {
+			t.Fatalf("count = %d, %v; want %d", n, err, want)
+		}
+		if res := search(t, ix, Query{}); res.Total != want {
+			t.Fatalf("total = %d; want %d", res.Total, want)
+		}
+	}
+	apply(Change{Seq: 1, Release: r})
+	count(1)
+
+	older := r
+	older.Version, older.Name = 1, "Older.Name"
+	apply(Change{Seq: 2, Release: older})
+	if got, _, _ := ix.Get(ctx, "r"); got.Name != "First.Name" {
+		t.Errorf("a lower version replaced the release: %q", got.Name)
+	}
+	// Seq 1 is the key's replaced row: its delete changes nothing.
+	apply(Change{Seq: 1, Delete: true})
+	count(1)
+
+	newer := r
+	newer.Version, newer.Name, newer.Date = 3, "Newer.Name", r.Date-7200
+	apply(Change{Seq: 3, Release: newer})
+	count(1)
+	if res := search(t, ix, Query{Words: "first"}); res.Total != 0 {
+		t.Errorf("old name still indexed: %q", ids(res))
+	}
+	if res := search(t, ix, Query{Words: "newer", MaxAge: 90 * time.Minute}); res.Total != 0 {
+		t.Errorf("the date change did not move the release")
+	}
+	if res := search(t, ix, Query{Words: "newer"}); res.Total != 1 {
+		t.Errorf("newer name not found")
+	}
+	apply(Change{Seq: 3, Delete: true})
+	count(0)
+	if _, ok, _ := ix.Get(ctx, "r"); ok {
+		t.Error("deleted release still there")
+	}
+
+	hidden := newer
+	hidden.Version = 4
+	apply(Change{Seq: 4, Release: newer}, Change{Seq: 5, Release: hidden})
+	count(1)
+	hidden.Visible = false
+	apply(Change{Seq: 6, Release: hidden})
+	count(0)
+}
+
+func TestReopenKeepsLastSeq(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "index.db")
+	ix, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ix.Apply(context.Background(), Batch{Changes: []Change{{Seq: 7, Release: rel("x", "X", 8010, 0)}}, LastSeq: 9}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ix.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ix, err = Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	if ix.LastSeq() != 9 {
+		t.Errorf("LastSeq = %d, want 9", ix.LastSeq())
+	}
+	if n, _ := ix.Count(context.Background()); n != 1 {
+		t.Errorf("count = %d", n)
+	}
+}
