@@ -109,3 +109,9 @@ func (ls lifecycles) Stop(ctx context.Context) error {
 	}
 	return errors.Join(errs...)
 }
+
+// stopOnly is a lifecycle already started: only its stop is left to run.
+type stopOnly func(context.Context) error
+
+func (stopOnly) Start(context.Context) error      { return nil }
+func (s stopOnly) Stop(ctx context.Context) error { return s(ctx) }

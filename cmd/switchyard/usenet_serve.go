@@ -1,0 +1,87 @@
+package main
+
+import (
+	"fmt"
+	"net"
+
+	"github.com/spf13/cobra"
+
+	"github.com/switchyard-dev/switchyard/persist"
+	"github.com/switchyard-dev/switchyard/usenet"
+	"github.com/switchyard-dev/switchyard/web"
+)
+
+func init() {
+	var nf natsFlags
+	var uf usenetFlags
+	var addr, dataDir, baseURL string
+	serve := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the Newznab API (/api) of the usenet indexer over HTTP",
+		Long: `Serves the Newznab API that Sonarr, Radarr, Prowlarr, NZBHydra, SABnzbd and
+NZBGet use, at http://ADDR/api: t=caps, search, tvsearch, movie, get (the NZB)
+and details. Searches are answered from a SQLite full-text index in --data,
+kept current from the releases stream of --usenet-scope; after a restart it
+resumes from the last change it applied.
+
+Every function but t=caps needs the API key (apikey=KEY). The key is created
+on first start, stored in --data/apikey (mode 0600) and printed; copy it into
+the downloader's indexer settings. 'switchyard up' serves the same API on its
+--http address.`,
+		Example: `  switchyard usenet serve
+  switchyard usenet serve --http 0.0.0.0:8080 --base-url https://indexer.example.org --data /var/lib/switchyard-usenet`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if _, _, err := net.SplitHostPort(addr); err != nil {
+				return usagef("--http %q: want host:port", addr)
+			}
+			if err := usenet.ValidScope(uf.scope); err != nil {
+				return usagef("--usenet-scope: %v", err)
+			}
+			key, created, err := loadAPIKey(dataDir)
+			if err != nil {
+				return err
+			}
+			nc, err := nf.connectRole("switchyard-usenet-api", 0)
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			c, err := persist.NewClient(persist.ClientConfig{Conn: nc, Service: nf.service})
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			st, err := uf.store(c)
+			if err != nil {
+				return err
+			}
+			srv := web.New(addr)
+			api, err := startUsenetAPI(cmd.Context(), st, dataDir, baseURL, keyChecker(key), srv)
+			if err != nil {
+				return err
+			}
+			if err := srv.Start(cmd.Context()); err != nil {
+				_ = api.Stop(cmd.Context())
+				return err
+			}
+			printAPIKey(cmd, srv.URL(), key, created, dataDir)
+			return runUntilSignal(cmd.Context(), lifecycles{stopOnly(api.Stop), srv})
+		},
+	}
+	serve.Flags().StringVar(&addr, "http", "127.0.0.1:8080", "listen on this `ADDR` (host:port)")
+	serve.Flags().StringVar(&dataDir, "data", "switchyard-usenet", "`DIR` of the search index and the API key")
+	serve.Flags().StringVar(&baseURL, "base-url", "", "`URL` the links in feeds start with (default: the request's own host)")
+	uf.registerScope(serve)
+	nf.registerServer(serve)
+	usenetCmd.AddCommand(serve)
+}
+
+// printAPIKey tells the user where the API is and which key it takes.
+func printAPIKey(cmd *cobra.Command, url, key string, created bool, dir string) {
+	how := "stored in"
+	if created {
+		how = "created, stored in"
+	}
+	fmt.Fprintf(stdout(cmd), "newznab api %s/api  key %s (%s %s)\n", url, key, how, dir)
+}
