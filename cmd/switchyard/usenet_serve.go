@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 	"net"
 
 	"github.com/spf13/cobra"
@@ -66,6 +67,7 @@ the downloader's indexer settings. 'switchyard up' serves the same API on its
 				return err
 			}
 			printAPIKey(cmd, srv.URL(), key, created, dataDir)
+			slog.Info("usenet api listening", "url", srv.URL()+"/api", "scope", st.Scope())
 			return runUntilSignal(cmd.Context(), lifecycles{stopOnly(api.Stop), srv})
 		},
 	}
