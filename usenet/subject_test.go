@@ -132,7 +132,6 @@ func TestBaseSharedByAPost(t *testing.T) {
 	}
 }
 
-
 func BenchmarkParseSubject(b *testing.B) {
 	subjects := []string{
 		`Some.Show.S01E02.720p.WEB-GRP [01/15] - "Some.Show.S01E02.720p.WEB-GRP.part01.rar" yEnc (1/50) 35651584`,
