@@ -1,6 +1,8 @@
 package usenet
 
 import (
+	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -40,6 +42,38 @@ func FuzzParseSubject(f *testing.F) {
 		}
 		if got.Name != "" && !strings.Contains(decodeMIME(s), got.Name) {
 			t.Fatalf("%q: Name %q is not in the subject", s, got.Name)
+		}
+	})
+}
+
+// FuzzParseArticle: no line panics; an accepted line has a message-id and
+// sorted, distinct groups that include the group read.
+func FuzzParseArticle(f *testing.F) {
+	for _, c := range articleCases {
+		f.Add([]byte(c.line), c.group)
+	}
+	f.Fuzz(func(t *testing.T, line []byte, group string) {
+		a, err := ParseArticle(line, group)
+		if err != nil {
+			if !errors.Is(err, ErrBadArticle) {
+				t.Fatalf("%q: error %v is not ErrBadArticle", line, err)
+			}
+			return
+		}
+		if a.MessageID == "" || strings.TrimSpace(a.MessageID) != a.MessageID {
+			t.Fatalf("%q: message-id %q", line, a.MessageID)
+		}
+		if !slices.IsSorted(a.Groups) || len(slices.Compact(slices.Clone(a.Groups))) != len(a.Groups) {
+			t.Fatalf("%q: groups %q not sorted and distinct", line, a.Groups)
+		}
+		if group != "" && !slices.Contains(a.Groups, group) {
+			t.Fatalf("%q: groups %q lack %q", line, a.Groups, group)
+		}
+		if slices.Contains(a.Groups, "") {
+			t.Fatalf("%q: an empty group in %q", line, a.Groups)
+		}
+		if s := a.Subject; s.Part < 1 || s.Part > s.Parts || s.File > s.Files {
+			t.Fatalf("%q: counters %+v", line, s)
 		}
 	})
 }
