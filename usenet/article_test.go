@@ -1,0 +1,118 @@
+package usenet
+
+import (
+	"errors"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+)
+
+func TestParseDate(t *testing.T) {
+	t.Parallel()
+	at := func(y int, mo time.Month, d, h, mi, s int, offset int) int64 {
+		return time.Date(y, mo, d, h, mi, s, 0, time.UTC).Unix() - int64(offset)
+	}
+	for _, c := range []struct {
+		in   string
+		want int64
+	}{
+		{"Thu, 01 Jan 2026 00:00:07 +0000", at(2026, 1, 1, 0, 0, 7, 0)},
+		{"01 Jan 2026 00:00:07 +0000", at(2026, 1, 1, 0, 0, 7, 0)},
+		{"Thu, 1 Jan 2026 00:00:07 +0000", at(2026, 1, 1, 0, 0, 7, 0)},
+		{"  Sat, 7 Mar 2026 14:05 -0130", at(2026, 3, 7, 14, 5, 0, -5400)},
+		{"Thu, 01 Jan 2026 00:00:07 GMT", at(2026, 1, 1, 0, 0, 7, 0)},
+		{"Thu, 01 Jan 2026 00:00:07 UTC", at(2026, 1, 1, 0, 0, 7, 0)},
+		{"Thu, 01 Jan 2026 00:00:07 EST", at(2026, 1, 1, 0, 0, 7, -5*3600)},
+		{"Thu, 01 Jan 2026 00:00:07 pdt", at(2026, 1, 1, 0, 0, 7, -7*3600)},
+		{"Thu, 01 Jan 2026 00:00:07 +0000 (UTC)", at(2026, 1, 1, 0, 0, 7, 0)},
+		{"Thu, 01 Jan 2026 00:00:07 +0200 (CEST)", at(2026, 1, 1, 0, 0, 7, 7200)},
+		{"Thu, 01 Jan 2026 00:00:07", at(2026, 1, 1, 0, 0, 7, 0)},
+		{"1 JAN 26 00:00:07 +0000", at(2026, 1, 1, 0, 0, 7, 0)},
+		{"1 Jan 99 00:00:07 +0000", at(1999, 1, 1, 0, 0, 7, 0)},
+		{"31 Dec 2025 23:59:60 +0000", at(2025, 12, 31, 23, 59, 59, 0)},
+		{"Thu, 01 Jan 2026 00:00:07 J", at(2026, 1, 1, 0, 0, 7, 0)}, // military: +0000
+		// Unparseable: 0.
+		{"", 0},
+		{"yesterday", 0},
+		{"31 Feb 2026 00:00:00 +0000", 0},
+		{"01 Foo 2026 00:00:00 +0000", 0},
+		{"01 Jan 2026 24:00:00 +0000", 0},
+		{"01 Jan 2026 00:00:00 +0099", 0},
+		{"01 Jan 2026 00:00:00 +0000 trailing", 0},
+		{"2026-01-01T00:00:07Z", 0},
+		{"Thu, 001 Jan 2026 00:00:07 +0000", 0},
+	} {
+		if got := ParseDate(c.in); got != c.want {
+			t.Errorf("ParseDate(%q) = %d, want %d", c.in, got, c.want)
+		}
+	}
+}
+
+// articleCases are overview lines; fuzz_test.go seeds its corpus with them.
+var articleCases = []struct {
+	name  string
+	line  string
+	group string
+	want  Article
+	err   bool
+}{
+	{"full", "1234\tSome.Show [01/15] - \"a.part01.rar\" yEnc (1/50) 716800\tposter <p@x.example>\tThu, 01 Jan 2026 00:00:07 +0000\t<part1of50@x.example>\t\t740000\t5603\tXref: news.example alt.binaries.tv:1234 alt.binaries.hdtv:99 alt.binaries.tv:1234",
+		"alt.binaries.tv", Article{
+			Number: 1234, RawSubject: `Some.Show [01/15] - "a.part01.rar" yEnc (1/50) 716800`,
+			Subject: Subject{Name: "a.part01.rar", Part: 1, Parts: 50, File: 1, Files: 15, Binary: `Some.Show [01/15] - "a.part01.rar" yEnc`, Base: "Some.Show"},
+			From:    "poster <p@x.example>", Date: 1767225607, MessageID: "part1of50@x.example", Bytes: 740000,
+			Groups: []string{"alt.binaries.hdtv", "alt.binaries.tv"},
+		}, false},
+	{"no xref, MIME, bad date", "7\t=?UTF-8?Q?Caf=C3=A9?= \"c.nfo\" yEnc (1/1)\t=?ISO-8859-1?Q?J=F6rg?= <j@x>\tsometime\t<m@x>\t\t\t",
+		"alt.binaries.test", Article{
+			Number: 7, RawSubject: `Café "c.nfo" yEnc (1/1)`,
+			Subject: Subject{Name: "c.nfo", Part: 1, Parts: 1, Binary: `Café "c.nfo" yEnc`, Base: "Café"},
+			From:    "Jörg <j@x>", MessageID: "m@x", Groups: []string{"alt.binaries.test"},
+		}, false},
+	{"xref without the group read", "8\ts (1/2)\tf\t1 Jan 2026 00:00:07 GMT\t<m2@x>\tr\t10\t1\tXref: h b.group:3",
+		"a.group", Article{
+			Number: 8, RawSubject: "s (1/2)", Subject: Subject{Part: 1, Parts: 2, Binary: "s", Base: "s"},
+			From: "f", Date: 1767225607, MessageID: "m2@x", Bytes: 10, Groups: []string{"a.group", "b.group"},
+		}, false},
+	{"no message-id", "9\ts\tf\td\t\t\t1\t1", "g", Article{}, true},
+	{"blank message-id", "9\ts\tf\td\t <> \t\t1\t1", "g", Article{}, true},
+	{"not an overview line", "garbage", "g", Article{}, true},
+	{"too few fields", "9\ts\tf\td\t<m@x>", "g", Article{}, true},
+	{"bad bytes", "9\ts\tf\td\t<m@x>\t\tmany\t1", "g", Article{}, true},
+}
+
+func TestParseArticle(t *testing.T) {
+	t.Parallel()
+	for _, c := range articleCases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := ParseArticle([]byte(c.line), c.group)
+			if c.err {
+				if !errors.Is(err, ErrBadArticle) {
+					t.Fatalf("err = %v, want ErrBadArticle", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got.Groups, c.want.Groups) {
+				t.Errorf("Groups %q, want %q", got.Groups, c.want.Groups)
+			}
+			if !reflect.DeepEqual(got, c.want) {
+				t.Errorf("\n got %+v\nwant %+v", got, c.want)
+			}
+		})
+	}
+}
+
+func BenchmarkParseArticle(b *testing.B) {
+	line := []byte(articleCases[0].line)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ParseArticle(line, "alt.binaries.tv"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
