@@ -68,7 +68,7 @@ the downloader's indexer settings. 'switchyard up' serves the same API on its
 			}
 			printAPIKey(cmd, srv.URL(), key, created, dataDir)
 			slog.Info("usenet api listening", "url", srv.URL()+"/api", "scope", st.Scope())
-			return runUntilSignal(cmd.Context(), lifecycles{stopOnly(api.Stop), srv})
+			return runUntilSignal(cmd.Context(), lifecycles{stopOnly(api.Stop), stopOnly(srv.Stop)})
 		},
 	}
 	serve.Flags().StringVar(&addr, "http", "127.0.0.1:8080", "listen on this `ADDR` (host:port)")
