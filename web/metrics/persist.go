@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -132,12 +133,19 @@ func (c *persistCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// persistObserver is one server's Observer. Every label child is made up
-// front, so a request costs a read-only map lookup and an atomic add, no
-// lock and no allocation.
+// persistObserver is one server's Observer. A label child is made on its
+// first use (so only the commands and codes seen are exported) and kept in
+// a fixed slot: a request then costs a read-only map lookup, an atomic load
+// and an atomic add, no lock and no allocation.
 type persistObserver struct {
-	requests map[string]map[string]prometheus.Counter // cmd -> code -> counter
-	latency  map[string]prometheus.Observer           // cmd -> histogram
+	c        *persistCollector
+	id       string
+	cmdIdx   map[string]int                        // command -> slot; labelOther is the last
+	codeIdx  map[string]int                        // code -> slot; labelOther is the last
+	cmds     []string                              // slot -> command label
+	codes    []string                              // slot -> code label
+	requests []atomic.Pointer[prometheus.Counter]  // [cmd*len(codes)+code]
+	latency  []atomic.Pointer[prometheus.Observer] // [cmd]
 	commitD  prometheus.Observer
 	commitN  prometheus.Observer
 }
@@ -146,48 +154,63 @@ var _ server.Observer = (*persistObserver)(nil)
 
 func newPersistObserver(c *persistCollector, id string) *persistObserver {
 	o := &persistObserver{
-		requests: map[string]map[string]prometheus.Counter{},
-		latency:  map[string]prometheus.Observer{},
-		commitD:  c.commitD.WithLabelValues(id),
-		commitN:  c.commitN.WithLabelValues(id),
+		c: c, id: id,
+		cmdIdx: map[string]int{}, codeIdx: map[string]int{},
+		commitD: c.commitD.WithLabelValues(id),
+		commitN: c.commitN.WithLabelValues(id),
 	}
-	codes := []string{codeOK, labelOther}
+	o.cmds = append(append(o.cmds, persistCmds...), labelOther)
+	o.codes = append(o.codes, codeOK)
 	for _, code := range persistCodes {
-		codes = append(codes, string(code))
+		o.codes = append(o.codes, string(code))
 	}
-	for _, cmd := range append(persistCmds, labelOther) {
-		byCode := map[string]prometheus.Counter{}
-		for _, code := range codes {
-			byCode[code] = c.requests.WithLabelValues(id, cmd, code)
-		}
-		o.requests[cmd] = byCode
-		o.latency[cmd] = c.latency.WithLabelValues(id, cmd)
+	o.codes = append(o.codes, labelOther)
+	for i, cmd := range o.cmds {
+		o.cmdIdx[cmd] = i
 	}
+	for i, code := range o.codes {
+		o.codeIdx[code] = i
+	}
+	o.requests = make([]atomic.Pointer[prometheus.Counter], len(o.cmds)*len(o.codes))
+	o.latency = make([]atomic.Pointer[prometheus.Observer], len(o.cmds))
 	return o
 }
 
-func (o *persistObserver) Answered(cmd string, code persist.Code) {
-	byCode, ok := o.requests[cmd]
-	if !ok {
-		byCode = o.requests[labelOther]
+// slot maps a label value to its slot; unknown values go to labelOther.
+func slot(idx map[string]int, v string) int {
+	if i, ok := idx[v]; ok {
+		return i
 	}
+	return idx[labelOther]
+}
+
+func (o *persistObserver) Answered(cmd string, code persist.Code) {
 	key := string(code)
 	if key == "" {
 		key = codeOK
 	}
-	ctr, ok := byCode[key]
-	if !ok {
-		ctr = byCode[labelOther]
+	ci, ki := slot(o.cmdIdx, cmd), slot(o.codeIdx, key)
+	p := &o.requests[ci*len(o.codes)+ki]
+	ctr := p.Load()
+	if ctr == nil {
+		// Two first uses may race: WithLabelValues returns the same child.
+		c := o.c.requests.WithLabelValues(o.id, o.cmds[ci], o.codes[ki])
+		ctr = &c
+		p.Store(ctr)
 	}
-	ctr.Inc()
+	(*ctr).Inc()
 }
 
 func (o *persistObserver) Served(cmd string, d time.Duration) {
-	h, ok := o.latency[cmd]
-	if !ok {
-		h = o.latency[labelOther]
+	ci := slot(o.cmdIdx, cmd)
+	p := &o.latency[ci]
+	h := p.Load()
+	if h == nil {
+		x := o.c.latency.WithLabelValues(o.id, o.cmds[ci])
+		h = &x
+		p.Store(h)
 	}
-	h.Observe(d.Seconds())
+	(*h).Observe(d.Seconds())
 }
 
 func (o *persistObserver) Committed(ops int, d time.Duration) {
