@@ -90,6 +90,10 @@ type Config struct {
 	PipelineDepth int
 	// DialContext, when set, replaces net.Dialer (tests, proxies).
 	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
+
+	// counters, set by a Pool for its connections, count commands and
+	// bytes (PoolStats); nil for a lone connection.
+	counters *ioCounters
 }
 
 func (c Config) withDefaults() Config {
@@ -141,6 +145,8 @@ type Conn struct {
 	caps     []string // CAPABILITIES lines, nil until asked
 	overVerb string   // "OVER", or "XOVER" when OVER is unknown or gzip is on
 	err      error    // sticky: why the connection is broken
+
+	counters *ioCounters // the pool's, nil for a connection of no pool
 }
 
 // Dial connects, reads the greeting and runs the setup the config asks for
@@ -188,7 +194,7 @@ func tlsConfigFor(cfg Config) *tls.Config {
 }
 
 func newConn(cfg Config, nc net.Conn) *Conn {
-	c := &Conn{cfg: cfg, overVerb: "OVER"}
+	c := &Conn{cfg: cfg, overVerb: "OVER", counters: cfg.counters}
 	c.attach(nc)
 	return c
 }
@@ -196,7 +202,13 @@ func newConn(cfg Config, nc net.Conn) *Conn {
 // attach (re)builds the buffered layers over nc, after dialing or STARTTLS.
 func (c *Conn) attach(nc net.Conn) {
 	c.nc = nc
-	c.raw = bufio.NewReaderSize(nc, readBufSize)
+	var r io.Reader = nc
+	if c.counters != nil {
+		// Counted below the inflater: the bytes the provider sent (after
+		// TLS, before decompression).
+		r = countingConn{nc, &c.counters.bytesRead}
+	}
+	c.raw = bufio.NewReaderSize(r, readBufSize)
 	c.r = lineReader{br: c.raw, max: c.cfg.MaxLine}
 	c.w = bufio.NewWriterSize(nc, 4<<10)
 }
@@ -371,6 +383,9 @@ func (c *Conn) begin(ctx context.Context) (end func(), err error) {
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if c.counters != nil {
+		c.counters.commands.Add(1)
 	}
 	deadline := time.Now().Add(c.cfg.CommandTimeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {

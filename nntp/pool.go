@@ -93,7 +93,12 @@ type PoolStats struct {
 	Dials    int64 // connections opened
 	Errors   int64 // failed dials and connections closed broken
 	TooMany  int64 // "too many connections" refusals seen
-	Gated    bool  // the gate is down (Allowed < Size because of a refusal)
+	// Commands counts the commands sent on the pool's connections (their
+	// setup included); BytesRead the bytes read from them (after TLS,
+	// before decompression).
+	Commands  int64
+	BytesRead int64
+	Gated     bool // the gate is down (Allowed < Size because of a refusal)
 }
 
 // Open is how many connections the pool holds towards the server: in use,
@@ -126,6 +131,7 @@ type Pool struct {
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
 	closers   sync.WaitGroup // the goroutines of closeConns
+	io        ioCounters     // shared with the connections (cfg.Conn.counters)
 }
 
 // NewPool checks the config and returns a pool that opens connections on
@@ -135,7 +141,9 @@ func NewPool(cfg PoolConfig) (*Pool, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Pool{cfg: cfg, size: cfg.Size, gate: -1, changed: make(chan struct{}), cancel: func() {}}, nil
+	p := &Pool{cfg: cfg, size: cfg.Size, gate: -1, changed: make(chan struct{}), cancel: func() {}}
+	p.cfg.Conn.counters = &p.io
+	return p, nil
 }
 
 // Start runs the health checks of idle connections until Stop. A stopped
@@ -434,6 +442,8 @@ func (p *Pool) Stats() PoolStats {
 	s.Idle = len(p.idle)
 	s.Closing = p.closing
 	s.Gated = s.Allowed < s.Size
+	s.Commands = p.io.commands.Load()
+	s.BytesRead = p.io.bytesRead.Load()
 	return s
 }
 

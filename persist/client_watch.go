@@ -180,6 +180,12 @@ type WatchStats struct {
 	Forged uint64
 	// IdleChecks counts the idle checks made (see WatchOptions.IdleCheck).
 	IdleChecks uint64
+	// Gaps counts feed messages whose seq jumped past the next one the
+	// watcher expected; each gap was filled by reading the server.
+	Gaps uint64
+	// Lag is how many seqs the feed has announced beyond the highest the
+	// watcher has accounted for (LastSeq): 0 when caught up.
+	Lag uint64
 }
 
 // WatchOptions configure Watch.
@@ -220,6 +226,10 @@ type Watcher struct {
 	skipped  atomic.Uint64
 	forged   atomic.Uint64
 	idles    atomic.Uint64
+	gaps     atomic.Uint64
+	// feedHigh is the highest seq a feed message announced (set or ref
+	// frames); written by the run goroutine only, read by Stats for Lag.
+	feedHigh atomic.Uint64
 	stopped  atomic.Bool
 
 	errMu    sync.Mutex // protects err and retryErr
@@ -377,6 +387,25 @@ func (w *Watcher) Stats() WatchStats {
 		Skipped:      w.skipped.Load(),
 		Forged:       w.forged.Load(),
 		IdleChecks:   w.idles.Load(),
+		Gaps:         w.gaps.Load(),
+		Lag:          w.lag(),
+	}
+}
+
+// lag is feedHigh less LastSeq, 0 when the watcher is ahead of the feed
+// (history read past what the feed has said so far).
+func (w *Watcher) lag() uint64 {
+	hi, last := w.feedHigh.Load(), w.last.Load()
+	if hi <= last {
+		return 0
+	}
+	return hi - last
+}
+
+// noteFeedSeq raises feedHigh to seq (run goroutine only).
+func (w *Watcher) noteFeedSeq(seq uint64) {
+	if seq > w.feedHigh.Load() {
+		w.feedHigh.Store(seq)
 	}
 }
 
@@ -790,6 +819,7 @@ func (w *Watcher) apply(b *feedBatch) string {
 		switch f.Op {
 		case "", FeedOpSet:
 			m := &b.msgs[i]
+			w.noteFeedSeq(m.Seq)
 			last := w.last.Load()
 			_, preDeleted := w.preDeleted[m.Seq]
 			switch {
@@ -810,11 +840,13 @@ func (w *Watcher) apply(b *feedBatch) string {
 			default:
 				// A jump the feed's numbers do not explain, or a seq a
 				// delete named first: the server says what is there.
+				w.gaps.Add(1)
 				if err := w.confirmSets(m.Seq); err != nil {
 					return "feed: " + err.Error()
 				}
 			}
 		case FeedOpRef:
+			w.noteFeedSeq(f.Seq)
 			if f.Seq > w.last.Load() {
 				// confirmSets, not fill: a message deleted before it is
 				// fetched is counted skipped rather than left unaccounted.

@@ -41,4 +41,9 @@ forbid ./placement 'nats-server|sqlite'
 forbid ./forward 'nats-server|sqlite'
 forbid ./bus 'nats-server'
 forbid ./work 'nats-server|sqlite'
+# Metrics: the parts expose stats and hooks; only web/metrics imports
+# Prometheus.
+for p in ./persist ./persist/server ./placement ./forward ./nntp ./work ./usenet; do
+	forbid "$p" 'prometheus'
+done
 go test -race -count=1 -timeout 20m ./...

@@ -9,11 +9,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/switchyard-dev/switchyard/placement"
+	"github.com/switchyard-dev/switchyard/web/metrics"
 )
 
 func init() {
 	var nf natsFlags
 	var idsFlag, placementName string
+	var hf httpFlags
 	cmd := &cobra.Command{
 		Use:   "balancer",
 		Short: "Answer {service}.{scope}.id with the id of the persist server that owns the scope",
@@ -33,6 +35,9 @@ Try it with the plain NATS client:  nats req persist.hub.id ''`,
 			if err != nil {
 				return err
 			}
+			if err := hf.validate(false); err != nil {
+				return err
+			}
 			nc, err := nf.connectRole("switchyard-balancer", 0)
 			if err != nil {
 				return err
@@ -42,9 +47,17 @@ Try it with the plain NATS client:  nats req persist.hub.id ''`,
 			if err != nil {
 				return err
 			}
+			ph := newProcHTTP(hf)
+			ph.checkBus("balancer", nc)
+			ph.addMetrics(func(r *metrics.Registry) { r.AddBalancer(b) })
+			if err := ph.start(cmd.Context()); err != nil {
+				return err
+			}
+			defer stopHTTP(ph)
 			if err := b.Start(cmd.Context()); err != nil {
 				return err
 			}
+			ph.rolesStarted()
 			slog.Info("balancer running", "nats", nc.ConnectedUrlRedacted(), "subject", nf.service+".*.id", "ids", ids, "placement", placementName)
 			<-cmd.Context().Done()
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -57,6 +70,7 @@ Try it with the plain NATS client:  nats req persist.hub.id ''`,
 	}
 	nf.registerServer(cmd)
 	cmd.Flags().StringVar(&idsFlag, "ids", "0,1", "comma-separated persist server ids, in the order every party agrees on")
+	hf.register(cmd, "")
 	cmd.Flags().StringVar(&placementName, "placement", placement.NameRendezvous, "placement function: rendezvous (default; adding a server moves ~1/n of scopes) or modulo (compatible with the original rule)")
 	rootCmd.AddCommand(cmd)
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/switchyard-dev/switchyard/nntp"
+	"github.com/switchyard-dev/switchyard/web/metrics"
 	"github.com/switchyard-dev/switchyard/work"
 )
 
@@ -16,6 +17,7 @@ func init() {
 	var pf providerFlags
 	var wf workFlags
 	var shard, source string
+	var hf httpFlags
 	coordinatorCmd := &cobra.Command{
 		Use:   "coordinator",
 		Short: "Plan and prefetch ranges of NNTP articles for the workers",
@@ -53,7 +55,11 @@ close the connections, leave the share, exit 0.`,
 			if err := checkSource(source); err != nil {
 				return err
 			}
-			st, done, err := nf.workStore("switchyard-coordinator-"+sh.String(), source)
+			if err := hf.validate(false); err != nil {
+				return err
+			}
+			ph := newProcHTTP(hf)
+			st, done, err := nf.workStore("switchyard-coordinator-"+sh.String(), source, ph)
 			if err != nil {
 				return err
 			}
@@ -62,7 +68,14 @@ close the connections, leave the share, exit 0.`,
 			if err != nil {
 				return err
 			}
-			return runUntilSignal(cmd.Context(), co)
+			ph.addMetrics(func(r *metrics.Registry) {
+				r.AddCoordinator(co)
+				r.AddNNTPPool("coordinator-"+sh.String(), co.Pool(), co.Share().Granted)
+				if sh.Main() {
+					r.AddWorkStatus(st) // one process of the source reads its status
+				}
+			})
+			return runUntilSignal(cmd.Context(), co, ph)
 		},
 	}
 	run.Flags().StringVar(&shard, "shard", "1/1", "this process's part of the prefetching, `SHARD` i/n: ranges with id % n == i-1; only shard 1 plans")
@@ -71,6 +84,7 @@ close the connections, leave the share, exit 0.`,
 	wf.registerPlan(run)
 	wf.registerLease(run)
 	nf.registerServer(run)
+	hf.register(run, "")
 	coordinatorCmd.AddCommand(run)
 	rootCmd.AddCommand(coordinatorCmd)
 }
@@ -99,12 +113,18 @@ type lifecycle interface {
 	Stop(context.Context) error
 }
 
-// runUntilSignal starts r, waits for ctx (the command's, ended by SIGTERM or
-// Ctrl-C) and stops r; r's Stop bounds its own drain.
-func runUntilSignal(ctx context.Context, r lifecycle) error {
+// runUntilSignal starts the HTTP side ph (if on) and r, waits for ctx (the
+// command's, ended by SIGTERM or Ctrl-C) and stops r, then ph; r's Stop
+// bounds its own drain.
+func runUntilSignal(ctx context.Context, r lifecycle, ph *procHTTP) error {
+	if err := ph.start(ctx); err != nil {
+		return err
+	}
+	defer stopHTTP(ph)
 	if err := r.Start(ctx); err != nil {
 		return err
 	}
+	ph.rolesStarted()
 	<-ctx.Done()
 	if err := r.Stop(context.WithoutCancel(ctx)); err != nil {
 		return fmt.Errorf("stop: %w", err)

@@ -33,6 +33,7 @@ func persistServeCmd() *cobra.Command {
 	var nf natsFlags
 	var archiveEvery time.Duration
 	var id, idsFlag, dataDir, archiveDir, placementName string
+	var hf httpFlags
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the scopes placement gives this server id, storing them under --data",
@@ -64,17 +65,31 @@ closes its files.`,
 			if archiveEvery < 0 {
 				return usagef("--archive-every %s: must not be negative", archiveEvery)
 			}
+			if err := hf.validate(false); err != nil {
+				return err
+			}
 			nc, err := nf.connectRole("switchyard-persist-"+id, 0)
 			if err != nil {
 				return err
 			}
 			defer nc.Close()
-			srv, err := server.New(server.Config{Conn: nc, ID: id, IDs: ids, Placement: fn, Service: nf.service, DataDir: dataDir, Archive: archiveDir, ArchiveEvery: archiveEvery})
+			ph := newProcHTTP(hf)
+			srv, err := server.New(server.Config{Conn: nc, ID: id, IDs: ids, Placement: fn, Service: nf.service, DataDir: dataDir, Archive: archiveDir, ArchiveEvery: archiveEvery, Observer: ph.persistObserver(id)})
 			if err != nil {
 				return err
 			}
+			ph.checkBus("persist-"+id, nc)
+			ph.addPersistServer(id, srv)
+			if err := ph.start(cmd.Context()); err != nil {
+				return err
+			}
+			defer stopHTTP(ph)
 			if err := srv.Start(cmd.Context()); err != nil {
 				return err
+			}
+			ph.rolesStarted()
+			if u := ph.url(); u != "" {
+				fmt.Fprintf(stdout(cmd), "persist server %s: http %s\n", id, u)
 			}
 			// A line other processes (and the durability test) can wait for.
 			fmt.Fprintf(stdout(cmd), "persist server %s ready on %s (data %s)\n", id, nc.ConnectedUrlRedacted(), dataDir)
@@ -98,6 +113,7 @@ closes its files.`,
 	cmd.Flags().StringVar(&archiveDir, "archive", "", "directory for backup copies of the streams (optional; may be shared by servers)")
 	cmd.Flags().DurationVar(&archiveEvery, "archive-every", server.ArchiveEveryDefault, "how often streams changed since their last backup are copied to --archive")
 	cmd.Flags().StringVar(&placementName, "placement", placement.NameRendezvous, "placement function: rendezvous or modulo (must match the balancer)")
+	hf.register(cmd, "")
 	return cmd
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/switchyard-dev/switchyard/bus/embedded"
 	"github.com/switchyard-dev/switchyard/persist/server"
 	"github.com/switchyard-dev/switchyard/placement"
+	"github.com/switchyard-dev/switchyard/web/metrics"
 )
 
 func init() {
@@ -28,6 +29,7 @@ func init() {
 		port, servers                                     int
 		insecure                                          bool
 		uw                                                upWork
+		hf                                                httpFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "up",
@@ -67,6 +69,9 @@ with --tls-ca).`,
 			if authDir == "" && !insecure && !isLoopback(host) {
 				return usagef("--host %s is reachable from other machines: give --auth DIR (see switchyard auth init) or, to run an open bus anyway, --insecure", host)
 			}
+			if err := hf.validate(insecure); err != nil {
+				return err
+			}
 			if (tlsCert == "") != (tlsKey == "") {
 				return usagef("--tls-cert and --tls-key go together")
 			}
@@ -95,7 +100,7 @@ with --tls-ca).`,
 					return err
 				}
 			}
-			return runUp(cmd, upConfig{work: uw, host: host, port: port, dataDir: dataDir, archiveDir: archiveDir, servers: servers, placement: fn, placementName: placementName, service: service, authDir: authDir, tlsCert: tlsCert, tlsKey: tlsKey})
+			return runUp(cmd, upConfig{work: uw, host: host, port: port, dataDir: dataDir, archiveDir: archiveDir, servers: servers, placement: fn, placementName: placementName, service: service, authDir: authDir, tlsCert: tlsCert, tlsKey: tlsKey, http: hf})
 		},
 	}
 	cmd.Flags().StringVar(&host, "host", "127.0.0.1", "address the embedded NATS server listens on")
@@ -115,6 +120,7 @@ with --tls-ca).`,
 	uw.wf.registerPlan(cmd)
 	uw.wf.registerLease(cmd)
 	uw.uf.registerSettle(cmd)
+	hf.register(cmd, upHTTPDefault)
 	cmd.Flags().BoolVar(&insecure, "insecure", false, "allow a non-loopback --host without --auth: anyone who reaches the port can read and write everything")
 	rootCmd.AddCommand(cmd)
 }
@@ -134,6 +140,7 @@ type upConfig struct {
 	port, servers                                     int
 	placement                                         placement.Func
 	work                                              upWork
+	http                                              httpFlags
 }
 
 // runUp starts every role, waits for the command's context to end (a
@@ -159,6 +166,13 @@ func runUp(cmd *cobra.Command, cfg upConfig) (err error) {
 	url := embedded.ClientURL()
 
 	var stops []func(context.Context) error // run in reverse on the way out
+	// The HTTP side (metrics, health) is up first and stopped last, so
+	// /readyz says what is not ready while the roles come up and go down.
+	ph := newProcHTTP(cfg.http)
+	if err := ph.start(cmd.Context()); err != nil {
+		return err
+	}
+	stops = append(stops, ph.stop)
 	defer func() {
 		ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
 		defer cancel()
@@ -194,6 +208,7 @@ func runUp(cmd *cobra.Command, cfg upConfig) (err error) {
 			return nil, err
 		}
 		stops = append(stops, func(context.Context) error { nc.Close(); return nil })
+		ph.checkBus(name, nc)
 		return nc, nil
 	}
 
@@ -206,7 +221,7 @@ func runUp(cmd *cobra.Command, cfg upConfig) (err error) {
 		if err != nil {
 			return err
 		}
-		srv, err := server.New(server.Config{Conn: nc, ID: id, IDs: ids, Placement: cfg.placement, Service: cfg.service, DataDir: cfg.dataDir, Archive: cfg.archiveDir})
+		srv, err := server.New(server.Config{Conn: nc, ID: id, IDs: ids, Placement: cfg.placement, Service: cfg.service, DataDir: cfg.dataDir, Archive: cfg.archiveDir, Observer: ph.persistObserver(id)})
 		if err != nil {
 			return err
 		}
@@ -214,6 +229,7 @@ func runUp(cmd *cobra.Command, cfg upConfig) (err error) {
 			return err
 		}
 		stops = append(stops, srv.Stop)
+		ph.addPersistServer(id, srv)
 	}
 	nc, err := connect("switchyard-balancer", auth.RoleBalancer)
 	if err != nil {
@@ -227,11 +243,13 @@ func runUp(cmd *cobra.Command, cfg upConfig) (err error) {
 		return err
 	}
 	stops = append(stops, b.Stop)
+	ph.addMetrics(func(r *metrics.Registry) { r.AddBalancer(b) })
 
-	workLine, stopWork, err := startWork(cmd.Context(), cfg.work, connect)
+	workLine, stopWork, err := startWork(cmd.Context(), cfg.work, connect, ph)
 	if err != nil {
 		return err
 	}
+	ph.rolesStarted()
 
 	w := stdout(cmd)
 	flag := ""
@@ -248,7 +266,7 @@ func runUp(cmd *cobra.Command, cfg upConfig) (err error) {
   NATS       %s   (export %s=%s)
   persist    %d servers, ids %s, placement %s, data %s
   balancer   %s.*.id
-%s
+%s%s
 Try:
   switchyard kv set hub demo greeting hello%s
   switchyard kv get hub demo greeting%s
@@ -257,7 +275,7 @@ Try:
   nats req %s.hub.id ''          # the plain NATS client works too
 %s
 Stop with Ctrl-C.
-`, url, bus.EnvURL, url, cfg.servers, strings.Join(ids, ","), cfg.placementName, cfg.dataDir, cfg.service, workLine, flag, flag, flag, flag, cfg.service, workTry(cfg.work, flag))
+`, url, bus.EnvURL, url, cfg.servers, strings.Join(ids, ","), cfg.placementName, cfg.dataDir, cfg.service, workLine, httpLine(ph), flag, flag, flag, flag, cfg.service, workTry(cfg.work, flag))
 
 	<-cmd.Context().Done()
 	slog.Info("switchyard stopping: workers and coordinator first, then draining in-flight requests")
@@ -267,6 +285,14 @@ Stop with Ctrl-C.
 		slog.Warn("switchyard: stop work", "err", err)
 	}
 	return nil
+}
+
+// httpLine is up's line about its HTTP side, "" without one.
+func httpLine(ph *procHTTP) string {
+	if ph == nil {
+		return ""
+	}
+	return fmt.Sprintf("  HTTP       %s   (/metrics, /healthz, /readyz)\n", ph.url())
 }
 
 // workTry is up's hint for following the work pipeline, "" without one.

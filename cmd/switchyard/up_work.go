@@ -14,6 +14,7 @@ import (
 	"github.com/switchyard-dev/switchyard/nntp/nntptest"
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/usenet"
+	"github.com/switchyard-dev/switchyard/web/metrics"
 	"github.com/switchyard-dev/switchyard/work"
 )
 
@@ -47,7 +48,7 @@ type upWork struct {
 // persist servers, so the work's stops (bounded by their own waits) do not
 // eat into the servers' drain. connect's connections are closed by up's
 // own stops, after this.
-func startWork(ctx context.Context, uw upWork, connect func(name, user string) (*nats.Conn, error)) (line string, stop func(context.Context) error, err error) {
+func startWork(ctx context.Context, uw upWork, connect func(name, user string) (*nats.Conn, error), ph *procHTTP) (line string, stop func(context.Context) error, err error) {
 	if uw.off {
 		return "", func(context.Context) error { return nil }, nil
 	}
@@ -132,6 +133,12 @@ func startWork(ctx context.Context, uw upWork, connect func(name, user string) (
 		return "", nil, err
 	}
 	co = c
+	ph.addMetrics(func(r *metrics.Registry) {
+		r.AddCoordinator(c)
+		r.AddNNTPPool("coordinator-1/1", c.Pool(), c.Share().Granted)
+		r.AddWorkStatus(st)
+	})
+	counters := usenetCounters(ph)
 	for i := 1; i <= uw.workers; i++ {
 		name := fmt.Sprintf("up-worker-%d", i)
 		wst, err := client("switchyard-" + name)
@@ -142,7 +149,7 @@ func startWork(ctx context.Context, uw upWork, connect func(name, user string) (
 		if err != nil {
 			return "", nil, err
 		}
-		w, err := work.NewWorker(wst, &usenet.Indexer{Store: ust}, work.WorkerConfig{Name: name, Lease: uw.wf.leaseConfig(), Heartbeat: uw.wf.heartbeat()})
+		w, err := work.NewWorker(wst, countedIndexer(&usenet.Indexer{Store: ust}, counters), work.WorkerConfig{Name: name, Lease: uw.wf.leaseConfig(), Heartbeat: uw.wf.heartbeat()})
 		if err != nil {
 			return "", nil, err
 		}
@@ -150,6 +157,7 @@ func startWork(ctx context.Context, uw upWork, connect func(name, user string) (
 			return "", nil, err
 		}
 		workers = append(workers, w)
+		ph.addMetrics(func(r *metrics.Registry) { r.AddWorker(w) })
 	}
 	if len(workers) > 0 {
 		cfg, err := uw.uf.settleConfig()

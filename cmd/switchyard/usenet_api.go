@@ -11,12 +11,13 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/switchyard-dev/switchyard/usenet"
 	"github.com/switchyard-dev/switchyard/usenet/newznab"
 	"github.com/switchyard-dev/switchyard/usenet/search"
-	"github.com/switchyard-dev/switchyard/web"
+	"github.com/switchyard-dev/switchyard/web/metrics"
 )
 
 // apiKeyFile is the file, in a data directory, that holds the Newznab API
@@ -74,8 +75,9 @@ type usenetAPI struct {
 }
 
 // startUsenetAPI opens (or creates) the index in dir, follows st's releases
-// stream into it from where it left off, and mounts /api on srv.
-func startUsenetAPI(ctx context.Context, st *usenet.Store, dir, baseURL string, keys func(string) bool, srv *web.Server) (*usenetAPI, error) {
+// stream into it from where it left off, and mounts /api on ph's server,
+// counting its requests in ph's metrics and its follower in readiness.
+func startUsenetAPI(ctx context.Context, st *usenet.Store, dir, baseURL string, keys func(string) bool, ph *procHTTP) (*usenetAPI, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("usenet api: %w", err)
 	}
@@ -88,7 +90,25 @@ func startUsenetAPI(ctx context.Context, st *usenet.Store, dir, baseURL string, 
 		ix.Close()
 		return nil, fmt.Errorf("usenet api: follow releases: %w", err)
 	}
-	srv.Handle("/api", newznab.Handler(newznab.Config{Index: ix, Store: st, APIKeys: keys, BaseURL: baseURL}))
+	var observe func(string, int)
+	if ph != nil {
+		requests, err := metrics.NewznabRequests(ph.metrics.Registerer())
+		if err != nil {
+			_ = f.Stop()
+			ix.Close()
+			return nil, err
+		}
+		observe = func(fn string, code int) { requests.WithLabelValues(fn, strconv.Itoa(code)).Inc() }
+	}
+	ph.check("usenet search index", func() error {
+		select {
+		case <-f.Done():
+			return fmt.Errorf("stopped following releases: %v", f.Err())
+		default:
+			return nil
+		}
+	})
+	ph.server().Handle("/api", newznab.Handler(newznab.Config{Index: ix, Store: st, APIKeys: keys, BaseURL: baseURL, Observe: observe}))
 	slog.Info("usenet api: search index following releases", "index", filepath.Join(dir, "search.db"), "from_seq", ix.LastSeq()+1)
 	return &usenetAPI{ix: ix, f: f}, nil
 }

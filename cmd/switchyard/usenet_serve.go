@@ -1,21 +1,21 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
-	"net"
 
 	"github.com/spf13/cobra"
 
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/usenet"
-	"github.com/switchyard-dev/switchyard/web"
 )
 
 func init() {
 	var nf natsFlags
 	var uf usenetFlags
-	var addr, dataDir, baseURL string
+	var hf httpFlags
+	var dataDir, baseURL string
 	serve := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the Newznab API (/api) of the usenet indexer over HTTP",
@@ -33,8 +33,11 @@ the downloader's indexer settings. 'switchyard up' serves the same API on its
   switchyard usenet serve --http 0.0.0.0:8080 --base-url https://indexer.example.org --data /var/lib/switchyard-usenet`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if _, _, err := net.SplitHostPort(addr); err != nil {
-				return usagef("--http %q: want host:port", addr)
+			if hf.addr == "" {
+				return usagef("--http: usenet serve needs an address to serve the API on")
+			}
+			if err := hf.validate(false); err != nil {
+				return err
 			}
 			if err := usenet.ValidScope(uf.scope); err != nil {
 				return usagef("--usenet-scope: %v", err)
@@ -57,21 +60,22 @@ the downloader's indexer settings. 'switchyard up' serves the same API on its
 			if err != nil {
 				return err
 			}
-			srv := web.New(addr)
-			api, err := startUsenetAPI(cmd.Context(), st, dataDir, baseURL, keyChecker(key), srv)
+			ph := newProcHTTP(hf)
+			ph.checkBus("nats", nc)
+			api, err := startUsenetAPI(cmd.Context(), st, dataDir, baseURL, keyChecker(key), ph)
 			if err != nil {
 				return err
 			}
-			if err := srv.Start(cmd.Context()); err != nil {
-				_ = api.Stop(cmd.Context())
-				return err
+			// Started by runUntilSignal after the HTTP side: say where.
+			announce := func(context.Context) error {
+				printAPIKey(cmd, ph.url(), key, created, dataDir)
+				slog.Info("usenet api listening", "url", ph.url()+"/api", "scope", st.Scope())
+				return nil
 			}
-			printAPIKey(cmd, srv.URL(), key, created, dataDir)
-			slog.Info("usenet api listening", "url", srv.URL()+"/api", "scope", st.Scope())
-			return runUntilSignal(cmd.Context(), lifecycles{stopOnly(api.Stop), stopOnly(srv.Stop)})
+			return runUntilSignal(cmd.Context(), startStop{announce, api.Stop}, ph)
 		},
 	}
-	serve.Flags().StringVar(&addr, "http", "127.0.0.1:8080", "listen on this `ADDR` (host:port)")
+	hf.register(serve, "127.0.0.1:8080")
 	serve.Flags().StringVar(&dataDir, "data", "switchyard-usenet", "`DIR` of the search index and the API key")
 	serve.Flags().StringVar(&baseURL, "base-url", "", "`URL` the links in feeds start with (default: the request's own host)")
 	uf.registerScope(serve)

@@ -110,8 +110,8 @@ func (ls lifecycles) Stop(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// stopOnly is a lifecycle already started: only its stop is left to run.
-type stopOnly func(context.Context) error
+// startStop is a lifecycle of two funcs.
+type startStop struct{ start, stop func(context.Context) error }
 
-func (stopOnly) Start(context.Context) error      { return nil }
-func (s stopOnly) Stop(ctx context.Context) error { return s(ctx) }
+func (s startStop) Start(ctx context.Context) error { return s.start(ctx) }
+func (s startStop) Stop(ctx context.Context) error  { return s.stop(ctx) }

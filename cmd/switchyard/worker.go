@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/switchyard-dev/switchyard/web/metrics"
 	"github.com/switchyard-dev/switchyard/work"
 )
 
@@ -21,6 +22,7 @@ func init() {
 	var wf workFlags
 	var uf usenetFlags
 	var source, name, indexer string
+	var hf httpFlags
 	workerCmd := &cobra.Command{
 		Use:   "worker",
 		Short: "Index spooled ranges of NNTP articles under fenced leases",
@@ -56,11 +58,15 @@ digest of the article numbers: the exactly-once check the tests use).`,
 			if err := uf.validateIndexer(indexer); err != nil {
 				return err
 			}
+			if err := hf.validate(false); err != nil {
+				return err
+			}
 			if name == "" {
 				host, _ := os.Hostname()
 				name = fmt.Sprintf("worker-%s-%d", host, os.Getpid())
 			}
-			st, done, err := nf.workStore("switchyard-"+name, source)
+			ph := newProcHTTP(hf)
+			st, done, err := nf.workStore("switchyard-"+name, source, ph)
 			if err != nil {
 				return err
 			}
@@ -68,6 +74,9 @@ digest of the article numbers: the exactly-once check the tests use).`,
 			ix, settler, err := uf.indexerFor(indexer, st.Client())
 			if err != nil {
 				return err
+			}
+			if indexer == "usenet" {
+				ix = countedIndexer(ix, usenetCounters(ph))
 			}
 			w, err := work.NewWorker(st, ix, work.WorkerConfig{Name: name, Lease: wf.leaseConfig(), Heartbeat: wf.heartbeat()})
 			if err != nil {
@@ -78,7 +87,8 @@ digest of the article numbers: the exactly-once check the tests use).`,
 				run = append(run, settler)
 			}
 			slog.Info("worker started", "source", source, "name", name, "indexer", indexer)
-			return runUntilSignal(cmd.Context(), run)
+			ph.addMetrics(func(r *metrics.Registry) { r.AddWorker(w) })
+			return runUntilSignal(cmd.Context(), run, ph)
 		},
 	}
 	sourceFlag(run, &source)
@@ -87,6 +97,7 @@ digest of the article numbers: the exactly-once check the tests use).`,
 	uf.registerSettle(run)
 	wf.registerLease(run)
 	nf.registerServer(run)
+	hf.register(run, "")
 	workerCmd.AddCommand(run)
 	rootCmd.AddCommand(workerCmd)
 }

@@ -148,8 +148,9 @@ func checkSource(s string) error {
 }
 
 // workStore connects to NATS as a long-running role named name and returns
-// the store of source; done closes what it opened.
-func (f *natsFlags) workStore(name, source string) (st *work.Store, done func(), err error) {
+// the store of source; done closes what it opened. ph, if on, gets a
+// readiness check of the connection.
+func (f *natsFlags) workStore(name, source string, ph *procHTTP) (st *work.Store, done func(), err error) {
 	nc, err := f.connectRole(name, 0)
 	if err != nil {
 		return nil, nil, err
@@ -164,5 +165,6 @@ func (f *natsFlags) workStore(name, source string) (st *work.Store, done func(),
 		done()
 		return nil, nil, usageError{err}
 	}
+	ph.checkBus(name, nc)
 	return st, done, nil
 }

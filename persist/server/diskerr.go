@@ -34,7 +34,7 @@ func (s *Server) dropIfStuck(h *handle, err error) {
 	if !ok || !d.Reopen || h.st == nil {
 		return
 	}
-	if cerr := closeHandle(h); cerr != nil {
+	if cerr := s.closeHandle(h); cerr != nil {
 		s.log.Warn("persist: close stream after disk error", "scope", h.key.scope, "stream", h.key.name, "err", cerr)
 	}
 }

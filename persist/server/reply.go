@@ -27,19 +27,23 @@ func (s *Server) replyError(m *nats.Msg, err error) {
 		msg = e.Message
 	}
 	out := &nats.Msg{Subject: m.Reply, Header: nats.Header{persist.HdrError: []string{string(code)}}, Data: []byte(msg)}
-	s.respond(out)
+	s.respond(m, out)
 }
 
-// respond publishes a reply. A reply over the connection's max payload (a
-// keys list, a delete's seqs, a get of a value near the limit) is replaced by
-// a too-large error reply, so the caller hears why instead of timing out and
-// retrying.
-func (s *Server) respond(out *nats.Msg) {
+// respond publishes out, the reply to m. A reply over the connection's max
+// payload (a keys list, a delete's seqs, a get of a value near the limit) is
+// replaced by a too-large error reply, so the caller hears why instead of
+// timing out and retrying. Every answer passes here (getAll's last chunk
+// aside, see serveGetAll), so this is where the Observer hears of it.
+func (s *Server) respond(m *nats.Msg, out *nats.Msg) {
 	err := s.cfg.Conn.PublishMsg(out)
-	if errors.Is(err, nats.ErrMaxPayload) && out.Header.Get(persist.HdrError) == "" {
+	code := persist.Code(out.Header.Get(persist.HdrError))
+	if errors.Is(err, nats.ErrMaxPayload) && code == "" {
 		msg := fmt.Sprintf("the reply (%d bytes) is over the connection's max payload of %d bytes", len(out.Data), s.cfg.Conn.MaxPayload())
-		err = s.cfg.Conn.PublishMsg(&nats.Msg{Subject: out.Subject, Header: nats.Header{persist.HdrError: []string{string(persist.CodeTooLarge)}}, Data: []byte(msg)})
+		code = persist.CodeTooLarge
+		err = s.cfg.Conn.PublishMsg(&nats.Msg{Subject: out.Subject, Header: nats.Header{persist.HdrError: []string{string(code)}}, Data: []byte(msg)})
 	}
+	s.answered(m, code)
 	if err != nil {
 		s.log.Warn("persist: reply", "subject", out.Subject, "err", err)
 	}
@@ -99,7 +103,7 @@ func (s *Server) replySet(m *nats.Msg, r store.WriteResult) {
 	if r.Dup {
 		out.Header = nats.Header{persist.HdrDup: []string{"true"}}
 	}
-	s.respond(out)
+	s.respond(m, out)
 }
 
 // replySetMany answers a setMany with one SetManyResult per message.
@@ -138,7 +142,7 @@ func (s *Server) replySetMany(m *nats.Msg, rs []store.WriteResult) {
 		b = append(b, '}')
 	}
 	b = append(b, ']')
-	s.respond(&nats.Msg{Subject: m.Reply, Data: b})
+	s.respond(m, &nats.Msg{Subject: m.Reply, Data: b})
 }
 
 // replyGet answers a get: the raw value, metadata and user headers in headers.
@@ -158,7 +162,7 @@ func (s *Server) replyGet(m *nats.Msg, msg *persist.Frame) {
 	if msg.TTL > 0 {
 		h[persist.HdrTTL] = []string{strconv.FormatInt(msg.TTL, 10)}
 	}
-	s.respond(&nats.Msg{Subject: m.Reply, Header: h, Data: msg.Value})
+	s.respond(m, &nats.Msg{Subject: m.Reply, Header: h, Data: msg.Value})
 }
 
 // replyDelete answers a delete with {"seqs":[...]}, marked Sy-Duplicate when
@@ -182,7 +186,7 @@ func (s *Server) replyDelete(m *nats.Msg, r store.DeleteResult) {
 	if r.Dup {
 		out.Header = nats.Header{persist.HdrDup: []string{"true"}}
 	}
-	s.respond(out)
+	s.respond(m, out)
 }
 
 func (s *Server) replyJSON(m *nats.Msg, v any) {
@@ -194,5 +198,5 @@ func (s *Server) replyJSON(m *nats.Msg, v any) {
 		s.replyError(m, persist.Errorf(persist.CodeInternal, "encode reply: %v", err))
 		return
 	}
-	s.respond(&nats.Msg{Subject: m.Reply, Data: b})
+	s.respond(m, &nats.Msg{Subject: m.Reply, Data: b})
 }

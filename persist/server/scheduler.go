@@ -30,12 +30,15 @@ func (s *Server) failQueuedLocked() int {
 	return n
 }
 
-func closeHandle(h *handle) error {
+// closeHandle closes h's stream, if open, and takes its bytes out of
+// OpenBytes.
+func (s *Server) closeHandle(h *handle) error {
 	if h.st == nil {
 		return nil
 	}
 	err := h.st.Close()
 	h.st = nil
+	s.noteBytes(h)
 	return err
 }
 
@@ -161,6 +164,7 @@ func (s *Server) worker() {
 // ready list if work arrived meanwhile, else idle; and closes what is over
 // the open-stream limit.
 func (s *Server) doneServing(h *handle) {
+	s.noteBytes(h)
 	needs := h.st != nil && h.st.NeedsExpiry()
 	s.mu.Lock()
 	h.lastUsed = time.Now()
@@ -225,7 +229,7 @@ func (s *Server) evictLocked(now time.Time, idle bool) []*handle {
 // done, and a drop waits for it (waitClosedLocked).
 func (s *Server) closeAll(hs []*handle) {
 	for _, h := range hs {
-		if err := closeHandle(h); err != nil {
+		if err := s.closeHandle(h); err != nil {
 			s.log.Warn("persist: close stream", "scope", h.key.scope, "stream", h.key.name, "err", err)
 		}
 		s.mu.Lock()

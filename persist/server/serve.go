@@ -30,6 +30,7 @@ func (s *Server) serve(h *handle, jobs []*job) (later writeAnswers) {
 			create := j.createsStream()
 			if !create && missing {
 				s.serveOne(h, store.Missing(h.key.ephemeral), j)
+				s.served(j)
 				i++
 				continue
 			}
@@ -50,6 +51,7 @@ func (s *Server) serve(h *handle, jobs []*job) (later writeAnswers) {
 		}
 		if j.req == nil || !j.req.isWrite() {
 			s.serveOne(h, h.st, j)
+			s.served(j)
 			i++
 			continue
 		}
@@ -80,6 +82,7 @@ func (s *Server) answerWrites(a writeAnswers) {
 	if a.err != nil {
 		for _, j := range a.jobs {
 			s.replyError(j.msg, a.err)
+			s.served(j)
 		}
 		return
 	}
@@ -93,6 +96,7 @@ func (s *Server) answerWrites(a writeAnswers) {
 		} else {
 			s.replySetMany(j.msg, res)
 		}
+		s.served(j)
 	}
 }
 
@@ -166,8 +170,11 @@ func (s *Server) writeBatch(h *handle, jobs []*job, n int) writeAnswers {
 	if s.beforeWrite != nil {
 		s.beforeWrite(len(ops))
 	}
-	results, changes, err := h.st.Write(ops, time.Now())
+	t0 := time.Now()
+	results, changes, err := h.st.Write(ops, t0)
 	if err != nil {
+		s.commitFails.Add(1)
+		s.writeFailure.Store(&writeFailure{at: t0, err: err})
 		if _, disk := store.IsDiskError(err); disk {
 			// Expected while the disk is full or read-only: every refused
 			// write logs, so not at error level.
@@ -178,7 +185,14 @@ func (s *Server) writeBatch(h *handle, jobs []*job, n int) writeAnswers {
 		s.dropIfStuck(h, err)
 		return writeAnswers{jobs: jobs, err: storageError(err)}
 	}
+	if o := s.cfg.Observer; o != nil {
+		o.Committed(len(ops), time.Since(t0))
+	}
 	s.commits.Add(1)
+	if s.writeFailure.Load() != nil {
+		s.writeFailure.Store(nil)
+	}
+	s.countDedup(results)
 	s.report(h, changes)
 	return writeAnswers{jobs: jobs, results: results}
 }
@@ -206,6 +220,7 @@ func (s *Server) serveOne(h *handle, st store.Stream, j *job) {
 			s.dropIfStuck(h, err)
 			return
 		}
+		s.countExpired(changes)
 		s.report(h, changes)
 		return
 	}
@@ -261,6 +276,7 @@ func (s *Server) serveOne(h *handle, st store.Stream, j *job) {
 			return
 		}
 		cfg, changes, err := st.SetConfig(next, time.Now())
+		s.countExpired(changes)
 		s.report(h, changes)
 		if err != nil {
 			s.replyError(m, storageError(err))
@@ -297,7 +313,7 @@ func (s *Server) serveDrop(h *handle, m *nats.Msg, r *request) {
 	s.report(h, changes)
 	// Closed before its files go, and whatever Close says: the delete is
 	// committed, and Remove is what decides whether the stream is gone.
-	if err := closeHandle(h); err != nil {
+	if err := s.closeHandle(h); err != nil {
 		s.log.Warn("persist: close stream to drop it", "scope", h.key.scope, "stream", h.key.name, "err", err)
 	}
 	s.mu.Lock()
@@ -354,7 +370,9 @@ func (s *Server) serveGetAll(h *handle, st store.Stream, m *nats.Msg, r *request
 		return nil
 	})
 	if err == nil {
-		err = publish(true, next)
+		if err = publish(true, next); err == nil {
+			s.answered(m, "")
+		}
 	}
 	if err != nil {
 		s.log.Error("persist: getAll", "scope", h.key.scope, "stream", h.key.name, "err", err)

@@ -98,6 +98,9 @@ type Config struct {
 	// ArchiveEvery is the backup period when Archive is set. Zero means
 	// ArchiveEveryDefault.
 	ArchiveEvery time.Duration
+	// Observer, if set, hears of every answer and commit (see Observer).
+	// Nil means none, at no cost.
+	Observer Observer
 }
 
 func (c Config) withDefaults() Config {
@@ -188,9 +191,10 @@ type Server struct {
 	wg      sync.WaitGroup // workers and the timer loop
 	stopTim chan struct{}
 
-	commits atomic.Uint64  // write transactions committed, for tests and stats
-	inlined atomic.Uint64  // requests served on the subscription's goroutine (scheduler.go), for tests and stats
-	feed    *feedPublisher // publishes every commit's changes (feed.go)
+	commits     atomic.Uint64  // write transactions committed, for tests and stats
+	inlined     atomic.Uint64  // requests served on the subscription's goroutine (scheduler.go), for tests and stats
+	feed        *feedPublisher // publishes every commit's changes (feed.go)
+	serverStats                // the rest of Stats (stats.go)
 
 	// beforeWrite, if set (tests only), runs before each group commit with
 	// the number of messages in it.
@@ -214,6 +218,7 @@ type handle struct {
 	expirePending  bool
 	archivePending bool
 	st             store.Stream
+	bytes          int64 // st's Inventory().Bytes as counted in Server.openBytes
 }
 
 // job is one request waiting on a stream (or an internal expiry run).
@@ -221,7 +226,8 @@ type job struct {
 	msg     *nats.Msg
 	req     *request
 	expire  bool
-	archive bool // back the stream up (archive.go)
+	archive bool      // back the stream up (archive.go)
+	start   time.Time // arrival, set only with an Observer (see Server.served)
 }
 
 // New checks cfg and returns a server that is not yet serving.
@@ -351,7 +357,7 @@ func (s *Server) Stop(ctx context.Context) error {
 	s.handles = map[handleKey]*handle{}
 	s.mu.Unlock()
 	for _, h := range hs {
-		if err := closeHandle(h); err != nil && first == nil {
+		if err := s.closeHandle(h); err != nil && first == nil {
 			first = err
 		}
 	}
@@ -389,5 +395,9 @@ func (s *Server) onMsg(m *nats.Msg) {
 		s.replyError(m, err)
 		return
 	}
-	s.enqueue(handleKey{scope: req.scope, name: req.stream, ephemeral: req.ephemeral}, &job{msg: m, req: req})
+	j := &job{msg: m, req: req}
+	if s.cfg.Observer != nil {
+		j.start = time.Now()
+	}
+	s.enqueue(handleKey{scope: req.scope, name: req.stream, ephemeral: req.ephemeral}, j)
 }

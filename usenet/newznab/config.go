@@ -48,6 +48,10 @@ type Config struct {
 	// MaxLimit is the largest page a search returns; a larger limit is
 	// clamped to it. Zero means MaxLimitDefault.
 	MaxLimit int
+	// Observe, when set, is told of every answered request: its function
+	// (t, or "other" for one the API does not have) and its error code (0
+	// for success). Metrics hang here.
+	Observe func(function string, code int)
 	// DefaultLimit is the page size of a search without limit. Zero means
 	// DefaultLimitDefault (at most MaxLimit).
 	DefaultLimit int

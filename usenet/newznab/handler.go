@@ -54,6 +54,17 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if apiErr != nil {
 		resp = h.errorResponse(req, apiErr)
 	}
+	if h.cfg.Observe != nil {
+		fn := req.q.Get("t")
+		if _, ok := functions[fn]; !ok {
+			fn = "other" // a bounded set: clients cannot invent labels
+		}
+		code := 0
+		if apiErr != nil {
+			code = apiErr.Code
+		}
+		h.cfg.Observe(fn, code)
+	}
 	for k, v := range resp.header {
 		w.Header().Set(k, v)
 	}

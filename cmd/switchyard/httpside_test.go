@@ -1,0 +1,269 @@
+package main
+
+import (
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/switchyard-dev/switchyard/bus/embedded"
+)
+
+// httpGet fetches url; a failed connection is status 0, so pollers can
+// wait through it.
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err.Error()
+	}
+	return resp.StatusCode, string(b)
+}
+
+// pollUntil polls cond every 50ms until it holds or 60s pass.
+func pollUntil(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		ok, last := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s; last: %s", what, last)
+		}
+		<-tick.C
+	}
+}
+
+// scrape reads url's /metrics, indexed by family name.
+func scrape(t *testing.T, base string) map[string]*dto.MetricFamily {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/metrics: %s", resp.Status)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("parse /metrics: %v", err)
+	}
+	return fams
+}
+
+// sum adds the values of family name's series whose labels include the
+// given name=value pairs (histograms: their sample counts).
+func sum(fams map[string]*dto.MetricFamily, name string, labels ...string) (float64, bool) {
+	f := fams[name]
+	if f == nil {
+		return 0, false
+	}
+	var total float64
+	found := false
+next:
+	for _, m := range f.GetMetric() {
+		for i := 0; i+1 < len(labels); i += 2 {
+			ok := false
+			for _, l := range m.GetLabel() {
+				if l.GetName() == labels[i] && l.GetValue() == labels[i+1] {
+					ok = true
+				}
+			}
+			if !ok {
+				continue next
+			}
+		}
+		found = true
+		switch {
+		case m.Counter != nil:
+			total += m.Counter.GetValue()
+		case m.Gauge != nil:
+			total += m.Gauge.GetValue()
+		case m.Histogram != nil:
+			total += float64(m.Histogram.GetSampleCount())
+		}
+	}
+	return total, found
+}
+
+// TestUpMetrics scrapes a running up after some writes and its work
+// pipeline's first ranges: every family of the parts up runs is there with
+// sane values, no series has an unbounded label, /healthz and /readyz
+// answer 200.
+func TestUpMetrics(t *testing.T) {
+	t.Parallel()
+	port, hport := freePort(t), freePort(t)
+	url := "nats://127.0.0.1:" + strconv.Itoa(port)
+	base := "http://127.0.0.1:" + strconv.Itoa(hport)
+	up := cli(t, "up", "--nats-port", strconv.Itoa(port), "--data", t.TempDir(), "--http", "127.0.0.1:"+strconv.Itoa(hport))
+	startProcess(t, up, "Stop with Ctrl-C")
+	t.Cleanup(func() { _ = up.Process.Kill() })
+
+	for i := range 3 {
+		if _, stderr, code := run(t, cli(t, "kv", "set", "hub", "demo", "k"+strconv.Itoa(i), "v", "--nats", url)); code != 0 {
+			t.Fatalf("kv set: exit %d: %s", code, stderr)
+		}
+	}
+	if code, body := httpGet(t, base+"/healthz"); code != 200 || body != "ok\n" {
+		t.Fatalf("/healthz: %d %q", code, body)
+	}
+	pollUntil(t, "/readyz 200", func() (bool, string) {
+		code, body := httpGet(t, base+"/readyz")
+		return code == 200, body
+	})
+
+	// The worker has indexed a range: the work and usenet counters moved.
+	var fams map[string]*dto.MetricFamily
+	pollUntil(t, "a range indexed", func() (bool, string) {
+		fams = scrape(t, base)
+		n, _ := sum(fams, "switchyard_usenet_ranges_indexed_total")
+		return n > 0, "usenet ranges indexed " + strconv.FormatFloat(n, 'f', -1, 64)
+	})
+
+	positive := []struct {
+		name   string
+		labels []string
+	}{
+		{"switchyard_persist_requests_total", []string{"cmd", "set", "code", "ok"}},
+		{"switchyard_persist_request_duration_seconds", []string{"cmd", "set"}},
+		{"switchyard_persist_commit_duration_seconds", nil},
+		{"switchyard_persist_commit_batch_messages", nil},
+		{"switchyard_persist_commits_total", nil},
+		{"switchyard_persist_open_streams", nil},
+		{"switchyard_persist_open_stream_bytes", nil},
+		{"switchyard_persist_feed_messages_total", nil},
+		{"switchyard_persist_ready", nil},
+		{"switchyard_balancer_lookups_total", nil},
+		{"switchyard_nntp_pool_size", nil},
+		{"switchyard_nntp_pool_grant", nil},
+		{"switchyard_nntp_commands_total", nil},
+		{"switchyard_nntp_read_bytes_total", nil},
+		{"switchyard_work_ranges", nil},
+		{"switchyard_work_status_up", nil},
+		{"switchyard_work_leases_acquired_total", nil},
+		{"switchyard_work_prefetch_ranges_total", nil},
+		{"switchyard_work_prefetch_articles_total", nil},
+		{"switchyard_work_ranges_finished_total", nil},
+		{"switchyard_work_worker_articles_total", nil},
+		{"switchyard_usenet_articles_indexed_total", nil},
+		{"switchyard_usenet_ranges_indexed_total", nil},
+	}
+	for _, c := range positive {
+		if v, ok := sum(fams, c.name, c.labels...); !ok || v <= 0 {
+			t.Errorf("%s%v = %v (present %v), want > 0", c.name, c.labels, v, ok)
+		}
+	}
+	present := []string{
+		"switchyard_persist_dedup_hits_total", "switchyard_persist_expired_messages_total",
+		"switchyard_persist_commit_failures_total", "switchyard_persist_feed_publish_failures_total",
+		"switchyard_nntp_errors_total", "switchyard_nntp_too_many_connections_total", "switchyard_nntp_pool_connections",
+		"switchyard_work_lease_expiries_total", "switchyard_work_fence_rejections_total", "switchyard_work_prefetch_in_flight",
+		"switchyard_work_articles_per_second", "switchyard_work_leases", "switchyard_work_range_articles",
+		"switchyard_usenet_releases_published_total", "switchyard_usenet_binaries_changed_total",
+	}
+	for _, name := range present {
+		if _, ok := sum(fams, name); !ok {
+			t.Errorf("no %s", name)
+		}
+	}
+	if v, _ := sum(fams, "switchyard_persist_ready"); v != 2 {
+		t.Errorf("persist_ready sums to %v, want 2 (both servers)", v)
+	}
+	if v, _ := sum(fams, "switchyard_work_ranges", "source", "demo", "state", "done"); v <= 0 {
+		t.Errorf("work_ranges{source=demo,state=done} = %v, want > 0", v)
+	}
+	for name, f := range fams {
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				switch l.GetName() {
+				case "scope", "stream", "key", "group", "subject":
+					t.Errorf("%s carries a %s label (%q)", name, l.GetName(), l.GetValue())
+				}
+			}
+		}
+	}
+
+	if err := up.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := waitExit(t, up); code != 0 {
+		t.Fatalf("up exit %d", code)
+	}
+}
+
+// TestReadyzFollowsTheBus runs persist serve --http against a NATS server
+// the test stops and starts again: /readyz is 200 while the bus is up, 503
+// naming the bus while it is down, and 200 again once it is back.
+func TestReadyzFollowsTheBus(t *testing.T) {
+	t.Parallel()
+	port, hport := freePort(t), freePort(t)
+	startNATS := func() *embedded.Server {
+		e, err := embedded.Start(embedded.Config{Host: "127.0.0.1", Port: port})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	e := startNATS()
+	t.Cleanup(func() { e.Shutdown() })
+	base := "http://127.0.0.1:" + strconv.Itoa(hport)
+	srv := cli(t, "persist", "serve", "--id", "0", "--ids", "0", "--data", t.TempDir(),
+		"--nats", "nats://127.0.0.1:"+strconv.Itoa(port), "--http", "127.0.0.1:"+strconv.Itoa(hport))
+	startProcess(t, srv, "ready on")
+	t.Cleanup(func() { _ = srv.Process.Kill() })
+
+	ready := func(want int, mention string) func() (bool, string) {
+		return func() (bool, string) {
+			code, body := httpGet(t, base+"/readyz")
+			return code == want && strings.Contains(body, mention), strconv.Itoa(code) + " " + body
+		}
+	}
+	pollUntil(t, "/readyz 200 with the bus up", ready(200, "ready"))
+	e.Shutdown()
+	pollUntil(t, "/readyz 503 with the bus down", ready(http.StatusServiceUnavailable, "bus persist-0"))
+	if code, _ := httpGet(t, base+"/healthz"); code != 200 {
+		t.Fatalf("/healthz with the bus down: %d, want 200 (the process is up)", code)
+	}
+	e = startNATS()
+	pollUntil(t, "/readyz 200 with the bus back", ready(200, "ready"))
+
+	if err := srv.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := waitExit(t, srv); code != 0 {
+		t.Fatalf("persist serve exit %d", code)
+	}
+}
+
+// TestHTTPNonLoopbackRefused: a non-loopback --http needs --http-insecure.
+func TestHTTPNonLoopbackRefused(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"up", "--http", "0.0.0.0:0"},
+		{"balancer", "--http", "0.0.0.0:0"},
+		{"persist", "serve", "--http", "0.0.0.0:0"},
+	} {
+		_, stderr, code := run(t, cli(t, args...))
+		if code != exitUsage || !strings.Contains(stderr, "--http-insecure") {
+			t.Errorf("%v: exit %d, %q; want a usage error naming --http-insecure", args, code, stderr)
+		}
+	}
+}

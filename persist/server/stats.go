@@ -1,0 +1,156 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/switchyard-dev/switchyard/persist"
+	"github.com/switchyard-dev/switchyard/persist/store"
+)
+
+// Observer receives a server's per-request and per-commit measurements, for
+// monitoring (web/metrics adapts it to Prometheus). Its methods are called
+// from the subscription's goroutine and the stream workers, concurrently,
+// and must be cheap and must not block. A nil Config.Observer costs nothing.
+type Observer interface {
+	// Answered is called once for every reply to a request: cmd is the
+	// request's Sy-Cmd ("" when it had none), code "" for success.
+	Answered(cmd string, code persist.Code)
+	// Served is called when a request that waited on its stream's queue is
+	// answered (every request but those refused on arrival), with the time
+	// from its arrival.
+	Served(cmd string, d time.Duration)
+	// Committed is called after each group commit with its messages and
+	// how long the storage write took.
+	Committed(ops int, d time.Duration)
+}
+
+// Stats is a snapshot of a server's counters and gauges, for monitoring.
+type Stats struct {
+	Commits        uint64 // write transactions committed
+	CommitFailures uint64 // write transactions the storage refused
+	FeedPublished  uint64 // feed messages handed to the connection
+	FeedFailed     uint64 // feed messages the connection refused
+	Dedup          uint64 // writes answered from the msgID window (nothing written)
+	// Expired counts the messages the expiry timer (TTL, max_age) and
+	// config changes (tighter limits) removed. Removals inside a write (a
+	// key's older row, a limit tripped by the write) are not counted: the
+	// write's changes do not say which is which.
+	Expired     uint64
+	OpenStreams int   // streams in the server's cache (open or being opened)
+	OpenBytes   int64 // bytes stored in the open streams (Inventory.Bytes summed)
+}
+
+// Stats returns a snapshot of the counters. It is safe to call at any time.
+func (s *Server) Stats() Stats {
+	s.mu.Lock()
+	open := len(s.handles)
+	s.mu.Unlock()
+	return Stats{
+		Commits:        s.commits.Load(),
+		CommitFailures: s.commitFails.Load(),
+		FeedPublished:  s.feed.published.Load(),
+		FeedFailed:     s.feed.failed.Load(),
+		Dedup:          s.dedup.Load(),
+		Expired:        s.expired.Load(),
+		OpenStreams:    open,
+		OpenBytes:      s.openBytes.Load(),
+	}
+}
+
+// ErrNotServing is what Ready returns for a server not started, or stopped.
+var ErrNotServing = errors.New("persist server: not serving")
+
+// Ready says whether the server can take writes: nil once started, while
+// its NATS connection is up and its last commit did not fail; else why not.
+// A failed commit (disk full, read-only, I/O error) keeps it unready until
+// a later commit succeeds. It is cheap: no I/O.
+func (s *Server) Ready() error {
+	s.mu.Lock()
+	serving := s.started && !s.stopped
+	s.mu.Unlock()
+	if !serving {
+		return ErrNotServing
+	}
+	if !s.cfg.Conn.IsConnected() {
+		return fmt.Errorf("persist server %s: NATS connection %s", s.cfg.ID, s.cfg.Conn.Status())
+	}
+	if f := s.writeFailure.Load(); f != nil {
+		return fmt.Errorf("persist server %s: last commit failed at %s: %w", s.cfg.ID, f.at.Format(time.RFC3339), f.err)
+	}
+	return nil
+}
+
+// writeFailure is the last failed commit, cleared by the next success.
+type writeFailure struct {
+	at  time.Time
+	err error
+}
+
+// serverStats are the counters behind Stats, embedded in Server.
+type serverStats struct {
+	commitFails atomic.Uint64
+	dedup       atomic.Uint64
+	expired     atomic.Uint64
+	openBytes   atomic.Int64
+	// writeFailure is set by a failed commit and cleared by a good one.
+	writeFailure atomic.Pointer[writeFailure]
+}
+
+// countExpired adds the seqs of the delete changes of an expiry run or a
+// config change to Expired.
+func (s *Server) countExpired(changes []store.Change) {
+	var n uint64
+	for i := range changes {
+		if changes[i].Op == store.ChangeDelete {
+			n += uint64(len(changes[i].Seqs))
+		}
+	}
+	if n > 0 {
+		s.expired.Add(n)
+	}
+}
+
+// countDedup adds the writes answered from the msgID window to Dedup.
+func (s *Server) countDedup(results []store.WriteResult) {
+	var n uint64
+	for i := range results {
+		if results[i].Dup {
+			n++
+		}
+	}
+	if n > 0 {
+		s.dedup.Add(n)
+	}
+}
+
+// noteBytes refreshes the stream's share of OpenBytes after a worker served
+// it (its Inventory is kept in memory: no I/O).
+func (s *Server) noteBytes(h *handle) {
+	var b int64
+	if h.st != nil {
+		b = h.st.Inventory().Bytes
+	}
+	if d := b - h.bytes; d != 0 {
+		s.openBytes.Add(d)
+		h.bytes = b
+	}
+}
+
+// answered reports one reply to m to the observer, if any.
+func (s *Server) answered(m *nats.Msg, code persist.Code) {
+	if o := s.cfg.Observer; o != nil {
+		o.Answered(m.Header.Get(persist.HdrCmd), code)
+	}
+}
+
+// served reports to the observer, if any, that j was answered.
+func (s *Server) served(j *job) {
+	if o := s.cfg.Observer; o != nil && j.msg != nil && j.req != nil {
+		o.Served(j.req.cmd, time.Since(j.start))
+	}
+}

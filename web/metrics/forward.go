@@ -1,0 +1,120 @@
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/switchyard-dev/switchyard/forward"
+)
+
+// forwardCollector exports forward queues per configured peer, gap
+// policies and receivers (rejections by reason).
+type forwardCollector struct {
+	queues    sources[peerQueue]
+	gaps      sources[*forward.GapPolicy]
+	receivers sources[*forward.Receiver]
+}
+
+type peerQueue struct {
+	q     *forward.PeerQueue
+	peers []string
+}
+
+var (
+	fwdQueuedItems = desc("forward_queued_items", "Items held for the peer now, waiting for a batch.", "peer")
+	fwdQueuedBytes = desc("forward_queued_bytes", "Encoded bytes of the items held for the peer.", "peer")
+	fwdInFlight    = desc("forward_in_flight_batches", "Batches sent to the peer and not yet answered.", "peer")
+	fwdPushed      = desc("forward_pushed_items_total", "Items pushed for the peer.", "peer")
+	fwdBatches     = desc("forward_batches_sent_total", "Batches handed to the transport for the peer.", "peer")
+	fwdSentItems   = desc("forward_sent_items_total", "Items in those batches.", "peer")
+	fwdSentBytes   = desc("forward_sent_bytes_total", "Body bytes of the batches whose send returned.", "peer")
+	fwdDropped     = desc("forward_dropped_items_total", "Items shed by the peer's bounds (handed to the overflow policy).", "peer")
+	fwdFailures    = desc("forward_send_failures_total", "Batches whose send failed: lost, never retried.", "peer")
+	fwdLostItems   = desc("forward_lost_items_total", "Items in the failed batches.", "peer")
+	fwdOversized   = desc("forward_oversized_items_total", "Items refused for encoding to more than the item limit.", "peer")
+
+	fwdMarkers     = desc("forward_gap_markers_total", "Gap markers made for shed or lost deliveries.")
+	fwdMarkersShed = desc("forward_gap_markers_shed_total", "Gap markers shed themselves (nothing else was left to shed).")
+
+	fwdRecvBatches = desc("forward_receiver_batches_total", "Batches the receiver accepted and handed to its sink.")
+	fwdRecvItems   = desc("forward_receiver_items_total", "Items in the accepted batches.")
+	fwdRecvRejects = desc("forward_receiver_rejections_total", "Batches the receiver refused, by reason.", "reason")
+
+	fwdDescs = []*prometheus.Desc{fwdQueuedItems, fwdQueuedBytes, fwdInFlight, fwdPushed, fwdBatches, fwdSentItems, fwdSentBytes, fwdDropped, fwdFailures, fwdLostItems, fwdOversized, fwdMarkers, fwdMarkersShed, fwdRecvBatches, fwdRecvItems, fwdRecvRejects}
+)
+
+// AddForwardQueue exports q's counters for each of peers (the peer names of
+// the configuration; a peer not listed is not exported).
+func (r *Registry) AddForwardQueue(q *forward.PeerQueue, peers []string) {
+	r.forward.queues.add(peerQueue{q, append([]string(nil), peers...)})
+}
+
+// AddForwardGaps exports g's gap markers.
+func (r *Registry) AddForwardGaps(g *forward.GapPolicy) { r.forward.gaps.add(g) }
+
+// AddForwardReceiver exports rc's accepted batches and rejections.
+func (r *Registry) AddForwardReceiver(rc *forward.Receiver) { r.forward.receivers.add(rc) }
+
+func (c *forwardCollector) Describe(ch chan<- *prometheus.Desc) { describe(ch, fwdDescs...) }
+
+func (c *forwardCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, pq := range c.queues.snapshot() {
+		for _, p := range pq.peers {
+			s := pq.q.PeerStats(p)
+			gauge(ch, fwdQueuedItems, float64(s.HeldItems), p)
+			gauge(ch, fwdQueuedBytes, float64(s.HeldBytes), p)
+			gauge(ch, fwdInFlight, float64(s.InFlightBatches), p)
+			counter(ch, fwdPushed, float64(s.Pushed), p)
+			counter(ch, fwdBatches, float64(s.Batches), p)
+			counter(ch, fwdSentItems, float64(s.SentItems), p)
+			counter(ch, fwdSentBytes, float64(s.SentBytes), p)
+			counter(ch, fwdDropped, float64(s.Shed), p)
+			counter(ch, fwdFailures, float64(s.LostBatches), p)
+			counter(ch, fwdLostItems, float64(s.LostItems), p)
+			counter(ch, fwdOversized, float64(s.Oversized), p)
+		}
+	}
+	if gs := c.gaps.snapshot(); len(gs) > 0 {
+		var markers, shed uint64
+		for _, g := range gs {
+			st := g.Stats()
+			markers += st.Markers
+			shed += st.MarkersShed
+		}
+		counter(ch, fwdMarkers, float64(markers))
+		counter(ch, fwdMarkersShed, float64(shed))
+	}
+	rs := c.receivers.snapshot()
+	if len(rs) == 0 {
+		return
+	}
+	var sum forward.ReceiverStats
+	for _, r := range rs {
+		st := r.Stats()
+		sum.Accepted += st.Accepted
+		sum.Items += st.Items
+		sum.BadRequest += st.BadRequest
+		sum.TooLarge += st.TooLarge
+		sum.Forbidden += st.Forbidden
+		sum.Replayed += st.Replayed
+		sum.MethodDenied += st.MethodDenied
+		sum.Stale += st.Stale
+		sum.Abandoned += st.Abandoned
+		sum.LengthRequired += st.LengthRequired
+		sum.BusyPeer += st.BusyPeer
+		sum.BusyTotal += st.BusyTotal
+		sum.ReadTimeout += st.ReadTimeout
+	}
+	counter(ch, fwdRecvBatches, float64(sum.Accepted))
+	counter(ch, fwdRecvItems, float64(sum.Items))
+	for _, r := range []struct {
+		reason string
+		n      uint64
+	}{
+		{"bad_request", sum.BadRequest}, {"too_large", sum.TooLarge}, {"forbidden", sum.Forbidden},
+		{"replayed", sum.Replayed}, {"method", sum.MethodDenied}, {"stale", sum.Stale},
+		{"abandoned", sum.Abandoned}, {"length_required", sum.LengthRequired},
+		{"busy_peer", sum.BusyPeer}, {"busy_total", sum.BusyTotal}, {"read_timeout", sum.ReadTimeout},
+	} {
+		counter(ch, fwdRecvRejects, float64(r.n), r.reason)
+	}
+}

@@ -1,0 +1,377 @@
+package metrics
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	dto "github.com/prometheus/client_model/go"
+	"go.uber.org/goleak"
+
+	"github.com/switchyard-dev/switchyard/forward"
+	"github.com/switchyard-dev/switchyard/internal/testnats"
+	"github.com/switchyard-dev/switchyard/nntp"
+	"github.com/switchyard-dev/switchyard/nntp/nntptest"
+	"github.com/switchyard-dev/switchyard/persist"
+	"github.com/switchyard-dev/switchyard/persist/server"
+	"github.com/switchyard-dev/switchyard/placement"
+	"github.com/switchyard-dev/switchyard/usenet"
+	"github.com/switchyard-dev/switchyard/work"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// gather reads r and indexes the families by name.
+func gather(t *testing.T, r *Registry) map[string]*dto.MetricFamily {
+	t.Helper()
+	fams, err := r.Gatherer().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]*dto.MetricFamily{}
+	for _, f := range fams {
+		out[f.GetName()] = f
+	}
+	return out
+}
+
+// value is the value of the series of family name with the given labels
+// (name=value pairs); it fails the test when there is none.
+func value(t *testing.T, fams map[string]*dto.MetricFamily, name string, labels ...string) float64 {
+	t.Helper()
+	f := fams[name]
+	if f == nil {
+		t.Fatalf("no family %s", name)
+	}
+next:
+	for _, m := range f.GetMetric() {
+		for i := 0; i+1 < len(labels); i += 2 {
+			if labelOf(m, labels[i]) != labels[i+1] {
+				continue next
+			}
+		}
+		switch {
+		case m.Counter != nil:
+			return m.Counter.GetValue()
+		case m.Gauge != nil:
+			return m.Gauge.GetValue()
+		case m.Histogram != nil:
+			return float64(m.Histogram.GetSampleCount())
+		}
+	}
+	t.Fatalf("no series %s%v", name, labels)
+	return 0
+}
+
+func labelOf(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+// forbiddenLabels are the names whose values are unbounded.
+var forbiddenLabels = []string{"scope", "stream", "key", "group", "subject"}
+
+// checkLabels fails when a family carries a label named after an
+// unbounded value.
+func checkLabels(t *testing.T, fams map[string]*dto.MetricFamily) {
+	t.Helper()
+	for name, f := range fams {
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				for _, bad := range forbiddenLabels {
+					if l.GetName() == bad {
+						t.Errorf("%s has a %s label (%s)", name, bad, l.GetValue())
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestPersistMetrics: a real server's answers, commits and stats show up
+// under its id, and a made-up command is counted as "other".
+func TestPersistMetrics(t *testing.T) {
+	t.Parallel()
+	r := New()
+	e, nc := testnats.Start(t)
+	srv, err := server.New(server.Config{Conn: testnats.Conn(t, e), ID: "0", IDs: []string{"0"}, DataDir: t.TempDir(), Observer: r.PersistObserver("0")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Stop(context.Background()) })
+	r.AddPersistServer("0", srv)
+	b, err := placement.NewBalancer(placement.BalancerConfig{Conn: testnats.Conn(t, e), IDs: []string{"0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Stop(context.Background()) })
+
+	c, err := persist.NewClient(persist.ClientConfig{Conn: nc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv := c.KV("hub", "demo")
+	for i := range 3 {
+		if _, err := kv.Set(t.Context(), fmt.Sprintf("k%d", i), []byte("v"), persist.SetOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := kv.Get(t.Context(), "missing"); !errors.Is(err, persist.ErrNotFound) {
+		t.Fatalf("get of a missing key: %v", err)
+	}
+	m := nats.NewMsg("persist.hub.api.0")
+	m.Header.Set(persist.HdrCmd, "no-such-command")
+	m.Header.Set(persist.HdrStream, "demo")
+	if _, err := nc.RequestMsg(m, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+
+	fams := gather(t, r)
+	if got := value(t, fams, "switchyard_persist_requests_total", "server", "0", "cmd", "set", "code", "ok"); got != 3 {
+		t.Errorf("set ok = %v, want 3", got)
+	}
+	if got := value(t, fams, "switchyard_persist_requests_total", "cmd", "get", "code", "not-found"); got != 1 {
+		t.Errorf("get not-found = %v, want 1", got)
+	}
+	if got := value(t, fams, "switchyard_persist_requests_total", "cmd", "other", "code", "bad-request"); got != 1 {
+		t.Errorf("other bad-request = %v, want 1", got)
+	}
+	if got := value(t, fams, "switchyard_persist_request_duration_seconds", "cmd", "set"); got != 3 {
+		t.Errorf("set latency samples = %v, want 3", got)
+	}
+	if got := value(t, fams, "switchyard_persist_commit_batch_messages", "server", "0"); got < 1 {
+		t.Errorf("commit batch samples = %v", got)
+	}
+	value(t, fams, "switchyard_persist_commit_duration_seconds", "server", "0")
+	if got := value(t, fams, "switchyard_persist_commits_total", "server", "0"); got < 1 {
+		t.Errorf("commits = %v", got)
+	}
+	if got := value(t, fams, "switchyard_persist_open_streams", "server", "0"); got != 1 {
+		t.Errorf("open streams = %v, want 1", got)
+	}
+	if got := value(t, fams, "switchyard_persist_open_stream_bytes", "server", "0"); got <= 0 {
+		t.Errorf("open stream bytes = %v", got)
+	}
+	if got := value(t, fams, "switchyard_persist_feed_messages_total", "server", "0"); got < 3 {
+		t.Errorf("feed messages = %v, want at least 3", got)
+	}
+	if got := value(t, fams, "switchyard_persist_ready", "server", "0"); got != 1 {
+		t.Errorf("ready = %v, want 1", got)
+	}
+	for _, n := range []string{"switchyard_persist_dedup_hits_total", "switchyard_persist_expired_messages_total", "switchyard_persist_commit_failures_total", "switchyard_persist_feed_publish_failures_total"} {
+		value(t, fams, n, "server", "0")
+	}
+	checkLabels(t, fams)
+}
+
+type fakeWatcher persist.WatchStats
+
+func (f fakeWatcher) Stats() persist.WatchStats { return persist.WatchStats(f) }
+
+type fakeBalancer struct{ answers, resubs uint64 }
+
+func (f fakeBalancer) Stats() (uint64, uint64) { return f.answers, f.resubs }
+
+// TestWatchAndBalancerMetrics: watchers are summed by role (lag is the
+// largest), balancers summed.
+func TestWatchAndBalancerMetrics(t *testing.T) {
+	t.Parallel()
+	r := New()
+	r.AddWatcher("search", fakeWatcher{Resyncs: 1, Gaps: 2, Lag: 5})
+	r.AddWatcher("search", fakeWatcher{Resyncs: 2, Gaps: 1, Lag: 3})
+	r.AddBalancer(fakeBalancer{answers: 7, resubs: 1})
+	r.AddBalancer(fakeBalancer{answers: 3})
+	fams := gather(t, r)
+	for _, c := range []struct {
+		name string
+		want float64
+	}{
+		{"switchyard_watch_watchers", 2},
+		{"switchyard_watch_resyncs_total", 3},
+		{"switchyard_watch_gaps_filled_total", 3},
+		{"switchyard_watch_lag_seqs", 5},
+	} {
+		if got := value(t, fams, c.name, "role", "search"); got != c.want {
+			t.Errorf("%s = %v, want %v", c.name, got, c.want)
+		}
+	}
+	if got := value(t, fams, "switchyard_balancer_lookups_total"); got != 10 {
+		t.Errorf("lookups = %v, want 10", got)
+	}
+	if got := value(t, fams, "switchyard_balancer_resubscribes_total"); got != 1 {
+		t.Errorf("resubscribes = %v, want 1", got)
+	}
+}
+
+// TestForwardMetrics: a peer whose sends fail shows batches sent, send
+// failures and gap markers; a receiver's rejections are counted by reason.
+func TestForwardMetrics(t *testing.T) {
+	t.Parallel()
+	r := New()
+	gaps := forward.NewGapPolicy(forward.GapConfig{Logger: discardLogger()})
+	q, err := forward.NewPeerQueue(forward.QueueConfig{
+		From:       "eu",
+		Send:       func(context.Context, *forward.Outbound) error { return errors.New("peer down") },
+		OnOverflow: gaps.Overflow, OnLost: gaps.Lost, OnTaken: gaps.Taken,
+		MaxQueued: 2,
+		Logger:    discardLogger(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.AddForwardQueue(q, []string{"us"})
+	r.AddForwardGaps(gaps)
+	for i := range 5 {
+		q.Push("us", &forward.Delivery{UserID: 1, SubID: "s", Event: json.RawMessage(fmt.Sprintf(`{"id":"e%d","ts":1}`, i))})
+	}
+	t.Cleanup(func() { _ = q.Stop(context.Background()) })
+	q.Flush("us")
+	waitFor(t, "a lost batch and its gap marker", func() bool {
+		return q.PeerStats("us").LostBatches > 0 && gaps.Stats().Markers > 0
+	})
+
+	rc, err := forward.NewReceiver(forward.ReceiverConfig{Self: "us", Peers: map[string][]byte{"eu": []byte("secret")}, Sink: forward.SinkFuncs{}, Logger: discardLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.AddForwardReceiver(rc)
+	rec := httptest.NewRecorder()
+	rc.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/", strings.NewReader(`{}`)))
+	if rec.Code != http.StatusForbidden && rec.Code != http.StatusBadRequest {
+		t.Fatalf("unsigned batch answered %d", rec.Code)
+	}
+
+	fams := gather(t, r)
+	if got := value(t, fams, "switchyard_forward_pushed_items_total", "peer", "us"); got != 5 {
+		t.Errorf("pushed = %v, want 5", got)
+	}
+	if got := value(t, fams, "switchyard_forward_dropped_items_total", "peer", "us"); got < 1 {
+		t.Errorf("dropped = %v, want some (MaxQueued 2)", got)
+	}
+	if got := value(t, fams, "switchyard_forward_batches_sent_total", "peer", "us"); got < 1 {
+		t.Errorf("batches = %v", got)
+	}
+	if got := value(t, fams, "switchyard_forward_send_failures_total", "peer", "us"); got < 1 {
+		t.Errorf("send failures = %v", got)
+	}
+	if got := value(t, fams, "switchyard_forward_gap_markers_total"); got < 1 {
+		t.Errorf("gap markers = %v", got)
+	}
+	value(t, fams, "switchyard_forward_queued_items", "peer", "us")
+	value(t, fams, "switchyard_forward_queued_bytes", "peer", "us")
+	rejected := value(t, fams, "switchyard_forward_receiver_rejections_total", "reason", "forbidden") +
+		value(t, fams, "switchyard_forward_receiver_rejections_total", "reason", "bad_request")
+	if rejected != 1 {
+		t.Errorf("rejections = %v, want 1", rejected)
+	}
+	checkLabels(t, fams)
+}
+
+// TestNNTPAndUsenetMetrics: a pool's commands and bytes, its grant, and
+// the usenet totals.
+func TestNNTPAndUsenetMetrics(t *testing.T) {
+	t.Parallel()
+	s := nntptest.New(nntptest.Config{Addr: "127.0.0.1:0"})
+	s.AddGroup("alt.test", 100)
+	if err := s.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Stop(context.Background()) })
+	p, err := nntp.NewPool(nntp.PoolConfig{Conn: nntp.Config{Addr: s.Addr()}, Size: 1, HealthEvery: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Stop(context.Background()) })
+	r := New()
+	r.AddNNTPPool("coordinator-1/1", p, func() int { return 4 })
+	if err := p.Do(t.Context(), func(c *nntp.Conn) error {
+		_, err := c.Group(t.Context(), "alt.test")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var uc usenet.Counters
+	ri, err := usenet.Counted(&work.CountingIndexer{}, &uc).Begin(t.Context(), work.Range{ID: 1, Group: "alt.test", First: 1, Last: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ri.End(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	r.AddUsenet(&uc)
+
+	fams := gather(t, r)
+	pool := []string{"pool", "coordinator-1/1"}
+	if got := value(t, fams, "switchyard_nntp_commands_total", pool...); got < 1 {
+		t.Errorf("commands = %v", got)
+	}
+	if got := value(t, fams, "switchyard_nntp_read_bytes_total", pool...); got <= 0 {
+		t.Errorf("bytes = %v", got)
+	}
+	if got := value(t, fams, "switchyard_nntp_pool_grant", pool...); got != 4 {
+		t.Errorf("grant = %v, want 4", got)
+	}
+	if got := value(t, fams, "switchyard_nntp_pool_connections", "pool", "coordinator-1/1", "state", "idle"); got != 1 {
+		t.Errorf("idle = %v, want 1", got)
+	}
+	for _, n := range []string{"switchyard_nntp_pool_size", "switchyard_nntp_errors_total", "switchyard_nntp_too_many_connections_total"} {
+		value(t, fams, n, pool...)
+	}
+	if got := value(t, fams, "switchyard_usenet_ranges_indexed_total"); got != 1 {
+		t.Errorf("usenet ranges = %v, want 1", got)
+	}
+	for _, n := range []string{"switchyard_usenet_releases_published_total", "switchyard_usenet_articles_indexed_total"} {
+		value(t, fams, n)
+	}
+	checkLabels(t, fams)
+}
+
+// TestNewznabRequests: the constructor registers once; the counter is
+// served with the rest.
+func TestNewznabRequests(t *testing.T) {
+	t.Parallel()
+	r := New()
+	c, err := NewznabRequests(r.Registerer())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.WithLabelValues("search", "200").Inc()
+	if _, err := NewznabRequests(r.Registerer()); err == nil {
+		t.Fatal("a second registration succeeded")
+	}
+	if got := value(t, gather(t, r), "switchyard_newznab_requests_total", "function", "search", "code", "200"); got != 1 {
+		t.Fatalf("newznab requests = %v, want 1", got)
+	}
+}
+
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// waitFor polls cond until it holds or a deadline passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond) // polling interval, not a wait for an event
+	}
+}
