@@ -73,9 +73,3 @@ func CategoryName(id int) string {
 	}
 	return ""
 }
-
-// Categorize assigns a category from the groups a release was posted to
-// and its name. It returns CatOtherMisc when no rule matches.
-func Categorize(groups []string, name string) int {
-	return CatOtherMisc
-}

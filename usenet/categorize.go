@@ -1,0 +1,253 @@
+package usenet
+
+import (
+	"slices"
+	"strings"
+	"unicode"
+)
+
+// catRule gives id to a release whose groups and name match it. A rule
+// with both conditions needs both; a nil condition matches anything.
+type catRule struct {
+	id int
+	// groups are group-name patterns: dot-separated components that must
+	// appear in a row in one of the groups ("hdtv.x264" matches
+	// alt.binaries.hdtv.x264, "tv" matches alt.binaries.multimedia.tv but
+	// not alt.binaries.tvseries).
+	groups []string
+	// names are lists of name markers; the name must hold a marker of
+	// every list. A marker is a word of the name, compared case-
+	// insensitively after splitting the name at every rune that is not a
+	// letter or digit; "web-dl" is two words in a row; "<episode>",
+	// "<year>" are the patterns below.
+	names [][]string
+}
+
+// Marker lists the rules share.
+var (
+	mkEpisode = []string{"<episode>"}
+	mkUHD     = []string{"2160p", "4k", "uhd"}
+	mkHD      = []string{"720p", "1080p", "1080i"}
+	// mkSD comes after mkHD and mkUHD: HDTV marks SD only without a
+	// resolution ("Show.S01E02.720p.HDTV" is HD).
+	mkSD = []string{"480p", "576p", "sd", "dvdrip", "xvid", "divx", "hdtv", "pdtv", "sdtv", "dvdr", "dvd", "dvdscr"}
+	// mkMovie marks a film without an episode marker: a year with a
+	// resolution (the resolution list is the other condition) or a source
+	// only films come from.
+	mkMovie  = []string{"<year>", "bluray", "blu-ray", "bdrip", "brrip", "bdremux", "remux", "web-dl", "webdl", "webrip", "hdrip", "dvdrip", "dvdscr"}
+	mkHDDisc = []string{"bluray", "blu-ray", "bdrip", "brrip", "bdremux", "remux", "web-dl", "webdl"}
+
+	grTV     = []string{"tv", "teevee", "hdtv", "tvseries", "multimedia.tv"}
+	grMovies = []string{"movies", "hdtv.x264", "x264", "dvd", "dvdr", "bluray", "divx", "hd.movies"}
+)
+
+// catRules is the whole categorizer, first match wins. Name rules come
+// before group rules, so a name beats a group where they conflict (an
+// episode posted to a movies group is TV, a film in a TV group is a film),
+// with two exceptions that come first: anime and XXX groups beat names,
+// because their posts carry TV and film markers of their own.
+var catRules = []catRule{
+	// An explicit XXX tag beats everything: XXX posts carry resolutions,
+	// years and episode-like numbers.
+	{id: CatXXX, names: [][]string{{"xxx"}}},
+	// Anime groups: fansub names look like TV episodes, only the group
+	// tells them apart.
+	{id: CatTVAnime, groups: []string{"anime"}},
+	{id: CatXXX, groups: []string{"erotica", "xxx", "pictures.erotica"}},
+
+	// TV by name: an episode or season marker, then the resolution.
+	{id: CatTVUHD, names: [][]string{mkEpisode, mkUHD}},
+	{id: CatTVHD, names: [][]string{mkEpisode, mkHD}},
+	{id: CatTVSD, names: [][]string{mkEpisode, mkSD}},
+	// An episode without a resolution: the HD groups say HD.
+	{id: CatTVHD, groups: []string{"hdtv"}, names: [][]string{mkEpisode}},
+	{id: CatTV, names: [][]string{mkEpisode}},
+
+	// Films by name (no episode marker: the TV rules came first).
+	{id: CatMoviesUHD, names: [][]string{mkMovie, mkUHD}},
+	{id: CatMoviesHD, names: [][]string{mkMovie, mkHD}},
+	{id: CatMoviesSD, names: [][]string{mkMovie, mkSD}},
+	// A disc or web source without a resolution is HD more often than not.
+	{id: CatMoviesHD, names: [][]string{mkHDDisc}},
+
+	// Books before audio: "CBR" is a comic archive here, not a bit rate.
+	{id: CatBooksComic, names: [][]string{{"cbr", "cbz", "cb7", "comic", "comics"}}},
+	{id: CatBooksEbook, names: [][]string{{"epub", "mobi", "azw3", "azw", "pdf", "ebook", "ebooks", "e-book"}}},
+	// Lossless before MP3: a FLAC release may mention its MP3 sibling.
+	{id: CatAudioFLAC, names: [][]string{{"flac", "lossless", "alac", "24bit", "ape"}}},
+	{id: CatAudioMP3, names: [][]string{{"mp3", "320kbps", "256kbps", "192kbps", "v0", "v2"}}},
+	// Software: films on disc images were taken by the film rules.
+	{id: CatPC, names: [][]string{{"iso", "x64", "x86", "win64", "win32", "windows", "macos", "keygen", "portable"}}},
+
+	// Groups, for names that say nothing (obfuscated posts). "hdtv.x264"
+	// before "hdtv": the first carries films, the second TV.
+	{id: CatConsole, groups: []string{"console", "games.xbox", "games.nintendods", "games.wii"}},
+	{id: CatMoviesUHD, groups: grMovies, names: [][]string{mkUHD}},
+	{id: CatMoviesHD, groups: []string{"hdtv.x264", "bluray", "hd.movies"}},
+	{id: CatMoviesHD, groups: grMovies, names: [][]string{mkHD}},
+	{id: CatMoviesSD, groups: grMovies, names: [][]string{mkSD}},
+	{id: CatMovies, groups: grMovies},
+	{id: CatTVUHD, groups: grTV, names: [][]string{mkUHD}},
+	{id: CatTVHD, groups: grTV, names: [][]string{mkHD}},
+	{id: CatTVSD, groups: grTV, names: [][]string{mkSD}},
+	{id: CatTVHD, groups: []string{"hdtv"}},
+	{id: CatTV, groups: grTV},
+	{id: CatAudioFLAC, groups: []string{"sounds.flac", "sounds.lossless", "lossless", "flac"}},
+	{id: CatAudioMP3, groups: []string{"sounds", "mp3", "music"}},
+	{id: CatBooksComic, groups: []string{"comics"}},
+	{id: CatBooksEbook, groups: []string{"ebook", "ebooks", "e-book", "e-books"}},
+	{id: CatPC, groups: []string{"cd.image", "iso", "warez", "apps"}},
+}
+
+// Categorize assigns a category from the groups a release was posted to
+// and its name, by the first rule of catRules that matches. It returns
+// CatOtherMisc when none does. The result depends on the set of groups,
+// not their order.
+func Categorize(groups []string, name string) int {
+	id, _ := categorize(groups, name)
+	return id
+}
+
+// categorize is Categorize that also returns the index of the rule that
+// matched (-1 for none), for the test that every rule is reachable.
+func categorize(groups []string, name string) (int, int) {
+	dotted := make([]string, len(groups))
+	for i, g := range groups {
+		dotted[i] = "." + strings.ToLower(g) + "."
+	}
+	words := strings.FieldsFunc(strings.ToLower(name), func(r rune) bool {
+		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
+	})
+	for i, r := range catRules {
+		if r.matchGroups(dotted) && r.matchName(words) {
+			return r.id, i
+		}
+	}
+	return CatOtherMisc, -1
+}
+
+func (r *catRule) matchGroups(dotted []string) bool {
+	if r.groups == nil {
+		return true
+	}
+	for _, p := range r.groups {
+		for _, g := range dotted {
+			if strings.Contains(g, "."+p+".") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (r *catRule) matchName(words []string) bool {
+	for _, list := range r.names {
+		found := false
+		for _, m := range list {
+			if hasMarker(words, m) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// hasMarker reports whether words hold the marker m.
+func hasMarker(words []string, m string) bool {
+	switch m {
+	case "<episode>":
+		return hasEpisode(words)
+	case "<year>":
+		for _, w := range words {
+			if isYear(w) {
+				return true
+			}
+		}
+		return false
+	}
+	parts := strings.Split(m, "-")
+	for i := 0; i+len(parts) <= len(words); i++ {
+		if slices.Equal(words[i:i+len(parts)], parts) {
+			return true
+		}
+	}
+	return false
+}
+
+// hasEpisode finds an episode or season marker: s01e02 (and s01e02e03),
+// s01, 1x02, "season 1", or a daily show's date (2026 01 31).
+func hasEpisode(words []string) bool {
+	for i, w := range words {
+		switch {
+		case isSeasonEpisode(w), isCrossEpisode(w):
+			return true
+		case w == "season" && i+1 < len(words) && isDigits(words[i+1]) && len(words[i+1]) <= 2:
+			return true
+		case isYear(w) && i+2 < len(words) && inRange(words[i+1], 1, 12) && inRange(words[i+2], 1, 31):
+			return true
+		}
+	}
+	return false
+}
+
+// isSeasonEpisode matches s\d{1,2}(e\d{1,3})*.
+func isSeasonEpisode(w string) bool {
+	if len(w) < 2 || w[0] != 's' {
+		return false
+	}
+	i := digitsRun(w, 1, 2)
+	if i == 1 {
+		return false
+	}
+	for i < len(w) {
+		if w[i] != 'e' {
+			return false
+		}
+		j := digitsRun(w, i+1, 3)
+		if j == i+1 {
+			return false
+		}
+		i = j
+	}
+	return true
+}
+
+// isCrossEpisode matches \d{1,2}x\d{2,3} (1x02), not 1920x1080.
+func isCrossEpisode(w string) bool {
+	i := digitsRun(w, 0, 2)
+	if i == 0 || i >= len(w) || w[i] != 'x' {
+		return false
+	}
+	j := digitsRun(w, i+1, 3)
+	return j == len(w) && j-i-1 >= 2
+}
+
+// digitsRun returns the index after at most max digits of w from i, or i
+// when more digits than max follow (so "s123" is no season).
+func digitsRun(w string, i, max int) int {
+	j := i
+	for j < len(w) && w[j] >= '0' && w[j] <= '9' {
+		j++
+	}
+	if j-i > max {
+		return i
+	}
+	return j
+}
+
+func isYear(w string) bool { return len(w) == 4 && inRange(w, 1900, 2099) }
+
+func inRange(w string, lo, hi int) bool {
+	if !isDigits(w) || len(w) > 4 {
+		return false
+	}
+	n := 0
+	for i := 0; i < len(w); i++ {
+		n = n*10 + int(w[i]-'0')
+	}
+	return n >= lo && n <= hi
+}
