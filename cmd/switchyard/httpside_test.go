@@ -3,6 +3,8 @@ package main
 import (
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -113,7 +115,8 @@ func TestUpMetrics(t *testing.T) {
 	port, hport := freePort(t), freePort(t)
 	url := "nats://127.0.0.1:" + strconv.Itoa(port)
 	base := "http://127.0.0.1:" + strconv.Itoa(hport)
-	up := cli(t, "up", "--nats-port", strconv.Itoa(port), "--data", t.TempDir(), "--http", "127.0.0.1:"+strconv.Itoa(hport))
+	data := t.TempDir()
+	up := cli(t, "up", "--nats-port", strconv.Itoa(port), "--data", data, "--http", "127.0.0.1:"+strconv.Itoa(hport))
 	startProcess(t, up, "Stop with Ctrl-C")
 	t.Cleanup(func() { _ = up.Process.Kill() })
 
@@ -137,6 +140,25 @@ func TestUpMetrics(t *testing.T) {
 		n, _ := sum(fams, "switchyard_usenet_ranges_indexed_total")
 		return n > 0, "usenet ranges indexed " + strconv.FormatFloat(n, 'f', -1, 64)
 	})
+
+	// The Newznab API on the same port: caps needs no key, a wrong key is
+	// error 100, and the demo provider's releases show up in a search.
+	keyb, err := os.ReadFile(filepath.Join(data, upAPIDir, apiKeyFile))
+	if err != nil {
+		t.Fatalf("up stored no API key: %v", err)
+	}
+	key := strings.TrimSpace(string(keyb))
+	if code, body := httpGet(t, base+"/api?t=caps"); code != 200 || !strings.Contains(body, "<caps>") {
+		t.Fatalf("/api?t=caps: %d %s", code, body)
+	}
+	if _, body := httpGet(t, base+"/api?t=search&apikey=wrong"); !strings.Contains(body, `code="100"`) {
+		t.Fatalf("/api with a wrong key: %s", body)
+	}
+	pollUntil(t, "a demo release searchable", func() (bool, string) {
+		_, body := httpGet(t, base+"/api?t=search&apikey="+key)
+		return strings.Contains(body, "<item>"), body
+	})
+	fams = scrape(t, base)
 
 	positive := []struct {
 		name   string
@@ -165,6 +187,9 @@ func TestUpMetrics(t *testing.T) {
 		{"switchyard_work_worker_articles_total", nil},
 		{"switchyard_usenet_articles_indexed_total", nil},
 		{"switchyard_usenet_ranges_indexed_total", nil},
+		{"switchyard_newznab_requests_total", []string{"function", "search", "code", "0"}},
+		{"switchyard_newznab_requests_total", []string{"function", "search", "code", "100"}},
+		{"switchyard_newznab_requests_total", []string{"function", "caps"}},
 	}
 	for _, c := range positive {
 		if v, ok := sum(fams, c.name, c.labels...); !ok || v <= 0 {

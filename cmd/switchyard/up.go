@@ -249,6 +249,10 @@ func runUp(cmd *cobra.Command, cfg upConfig) (err error) {
 	if err != nil {
 		return err
 	}
+	apiLine, err := startUpAPI(cmd.Context(), cfg, connect, ph, func(stop func(context.Context) error) { stops = append(stops, stop) })
+	if err != nil {
+		return err
+	}
 	ph.rolesStarted()
 
 	w := stdout(cmd)
@@ -266,7 +270,7 @@ func runUp(cmd *cobra.Command, cfg upConfig) (err error) {
   NATS       %s   (export %s=%s)
   persist    %d servers, ids %s, placement %s, data %s
   balancer   %s.*.id
-%s%s
+%s%s%s
 Try:
   switchyard kv set hub demo greeting hello%s
   switchyard kv get hub demo greeting%s
@@ -275,7 +279,7 @@ Try:
   nats req %s.hub.id ''          # the plain NATS client works too
 %s
 Stop with Ctrl-C.
-`, url, bus.EnvURL, url, cfg.servers, strings.Join(ids, ","), cfg.placementName, cfg.dataDir, cfg.service, workLine, httpLine(ph), flag, flag, flag, flag, cfg.service, workTry(cfg.work, flag))
+`, url, bus.EnvURL, url, cfg.servers, strings.Join(ids, ","), cfg.placementName, cfg.dataDir, cfg.service, workLine, httpLine(ph), apiLine, flag, flag, flag, flag, cfg.service, workTry(cfg.work, flag))
 
 	<-cmd.Context().Done()
 	slog.Info("switchyard stopping: workers and coordinator first, then draining in-flight requests")

@@ -26,7 +26,9 @@ func TestUpEndToEnd(t *testing.T) {
 	port := freePort(t)
 	data := t.TempDir()
 	url := "nats://127.0.0.1:" + strconv.Itoa(port)
-	up := cli(t, "up", "--nats-port", strconv.Itoa(port), "--data", data, "--servers", "3")
+	// --http on a free port: the default 8080 may be taken, and other
+	// tests run up beside this one.
+	up := cli(t, "up", "--nats-port", strconv.Itoa(port), "--data", data, "--servers", "3", "--http", "127.0.0.1:0")
 	startProcess(t, up, "Stop with Ctrl-C")
 	t.Cleanup(func() { _ = up.Process.Kill() })
 
@@ -128,7 +130,7 @@ func TestUpEndToEnd(t *testing.T) {
 	// one's connection may take the port this process just freed.
 	port = freePort(t)
 	url = "nats://127.0.0.1:" + strconv.Itoa(port)
-	up2 := cli(t, "up", "--nats-port", strconv.Itoa(port), "--data", data, "--servers", "3")
+	up2 := cli(t, "up", "--nats-port", strconv.Itoa(port), "--data", data, "--servers", "3", "--http", "127.0.0.1:0")
 	startProcess(t, up2, "Stop with Ctrl-C")
 	t.Cleanup(func() { _ = up2.Process.Kill() })
 	if got := must("stream", "get", "project-1", "log", seq); got != "first event\n" {

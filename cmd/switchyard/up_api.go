@@ -1,0 +1,54 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/switchyard-dev/switchyard/bus/auth"
+	"github.com/switchyard-dev/switchyard/persist"
+)
+
+// upAPIDir is where, in up's data directory, the Newznab API keeps its key
+// and search index. A scope cannot start with '_', so no persist scope's
+// directory can be this one.
+const upAPIDir = "_usenet-api"
+
+// startUpAPI serves the usenet indexer's Newznab API on up's HTTP side
+// (none without --http): the key is created on first start in the data
+// directory and printed with the URL. onStop registers the API's stops.
+func startUpAPI(ctx context.Context, cfg upConfig, connect func(name, user string) (*nats.Conn, error), ph *procHTTP, onStop func(func(context.Context) error)) (string, error) {
+	if ph == nil {
+		return "", nil
+	}
+	dir := filepath.Join(cfg.dataDir, upAPIDir)
+	key, created, err := loadAPIKey(dir)
+	if err != nil {
+		return "", err
+	}
+	nc, err := connect("switchyard-usenet-api", auth.RoleClient)
+	if err != nil {
+		return "", err
+	}
+	c, err := persist.NewClient(persist.ClientConfig{Conn: nc, Service: cfg.service})
+	if err != nil {
+		return "", err
+	}
+	onStop(func(context.Context) error { return c.Close() })
+	st, err := cfg.work.uf.store(c)
+	if err != nil {
+		return "", err
+	}
+	api, err := startUsenetAPI(ctx, st, dir, "", keyChecker(key), ph)
+	if err != nil {
+		return "", err
+	}
+	onStop(api.Stop)
+	how := "key stored in " + filepath.Join(dir, apiKeyFile)
+	if created {
+		how = "key created in " + filepath.Join(dir, apiKeyFile)
+	}
+	return fmt.Sprintf("  newznab    %s/api?apikey=%s   (%s)\n", ph.url(), key, how), nil
+}
