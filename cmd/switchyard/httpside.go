@@ -30,11 +30,17 @@ type httpFlags struct {
 
 // register adds the flags; def is --http's default ("" = off).
 func (f *httpFlags) register(cmd *cobra.Command, def string) {
+	f.registerServing(cmd, def, "/metrics, /healthz and /readyz")
+}
+
+// registerServing is register for a command whose HTTP side serves more
+// than the operations endpoints: serves lists what.
+func (f *httpFlags) registerServing(cmd *cobra.Command, def, serves string) {
 	off := ""
 	if def != "" {
 		off = `; "" turns it off`
 	}
-	cmd.Flags().StringVar(&f.addr, "http", def, "`ADDR` (host:port) to serve /metrics, /healthz and /readyz on"+off+" (loopback only unless --http-insecure)")
+	cmd.Flags().StringVar(&f.addr, "http", def, "`ADDR` (host:port) to serve "+serves+" on"+off+" (loopback only unless --http-insecure)")
 	cmd.Flags().BoolVar(&f.insecure, "http-insecure", false, "allow a non-loopback --http: the endpoints have no authentication yet, anyone who reaches the port can read them")
 }
 

@@ -120,7 +120,7 @@ with --tls-ca).`,
 	uw.wf.registerPlan(cmd)
 	uw.wf.registerLease(cmd)
 	uw.uf.registerSettle(cmd)
-	hf.register(cmd, upHTTPDefault)
+	hf.registerServing(cmd, upHTTPDefault, "/metrics, /healthz, /readyz and the Newznab /api")
 	cmd.Flags().BoolVar(&insecure, "insecure", false, "allow a non-loopback --host without --auth: anyone who reaches the port can read and write everything")
 	rootCmd.AddCommand(cmd)
 }

@@ -75,7 +75,7 @@ the downloader's indexer settings. 'switchyard up' serves the same API on its
 			return runUntilSignal(cmd.Context(), startStop{announce, api.Stop}, ph)
 		},
 	}
-	hf.register(serve, "127.0.0.1:8080")
+	hf.registerServing(serve, "127.0.0.1:8080", "the Newznab /api, /metrics, /healthz and /readyz")
 	serve.Flags().StringVar(&dataDir, "data", "switchyard-usenet", "`DIR` of the search index and the API key")
 	serve.Flags().StringVar(&baseURL, "base-url", "", "`URL` the links in feeds start with (default: the request's own host)")
 	uf.registerScope(serve)
