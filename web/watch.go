@@ -158,9 +158,9 @@ type WatchGateway struct {
 	conns   map[*wsConn]struct{}
 	stopped bool
 
-	open, highBytes, highMsgs    atomic.Int64
-	accepted, resyncs, failures  atomic.Uint64
-	sent                         atomic.Uint64
+	open, highBytes, highMsgs   atomic.Int64
+	accepted, resyncs, failures atomic.Uint64
+	sent                        atomic.Uint64
 
 	// beforeWrite, when set (tests), runs before each write to a browser:
 	// a test blocks it to stand for a browser that does not read.

@@ -12,16 +12,21 @@ import (
 )
 
 // wsConn is one browser's connection: a bounded queue filled by the
-// watch's callback (which never blocks) and drained by the connection's
-// goroutine, the only one that writes to the socket.
+// watch's callback and drained by the connection's goroutine, the only one
+// that writes to the socket.
 type wsConn struct {
-	g           *WatchGateway
-	ws          *websocket.Conn
-	stopWatch   context.CancelFunc // ends the watch once nothing more can be queued
-	maxMsgs     int
-	maxBytes    int
-	wake        chan struct{} // capacity 1: the queue has something
-	batch       []qItem       // owned by the writer: the items being written
+	g         *WatchGateway
+	ws        *websocket.Conn
+	stopWatch context.CancelFunc // ends the watch once nothing more can be queued
+	maxMsgs   int
+	maxBytes  int
+	wake      chan struct{} // capacity 1: the queue has something
+	room      chan struct{} // capacity 1: the writer made room
+	watchCtx  context.Context
+	// catchingUp is owned by the watch's goroutine (onEvent): the watch is
+	// reading history or re-reading, not following the feed.
+	catchingUp bool
+	batch      []qItem // owned by the writer: the items being written
 
 	mu     sync.Mutex // protects q, qBytes, next and final
 	q      []qItem
@@ -41,7 +46,11 @@ type qItem struct {
 	reason string
 }
 
-// onEvent is the watch callback: encode, queue, never wait.
+// onEvent is the watch callback. While the watch catches up (its history
+// read, and each re-read it makes after EventResynced, up to
+// EventCaughtUp) it waits for room in the queue: a catch-up goes at the
+// browser's pace, however long the stream. Live events never wait: one
+// that does not fit ends the connection with a resync (see push).
 func (c *wsConn) onEvent(ev persist.Event) {
 	switch ev.Kind {
 	case persist.EventSet:
@@ -51,26 +60,39 @@ func (c *wsConn) onEvent(ev persist.Event) {
 	case persist.EventSkipped:
 		c.push(encodeCtl(wireCtl{Type: TypeSkipped, Count: ev.Count, First: ev.First, Last: ev.Last}), ev.Last+1)
 	case persist.EventResynced:
+		c.catchingUp = true
 		c.push(encodeCtl(wireCtl{Type: TypeResynced, Reason: ev.Reason}), 0)
 	case persist.EventCaughtUp:
 		c.push(encodeCtl(wireCtl{Type: TypeCaughtUp}), 0)
+		c.catchingUp = false
 	case persist.EventEnded:
 		c.endWith(ev.Err)
 	}
 }
 
 // push queues b; next, when not 0, is the first seq after what b accounts
-// for. A message that does not fit ends the stream of messages with a
-// resync naming the first seq not queued, and stops the watch: the browser
-// gets everything before it, then reconnects from there, so nothing is
-// lost and memory stays bounded.
+// for. While catching up it waits for room. Live, a message that does not
+// fit ends the stream of messages with a resync naming the first seq not
+// queued, and stops the watch: the browser gets everything before it, then
+// reconnects from there, so nothing is lost and memory stays bounded.
 func (c *wsConn) push(b []byte, next uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	for !c.final && !c.fits(len(b)) && c.catchingUp {
+		c.mu.Unlock()
+		select {
+		case <-c.room:
+		case <-c.watchCtx.Done():
+		}
+		c.mu.Lock()
+		if c.watchCtx.Err() != nil {
+			return
+		}
+	}
 	if c.final {
 		return
 	}
-	if len(c.q) >= c.maxMsgs || (len(c.q) > 0 && c.qBytes+len(b) > c.maxBytes) {
+	if !c.fits(len(b)) {
 		reason := fmt.Sprintf("slow consumer: %d messages, %d bytes waiting", len(c.q), c.qBytes)
 		c.g.resyncs.Add(1)
 		// The resync goes one small message past the bound: it must get
@@ -84,6 +106,12 @@ func (c *wsConn) push(b []byte, next uint64) {
 	storeMax(&c.g.highMsgs, int64(len(c.q)))
 	storeMax(&c.g.highBytes, int64(c.qBytes))
 	c.signal()
+}
+
+// fits reports whether n more bytes fit the queue's bounds; c.mu is held.
+// An empty queue takes any one message.
+func (c *wsConn) fits(n int) bool {
+	return len(c.q) < c.maxMsgs && (len(c.q) == 0 || c.qBytes+n <= c.maxBytes)
 }
 
 // endWith queues the error a watch ended with and the close that follows.
@@ -130,6 +158,12 @@ func (c *wsConn) take() []qItem {
 func (c *wsConn) written(n int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	defer func() {
+		select {
+		case c.room <- struct{}{}:
+		default:
+		}
+	}()
 	for _, it := range c.q[:n] {
 		c.qBytes -= len(it.b)
 	}
@@ -150,7 +184,7 @@ type ending struct {
 
 // writeLoop writes what is queued until a final message, the gateway
 // stopping (ctx), the browser leaving (gone) or a write failing.
-func (c *wsConn) writeLoop(ctx, gone context.Context) ending {
+func (c *wsConn) writeLoop(ctx, gone context.Context, watchDone <-chan struct{}) ending {
 	cfg := &c.g.cfg
 	var ping <-chan time.Time
 	if cfg.PingInterval > 0 {
@@ -168,6 +202,12 @@ func (c *wsConn) writeLoop(ctx, gone context.Context) ending {
 			if err := c.timed(ctx, func(ctx context.Context) error { return c.ws.Ping(ctx) }); err != nil {
 				return c.failed(ctx)
 			}
+			continue
+		case <-watchDone:
+			// Ended without EventEnded (its client was closed), or stopped
+			// by a final message already queued (then this is a no-op).
+			watchDone = nil
+			c.endWith(fmt.Errorf("%w: the gateway's persist client closed", persist.ErrUnavailable))
 			continue
 		case <-c.wake:
 		}
@@ -221,9 +261,10 @@ func (g *WatchGateway) serve(ws *websocket.Conn, stream *persist.Stream, from ui
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	c := &wsConn{
-		g: g, ws: ws, stopWatch: stopWatch, next: from,
+		g: g, ws: ws, watchCtx: watchCtx, stopWatch: stopWatch, next: from,
 		maxMsgs: g.cfg.QueueMessages, maxBytes: g.cfg.QueueBytes,
-		wake: make(chan struct{}, 1),
+		wake: make(chan struct{}, 1), room: make(chan struct{}, 1),
+		catchingUp: true,
 	}
 	g.mu.Lock()
 	g.conns[c] = struct{}{}
@@ -234,16 +275,19 @@ func (g *WatchGateway) serve(ws *websocket.Conn, stream *persist.Stream, from ui
 		g.mu.Unlock()
 	}()
 	// Browsers send nothing; reading still answers pings and the close
-	// handshake, and tells when the browser has gone.
-	// Its context is not ctx: a canceled read closes the socket at once,
-	// and Stop wants to send 1001 first. Closing ws ends the reader.
+	// handshake, and tells when the browser has gone. Its context is not
+	// ctx: a canceled read closes the socket at once, and Stop wants to
+	// send 1001 first. Closing ws ends the reader.
 	gone := ws.CloseRead(context.WithoutCancel(ctx))
 	c.push(encodeCtl(wireCtl{Type: TypeReady, From: from}), 0)
 	w, err := stream.Watch(watchCtx, persist.WatchOptions{From: from, Buffer: g.cfg.WatchBuffer}, c.onEvent)
+	var watchDone <-chan struct{}
 	if err != nil {
 		c.endWith(fmt.Errorf("watch: %w", err))
+	} else {
+		watchDone = w.Done()
 	}
-	end := c.writeLoop(ctx, gone)
+	end := c.writeLoop(ctx, gone, watchDone)
 	g.cfg.Logger.Debug("watch connection ended", "scope", stream.Scope(), "stream", stream.Name(), "status", int(end.status), "reason", end.reason, "abrupt", end.abrupt)
 	stopWatch()
 	if w != nil {
