@@ -1,0 +1,324 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/switchyard-dev/switchyard/bus"
+	"github.com/switchyard-dev/switchyard/persist"
+)
+
+// Watch gateway defaults.
+const (
+	// QueueMessagesDefault bounds the messages waiting to be written to
+	// one browser; one more and it is sent a resync.
+	QueueMessagesDefault = 1024
+	// QueueBytesDefault bounds the bytes waiting to be written to one
+	// browser. A single message larger than it still goes through an empty
+	// queue, so a connection holds at most max(QueueBytes, one message).
+	QueueBytesDefault = 256 << 10
+	// WriteTimeoutDefault is how long one write (or ping) may take before
+	// the browser is cut off: a peer that stops reading fills the socket's
+	// buffers and then this deadline ends it.
+	WriteTimeoutDefault = 10 * time.Second
+	// PingIntervalDefault is how often an idle connection is pinged, so
+	// peers that vanished are noticed and proxies keep it open.
+	PingIntervalDefault = 30 * time.Second
+	// WatchBufferDefault is the persist.WatchOptions.Buffer of each
+	// connection's watch. The gateway's callback never blocks, so the
+	// watch's own buffer only bridges scheduling hiccups; small keeps an
+	// idle connection small.
+	WatchBufferDefault = 256
+	// InventoryTimeoutDefault bounds the inventory read that resolves an
+	// absent from before the upgrade.
+	InventoryTimeoutDefault = 10 * time.Second
+)
+
+// Close codes the gateway ends a connection with (besides the standard
+// 1001 going away when it stops, and 1008 when a browser sends data).
+const (
+	// CloseResync: the browser fell behind; the last message was a resync
+	// naming the seq to reconnect from.
+	CloseResync websocket.StatusCode = 4001
+	// CloseEnded: the watch ended for good (the error message before says
+	// why: bad-request, forbidden, too-large); reconnecting will not help.
+	CloseEnded websocket.StatusCode = 4002
+	// CloseUnavailable: the watch ended because the gateway lost its bus
+	// (or hit an internal error); reconnect with backoff.
+	CloseUnavailable websocket.StatusCode = 1013
+)
+
+// WatchConfig configures a WatchGateway.
+type WatchConfig struct {
+	// Client is the persist client the gateway watches with. Required.
+	// The gateway never closes it.
+	Client *persist.Client
+	// Authorizer checks each request. Required: use Open() for an open
+	// loopback bus, Accounts(AuthDirAccounts(dir, service)) for `up --auth`.
+	Authorizer Authorizer
+	// OriginPatterns are the browser origins allowed besides the request's
+	// own host (websocket.AcceptOptions.OriginPatterns). Nil means same
+	// origin only, which keeps other sites from using a browser's Basic
+	// auth against the gateway.
+	OriginPatterns []string
+	// QueueMessages bounds one connection's outgoing queue in messages.
+	// Zero means QueueMessagesDefault.
+	QueueMessages int
+	// QueueBytes bounds one connection's outgoing queue in bytes. Zero
+	// means QueueBytesDefault.
+	QueueBytes int
+	// WriteTimeout bounds each write to a browser. Zero means
+	// WriteTimeoutDefault.
+	WriteTimeout time.Duration
+	// PingInterval is how often a connection is pinged. Zero means
+	// PingIntervalDefault; negative turns pings off.
+	PingInterval time.Duration
+	// WatchBuffer is each watch's persist.WatchOptions.Buffer. Zero means
+	// WatchBufferDefault.
+	WatchBuffer int
+	// Logger receives one line per connection that ends abnormally. Nil
+	// means slog.Default().
+	Logger *slog.Logger
+}
+
+func (c WatchConfig) withDefaults() WatchConfig {
+	if c.QueueMessages == 0 {
+		c.QueueMessages = QueueMessagesDefault
+	}
+	if c.QueueBytes == 0 {
+		c.QueueBytes = QueueBytesDefault
+	}
+	if c.WriteTimeout == 0 {
+		c.WriteTimeout = WriteTimeoutDefault
+	}
+	if c.PingInterval == 0 {
+		c.PingInterval = PingIntervalDefault
+	}
+	if c.WatchBuffer == 0 {
+		c.WatchBuffer = WatchBufferDefault
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+func (c WatchConfig) validate() error {
+	switch {
+	case c.Client == nil:
+		return errors.New("web: WatchConfig.Client is required")
+	case c.Authorizer == nil:
+		return errors.New("web: WatchConfig.Authorizer is required (Open() for an open loopback bus)")
+	case c.QueueMessages < 1 || c.QueueBytes < 1 || c.WriteTimeout < 0 || c.WatchBuffer < 1:
+		return errors.New("web: WatchConfig queue bounds, write timeout and watch buffer must be positive")
+	}
+	return nil
+}
+
+// WatchStats counts what a gateway did; see WatchGateway.Stats.
+type WatchStats struct {
+	// Open is the number of connections open now.
+	Open int64
+	// Accepted counts upgraded connections.
+	Accepted uint64
+	// Resyncs counts connections cut off with a resync (queue full).
+	Resyncs uint64
+	// WriteFailures counts connections whose write failed or timed out.
+	WriteFailures uint64
+	// Sent counts messages written.
+	Sent uint64
+	// QueueHighBytes and QueueHighMessages are the most any one
+	// connection ever had queued.
+	QueueHighBytes    int64
+	QueueHighMessages int64
+}
+
+// WatchGateway serves GET /ws/watch (see docs/websocket.md): one
+// persist.Stream.Watch per WebSocket connection, its events as JSON text
+// messages. WebSocket connections are hijacked, so http.Server.Shutdown
+// neither waits for nor closes them: Stop does.
+type WatchGateway struct {
+	cfg   WatchConfig
+	cache *encodeCache
+
+	ctx    context.Context // canceled by Stop: every connection ends
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // one per connection being served
+
+	mu      sync.Mutex // protects conns and stopped
+	conns   map[*wsConn]struct{}
+	stopped bool
+
+	open, highBytes, highMsgs   atomic.Int64
+	accepted, resyncs, failures atomic.Uint64
+	sent                        atomic.Uint64
+
+	// beforeWrite, when set (tests), runs before each write to a browser:
+	// a test blocks it to stand for a browser that does not read.
+	beforeWrite func(ctx context.Context)
+}
+
+// NewWatchGateway checks cfg and returns a gateway; mount it with Mount or
+// as an http.Handler on GET /ws/watch.
+func NewWatchGateway(cfg WatchConfig) (*WatchGateway, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	g := &WatchGateway{cfg: cfg, cache: newEncodeCache(4096), conns: map[*wsConn]struct{}{}}
+	g.ctx, g.cancel = context.WithCancel(context.Background())
+	return g, nil
+}
+
+// Mount registers the gateway on mux (a *Server or *http.ServeMux):
+// GET /ws/watch (the WebSocket), GET /ws/watch.js (the JS client) and
+// GET /watch (the live page).
+func (g *WatchGateway) Mount(mux interface{ Handle(string, http.Handler) }) {
+	mux.Handle("GET /ws/watch", g)
+	mux.Handle("GET /ws/watch.js", staticFile("watch.js", "text/javascript; charset=utf-8"))
+	mux.Handle("GET /watch", staticFile("watch.html", "text/html; charset=utf-8"))
+}
+
+// Stats returns the gateway's counters.
+func (g *WatchGateway) Stats() WatchStats {
+	return WatchStats{
+		Open: g.open.Load(), Accepted: g.accepted.Load(), Resyncs: g.resyncs.Load(),
+		WriteFailures: g.failures.Load(), Sent: g.sent.Load(),
+		QueueHighBytes: g.highBytes.Load(), QueueHighMessages: g.highMsgs.Load(),
+	}
+}
+
+// Stop refuses new connections, closes the open ones with 1001 (going
+// away; browsers reconnect and resume) and waits for their goroutines
+// until ctx ends, then drops what is left without a close handshake. It is
+// idempotent.
+func (g *WatchGateway) Stop(ctx context.Context) error {
+	g.mu.Lock()
+	g.stopped = true
+	g.mu.Unlock()
+	g.cancel()
+	done := make(chan struct{})
+	go func() { g.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+	}
+	g.mu.Lock()
+	for c := range g.conns {
+		_ = c.ws.CloseNow()
+	}
+	g.mu.Unlock()
+	<-done
+	return fmt.Errorf("web: stop watch gateway: %w", ctx.Err())
+}
+
+// watchParams are a request's validated parameters.
+type watchParams struct {
+	scope, stream string
+	from          uint64
+	hasFrom       bool
+}
+
+func parseWatchParams(r *http.Request) (watchParams, error) {
+	q := r.URL.Query()
+	p := watchParams{scope: q.Get("scope"), stream: q.Get("stream")}
+	if !bus.ValidScope(p.scope) {
+		return p, fmt.Errorf("scope %q: want [a-z0-9][a-z0-9_-]{0,127}", p.scope)
+	}
+	if err := persist.ValidStreamName(p.stream); err != nil {
+		return p, fmt.Errorf("stream: %w", err)
+	}
+	if s := q.Get("from"); s != "" {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return p, fmt.Errorf("from %q: want a seq (a whole number, 1 = everything)", s)
+		}
+		p.from, p.hasFrom = max(n, 1), true
+	}
+	return p, nil
+}
+
+// ServeHTTP answers one watch request: parameters (400), credentials (401),
+// scope (403), then the upgrade and the watch until either side ends it.
+func (g *WatchGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p, err := parseWatchParams(r)
+	if err != nil {
+		http.Error(w, "bad-request: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	who, err := g.cfg.Authorizer(r)
+	switch {
+	case errors.Is(err, ErrUnauthorized):
+		w.Header().Set("WWW-Authenticate", `Basic realm="switchyard", charset="UTF-8"`)
+		http.Error(w, err.Error(), http.StatusUnauthorized)
+		return
+	case errors.Is(err, ErrForbidden):
+		http.Error(w, err.Error(), http.StatusForbidden)
+		return
+	case err != nil:
+		http.Error(w, "internal: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	if !who.CanRead(p.scope) {
+		http.Error(w, fmt.Sprintf("forbidden: %s may not read scope %s", who.Name, p.scope), http.StatusForbidden)
+		return
+	}
+	if !g.enter() {
+		http.Error(w, "unavailable: the gateway is stopping", http.StatusServiceUnavailable)
+		return
+	}
+	defer g.wg.Done()
+	stream := g.cfg.Client.Stream(p.scope, p.stream)
+	if !p.hasFrom {
+		// Only new changes: everything after the last seq assigned now.
+		ictx, cancel := context.WithTimeout(r.Context(), InventoryTimeoutDefault)
+		inv, err := stream.Inventory(ictx)
+		cancel()
+		if err != nil {
+			http.Error(w, string(persist.CodeOf(err))+": "+err.Error(), httpStatus(err))
+			return
+		}
+		p.from = inv.Seq + 1
+	}
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{OriginPatterns: g.cfg.OriginPatterns})
+	if err != nil {
+		return // Accept has answered the request
+	}
+	g.serve(ws, stream, p.from)
+}
+
+// enter counts a connection in, unless the gateway is stopping.
+func (g *WatchGateway) enter() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.stopped {
+		return false
+	}
+	g.wg.Add(1)
+	return true
+}
+
+// httpStatus maps a persist error met before the upgrade to a status.
+func httpStatus(err error) int {
+	switch persist.CodeOf(err) {
+	case persist.CodeBadRequest:
+		return http.StatusBadRequest
+	case persist.CodeForbidden:
+		return http.StatusForbidden
+	case persist.CodeNotFound:
+		return http.StatusNotFound
+	}
+	// unavailable, wrong-owner, timeouts, no responders: the bus or the
+	// stream's server is away for now.
+	return http.StatusServiceUnavailable
+}

@@ -1,0 +1,337 @@
+package web
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/switchyard-dev/switchyard/internal/testpersist"
+	"github.com/switchyard-dev/switchyard/persist"
+)
+
+// TestWatchInOrderAcrossReconnect: 1,000 writes, made while the browser
+// watches, arrive in order and once each, across the gateway stopping
+// mid-way (close 1001) and the browser resuming on a new gateway from
+// its last seq + 1.
+func TestWatchInOrderAcrossReconnect(t *testing.T) {
+	t.Parallel()
+	env := testpersist.Start(t, 1)
+	c := env.Client()
+	writer := env.Client().Stream("hub", "log")
+	g1, ts1 := gateway(t, c, nil)
+	_, ts2 := gateway(t, c, nil)
+
+	const n = 1000
+	log := &seqLog{t: t, size: 8}
+	ws := dial(t, ts1, params("hub", "log", 1), nil)
+	if m := mustRead(t, ws); m.Type != TypeReady || m.From != 1 {
+		t.Fatalf("first message %+v, want ready from 1", m)
+	}
+	wrote := make(chan struct{})
+	go func() { defer close(wrote); writeN(t, writer, 1, n, 8) }()
+
+	for log.last < n/2 {
+		if m := mustRead(t, ws); m.Type == TypeMsg {
+			log.add(m)
+		}
+	}
+	if err := g1.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// What the first gateway wrote before it went away still counts.
+	var err error
+	for {
+		var m testMsg
+		if m, err = read(ws); err != nil {
+			break
+		}
+		if m.Type == TypeMsg {
+			log.add(m)
+		}
+	}
+	if got := websocket.CloseStatus(err); got != websocket.StatusGoingAway {
+		t.Fatalf("first connection ended with %v (status %d), want 1001 going away", err, got)
+	}
+	ws = dial(t, ts2, params("hub", "log", log.last+1), nil)
+	if m := mustRead(t, ws); m.Type != TypeReady || m.From != log.last+1 {
+		t.Fatalf("first message %+v, want ready from %d", m, log.last+1)
+	}
+	for log.last < n {
+		if m := mustRead(t, ws); m.Type == TypeMsg {
+			log.add(m)
+		}
+	}
+	<-wrote
+}
+
+// TestWatchResyncNamesFirstMissingSeq: a live browser that does not read
+// while the queue fills gets what was queued, then a resync naming the
+// first seq it did not get and close 4001; resuming from that seq loses
+// nothing (and the catch-up from there goes at the browser's pace).
+func TestWatchResyncNamesFirstMissingSeq(t *testing.T) {
+	t.Parallel()
+	env := testpersist.Start(t, 1)
+	const n, queue = 300, 50
+	var gate atomic.Bool
+	release := make(chan struct{})
+	g, ts := gateway(t, env.Client(), func(cfg *WatchConfig, _ *httptest.Server) { cfg.QueueMessages = queue })
+	// With the gate on the writer waits: the browser reads nothing.
+	g.beforeWrite = func(ctx context.Context) {
+		if !gate.Load() {
+			return
+		}
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+	}
+	ws := dial(t, ts, params("hub", "log", 1), nil)
+	for _, want := range []string{TypeReady, TypeCaughtUp} {
+		if m := mustRead(t, ws); m.Type != want {
+			t.Fatalf("got %+v, want %s", m, want)
+		}
+	}
+	gate.Store(true)
+	writeN(t, env.Client().Stream("hub", "log"), 1, n, 8)
+	waitFor(t, "the resync", func() bool { return g.Stats().Resyncs == 1 })
+	if st := g.Stats(); st.QueueHighMessages > queue {
+		t.Errorf("queue held %d messages, bound %d", st.QueueHighMessages, queue)
+	}
+	close(release)
+
+	log := &seqLog{t: t, size: 8}
+	var resync testMsg
+	for resync.Type == "" {
+		switch m := mustRead(t, ws); m.Type {
+		case TypeMsg:
+			log.add(m)
+		case TypeResync:
+			resync = m
+		default:
+			t.Fatalf("unexpected %+v", m)
+		}
+	}
+	if resync.From != log.last+1 || log.last == 0 {
+		t.Fatalf("resync from %d after seq %d, want %d", resync.From, log.last, log.last+1)
+	}
+	if _, err := read(ws); websocket.CloseStatus(err) != CloseResync {
+		t.Fatalf("after the resync: %v, want close %d", err, CloseResync)
+	}
+	ws = dial(t, ts, params("hub", "log", resync.From), nil)
+	for log.last < n {
+		if m := mustRead(t, ws); m.Type == TypeMsg {
+			log.add(m)
+		}
+	}
+	if got := g.Stats().Resyncs; got != 1 {
+		t.Errorf("%d resyncs, want 1: the catch-up must wait for the browser", got)
+	}
+}
+
+// TestWatchNeverReadingBrowserIsCutOff: a live browser that stops reading
+// fills its socket, then the gateway's bounded queue: the watch stops (a
+// resync is queued), the write deadline cuts the connection, and the queue
+// never held more than its bound. Resuming from the last seq it did get
+// loses nothing.
+func TestWatchNeverReadingBrowserIsCutOff(t *testing.T) {
+	t.Parallel()
+	env := testpersist.Start(t, 1)
+	const n, size, bound = 400, 16 << 10, 128 << 10
+	g, ts := gateway(t, env.Client(), func(cfg *WatchConfig, ts *httptest.Server) {
+		cfg.QueueBytes = bound
+		// Short, so the test does not wait out the default; no timing is
+		// asserted.
+		cfg.WriteTimeout = 100 * time.Millisecond
+		ts.Listener = smallBuffers{ts.Listener}
+	})
+	dialer := &net.Dialer{}
+	opts := &websocket.DialOptions{HTTPClient: &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := dialer.DialContext(ctx, network, addr)
+			if tc, ok := c.(*net.TCPConn); ok {
+				_ = tc.SetReadBuffer(4096)
+			}
+			return c, err
+		},
+	}}}
+	ws := dial(t, ts, params("hub", "log", 1), opts)
+	for _, want := range []string{TypeReady, TypeCaughtUp} {
+		if m := mustRead(t, ws); m.Type != want {
+			t.Fatalf("got %+v, want %s", m, want)
+		}
+	}
+	writeN(t, env.Client().Stream("hub", "log"), 1, n, size)
+	waitFor(t, "the connection to be cut off", func() bool { st := g.Stats(); return st.Accepted == 1 && st.Open == 0 })
+	st := g.Stats()
+	if st.Resyncs != 1 || st.WriteFailures != 1 {
+		t.Errorf("stats %+v: want one resync (queue full) and one write failure (deadline)", st)
+	}
+	if st.QueueHighBytes > bound {
+		t.Errorf("queue held %d bytes, bound %d", st.QueueHighBytes, bound)
+	}
+	// The browser wakes up: it reads what reached it, then resumes.
+	log := &seqLog{t: t, size: size}
+	for {
+		m, err := read(ws)
+		if err != nil {
+			break
+		}
+		switch m.Type {
+		case TypeMsg:
+			log.add(m)
+		case TypeResync:
+			if m.From != log.last+1 {
+				t.Fatalf("resync from %d after seq %d", m.From, log.last)
+			}
+		}
+	}
+	if log.last >= n {
+		t.Fatalf("the browser got all %d messages: the test did not fill the queue", n)
+	}
+	ws = dial(t, ts, params("hub", "log", log.last+1), nil)
+	for log.last < n {
+		if m := mustRead(t, ws); m.Type == TypeMsg {
+			log.add(m)
+		}
+	}
+}
+
+// TestWatchMessageShapes: values as text or base64, keys, headers, the
+// delete of a replaced key's row, and "from" absent meaning only new
+// changes.
+func TestWatchMessageShapes(t *testing.T) {
+	t.Parallel()
+	env := testpersist.Start(t, 1)
+	s := env.Client().Stream("hub", "kv")
+	ctx := context.Background()
+	if _, err := s.Set(ctx, []byte("old"), persist.SetOptions{Key: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	_, ts := gateway(t, env.Client(), nil)
+	ws := dial(t, ts, params("hub", "kv", 0), nil)
+	if m := mustRead(t, ws); m.Type != TypeReady || m.From != 2 {
+		t.Fatalf("first message %+v, want ready from 2 (only new changes)", m)
+	}
+	if _, err := s.Set(ctx, []byte("héllo"), persist.SetOptions{Key: "a", Headers: map[string]string{"kind": "greeting"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Set(ctx, []byte{0xff, 0x00, 0xfe}, persist.SetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var got []testMsg
+	for len(got) < 2 {
+		if m := mustRead(t, ws); m.Type == TypeMsg {
+			got = append(got, m)
+		}
+	}
+	if m := got[0]; m.Seq != 2 || m.Key != "a" || m.Value != "héllo" || m.Enc != "" || m.Headers["kind"] != "greeting" || m.Time == 0 {
+		t.Errorf("text message %+v", m)
+	}
+	if m := got[1]; m.Seq != 3 || m.Value != "/wD+" || m.Enc != "base64" {
+		t.Errorf("binary message %+v, want base64 /wD+", m)
+	}
+
+	// A connection that saw seq 1 hears of its delete when key a moves on.
+	ws = dial(t, ts, params("hub", "kv", 1), nil)
+	seen := map[uint64]bool{}
+	for !seen[3] {
+		if m := mustRead(t, ws); m.Type == TypeMsg {
+			seen[m.Seq] = true
+		}
+	}
+	if seen[1] {
+		t.Fatal("seq 1 was replaced before the watch began, yet delivered")
+	}
+	if _, err := s.Set(ctx, []byte("newer"), persist.SetOptions{Key: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		m := mustRead(t, ws)
+		if m.Type == TypeDelete {
+			if len(m.Seqs) != 1 || m.Seqs[0] != 2 {
+				t.Fatalf("delete %v, want [2]", m.Seqs)
+			}
+			break
+		}
+	}
+}
+
+// TestWatchBadParams: bad parameters are a 400 before any upgrade.
+func TestWatchBadParams(t *testing.T) {
+	t.Parallel()
+	env := testpersist.Start(t, 1)
+	_, ts := gateway(t, env.Client(), nil)
+	for _, c := range []struct{ name, query string }{
+		{"no scope", "stream=log"},
+		{"bad scope", "scope=Hub!&stream=log"},
+		{"no stream", "scope=hub"},
+		{"control char in stream", "scope=hub&stream=a%01b"},
+		{"from not a number", "scope=hub&stream=log&from=x"},
+		{"negative from", "scope=hub&stream=log&from=-1"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			resp, err := http.Get(ts.URL + "/ws/watch?" + c.query)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusBadRequest {
+				t.Errorf("status %d, want 400", resp.StatusCode)
+			}
+		})
+	}
+}
+
+// TestWatchStaticFiles: the client and the page are served.
+func TestWatchStaticFiles(t *testing.T) {
+	t.Parallel()
+	env := testpersist.Start(t, 1)
+	_, ts := gateway(t, env.Client(), nil)
+	for path, ctype := range map[string]string{"/ws/watch.js": "text/javascript; charset=utf-8", "/watch": "text/html; charset=utf-8"} {
+		resp, err := http.Get(ts.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != ctype {
+			t.Errorf("%s: %d %q", path, resp.StatusCode, resp.Header.Get("Content-Type"))
+		}
+	}
+}
+
+// TestWatchEndedSaysWhy: a watch that ends under the gateway (here its
+// persist client closing) ends the connection with an error message that
+// carries a code, and the close code for "try again later".
+func TestWatchEndedSaysWhy(t *testing.T) {
+	t.Parallel()
+	env := testpersist.Start(t, 1)
+	c := env.Client()
+	g, ts := gateway(t, c, nil)
+	ws := dial(t, ts, params("hub", "log", 1), nil)
+	mustRead(t, ws) // ready
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var last testMsg
+	var err error
+	for {
+		var m testMsg
+		if m, err = read(ws); err != nil {
+			break
+		}
+		last = m
+	}
+	if last.Type != TypeError || last.Code != CodeUnavailable {
+		t.Errorf("last message %+v, want an error with code %s", last, CodeUnavailable)
+	}
+	if st := websocket.CloseStatus(err); st != CloseUnavailable {
+		t.Errorf("ended with %v, want close %d", err, CloseUnavailable)
+	}
+	waitFor(t, "the connection to end", func() bool { return g.Stats().Open == 0 })
+}
