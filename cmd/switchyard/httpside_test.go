@@ -148,6 +148,9 @@ func TestUpMetrics(t *testing.T) {
 		t.Fatalf("up stored no API key: %v", err)
 	}
 	key := strings.TrimSpace(string(keyb))
+	if code, body := httpGet(t, base+"/watch?scope=hub&stream=log"); code != 200 || !strings.Contains(body, "<html") {
+		t.Fatalf("/watch: %d %.200s", code, body)
+	}
 	if code, body := httpGet(t, base+"/api?t=caps"); code != 200 || !strings.Contains(body, "<caps>") {
 		t.Fatalf("/api?t=caps: %d %s", code, body)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/switchyard-dev/switchyard/bus/auth"
 	"github.com/switchyard-dev/switchyard/persist"
+	"github.com/switchyard-dev/switchyard/web"
 )
 
 // upAPIDir is where, in up's data directory, the Newznab API keeps its key
@@ -46,9 +47,36 @@ func startUpAPI(ctx context.Context, cfg upConfig, connect func(name, user strin
 		return "", err
 	}
 	onStop(api.Stop)
+	if err := startUpWatch(cfg, c, ph, onStop); err != nil {
+		return "", err
+	}
 	how := "key stored in " + filepath.Join(dir, apiKeyFile)
 	if created {
 		how = "key created in " + filepath.Join(dir, apiKeyFile)
 	}
-	return fmt.Sprintf("  newznab    %s/api?apikey=%s   (%s)\n", ph.url(), key, how), nil
+	return fmt.Sprintf("  newznab    %s/api?apikey=%s   (%s)\n  watch      %s/watch?scope=hub&stream=log   (any stream, live in a browser)\n", ph.url(), key, how, ph.url()), nil
+}
+
+// startUpWatch mounts the WebSocket watch gateway (/ws/watch, /watch) on
+// up's HTTP side. With --auth, browsers log in as the bus's users and see
+// what the bus lets them read (a tenant its own scopes); without it the bus
+// is open, and so is the gateway.
+func startUpWatch(cfg upConfig, c *persist.Client, ph *procHTTP, onStop func(func(context.Context) error)) error {
+	authz := web.Open()
+	if cfg.authDir != "" {
+		accounts, err := web.AuthDirAccounts(cfg.authDir, cfg.service)
+		if err != nil {
+			return fmt.Errorf("watch gateway: %w", err)
+		}
+		authz = web.Accounts(accounts)
+	}
+	gw, err := web.NewWatchGateway(web.WatchConfig{Client: c, Authorizer: authz})
+	if err != nil {
+		return err
+	}
+	// The server's shutdown does not wait for WebSocket connections (they
+	// were taken over from it): the gateway closes its own.
+	onStop(gw.Stop)
+	gw.Mount(ph.server())
+	return nil
 }
