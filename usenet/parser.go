@@ -41,9 +41,40 @@ type ArticleParser struct {
 	// The previous Xref's group names (the key, space-separated), the group
 	// read, and the groups they made.
 	xrefKey, keyBuf []byte
+	// xrefPrefix is the previous Xref up to its last colon when only an
+	// article number follows it: an Xref of that prefix and another
+	// number names the same groups, and needs no splitting into fields.
+	xrefPrefix      string
 	xrefGroup       string
 	groups          []string
 	haveGroups      bool
+
+	// arena holds the strings of the articles (subjects, message-ids),
+	// many lines to one allocation.
+	arena strings.Builder
+}
+
+// arenaSize is the size of one allocation of the arena: a few hundred
+// lines' subjects and message-ids.
+const arenaSize = 32 << 10
+
+// text returns a and b concatenated in a string of the arena. The arena
+// only appends: bytes already written (and the strings over them) never
+// change, and when it is full a new one starts, the old one living on as
+// long as its strings do, which is the range's batch.
+func (p *ArticleParser) text(a, b []byte) string {
+	n := len(a) + len(b)
+	if n > arenaSize/4 {
+		return string(a) + string(b)
+	}
+	if p.arena.Cap()-p.arena.Len() < n {
+		p.arena = strings.Builder{}
+		p.arena.Grow(arenaSize)
+	}
+	start := p.arena.Len()
+	p.arena.Write(a)
+	p.arena.Write(b)
+	return p.arena.String()[start:]
 }
 
 // Parse reads one OVER/XOVER line of group, as ParseArticle does.
@@ -92,23 +123,12 @@ func (p *ArticleParser) parse(line []byte, group string) (Article, bool) {
 	id = id[1 : len(id)-1]
 
 	a := Article{Number: num, Bytes: size}
-	// One allocation holds the message-id and, when it changed, the
-	// subject: the batch keeps both.
-	var b strings.Builder
-	sameSubject := p.haveSubj && string(subject) == p.raw
-	if sameSubject {
-		b.Grow(len(id))
-	} else {
-		b.Grow(len(subject) + len(id))
-		b.Write(subject)
-	}
-	b.Write(id)
-	s := b.String()
-	if sameSubject {
-		a.MessageID = s
+	if p.haveSubj && string(subject) == p.raw {
+		a.MessageID = p.text(id, nil)
 		a.RawSubject, a.Subject = p.raw, p.sub
 	} else {
-		a.RawSubject, a.MessageID = s[:len(subject)], s[len(subject):]
+		t := p.text(subject, id)
+		a.RawSubject, a.MessageID = t[:len(subject)], t[len(subject):]
 		a.Subject = p.parseSubject(a.RawSubject)
 	}
 	a.From = p.parseFrom(f[1])
@@ -224,6 +244,10 @@ func xrefOf(extra []byte) []byte {
 // xrefGroups is xrefGroups(string(xref), group), shared with the previous
 // line when its Xref names the same groups in the same order.
 func (p *ArticleParser) xrefGroups(xref []byte, group string) []string {
+	if p.haveGroups && group == p.xrefGroup && p.xrefPrefix != "" &&
+		len(xref) > len(p.xrefPrefix) && string(xref[:len(p.xrefPrefix)]) == p.xrefPrefix && articleNumber(xref[len(p.xrefPrefix):]) {
+		return p.groups
+	}
 	key, ok := xrefKey(p.keyBuf[:0], xref)
 	p.keyBuf = key
 	if !ok { // not ASCII: FieldsSeq splits at Unicode spaces too
@@ -237,7 +261,24 @@ func (p *ArticleParser) xrefGroups(xref []byte, group string) []string {
 	p.groups = slices.Clip(xrefGroups(string(xref), group))
 	p.xrefKey = append(p.xrefKey[:0], key...)
 	p.xrefGroup, p.haveGroups = group, true
+	p.xrefPrefix = ""
+	if c := bytes.LastIndexByte(xref, ':'); c >= 0 && articleNumber(xref[c+1:]) {
+		p.xrefPrefix = string(xref[:c+1])
+	}
 	return p.groups
+}
+
+// articleNumber reports what may end the last field of an Xref without
+// changing the group names: ASCII without spaces or colons. Empty is not,
+// so that the prefix itself, ending in a colon, always has a field after
+// the host.
+func articleNumber(b []byte) bool {
+	for _, c := range b {
+		if c >= 0x80 || c == ':' || asciiSpace(c) {
+			return false
+		}
+	}
+	return len(b) > 0
 }
 
 // xrefKey appends to key the group names of an ASCII Xref value (the
