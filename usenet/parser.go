@@ -44,10 +44,10 @@ type ArticleParser struct {
 	// xrefPrefix is the previous Xref up to its last colon when only an
 	// article number follows it: an Xref of that prefix and another
 	// number names the same groups, and needs no splitting into fields.
-	xrefPrefix      string
-	xrefGroup       string
-	groups          []string
-	haveGroups      bool
+	xrefPrefix string
+	xrefGroup  string
+	groups     []string
+	haveGroups bool
 
 	// arena holds the strings of the articles (subjects, message-ids),
 	// many lines to one allocation.
