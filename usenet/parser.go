@@ -146,11 +146,12 @@ func (p *ArticleParser) parseSubject(raw string) Subject {
 		prefix, suffix := p.subj[:p.part.start], p.subj[p.part.end:]
 		if len(s) > len(prefix)+len(suffix) && strings.HasPrefix(s, prefix) && strings.HasSuffix(s, suffix) {
 			if a, b, ok := partCounter(s[len(prefix) : len(s)-len(suffix)]); ok {
-				sub := p.sub
-				sub.Part, sub.Parts = a, b
-				p.raw, p.subj, p.sub = raw, s, sub
+				// Only the numbers change: storing them alone spares the
+				// write barriers of the strings of a whole Subject.
+				p.sub.Part, p.sub.Parts = a, b
+				p.raw, p.subj = raw, s
 				p.part.end = len(s) - len(suffix)
-				return sub
+				return p.sub
 			}
 		}
 	}
@@ -165,16 +166,25 @@ func partCounter(c string) (int, int, bool) {
 	if len(c) < 5 || c[0] != '(' || c[len(c)-1] != ')' {
 		return 0, 0, false
 	}
-	slash := strings.IndexByte(c, '/')
-	if slash < 0 || slash > 10 || len(c)-slash-2 > 9 {
+	var n [2]int
+	k, digits := 0, 0
+	for i := 1; i < len(c)-1; i++ {
+		switch ch := c[i]; {
+		case ch >= '0' && ch <= '9':
+			if digits++; digits > 9 {
+				return 0, 0, false
+			}
+			n[k] = n[k]*10 + int(ch-'0')
+		case ch == '/' && k == 0 && digits > 0:
+			k, digits = 1, 0
+		default:
+			return 0, 0, false
+		}
+	}
+	if k != 1 || digits == 0 || n[0] < 1 || n[0] > n[1] {
 		return 0, 0, false
 	}
-	a, ok1 := digits(c[1:slash])
-	b, ok2 := digits(c[slash+1 : len(c)-1])
-	if !ok1 || !ok2 || a < 1 || a > b {
-		return 0, 0, false
-	}
-	return int(a), int(b), true
+	return n[0], n[1], true
 }
 
 func (p *ArticleParser) parseFrom(raw []byte) string {
