@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/switchyard-dev/switchyard/nntp"
 )
 
 // lastPart matches the last "(p/t)" of a subject, to number other parts of
@@ -203,6 +205,18 @@ func BenchmarkArticleParser(b *testing.B) {
 		lines[i] = fmt.Appendf(nil, "%d\t%s - \"%s.part%02d.rar\" yEnc (%d/50) 35840000\tAnonymous <anon@example.invalid>\t%s\t<part%dof50.%d.%d.abc@nntptest.invalid>\t\t732000\t5603\tXref: nntptest alt.binaries.tv:%d",
 			i+1, name, name, i/50%4+1, i%50+1, base.Add(time.Duration(i)*7*time.Second).Format(time.RFC1123Z), i%50+1, i/50%4+1, i+1, i+1)
 	}
+	// The floor: only splitting the fields into strings, as
+	// nntp.ParseOverview does for ParseArticle.
+	b.Run("ParseOverview", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			if _, err := nntp.ParseOverview(lines[i%len(lines)]); err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+	})
 	b.Run("ParseArticle", func(b *testing.B) {
 		b.ReportAllocs()
 		i := 0
