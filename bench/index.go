@@ -43,7 +43,7 @@ type IndexResult struct {
 	// Raw is the test server's OVER rate on one connection, lines/s (no
 	// parsing, nothing kept): the anchor.
 	Raw float64
-	// Ours is overview lines/s parsed (usenet.ParseArticle) and assembled
+	// Ours is overview lines/s parsed (usenet.ArticleParser) and assembled
 	// into binaries (usenet.Batch) on one goroutine, from memory.
 	Ours float64
 	// Binaries and Releases are what assembly found per range, summed.
@@ -91,8 +91,9 @@ func RunIndex(ctx context.Context, cfg IndexConfig, w io.Writer) (IndexResult, e
 	start = time.Now()
 	for off := 0; off < len(lines); off += cfg.RangeSize {
 		b := usenet.NewBatch()
+		var p usenet.ArticleParser // one per range, as the indexer has
 		for _, l := range lines[off:min(off+cfg.RangeSize, len(lines))] {
-			a, err := usenet.ParseArticle(l, indexGroup)
+			a, err := p.Parse(l, indexGroup)
 			if err != nil {
 				continue
 			}

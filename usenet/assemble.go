@@ -293,6 +293,10 @@ func (r *Release) Completion() float64 {
 type Batch struct {
 	bins     map[batchKey]*batchBinary
 	articles int
+	// last is the binary Add added to last, under lastKey: consecutive
+	// articles are mostly parts of one file, which then need no lookup.
+	last    *batchBinary
+	lastKey batchKey
 }
 
 type batchKey struct{ poster, binary string }
@@ -313,10 +317,13 @@ func (b *Batch) Add(a Article) {
 	b.articles++
 	seg := Segment{Number: a.Subject.Part, Bytes: a.Bytes, ID: a.MessageID}
 	k := batchKey{a.From, a.Subject.Binary}
-	cur, ok := b.bins[k]
+	cur, ok := b.last, b.last != nil && k == b.lastKey
+	if !ok {
+		cur, ok = b.bins[k]
+	}
 	if !ok {
 		s := a.Subject
-		b.bins[k] = &batchBinary{key: s.Binary, first: seg, Binary: Binary{
+		cur = &batchBinary{key: s.Binary, first: seg, Binary: Binary{
 			Poster:   a.From,
 			Subject:  a.RawSubject,
 			Name:     s.Name,
@@ -328,8 +335,11 @@ func (b *Batch) Add(a Article) {
 			Segments: []Segment{seg},
 			base:     s.Base,
 		}}
+		b.bins[k] = cur
+		b.last, b.lastKey = cur, k
 		return
 	}
+	b.last, b.lastKey = cur, k
 	cur.Segments = append(cur.Segments, seg)
 	if segCmp(seg, cur.first) < 0 {
 		cur.first, cur.Subject = seg, a.RawSubject
@@ -363,16 +373,40 @@ func (b *Batch) Articles() int { return b.articles }
 // segments in order and unique by message-id, as Merge keeps them.
 func (b *Batch) Binaries() []*Binary {
 	out := make([]*Binary, 0, len(b.bins))
+	ids := map[string]struct{}{}
 	for _, v := range b.bins {
 		bin := v.Binary
 		bin.ID = BinaryID(bin.Poster, v.binaryKey())
 		bin.Release = ReleaseID(bin.Poster, bin.base, bin.Files)
 		bin.Groups = slices.Clone(sortedSet(bin.Groups))
-		bin.Segments = uniqueSegments(bin.Segments)
+		if !inOrder(bin.Segments, ids) {
+			bin.Segments = uniqueSegments(bin.Segments)
+		}
 		out = append(out, &bin)
 	}
 	slices.SortFunc(out, func(x, y *Binary) int { return cmp.Compare(x.ID, y.ID) })
 	return out
+}
+
+// inOrder reports segs already as uniqueSegments leaves them: sorted by
+// part number and message-id, with no message-id twice. Articles mostly
+// arrive in part order, and checking is cheaper than sorting twice. ids
+// is scratch space, cleared first.
+func inOrder(segs []Segment, ids map[string]struct{}) bool {
+	if len(segs) < 2 {
+		return true
+	}
+	if !slices.IsSortedFunc(segs, segCmp) {
+		return false
+	}
+	clear(ids)
+	for _, s := range segs {
+		if _, dup := ids[s.ID]; dup {
+			return false
+		}
+		ids[s.ID] = struct{}{}
+	}
+	return true
 }
 
 // uniqueSegments sorts segs by part number and message-id, keeping one

@@ -152,3 +152,42 @@ func TestReleaseCompletion(t *testing.T) {
 		t.Fatalf("full release: complete %v completion %v", r.Complete(), r.Completion())
 	}
 }
+
+// TestBatchSegmentsAnyOrder: a binary's segments come out sorted and
+// unique by message-id (the lowest part number kept) whatever the order of
+// the articles, repeats and a message-id under two part numbers included,
+// and with files interleaved.
+func TestBatchSegmentsAnyOrder(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 200 {
+		var as []Article
+		for f := range 3 {
+			for p := 1; p <= 1+rng.IntN(8); p++ {
+				id := "m" + itoa(f) + "." + itoa(p)
+				if rng.IntN(6) == 0 {
+					id = "m" + itoa(f) + ".1" // one article under two numbers
+				}
+				as = append(as, Article{Subject: Subject{Part: p, Parts: 8, Binary: "file" + itoa(f)}, RawSubject: "file" + itoa(f), From: "f", MessageID: id, Bytes: int64(p)})
+			}
+		}
+		for range rng.IntN(3) {
+			as = append(as, as[rng.IntN(len(as))])
+		}
+		if rng.IntN(2) == 0 {
+			rng.Shuffle(len(as), func(i, j int) { as[i], as[j] = as[j], as[i] })
+		}
+		b := NewBatch()
+		want := map[string][]Segment{}
+		for _, a := range as {
+			b.Add(a)
+			want[a.Subject.Binary] = append(want[a.Subject.Binary], Segment{Number: a.Subject.Part, Bytes: a.Bytes, ID: a.MessageID})
+		}
+		for _, bin := range b.Binaries() {
+			w := uniqueSegments(slices.Clone(want[bin.Subject]))
+			if !slices.Equal(bin.Segments, w) {
+				t.Fatalf("binary %s: segments %v, want %v", bin.Subject, bin.Segments, w)
+			}
+		}
+	}
+}

@@ -15,6 +15,15 @@ import (
 // such as "(UTC)". It is hand-written rather than a loop over time.Parse
 // layouts because it runs once per article.
 func ParseDate(s string) int64 {
+	unix, _ := parseDate(s)
+	return unix
+}
+
+// parseDate is ParseDate; it also returns the index in s of the time when
+// it is written "hh:mm:ss" with a second below 60, else -1. Nothing else
+// of s depends on those eight bytes: another date equal to s outside them
+// is the same day, and ArticleParser computes it from the time alone.
+func parseDate(s string) (int64, int) {
 	p := dateParser{s: s}
 	p.space()
 	// An optional day of the week: letters and a comma.
@@ -24,15 +33,15 @@ func ParseDate(s string) int64 {
 	}
 	day, ok := p.num(1, 2)
 	if !ok || !p.space() {
-		return 0
+		return 0, -1
 	}
 	month := p.month()
 	if month == 0 || !p.space() {
-		return 0
+		return 0, -1
 	}
 	year, ok := p.num(2, 4)
 	if !ok || !p.space() {
-		return 0
+		return 0, -1
 	}
 	switch len(p.last) {
 	case 2:
@@ -44,34 +53,41 @@ func ParseDate(s string) int64 {
 	case 3:
 		year += 1900
 	}
+	timeAt := len(s) - len(p.s)
 	hour, ok1 := p.num(1, 2)
+	twoDigitHour := len(p.last) == 2
 	ok2 := p.byte(':')
 	minute, ok3 := p.num(2, 2)
 	if !ok1 || !ok2 || !ok3 {
-		return 0
+		return 0, -1
 	}
-	sec := 0
+	sec, hasSec := 0, false
 	if p.byte(':') {
+		hasSec = true
 		if sec, ok = p.num(2, 2); !ok {
-			return 0
+			return 0, -1
 		}
 	}
 	if hour > 23 || minute > 59 || sec > 60 || day < 1 || day > 31 {
-		return 0
+		return 0, -1
 	}
-	if sec == 60 { // a leap second: the second before
+	leap := sec == 60
+	if leap { // a leap second: the second before
 		sec = 59
 	}
 	p.space()
 	offset, ok := p.zone()
 	if !ok {
-		return 0
+		return 0, -1
 	}
 	t := time.Date(year, time.Month(month), day, hour, minute, sec, 0, time.UTC)
 	if t.Day() != day { // 31 Feb normalised into March
-		return 0
+		return 0, -1
 	}
-	return t.Unix() - int64(offset)
+	if !twoDigitHour || !hasSec || leap {
+		timeAt = -1
+	}
+	return t.Unix() - int64(offset), timeAt
 }
 
 type dateParser struct {

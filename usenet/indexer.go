@@ -38,14 +38,17 @@ func (ix *Indexer) Begin(_ context.Context, r work.Range) (work.RangeIndex, erro
 }
 
 type rangeIndex struct {
-	ix      *Indexer
-	group   string
+	ix    *Indexer
+	group string
+	// parser remembers the previous line: a range's lines are mostly
+	// consecutive parts of the same files.
+	parser  ArticleParser
 	batch   *Batch
 	skipped int
 }
 
 func (ri *rangeIndex) Line(_ context.Context, _ int64, line []byte) error {
-	a, err := ParseArticle(line, ri.group)
+	a, err := ri.parser.Parse(line, ri.group)
 	if err != nil {
 		ri.skipped++
 		return nil

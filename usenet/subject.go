@@ -64,8 +64,18 @@ type span struct{ start, end int }
 // parseDecoded is ParseSubject after MIME decoding; ParseArticle calls it
 // on the subject it already decoded, so that no text is decoded twice.
 func parseDecoded(s string) Subject {
-	s = stripRe(s)
+	sub, _ := parseStripped(stripRe(s))
+	return sub
+}
+
+// parseStripped is parseDecoded after stripRe. It also returns where the
+// part counter is in s when it is a valid one (1 <= p <= t), or
+// span{-1, -1}: outside that span, nothing of s depends on the counter's
+// digits, which is what lets ArticleParser reuse the result for the
+// next part of the same file.
+func parseStripped(s string) (Subject, span) {
 	sub := Subject{Part: 1, Parts: 1}
+	part := span{-1, -1}
 	var cbuf [16]counter
 	cs, quoted, outer, named := scanSubject(s, cbuf[:0])
 
@@ -93,6 +103,7 @@ func parseDecoded(s string) Subject {
 		}
 		if pc.a >= 1 && pc.a <= pc.b {
 			sub.Part, sub.Parts = pc.a, pc.b
+			part = span{pc.start, pc.end}
 			switch {
 			case remSize:
 				sub.Binary = prefix
@@ -148,7 +159,7 @@ func parseDecoded(s string) Subject {
 	} else {
 		sub.Base = stripSuffixes(sub.Name)
 	}
-	return sub
+	return sub, part
 }
 
 // stripRe drops leading "Re:" (any case, repeated) and surrounding spaces.
