@@ -210,11 +210,11 @@ func createAll(ctx context.Context, kv *persist.KV, n int, rec func(i int) (key 
 	zero := uint64(0)
 	for i := range n {
 		key, v := rec(i)
-		b, err := json.Marshal(v)
+		b, hdr, err := encodeRecord(v)
 		if err != nil {
 			return nil, fmt.Errorf("encode %s: %w", key, err)
 		}
-		entries[i] = persist.Entry{Key: key, Value: b, PrevSeq: &zero}
+		entries[i] = persist.Entry{Key: key, Value: b, Headers: hdr, PrevSeq: &zero}
 	}
 	var conflicts []int
 	for off := 0; off < n; {
@@ -250,7 +250,7 @@ func mergeLoop[T any](ctx context.Context, kv *persist.KV, key string, merge fun
 		case err != nil:
 			return nil, false, err
 		default:
-			if err := json.Unmarshal(m.Value, &cur); err != nil {
+			if err := decodeRecord(m, &cur); err != nil {
 				return nil, false, fmt.Errorf("decode: %w", err)
 			}
 			prev = m.Seq
@@ -262,11 +262,11 @@ func mergeLoop[T any](ctx context.Context, kv *persist.KV, key string, merge fun
 		if !ch {
 			return &cur, false, nil
 		}
-		v, err := json.Marshal(&cur)
+		v, hdr, err := encodeRecord(&cur)
 		if err != nil {
 			return nil, false, fmt.Errorf("encode: %w", err)
 		}
-		_, err = kv.Set(ctx, key, v, persist.SetOptions{PrevSeq: &prev})
+		_, err = kv.Set(ctx, key, v, persist.SetOptions{PrevSeq: &prev, Headers: hdr})
 		if errors.Is(err, persist.ErrWrongLastSequence) {
 			continue
 		}

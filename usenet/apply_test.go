@@ -20,26 +20,25 @@ func storedState(t *testing.T, s *Store) (map[string]Binary, map[string]Release)
 	ctx := context.Background()
 	bins := map[string]Binary{}
 	rels := map[string]Release{}
-	read := func(kv *persist.KV, fn func(key string, v []byte) error) {
+	read := func(kv *persist.KV, fn func(key string, m *persist.Message) error) {
 		if _, err := kv.Stream().Scan(ctx, persist.Range{}, func(m *persist.Message) error {
 			if m.Key == "" {
 				return nil
 			}
-			return fn(m.Key, m.Value)
+			return fn(m.Key, m)
 		}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	read(s.binaries, func(k string, v []byte) error {
+	read(s.binaries, func(k string, m *persist.Message) error {
 		var b Binary
-		bins[k] = b
-		err := json.Unmarshal(v, &b)
+		err := decodeRecord(m, &b)
 		bins[k] = b
 		return err
 	})
-	read(s.collections, func(k string, v []byte) error {
+	read(s.collections, func(k string, m *persist.Message) error {
 		var r Release
-		err := json.Unmarshal(v, &r)
+		err := decodeRecord(m, &r)
 		r.Version, r.Updated, r.Visible = 0, 0, false
 		rels[k] = r
 		return err

@@ -2,7 +2,6 @@ package usenet
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"time"
@@ -63,7 +62,7 @@ func (s *Store) Settle(ctx context.Context, now time.Time, cfg SettleConfig) (in
 			return nil
 		}
 		var r Release
-		if err := json.Unmarshal(m.Value, &r); err != nil {
+		if err := decodeRecord(m, &r); err != nil {
 			return fmt.Errorf("usenet: decode release %s: %w", m.Key, err)
 		}
 		if cfg.settled(&r, now) {

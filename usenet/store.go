@@ -103,7 +103,7 @@ func (s *Store) Binaries(ctx context.Context, ids []string) ([]Binary, error) {
 			return nil, fmt.Errorf("usenet: binary %s: %w", id, err)
 		}
 		var b Binary
-		if err := json.Unmarshal(m.Value, &b); err != nil {
+		if err := decodeRecord(m, &b); err != nil {
 			return nil, fmt.Errorf("usenet: decode binary %s: %w", id, err)
 		}
 		out = append(out, b)
