@@ -51,6 +51,7 @@ Target (not a test): ours >= 0.8x raw at 4 connections.`,
 			if cfg.Articles < 1000 || cfg.Workers < 1 || cfg.RangeSize < 1 || cfg.Chunk < 1 {
 				return usagef("--articles must be at least 1000; --workers, --range-size and --chunk positive")
 			}
+			cfg.Progress = benchProgress(cmd)
 			_, err := bench.RunIngest(cmd.Context(), cfg, cmd.OutOrStdout())
 			return err
 		},
