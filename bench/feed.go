@@ -34,6 +34,8 @@ type FeedConfig struct {
 	Conns int
 	// Dir holds the SQLite files and JetStream store. Empty means a temp dir.
 	Dir string
+	// Progress shows each workload on each side as it runs. Nil means none.
+	Progress Progress
 }
 
 func (c FeedConfig) withDefaults() FeedConfig {
@@ -107,14 +109,14 @@ func RunFeed(ctx context.Context, cfg FeedConfig, w io.Writer) ([]FeedResult, er
 			if err != nil {
 				return results, err
 			}
-			if res.OursRate, res.OursP50, res.OursP99, err = measureFeed(ctx, ours, n, rate, cfg.Duration, value); err != nil {
+			if res.OursRate, res.OursP50, res.OursP99, err = measureFeed(ctx, cfg.Progress.start(fmt.Sprintf("%d watchers, %s: persist Watch", n, name), 0, "sets"), ours, n, rate, cfg.Duration, value); err != nil {
 				return results, fmt.Errorf("persist watch, %d watchers, %s: %w", n, name, err)
 			}
 			anchor, err := newJSSide(ctx, env, "feed-"+strconv.Itoa(run), cfg.Conns)
 			if err != nil {
 				return results, err
 			}
-			if res.AnchorRate, res.AnchorP50, res.AnchorP99, err = measureFeed(ctx, anchor, n, rate, cfg.Duration, value); err != nil {
+			if res.AnchorRate, res.AnchorP50, res.AnchorP99, err = measureFeed(ctx, cfg.Progress.start(fmt.Sprintf("%d watchers, %s: JetStream KV watch", n, name), 0, "sets"), anchor, n, rate, cfg.Duration, value); err != nil {
 				return results, fmt.Errorf("jetstream kv watch, %d watchers, %s: %w", n, name, err)
 			}
 			results = append(results, res)
@@ -141,8 +143,9 @@ func fmtDur(d time.Duration) string {
 // measureFeed starts n watchers, writes for d (paced at rate per second, or
 // as fast as one writer goes when rate is 0), waits until every watcher has
 // every write, and returns the write rate and the p50 and p99 latency over
-// all (watcher, write) pairs.
-func measureFeed(ctx context.Context, side feedSide, n, rate int, d time.Duration, value []byte) (float64, time.Duration, time.Duration, error) {
+// all (watcher, write) pairs. m counts the writes and is done at return.
+func measureFeed(ctx context.Context, m Meter, side feedSide, n, rate int, d time.Duration, value []byte) (float64, time.Duration, time.Duration, error) {
+	defer m.Done()
 	var (
 		mu        sync.Mutex
 		received  = make([]map[uint64]time.Time, n)
@@ -186,6 +189,7 @@ func measureFeed(ctx context.Context, side feedSide, n, rate int, d time.Duratio
 		}
 		returned[id] = time.Now()
 		ids = append(ids, id)
+		m.Add(1)
 	}
 	writeRate := float64(len(ids)) / time.Since(start).Seconds()
 

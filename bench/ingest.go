@@ -38,6 +38,8 @@ type IngestConfig struct {
 	// Indexer builds each worker's indexer over its persist client; nil
 	// means the counting indexer.
 	Indexer func(c *persist.Client) (work.Indexer, error)
+	// Progress shows each raw and ingest run as it goes. Nil means none.
+	Progress Progress
 }
 
 func (c IngestConfig) withDefaults() IngestConfig {
@@ -119,12 +121,12 @@ func RunIngest(ctx context.Context, cfg IngestConfig, w io.Writer) ([]IngestResu
 		srv.SetFaults(nntptest.Faults{Delay: delay})
 		for _, conns := range cfg.Conns {
 			c0 := processCPU()
-			raw, err := rawOverRate(ctx, srv.Addr(), cfg.Articles, cfg.Chunk, conns)
+			raw, err := rawOverRate(ctx, cfg.Progress.start(fmt.Sprintf("delay %s, %d conns: raw OVER", delay, conns), cfg.Articles, "lines"), srv.Addr(), cfg.Articles, cfg.Chunk, conns)
 			if err != nil {
 				return out, fmt.Errorf("raw over: %w", err)
 			}
 			c1 := processCPU()
-			ours, err := ingestRate(ctx, env, srv.Addr(), fmt.Sprintf("bench-%d", time.Now().UnixNano()), cfg, conns)
+			ours, err := ingestRate(ctx, cfg.Progress.start(fmt.Sprintf("delay %s, %d conns: ingest", delay, conns), cfg.Articles, "articles"), env, srv.Addr(), fmt.Sprintf("bench-%d", time.Now().UnixNano()), cfg, conns)
 			if err != nil {
 				return out, fmt.Errorf("ingest with %d connections: %w", conns, err)
 			}
@@ -140,8 +142,11 @@ func RunIngest(ctx context.Context, cfg IngestConfig, w io.Writer) ([]IngestResu
 	return out, nil
 }
 
-// rawOverRate reads the group's overview split over conns connections.
-func rawOverRate(ctx context.Context, addr string, n, chunk int64, conns int) (float64, error) {
+// rawOverRate reads the group's overview split over conns connections. m
+// hears of each connection's lines when it finishes (RawOver counts only at
+// its end) and is done at return.
+func rawOverRate(ctx context.Context, m Meter, addr string, n, chunk int64, conns int) (float64, error) {
+	defer m.Done()
 	start := time.Now()
 	var wg sync.WaitGroup
 	var total atomic.Int64
@@ -154,6 +159,7 @@ func rawOverRate(ctx context.Context, addr string, n, chunk int64, conns int) (f
 			defer wg.Done()
 			got, err := nntptest.RawOver(ctx, addr, ingestGroup, first, last, chunk, false)
 			total.Add(got)
+			m.Add(got)
 			errs[i] = err
 		}()
 	}
@@ -165,8 +171,10 @@ func rawOverRate(ctx context.Context, addr string, n, chunk int64, conns int) (f
 }
 
 // ingestRate runs one planner, one prefetcher with a pool of conns and the
-// workers on a fresh source, and times them until every range is done.
-func ingestRate(ctx context.Context, env *PersistEnv, addr, source string, cfg IngestConfig, conns int) (float64, error) {
+// workers on a fresh source, and times them until every range is done. m
+// follows the workers' article count and is done at return.
+func ingestRate(ctx context.Context, m Meter, env *PersistEnv, addr, source string, cfg IngestConfig, conns int) (float64, error) {
+	defer m.Done()
 	c, err := env.Client()
 	if err != nil {
 		return 0, err
@@ -262,6 +270,7 @@ func ingestRate(ctx context.Context, env *PersistEnv, addr, source string, cfg I
 		if failed > 0 {
 			return 0, fmt.Errorf("%d ranges failed", failed)
 		}
+		m.Set(n)
 		if n >= cfg.Articles {
 			break
 		}

@@ -42,6 +42,8 @@ type PersistConfig struct {
 	// Dir holds the SQLite files and JetStream store. Empty means a temp dir,
 	// removed afterwards.
 	Dir string
+	// Progress shows each workload on each side as it runs. Nil means none.
+	Progress Progress
 }
 
 func (c PersistConfig) withDefaults() PersistConfig {
@@ -224,11 +226,11 @@ func RunPersist(ctx context.Context, cfg PersistConfig, w io.Writer) ([]Result, 
 
 	var results []Result
 	for _, n := range cfg.Clients {
-		ours, err := rate(ctx, cfg.Duration, n, setOp(env, n, value))
+		ours, err := rate(ctx, cfg.Progress, fmt.Sprintf("set x%d: persist", n), cfg.Duration, n, setOp(env, n, value))
 		if err != nil {
 			return results, fmt.Errorf("persist set x%d: %w", n, err)
 		}
-		anchor, err := rate(ctx, cfg.Duration, n, func(i int) (func(ctx context.Context, k int) error, error) {
+		anchor, err := rate(ctx, cfg.Progress, fmt.Sprintf("set x%d: JetStream KV put", n), cfg.Duration, n, func(i int) (func(ctx context.Context, k int) error, error) {
 			nc, err := env.Conn()
 			if err != nil {
 				return nil, err
@@ -256,11 +258,11 @@ func RunPersist(ctx context.Context, cfg PersistConfig, w io.Writer) ([]Result, 
 	}
 
 	// setMany of Batch vs async publish of Batch, one client, counted in messages.
-	ours, err := rate(ctx, cfg.Duration, 1, setManyOp(env, cfg.Batch, value))
+	ours, err := rate(ctx, cfg.Progress, "setMany: persist", cfg.Duration, 1, setManyOp(env, cfg.Batch, value))
 	if err != nil {
 		return results, fmt.Errorf("persist setMany: %w", err)
 	}
-	anchor, err := rate(ctx, cfg.Duration, 1, func(int) (func(ctx context.Context, k int) error, error) {
+	anchor, err := rate(ctx, cfg.Progress, "async publish: JetStream", cfg.Duration, 1, func(int) (func(ctx context.Context, k int) error, error) {
 		nc, err := env.Conn()
 		if err != nil {
 			return nil, err
@@ -296,7 +298,7 @@ func RunPersist(ctx context.Context, cfg PersistConfig, w io.Writer) ([]Result, 
 	// The floor: a bare request/reply to an in-process responder that does
 	// nothing. JetStream answers from inside the server's read loop, so at
 	// one client its put can beat any service behind request/reply.
-	floor, err := rate(ctx, cfg.Duration, 1, func(int) (func(ctx context.Context, k int) error, error) {
+	floor, err := rate(ctx, cfg.Progress, "floor: request/reply", cfg.Duration, 1, func(int) (func(ctx context.Context, k int) error, error) {
 		srvConn, err := env.NATS.ConnectInProcess(bus.ConnectConfig{Name: "bench-echo"})
 		if err != nil {
 			return nil, err
@@ -328,7 +330,7 @@ func RunPersist(ctx context.Context, cfg PersistConfig, w io.Writer) ([]Result, 
 	// persist set can beat it; its ratio to KV put bounds the set ratios.
 	for i, n := range cfg.Clients {
 		per := n
-		store, err := storeRate(ctx, env.dir+"/store-floor", cfg.Duration, per, value)
+		store, err := storeRate(ctx, cfg.Progress, fmt.Sprintf("ceiling: SQLite store, %d per commit", per), env.dir+"/store-floor", cfg.Duration, per, value)
 		if err != nil {
 			return results, fmt.Errorf("storage ceiling: %w", err)
 		}
@@ -339,7 +341,7 @@ func RunPersist(ctx context.Context, cfg PersistConfig, w io.Writer) ([]Result, 
 
 // storeRate is the keyed sets per second the store alone commits for d,
 // per sets in each transaction, on a fresh stream under dir.
-func storeRate(ctx context.Context, dir string, d time.Duration, per int, value []byte) (float64, error) {
+func storeRate(ctx context.Context, p Progress, label string, dir string, d time.Duration, per int, value []byte) (float64, error) {
 	st, err := store.NewSQLite(store.SQLiteConfig{Dir: dir}).Open("bench", "ceiling-"+strconv.Itoa(per), false, time.Now())
 	if err != nil {
 		return 0, err
@@ -366,12 +368,15 @@ func storeRate(ctx context.Context, dir string, d time.Duration, per int, value 
 	if err := commit(); err != nil { // warm-up: the file exists before timing
 		return 0, err
 	}
+	m := p.start(label, 0, "commits")
+	defer m.Done()
 	start, commits := time.Now(), 0
 	for time.Since(start) < d && ctx.Err() == nil {
 		if err := commit(); err != nil {
 			return 0, err
 		}
 		commits++
+		m.Add(1)
 	}
 	return float64(commits*per) / time.Since(start).Seconds(), ctx.Err()
 }
@@ -464,11 +469,11 @@ func RunPersistAuth(ctx context.Context, cfg PersistConfig, w io.Writer) ([]Resu
 	}})
 	var results []Result
 	for _, l := range loads {
-		sec, err := rate(ctx, cfg.Duration, l.n, l.op(secure))
+		sec, err := rate(ctx, cfg.Progress, l.name+": auth + TLS", cfg.Duration, l.n, l.op(secure))
 		if err != nil {
 			return results, fmt.Errorf("%s, secure: %w", l.name, err)
 		}
-		open, err := rate(ctx, cfg.Duration, l.n, l.op(plain))
+		open, err := rate(ctx, cfg.Progress, l.name+": open bus", cfg.Duration, l.n, l.op(plain))
 		if err != nil {
 			return results, fmt.Errorf("%s, open: %w", l.name, err)
 		}
@@ -512,7 +517,7 @@ func jsKV(ctx context.Context, nc *nats.Conn, bucket string) (jetstream.KeyValue
 // rate runs n workers, each built by mk (which may connect), calling its op
 // in a loop for d, and returns completed ops per second across all workers.
 // Setup happens before the clock starts.
-func rate(ctx context.Context, d time.Duration, n int, mk func(i int) (func(ctx context.Context, k int) error, error)) (float64, error) {
+func rate(ctx context.Context, p Progress, label string, d time.Duration, n int, mk func(i int) (func(ctx context.Context, k int) error, error)) (float64, error) {
 	ops := make([]func(context.Context, int) error, n)
 	for i := range ops {
 		op, err := mk(i)
@@ -527,6 +532,8 @@ func rate(ctx context.Context, d time.Duration, n int, mk func(i int) (func(ctx 
 			return 0, fmt.Errorf("warm-up: %w", err)
 		}
 	}
+	m := p.start(label, 0, "ops")
+	defer m.Done()
 	var (
 		done     atomic.Int64
 		stop     atomic.Bool
@@ -546,6 +553,7 @@ func rate(ctx context.Context, d time.Duration, n int, mk func(i int) (func(ctx 
 					return
 				}
 				done.Add(1)
+				m.Add(1)
 			}
 		}()
 	}

@@ -122,7 +122,7 @@ func RunWS(ctx context.Context, cfg WSConfig, w io.Writer) (WSResult, error) {
 	if err != nil {
 		return res, err
 	}
-	if res.WSRate, res.WSP50, res.WSP99, err = measureFeed(ctx, warmSide{wsSide}, cfg.Watchers, cfg.Rate, cfg.Duration, value); err != nil {
+	if res.WSRate, res.WSP50, res.WSP99, err = measureFeed(ctx, nopMeter{}, warmSide{wsSide}, cfg.Watchers, cfg.Rate, cfg.Duration, value); err != nil {
 		return res, fmt.Errorf("websocket watchers: %w", err)
 	}
 	res.GatewayQueueHigh = gw.Stats().QueueHighBytes
@@ -130,7 +130,7 @@ func RunWS(ctx context.Context, cfg WSConfig, w io.Writer) (WSResult, error) {
 	if err != nil {
 		return res, err
 	}
-	if res.GoRate, res.GoP50, res.GoP99, err = measureFeed(ctx, warmSide{goSide}, cfg.Watchers, cfg.Rate, cfg.Duration, value); err != nil {
+	if res.GoRate, res.GoP50, res.GoP99, err = measureFeed(ctx, nopMeter{}, warmSide{goSide}, cfg.Watchers, cfg.Rate, cfg.Duration, value); err != nil {
 		return res, fmt.Errorf("go watchers: %w", err)
 	}
 

@@ -153,7 +153,7 @@ func (st *Settler) run(ctx context.Context) {
 		case err != nil && ctx.Err() == nil:
 			slog.Warn("usenet: settle sweep failed", "err", err)
 		case n > 0:
-			slog.Info("usenet: settled releases published", "releases", n)
+			slog.Debug("usenet: settled releases published", "releases", n)
 		}
 	}
 }

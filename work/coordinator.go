@@ -242,7 +242,7 @@ func (c *Coordinator) Start(ctx context.Context) error {
 		c.loop(lctx, "planning the tail", c.cfg.TailEvery, func(ctx context.Context) error {
 			st, err := c.planner.PlanTail(ctx)
 			if st.Ranges > 0 {
-				c.log.Info("planned the tail", "ranges", st.Ranges, "groups", st.Groups)
+				c.log.Debug("planned the tail", "ranges", st.Ranges, "groups", st.Groups)
 			}
 			return err
 		})

@@ -65,6 +65,7 @@ Try it with the plain NATS client:  nats req persist.hub.id ''`,
 			if err := b.Stop(ctx); err != nil {
 				return fmt.Errorf("stop balancer: %w", err)
 			}
+			slog.Info("balancer stopped")
 			return nil
 		},
 	}

@@ -33,6 +33,7 @@ Target (not a test): our p99 no worse than JetStream's (ratio <= 1.0).`,
 			if cfg.Duration <= 0 || cfg.Rate < 1 || cfg.ValueSize < 1 || cfg.Conns < 1 {
 				return usagef("--duration, --rate, --value-size and --conns must be positive")
 			}
+			cfg.Progress = benchProgress(cmd)
 			_, err = bench.RunFeed(cmd.Context(), cfg, stdout(cmd))
 			return err
 		},

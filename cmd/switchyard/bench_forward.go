@@ -22,6 +22,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/switchyard-dev/switchyard/bench"
 	"github.com/switchyard-dev/switchyard/forward"
 )
 
@@ -83,7 +84,7 @@ signed >= 0.8x unsigned.`,
 			if len(parts) == 0 {
 				parts = map[string]bool{"queue": true, "slow-peer": true, "loopback": true}
 			}
-			return runBenchForward(cmd.Context(), cmd.OutOrStdout(), anchor, loopItems, runs, slow, parts)
+			return runBenchForward(cmd.Context(), cmd.OutOrStdout(), benchProgress(cmd), anchor, loopItems, runs, slow, parts)
 		},
 	}
 	cmd.Flags().DurationVar(&slow.rtt, "slow-rtt", 50*time.Millisecond, "round trip of the slow peer")
@@ -114,29 +115,30 @@ type fwdResult struct {
 	Prebuilt bool `json:"-"`
 }
 
-func runBenchForward(ctx context.Context, out io.Writer, anchorDir string, loopItems, runs int, slow slowPeerConfig, parts map[string]bool) error {
+// runBenchForward writes the results on out and each part's runs on p.
+func runBenchForward(ctx context.Context, out io.Writer, p bench.Progress, anchorDir string, loopItems, runs int, slow slowPeerConfig, parts map[string]bool) error {
 	why := anchorMissing(anchorDir)
 	if why != "" {
 		fmt.Fprintf(out, "forward: anchor skipped: %s\n", why)
 	}
 	if parts["queue"] {
-		if err := benchForwardQueue(ctx, out, anchorDir, why, runs); err != nil {
+		if err := benchForwardQueue(ctx, out, p, anchorDir, why, runs); err != nil {
 			return err
 		}
 	}
 	if parts["slow-peer"] {
-		if err := benchForwardSlowPeer(ctx, out, anchorDir, why, slow); err != nil {
+		if err := benchForwardSlowPeer(ctx, out, p, anchorDir, why, slow); err != nil {
 			return err
 		}
 	}
 	if parts["loopback"] {
-		return benchForwardLoopback(ctx, out, loopItems)
+		return benchForwardLoopback(ctx, out, p, loopItems)
 	}
 	return nil
 }
 
 // benchForwardQueue runs the anchor's three workloads on both sides.
-func benchForwardQueue(ctx context.Context, out io.Writer, anchorDir, why string, runs int) error {
+func benchForwardQueue(ctx context.Context, out io.Writer, p bench.Progress, anchorDir, why string, runs int) error {
 	fmt.Fprintf(out, "forward: queue workloads (GOMAXPROCS=%d), best of %d runs each side, the two sides taking turns\n", runtime.GOMAXPROCS(0), runs)
 	type workload struct {
 		name  string
@@ -154,27 +156,38 @@ func benchForwardQueue(ctx context.Context, out io.Writer, anchorDir, why string
 		// keeping each one's best makes the ratio compare the two at
 		// similar moments, not one early and one late.
 		var ours, theirs fwdResult
+		sides := int64(1)
+		if why == "" {
+			sides = 2
+		}
+		m := p(w.name, int64(runs)*sides, "runs")
 		for range runs {
 			if err := ctx.Err(); err != nil {
+				m.Done()
 				return err
 			}
 			if why == "" {
 				a, err := runForwardAnchor(ctx, anchorDir, w.which)
 				if err != nil {
+					m.Done()
 					return fmt.Errorf("bench forward %s anchor: %w", w.name, err)
 				}
+				m.Add(1)
 				if a.PerSec > theirs.PerSec {
 					theirs = a
 				}
 			}
 			o, err := w.run()
 			if err != nil {
+				m.Done()
 				return fmt.Errorf("bench forward %s: %w", w.name, err)
 			}
+			m.Add(1)
 			if o.PerSec > ours.PerSec {
 				ours = o
 			}
 		}
+		m.Done()
 		label := w.name
 		if ours.Prebuilt {
 			label += " (queue only)"
@@ -192,13 +205,20 @@ func benchForwardQueue(ctx context.Context, out io.Writer, anchorDir, why string
 
 // benchForwardSlowPeer runs the slow-peer workload at each rate, ours then
 // the anchor's.
-func benchForwardSlowPeer(ctx context.Context, out io.Writer, anchorDir, why string, slow slowPeerConfig) error {
+func benchForwardSlowPeer(ctx context.Context, out io.Writer, p bench.Progress, anchorDir, why string, slow slowPeerConfig) error {
 	fmt.Fprintf(out, "forward: slow peer, %s round trip, pushing for %s (ours: MaxInFlight %d)\n", slow.rtt, slow.dur, forward.MaxInFlightDefault)
+	sides := int64(1)
+	if why == "" {
+		sides = 2
+	}
+	m := p("slow peer", int64(len(slow.rates))*sides, "runs")
+	defer m.Done()
 	for _, rate := range slow.rates {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		ours, err := benchSlowPeer(ctx, rate, slow.rtt, slow.dur)
+		m.Add(1)
 		if err != nil {
 			return fmt.Errorf("bench forward slow-peer: %w", err)
 		}
@@ -209,6 +229,7 @@ func benchForwardSlowPeer(ctx context.Context, out io.Writer, anchorDir, why str
 			if err != nil {
 				return fmt.Errorf("bench forward slow-peer anchor: %w", err)
 			}
+			m.Add(1)
 			line += fmt.Sprintf("\n  %-35s anchor %8.0f delivered/s  shed %7d (pushed %d)  delivered %.2fx  shed %s",
 				"", a.PerSec, a.Dropped, a.Items, ours.PerSec/a.PerSec, shedRatio(ours.Dropped, a.Dropped))
 		}
@@ -219,8 +240,10 @@ func benchForwardSlowPeer(ctx context.Context, out io.Writer, anchorDir, why str
 }
 
 // benchForwardLoopback measures signed vs unsigned sends on loopback.
-func benchForwardLoopback(ctx context.Context, out io.Writer, loopItems int) error {
+func benchForwardLoopback(ctx context.Context, out io.Writer, p bench.Progress, loopItems int) error {
 	fmt.Fprintf(out, "forward: loopback HTTP sends, %d items per run\n", loopItems)
+	m := p("loopback", 4*int64(loopItems), "items")
+	defer m.Done()
 	for _, peers := range []int{1, 8} {
 		var rates [2]float64
 		for i, signed := range []bool{false, true} {
@@ -229,6 +252,7 @@ func benchForwardLoopback(ctx context.Context, out io.Writer, loopItems int) err
 				return fmt.Errorf("bench forward loopback: %w", err)
 			}
 			rates[i] = rate
+			m.Add(int64(loopItems))
 		}
 		fmt.Fprintf(out, "  %d peer(s): unsigned %9.0f items/s  signed %9.0f items/s  signed/unsigned %.2fx\n",
 			peers, rates[0], rates[1], rates[1]/rates[0])

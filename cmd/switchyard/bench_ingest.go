@@ -72,6 +72,7 @@ indexer, >= 0.7x with the usenet indexer.`,
 			default:
 				return usagef("--indexer %q: want count or usenet", indexer)
 			}
+			cfg.Progress = benchProgress(cmd)
 			_, err := bench.RunIngest(cmd.Context(), cfg, cmd.OutOrStdout())
 			return err
 		},

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/switchyard-dev/switchyard/bench"
 	"github.com/switchyard-dev/switchyard/nntp"
 	"github.com/switchyard-dev/switchyard/nntp/nntptest"
 )
@@ -36,7 +37,7 @@ lines/s. Target (not a test): ours >= 0.9x raw.`,
 			if lines < 1000 || chunk < 1 || rounds < 1 {
 				return usagef("--lines must be at least 1000, --chunk and --rounds positive")
 			}
-			return runBenchNNTP(cmd.Context(), cmd.OutOrStdout(), lines, chunk, rounds)
+			return runBenchNNTP(cmd.Context(), cmd.OutOrStdout(), benchProgress(cmd), lines, chunk, rounds)
 		},
 	}
 	cmd.Flags().Int64Var(&lines, "lines", 200_000, "overview lines read per run")
@@ -45,7 +46,9 @@ lines/s. Target (not a test): ours >= 0.9x raw.`,
 	benchCmd.AddCommand(cmd)
 }
 
-func runBenchNNTP(ctx context.Context, out io.Writer, lines, chunk int64, rounds int) error {
+// runBenchNNTP writes the table on out; p shows each case's rounds, both
+// readers counted (a run's lines are added when it ends).
+func runBenchNNTP(ctx context.Context, out io.Writer, p bench.Progress, lines, chunk int64, rounds int) error {
 	s := nntptest.New(nntptest.Config{})
 	s.AddGroup(benchNNTPGroup, lines)
 	if err := s.Start(ctx); err != nil {
@@ -57,22 +60,28 @@ func runBenchNNTP(ctx context.Context, out io.Writer, lines, chunk int64, rounds
 	fmt.Fprintf(out, "%-12s %5s %14s %14s %7s\n", "compression", "conns", "raw lines/s", "ours lines/s", "ratio")
 	for _, deflate := range []bool{false, true} {
 		for _, conns := range []int{1, 4} {
-			var bestRaw, bestOurs float64
-			for range rounds {
-				raw, err := benchNNTPRaw(ctx, s.Addr(), lines, chunk, conns, deflate)
-				if err != nil {
-					return fmt.Errorf("raw reader: %w", err)
-				}
-				ours, err := benchNNTPOurs(ctx, s.Addr(), lines, chunk, conns, deflate)
-				if err != nil {
-					return fmt.Errorf("nntp client: %w", err)
-				}
-				bestRaw, bestOurs = max(bestRaw, raw), max(bestOurs, ours)
-			}
 			mode := "off"
 			if deflate {
 				mode = "deflate"
 			}
+			m := p(fmt.Sprintf("compression %s, %d conns", mode, conns), 2*int64(rounds)*lines, "lines")
+			var bestRaw, bestOurs float64
+			for range rounds {
+				raw, err := benchNNTPRaw(ctx, s.Addr(), lines, chunk, conns, deflate)
+				if err != nil {
+					m.Done()
+					return fmt.Errorf("raw reader: %w", err)
+				}
+				m.Add(lines)
+				ours, err := benchNNTPOurs(ctx, s.Addr(), lines, chunk, conns, deflate)
+				if err != nil {
+					m.Done()
+					return fmt.Errorf("nntp client: %w", err)
+				}
+				m.Add(lines)
+				bestRaw, bestOurs = max(bestRaw, raw), max(bestOurs, ours)
+			}
+			m.Done()
 			fmt.Fprintf(out, "%-12s %5d %14.0f %14.0f %6.2fx\n", mode, conns, bestRaw, bestOurs, bestOurs/bestRaw)
 		}
 	}

@@ -39,6 +39,7 @@ Target: the secured bus keeps >= 0.9x (costs at most 10 %).`,
 			if cfg.Duration <= 0 || cfg.ValueSize < 1 || cfg.Batch < 1 {
 				return usagef("--duration, --value-size and --batch must be positive")
 			}
+			cfg.Progress = benchProgress(cmd)
 			if secure {
 				_, err = bench.RunPersistAuth(cmd.Context(), cfg, stdout(cmd))
 				return err

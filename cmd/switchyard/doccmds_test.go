@@ -6,9 +6,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // TestDocumentedCommandsExist reads every `switchyard ...` line in the code
@@ -68,6 +70,9 @@ func TestCheckDocLine(t *testing.T) {
 		{"switchyard stream config hub log --sett max_msgs=1", false},
 		{"switchyard kv get hub demo", false}, // one argument short
 		{"switchyard persist serve --timeout 5s", false},
+		{"switchyard up --log-format json --log-level debug", true},
+		{"switchyard bench nntp --no-progress", true},
+		{"switchyard kv keys hub demo --no-progress", false}, // bench's only
 	} {
 		if err := checkDocLine(c.line); (err == nil) != c.ok {
 			t.Errorf("%q: err = %v, want ok = %v", c.line, err, c.ok)
@@ -104,7 +109,7 @@ func checkDocLine(line string) error {
 			continue
 		}
 		name, _, hasValue := strings.Cut(name, "=")
-		f := c.Flags().Lookup(name)
+		f := lookupFlag(c, name)
 		if f == nil {
 			return fmt.Errorf("%s has no --%s", c.CommandPath(), name)
 		}
@@ -118,6 +123,24 @@ func checkDocLine(line string) error {
 		}
 	}
 	return nil
+}
+
+// flagsMu serialises lookupFlag: InheritedFlags builds its set on first
+// use, and the tests calling checkDocLine run in parallel.
+var flagsMu sync.Mutex
+
+// lookupFlag finds --name among c's own flags and the global ones it
+// inherits (--log-format, bench's --no-progress).
+func lookupFlag(c *cobra.Command, name string) *pflag.Flag {
+	flagsMu.Lock()
+	defer flagsMu.Unlock()
+	if f := c.Flags().Lookup(name); f != nil {
+		return f
+	}
+	if f := c.PersistentFlags().Lookup(name); f != nil {
+		return f
+	}
+	return c.InheritedFlags().Lookup(name)
 }
 
 func findSub(c *cobra.Command, name string) *cobra.Command {

@@ -59,6 +59,10 @@ func TestHelpFlagValueNames(t *testing.T) {
 		// start, since cobra's flag sets are not safe to share.
 		defined := map[string]*pflag.Flag{}
 		c.Flags().VisitAll(func(f *pflag.Flag) { defined[f.Name] = f })
+		// and the root's persistent ones (--log-format, ...): its own on the
+		// root, listed under "Global Flags:" below it.
+		c.PersistentFlags().VisitAll(func(f *pflag.Flag) { defined[f.Name] = f })
+		c.InheritedFlags().VisitAll(func(f *pflag.Flag) { defined[f.Name] = f })
 		t.Run(strings.ReplaceAll(path, " ", "_"), func(t *testing.T) {
 			t.Parallel()
 			out, stderr, code := run(t, cli(t, args...))

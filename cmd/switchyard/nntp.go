@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/switchyard-dev/switchyard/internal/progress"
 	"github.com/switchyard-dev/switchyard/nntp"
 	"github.com/switchyard-dev/switchyard/nntp/nntptest"
 )
@@ -141,7 +141,7 @@ func newNNTPOverCmd() *cobra.Command {
 		Long: `Selects GROUP and prints the overview lines of FIRST-LAST (default: the last
 100 articles) as number, subject, from, date, message-id, bytes and lines,
 tab-separated. Long ranges are fetched in pipelined chunks of --chunk and
-show a progress bar on stderr.`,
+show their progress on stderr (a bar on a terminal, else a line every 5s).`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if chunk < 1 {
@@ -171,11 +171,13 @@ show a progress bar on stderr.`,
 			for lo := first; lo <= last; lo += chunk {
 				ranges = append(ranges, nntp.Range{First: lo, Last: min(lo+chunk-1, last)})
 			}
-			bar := newNNTPProgress(cmd.ErrOrStderr(), last-first+1, !noProgress && last-first+1 > chunk)
-			defer bar.done()
+			// One chunk is quick: progress only for longer ranges.
+			bar := progress.New(cmd.ErrOrStderr(), last-first+1, "lines", progress.Options{
+				Label: "over " + args[0], Mode: progressMode(noProgress || last-first+1 <= chunk)})
+			defer bar.Done()
 			out := cmd.OutOrStdout()
 			return c.OverPipelined(ctx, ranges, func(r nntp.Range, ov nntp.Overview) error {
-				bar.set(ov.Number - first + 1)
+				bar.Set(ov.Number - first + 1)
 				_, err := fmt.Fprintf(out, "%d\t%s\t%s\t%s\t%s\t%d\t%d\n", ov.Number, ov.Subject, ov.From, ov.Date, ov.MessageID, ov.Bytes, ov.Lines)
 				return err
 			})
@@ -183,7 +185,7 @@ show a progress bar on stderr.`,
 	}
 	f.register(cmd)
 	cmd.Flags().Int64Var(&chunk, "chunk", 20000, "articles per OVER command")
-	cmd.Flags().BoolVar(&noProgress, "no-progress", false, "no progress bar on stderr")
+	cmd.Flags().BoolVar(&noProgress, "no-progress", false, "no progress on stderr")
 	return cmd
 }
 
@@ -279,44 +281,6 @@ With --user, AUTHINFO is required and the password is $SWITCHYARD_NNTP_PASS.`,
 	cmd.Flags().StringVar(&user, "user", "", "require AUTHINFO with this user")
 	cmd.Flags().IntVar(&maxConns, "max-conns", 0, "refuse connections beyond this many with 502 (0: no limit)")
 	return cmd
-}
-
-// nntpProgress draws a one-line bar on w (stderr), at most every 100 ms.
-type nntpProgress struct {
-	w       io.Writer
-	total   int64
-	on      bool
-	start   time.Time
-	last    time.Time
-	current int64
-}
-
-func newNNTPProgress(w io.Writer, total int64, on bool) *nntpProgress {
-	return &nntpProgress{w: w, total: total, on: on, start: time.Now()}
-}
-
-func (p *nntpProgress) set(n int64) {
-	p.current = n
-	if !p.on || time.Since(p.last) < 100*time.Millisecond {
-		return
-	}
-	p.last = time.Now()
-	p.draw()
-}
-
-func (p *nntpProgress) draw() {
-	const width = 30
-	frac := float64(p.current) / float64(max(p.total, 1))
-	filled := int(frac * width)
-	rate := float64(p.current) / max(time.Since(p.start).Seconds(), 1e-9)
-	fmt.Fprintf(p.w, "\r[%s%s] %3.0f%% %d/%d %.0f lines/s ", strings.Repeat("=", filled), strings.Repeat(" ", width-filled), frac*100, p.current, p.total, rate)
-}
-
-func (p *nntpProgress) done() {
-	if p.on {
-		p.draw()
-		fmt.Fprintln(p.w)
-	}
 }
 
 func init() {
