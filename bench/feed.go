@@ -143,6 +143,23 @@ func fmtDur(d time.Duration) string {
 // every write, and returns the write rate and the p50 and p99 latency over
 // all (watcher, write) pairs.
 func measureFeed(ctx context.Context, side feedSide, n, rate int, d time.Duration, value []byte) (float64, time.Duration, time.Duration, error) {
+	r, err := measureFeedRun(ctx, side, n, rate, d, value)
+	return r.rate, r.p50, r.p99, err
+}
+
+// feedRun is what measureFeedRun measured.
+type feedRun struct {
+	rate     float64
+	p50, p99 time.Duration
+	// cpuPerDelivery is this process's CPU time from the first write to
+	// the last delivery over the deliveries: a figure that holds steadier
+	// than latency on cores shared with other work.
+	cpuPerDelivery time.Duration
+}
+
+// measureFeedRun is measureFeed with the CPU time per delivery.
+func measureFeedRun(ctx context.Context, side feedSide, n, rate int, d time.Duration, value []byte) (feedRun, error) {
+	var run feedRun
 	var (
 		mu        sync.Mutex
 		received  = make([]map[uint64]time.Time, n)
@@ -160,13 +177,13 @@ func measureFeed(ctx context.Context, side feedSide, n, rate int, d time.Duratio
 		mu.Unlock()
 	})
 	if err != nil {
-		return 0, 0, 0, err
+		return run, err
 	}
 	defer stop()
 
 	returned := map[uint64]time.Time{}
 	var ids []uint64
-	start := time.Now()
+	start, cpu0 := time.Now(), processCPU()
 	var tick *time.Ticker
 	if rate > 0 {
 		tick = time.NewTicker(time.Second / time.Duration(rate))
@@ -177,12 +194,12 @@ func measureFeed(ctx context.Context, side feedSide, n, rate int, d time.Duratio
 			select {
 			case <-tick.C:
 			case <-ctx.Done():
-				return 0, 0, 0, ctx.Err()
+				return run, ctx.Err()
 			}
 		}
 		id, err := side.write(ctx, value)
 		if err != nil {
-			return 0, 0, 0, err
+			return run, err
 		}
 		returned[id] = time.Now()
 		ids = append(ids, id)
@@ -199,14 +216,15 @@ func measureFeed(ctx context.Context, side feedSide, n, rate int, d time.Duratio
 			break
 		}
 		if waited > 30*time.Second {
-			return 0, 0, 0, fmt.Errorf("%d of %d deliveries after 30s", got, want)
+			return run, fmt.Errorf("%d of %d deliveries after 30s", got, want)
 		}
 		select {
 		case <-time.After(10 * time.Millisecond):
 		case <-ctx.Done():
-			return 0, 0, 0, ctx.Err()
+			return run, ctx.Err()
 		}
 	}
+	cpu := processCPU() - cpu0
 	mu.Lock()
 	lat := make([]time.Duration, 0, n*len(ids))
 	for _, r := range received {
@@ -218,7 +236,11 @@ func measureFeed(ctx context.Context, side feedSide, n, rate int, d time.Duratio
 	}
 	mu.Unlock()
 	slices.Sort(lat)
-	return writeRate, pct(lat, 0.50), pct(lat, 0.99), nil
+	run = feedRun{rate: writeRate, p50: pct(lat, 0.50), p99: pct(lat, 0.99)}
+	if len(lat) > 0 {
+		run.cpuPerDelivery = cpu / time.Duration(len(lat))
+	}
+	return run, nil
 }
 
 func pct(sorted []time.Duration, p float64) time.Duration {
