@@ -290,11 +290,12 @@ func (g *WatchGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		p.from = inv.Seq + 1
 	}
-	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{OriginPatterns: g.cfg.OriginPatterns})
+	cw := &corkWriter{ResponseWriter: w, timeout: g.cfg.WriteTimeout}
+	ws, err := websocket.Accept(cw, r, &websocket.AcceptOptions{OriginPatterns: g.cfg.OriginPatterns})
 	if err != nil {
 		return // Accept has answered the request
 	}
-	g.serve(ws, stream, p.from)
+	g.serve(ws, cw.conn, stream, p.from)
 }
 
 // enter counts a connection in, unless the gateway is stopping.
