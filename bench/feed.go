@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -160,21 +161,28 @@ type feedRun struct {
 // measureFeedRun is measureFeed with the CPU time per delivery.
 func measureFeedRun(ctx context.Context, side feedSide, n, rate int, d time.Duration, value []byte) (feedRun, error) {
 	var run feedRun
+	// One lock per watcher, not one for all: a lock every watcher takes
+	// on every delivery would make the watchers queue behind each other
+	// in the measurement itself.
+	type watcherLog struct {
+		mu sync.Mutex
+		m  map[uint64]time.Time
+	}
 	var (
-		mu        sync.Mutex
-		received  = make([]map[uint64]time.Time, n)
-		delivered int // distinct (watcher, id) pairs
+		received  = make([]watcherLog, n)
+		delivered atomic.Int64 // distinct (watcher, id) pairs
 	)
 	for i := range received {
-		received[i] = map[uint64]time.Time{}
+		received[i].m = map[uint64]time.Time{}
 	}
 	stop, err := side.watch(ctx, n, func(w int, id uint64, at time.Time) {
-		mu.Lock()
-		if _, dup := received[w][id]; !dup {
-			received[w][id] = at
-			delivered++
+		r := &received[w]
+		r.mu.Lock()
+		if _, dup := r.m[id]; !dup {
+			r.m[id] = at
+			delivered.Add(1)
 		}
-		mu.Unlock()
+		r.mu.Unlock()
 	})
 	if err != nil {
 		return run, err
@@ -209,9 +217,7 @@ func measureFeedRun(ctx context.Context, side feedSide, n, rate int, d time.Dura
 	// Wait (bounded) until every watcher has every write.
 	want := n * len(ids)
 	for waited := time.Duration(0); ; waited += 10 * time.Millisecond {
-		mu.Lock()
-		got := delivered
-		mu.Unlock()
+		got := int(delivered.Load())
 		if got >= want {
 			break
 		}
@@ -225,16 +231,17 @@ func measureFeedRun(ctx context.Context, side feedSide, n, rate int, d time.Dura
 		}
 	}
 	cpu := processCPU() - cpu0
-	mu.Lock()
 	lat := make([]time.Duration, 0, n*len(ids))
-	for _, r := range received {
+	for i := range received {
+		r := &received[i]
+		r.mu.Lock()
 		for _, id := range ids {
 			// A watcher can hear of a write before the writer hears it
 			// returned: that counts as zero.
-			lat = append(lat, max(0, r[id].Sub(returned[id])))
+			lat = append(lat, max(0, r.m[id].Sub(returned[id])))
 		}
+		r.mu.Unlock()
 	}
-	mu.Unlock()
 	slices.Sort(lat)
 	run = feedRun{rate: writeRate, p50: pct(lat, 0.50), p99: pct(lat, 0.99)}
 	if len(lat) > 0 {

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -374,13 +375,19 @@ func WSClients(ctx context.Context, u string, n int, stdin io.Reader, out io.Wri
 type warmSide struct{ feedSide }
 
 func (s warmSide) watch(ctx context.Context, n int, got func(int, uint64, time.Time)) (func(), error) {
+	// warmID is read on every delivery, so without a lock once known;
+	// until then a delivery waits on mu, which the writer holds until it
+	// has stored the id.
 	var mu sync.Mutex
-	var warmID uint64
+	var warmID atomic.Uint64
 	warmed := make(chan struct{}, n)
 	stop, err := s.feedSide.watch(ctx, n, func(w int, id uint64, at time.Time) {
-		mu.Lock()
-		wid := warmID
-		mu.Unlock()
+		wid := warmID.Load()
+		if wid == 0 {
+			mu.Lock()
+			wid = warmID.Load()
+			mu.Unlock()
+		}
 		if wid == 0 || id > wid {
 			got(w, id, at)
 			return
@@ -394,7 +401,7 @@ func (s warmSide) watch(ctx context.Context, n int, got func(int, uint64, time.T
 	}
 	mu.Lock() // held across the write: got must not see its id before warmID is set
 	id, err := s.feedSide.write(ctx, []byte("warm-up"))
-	warmID = id
+	warmID.Store(id)
 	mu.Unlock()
 	if err != nil {
 		stop()
