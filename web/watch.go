@@ -26,7 +26,8 @@ const (
 	// browser. A single message larger than it still goes through an empty
 	// queue, so a connection holds at most max(QueueBytes, one message).
 	QueueBytesDefault = 256 << 10
-	// WriteTimeoutDefault is how long one write (or ping) may take before
+	// WriteTimeoutDefault is how long one write to the socket (a batch of
+	// queued messages, or a ping) may take before
 	// the browser is cut off: a peer that stops reading fills the socket's
 	// buffers and then this deadline ends it.
 	WriteTimeoutDefault = 10 * time.Second
@@ -76,7 +77,8 @@ type WatchConfig struct {
 	// QueueBytes bounds one connection's outgoing queue in bytes. Zero
 	// means QueueBytesDefault.
 	QueueBytes int
-	// WriteTimeout bounds each write to a browser. Zero means
+	// WriteTimeout bounds each write to a browser's socket (the messages
+	// queued when the writer takes them, written together). Zero means
 	// WriteTimeoutDefault.
 	WriteTimeout time.Duration
 	// PingInterval is how often a connection is pinged. Zero means
