@@ -27,9 +27,9 @@ const (
 	// queue, so a connection holds at most max(QueueBytes, one message).
 	QueueBytesDefault = 256 << 10
 	// WriteTimeoutDefault is how long one write to the socket (a batch of
-	// queued messages, or a ping) may take before
-	// the browser is cut off: a peer that stops reading fills the socket's
-	// buffers and then this deadline ends it.
+	// queued messages, or a ping) may take before the browser is cut off:
+	// a peer that stops reading fills the socket's buffers and then this
+	// deadline ends it.
 	WriteTimeoutDefault = 10 * time.Second
 	// PingIntervalDefault is how often an idle connection is pinged, so
 	// peers that vanished are noticed and proxies keep it open.
