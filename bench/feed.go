@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -145,31 +146,55 @@ func fmtDur(d time.Duration) string {
 // every write, and returns the write rate and the p50 and p99 latency over
 // all (watcher, write) pairs. m counts the writes and is done at return.
 func measureFeed(ctx context.Context, m Meter, side feedSide, n, rate int, d time.Duration, value []byte) (float64, time.Duration, time.Duration, error) {
+	r, err := measureFeedRun(ctx, m, side, n, rate, d, value)
+	return r.rate, r.p50, r.p99, err
+}
+
+// feedRun is what measureFeedRun measured.
+type feedRun struct {
+	rate     float64
+	p50, p99 time.Duration
+	// cpuPerDelivery is this process's CPU time from the first write to
+	// the last delivery over the deliveries: a figure that holds steadier
+	// than latency on cores shared with other work.
+	cpuPerDelivery time.Duration
+}
+
+// measureFeedRun is measureFeed with the CPU time per delivery.
+func measureFeedRun(ctx context.Context, m Meter, side feedSide, n, rate int, d time.Duration, value []byte) (feedRun, error) {
 	defer m.Done()
+	var run feedRun
+	// One lock per watcher, not one for all: a lock every watcher takes
+	// on every delivery would make the watchers queue behind each other
+	// in the measurement itself.
+	type watcherLog struct {
+		mu sync.Mutex
+		m  map[uint64]time.Time
+	}
 	var (
-		mu        sync.Mutex
-		received  = make([]map[uint64]time.Time, n)
-		delivered int // distinct (watcher, id) pairs
+		received  = make([]watcherLog, n)
+		delivered atomic.Int64 // distinct (watcher, id) pairs
 	)
 	for i := range received {
-		received[i] = map[uint64]time.Time{}
+		received[i].m = map[uint64]time.Time{}
 	}
 	stop, err := side.watch(ctx, n, func(w int, id uint64, at time.Time) {
-		mu.Lock()
-		if _, dup := received[w][id]; !dup {
-			received[w][id] = at
-			delivered++
+		r := &received[w]
+		r.mu.Lock()
+		if _, dup := r.m[id]; !dup {
+			r.m[id] = at
+			delivered.Add(1)
 		}
-		mu.Unlock()
+		r.mu.Unlock()
 	})
 	if err != nil {
-		return 0, 0, 0, err
+		return run, err
 	}
 	defer stop()
 
 	returned := map[uint64]time.Time{}
 	var ids []uint64
-	start := time.Now()
+	start, cpu0 := time.Now(), processCPU()
 	var tick *time.Ticker
 	if rate > 0 {
 		tick = time.NewTicker(time.Second / time.Duration(rate))
@@ -180,12 +205,12 @@ func measureFeed(ctx context.Context, m Meter, side feedSide, n, rate int, d tim
 			select {
 			case <-tick.C:
 			case <-ctx.Done():
-				return 0, 0, 0, ctx.Err()
+				return run, ctx.Err()
 			}
 		}
 		id, err := side.write(ctx, value)
 		if err != nil {
-			return 0, 0, 0, err
+			return run, err
 		}
 		returned[id] = time.Now()
 		ids = append(ids, id)
@@ -196,33 +221,37 @@ func measureFeed(ctx context.Context, m Meter, side feedSide, n, rate int, d tim
 	// Wait (bounded) until every watcher has every write.
 	want := n * len(ids)
 	for waited := time.Duration(0); ; waited += 10 * time.Millisecond {
-		mu.Lock()
-		got := delivered
-		mu.Unlock()
+		got := int(delivered.Load())
 		if got >= want {
 			break
 		}
 		if waited > 30*time.Second {
-			return 0, 0, 0, fmt.Errorf("%d of %d deliveries after 30s", got, want)
+			return run, fmt.Errorf("%d of %d deliveries after 30s", got, want)
 		}
 		select {
 		case <-time.After(10 * time.Millisecond):
 		case <-ctx.Done():
-			return 0, 0, 0, ctx.Err()
+			return run, ctx.Err()
 		}
 	}
-	mu.Lock()
+	cpu := processCPU() - cpu0
 	lat := make([]time.Duration, 0, n*len(ids))
-	for _, r := range received {
+	for i := range received {
+		r := &received[i]
+		r.mu.Lock()
 		for _, id := range ids {
 			// A watcher can hear of a write before the writer hears it
 			// returned: that counts as zero.
-			lat = append(lat, max(0, r[id].Sub(returned[id])))
+			lat = append(lat, max(0, r.m[id].Sub(returned[id])))
 		}
+		r.mu.Unlock()
 	}
-	mu.Unlock()
 	slices.Sort(lat)
-	return writeRate, pct(lat, 0.50), pct(lat, 0.99), nil
+	run = feedRun{rate: writeRate, p50: pct(lat, 0.50), p99: pct(lat, 0.99)}
+	if len(lat) > 0 {
+		run.cpuPerDelivery = cpu / time.Duration(len(lat))
+	}
+	return run, nil
 }
 
 func pct(sorted []time.Duration, p float64) time.Duration {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -73,15 +74,13 @@ func (s *Store) Apply(ctx context.Context, bins []*Binary, now time.Time) (Apply
 // applyBinaries merges bins into the binaries KV and returns the stored
 // state of each afterwards, and how many it changed.
 func (s *Store) applyBinaries(ctx context.Context, bins []*Binary) ([]*Binary, int, error) {
-	finals := make([]*Binary, len(bins))
 	conflicts, err := createAll(ctx, s.binaries, len(bins), func(i int) (string, any) { return bins[i].ID, bins[i] })
 	if err != nil {
 		return nil, 0, fmt.Errorf("usenet: store binaries: %w", err)
 	}
 	created := len(bins) - len(conflicts)
-	for i := range bins {
-		finals[i] = bins[i]
-	}
+	// The created ones are stored as they are; the others as merged below.
+	finals := slices.Clone(bins)
 	var mu sync.Mutex
 	changed := created
 	err = parallel(ctx, conflicts, func(ctx context.Context, i int) error {

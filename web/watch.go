@@ -26,9 +26,10 @@ const (
 	// browser. A single message larger than it still goes through an empty
 	// queue, so a connection holds at most max(QueueBytes, one message).
 	QueueBytesDefault = 256 << 10
-	// WriteTimeoutDefault is how long one write (or ping) may take before
-	// the browser is cut off: a peer that stops reading fills the socket's
-	// buffers and then this deadline ends it.
+	// WriteTimeoutDefault is how long one write to the socket (a batch of
+	// queued messages, or a ping) may take before the browser is cut off:
+	// a peer that stops reading fills the socket's buffers and then this
+	// deadline ends it.
 	WriteTimeoutDefault = 10 * time.Second
 	// PingIntervalDefault is how often an idle connection is pinged, so
 	// peers that vanished are noticed and proxies keep it open.
@@ -76,7 +77,8 @@ type WatchConfig struct {
 	// QueueBytes bounds one connection's outgoing queue in bytes. Zero
 	// means QueueBytesDefault.
 	QueueBytes int
-	// WriteTimeout bounds each write to a browser. Zero means
+	// WriteTimeout bounds each write to a browser's socket (the messages
+	// queued when the writer takes them, written together). Zero means
 	// WriteTimeoutDefault.
 	WriteTimeout time.Duration
 	// PingInterval is how often a connection is pinged. Zero means
@@ -290,11 +292,12 @@ func (g *WatchGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		p.from = inv.Seq + 1
 	}
-	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{OriginPatterns: g.cfg.OriginPatterns})
+	cw := &corkWriter{ResponseWriter: w, timeout: g.cfg.WriteTimeout}
+	ws, err := websocket.Accept(cw, r, &websocket.AcceptOptions{OriginPatterns: g.cfg.OriginPatterns})
 	if err != nil {
 		return // Accept has answered the request
 	}
-	g.serve(ws, stream, p.from)
+	g.serve(ws, cw.conn, stream, p.from)
 }
 
 // enter counts a connection in, unless the gateway is stopping.

@@ -17,6 +17,7 @@ import (
 type wsConn struct {
 	g         *WatchGateway
 	ws        *websocket.Conn
+	nc        *corkConn          // ws's socket
 	stopWatch context.CancelFunc // ends the watch once nothing more can be queued
 	maxMsgs   int
 	maxBytes  int
@@ -216,25 +217,43 @@ func (c *wsConn) writeLoop(ctx, gone context.Context, watchDone <-chan struct{})
 			if len(items) == 0 {
 				break
 			}
-			for _, it := range items {
-				if c.g.beforeWrite != nil {
-					c.g.beforeWrite(ctx)
-				}
-				err := c.timed(ctx, func(ctx context.Context) error { return c.ws.Write(ctx, websocket.MessageText, it.b) })
-				if err != nil {
-					return c.failed(ctx)
-				}
-				c.g.sent.Add(1)
-				if it.close != 0 {
-					return ending{status: it.close, reason: it.reason}
-				}
+			if end, ok := c.writeBatch(ctx, items); !ok {
+				return end
 			}
 			c.written(len(items))
 		}
 	}
 }
 
-// timed runs one write under the write timeout.
+// writeBatch writes items, one WebSocket message each, in one write to the
+// socket (see corkConn), under the socket's write deadline rather than a
+// context per message. ok is false when the connection ends, as end says:
+// a write failed, or the batch ended with a final message.
+func (c *wsConn) writeBatch(ctx context.Context, items []qItem) (end ending, ok bool) {
+	c.nc.cork()
+	for _, it := range items {
+		if c.g.beforeWrite != nil {
+			c.g.beforeWrite(ctx)
+		}
+		// Corked, this only copies; ctx ends it if it waits for a pong
+		// or close frame the reader is writing.
+		if err := c.ws.Write(ctx, websocket.MessageText, it.b); err != nil {
+			_ = c.nc.uncork()
+			return c.failed(ctx), false
+		}
+		if it.close != 0 {
+			end = ending{status: it.close, reason: it.reason}
+			break
+		}
+	}
+	if err := c.nc.uncork(); err != nil {
+		return c.failed(ctx), false
+	}
+	c.g.sent.Add(uint64(len(items)))
+	return end, end.status == 0
+}
+
+// timed runs one ping under the write timeout.
 func (c *wsConn) timed(ctx context.Context, f func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, c.g.cfg.WriteTimeout)
 	defer cancel()
@@ -252,7 +271,7 @@ func (c *wsConn) failed(ctx context.Context) ending {
 }
 
 // serve runs one upgraded connection to its end.
-func (g *WatchGateway) serve(ws *websocket.Conn, stream *persist.Stream, from uint64) {
+func (g *WatchGateway) serve(ws *websocket.Conn, nc *corkConn, stream *persist.Stream, from uint64) {
 	g.accepted.Add(1)
 	g.open.Add(1)
 	defer g.open.Add(-1)
@@ -261,7 +280,7 @@ func (g *WatchGateway) serve(ws *websocket.Conn, stream *persist.Stream, from ui
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	c := &wsConn{
-		g: g, ws: ws, watchCtx: watchCtx, stopWatch: stopWatch, next: from,
+		g: g, ws: ws, nc: nc, watchCtx: watchCtx, stopWatch: stopWatch, next: from,
 		maxMsgs: g.cfg.QueueMessages, maxBytes: g.cfg.QueueBytes,
 		wake: make(chan struct{}, 1), room: make(chan struct{}, 1),
 		catchingUp: true,

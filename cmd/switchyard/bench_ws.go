@@ -2,6 +2,8 @@ package main
 
 import (
 	"os"
+	"runtime"
+	"runtime/pprof"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -12,6 +14,7 @@ import (
 func init() {
 	var cfg bench.WSConfig
 	var quick, inProcess bool
+	var cpuProfile, blockProfile, mutexProfile string
 	cmd := &cobra.Command{
 		Use:   "ws",
 		Short: "Watch gateway: WebSocket watchers vs Stream.Watch in Go, and memory per idle WebSocket watcher",
@@ -43,7 +46,14 @@ both sides (an upper bound).`,
 				}
 				cfg.ClientCmd = []string{self, "bench", "ws-clients"}
 			}
-			_, err := bench.RunWS(cmd.Context(), cfg, stdout(cmd))
+			stopProfiles, err := startProfiles(cpuProfile, blockProfile, mutexProfile)
+			if err != nil {
+				return err
+			}
+			_, err = bench.RunWS(cmd.Context(), cfg, stdout(cmd))
+			if perr := stopProfiles(); err == nil {
+				err = perr
+			}
 			return err
 		},
 	}
@@ -55,6 +65,9 @@ both sides (an upper bound).`,
 	cmd.Flags().BoolVar(&quick, "quick", false, "a smoke run: 100 watchers, 200 idle, 1s")
 	cmd.Flags().BoolVar(&inProcess, "in-process", false, "run the idle clients in this process (the memory figure then counts both sides)")
 	cmd.Flags().StringVar(&cfg.Dir, "dir", "", "directory for SQLite files (default: a temp dir)")
+	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (gateway, clients and Go side) to this file")
+	cmd.Flags().StringVar(&blockProfile, "blockprofile", "", "write a block profile of the whole run to this file")
+	cmd.Flags().StringVar(&mutexProfile, "mutexprofile", "", "write a mutex contention profile of the whole run to this file")
 	benchCmd.AddCommand(cmd)
 
 	var u string
@@ -71,4 +84,52 @@ both sides (an upper bound).`,
 	clients.Flags().StringVar(&u, "url", "", "watch URL")
 	clients.Flags().IntVar(&n, "n", 1, "watchers")
 	benchCmd.AddCommand(clients)
+}
+
+// startProfiles starts the profiles whose file names are not empty and
+// returns a func that stops them and writes them out.
+func startProfiles(cpu, block, mutex string) (func() error, error) {
+	var cpuFile *os.File
+	if cpu != "" {
+		f, err := os.Create(cpu)
+		if err != nil {
+			return nil, err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return nil, err
+		}
+		cpuFile = f
+	}
+	if block != "" {
+		runtime.SetBlockProfileRate(int(time.Microsecond)) // blocking events of 1µs or more
+	}
+	if mutex != "" {
+		runtime.SetMutexProfileFraction(10)
+	}
+	return func() error {
+		var first error
+		keep := func(err error) {
+			if first == nil {
+				first = err
+			}
+		}
+		if cpuFile != nil {
+			pprof.StopCPUProfile()
+			keep(cpuFile.Close())
+		}
+		for _, p := range []struct{ name, file string }{{"block", block}, {"mutex", mutex}} {
+			if p.file == "" {
+				continue
+			}
+			f, err := os.Create(p.file)
+			if err != nil {
+				keep(err)
+				continue
+			}
+			keep(pprof.Lookup(p.name).WriteTo(f, 0))
+			keep(f.Close())
+		}
+		return first
+	}, nil
 }
