@@ -190,6 +190,9 @@ func runUp(cmd *cobra.Command, cfg upConfig) (err error) {
 			}
 		}
 	}()
+	if err := startDashboard(cmd.Context(), ph, func(stop func(context.Context) error) { stops = append(stops, stop) }); err != nil {
+		return err
+	}
 	connect := func(name, user string) (*nats.Conn, error) {
 		var opts []nats.Option
 		if cfg.authDir != "" {
@@ -251,9 +254,6 @@ func runUp(cmd *cobra.Command, cfg upConfig) (err error) {
 	}
 	apiLine, err := startUpAPI(cmd.Context(), cfg, connect, ph, func(stop func(context.Context) error) { stops = append(stops, stop) })
 	if err != nil {
-		return err
-	}
-	if err := startDashboard(cmd.Context(), ph, func(stop func(context.Context) error) { stops = append(stops, stop) }); err != nil {
 		return err
 	}
 	ph.rolesStarted()

@@ -43,8 +43,11 @@ type dashPool struct {
 var _ dashboard.Source = (*dashParts)(nil)
 
 // startDashboard serves the dashboard at / of ph's server, fed by the
-// parts added to ph, and registers its stop (which must run before the
-// HTTP server's: see dashboard.Hub). Nothing without --http.
+// parts added to ph as they start, and registers its stop (which must run
+// before the HTTP server's: see dashboard.Hub). It runs from the start, so
+// a page never meets a server that listens without it, and tells the
+// pages when ctx ends (a signal), before the roles stop. Nothing without
+// --http.
 func startDashboard(ctx context.Context, ph *procHTTP, onStop func(func(context.Context) error)) error {
 	if ph == nil {
 		return nil

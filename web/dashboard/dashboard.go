@@ -132,7 +132,9 @@ func New(cfg Config) (*Hub, error) {
 	}, nil
 }
 
-// Start starts the tick goroutine; it ends at Stop.
+// Start starts the tick goroutine. It ends at Stop, or when ctx ends: the
+// pages are then told at once (going away) that the process is stopping,
+// and Stop still waits for their handlers.
 func (h *Hub) Start(ctx context.Context) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -143,7 +145,7 @@ func (h *Hub) Start(ctx context.Context) error {
 		return nil
 	}
 	h.started = true
-	ctx, h.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	ctx, h.cancel = context.WithCancel(ctx)
 	h.tick.Add(1)
 	go h.run(ctx)
 	return nil
@@ -152,15 +154,7 @@ func (h *Hub) Start(ctx context.Context) error {
 // Stop ends the ticks, closes every connection (going away) and waits for
 // their handlers until ctx ends. It is idempotent and safe without Start.
 func (h *Hub) Stop(ctx context.Context) error {
-	h.mu.Lock()
-	if !h.stopped {
-		h.stopped = true
-		close(h.stop)
-		if h.cancel != nil {
-			h.cancel()
-		}
-	}
-	h.mu.Unlock()
+	h.halt()
 	done := make(chan struct{})
 	go func() {
 		h.tick.Wait()
@@ -175,9 +169,25 @@ func (h *Hub) Stop(ctx context.Context) error {
 	}
 }
 
-// run builds and sends a snapshot every tick.
+// halt refuses new connections, tells the handlers to close theirs and
+// ends the ticks.
+func (h *Hub) halt() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.stopped {
+		return
+	}
+	h.stopped = true
+	close(h.stop)
+	if h.cancel != nil {
+		h.cancel()
+	}
+}
+
+// run builds and sends a snapshot every tick until ctx ends.
 func (h *Hub) run(ctx context.Context) {
 	defer h.tick.Done()
+	defer h.halt()
 	t := time.NewTicker(h.cfg.Every)
 	defer t.Stop()
 	for {

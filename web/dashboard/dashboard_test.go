@@ -333,3 +333,37 @@ func TestConfig(t *testing.T) {
 		t.Error("start after stop accepted")
 	}
 }
+
+// TestStartContextEnds: when Start's context ends (the process got a
+// signal) the pages are told at once, before anyone calls Stop.
+func TestStartContextEnds(t *testing.T) {
+	t.Parallel()
+	h, err := New(Config{Source: Funcs{}, Every: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	if err := h.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	h.Mount(mux)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	c := dial(t, srv.URL)
+	read(t, c)
+	cancel()
+	rctx, rcancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer rcancel()
+	for {
+		if _, _, err := c.Read(rctx); err != nil {
+			if got := websocket.CloseStatus(err); got != websocket.StatusGoingAway {
+				t.Fatalf("read after the context ended: %v", err)
+			}
+			break
+		}
+	}
+	if err := h.Stop(rctx); err != nil {
+		t.Fatal(err)
+	}
+}

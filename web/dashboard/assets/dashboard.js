@@ -3,13 +3,16 @@
 // connection drops. State is kept in the DOM for tests and scripts:
 // body[data-seq] is the seq of the last snapshot shown (body[data-instance]
 // the process it came from), #conn[data-state] is open, closed or
-// connecting, and key figures carry their raw number in data-value.
+// connecting (#conn[data-failures] counts the drops and failed connects
+// since it was last open), and key figures carry their raw number in
+// data-value.
 "use strict";
 
 (function () {
   const $ = (id) => document.getElementById(id);
   const backoffMin = 500, backoffMax = 10000;
   let backoff = backoffMin;
+  let failures = 0; // connections closed or refused since the last open
   let shown = { instance: "", seq: 0 };
 
   // --- connection ---------------------------------------------------------
@@ -17,6 +20,7 @@
   function setConn(state, text) {
     const el = $("conn");
     el.dataset.state = state;
+    if (state === "open") el.dataset.failures = "0";
     el.textContent = text;
     document.body.classList.toggle("stale", state !== "open");
   }
@@ -33,6 +37,7 @@
     }
     ws.onopen = () => {
       backoff = backoffMin;
+      failures = 0;
       setConn("open", "Live");
     };
     ws.onmessage = (ev) => {
@@ -48,6 +53,8 @@
   }
 
   function retry() {
+    failures++;
+    $("conn").dataset.failures = String(failures);
     const wait = backoff + Math.floor(Math.random() * backoff * 0.2);
     backoff = Math.min(backoff * 2, backoffMax);
     setConn("closed", "Disconnected — reconnecting in " + Math.ceil(wait / 1000) + " s");
