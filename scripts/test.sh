@@ -26,6 +26,15 @@ if [ -x scripts/nzbget.sh ]; then
 	fi
 fi
 
+if [ -x scripts/chromium.sh ]; then
+	# The dashboard's browser tests skip locally without Chromium (saying
+	# why); CI must run them.
+	if ! bash scripts/chromium.sh install >/dev/null && [ "${CI:-}" = true ]; then
+		echo "test.sh: chromium could not be installed, and CI runs the browser tests" >&2
+		exit 1
+	fi
+fi
+
 go vet ./...
 
 # Layering: a program that only uses the persist client links no SQLite, and

@@ -75,6 +75,8 @@ type procHTTP struct {
 	metrics *metrics.Registry
 	health  web.Health
 	started atomic.Bool
+	// parts are what the dashboard shows (up_dashboard.go).
+	parts dashParts
 }
 
 // newProcHTTP returns the HTTP side for f, nil when f.addr is "".
@@ -139,6 +141,7 @@ func (p *procHTTP) addPersistServer(id string, srv *server.Server) {
 		return
 	}
 	p.metrics.AddPersistServer(id, srv)
+	p.parts.addServer(id, srv)
 	p.health.Add("persist server "+id, srv.Ready)
 }
 
@@ -199,6 +202,7 @@ func usenetCounters(p *procHTTP) *usenet.Counters {
 	}
 	c := &usenet.Counters{}
 	p.metrics.AddUsenet(c)
+	p.parts.setCounters(c)
 	return c
 }
 

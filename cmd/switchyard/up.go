@@ -120,7 +120,7 @@ with --tls-ca).`,
 	uw.wf.registerPlan(cmd)
 	uw.wf.registerLease(cmd)
 	uw.uf.registerSettle(cmd)
-	hf.registerServing(cmd, upHTTPDefault, "/metrics, /healthz, /readyz and the Newznab /api")
+	hf.registerServing(cmd, upHTTPDefault, "the dashboard /, /metrics, /healthz, /readyz and the Newznab /api")
 	cmd.Flags().BoolVar(&insecure, "insecure", false, "allow a non-loopback --host without --auth: anyone who reaches the port can read and write everything")
 	rootCmd.AddCommand(cmd)
 }
@@ -190,6 +190,9 @@ func runUp(cmd *cobra.Command, cfg upConfig) (err error) {
 			}
 		}
 	}()
+	if err := startDashboard(cmd.Context(), ph, func(stop func(context.Context) error) { stops = append(stops, stop) }); err != nil {
+		return err
+	}
 	connect := func(name, user string) (*nats.Conn, error) {
 		var opts []nats.Option
 		if cfg.authDir != "" {
@@ -296,7 +299,7 @@ func httpLine(ph *procHTTP) string {
 	if ph == nil {
 		return ""
 	}
-	return fmt.Sprintf("  HTTP       %s   (/metrics, /healthz, /readyz)\n", ph.url())
+	return fmt.Sprintf("  HTTP       %s   (dashboard /, /metrics, /healthz, /readyz)\n", ph.url())
 }
 
 // workTry is up's hint for following the work pipeline, "" without one.

@@ -138,6 +138,9 @@ func startWork(ctx context.Context, uw upWork, connect func(name, user string) (
 		r.AddNNTPPool("coordinator-1/1", c.Pool(), c.Share().Granted)
 		r.AddWorkStatus(st)
 	})
+	if ph != nil {
+		ph.parts.addWork(st, "coordinator-1/1", c.Pool(), c.Share().Granted)
+	}
 	counters := usenetCounters(ph)
 	for i := 1; i <= uw.workers; i++ {
 		name := fmt.Sprintf("up-worker-%d", i)

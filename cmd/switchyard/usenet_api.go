@@ -108,6 +108,9 @@ func startUsenetAPI(ctx context.Context, st *usenet.Store, dir, baseURL string, 
 			return nil
 		}
 	})
+	if ph != nil {
+		ph.parts.setIndex(ix)
+	}
 	ph.server().Handle("/api", newznab.Handler(newznab.Config{Index: ix, Store: st, APIKeys: keys, BaseURL: baseURL, Observe: observe}))
 	slog.Info("usenet api: search index following releases", "index", filepath.Join(dir, "search.db"), "from_seq", ix.LastSeq()+1)
 	return &usenetAPI{ix: ix, f: f}, nil

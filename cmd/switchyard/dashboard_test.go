@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/switchyard-dev/switchyard/internal/testbrowser"
+)
+
+// pageWait bounds one wait for the page to show something.
+const pageWait = 30 * time.Second
+
+// waitPage polls the JavaScript predicate expr in the page until it holds.
+func waitPage(t *testing.T, b *testbrowser.Browser, what, expr string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(b.Context(), pageWait+5*time.Second)
+	defer cancel()
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(pageWait))); err != nil {
+		t.Fatalf("waiting for %s (%s): %v", what, expr, err)
+	}
+}
+
+// pageValue evaluates expr in the page.
+func pageValue[T any](t *testing.T, b *testbrowser.Browser, expr string) T {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(b.Context(), 10*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
+	if err != nil {
+		t.Fatalf("evaluate %s: %v", expr, err)
+	}
+	return v
+}
+
+// figure is the page's expression for the data-value of figure id.
+func figure(id string) string {
+	return fmt.Sprintf(`Number(document.getElementById(%q).dataset.value || "0")`, id)
+}
+
+// TestDashboardBrowser opens up's dashboard in headless Chromium: it goes
+// live and its figures move (the demo work, a kv write), it says so when
+// up stops, and it comes back by itself when a new up starts on the same
+// ports and data directory. The page reports no error but the failed
+// reconnects while no server listens.
+func TestDashboardBrowser(t *testing.T) {
+	b := testbrowser.New(t)
+	port, hport := freePort(t), freePort(t)
+	url := "nats://127.0.0.1:" + strconv.Itoa(port)
+	base := "http://127.0.0.1:" + strconv.Itoa(hport)
+	data := t.TempDir()
+	startUp := func() func() {
+		up := cli(t, "up", "--nats-port", strconv.Itoa(port), "--data", data, "--http", "127.0.0.1:"+strconv.Itoa(hport))
+		startProcess(t, up, "Stop with Ctrl-C")
+		t.Cleanup(func() { _ = up.Process.Kill() })
+		return func() {
+			t.Helper()
+			if err := up.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			if code := waitExit(t, up); code != 0 {
+				t.Fatalf("up exit %d", code)
+			}
+		}
+	}
+	stop := startUp()
+
+	// A phone's width: the sections stack and the wide tables scroll
+	// inside them, so the page itself never scrolls sideways.
+	ctx, cancel := context.WithTimeout(b.Context(), pageWait)
+	defer cancel()
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(390, 844), chromedp.Navigate(base+"/")); err != nil {
+		t.Fatal(err)
+	}
+	waitPage(t, b, "the connection open", `document.getElementById("conn").dataset.state === "open"`)
+	waitPage(t, b, "a range done", figure("articles-done")+` > 0 && `+figure("ranges-done")+` > 0`)
+	waitPage(t, b, "the fleet shown", figure("members-count")+` === 2`)
+	waitPage(t, b, "releases shown", `document.querySelectorAll("#releases tbody tr").length > 0`)
+	if w := pageValue[float64](t, b, `document.documentElement.scrollWidth - window.innerWidth`); w > 0 {
+		t.Errorf("the page is %v px wider than a phone's screen", w)
+	}
+
+	// Snapshots keep coming.
+	seq := pageValue[float64](t, b, `Number(document.body.dataset.seq)`)
+	waitPage(t, b, "a later snapshot", fmt.Sprintf(`Number(document.body.dataset.seq) > %v`, seq))
+
+	// A write to a new stream opens it on its server. (The demo work opens
+	// streams too, so this shows the figure is live, not which write moved
+	// it.)
+	streams := pageValue[float64](t, b, figure("streams-open"))
+	if _, stderr, code := run(t, cli(t, "kv", "set", "dash", "probe", "k", "v", "--nats", url)); code != 0 {
+		t.Fatalf("kv set: exit %d: %s", code, stderr)
+	}
+	waitPage(t, b, "the new stream counted", fmt.Sprintf(`%s > %v`, figure("streams-open"), streams))
+
+	// up stops: the page says it lost the connection and keeps retrying.
+	instance := pageValue[string](t, b, `document.body.dataset.instance`)
+	stop()
+	waitPage(t, b, "the connection shown lost", `["closed", "connecting"].includes(document.getElementById("conn").dataset.state)`)
+	// The drop, then at least one reconnect refused while nothing listens.
+	waitPage(t, b, "a reconnect refused", `Number(document.getElementById("conn").dataset.failures) >= 2`)
+
+	// A new up on the same ports and data: the page reconnects by itself
+	// and shows the new process's snapshots.
+	stop = startUp()
+	waitPage(t, b, "the connection open again", `document.getElementById("conn").dataset.state === "open"`)
+	waitPage(t, b, "snapshots of the new process", fmt.Sprintf(`document.body.dataset.instance !== %q && Number(document.body.dataset.seq) > 1`, instance))
+	waitPage(t, b, "the work shown again", figure("articles-done")+` > 0`)
+	stop()
+
+	// Chromium logs every failed WebSocket handshake as an error of its
+	// own, and the page's reconnects failed twice over on purpose: refused
+	// while no server listened, and 503 while the stopping up still served
+	// HTTP (its /readyz answers to the end) but its dashboard had closed.
+	// Those two, and nothing else, are expected.
+	ws := "WebSocket connection to 'ws://127.0.0.1:" + strconv.Itoa(hport) + "/ws/dashboard' failed: "
+	expected := []string{ws + "Error in connection establishment: net::ERR_CONNECTION_REFUSED", ws + "Error during WebSocket handshake: Unexpected response code: 503"}
+	b.CheckNoProblems(t, func(m chromedp.ConsoleMessage) bool { return slices.Contains(expected, m.Text) })
+	for _, p := range b.Problems() {
+		t.Logf("expected: %s", p)
+	}
+}

@@ -1,0 +1,369 @@
+package dashboard
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"go.uber.org/goleak"
+
+	"github.com/switchyard-dev/switchyard/work"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// fakeSource counts its calls; members is what Members returns.
+type fakeSource struct {
+	members  []Member
+	articles atomic.Int64
+	works    atomic.Int64
+}
+
+func (f *fakeSource) source() Source {
+	return Funcs{
+		MembersFunc: func() []Member { return f.members },
+		TotalsFunc: func() (Totals, bool) {
+			return Totals{Articles: f.articles.Add(100)}, true
+		},
+		WorkFunc: func(context.Context) (*work.Status, error) {
+			f.works.Add(1)
+			return &work.Status{Source: "demo", Ranges: map[work.RangeState]int{work.StateDone: 1}}, nil
+		},
+	}
+}
+
+// startHub runs a hub over src on an httptest server; both stop at cleanup.
+func startHub(t *testing.T, cfg Config) (*Hub, string) {
+	t.Helper()
+	h, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	h.Mount(mux)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := h.Stop(ctx); err != nil {
+			t.Error(err)
+		}
+		srv.Close()
+	})
+	return h, srv.URL
+}
+
+func dial(t *testing.T, base string) *websocket.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(base, "http")+"/ws/dashboard", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadLimit(-1) // as a browser: snapshots are not bounded here
+	t.Cleanup(func() { c.CloseNow() })
+	return c
+}
+
+func read(t *testing.T, c *websocket.Conn) Snapshot {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	_, b, err := c.Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s Snapshot
+	if err := json.Unmarshal(b, &s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// waitFor polls cond every 5ms until it holds or 10s pass.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		<-tick.C
+	}
+}
+
+func (h *Hub) connCount() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.conns)
+}
+
+// TestSnapshotsInOrder: a reading client gets snapshots with rising seqs
+// from one instance, with the parts the source has and none it lacks.
+func TestSnapshotsInOrder(t *testing.T) {
+	t.Parallel()
+	f := &fakeSource{members: []Member{{ID: "0", OpenStreams: 2}, {ID: "1", NotReady: "starting"}}}
+	_, base := startHub(t, Config{Source: f.source(), Every: 5 * time.Millisecond})
+	c := dial(t, base)
+	var prev Snapshot
+	for i := range 20 {
+		s := read(t, c)
+		if i > 0 {
+			if s.Seq <= prev.Seq {
+				t.Fatalf("seq %d after %d", s.Seq, prev.Seq)
+			}
+			if s.Instance != prev.Instance {
+				t.Fatalf("instance %q after %q", s.Instance, prev.Instance)
+			}
+		}
+		if len(s.Members) != 2 || s.Members[0].OpenStreams != 2 || s.Members[1].NotReady != "starting" {
+			t.Fatalf("members %+v", s.Members)
+		}
+		if s.Pools != nil || s.Watchers != nil {
+			t.Fatalf("sections the source has not: pools %v, watchers %v", s.Pools, s.Watchers)
+		}
+		prev = s
+	}
+	if prev.Work == nil || prev.Work.Source != "demo" {
+		t.Fatalf("work %+v", prev.Work)
+	}
+	if prev.Releases != nil {
+		t.Fatalf("releases from a source without: %+v", prev.Releases)
+	}
+	// Totals grow by 100 articles a tick: every sample after the first
+	// has a positive rate.
+	if len(prev.Throughput) == 0 {
+		t.Fatal("no throughput samples")
+	}
+	for _, s := range prev.Throughput {
+		if s.Rate <= 0 {
+			t.Fatalf("sample %+v", s)
+		}
+	}
+}
+
+// TestStalledClientIsClosed: a client that never reads is closed by the
+// server (its queue stays bounded meanwhile), and a reading client keeps
+// getting snapshots all along.
+func TestStalledClientIsClosed(t *testing.T) {
+	t.Parallel()
+	// Large snapshots fill the socket buffers quickly.
+	big := make([]Member, 4000)
+	for i := range big {
+		big[i] = Member{ID: strings.Repeat("x", 64)}
+	}
+	f := &fakeSource{members: big}
+	h, base := startHub(t, Config{Source: f.source(), Every: 5 * time.Millisecond, Queue: 2, WriteTimeout: 200 * time.Millisecond})
+	reader := dial(t, base)
+	// The reader reads all along, in its own goroutine, ended by closing
+	// its connection.
+	var lastSeq atomic.Uint64
+	readErr := make(chan error, 1)
+	go func() {
+		for {
+			_, b, err := reader.Read(context.Background())
+			if err != nil {
+				readErr <- err
+				return
+			}
+			var s Snapshot
+			if err := json.Unmarshal(b, &s); err != nil {
+				readErr <- err
+				return
+			}
+			lastSeq.Store(s.Seq)
+		}
+	}()
+	_ = dial(t, base) // never reads
+	waitFor(t, "both connected", func() bool { return h.connCount() == 2 })
+	maxQueued := 0
+	waitFor(t, "the stalled client closed", func() bool {
+		h.mu.Lock()
+		for c := range h.conns {
+			maxQueued = max(maxQueued, len(c.queue))
+		}
+		h.mu.Unlock()
+		return h.connCount() == 1
+	})
+	if maxQueued > 2 {
+		t.Fatalf("a queue held %d snapshots, bound 2", maxQueued)
+	}
+	seen := lastSeq.Load()
+	waitFor(t, "the reader still served", func() bool { return lastSeq.Load() > seen })
+	select {
+	case err := <-readErr:
+		t.Fatalf("the reader was closed: %v", err)
+	default:
+	}
+	reader.CloseNow()
+	<-readErr
+}
+
+// TestStopClosesConnections: Stop closes the open connections as going
+// away and waits for their handlers; new ones are refused.
+func TestStopClosesConnections(t *testing.T) {
+	t.Parallel()
+	f := &fakeSource{}
+	h, base := startHub(t, Config{Source: f.source(), Every: 5 * time.Millisecond})
+	c := dial(t, base)
+	read(t, c)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	// Stop waits for the close handshake, which needs this side to read.
+	errc := make(chan error, 1)
+	go func() { errc <- h.Stop(ctx) }()
+	for {
+		_, _, err := c.Read(ctx)
+		if err == nil {
+			continue
+		}
+		if got := websocket.CloseStatus(err); got != websocket.StatusGoingAway {
+			t.Fatalf("read after stop: %v (status %v)", err, got)
+		}
+		break
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get(base + "/ws/dashboard")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("after stop: %s", resp.Status)
+	}
+	if err := h.Stop(ctx); err != nil {
+		t.Fatalf("second stop: %v", err)
+	}
+}
+
+// TestNoReadsWhileUnwatched: Work (a persist read) is read only while a
+// dashboard is connected.
+func TestNoReadsWhileUnwatched(t *testing.T) {
+	t.Parallel()
+	f := &fakeSource{}
+	h, base := startHub(t, Config{Source: f.source(), Every: 2 * time.Millisecond})
+	waitFor(t, "some ticks", func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return h.seq > 5
+	})
+	if n := f.works.Load(); n != 0 {
+		t.Fatalf("work read %d times with nobody watching", n)
+	}
+	c := dial(t, base)
+	waitFor(t, "a snapshot with work", func() bool { return read(t, c).Work != nil })
+}
+
+// TestPage: the page and its assets are served from the binary, with a
+// policy that lets them load nothing from elsewhere.
+func TestPage(t *testing.T) {
+	t.Parallel()
+	_, base := startHub(t, Config{Source: Funcs{}})
+	for _, c := range []struct{ path, want, ctype string }{
+		{"/", `id="conn"`, "text/html"},
+		{"/dashboard/dashboard.js", "/ws/dashboard", "javascript"},
+		{"/dashboard/dashboard.css", "#conn", "text/css"},
+	} {
+		resp, err := http.Get(base + c.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), c.want) || !strings.Contains(resp.Header.Get("Content-Type"), c.ctype) {
+			t.Errorf("%s: %s %s, want %q", c.path, resp.Status, resp.Header.Get("Content-Type"), c.want)
+		}
+		if c.path == "/" && !strings.Contains(resp.Header.Get("Content-Security-Policy"), "default-src 'self'") {
+			t.Errorf("/: CSP %q", resp.Header.Get("Content-Security-Policy"))
+		}
+	}
+	resp, err := http.Get(base + "/nothing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("/nothing: %s", resp.Status)
+	}
+}
+
+// TestOfferKeepsNewest: a full queue drops its oldest snapshot.
+func TestOfferKeepsNewest(t *testing.T) {
+	t.Parallel()
+	c := &conn{queue: make(chan []byte, 2)}
+	for _, s := range []string{"1", "2", "3", "4"} {
+		c.offer([]byte(s))
+	}
+	if a, b := string(<-c.queue), string(<-c.queue); a != "3" || b != "4" {
+		t.Fatalf("queue held %s %s, want 3 4", a, b)
+	}
+}
+
+func TestConfig(t *testing.T) {
+	t.Parallel()
+	if _, err := New(Config{}); err == nil {
+		t.Error("no source accepted")
+	}
+	if _, err := New(Config{Source: Funcs{}, Queue: -1}); err == nil {
+		t.Error("negative queue accepted")
+	}
+	h, err := New(Config{Source: Funcs{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Stop(context.Background()); err != nil {
+		t.Errorf("stop without start: %v", err)
+	}
+	if err := h.Start(context.Background()); err == nil {
+		t.Error("start after stop accepted")
+	}
+}
+
+// TestStartContextEnds: when Start's context ends (the process got a
+// signal) the pages are told at once, before anyone calls Stop.
+func TestStartContextEnds(t *testing.T) {
+	t.Parallel()
+	h, err := New(Config{Source: Funcs{}, Every: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	if err := h.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	h.Mount(mux)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	c := dial(t, srv.URL)
+	read(t, c)
+	cancel()
+	rctx, rcancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer rcancel()
+	for {
+		if _, _, err := c.Read(rctx); err != nil {
+			if got := websocket.CloseStatus(err); got != websocket.StatusGoingAway {
+				t.Fatalf("read after the context ended: %v", err)
+			}
+			break
+		}
+	}
+	if err := h.Stop(rctx); err != nil {
+		t.Fatal(err)
+	}
+}
