@@ -28,9 +28,12 @@ resumes from the last change it applied.
 Every function but t=caps needs the API key (apikey=KEY). The key is created
 on first start, stored in --data/apikey (mode 0600) and printed; copy it into
 the downloader's indexer settings. 'switchyard up' serves the same API on its
---http address.`,
+--http address.
+
+/metrics, /healthz and /readyz are served beside it and have no
+authentication, so a non-loopback --http needs --http-insecure.`,
 		Example: `  switchyard usenet serve
-  switchyard usenet serve --http 0.0.0.0:8080 --base-url https://indexer.example.org --data /var/lib/switchyard-usenet`,
+  switchyard usenet serve --http 0.0.0.0:8080 --http-insecure --base-url https://indexer.example.org --data /var/lib/switchyard-usenet`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if hf.addr == "" {
