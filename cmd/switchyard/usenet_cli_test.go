@@ -1,0 +1,52 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/switchyard-dev/switchyard/internal/testpersist"
+)
+
+// TestUsenetCommandsBadInput: the usenet commands refuse bad flags and
+// arguments with exit 2 naming what is wrong, before they connect.
+func TestUsenetCommandsBadInput(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"usenet", "nzb"}, "RELEASE"},
+		{[]string{"usenet", "nzb", "a", "b"}, "RELEASE"},
+		{[]string{"usenet", "releases", "--limit", "-1"}, "--limit -1"},
+		{[]string{"usenet", "releases", "--usenet-scope", "Bad Scope"}, "Bad Scope"},
+		{[]string{"usenet", "serve", "--http", ""}, "--http"},
+		{[]string{"usenet", "serve", "--http", "0.0.0.0:8080"}, "--http-insecure"},
+		{[]string{"worker", "run", "--settle-completion", "1.5"}, "--settle-completion 1.5"},
+		{[]string{"worker", "run", "--settle", "0s"}, "--settle"},
+		{[]string{"bench", "index", "--search", "x"}, `"x"`},
+		{[]string{"bench", "ingest", "--indexer", "nope"}, `"nope"`},
+	} {
+		_, stderr, code := run(t, cli(t, tc.args...))
+		if code != exitUsage || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d naming %s", tc.args, code, stderr, exitUsage, tc.want)
+		}
+	}
+}
+
+// TestUsenetCommandsEmpty: against a fleet with nothing indexed, releases
+// says so (and --json is an empty array), and nzb of an unknown release
+// exits 3.
+func TestUsenetCommandsEmpty(t *testing.T) {
+	t.Parallel()
+	env := testpersist.Start(t, 1)
+	out, stderr, code := run(t, cli(t, "usenet", "releases", "--nats", env.URL()))
+	if code != 0 || !strings.Contains(out, "no visible releases") {
+		t.Fatalf("releases: exit %d, %q %q", code, out, stderr)
+	}
+	if out, _, code := run(t, cli(t, "usenet", "releases", "--json", "--nats", env.URL())); code != 0 || strings.TrimSpace(out) != "[]" {
+		t.Fatalf("releases --json: exit %d, %q", code, out)
+	}
+	if _, stderr, code := run(t, cli(t, "usenet", "nzb", "0123456789abcdef0123456789abcdef", "--nats", env.URL())); code != exitNotFound || !strings.Contains(stderr, "no visible release") {
+		t.Fatalf("nzb of an unknown release: exit %d, %q", code, stderr)
+	}
+}
