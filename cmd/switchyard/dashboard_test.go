@@ -90,14 +90,16 @@ func TestDashboardBrowser(t *testing.T) {
 	seq := pageValue[float64](t, b, `Number(document.body.dataset.seq)`)
 	waitPage(t, b, "a later snapshot", fmt.Sprintf(`Number(document.body.dataset.seq) > %v`, seq))
 
-	// A write to a new stream opens it on its server. (The demo work opens
-	// streams too, so this shows the figure is live, not which write moved
-	// it.)
-	streams := pageValue[float64](t, b, figure("streams-open"))
+	// A write is committed by a persist server: the members' commit counts
+	// (monotonic, unlike open streams, which idle streams leave) grow. The
+	// demo work commits too, so this shows the figures are live, not which
+	// write moved them.
+	commits := `[...document.querySelectorAll('#members tbody tr')].reduce((n, tr) => n + Number(tr.children[4].textContent.replace(/\D/g, '')), 0)`
+	before := pageValue[float64](t, b, commits)
 	if _, stderr, code := run(t, cli(t, "kv", "set", "dash", "probe", "k", "v", "--nats", url)); code != 0 {
 		t.Fatalf("kv set: exit %d: %s", code, stderr)
 	}
-	waitPage(t, b, "the new stream counted", fmt.Sprintf(`%s > %v`, figure("streams-open"), streams))
+	waitPage(t, b, "the write committed", fmt.Sprintf(`%s > %v`, commits, before))
 
 	// up stops: the page says it lost the connection and keeps retrying.
 	instance := pageValue[string](t, b, `document.body.dataset.instance`)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -51,7 +52,12 @@ func startHub(t *testing.T, cfg Config) (*Hub, string) {
 	}
 	mux := http.NewServeMux()
 	h.Mount(mux)
-	srv := httptest.NewServer(mux)
+	srv := httptest.NewUnstartedServer(mux)
+	// Small send buffers: a page that stops reading fills them after a
+	// snapshot or two, whatever the loopback's buffer autotuning would
+	// allow, so a stall shows without waiting out megabytes.
+	srv.Listener = smallBuffers{srv.Listener}
+	srv.Start()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -65,9 +71,26 @@ func startHub(t *testing.T, cfg Config) (*Hub, string) {
 
 func dial(t *testing.T, base string) *websocket.Conn {
 	t.Helper()
+	return dialBuffer(t, base, 0)
+}
+
+// dialBuffer dials with a receive buffer of rcvbuf bytes (0: the
+// system's).
+func dialBuffer(t *testing.T, base string, rcvbuf int) *websocket.Conn {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(base, "http")+"/ws/dashboard", nil)
+	dialer := &net.Dialer{}
+	opts := &websocket.DialOptions{HTTPClient: &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := dialer.DialContext(ctx, network, addr)
+			if tc, ok := c.(*net.TCPConn); ok && rcvbuf > 0 {
+				_ = tc.SetReadBuffer(rcvbuf)
+			}
+			return c, err
+		},
+	}}}
+	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(base, "http")+"/ws/dashboard", opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,12 +184,15 @@ func TestSnapshotsInOrder(t *testing.T) {
 func TestStalledClientIsClosed(t *testing.T) {
 	t.Parallel()
 	// Large snapshots fill the socket buffers quickly.
-	big := make([]Member, 4000)
+	// Snapshots of some 40 KB, against socket buffers of a few KB on the
+	// stalled side: it stalls after one snapshot, while the reader, with
+	// the system's buffers, keeps up even under the race detector.
+	big := make([]Member, 400)
 	for i := range big {
 		big[i] = Member{ID: strings.Repeat("x", 64)}
 	}
 	f := &fakeSource{members: big}
-	h, base := startHub(t, Config{Source: f.source(), Every: 5 * time.Millisecond, Queue: 2, WriteTimeout: 200 * time.Millisecond})
+	h, base := startHub(t, Config{Source: f.source(), Every: 20 * time.Millisecond, Queue: 2, WriteTimeout: 200 * time.Millisecond})
 	reader := dial(t, base)
 	// The reader reads all along, in its own goroutine, ended by closing
 	// its connection.
@@ -187,7 +213,7 @@ func TestStalledClientIsClosed(t *testing.T) {
 			lastSeq.Store(s.Seq)
 		}
 	}()
-	_ = dial(t, base) // never reads
+	_ = dialBuffer(t, base, 4096) // never reads
 	waitFor(t, "both connected", func() bool { return h.connCount() == 2 })
 	maxQueued := 0
 	waitFor(t, "the stalled client closed", func() bool {
@@ -348,7 +374,12 @@ func TestStartContextEnds(t *testing.T) {
 	}
 	mux := http.NewServeMux()
 	h.Mount(mux)
-	srv := httptest.NewServer(mux)
+	srv := httptest.NewUnstartedServer(mux)
+	// Small send buffers: a page that stops reading fills them after a
+	// snapshot or two, whatever the loopback's buffer autotuning would
+	// allow, so a stall shows without waiting out megabytes.
+	srv.Listener = smallBuffers{srv.Listener}
+	srv.Start()
 	defer srv.Close()
 	c := dial(t, srv.URL)
 	read(t, c)
@@ -366,4 +397,15 @@ func TestStartContextEnds(t *testing.T) {
 	if err := h.Stop(rctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// smallBuffers gives accepted connections a small send buffer.
+type smallBuffers struct{ net.Listener }
+
+func (l smallBuffers) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetWriteBuffer(4096)
+	}
+	return c, err
 }
