@@ -120,7 +120,7 @@ with --tls-ca).`,
 	uw.wf.registerPlan(cmd)
 	uw.wf.registerLease(cmd)
 	uw.uf.registerSettle(cmd)
-	hf.registerServing(cmd, upHTTPDefault, "the dashboard /, /metrics, /healthz, /readyz and the Newznab /api")
+	hf.registerServing(cmd, upHTTPDefault, "the dashboard /, /metrics, /healthz, /readyz, the Newznab /api and the watch gateway /ws/watch")
 	cmd.Flags().BoolVar(&insecure, "insecure", false, "allow a non-loopback --host without --auth: anyone who reaches the port can read and write everything")
 	rootCmd.AddCommand(cmd)
 }
