@@ -17,23 +17,17 @@ if [ -x scripts/inn2.sh ]; then
 	fi
 fi
 
-if [ -x scripts/nzbget.sh ]; then
-	# The NZBGet round-trip tests skip locally without nzbget (saying why);
-	# CI must run them.
-	if ! bash scripts/nzbget.sh install >/dev/null && [ "${CI:-}" = true ]; then
-		echo "test.sh: nzbget could not be installed, and CI runs the NZBGet round-trip tests" >&2
+# The NZBGet round trip (nzbget, and par2 for real recovery files) and the
+# browser tests (Chromium) skip locally without their programs, saying why;
+# CI must run them.
+need() { # name, commands, packages
+	if ! bash scripts/apt-install.sh "$1" "$2" "$3" >/dev/null && [ "${CI:-}" = true ]; then
+		echo "test.sh: $1 could not be installed, and CI runs the tests that need it" >&2
 		exit 1
 	fi
-fi
-
-if [ -x scripts/chromium.sh ]; then
-	# The dashboard's browser tests skip locally without Chromium (saying
-	# why); CI must run them.
-	if ! bash scripts/chromium.sh install >/dev/null && [ "${CI:-}" = true ]; then
-		echo "test.sh: chromium could not be installed, and CI runs the browser tests" >&2
-		exit 1
-	fi
-fi
+}
+need nzbget 'nzbget par2' 'nzbget par2'
+need chromium 'chromium' 'chromium'
 
 go vet ./...
 

@@ -16,6 +16,8 @@ import (
 	"testing"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/switchyard-dev/switchyard/internal/testci"
 )
 
 // Binaries are the names Chromium goes by, in the order looked for.
@@ -39,10 +41,7 @@ func Require(t testing.TB) string {
 	if p != "" {
 		return p
 	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("CI=true and %s", why)
-	}
-	t.Skip(why)
+	testci.Missing(t, why)
 	return ""
 }
 
