@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -26,29 +27,7 @@ func BinaryID(poster, binary string) string { return idOf("b", poster, binary) }
 // ReleaseID keys a release: its poster, its base name (case folded) and
 // the number of files it announced.
 func ReleaseID(poster, base string, files int) string {
-	return idOf("r", poster, strings.ToLower(base), itoa(files))
-}
-
-func itoa(n int) string {
-	if n == 0 {
-		return "0"
-	}
-	var b [20]byte
-	i := len(b)
-	neg := n < 0
-	if neg {
-		n = -n
-	}
-	for n > 0 {
-		i--
-		b[i] = byte('0' + n%10)
-		n /= 10
-	}
-	if neg {
-		i--
-		b[i] = '-'
-	}
-	return string(b[i:])
+	return idOf("r", poster, strings.ToLower(base), strconv.Itoa(files))
 }
 
 // BinaryOf is the binary holding one article: a record with one segment.

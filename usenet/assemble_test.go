@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"strconv"
 	"testing"
 )
 
@@ -164,11 +165,11 @@ func TestBatchSegmentsAnyOrder(t *testing.T) {
 		var as []Article
 		for f := range 3 {
 			for p := 1; p <= 1+rng.IntN(8); p++ {
-				id := "m" + itoa(f) + "." + itoa(p)
+				id := "m" + strconv.Itoa(f) + "." + strconv.Itoa(p)
 				if rng.IntN(6) == 0 {
-					id = "m" + itoa(f) + ".1" // one article under two numbers
+					id = "m" + strconv.Itoa(f) + ".1" // one article under two numbers
 				}
-				as = append(as, Article{Subject: Subject{Part: p, Parts: 8, Binary: "file" + itoa(f)}, RawSubject: "file" + itoa(f), From: "f", MessageID: id, Bytes: int64(p)})
+				as = append(as, Article{Subject: Subject{Part: p, Parts: 8, Binary: "file" + strconv.Itoa(f)}, RawSubject: "file" + strconv.Itoa(f), From: "f", MessageID: id, Bytes: int64(p)})
 			}
 		}
 		for range rng.IntN(3) {

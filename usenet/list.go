@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode"
 
 	"github.com/switchyard-dev/switchyard/persist"
 )
@@ -60,15 +61,13 @@ func (s *Store) List(ctx context.Context, q ListQuery) ([]Release, error) {
 	return out, nil
 }
 
-// Words splits s into lower-case words at spaces and . _ - : the words a
-// release name is searched by.
+// Words splits s into the lower-case words a release name is searched by:
+// at everything but letters, numbers and private-use characters, as the
+// search index's tokenizer (SQLite's unicode61) splits names, so that
+// spaces, dots, underscores and dashes all separate words.
 func Words(s string) []string {
 	return strings.FieldsFunc(strings.ToLower(s), func(r rune) bool {
-		switch r {
-		case ' ', '\t', '.', '_', '-':
-			return true
-		}
-		return false
+		return !unicode.IsLetter(r) && !unicode.IsNumber(r) && !unicode.Is(unicode.Co, r)
 	})
 }
 

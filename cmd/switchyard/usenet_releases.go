@@ -115,21 +115,7 @@ func printReleases(out io.Writer, rels []usenet.Release) {
 	w := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "ID\tDATE\tCATEGORY\tSIZE\tFILES\tDONE\tNAME")
 	for _, r := range rels {
-		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%d\t%.0f%%\t%s\n", r.ID, time.Unix(r.Date, 0).UTC().Format("2006-01-02 15:04"), r.Category, sizeIEC(r.Size), len(r.Binaries), 100*r.Completion(), r.Name)
+		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%d\t%.0f%%\t%s\n", r.ID, time.Unix(r.Date, 0).UTC().Format("2006-01-02 15:04"), r.Category, humanBytes(r.Size), len(r.Binaries), 100*r.Completion(), r.Name)
 	}
 	w.Flush()
-}
-
-// sizeIEC is n in B, KiB, MiB or GiB, for tables.
-func sizeIEC(n int64) string {
-	const k = 1024
-	switch {
-	case n >= k*k*k:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(k*k*k))
-	case n >= k*k:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(k*k))
-	case n >= k:
-		return fmt.Sprintf("%.1f KiB", float64(n)/k)
-	}
-	return fmt.Sprintf("%d B", n)
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/switchyard-dev/switchyard/usenet"
 )
@@ -140,7 +139,7 @@ func (ix *Index) Get(ctx context.Context, id string) (usenet.Release, bool, erro
 // so nothing a user types is FTS syntax.
 func matchExpr(q Query) string {
 	var and []string
-	for _, w := range words(q.Words) {
+	for _, w := range usenet.Words(q.Words) {
 		and = append(and, "name:"+quote(w))
 	}
 	if len(q.Cats) > 0 {
@@ -162,14 +161,6 @@ func matchExpr(q Query) string {
 		and = append(and, "tags:"+quote(episodeTag(q.Episode)))
 	}
 	return strings.Join(and, " AND ")
-}
-
-// words splits s as the tokenizer splits names: on everything but letters,
-// numbers and private-use characters (unicode61's categories L* N* Co).
-func words(s string) []string {
-	return strings.FieldsFunc(s, func(r rune) bool {
-		return !unicode.IsLetter(r) && !unicode.IsNumber(r) && !unicode.Is(unicode.Co, r)
-	})
 }
 
 func quote(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
