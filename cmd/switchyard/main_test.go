@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -32,6 +33,11 @@ func TestMain(m *testing.M) {
 // cli prepares the switchyard command with args as a child process.
 func cli(t *testing.T, args ...string) *exec.Cmd {
 	t.Helper()
+	// up serves HTTP on 127.0.0.1:8080 by default, one fixed port that the
+	// tests' parallel ups would fight over: unless a test chose, a free one.
+	if len(args) > 0 && args[0] == "up" && !slices.ContainsFunc(args, func(a string) bool { return a == "--http" || strings.HasPrefix(a, "--http=") }) {
+		args = append(slices.Clone(args), "--http", "127.0.0.1:0")
+	}
 	cmd := exec.Command(os.Args[0], args...)
 	// Under -race a child waits atexit_sleep_ms (1s by default) before it
 	// exits, which made every CLI call in these tests take a second; keep
