@@ -1,0 +1,194 @@
+package fleet
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/switchyard-dev/switchyard/bus/auth"
+	"github.com/switchyard-dev/switchyard/internal/lifecycle"
+	"github.com/switchyard-dev/switchyard/persist"
+	"github.com/switchyard-dev/switchyard/usenet"
+	"github.com/switchyard-dev/switchyard/usenet/newznab"
+	"github.com/switchyard-dev/switchyard/usenet/search"
+	"github.com/switchyard-dev/switchyard/web"
+	"github.com/switchyard-dev/switchyard/web/metrics"
+)
+
+// APIConfig is the usenet indexer's Newznab API (/api on the HTTP side).
+type APIConfig struct {
+	// Dir holds the search index (search.db) and the API key file. ""
+	// means no API.
+	Dir string
+
+	// BaseURL is what the links in feeds start with. "" means the
+	// request's own host.
+	BaseURL string
+}
+
+// apiInfo is what the API tells the caller once started.
+type apiInfo struct {
+	key     string
+	created bool
+}
+
+// APIKey is the Newznab API key and whether this start created it ("" with
+// no API).
+func (f *Fleet) APIKey() (key string, created bool) { return f.api.key, f.api.created }
+
+// APIKeyFile is where the API key is kept ("" with no API).
+func (f *Fleet) APIKeyFile() string {
+	if f.cfg.API.Dir == "" {
+		return ""
+	}
+	return filepath.Join(f.cfg.API.Dir, apiKeyFile)
+}
+
+// startAPI opens (or creates) the search index in API.Dir, follows the
+// releases stream into it from where it left off, and mounts /api, with
+// its requests counted in the metrics and its follower in readiness.
+func (f *Fleet) startAPI(ctx context.Context) error {
+	dir := f.cfg.API.Dir
+	if dir == "" {
+		return nil
+	}
+	key, created, err := loadAPIKey(dir)
+	if err != nil {
+		return err
+	}
+	f.api = apiInfo{key: key, created: created}
+	c, err := f.apiClient(ctx)
+	if err != nil {
+		return err
+	}
+	st, err := usenet.NewStore(c, f.cfg.Work.UsenetScope)
+	if err != nil {
+		return err
+	}
+	a := &apiRole{dir: dir, store: st, http: f.http, baseURL: f.cfg.API.BaseURL, key: key, log: lifecycle.Logger(f.log, "newznab")}
+	return f.start(ctx, "newznab", a)
+}
+
+// apiClient is the persist client of the API and the watch gateway, on a
+// connection of its own (made once).
+func (f *Fleet) apiClient(ctx context.Context) (*persist.Client, error) {
+	if f.apiPersist != nil {
+		return f.apiPersist, nil
+	}
+	nc, err := f.connect(ctx, "switchyard-usenet-api", auth.RoleClient)
+	if err != nil {
+		return nil, err
+	}
+	c, err := persist.NewClient(persist.ClientConfig{Conn: nc, Service: f.cfg.Service})
+	if err != nil {
+		return nil, err
+	}
+	f.apiPersist = c
+	return c, nil
+}
+
+// apiRole is the Newznab API: the index, its follower and the handler.
+type apiRole struct {
+	base    lifecycle.Base
+	dir     string
+	store   *usenet.Store
+	http    *httpSide
+	baseURL string
+	key     string
+	log     *slog.Logger
+
+	ix *search.Index
+	f  *search.Follower
+}
+
+func (a *apiRole) Start(ctx context.Context) error {
+	return a.base.Start(ctx, "newznab", func(ctx context.Context) error {
+		if err := os.MkdirAll(a.dir, 0o755); err != nil {
+			return fmt.Errorf("usenet api: %w", err)
+		}
+		ix, err := search.Open(filepath.Join(a.dir, "search.db"))
+		if err != nil {
+			return fmt.Errorf("usenet api: %w", err)
+		}
+		fl, err := ix.Follow(a.base.Run(), a.store.Releases())
+		if err != nil {
+			ix.Close()
+			return fmt.Errorf("usenet api: follow releases: %w", err)
+		}
+		a.ix, a.f = ix, fl
+		var observe func(string, int)
+		if a.http != nil {
+			requests, err := metrics.NewznabRequests(a.http.metrics.Registerer())
+			if err != nil {
+				_ = a.stop(ctx)
+				return err
+			}
+			observe = func(fn string, code int) { requests.WithLabelValues(fn, strconv.Itoa(code)).Inc() }
+		}
+		a.http.check("usenet search index", func() error {
+			select {
+			case <-fl.Done():
+				return fmt.Errorf("stopped following releases: %v", fl.Err())
+			default:
+				return nil
+			}
+		})
+		if a.http != nil {
+			a.http.parts.setIndex(ix)
+		}
+		key := a.key
+		keys := func(k string) bool { return subtle.ConstantTimeCompare([]byte(k), []byte(key)) == 1 }
+		a.http.server().Handle("/api", newznab.Handler(newznab.Config{Index: ix, Store: a.store, APIKeys: keys, BaseURL: a.baseURL, Observe: observe}))
+		a.log.Info("search index following releases", "index", filepath.Join(a.dir, "search.db"), "from_seq", ix.LastSeq()+1)
+		return nil
+	})
+}
+
+func (a *apiRole) Stop(ctx context.Context) error { return a.base.Stop(ctx, a.stop) }
+
+// stop stops following and closes the index.
+func (a *apiRole) stop(context.Context) error {
+	err := a.f.Stop()
+	if errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	return errors.Join(err, a.ix.Close())
+}
+
+// startWatch mounts the WebSocket watch gateway (/ws/watch, /watch). With
+// NATS.AuthDir, browsers log in as the bus's users and see what the bus
+// lets them read (a tenant its own scopes); without it the bus is open,
+// and so is the gateway.
+func (f *Fleet) startWatch(ctx context.Context) error {
+	if f.http == nil || !f.cfg.HTTP.Watch {
+		return nil
+	}
+	authz := web.Open()
+	if dir := f.cfg.NATS.AuthDir; dir != "" {
+		accounts, err := web.AuthDirAccounts(dir, f.cfg.Service)
+		if err != nil {
+			return fmt.Errorf("watch gateway: %w", err)
+		}
+		authz = web.Accounts(accounts)
+	}
+	c, err := f.apiClient(ctx)
+	if err != nil {
+		return err
+	}
+	gw, err := web.NewWatchGateway(web.WatchConfig{Client: c, Authorizer: authz})
+	if err != nil {
+		return err
+	}
+	// The server's shutdown does not wait for WebSocket connections (they
+	// were taken over from it): the gateway closes its own, before it.
+	if err := f.start(ctx, "watch", lifecycle.OnStop("watch", gw.Stop)); err != nil {
+		return err
+	}
+	gw.Mount(f.http.srv)
+	return nil
+}

@@ -1,0 +1,114 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/switchyard-dev/switchyard/bus"
+	"github.com/switchyard-dev/switchyard/bus/auth"
+	"github.com/switchyard-dev/switchyard/bus/embedded"
+	"github.com/switchyard-dev/switchyard/internal/lifecycle"
+)
+
+// NATSConfig says where the bus is.
+type NATSConfig struct {
+	// Embedded, when non-nil, runs a NATS server in this process (up):
+	// the roles reach it over in-memory pipes, not loopback TCP. With
+	// AuthDir set and Embedded.AuthConf empty, AuthConf is
+	// AuthDir/nats-server.conf.
+	Embedded *embedded.Config
+
+	// URL of the external NATS server when Embedded is nil. "" means
+	// bus.URL(""): $SWITCHYARD_NATS, else nats://127.0.0.1:4222.
+	URL string
+
+	// AuthDir, written by `switchyard auth init`, holds a credentials file
+	// per role: each role logs in as its own user (server-ID, balancer,
+	// client). "" means the roles connect with Options alone.
+	AuthDir string
+
+	// Options are added to every role's connection: the credentials and
+	// TLS CA of a role command's --creds and --tls-ca.
+	Options []nats.Option
+}
+
+// DefaultLocalURL is where an embedded bus listens by default, and where
+// the commands look for it with no flags.
+const DefaultLocalURL = "nats://127.0.0.1:4222"
+
+func (f *Fleet) startBus(ctx context.Context) error {
+	ecfg := f.cfg.NATS.Embedded
+	if ecfg == nil {
+		f.busURL = bus.URL(f.cfg.NATS.URL)
+		if f.busURL == "" {
+			f.busURL = DefaultLocalURL
+		}
+		return nil
+	}
+	c := *ecfg
+	if c.AuthConf == "" && f.cfg.NATS.AuthDir != "" {
+		c.AuthConf = filepath.Join(f.cfg.NATS.AuthDir, auth.ConfFile)
+	}
+	srv, err := embedded.Start(c)
+	if err != nil {
+		return err
+	}
+	f.nats = srv
+	f.busURL = srv.ClientURL()
+	return f.start(ctx, "nats", lifecycle.Funcs("nats", nil, func(context.Context) error {
+		srv.Shutdown()
+		return nil
+	}))
+}
+
+// connect opens the connection of one role, as user (a credentials file
+// name in NATS.AuthDir). It is a member: closed (after a flush bounded by
+// the stop deadline) once the roles started after it have stopped. The
+// HTTP side's readiness watches it.
+func (f *Fleet) connect(ctx context.Context, name, user string) (*nats.Conn, error) {
+	opts := append([]nats.Option(nil), f.cfg.NATS.Options...)
+	if dir := f.cfg.NATS.AuthDir; dir != "" {
+		c, err := auth.LoadCreds(auth.CredsFile(dir, user))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w (does the auth directory hold credentials for %s? see switchyard auth init --ids)", name, err, user)
+		}
+		copts, err := c.Options()
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, copts...)
+	}
+	cfg := bus.ConnectConfig{Name: name, Options: opts, Logger: f.log}
+	var nc *nats.Conn
+	var err error
+	if f.nats != nil {
+		nc, err = f.nats.ConnectInProcess(cfg)
+	} else {
+		nc, err = bus.Connect(f.busURL, cfg)
+		if err != nil {
+			err = fmt.Errorf("cannot reach NATS at %s (is `switchyard up` running? otherwise set --nats or %s): %w", f.busURL, bus.EnvURL, err)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if f.nats == nil {
+		f.busURL = nc.ConnectedUrlRedacted()
+	}
+	if err := f.start(ctx, "conn "+name, lifecycle.OnStop(name, func(ctx context.Context) error {
+		// Answers a role queued on its way out go before the close. A
+		// connection that is down has nothing to flush: not an error of
+		// stopping.
+		_ = nc.FlushWithContext(ctx)
+		nc.Close()
+		return nil
+	})); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	f.http.checkBus(name, nc)
+	return nc, nil
+}

@@ -1,0 +1,229 @@
+// Package fleet composes switchyard's roles into one process: the bus
+// (an embedded NATS server or a connection to an external one), persist
+// servers, the balancer, the work pipeline (demo NNTP provider,
+// coordinator, workers, settle sweep), the Newznab API and the HTTP side
+// (metrics, health, dashboard, watch gateway).
+//
+// `switchyard up` runs all of them from one Config; each role command
+// (persist serve, balancer, coordinator run, worker run, usenet serve) runs
+// the one it names; the benchmarks and test helpers start what they
+// measure. There is one start order, in Start, and the stop order is its
+// reverse, under one deadline: a new role is added in one place.
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/switchyard-dev/switchyard/bus"
+	"github.com/switchyard-dev/switchyard/bus/embedded"
+	"github.com/switchyard-dev/switchyard/internal/lifecycle"
+	"github.com/switchyard-dev/switchyard/persist"
+	"github.com/switchyard-dev/switchyard/persist/server"
+	"github.com/switchyard-dev/switchyard/placement"
+)
+
+// StopTimeoutDefault is how long Stop waits, all roles together, when the
+// caller's context has no deadline: the workers' own bound
+// (WorkerStopWaitDefault), the coordinator's chunks in flight and the
+// persist servers' drain of the requests in flight all fit in it.
+const StopTimeoutDefault = 30 * time.Second
+
+// Config is what one process runs. The zero value runs nothing but the bus
+// connection; each section turns a role on.
+type Config struct {
+	// Logger is the parent of every role's logger (each adds role=NAME).
+	// Nil means slog.Default().
+	Logger *slog.Logger
+
+	// Service is the first subject token of the persist service. "" means
+	// bus.DefaultService.
+	Service string
+
+	// NATS says where the bus is: embedded in this process or external.
+	NATS NATSConfig
+
+	// Persist runs persist servers and, with Balancer, the balancer.
+	Persist PersistConfig
+
+	// Balancer runs the balancer for Persist.IDs and Persist.Placement.
+	Balancer bool
+
+	// Work runs the work pipeline: coordinator shard and workers of one
+	// source.
+	Work WorkConfig
+
+	// API serves the usenet indexer's Newznab API on the HTTP side.
+	API APIConfig
+
+	// HTTP is the process's HTTP side. Addr "" means none: the roles then
+	// get no metrics hooks and pay nothing for them.
+	HTTP HTTPConfig
+}
+
+// PersistConfig says which persist servers run here.
+type PersistConfig struct {
+	// IDs are all persist server ids, in the order every party agrees on.
+	// The balancer answers with them.
+	IDs []string
+
+	// Serve are the ids of the servers this process runs (each one of
+	// IDs). Empty means none.
+	Serve []string
+
+	// Placement maps a scope to its owner. Nil means placement.Rendezvous.
+	Placement placement.Func
+
+	// DataDir holds the SQLite files (shared by the servers of this
+	// process).
+	DataDir string
+
+	// Archive and ArchiveEvery: see server.Config.
+	Archive      string
+	ArchiveEvery time.Duration
+
+	// Tune, if set, adjusts each server's config before it is made (the
+	// benchmarks' and tests' knobs: open-stream caps, queue sizes...).
+	Tune func(*server.Config)
+}
+
+func (c *Config) withDefaults() {
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Service == "" {
+		c.Service = bus.DefaultService
+	}
+	if c.Persist.Placement == nil {
+		c.Persist.Placement = placement.Rendezvous
+	}
+	c.Work.withDefaults()
+}
+
+func (c *Config) validate() error {
+	if (c.Balancer || len(c.Persist.Serve) > 0) && len(c.Persist.IDs) == 0 {
+		return errors.New("fleet: persist servers and the balancer need Persist.IDs")
+	}
+	for _, id := range c.Persist.Serve {
+		if !contains(c.Persist.IDs, id) {
+			return fmt.Errorf("fleet: persist server %q is not one of the ids %q", id, c.Persist.IDs)
+		}
+	}
+	if len(c.Persist.Serve) > 0 && c.Persist.DataDir == "" {
+		return errors.New("fleet: persist servers need Persist.DataDir")
+	}
+	if c.API.Dir != "" && c.HTTP.Addr == "" {
+		return errors.New("fleet: the Newznab API needs an HTTP side (HTTP.Addr)")
+	}
+	return c.Work.validate()
+}
+
+// Fleet is the running set of roles of one process.
+type Fleet struct {
+	cfg   Config
+	log   *slog.Logger
+	group lifecycle.Group
+
+	nats    *embedded.Server // nil on an external bus
+	busURL  string
+	http    *httpSide // nil without an HTTP side
+	servers []*server.Server
+	work    workInfo
+	api     apiInfo
+	// apiPersist is the persist client the API and the watch gateway share.
+	apiPersist *persist.Client
+}
+
+// Start starts every role of cfg in the one order — the HTTP side (so
+// /readyz answers while the rest come up), the dashboard, the bus, the
+// persist servers, the balancer, the work pipeline, the Newznab API and the
+// watch gateway — and returns once all serve. On failure it stops what
+// started and returns the error. ctx bounds starting only: the roles run
+// until Stop.
+func Start(ctx context.Context, cfg Config) (_ *Fleet, err error) {
+	cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	f := &Fleet{cfg: cfg, log: cfg.Logger}
+	f.group.Logger = cfg.Logger
+	defer func() {
+		if err != nil {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), StopTimeoutDefault)
+			defer cancel()
+			if serr := f.group.Stop(sctx); serr != nil {
+				f.log.Warn("fleet: stop after a failed start", "err", serr)
+			}
+		}
+	}()
+	steps := []struct {
+		name  string
+		start func(context.Context) error
+	}{
+		{"http", f.startHTTP},
+		{"dashboard", f.startDashboard},
+		{"nats", f.startBus},
+		{"persist", f.startPersist},
+		{"balancer", f.startBalancer},
+		{"work", f.startWork},
+		{"api", f.startAPI},
+		{"watch", f.startWatch},
+	}
+	for _, s := range steps {
+		if err := s.start(ctx); err != nil {
+			return nil, err
+		}
+	}
+	f.http.rolesStarted()
+	return f, nil
+}
+
+// Stop stops every role in the reverse of the start order: the watch
+// gateway and the API, the workers (all at once, each finishing its range
+// within Work.WorkerStopWait), the settle sweep, the coordinator, the demo
+// provider, the balancer, the persist servers (answering the requests in
+// flight), the bus connections, the NATS server, the dashboard and last the
+// HTTP side. All share ctx's deadline (StopTimeoutDefault if it has none).
+// The first error is returned, the others logged. Stop twice is a no-op.
+func (f *Fleet) Stop(ctx context.Context) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, StopTimeoutDefault)
+		defer cancel()
+	}
+	return f.group.Stop(ctx)
+}
+
+// Roles lists the running members in start order (what Stop stops, in
+// reverse).
+func (f *Fleet) Roles() []string { return f.group.Names() }
+
+// NATS is the embedded NATS server, nil on an external bus.
+func (f *Fleet) NATS() *embedded.Server { return f.nats }
+
+// BusURL is the URL of the bus: the embedded server's client URL, or the
+// external server a role connected to (credentials redacted).
+func (f *Fleet) BusURL() string { return f.busURL }
+
+// HTTPURL is the base URL of the HTTP side, "" without one.
+func (f *Fleet) HTTPURL() string { return f.http.url() }
+
+// Servers are the persist servers running here, in Persist.Serve order.
+func (f *Fleet) Servers() []*server.Server { return f.servers }
+
+// start makes svc a member: started now, stopped by Stop in reverse order.
+func (f *Fleet) start(ctx context.Context, name string, svc lifecycle.Service) error {
+	return f.group.Start(ctx, name, svc)
+}
+
+func contains(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

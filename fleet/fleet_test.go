@@ -1,0 +1,193 @@
+package fleet
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/switchyard-dev/switchyard/bus"
+	"github.com/switchyard-dev/switchyard/bus/embedded"
+	"github.com/switchyard-dev/switchyard/internal/testwait"
+	"github.com/switchyard-dev/switchyard/persist"
+	"github.com/switchyard-dev/switchyard/work"
+)
+
+// upConfig is what `switchyard up` runs, small: every role on.
+func upConfig(t *testing.T) Config {
+	dir := t.TempDir()
+	groups, err := work.ParseGroups("alt.binaries.*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Config{
+		NATS:     NATSConfig{Embedded: &embedded.Config{Host: "127.0.0.1", Port: embedded.RandomPort}},
+		Persist:  PersistConfig{IDs: []string{"0", "1"}, Serve: []string{"0", "1"}, DataDir: dir},
+		Balancer: true,
+		Work: WorkConfig{
+			Demo:        &DemoConfig{Groups: 1, Articles: 200},
+			Coordinator: &work.CoordinatorConfig{Shard: work.Shard{Index: 1, Count: 1}, Planner: work.PlannerConfig{Groups: groups, RangeSize: 50}, Share: work.ShareConfig{Limit: 2, Max: 2}},
+			Workers:     []string{"w1", "w2"},
+		},
+		API:  APIConfig{Dir: dir + "/_usenet-api"},
+		HTTP: HTTPConfig{Addr: "127.0.0.1:0", Dashboard: true, Watch: true},
+	}
+}
+
+// TestUpStartsEveryRoleInOneOrderAndStopsInReverse runs up's set: the
+// roles are the documented list, they serve (a write through the balancer,
+// the demo's articles indexed, /readyz), and Stop leaves nothing.
+func TestUpStartsEveryRoleInOneOrderAndStopsInReverse(t *testing.T) {
+	ctx := context.Background()
+	f, err := Start(ctx, upConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			_ = f.Stop(ctx)
+		}
+	})
+	want := []string{
+		"http", "dashboard", "nats",
+		"conn switchyard-persist-0", "persist-0", "conn switchyard-persist-1", "persist-1",
+		"conn switchyard-balancer", "balancer",
+		"demo-nntp", "conn switchyard-coordinator-1/1", "coordinator-1/1",
+		"conn switchyard-w1", "conn switchyard-w2", "settle", "workers",
+		"conn switchyard-usenet-api", "newznab", "watch",
+	}
+	if got := f.Roles(); !slices.Equal(got, want) {
+		t.Fatalf("roles\n got %q\nwant %q", got, want)
+	}
+	if f.NNTPAddr() == "" || f.HTTPURL() == "" || f.NATS() == nil {
+		t.Fatalf("started without its addresses: nntp %q http %q", f.NNTPAddr(), f.HTTPURL())
+	}
+	if key, created := f.APIKey(); len(key) < 16 || !created {
+		t.Fatalf("api key %q created %v", key, created)
+	}
+
+	nc, err := f.NATS().ConnectInProcess(bus.ConnectConfig{Name: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	c, err := persist.NewClient(persist.ClientConfig{Conn: nc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.KV("hub", "demo").Set(ctx, "greeting", []byte("hello"), persist.SetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Until(t, "readyz 200", func() (bool, string) {
+		resp, err := http.Get(f.HTTPURL() + "/readyz")
+		if err != nil {
+			return false, err.Error()
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, resp.Status
+	})
+	// The work pipeline runs: the demo group's ranges get finished.
+	st, err := work.NewStore(c, "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	testwait.Until(t, "a range of the demo provider finished", func() (bool, string) {
+		s, err := st.Status(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		return s.Ranges[work.StateDone] > 0, "not yet"
+	})
+
+	sctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := f.Stop(sctx); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	stopped = true
+	if got := f.Roles(); len(got) != 0 {
+		t.Fatalf("members left after Stop: %q", got)
+	}
+	if err := f.Stop(sctx); err != nil {
+		t.Fatalf("second Stop: %v", err)
+	}
+	if _, err := net.DialTimeout("tcp", strings.TrimPrefix(f.HTTPURL(), "http://"), time.Second); err == nil {
+		t.Fatal("the HTTP side still listens after Stop")
+	}
+}
+
+// TestFailedStartStopsWhatStarted: a role that cannot start (the HTTP
+// address is taken) fails Start, and what started before it is stopped.
+func TestFailedStartStopsWhatStarted(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	cfg := upConfig(t)
+	cfg.HTTP.Addr = ln.Addr().String()
+	if _, err := Start(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "http") {
+		t.Fatalf("Start on a taken address: %v", err)
+	}
+
+	// A persist server id outside the ids is refused before anything runs.
+	cfg = upConfig(t)
+	cfg.Persist.Serve = []string{"7"}
+	if _, err := Start(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), `"7"`) {
+		t.Fatalf("Start with a foreign id: %v", err)
+	}
+	cfg = upConfig(t)
+	cfg.Work.Indexer = "grep"
+	if _, err := Start(context.Background(), cfg); err == nil {
+		t.Fatal("Start with an unknown indexer succeeded")
+	}
+}
+
+// TestRoleAlone is a role command's fleet: one persist server on an
+// external bus, no HTTP side.
+func TestRoleAlone(t *testing.T) {
+	ctx := context.Background()
+	hub, err := Start(ctx, Config{NATS: NATSConfig{Embedded: &embedded.Config{Host: "127.0.0.1", Port: embedded.RandomPort}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hub.Stop(ctx)
+	if got := hub.Roles(); !slices.Equal(got, []string{"nats"}) {
+		t.Fatalf("bus roles %q", got)
+	}
+	f, err := Start(ctx, Config{
+		NATS:    NATSConfig{URL: hub.BusURL()},
+		Persist: PersistConfig{IDs: []string{"0"}, Serve: []string{"0"}, DataDir: t.TempDir()},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.Roles(); !slices.Equal(got, []string{"conn switchyard-persist-0", "persist-0"}) {
+		t.Fatalf("roles %q", got)
+	}
+	if len(f.Servers()) != 1 || f.HTTPURL() != "" {
+		t.Fatalf("servers %d, http %q", len(f.Servers()), f.HTTPURL())
+	}
+	if err := f.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Nobody answers the scope any more.
+	nc, err := nats.Connect(hub.BusURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	c, err := persist.NewClient(persist.ClientConfig{Conn: nc, Timeout: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.KV("hub", "demo").Get(ctx, "k"); err == nil {
+		t.Fatal("a get answered after the server stopped")
+	}
+}

@@ -1,0 +1,170 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/switchyard-dev/switchyard/internal/lifecycle"
+	"github.com/switchyard-dev/switchyard/persist/server"
+	"github.com/switchyard-dev/switchyard/usenet"
+	"github.com/switchyard-dev/switchyard/web"
+	"github.com/switchyard-dev/switchyard/web/dashboard"
+	"github.com/switchyard-dev/switchyard/web/metrics"
+	"github.com/switchyard-dev/switchyard/work"
+)
+
+// HTTPConfig is the process's HTTP side: /metrics, /healthz and /readyz,
+// and what else the process mounts on it.
+type HTTPConfig struct {
+	// Addr (host:port) to listen on. "" means no HTTP side. Whether a
+	// non-loopback address is allowed is the caller's decision.
+	Addr string
+
+	// Dashboard serves the live dashboard at / (and /ws/dashboard).
+	Dashboard bool
+
+	// Watch serves the WebSocket watch gateway (/ws/watch, /watch). With
+	// NATS.AuthDir its users log in as the bus's users and read what the
+	// bus lets them; without, it is as open as the bus.
+	Watch bool
+}
+
+// httpSide is the HTTP side of one process: the web.Server the roles mount
+// their handlers on, the metrics registry they add themselves to, and the
+// readiness checks. A nil *httpSide (no HTTP side) is valid: every method
+// is then a no-op and the roles get no observer hooks.
+type httpSide struct {
+	srv     *web.Server
+	metrics *metrics.Registry
+	health  web.Health
+	started atomic.Bool
+	parts   dashParts // what the dashboard shows
+}
+
+// startHTTP listens first, so /healthz answers and /readyz says what is
+// not ready yet while the roles come up (and go down: it stops last).
+func (f *Fleet) startHTTP(ctx context.Context) error {
+	if f.cfg.HTTP.Addr == "" {
+		return nil
+	}
+	h := &httpSide{srv: web.New(f.cfg.HTTP.Addr), metrics: metrics.New()}
+	h.health.Add("roles", func() error {
+		if !h.started.Load() {
+			return errors.New("starting")
+		}
+		return nil
+	})
+	h.srv.Handle("GET /metrics", h.metrics.Handler())
+	h.health.Mount(h.srv)
+	if err := f.start(ctx, "http", lifecycle.Funcs("http", func(ctx context.Context) error {
+		if err := h.srv.Start(ctx); err != nil {
+			return fmt.Errorf("http: %w", err)
+		}
+		return nil
+	}, h.srv.Stop)); err != nil {
+		return err
+	}
+	f.http = h
+	return nil
+}
+
+// startDashboard serves the dashboard at /, fed by the roles as they
+// start. It runs from the start, so a page never meets a server that
+// listens without it, and stops before the HTTP server (dashboard.Hub
+// closes its own sockets, which the server's shutdown does not wait for).
+func (f *Fleet) startDashboard(ctx context.Context) error {
+	if f.http == nil || !f.cfg.HTTP.Dashboard {
+		return nil
+	}
+	h, err := dashboard.New(dashboard.Config{Source: &f.http.parts})
+	if err != nil {
+		return err
+	}
+	if err := f.start(ctx, "dashboard", h); err != nil {
+		return err
+	}
+	h.Mount(f.http.srv)
+	return nil
+}
+
+func (h *httpSide) server() *web.Server {
+	if h == nil {
+		return nil
+	}
+	return h.srv
+}
+
+func (h *httpSide) addMetrics(add func(*metrics.Registry)) {
+	if h != nil {
+		add(h.metrics)
+	}
+}
+
+func (h *httpSide) persistObserver(id string) server.Observer {
+	if h == nil {
+		return nil
+	}
+	return h.metrics.PersistObserver(id)
+}
+
+func (h *httpSide) check(name string, ready func() error) {
+	if h != nil {
+		h.health.Add(name, ready)
+	}
+}
+
+// checkBus makes the connection nc a readiness check.
+func (h *httpSide) checkBus(name string, nc *nats.Conn) {
+	h.check("bus "+name, func() error {
+		if !nc.IsConnected() {
+			return fmt.Errorf("NATS connection %s", nc.Status())
+		}
+		return nil
+	})
+}
+
+func (h *httpSide) addPersistServer(id string, srv *server.Server) {
+	if h == nil {
+		return
+	}
+	h.metrics.AddPersistServer(id, srv)
+	h.parts.addServer(id, srv)
+	h.health.Add("persist server "+id, srv.Ready)
+}
+
+func (h *httpSide) rolesStarted() {
+	if h != nil {
+		h.started.Store(true)
+	}
+}
+
+func (h *httpSide) url() string {
+	if h == nil {
+		return ""
+	}
+	return h.srv.URL()
+}
+
+// usenetCounters are the process's usenet totals, exported as metrics and
+// shown on the dashboard; nil without an HTTP side.
+func (h *httpSide) usenetCounters() *usenet.Counters {
+	if h == nil {
+		return nil
+	}
+	c := &usenet.Counters{}
+	h.metrics.AddUsenet(c)
+	h.parts.setCounters(c)
+	return c
+}
+
+// countedIndexer wraps ix to feed c, or returns ix when c is nil.
+func countedIndexer(ix work.Indexer, c *usenet.Counters) work.Indexer {
+	if c == nil {
+		return ix
+	}
+	return usenet.Counted(ix, c)
+}

@@ -1,0 +1,64 @@
+package fleet
+
+import (
+	"context"
+
+	"github.com/switchyard-dev/switchyard/bus/auth"
+	"github.com/switchyard-dev/switchyard/internal/lifecycle"
+	"github.com/switchyard-dev/switchyard/persist/server"
+	"github.com/switchyard-dev/switchyard/placement"
+	"github.com/switchyard-dev/switchyard/web/metrics"
+)
+
+// startPersist starts the servers of Persist.Serve, each on a connection
+// of its own (user server-ID), in order.
+func (f *Fleet) startPersist(ctx context.Context) error {
+	p := f.cfg.Persist
+	for _, id := range p.Serve {
+		nc, err := f.connect(ctx, "switchyard-persist-"+id, auth.RoleServer+"-"+id)
+		if err != nil {
+			return err
+		}
+		scfg := server.Config{
+			Conn: nc, ID: id, IDs: p.IDs, Placement: p.Placement, Service: f.cfg.Service,
+			DataDir: p.DataDir, Archive: p.Archive, ArchiveEvery: p.ArchiveEvery,
+			Logger: lifecycle.Logger(f.log, "persist-"+id), Observer: f.http.persistObserver(id),
+		}
+		if p.Tune != nil {
+			p.Tune(&scfg)
+		}
+		srv, err := server.New(scfg)
+		if err != nil {
+			return err
+		}
+		if err := f.start(ctx, "persist-"+id, srv); err != nil {
+			return err
+		}
+		f.servers = append(f.servers, srv)
+		f.http.addPersistServer(id, srv)
+	}
+	return nil
+}
+
+// startBalancer starts the balancer of Persist.IDs (user balancer).
+func (f *Fleet) startBalancer(ctx context.Context) error {
+	if !f.cfg.Balancer {
+		return nil
+	}
+	nc, err := f.connect(ctx, "switchyard-balancer", auth.RoleBalancer)
+	if err != nil {
+		return err
+	}
+	b, err := placement.NewBalancer(placement.BalancerConfig{
+		Conn: nc, IDs: f.cfg.Persist.IDs, Placement: f.cfg.Persist.Placement, Service: f.cfg.Service,
+		Logger: lifecycle.Logger(f.log, "balancer"),
+	})
+	if err != nil {
+		return err
+	}
+	if err := f.start(ctx, "balancer", b); err != nil {
+		return err
+	}
+	f.http.addMetrics(func(r *metrics.Registry) { r.AddBalancer(b) })
+	return nil
+}

@@ -1,0 +1,278 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/switchyard-dev/switchyard/bus/auth"
+	"github.com/switchyard-dev/switchyard/internal/lifecycle"
+	"github.com/switchyard-dev/switchyard/nntp"
+	"github.com/switchyard-dev/switchyard/nntp/nntptest"
+	"github.com/switchyard-dev/switchyard/persist"
+	"github.com/switchyard-dev/switchyard/usenet"
+	"github.com/switchyard-dev/switchyard/web/metrics"
+	"github.com/switchyard-dev/switchyard/work"
+)
+
+// Indexer names, for WorkConfig.Indexer.
+const (
+	IndexerUsenet = "usenet" // parse, assemble, publish releases (the default)
+	IndexerCount  = "count"  // per-group counts and a digest: the exactly-once check of the tests
+)
+
+// WorkerStopWaitDefault bounds how long a stopping worker tries to finish
+// the range in hand before it releases it for another worker.
+const WorkerStopWaitDefault = 10 * time.Second
+
+// WorkConfig is the work pipeline of one source in this process.
+type WorkConfig struct {
+	// Source names the work state (persist scope work-SOURCE). "" means
+	// "default".
+	Source string
+
+	// NNTP is how the coordinator reaches the provider. Ignored with Demo.
+	NNTP nntp.Config
+
+	// Demo, when non-nil, runs a demo NNTP provider in this process and
+	// indexes it instead of NNTP.
+	Demo *DemoConfig
+
+	// Coordinator, when non-nil, runs one coordinator shard with this
+	// config (fleet sets its Logger).
+	Coordinator *work.CoordinatorConfig
+
+	// Workers are the names of the workers run here, one each: the lease
+	// holder's name (its bus connection is switchyard-NAME).
+	Workers []string
+
+	// Worker is the workers' config; Name comes from Workers.
+	Worker work.WorkerConfig
+
+	// WorkerStopWait bounds a stopping worker's wait for the range in
+	// hand. Zero means WorkerStopWaitDefault.
+	WorkerStopWait time.Duration
+
+	// Indexer is what the workers do with each overview line:
+	// IndexerUsenet ("" means it) or IndexerCount.
+	Indexer string
+
+	// UsenetScope is the persist scope of the usenet records. "" means
+	// usenet.DefaultScope. The Newznab API reads it too.
+	UsenetScope string
+
+	// Settle says when an incomplete release shows; its sweep runs beside
+	// the usenet workers.
+	Settle usenet.SettleConfig
+}
+
+// DemoConfig is the demo NNTP provider: Groups generated groups
+// alt.binaries.demo.1.. of Articles articles each, growing by GrowBy every
+// GrowEvery, so the tail always has something to plan.
+type DemoConfig struct {
+	Groups    int
+	Articles  int64
+	GrowBy    int64
+	GrowEvery time.Duration
+}
+
+func (w *WorkConfig) withDefaults() {
+	if w.Source == "" {
+		w.Source = "default"
+	}
+	if w.WorkerStopWait == 0 {
+		w.WorkerStopWait = WorkerStopWaitDefault
+	}
+	if w.Indexer == "" {
+		w.Indexer = IndexerUsenet
+	}
+	if w.UsenetScope == "" {
+		w.UsenetScope = usenet.DefaultScope
+	}
+}
+
+func (w *WorkConfig) validate() error {
+	if w.Indexer != IndexerUsenet && w.Indexer != IndexerCount {
+		return fmt.Errorf("fleet: indexer %q: want %s or %s", w.Indexer, IndexerUsenet, IndexerCount)
+	}
+	if err := work.ValidSource(w.Source); err != nil {
+		return fmt.Errorf("fleet: %w", err)
+	}
+	if err := usenet.ValidScope(w.UsenetScope); err != nil {
+		return fmt.Errorf("fleet: usenet scope: %w", err)
+	}
+	return nil
+}
+
+func (w *WorkConfig) on() bool { return w.Coordinator != nil || len(w.Workers) > 0 }
+
+// workInfo is what the work roles tell the caller once started.
+type workInfo struct {
+	nntpAddr string
+}
+
+// NNTPAddr is the provider the coordinator fetches from (the demo
+// provider's address when it runs), "" without a coordinator.
+func (f *Fleet) NNTPAddr() string { return f.work.nntpAddr }
+
+// startWork starts, in order: the demo provider, the coordinator shard,
+// the settle sweep and the workers (all at once as one member, so that
+// stopping tells every worker at once and none takes a new range while
+// another finishes its own). Stop goes the other way: workers first, then
+// the sweep, the coordinator, the provider.
+func (f *Fleet) startWork(ctx context.Context) error {
+	w := f.cfg.Work
+	if !w.on() {
+		return nil
+	}
+	ncfg := w.NNTP
+	if w.Demo != nil && w.Coordinator != nil {
+		demo := nntptest.New(nntptest.Config{Addr: "127.0.0.1:0", GrowEvery: w.Demo.GrowEvery, GrowBy: w.Demo.GrowBy})
+		for i := 1; i <= w.Demo.Groups; i++ {
+			demo.AddGroup(fmt.Sprintf("alt.binaries.demo.%d", i), w.Demo.Articles)
+		}
+		if err := f.start(ctx, "demo-nntp", demo); err != nil {
+			return fmt.Errorf("demo nntp provider: %w", err)
+		}
+		ncfg = nntp.Config{Addr: demo.Addr()}
+	}
+	if w.Coordinator != nil {
+		if err := f.startCoordinator(ctx, ncfg, *w.Coordinator); err != nil {
+			return err
+		}
+		f.work.nntpAddr = ncfg.Addr
+	}
+	if len(w.Workers) == 0 {
+		return nil
+	}
+	stores := make([]*work.Store, len(w.Workers))
+	for i, name := range w.Workers {
+		st, err := f.workStore(ctx, "switchyard-"+name)
+		if err != nil {
+			return err
+		}
+		stores[i] = st
+	}
+	if w.Indexer == IndexerUsenet {
+		ust, err := usenet.NewStore(stores[0].Client(), w.UsenetScope)
+		if err != nil {
+			return err
+		}
+		if err := f.start(ctx, "settle", usenet.NewSettler(ust, w.Settle, nil)); err != nil {
+			return err
+		}
+	}
+	counters := f.http.usenetCounters()
+	workers := &workerSet{wait: w.WorkerStopWait}
+	for i, name := range w.Workers {
+		var ix work.Indexer = work.CountingIndexer{}
+		if w.Indexer == IndexerUsenet {
+			ust, err := usenet.NewStore(stores[i].Client(), w.UsenetScope)
+			if err != nil {
+				return err
+			}
+			ix = countedIndexer(&usenet.Indexer{Store: ust}, counters)
+		}
+		wcfg := w.Worker
+		wcfg.Name = name
+		wcfg.Logger = lifecycle.Logger(f.log, "worker")
+		wk, err := work.NewWorker(stores[i], ix, wcfg)
+		if err != nil {
+			return err
+		}
+		workers.add(wk)
+		f.http.addMetrics(func(r *metrics.Registry) { r.AddWorker(wk) })
+	}
+	return f.start(ctx, "workers", workers)
+}
+
+// startCoordinator starts one coordinator shard on its pool of the
+// provider ncfg (the coordinator owns the pool: its Stop closes it).
+func (f *Fleet) startCoordinator(ctx context.Context, ncfg nntp.Config, ccfg work.CoordinatorConfig) error {
+	name := "coordinator-" + ccfg.Shard.String()
+	st, err := f.workStore(ctx, "switchyard-"+name)
+	if err != nil {
+		return err
+	}
+	pool, err := nntp.NewPool(nntp.PoolConfig{Conn: ncfg, Size: 1})
+	if err != nil {
+		return err
+	}
+	ccfg.Logger = lifecycle.Logger(f.log, "coordinator")
+	co, err := work.NewCoordinator(st, pool, ccfg)
+	if err != nil {
+		return err
+	}
+	if err := f.start(ctx, name, co); err != nil {
+		return err
+	}
+	f.http.addMetrics(func(r *metrics.Registry) {
+		r.AddCoordinator(co)
+		r.AddNNTPPool(name, co.Pool(), co.Share().Granted)
+		if ccfg.Shard.Main() {
+			r.AddWorkStatus(st) // one process of the source reads its status
+		}
+	})
+	if f.http != nil {
+		f.http.parts.addWork(st, name, co.Pool(), co.Share().Granted)
+	}
+	return nil
+}
+
+// workStore connects a work role (as the client user) and returns the
+// store of the source.
+func (f *Fleet) workStore(ctx context.Context, name string) (*work.Store, error) {
+	nc, err := f.connect(ctx, name, auth.RoleClient)
+	if err != nil {
+		return nil, err
+	}
+	c, err := persist.NewClient(persist.ClientConfig{Conn: nc, Service: f.cfg.Service})
+	if err != nil {
+		return nil, err
+	}
+	return work.NewStore(c, f.cfg.Work.Source)
+}
+
+// workerSet starts the workers one after the other and stops them all at
+// once, each bounded by wait.
+type workerSet struct {
+	base    lifecycle.Base
+	wait    time.Duration
+	workers []*work.Worker
+}
+
+func (s *workerSet) add(w *work.Worker) { s.workers = append(s.workers, w) }
+
+func (s *workerSet) Start(ctx context.Context) error {
+	return s.base.Start(ctx, "workers", func(ctx context.Context) error {
+		for i, w := range s.workers {
+			if err := w.Start(ctx); err != nil {
+				s.stop(context.WithoutCancel(ctx), s.workers[:i])
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func (s *workerSet) Stop(ctx context.Context) error {
+	return s.base.Stop(ctx, func(ctx context.Context) error { return s.stop(ctx, s.workers) })
+}
+
+func (s *workerSet) stop(ctx context.Context, workers []*work.Worker) error {
+	errs := make([]error, len(workers))
+	var wg sync.WaitGroup
+	for i, w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			wctx, cancel := context.WithTimeout(ctx, s.wait)
+			defer cancel()
+			errs[i] = w.Stop(wctx)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
