@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/switchyard-dev/switchyard/bus"
+	"github.com/switchyard-dev/switchyard/internal/lifecycle"
 )
 
 // Balancer defaults.
@@ -82,10 +83,10 @@ func (c BalancerConfig) validate() error {
 // scope. It keeps no memory per scope and uses only the second subject token.
 // After any subscription error it re-subscribes with a capped backoff.
 type Balancer struct {
-	cfg BalancerConfig
+	cfg  BalancerConfig
+	life lifecycle.Base
 
-	mu      sync.Mutex // protects cancel, done, sub
-	cancel  context.CancelFunc
+	mu      sync.Mutex // protects done, sub and the counts
 	done    chan struct{}
 	sub     *nats.Subscription
 	answers uint64
@@ -106,51 +107,49 @@ func NewBalancer(cfg BalancerConfig) (*Balancer, error) {
 func (b *Balancer) Owner(scope string) string { return b.cfg.Placement(b.cfg.IDs, scope) }
 
 // Start subscribes and serves until Stop. The first subscription is made
-// before Start returns, so a request sent after Start is answered.
+// before Start returns, so a request sent after Start is answered. The
+// lifecycle is lifecycle.Base's: Start twice is an error, Stop before Start
+// or twice is safe, a stopped balancer does not start again.
 func (b *Balancer) Start(ctx context.Context) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.done != nil {
-		return errors.New("balancer: already started")
-	}
-	sub, err := b.subscribe()
-	if err != nil {
-		return err
-	}
-	// Start returns once the balancer serves: the subscription must have
-	// reached the NATS server, or a lookup right after gets no responders.
-	fctx, fcancel := ctx, context.CancelFunc(func() {})
-	if _, ok := ctx.Deadline(); !ok {
-		fctx, fcancel = context.WithTimeout(ctx, 5*time.Second)
-	}
-	err = b.cfg.Conn.FlushWithContext(fctx)
-	fcancel()
-	if err != nil {
-		_ = sub.Unsubscribe()
-		return fmt.Errorf("balancer: subscribe: %w", err)
-	}
-	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	b.cancel, b.done, b.sub = cancel, make(chan struct{}), sub
-	go b.run(ctx, sub, b.done)
-	return nil
+	return b.life.Start(ctx, "balancer", func(ctx context.Context) error {
+		sub, err := b.subscribe()
+		if err != nil {
+			return err
+		}
+		// Start returns once the balancer serves: the subscription must have
+		// reached the NATS server, or a lookup right after gets no responders.
+		fctx, fcancel := ctx, context.CancelFunc(func() {})
+		if _, ok := ctx.Deadline(); !ok {
+			fctx, fcancel = context.WithTimeout(ctx, 5*time.Second)
+		}
+		err = b.cfg.Conn.FlushWithContext(fctx)
+		fcancel()
+		if err != nil {
+			_ = sub.Unsubscribe()
+			return fmt.Errorf("balancer: subscribe: %w", err)
+		}
+		b.mu.Lock()
+		b.done, b.sub = make(chan struct{}), sub
+		done := b.done
+		b.mu.Unlock()
+		go b.run(b.life.Run(), sub, done)
+		return nil
+	})
 }
 
-// Stop ends serving and waits for the loop to exit. Safe without Start and
-// safe to call twice.
+// Stop ends serving and waits, until ctx ends, for the loop to exit.
 func (b *Balancer) Stop(ctx context.Context) error {
-	b.mu.Lock()
-	cancel, done := b.cancel, b.done
-	b.mu.Unlock()
-	if cancel == nil {
-		return nil
-	}
-	cancel()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("balancer stop: %w", ctx.Err())
-	}
+	return b.life.Stop(ctx, func(ctx context.Context) error {
+		b.mu.Lock()
+		done := b.done
+		b.mu.Unlock()
+		select {
+		case <-done:
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("balancer stop: %w", ctx.Err())
+		}
+	})
 }
 
 // Stats reports answers given and re-subscriptions made since Start.
