@@ -16,6 +16,7 @@ import (
 
 	"github.com/switchyard-dev/switchyard/bus"
 	"github.com/switchyard-dev/switchyard/internal/testdisk"
+	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/persist/store"
 )
@@ -368,7 +369,7 @@ func TestDropWaitsForEvictedClose(t *testing.T) {
 	}()
 	// The drop opens a second handle and waits in serveDrop for the first
 	// one's close; let that finish.
-	waitFor(t, "the drop to reach its stream", func() bool {
+	testwait.For(t, "the drop to reach its stream", func() bool {
 		h.srv.mu.Lock()
 		defer h.srv.mu.Unlock()
 		hd := h.srv.handles[handleKey{scope: h.scope, name: "s"}]
