@@ -1,3 +1,7 @@
+// This file runs a stream's jobs on its worker: the batch loop that opens
+// the stream when a job needs it, the group commit of consecutive writes, and
+// each command (get, getAll, delete, drop, keys, inventory, config).
+
 package server
 
 import (
