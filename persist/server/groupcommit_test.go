@@ -160,11 +160,7 @@ func TestStopAnswersInFlight(t *testing.T) {
 	})
 	stopped := make(chan error, 1)
 	go func() { stopped <- h.srv.Stop(context.Background()) }()
-	testwait.For(t, "stop to begin", func() bool {
-		h.srv.mu.Lock()
-		defer h.srv.mu.Unlock()
-		return h.srv.stopped
-	})
+	testwait.For(t, "stop to begin", h.srv.base.Stopped)
 	g.open()
 	if err := <-stopped; err != nil {
 		t.Fatal(err)
