@@ -304,27 +304,27 @@ type slowCloseStream struct {
 	s *slowCloseStorage
 }
 
-func (s *slowCloseStorage) Open(scope, name string, ephemeral bool, now time.Time) (store.Stream, error) {
-	st, err := s.Storage.Open(scope, name, ephemeral, now)
+func (s *slowCloseStorage) Open(scope, name string, now time.Time) (store.Stream, error) {
+	st, err := s.Storage.Open(scope, name, now)
 	if err != nil {
 		return st, err
 	}
 	return slowCloseStream{st, s}, nil
 }
 
-func (s *slowCloseStorage) OpenExisting(scope, name string, ephemeral bool, now time.Time) (store.Stream, error) {
-	st, err := s.Storage.OpenExisting(scope, name, ephemeral, now)
+func (s *slowCloseStorage) OpenExisting(scope, name string, now time.Time) (store.Stream, error) {
+	st, err := s.Storage.OpenExisting(scope, name, now)
 	if err != nil {
 		return st, err
 	}
 	return slowCloseStream{st, s}, nil
 }
 
-func (s *slowCloseStorage) Remove(scope, name string, ephemeral bool) error {
+func (s *slowCloseStorage) Remove(scope, name string) error {
 	if !s.slowDone.Load() {
 		s.removedDuring.Store(true)
 	}
-	return s.Storage.Remove(scope, name, ephemeral)
+	return s.Storage.Remove(scope, name)
 }
 
 func (c slowCloseStream) Close() error {

@@ -18,16 +18,16 @@ type stuckDeleteStorage struct{ store.Storage }
 
 type stuckDeleteStream struct{ store.Stream }
 
-func (s stuckDeleteStorage) Open(scope, name string, ephemeral bool, now time.Time) (store.Stream, error) {
-	st, err := s.Storage.Open(scope, name, ephemeral, now)
+func (s stuckDeleteStorage) Open(scope, name string, now time.Time) (store.Stream, error) {
+	st, err := s.Storage.Open(scope, name, now)
 	if err != nil {
 		return nil, err
 	}
 	return stuckDeleteStream{st}, nil
 }
 
-func (s stuckDeleteStorage) OpenExisting(scope, name string, ephemeral bool, now time.Time) (store.Stream, error) {
-	st, err := s.Storage.OpenExisting(scope, name, ephemeral, now)
+func (s stuckDeleteStorage) OpenExisting(scope, name string, now time.Time) (store.Stream, error) {
+	st, err := s.Storage.OpenExisting(scope, name, now)
 	if err != nil {
 		return nil, err
 	}

@@ -126,7 +126,7 @@ func TestMissingStreamNotCached(t *testing.T) {
 	if inv := h.inventory("later"); inv.Count != 0 {
 		t.Fatalf("inventory of a missing stream: %+v", inv)
 	}
-	other, err := store.NewSQLite(store.SQLiteConfig{Dir: h.dir}).Open(h.scope, "later", false, time.Now())
+	other, err := store.NewSQLite(store.SQLiteConfig{Dir: h.dir}).Open(h.scope, "later", time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -87,8 +87,12 @@ type Config struct {
 	// the commit. It is called from the stream's worker and must not block
 	// for long. Nil means changes are not reported.
 	OnChange func(scope, stream string, ephemeral bool, changes []store.Change)
-	// Storage stores the streams. Nil means SQLite under DataDir.
+	// Storage stores the persistent streams. Nil means store.SQLite under
+	// DataDir (with Archive).
 	Storage store.Storage
+	// Memory stores the ephemeral streams (Sy-Ephemeral: true). Nil means
+	// store.NewMemory(), a private in-memory database per stream.
+	Memory store.Storage
 	// Archive, if set, is a directory holding a backup copy of every
 	// persistent stream, laid out like DataDir: streams written since their
 	// last backup are copied every ArchiveEvery and when closed, and a
@@ -135,6 +139,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Storage == nil {
 		c.Storage = store.NewSQLite(store.SQLiteConfig{Dir: c.DataDir, Archive: c.Archive})
+	}
+	if c.Memory == nil {
+		c.Memory = store.NewMemory()
 	}
 	return c
 }
@@ -202,6 +209,8 @@ type Server struct {
 	beforeWrite func(n int)
 }
 
+// handleKey names a stream: ephemeral streams are kept apart from the
+// persistent ones of the same name, in Config.Memory (see Server.storage).
 type handleKey struct {
 	scope, name string
 	ephemeral   bool
@@ -376,8 +385,10 @@ func (s *Server) closeStreams() error {
 			first = err
 		}
 	}
-	if err := s.cfg.Storage.Close(); err != nil && first == nil {
-		first = err
+	for _, st := range []store.Storage{s.cfg.Storage, s.cfg.Memory} {
+		if err := st.Close(); err != nil && first == nil {
+			first = err
+		}
 	}
 	return first
 }

@@ -109,8 +109,8 @@ type failingStorage struct {
 	fail *atomic.Bool
 }
 
-func (f failingStorage) Open(scope, name string, eph bool, now time.Time) (store.Stream, error) {
-	st, err := f.Storage.Open(scope, name, eph, now)
+func (f failingStorage) Open(scope, name string, now time.Time) (store.Stream, error) {
+	st, err := f.Storage.Open(scope, name, now)
 	if err != nil {
 		return nil, err
 	}
