@@ -12,7 +12,8 @@ import (
 	"github.com/switchyard-dev/switchyard/web/metrics"
 )
 
-func init() {
+// newBalancerCmd builds switchyard balancer.
+func newBalancerCmd() *cobra.Command {
 	var nf natsFlags
 	var idsFlag, placementName string
 	var hf httpFlags
@@ -73,5 +74,5 @@ Try it with the plain NATS client:  nats req persist.hub.id ''`,
 	cmd.Flags().StringVar(&idsFlag, "ids", "0,1", "comma-separated persist server ids, in the order every party agrees on")
 	hf.register(cmd, "")
 	cmd.Flags().StringVar(&placementName, "placement", placement.NameRendezvous, "placement function: rendezvous (default; adding a server moves ~1/n of scopes) or modulo (compatible with the original rule)")
-	rootCmd.AddCommand(cmd)
+	return cmd
 }

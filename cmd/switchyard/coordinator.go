@@ -12,18 +12,25 @@ import (
 	"github.com/switchyard-dev/switchyard/work"
 )
 
-func init() {
-	var nf natsFlags
-	var pf providerFlags
-	var wf workFlags
-	var shard, source string
-	var hf httpFlags
+// newCoordinatorCmd builds switchyard coordinator and its run.
+func newCoordinatorCmd() *cobra.Command {
 	coordinatorCmd := &cobra.Command{
 		Use:   "coordinator",
 		Short: "Plan and prefetch ranges of NNTP articles for the workers",
 		Args:  cobra.NoArgs,
 		RunE:  func(cmd *cobra.Command, args []string) error { return cmd.Help() },
 	}
+	coordinatorCmd.AddCommand(newCoordinatorRunCmd())
+	return coordinatorCmd
+}
+
+// newCoordinatorRunCmd builds switchyard coordinator run.
+func newCoordinatorRunCmd() *cobra.Command {
+	var nf natsFlags
+	var pf providerFlags
+	var wf workFlags
+	var shard, source string
+	var hf httpFlags
 	run := &cobra.Command{
 		Use:   "run",
 		Short: "Run one coordinator shard: prefetch its ranges into the spool; shard 1 also plans",
@@ -85,8 +92,7 @@ close the connections, leave the share, exit 0.`,
 	wf.registerLease(run)
 	nf.registerServer(run)
 	hf.register(run, "")
-	coordinatorCmd.AddCommand(run)
-	rootCmd.AddCommand(coordinatorCmd)
+	return run
 }
 
 // newCoordinator makes the pool and the coordinator of one shard.

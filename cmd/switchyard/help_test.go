@@ -51,7 +51,7 @@ func TestHelpFlagValueNames(t *testing.T) {
 			}
 		}
 	}
-	walk(rootCmd)
+	walk(newRootCmd())
 	for _, c := range cmds {
 		path := c.CommandPath()
 		args := append(strings.Fields(path)[1:], "--help")

@@ -12,8 +12,8 @@ import (
 	"github.com/switchyard-dev/switchyard/persist"
 )
 
-func init() {
-	var nf natsFlags
+// newKVCmd builds switchyard kv and its subcommands.
+func newKVCmd() *cobra.Command {
 	kv := &cobra.Command{
 		Use:   "kv",
 		Short: "Read and write key-value data in a persist stream",
@@ -23,7 +23,13 @@ holds the current value of each key. They talk to a running ` + "`switchyard up`
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error { return cmd.Help() },
 	}
+	kv.AddCommand(newKVSetCmd(), newKVGetCmd(), newKVDelCmd(), newKVKeysCmd())
+	return kv
+}
 
+// newKVSetCmd builds switchyard kv set.
+func newKVSetCmd() *cobra.Command {
+	var nf natsFlags
 	var prev int64
 	set := &cobra.Command{
 		Use:   "set SCOPE STREAM KEY VALUE",
@@ -63,7 +69,13 @@ holds the current value of each key. They talk to a running ` + "`switchyard up`
 		},
 	}
 	set.Flags().Int64Var(&prev, "prev-seq", 0, "compare-and-set: write only if the key's current seq is this (0 = key must not exist)")
+	nf.registerClient(set)
+	return set
+}
 
+// newKVGetCmd builds switchyard kv get.
+func newKVGetCmd() *cobra.Command {
+	var nf natsFlags
 	var raw bool
 	get := &cobra.Command{
 		Use:   "get SCOPE STREAM KEY",
@@ -93,7 +105,13 @@ A key that does not exist exits 3.`,
 		},
 	}
 	get.Flags().BoolVar(&raw, "raw", false, "print exactly the stored bytes, with no newline added")
+	nf.registerClient(get)
+	return get
+}
 
+// newKVDelCmd builds switchyard kv del.
+func newKVDelCmd() *cobra.Command {
+	var nf natsFlags
 	del := &cobra.Command{
 		Use:   "del SCOPE STREAM KEY",
 		Short: "Delete KEY (succeeds quietly if it does not exist)",
@@ -113,7 +131,13 @@ A key that does not exist exits 3.`,
 			})
 		},
 	}
+	nf.registerClient(del)
+	return del
+}
 
+// newKVKeysCmd builds switchyard kv keys.
+func newKVKeysCmd() *cobra.Command {
+	var nf natsFlags
 	var asJSON bool
 	keys := &cobra.Command{
 		Use:   "keys SCOPE STREAM",
@@ -144,12 +168,8 @@ A key that does not exist exits 3.`,
 		},
 	}
 	keys.Flags().BoolVar(&asJSON, "json", false, "print a JSON array")
-
-	for _, c := range []*cobra.Command{set, get, del, keys} {
-		nf.registerClient(c)
-		kv.AddCommand(c)
-	}
-	rootCmd.AddCommand(kv)
+	nf.registerClient(keys)
+	return keys
 }
 
 // writeValue prints a value for get: exactly its bytes with raw, else

@@ -120,7 +120,7 @@ func TestEveryCommandHasHelp(t *testing.T) {
 			}
 		}
 	}
-	walk(rootCmd)
+	walk(newRootCmd())
 	for _, p := range paths {
 		t.Run(strings.Join(p[:len(p)-1], "_"), func(t *testing.T) {
 			t.Parallel()

@@ -18,18 +18,19 @@ import (
 // drainTimeout bounds how long a stopping server waits for in-flight requests.
 const drainTimeout = 15 * time.Second
 
-func init() {
+// newPersistCmd builds switchyard persist and its subcommands.
+func newPersistCmd() *cobra.Command {
 	p := &cobra.Command{
 		Use:   "persist",
 		Short: "Run a persist server, or inspect a stream",
 		Args:  cobra.NoArgs,
 		RunE:  func(cmd *cobra.Command, args []string) error { return cmd.Help() },
 	}
-	p.AddCommand(persistServeCmd(), persistInventoryCmd())
-	rootCmd.AddCommand(p)
+	p.AddCommand(newPersistServeCmd(), newPersistInventoryCmd())
+	return p
 }
 
-func persistServeCmd() *cobra.Command {
+func newPersistServeCmd() *cobra.Command {
 	var nf natsFlags
 	var archiveEvery time.Duration
 	var id, idsFlag, dataDir, archiveDir, placementName string
@@ -117,7 +118,7 @@ closes its files.`,
 	return cmd
 }
 
-func persistInventoryCmd() *cobra.Command {
+func newPersistInventoryCmd() *cobra.Command {
 	var nf natsFlags
 	cmd := &cobra.Command{
 		Use:   "inventory SCOPE STREAM",

@@ -14,8 +14,9 @@ import (
 	"github.com/switchyard-dev/switchyard/persist"
 )
 
-// streamConfigCmd is `stream config SCOPE STREAM [--set KEY=VALUE ...]`.
-func streamConfigCmd(nf *natsFlags) *cobra.Command {
+// newStreamConfigCmd builds `stream config SCOPE STREAM [--set KEY=VALUE ...]`.
+func newStreamConfigCmd() *cobra.Command {
+	var nf natsFlags
 	var sets []string
 	cmd := &cobra.Command{
 		Use:   "config SCOPE STREAM [--set KEY=VALUE ...]",
@@ -58,6 +59,7 @@ Keys:
 	// StringArray, not StringSlice: a slice flag splits on commas, which
 	// would cut desc=a,b in two.
 	cmd.Flags().StringArrayVar(&sets, "set", nil, "change one config key, `KEY=VALUE` (repeat for more; the keys are listed above)")
+	nf.registerClient(cmd)
 	return cmd
 }
 

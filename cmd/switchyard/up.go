@@ -22,7 +22,8 @@ import (
 	"github.com/switchyard-dev/switchyard/web/metrics"
 )
 
-func init() {
+// newUpCmd builds switchyard up.
+func newUpCmd() *cobra.Command {
 	var (
 		host, dataDir, archiveDir, placementName, service string
 		authDir, tlsCert, tlsKey                          string
@@ -122,7 +123,7 @@ with --tls-ca).`,
 	uw.uf.registerSettle(cmd)
 	hf.registerServing(cmd, upHTTPDefault, "the dashboard /, /metrics, /healthz, /readyz, the Newznab /api and the watch gateway /ws/watch")
 	cmd.Flags().BoolVar(&insecure, "insecure", false, "allow a non-loopback --host without --auth: anyone who reaches the port can read and write everything")
-	rootCmd.AddCommand(cmd)
+	return cmd
 }
 
 // isLoopback reports whether host only accepts connections from this machine.

@@ -15,7 +15,8 @@ import (
 	"github.com/switchyard-dev/switchyard/usenet"
 )
 
-func init() {
+// newUsenetReleasesCmd builds switchyard usenet releases.
+func newUsenetReleasesCmd() *cobra.Command {
 	var nf natsFlags
 	var uf usenetFlags
 	var q usenet.ListQuery
@@ -67,8 +68,11 @@ records as a JSON array for scripts.`,
 	releases.Flags().BoolVar(&asJSON, "json", false, "print the releases as a JSON array")
 	uf.registerScope(releases)
 	nf.registerClient(releases)
-	usenetCmd.AddCommand(releases)
+	return releases
+}
 
+// newUsenetNZBCmd builds switchyard usenet nzb.
+func newUsenetNZBCmd() *cobra.Command {
 	var nf2 natsFlags
 	var uf2 usenetFlags
 	nzb := &cobra.Command{
@@ -104,7 +108,7 @@ downloader (NZBGet, SABnzbd) fetches the articles from any provider with it.`,
 	}
 	uf2.registerScope(nzb)
 	nf2.registerClient(nzb)
-	usenetCmd.AddCommand(nzb)
+	return nzb
 }
 
 func printReleases(out io.Writer, rels []usenet.Release) {

@@ -11,7 +11,8 @@ import (
 	"github.com/switchyard-dev/switchyard/usenet"
 )
 
-func init() {
+// newUsenetServeCmd builds switchyard usenet serve.
+func newUsenetServeCmd() *cobra.Command {
 	var nf natsFlags
 	var uf usenetFlags
 	var hf httpFlags
@@ -83,7 +84,7 @@ authentication, so a non-loopback --http needs --http-insecure.`,
 	serve.Flags().StringVar(&baseURL, "base-url", "", "`URL` the links in feeds start with (default: the request's own host)")
 	uf.registerScope(serve)
 	nf.registerServer(serve)
-	usenetCmd.AddCommand(serve)
+	return serve
 }
 
 // printAPIKey tells the user where the API is and which key it takes.

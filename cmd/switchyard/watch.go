@@ -15,7 +15,8 @@ import (
 	"github.com/switchyard-dev/switchyard/persist"
 )
 
-func init() {
+// newWatchCmd builds switchyard watch.
+func newWatchCmd() *cobra.Command {
 	var nf natsFlags
 	var from uint64
 	var asJSON bool
@@ -90,7 +91,7 @@ With --json each line is one object with "event" set to one of those words
 	cmd.Flags().Lookup("timeout").Usage = "time limit of each request to the server (the watch itself runs until interrupted)"
 	cmd.Flags().Uint64Var(&from, "from", 0, "first seq to print (default: the first)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per line")
-	rootCmd.AddCommand(cmd)
+	return cmd
 }
 
 // watchLine is one event in --json output.

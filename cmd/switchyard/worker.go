@@ -17,18 +17,25 @@ import (
 // range in hand before it releases it.
 const workerStopWait = 10 * time.Second
 
-func init() {
-	var nf natsFlags
-	var wf workFlags
-	var uf usenetFlags
-	var source, name, indexer string
-	var hf httpFlags
+// newWorkerCmd builds switchyard worker and its run.
+func newWorkerCmd() *cobra.Command {
 	workerCmd := &cobra.Command{
 		Use:   "worker",
 		Short: "Index spooled ranges of NNTP articles under fenced leases",
 		Args:  cobra.NoArgs,
 		RunE:  func(cmd *cobra.Command, args []string) error { return cmd.Help() },
 	}
+	workerCmd.AddCommand(newWorkerRunCmd())
+	return workerCmd
+}
+
+// newWorkerRunCmd builds switchyard worker run.
+func newWorkerRunCmd() *cobra.Command {
+	var nf natsFlags
+	var wf workFlags
+	var uf usenetFlags
+	var source, name, indexer string
+	var hf httpFlags
 	run := &cobra.Command{
 		Use:   "run",
 		Short: "Lease spooled ranges, hand their overview lines to the indexer, finish them under the fence",
@@ -98,8 +105,7 @@ digest of the article numbers: the exactly-once check the tests use).`,
 	wf.registerLease(run)
 	nf.registerServer(run)
 	hf.register(run, "")
-	workerCmd.AddCommand(run)
-	rootCmd.AddCommand(workerCmd)
+	return run
 }
 
 // stopWithin bounds a Stop by d.
