@@ -38,13 +38,8 @@ func newKVSetCmd() *cobra.Command {
   switchyard kv set hub settings theme light --prev-seq 3   # only if theme is still at seq 3`,
 		Args: cobra.ExactArgs(4),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkScope(args[0]); err != nil {
+			if err := checkScopeKey(args[0], args[2]); err != nil {
 				return err
-			}
-			if len(args) > 2 {
-				if err := checkKey(args[2]); err != nil {
-					return err
-				}
 			}
 			value, err := valueArg(cmd, args[3])
 			if err != nil {
@@ -87,13 +82,8 @@ stored bytes and nothing else, so binary values round-trip:
 A key that does not exist exits 3.`,
 		Args: cobra.ExactArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkScope(args[0]); err != nil {
+			if err := checkScopeKey(args[0], args[2]); err != nil {
 				return err
-			}
-			if len(args) > 2 {
-				if err := checkKey(args[2]); err != nil {
-					return err
-				}
 			}
 			return nf.with(cmd, func(ctx context.Context, c *persist.Client) error {
 				m, err := c.KV(args[0], args[1]).Get(ctx, args[2])
@@ -117,13 +107,8 @@ func newKVDelCmd() *cobra.Command {
 		Short: "Delete KEY (succeeds quietly if it does not exist)",
 		Args:  cobra.ExactArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkScope(args[0]); err != nil {
+			if err := checkScopeKey(args[0], args[2]); err != nil {
 				return err
-			}
-			if len(args) > 2 {
-				if err := checkKey(args[2]); err != nil {
-					return err
-				}
 			}
 			return nf.with(cmd, func(ctx context.Context, c *persist.Client) error {
 				_, err := c.KV(args[0], args[1]).Delete(ctx, args[2])
@@ -146,11 +131,6 @@ func newKVKeysCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkScope(args[0]); err != nil {
 				return err
-			}
-			if len(args) > 2 {
-				if err := checkKey(args[2]); err != nil {
-					return err
-				}
 			}
 			return nf.with(cmd, func(ctx context.Context, c *persist.Client) error {
 				ks, err := c.KV(args[0], args[1]).Keys(ctx)
