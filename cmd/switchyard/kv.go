@@ -29,7 +29,7 @@ holds the current value of each key. They talk to a running ` + "`switchyard up`
 
 // newKVSetCmd builds switchyard kv set.
 func newKVSetCmd() *cobra.Command {
-	var nf natsFlags
+	var natsOpts natsFlags
 	var prev int64
 	set := &cobra.Command{
 		Use:   "set SCOPE STREAM KEY VALUE",
@@ -53,7 +53,7 @@ func newKVSetCmd() *cobra.Command {
 				p := uint64(prev)
 				opts.PrevSeq = &p
 			}
-			return nf.with(cmd, func(ctx context.Context, c *persist.Client) error {
+			return natsOpts.with(cmd, func(ctx context.Context, c *persist.Client) error {
 				res, err := c.KV(args[0], args[1]).Set(ctx, args[2], value, opts)
 				if err != nil {
 					return err
@@ -64,13 +64,13 @@ func newKVSetCmd() *cobra.Command {
 		},
 	}
 	set.Flags().Int64Var(&prev, "prev-seq", 0, "compare-and-set: write only if the key's current seq is this (0 = key must not exist)")
-	nf.registerClient(set)
+	natsOpts.registerClient(set)
 	return set
 }
 
 // newKVGetCmd builds switchyard kv get.
 func newKVGetCmd() *cobra.Command {
-	var nf natsFlags
+	var natsOpts natsFlags
 	var raw bool
 	get := &cobra.Command{
 		Use:   "get SCOPE STREAM KEY",
@@ -85,7 +85,7 @@ A key that does not exist exits 3.`,
 			if err := checkScopeKey(args[0], args[2]); err != nil {
 				return err
 			}
-			return nf.with(cmd, func(ctx context.Context, c *persist.Client) error {
+			return natsOpts.with(cmd, func(ctx context.Context, c *persist.Client) error {
 				m, err := c.KV(args[0], args[1]).Get(ctx, args[2])
 				if err != nil {
 					return err
@@ -95,13 +95,13 @@ A key that does not exist exits 3.`,
 		},
 	}
 	get.Flags().BoolVar(&raw, "raw", false, "print exactly the stored bytes, with no newline added")
-	nf.registerClient(get)
+	natsOpts.registerClient(get)
 	return get
 }
 
 // newKVDelCmd builds switchyard kv del.
 func newKVDelCmd() *cobra.Command {
-	var nf natsFlags
+	var natsOpts natsFlags
 	del := &cobra.Command{
 		Use:   "del SCOPE STREAM KEY",
 		Short: "Delete KEY (succeeds quietly if it does not exist)",
@@ -110,19 +110,19 @@ func newKVDelCmd() *cobra.Command {
 			if err := checkScopeKey(args[0], args[2]); err != nil {
 				return err
 			}
-			return nf.with(cmd, func(ctx context.Context, c *persist.Client) error {
+			return natsOpts.with(cmd, func(ctx context.Context, c *persist.Client) error {
 				_, err := c.KV(args[0], args[1]).Delete(ctx, args[2])
 				return err
 			})
 		},
 	}
-	nf.registerClient(del)
+	natsOpts.registerClient(del)
 	return del
 }
 
 // newKVKeysCmd builds switchyard kv keys.
 func newKVKeysCmd() *cobra.Command {
-	var nf natsFlags
+	var natsOpts natsFlags
 	var asJSON bool
 	keys := &cobra.Command{
 		Use:   "keys SCOPE STREAM",
@@ -132,7 +132,7 @@ func newKVKeysCmd() *cobra.Command {
 			if err := checkScope(args[0]); err != nil {
 				return err
 			}
-			return nf.with(cmd, func(ctx context.Context, c *persist.Client) error {
+			return natsOpts.with(cmd, func(ctx context.Context, c *persist.Client) error {
 				ks, err := c.KV(args[0], args[1]).Keys(ctx)
 				if err != nil {
 					return err
@@ -148,7 +148,7 @@ func newKVKeysCmd() *cobra.Command {
 		},
 	}
 	keys.Flags().BoolVar(&asJSON, "json", false, "print a JSON array")
-	nf.registerClient(keys)
+	natsOpts.registerClient(keys)
 	return keys
 }
 

@@ -42,9 +42,9 @@ type logFlags struct {
 // any command of its tree runs.
 func addLogFlags(root *cobra.Command) {
 	var lf logFlags
-	pf := root.PersistentFlags()
-	pf.StringVar(&lf.format, "log-format", "text", "log line `FORMAT` on stderr: text or json (or $"+logFormatEnv+")")
-	pf.StringVar(&lf.level, "log-level", "info", "lowest log `LEVEL` written: debug, info, warn or error (or $"+logLevelEnv+")")
+	flags := root.PersistentFlags()
+	flags.StringVar(&lf.format, "log-format", "text", "log line `FORMAT` on stderr: text or json (or $"+logFormatEnv+")")
+	flags.StringVar(&lf.level, "log-level", "info", "lowest log `LEVEL` written: debug, info, warn or error (or $"+logLevelEnv+")")
 
 	// Chain whatever hook the root already has, so adding one elsewhere
 	// does not silently drop the log set-up (or this file drop it).

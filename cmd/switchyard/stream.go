@@ -30,7 +30,7 @@ They talk to a running ` + "`switchyard up`" + `, or to --nats URL / $SWITCHYARD
 
 // newStreamPubCmd builds switchyard stream pub.
 func newStreamPubCmd() *cobra.Command {
-	var nf natsFlags
+	var natsOpts natsFlags
 	var msgID, key string
 	var ttl time.Duration
 	pub := &cobra.Command{
@@ -50,7 +50,7 @@ func newStreamPubCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return nf.with(cmd, func(ctx context.Context, c *persist.Client) error {
+			return natsOpts.with(cmd, func(ctx context.Context, c *persist.Client) error {
 				res, err := c.Stream(args[0], args[1]).Set(ctx, value, persist.SetOptions{MsgID: msgID, Key: key, TTL: ttl})
 				if err != nil {
 					return err
@@ -63,13 +63,13 @@ func newStreamPubCmd() *cobra.Command {
 	pub.Flags().StringVar(&msgID, "msg-id", "", "de-duplication id: a repeat within 2 minutes writes nothing")
 	pub.Flags().StringVar(&key, "key", "", "key: replaces the older message with this key")
 	pub.Flags().DurationVar(&ttl, "ttl", 0, "expire the message after this long (the stream must allow_msg_ttl)")
-	nf.registerClient(pub)
+	natsOpts.registerClient(pub)
 	return pub
 }
 
 // newStreamGetCmd builds switchyard stream get.
 func newStreamGetCmd() *cobra.Command {
-	var nf natsFlags
+	var natsOpts natsFlags
 	var raw bool
 	get := &cobra.Command{
 		Use:   "get SCOPE STREAM SEQ",
@@ -87,7 +87,7 @@ does not exist (never written, deleted or expired) exits 3.`,
 			if err != nil || seq == 0 {
 				return usagef("SEQ %q: want a positive integer", args[2])
 			}
-			return nf.with(cmd, func(ctx context.Context, c *persist.Client) error {
+			return natsOpts.with(cmd, func(ctx context.Context, c *persist.Client) error {
 				m, err := c.Stream(args[0], args[1]).Get(ctx, seq)
 				if err != nil {
 					return err
@@ -97,13 +97,13 @@ does not exist (never written, deleted or expired) exits 3.`,
 		},
 	}
 	get.Flags().BoolVar(&raw, "raw", false, "print exactly the stored bytes, with no newline added")
-	nf.registerClient(get)
+	natsOpts.registerClient(get)
 	return get
 }
 
 // newStreamLsCmd builds switchyard stream ls.
 func newStreamLsCmd() *cobra.Command {
-	var nf natsFlags
+	var natsOpts natsFlags
 	var from, to uint64
 	var limit int
 	var asJSON bool
@@ -118,7 +118,7 @@ func newStreamLsCmd() *cobra.Command {
 			if limit < 0 {
 				return usagef("--limit must be >= 0")
 			}
-			return nf.with(cmd, func(ctx context.Context, c *persist.Client) error {
+			return natsOpts.with(cmd, func(ctx context.Context, c *persist.Client) error {
 				w := stdout(cmd)
 				enc := json.NewEncoder(w)
 				_, err := c.Stream(args[0], args[1]).Scan(ctx, persist.Range{Start: from, End: to, Limit: limit}, func(m *persist.Message) error {
@@ -136,7 +136,7 @@ func newStreamLsCmd() *cobra.Command {
 	ls.Flags().Uint64Var(&to, "to", 0, "last seq, inclusive (default: the last)")
 	ls.Flags().IntVar(&limit, "limit", 0, "at most this many messages (0 = all)")
 	ls.Flags().BoolVar(&asJSON, "json", false, "one JSON object per line")
-	nf.registerClient(ls)
+	natsOpts.registerClient(ls)
 	return ls
 }
 

@@ -12,7 +12,7 @@ import (
 
 // newStreamDelCmd builds `stream del SCOPE STREAM (SEQ... | --up-to SEQ | --all)`.
 func newStreamDelCmd() *cobra.Command {
-	var nf natsFlags
+	var natsOpts natsFlags
 	var upTo uint64
 	var all bool
 	cmd := &cobra.Command{
@@ -36,7 +36,7 @@ the next seq.`,
 			if err != nil {
 				return err
 			}
-			return nf.with(cmd, func(ctx context.Context, c *persist.Client) error {
+			return natsOpts.with(cmd, func(ctx context.Context, c *persist.Client) error {
 				seqs, err := c.Stream(args[0], args[1]).Delete(ctx, d)
 				if err != nil {
 					return err
@@ -53,7 +53,7 @@ the next seq.`,
 	}
 	cmd.Flags().Uint64Var(&upTo, "up-to", 0, "delete every message with a seq <= `SEQ`")
 	cmd.Flags().BoolVar(&all, "all", false, "delete every message")
-	nf.registerClient(cmd)
+	natsOpts.registerClient(cmd)
 	return cmd
 }
 

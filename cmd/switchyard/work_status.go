@@ -28,7 +28,7 @@ func newWorkCmd() *cobra.Command {
 
 // newWorkStatusCmd builds switchyard work status.
 func newWorkStatusCmd() *cobra.Command {
-	var nf natsFlags
+	var natsOpts natsFlags
 	var source string
 	var asJSON bool
 	status := &cobra.Command{
@@ -46,7 +46,7 @@ articles per second finished over the last minute. --json for scripts.`,
 			if err := checkSource(source); err != nil {
 				return err
 			}
-			return nf.with(cmd, func(ctx context.Context, c *persist.Client) error {
+			return natsOpts.with(cmd, func(ctx context.Context, c *persist.Client) error {
 				st, err := work.NewStore(c, source)
 				if err != nil {
 					return usageError{err}
@@ -67,7 +67,7 @@ articles per second finished over the last minute. --json for scripts.`,
 	}
 	sourceFlag(status, &source)
 	status.Flags().BoolVar(&asJSON, "json", false, "print the status as one JSON object")
-	nf.registerClient(status)
+	natsOpts.registerClient(status)
 	return status
 }
 
