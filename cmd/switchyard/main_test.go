@@ -270,3 +270,45 @@ func waitExit(t *testing.T, cmd *exec.Cmd) int {
 		return -1
 	}
 }
+
+// TestExecuteIsMain: a command run in this process (execute) prints and
+// exits as the binary does (cli), so the tests moved in-process still test
+// what a user sees.
+func TestExecuteIsMain(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"kv", "--help"},
+		{"frobnicate"},
+		{"kv", "get", "hub"},
+		{"up", "--bogus"},
+		{"usenet", "parse", `[04/15] - "k2j3h4g5f6.r02" yEnc (7/50)`, "--json"},
+		{"--log-level", "loud", "usenet", "parse", "x"},
+	} {
+		t.Run(strings.Join(args, "_"), func(t *testing.T) {
+			t.Parallel()
+			out, stderr, code := execute(t, args...)
+			wantOut, wantErr, wantCode := run(t, cli(t, args...))
+			if out != wantOut || stderr != wantErr || code != wantCode {
+				t.Errorf("in-process: exit %d, stdout %q, stderr %q\nprocess:    exit %d, stdout %q, stderr %q", code, out, stderr, wantCode, wantOut, wantErr)
+			}
+		})
+	}
+}
+
+// TestTreesAreIndependent: each newRootCmd builds its own commands and
+// flags, so a flag set in one run does not carry into the next.
+func TestTreesAreIndependent(t *testing.T) {
+	t.Parallel()
+	a, b := newRootCmd(), newRootCmd()
+	if err := a.PersistentFlags().Set("log-level", "debug"); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.PersistentFlags().Lookup("log-level").Value.String(); got != "info" {
+		t.Fatalf("second tree's --log-level is %q after the first's was set, want the default info", got)
+	}
+	ka, _, _ := a.Find([]string{"kv", "get"})
+	kb, _, _ := b.Find([]string{"kv", "get"})
+	if ka == kb || ka.Flags().Lookup("nats") == kb.Flags().Lookup("nats") {
+		t.Fatal("the two trees share kv get or its --nats flag")
+	}
+}
