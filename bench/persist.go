@@ -342,7 +342,7 @@ func RunPersist(ctx context.Context, cfg PersistConfig, w io.Writer) ([]Result, 
 // storeRate is the keyed sets per second the store alone commits for d,
 // per sets in each transaction, on a fresh stream under dir.
 func storeRate(ctx context.Context, p Progress, label string, dir string, d time.Duration, per int, value []byte) (float64, error) {
-	st, err := store.NewSQLite(store.SQLiteConfig{Dir: dir}).Open("bench", "ceiling-"+strconv.Itoa(per), false, time.Now())
+	st, err := store.NewSQLite(store.SQLiteConfig{Dir: dir}).Open("bench", "ceiling-"+strconv.Itoa(per), time.Now())
 	if err != nil {
 		return 0, err
 	}

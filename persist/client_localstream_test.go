@@ -241,16 +241,16 @@ type gatedStorage struct {
 	gate func()
 }
 
-func (g gatedStorage) Open(scope, name string, ephemeral bool, now time.Time) (store.Stream, error) {
-	st, err := g.Storage.Open(scope, name, ephemeral, now)
+func (g gatedStorage) Open(scope, name string, now time.Time) (store.Stream, error) {
+	st, err := g.Storage.Open(scope, name, now)
 	if err != nil {
 		return nil, err
 	}
 	return gatedStream{st, g.gate}, nil
 }
 
-func (g gatedStorage) OpenExisting(scope, name string, ephemeral bool, now time.Time) (store.Stream, error) {
-	st, err := g.Storage.OpenExisting(scope, name, ephemeral, now)
+func (g gatedStorage) OpenExisting(scope, name string, now time.Time) (store.Stream, error) {
+	st, err := g.Storage.OpenExisting(scope, name, now)
 	if err != nil {
 		return nil, err
 	}

@@ -10,18 +10,19 @@ import (
 	"github.com/switchyard-dev/switchyard/bus/auth"
 )
 
-func init() {
+// newAuthCmd builds switchyard auth and its subcommands.
+func newAuthCmd() *cobra.Command {
 	a := &cobra.Command{
 		Use:   "auth",
 		Short: "Make NATS users and permissions for every role (see docs/security.md)",
 		Args:  cobra.NoArgs,
 		RunE:  func(cmd *cobra.Command, args []string) error { return cmd.Help() },
 	}
-	a.AddCommand(authInitCmd())
-	rootCmd.AddCommand(a)
+	a.AddCommand(newAuthInitCmd())
+	return a
 }
 
-func authInitCmd() *cobra.Command {
+func newAuthInitCmd() *cobra.Command {
 	var idsFlag, service string
 	var tenants []string
 	var nkey bool

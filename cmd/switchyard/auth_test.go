@@ -306,7 +306,7 @@ func TestAuthTLSNeedsCA(t *testing.T) {
 // or an explicit --insecure.
 func TestUpRefusesOpenNetworkBus(t *testing.T) {
 	t.Parallel()
-	_, stderr, code := run(t, cli(t, "up", "--host", "0.0.0.0", "--nats-port", strconv.Itoa(freePort(t)), "--data", t.TempDir()))
+	_, stderr, code := execute(t, "up", "--host", "0.0.0.0", "--nats-port", strconv.Itoa(freePort(t)), "--data", t.TempDir())
 	if code != exitUsage || !strings.Contains(stderr, "--auth") || !strings.Contains(stderr, "--insecure") {
 		t.Fatalf("up --host 0.0.0.0: exit %d, stderr %q", code, stderr)
 	}

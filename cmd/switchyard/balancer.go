@@ -12,10 +12,11 @@ import (
 	"github.com/switchyard-dev/switchyard/web/metrics"
 )
 
-func init() {
-	var nf natsFlags
+// newBalancerCmd builds switchyard balancer.
+func newBalancerCmd() *cobra.Command {
+	var natsOpts natsFlags
 	var idsFlag, placementName string
-	var hf httpFlags
+	var httpOpts httpFlags
 	cmd := &cobra.Command{
 		Use:   "balancer",
 		Short: "Answer {service}.{scope}.id with the id of the persist server that owns the scope",
@@ -35,19 +36,19 @@ Try it with the plain NATS client:  nats req persist.hub.id ''`,
 			if err != nil {
 				return err
 			}
-			if err := hf.validate(false); err != nil {
+			if err := httpOpts.validate(false); err != nil {
 				return err
 			}
-			nc, err := nf.connectRole("switchyard-balancer", 0)
+			nc, err := natsOpts.connectRole("switchyard-balancer", 0)
 			if err != nil {
 				return err
 			}
 			defer nc.Close()
-			b, err := placement.NewBalancer(placement.BalancerConfig{Conn: nc, IDs: ids, Placement: fn, Service: nf.service})
+			b, err := placement.NewBalancer(placement.BalancerConfig{Conn: nc, IDs: ids, Placement: fn, Service: natsOpts.service})
 			if err != nil {
 				return err
 			}
-			ph := newProcHTTP(hf)
+			ph := newProcHTTP(httpOpts)
 			ph.checkBus("balancer", nc)
 			ph.addMetrics(func(r *metrics.Registry) { r.AddBalancer(b) })
 			if err := ph.start(cmd.Context()); err != nil {
@@ -58,7 +59,7 @@ Try it with the plain NATS client:  nats req persist.hub.id ''`,
 				return err
 			}
 			ph.rolesStarted()
-			slog.Info("balancer running", "nats", nc.ConnectedUrlRedacted(), "subject", nf.service+".*.id", "ids", ids, "placement", placementName)
+			slog.Info("balancer running", "nats", nc.ConnectedUrlRedacted(), "subject", natsOpts.service+".*.id", "ids", ids, "placement", placementName)
 			<-cmd.Context().Done()
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
@@ -69,9 +70,9 @@ Try it with the plain NATS client:  nats req persist.hub.id ''`,
 			return nil
 		},
 	}
-	nf.registerServer(cmd)
+	natsOpts.registerServer(cmd)
 	cmd.Flags().StringVar(&idsFlag, "ids", "0,1", "comma-separated persist server ids, in the order every party agrees on")
-	hf.register(cmd, "")
+	httpOpts.register(cmd, "")
 	cmd.Flags().StringVar(&placementName, "placement", placement.NameRendezvous, "placement function: rendezvous (default; adding a server moves ~1/n of scopes) or modulo (compatible with the original rule)")
-	rootCmd.AddCommand(cmd)
+	return cmd
 }

@@ -8,7 +8,8 @@ import (
 	"github.com/switchyard-dev/switchyard/bench"
 )
 
-func init() {
+// newBenchFeedCmd builds switchyard bench feed.
+func newBenchFeedCmd() *cobra.Command {
 	var cfg bench.FeedConfig
 	var watchers string
 	cmd := &cobra.Command{
@@ -44,5 +45,5 @@ Target (not a test): our p99 no worse than JetStream's (ratio <= 1.0).`,
 	cmd.Flags().IntVar(&cfg.ValueSize, "value-size", 128, "bytes per value")
 	cmd.Flags().IntVar(&cfg.Conns, "conns", 1, "NATS connections each side spreads its watchers over (round robin)")
 	cmd.Flags().StringVar(&cfg.Dir, "dir", "", "directory for SQLite and JetStream files (default: a temp dir)")
-	benchCmd.AddCommand(cmd)
+	return cmd
 }

@@ -26,7 +26,8 @@ import (
 	"github.com/switchyard-dev/switchyard/forward"
 )
 
-func init() {
+// newBenchForwardCmd builds switchyard bench forward.
+func newBenchForwardCmd() *cobra.Command {
 	var anchor string
 	var loopItems int
 	var slow slowPeerConfig
@@ -95,7 +96,7 @@ signed >= 0.8x unsigned.`,
 	cmd.Flags().IntVar(&loopItems, "loop-items", 200_000, "items per loopback send run")
 	cmd.Flags().StringSliceVar(&only, "only", nil, "run only these parts: queue, slow-peer, loopback (default all)")
 	cmd.Flags().IntVar(&runs, "runs", 3, "runs of each queue workload per side, taking turns; the best of each side is reported")
-	benchCmd.AddCommand(cmd)
+	return cmd
 }
 
 // fwdResult is one workload's figures, ours or the anchor's (the anchor

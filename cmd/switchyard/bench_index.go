@@ -10,7 +10,8 @@ import (
 	"github.com/switchyard-dev/switchyard/bench"
 )
 
-func init() {
+// newBenchIndexCmd builds switchyard bench index.
+func newBenchIndexCmd() *cobra.Command {
 	var cfg bench.IndexConfig
 	var sizes string
 	var queries int
@@ -66,5 +67,5 @@ what downloaders send (p50, p99). Target: p99 <= 50 ms at 1,000,000 releases
 	cmd.Flags().Int64Var(&cfg.Chunk, "chunk", 1_000, "articles per OVER command")
 	cmd.Flags().StringVar(&sizes, "search", "100000", "comma-separated release counts of the search indexes to time (0: none)")
 	cmd.Flags().IntVar(&queries, "queries", 2000, "t=search queries timed per index")
-	benchCmd.AddCommand(cmd)
+	return cmd
 }

@@ -14,7 +14,8 @@ import (
 	"github.com/switchyard-dev/switchyard/work"
 )
 
-func init() {
+// newBenchIngestCmd builds switchyard bench ingest.
+func newBenchIngestCmd() *cobra.Command {
 	var cfg bench.IngestConfig
 	var conns, delays, indexer string
 	cmd := &cobra.Command{
@@ -85,5 +86,5 @@ indexer, >= 0.7x with the usenet indexer.`,
 	cmd.Flags().Int64Var(&cfg.Chunk, "chunk", 1_000, "articles per OVER command and spool message")
 	cmd.Flags().StringVar(&cfg.Dir, "data", "", "directory for the persist data (default: a temp dir)")
 	cmd.Flags().StringVar(&indexer, "indexer", "count", "the workers' indexer: count or usenet")
-	benchCmd.AddCommand(cmd)
+	return cmd
 }

@@ -17,7 +17,8 @@ import (
 
 const benchNNTPGroup = "alt.binaries.bench"
 
-func init() {
+// newBenchNNTPCmd builds switchyard bench nntp.
+func newBenchNNTPCmd() *cobra.Command {
 	var lines, chunk int64
 	var rounds int
 	cmd := &cobra.Command{
@@ -43,7 +44,7 @@ lines/s. Target (not a test): ours >= 0.9x raw.`,
 	cmd.Flags().Int64Var(&lines, "lines", 200_000, "overview lines read per run")
 	cmd.Flags().Int64Var(&chunk, "chunk", 20_000, "articles per OVER command")
 	cmd.Flags().IntVar(&rounds, "rounds", 3, "runs per case (best one counts)")
-	benchCmd.AddCommand(cmd)
+	return cmd
 }
 
 // runBenchNNTP writes the table on out; p shows each case's rounds, both

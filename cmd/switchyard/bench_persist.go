@@ -10,7 +10,8 @@ import (
 	"github.com/switchyard-dev/switchyard/bench"
 )
 
-func init() {
+// newBenchPersistCmd builds switchyard bench persist.
+func newBenchPersistCmd() *cobra.Command {
 	var cfg bench.PersistConfig
 	var clients string
 	var secure bool
@@ -54,7 +55,7 @@ Target: the secured bus keeps >= 0.9x (costs at most 10 %).`,
 	cmd.Flags().IntVar(&cfg.Batch, "batch", 1000, "messages per setMany / async publish batch")
 	cmd.Flags().BoolVar(&secure, "auth", false, "compare a bus with per-role users and TLS against an open one instead of persist against JetStream")
 	cmd.Flags().StringVar(&cfg.Dir, "dir", "", "directory for SQLite and JetStream files (default: a temp dir)")
-	benchCmd.AddCommand(cmd)
+	return cmd
 }
 
 // positiveInts parses a comma-separated list of positive integers given to

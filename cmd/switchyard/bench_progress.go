@@ -7,12 +7,34 @@ import (
 	"github.com/switchyard-dev/switchyard/internal/progress"
 )
 
-// benchNoProgress is bench's --no-progress, shared by every benchmark.
-var benchNoProgress bool
-
-func init() {
-	benchCmd.PersistentFlags().BoolVar(&benchNoProgress, "no-progress", false, "no progress of each phase on stderr (the results on stdout are the same)")
+// newBenchCmd builds switchyard bench, which groups the side-by-side
+// benchmarks (switchyard bench persist|forward|nntp|...).
+func newBenchCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Run side-by-side benchmarks against their anchors",
+		Long: `Each benchmark measures switchyard and its anchor (for example JetStream) on the
+same load in the same run and prints both figures and their ratio.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error { return cmd.Help() },
+	}
+	// Shared by every benchmark: benchProgress reads it from the command.
+	cmd.PersistentFlags().Bool(noProgressFlag, false, "no progress of each phase on stderr (the results on stdout are the same)")
+	cmd.AddCommand(
+		newBenchFeedCmd(),
+		newBenchForwardCmd(),
+		newBenchIndexCmd(),
+		newBenchIngestCmd(),
+		newBenchNNTPCmd(),
+		newBenchPersistCmd(),
+		newBenchWSCmd(),
+		newBenchWSClientsCmd(),
+	)
+	return cmd
 }
+
+// noProgressFlag is bench's persistent --no-progress.
+const noProgressFlag = "no-progress"
 
 // progressMode is Off when the user asked for quiet, else Auto: a bar on a
 // terminal, a line every few seconds and one per finished phase otherwise.
@@ -28,7 +50,8 @@ func progressMode(off bool) progress.Mode {
 // that scripts and tests parse.
 func benchProgress(cmd *cobra.Command) bench.Progress {
 	name := "bench " + cmd.Name()
-	mode := progressMode(benchNoProgress)
+	off, _ := cmd.Flags().GetBool(noProgressFlag) // false when absent: the progress shows
+	mode := progressMode(off)
 	return func(label string, total int64, unit string) bench.Meter {
 		return progress.New(cmd.ErrOrStderr(), total, unit, progress.Options{Label: name + ": " + label, Mode: mode})
 	}

@@ -11,7 +11,8 @@ import (
 	"github.com/switchyard-dev/switchyard/bench"
 )
 
-func init() {
+// newBenchWSCmd builds switchyard bench ws.
+func newBenchWSCmd() *cobra.Command {
 	var cfg bench.WSConfig
 	var quick, inProcess bool
 	var cpuProfile, blockProfile, mutexProfile string
@@ -68,8 +69,12 @@ both sides (an upper bound).`,
 	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (gateway, clients and Go side) to this file")
 	cmd.Flags().StringVar(&blockProfile, "blockprofile", "", "write a block profile of the whole run to this file")
 	cmd.Flags().StringVar(&mutexProfile, "mutexprofile", "", "write a mutex contention profile of the whole run to this file")
-	benchCmd.AddCommand(cmd)
+	return cmd
+}
 
+// newBenchWSClientsCmd builds the hidden bench ws-clients, the child process
+// bench ws starts to hold its idle watchers.
+func newBenchWSClientsCmd() *cobra.Command {
 	var u string
 	var n int
 	clients := &cobra.Command{
@@ -83,7 +88,7 @@ both sides (an upper bound).`,
 	}
 	clients.Flags().StringVar(&u, "url", "", "watch URL")
 	clients.Flags().IntVar(&n, "n", 1, "watchers")
-	benchCmd.AddCommand(clients)
+	return clients
 }
 
 // startProfiles starts the profiles whose file names are not empty and

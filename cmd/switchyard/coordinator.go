@@ -12,18 +12,25 @@ import (
 	"github.com/switchyard-dev/switchyard/work"
 )
 
-func init() {
-	var nf natsFlags
-	var pf providerFlags
-	var wf workFlags
-	var shard, source string
-	var hf httpFlags
+// newCoordinatorCmd builds switchyard coordinator and its run.
+func newCoordinatorCmd() *cobra.Command {
 	coordinatorCmd := &cobra.Command{
 		Use:   "coordinator",
 		Short: "Plan and prefetch ranges of NNTP articles for the workers",
 		Args:  cobra.NoArgs,
 		RunE:  func(cmd *cobra.Command, args []string) error { return cmd.Help() },
 	}
+	coordinatorCmd.AddCommand(newCoordinatorRunCmd())
+	return coordinatorCmd
+}
+
+// newCoordinatorRunCmd builds switchyard coordinator run.
+func newCoordinatorRunCmd() *cobra.Command {
+	var natsOpts natsFlags
+	var providerOpts providerFlags
+	var workOpts workFlags
+	var shard, source string
+	var httpOpts httpFlags
 	run := &cobra.Command{
 		Use:   "run",
 		Short: "Run one coordinator shard: prefetch its ranges into the spool; shard 1 also plans",
@@ -45,26 +52,26 @@ close the connections, leave the share, exit 0.`,
 			if err != nil {
 				return usageError{err}
 			}
-			ncfg, groups, err := pf.config()
+			ncfg, groups, err := providerOpts.config()
 			if err != nil {
 				return err
 			}
-			if err := wf.validatePlan(); err != nil {
+			if err := workOpts.validatePlan(); err != nil {
 				return err
 			}
 			if err := checkSource(source); err != nil {
 				return err
 			}
-			if err := hf.validate(false); err != nil {
+			if err := httpOpts.validate(false); err != nil {
 				return err
 			}
-			ph := newProcHTTP(hf)
-			st, done, err := nf.workStore("switchyard-coordinator-"+sh.String(), source, ph)
+			ph := newProcHTTP(httpOpts)
+			st, done, err := natsOpts.workStore("switchyard-coordinator-"+sh.String(), source, ph)
 			if err != nil {
 				return err
 			}
 			defer done()
-			co, err := newCoordinator(st, ncfg, groups, pf.conns, sh, wf, slog.Default())
+			co, err := newCoordinator(st, ncfg, groups, providerOpts.conns, sh, workOpts, slog.Default())
 			if err != nil {
 				return err
 			}
@@ -80,29 +87,28 @@ close the connections, leave the share, exit 0.`,
 	}
 	run.Flags().StringVar(&shard, "shard", "1/1", "this process's part of the prefetching, `SHARD` i/n: ranges with id % n == i-1; only shard 1 plans")
 	sourceFlag(run, &source)
-	pf.register(run, true)
-	wf.registerPlan(run)
-	wf.registerLease(run)
-	nf.registerServer(run)
-	hf.register(run, "")
-	coordinatorCmd.AddCommand(run)
-	rootCmd.AddCommand(coordinatorCmd)
+	providerOpts.register(run, true)
+	workOpts.registerPlan(run)
+	workOpts.registerLease(run)
+	natsOpts.registerServer(run)
+	httpOpts.register(run, "")
+	return run
 }
 
 // newCoordinator makes the pool and the coordinator of one shard.
-func newCoordinator(st *work.Store, ncfg nntp.Config, groups work.Groups, conns int, sh work.Shard, wf workFlags, log *slog.Logger) (*work.Coordinator, error) {
+func newCoordinator(st *work.Store, ncfg nntp.Config, groups work.Groups, conns int, sh work.Shard, workOpts workFlags, log *slog.Logger) (*work.Coordinator, error) {
 	pool, err := nntp.NewPool(nntp.PoolConfig{Conn: ncfg, Size: 1})
 	if err != nil {
 		return nil, usageError{err}
 	}
 	return work.NewCoordinator(st, pool, work.CoordinatorConfig{
 		Shard:          sh,
-		Planner:        work.PlannerConfig{Groups: groups, RangeSize: wf.rangeSize, HistoryDepth: wf.depth},
-		Prefetch:       work.PrefetchConfig{Ahead: wf.ahead, Chunk: wf.chunk},
-		Lease:          work.LeaseConfig{TTL: wf.leaseTTL, AbandonedEvery: wf.abandonedEvery},
-		Share:          work.ShareConfig{Limit: conns, Max: conns, Every: wf.shareEvery},
-		TailEvery:      wf.tailEvery,
-		AbandonedEvery: wf.abandonedEvery,
+		Planner:        work.PlannerConfig{Groups: groups, RangeSize: workOpts.rangeSize, HistoryDepth: workOpts.depth},
+		Prefetch:       work.PrefetchConfig{Ahead: workOpts.ahead, Chunk: workOpts.chunk},
+		Lease:          work.LeaseConfig{TTL: workOpts.leaseTTL, AbandonedEvery: workOpts.abandonedEvery},
+		Share:          work.ShareConfig{Limit: conns, Max: conns, Every: workOpts.shareEvery},
+		TailEvery:      workOpts.tailEvery,
+		AbandonedEvery: workOpts.abandonedEvery,
 		Logger:         log,
 	})
 }

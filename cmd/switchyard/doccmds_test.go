@@ -91,7 +91,7 @@ func checkDocLine(line string) error {
 	for i, w := range words {
 		words[i] = strings.TrimSuffix(strings.TrimPrefix(w, "["), "]")
 	}
-	c := rootCmd
+	c := newRootCmd()
 	i := 1 // words[0] is "switchyard"
 	for ; i < len(words); i++ {
 		sub := findSub(c, words[i])

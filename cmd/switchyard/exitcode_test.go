@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"testing"
@@ -33,7 +34,7 @@ func TestRuntimeErrorWordsAreNotUsage(t *testing.T) {
 		{"not found in words only", errors.New("open /x: no such file or directory (not found)"), exitRuntime},
 	}
 	for _, c := range cases {
-		if got := exitCode(c.err); got != c.code {
+		if got := exitCode(io.Discard, c.err); got != c.code {
 			t.Errorf("%s: exit %d, want %d", c.name, got, c.code)
 		}
 	}
@@ -69,7 +70,7 @@ func TestRootHelpListsExitCodes(t *testing.T) {
 		word string
 	}{{0, "success"}, {exitRuntime, "run-time"}, {exitUsage, "usage"}, {exitNotFound, "not found"}} {
 		line := fmt.Sprintf("  %d  %s", c.code, c.word)
-		if !strings.Contains(rootCmd.Long, line) {
+		if !strings.Contains(newRootCmd().Long, line) {
 			t.Errorf("root help lacks %q", line)
 		}
 		row := fmt.Sprintf("| %d | %s", c.code, c.word)

@@ -16,7 +16,8 @@ import (
 	"github.com/switchyard-dev/switchyard/forward"
 )
 
-func init() {
+// newForwardCmd builds switchyard forward and its demo.
+func newForwardCmd() *cobra.Command {
 	forwardCmd := &cobra.Command{
 		Use:   "forward",
 		Short: "Per-peer batching between regions (bounded, signed)",
@@ -26,7 +27,12 @@ delivery reported by a gap marker. See docs/forward.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error { return cmd.Help() },
 	}
+	forwardCmd.AddCommand(newForwardDemoCmd())
+	return forwardCmd
+}
 
+// newForwardDemoCmd builds switchyard forward demo.
+func newForwardDemoCmd() *cobra.Command {
 	var d demoConfig
 	demo := &cobra.Command{
 		Use:   "demo",
@@ -54,8 +60,7 @@ what us received. Stops on Ctrl-C or after --duration.`,
 	demo.Flags().IntVar(&d.maxQueued, "max-queued", forward.MaxQueuedDefault, "items held for the peer before the oldest are shed")
 	demo.Flags().IntVar(&d.maxInFlight, "max-in-flight", forward.MaxInFlightDefault, "batches sent to the peer and not yet answered")
 	demo.Flags().IntVar(&d.subs, "subs", 16, "distinct subscriptions the deliveries belong to")
-	forwardCmd.AddCommand(demo)
-	rootCmd.AddCommand(forwardCmd)
+	return demo
 }
 
 type demoConfig struct {

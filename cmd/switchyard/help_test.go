@@ -51,7 +51,7 @@ func TestHelpFlagValueNames(t *testing.T) {
 			}
 		}
 	}
-	walk(rootCmd)
+	walk(newRootCmd())
 	for _, c := range cmds {
 		path := c.CommandPath()
 		args := append(strings.Fields(path)[1:], "--help")
@@ -65,7 +65,7 @@ func TestHelpFlagValueNames(t *testing.T) {
 		c.InheritedFlags().VisitAll(func(f *pflag.Flag) { defined[f.Name] = f })
 		t.Run(strings.ReplaceAll(path, " ", "_"), func(t *testing.T) {
 			t.Parallel()
-			out, stderr, code := run(t, cli(t, args...))
+			out, stderr, code := execute(t, args...)
 			if code != 0 {
 				t.Fatalf("%v: exit %d: %s", args, code, stderr)
 			}

@@ -289,7 +289,7 @@ func TestHTTPNonLoopbackRefused(t *testing.T) {
 		{"balancer", "--http", "0.0.0.0:0"},
 		{"persist", "serve", "--http", "0.0.0.0:0"},
 	} {
-		_, stderr, code := run(t, cli(t, args...))
+		_, stderr, code := execute(t, args...)
 		if code != exitUsage || !strings.Contains(stderr, "--http-insecure") {
 			t.Errorf("%v: exit %d, %q; want a usage error naming --http-insecure", args, code, stderr)
 		}

@@ -12,8 +12,8 @@ import (
 	"github.com/switchyard-dev/switchyard/persist"
 )
 
-func init() {
-	var nf natsFlags
+// newKVCmd builds switchyard kv and its subcommands.
+func newKVCmd() *cobra.Command {
 	kv := &cobra.Command{
 		Use:   "kv",
 		Short: "Read and write key-value data in a persist stream",
@@ -23,7 +23,13 @@ holds the current value of each key. They talk to a running ` + "`switchyard up`
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error { return cmd.Help() },
 	}
+	kv.AddCommand(newKVSetCmd(), newKVGetCmd(), newKVDelCmd(), newKVKeysCmd())
+	return kv
+}
 
+// newKVSetCmd builds switchyard kv set.
+func newKVSetCmd() *cobra.Command {
+	var natsOpts natsFlags
 	var prev int64
 	set := &cobra.Command{
 		Use:   "set SCOPE STREAM KEY VALUE",
@@ -32,13 +38,8 @@ holds the current value of each key. They talk to a running ` + "`switchyard up`
   switchyard kv set hub settings theme light --prev-seq 3   # only if theme is still at seq 3`,
 		Args: cobra.ExactArgs(4),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkScope(args[0]); err != nil {
+			if err := checkScopeKey(args[0], args[2]); err != nil {
 				return err
-			}
-			if len(args) > 2 {
-				if err := checkKey(args[2]); err != nil {
-					return err
-				}
 			}
 			value, err := valueArg(cmd, args[3])
 			if err != nil {
@@ -52,7 +53,7 @@ holds the current value of each key. They talk to a running ` + "`switchyard up`
 				p := uint64(prev)
 				opts.PrevSeq = &p
 			}
-			return nf.with(cmd, func(ctx context.Context, c *persist.Client) error {
+			return natsOpts.with(cmd, func(ctx context.Context, c *persist.Client) error {
 				res, err := c.KV(args[0], args[1]).Set(ctx, args[2], value, opts)
 				if err != nil {
 					return err
@@ -63,7 +64,13 @@ holds the current value of each key. They talk to a running ` + "`switchyard up`
 		},
 	}
 	set.Flags().Int64Var(&prev, "prev-seq", 0, "compare-and-set: write only if the key's current seq is this (0 = key must not exist)")
+	natsOpts.registerClient(set)
+	return set
+}
 
+// newKVGetCmd builds switchyard kv get.
+func newKVGetCmd() *cobra.Command {
+	var natsOpts natsFlags
 	var raw bool
 	get := &cobra.Command{
 		Use:   "get SCOPE STREAM KEY",
@@ -75,15 +82,10 @@ stored bytes and nothing else, so binary values round-trip:
 A key that does not exist exits 3.`,
 		Args: cobra.ExactArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkScope(args[0]); err != nil {
+			if err := checkScopeKey(args[0], args[2]); err != nil {
 				return err
 			}
-			if len(args) > 2 {
-				if err := checkKey(args[2]); err != nil {
-					return err
-				}
-			}
-			return nf.with(cmd, func(ctx context.Context, c *persist.Client) error {
+			return natsOpts.with(cmd, func(ctx context.Context, c *persist.Client) error {
 				m, err := c.KV(args[0], args[1]).Get(ctx, args[2])
 				if err != nil {
 					return err
@@ -93,27 +95,34 @@ A key that does not exist exits 3.`,
 		},
 	}
 	get.Flags().BoolVar(&raw, "raw", false, "print exactly the stored bytes, with no newline added")
+	natsOpts.registerClient(get)
+	return get
+}
 
+// newKVDelCmd builds switchyard kv del.
+func newKVDelCmd() *cobra.Command {
+	var natsOpts natsFlags
 	del := &cobra.Command{
 		Use:   "del SCOPE STREAM KEY",
 		Short: "Delete KEY (succeeds quietly if it does not exist)",
 		Args:  cobra.ExactArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkScope(args[0]); err != nil {
+			if err := checkScopeKey(args[0], args[2]); err != nil {
 				return err
 			}
-			if len(args) > 2 {
-				if err := checkKey(args[2]); err != nil {
-					return err
-				}
-			}
-			return nf.with(cmd, func(ctx context.Context, c *persist.Client) error {
+			return natsOpts.with(cmd, func(ctx context.Context, c *persist.Client) error {
 				_, err := c.KV(args[0], args[1]).Delete(ctx, args[2])
 				return err
 			})
 		},
 	}
+	natsOpts.registerClient(del)
+	return del
+}
 
+// newKVKeysCmd builds switchyard kv keys.
+func newKVKeysCmd() *cobra.Command {
+	var natsOpts natsFlags
 	var asJSON bool
 	keys := &cobra.Command{
 		Use:   "keys SCOPE STREAM",
@@ -123,12 +132,7 @@ A key that does not exist exits 3.`,
 			if err := checkScope(args[0]); err != nil {
 				return err
 			}
-			if len(args) > 2 {
-				if err := checkKey(args[2]); err != nil {
-					return err
-				}
-			}
-			return nf.with(cmd, func(ctx context.Context, c *persist.Client) error {
+			return natsOpts.with(cmd, func(ctx context.Context, c *persist.Client) error {
 				ks, err := c.KV(args[0], args[1]).Keys(ctx)
 				if err != nil {
 					return err
@@ -144,12 +148,8 @@ A key that does not exist exits 3.`,
 		},
 	}
 	keys.Flags().BoolVar(&asJSON, "json", false, "print a JSON array")
-
-	for _, c := range []*cobra.Command{set, get, del, keys} {
-		nf.registerClient(c)
-		kv.AddCommand(c)
-	}
-	rootCmd.AddCommand(kv)
+	natsOpts.registerClient(keys)
+	return keys
 }
 
 // writeValue prints a value for get: exactly its bytes with raw, else

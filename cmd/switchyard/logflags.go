@@ -17,11 +17,6 @@ const (
 	logLevelEnv  = "SWITCHYARD_LOG_LEVEL"
 )
 
-var (
-	logFormatFlag string // --log-format: text or json
-	logLevelFlag  string // --log-level: debug, info, warn or error
-)
-
 // logLevels maps the accepted --log-level words to slog levels.
 var logLevels = map[string]slog.Level{
 	"debug": slog.LevelDebug,
@@ -31,15 +26,31 @@ var logLevels = map[string]slog.Level{
 }
 
 func init() {
-	pf := rootCmd.PersistentFlags()
-	pf.StringVar(&logFormatFlag, "log-format", "text", "log line `FORMAT` on stderr: text or json (or $"+logFormatEnv+")")
-	pf.StringVar(&logLevelFlag, "log-level", "info", "lowest log `LEVEL` written: debug, info, warn or error (or $"+logLevelEnv+")")
+	// A subcommand's own persistent hook would otherwise replace the
+	// root's, and logging would stay unconfigured under it. Set once here,
+	// not per built tree: it is cobra's global.
+	cobra.EnableTraverseRunHooks = true
+}
+
+// logFlags holds the root's log flags.
+type logFlags struct {
+	format string // --log-format: text or json
+	level  string // --log-level: debug, info, warn or error
+}
+
+// addLogFlags registers the log flags on root and sets up logging before
+// any command of its tree runs.
+func addLogFlags(root *cobra.Command) {
+	var lf logFlags
+	flags := root.PersistentFlags()
+	flags.StringVar(&lf.format, "log-format", "text", "log line `FORMAT` on stderr: text or json (or $"+logFormatEnv+")")
+	flags.StringVar(&lf.level, "log-level", "info", "lowest log `LEVEL` written: debug, info, warn or error (or $"+logLevelEnv+")")
 
 	// Chain whatever hook the root already has, so adding one elsewhere
 	// does not silently drop the log set-up (or this file drop it).
-	prev := rootCmd.PersistentPreRunE
-	rootCmd.PersistentPreRunE = func(cmd *cobra.Command, args []string) error {
-		if err := setupLogging(cmd); err != nil {
+	prev := root.PersistentPreRunE
+	root.PersistentPreRunE = func(cmd *cobra.Command, args []string) error {
+		if err := setupLogging(cmd, lf); err != nil {
 			return err
 		}
 		if prev != nil {
@@ -47,16 +58,13 @@ func init() {
 		}
 		return nil
 	}
-	// A subcommand's own persistent hook would otherwise replace the
-	// root's, and logging would stay unconfigured under it.
-	cobra.EnableTraverseRunHooks = true
 }
 
 // setupLogging installs the slog default handler the flags (or, for a flag
 // not given, the environment) ask for, writing to the command's stderr.
-func setupLogging(cmd *cobra.Command) error {
-	format := logSetting(cmd, "log-format", logFormatEnv, logFormatFlag)
-	level := logSetting(cmd, "log-level", logLevelEnv, logLevelFlag)
+func setupLogging(cmd *cobra.Command, lf logFlags) error {
+	format := logSetting(cmd, "log-format", logFormatEnv, lf.format)
+	level := logSetting(cmd, "log-level", logLevelEnv, lf.level)
 	h, err := newLogHandler(cmd.ErrOrStderr(), format, level)
 	if err != nil {
 		return err

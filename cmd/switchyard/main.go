@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strings"
@@ -47,12 +48,14 @@ func usagef(format string, args ...any) error {
 	return usageError{fmt.Errorf(format, args...)}
 }
 
-// rootCmd is the top of the command tree. Subcommands register themselves
-// from init functions in their own files (rootCmd.AddCommand).
-var rootCmd = &cobra.Command{
-	Use:   "switchyard",
-	Short: "A backbone for services that run as a fleet",
-	Long: `switchyard routes each scope to the persist server that owns it, keeps durable
+// newRootCmd builds the whole command tree: the root with its log flags,
+// every subcommand, flag and argument errors marked as usage errors. Each
+// call builds a fresh tree, so tests can run commands in-process.
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "switchyard",
+		Short: "A backbone for services that run as a fleet",
+		Long: `switchyard routes each scope to the persist server that owns it, keeps durable
 streams and key-value data per scope, forwards events between regions, and hands
 ranges of NNTP articles to workers under fenced leases, all over NATS. It also
 has NNTP tools and side-by-side benchmarks.
@@ -60,42 +63,48 @@ has NNTP tools and side-by-side benchmarks.
 Run everything embedded in one process with:  switchyard up
 
 ` + exitCodesHelp,
-	SilenceUsage:  true,
-	SilenceErrors: true,
-}
-
-// benchCmd groups the side-by-side benchmarks (switchyard bench persist|forward|nntp|...).
-var benchCmd = &cobra.Command{
-	Use:   "bench",
-	Short: "Run side-by-side benchmarks against their anchors",
-	Long: `Each benchmark measures switchyard and its anchor (for example JetStream) on the
-same load in the same run and prints both figures and their ratio.`,
-	Args: cobra.NoArgs,
-	RunE: func(cmd *cobra.Command, args []string) error { return cmd.Help() },
-}
-
-func init() {
-	rootCmd.AddCommand(benchCmd)
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	addLogFlags(root)
+	root.AddCommand(
+		newAuthCmd(),
+		newBalancerCmd(),
+		newBenchCmd(),
+		newCoordinatorCmd(),
+		newForwardCmd(),
+		newKVCmd(),
+		newNNTPCmd(),
+		newPersistCmd(),
+		newStreamCmd(),
+		newUpCmd(),
+		newUsenetCmd(),
+		newWatchCmd(),
+		newWorkCmd(),
+		newWorkerCmd(),
+	)
 	// Flag parse errors are usage errors.
-	rootCmd.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
 		return usageError{err}
 	})
+	markArgErrors(root)
+	return root
 }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	markArgErrors(rootCmd)
-	err := rootCmd.ExecuteContext(ctx)
+	root := newRootCmd()
+	err := root.ExecuteContext(ctx)
 	stop()
-	os.Exit(exitCode(err))
+	os.Exit(exitCode(root.ErrOrStderr(), err))
 }
 
 // exitCode prints err as one line on stderr and maps it to the exit code.
-func exitCode(err error) int {
+func exitCode(stderr io.Writer, err error) int {
 	if err == nil {
 		return 0
 	}
-	fmt.Fprintln(os.Stderr, "switchyard: "+err.Error())
+	fmt.Fprintln(stderr, "switchyard: "+err.Error())
 	var ue usageError
 	switch {
 	case errors.As(err, &ue) || isCobraUsage(err):

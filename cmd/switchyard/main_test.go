@@ -6,12 +6,15 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,7 +30,70 @@ func TestMain(m *testing.M) {
 		main()
 		return
 	}
+	// The children run without it (cli); so do the commands run in this
+	// process (execute).
+	os.Unsetenv("SWITCHYARD_NATS_URL")
 	os.Exit(m.Run())
+}
+
+// inProcessMu serialises the commands run in this process: the root's log
+// set-up replaces the process-wide slog (and log) default, which execute
+// restores after each command.
+var inProcessMu sync.Mutex
+
+// inProcessBound ends a command run in this process that did not end by
+// itself (a usage error that a bug let through to a server), so the test
+// fails instead of hanging.
+const inProcessBound = 2 * time.Minute
+
+// execute runs the switchyard command with args in this process, as main
+// does: a fresh tree from newRootCmd, stdin empty, stdout and stderr
+// captured, the error printed and mapped to the exit code by exitCode. It
+// is for commands that need no process of their own: help, usage errors,
+// exit codes, parsing. Signals, up and servers that outlive a call need cli.
+func execute(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	inProcessMu.Lock()
+	defer inProcessMu.Unlock()
+	logger, logOut, logFlags := slog.Default(), log.Writer(), log.Flags()
+	defer func() {
+		slog.SetDefault(logger)
+		log.SetOutput(logOut)
+		log.SetFlags(logFlags)
+	}()
+
+	ctx, cancel := context.WithTimeout(t.Context(), inProcessBound)
+	defer cancel()
+	var out, errb lockedBuffer
+	root := newRootCmd()
+	root.SetArgs(args)
+	root.SetIn(strings.NewReader(""))
+	root.SetOut(&out)
+	root.SetErr(&errb)
+	code = exitCode(root.ErrOrStderr(), root.ExecuteContext(ctx))
+	if ctx.Err() == context.DeadlineExceeded {
+		t.Errorf("%v did not end within %v", args, inProcessBound)
+	}
+	return out.String(), errb.String(), code
+}
+
+// lockedBuffer is a bytes.Buffer safe to write from the goroutines of
+// whatever logs through the slog default while a command runs.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // cli prepares the switchyard command with args as a child process.
@@ -88,7 +154,7 @@ func TestExitCodes(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			_, stderr, code := run(t, cli(t, c.args...))
+			_, stderr, code := execute(t, c.args...)
 			if code != c.code {
 				t.Fatalf("exit %d, want %d; stderr %q", code, c.code, stderr)
 			}
@@ -120,11 +186,11 @@ func TestEveryCommandHasHelp(t *testing.T) {
 			}
 		}
 	}
-	walk(rootCmd)
+	walk(newRootCmd())
 	for _, p := range paths {
 		t.Run(strings.Join(p[:len(p)-1], "_"), func(t *testing.T) {
 			t.Parallel()
-			out, stderr, code := run(t, cli(t, p...))
+			out, stderr, code := execute(t, p...)
 			if code != 0 || !strings.Contains(out, "Usage:") {
 				t.Errorf("%v: exit %d, stdout %q, stderr %q", p, code, out, stderr)
 			}
@@ -202,5 +268,47 @@ func waitExit(t *testing.T, cmd *exec.Cmd) int {
 		_ = cmd.Process.Kill()
 		t.Fatalf("%v did not exit", cmd.Args)
 		return -1
+	}
+}
+
+// TestExecuteIsMain: a command run in this process (execute) prints and
+// exits as the binary does (cli), so the tests moved in-process still test
+// what a user sees.
+func TestExecuteIsMain(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"kv", "--help"},
+		{"frobnicate"},
+		{"kv", "get", "hub"},
+		{"up", "--bogus"},
+		{"usenet", "parse", `[04/15] - "k2j3h4g5f6.r02" yEnc (7/50)`, "--json"},
+		{"--log-level", "loud", "usenet", "parse", "x"},
+	} {
+		t.Run(strings.Join(args, "_"), func(t *testing.T) {
+			t.Parallel()
+			out, stderr, code := execute(t, args...)
+			wantOut, wantErr, wantCode := run(t, cli(t, args...))
+			if out != wantOut || stderr != wantErr || code != wantCode {
+				t.Errorf("in-process: exit %d, stdout %q, stderr %q\nprocess:    exit %d, stdout %q, stderr %q", code, out, stderr, wantCode, wantOut, wantErr)
+			}
+		})
+	}
+}
+
+// TestTreesAreIndependent: each newRootCmd builds its own commands and
+// flags, so a flag set in one run does not carry into the next.
+func TestTreesAreIndependent(t *testing.T) {
+	t.Parallel()
+	a, b := newRootCmd(), newRootCmd()
+	if err := a.PersistentFlags().Set("log-level", "debug"); err != nil {
+		t.Fatal(err)
+	}
+	if got := b.PersistentFlags().Lookup("log-level").Value.String(); got != "info" {
+		t.Fatalf("second tree's --log-level is %q after the first's was set, want the default info", got)
+	}
+	ka, _, _ := a.Find([]string{"kv", "get"})
+	kb, _, _ := b.Find([]string{"kv", "get"})
+	if ka == kb || ka.Flags().Lookup("nats") == kb.Flags().Lookup("nats") {
+		t.Fatal("the two trees share kv get or its --nats flag")
 	}
 }

@@ -177,6 +177,14 @@ func checkKey(key string) error {
 	return nil
 }
 
+// checkScopeKey checks the SCOPE and KEY arguments of a kv command.
+func checkScopeKey(scope, key string) error {
+	if err := checkScope(scope); err != nil {
+		return err
+	}
+	return checkKey(key)
+}
+
 // valueArg returns the bytes of a VALUE argument; "-" reads standard input.
 func valueArg(cmd *cobra.Command, v string) ([]byte, error) {
 	if v != "-" {

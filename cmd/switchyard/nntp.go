@@ -75,14 +75,19 @@ func (f *nntpFlags) dial(ctx context.Context) (*nntp.Conn, error) {
 	return nntp.Dial(ctx, cfg)
 }
 
-var nntpCmd = &cobra.Command{
-	Use:   "nntp",
-	Short: "Talk to a news server: list groups, read overview and headers, run a demo server",
-	Long: `Operator tools for NNTP providers. Every command dials --server host:port
+// newNNTPCmd builds switchyard nntp and its subcommands.
+func newNNTPCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "nntp",
+		Short: "Talk to a news server: list groups, read overview and headers, run a demo server",
+		Long: `Operator tools for NNTP providers. Every command dials --server host:port
 (plain, --tls for implicit TLS, --starttls), logs in with --user and the
 password in $SWITCHYARD_NNTP_PASS, and prints what it read on stdout.`,
-	Args: cobra.NoArgs,
-	RunE: func(cmd *cobra.Command, args []string) error { return cmd.Help() },
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error { return cmd.Help() },
+	}
+	cmd.AddCommand(newNNTPGroupsCmd(), newNNTPOverCmd(), newNNTPHeadCmd(), newNNTPServeDemoCmd())
+	return cmd
 }
 
 func newNNTPGroupsCmd() *cobra.Command {
@@ -281,9 +286,4 @@ With --user, AUTHINFO is required and the password is $SWITCHYARD_NNTP_PASS.`,
 	cmd.Flags().StringVar(&user, "user", "", "require AUTHINFO with this user")
 	cmd.Flags().IntVar(&maxConns, "max-conns", 0, "refuse connections beyond this many with 502 (0: no limit)")
 	return cmd
-}
-
-func init() {
-	nntpCmd.AddCommand(newNNTPGroupsCmd(), newNNTPOverCmd(), newNNTPHeadCmd(), newNNTPServeDemoCmd())
-	rootCmd.AddCommand(nntpCmd)
 }

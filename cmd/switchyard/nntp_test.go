@@ -50,7 +50,7 @@ func TestNNTPCommands(t *testing.T) {
 		t.Fatalf("wrong password: exit %d, stderr %q", code, stderr)
 	}
 	// Missing --server is a usage error.
-	if _, stderr, code := run(t, cli(t, "nntp", "groups")); code != exitUsage {
+	if _, stderr, code := execute(t, "nntp", "groups"); code != exitUsage {
 		t.Fatalf("no server: exit %d, stderr %q", code, stderr)
 	}
 }

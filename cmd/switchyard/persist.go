@@ -18,22 +18,23 @@ import (
 // drainTimeout bounds how long a stopping server waits for in-flight requests.
 const drainTimeout = 15 * time.Second
 
-func init() {
+// newPersistCmd builds switchyard persist and its subcommands.
+func newPersistCmd() *cobra.Command {
 	p := &cobra.Command{
 		Use:   "persist",
 		Short: "Run a persist server, or inspect a stream",
 		Args:  cobra.NoArgs,
 		RunE:  func(cmd *cobra.Command, args []string) error { return cmd.Help() },
 	}
-	p.AddCommand(persistServeCmd(), persistInventoryCmd())
-	rootCmd.AddCommand(p)
+	p.AddCommand(newPersistServeCmd(), newPersistInventoryCmd())
+	return p
 }
 
-func persistServeCmd() *cobra.Command {
-	var nf natsFlags
+func newPersistServeCmd() *cobra.Command {
+	var natsOpts natsFlags
 	var archiveEvery time.Duration
 	var id, idsFlag, dataDir, archiveDir, placementName string
-	var hf httpFlags
+	var httpOpts httpFlags
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the scopes placement gives this server id, storing them under --data",
@@ -65,16 +66,16 @@ closes its files.`,
 			if archiveEvery < 0 {
 				return usagef("--archive-every %s: must not be negative", archiveEvery)
 			}
-			if err := hf.validate(false); err != nil {
+			if err := httpOpts.validate(false); err != nil {
 				return err
 			}
-			nc, err := nf.connectRole("switchyard-persist-"+id, 0)
+			nc, err := natsOpts.connectRole("switchyard-persist-"+id, 0)
 			if err != nil {
 				return err
 			}
 			defer nc.Close()
-			ph := newProcHTTP(hf)
-			srv, err := server.New(server.Config{Conn: nc, ID: id, IDs: ids, Placement: fn, Service: nf.service, DataDir: dataDir, Archive: archiveDir, ArchiveEvery: archiveEvery, Observer: ph.persistObserver(id)})
+			ph := newProcHTTP(httpOpts)
+			srv, err := server.New(server.Config{Conn: nc, ID: id, IDs: ids, Placement: fn, Service: natsOpts.service, DataDir: dataDir, Archive: archiveDir, ArchiveEvery: archiveEvery, Observer: ph.persistObserver(id)})
 			if err != nil {
 				return err
 			}
@@ -106,19 +107,19 @@ closes its files.`,
 			return nc.Drain()
 		},
 	}
-	nf.registerServer(cmd)
+	natsOpts.registerServer(cmd)
 	cmd.Flags().StringVar(&id, "id", "0", "this server's id (one of --ids)")
 	cmd.Flags().StringVar(&idsFlag, "ids", "0,1", "all persist server ids, in the order every party agrees on")
 	cmd.Flags().StringVar(&dataDir, "data", "./switchyard-data", "directory for the SQLite files")
 	cmd.Flags().StringVar(&archiveDir, "archive", "", "directory for backup copies of the streams (optional; may be shared by servers)")
 	cmd.Flags().DurationVar(&archiveEvery, "archive-every", server.ArchiveEveryDefault, "how often streams changed since their last backup are copied to --archive")
 	cmd.Flags().StringVar(&placementName, "placement", placement.NameRendezvous, "placement function: rendezvous or modulo (must match the balancer)")
-	hf.register(cmd, "")
+	httpOpts.register(cmd, "")
 	return cmd
 }
 
-func persistInventoryCmd() *cobra.Command {
-	var nf natsFlags
+func newPersistInventoryCmd() *cobra.Command {
+	var natsOpts natsFlags
 	cmd := &cobra.Command{
 		Use:   "inventory SCOPE STREAM",
 		Short: "Print a stream's message count, bytes, last seq and non-default limits as JSON",
@@ -127,7 +128,7 @@ func persistInventoryCmd() *cobra.Command {
 			if err := checkScope(args[0]); err != nil {
 				return err
 			}
-			return nf.with(cmd, func(ctx context.Context, c *persist.Client) error {
+			return natsOpts.with(cmd, func(ctx context.Context, c *persist.Client) error {
 				inv, err := c.Stream(args[0], args[1]).Inventory(ctx)
 				if err != nil {
 					return err
@@ -138,6 +139,6 @@ func persistInventoryCmd() *cobra.Command {
 			})
 		},
 	}
-	nf.registerClient(cmd)
+	natsOpts.registerClient(cmd)
 	return cmd
 }

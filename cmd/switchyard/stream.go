@@ -13,8 +13,8 @@ import (
 	"github.com/switchyard-dev/switchyard/persist"
 )
 
-func init() {
-	var nf natsFlags
+// newStreamCmd builds switchyard stream and its subcommands.
+func newStreamCmd() *cobra.Command {
 	stream := &cobra.Command{
 		Use:   "stream",
 		Short: "Publish to, read, delete from and configure a persist stream",
@@ -24,7 +24,13 @@ They talk to a running ` + "`switchyard up`" + `, or to --nats URL / $SWITCHYARD
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error { return cmd.Help() },
 	}
+	stream.AddCommand(newStreamPubCmd(), newStreamGetCmd(), newStreamLsCmd(), newStreamConfigCmd(), newStreamDelCmd())
+	return stream
+}
 
+// newStreamPubCmd builds switchyard stream pub.
+func newStreamPubCmd() *cobra.Command {
+	var natsOpts natsFlags
 	var msgID, key string
 	var ttl time.Duration
 	pub := &cobra.Command{
@@ -44,7 +50,7 @@ They talk to a running ` + "`switchyard up`" + `, or to --nats URL / $SWITCHYARD
 			if err != nil {
 				return err
 			}
-			return nf.with(cmd, func(ctx context.Context, c *persist.Client) error {
+			return natsOpts.with(cmd, func(ctx context.Context, c *persist.Client) error {
 				res, err := c.Stream(args[0], args[1]).Set(ctx, value, persist.SetOptions{MsgID: msgID, Key: key, TTL: ttl})
 				if err != nil {
 					return err
@@ -57,7 +63,13 @@ They talk to a running ` + "`switchyard up`" + `, or to --nats URL / $SWITCHYARD
 	pub.Flags().StringVar(&msgID, "msg-id", "", "de-duplication id: a repeat within 2 minutes writes nothing")
 	pub.Flags().StringVar(&key, "key", "", "key: replaces the older message with this key")
 	pub.Flags().DurationVar(&ttl, "ttl", 0, "expire the message after this long (the stream must allow_msg_ttl)")
+	natsOpts.registerClient(pub)
+	return pub
+}
 
+// newStreamGetCmd builds switchyard stream get.
+func newStreamGetCmd() *cobra.Command {
+	var natsOpts natsFlags
 	var raw bool
 	get := &cobra.Command{
 		Use:   "get SCOPE STREAM SEQ",
@@ -75,7 +87,7 @@ does not exist (never written, deleted or expired) exits 3.`,
 			if err != nil || seq == 0 {
 				return usagef("SEQ %q: want a positive integer", args[2])
 			}
-			return nf.with(cmd, func(ctx context.Context, c *persist.Client) error {
+			return natsOpts.with(cmd, func(ctx context.Context, c *persist.Client) error {
 				m, err := c.Stream(args[0], args[1]).Get(ctx, seq)
 				if err != nil {
 					return err
@@ -85,7 +97,13 @@ does not exist (never written, deleted or expired) exits 3.`,
 		},
 	}
 	get.Flags().BoolVar(&raw, "raw", false, "print exactly the stored bytes, with no newline added")
+	natsOpts.registerClient(get)
+	return get
+}
 
+// newStreamLsCmd builds switchyard stream ls.
+func newStreamLsCmd() *cobra.Command {
+	var natsOpts natsFlags
 	var from, to uint64
 	var limit int
 	var asJSON bool
@@ -100,7 +118,7 @@ does not exist (never written, deleted or expired) exits 3.`,
 			if limit < 0 {
 				return usagef("--limit must be >= 0")
 			}
-			return nf.with(cmd, func(ctx context.Context, c *persist.Client) error {
+			return natsOpts.with(cmd, func(ctx context.Context, c *persist.Client) error {
 				w := stdout(cmd)
 				enc := json.NewEncoder(w)
 				_, err := c.Stream(args[0], args[1]).Scan(ctx, persist.Range{Start: from, End: to, Limit: limit}, func(m *persist.Message) error {
@@ -118,12 +136,8 @@ does not exist (never written, deleted or expired) exits 3.`,
 	ls.Flags().Uint64Var(&to, "to", 0, "last seq, inclusive (default: the last)")
 	ls.Flags().IntVar(&limit, "limit", 0, "at most this many messages (0 = all)")
 	ls.Flags().BoolVar(&asJSON, "json", false, "one JSON object per line")
-
-	for _, c := range []*cobra.Command{pub, get, ls, streamConfigCmd(&nf), streamDelCmd(&nf)} {
-		nf.registerClient(c)
-		stream.AddCommand(c)
-	}
-	rootCmd.AddCommand(stream)
+	natsOpts.registerClient(ls)
+	return ls
 }
 
 type lsLine struct {

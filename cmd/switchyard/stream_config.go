@@ -14,8 +14,9 @@ import (
 	"github.com/switchyard-dev/switchyard/persist"
 )
 
-// streamConfigCmd is `stream config SCOPE STREAM [--set KEY=VALUE ...]`.
-func streamConfigCmd(nf *natsFlags) *cobra.Command {
+// newStreamConfigCmd builds `stream config SCOPE STREAM [--set KEY=VALUE ...]`.
+func newStreamConfigCmd() *cobra.Command {
+	var natsOpts natsFlags
 	var sets []string
 	cmd := &cobra.Command{
 		Use:   "config SCOPE STREAM [--set KEY=VALUE ...]",
@@ -43,7 +44,7 @@ Keys:
 			if err != nil {
 				return err
 			}
-			return nf.with(cmd, func(ctx context.Context, c *persist.Client) error {
+			return natsOpts.with(cmd, func(ctx context.Context, c *persist.Client) error {
 				// UpdateConfig with nothing set is a read.
 				cfg, err := c.Stream(args[0], args[1]).UpdateConfig(ctx, u)
 				if err != nil {
@@ -58,6 +59,7 @@ Keys:
 	// StringArray, not StringSlice: a slice flag splits on commas, which
 	// would cut desc=a,b in two.
 	cmd.Flags().StringArrayVar(&sets, "set", nil, "change one config key, `KEY=VALUE` (repeat for more; the keys are listed above)")
+	natsOpts.registerClient(cmd)
 	return cmd
 }
 

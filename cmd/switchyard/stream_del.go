@@ -10,8 +10,9 @@ import (
 	"github.com/switchyard-dev/switchyard/persist"
 )
 
-// streamDelCmd is `stream del SCOPE STREAM (SEQ... | --up-to SEQ | --all)`.
-func streamDelCmd(nf *natsFlags) *cobra.Command {
+// newStreamDelCmd builds `stream del SCOPE STREAM (SEQ... | --up-to SEQ | --all)`.
+func newStreamDelCmd() *cobra.Command {
+	var natsOpts natsFlags
 	var upTo uint64
 	var all bool
 	cmd := &cobra.Command{
@@ -35,7 +36,7 @@ the next seq.`,
 			if err != nil {
 				return err
 			}
-			return nf.with(cmd, func(ctx context.Context, c *persist.Client) error {
+			return natsOpts.with(cmd, func(ctx context.Context, c *persist.Client) error {
 				seqs, err := c.Stream(args[0], args[1]).Delete(ctx, d)
 				if err != nil {
 					return err
@@ -52,6 +53,7 @@ the next seq.`,
 	}
 	cmd.Flags().Uint64Var(&upTo, "up-to", 0, "delete every message with a seq <= `SEQ`")
 	cmd.Flags().BoolVar(&all, "all", false, "delete every message")
+	natsOpts.registerClient(cmd)
 	return cmd
 }
 

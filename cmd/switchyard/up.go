@@ -22,14 +22,15 @@ import (
 	"github.com/switchyard-dev/switchyard/web/metrics"
 )
 
-func init() {
+// newUpCmd builds switchyard up.
+func newUpCmd() *cobra.Command {
 	var (
 		host, dataDir, archiveDir, placementName, service string
 		authDir, tlsCert, tlsKey                          string
 		port, servers                                     int
 		insecure                                          bool
 		uw                                                upWork
-		hf                                                httpFlags
+		httpOpts                                          httpFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "up",
@@ -69,7 +70,7 @@ with --tls-ca).`,
 			if authDir == "" && !insecure && !isLoopback(host) {
 				return usagef("--host %s is reachable from other machines: give --auth DIR (see switchyard auth init) or, to run an open bus anyway, --insecure", host)
 			}
-			if err := hf.validate(insecure); err != nil {
+			if err := httpOpts.validate(insecure); err != nil {
 				return err
 			}
 			if (tlsCert == "") != (tlsKey == "") {
@@ -79,7 +80,7 @@ with --tls-ca).`,
 				return fmt.Errorf("data directory: %w", err)
 			}
 			uw.tailSet = cmd.Flags().Changed("tail-every")
-			if err := uw.wf.validatePlan(); err != nil {
+			if err := uw.workOpts.validatePlan(); err != nil {
 				return err
 			}
 			if uw.workers < 0 || uw.workers > 64 {
@@ -88,11 +89,11 @@ with --tls-ca).`,
 			if err := checkSource(uw.source); err != nil {
 				return err
 			}
-			if err := uw.uf.validateIndexer("usenet"); err != nil {
+			if err := uw.usenetOpts.validateIndexer("usenet"); err != nil {
 				return err
 			}
 			if !uw.off {
-				demo := uw.pf
+				demo := uw.providerOpts
 				if demo.addr == "" {
 					demo.addr = "demo:119" // checked for real once the demo provider listens
 				}
@@ -100,7 +101,7 @@ with --tls-ca).`,
 					return err
 				}
 			}
-			return runUp(cmd, upConfig{work: uw, host: host, port: port, dataDir: dataDir, archiveDir: archiveDir, servers: servers, placement: fn, placementName: placementName, service: service, authDir: authDir, tlsCert: tlsCert, tlsKey: tlsKey, http: hf})
+			return runUp(cmd, upConfig{work: uw, host: host, port: port, dataDir: dataDir, archiveDir: archiveDir, servers: servers, placement: fn, placementName: placementName, service: service, authDir: authDir, tlsCert: tlsCert, tlsKey: tlsKey, http: httpOpts})
 		},
 	}
 	cmd.Flags().StringVar(&host, "host", "127.0.0.1", "address the embedded NATS server listens on")
@@ -116,13 +117,13 @@ with --tls-ca).`,
 	cmd.Flags().BoolVar(&uw.off, "no-work", false, "run no coordinator, worker or demo NNTP provider")
 	cmd.Flags().IntVar(&uw.workers, "workers", 1, "number of workers indexing the spooled ranges")
 	sourceFlag(cmd, &uw.source)
-	uw.pf.register(cmd, false)
-	uw.wf.registerPlan(cmd)
-	uw.wf.registerLease(cmd)
-	uw.uf.registerSettle(cmd)
-	hf.registerServing(cmd, upHTTPDefault, "the dashboard /, /metrics, /healthz, /readyz, the Newznab /api and the watch gateway /ws/watch")
+	uw.providerOpts.register(cmd, false)
+	uw.workOpts.registerPlan(cmd)
+	uw.workOpts.registerLease(cmd)
+	uw.usenetOpts.registerSettle(cmd)
+	httpOpts.registerServing(cmd, upHTTPDefault, "the dashboard /, /metrics, /healthz, /readyz, the Newznab /api and the watch gateway /ws/watch")
 	cmd.Flags().BoolVar(&insecure, "insecure", false, "allow a non-loopback --host without --auth: anyone who reaches the port can read and write everything")
-	rootCmd.AddCommand(cmd)
+	return cmd
 }
 
 // isLoopback reports whether host only accepts connections from this machine.
@@ -158,12 +159,12 @@ func runUp(cmd *cobra.Command, cfg upConfig) (err error) {
 		}
 		ecfg.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
-	embedded, err := embedded.Start(ecfg)
+	natsServer, err := embedded.Start(ecfg)
 	if err != nil {
 		return err
 	}
-	defer embedded.Shutdown()
-	url := embedded.ClientURL()
+	defer natsServer.Shutdown()
+	url := natsServer.ClientURL()
 
 	var stops []func(context.Context) error // run in reverse on the way out
 	// The HTTP side (metrics, health) is up first and stopped last, so
@@ -206,7 +207,7 @@ func runUp(cmd *cobra.Command, cfg upConfig) (err error) {
 		}
 		// Roles inside this process reach the embedded server over an
 		// in-memory pipe rather than loopback TCP (and so without TLS).
-		nc, err := embedded.ConnectInProcess(bus.ConnectConfig{Name: name, Options: opts})
+		nc, err := natsServer.ConnectInProcess(bus.ConnectConfig{Name: name, Options: opts})
 		if err != nil {
 			return nil, err
 		}
@@ -308,7 +309,7 @@ func workTry(uw upWork, flag string) string {
 		return ""
 	}
 	source := uw.source
-	if uw.pf.addr == "" && source == sourceDefault {
+	if uw.providerOpts.addr == "" && source == sourceDefault {
 		source = upDemoSource
 	}
 	return fmt.Sprintf("  switchyard work status --source %s%s   # ranges, leases, shares, throughput\n", source, flag)

@@ -38,7 +38,7 @@ func startUpAPI(ctx context.Context, cfg upConfig, connect func(name, user strin
 		return "", err
 	}
 	onStop(func(context.Context) error { return c.Close() })
-	st, err := cfg.work.uf.store(c)
+	st, err := cfg.work.usenetOpts.store(c)
 	if err != nil {
 		return "", err
 	}

@@ -21,11 +21,11 @@ import (
 // The demo provider up runs when --nntp names none: a few generated groups
 // that keep growing, so the tail has something to plan.
 const (
-	upDemoGroups   = 2
-	upDemoArticles = 60_000
-	upDemoGrowBy   = 500
-	upDemoGrowEvry = 5 * time.Second
-	upDemoSource   = "demo"
+	upDemoGroups    = 2
+	upDemoArticles  = 60_000
+	upDemoGrowBy    = 500
+	upDemoGrowEvery = 5 * time.Second
+	upDemoSource    = "demo"
 	// upDemoTailEvery plans the demo groups' growth often enough to watch.
 	upDemoTailEvery = 10 * time.Second
 )
@@ -35,11 +35,11 @@ type upWork struct {
 	off     bool
 	workers int
 	// tailSet: --tail-every was given, so the demo keeps it.
-	tailSet bool
-	source  string
-	pf      providerFlags
-	wf      workFlags
-	uf      usenetFlags
+	tailSet      bool
+	source       string
+	providerOpts providerFlags
+	workOpts     workFlags
+	usenetOpts   usenetFlags
 }
 
 // startWork runs, inside up, the demo NNTP provider (unless --nntp names a
@@ -88,9 +88,9 @@ func startWork(ctx context.Context, uw upWork, connect func(name, user string) (
 		}
 	}()
 	source := uw.source
-	pf := uw.pf
-	if pf.addr == "" {
-		demo = nntptest.New(nntptest.Config{Addr: "127.0.0.1:0", GrowEvery: upDemoGrowEvry, GrowBy: upDemoGrowBy})
+	providerOpts := uw.providerOpts
+	if providerOpts.addr == "" {
+		demo = nntptest.New(nntptest.Config{Addr: "127.0.0.1:0", GrowEvery: upDemoGrowEvery, GrowBy: upDemoGrowBy})
 		for i := 1; i <= upDemoGroups; i++ {
 			demo.AddGroup(fmt.Sprintf("alt.binaries.demo.%d", i), upDemoArticles)
 		}
@@ -98,15 +98,15 @@ func startWork(ctx context.Context, uw upWork, connect func(name, user string) (
 			demo = nil
 			return "", nil, fmt.Errorf("demo nntp provider: %w", err)
 		}
-		pf.addr = demo.Addr()
+		providerOpts.addr = demo.Addr()
 		if !uw.tailSet {
-			uw.wf.tailEvery = upDemoTailEvery
+			uw.workOpts.tailEvery = upDemoTailEvery
 		}
 		if source == sourceDefault {
 			source = upDemoSource
 		}
 	}
-	ncfg, groups, err := pf.config()
+	ncfg, groups, err := providerOpts.config()
 	if err != nil {
 		return "", nil, err
 	}
@@ -125,7 +125,7 @@ func startWork(ctx context.Context, uw upWork, connect func(name, user string) (
 	if err != nil {
 		return "", nil, err
 	}
-	c, err := newCoordinator(st, ncfg, groups, pf.conns, work.Shard{Index: 1, Count: 1}, uw.wf, slog.Default())
+	c, err := newCoordinator(st, ncfg, groups, providerOpts.conns, work.Shard{Index: 1, Count: 1}, uw.workOpts, slog.Default())
 	if err != nil {
 		return "", nil, err
 	}
@@ -148,11 +148,11 @@ func startWork(ctx context.Context, uw upWork, connect func(name, user string) (
 		if err != nil {
 			return "", nil, err
 		}
-		ust, err := uw.uf.store(wst.Client())
+		ust, err := uw.usenetOpts.store(wst.Client())
 		if err != nil {
 			return "", nil, err
 		}
-		w, err := work.NewWorker(wst, countedIndexer(&usenet.Indexer{Store: ust}, counters), work.WorkerConfig{Name: name, Lease: uw.wf.leaseConfig(), Heartbeat: uw.wf.heartbeat()})
+		w, err := work.NewWorker(wst, countedIndexer(&usenet.Indexer{Store: ust}, counters), work.WorkerConfig{Name: name, Lease: uw.workOpts.leaseConfig(), Heartbeat: uw.workOpts.heartbeat()})
 		if err != nil {
 			return "", nil, err
 		}
@@ -163,11 +163,11 @@ func startWork(ctx context.Context, uw upWork, connect func(name, user string) (
 		ph.addMetrics(func(r *metrics.Registry) { r.AddWorker(w) })
 	}
 	if len(workers) > 0 {
-		cfg, err := uw.uf.settleConfig()
+		cfg, err := uw.usenetOpts.settleConfig()
 		if err != nil {
 			return "", nil, err
 		}
-		ust, err := uw.uf.store(st.Client())
+		ust, err := uw.usenetOpts.store(st.Client())
 		if err != nil {
 			return "", nil, err
 		}
@@ -180,5 +180,5 @@ func startWork(ctx context.Context, uw upWork, connect func(name, user string) (
 	if uw.workers == 1 {
 		n = "1 worker"
 	}
-	return fmt.Sprintf("  work       source %s, NNTP %s, groups %s, 1 coordinator, %s\n", source, pf.addr, groups.Wildmat(), n), stop, nil
+	return fmt.Sprintf("  work       source %s, NNTP %s, groups %s, 1 coordinator, %s\n", source, providerOpts.addr, groups.Wildmat(), n), stop, nil
 }

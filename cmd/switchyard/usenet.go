@@ -2,13 +2,15 @@ package main
 
 import "github.com/spf13/cobra"
 
-// usenetCmd groups the commands of the usenet indexer: parse, releases,
-// nzb and serve (the Newznab API of a fleet).
-var usenetCmd = &cobra.Command{
-	Use:   "usenet",
-	Short: "The usenet indexer: parse subjects, list releases, write NZB files, serve the Newznab API",
-	Args:  cobra.NoArgs,
-	RunE:  func(cmd *cobra.Command, args []string) error { return cmd.Help() },
+// newUsenetCmd builds switchyard usenet, the commands of the usenet indexer:
+// parse, releases, nzb and serve (the Newznab API of a fleet).
+func newUsenetCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "usenet",
+		Short: "The usenet indexer: parse subjects, list releases, write NZB files, serve the Newznab API",
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, args []string) error { return cmd.Help() },
+	}
+	cmd.AddCommand(newUsenetParseCmd(), newUsenetReleasesCmd(), newUsenetNZBCmd(), newUsenetServeCmd())
+	return cmd
 }
-
-func init() { rootCmd.AddCommand(usenetCmd) }

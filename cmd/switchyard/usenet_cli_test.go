@@ -26,7 +26,7 @@ func TestUsenetCommandsBadInput(t *testing.T) {
 		{[]string{"bench", "index", "--search", "x"}, `"x"`},
 		{[]string{"bench", "ingest", "--indexer", "nope"}, `"nope"`},
 	} {
-		_, stderr, code := run(t, cli(t, tc.args...))
+		_, stderr, code := execute(t, tc.args...)
 		if code != exitUsage || !strings.Contains(stderr, tc.want) {
 			t.Errorf("%v: exit %d, stderr %q; want exit %d naming %s", tc.args, code, stderr, exitUsage, tc.want)
 		}
@@ -39,14 +39,14 @@ func TestUsenetCommandsBadInput(t *testing.T) {
 func TestUsenetCommandsEmpty(t *testing.T) {
 	t.Parallel()
 	env := testpersist.Start(t, 1)
-	out, stderr, code := run(t, cli(t, "usenet", "releases", "--nats", env.URL()))
+	out, stderr, code := execute(t, "usenet", "releases", "--nats", env.URL())
 	if code != 0 || !strings.Contains(out, "no visible releases") {
 		t.Fatalf("releases: exit %d, %q %q", code, out, stderr)
 	}
-	if out, _, code := run(t, cli(t, "usenet", "releases", "--json", "--nats", env.URL())); code != 0 || strings.TrimSpace(out) != "[]" {
+	if out, _, code := execute(t, "usenet", "releases", "--json", "--nats", env.URL()); code != 0 || strings.TrimSpace(out) != "[]" {
 		t.Fatalf("releases --json: exit %d, %q", code, out)
 	}
-	if _, stderr, code := run(t, cli(t, "usenet", "nzb", "0123456789abcdef0123456789abcdef", "--nats", env.URL())); code != exitNotFound || !strings.Contains(stderr, "no visible release") {
+	if _, stderr, code := execute(t, "usenet", "nzb", "0123456789abcdef0123456789abcdef", "--nats", env.URL()); code != exitNotFound || !strings.Contains(stderr, "no visible release") {
 		t.Fatalf("nzb of an unknown release: exit %d, %q", code, stderr)
 	}
 }

@@ -26,7 +26,8 @@ type parseResult struct {
 	CategoryName string   `json:"category_name"`
 }
 
-func init() {
+// newUsenetParseCmd builds switchyard usenet parse.
+func newUsenetParseCmd() *cobra.Command {
 	var groups []string
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -63,7 +64,7 @@ docs/usenet.md describes the rules.`,
 	}
 	cmd.Flags().StringArrayVar(&groups, "group", nil, "categorize as posted to `GROUP` (repeatable)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as one JSON object")
-	usenetCmd.AddCommand(cmd)
+	return cmd
 }
 
 func printParse(out io.Writer, r parseResult) {

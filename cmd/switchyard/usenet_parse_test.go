@@ -9,8 +9,8 @@ import (
 
 func TestUsenetParse(t *testing.T) {
 	t.Parallel()
-	out, stderr, code := run(t, cli(t, "usenet", "parse",
-		`Some.Show.S01E02.720p.WEB-GRP [01/15] - "Some.Show.S01E02.720p.WEB-GRP.part01.rar" yEnc (1/50) 35651584`))
+	out, stderr, code := execute(t, "usenet", "parse",
+		`Some.Show.S01E02.720p.WEB-GRP [01/15] - "Some.Show.S01E02.720p.WEB-GRP.part01.rar" yEnc (1/50) 35651584`)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -30,8 +30,8 @@ func TestUsenetParse(t *testing.T) {
 
 func TestUsenetParseJSONWithGroups(t *testing.T) {
 	t.Parallel()
-	out, stderr, code := run(t, cli(t, "usenet", "parse", `[04/15] - "k2j3h4g5f6.r02" yEnc (7/50)`,
-		"--group", "alt.binaries.hdtv", "--group", "alt.binaries.teevee", "--json"))
+	out, stderr, code := execute(t, "usenet", "parse", `[04/15] - "k2j3h4g5f6.r02" yEnc (7/50)`,
+		"--group", "alt.binaries.hdtv", "--group", "alt.binaries.teevee", "--json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -52,7 +52,7 @@ func TestUsenetParseJSONWithGroups(t *testing.T) {
 
 func TestUsenetParseNeedsASubject(t *testing.T) {
 	t.Parallel()
-	_, stderr, code := run(t, cli(t, "usenet", "parse"))
+	_, stderr, code := execute(t, "usenet", "parse")
 	if code != exitUsage {
 		t.Fatalf("exit %d, want %d (usage): %s", code, exitUsage, stderr)
 	}

@@ -15,9 +15,10 @@ import (
 	"github.com/switchyard-dev/switchyard/usenet"
 )
 
-func init() {
-	var nf natsFlags
-	var uf usenetFlags
+// newUsenetReleasesCmd builds switchyard usenet releases.
+func newUsenetReleasesCmd() *cobra.Command {
+	var natsOpts natsFlags
+	var usenetOpts usenetFlags
 	var q usenet.ListQuery
 	var asJSON bool
 	releases := &cobra.Command{
@@ -36,11 +37,11 @@ records as a JSON array for scripts.`,
 			if q.Limit < 0 {
 				return usagef("--limit %d: want 0 (all) or more", q.Limit)
 			}
-			if err := usenet.ValidScope(uf.scope); err != nil {
+			if err := usenet.ValidScope(usenetOpts.scope); err != nil {
 				return usagef("--usenet-scope: %v", err)
 			}
-			return nf.with(cmd, func(ctx context.Context, c *persist.Client) error {
-				st, err := uf.store(c)
+			return natsOpts.with(cmd, func(ctx context.Context, c *persist.Client) error {
+				st, err := usenetOpts.store(c)
 				if err != nil {
 					return err
 				}
@@ -65,12 +66,15 @@ records as a JSON array for scripts.`,
 	releases.Flags().StringVar(&q.Words, "q", "", "only releases whose name holds all these `WORDS`")
 	releases.Flags().IntVar(&q.Limit, "limit", 100, "at most this many releases (0: all)")
 	releases.Flags().BoolVar(&asJSON, "json", false, "print the releases as a JSON array")
-	uf.registerScope(releases)
-	nf.registerClient(releases)
-	usenetCmd.AddCommand(releases)
+	usenetOpts.registerScope(releases)
+	natsOpts.registerClient(releases)
+	return releases
+}
 
-	var nf2 natsFlags
-	var uf2 usenetFlags
+// newUsenetNZBCmd builds switchyard usenet nzb.
+func newUsenetNZBCmd() *cobra.Command {
+	var natsOpts natsFlags
+	var usenetOpts usenetFlags
 	nzb := &cobra.Command{
 		Use:   "nzb RELEASE",
 		Short: "Write the NZB file of a release to standard output",
@@ -86,11 +90,11 @@ downloader (NZBGet, SABnzbd) fetches the articles from any provider with it.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := usenet.ValidScope(uf2.scope); err != nil {
+			if err := usenet.ValidScope(usenetOpts.scope); err != nil {
 				return usagef("--usenet-scope: %v", err)
 			}
-			return nf2.with(cmd, func(ctx context.Context, c *persist.Client) error {
-				st, err := uf2.store(c)
+			return natsOpts.with(cmd, func(ctx context.Context, c *persist.Client) error {
+				st, err := usenetOpts.store(c)
 				if err != nil {
 					return err
 				}
@@ -102,9 +106,9 @@ downloader (NZBGet, SABnzbd) fetches the articles from any provider with it.`,
 			})
 		},
 	}
-	uf2.registerScope(nzb)
-	nf2.registerClient(nzb)
-	usenetCmd.AddCommand(nzb)
+	usenetOpts.registerScope(nzb)
+	natsOpts.registerClient(nzb)
+	return nzb
 }
 
 func printReleases(out io.Writer, rels []usenet.Release) {

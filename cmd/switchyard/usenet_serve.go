@@ -11,10 +11,11 @@ import (
 	"github.com/switchyard-dev/switchyard/usenet"
 )
 
-func init() {
-	var nf natsFlags
-	var uf usenetFlags
-	var hf httpFlags
+// newUsenetServeCmd builds switchyard usenet serve.
+func newUsenetServeCmd() *cobra.Command {
+	var natsOpts natsFlags
+	var usenetOpts usenetFlags
+	var httpOpts httpFlags
 	var dataDir, baseURL string
 	serve := &cobra.Command{
 		Use:   "serve",
@@ -36,34 +37,34 @@ authentication, so a non-loopback --http needs --http-insecure.`,
   switchyard usenet serve --http 0.0.0.0:8080 --http-insecure --base-url https://indexer.example.org --data /var/lib/switchyard-usenet`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if hf.addr == "" {
+			if httpOpts.addr == "" {
 				return usagef("--http: usenet serve needs an address to serve the API on")
 			}
-			if err := hf.validate(false); err != nil {
+			if err := httpOpts.validate(false); err != nil {
 				return err
 			}
-			if err := usenet.ValidScope(uf.scope); err != nil {
+			if err := usenet.ValidScope(usenetOpts.scope); err != nil {
 				return usagef("--usenet-scope: %v", err)
 			}
 			key, created, err := loadAPIKey(dataDir)
 			if err != nil {
 				return err
 			}
-			nc, err := nf.connectRole("switchyard-usenet-api", 0)
+			nc, err := natsOpts.connectRole("switchyard-usenet-api", 0)
 			if err != nil {
 				return err
 			}
 			defer nc.Close()
-			c, err := persist.NewClient(persist.ClientConfig{Conn: nc, Service: nf.service})
+			c, err := persist.NewClient(persist.ClientConfig{Conn: nc, Service: natsOpts.service})
 			if err != nil {
 				return err
 			}
 			defer c.Close()
-			st, err := uf.store(c)
+			st, err := usenetOpts.store(c)
 			if err != nil {
 				return err
 			}
-			ph := newProcHTTP(hf)
+			ph := newProcHTTP(httpOpts)
 			ph.checkBus("nats", nc)
 			api, err := startUsenetAPI(cmd.Context(), st, dataDir, baseURL, keyChecker(key), ph)
 			if err != nil {
@@ -78,12 +79,12 @@ authentication, so a non-loopback --http needs --http-insecure.`,
 			return runUntilSignal(cmd.Context(), startStop{announce, api.Stop}, ph)
 		},
 	}
-	hf.registerServing(serve, "127.0.0.1:8080", "the Newznab /api, /metrics, /healthz and /readyz")
+	httpOpts.registerServing(serve, "127.0.0.1:8080", "the Newznab /api, /metrics, /healthz and /readyz")
 	serve.Flags().StringVar(&dataDir, "data", "switchyard-usenet", "`DIR` of the search index and the API key")
 	serve.Flags().StringVar(&baseURL, "base-url", "", "`URL` the links in feeds start with (default: the request's own host)")
-	uf.registerScope(serve)
-	nf.registerServer(serve)
-	usenetCmd.AddCommand(serve)
+	usenetOpts.registerScope(serve)
+	natsOpts.registerServer(serve)
+	return serve
 }
 
 // printAPIKey tells the user where the API is and which key it takes.

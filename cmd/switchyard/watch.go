@@ -15,8 +15,9 @@ import (
 	"github.com/switchyard-dev/switchyard/persist"
 )
 
-func init() {
-	var nf natsFlags
+// newWatchCmd builds switchyard watch.
+func newWatchCmd() *cobra.Command {
+	var natsOpts natsFlags
 	var from uint64
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -55,16 +56,16 @@ With --json each line is one object with "event" set to one of those words
 			if args[1] == "" {
 				return usagef("STREAM must not be empty")
 			}
-			if nf.timeout <= 0 {
+			if natsOpts.timeout <= 0 {
 				return usagef("--timeout must be positive")
 			}
 			// A watch outlives NATS restarts: reconnect forever, with jitter.
-			nc, err := nf.connectRole("switchyard-watch", nf.timeout)
+			nc, err := natsOpts.connectRole("switchyard-watch", natsOpts.timeout)
 			if err != nil {
 				return err
 			}
 			defer nc.Close()
-			c, err := persist.NewClient(persist.ClientConfig{Conn: nc, Service: nf.service, Timeout: nf.timeout})
+			c, err := persist.NewClient(persist.ClientConfig{Conn: nc, Service: natsOpts.service, Timeout: natsOpts.timeout})
 			if err != nil {
 				return err
 			}
@@ -85,12 +86,12 @@ With --json each line is one object with "event" set to one of those words
 			return nil
 		},
 	}
-	nf.registerClient(cmd)
+	natsOpts.registerClient(cmd)
 	// A watch runs until interrupted; its --timeout bounds each request only.
 	cmd.Flags().Lookup("timeout").Usage = "time limit of each request to the server (the watch itself runs until interrupted)"
 	cmd.Flags().Uint64Var(&from, "from", 0, "first seq to print (default: the first)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per line")
-	rootCmd.AddCommand(cmd)
+	return cmd
 }
 
 // watchLine is one event in --json output.

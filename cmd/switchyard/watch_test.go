@@ -93,7 +93,7 @@ func TestWatchUsage(t *testing.T) {
 		{"watch", "Bad.Scope", "s"},
 		{"watch", "hub", "s", "--from", "x"},
 	} {
-		_, stderr, code := run(t, cli(t, args...))
+		_, stderr, code := execute(t, args...)
 		if code != exitUsage {
 			t.Errorf("%v: exit %d, want %d (stderr %q)", args, code, exitUsage, strings.TrimSpace(stderr))
 		}

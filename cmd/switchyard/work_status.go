@@ -14,16 +14,23 @@ import (
 	"github.com/switchyard-dev/switchyard/work"
 )
 
-func init() {
-	var nf natsFlags
-	var source string
-	var asJSON bool
+// newWorkCmd builds switchyard work and its status.
+func newWorkCmd() *cobra.Command {
 	workCmd := &cobra.Command{
 		Use:   "work",
 		Short: "Inspect the work of a source: groups, ranges, leases, shares",
 		Args:  cobra.NoArgs,
 		RunE:  func(cmd *cobra.Command, args []string) error { return cmd.Help() },
 	}
+	workCmd.AddCommand(newWorkStatusCmd())
+	return workCmd
+}
+
+// newWorkStatusCmd builds switchyard work status.
+func newWorkStatusCmd() *cobra.Command {
+	var natsOpts natsFlags
+	var source string
+	var asJSON bool
 	status := &cobra.Command{
 		Use:   "status",
 		Short: "Print groups, ranges by state, leases, connection shares and throughput",
@@ -39,7 +46,7 @@ articles per second finished over the last minute. --json for scripts.`,
 			if err := checkSource(source); err != nil {
 				return err
 			}
-			return nf.with(cmd, func(ctx context.Context, c *persist.Client) error {
+			return natsOpts.with(cmd, func(ctx context.Context, c *persist.Client) error {
 				st, err := work.NewStore(c, source)
 				if err != nil {
 					return usageError{err}
@@ -60,9 +67,8 @@ articles per second finished over the last minute. --json for scripts.`,
 	}
 	sourceFlag(status, &source)
 	status.Flags().BoolVar(&asJSON, "json", false, "print the status as one JSON object")
-	nf.registerClient(status)
-	workCmd.AddCommand(status)
-	rootCmd.AddCommand(workCmd)
+	natsOpts.registerClient(status)
+	return status
 }
 
 func printStatus(out io.Writer, s work.Status) {

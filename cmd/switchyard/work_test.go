@@ -426,7 +426,7 @@ func TestWorkBadConfig(t *testing.T) {
 		{[]string{"up", "--workers", "-1"}, "--workers -1"},
 		{[]string{"up", "--nntp-conns", "0"}, "--nntp-conns 0"},
 	} {
-		_, stderr, code := run(t, cli(t, tc.args...))
+		_, stderr, code := execute(t, tc.args...)
 		if code != exitUsage || !strings.Contains(stderr, tc.want) {
 			t.Errorf("%v: exit %d, stderr %q; want exit %d naming %s", tc.args, code, stderr, exitUsage, tc.want)
 		}

@@ -17,18 +17,25 @@ import (
 // range in hand before it releases it.
 const workerStopWait = 10 * time.Second
 
-func init() {
-	var nf natsFlags
-	var wf workFlags
-	var uf usenetFlags
-	var source, name, indexer string
-	var hf httpFlags
+// newWorkerCmd builds switchyard worker and its run.
+func newWorkerCmd() *cobra.Command {
 	workerCmd := &cobra.Command{
 		Use:   "worker",
 		Short: "Index spooled ranges of NNTP articles under fenced leases",
 		Args:  cobra.NoArgs,
 		RunE:  func(cmd *cobra.Command, args []string) error { return cmd.Help() },
 	}
+	workerCmd.AddCommand(newWorkerRunCmd())
+	return workerCmd
+}
+
+// newWorkerRunCmd builds switchyard worker run.
+func newWorkerRunCmd() *cobra.Command {
+	var natsOpts natsFlags
+	var workOpts workFlags
+	var usenetOpts usenetFlags
+	var source, name, indexer string
+	var httpOpts httpFlags
 	run := &cobra.Command{
 		Use:   "run",
 		Short: "Lease spooled ranges, hand their overview lines to the indexer, finish them under the fence",
@@ -52,33 +59,33 @@ digest of the article numbers: the exactly-once check the tests use).`,
 			if err := checkSource(source); err != nil {
 				return err
 			}
-			if err := wf.validateLease(); err != nil {
+			if err := workOpts.validateLease(); err != nil {
 				return err
 			}
-			if err := uf.validateIndexer(indexer); err != nil {
+			if err := usenetOpts.validateIndexer(indexer); err != nil {
 				return err
 			}
-			if err := hf.validate(false); err != nil {
+			if err := httpOpts.validate(false); err != nil {
 				return err
 			}
 			if name == "" {
 				host, _ := os.Hostname()
 				name = fmt.Sprintf("worker-%s-%d", host, os.Getpid())
 			}
-			ph := newProcHTTP(hf)
-			st, done, err := nf.workStore("switchyard-"+name, source, ph)
+			ph := newProcHTTP(httpOpts)
+			st, done, err := natsOpts.workStore("switchyard-"+name, source, ph)
 			if err != nil {
 				return err
 			}
 			defer done()
-			ix, settler, err := uf.indexerFor(indexer, st.Client())
+			ix, settler, err := usenetOpts.indexerFor(indexer, st.Client())
 			if err != nil {
 				return err
 			}
 			if indexer == "usenet" {
 				ix = countedIndexer(ix, usenetCounters(ph))
 			}
-			w, err := work.NewWorker(st, ix, work.WorkerConfig{Name: name, Lease: wf.leaseConfig(), Heartbeat: wf.heartbeat()})
+			w, err := work.NewWorker(st, ix, work.WorkerConfig{Name: name, Lease: workOpts.leaseConfig(), Heartbeat: workOpts.heartbeat()})
 			if err != nil {
 				return err
 			}
@@ -94,12 +101,11 @@ digest of the article numbers: the exactly-once check the tests use).`,
 	sourceFlag(run, &source)
 	run.Flags().StringVar(&name, "name", "", "this worker's `NAME`, the lease holder (default worker-HOST-PID)")
 	run.Flags().StringVar(&indexer, "indexer", "usenet", "what to do with each overview line: usenet or count")
-	uf.registerSettle(run)
-	wf.registerLease(run)
-	nf.registerServer(run)
-	hf.register(run, "")
-	workerCmd.AddCommand(run)
-	rootCmd.AddCommand(workerCmd)
+	usenetOpts.registerSettle(run)
+	workOpts.registerLease(run)
+	natsOpts.registerServer(run)
+	httpOpts.register(run, "")
+	return run
 }
 
 // stopWithin bounds a Stop by d.

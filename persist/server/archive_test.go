@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/persist/store"
 )
@@ -122,9 +123,9 @@ func TestArchiveOnInterval(t *testing.T) {
 		c.ArchiveEvery = 10 * time.Millisecond
 	})
 	h.set("log", "one", nil)
-	waitFor(t, "first backup", func() bool { return archiveRows(t, archive, h.scope, "log") == 1 })
+	testwait.For(t, "first backup", func() bool { return archiveRows(t, archive, h.scope, "log") == 1 })
 	h.set("log", "two", nil)
-	waitFor(t, "second backup", func() bool { return archiveRows(t, archive, h.scope, "log") == 2 })
+	testwait.For(t, "second backup", func() bool { return archiveRows(t, archive, h.scope, "log") == 2 })
 }
 
 // TestArchiveKeepsNewerLocal: a local file written after the last backup is

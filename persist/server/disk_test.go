@@ -156,8 +156,8 @@ type stuckStorage struct {
 
 type stuckStream struct{ store.Stream }
 
-func (s *stuckStorage) Open(scope, name string, ephemeral bool, now time.Time) (store.Stream, error) {
-	st, err := s.Storage.Open(scope, name, ephemeral, now)
+func (s *stuckStorage) Open(scope, name string, now time.Time) (store.Stream, error) {
+	st, err := s.Storage.Open(scope, name, now)
 	if err != nil || s.opens.Add(1) > 1 {
 		return st, err
 	}
@@ -200,16 +200,16 @@ type stuckReadStorage struct {
 	opens atomic.Int32
 }
 
-func (s *stuckReadStorage) Open(scope, name string, ephemeral bool, now time.Time) (store.Stream, error) {
-	st, err := s.Storage.Open(scope, name, ephemeral, now)
+func (s *stuckReadStorage) Open(scope, name string, now time.Time) (store.Stream, error) {
+	st, err := s.Storage.Open(scope, name, now)
 	if err != nil || s.opens.Add(1) != 2 { // the write opens it first; the reopen after that is stuck
 		return st, err
 	}
 	return stuckReads{st}, nil
 }
 
-func (s *stuckReadStorage) OpenExisting(scope, name string, ephemeral bool, now time.Time) (store.Stream, error) {
-	st, err := s.Storage.OpenExisting(scope, name, ephemeral, now)
+func (s *stuckReadStorage) OpenExisting(scope, name string, now time.Time) (store.Stream, error) {
+	st, err := s.Storage.OpenExisting(scope, name, now)
 	if err != nil || s.opens.Add(1) != 2 {
 		return st, err
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/switchyard-dev/switchyard/bus"
 	"github.com/switchyard-dev/switchyard/internal/testdisk"
+	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/persist/store"
 )
@@ -303,27 +304,27 @@ type slowCloseStream struct {
 	s *slowCloseStorage
 }
 
-func (s *slowCloseStorage) Open(scope, name string, ephemeral bool, now time.Time) (store.Stream, error) {
-	st, err := s.Storage.Open(scope, name, ephemeral, now)
+func (s *slowCloseStorage) Open(scope, name string, now time.Time) (store.Stream, error) {
+	st, err := s.Storage.Open(scope, name, now)
 	if err != nil {
 		return st, err
 	}
 	return slowCloseStream{st, s}, nil
 }
 
-func (s *slowCloseStorage) OpenExisting(scope, name string, ephemeral bool, now time.Time) (store.Stream, error) {
-	st, err := s.Storage.OpenExisting(scope, name, ephemeral, now)
+func (s *slowCloseStorage) OpenExisting(scope, name string, now time.Time) (store.Stream, error) {
+	st, err := s.Storage.OpenExisting(scope, name, now)
 	if err != nil {
 		return st, err
 	}
 	return slowCloseStream{st, s}, nil
 }
 
-func (s *slowCloseStorage) Remove(scope, name string, ephemeral bool) error {
+func (s *slowCloseStorage) Remove(scope, name string) error {
 	if !s.slowDone.Load() {
 		s.removedDuring.Store(true)
 	}
-	return s.Storage.Remove(scope, name, ephemeral)
+	return s.Storage.Remove(scope, name)
 }
 
 func (c slowCloseStream) Close() error {
@@ -368,7 +369,7 @@ func TestDropWaitsForEvictedClose(t *testing.T) {
 	}()
 	// The drop opens a second handle and waits in serveDrop for the first
 	// one's close; let that finish.
-	waitFor(t, "the drop to reach its stream", func() bool {
+	testwait.For(t, "the drop to reach its stream", func() bool {
 		h.srv.mu.Lock()
 		defer h.srv.mu.Unlock()
 		hd := h.srv.handles[handleKey{scope: h.scope, name: "s"}]

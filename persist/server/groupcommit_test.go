@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/persist"
 )
 
@@ -100,7 +101,7 @@ func TestGroupCommit(t *testing.T) {
 		replies = h.sendSets("gc", n)
 	}()
 	// Everything but the held commit's messages lines up behind it.
-	waitFor(t, "writes to queue behind the held commit", func() bool {
+	testwait.For(t, "writes to queue behind the held commit", func() bool {
 		return g.held.Load() && int64(h.queued("gc")) == n-g.first.Load()
 	})
 	select {
@@ -154,16 +155,12 @@ func TestStopAnswersInFlight(t *testing.T) {
 		defer close(done)
 		replies = h.sendSets("s", n)
 	}()
-	waitFor(t, "writes to queue", func() bool {
+	testwait.For(t, "writes to queue", func() bool {
 		return g.held.Load() && int64(h.queued("s")) == n-g.first.Load()
 	})
 	stopped := make(chan error, 1)
 	go func() { stopped <- h.srv.Stop(context.Background()) }()
-	waitFor(t, "stop to begin", func() bool {
-		h.srv.mu.Lock()
-		defer h.srv.mu.Unlock()
-		return h.srv.stopped
-	})
+	testwait.For(t, "stop to begin", h.srv.base.Stopped)
 	g.open()
 	if err := <-stopped; err != nil {
 		t.Fatal(err)
@@ -195,7 +192,7 @@ func TestStreamCache(t *testing.T) {
 	}
 	for i := range 6 {
 		h.set(fmt.Sprintf("s%d", i), fmt.Sprint(i), nil)
-		waitFor(t, "the cache to shrink", func() bool { return open() <= 2 })
+		testwait.For(t, "the cache to shrink", func() bool { return open() <= 2 })
 	}
 	for i := range 6 {
 		if r := h.ok(persist.CmdGet, fmt.Sprintf("s%d", i), map[string]string{persist.HdrSeq: "1"}, nil); string(r.Data) != fmt.Sprint(i) {
@@ -208,7 +205,7 @@ func TestIdleClose(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.IdleClose = 20 * time.Millisecond; c.ExpireEvery = 5 * time.Millisecond })
 	h.set("s", "x", nil)
-	waitFor(t, "the idle stream to close", func() bool {
+	testwait.For(t, "the idle stream to close", func() bool {
 		h.srv.mu.Lock()
 		defer h.srv.mu.Unlock()
 		return len(h.srv.handles) == 0

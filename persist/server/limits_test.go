@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/switchyard-dev/switchyard/bus"
+	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/persist/store"
 	"github.com/switchyard-dev/switchyard/placement"
@@ -122,7 +123,7 @@ func TestExpiryOnTimer(t *testing.T) {
 	b := h.set("ttl", "short", map[string]string{persist.HdrTTL: "50"})
 	c := h.set("ttl", "long", map[string]string{persist.HdrTTL: "3600000"})
 	// No further writes: only the timer can remove them.
-	waitFor(t, "expiry", func() bool {
+	testwait.For(t, "expiry", func() bool {
 		return h.inventory("aged").Count == 0 && h.inventory("ttl").Count == 1
 	})
 	wantCode(t, h.req(persist.CmdGet, "aged", map[string]string{persist.HdrSeq: itoa(a.Seq)}, nil), persist.CodeNotFound)

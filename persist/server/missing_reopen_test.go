@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/persist/store"
 )
@@ -17,16 +18,16 @@ type stuckDeleteStorage struct{ store.Storage }
 
 type stuckDeleteStream struct{ store.Stream }
 
-func (s stuckDeleteStorage) Open(scope, name string, ephemeral bool, now time.Time) (store.Stream, error) {
-	st, err := s.Storage.Open(scope, name, ephemeral, now)
+func (s stuckDeleteStorage) Open(scope, name string, now time.Time) (store.Stream, error) {
+	st, err := s.Storage.Open(scope, name, now)
 	if err != nil {
 		return nil, err
 	}
 	return stuckDeleteStream{st}, nil
 }
 
-func (s stuckDeleteStorage) OpenExisting(scope, name string, ephemeral bool, now time.Time) (store.Stream, error) {
-	st, err := s.Storage.OpenExisting(scope, name, ephemeral, now)
+func (s stuckDeleteStorage) OpenExisting(scope, name string, now time.Time) (store.Stream, error) {
+	st, err := s.Storage.OpenExisting(scope, name, now)
 	if err != nil {
 		return nil, err
 	}
@@ -51,13 +52,13 @@ func TestReadAfterReopenInBatchSeesWrite(t *testing.T) {
 	t.Cleanup(g.open)
 	p := h.pending()
 	p.set(0, "other", "held")
-	waitFor(t, "the write on another stream to hold the only worker", g.held.Load)
+	testwait.For(t, "the write on another stream to hold the only worker", g.held.Load)
 	key := map[string]string{persist.HdrKey: "k"}
 	p.publish(1, h.msg(persist.CmdGet, "s", key, nil))
 	p.publish(2, h.msg(persist.CmdSet, "s", key, []byte("v")))
 	p.publish(3, h.msg(persist.CmdDelete, "s", map[string]string{persist.HdrSeq: "9"}, nil))
 	p.publish(4, h.msg(persist.CmdGet, "s", key, nil))
-	waitFor(t, "the requests to queue on one stream", func() bool { return h.queued("s") == 4 })
+	testwait.For(t, "the requests to queue on one stream", func() bool { return h.queued("s") == 4 })
 	g.open()
 	got := map[int]string{}
 	for range 5 {

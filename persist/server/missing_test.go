@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/switchyard-dev/switchyard/internal/testdisk"
+	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/persist/store"
 )
@@ -66,7 +67,7 @@ func TestReadsOfMissingStreamAnswerEmpty(t *testing.T) {
 	hd.queue = append(hd.queue, &job{archive: true}, &job{expire: true})
 	h.srv.scheduleLocked(hd)
 	h.srv.mu.Unlock()
-	waitFor(t, "the jobs to run", func() bool {
+	testwait.For(t, "the jobs to run", func() bool {
 		h.srv.mu.Lock()
 		defer h.srv.mu.Unlock()
 		return !hd.archivePending && !hd.expirePending && !hd.scheduled
@@ -125,7 +126,7 @@ func TestMissingStreamNotCached(t *testing.T) {
 	if inv := h.inventory("later"); inv.Count != 0 {
 		t.Fatalf("inventory of a missing stream: %+v", inv)
 	}
-	other, err := store.NewSQLite(store.SQLiteConfig{Dir: h.dir}).Open(h.scope, "later", false, time.Now())
+	other, err := store.NewSQLite(store.SQLiteConfig{Dir: h.dir}).Open(h.scope, "later", time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/persist"
 )
 
@@ -93,7 +94,7 @@ func TestMaxQueue(t *testing.T) {
 	t.Cleanup(g.open)
 	p := h.pending()
 	p.set(0, "q", "v0")
-	waitFor(t, "the first write to hold the worker", g.held.Load)
+	testwait.For(t, "the first write to hold the worker", g.held.Load)
 	for i := 1; i <= limit+over; i++ {
 		p.set(i, "q", fmt.Sprint("v", i))
 	}
@@ -136,7 +137,7 @@ func TestMaxCommitOpsSplits(t *testing.T) {
 	t.Cleanup(g.open)
 	p := h.pending()
 	p.set(0, "c", "held")
-	waitFor(t, "the first write to hold the worker", g.held.Load)
+	testwait.For(t, "the first write to hold the worker", g.held.Load)
 	// Messages per queued request: the setMany of 3 does not fit beside the
 	// first three sets, so that commit closes at 3 rather than splitting it.
 	sizes := []int{1, 1, 1, 3, 1, 1}
@@ -154,7 +155,7 @@ func TestMaxCommitOpsSplits(t *testing.T) {
 		}
 		p.publish(i+1, h.msg(persist.CmdSetMany, "c", nil, body))
 	}
-	waitFor(t, "every write to queue behind the held commit", func() bool { return h.queued("c") == len(sizes) })
+	testwait.For(t, "every write to queue behind the held commit", func() bool { return h.queued("c") == len(sizes) })
 	g.open()
 
 	// Request i's first message gets the seq after every message queued
@@ -214,11 +215,11 @@ func TestStopDeadlineFailsQueued(t *testing.T) {
 	t.Cleanup(g.open)
 	p := h.pending()
 	p.set(0, "s", "held")
-	waitFor(t, "the first write to hold the worker", g.held.Load)
+	testwait.For(t, "the first write to hold the worker", g.held.Load)
 	for i := 1; i <= n; i++ {
 		p.set(i, "s", fmt.Sprint("v", i))
 	}
-	waitFor(t, "the writes to queue", func() bool { return h.queued("s") == n })
+	testwait.For(t, "the writes to queue", func() bool { return h.queued("s") == n })
 
 	// A deadline already past: Stop gives up on the queue at once instead of
 	// waiting for the held commit.

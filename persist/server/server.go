@@ -18,6 +18,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/switchyard-dev/switchyard/bus"
+	"github.com/switchyard-dev/switchyard/internal/lifecycle"
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/persist/store"
 	"github.com/switchyard-dev/switchyard/placement"
@@ -60,7 +61,8 @@ type Config struct {
 	// DataDir holds one SQLite file per stream. Empty means the server keeps
 	// ephemeral streams only and refuses the others with bad-request.
 	DataDir string
-	// Logger receives errors of the background loops. Nil means slog.Default().
+	// Logger receives errors of the background loops, with role=persist.
+	// Nil means slog.Default().
 	Logger *slog.Logger
 	// MaxOpenStreams bounds the open streams; the least recently used idle one
 	// is closed beyond it (a stream with queued work is never closed). Zero
@@ -85,8 +87,12 @@ type Config struct {
 	// the commit. It is called from the stream's worker and must not block
 	// for long. Nil means changes are not reported.
 	OnChange func(scope, stream string, ephemeral bool, changes []store.Change)
-	// Storage stores the streams. Nil means SQLite under DataDir.
+	// Storage stores the persistent streams. Nil means store.SQLite under
+	// DataDir (with Archive).
 	Storage store.Storage
+	// Memory stores the ephemeral streams (Sy-Ephemeral: true). Nil means
+	// store.NewMemory(), a private in-memory database per stream.
+	Memory store.Storage
 	// Archive, if set, is a directory holding a backup copy of every
 	// persistent stream, laid out like DataDir: streams written since their
 	// last backup are copied every ArchiveEvery and when closed, and a
@@ -109,9 +115,6 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Service == "" {
 		c.Service = bus.DefaultService
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
 	}
 	if c.MaxOpenStreams == 0 {
 		c.MaxOpenStreams = MaxOpenStreamsDefault
@@ -136,6 +139,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Storage == nil {
 		c.Storage = store.NewSQLite(store.SQLiteConfig{Dir: c.DataDir, Archive: c.Archive})
+	}
+	if c.Memory == nil {
+		c.Memory = store.NewMemory()
 	}
 	return c
 }
@@ -171,8 +177,12 @@ func (c Config) validate() error {
 // committed in one transaction (group commit), and a slow stream holds only
 // its own worker.
 type Server struct {
-	cfg Config
-	log *slog.Logger
+	cfg  Config
+	log  *slog.Logger
+	base lifecycle.Base // Start and Stop by the one rule
+	// closeOnce closes the streams and the storage once, whether or not
+	// the server was started.
+	closeOnce sync.Once
 
 	mu      sync.Mutex // protects everything below it
 	cond    *sync.Cond // workers wait on it for ready streams
@@ -184,8 +194,6 @@ type Server struct {
 	closed  *sync.Cond
 	ready   []*handle // streams with queued work, not being served
 	quit    bool      // workers exit once ready is empty
-	started bool
-	stopped bool
 	sub     *nats.Subscription
 
 	wg      sync.WaitGroup // workers and the timer loop
@@ -201,6 +209,8 @@ type Server struct {
 	beforeWrite func(n int)
 }
 
+// handleKey names a stream: ephemeral streams are kept apart from the
+// persistent ones of the same name, in Config.Memory (see Server.storage).
 type handleKey struct {
 	scope, name string
 	ephemeral   bool
@@ -236,10 +246,10 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, handles: map[handleKey]*handle{}, closing: map[handleKey]int{}}
+	s := &Server{cfg: cfg, log: lifecycle.Logger(cfg.Logger, "persist"), handles: map[handleKey]*handle{}, closing: map[handleKey]int{}}
 	s.cond = sync.NewCond(&s.mu)
 	s.closed = sync.NewCond(&s.mu)
-	s.feed = newFeedPublisher(cfg.Conn, cfg.Service, cfg.ID, cfg.Logger)
+	s.feed = newFeedPublisher(cfg.Conn, cfg.Service, cfg.ID, s.log)
 	user := cfg.OnChange
 	s.cfg.OnChange = func(scope, stream string, ephemeral bool, changes []store.Change) {
 		s.feed.publish(scope, stream, ephemeral, changes)
@@ -251,13 +261,16 @@ func New(cfg Config) (*Server, error) {
 }
 
 // Start subscribes and starts the workers; requests are accepted once it
-// returns.
+// returns. It follows the lifecycle rules: on a running server it returns
+// an error matching lifecycle.ErrStarted, on a stopped one
+// lifecycle.ErrStopped; a failed Start may be tried again.
 func (s *Server) Start(ctx context.Context) error {
+	return s.base.Start(ctx, "persist server", s.start)
+}
+
+func (s *Server) start(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.started || s.stopped {
-		return errors.New("persist server: already started")
-	}
 	subject := bus.ScopeSubject(s.cfg.Service, "*", "api", s.cfg.ID)
 	sub, err := s.cfg.Conn.Subscribe(subject, s.onMsg)
 	if err != nil {
@@ -280,7 +293,6 @@ func (s *Server) Start(ctx context.Context) error {
 		return fmt.Errorf("persist server: flush subscription: %w", err)
 	}
 	s.sub = sub
-	s.started = true
 	s.stopTim = make(chan struct{})
 	for range s.cfg.Workers {
 		s.wg.Add(1)
@@ -298,57 +310,69 @@ func (s *Server) Start(ctx context.Context) error {
 // time out and retry), the streams are closed anyway, and Stop returns an
 // error wrapping ctx.Err(); it returns nil only when everything received was
 // served. A write a worker is committing is finished, not cut short, so Stop
-// may return after ctx ends.
+// may return after ctx ends. A stopped server does not start again.
 func (s *Server) Stop(ctx context.Context) error {
+	first := s.base.Stop(ctx, s.drain)
+	s.closeOnce.Do(func() {
+		if err := s.closeStreams(); err != nil && first == nil {
+			first = err
+		}
+	})
+	return first
+}
+
+// drain is the first phase of Stop on a started server: it stops taking
+// requests and serves (or, once ctx ends, fails) those received.
+func (s *Server) drain(ctx context.Context) error {
 	s.mu.Lock()
-	if s.stopped {
-		s.mu.Unlock()
-		return nil
-	}
-	s.stopped = true
-	started, sub := s.started, s.sub
+	sub := s.sub
 	s.mu.Unlock()
 	var first error
 	gaveUp := false // ctx ended before every request was served
-	if started {
-		// Drain: the server forgets the subscription, then every message
-		// already delivered to us goes through onMsg into a queue.
-		closed := sub.StatusChanged(nats.SubscriptionClosed)
-		if err := sub.Drain(); err != nil {
-			first = fmt.Errorf("persist server: drain: %w", err)
+	// Drain: the server forgets the subscription, then every message
+	// already delivered to us goes through onMsg into a queue.
+	closed := sub.StatusChanged(nats.SubscriptionClosed)
+	if err := sub.Drain(); err != nil {
+		first = fmt.Errorf("persist server: drain: %w", err)
+		_ = sub.Unsubscribe()
+	} else {
+		select {
+		case <-closed:
+		case <-ctx.Done():
 			_ = sub.Unsubscribe()
-		} else {
-			select {
-			case <-closed:
-			case <-ctx.Done():
-				_ = sub.Unsubscribe()
-				gaveUp = true
-			}
-		}
-		close(s.stopTim)
-		s.mu.Lock()
-		s.quit = true
-		if ctx.Err() != nil && s.failQueuedLocked() > 0 {
 			gaveUp = true
 		}
-		s.cond.Broadcast()
-		s.mu.Unlock()
-		done := make(chan struct{})
-		go func() { s.wg.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-ctx.Done():
-			s.mu.Lock()
-			if s.failQueuedLocked() > 0 {
-				gaveUp = true
-			}
-			s.mu.Unlock()
-			<-done // a worker finishes the batch it holds; it cannot be interrupted mid-commit
-		}
-		if gaveUp && first == nil {
-			first = fmt.Errorf("persist server: stop: %w", ctx.Err())
-		}
 	}
+	close(s.stopTim)
+	s.mu.Lock()
+	s.quit = true
+	if ctx.Err() != nil && s.failQueuedLocked() > 0 {
+		gaveUp = true
+	}
+	s.cond.Broadcast()
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.mu.Lock()
+		if s.failQueuedLocked() > 0 {
+			gaveUp = true
+		}
+		s.mu.Unlock()
+		<-done // a worker finishes the batch it holds; it cannot be interrupted mid-commit
+	}
+	if gaveUp && first == nil {
+		first = fmt.Errorf("persist server: stop: %w", ctx.Err())
+	}
+	return first
+}
+
+// closeStreams is the last phase of Stop: it closes every stream and the
+// storage, keeping the first error.
+func (s *Server) closeStreams() error {
+	var first error
 	s.mu.Lock()
 	hs := make([]*handle, 0, len(s.handles))
 	for _, h := range s.handles {
@@ -361,8 +385,10 @@ func (s *Server) Stop(ctx context.Context) error {
 			first = err
 		}
 	}
-	if err := s.cfg.Storage.Close(); err != nil && first == nil {
-		first = err
+	for _, st := range []store.Storage{s.cfg.Storage, s.cfg.Memory} {
+		if err := st.Close(); err != nil && first == nil {
+			first = err
+		}
 	}
 	return first
 }

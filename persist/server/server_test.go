@@ -230,17 +230,6 @@ func wantCode(t *testing.T, r *nats.Msg, code persist.Code) {
 }
 
 // waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond) // polling interval, not a wait for an event
-	}
-}
-
 func TestSetGet(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, nil)

@@ -70,10 +70,7 @@ var ErrNotServing = errors.New("persist server: not serving")
 // A failed commit (disk full, read-only, I/O error) keeps it unready until
 // a later commit succeeds. It is cheap: no I/O.
 func (s *Server) Ready() error {
-	s.mu.Lock()
-	serving := s.started && !s.stopped
-	s.mu.Unlock()
-	if !serving {
+	if !s.base.Running() {
 		return ErrNotServing
 	}
 	if !s.cfg.Conn.IsConnected() {

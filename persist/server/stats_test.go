@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/persist/store"
 )
@@ -79,7 +80,7 @@ func TestStatsAndObserver(t *testing.T) {
 	if got := rec.count(persist.CmdGetAll, ""); got != 1 {
 		t.Errorf("getAll answered %d times, want 1", got)
 	}
-	waitFor(t, "the TTL message to expire", func() bool { return h.srv.Stats().Expired >= 1 })
+	testwait.For(t, "the TTL message to expire", func() bool { return h.srv.Stats().Expired >= 1 })
 	st := h.srv.Stats()
 	if st.Dedup != 1 {
 		t.Errorf("Dedup %d, want 1", st.Dedup)
@@ -108,8 +109,8 @@ type failingStorage struct {
 	fail *atomic.Bool
 }
 
-func (f failingStorage) Open(scope, name string, eph bool, now time.Time) (store.Stream, error) {
-	st, err := f.Storage.Open(scope, name, eph, now)
+func (f failingStorage) Open(scope, name string, now time.Time) (store.Stream, error) {
+	st, err := f.Storage.Open(scope, name, now)
 	if err != nil {
 		return nil, err
 	}

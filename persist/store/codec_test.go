@@ -14,7 +14,7 @@ import (
 // written.
 func TestZstdRoundTrip(t *testing.T) {
 	t.Parallel()
-	st, err := NewSQLite(SQLiteConfig{Dir: t.TempDir()}).Open("hub", "z", false, time.Now())
+	st, err := NewSQLite(SQLiteConfig{Dir: t.TempDir()}).Open("hub", "z", time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ func (s *sqliteStream) Config() persist.Config { return s.cfg }
 
 // SetConfig implements Stream.
 func (s *sqliteStream) SetConfig(c persist.Config, now time.Time) (persist.Config, []Change, error) {
-	if s.ephemeral {
+	if s.memory {
 		c = ClampEphemeral(c)
 	}
 	b, err := json.Marshal(c)

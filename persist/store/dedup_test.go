@@ -9,7 +9,7 @@ func TestDedupWindowExpires(t *testing.T) {
 	t.Parallel()
 	st := NewSQLite(SQLiteConfig{Dir: t.TempDir()})
 	now := time.Now()
-	s, err := st.Open("hub", "s", false, now)
+	s, err := st.Open("hub", "s", now)
 	if err != nil {
 		t.Fatal(err)
 	}

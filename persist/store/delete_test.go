@@ -53,7 +53,7 @@ func TestDeleteDedup(t *testing.T) {
 			now := time.Now()
 			open := func(at time.Time) Stream {
 				t.Helper()
-				s, err := NewSQLite(SQLiteConfig{Dir: dir}).Open("hub", "d", false, at)
+				s, err := NewSQLite(SQLiteConfig{Dir: dir}).Open("hub", "d", at)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -111,7 +111,7 @@ func TestDeleteDedup(t *testing.T) {
 func TestDeleteDedupWindowEnds(t *testing.T) {
 	t.Parallel()
 	now := time.Now()
-	s, err := NewSQLite(SQLiteConfig{Dir: t.TempDir()}).Open("hub", "d", false, now)
+	s, err := NewSQLite(SQLiteConfig{Dir: t.TempDir()}).Open("hub", "d", now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +147,7 @@ func TestDeleteIDsOldFile(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	now := time.Now()
-	s, err := NewSQLite(SQLiteConfig{Dir: dir}).Open("hub", "old", false, now)
+	s, err := NewSQLite(SQLiteConfig{Dir: dir}).Open("hub", "old", now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +169,7 @@ func TestDeleteIDsOldFile(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s, err = NewSQLite(SQLiteConfig{Dir: dir}).Open("hub", "old", false, now)
+	s, err = NewSQLite(SQLiteConfig{Dir: dir}).Open("hub", "old", now)
 	if err != nil {
 		t.Fatal(err)
 	}

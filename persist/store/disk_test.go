@@ -82,7 +82,7 @@ func TestDiskFull(t *testing.T) {
 	dir := testdisk.Small(t, 16<<20)
 	st := NewSQLite(SQLiteConfig{Dir: dir, ReserveBytes: 9 << 19})
 	now := time.Now()
-	s, err := st.Open("hub", "a", false, now)
+	s, err := st.Open("hub", "a", now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func TestDiskFull(t *testing.T) {
 	}
 	_, _, err = s.Write([]WriteOp{{Value: []byte("x")}}, now)
 	wantDiskError(t, "small write while full", err, ReasonFull)
-	_, err = st.Open("hub", "b", false, now)
+	_, err = st.Open("hub", "b", now)
 	wantDiskError(t, "open of a new stream while full", err, ReasonFull)
 	if e := emptyFiles(t, dir); len(e) > 0 {
 		t.Fatalf("empty stream files left: %v", e)
@@ -152,7 +152,7 @@ func TestDiskFull(t *testing.T) {
 	if w[0].Seq != uint64(len(acked)+1) {
 		t.Fatalf("seq after recovery %d, want %d", w[0].Seq, len(acked)+1)
 	}
-	b, err := st.Open("hub", "b", false, now)
+	b, err := st.Open("hub", "b", now)
 	if err != nil {
 		t.Fatalf("open after the delete freed space: %v", err)
 	}
@@ -172,7 +172,7 @@ func TestDiskReadOnly(t *testing.T) {
 	dir := testdisk.Small(t, 2<<20)
 	st := NewSQLite(SQLiteConfig{Dir: dir, ReserveBytes: 256 << 10})
 	now := time.Now()
-	s, err := st.Open("hub", "a", false, now)
+	s, err := st.Open("hub", "a", now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +184,7 @@ func TestDiskReadOnly(t *testing.T) {
 	}
 
 	testdisk.ReadOnly(t, dir, true)
-	s, err = st.Open("hub", "a", false, now)
+	s, err = st.Open("hub", "a", now)
 	if err == nil {
 		_, _, err = s.Write([]WriteOp{{Value: []byte("during")}}, now)
 		if cerr := s.Close(); cerr != nil && err == nil {
@@ -195,13 +195,13 @@ func TestDiskReadOnly(t *testing.T) {
 	if !errors.As(err, &d) || !d.Reopen {
 		t.Fatalf("write on a read-only filesystem: got %v, want a DiskError asking for a reopen", err)
 	}
-	_, err = st.Open("hub", "new", false, now)
+	_, err = st.Open("hub", "new", now)
 	if _, ok := IsDiskError(err); !ok {
 		t.Fatalf("open of a new stream on a read-only filesystem: got %v, want a DiskError", err)
 	}
 	testdisk.ReadOnly(t, dir, false)
 
-	s, err = st.Open("hub", "a", false, now)
+	s, err = st.Open("hub", "a", now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +247,7 @@ func TestDiskFullOpenLeavesNoFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	fill(t, dir)
-	_, err := st.Open("hub", "a", false, time.Now())
+	_, err := st.Open("hub", "a", time.Now())
 	wantDiskError(t, "open on a full disk", err, ReasonFull)
 	ents, err := os.ReadDir(filepath.Join(dir, "hub"))
 	if err != nil {

@@ -12,15 +12,16 @@ import (
 // reads of a missing stream with it so that they create nothing. Writes
 // must open the real stream; they fail here.
 type missingStream struct {
-	ephemeral bool
+	cfg persist.Config
 }
 
 var _ Stream = missingStream{}
 
 // Missing returns the Stream a read of a stream that does not exist is
-// served by: no messages, no keys, the default configuration (clamped for
-// an ephemeral stream). Its write methods fail with an internal error.
-func Missing(ephemeral bool) Stream { return missingStream{ephemeral: ephemeral} }
+// served by: no messages, no keys, and cfg, the configuration a new stream
+// of its storage starts with (persist.DefaultConfig, bounded by
+// ClampEphemeral in Memory). Its write methods fail with an internal error.
+func Missing(cfg persist.Config) Stream { return missingStream{cfg: cfg} }
 
 func (m missingStream) readOnly() error {
 	return persist.Errorf(persist.CodeInternal, "write to a stream that does not exist")
@@ -61,12 +62,7 @@ func (m missingStream) Inventory() persist.Inventory {
 }
 
 // Config implements Stream.
-func (m missingStream) Config() persist.Config {
-	if m.ephemeral {
-		return ClampEphemeral(persist.DefaultConfig())
-	}
-	return persist.DefaultConfig()
-}
+func (m missingStream) Config() persist.Config { return m.cfg }
 
 // SetConfig implements Stream; it always fails.
 func (m missingStream) SetConfig(persist.Config, time.Time) (persist.Config, []Change, error) {

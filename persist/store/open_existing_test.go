@@ -15,16 +15,16 @@ func TestOpenExistingCreatesNothing(t *testing.T) {
 	dir := t.TempDir()
 	st := NewSQLite(SQLiteConfig{Dir: dir})
 	now := time.Now()
-	for _, ephemeral := range []bool{false, true} {
-		s, err := st.OpenExisting("hub", "missing", ephemeral, now)
+	for name, st := range map[string]Storage{"sqlite": st, "memory": NewMemory()} {
+		s, err := st.OpenExisting("hub", "missing", now)
 		if !errors.Is(err, ErrNoStream) {
-			t.Fatalf("ephemeral=%v: OpenExisting of a missing stream: %v, %v; want ErrNoStream", ephemeral, s, err)
+			t.Fatalf("%s: OpenExisting of a missing stream: %v, %v; want ErrNoStream", name, s, err)
 		}
 	}
 	if files := testdisk.Files(t, dir); len(files) != 0 {
 		t.Fatalf("OpenExisting left %v", files)
 	}
-	s, err := st.Open("hub", "there", false, now)
+	s, err := st.Open("hub", "there", now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func TestOpenExistingCreatesNothing(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s, err = st.OpenExisting("hub", "there", false, now)
+	s, err = st.OpenExisting("hub", "there", now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func TestOpenExistingCreatesNothing(t *testing.T) {
 	if inv := s.Inventory(); inv.Count != 1 {
 		t.Fatalf("reopened stream holds %d messages, want 1", inv.Count)
 	}
-	if _, err := st.OpenExisting("hub", "missing", false, now); !errors.Is(err, ErrNoStream) {
+	if _, err := st.OpenExisting("hub", "missing", now); !errors.Is(err, ErrNoStream) {
 		t.Fatalf("OpenExisting next to an existing stream: %v", err)
 	}
 }
@@ -54,7 +54,7 @@ func TestOpenExistingRestoresFromArchive(t *testing.T) {
 	archive := t.TempDir()
 	now := time.Now()
 	first := NewSQLite(SQLiteConfig{Dir: t.TempDir(), Archive: archive})
-	s, err := first.Open("hub", "kept", false, now)
+	s, err := first.Open("hub", "kept", now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func TestOpenExistingRestoresFromArchive(t *testing.T) {
 
 	dir := t.TempDir() // the data directory was lost
 	st := NewSQLite(SQLiteConfig{Dir: dir, Archive: archive})
-	if _, err := st.OpenExisting("hub", "never", false, now); !errors.Is(err, ErrNoStream) {
+	if _, err := st.OpenExisting("hub", "never", now); !errors.Is(err, ErrNoStream) {
 		t.Fatalf("OpenExisting of a stream in neither place: %v", err)
 	}
 	if files := testdisk.Files(t, dir); len(files) != 0 {
@@ -77,7 +77,7 @@ func TestOpenExistingRestoresFromArchive(t *testing.T) {
 	if files := testdisk.Files(t, archive); len(files) != len(archived) {
 		t.Fatalf("archive holds %v, want %v", files, archived)
 	}
-	s, err = st.OpenExisting("hub", "kept", false, now)
+	s, err = st.OpenExisting("hub", "kept", now)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,13 +10,13 @@ import (
 // Remove deletes a closed stream's file and its archive copy, so that the
 // stream no longer exists (OpenExisting says so, and the archive does not
 // bring it back); a new Open starts it over at seq 1. Removing a stream
-// that does not exist, or an ephemeral one, is no error.
+// that does not exist, or one in Memory, is no error.
 func TestRemove(t *testing.T) {
 	t.Parallel()
 	dir, archive := t.TempDir(), t.TempDir()
 	st := NewSQLite(SQLiteConfig{Dir: dir, Archive: archive})
 	now := time.Now()
-	s, err := st.Open("hub", "gone", false, now)
+	s, err := st.Open("hub", "gone", now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +33,7 @@ func TestRemove(t *testing.T) {
 			t.Fatalf("before Remove: %v", err)
 		}
 	}
-	if err := st.Remove("hub", "gone", false); err != nil {
+	if err := st.Remove("hub", "gone"); err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range []string{p, p + "-wal", p + "-shm", p + "-journal", ap} {
@@ -41,10 +41,10 @@ func TestRemove(t *testing.T) {
 			t.Fatalf("after Remove: %s: %v, want it gone", f, err)
 		}
 	}
-	if _, err := st.OpenExisting("hub", "gone", false, now); !errors.Is(err, ErrNoStream) {
+	if _, err := st.OpenExisting("hub", "gone", now); !errors.Is(err, ErrNoStream) {
 		t.Fatalf("OpenExisting after Remove: %v, want ErrNoStream", err)
 	}
-	s, err = st.Open("hub", "gone", false, now)
+	s, err = st.Open("hub", "gone", now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,15 +58,13 @@ func TestRemove(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []struct {
-		name      string
-		ephemeral bool
-	}{{"never", false}, {"scratch", true}} {
-		if err := st.Remove("hub", c.name, c.ephemeral); err != nil {
-			t.Fatalf("Remove of %s: %v", c.name, err)
-		}
+	if err := st.Remove("hub", "never"); err != nil {
+		t.Fatalf("Remove of a stream that does not exist: %v", err)
 	}
-	if err := st.Remove("hub", "\x00bad", false); err == nil {
+	if err := NewMemory().Remove("hub", "scratch"); err != nil {
+		t.Fatalf("Remove of a stream in memory: %v", err)
+	}
+	if err := st.Remove("hub", "\x00bad"); err == nil {
 		t.Fatal("Remove of an invalid name: no error")
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/switchyard-dev/switchyard/bus"
 	"github.com/switchyard-dev/switchyard/persist"
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 )
@@ -55,8 +54,9 @@ const msgCols = `seq, key, time, headers, enc, raw, ttl`
 
 // SQLiteConfig configures the SQLite storage.
 type SQLiteConfig struct {
-	// Dir holds one SQLite file per persistent stream (see paths.go). Empty
-	// means ephemeral streams only: opening a persistent one is bad-request.
+	// Dir holds one SQLite file per stream (see paths.go). Empty means no
+	// stream can be opened: the server keeps ephemeral streams only (in
+	// Memory), and opening a persistent one is bad-request.
 	Dir string
 	// Archive, if set, is a directory holding a backup copy of every
 	// persistent stream, laid out like Dir (see archive.go); a stream whose
@@ -69,10 +69,10 @@ type SQLiteConfig struct {
 	ReserveBytes int64
 }
 
-// SQLite keeps each stream in its own SQLite file under Dir, and ephemeral
-// streams in private in-memory SQLite databases.
+// SQLite keeps each persistent stream in its own SQLite file under Dir.
+// Ephemeral streams are kept by Memory.
 type SQLite struct {
-	dir     string // "" = ephemeral streams only
+	dir     string // "" = no stream can be opened here
 	archive string // "" = no archive (see archive.go)
 	space   *space // the disk reserve and full state of dir
 }
@@ -103,22 +103,22 @@ func fileURI(p string) string {
 // Open implements Storage. A failure of the disk is a *DiskError, and a
 // stream file this call created is removed again when the open fails (see
 // removeCreated), so a full or read-only disk leaves no empty files behind.
-func (st *SQLite) Open(scope, name string, ephemeral bool, now time.Time) (Stream, error) {
-	return st.openClassified(scope, name, ephemeral, true, now)
+func (st *SQLite) Open(scope, name string, now time.Time) (Stream, error) {
+	return st.openClassified(scope, name, true, now)
 }
 
 // OpenExisting implements Storage. A persistent stream exists when its file
 // does, or when the archive holds a copy of it: that copy is state the
 // stream's users wrote and this server lost, so a read restores it (as a
 // write would) rather than answering as if it had never been.
-func (st *SQLite) OpenExisting(scope, name string, ephemeral bool, now time.Time) (Stream, error) {
-	return st.openClassified(scope, name, ephemeral, false, now)
+func (st *SQLite) OpenExisting(scope, name string, now time.Time) (Stream, error) {
+	return st.openClassified(scope, name, false, now)
 }
 
 // openClassified is open with disk failures made *DiskError (and the space
 // reserve given up on a full disk).
-func (st *SQLite) openClassified(scope, name string, ephemeral, create bool, now time.Time) (Stream, error) {
-	s, err := st.open(scope, name, ephemeral, create, now)
+func (st *SQLite) openClassified(scope, name string, create bool, now time.Time) (Stream, error) {
+	s, err := st.open(scope, name, create, now)
 	if err != nil {
 		if errors.Is(err, ErrNoStream) {
 			return nil, err
@@ -131,88 +131,61 @@ func (st *SQLite) openClassified(scope, name string, ephemeral, create bool, now
 }
 
 // open opens a stream; without create it creates nothing (see OpenExisting).
-func (st *SQLite) open(scope, name string, ephemeral, create bool, now time.Time) (Stream, error) {
-	var dsn string
-	var created string // the stream file, when this open creates it
-	var arch *streamArchive
-	if ephemeral {
-		if !bus.ValidScope(scope) {
-			return nil, persist.Errorf(persist.CodeBadRequest, "invalid scope %q", scope)
-		}
-		if err := persist.ValidStreamName(name); err != nil {
-			return nil, err
-		}
-		if !create {
-			return nil, ErrNoStream
-		}
-		// A private in-memory database lives as long as its one connection.
-		dsn = ":memory:"
-	} else {
-		if st.dir == "" {
-			return nil, persist.Errorf(persist.CodeBadRequest, "this server has no data directory: only ephemeral streams (%s: true)", persist.HdrEphemeral)
-		}
-		p, err := StreamPath(st.dir, scope, name)
+func (st *SQLite) open(scope, name string, create bool, now time.Time) (Stream, error) {
+	if st.dir == "" {
+		return nil, persist.Errorf(persist.CodeBadRequest, "this server has no data directory: only ephemeral streams (%s: true)", persist.HdrEphemeral)
+	}
+	p, err := StreamPath(st.dir, scope, name)
+	if err != nil {
+		return nil, err
+	}
+	if !create {
+		ok, err := st.exists(scope, name, p)
 		if err != nil {
 			return nil, err
 		}
-		if !create {
-			ok, err := st.exists(scope, name, p)
-			if err != nil {
-				return nil, err
-			}
-			if !ok {
-				return nil, ErrNoStream
-			}
-		}
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return nil, fmt.Errorf("open stream: %w", err)
-		}
-		st.space.ensure()
-		if _, err := os.Lstat(p); errors.Is(err, os.ErrNotExist) {
-			// A new stream adds a file: not while the disk is full.
-			if err := st.space.admit(); err != nil {
-				return nil, err
-			}
-			created = p
-			defer func() {
-				if created != "" {
-					removeCreated(created)
-				}
-			}()
-		}
-		if st.archive != "" {
-			if arch, err = archiveStream(st.archive, scope, name, p); err != nil {
-				return nil, err
-			}
-		}
-		// auto_vacuum first: it only takes on a new file, before the WAL
-		// switch writes its first page. With it a delete on a full disk
-		// can hand freed pages back to the filesystem (see reserve.go);
-		// older files keep NONE (changing it needs a full VACUUM).
-		dsn = fileURI(p) + "?_pragma=auto_vacuum(INCREMENTAL)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(" + strconv.Itoa(busyTimeoutMs) + ")"
-		if !create {
-			// Without "c" SQLite fails on a missing file instead of creating
-			// it: a file removed since exists looked stays removed.
-			dsn += "&mode=rw"
+		if !ok {
+			return nil, ErrNoStream
 		}
 	}
-	db, err := sql.Open("sqlite", dsn)
-	if err != nil {
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return nil, fmt.Errorf("open stream: %w", err)
 	}
-	db.SetMaxOpenConns(1)
-	db.SetMaxIdleConns(1)
-	s := &sqliteStream{db: db, scope: scope, name: name, ephemeral: ephemeral, msgids: map[string]dedupEntry{}}
-	if !ephemeral {
-		s.space = st.space
+	st.space.ensure()
+	var created string // the stream file, when this open creates it
+	if _, err := os.Lstat(p); errors.Is(err, os.ErrNotExist) {
+		// A new stream adds a file: not while the disk is full.
+		if err := st.space.admit(); err != nil {
+			return nil, err
+		}
+		created = p
+		defer func() {
+			if created != "" {
+				removeCreated(created)
+			}
+		}()
 	}
-	if err := s.init(now); err != nil {
-		s.Close()
-		if !create && !ephemeral {
-			if p, perr := StreamPath(st.dir, scope, name); perr == nil {
-				if _, serr := os.Stat(p); errors.Is(serr, fs.ErrNotExist) {
-					return nil, ErrNoStream
-				}
+	var arch *streamArchive
+	if st.archive != "" {
+		if arch, err = archiveStream(st.archive, scope, name, p); err != nil {
+			return nil, err
+		}
+	}
+	// auto_vacuum first: it only takes on a new file, before the WAL
+	// switch writes its first page. With it a delete on a full disk
+	// can hand freed pages back to the filesystem (see reserve.go);
+	// older files keep NONE (changing it needs a full VACUUM).
+	dsn := fileURI(p) + "?_pragma=auto_vacuum(INCREMENTAL)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(" + strconv.Itoa(busyTimeoutMs) + ")"
+	if !create {
+		// Without "c" SQLite fails on a missing file instead of creating
+		// it: a file removed since exists looked stays removed.
+		dsn += "&mode=rw"
+	}
+	s, err := openStream(dsn, scope, name, false, st.space, now)
+	if err != nil {
+		if !create {
+			if _, serr := os.Stat(p); errors.Is(serr, fs.ErrNotExist) {
+				return nil, ErrNoStream
 			}
 		}
 		return nil, err
@@ -225,6 +198,25 @@ func (st *SQLite) open(scope, name string, ephemeral, create bool, now time.Time
 		s.arch = arch // set last: a stream that failed to open is not backed up
 	}
 	created = "" // opened: the file is the stream's now
+	return s, nil
+}
+
+// openStream opens the SQLite database of dsn as the stream name of scope:
+// a file of SQLite, or a private in-memory database of Memory (memory
+// set). sp is the disk reserve its writes wait on (nil for none). On
+// failure nothing is left open.
+func openStream(dsn, scope, name string, memory bool, sp *space, now time.Time) (*sqliteStream, error) {
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open stream: %w", err)
+	}
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
+	s := &sqliteStream{db: db, scope: scope, name: name, memory: memory, space: sp, msgids: map[string]dedupEntry{}}
+	if err := s.init(now); err != nil {
+		s.Close()
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -264,13 +256,16 @@ type dedupItem struct {
 }
 
 // sqliteStream is one stream: a single connection, prepared statements, and
-// in-memory totals so limits need no query per write.
+// in-memory totals so limits need no query per write. Both storages use it:
+// SQLite on a file, Memory on a private in-memory database.
 type sqliteStream struct {
-	db        *sql.DB
-	conn      *sql.Conn
-	scope     string
-	name      string
-	ephemeral bool
+	db    *sql.DB
+	conn  *sql.Conn
+	scope string
+	name  string
+	// memory: the database is in memory (Memory), so max_bytes is clamped
+	// by EphemeralMaxBytes and there is no sync mode to set.
+	memory bool
 
 	cfg     persist.Config
 	count   int64  // messages
@@ -300,7 +295,7 @@ type sqliteStream struct {
 	delidsOldest int64
 
 	arch  *streamArchive // nil = not archived
-	space *space         // the data directory's reserve; nil for ephemeral streams
+	space *space         // the data directory's reserve; nil in memory
 
 	insert, keySeq, delSeq, delKey, getSeq, getKey, putMsgID *sql.Stmt
 	getDelID, putDelID                                       *sql.Stmt
@@ -364,7 +359,7 @@ func (s *sqliteStream) init(now time.Time) error {
 	} else if !errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("open stream: %w", err)
 	}
-	if s.ephemeral {
+	if s.memory {
 		s.cfg = ClampEphemeral(s.cfg)
 	}
 	if err := s.applySync(); err != nil {
@@ -457,7 +452,7 @@ func (s *sqliteStream) storedSeqMax() (uint64, error) {
 }
 
 func (s *sqliteStream) applySync() error {
-	if s.ephemeral {
+	if s.memory {
 		return nil
 	}
 	mode := "NORMAL"
@@ -505,10 +500,7 @@ func (s *sqliteStream) Close() error {
 // checkpointed into the database and losing it loses nothing. A failure
 // part-way leaves a stream that still exists (emptied, when the server
 // removed its messages first) and a repeated Remove finishes the job.
-func (st *SQLite) Remove(scope, name string, ephemeral bool) error {
-	if ephemeral {
-		return nil
-	}
+func (st *SQLite) Remove(scope, name string) error {
 	if st.dir == "" {
 		return persist.Errorf(persist.CodeBadRequest, "this server has no data directory: only ephemeral streams (%s: true)", persist.HdrEphemeral)
 	}

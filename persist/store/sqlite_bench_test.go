@@ -11,7 +11,7 @@ import (
 
 func benchStream(b *testing.B) Stream {
 	b.Helper()
-	st, err := NewSQLite(SQLiteConfig{Dir: b.TempDir()}).Open("bench", "s", false, time.Now())
+	st, err := NewSQLite(SQLiteConfig{Dir: b.TempDir()}).Open("bench", "s", time.Now())
 	if err != nil {
 		b.Fatal(err)
 	}

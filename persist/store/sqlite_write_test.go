@@ -18,7 +18,7 @@ import (
 func TestWriteBatchedInserts(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	st, err := NewSQLite(SQLiteConfig{Dir: dir}).Open("hub", "mix", false, time.Now())
+	st, err := NewSQLite(SQLiteConfig{Dir: dir}).Open("hub", "mix", time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func TestWriteBatchedInserts(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	st, err = NewSQLite(SQLiteConfig{Dir: dir}).Open("hub", "mix", false, time.Now())
+	st, err = NewSQLite(SQLiteConfig{Dir: dir}).Open("hub", "mix", time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,12 +133,12 @@ func TestWriteBatchedInserts(t *testing.T) {
 func TestWriteSharedFile(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	a, err := NewSQLite(SQLiteConfig{Dir: dir}).Open("hub", "shared", false, time.Now())
+	a, err := NewSQLite(SQLiteConfig{Dir: dir}).Open("hub", "shared", time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	b, err := NewSQLite(SQLiteConfig{Dir: dir}).Open("hub", "shared", false, time.Now())
+	b, err := NewSQLite(SQLiteConfig{Dir: dir}).Open("hub", "shared", time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +218,7 @@ func TestWriteKeyedRun(t *testing.T) {
 
 func benchStreamT(t *testing.T) Stream {
 	t.Helper()
-	st, err := NewSQLite(SQLiteConfig{Dir: t.TempDir()}).Open("hub", "keyed", false, time.Now())
+	st, err := NewSQLite(SQLiteConfig{Dir: t.TempDir()}).Open("hub", "keyed", time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,7 +297,7 @@ func TestWriteBatchSameAsOneByOne(t *testing.T) {
 			now := time.Now()
 			open := func(name string) Stream {
 				t.Helper()
-				st, err := NewSQLite(SQLiteConfig{Dir: t.TempDir()}).Open("hub", name, false, now)
+				st, err := NewSQLite(SQLiteConfig{Dir: t.TempDir()}).Open("hub", name, now)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -409,7 +409,7 @@ func TestSeqNotReusedAfterNewestGone(t *testing.T) {
 				}
 				open := func() Stream {
 					t.Helper()
-					st, err := NewSQLite(SQLiteConfig{Dir: dir}).Open("hub", "s", false, now)
+					st, err := NewSQLite(SQLiteConfig{Dir: dir}).Open("hub", "s", now)
 					if err != nil {
 						t.Fatal(err)
 					}

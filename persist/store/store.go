@@ -1,6 +1,8 @@
 // Package store keeps persist streams: the Storage interface the server
-// writes through, and its SQLite implementation (one file per stream, WAL,
-// zstd for large values, an optional archive copy). Only the server uses it.
+// writes through, and its two implementations sharing one stream code:
+// SQLite for persistent streams (one file per stream, WAL, zstd for large
+// values, an optional archive copy) and Memory for ephemeral ones (a
+// private in-memory database per stream). Only the server uses it.
 package store
 
 import (
@@ -11,24 +13,24 @@ import (
 )
 
 // Storage opens streams. Implementations are safe for concurrent use; the
-// Streams they return are not (see Stream).
+// Streams they return are not (see Stream). The server keeps persistent
+// streams in one (SQLite) and ephemeral ones in another (Memory).
 type Storage interface {
-	// Open opens (creating if needed) the stream name of scope. ephemeral
-	// streams live in memory only and vanish when closed.
-	Open(scope, name string, ephemeral bool, now time.Time) (Stream, error)
+	// Open opens (creating if needed) the stream name of scope.
+	Open(scope, name string, now time.Time) (Stream, error)
 	// OpenExisting is Open for a stream that already has stored state: it
 	// creates nothing (no file, no directory) and returns an error matching
 	// ErrNoStream for a stream that does not exist, which is how reads of a
-	// missing stream stay free of state. An ephemeral stream that is not
-	// open does not exist, so it always returns ErrNoStream for one.
-	OpenExisting(scope, name string, ephemeral bool, now time.Time) (Stream, error)
+	// missing stream stay free of state. A stream in Memory that is not
+	// open does not exist, so there it always returns ErrNoStream.
+	OpenExisting(scope, name string, now time.Time) (Stream, error)
 	// Remove deletes every trace of the stream name of scope, so that it no
-	// longer exists: its file with its -wal, -shm and -journal, and its
-	// archive copy, so that no later open restores it. The stream must be
-	// closed first (its owner does that). An ephemeral stream is gone once
-	// closed, so Remove has nothing to do for one; neither for a stream
+	// longer exists: for SQLite its file with its -wal, -shm and -journal,
+	// and its archive copy, so that no later open restores it. The stream
+	// must be closed first (its owner does that). A stream in Memory is gone
+	// once closed, so Remove has nothing to do there; neither for a stream
 	// that does not exist.
-	Remove(scope, name string, ephemeral bool) error
+	Remove(scope, name string) error
 	// Close releases what the storage holds. Streams are closed by their owner.
 	Close() error
 }
@@ -73,7 +75,7 @@ type Stream interface {
 	// NeedsExpiry reports whether Expire could have anything to do now or
 	// later (an age limit, TTL rows, remembered msgIDs or delete ids).
 	NeedsExpiry() bool
-	// Close closes the stream; an ephemeral stream's data is gone afterwards.
+	// Close closes the stream; a stream in Memory is gone afterwards.
 	Close() error
 }
 

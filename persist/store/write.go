@@ -47,19 +47,19 @@ func (s *sqliteStream) Write(ops []WriteOp, now time.Time) ([]WriteResult, []Cha
 	return res, changes, nil
 }
 
+// write applies ops inside the open transaction. Each op goes through
+// admit (dedup and every check that may refuse it), encodeValue (the stored
+// form of its value), stage (its row into the table or the pending run, the
+// row it replaces removed) and record (totals and msgID); then the run is
+// flushed and the limits enforced.
 func (s *sqliteStream) write(ops []WriteOp, nowMs int64) ([]WriteResult, []Change, error) {
 	changes, err := s.expire(nowMs)
 	if err != nil {
 		return nil, nil, err
 	}
-	var rateMsgs, rateBytes int64
-	if s.cfg.MaxMsgsPerSecond >= 0 || s.cfg.MaxBytesPerSecond >= 0 {
-		// Times never decrease along seq (see lastTime), so the rows of the
-		// last second are a suffix of the table: scan back to its start
-		// instead of keeping a time index every write would pay for.
-		if err := s.conn.QueryRowContext(context.Background(), `SELECT COUNT(*), COALESCE(SUM(size), 0) FROM messages WHERE seq > COALESCE((SELECT seq FROM messages WHERE time <= ? ORDER BY seq DESC LIMIT 1), 0)`, nowMs-1000).Scan(&rateMsgs, &rateBytes); err != nil {
-			return nil, nil, fmt.Errorf("rate: %w", err)
-		}
+	rate, err := s.lastSecond(nowMs)
+	if err != nil {
+		return nil, nil, err
 	}
 	results := make([]WriteResult, len(ops))
 	// One allocation for every stored message the changes point at.
@@ -70,179 +70,25 @@ func (s *sqliteStream) write(ops []WriteOp, nowMs int64) ([]WriteResult, []Chang
 	s.replacedSeqs = s.replacedSeqs[:0]
 	for i := range ops {
 		op := &ops[i]
-		r := &results[i]
-		if op.MsgID != "" {
-			if e, ok := s.msgids[op.MsgID]; ok && nowMs-e.time < DedupWindow.Milliseconds() {
-				*r = WriteResult{Seq: e.seq, Time: e.time, Dup: true}
-				continue
-			}
-		}
-		if op.TTL != 0 && !s.cfg.AllowMsgTTL {
-			r.Err = persist.Errorf(persist.CodeBadRequest, "this stream does not allow per-message TTL (config allow_msg_ttl)")
-			continue
-		}
-		hj, err := encodeHeaders(op.Headers)
+		a, ok, err := s.admit(op, &results[i], nowMs, rate)
 		if err != nil {
-			r.Err = persist.Errorf(persist.CodeBadRequest, "%v", err)
+			return nil, nil, err
+		}
+		if !ok {
 			continue
-		}
-		size := messageSize(hj, op.Value, op.Key)
-		if over(size, s.cfg.MaxMsgSize) {
-			r.Err = persist.Errorf(persist.CodeTooLarge, "message is %d bytes, over max_msg_size %d", size, s.cfg.MaxMsgSize)
-			continue
-		}
-		if over(size, s.cfg.MaxBytes) {
-			r.Err = persist.Errorf(persist.CodeReject, "message is %d bytes, over the stream's max_bytes %d", size, s.cfg.MaxBytes)
-			continue
-		}
-		var oldSeq uint64
-		var oldSize int64
-		found := false
-		// The lookup is needed only to decide (compare-and-set, discard new);
-		// a plain keyed replace finds and removes the old row in one DELETE,
-		// below, once every check has passed.
-		if _, ok := s.runKeys[op.Key]; ok && op.Key != "" {
-			// The key's latest row is still in the run: insert it before
-			// looking the key up or replacing it.
-			if err := s.flushInserts(); err != nil {
-				return nil, nil, err
-			}
-		}
-		lookup := op.Key != "" && (op.PrevSeq != nil || s.cfg.DiscardPolicy == persist.DiscardNew)
-		if lookup {
-			err := s.keySeq.QueryRow(op.Key).Scan(&oldSeq, &oldSize)
-			switch {
-			case err == nil:
-				found = true
-			case !errors.Is(err, sql.ErrNoRows):
-				return nil, nil, fmt.Errorf("key lookup: %w", err)
-			}
-		}
-		if op.PrevSeq != nil {
-			if *op.PrevSeq == 0 && found {
-				r.Err = persist.Errorf(persist.CodeWrongLastSequence, "key %q exists at seq %d", op.Key, oldSeq)
-				continue
-			}
-			if *op.PrevSeq != 0 && (!found || oldSeq != *op.PrevSeq) {
-				r.Err = persist.Errorf(persist.CodeWrongLastSequence, "key %q is at seq %d, not %d", op.Key, oldSeq, *op.PrevSeq)
-				continue
-			}
-		}
-		if s.cfg.MaxMsgsPerSecond >= 0 && rateMsgs+1 > s.cfg.MaxMsgsPerSecond {
-			r.Err = persist.Errorf(persist.CodeReject, "over max_msgs_per_second %d", s.cfg.MaxMsgsPerSecond)
-			continue
-		}
-		if s.cfg.MaxBytesPerSecond >= 0 && rateBytes+size > s.cfg.MaxBytesPerSecond {
-			r.Err = persist.Errorf(persist.CodeReject, "over max_bytes_per_second %d", s.cfg.MaxBytesPerSecond)
-			continue
-		}
-		if s.cfg.DiscardPolicy == persist.DiscardNew {
-			n, b := s.count+1, s.bytes+size
-			if found {
-				n, b = n-1, b-oldSize
-			}
-			if over(n, s.cfg.MaxMsgs) || over(b, s.cfg.MaxBytes) {
-				r.Err = persist.Errorf(persist.CodeReject, "stream is full (max_msgs %d, max_bytes %d, discard_policy new)", s.cfg.MaxMsgs, s.cfg.MaxBytes)
-				continue
-			}
 		}
 		seq := s.lastSeq + 1
-		enc, raw := encRaw, op.Value
-		if len(raw) > compressMin && op.Headers[persist.HdrContentEncoding] == "" {
-			ze, _, err := codecs()
-			if err != nil {
-				return nil, nil, err
-			}
-			if c := ze.EncodeAll(raw, make([]byte, 0, len(raw)/2)); len(c) < len(raw) {
-				enc, raw = encZstd, c
-			}
+		enc, raw, err := encodeValue(op)
+		if err != nil {
+			return nil, nil, err
 		}
-		plain := hj == nil && op.TTL == 0 && enc == encRaw
-		switch {
-		case op.Key != "" && plain && !lookup:
-			// A plain replace joins the run below; its old row is removed
-			// with the rest of the run's keys in one DELETE just before the
-			// run is inserted (flushInserts). Its change keeps its place
-			// here and is filled in (or dropped) at the end.
-			s.replaceKeys = append(s.replaceKeys, op.Key)
-			s.replacedSeqs = append(s.replacedSeqs, 0)
-			changes = append(changes, Change{Op: ChangeDelete})
-		case op.Key != "":
-			// The run holds other keys only (see above), so this finds the
-			// key's row if it has one.
-			var sz int64
-			var hadTTL bool
-			err := s.delKey.QueryRow(op.Key).Scan(&oldSeq, &sz, &hadTTL)
-			switch {
-			case err == nil:
-				s.removed(sz, hadTTL)
-				changes = append(changes, Change{Op: ChangeDelete, Seqs: []uint64{oldSeq}})
-			case !errors.Is(err, sql.ErrNoRows):
-				return nil, nil, fmt.Errorf("replace key: %w", err)
-			}
+		if changes, err = s.stage(op, a, seq, nowMs, enc, raw, changes); err != nil {
+			return nil, nil, err
 		}
-		var key, ttl, expires any
-		if op.Key != "" {
-			key = op.Key
+		if err := s.record(op, seq, a.size, nowMs, &rate); err != nil {
+			return nil, nil, err
 		}
-		if op.TTL > 0 {
-			ttl, expires = op.TTL, nowMs+op.TTL
-		}
-		if raw == nil {
-			raw = []byte{}
-		}
-		if plain {
-			// A plain row (no headers, no TTL, stored raw) joins the run,
-			// inserted many rows per statement; a run is all keyed or all
-			// unkeyed.
-			keyed := op.Key != ""
-			if len(s.runVals) > 0 && s.runKeyed != keyed {
-				if err := s.flushInserts(); err != nil {
-					return nil, nil, err
-				}
-			}
-			if len(s.runVals) == 0 {
-				s.runSeq, s.runTime, s.runKeyed = seq, nowMs, keyed
-			}
-			if keyed {
-				if s.runKeys == nil {
-					s.runKeys = map[string]struct{}{}
-				}
-				s.runKeys[op.Key] = struct{}{}
-				s.runVals = append(s.runVals, op.Key, raw, size)
-			} else {
-				s.runVals = append(s.runVals, raw)
-			}
-			if len(s.runVals) == insertRuns[0]*runCols(keyed) {
-				if err := s.flushInserts(); err != nil {
-					return nil, nil, err
-				}
-			}
-		} else {
-			// Anything else ends the run first: the run's seqs stay consecutive.
-			if err := s.flushInserts(); err != nil {
-				return nil, nil, err
-			}
-			if _, err := s.insert.Exec(seq, key, nowMs, hj, enc, raw, size, ttl, expires); err != nil {
-				return nil, nil, fmt.Errorf("insert: %w", err)
-			}
-		}
-		s.lastSeq, s.lastTime = seq, nowMs
-		s.count++
-		s.bytes += size
-		if op.TTL > 0 {
-			s.ttlRows++
-		}
-		if op.MsgID != "" {
-			if _, err := s.putMsgID.Exec(op.MsgID, seq, nowMs); err != nil {
-				return nil, nil, fmt.Errorf("msgid: %w", err)
-			}
-			s.msgids[op.MsgID] = dedupEntry{seq: seq, time: nowMs}
-			s.dedupFIFO = append(s.dedupFIFO, dedupItem{id: op.MsgID, time: nowMs})
-		}
-		rateMsgs++
-		rateBytes += size
-		*r = WriteResult{Seq: seq, Time: nowMs}
+		results[i] = WriteResult{Seq: seq, Time: nowMs}
 		msgs = append(msgs, persist.Frame{Seq: seq, Time: nowMs, Key: op.Key, Headers: op.Headers, TTL: op.TTL, Value: op.Value})
 		changes = append(changes, Change{Op: ChangeSet, Msg: &msgs[len(msgs)-1]})
 	}
@@ -255,6 +101,239 @@ func (s *sqliteStream) write(ops []WriteOp, nowMs int64) ([]WriteResult, []Chang
 		return nil, nil, err
 	}
 	return results, append(changes, more...), nil
+}
+
+// rateWindow is what the stream stored in the last second, for the rate
+// limits; the ops of a write add to it as they are stored.
+type rateWindow struct {
+	msgs, bytes int64
+}
+
+// lastSecond counts the rows of the second before nowMs when the stream
+// has a rate limit (else zero: nothing reads it).
+func (s *sqliteStream) lastSecond(nowMs int64) (rateWindow, error) {
+	var w rateWindow
+	if s.cfg.MaxMsgsPerSecond < 0 && s.cfg.MaxBytesPerSecond < 0 {
+		return w, nil
+	}
+	// Times never decrease along seq (see lastTime), so the rows of the
+	// last second are a suffix of the table: scan back to its start
+	// instead of keeping a time index every write would pay for.
+	if err := s.conn.QueryRowContext(context.Background(), `SELECT COUNT(*), COALESCE(SUM(size), 0) FROM messages WHERE seq > COALESCE((SELECT seq FROM messages WHERE time <= ? ORDER BY seq DESC LIMIT 1), 0)`, nowMs-1000).Scan(&w.msgs, &w.bytes); err != nil {
+		return w, fmt.Errorf("rate: %w", err)
+	}
+	return w, nil
+}
+
+// admitted is what admit learned of an op it lets through.
+type admitted struct {
+	headers []byte // the encoded headers; nil for none
+	size    int64  // as counted against the limits (messageSize)
+	// looked: the key's row was looked up (compare-and-set or discard
+	// new), so a replace of it is not deferred to the run (see stage).
+	looked bool
+}
+
+// admit decides whether op is stored: a msgID seen within DedupWindow is
+// answered from the window, and a refused op (TTL not allowed, bad
+// headers, too large, compare-and-set, rate, stream full with discard new)
+// gets its error; either way it fills *r and returns false. Only a storage
+// failure is an error. When op's key is in the pending run it flushes the
+// run first: the key's latest row must be in the table to be looked up or
+// replaced.
+func (s *sqliteStream) admit(op *WriteOp, r *WriteResult, nowMs int64, rate rateWindow) (admitted, bool, error) {
+	if op.MsgID != "" {
+		if e, ok := s.msgids[op.MsgID]; ok && nowMs-e.time < DedupWindow.Milliseconds() {
+			*r = WriteResult{Seq: e.seq, Time: e.time, Dup: true}
+			return admitted{}, false, nil
+		}
+	}
+	if op.TTL != 0 && !s.cfg.AllowMsgTTL {
+		r.Err = persist.Errorf(persist.CodeBadRequest, "this stream does not allow per-message TTL (config allow_msg_ttl)")
+		return admitted{}, false, nil
+	}
+	hj, err := encodeHeaders(op.Headers)
+	if err != nil {
+		r.Err = persist.Errorf(persist.CodeBadRequest, "%v", err)
+		return admitted{}, false, nil
+	}
+	size := messageSize(hj, op.Value, op.Key)
+	if over(size, s.cfg.MaxMsgSize) {
+		r.Err = persist.Errorf(persist.CodeTooLarge, "message is %d bytes, over max_msg_size %d", size, s.cfg.MaxMsgSize)
+		return admitted{}, false, nil
+	}
+	if over(size, s.cfg.MaxBytes) {
+		r.Err = persist.Errorf(persist.CodeReject, "message is %d bytes, over the stream's max_bytes %d", size, s.cfg.MaxBytes)
+		return admitted{}, false, nil
+	}
+	var oldSeq uint64
+	var oldSize int64
+	found := false
+	// The lookup is needed only to decide (compare-and-set, discard new);
+	// a plain keyed replace finds and removes the old row in one DELETE,
+	// in stage, once every check has passed.
+	if _, ok := s.runKeys[op.Key]; ok && op.Key != "" {
+		// The key's latest row is still in the run: insert it before
+		// looking the key up or replacing it.
+		if err := s.flushInserts(); err != nil {
+			return admitted{}, false, err
+		}
+	}
+	lookup := op.Key != "" && (op.PrevSeq != nil || s.cfg.DiscardPolicy == persist.DiscardNew)
+	if lookup {
+		err := s.keySeq.QueryRow(op.Key).Scan(&oldSeq, &oldSize)
+		switch {
+		case err == nil:
+			found = true
+		case !errors.Is(err, sql.ErrNoRows):
+			return admitted{}, false, fmt.Errorf("key lookup: %w", err)
+		}
+	}
+	if op.PrevSeq != nil {
+		if *op.PrevSeq == 0 && found {
+			r.Err = persist.Errorf(persist.CodeWrongLastSequence, "key %q exists at seq %d", op.Key, oldSeq)
+			return admitted{}, false, nil
+		}
+		if *op.PrevSeq != 0 && (!found || oldSeq != *op.PrevSeq) {
+			r.Err = persist.Errorf(persist.CodeWrongLastSequence, "key %q is at seq %d, not %d", op.Key, oldSeq, *op.PrevSeq)
+			return admitted{}, false, nil
+		}
+	}
+	if s.cfg.MaxMsgsPerSecond >= 0 && rate.msgs+1 > s.cfg.MaxMsgsPerSecond {
+		r.Err = persist.Errorf(persist.CodeReject, "over max_msgs_per_second %d", s.cfg.MaxMsgsPerSecond)
+		return admitted{}, false, nil
+	}
+	if s.cfg.MaxBytesPerSecond >= 0 && rate.bytes+size > s.cfg.MaxBytesPerSecond {
+		r.Err = persist.Errorf(persist.CodeReject, "over max_bytes_per_second %d", s.cfg.MaxBytesPerSecond)
+		return admitted{}, false, nil
+	}
+	if s.cfg.DiscardPolicy == persist.DiscardNew {
+		n, b := s.count+1, s.bytes+size
+		if found {
+			n, b = n-1, b-oldSize
+		}
+		if over(n, s.cfg.MaxMsgs) || over(b, s.cfg.MaxBytes) {
+			r.Err = persist.Errorf(persist.CodeReject, "stream is full (max_msgs %d, max_bytes %d, discard_policy new)", s.cfg.MaxMsgs, s.cfg.MaxBytes)
+			return admitted{}, false, nil
+		}
+	}
+	return admitted{headers: hj, size: size, looked: lookup}, true, nil
+}
+
+// encodeValue returns how op's value is stored: zstd-compressed when it is
+// larger than compressMin, not already content-encoded by the client, and
+// smaller compressed; else raw.
+func encodeValue(op *WriteOp) (enc int, raw []byte, err error) {
+	enc, raw = encRaw, op.Value
+	if len(raw) > compressMin && op.Headers[persist.HdrContentEncoding] == "" {
+		ze, _, err := codecs()
+		if err != nil {
+			return 0, nil, err
+		}
+		if c := ze.EncodeAll(raw, make([]byte, 0, len(raw)/2)); len(c) < len(raw) {
+			enc, raw = encZstd, c
+		}
+	}
+	return enc, raw, nil
+}
+
+// stage puts op's row, seq, into the table: a plain row (no headers, no
+// TTL, stored raw) joins the run inserted many rows per statement, any
+// other row ends the run and is inserted alone. The row op's key held
+// before is removed, now or, for a plain replace, deferred to the run's
+// flush; its delete change is appended to changes, which are returned.
+func (s *sqliteStream) stage(op *WriteOp, a admitted, seq uint64, nowMs int64, enc int, raw []byte, changes []Change) ([]Change, error) {
+	plain := a.headers == nil && op.TTL == 0 && enc == encRaw
+	switch {
+	case op.Key != "" && plain && !a.looked:
+		// A plain replace joins the run below; its old row is removed
+		// with the rest of the run's keys in one DELETE just before the
+		// run is inserted (flushInserts). Its change keeps its place
+		// here and is filled in (or dropped) at the end.
+		s.replaceKeys = append(s.replaceKeys, op.Key)
+		s.replacedSeqs = append(s.replacedSeqs, 0)
+		changes = append(changes, Change{Op: ChangeDelete})
+	case op.Key != "":
+		// The run holds other keys only (see admit), so this finds the
+		// key's row if it has one.
+		var oldSeq uint64
+		var sz int64
+		var hadTTL bool
+		err := s.delKey.QueryRow(op.Key).Scan(&oldSeq, &sz, &hadTTL)
+		switch {
+		case err == nil:
+			s.removed(sz, hadTTL)
+			changes = append(changes, Change{Op: ChangeDelete, Seqs: []uint64{oldSeq}})
+		case !errors.Is(err, sql.ErrNoRows):
+			return nil, fmt.Errorf("replace key: %w", err)
+		}
+	}
+	if raw == nil {
+		raw = []byte{}
+	}
+	if !plain {
+		// Anything else ends the run first: the run's seqs stay consecutive.
+		if err := s.flushInserts(); err != nil {
+			return nil, err
+		}
+		var key, ttl, expires any
+		if op.Key != "" {
+			key = op.Key
+		}
+		if op.TTL > 0 {
+			ttl, expires = op.TTL, nowMs+op.TTL
+		}
+		if _, err := s.insert.Exec(seq, key, nowMs, a.headers, enc, raw, a.size, ttl, expires); err != nil {
+			return nil, fmt.Errorf("insert: %w", err)
+		}
+		return changes, nil
+	}
+	// A run is all keyed or all unkeyed.
+	keyed := op.Key != ""
+	if len(s.runVals) > 0 && s.runKeyed != keyed {
+		if err := s.flushInserts(); err != nil {
+			return nil, err
+		}
+	}
+	if len(s.runVals) == 0 {
+		s.runSeq, s.runTime, s.runKeyed = seq, nowMs, keyed
+	}
+	if keyed {
+		if s.runKeys == nil {
+			s.runKeys = map[string]struct{}{}
+		}
+		s.runKeys[op.Key] = struct{}{}
+		s.runVals = append(s.runVals, op.Key, raw, a.size)
+	} else {
+		s.runVals = append(s.runVals, raw)
+	}
+	if len(s.runVals) == insertRuns[0]*runCols(keyed) {
+		if err := s.flushInserts(); err != nil {
+			return nil, err
+		}
+	}
+	return changes, nil
+}
+
+// record accounts for op stored at seq: the stream's totals, the rate
+// window, and its msgID, remembered in the table and the window.
+func (s *sqliteStream) record(op *WriteOp, seq uint64, size, nowMs int64, rate *rateWindow) error {
+	s.lastSeq, s.lastTime = seq, nowMs
+	s.count++
+	s.bytes += size
+	if op.TTL > 0 {
+		s.ttlRows++
+	}
+	if op.MsgID != "" {
+		if _, err := s.putMsgID.Exec(op.MsgID, seq, nowMs); err != nil {
+			return fmt.Errorf("msgid: %w", err)
+		}
+		s.msgids[op.MsgID] = dedupEntry{seq: seq, time: nowMs}
+		s.dedupFIFO = append(s.dedupFIFO, dedupItem{id: op.MsgID, time: nowMs})
+	}
+	rate.msgs++
+	rate.bytes += size
+	return nil
 }
 
 // fillDeferred fills the placeholder delete changes of the deferred keyed

@@ -1,3 +1,7 @@
+// This file runs a stream's jobs on its worker: the batch loop that opens
+// the stream when a job needs it, the group commit of consecutive writes, and
+// each command (get, getAll, delete, drop, keys, inventory, config).
+
 package server
 
 import (
@@ -29,7 +33,7 @@ func (s *Server) serve(h *handle, jobs []*job) (later writeAnswers) {
 		if h.st == nil {
 			create := j.createsStream()
 			if !create && missing {
-				s.serveOne(h, store.Missing(h.key.ephemeral), j)
+				s.serveOne(h, missingStream(h.key), j)
 				s.served(j)
 				i++
 				continue
@@ -120,9 +124,29 @@ func (s *Server) openFailed(h *handle, jobs []*job, err error) {
 // open opens the stream of k, creating it only when create is set.
 func (s *Server) open(k handleKey, create bool) (store.Stream, error) {
 	if create {
-		return s.cfg.Storage.Open(k.scope, k.name, k.ephemeral, time.Now())
+		return s.storage(k).Open(k.scope, k.name, time.Now())
 	}
-	return s.cfg.Storage.OpenExisting(k.scope, k.name, k.ephemeral, time.Now())
+	return s.storage(k).OpenExisting(k.scope, k.name, time.Now())
+}
+
+// storage is where the stream of k is kept: the request's Sy-Ephemeral
+// picks Memory or Storage.
+func (s *Server) storage(k handleKey) store.Storage {
+	if k.ephemeral {
+		return s.cfg.Memory
+	}
+	return s.cfg.Storage
+}
+
+// missingStream serves reads of the stream of k when it does not exist, as
+// a new stream of its storage would: the default configuration, clamped
+// for an ephemeral one.
+func missingStream(k handleKey) store.Stream {
+	c := persist.DefaultConfig()
+	if k.ephemeral {
+		c = store.ClampEphemeral(c)
+	}
+	return store.Missing(c)
 }
 
 // createsStream reports whether j may create its stream: writes, deletes
@@ -319,7 +343,7 @@ func (s *Server) serveDrop(h *handle, m *nats.Msg, r *request) {
 	s.mu.Lock()
 	s.waitClosedLocked(h.key)
 	s.mu.Unlock()
-	if err := s.cfg.Storage.Remove(h.key.scope, h.key.name, h.key.ephemeral); err != nil {
+	if err := s.storage(h.key).Remove(h.key.scope, h.key.name); err != nil {
 		// The stream is left, emptied, with its delete id: a retry of the
 		// same drop reopens it, answers what this one removed and removes
 		// the files again.
