@@ -84,7 +84,7 @@ func (f *Fleet) apiClient(ctx context.Context) (*persist.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := persist.NewClient(persist.ClientConfig{Conn: nc, Service: f.cfg.Service})
+	c, err := f.persistClient(ctx, nc)
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/switchyard-dev/switchyard/bus/auth"
 	"github.com/switchyard-dev/switchyard/bus/embedded"
 	"github.com/switchyard-dev/switchyard/internal/lifecycle"
+	"github.com/switchyard-dev/switchyard/persist"
 )
 
 // NATSConfig says where the bus is.
@@ -111,4 +112,18 @@ func (f *Fleet) connect(ctx context.Context, name, user string) (*nats.Conn, err
 	}
 	f.http.checkBus(name, nc)
 	return nc, nil
+}
+
+// persistClient is a persist client on nc, closed (its watchers and
+// caches ended) before nc is.
+func (f *Fleet) persistClient(ctx context.Context, nc *nats.Conn) (*persist.Client, error) {
+	c, err := persist.NewClient(persist.ClientConfig{Conn: nc, Service: f.cfg.Service})
+	if err != nil {
+		return nil, err
+	}
+	if err := f.start(ctx, "client "+nc.Opts.Name, lifecycle.OnStop("persist client", func(context.Context) error { return c.Close() })); err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	return c, nil
 }

@@ -58,9 +58,9 @@ func TestUpStartsEveryRoleInOneOrderAndStopsInReverse(t *testing.T) {
 		"http", "dashboard", "nats",
 		"conn switchyard-persist-0", "persist-0", "conn switchyard-persist-1", "persist-1",
 		"conn switchyard-balancer", "balancer",
-		"demo-nntp", "conn switchyard-coordinator-1/1", "coordinator-1/1",
-		"conn switchyard-w1", "conn switchyard-w2", "settle", "workers",
-		"conn switchyard-usenet-api", "newznab", "watch",
+		"demo-nntp", "conn switchyard-coordinator-1/1", "client switchyard-coordinator-1/1", "coordinator-1/1",
+		"conn switchyard-w1", "client switchyard-w1", "conn switchyard-w2", "client switchyard-w2", "settle", "workers",
+		"conn switchyard-usenet-api", "client switchyard-usenet-api", "newznab", "watch",
 	}
 	if got := f.Roles(); !slices.Equal(got, want) {
 		t.Fatalf("roles\n got %q\nwant %q", got, want)

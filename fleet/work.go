@@ -11,7 +11,6 @@ import (
 	"github.com/switchyard-dev/switchyard/internal/lifecycle"
 	"github.com/switchyard-dev/switchyard/nntp"
 	"github.com/switchyard-dev/switchyard/nntp/nntptest"
-	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/usenet"
 	"github.com/switchyard-dev/switchyard/web/metrics"
 	"github.com/switchyard-dev/switchyard/work"
@@ -228,7 +227,7 @@ func (f *Fleet) workStore(ctx context.Context, name string) (*work.Store, error)
 	if err != nil {
 		return nil, err
 	}
-	c, err := persist.NewClient(persist.ClientConfig{Conn: nc, Service: f.cfg.Service})
+	c, err := f.persistClient(ctx, nc)
 	if err != nil {
 		return nil, err
 	}

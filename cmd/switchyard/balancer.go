@@ -1,15 +1,12 @@
 package main
 
 import (
-	"context"
-	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/switchyard-dev/switchyard/fleet"
 	"github.com/switchyard-dev/switchyard/placement"
-	"github.com/switchyard-dev/switchyard/web/metrics"
 )
 
 // newBalancerCmd builds switchyard balancer.
@@ -39,35 +36,20 @@ Try it with the plain NATS client:  nats req persist.hub.id ''`,
 			if err := httpOpts.validate(false); err != nil {
 				return err
 			}
-			nc, err := natsOpts.connectRole("switchyard-balancer", 0)
+			bus, err := natsOpts.fleetNATS()
 			if err != nil {
 				return err
 			}
-			defer nc.Close()
-			b, err := placement.NewBalancer(placement.BalancerConfig{Conn: nc, IDs: ids, Placement: fn, Service: natsOpts.service})
-			if err != nil {
-				return err
+			cfg := fleet.Config{
+				Service:  natsOpts.service,
+				NATS:     bus,
+				Persist:  fleet.PersistConfig{IDs: ids, Placement: fn},
+				Balancer: true,
+				HTTP:     fleet.HTTPConfig{Addr: httpOpts.addr},
 			}
-			ph := newProcHTTP(httpOpts)
-			ph.checkBus("balancer", nc)
-			ph.addMetrics(func(r *metrics.Registry) { r.AddBalancer(b) })
-			if err := ph.start(cmd.Context()); err != nil {
-				return err
-			}
-			defer stopHTTP(ph)
-			if err := b.Start(cmd.Context()); err != nil {
-				return err
-			}
-			ph.rolesStarted()
-			slog.Info("balancer running", "nats", nc.ConnectedUrlRedacted(), "subject", natsOpts.service+".*.id", "ids", ids, "placement", placementName)
-			<-cmd.Context().Done()
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			if err := b.Stop(ctx); err != nil {
-				return fmt.Errorf("stop balancer: %w", err)
-			}
-			slog.Info("balancer stopped")
-			return nil
+			return runFleet(cmd, cfg, func(f *fleet.Fleet) {
+				slog.Info("balancer running", "nats", f.BusURL(), "subject", natsOpts.service+".*.id", "ids", ids, "placement", placementName)
+			})
 		},
 	}
 	natsOpts.registerServer(cmd)

@@ -1,14 +1,9 @@
 package main
 
 import (
-	"context"
-	"fmt"
-	"log/slog"
-
 	"github.com/spf13/cobra"
 
-	"github.com/switchyard-dev/switchyard/nntp"
-	"github.com/switchyard-dev/switchyard/web/metrics"
+	"github.com/switchyard-dev/switchyard/fleet"
 	"github.com/switchyard-dev/switchyard/work"
 )
 
@@ -65,24 +60,18 @@ close the connections, leave the share, exit 0.`,
 			if err := httpOpts.validate(false); err != nil {
 				return err
 			}
-			ph := newProcHTTP(httpOpts)
-			st, done, err := natsOpts.workStore("switchyard-coordinator-"+sh.String(), source, ph)
+			bus, err := natsOpts.fleetNATS()
 			if err != nil {
 				return err
 			}
-			defer done()
-			co, err := newCoordinator(st, ncfg, groups, providerOpts.conns, sh, workOpts, slog.Default())
-			if err != nil {
-				return err
+			ccfg := coordinatorConfig(groups, providerOpts.conns, sh, workOpts)
+			cfg := fleet.Config{
+				Service: natsOpts.service,
+				NATS:    bus,
+				Work:    fleet.WorkConfig{Source: source, NNTP: ncfg, Coordinator: &ccfg},
+				HTTP:    fleet.HTTPConfig{Addr: httpOpts.addr},
 			}
-			ph.addMetrics(func(r *metrics.Registry) {
-				r.AddCoordinator(co)
-				r.AddNNTPPool("coordinator-"+sh.String(), co.Pool(), co.Share().Granted)
-				if sh.Main() {
-					r.AddWorkStatus(st) // one process of the source reads its status
-				}
-			})
-			return runUntilSignal(cmd.Context(), co, ph)
+			return runFleet(cmd, cfg, func(*fleet.Fleet) {})
 		},
 	}
 	run.Flags().StringVar(&shard, "shard", "1/1", "this process's part of the prefetching, `SHARD` i/n: ranges with id % n == i-1; only shard 1 plans")
@@ -95,13 +84,9 @@ close the connections, leave the share, exit 0.`,
 	return run
 }
 
-// newCoordinator makes the pool and the coordinator of one shard.
-func newCoordinator(st *work.Store, ncfg nntp.Config, groups work.Groups, conns int, sh work.Shard, workOpts workFlags, log *slog.Logger) (*work.Coordinator, error) {
-	pool, err := nntp.NewPool(nntp.PoolConfig{Conn: ncfg, Size: 1})
-	if err != nil {
-		return nil, usageError{err}
-	}
-	return work.NewCoordinator(st, pool, work.CoordinatorConfig{
+// coordinatorConfig is the config of coordinator shard sh from the flags.
+func coordinatorConfig(groups work.Groups, conns int, sh work.Shard, workOpts workFlags) work.CoordinatorConfig {
+	return work.CoordinatorConfig{
 		Shard:          sh,
 		Planner:        work.PlannerConfig{Groups: groups, RangeSize: workOpts.rangeSize, HistoryDepth: workOpts.depth},
 		Prefetch:       work.PrefetchConfig{Ahead: workOpts.ahead, Chunk: workOpts.chunk},
@@ -109,31 +94,5 @@ func newCoordinator(st *work.Store, ncfg nntp.Config, groups work.Groups, conns 
 		Share:          work.ShareConfig{Limit: conns, Max: conns, Every: workOpts.shareEvery},
 		TailEvery:      workOpts.tailEvery,
 		AbandonedEvery: workOpts.abandonedEvery,
-		Logger:         log,
-	})
-}
-
-// lifecycle is what runUntilSignal runs.
-type lifecycle interface {
-	Start(context.Context) error
-	Stop(context.Context) error
-}
-
-// runUntilSignal starts the HTTP side ph (if on) and r, waits for ctx (the
-// command's, ended by SIGTERM or Ctrl-C) and stops r, then ph; r's Stop
-// bounds its own drain.
-func runUntilSignal(ctx context.Context, r lifecycle, ph *procHTTP) error {
-	if err := ph.start(ctx); err != nil {
-		return err
 	}
-	defer stopHTTP(ph)
-	if err := r.Start(ctx); err != nil {
-		return err
-	}
-	ph.rolesStarted()
-	<-ctx.Done()
-	if err := r.Stop(context.WithoutCancel(ctx)); err != nil {
-		return fmt.Errorf("stop: %w", err)
-	}
-	return nil
 }

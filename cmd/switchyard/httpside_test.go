@@ -143,7 +143,7 @@ func TestUpMetrics(t *testing.T) {
 
 	// The Newznab API on the same port: caps needs no key, a wrong key is
 	// error 100, and the demo provider's releases show up in a search.
-	keyb, err := os.ReadFile(filepath.Join(data, upAPIDir, apiKeyFile))
+	keyb, err := os.ReadFile(filepath.Join(data, upAPIDir, "apikey"))
 	if err != nil {
 		t.Fatalf("up stored no API key: %v", err)
 	}
@@ -266,7 +266,7 @@ func TestReadyzFollowsTheBus(t *testing.T) {
 	}
 	pollUntil(t, "/readyz 200 with the bus up", ready(200, "ready"))
 	e.Shutdown()
-	pollUntil(t, "/readyz 503 with the bus down", ready(http.StatusServiceUnavailable, "bus persist-0"))
+	pollUntil(t, "/readyz 503 with the bus down", ready(http.StatusServiceUnavailable, "bus switchyard-persist-0"))
 	if code, _ := httpGet(t, base+"/healthz"); code != 200 {
 		t.Fatalf("/healthz with the bus down: %d, want 200 (the process is up)", code)
 	}

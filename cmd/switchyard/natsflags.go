@@ -14,13 +14,14 @@ import (
 
 	"github.com/switchyard-dev/switchyard/bus"
 	"github.com/switchyard-dev/switchyard/bus/auth"
+	"github.com/switchyard-dev/switchyard/fleet"
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/placement"
 )
 
 // defaultLocalURL is where `switchyard up` listens by default, so client
 // commands find it with no flags.
-const defaultLocalURL = "nats://127.0.0.1:4222"
+const defaultLocalURL = fleet.DefaultLocalURL
 
 // natsFlags are the connection flags of the commands that talk to NATS.
 type natsFlags struct {
@@ -199,3 +200,14 @@ func valueArg(cmd *cobra.Command, v string) ([]byte, error) {
 
 // stdout is where command output goes (tests swap it through cobra).
 func stdout(cmd *cobra.Command) io.Writer { return cmd.OutOrStdout() }
+
+// fleetNATS is the bus of a role command: the external server of --nats
+// (else $SWITCHYARD_NATS_URL, else where up listens) with the role's
+// --creds and --tls-ca.
+func (f *natsFlags) fleetNATS() (fleet.NATSConfig, error) {
+	opts, err := authOptions(f.creds, f.tlsCA)
+	if err != nil {
+		return fleet.NATSConfig{}, err
+	}
+	return fleet.NATSConfig{URL: f.resolvedURL(), Options: opts}, nil
+}

@@ -4,19 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/switchyard-dev/switchyard/fleet"
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/persist/server"
 	"github.com/switchyard-dev/switchyard/placement"
 )
-
-// drainTimeout bounds how long a stopping server waits for in-flight requests.
-const drainTimeout = 15 * time.Second
 
 // newPersistCmd builds switchyard persist and its subcommands.
 func newPersistCmd() *cobra.Command {
@@ -69,42 +66,23 @@ closes its files.`,
 			if err := httpOpts.validate(false); err != nil {
 				return err
 			}
-			nc, err := natsOpts.connectRole("switchyard-persist-"+id, 0)
+			bus, err := natsOpts.fleetNATS()
 			if err != nil {
 				return err
 			}
-			defer nc.Close()
-			ph := newProcHTTP(httpOpts)
-			srv, err := server.New(server.Config{Conn: nc, ID: id, IDs: ids, Placement: fn, Service: natsOpts.service, DataDir: dataDir, Archive: archiveDir, ArchiveEvery: archiveEvery, Observer: ph.persistObserver(id)})
-			if err != nil {
-				return err
+			cfg := fleet.Config{
+				Service: natsOpts.service,
+				NATS:    bus,
+				Persist: fleet.PersistConfig{IDs: ids, Serve: []string{id}, Placement: fn, DataDir: dataDir, Archive: archiveDir, ArchiveEvery: archiveEvery},
+				HTTP:    fleet.HTTPConfig{Addr: httpOpts.addr},
 			}
-			ph.checkBus("persist-"+id, nc)
-			ph.addPersistServer(id, srv)
-			if err := ph.start(cmd.Context()); err != nil {
-				return err
-			}
-			defer stopHTTP(ph)
-			if err := srv.Start(cmd.Context()); err != nil {
-				return err
-			}
-			ph.rolesStarted()
-			if u := ph.url(); u != "" {
-				fmt.Fprintf(stdout(cmd), "persist server %s: http %s\n", id, u)
-			}
-			// A line other processes (and the durability test) can wait for.
-			fmt.Fprintf(stdout(cmd), "persist server %s ready on %s (data %s)\n", id, nc.ConnectedUrlRedacted(), dataDir)
-			<-cmd.Context().Done()
-			slog.Info("persist server stopping", "id", id)
-			ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
-			defer cancel()
-			if err := srv.Stop(ctx); err != nil {
-				// The drain deadline passed with requests still waiting (they
-				// were answered unavailable; the deferred Close flushes those
-				// answers) or a stream failed to close: say so and exit 1.
-				return fmt.Errorf("stop persist server: %w", err)
-			}
-			return nc.Drain()
+			return runFleet(cmd, cfg, func(f *fleet.Fleet) {
+				if u := f.HTTPURL(); u != "" {
+					fmt.Fprintf(stdout(cmd), "persist server %s: http %s\n", id, u)
+				}
+				// A line other processes (and the durability test) can wait for.
+				fmt.Fprintf(stdout(cmd), "persist server %s ready on %s (data %s)\n", id, f.BusURL(), dataDir)
+			})
 		},
 	}
 	natsOpts.registerServer(cmd)

@@ -1,25 +1,22 @@
 package main
 
 import (
-	"context"
 	"crypto/tls"
 	"fmt"
-	"log/slog"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
-	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
 	"github.com/switchyard-dev/switchyard/bus"
 	"github.com/switchyard-dev/switchyard/bus/auth"
 	"github.com/switchyard-dev/switchyard/bus/embedded"
-	"github.com/switchyard-dev/switchyard/persist/server"
+	"github.com/switchyard-dev/switchyard/fleet"
 	"github.com/switchyard-dev/switchyard/placement"
-	"github.com/switchyard-dev/switchyard/web/metrics"
 )
 
 // newUpCmd builds switchyard up.
@@ -144,122 +141,62 @@ type upConfig struct {
 	http                                              httpFlags
 }
 
-// runUp starts every role, waits for the command's context to end (a
-// signal), then stops them in reverse order: balancer, persist servers
-// (draining), connections, NATS.
-func runUp(cmd *cobra.Command, cfg upConfig) (err error) {
-	ecfg := embedded.Config{Host: cfg.host, Port: cfg.port}
-	if cfg.authDir != "" {
-		ecfg.AuthConf = filepath.Join(cfg.authDir, auth.ConfFile)
-	}
+// upAPIDir is where, in up's data directory, the Newznab API keeps its key
+// and search index. A scope cannot start with '_', so no persist scope's
+// directory can be this one.
+const upAPIDir = "_usenet-api"
+
+// fleetConfig is up's set of roles: an embedded NATS server, --servers
+// persist servers sharing the data directory, the balancer, the work
+// pipeline (unless --no-work) and, with --http, the dashboard, the Newznab
+// API and the watch gateway.
+func (cfg upConfig) fleetConfig() (fleet.Config, error) {
+	ecfg := &embedded.Config{Host: cfg.host, Port: cfg.port}
 	if cfg.tlsCert != "" {
 		cert, err := tls.LoadX509KeyPair(cfg.tlsCert, cfg.tlsKey)
 		if err != nil {
-			return fmt.Errorf("tls certificate: %w", err)
+			return fleet.Config{}, fmt.Errorf("tls certificate: %w", err)
 		}
 		ecfg.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
-	natsServer, err := embedded.Start(ecfg)
-	if err != nil {
-		return err
-	}
-	defer natsServer.Shutdown()
-	url := natsServer.ClientURL()
-
-	var stops []func(context.Context) error // run in reverse on the way out
-	// The HTTP side (metrics, health) is up first and stopped last, so
-	// /readyz says what is not ready while the roles come up and go down.
-	ph := newProcHTTP(cfg.http)
-	if err := ph.start(cmd.Context()); err != nil {
-		return err
-	}
-	stops = append(stops, ph.stop)
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
-		defer cancel()
-		// The stops share one drain deadline, so once a persist server has
-		// given up (its error wraps context.DeadlineExceeded) the later ones
-		// give up too: the first error is returned (exit 1), the rest logged.
-		for i := len(stops) - 1; i >= 0; i-- {
-			serr := stops[i](ctx)
-			switch {
-			case serr == nil:
-			case err == nil:
-				err = serr
-			default:
-				slog.Warn("switchyard: stop", "err", serr)
-			}
-		}
-	}()
-	if err := startDashboard(cmd.Context(), ph, func(stop func(context.Context) error) { stops = append(stops, stop) }); err != nil {
-		return err
-	}
-	connect := func(name, user string) (*nats.Conn, error) {
-		var opts []nats.Option
-		if cfg.authDir != "" {
-			c, err := auth.LoadCreds(auth.CredsFile(cfg.authDir, user))
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w (does --auth hold credentials for --servers %d? see switchyard auth init --ids)", name, err, cfg.servers)
-			}
-			if opts, err = c.Options(); err != nil {
-				return nil, err
-			}
-		}
-		// Roles inside this process reach the embedded server over an
-		// in-memory pipe rather than loopback TCP (and so without TLS).
-		nc, err := natsServer.ConnectInProcess(bus.ConnectConfig{Name: name, Options: opts})
-		if err != nil {
-			return nil, err
-		}
-		stops = append(stops, func(context.Context) error { nc.Close(); return nil })
-		ph.checkBus(name, nc)
-		return nc, nil
-	}
-
 	ids := make([]string, cfg.servers)
 	for i := range ids {
 		ids[i] = strconv.Itoa(i)
 	}
-	for _, id := range ids {
-		nc, err := connect("switchyard-persist-"+id, "server-"+id)
-		if err != nil {
-			return err
-		}
-		srv, err := server.New(server.Config{Conn: nc, ID: id, IDs: ids, Placement: cfg.placement, Service: cfg.service, DataDir: cfg.dataDir, Archive: cfg.archiveDir, Observer: ph.persistObserver(id)})
-		if err != nil {
-			return err
-		}
-		if err := srv.Start(cmd.Context()); err != nil {
-			return err
-		}
-		stops = append(stops, srv.Stop)
-		ph.addPersistServer(id, srv)
+	fc := fleet.Config{
+		Service:  cfg.service,
+		NATS:     fleet.NATSConfig{Embedded: ecfg, AuthDir: cfg.authDir},
+		Persist:  fleet.PersistConfig{IDs: ids, Serve: ids, Placement: cfg.placement, DataDir: cfg.dataDir, Archive: cfg.archiveDir},
+		Balancer: true,
+		HTTP:     fleet.HTTPConfig{Addr: cfg.http.addr, Dashboard: true, Watch: true},
 	}
-	nc, err := connect("switchyard-balancer", auth.RoleBalancer)
+	if cfg.http.addr != "" {
+		fc.API = fleet.APIConfig{Dir: filepath.Join(cfg.dataDir, upAPIDir)}
+	}
+	w, err := cfg.work.fleetConfig()
 	if err != nil {
-		return err
+		return fleet.Config{}, err
 	}
-	b, err := placement.NewBalancer(placement.BalancerConfig{Conn: nc, IDs: ids, Placement: cfg.placement, Service: cfg.service})
-	if err != nil {
-		return err
-	}
-	if err := b.Start(cmd.Context()); err != nil {
-		return err
-	}
-	stops = append(stops, b.Stop)
-	ph.addMetrics(func(r *metrics.Registry) { r.AddBalancer(b) })
+	fc.Work = w
+	return fc, nil
+}
 
-	workLine, stopWork, err := startWork(cmd.Context(), cfg.work, connect, ph)
+// runUp starts every role, prints how to use them, waits for the command's
+// context to end (a signal), then stops them in the reverse order (see
+// fleet.Fleet.Stop).
+func runUp(cmd *cobra.Command, cfg upConfig) error {
+	fc, err := cfg.fleetConfig()
 	if err != nil {
 		return err
 	}
-	apiLine, err := startUpAPI(cmd.Context(), cfg, connect, ph, func(stop func(context.Context) error) { stops = append(stops, stop) })
-	if err != nil {
-		return err
-	}
-	ph.rolesStarted()
+	return runFleet(cmd, fc, func(f *fleet.Fleet) {
+		printUp(stdout(cmd), cfg, f)
+	})
+}
 
-	w := stdout(cmd)
+// printUp tells the user what runs and what to try.
+func printUp(w io.Writer, cfg upConfig, f *fleet.Fleet) {
+	url := f.BusURL()
 	flag := ""
 	if url != defaultLocalURL {
 		flag = " --nats " + url
@@ -269,6 +206,10 @@ func runUp(cmd *cobra.Command, cfg upConfig) (err error) {
 	}
 	if cfg.tlsCert != "" {
 		flag += " --tls-ca CA.pem"
+	}
+	ids := make([]string, cfg.servers)
+	for i := range ids {
+		ids[i] = strconv.Itoa(i)
 	}
 	fmt.Fprintf(w, `switchyard is up
   NATS       %s   (export %s=%s)
@@ -283,24 +224,29 @@ Try:
   nats req %s.hub.id ''          # the plain NATS client works too
 %s
 Stop with Ctrl-C.
-`, url, bus.EnvURL, url, cfg.servers, strings.Join(ids, ","), cfg.placementName, cfg.dataDir, cfg.service, workLine, httpLine(ph), apiLine, flag, flag, flag, flag, cfg.service, workTry(cfg.work, flag))
-
-	<-cmd.Context().Done()
-	slog.Info("switchyard stopping: workers and coordinator first, then draining in-flight requests")
-	// The work stops bound their own waits (workers 10 s, the coordinator's
-	// chunks in flight 15 s); the persist drain's deadline starts after.
-	if err := stopWork(context.Background()); err != nil {
-		slog.Warn("switchyard: stop work", "err", err)
-	}
-	return nil
+`, url, bus.EnvURL, url, cfg.servers, strings.Join(ids, ","), cfg.placementName, cfg.dataDir, cfg.service, workLine(cfg.work, f), httpLine(f), apiLine(f), flag, flag, flag, flag, cfg.service, workTry(cfg.work, flag))
 }
 
 // httpLine is up's line about its HTTP side, "" without one.
-func httpLine(ph *procHTTP) string {
-	if ph == nil {
+func httpLine(f *fleet.Fleet) string {
+	if f.HTTPURL() == "" {
 		return ""
 	}
-	return fmt.Sprintf("  HTTP       %s   (dashboard /, /metrics, /healthz, /readyz)\n", ph.url())
+	return fmt.Sprintf("  HTTP       %s   (dashboard /, /metrics, /healthz, /readyz)\n", f.HTTPURL())
+}
+
+// apiLine is up's lines about the Newznab API and the watch page, "" without
+// an HTTP side.
+func apiLine(f *fleet.Fleet) string {
+	key, created := f.APIKey()
+	if key == "" {
+		return ""
+	}
+	how := "key stored in " + f.APIKeyFile()
+	if created {
+		how = "key created in " + f.APIKeyFile()
+	}
+	return fmt.Sprintf("  newznab    %s/api?apikey=%s   (%s)\n  watch      %s/watch?scope=hub&stream=log   (any stream, live in a browser)\n", f.HTTPURL(), key, how, f.HTTPURL())
 }
 
 // workTry is up's hint for following the work pipeline, "" without one.
@@ -308,9 +254,5 @@ func workTry(uw upWork, flag string) string {
 	if uw.off {
 		return ""
 	}
-	source := uw.source
-	if uw.providerOpts.addr == "" && source == sourceDefault {
-		source = upDemoSource
-	}
-	return fmt.Sprintf("  switchyard work status --source %s%s   # ranges, leases, shares, throughput\n", source, flag)
+	return fmt.Sprintf("  switchyard work status --source %s%s   # ranges, leases, shares, throughput\n", uw.sourceName(), flag)
 }

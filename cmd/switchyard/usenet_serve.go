@@ -1,13 +1,12 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 
 	"github.com/spf13/cobra"
 
-	"github.com/switchyard-dev/switchyard/persist"
+	"github.com/switchyard-dev/switchyard/fleet"
 	"github.com/switchyard-dev/switchyard/usenet"
 )
 
@@ -46,37 +45,22 @@ authentication, so a non-loopback --http needs --http-insecure.`,
 			if err := usenet.ValidScope(usenetOpts.scope); err != nil {
 				return usagef("--usenet-scope: %v", err)
 			}
-			key, created, err := loadAPIKey(dataDir)
+			bus, err := natsOpts.fleetNATS()
 			if err != nil {
 				return err
 			}
-			nc, err := natsOpts.connectRole("switchyard-usenet-api", 0)
-			if err != nil {
-				return err
+			cfg := fleet.Config{
+				Service: natsOpts.service,
+				NATS:    bus,
+				Work:    fleet.WorkConfig{UsenetScope: usenetOpts.scope},
+				API:     fleet.APIConfig{Dir: dataDir, BaseURL: baseURL},
+				HTTP:    fleet.HTTPConfig{Addr: httpOpts.addr},
 			}
-			defer nc.Close()
-			c, err := persist.NewClient(persist.ClientConfig{Conn: nc, Service: natsOpts.service})
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			st, err := usenetOpts.store(c)
-			if err != nil {
-				return err
-			}
-			ph := newProcHTTP(httpOpts)
-			ph.checkBus("nats", nc)
-			api, err := startUsenetAPI(cmd.Context(), st, dataDir, baseURL, keyChecker(key), ph)
-			if err != nil {
-				return err
-			}
-			// Started by runUntilSignal after the HTTP side: say where.
-			announce := func(context.Context) error {
-				printAPIKey(cmd, ph.url(), key, created, dataDir)
-				slog.Info("usenet api listening", "url", ph.url()+"/api", "scope", st.Scope())
-				return nil
-			}
-			return runUntilSignal(cmd.Context(), startStop{announce, api.Stop}, ph)
+			return runFleet(cmd, cfg, func(f *fleet.Fleet) {
+				key, created := f.APIKey()
+				printAPIKey(cmd, f.HTTPURL(), key, created, dataDir)
+				slog.Info("usenet api listening", "url", f.HTTPURL()+"/api", "scope", usenetOpts.scope)
+			})
 		},
 	}
 	httpOpts.registerServing(serve, "127.0.0.1:8080", "the Newznab /api, /metrics, /healthz and /readyz")

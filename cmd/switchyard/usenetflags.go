@@ -1,15 +1,12 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/usenet"
-	"github.com/switchyard-dev/switchyard/work"
 )
 
 // usenetFlags are the flags of the commands that read or write the usenet
@@ -67,51 +64,3 @@ func (f *usenetFlags) validateIndexer(name string) error {
 		return usagef("--indexer %q: want usenet or count", name)
 	}
 }
-
-// indexerFor builds the worker's indexer by name; the usenet one also needs
-// its settle sweep run beside the worker (nil for the others).
-func (f *usenetFlags) indexerFor(name string, c *persist.Client) (work.Indexer, *usenet.Settler, error) {
-	switch name {
-	case "usenet":
-		cfg, err := f.settleConfig()
-		if err != nil {
-			return nil, nil, err
-		}
-		st, err := f.store(c)
-		if err != nil {
-			return nil, nil, err
-		}
-		return &usenet.Indexer{Store: st}, usenet.NewSettler(st, cfg, nil), nil
-	case "count":
-		return work.CountingIndexer{}, nil, nil
-	default:
-		return nil, nil, usagef("--indexer %q: want usenet or count", name)
-	}
-}
-
-// lifecycles starts its members in order and stops them in reverse.
-type lifecycles []lifecycle
-
-func (ls lifecycles) Start(ctx context.Context) error {
-	for i, l := range ls {
-		if err := l.Start(ctx); err != nil {
-			_ = lifecycles(ls[:i]).Stop(context.WithoutCancel(ctx))
-			return err
-		}
-	}
-	return nil
-}
-
-func (ls lifecycles) Stop(ctx context.Context) error {
-	var errs []error
-	for i := len(ls) - 1; i >= 0; i-- {
-		errs = append(errs, ls[i].Stop(ctx))
-	}
-	return errors.Join(errs...)
-}
-
-// startStop is a lifecycle of two funcs.
-type startStop struct{ start, stop func(context.Context) error }
-
-func (s startStop) Start(ctx context.Context) error { return s.start(ctx) }
-func (s startStop) Stop(ctx context.Context) error  { return s.stop(ctx) }

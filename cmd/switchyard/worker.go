@@ -1,21 +1,13 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"os"
-	"time"
 
 	"github.com/spf13/cobra"
-
-	"github.com/switchyard-dev/switchyard/web/metrics"
-	"github.com/switchyard-dev/switchyard/work"
+	"github.com/switchyard-dev/switchyard/fleet"
 )
-
-// workerStopWait bounds how long a stopping worker tries to finish the
-// range in hand before it releases it.
-const workerStopWait = 10 * time.Second
 
 // newWorkerCmd builds switchyard worker and its run.
 func newWorkerCmd() *cobra.Command {
@@ -72,30 +64,20 @@ digest of the article numbers: the exactly-once check the tests use).`,
 				host, _ := os.Hostname()
 				name = fmt.Sprintf("worker-%s-%d", host, os.Getpid())
 			}
-			ph := newProcHTTP(httpOpts)
-			st, done, err := natsOpts.workStore("switchyard-"+name, source, ph)
+			bus, err := natsOpts.fleetNATS()
 			if err != nil {
 				return err
 			}
-			defer done()
-			ix, settler, err := usenetOpts.indexerFor(indexer, st.Client())
-			if err != nil {
-				return err
+			wc := fleet.WorkConfig{Source: source, Workers: []string{name}, Worker: workOpts.workerConfig(), Indexer: indexer, UsenetScope: usenetOpts.scope}
+			if indexer == fleet.IndexerUsenet {
+				if wc.Settle, err = usenetOpts.settleConfig(); err != nil {
+					return err
+				}
 			}
-			if indexer == "usenet" {
-				ix = countedIndexer(ix, usenetCounters(ph))
-			}
-			w, err := work.NewWorker(st, ix, work.WorkerConfig{Name: name, Lease: workOpts.leaseConfig(), Heartbeat: workOpts.heartbeat()})
-			if err != nil {
-				return err
-			}
-			run := lifecycles{stopWithin{w, workerStopWait}}
-			if settler != nil {
-				run = append(run, settler)
-			}
-			slog.Info("worker started", "source", source, "name", name, "indexer", indexer)
-			ph.addMetrics(func(r *metrics.Registry) { r.AddWorker(w) })
-			return runUntilSignal(cmd.Context(), run, ph)
+			cfg := fleet.Config{Service: natsOpts.service, NATS: bus, Work: wc, HTTP: fleet.HTTPConfig{Addr: httpOpts.addr}}
+			return runFleet(cmd, cfg, func(*fleet.Fleet) {
+				slog.Info("worker started", "source", source, "name", name, "indexer", indexer)
+			})
 		},
 	}
 	sourceFlag(run, &source)
@@ -106,16 +88,4 @@ digest of the article numbers: the exactly-once check the tests use).`,
 	natsOpts.registerServer(run)
 	httpOpts.register(run, "")
 	return run
-}
-
-// stopWithin bounds a Stop by d.
-type stopWithin struct {
-	lifecycle
-	d time.Duration
-}
-
-func (s stopWithin) Stop(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, s.d)
-	defer cancel()
-	return s.lifecycle.Stop(ctx)
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/switchyard-dev/switchyard/nntp"
-	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/work"
 )
 
@@ -128,8 +127,11 @@ func (f *workFlags) validateLease() error {
 	return nil
 }
 
-// leaseConfig is the lease part of the flags.
-func (f *workFlags) leaseConfig() work.LeaseConfig { return work.LeaseConfig{TTL: f.leaseTTL} }
+// workerConfig is a worker's config from the flags (its Name is set by
+// whoever runs it).
+func (f *workFlags) workerConfig() work.WorkerConfig {
+	return work.WorkerConfig{Lease: work.LeaseConfig{TTL: f.leaseTTL}, Heartbeat: f.heartbeat()}
+}
 
 // heartbeat is a sixth of the lease TTL, as the defaults (60 s, 10 s).
 func (f *workFlags) heartbeat() time.Duration {
@@ -145,26 +147,4 @@ func checkSource(s string) error {
 		return usagef("--source: %v", err)
 	}
 	return nil
-}
-
-// workStore connects to NATS as a long-running role named name and returns
-// the store of source; done closes what it opened. ph, if on, gets a
-// readiness check of the connection.
-func (f *natsFlags) workStore(name, source string, ph *procHTTP) (st *work.Store, done func(), err error) {
-	nc, err := f.connectRole(name, 0)
-	if err != nil {
-		return nil, nil, err
-	}
-	c, err := persist.NewClient(persist.ClientConfig{Conn: nc, Service: f.service})
-	if err != nil {
-		nc.Close()
-		return nil, nil, err
-	}
-	done = func() { _ = c.Close(); nc.Close() }
-	if st, err = work.NewStore(c, source); err != nil {
-		done()
-		return nil, nil, usageError{err}
-	}
-	ph.checkBus(name, nc)
-	return st, done, nil
 }
