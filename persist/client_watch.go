@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/switchyard-dev/switchyard/bus"
+	"github.com/switchyard-dev/switchyard/persist/internal/seqset"
 )
 
 // Watch defaults.
@@ -237,7 +237,7 @@ type Watcher struct {
 	retryErr error
 
 	// Owned by the run goroutine.
-	live       seqSet                // delivered seqs not yet reported deleted
+	live       seqset.Set            // delivered seqs not yet reported deleted
 	epochs     map[string]*feedEpoch // publisher epoch -> what the watcher applied of its feed
 	preDeleted map[uint64]struct{}
 	// pendingDel holds delivered seqs a feed delete named that wait for
@@ -690,7 +690,7 @@ func (w *Watcher) readStream() error {
 	if err := w.restoreDeleted(); err != nil {
 		return err
 	}
-	held := w.live.count() > 0
+	held := w.live.Count() > 0
 	before := w.last.Load()
 	if err := w.readNew(0); err != nil {
 		return err
@@ -708,7 +708,7 @@ func (w *Watcher) readStream() error {
 			if round < watchSettleRounds {
 				continue
 			}
-		} else if !held || (w.opts.From <= 1 && uint64(inv.Count) == w.live.count()) {
+		} else if !held || (w.opts.From <= 1 && uint64(inv.Count) == w.live.Count()) {
 			return nil
 		}
 		return w.relist(before)
@@ -727,15 +727,15 @@ func (w *Watcher) readNew(end uint64) error {
 // longer finds as one delete. It costs a read of the range from the oldest
 // delivered seq still held to upTo.
 func (w *Watcher) relist(upTo uint64) error {
-	lo, ok := w.live.min()
+	lo, ok := w.live.Min()
 	if !ok || lo > upTo {
 		return nil
 	}
-	var seen seqSet
+	var seen seqset.Set
 	var back []*Message
 	err := w.scanPaged(lo, upTo, func(m *Message) error {
-		seen.add(m.Seq)
-		if !w.live.has(m.Seq) && m.Seq <= w.last.Load() {
+		seen.Append(m.Seq)
+		if !w.live.Has(m.Seq) && m.Seq <= w.last.Load() {
 			// Seqs never come back once gone, so a message the server
 			// holds that the watcher let go was let go on a forged word.
 			back = append(back, m)
@@ -747,9 +747,9 @@ func (w *Watcher) relist(upTo uint64) error {
 	}
 	// Seqs above upTo were delivered by this read; keep them out of the
 	// comparison.
-	w.live.copyAbove(&seen, upTo)
-	gone := w.live.minus(&seen)
-	w.live = w.live.intersect(&seen)
+	w.live.CopyAbove(&seen, upTo)
+	gone := w.live.Minus(&seen)
+	w.live = w.live.Intersect(&seen)
 	if len(gone) > 0 {
 		w.fn(Event{Kind: EventDelete, Seqs: gone})
 	}
@@ -827,7 +827,7 @@ func (w *Watcher) apply(b *feedBatch) string {
 			case !trusted:
 				// Read from the server above, which did not hold it.
 			case m.Seq == last+1 && !preDeleted:
-				if old, ok := w.keySeq[m.Key]; ok && m.Key != "" && w.live.has(old) {
+				if old, ok := w.keySeq[m.Key]; ok && m.Key != "" && w.live.Has(old) {
 					if replaced == nil {
 						replaced = map[uint64]struct{}{}
 					}
@@ -868,9 +868,9 @@ func (w *Watcher) apply(b *feedBatch) string {
 	// replaces it, so the sets of the whole message are known only now.
 	var out []uint64
 	for _, q := range named {
-		if _, r := replaced[q]; r && w.live.remove(q) {
+		if _, r := replaced[q]; r && w.live.Remove(q) {
 			out = append(out, q)
-		} else if w.live.has(q) {
+		} else if w.live.Has(q) {
 			w.pendingDel = append(w.pendingDel, q)
 		}
 	}
@@ -926,7 +926,7 @@ func (w *Watcher) rollback(lo uint64, undo []uint64) {
 	if lo == 0 || lo > last {
 		return
 	}
-	gone := w.live.cutFrom(lo)
+	gone := w.live.CutFrom(lo)
 	w.quietTo = max(w.quietTo, last)
 	w.last.Store(lo - 1)
 	// The index may name rows just taken back; it only saves reading.
@@ -944,7 +944,7 @@ func (w *Watcher) restoreDeleted() error {
 	w.restore = slices.Compact(w.restore)
 	for len(w.restore) > 0 {
 		q := w.restore[0]
-		if q <= w.last.Load() && !w.live.has(q) {
+		if q <= w.last.Load() && !w.live.Has(q) {
 			err := w.scanPaged(q, q, func(m *Message) error {
 				if m.Seq == q {
 					w.redeliver(m)
@@ -966,7 +966,7 @@ func (w *Watcher) restoreDeleted() error {
 // case where a set comes out of seq order.
 func (w *Watcher) redeliver(m *Message) {
 	w.forged.Add(1)
-	w.live.insert(m.Seq)
+	w.live.Insert(m.Seq)
 	w.fn(Event{Kind: EventSet, Msg: m})
 }
 
@@ -1061,7 +1061,7 @@ func (w *Watcher) deliverSet(m *Message, read bool) {
 		w.forged.Add(1)
 	}
 	if m.Key != "" {
-		if old, ok := w.keySeq[m.Key]; ok && read && w.live.remove(old) {
+		if old, ok := w.keySeq[m.Key]; ok && read && w.live.Remove(old) {
 			w.fn(Event{Kind: EventDelete, Seqs: []uint64{old}})
 		}
 		if _, ok := w.keySeq[m.Key]; !ok && len(w.keySeq) >= watchMaxKeys {
@@ -1069,7 +1069,7 @@ func (w *Watcher) deliverSet(m *Message, read bool) {
 		}
 		w.keySeq[m.Key] = m.Seq
 	}
-	w.live.add(m.Seq)
+	w.live.Append(m.Seq)
 	w.fn(Event{Kind: EventSet, Msg: m})
 }
 
@@ -1127,7 +1127,7 @@ func (w *Watcher) deliverDelete(seqs []uint64, named *[]uint64) bool {
 	ok := true
 	for _, q := range seqs {
 		switch {
-		case w.live.has(q):
+		case w.live.Has(q):
 			*named = append(*named, q)
 		case q > last:
 			if _, dup := w.preDeleted[q]; !dup && len(w.preDeleted) >= w.maxPre {
@@ -1150,7 +1150,7 @@ func (w *Watcher) confirmDeletes() error {
 	w.pendingDel = nil
 	slices.Sort(qs)
 	qs = slices.Compact(qs)
-	qs = slices.DeleteFunc(qs, func(q uint64) bool { return !w.live.has(q) })
+	qs = slices.DeleteFunc(qs, func(q uint64) bool { return !w.live.Has(q) })
 	held := map[uint64]struct{}{}
 	for i := 0; i < len(qs); {
 		j := i
@@ -1172,7 +1172,7 @@ func (w *Watcher) confirmDeletes() error {
 			w.forged.Add(1)
 			continue
 		}
-		w.live.remove(q)
+		w.live.Remove(q)
 		out = append(out, q)
 	}
 	if len(out) > 0 {
@@ -1222,8 +1222,8 @@ func (w *Watcher) idleCheck() string {
 		// removed before the watcher could read them.
 		w.passTo(inv.Seq)
 	}
-	if w.opts.From <= 1 && inv.Seq <= w.last.Load() && uint64(inv.Count) != w.live.count() {
-		return fmt.Sprintf("idle check: server has %d messages, watcher %d", inv.Count, w.live.count())
+	if w.opts.From <= 1 && inv.Seq <= w.last.Load() && uint64(inv.Count) != w.live.Count() {
+		return fmt.Sprintf("idle check: server has %d messages, watcher %d", inv.Count, w.live.Count())
 	}
 	return ""
 }
@@ -1237,177 +1237,4 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
-}
-
-// seqSet is a set of seqs kept as sorted, disjoint, non-adjacent closed
-// intervals: a log with few deletions costs a few intervals whatever its
-// length.
-type seqSet struct {
-	iv []seqRange
-	n  uint64
-}
-
-type seqRange struct{ lo, hi uint64 }
-
-func (s *seqSet) count() uint64 { return s.n }
-
-func (s *seqSet) min() (uint64, bool) {
-	if len(s.iv) == 0 {
-		return 0, false
-	}
-	return s.iv[0].lo, true
-}
-
-// add inserts q, which must be greater than every member.
-func (s *seqSet) add(q uint64) {
-	if k := len(s.iv); k > 0 && s.iv[k-1].hi+1 == q {
-		s.iv[k-1].hi = q
-	} else {
-		s.iv = append(s.iv, seqRange{q, q})
-	}
-	s.n++
-}
-
-// copyAbove adds the members of s above q to dst, whose members must all be
-// at most q.
-func (s *seqSet) copyAbove(dst *seqSet, q uint64) {
-	for _, r := range s.iv {
-		if r.hi <= q {
-			continue
-		}
-		lo := max(r.lo, q+1)
-		if k := len(dst.iv); k > 0 && dst.iv[k-1].hi+1 == lo {
-			dst.iv[k-1].hi = r.hi
-		} else {
-			dst.iv = append(dst.iv, seqRange{lo, r.hi})
-		}
-		dst.n += r.hi - lo + 1
-	}
-}
-
-// find returns the index of the interval holding q, or -1.
-func (s *seqSet) find(q uint64) int {
-	lo, hi := 0, len(s.iv)
-	for lo < hi {
-		m := (lo + hi) / 2
-		switch {
-		case s.iv[m].hi < q:
-			lo = m + 1
-		case s.iv[m].lo > q:
-			hi = m
-		default:
-			return m
-		}
-	}
-	return -1
-}
-
-func (s *seqSet) has(q uint64) bool { return s.find(q) >= 0 }
-
-// insert adds q wherever it falls.
-func (s *seqSet) insert(q uint64) {
-	if s.has(q) {
-		return
-	}
-	i := sort.Search(len(s.iv), func(i int) bool { return s.iv[i].lo > q })
-	joinPrev := i > 0 && s.iv[i-1].hi+1 == q
-	joinNext := i < len(s.iv) && s.iv[i].lo == q+1
-	switch {
-	case joinPrev && joinNext:
-		s.iv[i-1].hi = s.iv[i].hi
-		s.iv = slices.Delete(s.iv, i, i+1)
-	case joinPrev:
-		s.iv[i-1].hi = q
-	case joinNext:
-		s.iv[i].lo = q
-	default:
-		s.iv = slices.Insert(s.iv, i, seqRange{q, q})
-	}
-	s.n++
-}
-
-// cutFrom removes the members >= lo and returns them, ascending.
-func (s *seqSet) cutFrom(lo uint64) []uint64 {
-	var out []uint64
-	k := sort.Search(len(s.iv), func(i int) bool { return s.iv[i].hi >= lo })
-	for i := k; i < len(s.iv); i++ {
-		r := s.iv[i]
-		for q := max(r.lo, lo); q <= r.hi; q++ {
-			out = append(out, q)
-		}
-	}
-	s.n -= uint64(len(out))
-	if k < len(s.iv) && s.iv[k].lo < lo {
-		s.iv[k].hi = lo - 1
-		k++
-	}
-	s.iv = s.iv[:k]
-	return out
-}
-
-// remove deletes q and reports whether it was there.
-func (s *seqSet) remove(q uint64) bool {
-	i := s.find(q)
-	if i < 0 {
-		return false
-	}
-	s.n--
-	r := s.iv[i]
-	switch {
-	case r.lo == r.hi:
-		if i == 0 {
-			s.iv = s.iv[1:] // trimming from the front (limits, expiry) stays O(1)
-		} else {
-			s.iv = append(s.iv[:i], s.iv[i+1:]...)
-		}
-	case q == r.lo:
-		s.iv[i].lo++
-	case q == r.hi:
-		s.iv[i].hi--
-	default:
-		s.iv = append(s.iv, seqRange{})
-		copy(s.iv[i+2:], s.iv[i+1:])
-		s.iv[i] = seqRange{r.lo, q - 1}
-		s.iv[i+1] = seqRange{q + 1, r.hi}
-	}
-	return true
-}
-
-// minus lists the members of s that are not in o, ascending.
-func (s *seqSet) minus(o *seqSet) []uint64 {
-	var out []uint64
-	j := 0
-	for _, r := range s.iv {
-		for q := r.lo; q <= r.hi; q++ {
-			for j < len(o.iv) && o.iv[j].hi < q {
-				j++
-			}
-			if j < len(o.iv) && o.iv[j].lo <= q {
-				// Skip the whole overlap at once.
-				q = min(o.iv[j].hi, r.hi)
-				continue
-			}
-			out = append(out, q)
-		}
-	}
-	return out
-}
-
-// intersect returns the members of both s and o.
-func (s *seqSet) intersect(o *seqSet) seqSet {
-	var out seqSet
-	i, j := 0, 0
-	for i < len(s.iv) && j < len(o.iv) {
-		lo, hi := max(s.iv[i].lo, o.iv[j].lo), min(s.iv[i].hi, o.iv[j].hi)
-		if lo <= hi {
-			out.iv = append(out.iv, seqRange{lo, hi})
-			out.n += hi - lo + 1
-		}
-		if s.iv[i].hi < o.iv[j].hi {
-			i++
-		} else {
-			j++
-		}
-	}
-	return out
 }
