@@ -67,10 +67,10 @@ func readMissing(ctx context.Context, s *persist.Stream, i int) error {
 		case <-w.Done():
 			return fmt.Errorf("watch ended: %v", w.Err())
 		case <-ctx.Done():
-			_ = w.Stop()
+			_ = w.Stop(context.Background())
 			return fmt.Errorf("watch never caught up: %v", ctx.Err())
 		}
-		if err := w.Stop(); err != nil {
+		if err := w.Stop(context.Background()); err != nil {
 			return err
 		}
 	}
@@ -142,7 +142,7 @@ func TestWatchMissingStreamWaitsWithoutFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer w.Stop()
+	defer w.Stop(context.Background())
 	timeout := time.After(30 * time.Second)
 	next := func() persist.Event {
 		t.Helper()

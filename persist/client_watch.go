@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/switchyard-dev/switchyard/bus"
+	"github.com/switchyard-dev/switchyard/internal/lifecycle"
 	"github.com/switchyard-dev/switchyard/persist/internal/seqset"
 )
 
@@ -209,6 +210,7 @@ type Watcher struct {
 	fn   func(Event)
 	nc   *nats.Conn
 
+	base   lifecycle.Base // Stop's rules; Watch starts it
 	ctx    context.Context
 	cancel context.CancelFunc
 	hub    *feedHub // the feed subscription shared with the client's other watchers of the stream
@@ -312,34 +314,54 @@ func (s *Stream) Watch(ctx context.Context, opts WatchOptions, fn func(Event)) (
 	}
 	s.c.watchers.Add(1) // before Close can Wait; see closeMu
 	s.c.closeMu.Unlock()
-	w.ctx, w.cancel = context.WithCancel(ctx)
-	stopOnClose := context.AfterFunc(s.c.ctx, w.cancel)
-	w.status = w.nc.StatusChanged(nats.CONNECTED, nats.CLOSED)
-	hub, err := joinFeedHub(w)
+	// The watcher's life is ctx's, not only until Stop as for other
+	// services: Base gives it the Stop rules (twice, or after it ended by
+	// itself, is safe).
+	err := w.base.Start(ctx, w.name(), func(context.Context) error {
+		w.ctx, w.cancel = context.WithCancel(ctx)
+		stopOnClose := context.AfterFunc(s.c.ctx, w.cancel)
+		w.status = w.nc.StatusChanged(nats.CONNECTED, nats.CLOSED)
+		hub, err := joinFeedHub(w)
+		if err != nil {
+			stopOnClose()
+			w.cancel()
+			w.nc.RemoveStatusListener(w.status)
+			return err
+		}
+		w.hub = hub
+		w.reconnects = w.nc.Stats().Reconnects
+		go func() {
+			defer s.c.watchers.Done()
+			defer stopOnClose()
+			w.run()
+		}()
+		return nil
+	})
 	if err != nil {
-		stopOnClose()
-		w.cancel()
-		w.nc.RemoveStatusListener(w.status)
 		s.c.watchers.Done()
 		return nil, err
 	}
-	w.hub = hub
-	w.reconnects = w.nc.Stats().Reconnects
-	go func() {
-		defer s.c.watchers.Done()
-		defer stopOnClose()
-		w.run()
-	}()
 	return w, nil
 }
 
-// Stop ends the watcher and returns once fn has returned for the last time.
-// It is idempotent. It must not be called from fn.
-func (w *Watcher) Stop() error {
-	w.stopped.Store(true)
-	w.cancel()
-	<-w.done
-	return nil
+func (w *Watcher) name() string { return "watch " + w.s.scope + "/" + w.s.name }
+
+// Stop ends the watcher and returns once fn has returned for the last time,
+// or when ctx ends first: then it returns an error wrapping ctx.Err(), and
+// the watcher still ends as soon as fn returns. Stop twice, or after the
+// watcher ended by itself, is safe and returns nil. It must not be called
+// from fn.
+func (w *Watcher) Stop(ctx context.Context) error {
+	return w.base.Stop(ctx, func(ctx context.Context) error {
+		w.stopped.Store(true)
+		w.cancel()
+		select {
+		case <-w.done:
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("%s: stop: waiting for the callback: %w", w.name(), ctx.Err())
+		}
+	})
 }
 
 // Done is closed when the watcher has ended.

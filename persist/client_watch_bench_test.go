@@ -68,7 +68,7 @@ func BenchmarkWatchFanout(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		b.Cleanup(func() { _ = w.Stop() })
+		b.Cleanup(func() { _ = w.Stop(context.Background()) })
 	}
 	for range watchers {
 		<-caught

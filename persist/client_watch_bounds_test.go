@@ -254,7 +254,7 @@ func TestWatchResyncSkipsReplacedKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = w.Stop() })
+	t.Cleanup(func() { _ = w.Stop(context.Background()) })
 	col.waitFor(t, "history", func(c *collector) bool { return c.caughtUp == 1 })
 	if got := w.Stats().Read; got != keys {
 		t.Fatalf("history read %d messages, want %d", got, keys)
@@ -343,7 +343,7 @@ func TestWatchResyncReadsOnlyMissed(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() { _ = w.Stop() })
+			t.Cleanup(func() { _ = w.Stop(context.Background()) })
 			col.waitFor(t, "history", func(c *collector) bool { return c.caughtUp == 1 })
 			before := w.Stats().Read
 			for i := 0; i < away; i++ {

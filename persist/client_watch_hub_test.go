@@ -82,8 +82,8 @@ func TestWatchSharesSubscription(t *testing.T) {
 
 	// Stopping some keeps the subscription for the rest; a watcher that
 	// joins later still follows.
-	_ = ws[0].Stop()
-	_ = ws[1].Stop()
+	_ = ws[0].Stop(context.Background())
+	_ = ws[1].Stop(context.Background())
 	if got := persist.FeedSubscriptions(reader); got != 2 {
 		t.Errorf("after stopping 2 of 3: %d subscriptions, want 2", got)
 	}
@@ -99,9 +99,9 @@ func TestWatchSharesSubscription(t *testing.T) {
 	late.waitFor(t, "seq 21", func(c *collector) bool { return len(c.sets) == 2 })
 	late.check(t, seqs(20, 21))
 	cols[2].waitFor(t, "seq 21", func(c *collector) bool { _, ok := c.live[21]; return ok })
-	_ = wl.Stop()
-	_ = ws[2].Stop()
-	_ = wb.Stop()
+	_ = wl.Stop(context.Background())
+	_ = ws[2].Stop(context.Background())
+	_ = wb.Stop(context.Background())
 	if got := persist.FeedSubscriptions(reader); got != 0 {
 		t.Errorf("after every watcher stopped: %d subscriptions left", got)
 	}
@@ -133,7 +133,7 @@ func TestWatchSlowSharesHub(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = slow.Stop() })
+	t.Cleanup(func() { _ = slow.Stop(context.Background()) })
 	for _, col := range append(fast, slowCol) {
 		col.waitFor(t, "history", func(c *collector) bool { return c.caughtUp == 1 })
 	}

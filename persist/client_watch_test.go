@@ -145,7 +145,7 @@ func watch(t *testing.T, s *persist.Stream, opts persist.WatchOptions, c *collec
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = w.Stop() })
+	t.Cleanup(func() { _ = w.Stop(context.Background()) })
 	return w
 }
 
@@ -290,7 +290,7 @@ func TestWatchSlowConsumer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = w.Stop() })
+	t.Cleanup(func() { _ = w.Stop(context.Background()) })
 	col.waitFor(t, "history", func(c *collector) bool { return c.caughtUp == 1 })
 	if _, err := s.Set(ctx, []byte("first"), persist.SetOptions{}); err != nil {
 		t.Fatal(err)
@@ -541,7 +541,7 @@ func TestWatchRefGoneCountedSkipped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = w.Stop() })
+	t.Cleanup(func() { _ = w.Stop(context.Background()) })
 	col.waitFor(t, "history", func(c *collector) bool { return c.caughtUp == 1 })
 	// Seq 2 makes the watcher follow the publisher; seq 3 comes on the
 	// feed's word and holds the callback.
