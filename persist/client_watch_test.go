@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/switchyard-dev/switchyard/internal/testnats"
+	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/placement"
 )
@@ -504,7 +505,7 @@ func TestWatchFromBeyondEnd(t *testing.T) {
 	col := newCollector()
 	w := watch(t, s, persist.WatchOptions{From: 10, IdleCheck: 20 * time.Millisecond}, col)
 	col.waitFor(t, "history", func(c *collector) bool { return c.caughtUp == 1 })
-	waitFor(t, "idle checks", func() bool { return w.Stats().IdleChecks >= 3 })
+	testwait.For(t, "idle checks", func() bool { return w.Stats().IdleChecks >= 3 })
 	for i := 0; i < 8; i++ {
 		if _, err := s.Set(ctx, []byte("y"), persist.SetOptions{}); err != nil {
 			t.Fatal(err)
@@ -560,7 +561,7 @@ func TestWatchRefGoneCountedSkipped(t *testing.T) {
 		t.Fatal(err)
 	}
 	close(release)
-	waitFor(t, "the deleted reference accounted for", func() bool {
+	testwait.For(t, "the deleted reference accounted for", func() bool {
 		return w.LastSeq() == res.Seq && w.Stats().Skipped == 1
 	})
 	col.check(t, seqs(1, 3))
