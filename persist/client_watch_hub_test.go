@@ -5,9 +5,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/switchyard-dev/switchyard/internal/testnats"
+	"github.com/switchyard-dev/switchyard/internal/testpersist"
 	"github.com/switchyard-dev/switchyard/persist"
-	"github.com/switchyard-dev/switchyard/placement"
 )
 
 // TestWatchSharesSubscription: the watchers of one stream in one client
@@ -15,13 +14,9 @@ import (
 // watcher to stop unsubscribes; each watcher still gets every change.
 func TestWatchSharesSubscription(t *testing.T) {
 	t.Parallel()
-	e, nc := testnats.Start(t)
-	ids := []string{"0"}
-	startServers(t, e, ids, placement.Rendezvous)
-	startBalancer(t, nc, ids, placement.Rendezvous)
-	rnc := testnats.Conn(t, e)
-	reader := newClient(t, rnc)
-	writer := newClient(t, nc)
+	env := testpersist.Start(t, 1)
+	reader := newClient(t, env.Conn())
+	writer := newClient(t, env.Conn())
 	ctx := context.Background()
 	// Feed subscriptions are counted apart from the connection's others:
 	// a watcher's reads (history, confirmations) each hold a reply

@@ -43,9 +43,12 @@ type Env struct {
 type Option func(*options)
 
 type options struct {
-	tune    func(*server.Config)
-	onNew   func(*server.Server)
-	timeout time.Duration
+	nats       testnats.Options
+	tune       func(*server.Config)
+	onNew      func(*server.Server)
+	timeout    time.Duration
+	balancer   placement.Func
+	noBalancer bool
 }
 
 // Tune changes each server's config before the server is made, restarts
@@ -61,27 +64,47 @@ func OnNewServer(f func(*server.Server)) Option { return func(o *options) { o.on
 // persist's own default; without the option it is ClientTimeoutDefault.
 func ClientTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
 
+// NATS sets the embedded NATS server's options (a smaller max payload, ...).
+func NATS(o testnats.Options) Option { return func(opts *options) { opts.nats = o } }
+
+// BalancerPlacement is the balancer's placement; without the option it is
+// placement.Rendezvous, the servers' (which Tune can change). A balancer
+// that disagrees with the servers is how tests meet wrong-owner.
+func BalancerPlacement(f placement.Func) Option { return func(o *options) { o.balancer = f } }
+
+// WithoutBalancer starts no balancer: for tests of a client that finds none,
+// or that answer owner questions themselves. StartBalancer starts it later.
+func WithoutBalancer() Option { return func(o *options) { o.noBalancer = true } }
+
 // Start runs n persist servers (ids "0".."n-1", placed by
-// placement.Rendezvous) and a balancer on a fresh embedded NATS server.
+// placement.Rendezvous) and a balancer on a fresh embedded NATS server,
+// changed by opts.
 func Start(t testing.TB, n int, opts ...Option) *Env {
 	t.Helper()
-	e := testnats.Server(t, testnats.Options{})
-	env := &Env{t: t, NATS: e, Dir: t.TempDir(), opts: options{timeout: ClientTimeoutDefault}, servers: map[string]*testservice.Node[*server.Server]{}}
+	env := &Env{t: t, Dir: t.TempDir(), opts: options{timeout: ClientTimeoutDefault, balancer: placement.Rendezvous}, servers: map[string]*testservice.Node[*server.Server]{}}
 	for _, o := range opts {
 		o(&env.opts)
 	}
+	env.NATS = testnats.Server(t, env.opts.nats)
 	for i := range n {
 		env.IDs = append(env.IDs, string(rune('0'+i)))
 	}
 	for _, id := range env.IDs {
 		env.servers[id] = testservice.Start(t, func() (*server.Server, error) { return env.newServer(id) })
 	}
-	b, err := placement.NewBalancer(placement.BalancerConfig{Conn: testnats.Conn(t, e), IDs: env.IDs, Placement: placement.Rendezvous})
-	if err != nil {
-		t.Fatal(err)
+	if !env.opts.noBalancer {
+		env.StartBalancer()
 	}
-	testservice.Start(t, func() (*placement.Balancer, error) { return b, nil })
 	return env
+}
+
+// StartBalancer starts a balancer for the servers, stopped when the test
+// ends; Start does unless WithoutBalancer.
+func (e *Env) StartBalancer() {
+	e.t.Helper()
+	testservice.Start(e.t, func() (*placement.Balancer, error) {
+		return placement.NewBalancer(placement.BalancerConfig{Conn: e.Conn(), IDs: e.IDs, Placement: e.opts.balancer})
+	})
 }
 
 // newServer makes server id with a connection of its own, the options
