@@ -348,13 +348,18 @@ func (w *Watcher) name() string { return "watch " + w.s.scope + "/" + w.s.name }
 
 // Stop ends the watcher and returns once fn has returned for the last time,
 // or when ctx ends first: then it returns an error wrapping ctx.Err(), and
-// the watcher still ends as soon as fn returns. Stop twice, or after the
-// watcher ended by itself, is safe and returns nil. It must not be called
-// from fn.
+// the watcher still ends as soon as fn returns (Done tells when). Stop
+// twice, or after the watcher ended by itself, is safe and returns nil; a
+// second Stop does not wait again. It must not be called from fn.
 func (w *Watcher) Stop(ctx context.Context) error {
 	return w.base.Stop(ctx, func(ctx context.Context) error {
 		w.stopped.Store(true)
 		w.cancel()
+		select {
+		case <-w.done: // ended already: a done ctx is no failure
+			return nil
+		default:
+		}
 		select {
 		case <-w.done:
 			return nil
