@@ -98,7 +98,7 @@ func TestWatchChaos(t *testing.T) {
 			t.Fatal(err)
 		}
 		ws[i].w = w
-		defer func() { _ = w.Stop() }()
+		defer func() { _ = w.Stop(context.Background()) }()
 	}
 
 	// A request the kill swallowed costs the writer this timeout.
@@ -185,7 +185,7 @@ func TestWatchChaos(t *testing.T) {
 		for w.w.LastSeq() < last && ctx.Err() == nil {
 			waitTick(ctx)
 		}
-		if err := w.w.Stop(); err != nil {
+		if err := w.w.Stop(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		w.mu.Lock()
