@@ -44,7 +44,7 @@ func TestMain(m *testing.M) {
 // build compiles ./cmd/switchyard to out, with -race when this test binary
 // runs under the race detector.
 func build(out string) error {
-	goTool, err := goTool()
+	goCmd, err := goTool()
 	if err != nil {
 		return err
 	}
@@ -54,7 +54,7 @@ func build(out string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, goTool, append(args, "./cmd/switchyard")...)
+	cmd := exec.CommandContext(ctx, goCmd, append(args, "./cmd/switchyard")...)
 	cmd.Dir = ".." // the module root: go test runs a package's tests in its directory
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("build switchyard: %v: %w\n%s", cmd.Args, err, b)
