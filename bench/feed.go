@@ -299,7 +299,7 @@ func (o *oursSide) watch(ctx context.Context, n int, got func(int, uint64, time.
 	caught := make(chan struct{}, n)
 	stop := func() {
 		for _, w := range ws {
-			_ = w.Stop()
+			_ = w.Stop(context.Background())
 		}
 	}
 	for i := 0; i < n; i++ {

@@ -54,7 +54,7 @@ func TestClientClose(t *testing.T) {
 // asked again, not refused.
 func TestClientOwnerCacheBounded(t *testing.T) {
 	h, _ := newClientHarness(t, nil, nil, 5*time.Second)
-	c, err := persist.NewClient(persist.ClientConfig{Conn: testnats.Conn(t, h.e), OwnerCache: 4})
+	c, err := persist.NewClient(persist.ClientConfig{Conn: testnats.Conn(t, h.NATS), OwnerCache: 4})
 	if err != nil {
 		t.Fatal(err)
 	}

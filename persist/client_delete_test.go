@@ -32,7 +32,7 @@ func (r *lossyRelay) dropNext() { r.drop.Store(1) }
 func startLossyRelay(t *testing.T, h *harness) *lossyRelay {
 	t.Helper()
 	r := &lossyRelay{}
-	nc := testnats.Conn(t, h.e)
+	nc := testnats.Conn(t, h.NATS)
 	id, err := nc.Subscribe("relay.*.id", func(m *nats.Msg) { _ = m.Respond([]byte("0")) })
 	if err != nil {
 		t.Fatal(err)
@@ -81,7 +81,7 @@ func TestDeleteRetryAnswersFirstAttempt(t *testing.T) {
 	// (that timeout is what turns a swallowed answer into a retry).
 	h.set("kv", "warm-up", nil)
 	h.set("log", "warm-up", nil)
-	c, err := persist.NewClient(persist.ClientConfig{Conn: testnats.Conn(t, h.e), Service: "relay", Timeout: time.Second})
+	c, err := persist.NewClient(persist.ClientConfig{Conn: testnats.Conn(t, h.NATS), Service: "relay", Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func TestKVDeleteRacingWrite(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, nil)
 	relay := startLossyRelay(t, h)
-	c, err := persist.NewClient(persist.ClientConfig{Conn: testnats.Conn(t, h.e), Service: "relay"})
+	c, err := persist.NewClient(persist.ClientConfig{Conn: testnats.Conn(t, h.NATS), Service: "relay"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ func TestStreamDrop(t *testing.T) {
 	if _, err := s.SetMany(ctx, []persist.Entry{{Key: "a", Value: []byte("1")}, {Key: "b", Value: []byte("2")}, {Value: []byte("3")}}); err != nil {
 		t.Fatal(err)
 	}
-	p, err := store.StreamPath(h.dir, h.scope, "spool-1")
+	p, err := store.StreamPath(h.Dir, h.scope, "spool-1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func TestStreamDrop(t *testing.T) {
 	if err != nil || len(seqs) != 0 {
 		t.Fatalf("Drop of a missing stream: %v, %v; want no seqs", seqs, err)
 	}
-	mp, err := store.StreamPath(h.dir, h.scope, "never-written")
+	mp, err := store.StreamPath(h.Dir, h.scope, "never-written")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestDropRetryAfterLostAnswer(t *testing.T) {
 	h := newHarness(t, nil)
 	relay := startLossyRelay(t, h)
 	h.set("log", "x", nil)
-	c, err := persist.NewClient(persist.ClientConfig{Conn: testnats.Conn(t, h.e), Service: "relay", Timeout: time.Second})
+	c, err := persist.NewClient(persist.ClientConfig{Conn: testnats.Conn(t, h.NATS), Service: "relay", Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

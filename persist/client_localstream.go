@@ -540,7 +540,7 @@ func (l *LocalStream) Close(ctx context.Context) error {
 		}
 		l.saveStop()
 		<-l.flushed
-		_ = l.w.Stop()
+		_ = l.w.Stop(context.WithoutCancel(ctx))
 		close(l.cbStop)
 		l.wg.Wait()
 		if l.opts.OnChange != nil {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/persist/server"
 	"github.com/switchyard-dev/switchyard/persist/store"
@@ -102,21 +103,19 @@ func TestLocalStreamSurvivesRestart(t *testing.T) {
 	for i := range 3 {
 		publish(i)
 	}
-	waitFor(t, "first three confirmed", func() bool { return allConfirmed(l, 3) })
-	if err := h.srv.Stop(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	testwait.For(t, "first three confirmed", func() bool { return allConfirmed(l, 3) })
+	h.stop()
 	for i := 3; i < 8; i++ {
 		publish(i)
 	}
-	waitFor(t, "a failed attempt reported", func() bool {
+	testwait.For(t, "a failed attempt reported", func() bool {
 		return ev.any(func(m persist.LocalMessage) bool { return m.State == persist.LocalPending && m.Err != nil })
 	})
 	if n := l.Pending(); n != 5 {
 		t.Fatalf("%d pending while the server is down, want 5", n)
 	}
 	h.start()
-	waitFor(t, "all eight confirmed", func() bool { return allConfirmed(l, 8) })
+	testwait.For(t, "all eight confirmed", func() bool { return allConfirmed(l, 8) })
 	checkStream(t, c, "chat", want)
 	for i, m := range l.Messages() {
 		if string(m.Value) != want[i] || m.ID == "" || m.Seq != uint64(i+1) {
@@ -142,11 +141,11 @@ func TestLocalStreamRetryNoDuplicate(t *testing.T) {
 	if _, err := l.Publish([]byte("once"), persist.LocalPublishOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "a timed-out attempt", func() bool {
+	testwait.For(t, "a timed-out attempt", func() bool {
 		return ev.any(func(m persist.LocalMessage) bool { return m.State == persist.LocalPending && m.Err != nil })
 	})
 	free()
-	waitFor(t, "confirmed", func() bool { return allConfirmed(l, 1) })
+	testwait.For(t, "confirmed", func() bool { return allConfirmed(l, 1) })
 	checkStream(t, c, "dup", []string{"once"})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -186,7 +185,7 @@ func TestLocalStreamRejection(t *testing.T) {
 		}
 		ids = append(ids, m.ID)
 	}
-	waitFor(t, "everything settled", func() bool {
+	testwait.For(t, "everything settled", func() bool {
 		ms := l.Messages()
 		return l.Pending() == 0 && len(ms) == 4 && ms[0].State == persist.LocalConfirmed && ms[1].State == persist.LocalConfirmed
 	})
@@ -201,7 +200,7 @@ func TestLocalStreamRejection(t *testing.T) {
 		t.Fatalf("CAS: %+v", ms[3])
 	}
 	for _, id := range ids[1:3] {
-		waitFor(t, "rejection reported to OnChange", func() bool {
+		testwait.For(t, "rejection reported to OnChange", func() bool {
 			return ev.any(func(m persist.LocalMessage) bool {
 				return m.ID == id && m.State == persist.LocalRejected && m.Err != nil
 			})

@@ -67,10 +67,10 @@ func readMissing(ctx context.Context, s *persist.Stream, i int) error {
 		case <-w.Done():
 			return fmt.Errorf("watch ended: %v", w.Err())
 		case <-ctx.Done():
-			_ = w.Stop()
+			_ = w.Stop(context.Background())
 			return fmt.Errorf("watch never caught up: %v", ctx.Err())
 		}
-		if err := w.Stop(); err != nil {
+		if err := w.Stop(context.Background()); err != nil {
 			return err
 		}
 	}
@@ -106,22 +106,22 @@ func TestReadsOfMissingStreamsCreateNoFiles(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	if files := testdisk.Files(t, h.dir); len(files) != 0 {
+	if files := testdisk.Files(t, h.Dir); len(files) != 0 {
 		t.Fatalf("reads of %d missing streams left %d entries, the first %s", streams, len(files), files[0])
 	}
 
 	h.set("missing-17", "now it exists", nil)
-	p, err := store.StreamPath(h.dir, h.scope, "missing-17")
+	p, err := store.StreamPath(h.Dir, h.scope, "missing-17")
 	if err != nil {
 		t.Fatal(err)
 	}
 	sawDB := false
-	for _, f := range testdisk.Files(t, h.dir) {
+	for _, f := range testdisk.Files(t, h.Dir) {
 		switch f {
 		case p:
 			sawDB = true
 		case filepath.Dir(p), p + "-wal", p + "-shm":
-		case filepath.Join(h.dir, ".reserve"): // the disk-space reserve, made with the first stream file
+		case filepath.Join(h.Dir, ".reserve"): // the disk-space reserve, made with the first stream file
 		default:
 			t.Fatalf("after one write the data directory holds %s", f)
 		}
@@ -142,7 +142,7 @@ func TestWatchMissingStreamWaitsWithoutFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer w.Stop()
+	defer w.Stop(context.Background())
 	timeout := time.After(30 * time.Second)
 	next := func() persist.Event {
 		t.Helper()
@@ -157,7 +157,7 @@ func TestWatchMissingStreamWaitsWithoutFile(t *testing.T) {
 	if e := next(); e.Kind != persist.EventCaughtUp {
 		t.Fatalf("first event %+v, want caught up", e)
 	}
-	if files := testdisk.Files(t, h.dir); len(files) != 0 {
+	if files := testdisk.Files(t, h.Dir); len(files) != 0 {
 		t.Fatalf("a watcher of a missing stream left %v", files)
 	}
 	h.set("later", "first", nil)

@@ -67,7 +67,7 @@ func TestClientRefusesAliasingNames(t *testing.T) {
 	}
 	_, err := h.client.LocalStream(ctx, h.scope, "a\nb", persist.LocalStreamOptions{})
 	wantBad(`local stream "a\nb"`, err)
-	if files := testdisk.Files(t, h.dir); len(files) != 0 {
+	if files := testdisk.Files(t, h.Dir); len(files) != 0 {
 		t.Fatalf("refused requests reached the server: %v", files)
 	}
 	l, err := h.client.LocalStream(ctx, h.scope, "local", persist.LocalStreamOptions{})

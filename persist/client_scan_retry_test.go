@@ -21,7 +21,7 @@ func TestScanRetriesOwnerLookup(t *testing.T) {
 	h.set("s", "a", nil)
 	// A balancer that ignores its first question.
 	var asked atomic.Int32
-	bal := testnats.Conn(t, h.e)
+	bal := testnats.Conn(t, h.NATS)
 	sub, err := bal.Subscribe(bus.IDSubject(bus.DefaultService, h.scope), func(m *nats.Msg) {
 		if asked.Add(1) > 1 {
 			_ = m.Respond([]byte("0"))
@@ -34,7 +34,7 @@ func TestScanRetriesOwnerLookup(t *testing.T) {
 	if err := bal.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	c, err := persist.NewClient(persist.ClientConfig{Conn: testnats.Conn(t, h.e), Timeout: 200 * time.Millisecond})
+	c, err := persist.NewClient(persist.ClientConfig{Conn: testnats.Conn(t, h.NATS), Timeout: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

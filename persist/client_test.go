@@ -10,52 +10,12 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/switchyard-dev/switchyard/bus"
-	"github.com/switchyard-dev/switchyard/bus/embedded"
-	"github.com/switchyard-dev/switchyard/internal/testnats"
+	"github.com/switchyard-dev/switchyard/internal/testpersist"
 	"github.com/switchyard-dev/switchyard/persist"
-	"github.com/switchyard-dev/switchyard/persist/server"
 	"github.com/switchyard-dev/switchyard/placement"
 )
 
-// cluster starts persist servers for ids on nc's server and returns a
-// function that stops server id (for failover tests).
-func startServers(t *testing.T, e *embedded.Server, ids []string, fn placement.Func) map[string]*server.Server {
-	t.Helper()
-	dir := t.TempDir()
-	out := map[string]*server.Server{}
-	for _, id := range ids {
-		srv := startServer(t, e, id, ids, fn, dir)
-		out[id] = srv
-	}
-	return out
-}
-
-func startServer(t *testing.T, e *embedded.Server, id string, ids []string, fn placement.Func, dir string) *server.Server {
-	t.Helper()
-	srv, err := server.New(server.Config{Conn: testnats.Conn(t, e), ID: id, IDs: ids, Placement: fn, DataDir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Stop(context.Background()) })
-	return srv
-}
-
-func startBalancer(t *testing.T, nc *nats.Conn, ids []string, fn placement.Func) *placement.Balancer {
-	t.Helper()
-	b, err := placement.NewBalancer(placement.BalancerConfig{Conn: nc, IDs: ids, Placement: fn})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = b.Stop(context.Background()) })
-	return b
-}
-
+// newClient is a persist client on nc with a short request timeout.
 func newClient(t *testing.T, nc *nats.Conn) *persist.Client {
 	t.Helper()
 	c, err := persist.NewClient(persist.ClientConfig{Conn: nc, Timeout: 2 * time.Second})
@@ -67,11 +27,8 @@ func newClient(t *testing.T, nc *nats.Conn) *persist.Client {
 
 func TestClientRoundTrip(t *testing.T) {
 	t.Parallel()
-	e, nc := testnats.Start(t)
-	ids := []string{"0", "1"}
-	startServers(t, e, ids, placement.Rendezvous)
-	startBalancer(t, nc, ids, placement.Rendezvous)
-	c := newClient(t, nc)
+	env := testpersist.Start(t, 2)
+	c := newClient(t, env.Conn())
 	ctx := context.Background()
 
 	s := c.Stream("project-a", "log")
@@ -145,9 +102,6 @@ func TestClientRoundTrip(t *testing.T) {
 // ask again and succeed.
 func TestClientAsksAgainOnWrongOwner(t *testing.T) {
 	t.Parallel()
-	e, nc := testnats.Start(t)
-	ids := []string{"0", "1"}
-	startServers(t, e, ids, placement.Rendezvous)
 	var asked atomic.Int32
 	lying := func(ids []string, scope string) string {
 		right := placement.Rendezvous(ids, scope)
@@ -160,8 +114,9 @@ func TestClientAsksAgainOnWrongOwner(t *testing.T) {
 		}
 		return right
 	}
-	startBalancer(t, nc, ids, lying)
-	c := newClient(t, nc)
+	env := testpersist.Start(t, 2, testpersist.BalancerPlacement(lying))
+	ids := env.IDs
+	c := newClient(t, env.Conn())
 	res, err := c.Stream("hub", "s").Set(context.Background(), []byte("x"), persist.SetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -182,25 +137,19 @@ func TestClientAsksAgainOnWrongOwner(t *testing.T) {
 // read retried through no-responders succeeds once it is back.
 func TestClientSurvivesServerRestart(t *testing.T) {
 	t.Parallel()
-	e, nc := testnats.Start(t)
-	ids := []string{"0"}
-	dir := t.TempDir()
-	srv := startServer(t, e, "0", ids, nil, dir)
-	startBalancer(t, nc, ids, nil)
-	c := newClient(t, nc)
+	env := testpersist.Start(t, 1)
+	c := newClient(t, env.Conn())
 	ctx := context.Background()
 	s := c.Stream("hub", "log")
 	res, err := s.Set(ctx, []byte("kept"), persist.SetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := srv.Stop(ctx); err != nil {
-		t.Fatal(err)
-	}
+	env.StopServer("0")
 	if _, err := s.Get(ctx, res.Seq); !errors.Is(err, bus.ErrNoResponders) {
 		t.Fatalf("get with the server down: %v, want no responders", err)
 	}
-	startServer(t, e, "0", ids, nil, dir)
+	env.StartServer("0")
 	m, err := s.Get(ctx, res.Seq)
 	if err != nil || string(m.Value) != "kept" {
 		t.Fatalf("after restart: %v, %v", m, err)
@@ -209,16 +158,15 @@ func TestClientSurvivesServerRestart(t *testing.T) {
 
 func TestClientTypedErrors(t *testing.T) {
 	t.Parallel()
-	e, nc := testnats.Start(t)
-	startServers(t, e, []string{"0"}, nil)
-	c := newClient(t, nc)
+	env := testpersist.Start(t, 1, testpersist.WithoutBalancer())
+	c := newClient(t, env.Conn())
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	// No balancer yet: no responders, typed.
 	if _, err := c.Stream("hub", "s").Get(ctx, 1); !errors.Is(err, bus.ErrNoResponders) {
 		t.Fatalf("no balancer: %v", err)
 	}
-	startBalancer(t, nc, []string{"0"}, nil)
+	env.StartBalancer()
 	if _, err := c.Stream("hub", "s").Get(ctx, 99); !errors.Is(err, persist.ErrNotFound) {
 		t.Fatalf("missing seq: %v", err)
 	}

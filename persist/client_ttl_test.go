@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/persist"
 )
 
@@ -34,7 +35,7 @@ func TestClientSubMillisecondTTL(t *testing.T) {
 		t.Fatal(err)
 	}
 	var seq uint64
-	waitFor(t, "the local message saved", func() bool {
+	testwait.For(t, "the local message saved", func() bool {
 		for _, m := range l.Messages() {
 			if m.ID == pub.ID && m.Seq != 0 {
 				seq = m.Seq

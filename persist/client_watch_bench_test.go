@@ -6,35 +6,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchyard-dev/switchyard/internal/testnats"
+	"github.com/switchyard-dev/switchyard/internal/testpersist"
 	"github.com/switchyard-dev/switchyard/persist"
-	"github.com/switchyard-dev/switchyard/persist/server"
-	"github.com/switchyard-dev/switchyard/placement"
 )
 
 // fanoutEnv is watchEnv for benchmarks: one persist server, the balancer,
 // and a client on its own connection.
 func fanoutEnv(b *testing.B) *persist.Client {
 	b.Helper()
-	e, nc := testnats.Start(b)
-	ids := []string{"0"}
-	srv, err := server.New(server.Config{Conn: testnats.Conn(b, e), ID: "0", IDs: ids, Placement: placement.Rendezvous, DataDir: b.TempDir()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := srv.Start(context.Background()); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = srv.Stop(context.Background()) })
-	bal, err := placement.NewBalancer(placement.BalancerConfig{Conn: nc, IDs: ids, Placement: placement.Rendezvous})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := bal.Start(context.Background()); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = bal.Stop(context.Background()) })
-	c, err := persist.NewClient(persist.ClientConfig{Conn: testnats.Conn(b, e), Timeout: 5 * time.Second})
+	c, err := persist.NewClient(persist.ClientConfig{Conn: testpersist.Start(b, 1).Conn(), Timeout: 5 * time.Second})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -68,7 +48,7 @@ func BenchmarkWatchFanout(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		b.Cleanup(func() { _ = w.Stop() })
+		b.Cleanup(func() { _ = w.Stop(context.Background()) })
 	}
 	for range watchers {
 		<-caught

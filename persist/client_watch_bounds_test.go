@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/switchyard-dev/switchyard/bus"
+	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/persist/server"
 )
@@ -96,12 +97,10 @@ func TestWatchTransientRetries(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		h.set("log", "v"+strconv.Itoa(i), nil)
 	}
-	if err := h.srv.Stop(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	h.stop()
 	col := newCollector()
 	w := watch(t, s, persist.WatchOptions{IdleCheck: -1}, col)
-	waitFor(t, "two retries", func() bool { return w.Stats().Retries >= 2 })
+	testwait.For(t, "two retries", func() bool { return w.Stats().Retries >= 2 })
 	st := w.Stats()
 	if st.LastRetryErr == nil || !errors.Is(st.LastRetryErr, bus.ErrNoResponders) && persist.CodeOf(st.LastRetryErr) != persist.CodeUnavailable {
 		t.Errorf("LastRetryErr = %v, want no responders or unavailable", st.LastRetryErr)
@@ -254,7 +253,7 @@ func TestWatchResyncSkipsReplacedKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = w.Stop() })
+	t.Cleanup(func() { _ = w.Stop(context.Background()) })
 	col.waitFor(t, "history", func(c *collector) bool { return c.caughtUp == 1 })
 	if got := w.Stats().Read; got != keys {
 		t.Fatalf("history read %d messages, want %d", got, keys)
@@ -343,7 +342,7 @@ func TestWatchResyncReadsOnlyMissed(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() { _ = w.Stop() })
+			t.Cleanup(func() { _ = w.Stop(context.Background()) })
 			col.waitFor(t, "history", func(c *collector) bool { return c.caughtUp == 1 })
 			before := w.Stats().Read
 			for i := 0; i < away; i++ {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/persist"
 )
 
@@ -104,7 +105,7 @@ func forgeEnv(t *testing.T, name string) (*persist.Stream, *persist.Watcher, *co
 func settled(t *testing.T, w *persist.Watcher) {
 	t.Helper()
 	var resyncs, idles uint64
-	waitFor(t, "three idle checks without a resync", func() bool {
+	testwait.For(t, "three idle checks without a resync", func() bool {
 		st := w.Stats()
 		if st.Resyncs != resyncs {
 			resyncs, idles = st.Resyncs, st.IdleChecks
@@ -122,7 +123,7 @@ func TestWatchForgedJump(t *testing.T) {
 	t.Parallel()
 	s, w, col, f := forgeEnv(t, "jump")
 	f.forge(persist.Frame{Seq: 3 + 1_000_000, Time: 1, Value: []byte("forged")})
-	waitFor(t, "the jump counted forged", func() bool { return w.Stats().Forged >= 1 })
+	testwait.For(t, "the jump counted forged", func() bool { return w.Stats().Forged >= 1 })
 	for i := 4; i <= 6; i++ {
 		if _, err := s.Set(context.Background(), []byte("real"+strconv.Itoa(i)), persist.SetOptions{}); err != nil {
 			t.Fatal(err)
@@ -143,7 +144,7 @@ func TestWatchForgedDelete(t *testing.T) {
 	t.Parallel()
 	s, w, col, f := forgeEnv(t, "delete")
 	f.forge(persist.Frame{Op: persist.FeedOpDelete, Seqs: []uint64{2}})
-	waitFor(t, "the delete counted forged", func() bool { return w.Stats().Forged >= 1 })
+	testwait.For(t, "the delete counted forged", func() bool { return w.Stats().Forged >= 1 })
 	settled(t, w)
 	col.mu.Lock()
 	deleted := len(col.deleted)

@@ -5,9 +5,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/switchyard-dev/switchyard/internal/testnats"
+	"github.com/switchyard-dev/switchyard/internal/testpersist"
 	"github.com/switchyard-dev/switchyard/persist"
-	"github.com/switchyard-dev/switchyard/placement"
 )
 
 // TestWatchSharesSubscription: the watchers of one stream in one client
@@ -15,13 +14,9 @@ import (
 // watcher to stop unsubscribes; each watcher still gets every change.
 func TestWatchSharesSubscription(t *testing.T) {
 	t.Parallel()
-	e, nc := testnats.Start(t)
-	ids := []string{"0"}
-	startServers(t, e, ids, placement.Rendezvous)
-	startBalancer(t, nc, ids, placement.Rendezvous)
-	rnc := testnats.Conn(t, e)
-	reader := newClient(t, rnc)
-	writer := newClient(t, nc)
+	env := testpersist.Start(t, 1)
+	reader := newClient(t, env.Conn())
+	writer := newClient(t, env.Conn())
 	ctx := context.Background()
 	// Feed subscriptions are counted apart from the connection's others:
 	// a watcher's reads (history, confirmations) each hold a reply
@@ -82,8 +77,8 @@ func TestWatchSharesSubscription(t *testing.T) {
 
 	// Stopping some keeps the subscription for the rest; a watcher that
 	// joins later still follows.
-	_ = ws[0].Stop()
-	_ = ws[1].Stop()
+	_ = ws[0].Stop(context.Background())
+	_ = ws[1].Stop(context.Background())
 	if got := persist.FeedSubscriptions(reader); got != 2 {
 		t.Errorf("after stopping 2 of 3: %d subscriptions, want 2", got)
 	}
@@ -99,9 +94,9 @@ func TestWatchSharesSubscription(t *testing.T) {
 	late.waitFor(t, "seq 21", func(c *collector) bool { return len(c.sets) == 2 })
 	late.check(t, seqs(20, 21))
 	cols[2].waitFor(t, "seq 21", func(c *collector) bool { _, ok := c.live[21]; return ok })
-	_ = wl.Stop()
-	_ = ws[2].Stop()
-	_ = wb.Stop()
+	_ = wl.Stop(context.Background())
+	_ = ws[2].Stop(context.Background())
+	_ = wb.Stop(context.Background())
 	if got := persist.FeedSubscriptions(reader); got != 0 {
 		t.Errorf("after every watcher stopped: %d subscriptions left", got)
 	}
@@ -133,7 +128,7 @@ func TestWatchSlowSharesHub(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = slow.Stop() })
+	t.Cleanup(func() { _ = slow.Stop(context.Background()) })
 	for _, col := range append(fast, slowCol) {
 		col.waitFor(t, "history", func(c *collector) bool { return c.caughtUp == 1 })
 	}

@@ -12,8 +12,10 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/switchyard-dev/switchyard/internal/testnats"
+	"github.com/switchyard-dev/switchyard/internal/testpersist"
+	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/persist"
-	"github.com/switchyard-dev/switchyard/placement"
+	"github.com/switchyard-dev/switchyard/persist/server"
 )
 
 // collector is a Watch callback that checks the contract as events arrive:
@@ -132,10 +134,7 @@ func seqs(from, to uint64) []uint64 {
 
 func watchEnv(t *testing.T) (*persist.Client, *nats.Conn) {
 	t.Helper()
-	e, nc := testnats.Start(t)
-	ids := []string{"0"}
-	startServers(t, e, ids, placement.Rendezvous)
-	startBalancer(t, nc, ids, placement.Rendezvous)
+	nc := testpersist.Start(t, 1).Conn()
 	return newClient(t, nc), nc
 }
 
@@ -145,7 +144,7 @@ func watch(t *testing.T, s *persist.Stream, opts persist.WatchOptions, c *collec
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = w.Stop() })
+	t.Cleanup(func() { _ = w.Stop(context.Background()) })
 	return w
 }
 
@@ -290,7 +289,7 @@ func TestWatchSlowConsumer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = w.Stop() })
+	t.Cleanup(func() { _ = w.Stop(context.Background()) })
 	col.waitFor(t, "history", func(c *collector) bool { return c.caughtUp == 1 })
 	if _, err := s.Set(ctx, []byte("first"), persist.SetOptions{}); err != nil {
 		t.Fatal(err)
@@ -324,12 +323,8 @@ func TestWatchSlowConsumer(t *testing.T) {
 // any new write needed to notice the writes made while it was away.
 func TestWatchServerRestart(t *testing.T) {
 	t.Parallel()
-	e, nc := testnats.Start(t)
-	ids := []string{"0"}
-	dir := t.TempDir()
-	startBalancer(t, nc, ids, placement.Rendezvous)
-	srv := startServer(t, e, "0", ids, placement.Rendezvous, dir)
-	c := newClient(t, nc)
+	env := testpersist.Start(t, 1)
+	c := newClient(t, env.Conn())
 	ctx := context.Background()
 	s := c.Stream("project-w", "restart")
 	col := newCollector()
@@ -341,10 +336,7 @@ func TestWatchServerRestart(t *testing.T) {
 		}
 	}
 	col.waitFor(t, "5 sets", func(c *collector) bool { return len(c.sets) == 5 })
-	if err := srv.Stop(ctx); err != nil {
-		t.Fatal(err)
-	}
-	startServer(t, e, "0", ids, placement.Rendezvous, dir)
+	env.Restart("0")
 	for i := 0; i < 5; i++ {
 		if _, err := s.Set(ctx, []byte("b"), persist.SetOptions{}); err != nil {
 			t.Fatal(err)
@@ -364,12 +356,9 @@ func TestWatchServerRestart(t *testing.T) {
 // watcher resyncs to recover them.
 func TestWatchReconnect(t *testing.T) {
 	t.Parallel()
-	e, nc := testnats.Start(t)
-	ids := []string{"0"}
-	startServers(t, e, ids, placement.Rendezvous)
-	startBalancer(t, nc, ids, placement.Rendezvous)
-	writer := newClient(t, nc)
-	wnc := testnats.Conn(t, e)
+	env := testpersist.Start(t, 1)
+	writer := newClient(t, env.Conn())
+	wnc := env.Conn()
 	reader := newClient(t, wnc)
 	ctx := context.Background()
 	s := writer.Stream("project-w", "reconnect")
@@ -399,14 +388,15 @@ func TestWatchReconnect(t *testing.T) {
 // change, in seq order, once.
 func TestWatchMisroute(t *testing.T) {
 	t.Parallel()
-	e, nc := testnats.Start(t)
-	ids := []string{"a", "b"}
-	dir := t.TempDir()
-	for _, id := range ids {
-		self := id
-		startServer(t, e, id, ids, func([]string, string) string { return self }, dir)
-	}
-	startBalancer(t, nc, ids, func([]string, string) string { return "a" })
+	// Servers "0" and "1" each place every scope on itself; the balancer
+	// sends the client to "0".
+	env := testpersist.Start(t, 2,
+		testpersist.Tune(func(cfg *server.Config) {
+			self := cfg.ID
+			cfg.Placement = func([]string, string) string { return self }
+		}),
+		testpersist.BalancerPlacement(func([]string, string) string { return "0" }))
+	nc := env.Conn()
 	c := newClient(t, nc)
 	ctx := context.Background()
 	const scope, name = "project-m", "shared"
@@ -433,7 +423,7 @@ func TestWatchMisroute(t *testing.T) {
 			acked = append(acked, res.Seq)
 			continue
 		}
-		m := nats.NewMsg("persist." + scope + ".api.b")
+		m := nats.NewMsg("persist." + scope + ".api.1")
 		m.Header.Set(persist.HdrCmd, persist.CmdSet)
 		m.Header.Set(persist.HdrStream, name)
 		m.Data = []byte("via-b")
@@ -504,7 +494,7 @@ func TestWatchFromBeyondEnd(t *testing.T) {
 	col := newCollector()
 	w := watch(t, s, persist.WatchOptions{From: 10, IdleCheck: 20 * time.Millisecond}, col)
 	col.waitFor(t, "history", func(c *collector) bool { return c.caughtUp == 1 })
-	waitFor(t, "idle checks", func() bool { return w.Stats().IdleChecks >= 3 })
+	testwait.For(t, "idle checks", func() bool { return w.Stats().IdleChecks >= 3 })
 	for i := 0; i < 8; i++ {
 		if _, err := s.Set(ctx, []byte("y"), persist.SetOptions{}); err != nil {
 			t.Fatal(err)
@@ -524,12 +514,8 @@ func TestWatchFromBeyondEnd(t *testing.T) {
 // turns off the idle check's count comparison).
 func TestWatchRefGoneCountedSkipped(t *testing.T) {
 	t.Parallel()
-	e := testnats.Server(t, testnats.Options{MaxPayload: 64 << 10})
-	nc := testnats.Conn(t, e)
-	ids := []string{"0"}
-	startServers(t, e, ids, placement.Rendezvous)
-	startBalancer(t, nc, ids, placement.Rendezvous)
-	c := newClient(t, nc)
+	env := testpersist.Start(t, 1, testpersist.NATS(testnats.Options{MaxPayload: 64 << 10}))
+	c := newClient(t, env.Conn())
 	ctx := context.Background()
 	s := c.Stream("project-w", "ref-gone")
 	if _, err := s.Set(ctx, []byte("a"), persist.SetOptions{}); err != nil {
@@ -541,7 +527,7 @@ func TestWatchRefGoneCountedSkipped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = w.Stop() })
+	t.Cleanup(func() { _ = w.Stop(context.Background()) })
 	col.waitFor(t, "history", func(c *collector) bool { return c.caughtUp == 1 })
 	// Seq 2 makes the watcher follow the publisher; seq 3 comes on the
 	// feed's word and holds the callback.
@@ -560,7 +546,7 @@ func TestWatchRefGoneCountedSkipped(t *testing.T) {
 		t.Fatal(err)
 	}
 	close(release)
-	waitFor(t, "the deleted reference accounted for", func() bool {
+	testwait.For(t, "the deleted reference accounted for", func() bool {
 		return w.LastSeq() == res.Seq && w.Stats().Skipped == 1
 	})
 	col.check(t, seqs(1, 3))

@@ -310,7 +310,7 @@ func (g *WatchGateway) serve(ws *websocket.Conn, nc *corkConn, stream *persist.S
 	g.cfg.Logger.Debug("watch connection ended", "scope", stream.Scope(), "stream", stream.Name(), "status", int(end.status), "reason", end.reason, "abrupt", end.abrupt)
 	stopWatch()
 	if w != nil {
-		_ = w.Stop()
+		_ = w.Stop(context.Background())
 	}
 	if end.abrupt {
 		_ = ws.CloseNow()

@@ -147,7 +147,7 @@ func TestAuthAttacks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer w.Stop()
+	defer w.Stop(context.Background())
 
 	// A copy of a real feed message, for the forgers to replay.
 	clientConn, clientV := dialAs(t, url, dir, auth.RoleClient, ca)
@@ -232,7 +232,7 @@ func TestAuthAttacks(t *testing.T) {
 				forbidden(t, err)
 				return
 			}
-			defer w.Stop()
+			defer w.Stop(context.Background())
 			select {
 			case err := <-ended:
 				forbidden(t, err)

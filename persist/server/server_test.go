@@ -16,6 +16,7 @@ import (
 	"github.com/switchyard-dev/switchyard/bus"
 	"github.com/switchyard-dev/switchyard/bus/embedded"
 	"github.com/switchyard-dev/switchyard/internal/testnats"
+	"github.com/switchyard-dev/switchyard/internal/testpersist/testservice"
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/persist/store"
 )
@@ -24,14 +25,19 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// harness is one embedded NATS, one connection and one persist server.
+// harness is one embedded NATS, one connection and one persist server,
+// made anew from cfg on each start (testservice, which the client tests'
+// harness in internal/testpersist shares). It stays in this package, not on
+// testpersist (which imports this one), because the tests reach into the
+// server's unexported state.
 type harness struct {
 	t     *testing.T
 	e     *embedded.Server
 	nc    *nats.Conn
-	srv   *Server
+	srv   *Server // the server last started
+	node  *testservice.Node[*Server]
 	dir   string
-	cfg   Config
+	cfg   Config // of the next server started: tests change it between restarts
 	scope string
 
 	onNew func(*Server) // runs on each new server before Start
@@ -58,33 +64,28 @@ func newHarnessHook(t *testing.T, tune func(*Config), onNew func(*Server)) *harn
 	if tune != nil {
 		tune(&h.cfg)
 	}
-	h.start()
+	h.node = testservice.Start(t, func() (*Server, error) {
+		srv, err := New(h.cfg)
+		if err == nil && h.onNew != nil {
+			h.onNew(srv)
+		}
+		return srv, err
+	})
+	h.srv = h.node.Current()
 	return h
 }
 
+// start starts a new server on the data directory, after the test stopped
+// the last one.
 func (h *harness) start() {
 	h.t.Helper()
-	srv, err := New(h.cfg)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	if h.onNew != nil {
-		h.onNew(srv)
-	}
-	if err := srv.Start(context.Background()); err != nil {
-		h.t.Fatal(err)
-	}
-	h.srv = srv
-	h.t.Cleanup(func() { _ = srv.Stop(context.Background()) })
+	h.srv = h.node.Start()
 }
 
 // restart stops the server and starts a new one on the same data directory.
 func (h *harness) restart() {
 	h.t.Helper()
-	if err := h.srv.Stop(context.Background()); err != nil {
-		h.t.Fatal(err)
-	}
-	h.start()
+	h.srv = h.node.Restart()
 }
 
 // deletedSeqs is every seq OnChange reported as deleted.

@@ -84,7 +84,7 @@ func (f *Follower) offer(ev persist.Event) {
 // are not applied; the next Follow reads them again.
 func (f *Follower) Stop() error {
 	f.cancel()
-	_ = f.w.Stop()
+	_ = f.w.Stop(context.Background())
 	<-f.done
 	return f.Err()
 }

@@ -1,11 +1,12 @@
 //go:build unix
 
-package main
+package e2e
 
 import (
 	"bytes"
 	"context"
 	"encoding/xml"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -23,6 +24,7 @@ import (
 	"github.com/switchyard-dev/switchyard/internal/testnzbget"
 	"github.com/switchyard-dev/switchyard/internal/testpersist"
 	"github.com/switchyard-dev/switchyard/internal/testpost"
+	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/nntp"
 	"github.com/switchyard-dev/switchyard/nntp/nntptest"
 	"github.com/switchyard-dev/switchyard/work"
@@ -54,7 +56,7 @@ func TestUsenetRoundTrip(t *testing.T) {
 		testnzbget.Require(t)
 		addr := testinn2.Addr(t)
 		group := "switchyard.usenet.r" + strconv.FormatInt(time.Now().UnixNano(), 36)
-		if out, err := exec.Command("bash", "../../scripts/inn2.sh", "newgroup", group).CombinedOutput(); err != nil {
+		if out, err := exec.Command("bash", "../scripts/inn2.sh", "newgroup", group).CombinedOutput(); err != nil {
 			t.Fatalf("newgroup %s: %v: %s", group, err, out)
 		}
 		// NZBGet reads from a reader port: innd itself answers a client
@@ -76,15 +78,16 @@ func roundTrip(t *testing.T, postAddr, readAddr, group string) {
 		t.Fatal(err)
 	}
 	posted, err := testpost.PostFiles(ctx, c, group, "Roundtrip Poster <poster@switchyard.test>", rel.Files, testpost.Options{Title: title, PartSize: 64 << 10})
-	c.Close()
 	if err != nil {
+		c.Close()
 		t.Fatal(err)
 	}
 	articles := 0
 	for _, p := range posted {
 		articles += len(p.Parts)
 	}
-	waitArticles(t, ctx, postAddr, group, articles)
+	waitArticles(t, ctx, c, group, articles)
+	c.Close()
 
 	env := testpersist.Start(t, 1)
 	st, err := work.NewStore(env.Client(), "roundtrip")
@@ -103,7 +106,7 @@ func roundTrip(t *testing.T, postAddr, readAddr, group string) {
 	procs = append(procs, api)
 	api.waitLog("usenet api listening", 30*time.Second)
 	apiURL := logValue(t, api, "usenet api listening", "url")
-	waitStatus(t, st, "the group indexed", 2*time.Minute, func(s work.Status) bool {
+	waitStatus(t, st, "the group indexed", func(s work.Status) bool {
 		return len(s.Groups) == 1 && s.Groups[0].Planned >= int64(articles) && s.Groups[0].Done == s.Groups[0].Planned
 	})
 
@@ -146,28 +149,18 @@ func roundTrip(t *testing.T, postAddr, readAddr, group string) {
 	}
 }
 
-// waitArticles waits until the server lists n articles in group: INN2
-// files a post shortly after accepting it.
-func waitArticles(t *testing.T, ctx context.Context, addr, group string, n int) {
+// waitArticles waits until the server lists n articles in group, and
+// returns the group, selected on c: INN2 files a post shortly after
+// accepting it, and gives no signal to wait on.
+func waitArticles(t *testing.T, ctx context.Context, c *nntp.Conn, group string, n int) nntp.Group {
 	t.Helper()
-	c, err := nntp.Dial(ctx, nntp.Config{Addr: addr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	poll := time.NewTicker(100 * time.Millisecond) // the server gives no signal to wait on
-	defer poll.Stop()
-	for {
-		gr, err := c.Group(ctx, group)
-		if err == nil && gr.Count >= int64(n) {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("GROUP %s: %+v, %v: %d posts did not all arrive", group, gr, err, n)
-		case <-poll.C:
-		}
-	}
+	var gr nntp.Group
+	testwait.Until(t, fmt.Sprintf("%d posts in %s", n, group), func() (bool, string) {
+		var err error
+		gr, err = c.Group(ctx, group)
+		return err == nil && gr.Count >= int64(n), fmt.Sprintf("GROUP %+v, %v", gr, err)
+	})
+	return gr
 }
 
 // logValue returns the value of key= on p's first log line containing msg.
@@ -186,6 +179,11 @@ func logValue(t *testing.T, p *logProc, msg, key string) string {
 	t.Fatalf("%s: no %s= on a %q line:\n%s", p.name, key, msg, p.logText())
 	return ""
 }
+
+// apiKeyFile is the file, in usenet serve's --data dir, that holds the
+// Newznab API key: the name is part of the data dir's layout, which an
+// operator backs up and reads.
+const apiKeyFile = "apikey"
 
 // apiKeyOf reads the key usenet serve stored in its --data dir.
 func apiKeyOf(t *testing.T, p *logProc) string {
@@ -231,23 +229,16 @@ func (it rssItem) attr(name string) string {
 // releases stream, a moment behind the workers.
 func waitSearch(t *testing.T, ctx context.Context, apiURL, key, q string) rssFeed {
 	t.Helper()
-	poll := time.NewTicker(50 * time.Millisecond)
-	defer poll.Stop()
-	for {
+	var f rssFeed
+	testwait.Until(t, fmt.Sprintf("search %q to find a release", q), func() (bool, string) {
 		body := get(t, ctx, apiURL+"?"+url.Values{"t": {"search"}, "q": {q}, "apikey": {key}}.Encode())
-		var f rssFeed
+		f = rssFeed{}
 		if err := xml.Unmarshal(body, &f); err != nil {
 			t.Fatalf("search answer is not RSS: %v\n%s", err, body)
 		}
-		if len(f.Items) > 0 {
-			return f
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("search %q found nothing: %s", q, body)
-		case <-poll.C:
-		}
-	}
+		return len(f.Items) > 0, string(body)
+	})
+	return f
 }
 
 func get(t *testing.T, ctx context.Context, u string) []byte {

@@ -1,11 +1,10 @@
 //go:build unix
 
-package main
+package e2e
 
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-dev/switchyard/internal/testinn2"
 	"github.com/switchyard-dev/switchyard/internal/testpersist"
 	"github.com/switchyard-dev/switchyard/nntp"
 	"github.com/switchyard-dev/switchyard/work"
@@ -23,15 +23,12 @@ import (
 // equals the digest of the article numbers INN2 lists with OVER.
 func TestWorkINN2(t *testing.T) {
 	t.Parallel()
-	addr := os.Getenv("SWITCHYARD_INN2_ADDR")
-	if addr == "" {
-		t.Skip("SWITCHYARD_INN2_ADDR is not set: INN2 integration skipped (make test starts INN2 through scripts/inn2.sh when run as root)")
-	}
+	addr := testinn2.Addr(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	run := strconv.FormatInt(time.Now().UnixNano(), 36)
 	group := "switchyard.work.r" + run
-	if out, err := exec.CommandContext(ctx, "bash", "../../scripts/inn2.sh", "newgroup", group).CombinedOutput(); err != nil {
+	if out, err := exec.CommandContext(ctx, "bash", "../scripts/inn2.sh", "newgroup", group).CombinedOutput(); err != nil {
 		t.Fatalf("newgroup %s: %v: %s", group, err, out)
 	}
 	c, err := nntp.Dial(ctx, nntp.Config{Addr: addr})
@@ -51,20 +48,7 @@ func TestWorkINN2(t *testing.T) {
 		}
 	}
 	// innd files an article shortly after nnrpd accepts it.
-	var gr nntp.Group
-	deadline := time.Now().Add(30 * time.Second)
-	poll := time.NewTicker(100 * time.Millisecond) // innd gives no signal to wait on
-	defer poll.Stop()
-	for {
-		gr, err = c.Group(ctx, group)
-		if err == nil && gr.Count >= posts {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("GROUP %s: %+v %v: the posts did not all arrive", group, gr, err)
-		}
-		<-poll.C
-	}
+	gr := waitArticles(t, ctx, c, group, posts)
 	want := work.GroupCount{}
 	if err := c.OverLines(ctx, gr.Low, gr.High, func(line []byte) error {
 		n, err := strconv.ParseInt(string(line[:strings.IndexByte(string(line), '\t')]), 10, 64)
@@ -85,10 +69,10 @@ func TestWorkINN2(t *testing.T) {
 	common := []string{"--nats", env.URL(), "--source", "inn2"}
 	coord := startLogProc(t, "coordinator", append([]string{"coordinator", "run", "--nntp", addr, "--groups", group, "--nntp-conns", "2", "--range-size", "50", "--chunk", "20"}, common...)...)
 	worker := startLogProc(t, "worker", append([]string{"worker", "run", "--indexer", "count", "--name", "inn2-worker"}, common...)...)
-	waitStatus(t, st, "the INN2 group indexed", 2*time.Minute, func(s work.Status) bool {
+	waitStatus(t, st, "the INN2 group indexed", func(s work.Status) bool {
 		return len(s.Groups) == 1 && s.Groups[0].PlannedThrough == gr.High && s.Groups[0].Planned == gr.High-gr.Low+1 && s.Groups[0].Done == s.Groups[0].Planned
 	})
-	got, _ := indexed(t, st)
+	got := indexed(t, st)
 	if got[group] != want {
 		t.Errorf("indexed %+v, want %+v: every article INN2 holds, once", got[group], want)
 	}

@@ -160,7 +160,7 @@ func (c *Client) LiveKV(ctx context.Context, scope, name string, opts LiveKVOpti
 	case <-w.Done():
 		return nil, fmt.Errorf("live kv: watcher ended: %w", w.Err())
 	case <-ctx.Done():
-		_ = w.Stop()
+		_ = w.Stop(context.Background())
 		return nil, fmt.Errorf("live kv: %w", ctx.Err())
 	}
 }
@@ -377,7 +377,7 @@ func (lk *LiveKV) Close() error {
 	lk.mu.Lock()
 	lk.closed = true
 	lk.mu.Unlock()
-	return lk.w.Stop()
+	return lk.w.Stop(context.Background())
 }
 
 // newMsgID returns a random msgID: 128 bits, so two writers never share one.

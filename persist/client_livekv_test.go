@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/persist/server"
 )
@@ -90,7 +91,7 @@ func TestLiveKVConverges(t *testing.T) {
 		t.Fatal("a still shows y right after deleting it")
 	}
 	want := map[string]string{"x": "3"}
-	waitFor(t, "both copies equal the server", func() bool {
+	testwait.For(t, "both copies equal the server", func() bool {
 		s := serverKV(t, c, "shared")
 		return equalKV(s, want) && equalKV(localKV(a), want) && equalKV(localKV(b), want)
 	})
@@ -124,7 +125,7 @@ func TestLiveKVCompareAndSet(t *testing.T) {
 	if _, err := a.Set(ctx, "k", []byte("stale"), persist.KVSetOptions{PrevSeq: &r1.Seq}); !errors.Is(err, persist.ErrWrongLastSequence) {
 		t.Fatalf("stale CAS: %v", err)
 	}
-	waitFor(t, "k=v2 locally, not pending", func() bool {
+	testwait.For(t, "k=v2 locally, not pending", func() bool {
 		e, ok := a.Get("k")
 		return ok && string(e.Value) == "v2" && !e.Pending
 	})
@@ -133,7 +134,7 @@ func TestLiveKVCompareAndSet(t *testing.T) {
 	if _, err := a.Delete(ctx, "k", persist.KVSetOptions{PrevSeq: &e.Seq}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "tombstone on the feed", func() bool { e, ok := a.Get("k"); return !ok && !e.Pending && e.Seq > 0 })
+	testwait.For(t, "tombstone on the feed", func() bool { e, ok := a.Get("k"); return !ok && !e.Pending && e.Seq > 0 })
 	if _, err := a.Set(ctx, "k", []byte("reborn"), persist.KVSetOptions{PrevSeq: &zero}); err != nil {
 		t.Fatalf("create after delete: %v", err)
 	}
@@ -161,7 +162,7 @@ func TestLiveKVMerge(t *testing.T) {
 	if _, err := a.Set(ctx, "title", []byte("base"), persist.KVSetOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "base on the feed", func() bool { e, ok := a.Get("title"); return ok && !e.Pending })
+	testwait.For(t, "base on the feed", func() bool { e, ok := a.Get("title"); return ok && !e.Pending })
 	var once sync.Once
 	a.SetBeforeSave(func() {
 		once.Do(func() {
@@ -180,7 +181,7 @@ func TestLiveKVMerge(t *testing.T) {
 		t.Fatalf("merge calls %+v, want one with local and remote", got)
 	}
 	want := map[string]string{"title": "remote+local"}
-	waitFor(t, "merged value everywhere", func() bool {
+	testwait.For(t, "merged value everywhere", func() bool {
 		return equalKV(serverKV(t, c, "doc"), want) && equalKV(localKV(a), want)
 	})
 
@@ -198,7 +199,7 @@ func TestLiveKVMerge(t *testing.T) {
 		t.Fatal(err)
 	}
 	want = map[string]string{"title": "local"}
-	waitFor(t, "last writer everywhere", func() bool {
+	testwait.For(t, "last writer everywhere", func() bool {
 		return equalKV(serverKV(t, c, "doc2"), want) && equalKV(localKV(lww), want)
 	})
 }
@@ -224,7 +225,7 @@ func TestLiveKVTombstoneExpires(t *testing.T) {
 	if _, ok := a.Get("gone"); ok {
 		t.Fatal("deleted key still shown")
 	}
-	waitFor(t, "tombstone expired on the server and in the copy", func() bool {
+	testwait.For(t, "tombstone expired on the server and in the copy", func() bool {
 		keys, err := c.KV("hub", "tomb").Keys(ctx)
 		if err != nil || len(keys) != 0 {
 			return false
@@ -247,7 +248,7 @@ func TestLiveKVResync(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "four keys", func() bool { return len(a.Keys()) == 4 })
+	testwait.For(t, "four keys", func() bool { return len(a.Keys()) == 4 })
 	a.Lock() // the next feed event blocks the watcher's callback
 	held := true
 	defer func() {
@@ -265,11 +266,11 @@ func TestLiveKVResync(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "watcher buffer overflow", func() bool { return a.Overflowed() })
+	testwait.For(t, "watcher buffer overflow", func() bool { return a.Overflowed() })
 	held = false
 	a.Unlock()
 	want := map[string]string{"c": "c2", "d": "d", "e": "e2", "f": "f2"}
-	waitFor(t, "copy equals the server after the resync", func() bool {
+	testwait.For(t, "copy equals the server after the resync", func() bool {
 		return a.Resyncs() > 0 && equalKV(serverKV(t, c, "rs"), want) && equalKV(localKV(a), want)
 	})
 }

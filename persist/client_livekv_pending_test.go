@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/persist"
 )
 
@@ -34,7 +35,7 @@ func TestLiveKVWriteDeletedBeforeReply(t *testing.T) {
 			t.Error(err)
 			return
 		}
-		waitFor(t, "the copy applied the delete", func() bool { return lk.Holds("other") })
+		testwait.For(t, "the copy applied the delete", func() bool { return lk.Holds("other") })
 	})
 	if _, err := lk.Set(ctx, "k", []byte("v"), persist.KVSetOptions{}); err != nil {
 		t.Fatal(err)

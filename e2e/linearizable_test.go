@@ -1,6 +1,6 @@
 //go:build unix
 
-package main
+package e2e
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/switchyard-dev/switchyard/internal/testnats"
+	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/persist"
 )
 
@@ -337,11 +338,12 @@ func TestLinearizableKV(t *testing.T) {
 	for ev := range events {
 		at := count.Load() + 100
 		next := start.Add(every * time.Duration(ev+1))
-		// Polling paces the chaos: the event is due at `next` and only once
-		// the server has served since the last one.
-		for (time.Now().Before(next) || count.Load() < at) && ctx.Err() == nil {
-			waitTick(ctx)
-		}
+		// The event is due at `next` and only once the server has served
+		// since the last one.
+		testwait.Until(t, fmt.Sprintf("chaos event %d due", ev), func() (bool, string) {
+			n := count.Load()
+			return !time.Now().Before(next) && n >= at, fmt.Sprintf("%d of %d operations answered", n, at)
+		})
 		if ev%3 == 0 {
 			sp.Restart()
 			kills++
@@ -355,9 +357,7 @@ func TestLinearizableKV(t *testing.T) {
 		sp.Resume()
 		pauses++
 	}
-	for time.Since(start) < *linDuration && ctx.Err() == nil {
-		waitTick(ctx) // the rest of the run, after the last restart
-	}
+	pace(ctx, time.Until(start.Add(*linDuration))) // the rest of the run, after the last event
 	done.Store(true)
 	wg.Wait()
 	if ctx.Err() != nil {
@@ -411,17 +411,6 @@ func TestLinearizableKV(t *testing.T) {
 		t.Fatalf("history is not linearizable; see %s (keep it with -artifacts)", path)
 	default:
 		t.Fatalf("the checker gave up (%s) before finding a linearization", res)
-	}
-}
-
-// pace waits d or until ctx ends: a deliberate pause in the chaos, not a
-// wait for something to happen.
-func pace(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
 	}
 }
 

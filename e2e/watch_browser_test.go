@@ -1,6 +1,6 @@
 //go:build unix
 
-package main
+package e2e
 
 import (
 	"context"
@@ -53,7 +53,6 @@ func TestWatchPageInBrowser(t *testing.T) {
 			}
 		}
 	}
-	waitFor := func(what, js string) { t.Helper(); waitPage(t, b, what, js) }
 
 	up1, s1 := startUp()
 	ctx, cancel := context.WithTimeout(b.Context(), pageWait)
@@ -62,9 +61,9 @@ func TestWatchPageInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor("the page connects", `document.querySelector('#watch').dataset.state === 'open'`)
+	waitPage(t, b, "the page connects", `document.querySelector('#watch').dataset.state === 'open'`)
 	write(s1, 1, 500)
-	waitFor("500 writes arrive", `document.querySelector('#watch').dataset.received === '500'`)
+	waitPage(t, b, "500 writes arrive", `document.querySelector('#watch').dataset.received === '500'`)
 
 	if err := up1.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -72,10 +71,10 @@ func TestWatchPageInBrowser(t *testing.T) {
 	if code := waitExit(t, up1); code != 0 {
 		t.Fatalf("up exited %d after SIGTERM", code)
 	}
-	waitFor("the page shows the dropped connection", `document.querySelector('#watch').dataset.state !== 'open'`)
+	waitPage(t, b, "the page shows the dropped connection", `document.querySelector('#watch').dataset.state !== 'open'`)
 	_, s2 := startUp()
 	write(s2, 501, 1000)
-	waitFor("all 1,000 writes arrive after the reconnect", `document.querySelector('#watch').dataset.received === '1000' && document.querySelector('#watch').dataset.state === 'open'`)
+	waitPage(t, b, "all 1,000 writes arrive after the reconnect", `document.querySelector('#watch').dataset.received === '1000' && document.querySelector('#watch').dataset.state === 'open'`)
 
 	ds := pageValue[map[string]string](t, b, `Object.assign({}, document.querySelector('#watch').dataset)`)
 	// The client counts a message as received only when its seq is above

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/persist"
 )
 
@@ -58,11 +59,7 @@ func TestDurabilityAcrossSIGKILL(t *testing.T) {
 						return
 					}
 					// The server is down or restarting: retry the same msgID.
-					select {
-					case <-ctx.Done():
-						return
-					case <-time.After(10 * time.Millisecond):
-					}
+					pace(ctx, 10*time.Millisecond)
 				}
 			}
 		}()
@@ -70,9 +67,7 @@ func TestDurabilityAcrossSIGKILL(t *testing.T) {
 
 	// Kill mid-load, twice, each time once more writes were acknowledged.
 	for _, at := range []int64{writers * perWriter / 4, writers * perWriter / 2} {
-		for count.Load() < at && ctx.Err() == nil {
-			waitTick(ctx)
-		}
+		testwait.For(t, fmt.Sprintf("%d writes acknowledged", at), func() bool { return count.Load() >= at })
 		sp.Restart()
 	}
 	wg.Wait()
@@ -105,15 +100,5 @@ func TestDurabilityAcrossSIGKILL(t *testing.T) {
 	}
 	if len(seen) != writers*perWriter {
 		t.Errorf("stored %d messages, want %d", len(seen), writers*perWriter)
-	}
-}
-
-// waitTick yields briefly while polling a condition with a deadline.
-func waitTick(ctx context.Context) {
-	t := time.NewTimer(5 * time.Millisecond)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
 	}
 }
