@@ -1,7 +1,8 @@
 // Package web is the HTTP side of switchyard: the server `up` and each
 // role command run on --http, with Prometheus /metrics, /healthz and
-// /readyz, the dashboard, the WebSocket gateway for watches and the
-// Newznab API of the usenet indexer mounted on it.
+// /readyz. The parts of a process mount theirs on it: the dashboard
+// (web/dashboard), the WebSocket watch gateway (web/watch) and the Newznab
+// API of the usenet indexer.
 package web
 
 import (
