@@ -54,6 +54,9 @@ func TestWorstCaseBodyFitsDefaultReceiver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := q.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	defer q.Stop(context.Background())
 	if q.BodyLimit() != MaxBodyBytesDefault {
 		t.Fatalf("BodyLimit %d, MaxBodyBytesDefault %d", q.BodyLimit(), MaxBodyBytesDefault)
@@ -126,6 +129,9 @@ func TestQueueRefusesLongFrom(t *testing.T) {
 	}
 	q, err := NewPeerQueue(QueueConfig{From: strings.Repeat("f", MaxFromBytes-2), Send: send})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	_ = q.Stop(context.Background())

@@ -9,6 +9,8 @@ import (
 	"net/http/httptest"
 	"testing"
 	"time"
+
+	"github.com/switchyard-dev/switchyard/internal/testwait"
 )
 
 // numbered is a batch body with its place in the sender's order.
@@ -45,7 +47,7 @@ func TestReceiverOrdersNumberedBatches(t *testing.T) {
 	}
 	waitsForItsTurn := func(what string) {
 		t.Helper()
-		eventually(t, what, func() bool { return tr.clk.waiting() == 1 })
+		testwait.For(t, what, func() bool { return tr.clk.waiting() == 1 })
 	}
 
 	// 2 arrives before 1: it waits, then goes once 1 is applied.
@@ -143,6 +145,9 @@ func TestDelayedPeerDrainsSeveralBatchesPerRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := q.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	defer q.Stop(context.Background())
 
 	var want []string
@@ -200,6 +205,9 @@ func TestBatchOverTheReceiverLimitBecomesMarkers(t *testing.T) {
 		OnOverflow: g.Overflow, OnTaken: g.Taken, OnLost: g.Lost,
 	})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	defer q.Stop(context.Background())

@@ -31,6 +31,9 @@ func TestQueueOverSignedTransport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := q.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	defer q.Stop(context.Background())
 	const n = 1000
 	for i := range n {
