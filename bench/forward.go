@@ -487,7 +487,10 @@ func benchLoopback(ctx context.Context, n, peers int, signed bool) (float64, err
 	if err != nil {
 		return 0, err
 	}
-	defer sender.Close()
+	if err := sender.Start(ctx); err != nil {
+		return 0, err
+	}
+	defer func() { _ = sender.Stop(context.WithoutCancel(ctx)) }()
 	q, err := forward.NewPeerQueue(forward.QueueConfig{From: "bench", Send: sender.Send, Logger: quietLogger()})
 	if err != nil {
 		return 0, err

@@ -430,7 +430,10 @@ func TestReceiverFlood(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	if err := s.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop(context.Background())
 	q, err := NewPeerQueue(QueueConfig{From: "eu", Send: s.Send, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)

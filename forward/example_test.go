@@ -66,7 +66,10 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	defer sender.Close()
+	if err := sender.Start(context.Background()); err != nil {
+		panic(err)
+	}
+	defer sender.Stop(context.Background())
 	gaps := forward.NewGapPolicy(forward.GapConfig{Logger: quiet})
 	q, err := forward.NewPeerQueue(forward.QueueConfig{
 		From: "eu", Send: sender.Send, MaxQueued: 100, MaxInFlight: 1,

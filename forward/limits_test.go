@@ -39,7 +39,10 @@ func TestWorstCaseBodyFitsDefaultReceiver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	if err := s.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop(context.Background())
 	var mu sync.Mutex
 	var sizes []int
 	send := func(ctx context.Context, b *Outbound) error {

@@ -140,7 +140,10 @@ func TestDelayedPeerDrainsSeveralBatchesPerRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	if err := s.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop(context.Background())
 	q, err := NewPeerQueue(QueueConfig{From: "eu", Send: s.Send, MaxBatchItems: 10, MaxInFlight: 5, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -198,7 +201,10 @@ func TestBatchOverTheReceiverLimitBecomesMarkers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	if err := s.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop(context.Background())
 	g := NewGapPolicy(GapConfig{Logger: slog.New(slog.DiscardHandler)})
 	q, err := NewPeerQueue(QueueConfig{
 		From: "eu", Send: s.Send, MaxBatchBytes: 1024, Logger: slog.New(slog.DiscardHandler),

@@ -18,7 +18,10 @@ func TestStopDrainsToALiveReceiver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	if err := s.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop(context.Background())
 	q, err := NewPeerQueue(QueueConfig{From: "eu", Send: s.Send, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -113,5 +116,39 @@ func TestQueueLifecycle(t *testing.T) {
 	}
 	if err := never.Stop(context.Background()); err != nil {
 		t.Fatalf("Stop before Start: %v", err)
+	}
+}
+
+// TestSenderLifecycle: a sender sends between Start and Stop; outside,
+// Send fails with ErrNotRunning (a lost batch) without dialling.
+func TestSenderLifecycle(t *testing.T) {
+	tr := newTestReceiver(t, nil)
+	s, err := NewSender(SenderConfig{Self: "eu", Secret: secretEU, Peers: map[string]string{"us": tr.srv.URL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &Outbound{Peer: "us", Seq: 1, Body: []byte(`{}`)}
+	if err := s.Send(t.Context(), b); !errors.Is(err, ErrNotRunning) {
+		t.Fatalf("send before Start: %v, want ErrNotRunning", err)
+	}
+	if err := s.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(t.Context()); !errors.Is(err, lifecycle.ErrStarted) {
+		t.Fatalf("second Start: %v, want ErrStarted", err)
+	}
+	for i := range 2 {
+		if err := s.Stop(context.Background()); err != nil {
+			t.Fatalf("Stop %d: %v", i+1, err)
+		}
+	}
+	if err := s.Send(t.Context(), b); !errors.Is(err, ErrNotRunning) {
+		t.Fatalf("send after Stop: %v, want ErrNotRunning", err)
+	}
+	if rs := tr.recv.Stats(); rs.Accepted != 0 || rs.BadRequest != 0 {
+		t.Fatalf("the receiver was reached: %+v", rs)
+	}
+	if err := s.Start(t.Context()); !errors.Is(err, lifecycle.ErrStopped) {
+		t.Fatalf("Start after Stop: %v, want ErrStopped", err)
 	}
 }
