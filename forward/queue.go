@@ -122,7 +122,8 @@ type QueueConfig struct {
 	SendTimeout time.Duration
 	// Clock drives the flush window. Nil means the wall clock.
 	Clock Clock
-	// Logger receives lost-batch warnings. Nil means slog.Default().
+	// Logger receives lost-batch warnings. Nil means slog.Default()
+	// (through lifecycle.Logger, as role forward).
 	Logger *slog.Logger
 }
 
@@ -154,9 +155,7 @@ func (c QueueConfig) withDefaults() QueueConfig {
 	if c.Clock == nil {
 		c.Clock = WallClock
 	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.Logger = lifecycle.Logger(c.Logger, "forward")
 	return c
 }
 
