@@ -127,7 +127,6 @@ func RunForward(ctx context.Context, cfg ForwardConfig, w io.Writer) error {
 	if err := cfg.validate(); err != nil {
 		return err
 	}
-	out, p, anchorDir, loopItems, runs := w, cfg.Progress, cfg.Anchor, cfg.LoopItems, cfg.Runs
 	slow := slowPeerConfig{rtt: cfg.SlowRTT, rates: cfg.SlowRates, dur: cfg.SlowFor}
 	parts := map[string]bool{}
 	for _, part := range cfg.Parts {
@@ -138,22 +137,22 @@ func RunForward(ctx context.Context, cfg ForwardConfig, w io.Writer) error {
 			parts[part] = true
 		}
 	}
-	why := anchorMissing(anchorDir)
+	why := anchorMissing(cfg.Anchor)
 	if why != "" {
-		fmt.Fprintf(out, "forward: anchor skipped: %s\n", why)
+		fmt.Fprintf(w, "forward: anchor skipped: %s\n", why)
 	}
 	if parts["queue"] {
-		if err := benchForwardQueue(ctx, out, p, anchorDir, why, runs); err != nil {
+		if err := benchForwardQueue(ctx, w, cfg.Progress, cfg.Anchor, why, cfg.Runs); err != nil {
 			return err
 		}
 	}
 	if parts["slow-peer"] {
-		if err := benchForwardSlowPeer(ctx, out, p, anchorDir, why, slow); err != nil {
+		if err := benchForwardSlowPeer(ctx, w, cfg.Progress, cfg.Anchor, why, slow); err != nil {
 			return err
 		}
 	}
 	if parts["loopback"] {
-		return benchForwardLoopback(ctx, out, p, loopItems)
+		return benchForwardLoopback(ctx, w, cfg.Progress, cfg.LoopItems)
 	}
 	return nil
 }

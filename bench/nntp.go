@@ -58,12 +58,12 @@ func (c *NNTPConfig) validate() error {
 // RunNNTP starts the NNTP test server with one group of cfg.Lines articles
 // and reads its whole overview with the raw reader and with ours, with and
 // without COMPRESS DEFLATE, over 1 and 4 connections, writing one line per
-// case (the best of cfg.Rounds rounds each, and the ratio ours/raw) on w.
-func RunNNTP(ctx context.Context, cfg NNTPConfig, w io.Writer) error {
+// case (the best of cfg.Rounds rounds each, and the ratio ours/raw) on out.
+func RunNNTP(ctx context.Context, cfg NNTPConfig, out io.Writer) error {
 	if err := cfg.validate(); err != nil {
 		return err
 	}
-	lines, chunk, rounds, out := cfg.Lines, cfg.Chunk, cfg.Rounds, w
+	lines, chunk, rounds := cfg.Lines, cfg.Chunk, cfg.Rounds
 	s := nntptest.New(nntptest.Config{})
 	s.AddGroup(nntpGroup, lines)
 	if err := s.Start(ctx); err != nil {
