@@ -9,7 +9,7 @@ import (
 
 	"github.com/switchyard-dev/switchyard/bus/auth"
 	"github.com/switchyard-dev/switchyard/persist"
-	"github.com/switchyard-dev/switchyard/web"
+	"github.com/switchyard-dev/switchyard/web/watch"
 )
 
 // upAPIDir is where, in up's data directory, the Newznab API keeps its key
@@ -62,16 +62,19 @@ func startUpAPI(ctx context.Context, cfg upConfig, connect func(name, user strin
 // what the bus lets them read (a tenant its own scopes); without it the bus
 // is open, and so is the gateway.
 func startUpWatch(cfg upConfig, c *persist.Client, ph *procHTTP, onStop func(func(context.Context) error)) error {
-	authz := web.Open()
+	authz := watch.Open()
 	if cfg.authDir != "" {
-		accounts, err := web.AuthDirAccounts(cfg.authDir, cfg.service)
+		accounts, err := watch.AuthDirAccounts(cfg.authDir, cfg.service)
 		if err != nil {
 			return fmt.Errorf("watch gateway: %w", err)
 		}
-		authz = web.Accounts(accounts)
+		authz = watch.Accounts(accounts)
 	}
-	gw, err := web.NewWatchGateway(web.WatchConfig{Client: c, Authorizer: authz})
+	gw, err := watch.New(watch.Config{Client: c, Authorizer: authz})
 	if err != nil {
+		return err
+	}
+	if err := gw.Start(context.Background()); err != nil {
 		return err
 	}
 	// The server's shutdown does not wait for WebSocket connections (they
