@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -23,6 +24,7 @@ import (
 	"github.com/switchyard-dev/switchyard/bus/auth"
 	"github.com/switchyard-dev/switchyard/bus/embedded"
 	"github.com/switchyard-dev/switchyard/internal/devcert"
+	"github.com/switchyard-dev/switchyard/internal/lifecycle"
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/persist/server"
 	"github.com/switchyard-dev/switchyard/persist/store"
@@ -84,8 +86,16 @@ func (r Result) Ratio() float64 {
 type PersistEnv struct {
 	NATS       *embedded.Server
 	dir        string
-	clientOpts []nats.Option // credentials and CA of TCP clients (secure env)
-	cleanup    []func()
+	clientOpts []nats.Option   // credentials and CA of TCP clients (secure env)
+	parts      lifecycle.Group // what Close stops, newest first
+}
+
+// own makes close a part of env, run by Close (newest first).
+func (env *PersistEnv) own(name string, close func()) {
+	_ = env.parts.Start(context.Background(), name, lifecycle.OnStop(name, func(context.Context) error {
+		close()
+		return nil
+	}))
 }
 
 // StartPersistEnv starts the shared environment under dir ("" = temp dir).
@@ -112,7 +122,7 @@ func startPersistEnv(dir string, secure bool) (env *PersistEnv, err error) {
 			return nil, err
 		}
 		dir = d
-		env.cleanup = append(env.cleanup, func() { os.RemoveAll(d) })
+		env.own("temp dir", func() { os.RemoveAll(d) })
 	}
 	env.dir = dir
 	ecfg := embedded.Config{Port: embedded.RandomPort, JetStream: !secure, StoreDir: dir + "/jetstream"}
@@ -150,7 +160,7 @@ func startPersistEnv(dir string, secure bool) (env *PersistEnv, err error) {
 		return nil, err
 	}
 	env.NATS = e
-	env.cleanup = append(env.cleanup, e.Shutdown)
+	env.own("nats", e.Shutdown)
 
 	// The persist server and balancer run inside the NATS server's process,
 	// as in `switchyard up`, so they connect in-process like JetStream does.
@@ -158,30 +168,28 @@ func startPersistEnv(dir string, secure bool) (env *PersistEnv, err error) {
 	if err != nil {
 		return nil, err
 	}
-	env.cleanup = append(env.cleanup, nc.Close)
+	env.own("persist server conn", nc.Close)
 	srv, err := server.New(server.Config{Conn: nc, ID: "0", IDs: ids, DataDir: dir + "/persist"})
 	if err != nil {
 		return nil, err
 	}
-	if err := srv.Start(context.Background()); err != nil {
+	if err := env.parts.Start(context.Background(), "persist server", srv); err != nil {
 		return nil, err
 	}
-	env.cleanup = append(env.cleanup, func() { _ = srv.Stop(context.Background()) })
 	bnc := nc
 	if secure { // the balancer has a user of its own
 		if bnc, err = e.ConnectInProcess(bus.ConnectConfig{Name: "bench-balancer", Options: balancerOpts}); err != nil {
 			return nil, err
 		}
-		env.cleanup = append(env.cleanup, bnc.Close)
+		env.own("balancer conn", bnc.Close)
 	}
 	b, err := placement.NewBalancer(placement.BalancerConfig{Conn: bnc, IDs: ids})
 	if err != nil {
 		return nil, err
 	}
-	if err := b.Start(context.Background()); err != nil {
+	if err := env.parts.Start(context.Background(), "balancer", b); err != nil {
 		return nil, err
 	}
-	env.cleanup = append(env.cleanup, func() { _ = b.Stop(context.Background()) })
 	return env, nil
 }
 
@@ -201,16 +209,16 @@ func (env *PersistEnv) Conn() (*nats.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	env.cleanup = append(env.cleanup, nc.Close)
+	env.own("client conn", nc.Close)
 	return nc, nil
 }
 
-// Close stops everything, newest first.
+// Close stops everything, newest first. A stop error of the server or the
+// balancer is logged, not returned: the benchmark's figures are out by then.
 func (env *PersistEnv) Close() {
-	for i := len(env.cleanup) - 1; i >= 0; i-- {
-		env.cleanup[i]()
+	if err := env.parts.Stop(context.Background()); err != nil {
+		slog.Warn("bench: close environment", "err", err)
 	}
-	env.cleanup = nil
 }
 
 // RunPersist runs every persist workload and writes a table to w.
@@ -303,7 +311,7 @@ func RunPersist(ctx context.Context, cfg PersistConfig, w io.Writer) ([]Result, 
 		if err != nil {
 			return nil, err
 		}
-		env.cleanup = append(env.cleanup, srvConn.Close)
+		env.own("echo conn", srvConn.Close)
 		if _, err := srvConn.Subscribe("bench.echo", func(m *nats.Msg) { _ = m.Respond(nil) }); err != nil {
 			return nil, err
 		}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/web"
+	"github.com/switchyard-dev/switchyard/web/watch"
 )
 
 // WSConfig configures the WebSocket gateway benchmark.
@@ -105,8 +106,11 @@ func RunWS(ctx context.Context, cfg WSConfig, w io.Writer) (WSResult, error) {
 	if err != nil {
 		return res, err
 	}
-	gw, err := web.NewWatchGateway(web.WatchConfig{Client: gc, Authorizer: web.Open()})
+	gw, err := watch.New(watch.Config{Client: gc, Authorizer: watch.Open()})
 	if err != nil {
+		return res, err
+	}
+	if err := gw.Start(ctx); err != nil {
 		return res, err
 	}
 	srv := web.New("127.0.0.1:0")
@@ -230,7 +234,7 @@ func (s *wsSide) write(ctx context.Context, value []byte) (uint64, error) {
 
 // msgPrefix is how the gateway's "msg" messages begin: the fields of its
 // wire struct in order, type then seq.
-var msgPrefix = []byte(`{"type":"` + web.TypeMsg + `","seq":`)
+var msgPrefix = []byte(`{"type":"` + watch.TypeMsg + `","seq":`)
 
 // msgSeq returns the seq of a "msg" message. The clients stand in for
 // browsers, but a full JSON decode of every message on the benchmark's own

@@ -16,7 +16,7 @@ import (
 	"github.com/switchyard-dev/switchyard/usenet"
 	"github.com/switchyard-dev/switchyard/usenet/newznab"
 	"github.com/switchyard-dev/switchyard/usenet/search"
-	"github.com/switchyard-dev/switchyard/web"
+	"github.com/switchyard-dev/switchyard/web/watch"
 	"github.com/switchyard-dev/switchyard/web/metrics"
 )
 
@@ -168,25 +168,25 @@ func (f *Fleet) startWatch(ctx context.Context) error {
 	if f.http == nil || !f.cfg.HTTP.Watch {
 		return nil
 	}
-	authz := web.Open()
+	authz := watch.Open()
 	if dir := f.cfg.NATS.AuthDir; dir != "" {
-		accounts, err := web.AuthDirAccounts(dir, f.cfg.Service)
+		accounts, err := watch.AuthDirAccounts(dir, f.cfg.Service)
 		if err != nil {
 			return fmt.Errorf("watch gateway: %w", err)
 		}
-		authz = web.Accounts(accounts)
+		authz = watch.Accounts(accounts)
 	}
 	c, err := f.apiClient(ctx)
 	if err != nil {
 		return err
 	}
-	gw, err := web.NewWatchGateway(web.WatchConfig{Client: c, Authorizer: authz})
+	gw, err := watch.New(watch.Config{Client: c, Authorizer: authz})
 	if err != nil {
 		return err
 	}
 	// The server's shutdown does not wait for WebSocket connections (they
 	// were taken over from it): the gateway closes its own, before it.
-	if err := f.start(ctx, "watch", lifecycle.OnStop("watch", gw.Stop)); err != nil {
+	if err := f.start(ctx, "watch", gw); err != nil {
 		return err
 	}
 	gw.Mount(f.http.srv)

@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/switchyard-dev/switchyard/internal/testwait"
 )
 
 // bogusSig is a well-formed signature that matches nothing: an attacker
@@ -141,7 +143,7 @@ func TestReceiverReadingLimits(t *testing.T) {
 	}
 	reading := func(n int64) {
 		t.Helper()
-		eventually(t, fmt.Sprintf("%d bodies being read", n), func() bool { return tr.recv.Stats().Reading == n })
+		testwait.For(t, fmt.Sprintf("%d bodies being read", n), func() bool { return tr.recv.Stats().Reading == n })
 	}
 	busy := func(peer string) {
 		t.Helper()
@@ -195,7 +197,7 @@ func TestReceiverBodyReadTimeout(t *testing.T) {
 		t.Fatalf("connection still open after the answer: %d, %v", n, err)
 	}
 	conn.Close()
-	eventually(t, "slot freed", func() bool { return tr.recv.Stats().Reading == 0 })
+	testwait.For(t, "slot freed", func() bool { return tr.recv.Stats().Reading == 0 })
 	if st := tr.recv.Stats(); st.ReadTimeout != 1 {
 		t.Fatalf("stats = %+v", st)
 	}
@@ -419,7 +421,7 @@ func TestReceiverFlood(t *testing.T) {
 	defer stop()
 
 	// Every kind of attack is under way before the real peer starts.
-	eventually(t, "the flood under way", func() bool {
+	testwait.For(t, "the flood under way", func() bool {
 		st := recv.Stats()
 		return st.Reading >= 20 && st.TooLarge > 0 && st.LengthRequired > 0 && st.Forbidden > 0 && st.BusyPeer > 0
 	})
@@ -428,9 +430,15 @@ func TestReceiverFlood(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	if err := s.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop(context.Background())
 	q, err := NewPeerQueue(QueueConfig{From: "eu", Send: s.Send, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	defer q.Stop(context.Background())
@@ -444,7 +452,7 @@ func TestReceiverFlood(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Slow bodies were cut off by the read deadline at least once.
-	eventually(t, "a slow body timed out", func() bool { return recv.Stats().ReadTimeout > 0 })
+	testwait.For(t, "a slow body timed out", func() bool { return recv.Stats().ReadTimeout > 0 })
 	during := recv.Stats()
 	stop()
 	peak := heap.finish()

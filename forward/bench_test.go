@@ -20,6 +20,9 @@ func BenchmarkPushSteady(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	if err := q.Start(context.Background()); err != nil {
+		b.Fatal(err)
+	}
 	defer q.Stop(context.Background())
 	items := make([]*Delivery, 4096)
 	for i := range items {
@@ -41,6 +44,9 @@ func benchDead(b *testing.B, payload int) {
 		OnOverflow: g.Overflow, OnTaken: g.Taken, OnLost: g.Lost, Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
+		b.Fatal(err)
+	}
+	if err := q.Start(context.Background()); err != nil {
 		b.Fatal(err)
 	}
 	items := make([]*Delivery, 8192)

@@ -13,5 +13,9 @@
 // signature, the timestamp window and a per-peer nonce window before it
 // hands the items to a [Sink] in a fixed order.
 //
-// The package imports nothing else of switchyard's.
+// The queue and the sender follow switchyard's one lifecycle (Start, then
+// Stop with a deadline; see internal/lifecycle): the queue's Stop drains
+// what it holds through the sender, so stop the sender after it. The
+// package imports nothing else of switchyard's but internal/lifecycle,
+// which is the standard library only.
 package forward

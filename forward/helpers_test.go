@@ -161,6 +161,9 @@ func newTestQueue(t *testing.T, clk *fakeClock, rec *recorder, mod func(*QueueCo
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := q.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel() // cancel sends still blocked at once
@@ -221,16 +224,4 @@ func (c *fakeClock) waiting() int {
 		}
 	}
 	return n
-}
-
-// eventually polls cond until it holds, for at most 10 seconds.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not reached", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }

@@ -81,6 +81,9 @@ func newScript(t *testing.T, mod func(*QueueConfig)) *script {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := q.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	s.q = q
 	t.Cleanup(func() {
 		ctx, cancel := context.WithCancel(context.Background())

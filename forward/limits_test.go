@@ -39,7 +39,10 @@ func TestWorstCaseBodyFitsDefaultReceiver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	if err := s.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop(context.Background())
 	var mu sync.Mutex
 	var sizes []int
 	send := func(ctx context.Context, b *Outbound) error {
@@ -52,6 +55,9 @@ func TestWorstCaseBodyFitsDefaultReceiver(t *testing.T) {
 	// A frozen clock: only the byte bound may close the batch.
 	q, err := NewPeerQueue(QueueConfig{From: from, Send: send, Clock: newFakeClock(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	defer q.Stop(context.Background())
@@ -126,6 +132,9 @@ func TestQueueRefusesLongFrom(t *testing.T) {
 	}
 	q, err := NewPeerQueue(QueueConfig{From: strings.Repeat("f", MaxFromBytes-2), Send: send})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	_ = q.Stop(context.Background())

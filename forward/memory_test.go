@@ -50,6 +50,9 @@ func TestMemoryBoundedUnderDeadPeer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := q.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	defer func() {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()

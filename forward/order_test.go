@@ -9,6 +9,8 @@ import (
 	"net/http/httptest"
 	"testing"
 	"time"
+
+	"github.com/switchyard-dev/switchyard/internal/testwait"
 )
 
 // numbered is a batch body with its place in the sender's order.
@@ -45,7 +47,7 @@ func TestReceiverOrdersNumberedBatches(t *testing.T) {
 	}
 	waitsForItsTurn := func(what string) {
 		t.Helper()
-		eventually(t, what, func() bool { return tr.clk.waiting() == 1 })
+		testwait.For(t, what, func() bool { return tr.clk.waiting() == 1 })
 	}
 
 	// 2 arrives before 1: it waits, then goes once 1 is applied.
@@ -138,9 +140,15 @@ func TestDelayedPeerDrainsSeveralBatchesPerRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	if err := s.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop(context.Background())
 	q, err := NewPeerQueue(QueueConfig{From: "eu", Send: s.Send, MaxBatchItems: 10, MaxInFlight: 5, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	defer q.Stop(context.Background())
@@ -193,13 +201,19 @@ func TestBatchOverTheReceiverLimitBecomesMarkers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	if err := s.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop(context.Background())
 	g := NewGapPolicy(GapConfig{Logger: slog.New(slog.DiscardHandler)})
 	q, err := NewPeerQueue(QueueConfig{
 		From: "eu", Send: s.Send, MaxBatchBytes: 1024, Logger: slog.New(slog.DiscardHandler),
 		OnOverflow: g.Overflow, OnTaken: g.Taken, OnLost: g.Lost,
 	})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	defer q.Stop(context.Background())

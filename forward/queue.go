@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/switchyard-dev/switchyard/internal/lifecycle"
 )
 
 // Defaults of [QueueConfig], the reference queue's values.
@@ -120,7 +122,8 @@ type QueueConfig struct {
 	SendTimeout time.Duration
 	// Clock drives the flush window. Nil means the wall clock.
 	Clock Clock
-	// Logger receives lost-batch warnings. Nil means slog.Default().
+	// Logger receives lost-batch warnings. Nil means slog.Default()
+	// (through lifecycle.Logger, as role forward).
 	Logger *slog.Logger
 }
 
@@ -152,9 +155,7 @@ func (c QueueConfig) withDefaults() QueueConfig {
 	if c.Clock == nil {
 		c.Clock = WallClock
 	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.Logger = lifecycle.Logger(c.Logger, "forward")
 	return c
 }
 
@@ -187,10 +188,12 @@ type Stats struct {
 	LostItems    uint64 // items in them
 	// LostReplacements is the items OnLost returned, queued in their place.
 	LostReplacements uint64
-	Discarded        uint64 // pushes after Stop, and items still held when it ran
-	HeldItems        int    // items waiting now
-	HeldBytes        int64  // their encoded bytes
-	InFlight         int    // items in sends that have not returned
+	// Discarded is the pushes before Start or after Stop began, and the
+	// items Stop could not ship by its deadline.
+	Discarded uint64
+	HeldItems int   // items waiting now
+	HeldBytes int64 // their encoded bytes
+	InFlight  int   // items in sends that have not returned
 	// InFlightBatches is how many sends have not returned.
 	InFlightBatches int
 	// Oversized is the items refused for encoding to more than
@@ -224,22 +227,24 @@ func (s *Stats) add(o Stats) {
 // each bound tripping on its own; the oldest items go first, deliveries
 // before gap markers, markers only once nothing else is left.
 //
-// All methods are safe for concurrent use. There is no Start: a queue works
-// from NewPeerQueue until Stop.
+// All methods are safe for concurrent use. A queue takes pushes between
+// Start and Stop (pushes outside are discarded and counted); Stop drains it
+// under its deadline.
 type PeerQueue struct {
 	cfg    QueueConfig
 	prefix []byte // {"from":...,"epoch":...
+	base   lifecycle.Base
 
 	mu      sync.RWMutex // protects peers and changed
 	peers   map[string]*peer
 	changed chan struct{} // closed and replaced when a send returns
 
-	stopped   atomic.Bool
-	stopOnce  sync.Once
-	sendCtx   context.Context // parent of every send; cancelled by Stop
+	accepting atomic.Bool     // from Start until Stop begins: pushes are taken
+	closed    atomic.Bool     // Stop's drain is over: nothing ships any more
+	sendCtx   context.Context // parent of every send; set by Start, cancelled at the end of Stop
 	cancel    context.CancelFunc
 	inflight  sync.WaitGroup // send goroutines
-	discarded atomic.Uint64  // pushes after Stop to peers never seen
+	discarded atomic.Uint64  // pushes outside Start..Stop to peers never seen
 }
 
 // peer is one peer's backlog. Deliveries and other items wait in plain,
@@ -278,19 +283,16 @@ type flight struct {
 	out   Outbound
 }
 
-// NewPeerQueue returns a queue ready to take pushes.
+// NewPeerQueue returns a queue that takes pushes once started.
 func NewPeerQueue(cfg QueueConfig) (*PeerQueue, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("forward queue: %w", err)
 	}
 	cfg = cfg.withDefaults()
-	ctx, cancel := context.WithCancel(context.Background())
 	q := &PeerQueue{
 		cfg:     cfg,
 		peers:   make(map[string]*peer),
 		changed: make(chan struct{}),
-		sendCtx: ctx,
-		cancel:  cancel,
 	}
 	// The epoch tells a receiver that a new run of batch numbers starts:
 	// a restarted sender's epoch is larger, as long as the clock did not
@@ -298,6 +300,18 @@ func NewPeerQueue(cfg QueueConfig) (*PeerQueue, error) {
 	q.prefix = appendString([]byte(`{"from":`), cfg.From)
 	q.prefix = strconv.AppendInt(append(q.prefix, `,"epoch":`...), max(1, cfg.Clock.Now().UnixNano()), 10)
 	return q, nil
+}
+
+// Start opens the queue to pushes. Start twice is lifecycle.ErrStarted;
+// after Stop, lifecycle.ErrStopped.
+func (q *PeerQueue) Start(ctx context.Context) error {
+	return q.base.Start(ctx, "forward queue", func(ctx context.Context) error {
+		// Sends outlive the run context, which Stop cancels before it
+		// drains: their own context ends once the drain is over.
+		q.sendCtx, q.cancel = context.WithCancel(context.WithoutCancel(ctx))
+		q.accepting.Store(true)
+		return nil
+	})
 }
 
 func (q *PeerQueue) peerFor(name string) *peer {
@@ -317,21 +331,22 @@ func (q *PeerQueue) peerFor(name string) *peer {
 }
 
 // Push queues one item for one peer, shipping early once a batch bound
-// trips. After Stop the item is discarded and counted. The queue keeps it
+// trips. Before Start and once Stop began, the item is discarded and
+// counted. The queue keeps it
 // (and its pre-encoded payload) until it ships or is shed, so the caller
 // must not modify it.
 func (q *PeerQueue) Push(peerName string, it Item) {
 	if it == nil {
 		return
 	}
-	if q.stopped.Load() {
+	if !q.accepting.Load() {
 		q.discarded.Add(1)
 		return
 	}
 	p := q.peerFor(peerName)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if q.stopped.Load() {
+	if !q.accepting.Load() {
 		p.stats.Discarded++
 		return
 	}
@@ -433,7 +448,7 @@ func (q *PeerQueue) shedOneLocked(p *peer) Item {
 // the window for what is left if a slot is still free. With every slot
 // busy, nothing waits on a timer: the next send to return kicks again.
 func (q *PeerQueue) kickLocked(p *peer) {
-	if q.stopped.Load() {
+	if q.closed.Load() {
 		return
 	}
 	for p.count() > 0 && len(p.inflight) < q.cfg.MaxInFlight &&
@@ -463,7 +478,7 @@ func (q *PeerQueue) onTimer(p *peer, gen uint64) {
 
 // shipLocked ships what is held, as many batches as free slots take.
 func (q *PeerQueue) shipLocked(p *peer) {
-	for p.count() > 0 && len(p.inflight) < q.cfg.MaxInFlight && !q.stopped.Load() {
+	for p.count() > 0 && len(p.inflight) < q.cfg.MaxInFlight && !q.closed.Load() {
 		q.startSendLocked(p)
 	}
 }
@@ -596,8 +611,10 @@ func (q *PeerQueue) send(p *peer, f *flight) {
 
 // lostLocked hands a failed batch's items to OnLost and queues what it
 // returns for the next send, past the bounds as overflow replacements are:
-// the loss of a batch is told like the loss of a shed item. After Stop
-// nothing can be sent, so the replacements are discarded and counted.
+// the loss of a batch is told like the loss of a shed item. Once Stop
+// began they are discarded and counted: a drain to a peer that fails at
+// once would otherwise ship replacement after replacement until its
+// deadline.
 func (q *PeerQueue) lostLocked(p *peer, items []Item, err error) {
 	if q.cfg.OnLost == nil {
 		return
@@ -606,7 +623,7 @@ func (q *PeerQueue) lostLocked(p *peer, items []Item, err error) {
 		if r == nil {
 			continue
 		}
-		if q.stopped.Load() {
+		if !q.accepting.Load() {
 			p.stats.Discarded++
 			continue
 		}
@@ -631,8 +648,8 @@ func (q *PeerQueue) Flush(peerName string) {
 }
 
 // FlushAll ships everything held for every peer and waits until every
-// batch has been handed to Send and returned, or ctx ends. Shutdown is
-// FlushAll, then Stop.
+// batch has been handed to Send and returned, or ctx ends. Stop drains the
+// same way: FlushAll is for a barrier while the queue keeps running.
 func (q *PeerQueue) FlushAll(ctx context.Context) error {
 	for {
 		q.mu.RLock()
@@ -660,12 +677,20 @@ func (q *PeerQueue) FlushAll(ctx context.Context) error {
 	}
 }
 
-// Stop ends the queue: later pushes are discarded and counted, and so are
-// items still held (call FlushAll first to ship them). It waits for sends in
-// flight until ctx ends, then cancels them. Stop is idempotent.
+// Stop ends the queue and drains it: pushes from now on are discarded and
+// counted, what is held ships (as FlushAll) until every send returned or
+// ctx ends; then what is still held is discarded and counted
+// (Stats.Discarded) and sends still in flight are cancelled, their batches
+// lost. An already ended ctx ships nothing more. Stop before Start and
+// Stop twice are no-ops.
 func (q *PeerQueue) Stop(ctx context.Context) error {
-	q.stopOnce.Do(func() {
-		q.stopped.Store(true)
+	return q.base.Stop(ctx, func(ctx context.Context) error {
+		q.accepting.Store(false)
+		err := ctx.Err()
+		if err == nil {
+			err = q.FlushAll(ctx)
+		}
+		q.closed.Store(true)
 		q.mu.RLock()
 		for _, p := range q.peers {
 			p.mu.Lock()
@@ -677,21 +702,13 @@ func (q *PeerQueue) Stop(ctx context.Context) error {
 			p.mu.Unlock()
 		}
 		q.mu.RUnlock()
-	})
-	done := make(chan struct{})
-	go func() {
+		q.cancel()
 		q.inflight.Wait()
-		close(done)
-	}()
-	var err error
-	select {
-	case <-done:
-	case <-ctx.Done():
-		err = fmt.Errorf("forward stop: %w", ctx.Err())
-	}
-	q.cancel()
-	<-done
-	return err
+		if err != nil {
+			return fmt.Errorf("forward stop: %w", err)
+		}
+		return nil
+	})
 }
 
 // BodyLimit is the largest body this queue builds: a receiver's

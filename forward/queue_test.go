@@ -281,12 +281,17 @@ func TestArrivalsShipInTheirWindowWhileASlotIsFree(t *testing.T) {
 	}
 }
 
+// TestNothingSentAfterStop: Stop drains what was held ("a"), and after it
+// nothing is taken or sent.
 func TestNothingSentAfterStop(t *testing.T) {
 	clk, rec := newFakeClock(), newRecorder()
 	q := newTestQueue(t, clk, rec, nil)
 	q.Push("us", del("s1", "a"))
 	if err := q.Stop(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+	if b := rec.next(t); len(b.items) != 1 {
+		t.Fatalf("drained batch has %d items, want 1", len(b.items))
 	}
 	clk.Advance(FlushDefault)
 	q.Push("us", del("s1", "b"))
@@ -296,7 +301,7 @@ func TestNothingSentAfterStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk.Advance(FlushDefault)
-	if s := q.Stats(); s.Discarded != 3 || s.Batches != 0 || s.HeldItems != 0 {
+	if s := q.Stats(); s.Discarded != 2 || s.Batches != 1 || s.HeldItems != 0 {
 		t.Fatalf("stats = %+v", s)
 	}
 	if err := q.Stop(context.Background()); err != nil {

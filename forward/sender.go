@@ -12,7 +12,10 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
+
+	"github.com/switchyard-dev/switchyard/internal/lifecycle"
 )
 
 // Defaults of [SenderConfig].
@@ -30,6 +33,9 @@ const (
 
 // ErrUnknownPeer is returned for a batch to a peer the sender has no URL for.
 var ErrUnknownPeer = errors.New("forward: unknown peer")
+
+// ErrNotRunning is returned by Send before Start and after Stop.
+var ErrNotRunning = errors.New("forward: sender not running")
 
 // StatusError is a receiver's non-2xx answer.
 type StatusError struct {
@@ -73,11 +79,15 @@ type SenderConfig struct {
 
 // Sender ships batches to peers over HTTP, signed, with one keep-alive
 // connection pool per peer. Its Send is a [SendFunc], safe for concurrent
-// use: a queue calls it for several batches of one peer at once.
+// use: a queue calls it for several batches of one peer at once. It sends
+// between Start and Stop; stop it after the queue that sends through it,
+// so the queue's drain still has a way out.
 type Sender struct {
 	cfg     SenderConfig
 	signer  *signer
 	clients map[string]*peerClient
+	base    lifecycle.Base
+	running atomic.Bool // Send's cheap check of the base's state
 }
 
 type peerClient struct {
@@ -126,9 +136,35 @@ func NewSender(cfg SenderConfig) (*Sender, error) {
 	return s, nil
 }
 
+// Start lets Send ship. Start twice is lifecycle.ErrStarted; after Stop,
+// lifecycle.ErrStopped.
+func (s *Sender) Start(ctx context.Context) error {
+	return s.base.Start(ctx, "forward sender", func(context.Context) error {
+		s.running.Store(true)
+		return nil
+	})
+}
+
+// Stop makes later sends fail with ErrNotRunning and closes idle
+// connections to every peer. Sends still in flight finish on their own
+// connections. Stop before Start and Stop twice are no-ops.
+func (s *Sender) Stop(ctx context.Context) error {
+	return s.base.Stop(ctx, func(context.Context) error {
+		s.running.Store(false)
+		for _, pc := range s.clients {
+			pc.transport.CloseIdleConnections()
+		}
+		return nil
+	})
+}
+
 // Send ships one batch and hands the reply to OnReply. Any failure,
-// including a non-2xx answer ([*StatusError]), means the batch is lost.
+// including a non-2xx answer ([*StatusError]) and a send outside Start and
+// Stop ([ErrNotRunning]), means the batch is lost.
 func (s *Sender) Send(ctx context.Context, b *Outbound) error {
+	if !s.running.Load() {
+		return fmt.Errorf("send to %q: %w", b.Peer, ErrNotRunning)
+	}
 	pc := s.clients[b.Peer]
 	if pc == nil {
 		return fmt.Errorf("send to %q: %w", b.Peer, ErrUnknownPeer)
@@ -172,12 +208,4 @@ func (s *Sender) Send(ctx context.Context, b *Outbound) error {
 		s.cfg.OnReply(b.Peer, r)
 	}
 	return nil
-}
-
-// Close closes idle connections to every peer. Sends still in flight
-// finish on their own connections.
-func (s *Sender) Close() {
-	for _, pc := range s.clients {
-		pc.transport.CloseIdleConnections()
-	}
 }

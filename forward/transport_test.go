@@ -26,9 +26,15 @@ func TestQueueOverSignedTransport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	if err := s.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop(context.Background())
 	q, err := NewPeerQueue(QueueConfig{From: "eu", Send: s.Send, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	defer q.Stop(context.Background())
@@ -72,7 +78,10 @@ func TestSenderErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	if err := s.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop(context.Background())
 	body := batchBody(t, "eu", del("s", "a"))
 	var se *StatusError
 	if err := s.Send(context.Background(), &Outbound{Peer: "us", Body: body}); !errors.As(err, &se) || se.Code != 403 {

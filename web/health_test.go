@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/switchyard-dev/switchyard/internal/lifecycle"
 )
 
 func get(t *testing.T, url string) (int, string) {
@@ -55,5 +57,30 @@ func TestHealth(t *testing.T) {
 	busDown.Store(false)
 	if code, body := get(t, s.URL()+"/readyz"); code != 200 {
 		t.Fatalf("readyz with all up: %d %q", code, body)
+	}
+}
+
+// TestServerLifecycle: Start twice is ErrStarted, Stop before Start and
+// Stop twice are no-ops, and a stopped server does not start again.
+func TestServerLifecycle(t *testing.T) {
+	t.Parallel()
+	never := New("127.0.0.1:0")
+	if err := never.Stop(context.Background()); err != nil {
+		t.Fatalf("Stop before Start: %v", err)
+	}
+	s := New("127.0.0.1:0")
+	if err := s.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(t.Context()); !errors.Is(err, lifecycle.ErrStarted) {
+		t.Fatalf("second Start: %v, want ErrStarted", err)
+	}
+	for i := range 2 {
+		if err := s.Stop(context.Background()); err != nil {
+			t.Fatalf("Stop %d: %v", i+1, err)
+		}
+	}
+	if err := s.Start(t.Context()); !errors.Is(err, lifecycle.ErrStopped) {
+		t.Fatalf("Start after Stop: %v, want ErrStopped", err)
 	}
 }

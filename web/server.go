@@ -1,7 +1,8 @@
 // Package web is the HTTP side of switchyard: the server `up` and each
 // role command run on --http, with Prometheus /metrics, /healthz and
-// /readyz, the dashboard, the WebSocket gateway for watches and the
-// Newznab API of the usenet indexer mounted on it.
+// /readyz. The parts of a process mount theirs on it: the dashboard
+// (web/dashboard), the WebSocket watch gateway (web/watch) and the Newznab
+// API of the usenet indexer.
 package web
 
 import (
@@ -13,15 +14,25 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/switchyard-dev/switchyard/internal/lifecycle"
 )
 
 // Server is one HTTP listener with a mux that the parts of a process mount
-// their handlers on before Start.
+// their handlers on before Start. It follows the lifecycle rules: Start
+// twice is ErrStarted, Stop before Start and twice are no-ops, and a
+// stopped server does not start again.
 type Server struct {
+	// Logger receives the http.Server's own errors (at debug level: they
+	// are a client's bad TLS or headers). Set it before Start. Nil means
+	// slog.Default() (through lifecycle.Logger, as role http).
+	Logger *slog.Logger
+
 	addr string
 	mux  *http.ServeMux
+	base lifecycle.Base
 
-	mu   sync.Mutex
+	mu   sync.Mutex // protects ln, srv and done
 	ln   net.Listener
 	srv  *http.Server
 	done chan error
@@ -37,25 +48,25 @@ func New(addr string) *Server {
 func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
 
 // Start listens and serves in its own goroutine until Stop.
-func (s *Server) Start(context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.ln != nil {
-		return errors.New("web: server started twice")
-	}
-	ln, err := net.Listen("tcp", s.addr)
-	if err != nil {
-		return fmt.Errorf("web: listen %s: %w", s.addr, err)
-	}
-	s.ln = ln
-	s.srv = &http.Server{
-		Handler:           s.mux,
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(slog.Default().Handler(), slog.LevelDebug),
-	}
-	s.done = make(chan error, 1)
-	go func() { s.done <- s.srv.Serve(ln) }()
-	return nil
+func (s *Server) Start(ctx context.Context) error {
+	return s.base.Start(ctx, "web server", func(context.Context) error {
+		ln, err := net.Listen("tcp", s.addr)
+		if err != nil {
+			return fmt.Errorf("web: listen %s: %w", s.addr, err)
+		}
+		log := lifecycle.Logger(s.Logger, "http")
+		srv := &http.Server{
+			Handler:           s.mux,
+			ReadHeaderTimeout: 10 * time.Second,
+			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+		}
+		done := make(chan error, 1)
+		s.mu.Lock()
+		s.ln, s.srv, s.done = ln, srv, done
+		s.mu.Unlock()
+		go func() { done <- srv.Serve(ln) }()
+		return nil
+	})
 }
 
 // Addr is the address the server listens on, once started.
@@ -74,18 +85,17 @@ func (s *Server) URL() string { return "http://" + s.Addr() }
 // Stop stops accepting, lets requests in flight finish until ctx ends, then
 // closes what is left (WebSocket connections among them).
 func (s *Server) Stop(ctx context.Context) error {
-	s.mu.Lock()
-	srv, done := s.srv, s.done
-	s.mu.Unlock()
-	if srv == nil {
-		return nil
-	}
-	err := srv.Shutdown(ctx)
-	if err != nil {
-		err = errors.Join(err, srv.Close())
-	}
-	if serr := <-done; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
-		err = errors.Join(err, serr)
-	}
-	return err
+	return s.base.Stop(ctx, func(ctx context.Context) error {
+		s.mu.Lock()
+		srv, done := s.srv, s.done
+		s.mu.Unlock()
+		err := srv.Shutdown(ctx)
+		if err != nil {
+			err = errors.Join(fmt.Errorf("web: shutdown: %w", err), srv.Close())
+		}
+		if serr := <-done; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
+			err = errors.Join(err, serr)
+		}
+		return err
+	})
 }

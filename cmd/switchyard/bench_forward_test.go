@@ -1,34 +1,9 @@
 package main
 
-import (
-	"regexp"
-	"strconv"
-	"strings"
-	"testing"
-)
+import "testing"
 
-// TestBenchForwardSlowPeer runs the slow-peer part on our queue alone (no
-// anchor folder): the run's own accounting (every pushed item delivered or
-// shed) must hold, or the command fails, and it prints the figures.
-func TestBenchForwardSlowPeer(t *testing.T) {
-	t.Parallel()
-	out, stderr, code := run(t, cli(t, "bench", "forward", "--anchor", t.TempDir(), "--only", "slow-peer",
-		"--slow-rates", "20000", "--slow-rtt", "20ms", "--slow-for", "300ms"))
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr)
-	}
-	if !strings.Contains(out, "anchor skipped") {
-		t.Fatalf("no word of the missing anchor in %q", out)
-	}
-	m := regexp.MustCompile(`slow-peer 20000/s\s+ours\s+(\d+) delivered/s\s+shed\s+(\d+) \(pushed (\d+)\)`).FindStringSubmatch(out)
-	if m == nil {
-		t.Fatalf("no slow-peer line in %q", out)
-	}
-	if pushed, _ := strconv.Atoi(m[3]); pushed == 0 {
-		t.Fatalf("nothing pushed: %s", m[0])
-	}
-}
-
+// TestBenchForwardUsage: bad flags are a usage error (the runs themselves
+// are tested in package bench).
 func TestBenchForwardUsage(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{

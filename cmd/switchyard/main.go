@@ -72,7 +72,6 @@ Run everything embedded in one process with:  switchyard up
 		newBalancerCmd(),
 		newBenchCmd(),
 		newCoordinatorCmd(),
-		newForwardCmd(),
 		newKVCmd(),
 		newNNTPCmd(),
 		newPersistCmd(),

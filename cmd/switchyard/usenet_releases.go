@@ -123,3 +123,16 @@ func printReleases(out io.Writer, rels []usenet.Release) {
 	}
 	w.Flush()
 }
+
+// humanBytes is n in B, KiB, MiB or GiB, for tables and status lines.
+func humanBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1fGiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1fMiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1fKiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%dB", n)
+}

@@ -21,6 +21,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/switchyard-dev/switchyard/internal/lifecycle"
 )
 
 // Defaults of Config.
@@ -55,7 +57,7 @@ type Config struct {
 	// means ReleasesDefault.
 	Releases int
 	// Logger gets the failures the page cannot show. Nil means
-	// slog.Default().
+	// slog.Default() (through lifecycle.Logger, as role dashboard).
 	Logger *slog.Logger
 }
 
@@ -78,9 +80,7 @@ func (c Config) withDefaults() Config {
 	if c.Releases == 0 {
 		c.Releases = ReleasesDefault
 	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.Logger = lifecycle.Logger(c.Logger, "dashboard")
 	return c
 }
 
@@ -103,13 +103,14 @@ type Hub struct {
 	instance string
 	samples  sampler // used by the tick goroutine only
 
+	base lifecycle.Base // its run context ends the ticks at Stop
+
 	mu      sync.Mutex // protects the fields below
 	conns   map[*conn]struct{}
 	last    []byte // the latest snapshot, sent first to a new connection
 	seq     uint64
-	started bool
-	stopped bool
-	cancel  context.CancelFunc
+	started bool          // set once Start succeeded: handlers serve from then
+	stopped bool          // set by Stop: handlers refuse and close
 	stop    chan struct{} // closed by Stop: handlers close their connections
 	tick    sync.WaitGroup
 	handler sync.WaitGroup // the WebSocket handlers in flight
@@ -132,62 +133,52 @@ func New(cfg Config) (*Hub, error) {
 	}, nil
 }
 
-// Start starts the tick goroutine. It ends at Stop, or when ctx ends: the
-// pages are then told at once (going away) that the process is stopping,
-// and Stop still waits for their handlers.
+// Start starts the tick goroutine. It runs until Stop, whatever becomes of
+// ctx (which bounds starting only). Start twice is lifecycle.ErrStarted;
+// after Stop, lifecycle.ErrStopped.
 func (h *Hub) Start(ctx context.Context) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	switch {
-	case h.stopped:
-		return errors.New("dashboard: start after stop")
-	case h.started:
+	return h.base.Start(ctx, "dashboard", func(context.Context) error {
+		h.mu.Lock()
+		h.started = true
+		h.mu.Unlock()
+		h.tick.Add(1)
+		go h.run(h.base.Run())
 		return nil
-	}
-	h.started = true
-	ctx, h.cancel = context.WithCancel(ctx)
-	h.tick.Add(1)
-	go h.run(ctx)
-	return nil
+	})
 }
 
 // Stop ends the ticks, closes every connection (going away) and waits for
-// their handlers until ctx ends. It is idempotent and safe without Start.
+// their handlers until ctx ends. Stop before Start and Stop twice are
+// no-ops.
 func (h *Hub) Stop(ctx context.Context) error {
-	h.halt()
-	done := make(chan struct{})
-	go func() {
-		h.tick.Wait()
-		h.handler.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("dashboard: stop: %w", ctx.Err())
-	}
+	return h.base.Stop(ctx, func(ctx context.Context) error {
+		h.halt()
+		done := make(chan struct{})
+		go func() {
+			h.tick.Wait()
+			h.handler.Wait()
+			close(done)
+		}()
+		select {
+		case <-done:
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("dashboard: stop: %w", ctx.Err())
+		}
+	})
 }
 
-// halt refuses new connections, tells the handlers to close theirs and
-// ends the ticks.
+// halt refuses new connections and tells the handlers to close theirs.
 func (h *Hub) halt() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.stopped {
-		return
-	}
 	h.stopped = true
 	close(h.stop)
-	if h.cancel != nil {
-		h.cancel()
-	}
 }
 
 // run builds and sends a snapshot every tick until ctx ends.
 func (h *Hub) run(ctx context.Context) {
 	defer h.tick.Done()
-	defer h.halt()
 	t := time.NewTicker(h.cfg.Every)
 	defer t.Stop()
 	for {

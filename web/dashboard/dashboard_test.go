@@ -3,6 +3,7 @@ package dashboard
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -15,6 +16,8 @@ import (
 	"github.com/coder/websocket"
 	"go.uber.org/goleak"
 
+	"github.com/switchyard-dev/switchyard/internal/lifecycle"
+	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/work"
 )
 
@@ -114,20 +117,6 @@ func read(t *testing.T, c *websocket.Conn) Snapshot {
 	return s
 }
 
-// waitFor polls cond every 5ms until it holds or 10s pass.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		<-tick.C
-	}
-}
-
 func (h *Hub) connCount() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -214,9 +203,9 @@ func TestStalledClientIsClosed(t *testing.T) {
 		}
 	}()
 	_ = dialBuffer(t, base, 4096) // never reads
-	waitFor(t, "both connected", func() bool { return h.connCount() == 2 })
+	testwait.For(t, "both connected", func() bool { return h.connCount() == 2 })
 	maxQueued := 0
-	waitFor(t, "the stalled client closed", func() bool {
+	testwait.For(t, "the stalled client closed", func() bool {
 		h.mu.Lock()
 		for c := range h.conns {
 			maxQueued = max(maxQueued, len(c.queue))
@@ -228,7 +217,7 @@ func TestStalledClientIsClosed(t *testing.T) {
 		t.Fatalf("a queue held %d snapshots, bound 2", maxQueued)
 	}
 	seen := lastSeq.Load()
-	waitFor(t, "the reader still served", func() bool { return lastSeq.Load() > seen })
+	testwait.For(t, "the reader still served", func() bool { return lastSeq.Load() > seen })
 	select {
 	case err := <-readErr:
 		t.Fatalf("the reader was closed: %v", err)
@@ -283,7 +272,7 @@ func TestNoReadsWhileUnwatched(t *testing.T) {
 	t.Parallel()
 	f := &fakeSource{}
 	h, base := startHub(t, Config{Source: f.source(), Every: 2 * time.Millisecond})
-	waitFor(t, "some ticks", func() bool {
+	testwait.For(t, "some ticks", func() bool {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		return h.seq > 5
@@ -292,7 +281,7 @@ func TestNoReadsWhileUnwatched(t *testing.T) {
 		t.Fatalf("work read %d times with nobody watching", n)
 	}
 	c := dial(t, base)
-	waitFor(t, "a snapshot with work", func() bool { return read(t, c).Work != nil })
+	testwait.For(t, "a snapshot with work", func() bool { return read(t, c).Work != nil })
 }
 
 // TestPage: the page and its assets are served from the binary, with a
@@ -355,14 +344,30 @@ func TestConfig(t *testing.T) {
 	if err := h.Stop(context.Background()); err != nil {
 		t.Errorf("stop without start: %v", err)
 	}
-	if err := h.Start(context.Background()); err == nil {
-		t.Error("start after stop accepted")
+	if err := h.Start(context.Background()); !errors.Is(err, lifecycle.ErrStopped) {
+		t.Errorf("start after stop: %v, want ErrStopped", err)
+	}
+	h2, err := New(Config{Source: Funcs{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h2.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := h2.Start(context.Background()); !errors.Is(err, lifecycle.ErrStarted) {
+		t.Errorf("second start: %v, want ErrStarted", err)
+	}
+	for i := range 2 {
+		if err := h2.Stop(context.Background()); err != nil {
+			t.Errorf("stop %d: %v", i+1, err)
+		}
 	}
 }
 
-// TestStartContextEnds: when Start's context ends (the process got a
-// signal) the pages are told at once, before anyone calls Stop.
-func TestStartContextEnds(t *testing.T) {
+// TestTicksOutliveStartContext: the Start context bounds starting only;
+// the hub goes on ticking after it ends, until Stop tells the pages it is
+// going away.
+func TestTicksOutliveStartContext(t *testing.T) {
 	t.Parallel()
 	h, err := New(Config{Source: Funcs{}, Every: 5 * time.Millisecond})
 	if err != nil {
@@ -374,27 +379,31 @@ func TestStartContextEnds(t *testing.T) {
 	}
 	mux := http.NewServeMux()
 	h.Mount(mux)
-	srv := httptest.NewUnstartedServer(mux)
-	// Small send buffers: a page that stops reading fills them after a
-	// snapshot or two, whatever the loopback's buffer autotuning would
-	// allow, so a stall shows without waiting out megabytes.
-	srv.Listener = smallBuffers{srv.Listener}
-	srv.Start()
+	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	c := dial(t, srv.URL)
 	read(t, c)
 	cancel()
+	// Seqs are counted from the hub's first tick: one taken after cancel
+	// returned is a tick that came after the Start context ended.
+	h.mu.Lock()
+	after := h.seq
+	h.mu.Unlock()
+	for read(t, c).Seq <= after {
+	}
 	rctx, rcancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer rcancel()
+	errc := make(chan error, 1)
+	go func() { errc <- h.Stop(rctx) }()
 	for {
 		if _, _, err := c.Read(rctx); err != nil {
 			if got := websocket.CloseStatus(err); got != websocket.StatusGoingAway {
-				t.Fatalf("read after the context ended: %v", err)
+				t.Fatalf("read after Stop: %v", err)
 			}
 			break
 		}
 	}
-	if err := h.Stop(rctx); err != nil {
+	if err := <-errc; err != nil {
 		t.Fatal(err)
 	}
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/switchyard-dev/switchyard/forward"
 	"github.com/switchyard-dev/switchyard/internal/testnats"
+	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/nntp"
 	"github.com/switchyard-dev/switchyard/nntp/nntptest"
 	"github.com/switchyard-dev/switchyard/persist"
@@ -246,6 +247,9 @@ func TestForwardMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := q.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	r.AddForwardQueue(q, []string{"us"})
 	r.AddForwardGaps(gaps)
 	for i := range 5 {
@@ -253,7 +257,7 @@ func TestForwardMetrics(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = q.Stop(context.Background()) })
 	q.Flush("us")
-	waitFor(t, "a lost batch and its gap marker", func() bool {
+	testwait.For(t, "a lost batch and its gap marker", func() bool {
 		return q.PeerStats("us").LostBatches > 0 && gaps.Stats().Markers > 0
 	})
 
@@ -372,15 +376,3 @@ func TestNewznabRequests(t *testing.T) {
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
-
-// waitFor polls cond until it holds or a deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond) // polling interval, not a wait for an event
-	}
-}

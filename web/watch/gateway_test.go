@@ -1,4 +1,4 @@
-package web
+package watch
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/switchyard-dev/switchyard/internal/testpersist"
+	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/persist"
 )
 
@@ -80,7 +81,7 @@ func TestWatchResyncNamesFirstMissingSeq(t *testing.T) {
 	const n, queue = 300, 50
 	var gate atomic.Bool
 	release := make(chan struct{})
-	g, ts := gateway(t, env.Client(), func(cfg *WatchConfig, _ *httptest.Server) { cfg.QueueMessages = queue })
+	g, ts := gateway(t, env.Client(), func(cfg *Config, _ *httptest.Server) { cfg.QueueMessages = queue })
 	// With the gate on the writer waits: the browser reads nothing.
 	g.beforeWrite = func(ctx context.Context) {
 		if !gate.Load() {
@@ -99,7 +100,7 @@ func TestWatchResyncNamesFirstMissingSeq(t *testing.T) {
 	}
 	gate.Store(true)
 	writeN(t, env.Client().Stream("hub", "log"), 1, n, 8)
-	waitFor(t, "the resync", func() bool { return g.Stats().Resyncs == 1 })
+	testwait.For(t, "the resync", func() bool { return g.Stats().Resyncs == 1 })
 	if st := g.Stats(); st.QueueHighMessages > queue {
 		t.Errorf("queue held %d messages, bound %d", st.QueueHighMessages, queue)
 	}
@@ -143,7 +144,7 @@ func TestWatchNeverReadingBrowserIsCutOff(t *testing.T) {
 	t.Parallel()
 	env := testpersist.Start(t, 1)
 	const n, size, bound = 400, 16 << 10, 128 << 10
-	g, ts := gateway(t, env.Client(), func(cfg *WatchConfig, ts *httptest.Server) {
+	g, ts := gateway(t, env.Client(), func(cfg *Config, ts *httptest.Server) {
 		cfg.QueueBytes = bound
 		// Short, so the test does not wait out the default; no timing is
 		// asserted.
@@ -167,7 +168,7 @@ func TestWatchNeverReadingBrowserIsCutOff(t *testing.T) {
 		}
 	}
 	writeN(t, env.Client().Stream("hub", "log"), 1, n, size)
-	waitFor(t, "the connection to be cut off", func() bool { st := g.Stats(); return st.Accepted == 1 && st.Open == 0 })
+	testwait.For(t, "the connection to be cut off", func() bool { st := g.Stats(); return st.Accepted == 1 && st.Open == 0 })
 	st := g.Stats()
 	if st.Resyncs != 1 || st.WriteFailures != 1 {
 		t.Errorf("stats %+v: want one resync (queue full) and one write failure (deadline)", st)
@@ -345,5 +346,5 @@ func TestWatchEndedSaysWhy(t *testing.T) {
 	if st := websocket.CloseStatus(err); st != CloseUnavailable {
 		t.Errorf("ended with %v, want close %d", err, CloseUnavailable)
 	}
-	waitFor(t, "the connection to end", func() bool { return g.Stats().Open == 0 })
+	testwait.For(t, "the connection to end", func() bool { return g.Stats().Open == 0 })
 }

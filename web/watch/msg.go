@@ -1,4 +1,4 @@
-package web
+package watch
 
 import (
 	"encoding/base64"
@@ -66,7 +66,7 @@ func encodeMsg(m *persist.Message) []byte {
 	b, err := json.Marshal(w)
 	if err != nil {
 		// Strings, numbers and a string map always encode.
-		panic("web: encode msg: " + err.Error())
+		panic("watch: encode msg: " + err.Error())
 	}
 	return b
 }
@@ -74,7 +74,7 @@ func encodeMsg(m *persist.Message) []byte {
 func encodeCtl(c wireCtl) []byte {
 	b, err := json.Marshal(c)
 	if err != nil {
-		panic("web: encode " + c.Type + ": " + err.Error())
+		panic("watch: encode " + c.Type + ": " + err.Error())
 	}
 	return b
 }

@@ -1,4 +1,4 @@
-package web
+package watch
 
 import (
 	"embed"
@@ -16,7 +16,7 @@ var static embed.FS
 func staticFile(name, contentType string) http.Handler {
 	b, err := static.ReadFile("static/" + name)
 	if err != nil {
-		panic("web: embedded " + name + " missing: " + err.Error())
+		panic("watch: embedded " + name + " missing: " + err.Error())
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()

@@ -1,4 +1,4 @@
-package web
+package watch
 
 import (
 	"crypto/sha256"

@@ -1,4 +1,4 @@
-package web
+package watch
 
 import (
 	"net/http"
@@ -21,7 +21,7 @@ func TestWatchAuth(t *testing.T) {
 		{Principal: Principal{Name: "acme", Scopes: []string{"account-a"}}, Password: "acme-pw", APIKeys: []string{"acme-key"}},
 		{Principal: Principal{Name: "client", AllScopes: true}, Password: "client-pw"},
 	}
-	_, ts := gateway(t, env.Client(), func(cfg *WatchConfig, _ *httptest.Server) { cfg.Authorizer = Accounts(accts) })
+	_, ts := gateway(t, env.Client(), func(cfg *Config, _ *httptest.Server) { cfg.Authorizer = Accounts(accts) })
 	basic := func(user, pass string) http.Header {
 		r, _ := http.NewRequest("GET", "/", nil)
 		r.SetBasicAuth(user, pass)

@@ -1,4 +1,4 @@
-package web
+package watch
 
 import (
 	"context"
@@ -36,20 +36,23 @@ type testMsg struct {
 
 // gateway starts a gateway on an httptest server; both stop when the test
 // ends (the gateway first: it closes the hijacked connections).
-func gateway(t *testing.T, c *persist.Client, mod func(*WatchConfig, *httptest.Server)) (*WatchGateway, *httptest.Server) {
+func gateway(t *testing.T, c *persist.Client, mod func(*Config, *httptest.Server)) (*Gateway, *httptest.Server) {
 	t.Helper()
-	cfg := WatchConfig{Client: c, Authorizer: Open()}
+	cfg := Config{Client: c, Authorizer: Open()}
 	ts := httptest.NewUnstartedServer(nil)
 	if mod != nil {
 		mod(&cfg, ts)
 	}
-	g, err := NewWatchGateway(cfg)
+	g, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
 	g.Mount(mux)
 	ts.Config.Handler = mux
+	if err := g.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	ts.Start()
 	t.Cleanup(ts.Close)
 	t.Cleanup(func() {
@@ -116,21 +119,6 @@ func mustRead(t *testing.T, c *websocket.Conn) testMsg {
 		t.Fatalf("read: %v", err)
 	}
 	return m
-}
-
-// waitFor polls cond until it holds or 20s pass.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	tick := time.NewTicker(2 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(20 * time.Second)
-	for !cond() {
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
 }
 
 // writeN writes n values "v1".."vn" (plain stream: value i lands at seq i).

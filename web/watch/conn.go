@@ -1,4 +1,4 @@
-package web
+package watch
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 // watch's callback and drained by the connection's goroutine, the only one
 // that writes to the socket.
 type wsConn struct {
-	g         *WatchGateway
+	g         *Gateway
 	ws        *websocket.Conn
 	nc        *corkConn          // ws's socket
 	stopWatch context.CancelFunc // ends the watch once nothing more can be queued
@@ -271,11 +271,11 @@ func (c *wsConn) failed(ctx context.Context) ending {
 }
 
 // serve runs one upgraded connection to its end.
-func (g *WatchGateway) serve(ws *websocket.Conn, nc *corkConn, stream *persist.Stream, from uint64) {
+func (g *Gateway) serve(ws *websocket.Conn, nc *corkConn, stream *persist.Stream, from uint64) {
 	g.accepted.Add(1)
 	g.open.Add(1)
 	defer g.open.Add(-1)
-	ctx, cancel := context.WithCancel(g.ctx)
+	ctx, cancel := context.WithCancel(g.base.Run())
 	defer cancel()
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()

@@ -1,4 +1,4 @@
-package web
+package watch
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/switchyard-dev/switchyard/bus"
+	"github.com/switchyard-dev/switchyard/internal/lifecycle"
 	"github.com/switchyard-dev/switchyard/persist"
 )
 
@@ -58,8 +59,8 @@ const (
 	CloseUnavailable websocket.StatusCode = 1013
 )
 
-// WatchConfig configures a WatchGateway.
-type WatchConfig struct {
+// Config configures a Gateway.
+type Config struct {
 	// Client is the persist client the gateway watches with. Required.
 	// The gateway never closes it.
 	Client *persist.Client
@@ -88,11 +89,11 @@ type WatchConfig struct {
 	// WatchBufferDefault.
 	WatchBuffer int
 	// Logger receives one line per connection that ends abnormally. Nil
-	// means slog.Default().
+	// means slog.Default() (through lifecycle.Logger, as role watch).
 	Logger *slog.Logger
 }
 
-func (c WatchConfig) withDefaults() WatchConfig {
+func (c Config) withDefaults() Config {
 	if c.QueueMessages == 0 {
 		c.QueueMessages = QueueMessagesDefault
 	}
@@ -108,26 +109,24 @@ func (c WatchConfig) withDefaults() WatchConfig {
 	if c.WatchBuffer == 0 {
 		c.WatchBuffer = WatchBufferDefault
 	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.Logger = lifecycle.Logger(c.Logger, "watch")
 	return c
 }
 
-func (c WatchConfig) validate() error {
+func (c Config) validate() error {
 	switch {
 	case c.Client == nil:
-		return errors.New("web: WatchConfig.Client is required")
+		return errors.New("watch: Config.Client is required")
 	case c.Authorizer == nil:
-		return errors.New("web: WatchConfig.Authorizer is required (Open() for an open loopback bus)")
+		return errors.New("watch: Config.Authorizer is required (Open() for an open loopback bus)")
 	case c.QueueMessages < 1 || c.QueueBytes < 1 || c.WriteTimeout < 0 || c.WatchBuffer < 1:
-		return errors.New("web: WatchConfig queue bounds, write timeout and watch buffer must be positive")
+		return errors.New("watch: Config queue bounds, write timeout and watch buffer must be positive")
 	}
 	return nil
 }
 
-// WatchStats counts what a gateway did; see WatchGateway.Stats.
-type WatchStats struct {
+// Stats counts what a gateway did; see Gateway.Stats.
+type Stats struct {
 	// Open is the number of connections open now.
 	Open int64
 	// Accepted counts upgraded connections.
@@ -144,21 +143,21 @@ type WatchStats struct {
 	QueueHighMessages int64
 }
 
-// WatchGateway serves GET /ws/watch (see docs/websocket.md): one
+// Gateway serves GET /ws/watch (see docs/websocket.md): one
 // persist.Stream.Watch per WebSocket connection, its events as JSON text
-// messages. WebSocket connections are hijacked, so http.Server.Shutdown
-// neither waits for nor closes them: Stop does.
-type WatchGateway struct {
-	cfg   WatchConfig
+// messages. It serves between Start and Stop (503 before and after).
+// WebSocket connections are hijacked, so http.Server.Shutdown neither waits
+// for nor closes them: Stop does.
+type Gateway struct {
+	base  lifecycle.Base // its run context ends every connection at Stop
+	cfg   Config
 	cache *encodeCache
 
-	ctx    context.Context // canceled by Stop: every connection ends
-	cancel context.CancelFunc
-	wg     sync.WaitGroup // one per connection being served
+	wg sync.WaitGroup // one per connection being served
 
-	mu      sync.Mutex // protects conns and stopped
+	mu      sync.Mutex // protects conns and closing; held across enter's check and wg.Add
 	conns   map[*wsConn]struct{}
-	stopped bool
+	closing bool // Stop is waiting for the connections
 
 	open, highBytes, highMsgs   atomic.Int64
 	accepted, resyncs, failures atomic.Uint64
@@ -169,30 +168,34 @@ type WatchGateway struct {
 	beforeWrite func(ctx context.Context)
 }
 
-// NewWatchGateway checks cfg and returns a gateway; mount it with Mount or
+// New checks cfg and returns a gateway; mount it with Mount or
 // as an http.Handler on GET /ws/watch.
-func NewWatchGateway(cfg WatchConfig) (*WatchGateway, error) {
+func New(cfg Config) (*Gateway, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	g := &WatchGateway{cfg: cfg, cache: newEncodeCache(4096), conns: map[*wsConn]struct{}{}}
-	g.ctx, g.cancel = context.WithCancel(context.Background())
-	return g, nil
+	return &Gateway{cfg: cfg, cache: newEncodeCache(4096), conns: map[*wsConn]struct{}{}}, nil
 }
 
-// Mount registers the gateway on mux (a *Server or *http.ServeMux):
+// Start opens the gateway to connections. Started twice it returns
+// lifecycle.ErrStarted; after Stop, lifecycle.ErrStopped.
+func (g *Gateway) Start(ctx context.Context) error {
+	return g.base.Start(ctx, "watch gateway", func(context.Context) error { return nil })
+}
+
+// Mount registers the gateway on mux (a *web.Server or *http.ServeMux):
 // GET /ws/watch (the WebSocket), GET /ws/watch.js (the JS client) and
 // GET /watch (the live page).
-func (g *WatchGateway) Mount(mux interface{ Handle(string, http.Handler) }) {
+func (g *Gateway) Mount(mux interface{ Handle(string, http.Handler) }) {
 	mux.Handle("GET /ws/watch", g)
 	mux.Handle("GET /ws/watch.js", staticFile("watch.js", "text/javascript; charset=utf-8"))
 	mux.Handle("GET /watch", staticFile("watch.html", "text/html; charset=utf-8"))
 }
 
 // Stats returns the gateway's counters.
-func (g *WatchGateway) Stats() WatchStats {
-	return WatchStats{
+func (g *Gateway) Stats() Stats {
+	return Stats{
 		Open: g.open.Load(), Accepted: g.accepted.Load(), Resyncs: g.resyncs.Load(),
 		WriteFailures: g.failures.Load(), Sent: g.sent.Load(),
 		QueueHighBytes: g.highBytes.Load(), QueueHighMessages: g.highMsgs.Load(),
@@ -201,27 +204,29 @@ func (g *WatchGateway) Stats() WatchStats {
 
 // Stop refuses new connections, closes the open ones with 1001 (going
 // away; browsers reconnect and resume) and waits for their goroutines
-// until ctx ends, then drops what is left without a close handshake. It is
-// idempotent.
-func (g *WatchGateway) Stop(ctx context.Context) error {
-	g.mu.Lock()
-	g.stopped = true
-	g.mu.Unlock()
-	g.cancel()
-	done := make(chan struct{})
-	go func() { g.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-	}
-	g.mu.Lock()
-	for c := range g.conns {
-		_ = c.ws.CloseNow()
-	}
-	g.mu.Unlock()
-	<-done
-	return fmt.Errorf("web: stop watch gateway: %w", ctx.Err())
+// until ctx ends, then drops what is left without a close handshake. Stop
+// before Start and Stop twice are no-ops.
+func (g *Gateway) Stop(ctx context.Context) error {
+	return g.base.Stop(ctx, func(ctx context.Context) error {
+		// From here on enter adds nothing to wg, so Wait may begin.
+		g.mu.Lock()
+		g.closing = true
+		g.mu.Unlock()
+		done := make(chan struct{})
+		go func() { g.wg.Wait(); close(done) }()
+		select {
+		case <-done:
+			return nil
+		case <-ctx.Done():
+		}
+		g.mu.Lock()
+		for c := range g.conns {
+			_ = c.ws.CloseNow()
+		}
+		g.mu.Unlock()
+		<-done
+		return fmt.Errorf("watch: stop gateway: %w", ctx.Err())
+	})
 }
 
 // watchParams are a request's validated parameters.
@@ -252,7 +257,7 @@ func parseWatchParams(r *http.Request) (watchParams, error) {
 
 // ServeHTTP answers one watch request: parameters (400), credentials (401),
 // scope (403), then the upgrade and the watch until either side ends it.
-func (g *WatchGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p, err := parseWatchParams(r)
 	if err != nil {
 		http.Error(w, "bad-request: "+err.Error(), http.StatusBadRequest)
@@ -276,7 +281,7 @@ func (g *WatchGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !g.enter() {
-		http.Error(w, "unavailable: the gateway is stopping", http.StatusServiceUnavailable)
+		http.Error(w, "unavailable: the gateway is not running", http.StatusServiceUnavailable)
 		return
 	}
 	defer g.wg.Done()
@@ -300,11 +305,11 @@ func (g *WatchGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.serve(ws, cw.conn, stream, p.from)
 }
 
-// enter counts a connection in, unless the gateway is stopping.
-func (g *WatchGateway) enter() bool {
+// enter counts a connection in, unless the gateway is not running.
+func (g *Gateway) enter() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.stopped {
+	if g.closing || !g.base.Running() {
 		return false
 	}
 	g.wg.Add(1)

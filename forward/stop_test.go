@@ -1,0 +1,154 @@
+package forward
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/switchyard-dev/switchyard/internal/lifecycle"
+)
+
+// TestStopDrainsToALiveReceiver: Stop without FlushAll first ships what
+// the queue holds; nothing is discarded.
+func TestStopDrainsToALiveReceiver(t *testing.T) {
+	tr := newTestReceiver(t, func(c *ReceiverConfig) { c.Clock = nil })
+	s, err := NewSender(SenderConfig{Self: "eu", Secret: secretEU, Peers: map[string]string{"us": tr.srv.URL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop(context.Background())
+	q, err := NewPeerQueue(QueueConfig{From: "eu", Send: s.Send, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	const n = 1000
+	for range n {
+		q.Push("us", del("s1", "a"))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := q.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := q.Stats(); st.SentItems != n || st.Discarded != 0 || st.LostBatches != 0 || st.HeldItems != 0 {
+		t.Fatalf("queue stats = %+v", st)
+	}
+	if rs := tr.recv.Stats(); rs.Items != n {
+		t.Fatalf("receiver got %d items, want %d (stats %+v)", rs.Items, n, rs)
+	}
+}
+
+// TestStopDiscardsWhatAnUnreachablePeerCannotTake: a peer that never
+// answers holds one batch in flight; at Stop's deadline the items still
+// held are discarded and counted, the batch in flight is cancelled and
+// lost, and a push after Stop is discarded too.
+func TestStopDiscardsWhatAnUnreachablePeerCannotTake(t *testing.T) {
+	started := make(chan struct{}, 1)
+	q, err := NewPeerQueue(QueueConfig{
+		From: "eu",
+		Send: func(ctx context.Context, _ *Outbound) error {
+			started <- struct{}{}
+			<-ctx.Done()
+			return ctx.Err()
+		},
+		MaxBatchItems: 10, MaxInFlight: 1, Clock: newFakeClock(),
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for range 100 {
+		q.Push("us", del("s1", "a"))
+	}
+	<-started // the first full batch is in flight, the other 90 wait for its slot
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := q.Stop(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("stop = %v, want the deadline", err)
+	}
+	q.Push("us", del("s1", "late"))
+	st := q.Stats()
+	if st.Discarded != 91 || st.LostItems != 10 || st.Batches != 1 || st.HeldItems != 0 || st.InFlight != 0 {
+		t.Fatalf("stats = %+v, want 90 held + 1 late discarded, 10 lost in flight", st)
+	}
+}
+
+// TestQueueLifecycle: pushes before Start are discarded; Start twice is
+// ErrStarted, Start after Stop ErrStopped; Stop before Start and twice
+// are no-ops.
+func TestQueueLifecycle(t *testing.T) {
+	q, err := NewPeerQueue(QueueConfig{From: "eu", Send: newRecorder().send, Clock: newFakeClock()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.Push("us", del("s1", "early"))
+	if st := q.Stats(); st.Discarded != 1 || st.Pushed != 0 {
+		t.Fatalf("push before Start: stats = %+v", st)
+	}
+	if err := q.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Start(t.Context()); !errors.Is(err, lifecycle.ErrStarted) {
+		t.Fatalf("second Start: %v, want ErrStarted", err)
+	}
+	for i := range 2 {
+		if err := q.Stop(context.Background()); err != nil {
+			t.Fatalf("Stop %d: %v", i+1, err)
+		}
+	}
+	if err := q.Start(t.Context()); !errors.Is(err, lifecycle.ErrStopped) {
+		t.Fatalf("Start after Stop: %v, want ErrStopped", err)
+	}
+	never, err := NewPeerQueue(QueueConfig{From: "eu", Send: newRecorder().send})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := never.Stop(context.Background()); err != nil {
+		t.Fatalf("Stop before Start: %v", err)
+	}
+}
+
+// TestSenderLifecycle: a sender sends between Start and Stop; outside,
+// Send fails with ErrNotRunning (a lost batch) without dialling.
+func TestSenderLifecycle(t *testing.T) {
+	tr := newTestReceiver(t, nil)
+	s, err := NewSender(SenderConfig{Self: "eu", Secret: secretEU, Peers: map[string]string{"us": tr.srv.URL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &Outbound{Peer: "us", Seq: 1, Body: []byte(`{}`)}
+	if err := s.Send(t.Context(), b); !errors.Is(err, ErrNotRunning) {
+		t.Fatalf("send before Start: %v, want ErrNotRunning", err)
+	}
+	if err := s.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(t.Context()); !errors.Is(err, lifecycle.ErrStarted) {
+		t.Fatalf("second Start: %v, want ErrStarted", err)
+	}
+	for i := range 2 {
+		if err := s.Stop(context.Background()); err != nil {
+			t.Fatalf("Stop %d: %v", i+1, err)
+		}
+	}
+	if err := s.Send(t.Context(), b); !errors.Is(err, ErrNotRunning) {
+		t.Fatalf("send after Stop: %v, want ErrNotRunning", err)
+	}
+	if rs := tr.recv.Stats(); rs.Accepted != 0 || rs.BadRequest != 0 {
+		t.Fatalf("the receiver was reached: %+v", rs)
+	}
+	if err := s.Start(t.Context()); !errors.Is(err, lifecycle.ErrStopped) {
+		t.Fatalf("Start after Stop: %v, want ErrStopped", err)
+	}
+}

@@ -1,0 +1,70 @@
+package watch
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/switchyard-dev/switchyard/internal/lifecycle"
+	"github.com/switchyard-dev/switchyard/internal/testpersist"
+)
+
+// TestGatewayLifecycle: the gateway answers 503 before Start and after
+// Stop; Start twice is ErrStarted, Start after Stop is ErrStopped, Stop
+// before Start and Stop twice are no-ops.
+func TestGatewayLifecycle(t *testing.T) {
+	t.Parallel()
+	env := testpersist.Start(t, 1)
+	g, err := New(Config{Client: env.Client(), Authorizer: Open()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	g.Mount(mux)
+	ts := httptest.NewServer(mux)
+	t.Cleanup(ts.Close)
+	status := func() int {
+		t.Helper()
+		resp, err := http.Get(ts.URL + "/ws/watch?scope=s&stream=x&from=1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := status(); got != http.StatusServiceUnavailable {
+		t.Fatalf("before Start: HTTP %d, want 503", got)
+	}
+	if err := g.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Start(t.Context()); !errors.Is(err, lifecycle.ErrStarted) {
+		t.Fatalf("second Start: %v, want ErrStarted", err)
+	}
+	// Started, a plain GET (no upgrade) gets past the 503 to the
+	// WebSocket handshake, which refuses it.
+	if got := status(); got == http.StatusServiceUnavailable {
+		t.Fatalf("started: HTTP %d", got)
+	}
+	for i := range 2 {
+		if err := g.Stop(context.Background()); err != nil {
+			t.Fatalf("Stop %d: %v", i+1, err)
+		}
+	}
+	if got := status(); got != http.StatusServiceUnavailable {
+		t.Fatalf("after Stop: HTTP %d, want 503", got)
+	}
+	if err := g.Start(t.Context()); !errors.Is(err, lifecycle.ErrStopped) {
+		t.Fatalf("Start after Stop: %v, want ErrStopped", err)
+	}
+
+	never, err := New(Config{Client: env.Client(), Authorizer: Open()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := never.Stop(context.Background()); err != nil {
+		t.Fatalf("Stop before Start: %v", err)
+	}
+}
