@@ -18,6 +18,7 @@ type CoordinatorConfig struct {
 	Shard Shard
 	// Planner, Prefetch, Lease and Share configure the parts; their Shard,
 	// Name and Priority fields are set from Shard when zero.
+	// Lease.AbandonedEvery is also the main shard's FinishAbandoned round.
 	Planner  PlannerConfig
 	Prefetch PrefetchConfig
 	Lease    LeaseConfig
@@ -29,8 +30,6 @@ type CoordinatorConfig struct {
 	TailEvery time.Duration
 	// PlanEvery: zero means PlanEveryDefault.
 	PlanEvery time.Duration
-	// AbandonedEvery: zero means AbandonedEveryDefault.
-	AbandonedEvery time.Duration
 	// StopWait bounds Stop's wait for chunks in flight. Zero means
 	// StopWaitDefault.
 	StopWait time.Duration
@@ -54,8 +53,8 @@ func (c CoordinatorConfig) withDefaults() CoordinatorConfig {
 	if c.PlanEvery == 0 {
 		c.PlanEvery = PlanEveryDefault
 	}
-	if c.AbandonedEvery == 0 {
-		c.AbandonedEvery = AbandonedEveryDefault
+	if c.Lease.AbandonedEvery == 0 {
+		c.Lease.AbandonedEvery = AbandonedEveryDefault
 	}
 	if c.StopWait == 0 {
 		c.StopWait = StopWaitDefault
@@ -206,7 +205,7 @@ func (c *Coordinator) Start(ctx context.Context) error {
 		})
 	}()
 	if c.cfg.Shard.Main() {
-		c.loop(lctx, "finishing abandoned leases", c.cfg.AbandonedEvery, func(ctx context.Context) error {
+		c.loop(lctx, "finishing abandoned leases", c.cfg.Lease.AbandonedEvery, func(ctx context.Context) error {
 			n, err := c.leases.FinishAbandoned(ctx)
 			if n > 0 {
 				c.log.Info("finished ranges read to their end whose worker went quiet", "ranges", n)

@@ -96,14 +96,13 @@ func newCoordinator(st *work.Store, ncfg nntp.Config, groups work.Groups, conns 
 		return nil, usageError{err}
 	}
 	return work.NewCoordinator(st, pool, work.CoordinatorConfig{
-		Shard:          sh,
-		Planner:        work.PlannerConfig{Groups: groups, RangeSize: wf.rangeSize, HistoryDepth: wf.depth},
-		Prefetch:       work.PrefetchConfig{Ahead: wf.ahead, Chunk: wf.chunk},
-		Lease:          work.LeaseConfig{TTL: wf.leaseTTL, AbandonedEvery: wf.abandonedEvery},
-		Share:          work.ShareConfig{Limit: conns, Max: conns, Every: wf.shareEvery},
-		TailEvery:      wf.tailEvery,
-		AbandonedEvery: wf.abandonedEvery,
-		Logger:         log,
+		Shard:     sh,
+		Planner:   work.PlannerConfig{Groups: groups, RangeSize: wf.rangeSize, HistoryDepth: wf.depth},
+		Prefetch:  work.PrefetchConfig{Ahead: wf.ahead, Chunk: wf.chunk},
+		Lease:     work.LeaseConfig{TTL: wf.leaseTTL, AbandonedEvery: wf.abandonedEvery},
+		Share:     work.ShareConfig{Limit: conns, Max: conns, Every: wf.shareEvery},
+		TailEvery: wf.tailEvery,
+		Logger:    log,
 	})
 }
 
