@@ -23,18 +23,8 @@ func startServer(t *testing.T, cfg nntptest.Config, n int64) *nntptest.Server {
 	if cfg.PartSize == 0 {
 		cfg.PartSize = 2000
 	}
-	s := nntptest.New(cfg)
+	s := nntptest.Start(t, cfg)
 	s.AddGroup(testGroup, n)
-	if err := s.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := s.Stop(ctx); err != nil {
-			t.Error(err)
-		}
-	})
 	return s
 }
 

@@ -18,14 +18,10 @@ import (
 func TestCoordinatorEndToEnd(t *testing.T) {
 	t.Parallel()
 	env := testpersist.Start(t, 1)
-	srv := nntptest.New(nntptest.Config{Addr: "127.0.0.1:0"})
+	srv := nntptest.Start(t)
 	const group = "alt.binaries.coord"
 	srv.AddGroup(group, 5_000)
 	ctx := context.Background()
-	if err := srv.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Stop(context.Background()) })
 	st, err := work.NewStore(env.Client(), "coord")
 	if err != nil {
 		t.Fatal(err)

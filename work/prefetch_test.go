@@ -36,12 +36,8 @@ func newPFEnv(t testing.TB, articles int64, conns int) *pfEnv {
 	if err := st.Init(ctx); err != nil {
 		t.Fatal(err)
 	}
-	srv := nntptest.New(nntptest.Config{})
+	srv := nntptest.Start(t)
 	srv.AddGroup(pfGroup, articles)
-	if err := srv.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Stop(context.Background()) })
 	pool, err := nntp.NewPool(nntp.PoolConfig{Conn: nntp.Config{Addr: srv.Addr()}, Size: conns, HealthEvery: -1})
 	if err != nil {
 		t.Fatal(err)

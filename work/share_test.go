@@ -37,18 +37,8 @@ func shareStore(t *testing.T) *work.Store {
 // than the shares' limit, so that an overshoot shows in its Peak.
 func shareServer(t *testing.T, maxConns int) *nntptest.Server {
 	t.Helper()
-	s := nntptest.New(nntptest.Config{MaxConns: maxConns, PartSize: 2000})
+	s := nntptest.Start(t, nntptest.Config{MaxConns: maxConns, PartSize: 2000})
 	s.AddGroup("alt.test", 100)
-	if err := s.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := s.Stop(ctx); err != nil {
-			t.Error(err)
-		}
-	})
 	return s
 }
 
