@@ -8,31 +8,10 @@ import (
 	"time"
 
 	"github.com/switchyard-dev/switchyard/internal/testpersist"
+	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/usenet"
 )
-
-// waitFor polls cond until it holds, waking on each commit of ix, or fails
-// the test after a deadline.
-func waitFor(t *testing.T, ix *Index, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.NewTimer(15 * time.Second)
-	defer deadline.Stop()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		ch := ix.Changed()
-		if cond() {
-			return
-		}
-		select {
-		case <-deadline.C:
-			t.Fatalf("timed out waiting for %s", what)
-		case <-ch:
-		case <-tick.C:
-		}
-	}
-}
 
 func publish(t *testing.T, s *persist.Stream, rs ...usenet.Release) uint64 {
 	t.Helper()
@@ -109,7 +88,7 @@ func TestFollowResumes(t *testing.T) {
 	a2 := rel("a", "Alpha.Two", 8010, 1)
 	a2.Version = 2
 	last := publish(t, s, rel("c", "Gamma.One", 8010, 3), a2)
-	waitFor(t, ix, "live writes", func() bool { return ix.LastSeq() >= last })
+	testwait.For(t, "live writes", func() bool { return ix.LastSeq() >= last })
 	if res := search(t, ix, Query{Words: "alpha two"}); res.Total != 1 {
 		t.Errorf("new version of a not applied: %+v", res)
 	}
@@ -143,7 +122,7 @@ func TestFollowResumes(t *testing.T) {
 	}
 	f = follow(t, ix, s)
 	defer f.Stop()
-	waitFor(t, ix, "resumed writes and the delete", func() bool {
+	testwait.For(t, "resumed writes and the delete", func() bool {
 		return ix.LastSeq() >= last && hasIDs(t, ix, "a", "c", "d")
 	})
 	if res := search(t, ix, Query{Words: "gamma one"}); res.Total != 1 {
@@ -171,7 +150,7 @@ func TestFollowSkipsMalformed(t *testing.T) {
 	last := publish(t, s, rel("ok", "Fine", 8010, 0))
 	f := follow(t, ix, s)
 	defer f.Stop()
-	waitFor(t, ix, "the good release", func() bool { return ix.LastSeq() >= last })
+	testwait.For(t, "the good release", func() bool { return ix.LastSeq() >= last })
 	if f.Malformed() != 1 || !hasIDs(t, ix, "ok") {
 		t.Errorf("malformed = %d, index %+v", f.Malformed(), search(t, ix, Query{}))
 	}
