@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/switchyard-dev/switchyard/internal/testpersist"
+	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/nntp"
 	"github.com/switchyard-dev/switchyard/nntp/nntptest"
 )
@@ -449,14 +450,10 @@ func TestPrefetchStop(t *testing.T) {
 		ts, err := p.Tick(context.Background())
 		res <- result{ts, err}
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for p.Stats().Chunks < 5 {
-		if time.Now().After(deadline) {
-			t.Fatal("no chunk written in 10 s")
-		}
-		time.Sleep(time.Millisecond)
+	testwait.For(t, "five chunks written", func() bool { return p.Stats().Chunks >= 5 })
+	if err := p.Stop(context.Background()); err != nil {
+		t.Fatal(err) // never started: Stop only stops the running Tick
 	}
-	p.Stop()
 	r := <-res
 	if !errors.Is(r.err, ErrStopped) {
 		t.Fatalf("stopped tick: %+v, %v; want ErrStopped", r.ts, r.err)
