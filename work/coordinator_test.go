@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-dev/switchyard/internal/lifecycle"
 	"github.com/switchyard-dev/switchyard/internal/testpersist"
 	"github.com/switchyard-dev/switchyard/nntp"
 	"github.com/switchyard-dev/switchyard/nntp/nntptest"
@@ -109,8 +110,8 @@ func TestCoordinatorEndToEnd(t *testing.T) {
 	if err := co.Stop(ctx); err != nil {
 		t.Errorf("second Stop: %v", err)
 	}
-	if err := co.Start(ctx); err == nil || errors.Is(err, context.Canceled) {
-		t.Errorf("Start after Stop: %v, want an error", err)
+	if err := co.Start(ctx); !errors.Is(err, lifecycle.ErrStopped) {
+		t.Errorf("Start after Stop: %v, want lifecycle.ErrStopped", err)
 	}
 	// Stop left the share: the table no longer lists the coordinator.
 	table, err := st.ShareTable(ctx)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-dev/switchyard/internal/lifecycle"
 	"github.com/switchyard-dev/switchyard/internal/testpersist"
 	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/nntp"
@@ -518,5 +519,60 @@ func TestLineArticle(t *testing.T) {
 		if n != want {
 			t.Errorf("lineArticle(%q) = %d, want %d", line, n, want)
 		}
+	}
+}
+
+// TestPrefetcherStartStop: a started prefetcher spools the planned ranges
+// round after round, and follows the lifecycle rules.
+func TestPrefetcherStartStop(t *testing.T) {
+	t.Parallel()
+	e := newPFEnv(t, 2000, 1)
+	e.putRanges(t, 1, 2, 1000, KindHistory)
+	p := e.prefetcher(t, PrefetchConfig{Chunk: 100, Tick: time.Millisecond})
+	ctx := context.Background()
+	if err := p.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(ctx); !errors.Is(err, lifecycle.ErrStarted) {
+		t.Fatalf("second Start: %v, want lifecycle.ErrStarted", err)
+	}
+	testwait.For(t, "both ranges spooled", func() bool {
+		return e.state(t, 1) == StateSpooled && e.state(t, 2) == StateSpooled
+	})
+	for range 2 {
+		if err := p.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Start(ctx); !errors.Is(err, lifecycle.ErrStopped) {
+		t.Fatalf("Start after Stop: %v, want lifecycle.ErrStopped", err)
+	}
+	if _, err := p.Tick(ctx); !errors.Is(err, ErrStopped) {
+		t.Fatalf("Tick after Stop: %v, want ErrStopped", err)
+	}
+}
+
+// TestPrefetcherStopDeadline: chunks that do not finish before Stop's
+// deadline are cut off, Stop says so, and their range stays planned.
+func TestPrefetcherStopDeadline(t *testing.T) {
+	t.Parallel()
+	e := newPFEnv(t, 1000, 1)
+	e.putRanges(t, 1, 1, 1000, KindHistory)
+	e.srv.SetFaults(nntptest.Faults{HoldOver: true})
+	p := e.prefetcher(t, PrefetchConfig{Chunk: 100})
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, "a chunk in flight", func() bool { return p.Active() > 0 })
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := p.Stop(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Stop past its deadline: %v, want context.Canceled", err)
+	}
+	if a := p.Active(); a != 0 {
+		t.Errorf("Active %d after Stop returned", a)
+	}
+	if s := e.state(t, 1); s != StatePlanned {
+		t.Errorf("range 1: %s after a cut-off round, want planned", s)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-dev/switchyard/internal/lifecycle"
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/work"
 )
@@ -219,8 +220,8 @@ func TestWorkerStopFinishesInHand(t *testing.T) {
 		t.Fatalf("%d ranges done, want 1 (no lease after Stop)", done)
 	}
 	ltExpect{"alt.x": arts}.check(t, e.ltRanges(t))
-	if err := w.Start(e.ctx); err == nil {
-		t.Error("Start after Stop: no error")
+	if err := w.Start(e.ctx); !errors.Is(err, lifecycle.ErrStopped) {
+		t.Errorf("Start after Stop: %v, want lifecycle.ErrStopped", err)
 	}
 }
 
