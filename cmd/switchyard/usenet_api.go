@@ -94,7 +94,7 @@ func startUsenetAPI(ctx context.Context, st *usenet.Store, dir, baseURL string, 
 	if ph != nil {
 		requests, err := metrics.NewznabRequests(ph.metrics.Registerer())
 		if err != nil {
-			_ = f.Stop()
+			_ = f.Stop(ctx)
 			ix.Close()
 			return nil, err
 		}
@@ -117,8 +117,8 @@ func startUsenetAPI(ctx context.Context, st *usenet.Store, dir, baseURL string, 
 }
 
 // Stop stops following and closes the index.
-func (a *usenetAPI) Stop(context.Context) error {
-	err := a.f.Stop()
+func (a *usenetAPI) Stop(ctx context.Context) error {
+	err := a.f.Stop(ctx)
 	if errors.Is(err, context.Canceled) {
 		err = nil
 	}

@@ -3,10 +3,12 @@ package search
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/switchyard-dev/switchyard/internal/lifecycle"
 	"github.com/switchyard-dev/switchyard/internal/testpersist"
 	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/persist"
@@ -92,7 +94,7 @@ func TestFollowResumes(t *testing.T) {
 	if res := search(t, ix, Query{Words: "alpha two"}); res.Total != 1 {
 		t.Errorf("new version of a not applied: %+v", res)
 	}
-	if err := f.Stop(); err != nil {
+	if err := f.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if err := ix.Close(); err != nil {
@@ -121,7 +123,7 @@ func TestFollowResumes(t *testing.T) {
 		t.Fatalf("reopened LastSeq = %d, want %d", ix.LastSeq(), stopped)
 	}
 	f = follow(t, ix, s)
-	defer f.Stop()
+	defer func() { _ = f.Stop(context.Background()) }()
 	testwait.For(t, "resumed writes and the delete", func() bool {
 		return ix.LastSeq() >= last && hasIDs(t, ix, "a", "c", "d")
 	})
@@ -149,9 +151,50 @@ func TestFollowSkipsMalformed(t *testing.T) {
 	}
 	last := publish(t, s, rel("ok", "Fine", 8010, 0))
 	f := follow(t, ix, s)
-	defer f.Stop()
+	defer func() { _ = f.Stop(context.Background()) }()
 	testwait.For(t, "the good release", func() bool { return ix.LastSeq() >= last })
 	if f.Malformed() != 1 || !hasIDs(t, ix, "ok") {
 		t.Errorf("malformed = %d, index %+v", f.Malformed(), search(t, ix, Query{}))
+	}
+}
+
+// TestFollowerLifecycle: the follower outlives its Start context and
+// follows the lifecycle rules.
+func TestFollowerLifecycle(t *testing.T) {
+	env := testpersist.Start(t, 1)
+	s := env.Client().Stream("usenet", usenet.ReleasesStream)
+	ix, err := Open(filepath.Join(t.TempDir(), "index.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ix.Close() })
+	ix.now = func() time.Time { return testNow }
+
+	idle := NewFollower(ix, s)
+	if err := idle.Stop(context.Background()); err != nil {
+		t.Fatalf("Stop before Start: %v", err)
+	}
+	if err := idle.Start(context.Background()); !errors.Is(err, lifecycle.ErrStopped) {
+		t.Fatalf("Start after Stop: %v, want lifecycle.ErrStopped", err)
+	}
+
+	f := NewFollower(ix, s)
+	sctx, cancel := context.WithCancel(context.Background())
+	if err := f.Start(sctx); err != nil {
+		t.Fatal(err)
+	}
+	cancel() // bounds starting only
+	if err := f.Start(context.Background()); !errors.Is(err, lifecycle.ErrStarted) {
+		t.Fatalf("second Start: %v, want lifecycle.ErrStarted", err)
+	}
+	last := publish(t, s, rel("a", "Alpha.One", 8010, 1))
+	testwait.For(t, "a write after the Start context ended", func() bool { return ix.LastSeq() >= last })
+	for range 2 {
+		if err := f.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.Start(context.Background()); !errors.Is(err, lifecycle.ErrStopped) {
+		t.Fatalf("Start after Stop: %v, want lifecycle.ErrStopped", err)
 	}
 }
