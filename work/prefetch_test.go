@@ -341,15 +341,15 @@ func TestPrefetchAfterCanceledRound(t *testing.T) {
 	p := e.prefetcher(t, PrefetchConfig{Chunk: 300})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	tick := make(chan error, 1)
 	go func() {
-		// Cancel once a few chunks are in the spool.
-		deadline := time.Now().Add(10 * time.Second)
-		for time.Now().Before(deadline) && ctx.Err() == nil && p.Stats().Chunks < 3 {
-			time.Sleep(time.Millisecond)
-		}
-		cancel()
+		_, err := p.Tick(ctx)
+		tick <- err
 	}()
-	if _, err := p.Tick(ctx); !errors.Is(err, context.Canceled) {
+	// Cancel once a few chunks are in the spool.
+	testwait.For(t, "three chunks spooled", func() bool { return p.Stats().Chunks >= 3 })
+	cancel()
+	if err := <-tick; !errors.Is(err, context.Canceled) {
 		t.Fatalf("canceled tick: %v, want context.Canceled", err)
 	}
 	if e.state(t, 1) != StatePlanned {

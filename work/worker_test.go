@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/switchyard-dev/switchyard/internal/lifecycle"
+	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/work"
 )
@@ -110,7 +111,7 @@ func TestWorkersIndexEverythingOnce(t *testing.T) {
 		}
 		ws = append(ws, w)
 	}
-	ltEventually(t, 15*time.Second, "the workers did not finish every range", func() bool {
+	testwait.For(t, "the workers to finish every range", func() bool {
 		for _, r := range e.ltRanges(t) {
 			if r.State != work.StateDone {
 				return false
@@ -242,7 +243,7 @@ func TestWorkerHeartbeatKeepsLease(t *testing.T) {
 	thief := ltLeases(t, e.st, work.LeaseConfig{})
 	// Two and a half TTLs while the indexer is held up: the lease lives
 	// on, with the progress, and nobody else can take the range.
-	ltEventually(t, 10*time.Second, "the lease was not renewed for 2.5 TTLs", func() bool {
+	testwait.For(t, "the lease to be renewed for 2.5 TTLs", func() bool {
 		if _, err := thief.Acquire(e.ctx, "thief"); !errors.Is(err, work.ErrNoWork) {
 			t.Fatalf("thief.Acquire while the worker heartbeats: %v", err)
 		}
