@@ -45,6 +45,9 @@ func TestCoordinatorEndToEnd(t *testing.T) {
 	if err := co.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if err := co.Start(ctx); !errors.Is(err, lifecycle.ErrStarted) {
+		t.Fatalf("second Start: %v, want lifecycle.ErrStarted", err)
+	}
 	w, err := work.NewWorker(st, work.CountingIndexer{}, work.WorkerConfig{Name: "w", Idle: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

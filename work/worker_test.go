@@ -191,6 +191,9 @@ func TestWorkerStopFinishesInHand(t *testing.T) {
 	if err := w.Start(e.ctx); err != nil {
 		t.Fatal(err)
 	}
+	if err := w.Start(e.ctx); !errors.Is(err, lifecycle.ErrStarted) {
+		t.Fatalf("second Start: %v, want lifecycle.ErrStarted", err)
+	}
 	if id := <-g.reached; id != r.ID {
 		t.Fatalf("gate reached in range %d, want %d", id, r.ID)
 	}
