@@ -102,14 +102,13 @@ func newCoordinator(st *work.Store, ncfg nntp.Config, groups work.Groups, conns 
 		return nil, usageError{err}
 	}
 	return work.NewCoordinator(st, pool, work.CoordinatorConfig{
-		Shard:          sh,
-		Planner:        work.PlannerConfig{Groups: groups, RangeSize: workOpts.rangeSize, HistoryDepth: workOpts.depth},
-		Prefetch:       work.PrefetchConfig{Ahead: workOpts.ahead, Chunk: workOpts.chunk},
-		Lease:          work.LeaseConfig{TTL: workOpts.leaseTTL, AbandonedEvery: workOpts.abandonedEvery},
-		Share:          work.ShareConfig{Limit: conns, Max: conns, Every: workOpts.shareEvery},
-		TailEvery:      workOpts.tailEvery,
-		AbandonedEvery: workOpts.abandonedEvery,
-		Logger:         log,
+		Shard:     sh,
+		Planner:   work.PlannerConfig{Groups: groups, RangeSize: workOpts.rangeSize, HistoryDepth: workOpts.depth},
+		Prefetch:  work.PrefetchConfig{Ahead: workOpts.ahead, Chunk: workOpts.chunk},
+		Lease:     work.LeaseConfig{TTL: workOpts.leaseTTL, AbandonedEvery: workOpts.abandonedEvery},
+		Share:     work.ShareConfig{Limit: conns, Max: conns, Every: workOpts.shareEvery},
+		TailEvery: workOpts.tailEvery,
+		Logger:    log,
 	})
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/switchyard-dev/switchyard/bus/auth"
 	"github.com/switchyard-dev/switchyard/persist"
+	"github.com/switchyard-dev/switchyard/usenet/newznab"
 	"github.com/switchyard-dev/switchyard/web/watch"
 )
 
@@ -25,7 +26,7 @@ func startUpAPI(ctx context.Context, cfg upConfig, connect func(name, user strin
 		return "", nil
 	}
 	dir := filepath.Join(cfg.dataDir, upAPIDir)
-	key, created, err := loadAPIKey(dir)
+	key, created, err := newznab.LoadKey(dir)
 	if err != nil {
 		return "", err
 	}
@@ -42,7 +43,7 @@ func startUpAPI(ctx context.Context, cfg upConfig, connect func(name, user strin
 	if err != nil {
 		return "", err
 	}
-	api, err := startUsenetAPI(ctx, st, dir, "", keyChecker(key), ph)
+	api, err := startUsenetAPI(ctx, st, dir, "", newznab.KeyChecker(key), ph)
 	if err != nil {
 		return "", err
 	}

@@ -2,17 +2,12 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/subtle"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 
 	"github.com/switchyard-dev/switchyard/usenet"
 	"github.com/switchyard-dev/switchyard/usenet/newznab"
@@ -21,51 +16,8 @@ import (
 )
 
 // apiKeyFile is the file, in a data directory, that holds the Newznab API
-// key.
-const apiKeyFile = "apikey"
-
-// loadAPIKey reads the API key stored in dir, creating a random one (and
-// dir) on first start; created says which.
-func loadAPIKey(dir string) (key string, created bool, err error) {
-	path := filepath.Join(dir, apiKeyFile)
-	b, err := os.ReadFile(path)
-	switch {
-	case err == nil:
-		key = strings.TrimSpace(string(b))
-		if len(key) < 16 {
-			return "", false, fmt.Errorf("api key %s: shorter than 16 characters; delete it to get a new one", path)
-		}
-		return key, false, nil
-	case !errors.Is(err, fs.ErrNotExist):
-		return "", false, fmt.Errorf("api key: %w", err)
-	}
-	var raw [16]byte
-	if _, err := rand.Read(raw[:]); err != nil {
-		return "", false, fmt.Errorf("api key: %w", err)
-	}
-	key = hex.EncodeToString(raw[:])
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", false, fmt.Errorf("api key: %w", err)
-	}
-	// O_EXCL: two processes starting on one directory keep one key.
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, fs.ErrExist) {
-		return loadAPIKey(dir)
-	}
-	if err != nil {
-		return "", false, fmt.Errorf("api key: %w", err)
-	}
-	if _, err := f.WriteString(key + "\n"); err != nil {
-		f.Close()
-		return "", false, fmt.Errorf("api key: %w", err)
-	}
-	return key, true, f.Close()
-}
-
-// keyChecker accepts exactly key, in constant time.
-func keyChecker(key string) func(string) bool {
-	return func(k string) bool { return subtle.ConstantTimeCompare([]byte(k), []byte(key)) == 1 }
-}
+// key (newznab.LoadKey).
+const apiKeyFile = newznab.KeyFile
 
 // usenetAPI is the Newznab API of one process: a search index in its data
 // directory, kept current from the releases stream, and the /api handler.
@@ -94,7 +46,7 @@ func startUsenetAPI(ctx context.Context, st *usenet.Store, dir, baseURL string, 
 	if ph != nil {
 		requests, err := metrics.NewznabRequests(ph.metrics.Registerer())
 		if err != nil {
-			_ = f.Stop()
+			_ = f.Stop(ctx)
 			ix.Close()
 			return nil, err
 		}
@@ -117,8 +69,8 @@ func startUsenetAPI(ctx context.Context, st *usenet.Store, dir, baseURL string, 
 }
 
 // Stop stops following and closes the index.
-func (a *usenetAPI) Stop(context.Context) error {
-	err := a.f.Stop()
+func (a *usenetAPI) Stop(ctx context.Context) error {
+	err := a.f.Stop(ctx)
 	if errors.Is(err, context.Canceled) {
 		err = nil
 	}

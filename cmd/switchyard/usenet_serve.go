@@ -9,6 +9,7 @@ import (
 
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/usenet"
+	"github.com/switchyard-dev/switchyard/usenet/newznab"
 )
 
 // newUsenetServeCmd builds switchyard usenet serve.
@@ -46,7 +47,7 @@ authentication, so a non-loopback --http needs --http-insecure.`,
 			if err := usenet.ValidScope(usenetOpts.scope); err != nil {
 				return usagef("--usenet-scope: %v", err)
 			}
-			key, created, err := loadAPIKey(dataDir)
+			key, created, err := newznab.LoadKey(dataDir)
 			if err != nil {
 				return err
 			}
@@ -66,7 +67,7 @@ authentication, so a non-loopback --http needs --http-insecure.`,
 			}
 			ph := newProcHTTP(httpOpts)
 			ph.checkBus("nats", nc)
-			api, err := startUsenetAPI(cmd.Context(), st, dataDir, baseURL, keyChecker(key), ph)
+			api, err := startUsenetAPI(cmd.Context(), st, dataDir, baseURL, newznab.KeyChecker(key), ph)
 			if err != nil {
 				return err
 			}
