@@ -23,12 +23,11 @@ import (
 	"github.com/switchyard-dev/switchyard/bus"
 	"github.com/switchyard-dev/switchyard/bus/auth"
 	"github.com/switchyard-dev/switchyard/bus/embedded"
+	"github.com/switchyard-dev/switchyard/fleet"
 	"github.com/switchyard-dev/switchyard/internal/devcert"
 	"github.com/switchyard-dev/switchyard/internal/lifecycle"
 	"github.com/switchyard-dev/switchyard/persist"
-	"github.com/switchyard-dev/switchyard/persist/server"
 	"github.com/switchyard-dev/switchyard/persist/store"
-	"github.com/switchyard-dev/switchyard/placement"
 )
 
 // PersistConfig configures the persist benchmark.
@@ -82,12 +81,14 @@ func (r Result) Ratio() float64 {
 }
 
 // PersistEnv is one embedded NATS server with JetStream on, one persist
-// server and a balancer: both sides of the comparison on one bus.
+// server and a balancer, started as `switchyard up` starts them (a
+// fleet): both sides of the comparison on one bus.
 type PersistEnv struct {
 	NATS       *embedded.Server
 	dir        string
+	fleet      *fleet.Fleet
 	clientOpts []nats.Option   // credentials and CA of TCP clients (secure env)
-	parts      lifecycle.Group // what Close stops, newest first
+	parts      lifecycle.Group // what Close stops, newest first: the fleet, then clients
 }
 
 // own makes close a part of env, run by Close (newest first).
@@ -125,9 +126,12 @@ func startPersistEnv(dir string, secure bool) (env *PersistEnv, err error) {
 		env.own("temp dir", func() { os.RemoveAll(d) })
 	}
 	env.dir = dir
-	ecfg := embedded.Config{Port: embedded.RandomPort, JetStream: !secure, StoreDir: dir + "/jetstream"}
-	var serverOpts, balancerOpts []nats.Option
 	ids := []string{"0"}
+	cfg := fleet.Config{
+		NATS:     fleet.NATSConfig{Embedded: &embedded.Config{Port: embedded.RandomPort, JetStream: !secure, StoreDir: dir + "/jetstream"}},
+		Persist:  fleet.PersistConfig{IDs: ids, Serve: ids, DataDir: dir + "/persist"},
+		Balancer: true,
+	}
 	if secure {
 		authDir := filepath.Join(dir, "auth")
 		if _, err := auth.Init(authDir, auth.Plan{IDs: ids}, false); err != nil {
@@ -141,53 +145,23 @@ func startPersistEnv(dir string, secure bool) (env *PersistEnv, err error) {
 		if err != nil {
 			return nil, err
 		}
-		if ecfg.TLS, err = certs.ServerConfig(); err != nil {
+		if cfg.NATS.Embedded.TLS, err = certs.ServerConfig(); err != nil {
 			return nil, err
 		}
-		ecfg.AuthConf = filepath.Join(authDir, auth.ConfFile)
-		if serverOpts, err = auth.ClientOptions(auth.CredsFile(authDir, "server-0"), ""); err != nil {
-			return nil, err
-		}
-		if balancerOpts, err = auth.ClientOptions(auth.CredsFile(authDir, auth.RoleBalancer), ""); err != nil {
-			return nil, err
-		}
+		// The server and the balancer log in with their own users.
+		cfg.NATS.AuthDir = authDir
 		if env.clientOpts, err = auth.ClientOptions(auth.CredsFile(authDir, auth.RoleClient), certs.CA); err != nil {
 			return nil, err
 		}
 	}
-	e, err := embedded.Start(ecfg)
-	if err != nil {
-		return nil, err
-	}
-	env.NATS = e
-	env.own("nats", e.Shutdown)
-
 	// The persist server and balancer run inside the NATS server's process,
 	// as in `switchyard up`, so they connect in-process like JetStream does.
-	nc, err := e.ConnectInProcess(bus.ConnectConfig{Name: "bench-persist", Options: serverOpts})
+	f, err := fleet.Start(context.Background(), cfg)
 	if err != nil {
 		return nil, err
 	}
-	env.own("persist server conn", nc.Close)
-	srv, err := server.New(server.Config{Conn: nc, ID: "0", IDs: ids, DataDir: dir + "/persist"})
-	if err != nil {
-		return nil, err
-	}
-	if err := env.parts.Start(context.Background(), "persist server", srv); err != nil {
-		return nil, err
-	}
-	bnc := nc
-	if secure { // the balancer has a user of its own
-		if bnc, err = e.ConnectInProcess(bus.ConnectConfig{Name: "bench-balancer", Options: balancerOpts}); err != nil {
-			return nil, err
-		}
-		env.own("balancer conn", bnc.Close)
-	}
-	b, err := placement.NewBalancer(placement.BalancerConfig{Conn: bnc, IDs: ids})
-	if err != nil {
-		return nil, err
-	}
-	if err := env.parts.Start(context.Background(), "balancer", b); err != nil {
+	env.fleet, env.NATS = f, f.NATS()
+	if err := env.parts.Start(context.Background(), "fleet", lifecycle.OnStop("fleet", f.Stop)); err != nil {
 		return nil, err
 	}
 	return env, nil

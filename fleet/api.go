@@ -2,7 +2,6 @@ package fleet
 
 import (
 	"context"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,8 +15,8 @@ import (
 	"github.com/switchyard-dev/switchyard/usenet"
 	"github.com/switchyard-dev/switchyard/usenet/newznab"
 	"github.com/switchyard-dev/switchyard/usenet/search"
-	"github.com/switchyard-dev/switchyard/web/watch"
 	"github.com/switchyard-dev/switchyard/web/metrics"
+	"github.com/switchyard-dev/switchyard/web/watch"
 )
 
 // APIConfig is the usenet indexer's Newznab API (/api on the HTTP side).
@@ -46,7 +45,7 @@ func (f *Fleet) APIKeyFile() string {
 	if f.cfg.API.Dir == "" {
 		return ""
 	}
-	return filepath.Join(f.cfg.API.Dir, apiKeyFile)
+	return filepath.Join(f.cfg.API.Dir, newznab.KeyFile)
 }
 
 // startAPI opens (or creates) the search index in API.Dir, follows the
@@ -57,7 +56,7 @@ func (f *Fleet) startAPI(ctx context.Context) error {
 	if dir == "" {
 		return nil
 	}
-	key, created, err := loadAPIKey(dir)
+	key, created, err := newznab.LoadKey(dir)
 	if err != nil {
 		return err
 	}
@@ -115,7 +114,7 @@ func (a *apiRole) Start(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("usenet api: %w", err)
 		}
-		fl, err := ix.Follow(a.base.Run(), a.store.Releases())
+		fl, err := ix.Follow(ctx, a.store.Releases())
 		if err != nil {
 			ix.Close()
 			return fmt.Errorf("usenet api: follow releases: %w", err)
@@ -141,8 +140,7 @@ func (a *apiRole) Start(ctx context.Context) error {
 		if a.http != nil {
 			a.http.parts.setIndex(ix)
 		}
-		key := a.key
-		keys := func(k string) bool { return subtle.ConstantTimeCompare([]byte(k), []byte(key)) == 1 }
+		keys := newznab.KeyChecker(a.key)
 		a.http.server().Handle("/api", newznab.Handler(newznab.Config{Index: ix, Store: a.store, APIKeys: keys, BaseURL: a.baseURL, Observe: observe}))
 		a.log.Info("search index following releases", "index", filepath.Join(a.dir, "search.db"), "from_seq", ix.LastSeq()+1)
 		return nil
@@ -152,8 +150,8 @@ func (a *apiRole) Start(ctx context.Context) error {
 func (a *apiRole) Stop(ctx context.Context) error { return a.base.Stop(ctx, a.stop) }
 
 // stop stops following and closes the index.
-func (a *apiRole) stop(context.Context) error {
-	err := a.f.Stop()
+func (a *apiRole) stop(ctx context.Context) error {
+	err := a.f.Stop(ctx)
 	if errors.Is(err, context.Canceled) {
 		err = nil
 	}
@@ -180,7 +178,7 @@ func (f *Fleet) startWatch(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	gw, err := watch.New(watch.Config{Client: c, Authorizer: authz})
+	gw, err := watch.New(watch.Config{Client: c, Authorizer: authz, Logger: f.log})
 	if err != nil {
 		return err
 	}

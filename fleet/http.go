@@ -52,6 +52,7 @@ func (f *Fleet) startHTTP(ctx context.Context) error {
 		return nil
 	}
 	h := &httpSide{srv: web.New(f.cfg.HTTP.Addr), metrics: metrics.New()}
+	h.srv.Logger = f.log
 	h.health.Add("roles", func() error {
 		if !h.started.Load() {
 			return errors.New("starting")
@@ -80,7 +81,7 @@ func (f *Fleet) startDashboard(ctx context.Context) error {
 	if f.http == nil || !f.cfg.HTTP.Dashboard {
 		return nil
 	}
-	h, err := dashboard.New(dashboard.Config{Source: &f.http.parts})
+	h, err := dashboard.New(dashboard.Config{Source: &f.http.parts, Logger: f.log})
 	if err != nil {
 		return err
 	}

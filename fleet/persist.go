@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/switchyard-dev/switchyard/bus/auth"
-	"github.com/switchyard-dev/switchyard/internal/lifecycle"
 	"github.com/switchyard-dev/switchyard/persist/server"
 	"github.com/switchyard-dev/switchyard/placement"
 	"github.com/switchyard-dev/switchyard/web/metrics"
@@ -22,7 +21,7 @@ func (f *Fleet) startPersist(ctx context.Context) error {
 		scfg := server.Config{
 			Conn: nc, ID: id, IDs: p.IDs, Placement: p.Placement, Service: f.cfg.Service,
 			DataDir: p.DataDir, Archive: p.Archive, ArchiveEvery: p.ArchiveEvery,
-			Logger: lifecycle.Logger(f.log, "persist-"+id), Observer: f.http.persistObserver(id),
+			Logger: f.log.With("persist_id", id), Observer: f.http.persistObserver(id),
 		}
 		if p.Tune != nil {
 			p.Tune(&scfg)
@@ -51,7 +50,7 @@ func (f *Fleet) startBalancer(ctx context.Context) error {
 	}
 	b, err := placement.NewBalancer(placement.BalancerConfig{
 		Conn: nc, IDs: f.cfg.Persist.IDs, Placement: f.cfg.Persist.Placement, Service: f.cfg.Service,
-		Logger: lifecycle.Logger(f.log, "balancer"),
+		Logger: f.log,
 	})
 	if err != nil {
 		return err

@@ -159,7 +159,11 @@ func (f *Fleet) startWork(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := f.start(ctx, "settle", usenet.NewSettler(ust, w.Settle, nil)); err != nil {
+		settle := w.Settle
+		if settle.Logger == nil {
+			settle.Logger = f.log
+		}
+		if err := f.start(ctx, "settle", usenet.NewSettler(ust, settle, nil)); err != nil {
 			return err
 		}
 	}
@@ -176,7 +180,7 @@ func (f *Fleet) startWork(ctx context.Context) error {
 		}
 		wcfg := w.Worker
 		wcfg.Name = name
-		wcfg.Logger = lifecycle.Logger(f.log, "worker")
+		wcfg.Logger = f.log
 		wk, err := work.NewWorker(stores[i], ix, wcfg)
 		if err != nil {
 			return err
@@ -199,7 +203,7 @@ func (f *Fleet) startCoordinator(ctx context.Context, ncfg nntp.Config, ccfg wor
 	if err != nil {
 		return err
 	}
-	ccfg.Logger = lifecycle.Logger(f.log, "coordinator")
+	ccfg.Logger = f.log
 	co, err := work.NewCoordinator(st, pool, ccfg)
 	if err != nil {
 		return err

@@ -14,12 +14,8 @@ import (
 const benchLines = 20000
 
 func benchServer(b *testing.B) *nntptest.Server {
-	s := nntptest.New(nntptest.Config{})
+	s := nntptest.Start(b)
 	s.AddGroup(testGroup, benchLines)
-	if err := s.Start(context.Background()); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { s.Stop(context.Background()) })
 	return s
 }
 

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/nntp/nntptest"
 )
 
@@ -412,7 +413,7 @@ func TestDeadlines(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { _, err := c.Group(ctx, testGroup); done <- err }()
-		waitFor(t, "the command to reach the server", func() bool { return s.Stats().Commands >= 2 })
+		testwait.For(t, "the command to reach the server", func() bool { return s.Stats().Commands >= 2 })
 		cancel()
 		if err := <-done; !errors.Is(err, context.Canceled) {
 			t.Fatalf("got %v", err)

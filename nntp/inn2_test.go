@@ -3,23 +3,22 @@ package nntp
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/switchyard-dev/switchyard/internal/testinn2"
+	"github.com/switchyard-dev/switchyard/internal/testwait"
 )
 
 // TestINN2 posts articles to a real INN2 server and reads them back with
 // GROUP and OVER. `make test` starts INN2 through scripts/inn2.sh and sets
-// SWITCHYARD_INN2_ADDR; without it the test skips.
+// SWITCHYARD_INN2_ADDR; without it the test skips (fails under CI=true).
 func TestINN2(t *testing.T) {
 	t.Parallel()
-	addr := os.Getenv("SWITCHYARD_INN2_ADDR")
-	if addr == "" {
-		t.Skip("SWITCHYARD_INN2_ADDR is not set: INN2 integration skipped (run `bash scripts/inn2.sh start` as root to install and start INN2, then export its address)")
-	}
+	addr := testinn2.Addr(t) // skips, or fails under CI=true, without INN2
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
@@ -101,7 +100,7 @@ func TestINN2(t *testing.T) {
 			for _, g := range groups {
 				// innd files the article shortly after nnrpd accepts it.
 				var gr Group
-				waitFor(t, "articles to appear in "+g, func() bool {
+				testwait.For(t, "articles to appear in "+g, func() bool {
 					gr, err = c.Group(ctx, g)
 					return err == nil && gr.High >= before[g]+perGroup
 				})

@@ -3,7 +3,6 @@ package nntp
 import (
 	"context"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
 
@@ -23,18 +22,8 @@ func startServer(t *testing.T, cfg nntptest.Config, n int64) *nntptest.Server {
 	if cfg.PartSize == 0 {
 		cfg.PartSize = 2000
 	}
-	s := nntptest.New(cfg)
+	s := nntptest.Start(t, cfg)
 	s.AddGroup(testGroup, n)
-	if err := s.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := s.Stop(ctx); err != nil {
-			t.Error(err)
-		}
-	})
 	return s
 }
 
@@ -46,20 +35,4 @@ func dial(t *testing.T, cfg Config) *Conn {
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.NewTimer(10 * time.Second)
-	defer deadline.Stop()
-	tick := time.NewTicker(2 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline.C:
-			t.Fatalf("timed out waiting for %s", what)
-		case <-tick.C:
-		}
-	}
 }

@@ -7,6 +7,8 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/switchyard-dev/switchyard/internal/lifecycle"
 )
 
 // Defaults of PoolConfig.
@@ -127,11 +129,10 @@ type Pool struct {
 	closed    bool
 	st        PoolStats // counters only; the gauges are computed
 
-	startOnce sync.Once
-	cancel    context.CancelFunc
-	wg        sync.WaitGroup
-	closers   sync.WaitGroup // the goroutines of closeConns
-	io        ioCounters     // shared with the connections (cfg.Conn.counters)
+	base    lifecycle.Base // the health loop runs in its run context
+	wg      sync.WaitGroup
+	closers sync.WaitGroup // the goroutines of closeConns
+	io      ioCounters     // shared with the connections (cfg.Conn.counters)
 }
 
 // NewPool checks the config and returns a pool that opens connections on
@@ -141,49 +142,36 @@ func NewPool(cfg PoolConfig) (*Pool, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	p := &Pool{cfg: cfg, size: cfg.Size, gate: -1, changed: make(chan struct{}), cancel: func() {}}
+	p := &Pool{cfg: cfg, size: cfg.Size, gate: -1, changed: make(chan struct{})}
 	p.cfg.Conn.counters = &p.io
 	return p, nil
 }
 
-// Start runs the health checks of idle connections until Stop. A stopped
-// pool cannot be started again (ErrClosed).
+// Start runs the health checks of idle connections until Stop. The pool
+// hands out connections without it. Starting twice fails with
+// lifecycle.ErrStarted; a stopped pool does not start again
+// (lifecycle.ErrStopped).
 func (p *Pool) Start(ctx context.Context) error {
-	var err error
-	p.startOnce.Do(func() {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		// Checked and registered under the lock Stop takes first, so Stop
-		// either sees the loop to cancel and wait for, or Start sees closed.
-		if p.closed {
-			err = fmt.Errorf("nntp: pool: start: %w", ErrClosed)
-			return
-		}
+	return p.base.Start(ctx, "nntp pool", func(context.Context) error {
 		if p.cfg.HealthEvery < 0 {
-			return
+			return nil
 		}
-		ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-		p.cancel = cancel
 		p.wg.Add(1)
-		go p.healthLoop(ctx)
+		go p.healthLoop(p.base.Run())
+		return nil
 	})
-	if err == nil && p.isClosed() {
-		err = fmt.Errorf("nntp: pool: start: %w", ErrClosed)
-	}
-	return err
-}
-
-func (p *Pool) isClosed() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.closed
 }
 
 // Stop stops handing out connections, closes the idle ones, then waits for
 // those in use to come back (each is closed on Release) and for every close
-// to be done, until ctx ends.
-// Idempotent; safe without Start.
+// to be done, until ctx ends. A pool that was never started is closed all
+// the same, since it hands out connections without Start. Safe to call
+// twice; a later Start fails.
 func (p *Pool) Stop(ctx context.Context) error {
+	// Ends the health loop (its run context) if it runs; Stop before Start
+	// only marks the pool stopped.
+	_ = p.base.Stop(ctx, nil)
+	p.wg.Wait()
 	p.mu.Lock()
 	p.closed = true
 	idle := make([]*Conn, 0, len(p.idle))
@@ -195,11 +183,8 @@ func (p *Pool) Stop(ctx context.Context) error {
 	if p.gateTimer != nil {
 		p.gateTimer.Stop()
 	}
-	cancel := p.cancel
 	p.notifyLocked()
 	p.mu.Unlock()
-	cancel()
-	p.wg.Wait()
 	p.closeConns(idle)
 	for {
 		p.mu.Lock()

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/nntp/nntptest"
 )
 
@@ -50,7 +51,7 @@ func TestPoolSlowQuit(t *testing.T) {
 		t.Fatalf("%d dials: the pool dialled into the slot of a connection still closing", n)
 	}
 
-	waitFor(t, "the close to be counted down", func() bool { return p.Stats().Closing == 0 })
+	testwait.For(t, "the close to be counted down", func() bool { return p.Stats().Closing == 0 })
 	if d := time.Since(start); d < quitT+grace {
 		t.Fatalf("the timed-out close was counted down %v after the shrink, before the Quit timeout and grace (%v)", d, quitT+grace)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/nntp/nntptest"
 )
 
@@ -112,7 +113,7 @@ func TestPoolWaitOpenAfterShrink(t *testing.T) {
 	}
 
 	// ResetPeak restarts the high-water mark from what is open now.
-	waitFor(t, "the server to see the closes", func() bool { return s.Stats().Active == 1 })
+	testwait.For(t, "the server to see the closes", func() bool { return s.Stats().Active == 1 })
 	s.ResetPeak()
 	if got := s.Stats().Peak; got != 1 {
 		t.Fatalf("peak after reset %d, want 1", got)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/switchyard-dev/switchyard/internal/lifecycle"
 	"go.uber.org/goleak"
 )
 
@@ -24,7 +25,29 @@ func TestPoolStartAfterStop(t *testing.T) {
 	if err := p.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Start(ctx); !errors.Is(err, ErrClosed) {
-		t.Fatalf("Start after Stop: %v, want ErrClosed", err)
+	if err := p.Start(ctx); !errors.Is(err, lifecycle.ErrStopped) {
+		t.Fatalf("Start after Stop: %v, want lifecycle.ErrStopped", err)
+	}
+}
+
+// TestPoolStartTwice: a second Start is refused, and Stop ends the one
+// health loop the first started.
+func TestPoolStartTwice(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	p, err := NewPool(PoolConfig{Conn: Config{Addr: "127.0.0.1:1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := p.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(ctx); !errors.Is(err, lifecycle.ErrStarted) {
+		t.Fatalf("second Start: %v, want lifecycle.ErrStarted", err)
+	}
+	for range 2 {
+		if err := p.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

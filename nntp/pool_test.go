@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/nntp/nntptest"
 )
 
@@ -103,7 +104,7 @@ func TestPoolResize(t *testing.T) {
 		}
 		got <- c
 	}()
-	waitFor(t, "the waiter to block", func() bool { return p.Stats().Waits == 1 })
+	testwait.For(t, "the waiter to block", func() bool { return p.Stats().Waits == 1 })
 	p.Release(held[0])
 	p.Release(held[1])
 	select {
@@ -111,7 +112,7 @@ func TestPoolResize(t *testing.T) {
 		t.Fatalf("acquired %p while 1 of 1 still in use", c)
 	default:
 	}
-	waitFor(t, "surplus connections to close", func() bool { return s.Stats().Active == 1 })
+	testwait.For(t, "surplus connections to close", func() bool { return s.Stats().Active == 1 })
 	p.Release(held[2])
 	c := <-got
 	if _, err := c.Group(ctx, testGroup); err != nil {
@@ -126,7 +127,7 @@ func TestPoolResize(t *testing.T) {
 		}
 		got <- c
 	}()
-	waitFor(t, "the second waiter to block", func() bool { return p.Stats().Waits == 2 })
+	testwait.For(t, "the second waiter to block", func() bool { return p.Stats().Waits == 2 })
 	p.Resize(2)
 	c2 := <-got
 	p.Release(c)
@@ -162,7 +163,7 @@ func TestPoolTooManyConnectionsGate(t *testing.T) {
 	if _, err := p.Acquire(waitCtx); !errors.Is(err, context.Canceled) {
 		t.Fatalf("gated acquire: %v", err)
 	}
-	waitFor(t, "the gate to restore", func() bool { return p.Stats().Allowed == 4 })
+	testwait.For(t, "the gate to restore", func() bool { return p.Stats().Allowed == 4 })
 	p.Release(a)
 	p.Release(b)
 	if st := p.Stats(); st.Gated || st.Idle != 2 {
@@ -181,7 +182,7 @@ func TestPoolHealthCheckDropsDeadConnections(t *testing.T) {
 		t.Fatalf("%+v", st)
 	}
 	s.CloseConns()
-	waitFor(t, "the dead idle connection to be dropped", func() bool {
+	testwait.For(t, "the dead idle connection to be dropped", func() bool {
 		st := p.Stats()
 		return st.Idle == 0 && st.Errors == 1
 	})
@@ -210,7 +211,7 @@ func TestPoolStop(t *testing.T) {
 		defer cancel()
 		stopped <- p.Stop(ctx)
 	}()
-	waitFor(t, "the pool to refuse new work", func() bool {
+	testwait.For(t, "the pool to refuse new work", func() bool {
 		_, err := p.Acquire(context.Background())
 		return errors.Is(err, ErrClosed)
 	})
@@ -223,7 +224,7 @@ func TestPoolStop(t *testing.T) {
 	if err := <-stopped; err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the server to see the connection close", func() bool { return s.Stats().Active == 0 })
+	testwait.For(t, "the server to see the connection close", func() bool { return s.Stats().Active == 0 })
 	if err := p.Stop(context.Background()); err != nil {
 		t.Fatalf("second Stop: %v", err)
 	}

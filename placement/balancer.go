@@ -40,7 +40,7 @@ type BalancerConfig struct {
 	// RetryMin and RetryMax bound the backoff between re-subscribe attempts.
 	// Zero means RetryMinDefault and RetryMaxDefault.
 	RetryMin, RetryMax time.Duration
-	// Logger receives errors. Nil means slog.Default().
+	// Logger receives errors, with role=balancer. Nil means slog.Default().
 	Logger *slog.Logger
 }
 
@@ -60,9 +60,7 @@ func (c BalancerConfig) withDefaults() BalancerConfig {
 	if c.RetryMax == 0 {
 		c.RetryMax = RetryMaxDefault
 	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.Logger = lifecycle.Logger(c.Logger, "balancer")
 	return c
 }
 

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/switchyard-dev/switchyard/internal/lifecycle"
 	"github.com/switchyard-dev/switchyard/persist"
 )
 
@@ -21,8 +22,12 @@ type SettleConfig struct {
 	// MinCompletion is the least Completion (0..1] a settled release needs.
 	// Default 0.95.
 	MinCompletion float64
-	// Every is how often Run sweeps. Default Window/8, at least a second.
+	// Every is how often a Settler sweeps. Default Window/8, at least a
+	// second.
 	Every time.Duration
+	// Logger receives a Settler's sweep results and failures. Nil means
+	// slog.Default(); either way its lines carry role=settler.
+	Logger *slog.Logger
 }
 
 func (c SettleConfig) withDefaults() SettleConfig {
@@ -95,47 +100,47 @@ func (s *Store) Settle(ctx context.Context, now time.Time, cfg SettleConfig) (in
 
 // Settler runs the settle sweep every SettleConfig.Every in its own
 // goroutine, logging what each sweep published and any failure (the next
-// sweep tries again).
+// sweep tries again). It follows the lifecycle package's rules: Start
+// twice fails, Stop before Start or twice is a no-op, and a stopped
+// Settler does not start again.
 type Settler struct {
-	store  *Store
-	cfg    SettleConfig
-	now    func() time.Time
-	cancel context.CancelFunc
-	done   chan struct{}
+	store *Store
+	cfg   SettleConfig
+	now   func() time.Time
+	log   *slog.Logger
+	base  lifecycle.Base
+	done  chan struct{} // closed when the sweep loop has returned
 }
 
-// NewSettler returns a stopped Settler over s; now is its clock
+// NewSettler returns a Settler over s, not yet started; now is its clock
 // (time.Now when nil).
 func NewSettler(s *Store, cfg SettleConfig, now func() time.Time) *Settler {
 	if now == nil {
 		now = time.Now
 	}
-	return &Settler{store: s, cfg: cfg.withDefaults(), now: now}
+	return &Settler{store: s, cfg: cfg.withDefaults(), now: now, log: lifecycle.Logger(cfg.Logger, "settler")}
 }
 
-// Start starts the sweeps; ctx's values (not its end) reach them.
+// Start starts the sweeps; they run until Stop, with ctx's values but not
+// its end.
 func (st *Settler) Start(ctx context.Context) error {
-	if st.done != nil {
-		return fmt.Errorf("usenet: settler started twice")
-	}
-	ctx, st.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	st.done = make(chan struct{})
-	go st.run(ctx)
-	return nil
+	return st.base.Start(ctx, "usenet: settler", func(context.Context) error {
+		st.done = make(chan struct{})
+		go st.run(st.base.Run())
+		return nil
+	})
 }
 
 // Stop ends the sweeps and waits for the one in flight, or for ctx.
 func (st *Settler) Stop(ctx context.Context) error {
-	if st.done == nil {
-		return nil
-	}
-	st.cancel()
-	select {
-	case <-st.done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("usenet: settler stop: %w", ctx.Err())
-	}
+	return st.base.Stop(ctx, func(ctx context.Context) error {
+		select {
+		case <-st.done:
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("usenet: settler stop: %w", ctx.Err())
+		}
+	})
 }
 
 func (st *Settler) run(ctx context.Context) {
@@ -151,9 +156,9 @@ func (st *Settler) run(ctx context.Context) {
 		n, err := st.store.Settle(ctx, st.now(), st.cfg)
 		switch {
 		case err != nil && ctx.Err() == nil:
-			slog.Warn("usenet: settle sweep failed", "err", err)
+			st.log.Warn("usenet: settle sweep failed", "err", err)
 		case n > 0:
-			slog.Debug("usenet: settled releases published", "releases", n)
+			st.log.Debug("usenet: settled releases published", "releases", n)
 		}
 	}
 }

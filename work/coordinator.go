@@ -2,12 +2,12 @@ package work
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
+	"github.com/switchyard-dev/switchyard/internal/lifecycle"
 	"github.com/switchyard-dev/switchyard/nntp"
 )
 
@@ -18,26 +18,26 @@ type CoordinatorConfig struct {
 	Shard Shard
 	// Planner, Prefetch, Lease and Share configure the parts; their Shard,
 	// Name and Priority fields are set from Shard when zero.
+	// Lease.AbandonedEvery is also the main shard's FinishAbandoned round.
 	Planner  PlannerConfig
 	Prefetch PrefetchConfig
 	Lease    LeaseConfig
 	Share    ShareConfig
-	// Tick is the prefetch round and the planning loop's check. Zero means
-	// TickDefault.
+	// Tick is the prefetch round (Prefetch.Tick when that is zero). Zero
+	// means TickDefault.
 	Tick time.Duration
 	// TailEvery: zero means TailEveryDefault.
 	TailEvery time.Duration
 	// PlanEvery: zero means PlanEveryDefault.
 	PlanEvery time.Duration
-	// AbandonedEvery: zero means AbandonedEveryDefault.
-	AbandonedEvery time.Duration
 	// StopWait bounds Stop's wait for chunks in flight. Zero means
 	// StopWaitDefault.
 	StopWait time.Duration
 	// ProgressEvery is how often the main shard logs how far the source is
 	// (only while ranges are outstanding). Zero means ProgressEveryDefault.
 	ProgressEvery time.Duration
-	// Logger: nil means slog.Default().
+	// Logger: nil means slog.Default(). The coordinator's lines carry
+	// role=coordinator; it is also the parts' Logger when theirs is nil.
 	Logger *slog.Logger
 }
 
@@ -54,8 +54,8 @@ func (c CoordinatorConfig) withDefaults() CoordinatorConfig {
 	if c.PlanEvery == 0 {
 		c.PlanEvery = PlanEveryDefault
 	}
-	if c.AbandonedEvery == 0 {
-		c.AbandonedEvery = AbandonedEveryDefault
+	if c.Lease.AbandonedEvery == 0 {
+		c.Lease.AbandonedEvery = AbandonedEveryDefault
 	}
 	if c.StopWait == 0 {
 		c.StopWait = StopWaitDefault
@@ -63,10 +63,10 @@ func (c CoordinatorConfig) withDefaults() CoordinatorConfig {
 	if c.ProgressEvery == 0 {
 		c.ProgressEvery = ProgressEveryDefault
 	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
 	c.Prefetch.Shard = c.Shard
+	if c.Prefetch.Tick == 0 {
+		c.Prefetch.Tick = c.Tick
+	}
 	if c.Prefetch.Logger == nil {
 		c.Prefetch.Logger = c.Logger
 	}
@@ -101,16 +101,11 @@ type Coordinator struct {
 	leases   *Leases
 	log      *slog.Logger
 
-	mu      sync.Mutex // protects started, stopped
-	started bool
-	stopped bool
-	cancel  context.CancelFunc // ends the loops but the prefetch loop
-	wg      sync.WaitGroup     // the loops but the prefetch loop
-	// The prefetch loop has a context and an end of its own: Stop lets its
-	// last round finish (chunks in flight written, their range marked
-	// spooled) before it cancels anything.
-	pfCancel context.CancelFunc
-	pfDone   chan struct{}
+	base lifecycle.Base // the loops run in its run context
+	// wg counts the loops. The prefetcher runs its own, with an end of its
+	// own: Stop lets its last round finish (chunks in flight written, their
+	// range marked spooled) before it cancels anything.
+	wg sync.WaitGroup
 }
 
 // NewCoordinator builds a coordinator on st that fetches through pool. The
@@ -128,7 +123,7 @@ func NewCoordinator(st *Store, pool *nntp.Pool, cfg CoordinatorConfig) (*Coordin
 	if err != nil {
 		return nil, fmt.Errorf("coordinator: %w", err)
 	}
-	c := &Coordinator{cfg: cfg, st: st, pool: pool, share: share, prefetch: pf, log: cfg.Logger}
+	c := &Coordinator{cfg: cfg, st: st, pool: pool, share: share, prefetch: pf, log: lifecycle.Logger(cfg.Logger, "coordinator")}
 	if cfg.Shard.Main() {
 		if c.planner, err = NewPlanner(st, pool, cfg.Planner); err != nil {
 			return nil, fmt.Errorf("coordinator: %w", err)
@@ -147,16 +142,14 @@ func (c *Coordinator) Prefetcher() *Prefetcher { return c.prefetch }
 func (c *Coordinator) Share() *Share { return c.share }
 
 // Start logs the start, takes the first share (so the pool has its size
-// before the first connection) and starts the loops.
+// before the first connection) and starts the loops and the prefetcher.
+// ctx is used only to start (the lifecycle package's rules: a second Start
+// fails, a stopped coordinator does not start again).
 func (c *Coordinator) Start(ctx context.Context) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.stopped {
-		return errors.New("coordinator: start after stop")
-	}
-	if c.started {
-		return nil
-	}
+	return c.base.Start(ctx, "coordinator", c.start)
+}
+
+func (c *Coordinator) start(ctx context.Context) error {
 	if err := c.st.Init(ctx); err != nil {
 		return fmt.Errorf("coordinator: %w", err)
 	}
@@ -180,40 +173,30 @@ func (c *Coordinator) Start(ctx context.Context) error {
 	} else {
 		c.log.Info("nntp share", "granted", first.Granted)
 	}
-	// The loops outlive Start's ctx: they end at Stop.
-	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	c.cancel = cancel
-	c.started = true
+	if err := c.prefetch.Start(ctx); err != nil {
+		return fmt.Errorf("coordinator: %w", err)
+	}
+	run := c.base.Run()
 	shareEvery := c.cfg.Share.Every
 	if shareEvery == 0 {
 		shareEvery = ShareEveryDefault
 	}
-	c.loop(lctx, "nntp share", shareEvery, func(ctx context.Context) error {
+	c.loop(run, "nntp share", shareEvery, func(ctx context.Context) error {
 		r, err := c.share.Round(ctx)
 		if err == nil && r.Granted != r.Was {
 			c.log.Info("nntp share", "granted", r.Granted, "was", r.Was)
 		}
 		return err
 	})
-	pctx, pcancel := context.WithCancel(context.WithoutCancel(ctx))
-	c.pfCancel, c.pfDone = pcancel, make(chan struct{})
-	go func() {
-		defer close(c.pfDone)
-		// ErrStopped (Stop): the round's chunks in flight are written.
-		runLoop(pctx, c.log, "prefetch round", c.cfg.Tick, ErrStopped, func(ctx context.Context) error {
-			_, err := c.prefetch.Tick(ctx)
-			return err
-		})
-	}()
 	if c.cfg.Shard.Main() {
-		c.loop(lctx, "finishing abandoned leases", c.cfg.AbandonedEvery, func(ctx context.Context) error {
+		c.loop(run, "finishing abandoned leases", c.cfg.Lease.AbandonedEvery, func(ctx context.Context) error {
 			n, err := c.leases.FinishAbandoned(ctx)
 			if n > 0 {
 				c.log.Info("finished ranges read to their end whose worker went quiet", "ranges", n)
 			}
 			return err
 		})
-		c.loop(lctx, "planning history", c.cfg.PlanEvery, func(ctx context.Context) error {
+		c.loop(run, "planning history", c.cfg.PlanEvery, func(ctx context.Context) error {
 			st, err := c.planner.PlanAll(ctx)
 			if st.Ranges > 0 {
 				c.log.Info("planned history", "ranges", st.Ranges, "groups", st.Groups)
@@ -221,7 +204,7 @@ func (c *Coordinator) Start(ctx context.Context) error {
 			return err
 		})
 		var lastDone int64
-		c.loop(lctx, "progress", c.cfg.ProgressEvery, func(ctx context.Context) error {
+		c.loop(run, "progress", c.cfg.ProgressEvery, func(ctx context.Context) error {
 			s, err := c.st.Status(ctx)
 			if err != nil {
 				return err
@@ -239,7 +222,7 @@ func (c *Coordinator) Start(ctx context.Context) error {
 				"articles_per_second", int64(s.Throughput), "spooled", s.Ranges[StateSpooled], "leased", s.Ranges[StateLeased], "failed", s.Ranges[StateFailed])
 			return nil
 		})
-		c.loop(lctx, "planning the tail", c.cfg.TailEvery, func(ctx context.Context) error {
+		c.loop(run, "planning the tail", c.cfg.TailEvery, func(ctx context.Context) error {
 			st, err := c.planner.PlanTail(ctx)
 			if st.Ranges > 0 {
 				c.log.Debug("planned the tail", "ranges", st.Ranges, "groups", st.Groups)
@@ -255,14 +238,13 @@ func (c *Coordinator) loop(ctx context.Context, what string, every time.Duration
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		runLoop(ctx, c.log, what, every, nil, round)
+		runLoop(ctx, c.log, what, every, round)
 	}()
 }
 
-// runLoop runs round at once and then every interval until ctx ends, or
-// until round returns an error matching end (nil: none does); any other
+// runLoop runs round at once and then every interval until ctx ends; a
 // failed round is logged and the loop goes on.
-func runLoop(ctx context.Context, log *slog.Logger, what string, every time.Duration, end error, round func(context.Context) error) {
+func runLoop(ctx context.Context, log *slog.Logger, what string, every time.Duration, round func(context.Context) error) {
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
@@ -271,11 +253,7 @@ func runLoop(ctx context.Context, log *slog.Logger, what string, every time.Dura
 			return
 		case <-t.C:
 		}
-		err := round(ctx)
-		switch {
-		case end != nil && errors.Is(err, end):
-			return
-		case err != nil && ctx.Err() == nil:
+		if err := round(ctx); err != nil && ctx.Err() == nil {
 			log.Error(what+" failed", "err", err)
 		}
 		t.Reset(every)
@@ -283,37 +261,23 @@ func runLoop(ctx context.Context, log *slog.Logger, what string, every time.Dura
 }
 
 // Stop stops taking work, waits up to StopWait (or ctx) for the chunks in
-// flight, closes the pool and leaves the share. It is idempotent and safe
-// without Start.
+// flight, closes the pool and leaves the share. Safe without Start and
+// twice.
 func (c *Coordinator) Stop(ctx context.Context) error {
-	c.mu.Lock()
-	if c.stopped {
-		c.mu.Unlock()
-		return nil
-	}
-	c.stopped = true
-	started := c.started
-	c.mu.Unlock()
-	if !started {
-		return nil
-	}
+	return c.base.Stop(ctx, c.stop)
+}
+
+func (c *Coordinator) stop(ctx context.Context) error {
 	c.log.Info("stopping: waiting for the chunks in flight", "chunks", c.prefetch.Active())
-	c.prefetch.Stop()
-	// The other loops end now; the prefetch loop's round may finish its
-	// chunks in flight within StopWait.
-	c.cancel()
+	// The other loops end with the run context, which is cancelled now; the
+	// prefetcher's round may finish its chunks in flight within StopWait.
 	c.wg.Wait()
-	wait := time.NewTimer(c.cfg.StopWait)
-	defer wait.Stop()
-	select {
-	case <-c.pfDone:
-	case <-wait.C:
-		c.log.Info("closing connections still fetching", "chunks", c.prefetch.Active())
-	case <-ctx.Done():
-		c.log.Info("closing connections still fetching", "chunks", c.prefetch.Active())
+	wctx, wcancel := context.WithTimeout(ctx, c.cfg.StopWait)
+	if err := c.prefetch.Stop(wctx); err != nil {
+		// Expected past StopWait: the chunks cut off are fetched again.
+		c.log.Info("closed connections still fetching", "err", err)
 	}
-	c.pfCancel()
-	<-c.pfDone
+	wcancel()
 	// Cleanup runs even when ctx is done, each step with its own time: a
 	// slow pool close must not leave the share entry behind.
 	var firstErr error

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-dev/switchyard/internal/lifecycle"
 	"github.com/switchyard-dev/switchyard/internal/testpersist"
 	"github.com/switchyard-dev/switchyard/nntp"
 	"github.com/switchyard-dev/switchyard/nntp/nntptest"
@@ -18,14 +19,10 @@ import (
 func TestCoordinatorEndToEnd(t *testing.T) {
 	t.Parallel()
 	env := testpersist.Start(t, 1)
-	srv := nntptest.New(nntptest.Config{Addr: "127.0.0.1:0"})
+	srv := nntptest.Start(t)
 	const group = "alt.binaries.coord"
 	srv.AddGroup(group, 5_000)
 	ctx := context.Background()
-	if err := srv.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Stop(context.Background()) })
 	st, err := work.NewStore(env.Client(), "coord")
 	if err != nil {
 		t.Fatal(err)
@@ -47,6 +44,9 @@ func TestCoordinatorEndToEnd(t *testing.T) {
 	}
 	if err := co.Start(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if err := co.Start(ctx); !errors.Is(err, lifecycle.ErrStarted) {
+		t.Fatalf("second Start: %v, want lifecycle.ErrStarted", err)
 	}
 	w, err := work.NewWorker(st, work.CountingIndexer{}, work.WorkerConfig{Name: "w", Idle: 20 * time.Millisecond})
 	if err != nil {
@@ -113,8 +113,8 @@ func TestCoordinatorEndToEnd(t *testing.T) {
 	if err := co.Stop(ctx); err != nil {
 		t.Errorf("second Stop: %v", err)
 	}
-	if err := co.Start(ctx); err == nil || errors.Is(err, context.Canceled) {
-		t.Errorf("Start after Stop: %v, want an error", err)
+	if err := co.Start(ctx); !errors.Is(err, lifecycle.ErrStopped) {
+		t.Errorf("Start after Stop: %v, want lifecycle.ErrStopped", err)
 	}
 	// Stop left the share: the table no longer lists the coordinator.
 	table, err := st.ShareTable(ctx)

@@ -130,20 +130,6 @@ func (e *ltEnv) ltSpoolFile(t *testing.T, id uint64) bool {
 	return err == nil
 }
 
-// ltEventually polls cond every 20 ms until it holds or d passes.
-func ltEventually(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %s", d, what)
-		}
-		<-tick.C
-	}
-}
-
 // ltCover checks that the ranges of group cover first..last exactly once,
 // in pieces of at most size articles, and returns them by First.
 func ltCover(t *testing.T, ranges []work.Range, group string, first, last, size int64) []work.Range {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/work"
 )
@@ -131,7 +132,7 @@ func TestLeasesExpiryFences(t *testing.T) {
 		t.Fatalf("b acquires while a's lease lives: %v", err)
 	}
 	var hb *work.Held
-	ltEventually(t, 10*time.Second, "a's lease never expired for b", func() bool {
+	testwait.For(t, "a's lease to expire for b", func() bool {
 		h, err := lb.Acquire(e.ctx, "b")
 		if err != nil && !errors.Is(err, work.ErrNoWork) {
 			t.Fatal(err)
@@ -321,7 +322,7 @@ func TestLeasesFinishAbandoned(t *testing.T) {
 		t.Fatalf("FinishAbandoned before the lease went quiet: %d, %v; want 0", n, err)
 	}
 	quick := ltLeases(t, e.st, work.LeaseConfig{QuietAfter: 200 * time.Millisecond})
-	ltEventually(t, 10*time.Second, "FinishAbandoned never finished the quiet range", func() bool {
+	testwait.For(t, "FinishAbandoned to finish the quiet range", func() bool {
 		n, err := quick.FinishAbandoned(e.ctx)
 		if err != nil || n > 1 {
 			t.Fatalf("FinishAbandoned: %d, %v", n, err)
@@ -432,7 +433,7 @@ func TestLeasesStalledTakeFenced(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ltEventually(t, 10*time.Second, "the stalled caller's lease never expired", func() bool {
+			testwait.For(t, "the stalled caller's lease to expire", func() bool {
 				_, err := e.st.Lease(e.ctx, r.ID)
 				return errors.Is(err, persist.ErrNotFound)
 			})

@@ -13,14 +13,10 @@ import (
 // ltNNTP starts a test news server with groups of the given sizes.
 func ltNNTP(t *testing.T, groups map[string]int64) *nntptest.Server {
 	t.Helper()
-	srv := nntptest.New(nntptest.Config{})
+	srv := nntptest.Start(t)
 	for g, n := range groups {
 		srv.AddGroup(g, n)
 	}
-	if err := srv.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Stop(context.Background()) })
 	return srv
 }
 

@@ -9,7 +9,9 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
+	"github.com/switchyard-dev/switchyard/internal/lifecycle"
 	"github.com/switchyard-dev/switchyard/nntp"
 )
 
@@ -37,8 +39,12 @@ type PrefetchConfig struct {
 	// Chunk is how many articles one OVER asks for and one spool message
 	// holds. Zero means ChunkDefault.
 	Chunk int64
+	// Tick is the round of a started prefetcher (Start). Zero means
+	// TickDefault.
+	Tick time.Duration
 	// Logger receives the failures of ranges, which are retried on the
-	// next round. Nil means slog.Default().
+	// next round. Nil means slog.Default(); its lines carry
+	// role=prefetcher.
 	Logger *slog.Logger
 }
 
@@ -52,8 +58,8 @@ func (c PrefetchConfig) withDefaults() PrefetchConfig {
 	if c.Chunk == 0 {
 		c.Chunk = ChunkDefault
 	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
+	if c.Tick == 0 {
+		c.Tick = TickDefault
 	}
 	return c
 }
@@ -67,6 +73,9 @@ func (c PrefetchConfig) validate() error {
 	}
 	if c.Chunk < 0 {
 		return fmt.Errorf("work: prefetch: negative chunk %d", c.Chunk)
+	}
+	if c.Tick < 0 {
+		return fmt.Errorf("work: prefetch: negative tick %v", c.Tick)
 	}
 	return nil
 }
@@ -96,13 +105,19 @@ type PrefetchStats struct {
 
 // Prefetcher keeps a coordinator shard's ranges spooled ahead of the
 // workers: each Tick fetches the overview of the next planned ranges
-// through an NNTP pool into their spools and marks them spooled. Its
-// methods are safe for concurrent use; Ticks run one at a time.
+// through an NNTP pool into their spools and marks them spooled. Start
+// runs a Tick every PrefetchConfig.Tick until Stop; Tick may also be
+// called on its own. Its methods are safe for concurrent use; Ticks run
+// one at a time.
 type Prefetcher struct {
 	st   *Store
 	pool *nntp.Pool
 	cfg  PrefetchConfig
 	log  *slog.Logger
+
+	base  lifecycle.Base
+	abort context.CancelFunc // cancels the rounds' context: chunks in flight are cut off
+	done  chan struct{}      // closed when the round loop has returned
 
 	tickMu   sync.Mutex     // one round at a time; protects failures
 	failures map[uint64]int // rounds in a row a range failed, by id
@@ -127,7 +142,45 @@ func NewPrefetcher(st *Store, pool *nntp.Pool, cfg PrefetchConfig) (*Prefetcher,
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Prefetcher{st: st, pool: pool, cfg: cfg, log: cfg.Logger, failures: map[uint64]int{}}, nil
+	return &Prefetcher{st: st, pool: pool, cfg: cfg, log: lifecycle.Logger(cfg.Logger, "prefetcher"), failures: map[uint64]int{}}, nil
+}
+
+// Start runs a round at once and then every Tick, until Stop; a failed
+// round is logged and the next one tries again. ctx is used only to start
+// (the lifecycle package's rules: a second Start fails, a stopped
+// prefetcher does not start again).
+func (p *Prefetcher) Start(ctx context.Context) error {
+	return p.base.Start(ctx, "work: prefetcher", func(context.Context) error {
+		run := p.base.Run()
+		// The rounds' context is not the run context, which ends as soon as
+		// Stop begins: the chunks in flight are still written within Stop's
+		// deadline, and only past it is this one cancelled.
+		fetch, cancel := context.WithCancel(context.WithoutCancel(run))
+		p.abort, p.done = cancel, make(chan struct{})
+		go p.loop(run, fetch)
+		return nil
+	})
+}
+
+func (p *Prefetcher) loop(run, fetch context.Context) {
+	defer close(p.done)
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-run.Done():
+			return
+		case <-t.C:
+		}
+		_, err := p.Tick(fetch)
+		switch {
+		case errors.Is(err, ErrStopped):
+			return // Stop: the round's chunks in flight are written
+		case err != nil && fetch.Err() == nil:
+			p.log.Error("prefetch round failed", "err", err)
+		}
+		t.Reset(p.cfg.Tick)
+	}
 }
 
 // Active is the number of chunks being fetched or written now.
@@ -136,12 +189,25 @@ func (p *Prefetcher) Active() int { return int(p.active.Load()) }
 // Stop makes the prefetcher start no new chunk: a Tick running finishes
 // the chunks in flight and returns ErrStopped, leaving the ranges it did
 // not finish planned (a later prefetcher fetches them again, replacing
-// their chunks). Later Ticks return ErrStopped. Stop does not wait; watch
-// Active for the chunks in flight.
-func (p *Prefetcher) Stop() {
+// their chunks). Later Ticks return ErrStopped, whether or not the
+// prefetcher was started. Stop waits for the round loop of Start until ctx
+// ends; then it cuts the chunks in flight off, waits for the loop to
+// return and says so with an error wrapping ctx.Err().
+func (p *Prefetcher) Stop(ctx context.Context) error {
 	p.mu.Lock()
 	p.stopped = true
 	p.mu.Unlock()
+	return p.base.Stop(ctx, func(ctx context.Context) error {
+		select {
+		case <-p.done:
+			return nil
+		case <-ctx.Done():
+			active := p.Active()
+			p.abort()
+			<-p.done
+			return fmt.Errorf("work: prefetcher stop: %d chunks in flight cut off: %w", active, ctx.Err())
+		}
+	})
 }
 
 func (p *Prefetcher) isStopped() bool {

@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-dev/switchyard/internal/lifecycle"
 	"github.com/switchyard-dev/switchyard/internal/testpersist"
+	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/nntp"
 	"github.com/switchyard-dev/switchyard/nntp/nntptest"
 )
@@ -36,12 +38,8 @@ func newPFEnv(t testing.TB, articles int64, conns int) *pfEnv {
 	if err := st.Init(ctx); err != nil {
 		t.Fatal(err)
 	}
-	srv := nntptest.New(nntptest.Config{})
+	srv := nntptest.Start(t)
 	srv.AddGroup(pfGroup, articles)
-	if err := srv.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Stop(context.Background()) })
 	pool, err := nntp.NewPool(nntp.PoolConfig{Conn: nntp.Config{Addr: srv.Addr()}, Size: conns, HealthEvery: -1})
 	if err != nil {
 		t.Fatal(err)
@@ -343,15 +341,15 @@ func TestPrefetchAfterCanceledRound(t *testing.T) {
 	p := e.prefetcher(t, PrefetchConfig{Chunk: 300})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	tick := make(chan error, 1)
 	go func() {
-		// Cancel once a few chunks are in the spool.
-		deadline := time.Now().Add(10 * time.Second)
-		for time.Now().Before(deadline) && ctx.Err() == nil && p.Stats().Chunks < 3 {
-			time.Sleep(time.Millisecond)
-		}
-		cancel()
+		_, err := p.Tick(ctx)
+		tick <- err
 	}()
-	if _, err := p.Tick(ctx); !errors.Is(err, context.Canceled) {
+	// Cancel once a few chunks are in the spool.
+	testwait.For(t, "three chunks spooled", func() bool { return p.Stats().Chunks >= 3 })
+	cancel()
+	if err := <-tick; !errors.Is(err, context.Canceled) {
 		t.Fatalf("canceled tick: %v, want context.Canceled", err)
 	}
 	if e.state(t, 1) != StatePlanned {
@@ -453,14 +451,10 @@ func TestPrefetchStop(t *testing.T) {
 		ts, err := p.Tick(context.Background())
 		res <- result{ts, err}
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for p.Stats().Chunks < 5 {
-		if time.Now().After(deadline) {
-			t.Fatal("no chunk written in 10 s")
-		}
-		time.Sleep(time.Millisecond)
+	testwait.For(t, "five chunks written", func() bool { return p.Stats().Chunks >= 5 })
+	if err := p.Stop(context.Background()); err != nil {
+		t.Fatal(err) // never started: Stop only stops the running Tick
 	}
-	p.Stop()
 	r := <-res
 	if !errors.Is(r.err, ErrStopped) {
 		t.Fatalf("stopped tick: %+v, %v; want ErrStopped", r.ts, r.err)
@@ -525,5 +519,60 @@ func TestLineArticle(t *testing.T) {
 		if n != want {
 			t.Errorf("lineArticle(%q) = %d, want %d", line, n, want)
 		}
+	}
+}
+
+// TestPrefetcherStartStop: a started prefetcher spools the planned ranges
+// round after round, and follows the lifecycle rules.
+func TestPrefetcherStartStop(t *testing.T) {
+	t.Parallel()
+	e := newPFEnv(t, 2000, 1)
+	e.putRanges(t, 1, 2, 1000, KindHistory)
+	p := e.prefetcher(t, PrefetchConfig{Chunk: 100, Tick: time.Millisecond})
+	ctx := context.Background()
+	if err := p.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(ctx); !errors.Is(err, lifecycle.ErrStarted) {
+		t.Fatalf("second Start: %v, want lifecycle.ErrStarted", err)
+	}
+	testwait.For(t, "both ranges spooled", func() bool {
+		return e.state(t, 1) == StateSpooled && e.state(t, 2) == StateSpooled
+	})
+	for range 2 {
+		if err := p.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Start(ctx); !errors.Is(err, lifecycle.ErrStopped) {
+		t.Fatalf("Start after Stop: %v, want lifecycle.ErrStopped", err)
+	}
+	if _, err := p.Tick(ctx); !errors.Is(err, ErrStopped) {
+		t.Fatalf("Tick after Stop: %v, want ErrStopped", err)
+	}
+}
+
+// TestPrefetcherStopDeadline: chunks that do not finish before Stop's
+// deadline are cut off, Stop says so, and their range stays planned.
+func TestPrefetcherStopDeadline(t *testing.T) {
+	t.Parallel()
+	e := newPFEnv(t, 1000, 1)
+	e.putRanges(t, 1, 1, 1000, KindHistory)
+	e.srv.SetFaults(nntptest.Faults{HoldOver: true})
+	p := e.prefetcher(t, PrefetchConfig{Chunk: 100})
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, "a chunk in flight", func() bool { return p.Active() > 0 })
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := p.Stop(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Stop past its deadline: %v, want context.Canceled", err)
+	}
+	if a := p.Active(); a != 0 {
+		t.Errorf("Active %d after Stop returned", a)
+	}
+	if s := e.state(t, 1); s != StatePlanned {
+		t.Errorf("range 1: %s after a cut-off round, want planned", s)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/switchyard-dev/switchyard/internal/testnats"
 	"github.com/switchyard-dev/switchyard/internal/testpersist"
+	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/nntp"
 	"github.com/switchyard-dev/switchyard/nntp/nntptest"
 	"github.com/switchyard-dev/switchyard/persist"
@@ -37,18 +38,8 @@ func shareStore(t *testing.T) *work.Store {
 // than the shares' limit, so that an overshoot shows in its Peak.
 func shareServer(t *testing.T, maxConns int) *nntptest.Server {
 	t.Helper()
-	s := nntptest.New(nntptest.Config{MaxConns: maxConns, PartSize: 2000})
+	s := nntptest.Start(t, nntptest.Config{MaxConns: maxConns, PartSize: 2000})
 	s.AddGroup("alt.test", 100)
-	if err := s.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := s.Stop(ctx); err != nil {
-			t.Error(err)
-		}
-	})
 	return s
 }
 
@@ -66,22 +57,6 @@ func sharePool(t *testing.T, s *nntptest.Server, gateRestore time.Duration) *nnt
 		}
 	})
 	return p
-}
-
-// shareWait polls cond until it holds, failing the test after 10 s.
-func shareWait(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.NewTimer(10 * time.Second)
-	defer deadline.Stop()
-	tick := time.NewTicker(2 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline.C:
-			t.Fatalf("timed out waiting for %s", what)
-		case <-tick.C:
-		}
-	}
 }
 
 // shareRoundSeen is what one participant's loop saw at the end of a round.
@@ -278,16 +253,16 @@ func TestShareParticipants(t *testing.T) {
 	defer stopWatch()
 
 	coord := joinShare(t, st, srv, cfgs["coordinator"], limit)
-	shareWait(t, "the coordinator alone to take the limit", func() bool {
+	testwait.For(t, "the coordinator alone to take the limit", func() bool {
 		return shareConverged([]*shareParticipant{coord}, map[string]int{"coordinator": limit})
 	})
-	shareWait(t, "its pool to fill", func() bool { return coord.pool.Stats().Open() == limit })
+	testwait.For(t, "its pool to fill", func() bool { return coord.pool.Stats().Open() == limit })
 
 	prober := joinShare(t, st, srv, cfgs["prober"], limit)
 	if want := grants("coordinator", "prober"); !maps.Equal(want, map[string]int{"coordinator": 4, "prober": 2}) {
 		t.Fatalf("two-way split %v", want)
 	}
-	shareWait(t, "coordinator and prober to split", func() bool {
+	testwait.For(t, "coordinator and prober to split", func() bool {
 		return shareConverged([]*shareParticipant{coord, prober}, grants("coordinator", "prober"))
 	})
 
@@ -298,8 +273,8 @@ func TestShareParticipants(t *testing.T) {
 	if want := grants("coordinator", "prober", "worker"); !maps.Equal(want, map[string]int{"coordinator": 2, "prober": 2, "worker": 2}) {
 		t.Fatalf("three-way split %v", want)
 	}
-	shareWait(t, "all three to split", func() bool { return shareConverged(all, grants("coordinator", "prober", "worker")) })
-	shareWait(t, "the pools to be busy at their share", func() bool {
+	testwait.For(t, "all three to split", func() bool { return shareConverged(all, grants("coordinator", "prober", "worker")) })
+	testwait.For(t, "the pools to be busy at their share", func() bool {
 		return coord.pool.Stats().Open() == 2 && prober.pool.Stats().Open() == 2 && worker.pool.Stats().Open() == 2
 	})
 	tbl, got, err := coord.share.Table(context.Background())
@@ -322,7 +297,7 @@ func TestShareParticipants(t *testing.T) {
 	}
 	for _, p := range []*shareParticipant{coord, worker} {
 		r0 := p.nrounds()
-		shareWait(t, p.name+" to run two rounds", func() bool { return p.nrounds() >= r0+2 })
+		testwait.For(t, p.name+" to run two rounds", func() bool { return p.nrounds() >= r0+2 })
 		if r := p.rounds()[r0+1]; r.granted != after[p.name] || r.using != after[p.name] {
 			t.Errorf("%s two rounds after the leave: granted %d using %d, want %d", p.name, r.granted, r.using, after[p.name])
 		}
@@ -350,7 +325,7 @@ func TestShareParticipants(t *testing.T) {
 	if seen == 0 || ttl != (3*every).Milliseconds() {
 		t.Fatalf("worker's entry %+v", tv.Val)
 	}
-	shareWait(t, "the coordinator to take the dead worker's share", func() bool {
+	testwait.For(t, "the coordinator to take the dead worker's share", func() bool {
 		return shareConverged([]*shareParticipant{coord}, map[string]int{"coordinator": limit})
 	})
 	for _, r := range coord.rounds() {
@@ -362,7 +337,7 @@ func TestShareParticipants(t *testing.T) {
 	if err != nil || len(tbl) != 1 || tbl[0].Name != "coordinator" {
 		t.Fatalf("table after the worker died: %+v %v", tbl, err)
 	}
-	shareWait(t, "the coordinator's pool to fill", func() bool { return coord.pool.Stats().Open() == limit })
+	testwait.For(t, "the coordinator's pool to fill", func() bool { return coord.pool.Stats().Open() == limit })
 
 	coord.stop()
 	if err := coord.share.Leave(ctx); err != nil {
@@ -494,7 +469,7 @@ func TestShareLeaveWaitsForInFlight(t *testing.T) {
 	}
 	left := make(chan error, 1)
 	go func() { left <- sh.Leave(ctx) }()
-	shareWait(t, "Leave to shrink the pool", func() bool { return pool.Stats().Size == 0 })
+	testwait.For(t, "Leave to shrink the pool", func() bool { return pool.Stats().Size == 0 })
 	// The connection in use still works.
 	if _, err := c.Group(ctx, "alt.test"); err != nil {
 		t.Fatal(err)
@@ -547,7 +522,7 @@ func TestShareFailingRoundsStopThePool(t *testing.T) {
 	if s := pool.Stats().Size; s != 2 && time.Since(ok) < ttl/2 {
 		t.Fatalf("one failed round at once shrank the pool to %d", s)
 	}
-	shareWait(t, "failing rounds to shrink the pool", func() bool {
+	testwait.For(t, "failing rounds to shrink the pool", func() bool {
 		_, _ = sh.Round(dead)
 		return pool.Stats().Size == 0
 	})
@@ -575,10 +550,10 @@ func TestShareSameName(t *testing.T) {
 	a := joinShare(t, st, srv, cfg, limit)
 	b := joinShare(t, st, srv, cfg, limit)
 	half := map[string]int{"coordinator": limit / 2}
-	shareWait(t, "the two to split the limit", func() bool {
+	testwait.For(t, "the two to split the limit", func() bool {
 		return shareConverged([]*shareParticipant{a}, half) && shareConverged([]*shareParticipant{b}, half)
 	})
-	shareWait(t, "both pools to be busy at their share", func() bool {
+	testwait.For(t, "both pools to be busy at their share", func() bool {
 		return a.pool.Stats().Open() == limit/2 && b.pool.Stats().Open() == limit/2
 	})
 	ctx := context.Background()
@@ -697,7 +672,7 @@ func TestShareStalenessByOwnClock(t *testing.T) {
 	// "behind" stops being renewed: dropped once its TTL has passed.
 	renew()
 	stopped := time.Now()
-	shareWait(t, "the entry no longer renewed to be dropped", func() bool { return !present()["behind"] })
+	testwait.For(t, "the entry no longer renewed to be dropped", func() bool { return !present()["behind"] })
 	if since := time.Since(stopped); since < ttl {
 		t.Fatalf("dropped %v after its last renewal, before its TTL %v", since, ttl)
 	}

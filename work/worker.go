@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/switchyard-dev/switchyard/internal/lifecycle"
 )
 
 // WorkerIdleDefault is how long a worker waits before asking again when no
@@ -33,7 +35,8 @@ type WorkerConfig struct {
 	// Idle is the wait when no range is spooled. Zero means
 	// WorkerIdleDefault.
 	Idle time.Duration
-	// Logger: nil means slog.Default().
+	// Logger: nil means slog.Default(). The worker's lines carry
+	// role=worker and worker=Name.
 	Logger *slog.Logger
 }
 
@@ -61,11 +64,10 @@ type Worker struct {
 	cfg    WorkerConfig
 	log    *slog.Logger
 
-	mu       sync.Mutex // protects started, stopping, abort
-	started  bool
-	stopping bool
-	abort    context.CancelFunc // cancels the loop's context: the range in hand is released
+	base     lifecycle.Base
+	stopOnce sync.Once
 	stop     chan struct{}      // closed by Stop: lease no more
+	abort    context.CancelFunc // cancels the loop's context: the range in hand is released
 	done     chan struct{}      // closed when the loop has returned
 
 	finished, articles, fenced, failed, released atomic.Int64
@@ -103,13 +105,9 @@ func NewWorker(st *Store, ix Indexer, cfg WorkerConfig) (*Worker, error) {
 	if cfg.Idle < 0 {
 		return nil, fmt.Errorf("work: worker %s: negative idle %v", cfg.Name, cfg.Idle)
 	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.Default()
-	}
 	return &Worker{
-		st: st, ix: ix, leases: leases, cfg: cfg, log: log.With("worker", cfg.Name),
-		abort: func() {}, stop: make(chan struct{}), done: make(chan struct{}),
+		st: st, ix: ix, leases: leases, cfg: cfg, log: lifecycle.Logger(cfg.Logger, "worker").With("worker", cfg.Name),
+		stop: make(chan struct{}), done: make(chan struct{}),
 	}, nil
 }
 
@@ -130,22 +128,19 @@ func (w *Worker) Stats() WorkerStats {
 }
 
 // Start runs the worker's loop until Stop: lease a range, index it, and
-// wait Idle when there is none. ctx is used only to start; a stopped
-// worker cannot be started again.
+// wait Idle when there is none. ctx is used only to start (the lifecycle
+// package's rules: a second Start fails, a stopped worker does not start
+// again).
 func (w *Worker) Start(ctx context.Context) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.stopping {
-		return fmt.Errorf("work: worker %s: start after stop", w.cfg.Name)
-	}
-	if w.started {
-		return fmt.Errorf("work: worker %s: already started", w.cfg.Name)
-	}
-	w.started = true
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	w.abort = cancel
-	go w.loop(runCtx)
-	return nil
+	return w.base.Start(ctx, "work: worker "+w.cfg.Name, func(context.Context) error {
+		// Not the run context itself, which ends as soon as Stop begins:
+		// the range in hand may still be finished within Stop's deadline,
+		// and only then is this context cancelled (the range released).
+		runCtx, cancel := context.WithCancel(context.WithoutCancel(w.base.Run()))
+		w.abort = cancel
+		go w.loop(runCtx)
+		return nil
+	})
 }
 
 func (w *Worker) loop(ctx context.Context) {
@@ -179,24 +174,18 @@ func (w *Worker) loop(ctx context.Context) {
 // before ctx ends; otherwise it is released for another worker. Stop
 // returns once the loop has returned. Idempotent; safe without Start.
 func (w *Worker) Stop(ctx context.Context) error {
-	w.mu.Lock()
-	if !w.stopping {
-		w.stopping = true
-		close(w.stop)
-	}
-	started, abort := w.started, w.abort
-	w.mu.Unlock()
-	if !started {
+	// Closed even without Start: RunOne called directly leases no more.
+	w.stopOnce.Do(func() { close(w.stop) })
+	return w.base.Stop(ctx, func(ctx context.Context) error {
+		select {
+		case <-w.done:
+		case <-ctx.Done():
+			// Too long: give the range back; the loop releases it and returns.
+			w.abort()
+			<-w.done
+		}
 		return nil
-	}
-	select {
-	case <-w.done:
-	case <-ctx.Done():
-		// Too long: give the range back; the loop releases it and returns.
-		abort()
-		<-w.done
-	}
-	return nil
+	})
 }
 
 // RunOne leases one range and processes it. It reports false when no range

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-dev/switchyard/internal/lifecycle"
+	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/work"
 )
@@ -109,7 +111,7 @@ func TestWorkersIndexEverythingOnce(t *testing.T) {
 		}
 		ws = append(ws, w)
 	}
-	ltEventually(t, 15*time.Second, "the workers did not finish every range", func() bool {
+	testwait.For(t, "the workers to finish every range", func() bool {
 		for _, r := range e.ltRanges(t) {
 			if r.State != work.StateDone {
 				return false
@@ -189,6 +191,9 @@ func TestWorkerStopFinishesInHand(t *testing.T) {
 	if err := w.Start(e.ctx); err != nil {
 		t.Fatal(err)
 	}
+	if err := w.Start(e.ctx); !errors.Is(err, lifecycle.ErrStarted) {
+		t.Fatalf("second Start: %v, want lifecycle.ErrStarted", err)
+	}
 	if id := <-g.reached; id != r.ID {
 		t.Fatalf("gate reached in range %d, want %d", id, r.ID)
 	}
@@ -219,8 +224,8 @@ func TestWorkerStopFinishesInHand(t *testing.T) {
 		t.Fatalf("%d ranges done, want 1 (no lease after Stop)", done)
 	}
 	ltExpect{"alt.x": arts}.check(t, e.ltRanges(t))
-	if err := w.Start(e.ctx); err == nil {
-		t.Error("Start after Stop: no error")
+	if err := w.Start(e.ctx); !errors.Is(err, lifecycle.ErrStopped) {
+		t.Errorf("Start after Stop: %v, want lifecycle.ErrStopped", err)
 	}
 }
 
@@ -241,7 +246,7 @@ func TestWorkerHeartbeatKeepsLease(t *testing.T) {
 	thief := ltLeases(t, e.st, work.LeaseConfig{})
 	// Two and a half TTLs while the indexer is held up: the lease lives
 	// on, with the progress, and nobody else can take the range.
-	ltEventually(t, 10*time.Second, "the lease was not renewed for 2.5 TTLs", func() bool {
+	testwait.For(t, "the lease to be renewed for 2.5 TTLs", func() bool {
 		if _, err := thief.Acquire(e.ctx, "thief"); !errors.Is(err, work.ErrNoWork) {
 			t.Fatalf("thief.Acquire while the worker heartbeats: %v", err)
 		}

@@ -87,12 +87,11 @@ close the connections, leave the share, exit 0.`,
 // coordinatorConfig is the config of coordinator shard sh from the flags.
 func coordinatorConfig(groups work.Groups, conns int, sh work.Shard, workOpts workFlags) work.CoordinatorConfig {
 	return work.CoordinatorConfig{
-		Shard:          sh,
-		Planner:        work.PlannerConfig{Groups: groups, RangeSize: workOpts.rangeSize, HistoryDepth: workOpts.depth},
-		Prefetch:       work.PrefetchConfig{Ahead: workOpts.ahead, Chunk: workOpts.chunk},
-		Lease:          work.LeaseConfig{TTL: workOpts.leaseTTL, AbandonedEvery: workOpts.abandonedEvery},
-		Share:          work.ShareConfig{Limit: conns, Max: conns, Every: workOpts.shareEvery},
-		TailEvery:      workOpts.tailEvery,
-		AbandonedEvery: workOpts.abandonedEvery,
+		Shard:     sh,
+		Planner:   work.PlannerConfig{Groups: groups, RangeSize: workOpts.rangeSize, HistoryDepth: workOpts.depth},
+		Prefetch:  work.PrefetchConfig{Ahead: workOpts.ahead, Chunk: workOpts.chunk},
+		Lease:     work.LeaseConfig{TTL: workOpts.leaseTTL, AbandonedEvery: workOpts.abandonedEvery},
+		Share:     work.ShareConfig{Limit: conns, Max: conns, Every: workOpts.shareEvery},
+		TailEvery: workOpts.tailEvery,
 	}
 }

@@ -22,12 +22,8 @@ func TestDownloadMissingArticle(t *testing.T) {
 	Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	srv := nntptest.New(nntptest.Config{})
+	srv := nntptest.Start(t)
 	srv.AddGroup("alt.binaries.test", 0)
-	if err := srv.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop(context.Background())
 	c, err := nntp.Dial(ctx, nntp.Config{Addr: srv.Addr()})
 	if err != nil {
 		t.Fatal(err)

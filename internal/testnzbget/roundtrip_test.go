@@ -25,13 +25,9 @@ func TestRoundTripNNTPTest(t *testing.T) {
 	Require(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	srv := nntptest.New(nntptest.Config{})
+	srv := nntptest.Start(t)
 	srv.AddGroup("alt.binaries.test", 0)
 	srv.AddGroup("alt.binaries.other", 0)
-	if err := srv.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop(context.Background())
 	roundTripVia(ctx, t, srv.Addr(), srv.Addr(), "alt.binaries.test", []string{"alt.binaries.other"}, nntp.Config{}, nil)
 }
 
@@ -46,12 +42,8 @@ func TestRoundTripAuthTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := nntptest.New(nntptest.Config{TLS: serverTLS, ImplicitTLS: true, Users: map[string]string{"sy": "secret"}})
+	srv := nntptest.Start(t, nntptest.Config{TLS: serverTLS, ImplicitTLS: true, Users: map[string]string{"sy": "secret"}})
 	srv.AddGroup("alt.binaries.test", 0)
-	if err := srv.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop(context.Background())
 	dial := nntp.Config{TLS: &tls.Config{RootCAs: pool}, ImplicitTLS: true, User: "sy", Pass: "secret"}
 	roundTripVia(ctx, t, srv.Addr(), srv.Addr(), "alt.binaries.test", nil, dial, nil)
 }

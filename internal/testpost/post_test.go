@@ -25,13 +25,9 @@ func TestPostFiles(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	srv := nntptest.New(nntptest.Config{})
+	srv := nntptest.Start(t)
 	srv.AddGroup("alt.binaries.test", 0)
 	srv.AddGroup("alt.binaries.other", 0)
-	if err := srv.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Stop(context.Background())
 	c, err := nntp.Dial(ctx, nntp.Config{Addr: srv.Addr()})
 	if err != nil {
 		t.Fatal(err)

@@ -14,13 +14,14 @@ package nntptest
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"net"
 	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/switchyard-dev/switchyard/internal/lifecycle"
 )
 
 // Config configures a Server. The zero value serves plain NNTP without
@@ -100,17 +101,16 @@ type Server struct {
 	// faultsSet is closed and replaced by every SetFaults (under mu).
 	faultsSet chan struct{}
 
-	ln      net.Listener
-	started atomic.Bool
-	stopped atomic.Bool
-	done    chan struct{} // closed by Stop: ends loops and delays
-	wg      sync.WaitGroup
-	connMu  sync.Mutex
-	conns   map[net.Conn]struct{}
-	active  atomic.Int64
-	peakMu  sync.Mutex // orders peak updates with ResetPeak
-	peak    int64
-	st      struct{ accepted, refused, commands atomic.Int64 }
+	base   lifecycle.Base
+	ln     net.Listener
+	done   <-chan struct{} // the run context's: closed by Stop, ends loops and delays
+	wg     sync.WaitGroup
+	connMu sync.Mutex
+	conns  map[net.Conn]struct{}
+	active atomic.Int64
+	peakMu sync.Mutex // orders peak updates with ResetPeak
+	peak   int64
+	st     struct{ accepted, refused, commands atomic.Int64 }
 }
 
 // New returns a server with no groups; add some with AddGroup.
@@ -125,7 +125,6 @@ func New(cfg Config) *Server {
 		cfg:    cfg,
 		groups: map[string]*group{},
 		byID:   map[string]*storedArticle{},
-		done:   make(chan struct{}),
 		conns:  map[net.Conn]struct{}{},
 	}
 }
@@ -217,26 +216,27 @@ func (s *Server) notePeak(n int64) {
 	s.peakMu.Unlock()
 }
 
-// Start listens and serves until Stop.
+// Start listens and serves until Stop (the lifecycle package's rules:
+// a second Start fails, a stopped server does not start again).
 func (s *Server) Start(ctx context.Context) error {
-	if !s.started.CompareAndSwap(false, true) {
-		return errors.New("nntptest: already started")
-	}
-	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", s.cfg.Addr)
-	if err != nil {
-		return fmt.Errorf("nntptest: listen: %w", err)
-	}
-	if s.cfg.TLS != nil && s.cfg.ImplicitTLS {
-		ln = tls.NewListener(ln, s.cfg.TLS)
-	}
-	s.ln = ln
-	s.wg.Add(1)
-	go s.acceptLoop()
-	if s.cfg.GrowEvery > 0 && s.cfg.GrowBy > 0 {
+	return s.base.Start(ctx, "nntptest", func(ctx context.Context) error {
+		ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", s.cfg.Addr)
+		if err != nil {
+			return fmt.Errorf("nntptest: listen: %w", err)
+		}
+		if s.cfg.TLS != nil && s.cfg.ImplicitTLS {
+			ln = tls.NewListener(ln, s.cfg.TLS)
+		}
+		s.ln = ln
+		s.done = s.base.Run().Done()
 		s.wg.Add(1)
-		go s.growLoop()
-	}
-	return nil
+		go s.acceptLoop()
+		if s.cfg.GrowEvery > 0 && s.cfg.GrowBy > 0 {
+			s.wg.Add(1)
+			go s.growLoop()
+		}
+		return nil
+	})
 }
 
 // Addr is the host:port the server listens on (after Start).
@@ -245,26 +245,22 @@ func (s *Server) Addr() string { return s.ln.Addr().String() }
 // Stop closes the listener and every connection and waits for the
 // server's goroutines. Idempotent; safe without Start.
 func (s *Server) Stop(ctx context.Context) error {
-	if !s.stopped.CompareAndSwap(false, true) {
-		return nil
-	}
-	close(s.done)
-	if s.ln != nil {
+	return s.base.Stop(ctx, func(ctx context.Context) error {
 		s.ln.Close()
-	}
-	s.connMu.Lock()
-	for c := range s.conns {
-		c.Close()
-	}
-	s.connMu.Unlock()
-	waited := make(chan struct{})
-	go func() { s.wg.Wait(); close(waited) }()
-	select {
-	case <-waited:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("nntptest: stop: %w", ctx.Err())
-	}
+		s.connMu.Lock()
+		for c := range s.conns {
+			c.Close()
+		}
+		s.connMu.Unlock()
+		waited := make(chan struct{})
+		go func() { s.wg.Wait(); close(waited) }()
+		select {
+		case <-waited:
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("nntptest: stop: %w", ctx.Err())
+		}
+	})
 }
 
 func (s *Server) growLoop() {
@@ -293,7 +289,7 @@ func (s *Server) acceptLoop() {
 			return // closed by Stop
 		}
 		s.connMu.Lock()
-		if s.stopped.Load() {
+		if s.base.Stopped() {
 			s.connMu.Unlock()
 			nc.Close()
 			return

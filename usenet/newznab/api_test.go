@@ -140,7 +140,7 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := f.Stop(); err != nil {
+		if err := f.Stop(context.Background()); err != nil {
 			t.Error(err)
 		}
 	})

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/switchyard-dev/switchyard/internal/lifecycle"
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/usenet"
 )
@@ -16,12 +17,15 @@ import (
 const FollowBatch = 1000
 
 // Follower keeps an Index current from a releases stream; see Index.Follow.
+// It follows the lifecycle package's rules: Start twice fails, Stop before
+// Start or twice is safe, and a stopped follower does not start again.
 type Follower struct {
-	ix *Index
-	s  *persist.Stream
-	w  *persist.Watcher
+	ix   *Index
+	s    *persist.Stream
+	w    *persist.Watcher
+	base lifecycle.Base
 
-	ctx    context.Context
+	ctx    context.Context // the run context's child, so that run can end it too
 	cancel context.CancelFunc
 	events chan persist.Event
 	// dropping is set, on the watcher's goroutine, when the first event
@@ -37,8 +41,9 @@ type Follower struct {
 	err       error
 }
 
-// Follow applies the stream s (the releases stream, usenet.Store.Releases)
-// to the index until Stop, ctx ends or a permanent error. It starts after
+// Follow is NewFollower and Start: it applies the stream s (the releases
+// stream, usenet.Store.Releases) to the index until Stop or a permanent
+// error; ctx is used only to start. It starts after
 // LastSeq, so a restarted index resumes exactly where it left off: each
 // batch of events is applied in one transaction together with the seq it
 // brings the index to. At each caught-up point it compares its count of
@@ -49,21 +54,38 @@ type Follower struct {
 // (Malformed). A failure to write the index ends the follower (Err): going
 // on would leave a hole that no later event fills.
 func (ix *Index) Follow(ctx context.Context, s *persist.Stream) (*Follower, error) {
-	f := &Follower{
+	f := NewFollower(ix, s)
+	if err := f.Start(ctx); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// NewFollower returns a follower of s into ix, not yet started; see
+// Index.Follow for what it does once started.
+func NewFollower(ix *Index, s *persist.Stream) *Follower {
+	return &Follower{
 		ix: ix, s: s,
 		events:   make(chan persist.Event, FollowBatch),
 		done:     make(chan struct{}),
 		caughtUp: make(chan struct{}),
 	}
-	f.ctx, f.cancel = context.WithCancel(ctx)
-	w, err := s.Watch(f.ctx, persist.WatchOptions{From: ix.LastSeq() + 1}, f.offer)
-	if err != nil {
-		f.cancel()
-		return nil, fmt.Errorf("search: follow %s/%s: %w", s.Scope(), s.Name(), err)
-	}
-	f.w = w
-	go f.run()
-	return f, nil
+}
+
+// Start watches the stream from after the index's LastSeq and applies it
+// until Stop; ctx is used only to start.
+func (f *Follower) Start(ctx context.Context) error {
+	return f.base.Start(ctx, "search: follower", func(ctx context.Context) error {
+		f.ctx, f.cancel = context.WithCancel(f.base.Run())
+		w, err := f.s.Watch(f.ctx, persist.WatchOptions{From: f.ix.LastSeq() + 1}, f.offer)
+		if err != nil {
+			f.cancel()
+			return fmt.Errorf("search: follow %s/%s: %w", f.s.Scope(), f.s.Name(), err)
+		}
+		f.w = w
+		go f.run()
+		return nil
+	})
 }
 
 // offer runs on the watcher's goroutine. Blocking here when the index is
@@ -80,13 +102,20 @@ func (f *Follower) offer(ev persist.Event) {
 }
 
 // Stop stops following and returns why the follower ended, if not because
-// it was asked to. It is idempotent. Events received but not yet applied
-// are not applied; the next Follow reads them again.
-func (f *Follower) Stop() error {
-	f.cancel()
-	_ = f.w.Stop(context.Background())
-	<-f.done
-	return f.Err()
+// it was asked to; past ctx it gives up waiting for the batch being
+// applied and returns ctx's error. Events received but not yet applied are
+// not applied; the next Follow reads them again.
+func (f *Follower) Stop(ctx context.Context) error {
+	return f.base.Stop(ctx, func(ctx context.Context) error {
+		f.cancel()
+		_ = f.w.Stop(ctx)
+		select {
+		case <-f.done:
+			return f.Err()
+		case <-ctx.Done():
+			return fmt.Errorf("search: follower stop: %w", ctx.Err())
+		}
+	})
 }
 
 // Done is closed when the follower has ended.

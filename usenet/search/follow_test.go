@@ -3,36 +3,17 @@ package search
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/switchyard-dev/switchyard/internal/lifecycle"
 	"github.com/switchyard-dev/switchyard/internal/testpersist"
+	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/usenet"
 )
-
-// waitFor polls cond until it holds, waking on each commit of ix, or fails
-// the test after a deadline.
-func waitFor(t *testing.T, ix *Index, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.NewTimer(15 * time.Second)
-	defer deadline.Stop()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		ch := ix.Changed()
-		if cond() {
-			return
-		}
-		select {
-		case <-deadline.C:
-			t.Fatalf("timed out waiting for %s", what)
-		case <-ch:
-		case <-tick.C:
-		}
-	}
-}
 
 func publish(t *testing.T, s *persist.Stream, rs ...usenet.Release) uint64 {
 	t.Helper()
@@ -109,11 +90,11 @@ func TestFollowResumes(t *testing.T) {
 	a2 := rel("a", "Alpha.Two", 8010, 1)
 	a2.Version = 2
 	last := publish(t, s, rel("c", "Gamma.One", 8010, 3), a2)
-	waitFor(t, ix, "live writes", func() bool { return ix.LastSeq() >= last })
+	testwait.For(t, "live writes", func() bool { return ix.LastSeq() >= last })
 	if res := search(t, ix, Query{Words: "alpha two"}); res.Total != 1 {
 		t.Errorf("new version of a not applied: %+v", res)
 	}
-	if err := f.Stop(); err != nil {
+	if err := f.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if err := ix.Close(); err != nil {
@@ -142,8 +123,8 @@ func TestFollowResumes(t *testing.T) {
 		t.Fatalf("reopened LastSeq = %d, want %d", ix.LastSeq(), stopped)
 	}
 	f = follow(t, ix, s)
-	defer f.Stop()
-	waitFor(t, ix, "resumed writes and the delete", func() bool {
+	defer func() { _ = f.Stop(context.Background()) }()
+	testwait.For(t, "resumed writes and the delete", func() bool {
 		return ix.LastSeq() >= last && hasIDs(t, ix, "a", "c", "d")
 	})
 	if res := search(t, ix, Query{Words: "gamma one"}); res.Total != 1 {
@@ -170,9 +151,50 @@ func TestFollowSkipsMalformed(t *testing.T) {
 	}
 	last := publish(t, s, rel("ok", "Fine", 8010, 0))
 	f := follow(t, ix, s)
-	defer f.Stop()
-	waitFor(t, ix, "the good release", func() bool { return ix.LastSeq() >= last })
+	defer func() { _ = f.Stop(context.Background()) }()
+	testwait.For(t, "the good release", func() bool { return ix.LastSeq() >= last })
 	if f.Malformed() != 1 || !hasIDs(t, ix, "ok") {
 		t.Errorf("malformed = %d, index %+v", f.Malformed(), search(t, ix, Query{}))
+	}
+}
+
+// TestFollowerLifecycle: the follower outlives its Start context and
+// follows the lifecycle rules.
+func TestFollowerLifecycle(t *testing.T) {
+	env := testpersist.Start(t, 1)
+	s := env.Client().Stream("usenet", usenet.ReleasesStream)
+	ix, err := Open(filepath.Join(t.TempDir(), "index.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ix.Close() })
+	ix.now = func() time.Time { return testNow }
+
+	idle := NewFollower(ix, s)
+	if err := idle.Stop(context.Background()); err != nil {
+		t.Fatalf("Stop before Start: %v", err)
+	}
+	if err := idle.Start(context.Background()); !errors.Is(err, lifecycle.ErrStopped) {
+		t.Fatalf("Start after Stop: %v, want lifecycle.ErrStopped", err)
+	}
+
+	f := NewFollower(ix, s)
+	sctx, cancel := context.WithCancel(context.Background())
+	if err := f.Start(sctx); err != nil {
+		t.Fatal(err)
+	}
+	cancel() // bounds starting only
+	if err := f.Start(context.Background()); !errors.Is(err, lifecycle.ErrStarted) {
+		t.Fatalf("second Start: %v, want lifecycle.ErrStarted", err)
+	}
+	last := publish(t, s, rel("a", "Alpha.One", 8010, 1))
+	testwait.For(t, "a write after the Start context ended", func() bool { return ix.LastSeq() >= last })
+	for range 2 {
+		if err := f.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.Start(context.Background()); !errors.Is(err, lifecycle.ErrStopped) {
+		t.Fatalf("Start after Stop: %v, want lifecycle.ErrStopped", err)
 	}
 }

@@ -302,12 +302,8 @@ func TestForwardMetrics(t *testing.T) {
 // the usenet totals.
 func TestNNTPAndUsenetMetrics(t *testing.T) {
 	t.Parallel()
-	s := nntptest.New(nntptest.Config{Addr: "127.0.0.1:0"})
+	s := nntptest.Start(t)
 	s.AddGroup("alt.test", 100)
-	if err := s.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Stop(context.Background()) })
 	p, err := nntp.NewPool(nntp.PoolConfig{Conn: nntp.Config{Addr: s.Addr()}, Size: 1, HealthEvery: -1})
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,91 @@
+package usenet
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchyard-dev/switchyard/internal/lifecycle"
+	"github.com/switchyard-dev/switchyard/internal/testpersist"
+	"github.com/switchyard-dev/switchyard/internal/testwait"
+)
+
+// TestSettlerSweepsUntilStop: a started Settler publishes an incomplete
+// release once its window has passed, logs through its Logger with its
+// role, and follows the lifecycle rules.
+func TestSettlerSweepsUntilStop(t *testing.T) {
+	t.Parallel()
+	env := testpersist.Start(t, 1)
+	ctx := context.Background()
+	st, err := NewStore(env.Client(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	posts := genPosts(rand.New(rand.NewPCG(1, 2)), 6, []string{"alt.binaries.a"})
+	b := NewBatch()
+	for _, as := range articles(posts) {
+		first := map[string]bool{}
+		for _, a := range as {
+			if key := a.From + a.Subject.Base; !first[key] {
+				first[key] = true // each post's first article missing: none complete
+				continue
+			}
+			b.Add(a)
+		}
+	}
+	t0 := time.Unix(1_800_000_000, 0)
+	if _, err := st.Apply(ctx, b.Binaries(), t0); err != nil {
+		t.Fatal(err)
+	}
+	invisible := func() (n int) {
+		_, rels := storedState(t, st)
+		for id := range rels {
+			if r, err := st.Release(ctx, id); err != nil || !r.Visible {
+				n++
+			}
+		}
+		return n
+	}
+	if invisible() == 0 {
+		t.Fatal("the test needs a release the settler has to publish")
+	}
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	cfg := SettleConfig{Window: time.Hour, MinCompletion: 0.01, Every: time.Millisecond, Logger: log}
+	s := NewSettler(st, cfg, func() time.Time { return t0.Add(2 * time.Hour) })
+	if err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(ctx); !errors.Is(err, lifecycle.ErrStarted) {
+		t.Fatalf("second Start: %v, want lifecycle.ErrStarted", err)
+	}
+	testwait.For(t, "the releases to be published", func() bool { return invisible() == 0 })
+	for range 2 {
+		if err := s.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Start(ctx); !errors.Is(err, lifecycle.ErrStopped) {
+		t.Fatalf("Start after Stop: %v, want lifecycle.ErrStopped", err)
+	}
+	// Stop waited for the loop: the log is complete.
+	if !strings.Contains(logs.String(), "role=settler") || !strings.Contains(logs.String(), "settled releases published") {
+		t.Fatalf("settler log without its role or sweep:\n%s", logs.String())
+	}
+}
+
+func TestSettlerStopBeforeStart(t *testing.T) {
+	t.Parallel()
+	s := NewSettler(nil, SettleConfig{}, nil)
+	if err := s.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(context.Background()); !errors.Is(err, lifecycle.ErrStopped) {
+		t.Fatalf("Start after Stop: %v, want lifecycle.ErrStopped", err)
+	}
+}
