@@ -49,4 +49,22 @@ forbid ./work 'nats-server|sqlite'
 for p in ./persist ./persist/server ./placement ./forward ./nntp ./work ./usenet; do
 	forbid "$p" 'prometheus'
 done
+# Roles are composed in one place: only the binary, the benchmarks, the
+# system tests and the test helpers import fleet; the lifecycle contract
+# imports nothing of ours, so every package can use it.
+mod=$(go list -m)
+importers=$(go list -f '{{.ImportPath}} {{join .Imports " "}}' ./... | awk -v f="$mod/fleet" '{for (i = 2; i <= NF; i++) if ($i == f) print $1}')
+for p in $importers; do
+	case "${p#"$mod"/}" in
+	cmd/switchyard | bench | e2e | internal/test*) ;;
+	*)
+		echo "test.sh: $p imports fleet: only cmd/switchyard, bench, e2e and internal/test* may" >&2
+		exit 1
+		;;
+	esac
+done
+if go list -f '{{join .Imports "\n"}}' ./internal/lifecycle | grep -F "$mod/"; then
+	echo "test.sh: internal/lifecycle must not import the module's packages" >&2
+	exit 1
+fi
 go test -race -count=1 -timeout 20m ./...

@@ -9,16 +9,24 @@ import (
 	"testing"
 )
 
-// TestReadmeLayoutMatchesPackages: the README's package table lists exactly
-// the module's packages, so a new or moved package cannot go undocumented.
+// TestReadmeLayoutMatchesPackages: the package tables of the README and of
+// docs/architecture.md list exactly the module's packages, so a new or
+// moved package cannot go undocumented.
 func TestReadmeLayoutMatchesPackages(t *testing.T) {
 	t.Parallel()
-	readme, err := os.ReadFile("../../README.md")
+	for _, doc := range []string{"../../README.md", "../../docs/architecture.md"} {
+		checkLayoutTable(t, doc)
+	}
+}
+
+func checkLayoutTable(t *testing.T, doc string) {
+	t.Helper()
+	text, err := os.ReadFile(doc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var documented []string
-	for _, m := range regexp.MustCompile("(?m)^\\| `([a-z0-9/]+)` \\|").FindAllStringSubmatch(string(readme), -1) {
+	for _, m := range regexp.MustCompile("(?m)^\\| `([a-z0-9/]+)` \\|").FindAllStringSubmatch(string(text), -1) {
 		documented = append(documented, m[1])
 	}
 	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}}", "../../...").Output()
@@ -34,6 +42,6 @@ func TestReadmeLayoutMatchesPackages(t *testing.T) {
 	slices.Sort(documented)
 	slices.Sort(pkgs)
 	if len(pkgs) == 0 || !slices.Equal(documented, pkgs) {
-		t.Fatalf("README package table %v\ngo list ./...        %v", documented, pkgs)
+		t.Fatalf("%s package table %v\ngo list ./... %v", doc, documented, pkgs)
 	}
 }
