@@ -137,10 +137,12 @@ type Fleet struct {
 	apiPersist *persist.Client
 }
 
-// Start starts every role of cfg in the one order — the HTTP side (so
-// /readyz answers while the rest come up), the dashboard, the bus, the
-// persist servers, the balancer, the work pipeline, the Newznab API and the
-// watch gateway — and returns once all serve. On failure it stops what
+// Start starts every role of cfg in the one order, the list below — the
+// HTTP side (so /readyz answers while the rest come up), the dashboard, the
+// bus, the persist servers, the balancer, the work pipeline (demo provider,
+// coordinator, the workers' connections, settle sweep, workers), the
+// Newznab API and the watch gateway — and returns once all serve. A role's
+// bus connection is started just before it, so it closes just after. On failure it stops what
 // started and returns the error. ctx bounds starting only: the roles run
 // until Stop.
 func Start(ctx context.Context, cfg Config) (_ *Fleet, err error) {
@@ -159,6 +161,8 @@ func Start(ctx context.Context, cfg Config) (_ *Fleet, err error) {
 			}
 		}
 	}()
+	// The one start order of every process; Stop is its reverse. A new
+	// role is a new line here.
 	steps := []struct {
 		name  string
 		start func(context.Context) error
@@ -168,11 +172,16 @@ func Start(ctx context.Context, cfg Config) (_ *Fleet, err error) {
 		{"nats", f.startBus},
 		{"persist", f.startPersist},
 		{"balancer", f.startBalancer},
-		{"work", f.startWork},
+		{"demo-nntp", f.startDemo},
+		{"coordinator", f.startCoordinator},
+		{"worker connections", f.startWorkerStores},
+		{"settle", f.startSettle},
+		{"workers", f.startWorkers},
 		{"api", f.startAPI},
 		{"watch", f.startWatch},
 	}
 	for _, s := range steps {
+		f.log.Debug("fleet: start", "step", s.name)
 		if err := s.start(ctx); err != nil {
 			return nil, err
 		}

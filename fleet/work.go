@@ -105,74 +105,86 @@ func (w *WorkConfig) validate() error {
 	return nil
 }
 
-func (w *WorkConfig) on() bool { return w.Coordinator != nil || len(w.Workers) > 0 }
-
-// workInfo is what the work roles tell the caller once started.
+// workInfo is what the work steps hand each other and the caller.
 type workInfo struct {
-	nntpAddr string
+	nntp     nntp.Config   // the provider the coordinator fetches from
+	nntpAddr string        // its address, once a coordinator runs
+	stores   []*work.Store // one per worker, in Workers order
 }
 
 // NNTPAddr is the provider the coordinator fetches from (the demo
 // provider's address when it runs), "" without a coordinator.
 func (f *Fleet) NNTPAddr() string { return f.work.nntpAddr }
 
-// startWork starts, in order: the demo provider, the coordinator shard,
-// the settle sweep and the workers (all at once as one member, so that
-// stopping tells every worker at once and none takes a new range while
-// another finishes its own). Stop goes the other way: workers first, then
-// the sweep, the coordinator, the provider.
-func (f *Fleet) startWork(ctx context.Context) error {
+// The work pipeline's steps of Start. Stop goes the other way: workers
+// first (all at once), then the sweep, the coordinator, the provider.
+
+// startDemo runs the demo NNTP provider, which the coordinator then
+// fetches from instead of Work.NNTP.
+func (f *Fleet) startDemo(ctx context.Context) error {
 	w := f.cfg.Work
-	if !w.on() {
+	f.work.nntp = w.NNTP
+	if w.Demo == nil || w.Coordinator == nil {
 		return nil
 	}
-	ncfg := w.NNTP
-	if w.Demo != nil && w.Coordinator != nil {
-		demo := nntptest.New(nntptest.Config{Addr: "127.0.0.1:0", GrowEvery: w.Demo.GrowEvery, GrowBy: w.Demo.GrowBy})
-		for i := 1; i <= w.Demo.Groups; i++ {
-			demo.AddGroup(fmt.Sprintf("alt.binaries.demo.%d", i), w.Demo.Articles)
-		}
-		if err := f.start(ctx, "demo-nntp", demo); err != nil {
-			return fmt.Errorf("demo nntp provider: %w", err)
-		}
-		ncfg = nntp.Config{Addr: demo.Addr()}
+	demo := nntptest.New(nntptest.Config{Addr: "127.0.0.1:0", GrowEvery: w.Demo.GrowEvery, GrowBy: w.Demo.GrowBy})
+	for i := 1; i <= w.Demo.Groups; i++ {
+		demo.AddGroup(fmt.Sprintf("alt.binaries.demo.%d", i), w.Demo.Articles)
 	}
-	if w.Coordinator != nil {
-		if err := f.startCoordinator(ctx, ncfg, *w.Coordinator); err != nil {
-			return err
-		}
-		f.work.nntpAddr = ncfg.Addr
+	if err := f.start(ctx, "demo-nntp", demo); err != nil {
+		return fmt.Errorf("demo nntp provider: %w", err)
 	}
-	if len(w.Workers) == 0 {
-		return nil
-	}
-	stores := make([]*work.Store, len(w.Workers))
-	for i, name := range w.Workers {
+	f.work.nntp = nntp.Config{Addr: demo.Addr()}
+	return nil
+}
+
+// startWorkerStores connects each worker (as the client user): their
+// connections are closed after the workers and the sweep stop.
+func (f *Fleet) startWorkerStores(ctx context.Context) error {
+	for _, name := range f.cfg.Work.Workers {
 		st, err := f.workStore(ctx, "switchyard-"+name)
 		if err != nil {
 			return err
 		}
-		stores[i] = st
+		f.work.stores = append(f.work.stores, st)
 	}
-	if w.Indexer == IndexerUsenet {
-		ust, err := usenet.NewStore(stores[0].Client(), w.UsenetScope)
-		if err != nil {
-			return err
-		}
-		settle := w.Settle
-		if settle.Logger == nil {
-			settle.Logger = f.log
-		}
-		if err := f.start(ctx, "settle", usenet.NewSettler(ust, settle, nil)); err != nil {
-			return err
-		}
+	return nil
+}
+
+// startSettle runs the usenet settle sweep beside the usenet workers, on
+// the first worker's connection. It starts before the workers so that it
+// stops after them: the records it settles are the ones they write.
+func (f *Fleet) startSettle(ctx context.Context) error {
+	w := f.cfg.Work
+	if len(f.work.stores) == 0 || w.Indexer != IndexerUsenet {
+		return nil
+	}
+	ust, err := usenet.NewStore(f.work.stores[0].Client(), w.UsenetScope)
+	if err != nil {
+		return err
+	}
+	settle := w.Settle
+	if settle.Logger == nil {
+		settle.Logger = f.log
+	}
+	return f.start(ctx, "settle", usenet.NewSettler(ust, settle, nil))
+}
+
+// startWorkers runs the workers as one member, so that stopping tells
+// every worker at once and none takes a new range while another finishes
+// its own.
+func (f *Fleet) startWorkers(ctx context.Context) error {
+	w := f.cfg.Work
+	if len(f.work.stores) == 0 {
+		return nil
 	}
 	counters := f.http.usenetCounters()
 	workers := &workerSet{wait: w.WorkerStopWait}
 	for i, name := range w.Workers {
+		st := f.work.stores[i]
 		var ix work.Indexer = work.CountingIndexer{}
 		if w.Indexer == IndexerUsenet {
-			ust, err := usenet.NewStore(stores[i].Client(), w.UsenetScope)
+			ust, err := usenet.NewStore(st.Client(), w.UsenetScope)
 			if err != nil {
 				return err
 			}
@@ -181,7 +193,7 @@ func (f *Fleet) startWork(ctx context.Context) error {
 		wcfg := w.Worker
 		wcfg.Name = name
 		wcfg.Logger = f.log
-		wk, err := work.NewWorker(stores[i], ix, wcfg)
+		wk, err := work.NewWorker(st, ix, wcfg)
 		if err != nil {
 			return err
 		}
@@ -192,8 +204,13 @@ func (f *Fleet) startWork(ctx context.Context) error {
 }
 
 // startCoordinator starts one coordinator shard on its pool of the
-// provider ncfg (the coordinator owns the pool: its Stop closes it).
-func (f *Fleet) startCoordinator(ctx context.Context, ncfg nntp.Config, ccfg work.CoordinatorConfig) error {
+// provider (the coordinator owns the pool: its Stop closes it).
+func (f *Fleet) startCoordinator(ctx context.Context) error {
+	if f.cfg.Work.Coordinator == nil {
+		return nil
+	}
+	ncfg, ccfg := f.work.nntp, *f.cfg.Work.Coordinator
+	f.work.nntpAddr = ncfg.Addr
 	name := "coordinator-" + ccfg.Shard.String()
 	st, err := f.workStore(ctx, "switchyard-"+name)
 	if err != nil {
