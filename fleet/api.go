@@ -30,6 +30,9 @@ type APIConfig struct {
 	BaseURL string
 }
 
+// apiPattern is the route of the Newznab API.
+const apiPattern = "/api"
+
 // apiInfo is what the API tells the caller once started.
 type apiInfo struct {
 	key     string
@@ -141,7 +144,7 @@ func (a *apiRole) Start(ctx context.Context) error {
 			a.http.parts.setIndex(ix)
 		}
 		keys := newznab.KeyChecker(a.key)
-		a.http.server().Handle("/api", newznab.Handler(newznab.Config{Index: ix, Store: a.store, APIKeys: keys, BaseURL: a.baseURL, Observe: observe}))
+		a.http.Handle(apiPattern, newznab.Handler(newznab.Config{Index: ix, Store: a.store, APIKeys: keys, BaseURL: a.baseURL, Observe: observe}))
 		a.log.Info("search index following releases", "index", filepath.Join(a.dir, "search.db"), "from_seq", ix.LastSeq()+1)
 		return nil
 	})
@@ -187,6 +190,6 @@ func (f *Fleet) startWatch(ctx context.Context) error {
 	if err := f.start(ctx, "watch", gw); err != nil {
 		return err
 	}
-	gw.Mount(f.http.srv)
+	gw.Mount(f.http)
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync/atomic"
 
 	"github.com/nats-io/nats.go"
@@ -14,6 +15,7 @@ import (
 	"github.com/switchyard-dev/switchyard/web"
 	"github.com/switchyard-dev/switchyard/web/dashboard"
 	"github.com/switchyard-dev/switchyard/web/metrics"
+	"github.com/switchyard-dev/switchyard/web/watch"
 	"github.com/switchyard-dev/switchyard/work"
 )
 
@@ -43,6 +45,34 @@ type httpSide struct {
 	health  web.Health
 	started atomic.Bool
 	parts   dashParts // what the dashboard shows
+	// late are the routes held from the start for roles that mount after
+	// the server listens (by pattern).
+	late map[string]*lateRoute
+}
+
+// Handle mounts handler for a role: on its held route if there is one,
+// else on the server.
+func (h *httpSide) Handle(pattern string, handler http.Handler) {
+	if r, ok := h.late[pattern]; ok {
+		r.h.Store(&handler)
+		return
+	}
+	h.srv.Handle(pattern, handler)
+}
+
+// lateRoute is a route that answers 503 until its role mounts the real
+// handler: the HTTP side listens first, and a browser or an indexer app
+// that calls in the meantime must hear "not yet" (which it retries), not
+// "no such page".
+type lateRoute struct{ h atomic.Pointer[http.Handler] }
+
+func (l *lateRoute) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h := l.h.Load(); h != nil {
+		(*h).ServeHTTP(w, r)
+		return
+	}
+	w.Header().Set("Retry-After", "1")
+	http.Error(w, "starting", http.StatusServiceUnavailable)
 }
 
 // startHTTP listens first, so /healthz answers and /readyz says what is
@@ -61,6 +91,20 @@ func (f *Fleet) startHTTP(ctx context.Context) error {
 	})
 	h.srv.Handle("GET /metrics", h.metrics.Handler())
 	h.health.Mount(h.srv)
+	// The routes of roles that mount later answer 503 until they do.
+	h.late = map[string]*lateRoute{}
+	var held []string
+	if f.cfg.HTTP.Watch {
+		held = append(held, watch.Patterns...)
+	}
+	if f.cfg.API.Dir != "" {
+		held = append(held, apiPattern)
+	}
+	for _, p := range held {
+		r := &lateRoute{}
+		h.late[p] = r
+		h.srv.Handle(p, r)
+	}
 	if err := f.start(ctx, "http", lifecycle.Funcs("http", func(ctx context.Context) error {
 		if err := h.srv.Start(ctx); err != nil {
 			return fmt.Errorf("http: %w", err)
@@ -90,13 +134,6 @@ func (f *Fleet) startDashboard(ctx context.Context) error {
 	}
 	h.Mount(f.http.srv)
 	return nil
-}
-
-func (h *httpSide) server() *web.Server {
-	if h == nil {
-		return nil
-	}
-	return h.srv
 }
 
 func (h *httpSide) addMetrics(add func(*metrics.Registry)) {

@@ -306,12 +306,10 @@ func TestShareParticipants(t *testing.T) {
 	// The worker dies: its loop stops without Leave and its connections go
 	// (as the kernel closes a dead process's sockets). Its entry stays
 	// until its TTL has passed, then the coordinator takes everything.
-	worker.stop()
+	// Its entry carries the TTL the others drop it by: read before it dies,
+	// since a slow machine may pass the TTL (3 rounds) before a read after.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := worker.pool.Stop(ctx); err != nil {
-		t.Fatal(err)
-	}
 	var seen, ttl int64
 	tv, err := st.ShareTable(ctx)
 	if err != nil {
@@ -324,6 +322,10 @@ func TestShareParticipants(t *testing.T) {
 	}
 	if seen == 0 || ttl != (3*every).Milliseconds() {
 		t.Fatalf("worker's entry %+v", tv.Val)
+	}
+	worker.stop()
+	if err := worker.pool.Stop(ctx); err != nil {
+		t.Fatal(err)
 	}
 	testwait.For(t, "the coordinator to take the dead worker's share", func() bool {
 		return shareConverged([]*shareParticipant{coord}, map[string]int{"coordinator": limit})

@@ -47,9 +47,13 @@ Try it with the plain NATS client:  nats req persist.hub.id ''`,
 				Balancer: true,
 				HTTP:     fleet.HTTPConfig{Addr: httpOpts.addr},
 			}
-			return runFleet(cmd, cfg, func(f *fleet.Fleet) {
+			err = runFleet(cmd, cfg, func(f *fleet.Fleet) {
 				slog.Info("balancer running", "nats", f.BusURL(), "subject", natsOpts.service+".*.id", "ids", ids, "placement", placementName)
-			})
+			}, "")
+			if err == nil {
+				slog.Info("balancer stopped")
+			}
+			return err
 		},
 	}
 	natsOpts.registerServer(cmd)

@@ -71,7 +71,7 @@ close the connections, leave the share, exit 0.`,
 				Work:    fleet.WorkConfig{Source: source, NNTP: ncfg, Coordinator: &ccfg},
 				HTTP:    fleet.HTTPConfig{Addr: httpOpts.addr},
 			}
-			return runFleet(cmd, cfg, func(*fleet.Fleet) {})
+			return runFleet(cmd, cfg, func(*fleet.Fleet) {}, "")
 		},
 	}
 	run.Flags().StringVar(&shard, "shard", "1/1", "this process's part of the prefetching, `SHARD` i/n: ranges with id % n == i-1; only shard 1 plans")

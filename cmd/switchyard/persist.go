@@ -82,7 +82,7 @@ closes its files.`,
 				}
 				// A line other processes (and the durability test) can wait for.
 				fmt.Fprintf(stdout(cmd), "persist server %s ready on %s (data %s)\n", id, f.BusURL(), dataDir)
-			})
+			}, "persist server stopping", "id", id)
 		},
 	}
 	natsOpts.registerServer(cmd)

@@ -11,17 +11,19 @@ import (
 
 // runFleet is the life of every long-running command (up and the role
 // commands): start the roles of cfg, announce them, wait for the command's
-// context to end (SIGTERM or Ctrl-C), then stop them in reverse order under
-// fleet.StopTimeoutDefault. A stop cut short by its deadline, or a role
-// that fails to stop, is an error (exit 1): requests in flight may have
-// been answered unavailable.
-func runFleet(cmd *cobra.Command, cfg fleet.Config, announce func(*fleet.Fleet)) error {
+// context to end (SIGTERM or Ctrl-C), log stopping (if not ""), then stop
+// the roles in reverse order under fleet.StopTimeoutDefault. A stop cut
+// short by its deadline, or a role that fails to stop, is an error (exit
+// 1): requests in flight may have been answered unavailable.
+func runFleet(cmd *cobra.Command, cfg fleet.Config, announce func(*fleet.Fleet), stopping string, attrs ...any) error {
 	f, err := fleet.Start(cmd.Context(), cfg)
 	if err != nil {
 		return err
 	}
 	announce(f)
 	<-cmd.Context().Done()
-	slog.Info("switchyard stopping: the roles stop in reverse order of starting", "roles", len(f.Roles()))
+	if stopping != "" {
+		slog.Info(stopping, attrs...)
+	}
 	return f.Stop(context.WithoutCancel(cmd.Context()))
 }

@@ -191,7 +191,7 @@ func runUp(cmd *cobra.Command, cfg upConfig) error {
 	}
 	return runFleet(cmd, fc, func(f *fleet.Fleet) {
 		printUp(stdout(cmd), cfg, f)
-	})
+	}, "switchyard stopping: the roles stop in the reverse order of starting, workers first, NATS and the HTTP side last")
 }
 
 // printUp tells the user what runs and what to try.

@@ -60,7 +60,7 @@ authentication, so a non-loopback --http needs --http-insecure.`,
 				key, created := f.APIKey()
 				printAPIKey(cmd, f.HTTPURL(), key, created, dataDir)
 				slog.Info("usenet api listening", "url", f.HTTPURL()+"/api", "scope", usenetOpts.scope)
-			})
+			}, "")
 		},
 	}
 	httpOpts.registerServing(serve, "127.0.0.1:8080", "the Newznab /api, /metrics, /healthz and /readyz")

@@ -77,7 +77,7 @@ digest of the article numbers: the exactly-once check the tests use).`,
 			cfg := fleet.Config{Service: natsOpts.service, NATS: bus, Work: wc, HTTP: fleet.HTTPConfig{Addr: httpOpts.addr}}
 			return runFleet(cmd, cfg, func(*fleet.Fleet) {
 				slog.Info("worker started", "source", source, "name", name, "indexer", indexer)
-			})
+			}, "")
 		},
 	}
 	sourceFlag(run, &source)

@@ -188,10 +188,16 @@ func (g *Gateway) Start(ctx context.Context) error {
 // GET /ws/watch (the WebSocket), GET /ws/watch.js (the JS client) and
 // GET /watch (the live page).
 func (g *Gateway) Mount(mux interface{ Handle(string, http.Handler) }) {
-	mux.Handle("GET /ws/watch", g)
-	mux.Handle("GET /ws/watch.js", staticFile("watch.js", "text/javascript; charset=utf-8"))
-	mux.Handle("GET /watch", staticFile("watch.html", "text/html; charset=utf-8"))
+	mux.Handle(Patterns[0], g)
+	mux.Handle(Patterns[1], staticFile("watch.js", "text/javascript; charset=utf-8"))
+	mux.Handle(Patterns[2], staticFile("watch.html", "text/html; charset=utf-8"))
 }
+
+// Patterns are the routes Mount registers: the socket, the JS client and
+// the page. A server that listens before the gateway is mounted can hold
+// them (answering 503 until then) so that a reconnecting browser hears
+// "not yet" rather than "not found".
+var Patterns = []string{"GET /ws/watch", "GET /ws/watch.js", "GET /watch"}
 
 // Stats returns the gateway's counters.
 func (g *Gateway) Stats() Stats {
