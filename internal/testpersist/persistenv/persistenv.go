@@ -38,9 +38,9 @@ type Env struct {
 	IDs  []string
 	// Dir is the data directory all the servers share (each stream file
 	// lives under its scope, which one server owns).
-	Dir  string
-	opts options
-	make Maker
+	Dir   string
+	opts  options
+	maker Maker
 
 	servers map[string]*testservice.Node[Process]
 }
@@ -134,7 +134,7 @@ func Start(t testing.TB, n int, opts ...Option) *Env {
 // StartWith is Start with the processes made by mk.
 func StartWith(t testing.TB, n int, mk Maker, opts ...Option) *Env {
 	t.Helper()
-	env := &Env{t: t, Dir: t.TempDir(), make: mk, opts: options{timeout: ClientTimeoutDefault, balancer: placement.Rendezvous}, servers: map[string]*testservice.Node[Process]{}}
+	env := &Env{t: t, Dir: t.TempDir(), maker: mk, opts: options{timeout: ClientTimeoutDefault, balancer: placement.Rendezvous}, servers: map[string]*testservice.Node[Process]{}}
 	for _, o := range opts {
 		o(&env.opts)
 	}
@@ -157,7 +157,7 @@ func StartWith(t testing.TB, n int, mk Maker, opts ...Option) *Env {
 func (e *Env) StartBalancer() {
 	e.t.Helper()
 	spec := BalancerSpec{IDs: e.IDs, Placement: e.opts.balancer}
-	testservice.Start(e.t, func() (Process, error) { return e.make.Balancer(e, spec) })
+	testservice.Start(e.t, func() (Process, error) { return e.maker.Balancer(e, spec) })
 }
 
 // node is server id's, failing the test for an unknown id.
