@@ -88,6 +88,11 @@ type PersistConfig struct {
 	// Tune, if set, adjusts each server's config before it is made (the
 	// benchmarks' and tests' knobs: open-stream caps, queue sizes...).
 	Tune func(*server.Config)
+
+	// OnNew, if set, runs on each server after it is made and before it
+	// starts: the place for a test's hooks set on the server itself,
+	// which Tune's config cannot reach.
+	OnNew func(*server.Server)
 }
 
 func (c *Config) withDefaults() {

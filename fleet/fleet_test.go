@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"github.com/switchyard-dev/switchyard/bus/embedded"
 	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/persist"
+	"github.com/switchyard-dev/switchyard/persist/server"
 	"github.com/switchyard-dev/switchyard/work"
 )
 
@@ -189,5 +191,41 @@ func TestRoleAlone(t *testing.T) {
 	}
 	if _, err := c.KV("hub", "demo").Get(ctx, "k"); err == nil {
 		t.Fatal("a get answered after the server stopped")
+	}
+}
+
+// TestPersistTuneAndOnNew: Tune changes each server's config before it is
+// made and OnNew sees each server made but not yet serving, in Serve order.
+func TestPersistTuneAndOnNew(t *testing.T) {
+	ctx := context.Background()
+	var tuned []string
+	var made []*server.Server
+	f, err := Start(ctx, Config{
+		NATS: NATSConfig{Embedded: &embedded.Config{Host: "127.0.0.1", Port: embedded.RandomPort}},
+		Persist: PersistConfig{
+			IDs: []string{"0", "1"}, Serve: []string{"1", "0"}, DataDir: t.TempDir(),
+			Tune: func(c *server.Config) { tuned = append(tuned, c.ID) },
+			OnNew: func(srv *server.Server) {
+				if err := srv.Ready(); !errors.Is(err, server.ErrNotServing) {
+					t.Errorf("OnNew on a server that serves: Ready %v", err)
+				}
+				made = append(made, srv)
+			},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Stop(ctx)
+	if !slices.Equal(tuned, []string{"1", "0"}) {
+		t.Fatalf("tuned %q", tuned)
+	}
+	if !slices.Equal(made, f.Servers()) || len(made) != 2 {
+		t.Fatalf("OnNew saw %d servers, not the %d of Servers in order", len(made), len(f.Servers()))
+	}
+	for _, srv := range f.Servers() {
+		if err := srv.Ready(); err != nil {
+			t.Fatalf("server after Start: %v", err)
+		}
 	}
 }

@@ -30,6 +30,9 @@ func (f *Fleet) startPersist(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		if p.OnNew != nil {
+			p.OnNew(srv)
+		}
 		if err := f.start(ctx, "persist-"+id, srv); err != nil {
 			return err
 		}

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchyard-dev/switchyard/internal/testpersist"
+	"github.com/switchyard-dev/switchyard/internal/testpersist/persistenv"
 	"github.com/switchyard-dev/switchyard/persist"
 )
 
@@ -53,7 +53,7 @@ func storedState(t *testing.T, s *Store) (map[string]Binary, map[string]Release)
 // release at its highest version.
 func TestApplyIndependentOfWorkers(t *testing.T) {
 	t.Parallel()
-	env := testpersist.Start(t, 1)
+	env := persistenv.Start(t, 1)
 	c := env.Client()
 	ctx := context.Background()
 	for seed := range uint64(4) {
@@ -148,7 +148,7 @@ func TestApplyIndependentOfWorkers(t *testing.T) {
 // for the window, and then only with enough of it present.
 func TestSettle(t *testing.T) {
 	t.Parallel()
-	env := testpersist.Start(t, 1)
+	env := persistenv.Start(t, 1)
 	ctx := context.Background()
 	st, err := NewStore(env.Client(), "")
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/switchyard-dev/switchyard/internal/lifecycle"
-	"github.com/switchyard-dev/switchyard/internal/testpersist"
+	"github.com/switchyard-dev/switchyard/internal/testpersist/persistenv"
 	"github.com/switchyard-dev/switchyard/internal/testwait"
 )
 
@@ -20,7 +20,7 @@ import (
 // role, and follows the lifecycle rules.
 func TestSettlerSweepsUntilStop(t *testing.T) {
 	t.Parallel()
-	env := testpersist.Start(t, 1)
+	env := persistenv.Start(t, 1)
 	ctx := context.Background()
 	st, err := NewStore(env.Client(), "")
 	if err != nil {

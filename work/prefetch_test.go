@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/switchyard-dev/switchyard/internal/lifecycle"
-	"github.com/switchyard-dev/switchyard/internal/testpersist"
+	"github.com/switchyard-dev/switchyard/internal/testpersist/persistenv"
 	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/nntp"
 	"github.com/switchyard-dev/switchyard/nntp/nntptest"
@@ -30,7 +30,7 @@ type pfEnv struct {
 func newPFEnv(t testing.TB, articles int64, conns int) *pfEnv {
 	t.Helper()
 	ctx := context.Background()
-	env := testpersist.Start(t, 1)
+	env := persistenv.Start(t, 1)
 	st, err := NewStore(env.Client(), "src")
 	if err != nil {
 		t.Fatal(err)

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/switchyard-dev/switchyard/internal/lifecycle"
-	"github.com/switchyard-dev/switchyard/internal/testpersist"
+	"github.com/switchyard-dev/switchyard/internal/testpersist/persistenv"
 	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/usenet"
@@ -66,7 +66,7 @@ func hasIDs(t *testing.T, ix *Index, want ...string) bool {
 // closed, reopens and follows again: every release is there once, the
 // replaced ones at their newest version, and the deleted one gone.
 func TestFollowResumes(t *testing.T) {
-	env := testpersist.Start(t, 1)
+	env := persistenv.Start(t, 1)
 	c := env.Client()
 	s := c.Stream("usenet", usenet.ReleasesStream)
 	path := filepath.Join(t.TempDir(), "index.db")
@@ -143,7 +143,7 @@ func TestFollowResumes(t *testing.T) {
 }
 
 func TestFollowSkipsMalformed(t *testing.T) {
-	env := testpersist.Start(t, 1)
+	env := persistenv.Start(t, 1)
 	s := env.Client().Stream("usenet", usenet.ReleasesStream)
 	ix := openTest(t)
 	if _, err := s.Set(context.Background(), []byte("not json"), persist.SetOptions{Key: "bad"}); err != nil {
@@ -161,7 +161,7 @@ func TestFollowSkipsMalformed(t *testing.T) {
 // TestFollowerLifecycle: the follower outlives its Start context and
 // follows the lifecycle rules.
 func TestFollowerLifecycle(t *testing.T) {
-	env := testpersist.Start(t, 1)
+	env := persistenv.Start(t, 1)
 	s := env.Client().Stream("usenet", usenet.ReleasesStream)
 	ix, err := Open(filepath.Join(t.TempDir(), "index.db"))
 	if err != nil {

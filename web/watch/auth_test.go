@@ -9,14 +9,14 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/switchyard-dev/switchyard/bus/auth"
-	"github.com/switchyard-dev/switchyard/internal/testpersist"
+	"github.com/switchyard-dev/switchyard/internal/testpersist/persistenv"
 )
 
 // TestWatchAuth: wrong or missing credentials are 401, a tenant outside its
 // scopes 403, inside it (Basic auth, header or query API key) a watch.
 func TestWatchAuth(t *testing.T) {
 	t.Parallel()
-	env := testpersist.Start(t, 1)
+	env := persistenv.Start(t, 1)
 	accts := []Account{
 		{Principal: Principal{Name: "acme", Scopes: []string{"account-a"}}, Password: "acme-pw", APIKeys: []string{"acme-key"}},
 		{Principal: Principal{Name: "client", AllScopes: true}, Password: "client-pw"},

@@ -11,7 +11,7 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/switchyard-dev/switchyard/internal/testpersist"
+	"github.com/switchyard-dev/switchyard/internal/testpersist/persistenv"
 	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/persist"
 )
@@ -22,7 +22,7 @@ import (
 // its last seq + 1.
 func TestWatchInOrderAcrossReconnect(t *testing.T) {
 	t.Parallel()
-	env := testpersist.Start(t, 1)
+	env := persistenv.Start(t, 1)
 	c := env.Client()
 	writer := env.Client().Stream("hub", "log")
 	g1, ts1 := gateway(t, c, nil)
@@ -77,7 +77,7 @@ func TestWatchInOrderAcrossReconnect(t *testing.T) {
 // nothing (and the catch-up from there goes at the browser's pace).
 func TestWatchResyncNamesFirstMissingSeq(t *testing.T) {
 	t.Parallel()
-	env := testpersist.Start(t, 1)
+	env := persistenv.Start(t, 1)
 	const n, queue = 300, 50
 	var gate atomic.Bool
 	release := make(chan struct{})
@@ -142,7 +142,7 @@ func TestWatchResyncNamesFirstMissingSeq(t *testing.T) {
 // loses nothing.
 func TestWatchNeverReadingBrowserIsCutOff(t *testing.T) {
 	t.Parallel()
-	env := testpersist.Start(t, 1)
+	env := persistenv.Start(t, 1)
 	const n, size, bound = 400, 16 << 10, 128 << 10
 	g, ts := gateway(t, env.Client(), func(cfg *Config, ts *httptest.Server) {
 		cfg.QueueBytes = bound
@@ -220,7 +220,7 @@ func TestWatchNeverReadingBrowserIsCutOff(t *testing.T) {
 // changes.
 func TestWatchMessageShapes(t *testing.T) {
 	t.Parallel()
-	env := testpersist.Start(t, 1)
+	env := persistenv.Start(t, 1)
 	s := env.Client().Stream("hub", "kv")
 	ctx := context.Background()
 	if _, err := s.Set(ctx, []byte("old"), persist.SetOptions{Key: "a"}); err != nil {
@@ -278,7 +278,7 @@ func TestWatchMessageShapes(t *testing.T) {
 // TestWatchBadParams: bad parameters are a 400 before any upgrade.
 func TestWatchBadParams(t *testing.T) {
 	t.Parallel()
-	env := testpersist.Start(t, 1)
+	env := persistenv.Start(t, 1)
 	_, ts := gateway(t, env.Client(), nil)
 	for _, c := range []struct{ name, query string }{
 		{"no scope", "stream=log"},
@@ -304,7 +304,7 @@ func TestWatchBadParams(t *testing.T) {
 // TestWatchStaticFiles: the client and the page are served.
 func TestWatchStaticFiles(t *testing.T) {
 	t.Parallel()
-	env := testpersist.Start(t, 1)
+	env := persistenv.Start(t, 1)
 	_, ts := gateway(t, env.Client(), nil)
 	for path, ctype := range map[string]string{"/ws/watch.js": "text/javascript; charset=utf-8", "/watch": "text/html; charset=utf-8"} {
 		resp, err := http.Get(ts.URL + path)
@@ -323,7 +323,7 @@ func TestWatchStaticFiles(t *testing.T) {
 // carries a code, and the close code for "try again later".
 func TestWatchEndedSaysWhy(t *testing.T) {
 	t.Parallel()
-	env := testpersist.Start(t, 1)
+	env := persistenv.Start(t, 1)
 	c := env.Client()
 	g, ts := gateway(t, c, nil)
 	ws := dial(t, ts, params("hub", "log", 1), nil)

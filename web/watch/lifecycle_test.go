@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/switchyard-dev/switchyard/internal/lifecycle"
-	"github.com/switchyard-dev/switchyard/internal/testpersist"
+	"github.com/switchyard-dev/switchyard/internal/testpersist/persistenv"
 )
 
 // TestGatewayLifecycle: the gateway answers 503 before Start and after
@@ -16,7 +16,7 @@ import (
 // before Start and Stop twice are no-ops.
 func TestGatewayLifecycle(t *testing.T) {
 	t.Parallel()
-	env := testpersist.Start(t, 1)
+	env := persistenv.Start(t, 1)
 	g, err := New(Config{Client: env.Client(), Authorizer: Open()})
 	if err != nil {
 		t.Fatal(err)
