@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/switchyard-dev/switchyard/bus"
+	"github.com/switchyard-dev/switchyard/internal/testproc"
 	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/placement"
@@ -32,17 +33,17 @@ const (
 // the client commands, as a newcomer following the README would.
 func TestUpEndToEnd(t *testing.T) {
 	t.Parallel()
-	port := freePort(t)
+	port := testproc.FreePort(t)
 	data := t.TempDir()
 	url := "nats://127.0.0.1:" + strconv.Itoa(port)
 	// --http on a free port: the default 8080 may be taken, and other
 	// tests run up beside this one.
 	up := cli(t, "up", "--nats-port", strconv.Itoa(port), "--data", data, "--servers", "3", "--http", "127.0.0.1:0")
-	startProcess(t, up, "Stop with Ctrl-C")
+	testproc.Start(t, up, "Stop with Ctrl-C")
 	t.Cleanup(func() { _ = up.Process.Kill() })
 
 	sy := func(args ...string) (string, string, int) {
-		return run(t, cli(t, append(args, "--nats", url)...))
+		return testproc.Run(t, cli(t, append(args, "--nats", url)...))
 	}
 	must := func(args ...string) string {
 		t.Helper()
@@ -119,7 +120,7 @@ func TestUpEndToEnd(t *testing.T) {
 	if err := up.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if code := waitExit(t, up); code != 0 {
+	if code := testproc.Wait(t, up); code != 0 {
 		t.Fatalf("up exited %d after SIGTERM", code)
 	}
 	files, _ := filepath.Glob(filepath.Join(data, "*"))
@@ -128,10 +129,10 @@ func TestUpEndToEnd(t *testing.T) {
 	}
 	// A new port rather than the old one: tests run in parallel, and another
 	// one's connection may take the port this process just freed.
-	port = freePort(t)
+	port = testproc.FreePort(t)
 	url = "nats://127.0.0.1:" + strconv.Itoa(port)
 	up2 := cli(t, "up", "--nats-port", strconv.Itoa(port), "--data", data, "--servers", "3", "--http", "127.0.0.1:0")
-	startProcess(t, up2, "Stop with Ctrl-C")
+	testproc.Start(t, up2, "Stop with Ctrl-C")
 	t.Cleanup(func() { _ = up2.Process.Kill() })
 	if got := must("stream", "get", "project-1", "log", seq); got != "first event\n" {
 		t.Fatalf("after restart stream get = %q", got)
@@ -140,7 +141,7 @@ func TestUpEndToEnd(t *testing.T) {
 		t.Fatalf("after restart kv get = %q", got)
 	}
 	_ = up2.Process.Signal(os.Interrupt)
-	if code := waitExit(t, up2); code != 0 {
+	if code := testproc.Wait(t, up2); code != 0 {
 		t.Fatalf("up exited %d after interrupt", code)
 	}
 }
