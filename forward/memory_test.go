@@ -24,7 +24,7 @@ func TestMemoryBoundedUnderDeadPeer(t *testing.T) {
 
 	var droppedDeliveries, ackDrops, uncovered uint64
 	var q *PeerQueue
-	q, err := NewPeerQueue(QueueConfig{
+	q = startQueue(t, QueueConfig{
 		From: "eu", Send: dead, Clock: clk,
 		Logger:  slog.New(slog.DiscardHandler),
 		OnTaken: g.Taken,
@@ -47,12 +47,6 @@ func TestMemoryBoundedUnderDeadPeer(t *testing.T) {
 			return out
 		},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := q.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
 	defer func() {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
