@@ -23,8 +23,7 @@ func TestMemoryBoundedUnderDeadPeer(t *testing.T) {
 	dead := func(ctx context.Context, _ *Outbound) error { <-ctx.Done(); return ctx.Err() }
 
 	var droppedDeliveries, ackDrops, uncovered uint64
-	var q *PeerQueue
-	q = startQueue(t, QueueConfig{
+	q := startQueue(t, QueueConfig{
 		From: "eu", Send: dead, Clock: clk,
 		Logger:  slog.New(slog.DiscardHandler),
 		OnTaken: g.Taken,
