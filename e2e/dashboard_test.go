@@ -12,6 +12,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/switchyard-dev/switchyard/internal/testbrowser"
+	"github.com/switchyard-dev/switchyard/internal/testproc"
 )
 
 // pageWait bounds one wait for the page to show something.
@@ -51,20 +52,20 @@ func figure(id string) string {
 // reconnects while no server listens.
 func TestDashboardBrowser(t *testing.T) {
 	b := testbrowser.New(t)
-	port, hport := freePort(t), freePort(t)
+	port, hport := testproc.FreePort(t), testproc.FreePort(t)
 	url := "nats://127.0.0.1:" + strconv.Itoa(port)
 	base := "http://127.0.0.1:" + strconv.Itoa(hport)
 	data := t.TempDir()
 	startUp := func() func() {
 		up := cli(t, "up", "--nats-port", strconv.Itoa(port), "--data", data, "--http", "127.0.0.1:"+strconv.Itoa(hport))
-		startProcess(t, up, "Stop with Ctrl-C")
+		testproc.Start(t, up, "Stop with Ctrl-C")
 		t.Cleanup(func() { _ = up.Process.Kill() })
 		return func() {
 			t.Helper()
 			if err := up.Process.Signal(syscall.SIGTERM); err != nil {
 				t.Fatal(err)
 			}
-			if code := waitExit(t, up); code != 0 {
+			if code := testproc.Wait(t, up); code != 0 {
 				t.Fatalf("up exit %d", code)
 			}
 		}
@@ -96,7 +97,7 @@ func TestDashboardBrowser(t *testing.T) {
 	// write moved them.
 	commits := `[...document.querySelectorAll('#members tbody tr')].reduce((n, tr) => n + Number(tr.children[4].textContent.replace(/\D/g, '')), 0)`
 	before := pageValue[float64](t, b, commits)
-	if _, stderr, code := run(t, cli(t, "kv", "set", "dash", "probe", "k", "v", "--nats", url)); code != 0 {
+	if _, stderr, code := testproc.Run(t, cli(t, "kv", "set", "dash", "probe", "k", "v", "--nats", url)); code != 0 {
 		t.Fatalf("kv set: exit %d: %s", code, stderr)
 	}
 	waitPage(t, b, "the write committed", fmt.Sprintf(`%s > %v`, commits, before))

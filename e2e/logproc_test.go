@@ -121,23 +121,34 @@ func (p *logProc) exit(within time.Duration) int {
 	}
 }
 
-// waitStatus polls the source's status until cond holds.
-func waitStatus(t *testing.T, st *work.Store, what string, cond func(work.Status) bool) {
+// waitStatus polls the source's status until cond holds, and returns the
+// status it held in.
+func waitStatus(t *testing.T, st *work.Store, what string, cond func(work.Status) bool) work.Status {
 	t.Helper()
-	testwait.Until(t, what, func() (bool, string) {
+	return waitStatusWithin(t, st, testwait.Timeout, what, cond)
+}
+
+// waitStatusWithin is waitStatus for a condition that takes longer than
+// testwait.Timeout to come true.
+func waitStatusWithin(t *testing.T, st *work.Store, within time.Duration, what string, cond func(work.Status) bool) work.Status {
+	t.Helper()
+	var held work.Status
+	testwait.UntilWithin(t, within, what, func() (bool, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		s, err := st.Status(ctx)
 		if err != nil {
 			return false, fmt.Sprintf("status: %v", err)
 		}
+		held = s
 		return cond(s), fmt.Sprintf("status %+v", s)
 	})
+	return held
 }
 
 // indexed adds up the counting indexer's results over the source's done
-// ranges.
-func indexed(t *testing.T, st *work.Store) map[string]work.GroupCount {
+// ranges, and returns them with every range.
+func indexed(t *testing.T, st *work.Store) (map[string]work.GroupCount, []work.Range) {
 	t.Helper()
 	rs, err := st.Ranges(context.Background())
 	if err != nil {
@@ -151,5 +162,19 @@ func indexed(t *testing.T, st *work.Store) map[string]work.GroupCount {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return got
+	return got, all
+}
+
+// expectedCounts is what the counting indexer must report for groups whose
+// articles are 1..n: every article once.
+func expectedCounts(groups []string, n int64) map[string]work.GroupCount {
+	want := map[string]work.GroupCount{}
+	for _, g := range groups {
+		var c work.GroupCount
+		for a := int64(1); a <= n; a++ {
+			c.Add(work.GroupCount{Articles: 1, Sum: work.ArticleDigest(g, a)})
+		}
+		want[g] = c
+	}
+	return want
 }

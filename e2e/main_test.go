@@ -1,13 +1,8 @@
 package e2e
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -94,95 +89,6 @@ func cli(t *testing.T, args ...string) *exec.Cmd {
 	gorace := strings.TrimSpace(os.Getenv("GORACE") + " atexit_sleep_ms=0")
 	cmd.Env = append(os.Environ(), "SWITCHYARD_NATS_URL=", "GORACE="+gorace)
 	return cmd
-}
-
-// run runs the command to completion and returns stdout, stderr and the exit code.
-func run(t *testing.T, cmd *exec.Cmd) (string, string, int) {
-	t.Helper()
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("run %v: %v", cmd.Args, err)
-	}
-	return out.String(), errb.String(), code
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
-// startProcess starts cmd and waits until a stdout line contains ready; the
-// rest of stdout keeps draining in the background.
-func startProcess(t *testing.T, cmd *exec.Cmd, ready string) {
-	t.Helper()
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	found := make(chan bool, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		ok := false
-		for sc.Scan() {
-			if !ok && strings.Contains(sc.Text(), ready) {
-				ok = true
-				found <- true
-			}
-		}
-		if !ok {
-			found <- false
-		}
-		_, _ = io.Copy(io.Discard, stdout)
-	}()
-	select {
-	case ok := <-found:
-		if !ok {
-			_ = cmd.Wait()
-			t.Fatalf("%v exited before %q; stderr: %s", cmd.Args, ready, stderr.String())
-		}
-	case <-time.After(30 * time.Second):
-		_ = cmd.Process.Kill()
-		t.Fatalf("%v: no %q within 30s; stderr: %s", cmd.Args, ready, stderr.String())
-	}
-}
-
-func waitExit(t *testing.T, cmd *exec.Cmd) int {
-	t.Helper()
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	select {
-	case err := <-done:
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return ee.ExitCode()
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		return 0
-	case <-ctx.Done():
-		_ = cmd.Process.Kill()
-		t.Fatalf("%v did not exit", cmd.Args)
-		return -1
-	}
 }
 
 // pace waits d or until ctx ends: a deliberate pause (in the chaos, or

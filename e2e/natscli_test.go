@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/switchyard-dev/switchyard/internal/testci"
+	"github.com/switchyard-dev/switchyard/internal/testproc"
 	"github.com/switchyard-dev/switchyard/placement"
 )
 
@@ -20,9 +21,9 @@ func TestPlainNATSClient(t *testing.T) {
 	if err != nil {
 		testci.Missing(t, "the nats command-line client is not on PATH (.ci/run installs it: go install github.com/nats-io/natscli/nats@v0.5.0)")
 	}
-	port := freePort(t)
+	port := testproc.FreePort(t)
 	up := cli(t, "up", "--nats-port", strconv.Itoa(port), "--data", t.TempDir(), "--servers", "4", "--placement", "modulo")
-	startProcess(t, up, "Stop with Ctrl-C")
+	testproc.Start(t, up, "Stop with Ctrl-C")
 	t.Cleanup(func() { _ = up.Process.Kill() })
 
 	out, err := exec.Command(natsBin, "--server", "nats://127.0.0.1:"+strconv.Itoa(port), "req", "persist.hub.id", "").CombinedOutput()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/switchyard-dev/switchyard/bus/embedded"
 	"github.com/switchyard-dev/switchyard/internal/testnats"
+	"github.com/switchyard-dev/switchyard/internal/testproc"
 	"github.com/switchyard-dev/switchyard/placement"
 )
 
@@ -45,7 +46,7 @@ func startServeProc(t *testing.T) *serveProc {
 func (p *serveProc) start() {
 	p.t.Helper()
 	cmd := cli(p.t, "persist", "serve", "--id", "0", "--ids", "0", "--data", p.data, "--nats", p.NATS.ClientURL())
-	startProcess(p.t, cmd, "ready")
+	testproc.Start(p.t, cmd, "ready")
 	p.cmd = cmd
 	p.kill = func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }
 }

@@ -191,7 +191,7 @@ func apiKeyOf(t *testing.T, p *logProc) string {
 	args := p.cmd.Args
 	for i, a := range args {
 		if a == "--data" && i+1 < len(args) {
-			b, err := os.ReadFile(filepath.Join(args[i+1], "apikey"))
+			b, err := os.ReadFile(filepath.Join(args[i+1], apiKeyFile))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/switchyard-dev/switchyard/internal/testbrowser"
+	"github.com/switchyard-dev/switchyard/internal/testproc"
 	"github.com/switchyard-dev/switchyard/persist"
 )
 
@@ -26,12 +27,12 @@ import (
 func TestWatchPageInBrowser(t *testing.T) {
 	t.Parallel()
 	b := testbrowser.New(t)
-	hport, data := freePort(t), t.TempDir()
+	hport, data := testproc.FreePort(t), t.TempDir()
 	base := "http://127.0.0.1:" + strconv.Itoa(hport)
 	startUp := func() (*exec.Cmd, *persist.Stream) {
-		port := freePort(t)
+		port := testproc.FreePort(t)
 		up := cli(t, "up", "--nats-port", strconv.Itoa(port), "--data", data, "--servers", "1", "--no-work", "--http", "127.0.0.1:"+strconv.Itoa(hport))
-		startProcess(t, up, "Stop with Ctrl-C")
+		testproc.Start(t, up, "Stop with Ctrl-C")
 		t.Cleanup(func() { _ = up.Process.Kill() })
 		nc, err := nats.Connect("nats://127.0.0.1:" + strconv.Itoa(port))
 		if err != nil {
@@ -68,7 +69,7 @@ func TestWatchPageInBrowser(t *testing.T) {
 	if err := up1.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if code := waitExit(t, up1); code != 0 {
+	if code := testproc.Wait(t, up1); code != 0 {
 		t.Fatalf("up exited %d after SIGTERM", code)
 	}
 	waitPage(t, b, "the page shows the dropped connection", `document.querySelector('#watch').dataset.state !== 'open'`)

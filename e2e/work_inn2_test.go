@@ -72,7 +72,7 @@ func TestWorkINN2(t *testing.T) {
 	waitStatus(t, st, "the INN2 group indexed", func(s work.Status) bool {
 		return len(s.Groups) == 1 && s.Groups[0].PlannedThrough == gr.High && s.Groups[0].Planned == gr.High-gr.Low+1 && s.Groups[0].Done == s.Groups[0].Planned
 	})
-	got := indexed(t, st)
+	got, _ := indexed(t, st)
 	if got[group] != want {
 		t.Errorf("indexed %+v, want %+v: every article INN2 holds, once", got[group], want)
 	}

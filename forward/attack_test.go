@@ -78,7 +78,7 @@ func TestReceiverRefusesBeforeReading(t *testing.T) {
 	addr := tr.srv.Listener.Addr().String()
 	now := tr.clk.Now().Unix()
 	nowText := strconv.FormatInt(now, 10)
-	body := batchBody(t, "eu", del("s1", "a"))
+	body := batchBody("eu", del("s1", "a"))
 	if code, out := tr.do(t, signedReq{peer: "eu", secret: secretEU, ts: now, nonce: 77, body: body}); code != 200 {
 		t.Fatalf("genuine batch: %d %s", code, out)
 	}
@@ -157,7 +157,7 @@ func TestReceiverReadingLimits(t *testing.T) {
 	eu2, _ := hold("eu")
 	reading(2)
 	busy("eu")
-	body := batchBody(t, "eu", del("s1", "a"))
+	body := batchBody("eu", del("s1", "a"))
 	if code, out := tr.do(t, signedReq{peer: "eu", secret: secretEU, ts: now, nonce: 1, body: body}); code != http.StatusServiceUnavailable {
 		t.Fatalf("eu's own batch with its slots taken: %d %s", code, out)
 	}
@@ -201,7 +201,7 @@ func TestReceiverBodyReadTimeout(t *testing.T) {
 	if st := tr.recv.Stats(); st.ReadTimeout != 1 {
 		t.Fatalf("stats = %+v", st)
 	}
-	body := batchBody(t, "eu", del("s1", "a"))
+	body := batchBody("eu", del("s1", "a"))
 	if code, out := tr.do(t, signedReq{peer: "eu", secret: secretEU, ts: now, nonce: 6, body: body}); code != 200 {
 		t.Fatalf("genuine batch after the timeout: %d %s", code, out)
 	}
@@ -426,21 +426,8 @@ func TestReceiverFlood(t *testing.T) {
 		return st.Reading >= 20 && st.TooLarge > 0 && st.LengthRequired > 0 && st.Forbidden > 0 && st.BusyPeer > 0
 	})
 
-	s, err := NewSender(SenderConfig{Self: "eu", Secret: secretEU, Peers: map[string]string{"us": "http://" + addr + "/"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	defer s.Stop(context.Background())
-	q, err := NewPeerQueue(QueueConfig{From: "eu", Send: s.Send, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := q.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	s := startSender(t, SenderConfig{Self: "eu", Secret: secretEU, Peers: map[string]string{"us": "http://" + addr + "/"}})
+	q := startQueue(t, QueueConfig{From: "eu", Send: s.Send, Logger: slog.New(slog.DiscardHandler)})
 	defer q.Stop(context.Background())
 	const n = 1000
 	for range n {

@@ -87,7 +87,7 @@ func BenchmarkDecodeBatch(b *testing.B) {
 	for i := range items {
 		items[i] = benchItem(i, strings.Repeat("x", 64))
 	}
-	body := batchBodyFuzz(items...)
+	body := batchBody("f", items...)
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {

@@ -157,13 +157,7 @@ func newTestQueue(t *testing.T, clk *fakeClock, rec *recorder, mod func(*QueueCo
 	if mod != nil {
 		mod(&cfg)
 	}
-	q, err := NewPeerQueue(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := q.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	q := startQueue(t, cfg)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel() // cancel sends still blocked at once
@@ -224,4 +218,32 @@ func (c *fakeClock) waiting() int {
 		}
 	}
 	return n
+}
+
+// startSender makes and starts a sender, stopped when the test ends.
+func startSender(t *testing.T, cfg SenderConfig) *Sender {
+	t.Helper()
+	s, err := NewSender(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Stop(context.Background()) })
+	return s
+}
+
+// startQueue makes and starts a queue. The caller stops it: the tests of
+// Stop each stop it their own way.
+func startQueue(t *testing.T, cfg QueueConfig) *PeerQueue {
+	t.Helper()
+	q, err := NewPeerQueue(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return q
 }

@@ -77,13 +77,7 @@ func newScript(t *testing.T, mod func(*QueueConfig)) *script {
 	if mod != nil {
 		mod(&cfg)
 	}
-	q, err := NewPeerQueue(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := q.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	q := startQueue(t, cfg)
 	s.q = q
 	t.Cleanup(func() {
 		ctx, cancel := context.WithCancel(context.Background())

@@ -35,14 +35,7 @@ func TestWorstCaseBodyFitsDefaultReceiver(t *testing.T) {
 		c.Clock = nil
 		c.Peers = map[string][]byte{"eu": secretEU}
 	})
-	s, err := NewSender(SenderConfig{Self: "eu", Secret: secretEU, Peers: map[string]string{"us": tr.srv.URL}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	defer s.Stop(context.Background())
+	s := startSender(t, SenderConfig{Self: "eu", Secret: secretEU, Peers: map[string]string{"us": tr.srv.URL}})
 	var mu sync.Mutex
 	var sizes []int
 	send := func(ctx context.Context, b *Outbound) error {
@@ -53,13 +46,7 @@ func TestWorstCaseBodyFitsDefaultReceiver(t *testing.T) {
 	}
 	from := strings.Repeat("f", MaxFromBytes-2) // the quotes make it MaxFromBytes
 	// A frozen clock: only the byte bound may close the batch.
-	q, err := NewPeerQueue(QueueConfig{From: from, Send: send, Clock: newFakeClock(), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := q.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	q := startQueue(t, QueueConfig{From: from, Send: send, Clock: newFakeClock(), Logger: slog.New(slog.DiscardHandler)})
 	defer q.Stop(context.Background())
 	if q.BodyLimit() != MaxBodyBytesDefault {
 		t.Fatalf("BodyLimit %d, MaxBodyBytesDefault %d", q.BodyLimit(), MaxBodyBytesDefault)
@@ -130,13 +117,7 @@ func TestQueueRefusesLongFrom(t *testing.T) {
 	if _, err := NewPeerQueue(QueueConfig{From: strings.Repeat("f", MaxFromBytes-1), Send: send}); err == nil {
 		t.Fatal("a From over MaxFromBytes encoded was taken")
 	}
-	q, err := NewPeerQueue(QueueConfig{From: strings.Repeat("f", MaxFromBytes-2), Send: send})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := q.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	q := startQueue(t, QueueConfig{From: strings.Repeat("f", MaxFromBytes-2), Send: send})
 	_ = q.Stop(context.Background())
 }
 

@@ -23,8 +23,7 @@ func TestMemoryBoundedUnderDeadPeer(t *testing.T) {
 	dead := func(ctx context.Context, _ *Outbound) error { <-ctx.Done(); return ctx.Err() }
 
 	var droppedDeliveries, ackDrops, uncovered uint64
-	var q *PeerQueue
-	q, err := NewPeerQueue(QueueConfig{
+	q := startQueue(t, QueueConfig{
 		From: "eu", Send: dead, Clock: clk,
 		Logger:  slog.New(slog.DiscardHandler),
 		OnTaken: g.Taken,
@@ -47,12 +46,6 @@ func TestMemoryBoundedUnderDeadPeer(t *testing.T) {
 			return out
 		},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := q.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
 	defer func() {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()

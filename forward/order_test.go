@@ -16,7 +16,7 @@ import (
 // numbered is a batch body with its place in the sender's order.
 func numbered(t *testing.T, epoch, seq, base uint64, items ...Item) []byte {
 	t.Helper()
-	return bytes.Replace(batchBody(t, "eu", items...), []byte(`,"items":[`),
+	return bytes.Replace(batchBody("eu", items...), []byte(`,"items":[`),
 		fmt.Appendf(nil, `,"epoch":%d,"seq":%d,"base":%d,"items":[`, epoch, seq, base), 1)
 }
 
@@ -136,21 +136,8 @@ func TestDelayedPeerDrainsSeveralBatchesPerRoundTrip(t *testing.T) {
 		tr.recv.ServeHTTP(w, r)
 	}))
 	defer front.Close()
-	s, err := NewSender(SenderConfig{Self: "eu", Secret: secretEU, Peers: map[string]string{"us": front.URL}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	defer s.Stop(context.Background())
-	q, err := NewPeerQueue(QueueConfig{From: "eu", Send: s.Send, MaxBatchItems: 10, MaxInFlight: 5, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := q.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	s := startSender(t, SenderConfig{Self: "eu", Secret: secretEU, Peers: map[string]string{"us": front.URL}})
+	q := startQueue(t, QueueConfig{From: "eu", Send: s.Send, MaxBatchItems: 10, MaxInFlight: 5, Logger: slog.New(slog.DiscardHandler)})
 	defer q.Stop(context.Background())
 
 	var want []string
@@ -197,25 +184,12 @@ func TestBatchOverTheReceiverLimitBecomesMarkers(t *testing.T) {
 		c.Clock = nil
 		c.MaxBodyBytes = 4096
 	})
-	s, err := NewSender(SenderConfig{Self: "eu", Secret: secretEU, Peers: map[string]string{"us": tr.srv.URL}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	defer s.Stop(context.Background())
+	s := startSender(t, SenderConfig{Self: "eu", Secret: secretEU, Peers: map[string]string{"us": tr.srv.URL}})
 	g := NewGapPolicy(GapConfig{Logger: slog.New(slog.DiscardHandler)})
-	q, err := NewPeerQueue(QueueConfig{
+	q := startQueue(t, QueueConfig{
 		From: "eu", Send: s.Send, MaxBatchBytes: 1024, Logger: slog.New(slog.DiscardHandler),
 		OnOverflow: g.Overflow, OnTaken: g.Taken, OnLost: g.Lost,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := q.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
 	defer q.Stop(context.Background())
 	q.Push("us", del("s2", "small"))
 	big := del("s1", "big")

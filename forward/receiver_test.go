@@ -124,8 +124,8 @@ func (tr *testReceiver) do(t *testing.T, r signedReq) (int, []byte) {
 	return resp.StatusCode, out
 }
 
-func batchBody(t *testing.T, from string, items ...Item) []byte {
-	t.Helper()
+// batchBody is the JSON body of a batch from the peer from.
+func batchBody(from string, items ...Item) []byte {
 	b := appendString([]byte(`{"from":`), from)
 	b = append(b, `,"items":[`...)
 	for i, it := range items {
@@ -140,10 +140,10 @@ func batchBody(t *testing.T, from string, items ...Item) []byte {
 func TestReceiverAttacks(t *testing.T) {
 	tr := newTestReceiver(t, func(c *ReceiverConfig) { c.MaxBodyBytes = 4096 })
 	now := tr.clk.Now().Unix()
-	body := batchBody(t, "eu", del("s1", "a"))
+	body := batchBody("eu", del("s1", "a"))
 	nonce := uint64(1000)
 	next := func() uint64 { nonce++; return nonce }
-	big := batchBody(t, "eu", &Delivery{SubID: "s", Event: []byte(`{"x":"` + string(bytes.Repeat([]byte("z"), 5000)) + `"}`)})
+	big := batchBody("eu", &Delivery{SubID: "s", Event: []byte(`{"x":"` + string(bytes.Repeat([]byte("z"), 5000)) + `"}`)})
 
 	captured := signedReq{peer: "eu", secret: secretEU, ts: now, nonce: next(), body: body}
 	if code, out := tr.do(t, captured); code != 200 {
@@ -229,7 +229,7 @@ func TestReceiverActsOnSignedPeerAndOrder(t *testing.T) {
 		&Delivery{UserID: 404, SubID: "d2", Event: []byte(`{"id":"b"}`)},
 		&Delivery{UserID: 404, SubID: "d3", Event: []byte(`{"id":"c"}`)},
 	}
-	body := batchBody(t, "ap", items...) // the body claims to be from ap
+	body := batchBody("ap", items...) // the body claims to be from ap
 	// An item of a kind this receiver does not know is skipped.
 	body = bytes.Replace(body, []byte(`"items":[`), []byte(`"items":[{"kind":"teleport","x":[1,2]},`), 1)
 	code, out := tr.do(t, signedReq{peer: "eu", secret: secretEU, ts: now, nonce: 1, body: body})

@@ -14,21 +14,8 @@ import (
 // the queue holds; nothing is discarded.
 func TestStopDrainsToALiveReceiver(t *testing.T) {
 	tr := newTestReceiver(t, func(c *ReceiverConfig) { c.Clock = nil })
-	s, err := NewSender(SenderConfig{Self: "eu", Secret: secretEU, Peers: map[string]string{"us": tr.srv.URL}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	defer s.Stop(context.Background())
-	q, err := NewPeerQueue(QueueConfig{From: "eu", Send: s.Send, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := q.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	s := startSender(t, SenderConfig{Self: "eu", Secret: secretEU, Peers: map[string]string{"us": tr.srv.URL}})
+	q := startQueue(t, QueueConfig{From: "eu", Send: s.Send, Logger: slog.New(slog.DiscardHandler)})
 	const n = 1000
 	for range n {
 		q.Push("us", del("s1", "a"))
@@ -52,7 +39,7 @@ func TestStopDrainsToALiveReceiver(t *testing.T) {
 // lost, and a push after Stop is discarded too.
 func TestStopDiscardsWhatAnUnreachablePeerCannotTake(t *testing.T) {
 	started := make(chan struct{}, 1)
-	q, err := NewPeerQueue(QueueConfig{
+	q := startQueue(t, QueueConfig{
 		From: "eu",
 		Send: func(ctx context.Context, _ *Outbound) error {
 			started <- struct{}{}
@@ -62,12 +49,6 @@ func TestStopDiscardsWhatAnUnreachablePeerCannotTake(t *testing.T) {
 		MaxBatchItems: 10, MaxInFlight: 1, Clock: newFakeClock(),
 		Logger: slog.New(slog.DiscardHandler),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := q.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
 	for range 100 {
 		q.Push("us", del("s1", "a"))
 	}

@@ -15,7 +15,7 @@ func TestQueueOverSignedTransport(t *testing.T) {
 	tr := newTestReceiver(t, func(c *ReceiverConfig) { c.Clock = nil })
 	var mu sync.Mutex
 	var replies []Reply
-	s, err := NewSender(SenderConfig{
+	s := startSender(t, SenderConfig{
 		Self: "eu", Secret: secretEU, Peers: map[string]string{"us": tr.srv.URL},
 		OnReply: func(peer string, r Reply) {
 			mu.Lock()
@@ -23,20 +23,7 @@ func TestQueueOverSignedTransport(t *testing.T) {
 			mu.Unlock()
 		},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	defer s.Stop(context.Background())
-	q, err := NewPeerQueue(QueueConfig{From: "eu", Send: s.Send, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := q.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	q := startQueue(t, QueueConfig{From: "eu", Send: s.Send, Logger: slog.New(slog.DiscardHandler)})
 	defer q.Stop(context.Background())
 	const n = 1000
 	for i := range n {
@@ -74,15 +61,8 @@ func TestQueueOverSignedTransport(t *testing.T) {
 
 func TestSenderErrors(t *testing.T) {
 	tr := newTestReceiver(t, func(c *ReceiverConfig) { c.Clock = nil })
-	s, err := NewSender(SenderConfig{Self: "eu", Secret: []byte("wrong"), Peers: map[string]string{"us": tr.srv.URL}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	defer s.Stop(context.Background())
-	body := batchBody(t, "eu", del("s", "a"))
+	s := startSender(t, SenderConfig{Self: "eu", Secret: []byte("wrong"), Peers: map[string]string{"us": tr.srv.URL}})
+	body := batchBody("eu", del("s", "a"))
 	var se *StatusError
 	if err := s.Send(context.Background(), &Outbound{Peer: "us", Body: body}); !errors.As(err, &se) || se.Code != 403 {
 		t.Fatalf("wrong secret: %v", err)

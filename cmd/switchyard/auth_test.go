@@ -14,6 +14,7 @@ import (
 
 	"github.com/switchyard-dev/switchyard/bus"
 	"github.com/switchyard-dev/switchyard/bus/auth"
+	"github.com/switchyard-dev/switchyard/internal/testproc"
 	"github.com/switchyard-dev/switchyard/internal/testtls"
 	"github.com/switchyard-dev/switchyard/persist"
 )
@@ -24,13 +25,13 @@ import (
 func authBus(t *testing.T) (url, dir, ca string) {
 	t.Helper()
 	dir = filepath.Join(t.TempDir(), "auth")
-	if _, stderr, code := run(t, cli(t, "auth", "init", dir, "--tenant", "acme=account-a", "--tenant", "bob=account-b,project-b")); code != 0 {
+	if _, stderr, code := testproc.Run(t, cli(t, "auth", "init", dir, "--tenant", "acme=account-a", "--tenant", "bob=account-b,project-b")); code != 0 {
 		t.Fatalf("auth init: exit %d: %s", code, stderr)
 	}
 	f := testtls.New(t)
-	port := freePort(t)
+	port := testproc.FreePort(t)
 	up := cli(t, "up", "--nats-port", strconv.Itoa(port), "--data", t.TempDir(), "--auth", dir, "--tls-cert", f.Cert, "--tls-key", f.Key)
-	startProcess(t, up, "Stop with Ctrl-C")
+	testproc.Start(t, up, "Stop with Ctrl-C")
 	t.Cleanup(func() { _ = up.Process.Kill() })
 	return "nats://127.0.0.1:" + strconv.Itoa(port), dir, f.CA
 }
@@ -259,7 +260,7 @@ func TestAuthAttacks(t *testing.T) {
 	}
 
 	// The CLI says forbidden in one line, exit 1, at once.
-	_, stderr, code := run(t, cli(t, "kv", "get", "account-b", "log", "k", "--nats", url, "--creds", auth.CredsFile(dir, "acme"), "--tls-ca", ca))
+	_, stderr, code := testproc.Run(t, cli(t, "kv", "get", "account-b", "log", "k", "--nats", url, "--creds", auth.CredsFile(dir, "acme"), "--tls-ca", ca))
 	if code != exitRuntime || !strings.Contains(stderr, "forbidden") || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
 		t.Fatalf("kv get of another tenant's scope: exit %d, stderr %q", code, stderr)
 	}
@@ -285,19 +286,19 @@ func TestAuthTLSNeedsCA(t *testing.T) {
 	t.Parallel()
 	url, dir, ca := authBus(t)
 	creds := auth.CredsFile(dir, auth.RoleClient)
-	_, stderr, code := run(t, cli(t, "kv", "set", "hub", "demo", "k", "v", "--nats", url, "--creds", creds))
+	_, stderr, code := testproc.Run(t, cli(t, "kv", "set", "hub", "demo", "k", "v", "--nats", url, "--creds", creds))
 	if code != exitRuntime || !strings.Contains(stderr, "certificate") || !strings.Contains(stderr, "--tls-ca") {
 		t.Fatalf("without the CA: exit %d, stderr %q", code, stderr)
 	}
-	if _, stderr, code := run(t, cli(t, "kv", "set", "hub", "demo", "k", "v", "--nats", url, "--creds", creds, "--tls-ca", ca)); code != 0 {
+	if _, stderr, code := testproc.Run(t, cli(t, "kv", "set", "hub", "demo", "k", "v", "--nats", url, "--creds", creds, "--tls-ca", ca)); code != 0 {
 		t.Fatalf("with the CA: exit %d: %s", code, stderr)
 	}
-	out, stderr, code := run(t, cli(t, "kv", "get", "hub", "demo", "k", "--nats", url, "--tls-ca", ca, "--creds", creds))
+	out, stderr, code := testproc.Run(t, cli(t, "kv", "get", "hub", "demo", "k", "--nats", url, "--tls-ca", ca, "--creds", creds))
 	if code != 0 || out != "v\n" {
 		t.Fatalf("kv get over TLS: exit %d, %q %s", code, out, stderr)
 	}
 	// Without credentials the bus admits nobody.
-	if _, stderr, code := run(t, cli(t, "kv", "get", "hub", "demo", "k", "--nats", url, "--tls-ca", ca)); code != exitRuntime || !strings.Contains(stderr, "credentials") {
+	if _, stderr, code := testproc.Run(t, cli(t, "kv", "get", "hub", "demo", "k", "--nats", url, "--tls-ca", ca)); code != exitRuntime || !strings.Contains(stderr, "credentials") {
 		t.Fatalf("without creds: exit %d, stderr %q", code, stderr)
 	}
 }
@@ -306,7 +307,7 @@ func TestAuthTLSNeedsCA(t *testing.T) {
 // or an explicit --insecure.
 func TestUpRefusesOpenNetworkBus(t *testing.T) {
 	t.Parallel()
-	_, stderr, code := execute(t, "up", "--host", "0.0.0.0", "--nats-port", strconv.Itoa(freePort(t)), "--data", t.TempDir())
+	_, stderr, code := execute(t, "up", "--host", "0.0.0.0", "--nats-port", strconv.Itoa(testproc.FreePort(t)), "--data", t.TempDir())
 	if code != exitUsage || !strings.Contains(stderr, "--auth") || !strings.Contains(stderr, "--insecure") {
 		t.Fatalf("up --host 0.0.0.0: exit %d, stderr %q", code, stderr)
 	}

@@ -1,6 +1,10 @@
 package main
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/switchyard-dev/switchyard/internal/testproc"
+)
 
 // TestBenchForwardUsage: bad flags are a usage error (the runs themselves
 // are tested in package bench).
@@ -12,7 +16,7 @@ func TestBenchForwardUsage(t *testing.T) {
 		{"--slow-rtt", "0s"},
 		{"--runs", "0"},
 	} {
-		_, stderr, code := run(t, cli(t, append([]string{"bench", "forward", "--anchor", t.TempDir()}, args...)...))
+		_, stderr, code := testproc.Run(t, cli(t, append([]string{"bench", "forward", "--anchor", t.TempDir()}, args...)...))
 		if code != exitUsage {
 			t.Errorf("%v: exit %d (%s), want usage", args, code, stderr)
 		}

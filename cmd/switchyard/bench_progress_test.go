@@ -3,6 +3,8 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/switchyard-dev/switchyard/internal/testproc"
 )
 
 // TestBenchProgressOnStderr: a benchmark's phases show on stderr, as plain
@@ -12,7 +14,7 @@ import (
 func TestBenchProgressOnStderr(t *testing.T) {
 	t.Parallel()
 	args := []string{"bench", "nntp", "--lines", "1000", "--chunk", "500", "--rounds", "1"}
-	out, stderr, code := run(t, cli(t, args...))
+	out, stderr, code := testproc.Run(t, cli(t, args...))
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -41,7 +43,7 @@ func TestBenchProgressOnStderr(t *testing.T) {
 		t.Fatalf("no result table on stdout: %q", out)
 	}
 
-	_, stderr, code = run(t, cli(t, append(args, "--no-progress")...))
+	_, stderr, code = testproc.Run(t, cli(t, append(args, "--no-progress")...))
 	if code != 0 || stderr != "" {
 		t.Fatalf("--no-progress: exit %d, stderr %q", code, stderr)
 	}

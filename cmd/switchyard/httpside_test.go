@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/switchyard-dev/switchyard/bus/embedded"
+	"github.com/switchyard-dev/switchyard/internal/testproc"
 )
 
 // httpGet fetches url; a failed connection is status 0, so pollers can
@@ -112,16 +113,16 @@ next:
 // answer 200.
 func TestUpMetrics(t *testing.T) {
 	t.Parallel()
-	port, hport := freePort(t), freePort(t)
+	port, hport := testproc.FreePort(t), testproc.FreePort(t)
 	url := "nats://127.0.0.1:" + strconv.Itoa(port)
 	base := "http://127.0.0.1:" + strconv.Itoa(hport)
 	data := t.TempDir()
 	up := cli(t, "up", "--nats-port", strconv.Itoa(port), "--data", data, "--http", "127.0.0.1:"+strconv.Itoa(hport))
-	startProcess(t, up, "Stop with Ctrl-C")
+	testproc.Start(t, up, "Stop with Ctrl-C")
 	t.Cleanup(func() { _ = up.Process.Kill() })
 
 	for i := range 3 {
-		if _, stderr, code := run(t, cli(t, "kv", "set", "hub", "demo", "k"+strconv.Itoa(i), "v", "--nats", url)); code != 0 {
+		if _, stderr, code := testproc.Run(t, cli(t, "kv", "set", "hub", "demo", "k"+strconv.Itoa(i), "v", "--nats", url)); code != 0 {
 			t.Fatalf("kv set: exit %d: %s", code, stderr)
 		}
 	}
@@ -232,7 +233,7 @@ func TestUpMetrics(t *testing.T) {
 	if err := up.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if code := waitExit(t, up); code != 0 {
+	if code := testproc.Wait(t, up); code != 0 {
 		t.Fatalf("up exit %d", code)
 	}
 }
@@ -242,7 +243,7 @@ func TestUpMetrics(t *testing.T) {
 // naming the bus while it is down, and 200 again once it is back.
 func TestReadyzFollowsTheBus(t *testing.T) {
 	t.Parallel()
-	port, hport := freePort(t), freePort(t)
+	port, hport := testproc.FreePort(t), testproc.FreePort(t)
 	startNATS := func() *embedded.Server {
 		e, err := embedded.Start(embedded.Config{Host: "127.0.0.1", Port: port})
 		if err != nil {
@@ -255,7 +256,7 @@ func TestReadyzFollowsTheBus(t *testing.T) {
 	base := "http://127.0.0.1:" + strconv.Itoa(hport)
 	srv := cli(t, "persist", "serve", "--id", "0", "--ids", "0", "--data", t.TempDir(),
 		"--nats", "nats://127.0.0.1:"+strconv.Itoa(port), "--http", "127.0.0.1:"+strconv.Itoa(hport))
-	startProcess(t, srv, "ready on")
+	testproc.Start(t, srv, "ready on")
 	t.Cleanup(func() { _ = srv.Process.Kill() })
 
 	ready := func(want int, mention string) func() (bool, string) {
@@ -276,7 +277,7 @@ func TestReadyzFollowsTheBus(t *testing.T) {
 	if err := srv.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if code := waitExit(t, srv); code != 0 {
+	if code := testproc.Wait(t, srv); code != 0 {
 		t.Fatalf("persist serve exit %d", code)
 	}
 }

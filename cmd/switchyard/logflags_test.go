@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/switchyard-dev/switchyard/internal/testnats"
+	"github.com/switchyard-dev/switchyard/internal/testproc"
 )
 
 // logLine is what every JSON log line must carry.
@@ -67,7 +68,7 @@ func TestLogFlagsJSONLifecycle(t *testing.T) {
 			}
 		}
 	}
-	if code := waitExit(t, cmd); code != 0 {
+	if code := testproc.Wait(t, cmd); code != 0 {
 		t.Fatalf("balancer exit %d; log %q", code, got)
 	}
 	want := []string{"INFO balancer running", "INFO balancer stopped"}
@@ -99,7 +100,7 @@ func TestLogLevelDebugOnlyAtDebug(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "auth")
 			cmd := cli(t, append([]string{"auth", "init", dir}, c.args...)...)
 			cmd.Env = append(cmd.Env, c.env...)
-			_, stderr, code := run(t, cmd)
+			_, stderr, code := testproc.Run(t, cmd)
 			if code != 0 {
 				t.Fatalf("exit %d: %s", code, stderr)
 			}
@@ -138,7 +139,7 @@ func TestLogFlagsBadValues(t *testing.T) {
 			if c.env != "" {
 				cmd.Env = append(cmd.Env, c.env)
 			}
-			_, stderr, code := run(t, cmd)
+			_, stderr, code := testproc.Run(t, cmd)
 			if code != exitUsage {
 				t.Fatalf("exit %d, want %d; stderr %q", code, exitUsage, stderr)
 			}
@@ -159,7 +160,7 @@ func TestLogFlagsBadValues(t *testing.T) {
 func TestLogFlagsDefaultText(t *testing.T) {
 	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "auth")
-	_, stderr, code := run(t, cli(t, "auth", "init", dir, "--log-level", "debug"))
+	_, stderr, code := testproc.Run(t, cli(t, "auth", "init", dir, "--log-level", "debug"))
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}

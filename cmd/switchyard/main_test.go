@@ -1,14 +1,10 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"errors"
-	"io"
 	"log"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"slices"
@@ -19,6 +15,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/switchyard-dev/switchyard/internal/testproc"
 )
 
 // runMainEnv makes the test binary act as the switchyard command, so tests
@@ -113,25 +111,9 @@ func cli(t *testing.T, args ...string) *exec.Cmd {
 	return cmd
 }
 
-// run runs the command to completion and returns stdout, stderr and the exit code.
-func run(t *testing.T, cmd *exec.Cmd) (string, string, int) {
-	t.Helper()
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("run %v: %v", cmd.Args, err)
-	}
-	return out.String(), errb.String(), code
-}
-
 func TestExitCodes(t *testing.T) {
 	t.Parallel()
-	dead := "nats://127.0.0.1:" + strconv.Itoa(freePort(t))
+	dead := "nats://127.0.0.1:" + strconv.Itoa(testproc.FreePort(t))
 	cases := []struct {
 		name string
 		args []string
@@ -198,79 +180,6 @@ func TestEveryCommandHasHelp(t *testing.T) {
 	}
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
-// startProcess starts cmd and waits until a stdout line contains ready; the
-// rest of stdout keeps draining in the background.
-func startProcess(t *testing.T, cmd *exec.Cmd, ready string) {
-	t.Helper()
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	found := make(chan bool, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		ok := false
-		for sc.Scan() {
-			if !ok && strings.Contains(sc.Text(), ready) {
-				ok = true
-				found <- true
-			}
-		}
-		if !ok {
-			found <- false
-		}
-		_, _ = io.Copy(io.Discard, stdout)
-	}()
-	select {
-	case ok := <-found:
-		if !ok {
-			_ = cmd.Wait()
-			t.Fatalf("%v exited before %q; stderr: %s", cmd.Args, ready, stderr.String())
-		}
-	case <-time.After(30 * time.Second):
-		_ = cmd.Process.Kill()
-		t.Fatalf("%v: no %q within 30s; stderr: %s", cmd.Args, ready, stderr.String())
-	}
-}
-
-func waitExit(t *testing.T, cmd *exec.Cmd) int {
-	t.Helper()
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	select {
-	case err := <-done:
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return ee.ExitCode()
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		return 0
-	case <-ctx.Done():
-		_ = cmd.Process.Kill()
-		t.Fatalf("%v did not exit", cmd.Args)
-		return -1
-	}
-}
-
 // TestExecuteIsMain: a command run in this process (execute) prints and
 // exits as the binary does (cli), so the tests moved in-process still test
 // what a user sees.
@@ -287,7 +196,7 @@ func TestExecuteIsMain(t *testing.T) {
 		t.Run(strings.Join(args, "_"), func(t *testing.T) {
 			t.Parallel()
 			out, stderr, code := execute(t, args...)
-			wantOut, wantErr, wantCode := run(t, cli(t, args...))
+			wantOut, wantErr, wantCode := testproc.Run(t, cli(t, args...))
 			if out != wantOut || stderr != wantErr || code != wantCode {
 				t.Errorf("in-process: exit %d, stdout %q, stderr %q\nprocess:    exit %d, stdout %q, stderr %q", code, out, stderr, wantCode, wantOut, wantErr)
 			}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/switchyard-dev/switchyard/internal/testproc"
 	"github.com/switchyard-dev/switchyard/nntp/nntptest"
 )
 
@@ -23,7 +24,7 @@ func TestNNTPCommands(t *testing.T) {
 	withPass := func(args ...string) (string, string, int) {
 		cmd := cli(t, append(args, "--server", srv.Addr(), "--user", "reader")...)
 		cmd.Env = append(cmd.Env, "SWITCHYARD_NNTP_PASS=s3cret")
-		return run(t, cmd)
+		return testproc.Run(t, cmd)
 	}
 
 	out, stderr, code := withPass("nntp", "groups")
@@ -46,7 +47,7 @@ func TestNNTPCommands(t *testing.T) {
 	// Wrong password: a run-time failure (exit 1) in one line.
 	cmd := cli(t, "nntp", "groups", "--server", srv.Addr(), "--user", "reader")
 	cmd.Env = append(cmd.Env, "SWITCHYARD_NNTP_PASS=wrong")
-	if _, stderr, code := run(t, cmd); code != exitRuntime || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+	if _, stderr, code := testproc.Run(t, cmd); code != exitRuntime || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
 		t.Fatalf("wrong password: exit %d, stderr %q", code, stderr)
 	}
 	// Missing --server is a usage error.

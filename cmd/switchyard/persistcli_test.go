@@ -7,8 +7,10 @@ import (
 	"testing"
 
 	"github.com/nats-io/nats.go"
+
 	"github.com/switchyard-dev/switchyard/bus/embedded"
 	"github.com/switchyard-dev/switchyard/internal/testnats"
+	"github.com/switchyard-dev/switchyard/internal/testproc"
 	"github.com/switchyard-dev/switchyard/persist/server"
 	"github.com/switchyard-dev/switchyard/placement"
 )
@@ -53,7 +55,7 @@ func startPersist(t *testing.T) func(stdin []byte, args ...string) (string, stri
 		if stdin != nil {
 			cmd.Stdin = bytes.NewReader(stdin)
 		}
-		return run(t, cmd)
+		return testproc.Run(t, cmd)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-dev/switchyard/internal/testproc"
 	"github.com/switchyard-dev/switchyard/persist"
 )
 
@@ -81,7 +82,7 @@ func TestWatchCommand(t *testing.T) {
 	if err := cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
 	}
-	if code := waitExit(t, cmd); code != 0 {
+	if code := testproc.Wait(t, cmd); code != 0 {
 		t.Fatalf("exit %d after interrupt, want 0", code)
 	}
 }
@@ -106,7 +107,7 @@ func TestWatchUsage(t *testing.T) {
 func TestWatchCommandPermanentError(t *testing.T) {
 	e, _ := startFleet(t, "") // no data directory
 
-	stdout, stderr, code := run(t, cli(t, "watch", "hub", "events", "--json", "--nats", e.ClientURL()))
+	stdout, stderr, code := testproc.Run(t, cli(t, "watch", "hub", "events", "--json", "--nats", e.ClientURL()))
 	if code != 1 {
 		t.Fatalf("exit %d, want 1 (stderr %q)", code, stderr)
 	}

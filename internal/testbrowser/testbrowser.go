@@ -37,12 +37,7 @@ func Available() (path, why string) {
 // missing; under CI=true a missing browser fails t instead.
 func Require(t testing.TB) string {
 	t.Helper()
-	p, why := Available()
-	if p != "" {
-		return p
-	}
-	testci.Missing(t, why)
-	return ""
+	return testci.Require(t, Available)
 }
 
 // Browser is one headless Chromium with one tab, closed when the test

@@ -16,3 +16,14 @@ func Missing(t testing.TB, why string) {
 	}
 	t.Skip(why)
 }
+
+// Require returns the path available finds, or calls Missing with why it
+// found none: the Require of a package that checks for one program.
+func Require(t testing.TB, available func() (path, why string)) string {
+	t.Helper()
+	p, why := available()
+	if p == "" {
+		Missing(t, why)
+	}
+	return p
+}

@@ -5,10 +5,12 @@
 package testdisk
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 )
 
@@ -40,4 +42,25 @@ func Files(t testing.TB, dir string) []string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// Fill writes a ballast file in dir until the filesystem is full (a write
+// fails with ENOSPC) and returns its path; removing it makes room again.
+func Fill(t testing.TB, dir string) string {
+	t.Helper()
+	p := filepath.Join(dir, "ballast")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 4096)
+	for {
+		if _, err := f.Write(buf); err != nil {
+			if errors.Is(err, syscall.ENOSPC) {
+				return p
+			}
+			t.Fatal(err)
+		}
+	}
 }

@@ -54,12 +54,7 @@ func Available() (path, why string) {
 // pass without running the round trip.
 func Require(t testing.TB) string {
 	t.Helper()
-	p, why := Available()
-	if p != "" {
-		return p
-	}
-	testci.Missing(t, why)
-	return ""
+	return testci.Require(t, Available)
 }
 
 // Download runs NZBGet on nzbPath against server and waits for it to exit

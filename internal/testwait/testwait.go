@@ -25,8 +25,16 @@ func For(t testing.TB, what string, cond func() bool) {
 // the last state cond described.
 func Until(t testing.TB, what string, cond func() (ok bool, last string)) {
 	t.Helper()
-	if err := poll(Timeout, cond); err != "" {
-		t.Fatalf("timed out after %v waiting for %s%s", Timeout, what, err)
+	UntilWithin(t, Timeout, what, cond)
+}
+
+// UntilWithin is Until with a timeout of its own, for a condition that
+// takes longer than Timeout to come true even on a fast machine (a
+// system test working through a large data set).
+func UntilWithin(t testing.TB, timeout time.Duration, what string, cond func() (ok bool, last string)) {
+	t.Helper()
+	if err := poll(timeout, cond); err != "" {
+		t.Fatalf("timed out after %v waiting for %s%s", timeout, what, err)
 	}
 }
 

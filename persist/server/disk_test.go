@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -29,27 +28,6 @@ func diskHarness(t *testing.T, size int64) (*harness, string) {
 		c.Storage = store.NewSQLite(store.SQLiteConfig{Dir: dir, ReserveBytes: 256 << 10})
 	})
 	return h, dir
-}
-
-// fillDisk writes a ballast file in dir until the filesystem is full and
-// returns its path.
-func fillDisk(t *testing.T, dir string) string {
-	t.Helper()
-	p := filepath.Join(dir, "ballast")
-	f, err := os.Create(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	buf := make([]byte, 4096)
-	for {
-		if _, err := f.Write(buf); err != nil {
-			if errors.Is(err, syscall.ENOSPC) {
-				return p
-			}
-			t.Fatal(err)
-		}
-	}
 }
 
 // wantUnavailable fails t unless rep is an unavailable reply whose message
@@ -80,7 +58,7 @@ func TestDiskFullAnswersUnavailable(t *testing.T) {
 		}
 		acked = append(acked, v)
 	}
-	ballast := fillDisk(t, dir)
+	ballast := testdisk.Fill(t, dir)
 
 	big := bytes.Repeat([]byte{0x5a}, 1000) // 1 KiB, stored raw
 	for _, stream := range []string{"s", "s", "other"} {
@@ -107,7 +85,7 @@ func TestDiskFullAnswersUnavailable(t *testing.T) {
 
 	// Full again, then a restart (a new storage, as a new process has):
 	// the stream opens, nothing is lost, and deletes still run.
-	fillDisk(t, dir)
+	testdisk.Fill(t, dir)
 	h.cfg.Storage = store.NewSQLite(store.SQLiteConfig{Dir: dir, ReserveBytes: 256 << 10})
 	h.restart()
 	if msgs, _, _ := h.getAll("s", nil); len(msgs) != len(acked) || !bytes.Equal(msgs[0].Value, acked[1]) || string(msgs[len(msgs)-1].Value) != "after" {

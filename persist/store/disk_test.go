@@ -218,25 +218,6 @@ func TestDiskReadOnly(t *testing.T) {
 	}
 }
 
-// fill writes a file under dir until the filesystem has no room left.
-func fill(t *testing.T, dir string) {
-	t.Helper()
-	f, err := os.Create(filepath.Join(dir, "ballast"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	buf := make([]byte, 4096)
-	for {
-		if _, err := f.Write(buf); err != nil {
-			if isFull(classifyDisk(err)) {
-				return
-			}
-			t.Fatal(err)
-		}
-	}
-}
-
 // TestDiskFullOpenLeavesNoFile opens a new stream on a full filesystem with
 // no reserve, so the open reaches SQLite: it fails as disk full and removes
 // the empty file SQLite created.
@@ -246,7 +227,7 @@ func TestDiskFullOpenLeavesNoFile(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(dir, "hub"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	fill(t, dir)
+	testdisk.Fill(t, dir)
 	_, err := st.Open("hub", "a", time.Now())
 	wantDiskError(t, "open on a full disk", err, ReasonFull)
 	ents, err := os.ReadDir(filepath.Join(dir, "hub"))

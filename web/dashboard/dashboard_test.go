@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/switchyard-dev/switchyard/internal/lifecycle"
+	"github.com/switchyard-dev/switchyard/internal/testnet"
 	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/work"
 )
@@ -59,7 +60,7 @@ func startHub(t *testing.T, cfg Config) (*Hub, string) {
 	// Small send buffers: a page that stops reading fills them after a
 	// snapshot or two, whatever the loopback's buffer autotuning would
 	// allow, so a stall shows without waiting out megabytes.
-	srv.Listener = smallBuffers{srv.Listener}
+	srv.Listener = testnet.SmallSendBuffers(srv.Listener)
 	srv.Start()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -406,15 +407,4 @@ func TestTicksOutliveStartContext(t *testing.T) {
 	if err := <-errc; err != nil {
 		t.Fatal(err)
 	}
-}
-
-// smallBuffers gives accepted connections a small send buffer.
-type smallBuffers struct{ net.Listener }
-
-func (l smallBuffers) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if tc, ok := c.(*net.TCPConn); ok {
-		_ = tc.SetWriteBuffer(4096)
-	}
-	return c, err
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/switchyard-dev/switchyard/internal/testnet"
 	"github.com/switchyard-dev/switchyard/internal/testpersist/persistenv"
 	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/persist"
@@ -149,7 +150,7 @@ func TestWatchNeverReadingBrowserIsCutOff(t *testing.T) {
 		// Short, so the test does not wait out the default; no timing is
 		// asserted.
 		cfg.WriteTimeout = 100 * time.Millisecond
-		ts.Listener = smallBuffers{ts.Listener}
+		ts.Listener = testnet.SmallSendBuffers(ts.Listener)
 	})
 	dialer := &net.Dialer{}
 	opts := &websocket.DialOptions{HTTPClient: &http.Client{Transport: &http.Transport{

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -157,16 +156,4 @@ func (l *seqLog) add(m testMsg) {
 		l.t.Fatalf("seq %d: value %.20q, want %.20q", m.Seq, m.Value, want)
 	}
 	l.last = m.Seq
-}
-
-// smallBuffers makes the server's sockets' send buffers small, so a peer
-// that stops reading fills them after a few KiB rather than megabytes.
-type smallBuffers struct{ net.Listener }
-
-func (l smallBuffers) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if tc, ok := c.(*net.TCPConn); ok {
-		_ = tc.SetWriteBuffer(4096)
-	}
-	return c, err
 }

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"context"
@@ -9,31 +9,41 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/switchyard-dev/switchyard/bus"
+	"github.com/switchyard-dev/switchyard/internal/testproc"
+	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/placement"
 	"github.com/switchyard-dev/switchyard/work"
+)
+
+// The exit codes the README lists, and the number of groups of up's demo
+// provider: the binary's, restated because a test of it cannot import
+// package main.
+const (
+	exitRuntime  = 1
+	exitNotFound = 3
+	demoGroups   = 2
 )
 
 // TestUpEndToEnd runs `switchyard up` as its own process and drives it with
 // the client commands, as a newcomer following the README would.
 func TestUpEndToEnd(t *testing.T) {
 	t.Parallel()
-	port := freePort(t)
+	port := testproc.FreePort(t)
 	data := t.TempDir()
 	url := "nats://127.0.0.1:" + strconv.Itoa(port)
 	// --http on a free port: the default 8080 may be taken, and other
 	// tests run up beside this one.
 	up := cli(t, "up", "--nats-port", strconv.Itoa(port), "--data", data, "--servers", "3", "--http", "127.0.0.1:0")
-	startProcess(t, up, "Stop with Ctrl-C")
+	testproc.Start(t, up, "Stop with Ctrl-C")
 	t.Cleanup(func() { _ = up.Process.Kill() })
 
 	sy := func(args ...string) (string, string, int) {
-		return run(t, cli(t, append(args, "--nats", url)...))
+		return testproc.Run(t, cli(t, append(args, "--nats", url)...))
 	}
 	must := func(args ...string) string {
 		t.Helper()
@@ -97,20 +107,11 @@ func TestUpEndToEnd(t *testing.T) {
 
 	// The work pipeline runs in up against the demo provider: articles
 	// flow to the worker and work status shows it.
-	deadline := time.Now().Add(60 * time.Second)
-	poll := time.NewTicker(100 * time.Millisecond)
-	defer poll.Stop()
-	for {
+	testwait.Until(t, "up's work pipeline to index the demo groups", func() (bool, string) {
 		out, _, code := sy("work", "status", "--source", "demo", "--json")
 		var st work.Status
-		if code == 0 && json.Unmarshal([]byte(out), &st) == nil && st.Articles[work.StateDone] > 0 && len(st.Groups) == upDemoGroups && len(st.Shares) == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("up's work pipeline indexed nothing within 60s; last status: %s", out)
-		}
-		<-poll.C
-	}
+		return code == 0 && json.Unmarshal([]byte(out), &st) == nil && st.Articles[work.StateDone] > 0 && len(st.Groups) == demoGroups && len(st.Shares) == 1, out
+	})
 	if out := must("work", "status", "--source", "demo"); !strings.Contains(out, "alt.binaries.demo.1") || !strings.Contains(out, "done") {
 		t.Fatalf("work status:\n%s", out)
 	}
@@ -119,7 +120,7 @@ func TestUpEndToEnd(t *testing.T) {
 	if err := up.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if code := waitExit(t, up); code != 0 {
+	if code := testproc.Wait(t, up); code != 0 {
 		t.Fatalf("up exited %d after SIGTERM", code)
 	}
 	files, _ := filepath.Glob(filepath.Join(data, "*"))
@@ -128,10 +129,10 @@ func TestUpEndToEnd(t *testing.T) {
 	}
 	// A new port rather than the old one: tests run in parallel, and another
 	// one's connection may take the port this process just freed.
-	port = freePort(t)
+	port = testproc.FreePort(t)
 	url = "nats://127.0.0.1:" + strconv.Itoa(port)
 	up2 := cli(t, "up", "--nats-port", strconv.Itoa(port), "--data", data, "--servers", "3", "--http", "127.0.0.1:0")
-	startProcess(t, up2, "Stop with Ctrl-C")
+	testproc.Start(t, up2, "Stop with Ctrl-C")
 	t.Cleanup(func() { _ = up2.Process.Kill() })
 	if got := must("stream", "get", "project-1", "log", seq); got != "first event\n" {
 		t.Fatalf("after restart stream get = %q", got)
@@ -140,7 +141,7 @@ func TestUpEndToEnd(t *testing.T) {
 		t.Fatalf("after restart kv get = %q", got)
 	}
 	_ = up2.Process.Signal(os.Interrupt)
-	if code := waitExit(t, up2); code != 0 {
+	if code := testproc.Wait(t, up2); code != 0 {
 		t.Fatalf("up exited %d after interrupt", code)
 	}
 }
