@@ -51,6 +51,7 @@ func figure(id string) string {
 // ports and data directory. The page reports no error but the failed
 // reconnects while no server listens.
 func TestDashboardBrowser(t *testing.T) {
+	t.Parallel() // its up owns its ports and data directory, as the watch page's does
 	b := testbrowser.New(t)
 	port, hport := testproc.FreePort(t), testproc.FreePort(t)
 	url := "nats://127.0.0.1:" + strconv.Itoa(port)

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -49,9 +48,21 @@ func gather(t *testing.T, r *Registry) map[string]*dto.MetricFamily {
 // (name=value pairs); it fails the test when there is none.
 func value(t *testing.T, fams map[string]*dto.MetricFamily, name string, labels ...string) float64 {
 	t.Helper()
+	if fams[name] == nil {
+		t.Fatalf("no family %s", name)
+	}
+	v, ok := lookup(fams, name, labels...)
+	if !ok {
+		t.Fatalf("no series %s%v", name, labels)
+	}
+	return v
+}
+
+// lookup is value without failing: false when the series is not there (yet).
+func lookup(fams map[string]*dto.MetricFamily, name string, labels ...string) (float64, bool) {
 	f := fams[name]
 	if f == nil {
-		t.Fatalf("no family %s", name)
+		return 0, false
 	}
 next:
 	for _, m := range f.GetMetric() {
@@ -62,15 +73,14 @@ next:
 		}
 		switch {
 		case m.Counter != nil:
-			return m.Counter.GetValue()
+			return m.Counter.GetValue(), true
 		case m.Gauge != nil:
-			return m.Gauge.GetValue()
+			return m.Gauge.GetValue(), true
 		case m.Histogram != nil:
-			return float64(m.Histogram.GetSampleCount())
+			return float64(m.Histogram.GetSampleCount()), true
 		}
 	}
-	t.Fatalf("no series %s%v", name, labels)
-	return 0
+	return 0, false
 }
 
 func labelOf(m *dto.Metric, name string) string {
@@ -146,15 +156,16 @@ func TestPersistMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// A reply is counted just after it is sent, so the last one may reach
-	// this test before its count does: gather until it is in (bounded).
-	fams := gather(t, r)
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); fams = gather(t, r) {
-		if value(t, fams, "switchyard_persist_requests_total", "cmd", "other", "code", "bad-request") >= 1 {
-			break
-		}
-		runtime.Gosched()
-	}
+	// A reply is counted (and timed) just after it is sent, so a reply may
+	// reach this test before its count does: gather until every request is
+	// in, then check the figures.
+	var fams map[string]*dto.MetricFamily
+	testwait.Until(t, "every request counted", func() (bool, string) {
+		fams = gather(t, r)
+		sets, _ := lookup(fams, "switchyard_persist_request_duration_seconds", "cmd", "set")
+		bad, _ := lookup(fams, "switchyard_persist_requests_total", "cmd", "other", "code", "bad-request")
+		return sets >= 3 && bad >= 1, fmt.Sprintf("set samples %v, bad-request %v", sets, bad)
+	})
 	if got := value(t, fams, "switchyard_persist_requests_total", "server", "0", "cmd", "set", "code", "ok"); got != 3 {
 		t.Errorf("set ok = %v, want 3", got)
 	}
