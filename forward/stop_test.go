@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchyard-dev/switchyard/internal/lifecycle"
+	"github.com/switchyard-dev/switchyard/internal/lifecycle/lifecycletest"
 )
 
 // TestStopDrainsToALiveReceiver: Stop without FlushAll first ships what
@@ -77,27 +77,13 @@ func TestQueueLifecycle(t *testing.T) {
 	if st := q.Stats(); st.Discarded != 1 || st.Pushed != 0 {
 		t.Fatalf("push before Start: stats = %+v", st)
 	}
-	if err := q.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	if err := q.Start(t.Context()); !errors.Is(err, lifecycle.ErrStarted) {
-		t.Fatalf("second Start: %v, want ErrStarted", err)
-	}
-	for i := range 2 {
-		if err := q.Stop(context.Background()); err != nil {
-			t.Fatalf("Stop %d: %v", i+1, err)
-		}
-	}
-	if err := q.Start(t.Context()); !errors.Is(err, lifecycle.ErrStopped) {
-		t.Fatalf("Start after Stop: %v, want ErrStopped", err)
-	}
+	lifecycletest.Start(t, q)
+	lifecycletest.Stop(t, q)
 	never, err := NewPeerQueue(QueueConfig{From: "eu", Send: newRecorder().send})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := never.Stop(context.Background()); err != nil {
-		t.Fatalf("Stop before Start: %v", err)
-	}
+	lifecycletest.Stop(t, never) // before Start
 }
 
 // TestSenderLifecycle: a sender sends between Start and Stop; outside,
@@ -112,24 +98,12 @@ func TestSenderLifecycle(t *testing.T) {
 	if err := s.Send(t.Context(), b); !errors.Is(err, ErrNotRunning) {
 		t.Fatalf("send before Start: %v, want ErrNotRunning", err)
 	}
-	if err := s.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(t.Context()); !errors.Is(err, lifecycle.ErrStarted) {
-		t.Fatalf("second Start: %v, want ErrStarted", err)
-	}
-	for i := range 2 {
-		if err := s.Stop(context.Background()); err != nil {
-			t.Fatalf("Stop %d: %v", i+1, err)
-		}
-	}
+	lifecycletest.Start(t, s)
+	lifecycletest.Stop(t, s)
 	if err := s.Send(t.Context(), b); !errors.Is(err, ErrNotRunning) {
 		t.Fatalf("send after Stop: %v, want ErrNotRunning", err)
 	}
 	if rs := tr.recv.Stats(); rs.Accepted != 0 || rs.BadRequest != 0 {
 		t.Fatalf("the receiver was reached: %+v", rs)
-	}
-	if err := s.Start(t.Context()); !errors.Is(err, lifecycle.ErrStopped) {
-		t.Fatalf("Start after Stop: %v, want ErrStopped", err)
 	}
 }

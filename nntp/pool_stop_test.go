@@ -1,11 +1,9 @@
 package nntp
 
 import (
-	"context"
-	"errors"
 	"testing"
 
-	"github.com/switchyard-dev/switchyard/internal/lifecycle"
+	"github.com/switchyard-dev/switchyard/internal/lifecycle/lifecycletest"
 	"go.uber.org/goleak"
 )
 
@@ -21,13 +19,7 @@ func TestPoolStartAfterStop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	if err := p.Stop(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Start(ctx); !errors.Is(err, lifecycle.ErrStopped) {
-		t.Fatalf("Start after Stop: %v, want lifecycle.ErrStopped", err)
-	}
+	lifecycletest.Stop(t, p)
 }
 
 // TestPoolStartTwice: a second Start is refused, and Stop ends the one
@@ -38,16 +30,6 @@ func TestPoolStartTwice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	if err := p.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Start(ctx); !errors.Is(err, lifecycle.ErrStarted) {
-		t.Fatalf("second Start: %v, want lifecycle.ErrStarted", err)
-	}
-	for range 2 {
-		if err := p.Stop(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	lifecycletest.Start(t, p)
+	lifecycletest.Stop(t, p)
 }

@@ -11,7 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/switchyard-dev/switchyard/bus"
-	"github.com/switchyard-dev/switchyard/internal/lifecycle"
+	"github.com/switchyard-dev/switchyard/internal/lifecycle/lifecycletest"
 	"github.com/switchyard-dev/switchyard/internal/testnats"
 )
 
@@ -176,41 +176,20 @@ func TestBalancerStopWithoutStart(t *testing.T) {
 	}
 }
 
-// TestBalancerLifecycle: the one rule of internal/lifecycle — Start twice
-// errors, Stop twice is safe, a stopped balancer does not start again, and
-// the Start context bounds starting only.
+// TestBalancerLifecycle: the one rule of internal/lifecycle, and the
+// balancer serves between Start and Stop, its Start context ended.
 func TestBalancerLifecycle(t *testing.T) {
 	_, nc := testnats.Start(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	b := startBalancerCtx(t, ctx, nc)
-	cancel() // the balancer keeps serving: it runs until Stop
-	if got, err := ask(t, nc, "persist.hub.id"); err != nil || got != b.Owner("hub") {
-		t.Fatalf("after the Start context ended: %q, %v", got, err)
-	}
-	if err := b.Start(context.Background()); !errors.Is(err, lifecycle.ErrStarted) {
-		t.Fatalf("second Start: %v, want ErrStarted", err)
-	}
-	for range 2 {
-		if err := b.Stop(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := b.Start(context.Background()); !errors.Is(err, lifecycle.ErrStopped) {
-		t.Fatalf("Start after Stop: %v, want ErrStopped", err)
-	}
-	if _, err := ask(t, nc, "persist.hub.id"); err == nil {
-		t.Fatal("answered after Stop")
-	}
-}
-
-func startBalancerCtx(t *testing.T, ctx context.Context, nc *nats.Conn) *Balancer {
-	t.Helper()
 	b, err := NewBalancer(BalancerConfig{Conn: nc, IDs: []string{"0", "1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Start(ctx); err != nil {
-		t.Fatal(err)
+	lifecycletest.Start(t, b) // ends the Start context: the balancer runs until Stop
+	if got, err := ask(t, nc, "persist.hub.id"); err != nil || got != b.Owner("hub") {
+		t.Fatalf("after the Start context ended: %q, %v", got, err)
 	}
-	return b
+	lifecycletest.Stop(t, b)
+	if _, err := ask(t, nc, "persist.hub.id"); err == nil {
+		t.Fatal("answered after Stop")
+	}
 }

@@ -3,14 +3,13 @@ package usenet
 import (
 	"bytes"
 	"context"
-	"errors"
 	"log/slog"
 	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/switchyard-dev/switchyard/internal/lifecycle"
+	"github.com/switchyard-dev/switchyard/internal/lifecycle/lifecycletest"
 	"github.com/switchyard-dev/switchyard/internal/testpersist/persistenv"
 	"github.com/switchyard-dev/switchyard/internal/testwait"
 )
@@ -58,21 +57,9 @@ func TestSettlerSweepsUntilStop(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	cfg := SettleConfig{Window: time.Hour, MinCompletion: 0.01, Every: time.Millisecond, Logger: log}
 	s := NewSettler(st, cfg, func() time.Time { return t0.Add(2 * time.Hour) })
-	if err := s.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(ctx); !errors.Is(err, lifecycle.ErrStarted) {
-		t.Fatalf("second Start: %v, want lifecycle.ErrStarted", err)
-	}
+	lifecycletest.Start(t, s)
 	testwait.For(t, "the releases to be published", func() bool { return invisible() == 0 })
-	for range 2 {
-		if err := s.Stop(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := s.Start(ctx); !errors.Is(err, lifecycle.ErrStopped) {
-		t.Fatalf("Start after Stop: %v, want lifecycle.ErrStopped", err)
-	}
+	lifecycletest.Stop(t, s)
 	// Stop waited for the loop: the log is complete.
 	if !strings.Contains(logs.String(), "role=settler") || !strings.Contains(logs.String(), "settled releases published") {
 		t.Fatalf("settler log without its role or sweep:\n%s", logs.String())
@@ -81,11 +68,5 @@ func TestSettlerSweepsUntilStop(t *testing.T) {
 
 func TestSettlerStopBeforeStart(t *testing.T) {
 	t.Parallel()
-	s := NewSettler(nil, SettleConfig{}, nil)
-	if err := s.Stop(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(context.Background()); !errors.Is(err, lifecycle.ErrStopped) {
-		t.Fatalf("Start after Stop: %v, want lifecycle.ErrStopped", err)
-	}
+	lifecycletest.Stop(t, NewSettler(nil, SettleConfig{}, nil))
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/switchyard-dev/switchyard/internal/lifecycle"
+	"github.com/switchyard-dev/switchyard/internal/lifecycle/lifecycletest"
 )
 
 func get(t *testing.T, url string) (int, string) {
@@ -64,23 +65,5 @@ func TestHealth(t *testing.T) {
 // Stop twice are no-ops, and a stopped server does not start again.
 func TestServerLifecycle(t *testing.T) {
 	t.Parallel()
-	never := New("127.0.0.1:0")
-	if err := never.Stop(context.Background()); err != nil {
-		t.Fatalf("Stop before Start: %v", err)
-	}
-	s := New("127.0.0.1:0")
-	if err := s.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(t.Context()); !errors.Is(err, lifecycle.ErrStarted) {
-		t.Fatalf("second Start: %v, want ErrStarted", err)
-	}
-	for i := range 2 {
-		if err := s.Stop(context.Background()); err != nil {
-			t.Fatalf("Stop %d: %v", i+1, err)
-		}
-	}
-	if err := s.Start(t.Context()); !errors.Is(err, lifecycle.ErrStopped) {
-		t.Fatalf("Start after Stop: %v, want ErrStopped", err)
-	}
+	lifecycletest.Rules(t, func() lifecycle.Service { return New("127.0.0.1:0") })
 }

@@ -2,11 +2,10 @@ package work_test
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
-	"github.com/switchyard-dev/switchyard/internal/lifecycle"
+	"github.com/switchyard-dev/switchyard/internal/lifecycle/lifecycletest"
 	"github.com/switchyard-dev/switchyard/internal/testpersist"
 	"github.com/switchyard-dev/switchyard/nntp"
 	"github.com/switchyard-dev/switchyard/nntp/nntptest"
@@ -42,12 +41,7 @@ func TestCoordinatorEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := co.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := co.Start(ctx); !errors.Is(err, lifecycle.ErrStarted) {
-		t.Fatalf("second Start: %v, want lifecycle.ErrStarted", err)
-	}
+	lifecycletest.Start(t, co)
 	w, err := work.NewWorker(st, work.CountingIndexer{}, work.WorkerConfig{Name: "w", Idle: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -107,15 +101,7 @@ func TestCoordinatorEndToEnd(t *testing.T) {
 	if err := w.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := co.Stop(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := co.Stop(ctx); err != nil {
-		t.Errorf("second Stop: %v", err)
-	}
-	if err := co.Start(ctx); !errors.Is(err, lifecycle.ErrStopped) {
-		t.Errorf("Start after Stop: %v, want lifecycle.ErrStopped", err)
-	}
+	lifecycletest.Stop(t, co)
 	// Stop left the share: the table no longer lists the coordinator.
 	table, err := st.ShareTable(ctx)
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchyard-dev/switchyard/internal/lifecycle"
+	"github.com/switchyard-dev/switchyard/internal/lifecycle/lifecycletest"
 	"github.com/switchyard-dev/switchyard/internal/testpersist/persistenv"
 	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/nntp"
@@ -529,25 +529,12 @@ func TestPrefetcherStartStop(t *testing.T) {
 	e := newPFEnv(t, 2000, 1)
 	e.putRanges(t, 1, 2, 1000, KindHistory)
 	p := e.prefetcher(t, PrefetchConfig{Chunk: 100, Tick: time.Millisecond})
-	ctx := context.Background()
-	if err := p.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Start(ctx); !errors.Is(err, lifecycle.ErrStarted) {
-		t.Fatalf("second Start: %v, want lifecycle.ErrStarted", err)
-	}
+	lifecycletest.Start(t, p)
 	testwait.For(t, "both ranges spooled", func() bool {
 		return e.state(t, 1) == StateSpooled && e.state(t, 2) == StateSpooled
 	})
-	for range 2 {
-		if err := p.Stop(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := p.Start(ctx); !errors.Is(err, lifecycle.ErrStopped) {
-		t.Fatalf("Start after Stop: %v, want lifecycle.ErrStopped", err)
-	}
-	if _, err := p.Tick(ctx); !errors.Is(err, ErrStopped) {
+	lifecycletest.Stop(t, p)
+	if _, err := p.Tick(context.Background()); !errors.Is(err, ErrStopped) {
 		t.Fatalf("Tick after Stop: %v, want ErrStopped", err)
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchyard-dev/switchyard/internal/lifecycle"
+	"github.com/switchyard-dev/switchyard/internal/lifecycle/lifecycletest"
 	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/work"
@@ -188,12 +188,7 @@ func TestWorkerStopFinishesInHand(t *testing.T) {
 	e.ltSpooled(t, "alt.x", work.KindTail, 301, 600, nil)
 	g := newGate(100)
 	w := ltWorker(t, e.st, g, work.WorkerConfig{Name: "w"})
-	if err := w.Start(e.ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Start(e.ctx); !errors.Is(err, lifecycle.ErrStarted) {
-		t.Fatalf("second Start: %v, want lifecycle.ErrStarted", err)
-	}
+	lifecycletest.Start(t, w)
 	if id := <-g.reached; id != r.ID {
 		t.Fatalf("gate reached in range %d, want %d", id, r.ID)
 	}
@@ -224,9 +219,7 @@ func TestWorkerStopFinishesInHand(t *testing.T) {
 		t.Fatalf("%d ranges done, want 1 (no lease after Stop)", done)
 	}
 	ltExpect{"alt.x": arts}.check(t, e.ltRanges(t))
-	if err := w.Start(e.ctx); !errors.Is(err, lifecycle.ErrStopped) {
-		t.Errorf("Start after Stop: %v, want lifecycle.ErrStopped", err)
-	}
+	lifecycletest.Stop(t, w) // the rest of the rule after the Stop above
 }
 
 // Heartbeats keep a range longer than its TTL in hand.

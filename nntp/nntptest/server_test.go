@@ -1,45 +1,27 @@
 package nntptest
 
 import (
-	"context"
-	"errors"
 	"io"
 	"net"
 	"testing"
 
-	"github.com/switchyard-dev/switchyard/internal/lifecycle"
+	"github.com/switchyard-dev/switchyard/internal/lifecycle/lifecycletest"
 )
 
 // TestServerLifecycle: the server follows the lifecycle rules, and Stop
 // closes its port.
 func TestServerLifecycle(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	s := New(Config{})
-	if err := s.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	lifecycletest.Start(t, s)
 	addr := s.Addr()
-	if err := s.Start(ctx); !errors.Is(err, lifecycle.ErrStarted) {
-		t.Fatalf("second Start: %v, want lifecycle.ErrStarted", err)
-	}
-	for range 2 {
-		if err := s.Stop(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := s.Start(ctx); !errors.Is(err, lifecycle.ErrStopped) {
-		t.Fatalf("Start after Stop: %v, want lifecycle.ErrStopped", err)
-	}
+	lifecycletest.Stop(t, s)
 	if c, err := net.Dial("tcp", addr); err == nil {
 		c.Close()
 		t.Fatal("the stopped server's port still accepts")
 	}
 
-	idle := New(Config{})
-	if err := idle.Stop(ctx); err != nil {
-		t.Fatalf("Stop before Start: %v", err)
-	}
+	lifecycletest.Stop(t, New(Config{})) // before Start
 }
 
 // TestStartServes: the test helper's server is listening when it returns.

@@ -1,11 +1,10 @@
 package server
 
 import (
-	"context"
 	"errors"
 	"testing"
 
-	"github.com/switchyard-dev/switchyard/internal/lifecycle"
+	"github.com/switchyard-dev/switchyard/internal/lifecycle/lifecycletest"
 	"github.com/switchyard-dev/switchyard/internal/testnats"
 )
 
@@ -22,39 +21,16 @@ func TestLifecycleRules(t *testing.T) {
 		}
 		return srv
 	}
-	ctx := context.Background()
 
-	never := newServer()
-	if err := never.Stop(ctx); err != nil {
-		t.Fatalf("stop before start: %v", err)
-	}
-	if err := never.Stop(ctx); err != nil {
-		t.Fatalf("second stop before start: %v", err)
-	}
-	if err := never.Start(ctx); !errors.Is(err, lifecycle.ErrStopped) {
-		t.Fatalf("start after stop = %v, want ErrStopped", err)
-	}
+	lifecycletest.Stop(t, newServer()) // before Start
 
 	srv := newServer()
-	if err := srv.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	lifecycletest.Start(t, srv)
 	if err := srv.Ready(); err != nil {
 		t.Fatalf("ready after start: %v", err)
 	}
-	if err := srv.Start(ctx); !errors.Is(err, lifecycle.ErrStarted) {
-		t.Fatalf("second start = %v, want ErrStarted", err)
-	}
-	if err := srv.Stop(ctx); err != nil {
-		t.Fatalf("stop: %v", err)
-	}
-	if err := srv.Stop(ctx); err != nil {
-		t.Fatalf("second stop: %v", err)
-	}
+	lifecycletest.Stop(t, srv)
 	if !errors.Is(srv.Ready(), ErrNotServing) {
 		t.Fatalf("ready after stop = %v, want ErrNotServing", srv.Ready())
-	}
-	if err := srv.Start(ctx); !errors.Is(err, lifecycle.ErrStopped) {
-		t.Fatalf("start after stop = %v, want ErrStopped", err)
 	}
 }

@@ -3,12 +3,11 @@ package search
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/switchyard-dev/switchyard/internal/lifecycle"
+	"github.com/switchyard-dev/switchyard/internal/lifecycle/lifecycletest"
 	"github.com/switchyard-dev/switchyard/internal/testpersist/persistenv"
 	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/persist"
@@ -170,31 +169,11 @@ func TestFollowerLifecycle(t *testing.T) {
 	t.Cleanup(func() { _ = ix.Close() })
 	ix.now = func() time.Time { return testNow }
 
-	idle := NewFollower(ix, s)
-	if err := idle.Stop(context.Background()); err != nil {
-		t.Fatalf("Stop before Start: %v", err)
-	}
-	if err := idle.Start(context.Background()); !errors.Is(err, lifecycle.ErrStopped) {
-		t.Fatalf("Start after Stop: %v, want lifecycle.ErrStopped", err)
-	}
+	lifecycletest.Stop(t, NewFollower(ix, s)) // before Start
 
 	f := NewFollower(ix, s)
-	sctx, cancel := context.WithCancel(context.Background())
-	if err := f.Start(sctx); err != nil {
-		t.Fatal(err)
-	}
-	cancel() // bounds starting only
-	if err := f.Start(context.Background()); !errors.Is(err, lifecycle.ErrStarted) {
-		t.Fatalf("second Start: %v, want lifecycle.ErrStarted", err)
-	}
+	lifecycletest.Start(t, f) // ends the Start context, which bounds starting only
 	last := publish(t, s, rel("a", "Alpha.One", 8010, 1))
 	testwait.For(t, "a write after the Start context ended", func() bool { return ix.LastSeq() >= last })
-	for range 2 {
-		if err := f.Stop(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := f.Start(context.Background()); !errors.Is(err, lifecycle.ErrStopped) {
-		t.Fatalf("Start after Stop: %v, want lifecycle.ErrStopped", err)
-	}
+	lifecycletest.Stop(t, f)
 }

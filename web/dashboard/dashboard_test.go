@@ -3,7 +3,6 @@ package dashboard
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -17,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/switchyard-dev/switchyard/internal/lifecycle"
+	"github.com/switchyard-dev/switchyard/internal/lifecycle/lifecycletest"
 	"github.com/switchyard-dev/switchyard/internal/testnet"
 	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/work"
@@ -338,31 +338,13 @@ func TestConfig(t *testing.T) {
 	if _, err := New(Config{Source: Funcs{}, Queue: -1}); err == nil {
 		t.Error("negative queue accepted")
 	}
-	h, err := New(Config{Source: Funcs{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := h.Stop(context.Background()); err != nil {
-		t.Errorf("stop without start: %v", err)
-	}
-	if err := h.Start(context.Background()); !errors.Is(err, lifecycle.ErrStopped) {
-		t.Errorf("start after stop: %v, want ErrStopped", err)
-	}
-	h2, err := New(Config{Source: Funcs{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := h2.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if err := h2.Start(context.Background()); !errors.Is(err, lifecycle.ErrStarted) {
-		t.Errorf("second start: %v, want ErrStarted", err)
-	}
-	for i := range 2 {
-		if err := h2.Stop(context.Background()); err != nil {
-			t.Errorf("stop %d: %v", i+1, err)
+	lifecycletest.Rules(t, func() lifecycle.Service {
+		h, err := New(Config{Source: Funcs{}})
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
+		return h
+	})
 }
 
 // TestTicksOutliveStartContext: the Start context bounds starting only;

@@ -1,13 +1,11 @@
 package watch
 
 import (
-	"context"
-	"errors"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 
-	"github.com/switchyard-dev/switchyard/internal/lifecycle"
+	"github.com/switchyard-dev/switchyard/internal/lifecycle/lifecycletest"
 	"github.com/switchyard-dev/switchyard/internal/testpersist/persistenv"
 )
 
@@ -37,34 +35,20 @@ func TestGatewayLifecycle(t *testing.T) {
 	if got := status(); got != http.StatusServiceUnavailable {
 		t.Fatalf("before Start: HTTP %d, want 503", got)
 	}
-	if err := g.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	if err := g.Start(t.Context()); !errors.Is(err, lifecycle.ErrStarted) {
-		t.Fatalf("second Start: %v, want ErrStarted", err)
-	}
+	lifecycletest.Start(t, g)
 	// Started, a plain GET (no upgrade) gets past the 503 to the
 	// WebSocket handshake, which refuses it.
 	if got := status(); got == http.StatusServiceUnavailable {
 		t.Fatalf("started: HTTP %d", got)
 	}
-	for i := range 2 {
-		if err := g.Stop(context.Background()); err != nil {
-			t.Fatalf("Stop %d: %v", i+1, err)
-		}
-	}
+	lifecycletest.Stop(t, g)
 	if got := status(); got != http.StatusServiceUnavailable {
 		t.Fatalf("after Stop: HTTP %d, want 503", got)
-	}
-	if err := g.Start(t.Context()); !errors.Is(err, lifecycle.ErrStopped) {
-		t.Fatalf("Start after Stop: %v, want ErrStopped", err)
 	}
 
 	never, err := New(Config{Client: env.Client(), Authorizer: Open()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := never.Stop(context.Background()); err != nil {
-		t.Fatalf("Stop before Start: %v", err)
-	}
+	lifecycletest.Stop(t, never) // before Start
 }
