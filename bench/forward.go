@@ -71,7 +71,7 @@ type ForwardConfig struct {
 	Progress Progress
 }
 
-func (c *ForwardConfig) validate() error {
+func (c *ForwardConfig) withDefaults() {
 	if c.LoopItems == 0 {
 		c.LoopItems = ForwardLoopItemsDefault
 	}
@@ -87,6 +87,9 @@ func (c *ForwardConfig) validate() error {
 	if c.SlowFor == 0 {
 		c.SlowFor = ForwardSlowForDefault
 	}
+}
+
+func (c *ForwardConfig) validate() error {
 	switch {
 	case c.LoopItems < 1000:
 		return errors.New("bench forward: loop items must be at least 1000")
@@ -124,6 +127,7 @@ type forwardResult struct {
 
 // RunForward runs the parts of cfg and writes their results on w.
 func RunForward(ctx context.Context, cfg ForwardConfig, w io.Writer) error {
+	cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return err
 	}

@@ -39,7 +39,7 @@ type NNTPConfig struct {
 	Progress Progress
 }
 
-func (c *NNTPConfig) validate() error {
+func (c *NNTPConfig) withDefaults() {
 	if c.Lines == 0 {
 		c.Lines = NNTPLinesDefault
 	}
@@ -49,6 +49,9 @@ func (c *NNTPConfig) validate() error {
 	if c.Rounds == 0 {
 		c.Rounds = NNTPRoundsDefault
 	}
+}
+
+func (c *NNTPConfig) validate() error {
 	if c.Lines < 1000 || c.Chunk < 1 || c.Rounds < 1 {
 		return errors.New("bench nntp: lines must be at least 1000, chunk and rounds positive")
 	}
@@ -60,6 +63,7 @@ func (c *NNTPConfig) validate() error {
 // without COMPRESS DEFLATE, over 1 and 4 connections, writing one line per
 // case (the best of cfg.Rounds rounds each, and the ratio ours/raw) on out.
 func RunNNTP(ctx context.Context, cfg NNTPConfig, out io.Writer) error {
+	cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return err
 	}

@@ -86,7 +86,6 @@ func (r Result) Ratio() float64 {
 type PersistEnv struct {
 	NATS       *embedded.Server
 	dir        string
-	fleet      *fleet.Fleet
 	clientOpts []nats.Option   // credentials and CA of TCP clients (secure env)
 	parts      lifecycle.Group // what Close stops, newest first: the fleet, then clients
 }
@@ -160,7 +159,7 @@ func startPersistEnv(dir string, secure bool) (env *PersistEnv, err error) {
 	if err != nil {
 		return nil, err
 	}
-	env.fleet, env.NATS = f, f.NATS()
+	env.NATS = f.NATS()
 	if err := env.parts.Start(context.Background(), "fleet", lifecycle.OnStop("fleet", f.Stop)); err != nil {
 		return nil, err
 	}

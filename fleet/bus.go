@@ -36,6 +36,19 @@ type NATSConfig struct {
 	Options []nats.Option
 }
 
+// UnreachableError is Start's error when a role cannot reach the external
+// NATS server at URL (a command adds how to point it elsewhere).
+type UnreachableError struct {
+	URL string
+	Err error
+}
+
+func (e *UnreachableError) Error() string {
+	return "cannot reach NATS at " + e.URL + ": " + e.Err.Error()
+}
+
+func (e *UnreachableError) Unwrap() error { return e.Err }
+
 // DefaultLocalURL is where an embedded bus listens by default, and where
 // the commands look for it with no flags.
 const DefaultLocalURL = "nats://127.0.0.1:4222"
@@ -90,7 +103,7 @@ func (f *Fleet) connect(ctx context.Context, name, user string) (*nats.Conn, err
 	} else {
 		nc, err = bus.Connect(f.busURL, cfg)
 		if err != nil {
-			err = fmt.Errorf("cannot reach NATS at %s (is `switchyard up` running? otherwise set --nats or %s): %w", f.busURL, bus.EnvURL, err)
+			err = &UnreachableError{URL: f.busURL, Err: err}
 		}
 	}
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/switchyard-dev/switchyard/bus"
@@ -113,7 +114,7 @@ func (c *Config) validate() error {
 		return errors.New("fleet: persist servers and the balancer need Persist.IDs")
 	}
 	for _, id := range c.Persist.Serve {
-		if !contains(c.Persist.IDs, id) {
+		if !slices.Contains(c.Persist.IDs, id) {
 			return fmt.Errorf("fleet: persist server %q is not one of the ids %q", id, c.Persist.IDs)
 		}
 	}
@@ -231,13 +232,4 @@ func (f *Fleet) Servers() []*server.Server { return f.servers }
 // start makes svc a member: started now, stopped by Stop in reverse order.
 func (f *Fleet) start(ctx context.Context, name string, svc lifecycle.Service) error {
 	return f.group.Start(ctx, name, svc)
-}
-
-func contains(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

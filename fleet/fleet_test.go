@@ -229,3 +229,22 @@ func TestPersistTuneAndOnNew(t *testing.T) {
 		}
 	}
 }
+
+// TestUnreachableBus: a role that cannot reach an external NATS server
+// fails Start with an UnreachableError naming the URL.
+func TestUnreachableBus(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "nats://" + ln.Addr().String()
+	ln.Close() // nothing listens there now
+	_, err = Start(context.Background(), Config{
+		NATS:    NATSConfig{URL: url},
+		Persist: PersistConfig{IDs: []string{"0"}, Serve: []string{"0"}, DataDir: t.TempDir()},
+	})
+	var ue *UnreachableError
+	if !errors.As(err, &ue) || ue.URL != url {
+		t.Fatalf("Start on a dead bus: %v, want an UnreachableError for %s", err, url)
+	}
+}

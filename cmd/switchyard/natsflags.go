@@ -71,9 +71,15 @@ func (f *natsFlags) connectRole(name string, timeout time.Duration) (*nats.Conn,
 	url := f.resolvedURL()
 	nc, err := bus.Connect(url, bus.ConnectConfig{Name: name, Timeout: timeout, Options: opts})
 	if err != nil {
-		return nil, fmt.Errorf("cannot reach NATS at %s (is `switchyard up` running? otherwise set --nats or %s): %w", url, bus.EnvURL, err)
+		return nil, unreachable(url, err)
 	}
 	return nc, nil
+}
+
+// unreachable is the error of a command that cannot reach NATS at url,
+// with how to point it elsewhere.
+func unreachable(url string, err error) error {
+	return fmt.Errorf("cannot reach NATS at %s (is `switchyard up` running? otherwise set --nats or %s): %w", url, bus.EnvURL, err)
 }
 
 // registerClient adds registerServer's flags and --timeout, for client
@@ -103,7 +109,7 @@ func (f *natsFlags) connect() (*nats.Conn, error) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	nc, err := bus.Connect(url, bus.ConnectConfig{Name: "switchyard-cli", Timeout: f.timeout, Logger: quiet, Options: append(opts, nats.NoReconnect())})
 	if err != nil {
-		return nil, fmt.Errorf("cannot reach NATS at %s (is `switchyard up` running? otherwise set --nats or %s): %w", url, bus.EnvURL, err)
+		return nil, unreachable(url, err)
 	}
 	return nc, nil
 }

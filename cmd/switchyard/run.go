@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 
 	"github.com/spf13/cobra"
@@ -17,6 +18,9 @@ import (
 // 1): requests in flight may have been answered unavailable.
 func runFleet(cmd *cobra.Command, cfg fleet.Config, announce func(*fleet.Fleet), stopping string, attrs ...any) error {
 	f, err := fleet.Start(cmd.Context(), cfg)
+	if ue := (*fleet.UnreachableError)(nil); errors.As(err, &ue) {
+		return unreachable(ue.URL, ue.Err)
+	}
 	if err != nil {
 		return err
 	}

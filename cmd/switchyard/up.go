@@ -141,6 +141,15 @@ type upConfig struct {
 	http                                              httpFlags
 }
 
+// ids are the persist server ids of up: 0..--servers-1.
+func (cfg upConfig) ids() []string {
+	ids := make([]string, cfg.servers)
+	for i := range ids {
+		ids[i] = strconv.Itoa(i)
+	}
+	return ids
+}
+
 // upAPIDir is where, in up's data directory, the Newznab API keeps its key
 // and search index. A scope cannot start with '_', so no persist scope's
 // directory can be this one.
@@ -159,10 +168,7 @@ func (cfg upConfig) fleetConfig() (fleet.Config, error) {
 		}
 		ecfg.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
-	ids := make([]string, cfg.servers)
-	for i := range ids {
-		ids[i] = strconv.Itoa(i)
-	}
+	ids := cfg.ids()
 	fc := fleet.Config{
 		Service:  cfg.service,
 		NATS:     fleet.NATSConfig{Embedded: ecfg, AuthDir: cfg.authDir},
@@ -190,12 +196,12 @@ func runUp(cmd *cobra.Command, cfg upConfig) error {
 		return err
 	}
 	return runFleet(cmd, fc, func(f *fleet.Fleet) {
-		printUp(stdout(cmd), cfg, f)
+		printUp(stdout(cmd), cfg, fc, f)
 	}, "switchyard stopping: the roles stop in the reverse order of starting, workers first, NATS and the HTTP side last")
 }
 
 // printUp tells the user what runs and what to try.
-func printUp(w io.Writer, cfg upConfig, f *fleet.Fleet) {
+func printUp(w io.Writer, cfg upConfig, fc fleet.Config, f *fleet.Fleet) {
 	url := f.BusURL()
 	flag := ""
 	if url != defaultLocalURL {
@@ -206,10 +212,6 @@ func printUp(w io.Writer, cfg upConfig, f *fleet.Fleet) {
 	}
 	if cfg.tlsCert != "" {
 		flag += " --tls-ca CA.pem"
-	}
-	ids := make([]string, cfg.servers)
-	for i := range ids {
-		ids[i] = strconv.Itoa(i)
 	}
 	fmt.Fprintf(w, `switchyard is up
   NATS       %s   (export %s=%s)
@@ -224,7 +226,7 @@ Try:
   nats req %s.hub.id ''          # the plain NATS client works too
 %s
 Stop with Ctrl-C.
-`, url, bus.EnvURL, url, cfg.servers, strings.Join(ids, ","), cfg.placementName, cfg.dataDir, cfg.service, workLine(cfg.work, f), httpLine(f), apiLine(f), flag, flag, flag, flag, cfg.service, workTry(cfg.work, flag))
+`, url, bus.EnvURL, url, cfg.servers, strings.Join(fc.Persist.IDs, ","), cfg.placementName, cfg.dataDir, cfg.service, workLine(cfg.work, fc.Work, f), httpLine(f), apiLine(f), flag, flag, flag, flag, cfg.service, workTry(cfg.work, flag))
 }
 
 // httpLine is up's line about its HTTP side, "" without one.

@@ -87,11 +87,11 @@ func (uw upWork) fleetConfig() (fleet.WorkConfig, error) {
 }
 
 // workLine is up's line about the work pipeline, "" without one.
-func workLine(uw upWork, f *fleet.Fleet) string {
-	if uw.off {
+func workLine(uw upWork, wc fleet.WorkConfig, f *fleet.Fleet) string {
+	if wc.Coordinator == nil {
 		return ""
 	}
-	groups, _ := work.ParseGroups(uw.providerOpts.groups) // checked by fleetConfig
+	groups := wc.Coordinator.Planner.Groups
 	n := fmt.Sprintf("%d workers", uw.workers)
 	if uw.workers == 1 {
 		n = "1 worker"

@@ -41,12 +41,15 @@ func (g *Group) Start(ctx context.Context, name string, svc Service) error {
 		return fmt.Errorf("start %s: %w", name, err)
 	}
 	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.stopped { // Stop ran while svc started: it has no one else to stop it
-		go func() { _ = svc.Stop(context.WithoutCancel(ctx)) }()
+	stopped := g.stopped
+	if !stopped {
+		g.members = append(g.members, member{name: name, svc: svc})
+	}
+	g.mu.Unlock()
+	if stopped { // Stop ran while svc started: no one else will stop it
+		_ = svc.Stop(context.WithoutCancel(ctx))
 		return fmt.Errorf("%s: start: %w", name, ErrStopped)
 	}
-	g.members = append(g.members, member{name: name, svc: svc})
 	return nil
 }
 
