@@ -106,7 +106,7 @@ func RunWS(ctx context.Context, cfg WSConfig, w io.Writer) (WSResult, error) {
 	if err != nil {
 		return res, err
 	}
-	gw, err := watch.New(watch.Config{Client: gc, Authorizer: watch.Open()})
+	gw, err := watch.New(watch.Config{Client: gc, Authorizer: web.Open()})
 	if err != nil {
 		return res, err
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/switchyard-dev/switchyard/usenet"
 	"github.com/switchyard-dev/switchyard/usenet/newznab"
 	"github.com/switchyard-dev/switchyard/usenet/search"
+	"github.com/switchyard-dev/switchyard/web"
 	"github.com/switchyard-dev/switchyard/web/metrics"
 	"github.com/switchyard-dev/switchyard/web/watch"
 )
@@ -169,19 +170,15 @@ func (f *Fleet) startWatch(ctx context.Context) error {
 	if f.http == nil || !f.cfg.HTTP.Watch {
 		return nil
 	}
-	authz := watch.Open()
-	if dir := f.cfg.NATS.AuthDir; dir != "" {
-		accounts, err := watch.AuthDirAccounts(dir, f.cfg.Service)
-		if err != nil {
-			return fmt.Errorf("watch gateway: %w", err)
-		}
-		authz = watch.Accounts(accounts)
+	authz := f.http.authz
+	if authz == nil {
+		authz = web.Open()
 	}
 	c, err := f.apiClient(ctx)
 	if err != nil {
 		return err
 	}
-	gw, err := watch.New(watch.Config{Client: c, Authorizer: authz, Logger: f.log})
+	gw, err := watch.New(watch.Config{Client: c, Authorizer: authz, Hosts: f.http.hosts, Logger: f.log})
 	if err != nil {
 		return err
 	}

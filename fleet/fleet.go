@@ -124,6 +124,9 @@ func (c *Config) validate() error {
 	if c.API.Dir != "" && c.HTTP.Addr == "" {
 		return errors.New("fleet: the Newznab API needs an HTTP side (HTTP.Addr)")
 	}
+	if err := c.HTTP.validate(); err != nil {
+		return err
+	}
 	return c.Work.validate()
 }
 

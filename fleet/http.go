@@ -33,6 +33,31 @@ type HTTPConfig struct {
 	// NATS.AuthDir its users log in as the bus's users and read what the
 	// bus lets them; without, it is as open as the bus.
 	Watch bool
+
+	// Hosts are names (DNS names or IPs, no port) that requests may carry
+	// in their Host header, and browser pages in their Origin, besides
+	// the loopback names (localhost, 127.0.0.0/8, ::1) and Addr's host,
+	// which are always allowed; a wildcard Addr (0.0.0.0, ::) adds no
+	// name. Any other Host is answered 421 on every route but /healthz
+	// and /readyz: this is what keeps a DNS-rebinding page out. Nil means
+	// none besides those.
+	Hosts []string
+
+	// MetricsOpen serves /metrics without credentials under
+	// NATS.AuthDir, for a scraper that has no bus user. False means that
+	// with NATS.AuthDir /metrics, like the dashboard, needs a bus user or
+	// API key (web.AuthDirAccounts); without NATS.AuthDir it is open
+	// anyway.
+	MetricsOpen bool
+}
+
+func (c HTTPConfig) validate() error {
+	for _, n := range c.Hosts {
+		if err := web.ValidHostName(n); err != nil {
+			return fmt.Errorf("fleet: HTTP.Hosts: %w", err)
+		}
+	}
+	return nil
 }
 
 // httpSide is the HTTP side of one process: the web.Server the roles mount
@@ -41,6 +66,8 @@ type HTTPConfig struct {
 // is then a no-op and the roles get no observer hooks.
 type httpSide struct {
 	srv     *web.Server
+	hosts   *web.Hosts     // the names the server answers to
+	authz   web.Authorizer // the bus's users with NATS.AuthDir; nil: open
 	metrics *metrics.Registry
 	health  web.Health
 	started atomic.Bool
@@ -81,15 +108,36 @@ func (f *Fleet) startHTTP(ctx context.Context) error {
 	if f.cfg.HTTP.Addr == "" {
 		return nil
 	}
-	h := &httpSide{srv: web.New(f.cfg.HTTP.Addr), metrics: metrics.New()}
+	hosts, err := web.NewHosts(f.cfg.HTTP.Addr, f.cfg.HTTP.Hosts...)
+	if err != nil {
+		return fmt.Errorf("http: %w", err)
+	}
+	h := &httpSide{srv: web.New(f.cfg.HTTP.Addr), hosts: hosts, metrics: metrics.New()}
 	h.srv.Logger = f.log
+	// The one Host check of the HTTP side: every route the roles mount
+	// answers only to these names (DNS rebinding).
+	h.srv.Hosts = hosts
+	// With the bus's users, the HTTP side admits only them (the Newznab
+	// API has its own key): one checker for the dashboard, /metrics and
+	// the watch gateway.
+	if dir := f.cfg.NATS.AuthDir; dir != "" {
+		accounts, err := web.AuthDirAccounts(dir, f.cfg.Service)
+		if err != nil {
+			return fmt.Errorf("http: %w", err)
+		}
+		h.authz = web.Accounts(accounts)
+	}
 	h.health.Add("roles", func() error {
 		if !h.started.Load() {
 			return errors.New("starting")
 		}
 		return nil
 	})
-	h.srv.Handle("GET /metrics", h.metrics.Handler())
+	metricsAuthz := h.authz
+	if f.cfg.HTTP.MetricsOpen {
+		metricsAuthz = nil
+	}
+	h.srv.Handle("GET /metrics", web.RequireAuth(metricsAuthz, h.metrics.Handler()))
 	h.health.Mount(h.srv)
 	// The routes of roles that mount later answer 503 until they do.
 	h.late = map[string]*lateRoute{}
@@ -125,7 +173,7 @@ func (f *Fleet) startDashboard(ctx context.Context) error {
 	if f.http == nil || !f.cfg.HTTP.Dashboard {
 		return nil
 	}
-	h, err := dashboard.New(dashboard.Config{Source: &f.http.parts, Logger: f.log})
+	h, err := dashboard.New(dashboard.Config{Source: &f.http.parts, Logger: f.log, Hosts: f.http.hosts, Authorizer: f.http.authz})
 	if err != nil {
 		return err
 	}

@@ -42,12 +42,14 @@ func (h *Health) NotReady() []string {
 	return out
 }
 
-// Mount mounts GET /healthz and GET /readyz on s.
+// Mount mounts GET /healthz and GET /readyz on s, for any Host
+// (Server.HandleAnyHost) and without credentials: orchestrators probe them
+// by the address they see, and they hold no data.
 func (h *Health) Mount(s *Server) {
-	s.Handle("GET /healthz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	s.HandleAnyHost("GET /healthz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		plain(w, http.StatusOK, "ok\n")
 	}))
-	s.Handle("GET /readyz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	s.HandleAnyHost("GET /readyz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		if bad := h.NotReady(); len(bad) > 0 {
 			plain(w, http.StatusServiceUnavailable, "not ready\n"+strings.Join(bad, "\n")+"\n")
 			return

@@ -28,9 +28,16 @@ type Server struct {
 	// slog.Default() (through lifecycle.Logger, as role http).
 	Logger *slog.Logger
 
-	addr string
-	mux  *http.ServeMux
-	base lifecycle.Base
+	// Hosts are the names requests may carry in their Host header; any
+	// other answers 421 Misdirected Request, on every route but those
+	// mounted with HandleAnyHost. Set it before Start. Nil means
+	// NewHosts(addr): the loopback names and the listen address's host.
+	Hosts *Hosts
+
+	addr    string
+	mux     *http.ServeMux
+	anyHost map[string]bool // patterns served whatever the Host
+	base    lifecycle.Base
 
 	mu   sync.Mutex // protects ln, srv and done
 	ln   net.Listener
@@ -41,11 +48,34 @@ type Server struct {
 // New returns a server that will listen on addr ("host:port"; port 0
 // picks a free one).
 func New(addr string) *Server {
-	return &Server{addr: addr, mux: http.NewServeMux()}
+	return &Server{addr: addr, mux: http.NewServeMux(), anyHost: map[string]bool{}}
 }
 
 // Handle mounts h on pattern (http.ServeMux patterns, such as "GET /api").
+// It answers only the requests whose Host is one of Hosts.
 func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
+
+// HandleAnyHost mounts h on pattern for every Host: for probes that
+// address the server by whatever IP they see (an orchestrator's health
+// checks) and that tell a rebinding page nothing worth reading. Mount
+// before Start.
+func (s *Server) HandleAnyHost(pattern string, h http.Handler) {
+	s.anyHost[pattern] = true
+	s.mux.Handle(pattern, h)
+}
+
+// checkHost is the server's one Host check, in front of its mux.
+func (s *Server) checkHost(hosts *Hosts) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !hosts.Allowed(r.Host) {
+			if _, pattern := s.mux.Handler(r); !s.anyHost[pattern] {
+				hosts.refuse(w, r)
+				return
+			}
+		}
+		s.mux.ServeHTTP(w, r)
+	})
+}
 
 // Start listens and serves in its own goroutine until Stop.
 func (s *Server) Start(ctx context.Context) error {
@@ -54,9 +84,15 @@ func (s *Server) Start(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("web: listen %s: %w", s.addr, err)
 		}
+		hosts := s.Hosts
+		if hosts == nil {
+			if hosts, err = NewHosts(s.addr); err != nil {
+				return fmt.Errorf("web: %w", err)
+			}
+		}
 		log := lifecycle.Logger(s.Logger, "http")
 		srv := &http.Server{
-			Handler:           s.mux,
+			Handler:           s.checkHost(hosts),
 			ReadHeaderTimeout: 10 * time.Second,
 			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 		}

@@ -45,7 +45,7 @@ Try it with the plain NATS client:  nats req persist.hub.id ''`,
 				NATS:     bus,
 				Persist:  fleet.PersistConfig{IDs: ids, Placement: fn},
 				Balancer: true,
-				HTTP:     fleet.HTTPConfig{Addr: httpOpts.addr},
+				HTTP:     httpOpts.fleetHTTP(),
 			}
 			err = runFleet(cmd, cfg, func(f *fleet.Fleet) {
 				slog.Info("balancer running", "nats", f.BusURL(), "subject", natsOpts.service+".*.id", "ids", ids, "placement", placementName)

@@ -69,7 +69,7 @@ close the connections, leave the share, exit 0.`,
 				Service: natsOpts.service,
 				NATS:    bus,
 				Work:    fleet.WorkConfig{Source: source, NNTP: ncfg, Coordinator: &ccfg},
-				HTTP:    fleet.HTTPConfig{Addr: httpOpts.addr},
+				HTTP:    httpOpts.fleetHTTP(),
 			}
 			return runFleet(cmd, cfg, func(*fleet.Fleet) {}, "")
 		},

@@ -4,15 +4,21 @@ import (
 	"net"
 
 	"github.com/spf13/cobra"
+
+	"github.com/switchyard-dev/switchyard/fleet"
+	"github.com/switchyard-dev/switchyard/web"
 )
 
 // upHTTPDefault is where up serves HTTP unless --http says otherwise.
 const upHTTPDefault = "127.0.0.1:8080"
 
-// httpFlags are --http and --http-insecure of a process's HTTP side.
+// httpFlags are --http, --http-insecure and --http-host of a process's
+// HTTP side, and up's --metrics-open.
 type httpFlags struct {
-	addr     string
-	insecure bool
+	addr        string
+	insecure    bool
+	hosts       []string
+	metricsOpen bool
 }
 
 // register adds the flags; def is --http's default ("" = off).
@@ -29,6 +35,18 @@ func (f *httpFlags) registerServing(cmd *cobra.Command, def, serves string) {
 	}
 	cmd.Flags().StringVar(&f.addr, "http", def, "`ADDR` (host:port) to serve "+serves+" on"+off+" (loopback only unless --http-insecure)")
 	cmd.Flags().BoolVar(&f.insecure, "http-insecure", false, "allow a non-loopback --http: the endpoints have no authentication yet, anyone who reaches the port can read them")
+	cmd.Flags().StringArrayVar(&f.hosts, "http-host", nil, "`NAME` (DNS name or IP) the HTTP side answers to besides localhost, 127.0.0.0/8, ::1 and --http's host (a wildcard --http such as 0.0.0.0 names none: give the names clients use); repeatable. A request with any other Host is refused (421), and a WebSocket from a page of any other origin (403): this keeps DNS-rebinding pages out")
+}
+
+// registerMetricsOpen adds --metrics-open, for a command whose HTTP side
+// takes the bus's users (up --auth).
+func (f *httpFlags) registerMetricsOpen(cmd *cobra.Command) {
+	cmd.Flags().BoolVar(&f.metricsOpen, "metrics-open", false, "with --auth, serve /metrics without credentials (for a scraper without a bus user); otherwise it needs a bus user (Basic auth) or an API key like the dashboard")
+}
+
+// fleetHTTP is the HTTP side the flags describe.
+func (f httpFlags) fleetHTTP() fleet.HTTPConfig {
+	return fleet.HTTPConfig{Addr: f.addr, Hosts: f.hosts, MetricsOpen: f.metricsOpen}
 }
 
 // validate refuses a non-loopback address without --http-insecure (or, in
@@ -44,6 +62,11 @@ func (f httpFlags) validate(insecure bool) error {
 	}
 	if !isLoopback(host) && !f.insecure && !insecure {
 		return usagef("--http %s is reachable from other machines and the HTTP side has no authentication yet: use a loopback address, or --http-insecure to serve it anyway", f.addr)
+	}
+	for _, n := range f.hosts {
+		if err := web.ValidHostName(n); err != nil {
+			return usagef("--http-host: %v", err)
+		}
 	}
 	return nil
 }

@@ -74,7 +74,7 @@ closes its files.`,
 				Service: natsOpts.service,
 				NATS:    bus,
 				Persist: fleet.PersistConfig{IDs: ids, Serve: []string{id}, Placement: fn, DataDir: dataDir, Archive: archiveDir, ArchiveEvery: archiveEvery},
-				HTTP:    fleet.HTTPConfig{Addr: httpOpts.addr},
+				HTTP:    httpOpts.fleetHTTP(),
 			}
 			return runFleet(cmd, cfg, func(f *fleet.Fleet) {
 				if u := f.HTTPURL(); u != "" {

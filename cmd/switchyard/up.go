@@ -119,6 +119,7 @@ with --tls-ca).`,
 	uw.workOpts.registerLease(cmd)
 	uw.usenetOpts.registerSettle(cmd)
 	httpOpts.registerServing(cmd, upHTTPDefault, "the dashboard /, /metrics, /healthz, /readyz, the Newznab /api and the watch gateway /ws/watch")
+	httpOpts.registerMetricsOpen(cmd)
 	cmd.Flags().BoolVar(&insecure, "insecure", false, "allow a non-loopback --host without --auth: anyone who reaches the port can read and write everything")
 	return cmd
 }
@@ -169,12 +170,14 @@ func (cfg upConfig) fleetConfig() (fleet.Config, error) {
 		ecfg.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
 	ids := cfg.ids()
+	hc := cfg.http.fleetHTTP()
+	hc.Dashboard, hc.Watch = true, true
 	fc := fleet.Config{
 		Service:  cfg.service,
 		NATS:     fleet.NATSConfig{Embedded: ecfg, AuthDir: cfg.authDir},
 		Persist:  fleet.PersistConfig{IDs: ids, Serve: ids, Placement: cfg.placement, DataDir: cfg.dataDir, Archive: cfg.archiveDir},
 		Balancer: true,
-		HTTP:     fleet.HTTPConfig{Addr: cfg.http.addr, Dashboard: true, Watch: true},
+		HTTP:     hc,
 	}
 	if cfg.http.addr != "" {
 		fc.API = fleet.APIConfig{Dir: filepath.Join(cfg.dataDir, upAPIDir)}

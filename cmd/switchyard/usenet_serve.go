@@ -31,9 +31,12 @@ the downloader's indexer settings. 'switchyard up' serves the same API on its
 --http address.
 
 /metrics, /healthz and /readyz are served beside it and have no
-authentication, so a non-loopback --http needs --http-insecure.`,
+authentication, so a non-loopback --http needs --http-insecure. Every
+endpoint but /healthz and /readyz answers only a Host that is a loopback
+name, --http's host or a --http-host NAME: with a wildcard --http such as
+0.0.0.0:8080, give the names the downloaders use.`,
 		Example: `  switchyard usenet serve
-  switchyard usenet serve --http 0.0.0.0:8080 --http-insecure --base-url https://indexer.example.org --data /var/lib/switchyard-usenet`,
+  switchyard usenet serve --http 0.0.0.0:8080 --http-insecure --http-host indexer.example.org --base-url https://indexer.example.org --data /var/lib/switchyard-usenet`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if httpOpts.addr == "" {
@@ -54,7 +57,7 @@ authentication, so a non-loopback --http needs --http-insecure.`,
 				NATS:    bus,
 				Work:    fleet.WorkConfig{UsenetScope: usenetOpts.scope},
 				API:     fleet.APIConfig{Dir: dataDir, BaseURL: baseURL},
-				HTTP:    fleet.HTTPConfig{Addr: httpOpts.addr},
+				HTTP:    httpOpts.fleetHTTP(),
 			}
 			return runFleet(cmd, cfg, func(f *fleet.Fleet) {
 				key, created := f.APIKey()

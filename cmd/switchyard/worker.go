@@ -74,7 +74,7 @@ digest of the article numbers: the exactly-once check the tests use).`,
 					return err
 				}
 			}
-			cfg := fleet.Config{Service: natsOpts.service, NATS: bus, Work: wc, HTTP: fleet.HTTPConfig{Addr: httpOpts.addr}}
+			cfg := fleet.Config{Service: natsOpts.service, NATS: bus, Work: wc, HTTP: httpOpts.fleetHTTP()}
 			return runFleet(cmd, cfg, func(*fleet.Fleet) {
 				slog.Info("worker started", "source", source, "name", name, "indexer", indexer)
 			}, "")

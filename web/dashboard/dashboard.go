@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/switchyard-dev/switchyard/internal/lifecycle"
+	"github.com/switchyard-dev/switchyard/web"
 )
 
 // Defaults of Config.
@@ -59,6 +60,16 @@ type Config struct {
 	// Logger gets the failures the page cannot show. Nil means
 	// slog.Default() (through lifecycle.Logger, as role dashboard).
 	Logger *slog.Logger
+	// Hosts are the server's names: the WebSocket admits a browser page
+	// whose Origin is one of them (web.Hosts.CheckOrigin), never one that
+	// merely matches the request's Host, which a rebinding page sets to
+	// its own. Nil means the loopback names only.
+	Hosts *web.Hosts
+	// Authorizer, when set, guards the page (GET /, answered 401 with
+	// WWW-Authenticate: Basic so a browser prompts) and the WebSocket:
+	// any principal it admits sees the dashboard. Nil means open (an open
+	// bus on loopback). The page's assets are open: they hold no data.
+	Authorizer web.Authorizer
 }
 
 func (c Config) withDefaults() Config {
@@ -213,11 +224,12 @@ func (h *Hub) publish(ctx context.Context, now time.Time) {
 }
 
 // Mount mounts the page (GET /), its assets (GET /dashboard/...) and the
-// WebSocket (GET /ws/dashboard) on mux (a *web.Server or *http.ServeMux).
+// WebSocket (GET /ws/dashboard) on mux (a *web.Server or *http.ServeMux),
+// the page and the WebSocket behind Config.Authorizer.
 func (h *Hub) Mount(mux interface {
 	Handle(pattern string, handler http.Handler)
 }) {
-	mux.Handle("GET /{$}", http.HandlerFunc(servePage))
+	mux.Handle("GET /{$}", web.RequireAuth(h.cfg.Authorizer, http.HandlerFunc(servePage)))
 	mux.Handle("GET /dashboard/", http.StripPrefix("/dashboard/", assetHandler()))
-	mux.Handle("GET /ws/dashboard", http.HandlerFunc(h.serveWS))
+	mux.Handle("GET /ws/dashboard", web.RequireAuth(h.cfg.Authorizer, http.HandlerFunc(h.serveWS)))
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/switchyard-dev/switchyard/internal/lifecycle/lifecycletest"
 	"github.com/switchyard-dev/switchyard/internal/testnet"
 	"github.com/switchyard-dev/switchyard/internal/testwait"
+	"github.com/switchyard-dev/switchyard/web"
 	"github.com/switchyard-dev/switchyard/work"
 )
 
@@ -388,5 +389,90 @@ func TestTicksOutliveStartContext(t *testing.T) {
 	}
 	if err := <-errc; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestOriginAndAuth: the WebSocket refuses a page of another origin (a
+// rebinding page's Origin names itself) and admits one of the server's
+// hosts; with an Authorizer the page answers 401 with a Basic challenge
+// (a browser prompts) and the WebSocket needs the same credentials, while
+// the assets stay open.
+func TestOriginAndAuth(t *testing.T) {
+	t.Parallel()
+	authz := web.Accounts([]web.Account{{Principal: web.Principal{Name: "client", AllScopes: true}, Password: "pw", APIKeys: []string{"key"}}})
+	hosts, err := web.NewHosts("127.0.0.1:0", "box.lan")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, open := startHub(t, Config{Source: Funcs{}})
+	_, guarded := startHub(t, Config{Source: Funcs{}, Hosts: hosts, Authorizer: authz})
+	basic := func(user, pass string) http.Header {
+		r, _ := http.NewRequest("GET", "/", nil)
+		r.SetBasicAuth(user, pass)
+		return r.Header
+	}
+	with := func(h http.Header, k, v string) http.Header {
+		h = h.Clone()
+		if h == nil {
+			h = http.Header{}
+		}
+		h.Set(k, v)
+		return h
+	}
+	for _, c := range []struct {
+		name   string
+		base   string
+		header http.Header
+		query  string
+		want   int
+	}{
+		{"open, no origin", open, nil, "", http.StatusSwitchingProtocols},
+		{"open, loopback page", open, http.Header{"Origin": {"http://127.0.0.1:8080"}}, "", http.StatusSwitchingProtocols},
+		{"open, rebinding page", open, http.Header{"Origin": {"http://evil.example"}}, "", http.StatusForbidden},
+		{"open, a name only another server has", open, http.Header{"Origin": {"http://box.lan"}}, "", http.StatusForbidden},
+		{"guarded, no credentials", guarded, nil, "", http.StatusUnauthorized},
+		{"guarded, wrong password", guarded, basic("client", "nope"), "", http.StatusUnauthorized},
+		{"guarded, Basic", guarded, basic("client", "pw"), "", http.StatusSwitchingProtocols},
+		{"guarded, key parameter", guarded, nil, "?apikey=key", http.StatusSwitchingProtocols},
+		{"guarded, configured host's page", guarded, with(basic("client", "pw"), "Origin", "https://box.lan"), "", http.StatusSwitchingProtocols},
+		{"guarded, rebinding page with credentials", guarded, with(basic("client", "pw"), "Origin", "http://evil.example"), "", http.StatusForbidden},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ws, resp, err := websocket.Dial(t.Context(), "ws"+strings.TrimPrefix(c.base, "http")+"/ws/dashboard"+c.query, &websocket.DialOptions{HTTPHeader: c.header})
+			if ws != nil {
+				ws.CloseNow()
+			}
+			if resp == nil {
+				t.Fatalf("no response: %v", err)
+			}
+			if resp.StatusCode != c.want {
+				t.Fatalf("status %d (%v), want %d", resp.StatusCode, err, c.want)
+			}
+		})
+	}
+	for _, c := range []struct {
+		path   string
+		header http.Header
+		want   int
+	}{
+		{"/", nil, http.StatusUnauthorized},
+		{"/", basic("client", "pw"), http.StatusOK},
+		{"/dashboard/dashboard.js", nil, http.StatusOK},
+	} {
+		req, _ := http.NewRequest("GET", guarded+c.path, nil)
+		if c.header != nil {
+			req.Header = c.header
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.want {
+			t.Errorf("GET %s: %s, want %d", c.path, resp.Status, c.want)
+		}
+		if resp.StatusCode == http.StatusUnauthorized && !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Basic ") {
+			t.Errorf("GET %s: 401 without a Basic challenge", c.path)
+		}
 	}
 }

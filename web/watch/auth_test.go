@@ -3,13 +3,12 @@ package watch
 import (
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"testing"
 
 	"github.com/coder/websocket"
 
-	"github.com/switchyard-dev/switchyard/bus/auth"
 	"github.com/switchyard-dev/switchyard/internal/testpersist/persistenv"
+	"github.com/switchyard-dev/switchyard/web"
 )
 
 // TestWatchAuth: wrong or missing credentials are 401, a tenant outside its
@@ -17,11 +16,11 @@ import (
 func TestWatchAuth(t *testing.T) {
 	t.Parallel()
 	env := persistenv.Start(t, 1)
-	accts := []Account{
-		{Principal: Principal{Name: "acme", Scopes: []string{"account-a"}}, Password: "acme-pw", APIKeys: []string{"acme-key"}},
-		{Principal: Principal{Name: "client", AllScopes: true}, Password: "client-pw"},
+	accts := []web.Account{
+		{Principal: web.Principal{Name: "acme", Scopes: []string{"account-a"}}, Password: "acme-pw", APIKeys: []string{"acme-key"}},
+		{Principal: web.Principal{Name: "client", AllScopes: true}, Password: "client-pw"},
 	}
-	_, ts := gateway(t, env.Client(), func(cfg *Config, _ *httptest.Server) { cfg.Authorizer = Accounts(accts) })
+	_, ts := gateway(t, env.Client(), func(cfg *Config, _ *httptest.Server) { cfg.Authorizer = web.Accounts(accts) })
 	basic := func(user, pass string) http.Header {
 		r, _ := http.NewRequest("GET", "/", nil)
 		r.SetBasicAuth(user, pass)
@@ -42,13 +41,13 @@ func TestWatchAuth(t *testing.T) {
 		{"tenant key outside its scope", "account-b", nil, "acme-key", http.StatusForbidden},
 		{"tenant inside its scope", "account-a", basic("acme", "acme-pw"), "", http.StatusSwitchingProtocols},
 		{"tenant key in the query", "account-a", nil, "acme-key", http.StatusSwitchingProtocols},
-		{"tenant key in the header", "account-a", http.Header{APIKeyHeader: {"acme-key"}}, "", http.StatusSwitchingProtocols},
+		{"tenant key in the header", "account-a", http.Header{web.APIKeyHeader: {"acme-key"}}, "", http.StatusSwitchingProtocols},
 		{"client anywhere", "account-b", basic("client", "client-pw"), "", http.StatusSwitchingProtocols},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			q := params(c.scope, "log", 1)
 			if c.key != "" {
-				q.Set(APIKeyParam, c.key)
+				q.Set(web.APIKeyParam, c.key)
 			}
 			ctx := t.Context()
 			ws, resp, err := websocket.Dial(ctx, watchURL(ts, q), &websocket.DialOptions{HTTPHeader: c.header})
@@ -73,44 +72,47 @@ func TestWatchAuth(t *testing.T) {
 	}
 }
 
-// TestAuthDirAccounts: the accounts of an auth directory grant what its
-// nats-server configuration grants: the client every scope, a tenant its
-// own, the other roles none; passwords are those of the creds files.
-func TestAuthDirAccounts(t *testing.T) {
+// TestWatchOrigin: a page whose Origin is not one of the server's hosts is
+// refused before any credentials are asked for, even when its Origin
+// names the Host it sent (DNS rebinding); a loopback or configured host's
+// page, a pattern's, and a client without Origin are served.
+func TestWatchOrigin(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	if _, err := auth.Init(dir, auth.Plan{IDs: []string{"0"}, Tenants: map[string][]string{"acme": {"account-a", "account-c"}}}, false); err != nil {
-		t.Fatal(err)
-	}
-	accts, err := AuthDirAccounts(dir, "")
+	env := persistenv.Start(t, 1)
+	hosts, err := web.NewHosts("127.0.0.1:0", "box.lan")
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]Account{}
-	for _, a := range accts {
-		got[a.Name] = a
-	}
-	if a := got["client"]; !a.AllScopes {
-		t.Errorf("client: %+v, want every scope", a.Principal)
-	}
-	if a := got["acme"]; a.AllScopes || !slices.Equal(a.Scopes, []string{"account-a", "account-c"}) {
-		t.Errorf("acme: %+v, want account-a, account-c", a.Principal)
-	}
-	for _, n := range []string{"server-0", "balancer"} {
-		if a := got[n]; a.AllScopes || len(a.Scopes) > 0 {
-			t.Errorf("%s: %+v, want no scope", n, a.Principal)
-		}
-	}
-	c, err := auth.LoadCreds(auth.CredsFile(dir, "acme"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got["acme"].Password != c.Password {
-		t.Error("acme's password is not its creds file's")
-	}
-	r := httptest.NewRequest("GET", "/ws/watch", nil)
-	r.SetBasicAuth("acme", c.Password)
-	if p, err := Accounts(accts)(r); err != nil || !p.CanRead("account-c") || p.CanRead("account-b") {
-		t.Errorf("acme logs in as %+v, %v", p, err)
+	_, ts := gateway(t, env.Client(), func(cfg *Config, _ *httptest.Server) {
+		cfg.Hosts = hosts
+		cfg.OriginPatterns = []string{"*.example.org"}
+	})
+	for _, c := range []struct {
+		name, origin string
+		want         int
+	}{
+		{"no origin", "", http.StatusSwitchingProtocols},
+		{"loopback page", "http://localhost:8080", http.StatusSwitchingProtocols},
+		{"configured host's page", "https://box.lan", http.StatusSwitchingProtocols},
+		{"pattern", "https://app.example.org", http.StatusSwitchingProtocols},
+		{"rebinding page", "http://evil.example", http.StatusForbidden},
+		{"null origin", "null", http.StatusForbidden},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var h http.Header
+			if c.origin != "" {
+				h = http.Header{"Origin": {c.origin}}
+			}
+			ws, resp, err := websocket.Dial(t.Context(), watchURL(ts, params("hub", "log", 1)), &websocket.DialOptions{HTTPHeader: h})
+			if ws != nil {
+				defer ws.CloseNow()
+			}
+			if resp == nil {
+				t.Fatalf("no response: %v", err)
+			}
+			if resp.StatusCode != c.want {
+				t.Fatalf("status %d (%v), want %d", resp.StatusCode, err, c.want)
+			}
+		})
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/switchyard-dev/switchyard/persist"
+	"github.com/switchyard-dev/switchyard/web"
 )
 
 // testMsg is any message the gateway sends.
@@ -37,7 +38,7 @@ type testMsg struct {
 // ends (the gateway first: it closes the hijacked connections).
 func gateway(t *testing.T, c *persist.Client, mod func(*Config, *httptest.Server)) (*Gateway, *httptest.Server) {
 	t.Helper()
-	cfg := Config{Client: c, Authorizer: Open()}
+	cfg := Config{Client: c, Authorizer: web.Open()}
 	ts := httptest.NewUnstartedServer(nil)
 	if mod != nil {
 		mod(&cfg, ts)

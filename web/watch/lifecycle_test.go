@@ -7,6 +7,7 @@ import (
 
 	"github.com/switchyard-dev/switchyard/internal/lifecycle/lifecycletest"
 	"github.com/switchyard-dev/switchyard/internal/testpersist/persistenv"
+	"github.com/switchyard-dev/switchyard/web"
 )
 
 // TestGatewayLifecycle: the gateway answers 503 before Start and after
@@ -15,7 +16,7 @@ import (
 func TestGatewayLifecycle(t *testing.T) {
 	t.Parallel()
 	env := persistenv.Start(t, 1)
-	g, err := New(Config{Client: env.Client(), Authorizer: Open()})
+	g, err := New(Config{Client: env.Client(), Authorizer: web.Open()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +47,7 @@ func TestGatewayLifecycle(t *testing.T) {
 		t.Fatalf("after Stop: HTTP %d, want 503", got)
 	}
 
-	never, err := New(Config{Client: env.Client(), Authorizer: Open()})
+	never, err := New(Config{Client: env.Client(), Authorizer: web.Open()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,7 +30,12 @@
     const proto = location.protocol === "https:" ? "wss://" : "ws://";
     let ws;
     try {
-      ws = new WebSocket(proto + location.host + "/ws/dashboard");
+      // Under --auth the browser sends the Basic credentials it was
+      // prompted for on the page; a page opened with ?apikey= passes its
+      // key on, as browsers cannot set headers on a WebSocket.
+      const key = new URLSearchParams(location.search).get("apikey");
+      const q = key ? "?apikey=" + encodeURIComponent(key) : "";
+      ws = new WebSocket(proto + location.host + "/ws/dashboard" + q);
     } catch (e) {
       retry();
       return;

@@ -1,4 +1,4 @@
-package watch
+package web
 
 import (
 	"crypto/sha256"
@@ -17,6 +17,8 @@ import (
 )
 
 // Principal is who an HTTP request proved to be and what it may read.
+// The watch gateway (web/watch) lets it read the scopes it names; the
+// dashboard and /metrics (RequireAuth) admit any principal.
 type Principal struct {
 	// Name is the user's name, for logs.
 	Name string
@@ -49,6 +51,38 @@ const (
 	APIKeyHeader = "X-Api-Key"
 	APIKeyParam  = "apikey"
 )
+
+// Authorize runs authz on r and, when it refuses, answers r itself: 401
+// with WWW-Authenticate: Basic (so a browser prompts for a bus user and
+// password), 403, or 500. ok is false when it has answered.
+func Authorize(w http.ResponseWriter, r *http.Request, authz Authorizer) (p Principal, ok bool) {
+	p, err := authz(r)
+	switch {
+	case err == nil:
+		return p, true
+	case errors.Is(err, ErrUnauthorized):
+		w.Header().Set("WWW-Authenticate", `Basic realm="switchyard", charset="UTF-8"`)
+		http.Error(w, err.Error(), http.StatusUnauthorized)
+	case errors.Is(err, ErrForbidden):
+		http.Error(w, err.Error(), http.StatusForbidden)
+	default:
+		http.Error(w, "internal: "+err.Error(), http.StatusInternalServerError)
+	}
+	return Principal{}, false
+}
+
+// RequireAuth serves h only to the requests authz admits (any principal);
+// the others are answered as Authorize does. A nil authz is h itself.
+func RequireAuth(authz Authorizer, h http.Handler) http.Handler {
+	if authz == nil {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := Authorize(w, r, authz); ok {
+			h.ServeHTTP(w, r)
+		}
+	})
+}
 
 // Open is the Authorizer of an open bus on loopback: everyone reads every
 // scope. Use it only where the bus itself runs without auth.
