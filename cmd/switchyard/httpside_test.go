@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -294,5 +295,29 @@ func TestHTTPNonLoopbackRefused(t *testing.T) {
 		if code != exitUsage || !strings.Contains(stderr, "--http-insecure") {
 			t.Errorf("%v: exit %d, %q; want a usage error naming --http-insecure", args, code, stderr)
 		}
+	}
+}
+
+// TestHTTPHostFlag: --http-host must be a name or an IP (a usage error
+// otherwise), and --http-host and --metrics-open reach the fleet's HTTP
+// side.
+func TestHTTPHostFlag(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"up", "--http-host", "box.lan:8080"},
+		{"balancer", "--http", "127.0.0.1:0", "--http-host", "http://box.lan"},
+		{"usenet", "serve", "--http-host", "*.lan"},
+	} {
+		_, stderr, code := execute(t, args...)
+		if code != exitUsage || !strings.Contains(stderr, "--http-host") {
+			t.Errorf("%v: exit %d, %q; want a usage error naming --http-host", args, code, stderr)
+		}
+	}
+	fc, err := upConfig{work: upWork{off: true}, http: httpFlags{addr: "0.0.0.0:8080", hosts: []string{"box.lan", "10.0.0.5"}, metricsOpen: true}}.fleetConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := fc.HTTP; h.Addr != "0.0.0.0:8080" || !slices.Equal(h.Hosts, []string{"box.lan", "10.0.0.5"}) || !h.MetricsOpen || !h.Dashboard || !h.Watch {
+		t.Errorf("up's HTTP side: %+v", h)
 	}
 }
