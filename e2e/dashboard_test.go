@@ -3,14 +3,19 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/fetch"
 	"github.com/chromedp/chromedp"
 
+	"github.com/switchyard-dev/switchyard/bus/auth"
 	"github.com/switchyard-dev/switchyard/internal/testbrowser"
 	"github.com/switchyard-dev/switchyard/internal/testproc"
 )
@@ -128,5 +133,81 @@ func TestDashboardBrowser(t *testing.T) {
 	b.CheckNoProblems(t, func(m chromedp.ConsoleMessage) bool { return slices.Contains(expected, m.Text) })
 	for _, p := range b.Problems() {
 		t.Logf("expected: %s", p)
+	}
+}
+
+// TestDashboardBrowserAuth opens the dashboard of up --auth in headless
+// Chromium as a user would: the page answers 401 with a Basic challenge,
+// the browser is given the client user's bus password when it asks, and
+// the page's WebSocket goes live with the credentials the browser then
+// holds.
+func TestDashboardBrowserAuth(t *testing.T) {
+	t.Parallel()
+	b := testbrowser.New(t)
+	dir := filepath.Join(t.TempDir(), "auth")
+	if _, stderr, code := testproc.Run(t, cli(t, "auth", "init", dir)); code != 0 {
+		t.Fatalf("auth init: exit %d: %s", code, stderr)
+	}
+	creds, err := auth.LoadCreds(auth.CredsFile(dir, auth.RoleClient))
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, hport := testproc.FreePort(t), testproc.FreePort(t)
+	base := "http://127.0.0.1:" + strconv.Itoa(hport)
+	up := cli(t, "up", "--nats-port", strconv.Itoa(port), "--data", t.TempDir(), "--servers", "1", "--no-work", "--auth", dir, "--http", "127.0.0.1:"+strconv.Itoa(hport))
+	testproc.Start(t, up, "Stop with Ctrl-C")
+	t.Cleanup(func() { _ = up.Process.Kill() })
+
+	// The browser's prompt, answered with the bus user; every other
+	// request paused by the Fetch domain goes on unchanged. The two
+	// readers end with the test.
+	var asked atomic.Int32
+	ctx, cancel := context.WithCancel(b.Context())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	challenges := chromedp.Events(ctx, fetch.AuthRequired)
+	paused := chromedp.Events(ctx, fetch.RequestPaused)
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		for ev, err := range challenges {
+			if err != nil {
+				return
+			}
+			asked.Add(1)
+			_, _ = chromedp.Call(ctx, fetch.ContinueWithAuth, fetch.ContinueWithAuthParams{RequestID: ev.RequestID, AuthChallengeResponse: &fetch.AuthChallengeResponse{
+				Response: fetch.AuthChallengeResponseResponseProvideCredentials, Username: auth.RoleClient, Password: creds.Password,
+			}})
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for ev, err := range paused {
+			if err != nil {
+				return
+			}
+			_, _ = chromedp.Call(ctx, fetch.ContinueRequest, fetch.ContinueRequestParams{RequestID: ev.RequestID})
+		}
+	}()
+	handle := true
+	if _, err := chromedp.Call(ctx, fetch.Enable, fetch.EnableParams{HandleAuthRequests: &handle}); err != nil {
+		t.Fatal(err)
+	}
+	nctx, ncancel := context.WithTimeout(ctx, pageWait)
+	defer ncancel()
+	if err := chromedp.Do(nctx, chromedp.Navigate(base+"/")); err != nil {
+		t.Fatal(err)
+	}
+	waitPage(t, b, "the connection open", `document.getElementById("conn").dataset.state === "open"`)
+	waitPage(t, b, "the fleet shown", figure("members-count")+` === 1`)
+	if asked.Load() == 0 {
+		t.Error("the browser was never asked for credentials: the page is open under --auth")
+	}
+	b.CheckNoProblems(t)
+	if err := up.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := testproc.Wait(t, up); code != 0 {
+		t.Fatalf("up exit %d", code)
 	}
 }
