@@ -2,7 +2,9 @@
 // role command run on --http, with Prometheus /metrics, /healthz and
 // /readyz. The parts of a process mount theirs on it: the dashboard
 // (web/dashboard), the WebSocket watch gateway (web/watch) and the Newznab
-// API of the usenet indexer.
+// API of the usenet indexer. Every route answers only the Host names of
+// its Hosts (against DNS rebinding), and the bus's users log in to the
+// guarded ones through an Authorizer (Accounts, AuthDirAccounts).
 package web
 
 import (
