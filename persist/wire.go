@@ -130,7 +130,9 @@ func ValidKey(key string) error {
 // string: nats.go trims spaces, tabs, CR and LF from both ends of a header
 // value and turns CR and LF inside it into spaces, and readers drop the
 // leading spaces of a value. Keys also travel in JSON (setMany and getAll
-// frames, the change feed), where invalid UTF-8 becomes U+FFFD. Any of
+// frames, the change feed), where encoding/json would turn invalid UTF-8
+// and lone surrogate escapes into U+FFFD (the frame decoders refuse them on
+// the raw bytes first: see checkJSONText). Any of
 // these would store a name other than the one asked for, so that two names
 // would silently share one stream or key; refusing them is the rule. The
 // C1 controls and Unicode spaces are refused too, though the encodings keep
@@ -722,6 +724,9 @@ func walkFrames(b []byte, maxFrames int, reuse bool, fn func(*Frame) error) erro
 		}
 		// "{}" (a plain append in setMany) needs no JSON decoder.
 		if len(meta) != 2 || meta[0] != '{' || meta[1] != '}' {
+			if err := checkJSONText(meta); err != nil {
+				return Errorf(CodeBadRequest, "malformed frame metadata: %v", err)
+			}
 			if err := json.Unmarshal(meta, m); err != nil {
 				return Errorf(CodeBadRequest, "malformed frame metadata: %v", err)
 			}
