@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/textproto"
 	"strconv"
 	"strings"
 	"sync"
@@ -187,12 +188,20 @@ func (c *Client) call(ctx context.Context, scope string, msg *nats.Msg, idempote
 	if err := checkNames(msg.Header); err != nil {
 		return nil, err
 	}
+	if err := c.checkPayload(msg); err != nil {
+		return nil, err
+	}
 	var reply *nats.Msg
 	err := c.retry(ctx, scope, func(id string) (bool, error) {
 		msg.Subject = bus.APISubject(c.cfg.Service, scope, id)
 		actx, cancel := c.attemptContext(ctx)
 		r, err := bus.Request(actx, c.cfg.Conn, msg)
 		cancel()
+		if errors.Is(err, nats.ErrMaxPayload) {
+			// checkPayload's count missed (a reconnect to a server with a
+			// smaller limit): the same answer, and final.
+			err = Errorf(CodeTooLarge, "the request is over the NATS server's max payload of %d bytes", c.cfg.Conn.MaxPayload())
+		}
 		if err == nil {
 			err = replyError(r)
 		}
@@ -268,6 +277,37 @@ func checkNames(h nats.Header) error {
 		return err
 	}
 	return ValidKey(h.Get(HdrKey))
+}
+
+// checkPayload refuses, as too-large, a request the NATS connection would
+// refuse with nats.ErrMaxPayload: the answer is the same as the server's to
+// a value over its limits, and it comes before the balancer is asked.
+func (c *Client) checkPayload(m *nats.Msg) error {
+	limit := c.cfg.Conn.MaxPayload()
+	if limit <= 0 {
+		return nil // not connected yet: nats.go does not check either
+	}
+	if n := requestSize(m); int64(n) > limit {
+		return Errorf(CodeTooLarge, "the request is %d bytes (body %d, headers %d), over the NATS server's max payload of %d bytes", n, len(m.Data), n-len(m.Data), limit)
+	}
+	return nil
+}
+
+// requestSize is what nats.go counts against the server's max payload for
+// m: its data and its header block, "NATS/1.0\r\n", a "name: value\r\n" line
+// per value (trimmed, as nats.go sends it) and a closing "\r\n".
+func requestSize(m *nats.Msg) int {
+	n := len(m.Data)
+	if len(m.Header) == 0 {
+		return n
+	}
+	n += len("NATS/1.0\r\n") + len("\r\n")
+	for k, vs := range m.Header {
+		for _, v := range vs {
+			n += len(k) + len(": ") + len(textproto.TrimString(v)) + len("\r\n")
+		}
+	}
+	return n
 }
 
 // replyError returns the *Error an error reply carries, or nil.
