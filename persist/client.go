@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 
@@ -794,6 +795,16 @@ func (s *Stream) Config(ctx context.Context) (Config, error) {
 // (removing what they no longer allow, as delete events) and returns the
 // stream's new configuration. An update that changes nothing is a read.
 func (s *Stream) UpdateConfig(ctx context.Context, u ConfigUpdate) (Config, error) {
+	// What the server would refuse, refused here before encoding/json turns
+	// bad bytes into U+FFFD on the way out.
+	if u.Desc != nil {
+		if len(*u.Desc) > MaxDescBytes {
+			return Config{}, fmt.Errorf("config %q: %w", s.scope+"/"+s.name, Errorf(CodeTooLarge, "desc is %d bytes, over the limit of %d", len(*u.Desc), MaxDescBytes))
+		}
+		if !utf8.ValidString(*u.Desc) {
+			return Config{}, fmt.Errorf("config %q: %w", s.scope+"/"+s.name, Errorf(CodeBadRequest, "desc is not valid UTF-8"))
+		}
+	}
 	var body []byte
 	if !u.IsZero() {
 		var err error

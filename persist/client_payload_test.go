@@ -3,6 +3,7 @@ package persist_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,5 +48,30 @@ func TestClientRefusesOverMaxPayload(t *testing.T) {
 	}
 	if inv.Count != 1 {
 		t.Fatalf("%d messages, want only the one under the limit", inv.Count)
+	}
+}
+
+// The client refuses a desc the server would refuse, and one encoding/json
+// would send converted; the stream keeps its config.
+func TestClientRefusesBadDesc(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := h.stream("d")
+	old := "old"
+	if _, err := s.UpdateConfig(ctx, persist.ConfigUpdate{Desc: &old}); err != nil {
+		t.Fatal(err)
+	}
+	long, bad := strings.Repeat("d", persist.MaxDescBytes+1), "d\xff"
+	if _, err := s.UpdateConfig(ctx, persist.ConfigUpdate{Desc: &long}); !errors.Is(err, persist.ErrTooLarge) {
+		t.Errorf("a desc over %d bytes: %v, want too-large", persist.MaxDescBytes, err)
+	}
+	if _, err := s.UpdateConfig(ctx, persist.ConfigUpdate{Desc: &bad}); !errors.Is(err, persist.ErrBadRequest) {
+		t.Errorf("a desc that is not UTF-8: %v, want bad-request", err)
+	}
+	c, err := s.Config(ctx)
+	if err != nil || c.Desc != old {
+		t.Fatalf("config after refused updates: desc %q, %v", c.Desc, err)
 	}
 }
