@@ -165,7 +165,7 @@ func rawFrame(meta, value string) []byte {
 func TestServerRefusesNamesNotUTF8(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, nil)
-	const real = "alias\ufffd"
+	const fffdKey = "alias\ufffd"
 	attacks := []struct {
 		name string
 		send func() *nats.Msg
@@ -220,16 +220,16 @@ func TestServerRefusesNamesNotUTF8(t *testing.T) {
 	}
 	// The real U+FFFD, in both encodings: one key.
 	h.ok(persist.CmdSetMany, "s", nil, rawFrame(`{"key":"alias\ufffd"}`, "escaped"))
-	want := h.set("s", "real", map[string]string{persist.HdrKey: real})
+	want := h.set("s", "real", map[string]string{persist.HdrKey: fffdKey})
 	refuse()
-	r := h.ok(persist.CmdGet, "s", map[string]string{persist.HdrKey: real}, nil)
+	r := h.ok(persist.CmdGet, "s", map[string]string{persist.HdrKey: fffdKey}, nil)
 	if string(r.Data) != "real" || r.Header.Get(persist.HdrSeq) != strconv.FormatUint(want.Seq, 10) {
-		t.Fatalf("key %q holds %q at seq %s, want %q at %d", real, r.Data, r.Header.Get(persist.HdrSeq), "real", want.Seq)
+		t.Fatalf("key %q holds %q at seq %s, want %q at %d", fffdKey, r.Data, r.Header.Get(persist.HdrSeq), "real", want.Seq)
 	}
 	var keys []string
 	mustJSON(t, h.ok(persist.CmdKeys, "s", nil, nil).Data, &keys)
-	if len(keys) != 1 || keys[0] != real {
-		t.Fatalf("keys %q, want only %q", keys, real)
+	if len(keys) != 1 || keys[0] != fffdKey {
+		t.Fatalf("keys %q, want only %q", keys, fffdKey)
 	}
 	if inv := h.inventory("s"); inv.Count != 1 {
 		t.Fatalf("%d messages, want 1: a refused request wrote", inv.Count)
