@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/textproto"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 
@@ -187,12 +189,20 @@ func (c *Client) call(ctx context.Context, scope string, msg *nats.Msg, idempote
 	if err := checkNames(msg.Header); err != nil {
 		return nil, err
 	}
+	if err := c.checkPayload(msg); err != nil {
+		return nil, err
+	}
 	var reply *nats.Msg
 	err := c.retry(ctx, scope, func(id string) (bool, error) {
 		msg.Subject = bus.APISubject(c.cfg.Service, scope, id)
 		actx, cancel := c.attemptContext(ctx)
 		r, err := bus.Request(actx, c.cfg.Conn, msg)
 		cancel()
+		if errors.Is(err, nats.ErrMaxPayload) {
+			// checkPayload's count missed (a reconnect to a server with a
+			// smaller limit): the same answer, and final.
+			err = Errorf(CodeTooLarge, "the request is over the NATS server's max payload of %d bytes", c.cfg.Conn.MaxPayload())
+		}
 		if err == nil {
 			err = replyError(r)
 		}
@@ -268,6 +278,37 @@ func checkNames(h nats.Header) error {
 		return err
 	}
 	return ValidKey(h.Get(HdrKey))
+}
+
+// checkPayload refuses, as too-large, a request the NATS connection would
+// refuse with nats.ErrMaxPayload: the answer is the same as the server's to
+// a value over its limits, and it comes before the balancer is asked.
+func (c *Client) checkPayload(m *nats.Msg) error {
+	limit := c.cfg.Conn.MaxPayload()
+	if limit <= 0 {
+		return nil // not connected yet: nats.go does not check either
+	}
+	if n := requestSize(m); int64(n) > limit {
+		return Errorf(CodeTooLarge, "the request is %d bytes (body %d, headers %d), over the NATS server's max payload of %d bytes", n, len(m.Data), n-len(m.Data), limit)
+	}
+	return nil
+}
+
+// requestSize is what nats.go counts against the server's max payload for
+// m: its data and its header block, "NATS/1.0\r\n", a "name: value\r\n" line
+// per value (trimmed, as nats.go sends it) and a closing "\r\n".
+func requestSize(m *nats.Msg) int {
+	n := len(m.Data)
+	if len(m.Header) == 0 {
+		return n
+	}
+	n += len("NATS/1.0\r\n") + len("\r\n")
+	for k, vs := range m.Header {
+		for _, v := range vs {
+			n += len(k) + len(": ") + len(textproto.TrimString(v)) + len("\r\n")
+		}
+	}
+	return n
 }
 
 // replyError returns the *Error an error reply carries, or nil.
@@ -754,6 +795,16 @@ func (s *Stream) Config(ctx context.Context) (Config, error) {
 // (removing what they no longer allow, as delete events) and returns the
 // stream's new configuration. An update that changes nothing is a read.
 func (s *Stream) UpdateConfig(ctx context.Context, u ConfigUpdate) (Config, error) {
+	// What the server would refuse, refused here before encoding/json turns
+	// bad bytes into U+FFFD on the way out.
+	if u.Desc != nil {
+		if len(*u.Desc) > MaxDescBytes {
+			return Config{}, fmt.Errorf("config %q: %w", s.scope+"/"+s.name, Errorf(CodeTooLarge, "desc is %d bytes, over the limit of %d", len(*u.Desc), MaxDescBytes))
+		}
+		if !utf8.ValidString(*u.Desc) {
+			return Config{}, fmt.Errorf("config %q: %w", s.scope+"/"+s.name, Errorf(CodeBadRequest, "desc is not valid UTF-8"))
+		}
+	}
 	var body []byte
 	if !u.IsZero() {
 		var err error

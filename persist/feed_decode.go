@@ -28,6 +28,9 @@ func decodeFeedBody(b []byte) ([]Frame, error) {
 		m := &out[len(out)-1]
 		if !parseMetaFast(meta, m) {
 			*m = Frame{}
+			if err := checkJSONText(meta); err != nil {
+				return out[:len(out)-1], Errorf(CodeBadRequest, "malformed frame metadata: %v", err)
+			}
 			if err := json.Unmarshal(meta, m); err != nil {
 				return out[:len(out)-1], Errorf(CodeBadRequest, "malformed frame metadata: %v", err)
 			}

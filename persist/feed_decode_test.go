@@ -43,7 +43,8 @@ func TestParseMetaFastTakesEncoderOutput(t *testing.T) {
 // FuzzParseMetaFast: whenever the fast path accepts metadata, encoding/json
 // accepts it too and reads the same message, field by field; and
 // decodeFeedBody (fast path or encoding/json) always gives what
-// encoding/json gives, error or message.
+// encoding/json gives, error or message, except that it refuses what
+// checkJSONText refuses (text encoding/json would convert).
 func FuzzParseMetaFast(f *testing.F) {
 	for _, s := range []string{
 		`{"seq":12,"time":1700000000123,"key":"k42"}`,
@@ -54,16 +55,18 @@ func FuzzParseMetaFast(f *testing.F) {
 		`{"seq":1,"headers":{"h":"v","x":""},"ttl":5}`, `{"prevSeq":5,"prevSeq":null}`, `{"seqs":[1],"seqs":null}`,
 		`{"seq":5,"SEQ":null}`, `{"key":"\u003c"}`, `{"msgId":"\u00e9","op":"set"}`, `{"key":null}`, `{"ttl":-1}`,
 		`{"prevSeq":0}`, `{"seq":1} `, ` {"seq":1}`, `{"seq":1}x`, `{"value":"ignored"}`,
+		"{\"key\":\"alias\xff\"}", `{"key":"alias\udcff"}`, `{"key":"alias\ufffd"}`,
 	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, meta []byte) {
 		var slow Frame
 		slowErr := json.Unmarshal(meta, &slow)
+		textErr := checkJSONText(meta)
 		var fast Frame
 		if parseMetaFast(meta, &fast) {
-			if slowErr != nil {
-				t.Fatalf("fast path accepted %q, encoding/json: %v", meta, slowErr)
+			if slowErr != nil || textErr != nil {
+				t.Fatalf("fast path accepted %q, encoding/json: %v, text: %v", meta, slowErr, textErr)
 			}
 			if d := diffFrame(&fast, &slow); d != nil {
 				t.Fatalf("%q: parseMetaFast differs from encoding/json:\n%v", meta, d)
@@ -76,8 +79,8 @@ func FuzzParseMetaFast(f *testing.F) {
 		frame = binary.AppendUvarint(frame, uint64(len(value)))
 		frame = append(frame, value...)
 		msgs, err := decodeFeedBody(frame)
-		if (err != nil) != (slowErr != nil) {
-			t.Fatalf("%q: decodeFeedBody error %v, encoding/json error %v", meta, err, slowErr)
+		if (err != nil) != (slowErr != nil || textErr != nil) {
+			t.Fatalf("%q: decodeFeedBody error %v, encoding/json error %v, text error %v", meta, err, slowErr, textErr)
 		}
 		if err != nil {
 			if len(msgs) != 0 {
@@ -93,4 +96,19 @@ func FuzzParseMetaFast(f *testing.F) {
 			t.Fatalf("%q: decodeFeedBody differs from encoding/json:\n%v", meta, d)
 		}
 	})
+}
+
+// A feed frame whose key is not valid UTF-8, raw or as a lone surrogate
+// escape, is an error, not a key with U+FFFD in it: a forged feed message
+// cannot show a watcher a key that aliases a real one.
+func TestDecodeFeedBodyRefusesTextNotUTF8(t *testing.T) {
+	t.Parallel()
+	for _, meta := range []string{"{\"seq\":1,\"key\":\"alias\xff\"}", `{"seq":1,"key":"alias\udcff"}`, `{"seq":1,"headers":{"h":"\ud800"}}`} {
+		frame := binary.AppendUvarint(nil, uint64(len(meta)))
+		frame = append(frame, meta...)
+		frame = binary.AppendUvarint(frame, 0)
+		if msgs, err := decodeFeedBody(frame); CodeOf(err) != CodeBadRequest || len(msgs) != 0 {
+			t.Errorf("%q: %d messages, error %v; want none and bad-request", meta, len(msgs), err)
+		}
+	}
 }

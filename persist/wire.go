@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -70,6 +71,10 @@ const (
 	MaxKeyBytes = 4096
 	// MaxStreamNameBytes bounds a stream name; longer names are bad-request.
 	MaxStreamNameBytes = 4000
+	// MaxDescBytes bounds a stream's desc: a config request setting a
+	// longer one is too-large and changes nothing. Config and inventory
+	// replies carry desc, so it must leave them far under a NATS payload.
+	MaxDescBytes = 4096
 	// ChunkBytes is the target size of one getAll reply chunk.
 	ChunkBytes = 256 << 10
 )
@@ -130,7 +135,9 @@ func ValidKey(key string) error {
 // string: nats.go trims spaces, tabs, CR and LF from both ends of a header
 // value and turns CR and LF inside it into spaces, and readers drop the
 // leading spaces of a value. Keys also travel in JSON (setMany and getAll
-// frames, the change feed), where invalid UTF-8 becomes U+FFFD. Any of
+// frames, the change feed), where encoding/json would turn invalid UTF-8
+// and lone surrogate escapes into U+FFFD (the frame decoders refuse them on
+// the raw bytes first: see checkJSONText). Any of
 // these would store a name other than the one asked for, so that two names
 // would silently share one stream or key; refusing them is the rule. The
 // C1 controls and Unicode spaces are refused too, though the encodings keep
@@ -475,8 +482,15 @@ func (u ConfigUpdate) MarshalJSON() ([]byte, error) {
 }
 
 // ParseConfigUpdate reads the body of a config request strictly: unknown
-// fields, trailing data and out-of-range values are bad-request.
+// fields, field names in another case than the documented one ("MAX_MSGS"
+// for "max_msgs"), text that is not valid UTF-8, trailing data and
+// out-of-range values are bad-request. It does not bound desc
+// (MaxDescBytes): the server does, for requests only, so that a stream
+// stored with a longer desc by an older version still opens.
 func ParseConfigUpdate(b []byte) (ConfigUpdate, error) {
+	if err := checkJSONText(b); err != nil {
+		return ConfigUpdate{}, Errorf(CodeBadRequest, "config: %v", err)
+	}
 	var w configUpdateWire
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
@@ -485,6 +499,9 @@ func ParseConfigUpdate(b []byte) (ConfigUpdate, error) {
 	}
 	if dec.More() {
 		return ConfigUpdate{}, Errorf(CodeBadRequest, "config: trailing data after the JSON object")
+	}
+	if err := exactFields(b); err != nil {
+		return ConfigUpdate{}, err
 	}
 	u := ConfigUpdate{MaxMsgs: w.MaxMsgs, MaxBytes: w.MaxBytes, MaxMsgSize: w.MaxMsgSize, MaxMsgsPerSecond: w.MaxMsgsPerSecond,
 		MaxBytesPerSecond: w.MaxBytesPerSecond, DiscardPolicy: w.DiscardPolicy, AllowMsgTTL: w.AllowMsgTTL, Sync: w.Sync, Desc: w.Desc}
@@ -496,6 +513,43 @@ func ParseConfigUpdate(b []byte) (ConfigUpdate, error) {
 		u.MaxAge = &d
 	}
 	return u, nil
+}
+
+// configFields are the JSON field names of a config request, exactly as
+// documented. encoding/json matches field names ignoring case, so
+// ParseConfigUpdate checks them against this set itself.
+var configFields = jsonFields(reflect.TypeFor[configUpdateWire]())
+
+// jsonFields returns the JSON names of struct type t's fields.
+func jsonFields(t reflect.Type) map[string]bool {
+	names := make(map[string]bool, t.NumField())
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		names[name] = true
+	}
+	return names
+}
+
+// exactFields refuses a config request whose object has a field name that
+// is not one of configFields byte for byte. It runs after the strict decode,
+// so b is known to be one JSON object (or null).
+func exactFields(b []byte) error {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(b, &fields); err != nil {
+		return Errorf(CodeBadRequest, "config: %v", err)
+	}
+	for name := range fields {
+		if configFields[name] {
+			continue
+		}
+		for known := range configFields {
+			if strings.EqualFold(name, known) {
+				return Errorf(CodeBadRequest, "config: unknown field %q (field names are exact: %q)", name, known)
+			}
+		}
+		return Errorf(CodeBadRequest, "config: unknown field %q", name)
+	}
+	return nil
 }
 
 // Apply returns c with u's set fields changed.
@@ -722,6 +776,9 @@ func walkFrames(b []byte, maxFrames int, reuse bool, fn func(*Frame) error) erro
 		}
 		// "{}" (a plain append in setMany) needs no JSON decoder.
 		if len(meta) != 2 || meta[0] != '{' || meta[1] != '}' {
+			if err := checkJSONText(meta); err != nil {
+				return Errorf(CodeBadRequest, "malformed frame metadata: %v", err)
+			}
 			if err := json.Unmarshal(meta, m); err != nil {
 				return Errorf(CodeBadRequest, "malformed frame metadata: %v", err)
 			}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"math/rand/v2"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -68,6 +70,46 @@ func TestConfigUpdate(t *testing.T) {
 		if _, err := ParseConfigUpdate([]byte(bad)); !errors.Is(err, ErrBadRequest) {
 			t.Errorf("ParseConfigUpdate(%s) = %v, want bad-request", bad, err)
 		}
+	}
+}
+
+// Config field names are exact: encoding/json alone would apply
+// {"MAX_MSGS":5} as max_msgs, though it refuses unknown fields.
+func TestParseConfigUpdateExactNames(t *testing.T) {
+	t.Parallel()
+	for bad, field := range map[string]string{
+		`{"MAX_MSGS":5}`:                 "MAX_MSGS",
+		`{"Max_Msgs":5}`:                 "Max_Msgs",
+		`{"max_msgs":1,"Desc":"x"}`:      "Desc",
+		`{"max_msgs":1,"MAX_MSGS":2}`:    "MAX_MSGS",
+		`{"max_\u004dsgs":5}`:            "max_Msgs", // an escape decodes before the names are compared
+		`{"Allow_Msg_TTL":true}`:         "Allow_Msg_TTL",
+		`{"DISCARD_POLICY":"new","x":1}`: "",
+	} {
+		_, err := ParseConfigUpdate([]byte(bad))
+		if !errors.Is(err, ErrBadRequest) {
+			t.Errorf("ParseConfigUpdate(%s) = %v, want bad-request", bad, err)
+			continue
+		}
+		if field != "" && !strings.Contains(err.Error(), strconv.Quote(field)) {
+			t.Errorf("ParseConfigUpdate(%s) = %v, does not name %q", bad, err, field)
+		}
+	}
+	for _, good := range []string{`{"max_msgs":5,"desc":"d","allow_msg_ttl":true}`, `{"max_\u006dsgs":5}`, `null`, `{}`} {
+		if _, err := ParseConfigUpdate([]byte(good)); err != nil {
+			t.Errorf("ParseConfigUpdate(%s) = %v", good, err)
+		}
+	}
+	// Every field of Config's wire form is a field a request may set.
+	b, err := json.Marshal(Config{Desc: "d"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ParseConfigUpdate(b); err != nil {
+		t.Fatalf("ParseConfigUpdate(%s) = %v", b, err)
+	}
+	if _, err := ParseConfigUpdate([]byte("{\"desc\":\"\xff\"}")); !errors.Is(err, ErrBadRequest) {
+		t.Errorf("a desc that is not UTF-8: %v, want bad-request", err)
 	}
 }
 

@@ -2,12 +2,16 @@ package server
 
 import (
 	"bufio"
+	"encoding/binary"
 	"fmt"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/switchyard-dev/switchyard/bus"
 	"github.com/switchyard-dev/switchyard/internal/testdisk"
@@ -139,5 +143,95 @@ func TestServerRefusesRawHeaderNames(t *testing.T) {
 	}
 	if files := testdisk.Files(t, h.dir); len(files) != 0 {
 		t.Fatalf("refused requests left %v", files)
+	}
+}
+
+// rawFrame is one setMany frame with its metadata written by hand, as a
+// client other than persist's may write it: the bytes reach the server as
+// they are, invalid UTF-8 and lone surrogate escapes included.
+func rawFrame(meta, value string) []byte {
+	b := binary.AppendUvarint(nil, uint64(len(meta)))
+	b = append(b, meta...)
+	b = binary.AppendUvarint(b, uint64(len(value)))
+	return append(b, value...)
+}
+
+// Names that are not valid UTF-8 are refused in every encoding that reaches
+// the server, never converted: encoding/json would turn the raw bytes and
+// the lone surrogates of setMany frames into U+FFFD, so that "alias\xff",
+// "alias\xfe" and "alias\udcff" all landed on the key "alias\ufffd", each
+// replacing the last. A real U+FFFD is a character like any other: its key
+// is written, and none of the others reaches it.
+func TestServerRefusesNamesNotUTF8(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	const fffdKey = "alias\ufffd"
+	attacks := []struct {
+		name string
+		send func() *nats.Msg
+	}{}
+	for _, meta := range []string{
+		"{\"key\":\"alias\xff\"}",
+		"{\"key\":\"alias\xfe\"}",
+		"{\"key\":\"alias\xed\xb3\xbf\"}", // U+DCFF in CESU-8: not UTF-8
+		`{"key":"alias\udcff"}`,
+		`{"key":"alias\ud800"}`,
+		`{"key":"alias\ud800\u0041"}`,
+		`{"key":"alias\uDCFF"}`,
+		"{\"key\":\"k\",\"headers\":{\"h\":\"v\xff\"}}",
+		`{"key":"k","headers":{"\udcff":"v"}}`,
+		`{"key":"k","msgId":"id\udcff"}`,
+	} {
+		body := append(rawFrame(`{"key":"fine"}`, "v"), rawFrame(meta, "v")...)
+		attacks = append(attacks, struct {
+			name string
+			send func() *nats.Msg
+		}{"setMany frame " + strconv.Quote(meta), func() *nats.Msg { return h.req(persist.CmdSetMany, "s", nil, body) }})
+	}
+	for _, key := range []string{"alias\xff", "alias\xfe", "alias\xed\xb3\xbf", "alias\xef\xbf"} {
+		attacks = append(attacks, struct {
+			name string
+			send func() *nats.Msg
+		}{"set with key " + strconv.Quote(key), func() *nats.Msg {
+			return h.req(persist.CmdSet, "s", map[string]string{persist.HdrKey: key}, []byte("v"))
+		}}, struct {
+			name string
+			send func() *nats.Msg
+		}{"set on stream " + strconv.Quote(key), func() *nats.Msg { return h.req(persist.CmdSet, key, nil, []byte("v")) }})
+	}
+	attacks = append(attacks, struct {
+		name string
+		send func() *nats.Msg
+	}{"set with a header value not UTF-8", func() *nats.Msg {
+		return h.req(persist.CmdSet, "s", map[string]string{persist.HdrKey: "k", "H": "v\xff"}, []byte("v"))
+	}})
+	refuse := func() {
+		t.Helper()
+		for _, a := range attacks {
+			r := a.send()
+			if got := persist.Code(r.Header.Get(persist.HdrError)); got != persist.CodeBadRequest {
+				t.Errorf("%s: code %q (%s), want bad-request", a.name, got, r.Data)
+			}
+		}
+	}
+	refuse()
+	if files := testdisk.Files(t, h.dir); len(files) != 0 {
+		t.Fatalf("refused requests left %v", files)
+	}
+	// The real U+FFFD, in both encodings: one key.
+	h.ok(persist.CmdSetMany, "s", nil, rawFrame(`{"key":"alias\ufffd"}`, "escaped"))
+	want := h.set("s", "real", map[string]string{persist.HdrKey: fffdKey})
+	refuse()
+	r := h.ok(persist.CmdGet, "s", map[string]string{persist.HdrKey: fffdKey}, nil)
+	if string(r.Data) != "real" || r.Header.Get(persist.HdrSeq) != strconv.FormatUint(want.Seq, 10) {
+		t.Fatalf("key %q holds %q at seq %s, want %q at %d", fffdKey, r.Data, r.Header.Get(persist.HdrSeq), "real", want.Seq)
+	}
+	var keys []string
+	mustJSON(t, h.ok(persist.CmdKeys, "s", nil, nil).Data, &keys)
+	if len(keys) != 1 || keys[0] != fffdKey {
+		t.Fatalf("keys %q, want only %q", keys, fffdKey)
+	}
+	if inv := h.inventory("s"); inv.Count != 1 {
+		t.Fatalf("%d messages, want 1: a refused request wrote", inv.Count)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 
@@ -153,6 +154,11 @@ func decodeSet(h nats.Header, body []byte) (store.WriteOp, error) {
 	for k, v := range h {
 		if len(v) == 0 || persist.ReservedHeader(k) {
 			continue
+		}
+		// Stored as JSON, which would turn bad bytes into U+FFFD: refused
+		// here, before the stream is opened, as setMany refuses its frames.
+		if !utf8.ValidString(k) || !utf8.ValidString(v[0]) {
+			return op, persist.Errorf(persist.CodeBadRequest, "header %q: name or value is not valid UTF-8", k)
 		}
 		if op.Headers == nil {
 			op.Headers = make(map[string]string, len(h))

@@ -57,12 +57,33 @@ func (s *sqliteStream) SetConfig(c persist.Config, now time.Time) (persist.Confi
 }
 
 // MergeConfig applies the config request body patch to cur: only the fields
-// present change. Unknown fields and invalid results are bad-request.
+// present change. Unknown fields and invalid results are bad-request; a desc
+// over persist.MaxDescBytes is too-large. It runs before anything is stored,
+// so a refused patch leaves the stream's config as it was.
 func MergeConfig(cur persist.Config, patch []byte) (persist.Config, error) {
 	u, err := persist.ParseConfigUpdate(patch)
 	if err != nil {
 		return cur, err
 	}
+	if u.Desc != nil && len(*u.Desc) > persist.MaxDescBytes {
+		return cur, persist.Errorf(persist.CodeTooLarge, "config: desc is %d bytes, over the limit of %d", len(*u.Desc), persist.MaxDescBytes)
+	}
+	return applyConfig(cur, u)
+}
+
+// storedConfig reads the config a stream file holds, as MergeConfig does
+// but without the request bounds: a stream stored by an older version with
+// a longer desc still opens (and its desc can be reset).
+func storedConfig(b []byte) (persist.Config, error) {
+	u, err := persist.ParseConfigUpdate(b)
+	if err != nil {
+		return persist.DefaultConfig(), err
+	}
+	return applyConfig(persist.DefaultConfig(), u)
+}
+
+// applyConfig returns cur with u applied, if the result is valid.
+func applyConfig(cur persist.Config, u persist.ConfigUpdate) (persist.Config, error) {
 	next := u.Apply(cur)
 	if err := next.Validate(); err != nil {
 		return cur, err

@@ -3,13 +3,24 @@ package store
 import (
 	"encoding/json"
 	"fmt"
+	"unicode/utf8"
 )
 
 // encodeHeaders is the stored form of user headers: their JSON, or nothing
-// when there are none (so a plain message costs no header bytes).
+// when there are none (so a plain message costs no header bytes). A name or
+// value that is not valid UTF-8 is refused: encoding/json would store it
+// with U+FFFD in place of its bad bytes, a header other than the one sent.
 func encodeHeaders(h map[string]string) ([]byte, error) {
 	if len(h) == 0 {
 		return nil, nil
+	}
+	for k, v := range h {
+		if !utf8.ValidString(k) {
+			return nil, fmt.Errorf("header name %q is not valid UTF-8", k)
+		}
+		if !utf8.ValidString(v) {
+			return nil, fmt.Errorf("header %q: value %q is not valid UTF-8", k, v)
+		}
 	}
 	b, err := json.Marshal(h)
 	if err != nil {

@@ -353,7 +353,7 @@ func (s *sqliteStream) init(now time.Time) error {
 	var cfgJSON []byte
 	err = conn.QueryRowContext(ctx, `SELECT v FROM meta WHERE k='config'`).Scan(&cfgJSON)
 	if err == nil {
-		if s.cfg, err = MergeConfig(persist.DefaultConfig(), cfgJSON); err != nil {
+		if s.cfg, err = storedConfig(cfgJSON); err != nil {
 			return fmt.Errorf("open stream: stored config: %w", err)
 		}
 	} else if !errors.Is(err, sql.ErrNoRows) {

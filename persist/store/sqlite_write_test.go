@@ -457,3 +457,44 @@ func makeLegacyFile(t *testing.T, dir, scope, name string) {
 		t.Fatal(err)
 	}
 }
+
+// The store refuses, op by op, a key the naming rule refuses and headers
+// that are not valid UTF-8, whatever decoder handed them over: stored, the
+// headers' JSON would hold U+FFFD in place of the bytes sent.
+func TestWriteRefusesNamesNotUTF8(t *testing.T) {
+	t.Parallel()
+	st, err := NewSQLite(SQLiteConfig{Dir: t.TempDir()}).Open("hub", "names", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ops := []WriteOp{
+		{Key: "alias\xff", Value: []byte("v")},
+		{Key: "alias\ufffd", Value: []byte("real")},
+		{Key: "k", Headers: map[string]string{"h": "v\xfe"}, Value: []byte("v")},
+		{Key: "k", Headers: map[string]string{"h\xff": "v"}, Value: []byte("v")},
+		{Key: " sp", Value: []byte("v")},
+	}
+	res, _, err := st.Write(ops, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if i == 1 {
+			if r.Err != nil {
+				t.Fatalf("op 1 (a real U+FFFD): %v", r.Err)
+			}
+			continue
+		}
+		if r.Err == nil || r.Err.Code != persist.CodeBadRequest {
+			t.Errorf("op %d (%q, %q): %+v, want bad-request", i, ops[i].Key, ops[i].Headers, r)
+		}
+	}
+	keys, err := st.Keys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(keys) != 1 || keys[0] != "alias\ufffd" {
+		t.Fatalf("keys %q, want only %q", keys, "alias\ufffd")
+	}
+}

@@ -142,6 +142,15 @@ type admitted struct {
 // run first: the key's latest row must be in the table to be looked up or
 // replaced.
 func (s *sqliteStream) admit(op *WriteOp, r *WriteResult, nowMs int64, rate rateWindow) (admitted, bool, error) {
+	// The decoders check keys already; the store checks again so that no
+	// path into it (a future decoder, a LocalStream) stores a key the
+	// naming rule refuses.
+	if err := persist.ValidKey(op.Key); err != nil {
+		var pe *persist.Error
+		errors.As(err, &pe)
+		r.Err = pe
+		return admitted{}, false, nil
+	}
 	if op.MsgID != "" {
 		if e, ok := s.msgids[op.MsgID]; ok && nowMs-e.time < DedupWindow.Milliseconds() {
 			*r = WriteResult{Seq: e.seq, Time: e.time, Dup: true}

@@ -1,0 +1,56 @@
+package server
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/switchyard-dev/switchyard/persist"
+)
+
+// A config request names its fields exactly: {"MAX_MSGS":5} is bad-request
+// naming the field, and changes nothing (encoding/json alone applied it).
+func TestConfigFieldNamesExact(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	h.config("s", `{"max_msgs":10}`)
+	for _, field := range []string{"MAX_MSGS", "Max_Msgs", "max_Msgs"} {
+		r := h.req(persist.CmdConfig, "s", nil, []byte(`{"`+field+`":5}`))
+		wantCode(t, r, persist.CodeBadRequest)
+		if !strings.Contains(string(r.Data), strconv.Quote(field)) {
+			t.Errorf("%s: answer %q does not name the field", field, r.Data)
+		}
+	}
+	if c := h.config("s", ""); c.MaxMsgs != 10 {
+		t.Fatalf("max_msgs %d after refused requests, want 10", c.MaxMsgs)
+	}
+}
+
+// desc is bounded before anything is stored: an 8 MiB desc was committed
+// and then answered too-large, and every config read failed until it was
+// reset. Now the set is too-large and the old desc stays, readable.
+func TestConfigDescBounded(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	h.config("s", `{"desc":"old"}`)
+	for _, n := range []int{persist.MaxDescBytes + 1, 8<<20 - 4096} {
+		r := h.req(persist.CmdConfig, "s", nil, []byte(`{"max_msgs":3,"desc":"`+strings.Repeat("d", n)+`"}`))
+		wantCode(t, r, persist.CodeTooLarge)
+		c := h.config("s", "")
+		if c.Desc != "old" || c.MaxMsgs != -1 {
+			t.Fatalf("after a %d-byte desc: config %+v, want the old one", n, c)
+		}
+		if inv := h.inventory("s"); inv.Limits == nil || inv.Limits.Desc != "old" {
+			t.Fatalf("after a %d-byte desc: inventory limits %+v", n, inv.Limits)
+		}
+	}
+	long := strings.Repeat("ü", persist.MaxDescBytes/2)
+	if c := h.config("s", `{"desc":"`+long+`"}`); c.Desc != long {
+		t.Fatalf("a desc of exactly %d bytes: %q", persist.MaxDescBytes, c.Desc)
+	}
+	// And after a restart, read from the file.
+	h.restart()
+	if c := h.config("s", ""); c.Desc != long {
+		t.Fatalf("after a restart: desc %q", c.Desc)
+	}
+}
