@@ -65,7 +65,7 @@ with --tls-ca).`,
 				return err
 			}
 			if authDir == "" && !insecure && !isLoopback(host) {
-				return usagef("--host %s is reachable from other machines: give --auth DIR (see switchyard auth init) or, to run an open bus anyway, --insecure", host)
+				return usagef("--host %q is reachable from other machines: give --auth DIR (see switchyard auth init) or, to run an open bus anyway, --insecure", host)
 			}
 			if err := httpOpts.validate(insecure); err != nil {
 				return err
