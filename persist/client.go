@@ -324,7 +324,7 @@ func replyError(m *nats.Msg) error {
 		return nil
 	}
 	if !ValidCode(code) {
-		return &Error{Code: CodeInternal, Message: fmt.Sprintf("server sent unknown code %q: %s", code, m.Data)}
+		return &Error{Code: CodeInternal, Message: fmt.Sprintf("server sent unknown code %q: %q", code, m.Data)}
 	}
 	return &Error{Code: code, Message: string(m.Data)}
 }
@@ -411,12 +411,12 @@ func (s *Stream) Set(ctx context.Context, value []byte, opts SetOptions) (SetRes
 	// Only a write carrying a msgID is safe to repeat after a timeout.
 	reply, err := s.c.call(ctx, s.scope, m, opts.MsgID != "")
 	if err != nil {
-		return SetResult{}, fmt.Errorf("set %s/%s: %w", s.scope, s.name, err)
+		return SetResult{}, fmt.Errorf("set %q/%q: %w", s.scope, s.name, err)
 	}
 	res, ok := parseSetResult(reply.Data)
 	if !ok {
 		if err := json.Unmarshal(reply.Data, &res); err != nil {
-			return SetResult{}, fmt.Errorf("set %s/%s: bad reply: %w", s.scope, s.name, err)
+			return SetResult{}, fmt.Errorf("set %q/%q: bad reply: %w", s.scope, s.name, err)
 		}
 	}
 	return res, nil
@@ -490,11 +490,11 @@ func (s *Stream) SetMany(ctx context.Context, msgs []Entry) ([]SetManyResult, er
 	for i := range msgs {
 		for k := range msgs[i].Headers {
 			if ReservedHeader(k) {
-				return nil, Errorf(CodeBadRequest, "setMany %s/%s: message %d: user header %q uses a reserved prefix", s.scope, s.name, i, k)
+				return nil, Errorf(CodeBadRequest, "setMany %q/%q: message %d: user header %q uses a reserved prefix", s.scope, s.name, i, k)
 			}
 		}
 		if err := ValidKey(msgs[i].Key); err != nil {
-			return nil, fmt.Errorf("setMany %s/%s: message %d: %w", s.scope, s.name, i, err)
+			return nil, fmt.Errorf("setMany %q/%q: message %d: %w", s.scope, s.name, i, err)
 		}
 		f := msgs[i].frame()
 		var err error
@@ -508,14 +508,14 @@ func (s *Stream) SetMany(ctx context.Context, msgs []Entry) ([]SetManyResult, er
 	m.Data = body
 	reply, err := s.c.call(ctx, s.scope, m, idempotent)
 	if err != nil {
-		return nil, fmt.Errorf("setMany %s/%s: %w", s.scope, s.name, err)
+		return nil, fmt.Errorf("setMany %q/%q: %w", s.scope, s.name, err)
 	}
 	var res []SetManyResult
 	if err := json.Unmarshal(reply.Data, &res); err != nil {
-		return nil, fmt.Errorf("setMany %s/%s: bad reply: %w", s.scope, s.name, err)
+		return nil, fmt.Errorf("setMany %q/%q: bad reply: %w", s.scope, s.name, err)
 	}
 	if len(res) != len(msgs) {
-		return nil, fmt.Errorf("setMany %s/%s: %d results for %d messages", s.scope, s.name, len(res), len(msgs))
+		return nil, fmt.Errorf("setMany %q/%q: %d results for %d messages", s.scope, s.name, len(res), len(msgs))
 	}
 	return res, nil
 }
@@ -537,7 +537,7 @@ func (s *Stream) GetKey(ctx context.Context, key string) (*Message, error) {
 func (s *Stream) get(ctx context.Context, m *nats.Msg) (*Message, error) {
 	reply, err := s.c.call(ctx, s.scope, m, true)
 	if err != nil {
-		return nil, fmt.Errorf("get %s/%s: %w", s.scope, s.name, err)
+		return nil, fmt.Errorf("get %q/%q: %w", s.scope, s.name, err)
 	}
 	return messageFromReply(reply)
 }
@@ -597,7 +597,7 @@ func (s *Stream) GetAll(ctx context.Context, r Range) ([]Message, uint64, error)
 func (s *Stream) Scan(ctx context.Context, r Range, fn func(*Message) error) (uint64, error) {
 	next, err := s.scan(ctx, r, fn)
 	if err != nil {
-		return 0, fmt.Errorf("getAll %s/%s: %w", s.scope, s.name, err)
+		return 0, fmt.Errorf("getAll %q/%q: %w", s.scope, s.name, err)
 	}
 	return next, nil
 }
@@ -657,7 +657,7 @@ func (s *Stream) scanOnce(ctx context.Context, id string, r Range, fn func(*Mess
 		cancel()
 		if err != nil {
 			if pe := bus.Refused(gctx); pe != nil {
-				return 0, fmt.Errorf("getAll %s: %w", m.Subject, pe)
+				return 0, fmt.Errorf("getAll %q: %w", m.Subject, pe)
 			}
 			return 0, fmt.Errorf("chunk %d: %w", chunk, bus.MapError(err))
 		}
@@ -759,11 +759,11 @@ func (s *Stream) delete(ctx context.Context, d Delete, drop bool) ([]uint64, err
 	m.Header.Set(HdrMsgID, id)
 	reply, err := s.c.call(ctx, s.scope, m, true)
 	if err != nil {
-		return nil, fmt.Errorf("%s %s/%s: %w", op, s.scope, s.name, err)
+		return nil, fmt.Errorf("%s %q/%q: %w", op, s.scope, s.name, err)
 	}
 	var res DeleteResult
 	if err := json.Unmarshal(reply.Data, &res); err != nil {
-		return nil, fmt.Errorf("%s %s/%s: bad reply: %w", op, s.scope, s.name, err)
+		return nil, fmt.Errorf("%s %q/%q: bad reply: %w", op, s.scope, s.name, err)
 	}
 	return res.Seqs, nil
 }
@@ -809,7 +809,7 @@ func (s *Stream) UpdateConfig(ctx context.Context, u ConfigUpdate) (Config, erro
 	if !u.IsZero() {
 		var err error
 		if body, err = json.Marshal(u); err != nil {
-			return Config{}, fmt.Errorf("config %s/%s: %w", s.scope, s.name, err)
+			return Config{}, fmt.Errorf("config %q/%q: %w", s.scope, s.name, err)
 		}
 	}
 	var cfg Config
@@ -822,10 +822,10 @@ func (s *Stream) jsonCall(ctx context.Context, cmd string, body []byte, out any)
 	m.Data = body
 	reply, err := s.c.call(ctx, s.scope, m, true)
 	if err != nil {
-		return fmt.Errorf("%s %s/%s: %w", cmd, s.scope, s.name, err)
+		return fmt.Errorf("%s %q/%q: %w", cmd, s.scope, s.name, err)
 	}
 	if err := json.Unmarshal(reply.Data, out); err != nil {
-		return fmt.Errorf("%s %s/%s: bad reply: %w", cmd, s.scope, s.name, err)
+		return fmt.Errorf("%s %q/%q: bad reply: %w", cmd, s.scope, s.name, err)
 	}
 	return nil
 }

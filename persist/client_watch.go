@@ -344,7 +344,7 @@ func (s *Stream) Watch(ctx context.Context, opts WatchOptions, fn func(Event)) (
 	return w, nil
 }
 
-func (w *Watcher) name() string { return "watch " + w.s.scope + "/" + w.s.name }
+func (w *Watcher) name() string { return fmt.Sprintf("watch %q/%q", w.s.scope, w.s.name) }
 
 // Stop ends the watcher and returns once fn has returned for the last time,
 // or when ctx ends first: then it returns an error wrapping ctx.Err(), and
@@ -481,7 +481,7 @@ type WatchError struct {
 }
 
 func (e *WatchError) Error() string {
-	return fmt.Sprintf("watch %s/%s: %s (permanent, not retried)", e.Scope, e.Stream, e.Err)
+	return fmt.Sprintf("watch %q/%q: %s (permanent, not retried)", e.Scope, e.Stream, e.Err)
 }
 
 func (e *WatchError) Unwrap() error { return e.Err }

@@ -77,7 +77,7 @@ func joinFeedHub(w *Watcher) (*feedHub, error) {
 		h = &feedHub{key: key}
 		sub, err := nc.Subscribe(FeedSubject(s.c.cfg.Service, s.scope, s.name, s.ephemeral), h.onMsg)
 		if err != nil {
-			return nil, fmt.Errorf("watch %s/%s: subscribe: %w", s.scope, s.name, err)
+			return nil, fmt.Errorf("watch %q/%q: subscribe: %w", s.scope, s.name, err)
 		}
 		// onMsg never blocks, so NATS's own pending limit is only a
 		// backstop; a drop there shows up as a Sy-Feed-N gap.
@@ -88,7 +88,7 @@ func joinFeedHub(w *Watcher) (*feedHub, error) {
 	} else if nc.IsClosed() {
 		// The hub's watchers are on their way out; a new one would never
 		// hear of the close.
-		return nil, fmt.Errorf("watch %s/%s: subscribe: %w", s.scope, s.name, nats.ErrConnectionClosed)
+		return nil, fmt.Errorf("watch %q/%q: subscribe: %w", s.scope, s.name, nats.ErrConnectionClosed)
 	}
 	ws := append(slices.Clip(*h.watchers.Load()), w)
 	h.watchers.Store(&ws)

@@ -56,12 +56,12 @@ func (w *Watcher) apply(b *feedBatch) string {
 	case known && e.n != 0 && n <= e.n:
 		return w.conflict(e, b)
 	case known && e.n != 0 && n != e.n+1:
-		return fmt.Sprintf("lost feed messages %d..%d of server %s", e.n+1, n-1, server)
+		return fmt.Sprintf("lost feed messages %d..%d of server %q", e.n+1, n-1, server)
 	case !known && len(w.epochs) > 0:
 		// A restarted or new owner: the previous one may have committed
 		// changes it never published.
 		w.rememberEpoch(epoch)
-		return fmt.Sprintf("new publisher (server %s, epoch %s)", server, epoch)
+		return fmt.Sprintf("new publisher (server %q, epoch %q)", server, epoch)
 	}
 	trusted := known && e.n != 0
 	if !known {
@@ -190,7 +190,7 @@ func (w *Watcher) conflict(e *feedEpoch, b *feedBatch) string {
 		undo = append(undo, s.deleted...)
 	}
 	w.rollback(lo, undo)
-	return fmt.Sprintf("two different feed messages %d of server %s: one is forged", b.n, b.server)
+	return fmt.Sprintf("two different feed messages %d of server %q: one is forged", b.n, b.server)
 }
 
 // rollback takes back what the watcher delivered on the feed's word from

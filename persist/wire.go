@@ -279,7 +279,7 @@ func (r *SetManyResult) UnmarshalJSON(b []byte) error {
 	switch {
 	case w.Code == "" && w.Error == "":
 	case !ValidCode(w.Code):
-		r.Err = &Error{Code: CodeInternal, Message: fmt.Sprintf("server sent unknown code %q: %s", w.Code, w.Error)}
+		r.Err = &Error{Code: CodeInternal, Message: fmt.Sprintf("server sent unknown code %q: %q", w.Code, w.Error)}
 	default:
 		r.Err = &Error{Code: w.Code, Message: w.Error}
 	}

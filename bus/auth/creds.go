@@ -7,7 +7,11 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
+	"runtime"
+	"strconv"
 	"strings"
 
 	"github.com/nats-io/nats.go"
@@ -99,17 +103,89 @@ func ParseCreds(data []byte) (Creds, error) {
 	return c, nil
 }
 
-// LoadCreds reads a creds file.
-func LoadCreds(path string) (Creds, error) {
-	data, err := os.ReadFile(path)
+// ModeError is the error of a creds file that group or others may read or
+// write: its password is then no secret. Callers that offer a way round it
+// (a flag) say so next to the error.
+type ModeError struct {
+	Path string
+	Mode fs.FileMode // the permission bits found
+}
+
+func (e *ModeError) Error() string {
+	p := shellWord(e.Path)
+	return fmt.Sprintf("creds %s is open to other users (mode %#o): chmod 600 %s", p, e.Mode, p)
+}
+
+// shellWord is path as a user can paste it into a shell: as it is when it
+// holds only characters a shell takes literally, else quoted.
+func shellWord(path string) string {
+	for _, r := range path {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("/._-+,:@%=", r)) {
+			return strconv.Quote(path)
+		}
+	}
+	return path
+}
+
+// A LoadOption changes how LoadCreds and ClientOptions treat a creds file.
+type LoadOption func(*loadConfig)
+
+type loadConfig struct {
+	anyMode bool
+}
+
+// AnyMode loads a creds file whatever its permission bits, for a user who
+// says so (--insecure-creds): a file on a share that cannot hold modes.
+func AnyMode() LoadOption { return func(c *loadConfig) { c.anyMode = true } }
+
+// LoadCreds reads a creds file. A regular file that group or others may
+// read or write is refused with a *ModeError, a one-line error saying
+// "chmod 600 FILE", unless AnyMode is given. The check is the one ssh makes
+// of a private key: auth init writes 0600, so a wider mode means a copy
+// that leaked its secret to every account on the machine.
+func LoadCreds(path string, opts ...LoadOption) (Creds, error) {
+	var cfg loadConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return Creds{}, fmt.Errorf("read creds: %w", err)
+	}
+	defer f.Close()
+	// The mode of the file opened, not of the name: it cannot change
+	// between the check and the read.
+	fi, err := f.Stat()
+	if err != nil {
+		return Creds{}, fmt.Errorf("read creds: %w", err)
+	}
+	if !cfg.anyMode {
+		if err := checkMode(path, fi); err != nil {
+			return Creds{}, err
+		}
+	}
+	data, err := io.ReadAll(f)
 	if err != nil {
 		return Creds{}, fmt.Errorf("read creds: %w", err)
 	}
 	c, err := ParseCreds(data)
 	if err != nil {
-		return Creds{}, fmt.Errorf("creds %s: %w", path, err)
+		return Creds{}, fmt.Errorf("creds %q: %w", path, err)
 	}
 	return c, nil
+}
+
+// checkMode refuses a regular file with any group or other permission bit.
+// Pipes and devices (--creds <(...), /dev/stdin) hold no copy of the
+// secret to protect, and Windows has no such bits, so both are let through.
+func checkMode(path string, fi os.FileInfo) error {
+	if runtime.GOOS == "windows" || !fi.Mode().IsRegular() {
+		return nil
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		return &ModeError{Path: path, Mode: perm}
+	}
+	return nil
 }
 
 // Options are the nats.go options that log in with c and use its inbox.
@@ -135,16 +211,17 @@ func (c Creds) Options() ([]nats.Option, error) {
 }
 
 // ClientOptions are the nats.go options for a creds file and a CA file,
-// either of which may be "" (not used).
-func ClientOptions(credsPath, caPath string) ([]nats.Option, error) {
+// either of which may be "" (not used). The creds file is loaded by
+// LoadCreds with load.
+func ClientOptions(credsPath, caPath string, load ...LoadOption) ([]nats.Option, error) {
 	var opts []nats.Option
 	if credsPath != "" {
-		c, err := LoadCreds(credsPath)
+		c, err := LoadCreds(credsPath, load...)
 		if err != nil {
 			return nil, err
 		}
 		if opts, err = c.Options(); err != nil {
-			return nil, fmt.Errorf("creds %s: %w", credsPath, err)
+			return nil, fmt.Errorf("creds %q: %w", credsPath, err)
 		}
 	}
 	if caPath != "" {

@@ -10,8 +10,10 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -103,7 +105,7 @@ func exitCode(stderr io.Writer, err error) int {
 	if err == nil {
 		return 0
 	}
-	fmt.Fprintln(stderr, "switchyard: "+err.Error())
+	fmt.Fprintln(stderr, "switchyard: "+terminalSafe(oneLine(err)))
 	var ue usageError
 	switch {
 	case errors.As(err, &ue) || isCobraUsage(err):
@@ -112,6 +114,46 @@ func exitCode(stderr io.Writer, err error) int {
 		return exitNotFound
 	}
 	return exitRuntime
+}
+
+// oneLine is err's message on one line. The one multi-line error is
+// cobra's unknown command with its "Did you mean this?" list, which becomes
+// "(did you mean kv?)"; the suggestions are names of this command tree.
+func oneLine(err error) string {
+	msg := err.Error()
+	if !isCobraUsage(err) {
+		return msg
+	}
+	head, list, ok := strings.Cut(msg, "\n\nDid you mean this?\n")
+	if !ok {
+		return msg
+	}
+	return head + " (did you mean " + strings.Join(strings.Fields(list), " or ") + "?)"
+}
+
+// terminalSafe escapes, as Go's %q does, every rune of s a terminal could act
+// on or show as something else: control characters (newlines included, so
+// an error stays one line), DEL, the C1 controls, other unprintable runes
+// such as bidirectional overrides, and bytes that are not UTF-8. Errors quote
+// the names they carry already; this catches any a message still holds raw
+// (a flag name cobra echoes, a server's text), so no byte of user input
+// reaches the terminal as it was typed.
+func terminalSafe(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case strconv.IsPrint(r):
+			b.WriteString(s[i : i+n])
+		default:
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+		}
+		i += n
+	}
+	return b.String()
 }
 
 // markArgErrors makes the argument validators of cmd and its subcommands

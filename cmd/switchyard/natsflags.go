@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -30,6 +31,8 @@ type natsFlags struct {
 	timeout time.Duration
 	creds   string // --creds, else $SWITCHYARD_CREDS
 	tlsCA   string // --tls-ca, else $SWITCHYARD_TLS_CA
+	// insecureCreds (--insecure-creds) uses a creds file whatever its mode.
+	insecureCreds bool
 }
 
 // registerServer adds --nats and --service, for the long-running roles
@@ -39,32 +42,43 @@ func (f *natsFlags) registerServer(cmd *cobra.Command) {
 	// The backquoted word is pflag's value name: help shows "--nats URL".
 	cmd.Flags().StringVar(&f.url, "nats", "", "NATS server `URL` (default $"+bus.EnvURL+", else "+defaultLocalURL+", where switchyard up listens)")
 	cmd.Flags().StringVar(&f.service, "service", bus.DefaultService, "first subject token of the persist service")
-	registerAuth(cmd, &f.creds, &f.tlsCA)
+	f.registerAuth(cmd)
 }
 
-// registerAuth adds --creds and --tls-ca, shared by every command that
-// connects to a bus.
-func registerAuth(cmd *cobra.Command, creds, tlsCA *string) {
-	cmd.Flags().StringVar(creds, "creds", "", "credentials `FILE` of this role's NATS user, as written by switchyard auth init (default $"+auth.EnvCreds+"; none: connect anonymously)")
-	cmd.Flags().StringVar(tlsCA, "tls-ca", "", "PEM `FILE` of the CA that signed the NATS server's TLS certificate (default $"+auth.EnvTLSCA+")")
+// registerAuth adds --creds, --insecure-creds and --tls-ca, shared by every
+// command that connects to a bus.
+func (f *natsFlags) registerAuth(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.creds, "creds", "", "credentials `FILE` of this role's NATS user, as written by switchyard auth init (default $"+auth.EnvCreds+"; none: connect anonymously); refused if group or others may read it")
+	cmd.Flags().BoolVar(&f.insecureCreds, "insecure-creds", false, "use --creds even if group or others may read it (a file system without modes)")
+	cmd.Flags().StringVar(&f.tlsCA, "tls-ca", "", "PEM `FILE` of the CA that signed the NATS server's TLS certificate (default $"+auth.EnvTLSCA+")")
 }
 
 // authOptions are the nats.go options for the --creds and --tls-ca flags,
 // falling back to their environment variables.
-func authOptions(creds, tlsCA string) ([]nats.Option, error) {
+func (f *natsFlags) authOptions() ([]nats.Option, error) {
+	creds, tlsCA := f.creds, f.tlsCA
 	if creds == "" {
 		creds = os.Getenv(auth.EnvCreds)
 	}
 	if tlsCA == "" {
 		tlsCA = os.Getenv(auth.EnvTLSCA)
 	}
-	return auth.ClientOptions(creds, tlsCA)
+	var load []auth.LoadOption
+	if f.insecureCreds {
+		load = append(load, auth.AnyMode())
+	}
+	opts, err := auth.ClientOptions(creds, tlsCA, load...)
+	var me *auth.ModeError
+	if errors.As(err, &me) {
+		return nil, fmt.Errorf("%w (or --insecure-creds to use it anyway)", err)
+	}
+	return opts, err
 }
 
 // connectRole dials NATS for a long-running role or a watch: it reconnects
 // for ever (bus.Connect), with the role's credentials and TLS settings.
 func (f *natsFlags) connectRole(name string, timeout time.Duration) (*nats.Conn, error) {
-	opts, err := authOptions(f.creds, f.tlsCA)
+	opts, err := f.authOptions()
 	if err != nil {
 		return nil, err
 	}
@@ -100,7 +114,7 @@ func (f *natsFlags) resolvedURL() string {
 // It goes through bus.Connect so a refused subject fails as forbidden at
 // once rather than as a timeout.
 func (f *natsFlags) connect() (*nats.Conn, error) {
-	opts, err := authOptions(f.creds, f.tlsCA)
+	opts, err := f.authOptions()
 	if err != nil {
 		return nil, err
 	}
@@ -211,7 +225,7 @@ func stdout(cmd *cobra.Command) io.Writer { return cmd.OutOrStdout() }
 // (else $SWITCHYARD_NATS_URL, else where up listens) with the role's
 // --creds and --tls-ca.
 func (f *natsFlags) fleetNATS() (fleet.NATSConfig, error) {
-	opts, err := authOptions(f.creds, f.tlsCA)
+	opts, err := f.authOptions()
 	if err != nil {
 		return fleet.NATSConfig{}, err
 	}

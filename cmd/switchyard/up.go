@@ -13,7 +13,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/switchyard-dev/switchyard/bus"
-	"github.com/switchyard-dev/switchyard/bus/auth"
 	"github.com/switchyard-dev/switchyard/bus/embedded"
 	"github.com/switchyard-dev/switchyard/fleet"
 	"github.com/switchyard-dev/switchyard/placement"
@@ -65,7 +64,7 @@ with --tls-ca).`,
 				return err
 			}
 			if authDir == "" && !insecure && !isLoopback(host) {
-				return usagef("--host %s is reachable from other machines: give --auth DIR (see switchyard auth init) or, to run an open bus anyway, --insecure", host)
+				return usagef("--host %q is reachable from other machines: give --auth DIR (see switchyard auth init) or, to run an open bus anyway, --insecure", host)
 			}
 			if err := httpOpts.validate(insecure); err != nil {
 				return err
@@ -206,30 +205,14 @@ func runUp(cmd *cobra.Command, cfg upConfig) error {
 // printUp tells the user what runs and what to try.
 func printUp(w io.Writer, cfg upConfig, fc fleet.Config, f *fleet.Fleet) {
 	url := f.BusURL()
-	flag := ""
-	if url != defaultLocalURL {
-		flag = " --nats " + url
-	}
-	if cfg.authDir != "" {
-		flag += " --creds " + auth.CredsFile(cfg.authDir, auth.RoleClient)
-	}
-	if cfg.tlsCert != "" {
-		flag += " --tls-ca CA.pem"
-	}
 	fmt.Fprintf(w, `switchyard is up
   NATS       %s   (export %s=%s)
   persist    %d servers, ids %s, placement %s, data %s
   balancer   %s.*.id
 %s%s%s
-Try:
-  switchyard kv set hub demo greeting hello%s
-  switchyard kv get hub demo greeting%s
-  switchyard stream pub hub log 'first event'%s
-  switchyard watch hub log%s                # every change, live
-  nats req %s.hub.id ''          # the plain NATS client works too
 %s
 Stop with Ctrl-C.
-`, url, bus.EnvURL, url, cfg.servers, strings.Join(fc.Persist.IDs, ","), cfg.placementName, cfg.dataDir, cfg.service, workLine(cfg.work, fc.Work, f), httpLine(f), apiLine(f), flag, flag, flag, flag, cfg.service, workTry(cfg.work, flag))
+`, url, bus.EnvURL, url, cfg.servers, strings.Join(fc.Persist.IDs, ","), cfg.placementName, cfg.dataDir, cfg.service, workLine(cfg.work, fc.Work, f), httpLine(f), apiLine(f), upTry(cfg, url))
 }
 
 // httpLine is up's line about its HTTP side, "" without one.

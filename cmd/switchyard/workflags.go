@@ -66,7 +66,7 @@ func (f *providerFlags) config() (nntp.Config, work.Groups, error) {
 	}
 	cfg := nntp.Config{Addr: f.addr, User: f.user, Pass: os.Getenv("SWITCHYARD_NNTP_PASS")}
 	if f.user != "" && cfg.Pass == "" {
-		return nntp.Config{}, work.Groups{}, usagef("--nntp-user %s: set the password in $SWITCHYARD_NNTP_PASS", f.user)
+		return nntp.Config{}, work.Groups{}, usagef("--nntp-user %q: set the password in $SWITCHYARD_NNTP_PASS", f.user)
 	}
 	if f.tls {
 		cfg.TLS = &tls.Config{InsecureSkipVerify: f.insecure}

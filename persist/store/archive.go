@@ -59,7 +59,7 @@ func archiveStream(archiveDir, scope, name, local string) (*streamArchive, error
 	switch {
 	case !ok || at.ModTime().After(lt):
 		if err := restoreFile(path, local, at.ModTime()); err != nil {
-			return nil, fmt.Errorf("archive: restore %s: %w", filepath.Base(local), err)
+			return nil, fmt.Errorf("archive: restore %q: %w", filepath.Base(local), err)
 		}
 		a.saved = 0 // in step; baseline takes the real counter after open
 	case at.ModTime().Equal(lt):
