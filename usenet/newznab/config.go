@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/switchyard-dev/switchyard/usenet"
 	"github.com/switchyard-dev/switchyard/usenet/search"
@@ -16,7 +17,18 @@ const (
 	DefaultLimitDefault = 100
 	TitleDefault        = "switchyard"
 	VersionDefault      = "1.0"
+	// SearchBudgetDefault is the time one search may take
+	// (Config.SearchBudget): about ten times what the costliest query the
+	// index accepts took on a million releases (BenchmarkSearchWorstQuery,
+	// 180 ms on 2 cores), and short enough that a client whose search is
+	// refused is not left waiting.
+	SearchBudgetDefault = 2 * time.Second
 )
+
+// MaxFormBytes is the most bytes of a POSTed form the API reads; a larger
+// one is refused with error 201. The parameters of any function fit in a
+// fraction of it (q has at most search.MaxWordsBytes).
+const MaxFormBytes = 64 << 10
 
 // Store is what the API reads releases and binaries from for t=get and
 // t=details; *usenet.Store satisfies it. A release or binary that is not
@@ -50,11 +62,17 @@ type Config struct {
 	MaxLimit int
 	// Observe, when set, is told of every answered request: its function
 	// (t, or "other" for one the API does not have) and its error code (0
-	// for success). Metrics hang here.
+	// for success). Metrics hang here. A request whose client went away
+	// before its answer was ready is not answered, nor observed.
 	Observe func(function string, code int)
 	// DefaultLimit is the page size of a search without limit. Zero means
 	// DefaultLimitDefault (at most MaxLimit).
 	DefaultLimit int
+	// SearchBudget is the most time the index may spend on one search
+	// (t=search, tvsearch, movie); a search that takes longer is ended and
+	// answered with error 900. A search also ends when its client goes
+	// away, and is then not answered. Zero means SearchBudgetDefault.
+	SearchBudget time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -71,6 +89,9 @@ func (c Config) withDefaults() Config {
 		c.DefaultLimit = DefaultLimitDefault
 	}
 	c.DefaultLimit = min(c.DefaultLimit, c.MaxLimit)
+	if c.SearchBudget == 0 {
+		c.SearchBudget = SearchBudgetDefault
+	}
 	c.BaseURL = strings.TrimRight(c.BaseURL, "/")
 	return c
 }
@@ -83,6 +104,8 @@ func (c Config) validate() error {
 		return errors.New("newznab: Config.Store is nil")
 	case c.MaxLimit < 0 || c.DefaultLimit < 0:
 		return errors.New("newznab: negative MaxLimit or DefaultLimit")
+	case c.SearchBudget < 0:
+		return errors.New("newznab: negative SearchBudget")
 	}
 	if c.BaseURL != "" {
 		if u, err := url.Parse(c.BaseURL); err != nil || u.Scheme == "" || u.Host == "" {

@@ -2,7 +2,9 @@ package newznab
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -33,8 +35,20 @@ func (h *handler) runSearch(req *request, defCats []int, tv bool) (response, *ap
 	if len(q.Cats) == 0 {
 		q.Cats = defCats
 	}
-	res, err := h.cfg.Index.Search(req.Context(), q)
-	if err != nil {
+	// The budget is a deadline under the request's context, so the search
+	// also ends when the client goes away (ServeHTTP then answers nothing).
+	ctx, cancel := context.WithDeadline(req.Context(), h.now().Add(h.cfg.SearchBudget))
+	defer cancel()
+	res, err := h.cfg.Index.Search(ctx, q)
+	switch {
+	case err == nil:
+	case req.Context().Err() != nil:
+		return response{}, errorf(ErrUnknown, "client went away")
+	case errors.Is(err, context.DeadlineExceeded):
+		return response{}, errorf(ErrUnknown, fmt.Sprintf("search took longer than its time budget of %v: use fewer categories or more specific words", h.cfg.SearchBudget))
+	case errors.Is(err, search.ErrQueryTooLarge):
+		return response{}, limitError(err)
+	default:
 		return response{}, errorf(ErrUnknown, "search failed")
 	}
 	extended := req.q.Get("extended") == "1"
@@ -89,6 +103,10 @@ func (h *handler) parseQuery(req *request, tv bool) (search.Query, *apiError) {
 		q.Episode = num("ep")
 	}
 	if s := v.Get("cat"); s != "" && apiErr == nil {
+		// Counted before it is split, so a long list costs no memory.
+		if strings.Count(s, ",") >= search.MaxCats {
+			return search.Query{}, limitError(&search.LimitError{Field: "Cats", Limit: search.MaxCats, Unit: "categories"})
+		}
 		for _, c := range strings.Split(s, ",") {
 			n, err := strconv.Atoi(strings.TrimSpace(c))
 			if err != nil || n <= 0 {
@@ -97,7 +115,34 @@ func (h *handler) parseQuery(req *request, tv bool) (search.Query, *apiError) {
 			q.Cats = append(q.Cats, n)
 		}
 	}
+	if apiErr == nil {
+		if err := q.Check(); err != nil {
+			return search.Query{}, limitError(err)
+		}
+	}
 	return q, apiErr
+}
+
+// params names the request parameter of each field of search.Query that
+// has a limit.
+var params = map[string]string{"Words": "q", "Cats": "cat", "Group": "group"}
+
+// limitError is the answer to a query over a limit of the index (a
+// *search.LimitError): error 201 naming the parameter and the limit.
+func limitError(err error) *apiError {
+	var le *search.LimitError
+	if !errors.As(err, &le) {
+		return errorf(ErrIncorrectParam, "incorrect parameter: query too large")
+	}
+	what := "more than"
+	if le.Unit == "bytes" {
+		what = "longer than"
+	}
+	unit := le.Unit
+	if le.Field == "Words" && le.Unit == "words" {
+		unit = "distinct words"
+	}
+	return errorf(ErrIncorrectParam, fmt.Sprintf("incorrect parameter %s: %s %d %s", params[le.Field], what, le.Limit, unit))
 }
 
 // release reads the release the id parameter names.

@@ -7,25 +7,32 @@ import (
 	"bytes"
 	"encoding/json"
 	"encoding/xml"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
+	"time"
 )
 
 type handler struct {
 	cfg Config
+	now func() time.Time // the clock a search's budget starts from; a variable for tests
 }
 
 // Handler returns the handler of /api. It panics on an invalid Config
 // (a programming error: no Index or Store, a relative BaseURL).
 func Handler(cfg Config) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/api", newHandler(cfg))
+	return mux
+}
+
+func newHandler(cfg Config) *handler {
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		panic(err)
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/api", &handler{cfg: cfg})
-	return mux
+	return &handler{cfg: cfg, now: time.Now}
 }
 
 // request is one API call's parsed common parts.
@@ -46,11 +53,19 @@ type response struct {
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPost {
+		r.Body = http.MaxBytesReader(w, r.Body, MaxFormBytes)
+	}
 	req := &request{Request: r, q: r.URL.Query()}
 	req.json = req.q.Get("o") == "json"
 	req.key = req.q.Get("apikey")
 	req.base = h.baseURL(r)
 	resp, apiErr := h.serve(req)
+	if apiErr != nil && r.Context().Err() != nil {
+		// The client went away (which ended the work): nobody reads an
+		// answer.
+		return
+	}
 	if apiErr != nil {
 		resp = h.errorResponse(req, apiErr)
 	}
@@ -89,6 +104,9 @@ func (h *handler) serve(req *request) (resp response, apiErr *apiError) {
 	if req.Method == http.MethodPost {
 		// Some clients POST the form; its fields count as parameters.
 		if err := req.ParseForm(); err != nil {
+			if errors.As(err, new(*http.MaxBytesError)) {
+				return response{}, errorf(ErrIncorrectParam, fmt.Sprintf("form larger than %d bytes", MaxFormBytes))
+			}
 			return response{}, errorf(ErrIncorrectParam, "malformed form")
 		}
 		req.q = req.Form

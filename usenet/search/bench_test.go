@@ -32,6 +32,65 @@ var (
 // the p50 and p99 latency of a mix of queries: common and rare words, two
 // words, categories, season and episode, maxage, and no condition.
 func BenchmarkSearch(b *testing.B) {
+	ctx := context.Background()
+	ix := benchIndex(b)
+
+	queries := []Query{
+		{},
+		{Words: "1080p"},
+		{Words: "x264 web"},
+		{Words: benchRare[7]},
+		{Words: benchRare[42] + " " + benchRare[99]},
+		{Words: "nothing matches this"},
+		{Cats: []int{usenet.CatTV}},
+		{Words: "720p", Cats: []int{usenet.CatMoviesHD}},
+		{Words: benchRare[3], Season: 2, Cats: []int{usenet.CatTV}},
+		{Season: 3, Episode: 4, Cats: []int{usenet.CatTV}},
+		{Words: "hdtv", MaxAge: 30 * 24 * time.Hour},
+		{Group: "alt.binaries.g5", Offset: 500},
+	}
+	var lat []time.Duration
+	i := 0
+	for b.Loop() {
+		q := queries[i%len(queries)]
+		i++
+		t0 := time.Now()
+		if _, err := ix.Search(ctx, q); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	slices.Sort(lat)
+	pct := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) / 1000 }
+	b.ReportMetric(pct(0.50), "p50-ms")
+	b.ReportMetric(pct(0.99), "p99-ms")
+	b.ReportMetric(float64(lat[len(lat)-1].Microseconds())/1000, "max-ms")
+}
+
+// BenchmarkSearchWorstQuery runs the costliest query Search accepts
+// (worstQuery: MaxWordsBytes of Words with MaxWords distinct words, the
+// commonest of the generated names among them, and MaxCats categories)
+// over the index of BenchmarkSearch, and reports its time and allocations
+// per search. A Newznab request gives such a search its time budget.
+func BenchmarkSearchWorstQuery(b *testing.B) {
+	ctx := context.Background()
+	ix := benchIndex(b)
+	q := worstQuery()
+	if err := q.Check(); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ix.Search(ctx, q); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// benchIndex is an index of 100,000 generated releases
+// (SWITCHYARD_SEARCH_BENCH_ROWS changes it, e.g. 1000000).
+func benchIndex(b *testing.B) *Index {
+	b.Helper()
 	rows := 100_000
 	if v := os.Getenv("SWITCHYARD_SEARCH_BENCH_ROWS"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -66,34 +125,5 @@ func BenchmarkSearch(b *testing.B) {
 	}
 	b.Logf("applied %d releases in %v", rows, time.Since(start).Round(time.Millisecond))
 
-	queries := []Query{
-		{},
-		{Words: "1080p"},
-		{Words: "x264 web"},
-		{Words: benchRare[7]},
-		{Words: benchRare[42] + " " + benchRare[99]},
-		{Words: "nothing matches this"},
-		{Cats: []int{usenet.CatTV}},
-		{Words: "720p", Cats: []int{usenet.CatMoviesHD}},
-		{Words: benchRare[3], Season: 2, Cats: []int{usenet.CatTV}},
-		{Season: 3, Episode: 4, Cats: []int{usenet.CatTV}},
-		{Words: "hdtv", MaxAge: 30 * 24 * time.Hour},
-		{Group: "alt.binaries.g5", Offset: 500},
-	}
-	var lat []time.Duration
-	i := 0
-	for b.Loop() {
-		q := queries[i%len(queries)]
-		i++
-		t0 := time.Now()
-		if _, err := ix.Search(ctx, q); err != nil {
-			b.Fatal(err)
-		}
-		lat = append(lat, time.Since(t0))
-	}
-	slices.Sort(lat)
-	pct := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) / 1000 }
-	b.ReportMetric(pct(0.50), "p50-ms")
-	b.ReportMetric(pct(0.99), "p99-ms")
-	b.ReportMetric(float64(lat[len(lat)-1].Microseconds())/1000, "max-ms")
+	return ix
 }

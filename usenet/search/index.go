@@ -63,6 +63,8 @@ type Index struct {
 	path string
 	now  func() time.Time // the clock of MaxAge; a variable for tests
 
+	onRow func() // called for each row Search reads; nil but in tests
+
 	writeMu sync.Mutex    // serialises Apply, so rk probing sees its own writes
 	lastSeq atomic.Uint64 // mirror of meta last_seq after each commit
 	changed chan struct{} // closed and replaced on each commit; see Changed

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -14,6 +15,84 @@ import (
 
 // DefaultLimit is the page size of a Query with Limit 0.
 const DefaultLimit = 100
+
+// Limits of a Query: Search refuses one over any of them with a
+// *LimitError before it reads the index. They bound what one query can
+// make the index do: the FTS5 expression of a query has at most MaxWords
+// name terms, MaxCats category terms and one group term, whatever the
+// caller sends. Real clients stay far below them: Sonarr and Radarr send a
+// title and a season and episode (a few words), Prowlarr and NZBHydra a
+// title and the categories of the indexer's caps (about twenty here).
+const (
+	// MaxWordsBytes is the most bytes Query.Words may have, checked before
+	// it is split into words.
+	MaxWordsBytes = 512
+	// MaxWords is the most distinct words Query.Words may have; a word
+	// repeated counts once (it adds nothing to an AND) and is searched
+	// once.
+	MaxWords = 32
+	// MaxCats is the most categories Query.Cats may list (repeats
+	// included).
+	MaxCats = 64
+	// MaxGroupBytes is the most bytes Query.Group may have.
+	MaxGroupBytes = 256
+)
+
+// ErrQueryTooLarge is matched (errors.Is) by every *LimitError.
+var ErrQueryTooLarge = errors.New("query over a limit")
+
+// LimitError is the error of a Query over one of the limits.
+type LimitError struct {
+	// Field is the Query field over its limit: "Words", "Cats" or "Group".
+	Field string
+	// Limit is the limit (MaxWordsBytes, MaxWords, MaxCats or
+	// MaxGroupBytes) and Unit what it counts: "bytes", "words" or
+	// "categories".
+	Limit int
+	Unit  string
+}
+
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("search: %s has more than %d %s", e.Field, e.Limit, e.Unit)
+}
+
+// Is makes every LimitError match ErrQueryTooLarge.
+func (e *LimitError) Is(target error) bool { return target == ErrQueryTooLarge }
+
+// Check returns a *LimitError when q is over one of the limits, nil
+// otherwise. Search checks it too; a caller checks first to name the
+// parameter at fault in its own terms.
+func (q Query) Check() error {
+	_, err := q.words()
+	return err
+}
+
+// words checks q's limits and returns its distinct words, in their order.
+// Words is measured in bytes before it is split, so that splitting costs
+// at most MaxWordsBytes.
+func (q Query) words() ([]string, error) {
+	switch {
+	case len(q.Words) > MaxWordsBytes:
+		return nil, &LimitError{Field: "Words", Limit: MaxWordsBytes, Unit: "bytes"}
+	case len(q.Cats) > MaxCats:
+		return nil, &LimitError{Field: "Cats", Limit: MaxCats, Unit: "categories"}
+	case len(q.Group) > MaxGroupBytes:
+		return nil, &LimitError{Field: "Group", Limit: MaxGroupBytes, Unit: "bytes"}
+	}
+	words := usenet.Words(q.Words)
+	seen := make(map[string]bool, len(words))
+	distinct := words[:0]
+	for _, w := range words {
+		if !seen[w] {
+			seen[w] = true
+			distinct = append(distinct, w)
+		}
+	}
+	if len(distinct) > MaxWords {
+		return nil, &LimitError{Field: "Words", Limit: MaxWords, Unit: "words"}
+	}
+	return distinct, nil
+}
 
 // Query selects releases; its conditions all hold for each result.
 type Query struct {
@@ -47,15 +126,34 @@ type Result struct {
 	Releases []usenet.Release
 }
 
-// Search runs q.
-func (ix *Index) Search(ctx context.Context, q Query) (Result, error) {
+// Search runs q. A q over one of the limits (see Check) is refused with a
+// *LimitError. The search ends when ctx does, with an error wrapping
+// ctx.Err(): SQLite is interrupted in the middle of a statement (the
+// driver checks every thousand steps of its program), and the loop
+// reading the page checks ctx at each row. A caller bounds the time of a
+// query with a context deadline.
+func (ix *Index) Search(ctx context.Context, q Query) (res Result, err error) {
 	if q.Limit < 0 || q.Offset < 0 {
 		return Result{}, fmt.Errorf("search: negative limit %d or offset %d", q.Limit, q.Offset)
 	}
 	if q.Limit == 0 {
 		q.Limit = DefaultLimit
 	}
-	match := matchExpr(q)
+	words, err := q.words()
+	if err != nil {
+		return Result{}, err
+	}
+	// An interrupted statement fails with SQLite's own "interrupted"; the
+	// caller is told why, so it can tell a deadline from a failure.
+	defer func() {
+		if err != nil && ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+			err = fmt.Errorf("search: %w (%v)", ctx.Err(), err)
+		}
+	}()
+	if err := ctx.Err(); err != nil {
+		return Result{}, fmt.Errorf("search: %w", err)
+	}
+	match := matchExpr(q, words)
 	var minKey int64
 	if q.MaxAge > 0 {
 		minKey = dateBase(ix.now().Add(-q.MaxAge).Unix())
@@ -66,7 +164,6 @@ func (ix *Index) Search(ctx context.Context, q Query) (Result, error) {
 		return Result{}, fmt.Errorf("search: %w", err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	var res Result
 	var rows *sql.Rows
 	switch {
 	case match == "":
@@ -93,17 +190,25 @@ func (ix *Index) Search(ctx context.Context, q Query) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("search: %w", err)
 	}
-	res.Releases, err = scanReleases(rows)
+	res.Releases, err = ix.scanReleases(ctx, rows)
 	if err != nil {
 		return Result{}, fmt.Errorf("search: %w", err)
 	}
 	return res, nil
 }
 
-func scanReleases(rows *sql.Rows) ([]usenet.Release, error) {
+// scanReleases reads the page, checking ctx before each row: decoding is
+// Go's work, which no interrupt of SQLite stops.
+func (ix *Index) scanReleases(ctx context.Context, rows *sql.Rows) ([]usenet.Release, error) {
 	defer rows.Close()
 	var out []usenet.Release
 	for rows.Next() {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if ix.onRow != nil {
+			ix.onRow()
+		}
 		var data []byte
 		if err := rows.Scan(&data); err != nil {
 			return nil, err
@@ -134,17 +239,21 @@ func (ix *Index) Get(ctx context.Context, id string) (usenet.Release, bool, erro
 	return r, true, nil
 }
 
-// matchExpr is the FTS5 expression of q's conditions, "" for none. User
-// text only ever appears as double-quoted strings of letters and digits,
-// so nothing a user types is FTS syntax.
-func matchExpr(q Query) string {
+// matchExpr is the FTS5 expression of q's conditions, "" for none, with
+// words the distinct words of q.Words (see Query.words) and each category
+// once. User text only ever appears as double-quoted strings of letters
+// and digits, so nothing a user types is FTS syntax.
+func matchExpr(q Query, words []string) string {
 	var and []string
-	for _, w := range usenet.Words(q.Words) {
+	for _, w := range words {
 		and = append(and, "name:"+quote(w))
 	}
 	if len(q.Cats) > 0 {
 		var or []string
-		for _, c := range q.Cats {
+		for i, c := range q.Cats {
+			if slices.Contains(q.Cats[:i], c) {
+				continue
+			}
 			or = append(or, "tags:"+quote(catTag(c)))
 		}
 		and = append(and, "("+strings.Join(or, " OR ")+")")
