@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"log/slog"
@@ -21,24 +23,57 @@ import (
 	"github.com/switchyard-dev/switchyard/internal/testwait"
 )
 
-// bogusSig is a well-formed signature that matches nothing: an attacker
-// without the secret gets past the header checks with it, never further.
+// bogusSig is a well-formed signature (and body hash) that matches
+// nothing: an attacker without the secret writes it, and is refused from
+// the headers alone.
 var bogusSig = strings.Repeat("0", 64)
 
-// rawHead is a request's head as an attacker writes it. length < 0 sends
-// the body chunked; an empty peer, ts, nonce or sig leaves the header out.
-func rawHead(peer, ts, nonce, sig string, length int64) []byte {
+// wireHead is a request's head as an attacker writes it. length < 0 sends
+// the body chunked; an empty field leaves its header out.
+type wireHead struct {
+	version, peer, ts, nonce, bodySum, sig string
+	length                                 int64
+}
+
+// unsignedHead is a well-formed head claiming peer, signed with nothing.
+func unsignedHead(peer string, ts int64, nonce uint64, length int64) wireHead {
+	return wireHead{ProtocolVersion, peer, strconv.FormatInt(ts, 10), strconv.FormatUint(nonce, 10), bogusSig, bogusSig, length}
+}
+
+// signedHead is the head a sender writes for a body of length bytes whose
+// SHA-256 is bodySum (hex).
+func signedHead(secret []byte, peer string, ts int64, nonce uint64, length int64, bodySum string) wireHead {
+	h := unsignedHead(peer, ts, nonce, length)
+	var sig [32]byte
+	newSigner(secret).sum(&sig, peer, h.ts, h.nonce, length, bodySum)
+	h.bodySum, h.sig = bodySum, hex.EncodeToString(sig[:])
+	return h
+}
+
+// with returns h changed by f.
+func with(h wireHead, f func(*wireHead)) wireHead {
+	f(&h)
+	return h
+}
+
+func hexSHA256(body []byte) string {
+	sum := sha256.Sum256(body)
+	return hex.EncodeToString(sum[:])
+}
+
+func (h wireHead) bytes() []byte {
 	var b bytes.Buffer
 	b.WriteString("POST / HTTP/1.1\r\nHost: forward\r\nContent-Type: application/json\r\n")
-	for _, h := range [][2]string{{HeaderPeer, peer}, {HeaderTimestamp, ts}, {HeaderNonce, nonce}, {HeaderSignature, sig}} {
-		if h[1] != "" {
-			fmt.Fprintf(&b, "%s: %s\r\n", h[0], h[1])
+	for _, f := range [][2]string{{HeaderVersion, h.version}, {HeaderPeer, h.peer}, {HeaderTimestamp, h.ts}, {HeaderNonce, h.nonce},
+		{HeaderBodySHA256, h.bodySum}, {HeaderSignature, h.sig}} {
+		if f[1] != "" {
+			fmt.Fprintf(&b, "%s: %s\r\n", f[0], f[1])
 		}
 	}
-	if length < 0 {
+	if h.length < 0 {
 		b.WriteString("Transfer-Encoding: chunked\r\n")
 	} else {
-		fmt.Fprintf(&b, "Content-Length: %d\r\n", length)
+		fmt.Fprintf(&b, "Content-Length: %d\r\n", h.length)
 	}
 	b.WriteString("\r\n")
 	return b.Bytes()
@@ -73,37 +108,53 @@ func readAnswer(t *testing.T, br *bufio.Reader) *http.Response {
 // TestReceiverRefusesBeforeReading sends request heads and never a body
 // byte: each must be answered at once, and the connection closed. A
 // receiver that read first would wait BodyReadTimeout and answer 408.
+// Everything short of a request signed by the peer is refused so: a
+// signature that matches nothing, another peer's, one over another length,
+// a replayed header set.
 func TestReceiverRefusesBeforeReading(t *testing.T) {
 	tr := newTestReceiver(t, nil)
 	addr := tr.srv.Listener.Addr().String()
 	now := tr.clk.Now().Unix()
-	nowText := strconv.FormatInt(now, 10)
 	body := batchBody("eu", del("s1", "a"))
-	if code, out := tr.do(t, signedReq{peer: "eu", secret: secretEU, ts: now, nonce: 77, body: body}); code != 200 {
-		t.Fatalf("genuine batch: %d %s", code, out)
+	n, sum := int64(len(body)), hexSHA256(body)
+	genuine := signedHead(secretEU, "eu", now, 77, n, sum)
+	conn, br := sendHead(t, addr, append(genuine.bytes(), body...))
+	if resp := readAnswer(t, br); resp.StatusCode != 200 {
+		t.Fatalf("genuine batch: %d", resp.StatusCode)
 	}
+	conn.Close()
 	for _, tc := range []struct {
-		name                 string
-		peer, ts, nonce, sig string
-		length               int64
-		want                 int
+		name string
+		head wireHead
+		want int
 	}{
-		{"unknown peer", "mallory", nowText, "1", bogusSig, 100, 403},
-		{"missing peer", "", nowText, "1", bogusSig, 100, 403},
-		{"malformed timestamp", "eu", "-5", "1", bogusSig, 100, 400},
-		{"malformed nonce", "eu", nowText, "12a", bogusSig, 100, 400},
-		{"missing signature", "eu", nowText, "1", "", 100, 403},
-		{"malformed signature", "eu", nowText, "1", "zz", 100, 403},
-		{"stale timestamp", "eu", strconv.FormatInt(now-301, 10), "1", bogusSig, 100, 400},
-		{"future timestamp", "eu", strconv.FormatInt(now+61, 10), "1", bogusSig, 100, 400},
-		{"chunked", "eu", nowText, "1", bogusSig, -1, 411},
-		{"one byte over MaxBodyBytes", "eu", nowText, "1", bogusSig, MaxBodyBytesDefault + 1, 413},
-		{"8 MiB", "eu", nowText, "1", bogusSig, 8 << 20, 413},
-		{"replayed nonce", "eu", nowText, "77", bogusSig, 100, 403},
-		{"own id", "us", nowText, "1", bogusSig, 100, 200},
+		{"unknown peer", signedHead([]byte("guess"), "mallory", now, 1, n, sum), 403},
+		{"missing peer", with(signedHead(secretEU, "eu", now, 1, n, sum), func(h *wireHead) { h.peer = "" }), 403},
+		{"no version (a version 1 request)", with(signedHead(secretEU, "eu", now, 1, n, sum), func(h *wireHead) { h.version = "" }), 400},
+		{"another version", with(signedHead(secretEU, "eu", now, 1, n, sum), func(h *wireHead) { h.version = "3" }), 400},
+		{"malformed timestamp", with(unsignedHead("eu", now, 1, n), func(h *wireHead) { h.ts = "-5" }), 400},
+		{"timestamp with a leading zero", with(unsignedHead("eu", now, 1, n), func(h *wireHead) { h.ts = "0" + h.ts }), 400},
+		{"malformed nonce", with(unsignedHead("eu", now, 1, n), func(h *wireHead) { h.nonce = "12a" }), 400},
+		{"nonce over 2^64-1", with(unsignedHead("eu", now, 1, n), func(h *wireHead) { h.nonce = "18446744073709551616" }), 400},
+		{"missing body hash", with(signedHead(secretEU, "eu", now, 1, n, sum), func(h *wireHead) { h.bodySum = "" }), 400},
+		{"uppercase body hash", with(signedHead(secretEU, "eu", now, 1, n, sum), func(h *wireHead) { h.bodySum = strings.ToUpper(sum) }), 400},
+		{"missing signature", with(unsignedHead("eu", now, 1, n), func(h *wireHead) { h.sig = "" }), 403},
+		{"malformed signature", with(unsignedHead("eu", now, 1, n), func(h *wireHead) { h.sig = "zz" }), 403},
+		{"signature matching nothing", unsignedHead("eu", now, 1, n), 403},
+		{"signed by another peer", signedHead(secretAP, "eu", now, 1, n, sum), 403},
+		{"signed for another length", with(signedHead(secretEU, "eu", now, 1, n, sum), func(h *wireHead) { h.length = n + 1 }), 403},
+		{"signed for another body", with(signedHead(secretEU, "eu", now, 1, n, sum), func(h *wireHead) { h.bodySum = hexSHA256(nil) }), 403},
+		{"signed as another peer", with(signedHead(secretEU, "eu", now, 1, n, sum), func(h *wireHead) { h.peer = "ap" }), 403},
+		{"stale timestamp", signedHead(secretEU, "eu", now-301, 1, n, sum), 400},
+		{"future timestamp", signedHead(secretEU, "eu", now+61, 1, n, sum), 400},
+		{"chunked", signedHead(secretEU, "eu", now, 1, -1, sum), 411},
+		{"one byte over MaxBodyBytes", signedHead(secretEU, "eu", now, 1, MaxBodyBytesDefault+1, sum), 413},
+		{"8 MiB", unsignedHead("eu", now, 1, 8<<20), 413},
+		{"replayed header set", genuine, 403},
+		{"own id", unsignedHead("us", now, 1, n), 200},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			conn, br := sendHead(t, addr, rawHead(tc.peer, tc.ts, tc.nonce, tc.sig, tc.length))
+			conn, br := sendHead(t, addr, tc.head.bytes())
 			resp := readAnswer(t, br)
 			if resp.StatusCode != tc.want || !resp.Close {
 				t.Fatalf("status %d, close %v; want %d and the connection closed", resp.StatusCode, resp.Close, tc.want)
@@ -116,17 +167,17 @@ func TestReceiverRefusesBeforeReading(t *testing.T) {
 		})
 	}
 	st := tr.recv.Stats()
-	if st.ReadTimeout != 0 || st.Reading != 0 || st.TooLarge != 2 || st.LengthRequired != 1 || st.Replayed != 1 || st.Accepted != 1 {
+	if st.ReadTimeout != 0 || st.Reading != 0 || st.TooLarge != 2 || st.LengthRequired != 1 || st.Replayed != 1 || st.Accepted != 1 ||
+		st.Forbidden != 9 || st.BadRequest != 10 {
 		t.Fatalf("stats = %+v", st)
 	}
 }
 
-// TestReceiverReadingLimits holds bodies open (a head, no body) and checks
-// the per-peer and total limits refuse the next ones with 503 and
-// Retry-After. Bodies naming a peer take that peer's slots whoever sent
-// them: until the signature is read, the name is only a claim. So a
-// flood naming eu delays eu's own batches (by at most BodyReadTimeout per
-// held slot), and no one else's.
+// TestReceiverReadingLimits holds bodies open (a signed head, no body)
+// and checks the per-peer and total limits refuse the next ones with 503
+// and Retry-After. Only requests the peer signed take its slots: heads
+// claiming its id without its signature are refused at once, full slots
+// or not, and take none.
 func TestReceiverReadingLimits(t *testing.T) {
 	tr := newTestReceiver(t, func(c *ReceiverConfig) {
 		c.MaxReadingPerPeer = 2
@@ -135,11 +186,12 @@ func TestReceiverReadingLimits(t *testing.T) {
 	})
 	addr := tr.srv.Listener.Addr().String()
 	now := tr.clk.Now().Unix()
-	nowText := strconv.FormatInt(now, 10)
 	nonce := uint64(100)
+	held := hexSHA256(bytes.Repeat([]byte("x"), 1000))
+	secrets := map[string][]byte{"eu": secretEU, "ap": secretAP}
 	hold := func(peer string) (net.Conn, *bufio.Reader) {
 		nonce++
-		return sendHead(t, addr, rawHead(peer, nowText, strconv.FormatUint(nonce, 10), bogusSig, 1000))
+		return sendHead(t, addr, signedHead(secrets[peer], peer, now, nonce, 1000, held).bytes())
 	}
 	reading := func(n int64) {
 		t.Helper()
@@ -153,10 +205,25 @@ func TestReceiverReadingLimits(t *testing.T) {
 			t.Fatalf("%s over a limit: %d, Retry-After %q", peer, resp.StatusCode, resp.Header.Get("Retry-After"))
 		}
 	}
+	unsigned := func() {
+		t.Helper()
+		for range 5 {
+			nonce++
+			_, br := sendHead(t, addr, unsignedHead("eu", now, nonce, 1000).bytes())
+			if resp := readAnswer(t, br); resp.StatusCode != http.StatusForbidden {
+				t.Fatalf("unsigned head claiming eu: %d", resp.StatusCode)
+			}
+		}
+	}
+	unsigned()
+	if st := tr.recv.Stats(); st.Reading != 0 || st.Forbidden != 5 {
+		t.Fatalf("unsigned heads took slots: %+v", st)
+	}
 	eu1, _ := hold("eu")
 	eu2, _ := hold("eu")
 	reading(2)
 	busy("eu")
+	unsigned() // 403, not 503: refused before the slots are looked at
 	body := batchBody("eu", del("s1", "a"))
 	if code, out := tr.do(t, signedReq{peer: "eu", secret: secretEU, ts: now, nonce: 1, body: body}); code != http.StatusServiceUnavailable {
 		t.Fatalf("eu's own batch with its slots taken: %d %s", code, out)
@@ -164,7 +231,7 @@ func TestReceiverReadingLimits(t *testing.T) {
 	ap1, _ := hold("ap")
 	reading(3)
 	busy("ap") // ap has a slot left, the total has not
-	if st := tr.recv.Stats(); st.BusyPeer != 2 || st.BusyTotal != 1 {
+	if st := tr.recv.Stats(); st.BusyPeer != 2 || st.BusyTotal != 1 || st.Forbidden != 10 {
 		t.Fatalf("stats = %+v", st)
 	}
 
@@ -182,13 +249,15 @@ func TestReceiverReadingLimits(t *testing.T) {
 	}
 }
 
-// TestReceiverBodyReadTimeout: a body that stops coming is cut off after
-// BodyReadTimeout with 408, and its connection closed.
+// TestReceiverBodyReadTimeout: a signed body that stops coming is cut off
+// after BodyReadTimeout with 408, and its connection closed. Proving the
+// headers earns a slot for BodyReadTimeout, no longer.
 func TestReceiverBodyReadTimeout(t *testing.T) {
 	tr := newTestReceiver(t, func(c *ReceiverConfig) { c.BodyReadTimeout = 100 * time.Millisecond })
 	now := tr.clk.Now().Unix()
-	head := rawHead("eu", strconv.FormatInt(now, 10), "5", bogusSig, 1000)
-	conn, br := sendHead(t, tr.srv.Listener.Addr().String(), append(head, `{"from":"eu","items":[`...))
+	full := batchBody("eu", del("s1", "a"))
+	head := signedHead(secretEU, "eu", now, 5, int64(len(full)), hexSHA256(full))
+	conn, br := sendHead(t, tr.srv.Listener.Addr().String(), append(head.bytes(), full[:len(full)/2]...))
 	resp := readAnswer(t, br)
 	if resp.StatusCode != http.StatusRequestTimeout || !resp.Close {
 		t.Fatalf("status %d, close %v", resp.StatusCode, resp.Close)
@@ -329,13 +398,18 @@ func trickle(conn net.Conn, answered <-chan struct{}) error {
 	}
 }
 
-// TestReceiverFlood is issue 11's attack: 40 connections at once send
-// unsigned bodies, oversized (8 MiB, poured as fast as loopback takes them,
-// with a length, chunked, or under an unknown peer) and slow (the largest
-// allowed length, one byte per 5 ms, naming the known peer ap), each
-// starting over as soon as it is refused. Meanwhile the real peer eu sends
-// 1,000 items through a queue and a Sender. The heap must stay within
-// 64 MiB of where it started, and every batch of eu must be accepted.
+// TestReceiverFlood is issue 18's attack on top of issue 11's: 68
+// connections at once. 28 trickle unsigned bodies claiming the real peer
+// eu (the largest allowed length, one byte per 5 ms): before version 2
+// they took eu's reading slots until BodyReadTimeout, and eu's batches
+// got 503. Beside them, oversized bodies are poured as fast as loopback
+// takes them (8 MiB with a length naming eu, chunked naming eu, under an
+// unknown peer), and 28 slow bodies signed by the known peer ap (a peer on
+// a slow link, or its secret in the wrong hands) hold more than ap's 25
+// slots. Each attacker starts over as soon as it is refused. Meanwhile eu
+// sends 1,000 items through a queue with a gap policy and a Sender: every
+// batch of eu must be accepted (no 503, no lost batch, no gap marker), and
+// the heap must stay within 64 MiB of where it started.
 //
 // The bound is a resource bound, not a timing one. By construction the
 // bodies being read hold at most MaxReading x MaxBodyBytes (about 24 MiB;
@@ -346,12 +420,16 @@ func trickle(conn net.Conn, answered <-chan struct{}) error {
 // well above the live bodies.
 func TestReceiverFlood(t *testing.T) {
 	const heapBound = 64 << 20
-	var delivered atomic.Int64
+	var delivered, markers atomic.Int64
 	recv, err := NewReceiver(ReceiverConfig{
 		Self:  "us",
 		Peers: map[string][]byte{"eu": secretEU, "ap": secretAP},
-		Sink: SinkFuncs{DeliverFunc: func(context.Context, string, *Delivery) bool {
-			delivered.Add(1)
+		Sink: SinkFuncs{DeliverFunc: func(_ context.Context, _ string, d *Delivery) bool {
+			if IsGapMarker(d) {
+				markers.Add(1)
+			} else {
+				delivered.Add(1)
+			}
 			return false
 		}},
 		Logger: slog.New(slog.DiscardHandler),
@@ -379,36 +457,50 @@ func TestReceiverFlood(t *testing.T) {
 	heap := startHeapSampler()
 
 	var nonce atomic.Uint64
-	head := func(peer string, length int64) func() []byte {
-		return func() []byte {
-			ts := strconv.FormatInt(time.Now().Unix(), 10)
-			return rawHead(peer, ts, strconv.FormatUint(nonce.Add(1), 10), bogusSig, length)
-		}
+	unsigned := func(peer string, length int64) func() []byte {
+		return func() []byte { return unsignedHead(peer, time.Now().Unix(), nonce.Add(1), length).bytes() }
 	}
-	var attackers []attacker
-	for range 6 {
-		attackers = append(attackers, attacker{addr, head("eu", 8<<20), pour(false)})
+	// ap signs a head for the largest allowed body, which never comes.
+	slowSum := hexSHA256(bytes.Repeat([]byte("x"), MaxBodyBytesDefault))
+	signedAP := func() []byte {
+		return signedHead(secretAP, "ap", time.Now().Unix(), nonce.Add(1), MaxBodyBytesDefault, slowSum).bytes()
 	}
-	for range 3 {
-		attackers = append(attackers, attacker{addr, head("eu", -1), pour(true)})
+	type kind struct {
+		name  string
+		count int
+		a     attacker
 	}
-	for range 3 {
-		attackers = append(attackers, attacker{addr, head("mallory", 8<<20), pour(false)})
-	}
-	for range 28 { // more than ap's 25 slots
-		attackers = append(attackers, attacker{addr, head("ap", MaxBodyBytesDefault), trickle})
+	kinds := []kind{
+		{"eu unsigned slow", 28, attacker{addr, unsigned("eu", MaxBodyBytesDefault), trickle}},
+		{"eu 8 MiB", 6, attacker{addr, unsigned("eu", 8<<20), pour(false)}},
+		{"eu chunked", 3, attacker{addr, unsigned("eu", -1), pour(true)}},
+		{"mallory 8 MiB", 3, attacker{addr, unsigned("mallory", 8<<20), pour(false)}},
+		{"ap signed slow", 28, attacker{addr, signedAP, trickle}}, // more than ap's 25 slots
 	}
 	var mu sync.Mutex
-	answers := map[int]int{}
-	tally := func(code int) {
-		mu.Lock()
-		answers[code]++
-		mu.Unlock()
-	}
+	answers := map[string]map[int]int{}
 	flood, stopFlood := context.WithCancel(context.Background())
 	var floodWG sync.WaitGroup
-	for _, a := range attackers {
-		floodWG.Go(func() { a.run(flood, tally) })
+	for _, k := range kinds {
+		answers[k.name] = map[int]int{} // all before any attacker runs
+	}
+	for _, k := range kinds {
+		tally := func(code int) {
+			mu.Lock()
+			answers[k.name][code]++
+			mu.Unlock()
+		}
+		for range k.count {
+			floodWG.Go(func() { k.a.run(flood, tally) })
+		}
+	}
+	answered := func(kind string) (n int) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range answers[kind] {
+			n += c
+		}
+		return n
 	}
 	stopped := false
 	stop := func() {
@@ -423,11 +515,14 @@ func TestReceiverFlood(t *testing.T) {
 	// Every kind of attack is under way before the real peer starts.
 	testwait.For(t, "the flood under way", func() bool {
 		st := recv.Stats()
-		return st.Reading >= 20 && st.TooLarge > 0 && st.LengthRequired > 0 && st.Forbidden > 0 && st.BusyPeer > 0
+		return st.Reading >= 20 && st.TooLarge > 0 && st.LengthRequired > 0 && st.Forbidden > 0 && st.BusyPeer > 0 &&
+			answered("eu unsigned slow") >= 28
 	})
 
+	quiet := slog.New(slog.DiscardHandler)
 	s := startSender(t, SenderConfig{Self: "eu", Secret: secretEU, Peers: map[string]string{"us": "http://" + addr + "/"}})
-	q := startQueue(t, QueueConfig{From: "eu", Send: s.Send, Logger: slog.New(slog.DiscardHandler)})
+	gaps := NewGapPolicy(GapConfig{Logger: quiet})
+	q := startQueue(t, QueueConfig{From: "eu", Send: s.Send, OnOverflow: gaps.Overflow, OnTaken: gaps.Taken, OnLost: gaps.Lost, Logger: quiet})
 	defer q.Stop(context.Background())
 	const n = 1000
 	for range n {
@@ -438,26 +533,35 @@ func TestReceiverFlood(t *testing.T) {
 	if err := q.FlushAll(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// Slow bodies were cut off by the read deadline at least once.
+	// ap's slow bodies were cut off by the read deadline at least once.
 	testwait.For(t, "a slow body timed out", func() bool { return recv.Stats().ReadTimeout > 0 })
 	during := recv.Stats()
 	stop()
 	peak := heap.finish()
 
-	qs := q.Stats()
-	if qs.LostBatches != 0 || qs.SentItems != n || delivered.Load() != n {
-		t.Fatalf("real peer during the flood: queue %+v, %d delivered", qs, delivered.Load())
+	qs, gs := q.Stats(), gaps.Stats()
+	if qs.LostBatches != 0 || qs.SentItems != n || delivered.Load() != n || gs.Markers != 0 || markers.Load() != 0 {
+		t.Fatalf("real peer during the flood: queue %+v, gaps %+v, %d delivered, %d markers", qs, gs, delivered.Load(), markers.Load())
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if answers[http.StatusOK] != 0 {
-		t.Fatalf("an attacker was answered 200: %v", answers)
-	}
 	growth := int64(peak) - int64(base)
 	t.Logf("heap objects: base %.1f MiB, peak %.1f MiB, growth %.1f MiB (bound %d MiB)",
 		float64(base)/(1<<20), float64(peak)/(1<<20), float64(growth)/(1<<20), heapBound>>20)
 	t.Logf("receiver during the flood: %+v", during)
 	t.Logf("attackers' answers (0: cut off, -1: could not send): %v", answers)
+	for name, codes := range answers {
+		if codes[http.StatusOK] != 0 {
+			t.Fatalf("attacker %q was answered 200: %v", name, codes)
+		}
+	}
+	// Unsigned bodies claiming eu are refused from their headers: never a
+	// slot (503), never read (408, or 400 for a body cut short).
+	for code := range answers["eu unsigned slow"] {
+		if code != http.StatusForbidden && code != 0 && code != -1 {
+			t.Fatalf("unsigned slow bodies claiming eu: %v", answers["eu unsigned slow"])
+		}
+	}
 	if growth > heapBound {
 		t.Fatalf("heap grew %d bytes under the flood, bound %d", growth, heapBound)
 	}

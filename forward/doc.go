@@ -9,8 +9,11 @@
 // in flight; they are numbered, and a [Receiver] applies them in that order.
 //
 // A [Sender] ships batches over HTTP with one keep-alive connection pool per
-// peer and signs every body with HMAC-SHA256; a [Receiver] checks the
-// signature, the timestamp window and a per-peer nonce window before it
+// peer and signs every request's headers with HMAC-SHA256: the peer id,
+// timestamp, nonce, body length and body SHA-256 (wire protocol version 2,
+// [ProtocolVersion]). A [Receiver] checks the signature, the timestamp
+// window and a per-peer nonce window from the headers alone, before it
+// reads a byte of the body; then it checks the body is the one signed and
 // hands the items to a [Sink] in a fixed order.
 //
 // The queue and the sender follow switchyard's one lifecycle (Start, then

@@ -2,6 +2,7 @@ package forward_test
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"log/slog"
 	"net"
@@ -20,7 +21,11 @@ import (
 // us learns what it missed. Once us answers again, Stop drains the queue.
 func Example() {
 	quiet := slog.New(slog.DiscardHandler)
-	secret := []byte("secret-of-eu")
+	// eu's secret, made for this run: a fixed one in code is known to
+	// everyone who reads it. crypto/rand.Read never fails (it crashes the
+	// program instead).
+	secret := make([]byte, 32)
+	_, _ = rand.Read(secret)
 
 	// Region us: a receiver counting what it gets, behind a gate that
 	// holds every request while us is stalled.

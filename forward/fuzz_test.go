@@ -2,9 +2,12 @@ package forward
 
 import (
 	"bytes"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -47,28 +50,43 @@ func FuzzDecodeBatch(f *testing.F) {
 }
 
 func FuzzParseAuth(f *testing.F) {
-	f.Add("eu", "1764000000", "1", "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff")
-	f.Add("", "", "", "")
-	f.Add("eu", "+1", "-1", "zz")
-	f.Add("eu", "99999999999999999999", "18446744073709551615", "")
-	f.Fuzz(func(t *testing.T, peer, ts, nonce, sig string) {
+	const sum = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+	f.Add("eu", "2", "1764000000", "1", sum, sum)
+	f.Add("", "", "", "", "", "")
+	f.Add("eu", "1", "+1", "-1", "zz", "zz")
+	f.Add("eu", "2", "99999999999999999999", "18446744073709551615", sum, sum)
+	f.Add("eu", "2", "9223372036854775807", "18446744073709551616", sum, sum)
+	f.Add("eu", "2", "0", "007", strings.ToUpper(sum), sum)
+	f.Fuzz(func(t *testing.T, peer, version, ts, nonce, bodySum, sig string) {
 		h := http.Header{}
 		h.Set(HeaderPeer, peer)
+		h.Set(HeaderVersion, version)
 		h.Set(HeaderTimestamp, ts)
 		h.Set(HeaderNonce, nonce)
+		h.Set(HeaderBodySHA256, bodySum)
 		h.Set(HeaderSignature, sig)
 		a, err := parseAuth(h, true)
 		if err != nil {
 			return
 		}
-		// Accepted values have one spelling: the one that was signed.
-		if a.tsText != h.Get(HeaderTimestamp) || a.nonceText != h.Get(HeaderNonce) || a.peer == "" {
-			t.Fatalf("parsed %+v from %q %q %q", a, peer, ts, nonce)
+		// Accepted values have one spelling: the one that was signed, the
+		// shortest decimal of the value and the lowercase hex of the hash.
+		if a.tsText != h.Get(HeaderTimestamp) || a.nonceText != h.Get(HeaderNonce) || a.sumText != h.Get(HeaderBodySHA256) || a.peer == "" {
+			t.Fatalf("parsed %+v from %q %q %q %q", a, peer, ts, nonce, bodySum)
 		}
-		for _, c := range a.tsText + a.nonceText {
-			if c < '0' || c > '9' {
-				t.Fatalf("accepted non-digit in %q/%q", a.tsText, a.nonceText)
-			}
+		if a.version != ProtocolVersion || a.ts < 0 ||
+			strconv.FormatInt(a.ts, 10) != a.tsText || strconv.FormatUint(a.nonce, 10) != a.nonceText ||
+			hex.EncodeToString(a.bodySum[:]) != a.sumText {
+			t.Fatalf("parsed %+v from %q %q %q %q %q", a, version, ts, nonce, bodySum, sig)
+		}
+		// The canonical string reads back into the same fields: after the
+		// prefix and the peer id, four fields none of which can hold a
+		// newline, so no value can run into the next.
+		c := string(canonical(nil, a.peer, a.tsText, a.nonceText, 42, a.sumText))
+		rest, ok := strings.CutPrefix(c, "sy-forward/"+ProtocolVersion+"\n"+a.peer+"\n")
+		fields := strings.Split(rest, "\n")
+		if !ok || len(fields) != 4 || fields[0] != a.tsText || fields[1] != a.nonceText || fields[2] != "42" || fields[3] != a.sumText {
+			t.Fatalf("canonical string of %+v is %q", a, c)
 		}
 	})
 }

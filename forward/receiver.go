@@ -20,7 +20,7 @@ import (
 const (
 	// MaxReadingDefault is how many bodies are read at once, all peers
 	// together: with MaxBodyBytesDefault, at most about 24 MiB of bodies
-	// in memory before any signature has been checked.
+	// in memory before their hashes have been checked.
 	MaxReadingDefault = 64
 	// MaxReadingPerPeerDefault is how many bodies are read at once under
 	// one peer id: as many batches as a queue with the default bounds
@@ -167,9 +167,9 @@ type ReceiverStats struct {
 	Accepted     uint64 // batches handed to the sink
 	Items        uint64 // items in them, unknown kinds included
 	Ignored      uint64 // batches signed as Self
-	BadRequest   uint64 // 400: body, shape, timestamp or nonce
+	BadRequest   uint64 // 400: body, shape, protocol version, timestamp, nonce or body hash
 	TooLarge     uint64 // 413
-	Forbidden    uint64 // 403: missing or unknown peer, bad signature
+	Forbidden    uint64 // 403: missing or unknown peer, bad signature, body not the one signed
 	Replayed     uint64 // 403: nonce seen before or below the window
 	MethodDenied uint64 // 405
 	Stale        uint64 // 409: a later batch of the peer was applied first
@@ -204,9 +204,9 @@ type receiverPeer struct {
 	window *nonceWindow
 	order  *linkOrder
 	// reading counts the bodies being read under this peer id, bounded
-	// by MaxReadingPerPeer. Before the signature is checked the peer id
-	// is only a claim, so this is what keeps a flood naming one peer from
-	// taking every slot of MaxReading.
+	// by MaxReadingPerPeer. Only requests whose headers this peer signed
+	// take one, so this bounds what the peer itself (a slow link, or its
+	// secret in the wrong hands) can hold of MaxReading.
 	reading atomic.Int64
 }
 
@@ -350,6 +350,15 @@ func (r *Receiver) readBody(w http.ResponseWriter, req *http.Request, p *receive
 	return body, true
 }
 
+// versionRefusal says why a request of another protocol version is
+// refused, naming the version it had.
+func versionRefusal(got string) string {
+	if got == "" {
+		return "no " + HeaderVersion + " header: forward protocol version 1 (a signed body) is not accepted; this receiver speaks version " + ProtocolVersion + " (signed headers)"
+	}
+	return fmt.Sprintf("forward protocol version %q is not accepted; this receiver speaks version %s", got, ProtocolVersion)
+}
+
 func (r *Receiver) reject(w http.ResponseWriter, code int, counter *atomic.Uint64, why string, peer string) {
 	counter.Add(1)
 	r.cfg.Logger.Debug("forward: batch rejected", "code", code, "why", why, "peer", peer)
@@ -357,14 +366,16 @@ func (r *Receiver) reject(w http.ResponseWriter, code int, counter *atomic.Uint6
 }
 
 // ServeHTTP checks, in this order: the peer is named and known (403), the
-// timestamp and nonce are well formed (400), the signature is well formed
-// (403), the timestamp is within [now-MaxAge, now+MaxFuture] (400), the
-// body has a Content-Length (411) of at most MaxBodyBytes (413), the nonce
-// was not seen (403), and a reading slot is free for the peer and in all
-// (503). Only then is the body read, within BodyReadTimeout (408); then
-// the signature must match (403), the nonce is admitted (403), and the
-// body is parsed (400). Nothing is read before the headers pass, and
-// nothing decoded before the signature has been checked.
+// protocol version is ours (400), the timestamp, nonce and body hash are
+// well formed (400), the signature is well formed (403), the timestamp is
+// within [now-MaxAge, now+MaxFuture] (400), the body has a Content-Length
+// (411) of at most MaxBodyBytes (413), the signature over the headers
+// matches (403), and the nonce is new (403). Only then is a reading slot
+// taken for the peer and in all (503) and the body read, within
+// BodyReadTimeout (408); its SHA-256 must be the signed one (403), and
+// then it is parsed (400). No body byte is read before the request is
+// authenticated from its headers alone, and nothing is decoded before the
+// body is proved to be the one signed.
 func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	// Every answer given before the body is read closes the connection,
 	// and the read deadline passes as the handler returns: net/http would
@@ -401,7 +412,10 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	switch {
-	case errors.Is(err, errBadTimestamp), errors.Is(err, errBadNonce):
+	case errors.Is(err, errBadVersion):
+		r.reject(w, http.StatusBadRequest, &r.badRequest, versionRefusal(a.version), a.peer)
+		return
+	case errors.Is(err, errBadTimestamp), errors.Is(err, errBadNonce), errors.Is(err, errBadBodyHash):
 		r.reject(w, http.StatusBadRequest, &r.badRequest, err.Error(), a.peer)
 		return
 	case errors.Is(err, errBadSignature):
@@ -422,9 +436,30 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	case req.ContentLength > r.cfg.MaxBodyBytes:
 		r.reject(w, http.StatusRequestEntityTooLarge, &r.tooLarge, "body too large", a.peer)
 		return
-	case !p.window.fresh(a.nonce):
-		// Only a hint until the signature is checked (admit decides), but
-		// a replayed capture is refused without reading its body.
+	}
+	if needSig {
+		// The headers alone prove the peer: the signature covers its id,
+		// the timestamp, the nonce, the length net/http will read and the
+		// body's SHA-256. Whoever fails here never takes a reading slot,
+		// so a claim of a peer's id costs that peer nothing.
+		var want [sha256.Size]byte
+		p.signer.sum(&want, a.peer, a.tsText, a.nonceText, req.ContentLength, a.sumText)
+		if !hmac.Equal(want[:], a.sig[:]) {
+			r.reject(w, http.StatusForbidden, &r.forbidden, "bad signature", a.peer)
+			return
+		}
+	}
+	// The nonce is consumed here, once the headers are authentic and
+	// before the body is read, not after the body check: then each signed
+	// header set gets at most one reading slot, ever, so copies of a
+	// captured set (sent while the original is still being read, or after
+	// it was cut off) are refused unread instead of each holding a slot
+	// for BodyReadTimeout. A replayed header set with another body fails
+	// here if the original came first, or at the body hash if it came
+	// first itself; the genuine request is then refused as a replay, a
+	// lost batch the sender reports. The sender never reuses a nonce, so
+	// a genuine request whose body then fails loses nothing by it.
+	if !p.window.admit(a.nonce) {
 		r.reject(w, http.StatusForbidden, &r.replayed, "replayed nonce", a.peer)
 		return
 	}
@@ -435,16 +470,12 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	bodyRead = true
 	w.Header().Del("Connection")
 	if needSig {
-		var want [sha256.Size]byte
-		p.signer.sum(&want, a.tsText, a.nonceText, body)
-		if !hmac.Equal(want[:], a.sig[:]) {
-			r.reject(w, http.StatusForbidden, &r.forbidden, "bad signature", a.peer)
+		// Exactly ContentLength bytes were read, the length signed; the
+		// bytes must be the ones signed too, or this is a forgery.
+		if got := sha256.Sum256(body); !hmac.Equal(got[:], a.bodySum[:]) {
+			r.reject(w, http.StatusForbidden, &r.forbidden, "body does not match its signed hash", a.peer)
 			return
 		}
-	}
-	if !p.window.admit(a.nonce) {
-		r.reject(w, http.StatusForbidden, &r.replayed, "replayed nonce", a.peer)
-		return
 	}
 	batch, err := DecodeBatch(body)
 	if err != nil {

@@ -3,12 +3,17 @@ package forward
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -93,7 +98,7 @@ type signedReq struct {
 	body   []byte
 	// sent replaces body on the wire after signing (tampering).
 	sent    []byte
-	headers map[string]string // raw overrides
+	headers map[string]string // raw overrides; "" sends the header empty
 }
 
 func (tr *testReceiver) do(t *testing.T, r signedReq) (int, []byte) {
@@ -106,12 +111,12 @@ func (tr *testReceiver) do(t *testing.T, r signedReq) (int, []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.peer != "" {
-		req.Header.Set(HeaderPeer, r.peer)
+	for k, v := range SignHeaders(r.secret, r.peer, r.ts, r.nonce, r.body) {
+		req.Header[k] = v
 	}
-	req.Header.Set(HeaderTimestamp, strconv.FormatInt(r.ts, 10))
-	req.Header.Set(HeaderNonce, strconv.FormatUint(r.nonce, 10))
-	req.Header.Set(HeaderSignature, Sign(r.secret, r.ts, r.nonce, r.body))
+	if r.peer == "" {
+		req.Header.Del(HeaderPeer)
+	}
 	for k, v := range r.headers {
 		req.Header.Set(k, v)
 	}
@@ -145,6 +150,8 @@ func TestReceiverAttacks(t *testing.T) {
 	next := func() uint64 { nonce++; return nonce }
 	big := batchBody("eu", &Delivery{SubID: "s", Event: []byte(`{"x":"` + string(bytes.Repeat([]byte("z"), 5000)) + `"}`)})
 
+	// forged is body with one byte changed: the same length.
+	forged := bytes.Replace(body, []byte(`"s1"`), []byte(`"s2"`), 1)
 	captured := signedReq{peer: "eu", secret: secretEU, ts: now, nonce: next(), body: body}
 	if code, out := tr.do(t, captured); code != 200 {
 		t.Fatalf("genuine batch: %d %s", code, out)
@@ -155,7 +162,17 @@ func TestReceiverAttacks(t *testing.T) {
 		want int
 	}{
 		{"bad signature", signedReq{peer: "eu", secret: secretEU, ts: now, nonce: next(), body: body,
-			headers: map[string]string{HeaderSignature: Sign(secretEU, now, 1, body)}}, 403},
+			headers: map[string]string{HeaderSignature: SignHeaders(secretEU, "eu", now, 1, body).Get(HeaderSignature)}}, 403},
+		{"no protocol version (version 1)", signedReq{peer: "eu", secret: secretEU, ts: now, nonce: next(), body: body,
+			headers: map[string]string{HeaderVersion: ""}}, 400},
+		{"another protocol version", signedReq{peer: "eu", secret: secretEU, ts: now, nonce: next(), body: body,
+			headers: map[string]string{HeaderVersion: "3"}}, 400},
+		{"missing body hash", signedReq{peer: "eu", secret: secretEU, ts: now, nonce: next(), body: body,
+			headers: map[string]string{HeaderBodySHA256: ""}}, 400},
+		{"malformed body hash", signedReq{peer: "eu", secret: secretEU, ts: now, nonce: next(), body: body,
+			headers: map[string]string{HeaderBodySHA256: strings.Repeat("A", 64)}}, 400},
+		{"hash of another body", signedReq{peer: "eu", secret: secretEU, ts: now, nonce: next(), body: body,
+			headers: map[string]string{HeaderBodySHA256: SignHeaders(secretEU, "eu", now, 1, big).Get(HeaderBodySHA256)}}, 403},
 		{"malformed signature", signedReq{peer: "eu", secret: secretEU, ts: now, nonce: next(), body: body,
 			headers: map[string]string{HeaderSignature: "zz"}}, 403},
 		{"other peer's secret", signedReq{peer: "eu", secret: secretAP, ts: now, nonce: next(), body: body}, 403},
@@ -172,6 +189,8 @@ func TestReceiverAttacks(t *testing.T) {
 		{"unknown peer", signedReq{peer: "mallory", secret: []byte("guess"), ts: now, nonce: next(), body: body}, 403},
 		{"missing peer", signedReq{secret: secretEU, ts: now, nonce: next(), body: body}, 403},
 		{"truncated in transit", signedReq{peer: "eu", secret: secretEU, ts: now, nonce: next(), body: body, sent: body[:len(body)/2]}, 403},
+		{"changed in transit, same length", signedReq{peer: "eu", secret: secretEU, ts: now, nonce: next(), body: body, sent: forged}, 403},
+		{"captured headers with another body", signedReq{peer: "eu", secret: secretEU, ts: now, nonce: captured.nonce, body: body, sent: forged}, 403},
 		{"truncated and signed", signedReq{peer: "eu", secret: secretEU, ts: now, nonce: next(), body: body[:len(body)/2]}, 400},
 		{"empty body", signedReq{peer: "eu", secret: secretEU, ts: now, nonce: next(), body: []byte{}}, 400},
 		{"not a batch", signedReq{peer: "eu", secret: secretEU, ts: now, nonce: next(), body: []byte(`{"from":"eu","items":{}}`)}, 400},
@@ -188,7 +207,63 @@ func TestReceiverAttacks(t *testing.T) {
 		t.Fatalf("sink saw %v", calls)
 	}
 	st := tr.recv.Stats()
-	if st.Accepted != 3 || st.Replayed != 2 || st.TooLarge != 1 {
+	if st.Accepted != 3 || st.Replayed != 3 || st.TooLarge != 1 {
+		t.Fatalf("stats = %+v", st)
+	}
+}
+
+// TestReceiverForgedBodyConsumesNonce: the nonce is consumed once the
+// headers are proved, before the body is read. A signed header set sent
+// with another body of the same length is refused at the body hash, and
+// the same headers with the right body are a replay after that: one
+// signed header set, one body read, whatever the order.
+func TestReceiverForgedBodyConsumesNonce(t *testing.T) {
+	tr := newTestReceiver(t, nil)
+	now := tr.clk.Now().Unix()
+	body := batchBody("eu", del("s1", "a"))
+	forged := bytes.Replace(body, []byte(`"s1"`), []byte(`"s2"`), 1)
+	first := signedReq{peer: "eu", secret: secretEU, ts: now, nonce: 7, body: body, sent: forged}
+	if code, out := tr.do(t, first); code != 403 || !bytes.Contains(out, []byte("signed hash")) {
+		t.Fatalf("forged body: %d %s", code, out)
+	}
+	if code, out := tr.do(t, signedReq{peer: "eu", secret: secretEU, ts: now, nonce: 7, body: body}); code != 403 || !bytes.Contains(out, []byte("replayed")) {
+		t.Fatalf("genuine body under the forged request's headers: %d %s", code, out)
+	}
+	if code, out := tr.do(t, signedReq{peer: "eu", secret: secretEU, ts: now, nonce: 8, body: body}); code != 200 {
+		t.Fatalf("genuine batch under a fresh nonce: %d %s", code, out)
+	}
+	if calls, _ := tr.log.snapshot(); len(calls) != 1 {
+		t.Fatalf("sink saw %v", calls)
+	}
+	if st := tr.recv.Stats(); st.Forbidden != 1 || st.Replayed != 1 || st.Accepted != 1 {
+		t.Fatalf("stats = %+v", st)
+	}
+}
+
+// TestReceiverRefusesVersion1 sends a request as a version 1 sender did
+// (the body signed, no version header): it is refused with a message that
+// names both versions.
+func TestReceiverRefusesVersion1(t *testing.T) {
+	tr := newTestReceiver(t, nil)
+	now := tr.clk.Now().Unix()
+	body := batchBody("eu", del("s1", "a"))
+	mac := hmac.New(sha256.New, secretEU)
+	fmt.Fprintf(mac, "%d.%d.%s", now, 9, body)
+	req, _ := http.NewRequest(http.MethodPost, tr.srv.URL, bytes.NewReader(body))
+	req.Header.Set(HeaderPeer, "eu")
+	req.Header.Set(HeaderTimestamp, strconv.FormatInt(now, 10))
+	req.Header.Set(HeaderNonce, "9")
+	req.Header.Set(HeaderSignature, hex.EncodeToString(mac.Sum(nil)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 400 || !bytes.Contains(out, []byte("version 1")) || !bytes.Contains(out, []byte("version "+ProtocolVersion)) {
+		t.Fatalf("version 1 request: %d %s", resp.StatusCode, out)
+	}
+	if st := tr.recv.Stats(); st.BadRequest != 1 || st.Accepted != 0 {
 		t.Fatalf("stats = %+v", st)
 	}
 }
@@ -200,10 +275,7 @@ func TestReceiverChunkedBodyRefused(t *testing.T) {
 	// A reader without a length makes the client send it chunked: its size
 	// is unknown before reading, so it is refused unread.
 	req, _ := http.NewRequest(http.MethodPost, tr.srv.URL, io.MultiReader(bytes.NewReader(body)))
-	req.Header.Set(HeaderPeer, "eu")
-	req.Header.Set(HeaderTimestamp, strconv.FormatInt(now, 10))
-	req.Header.Set(HeaderNonce, "5")
-	req.Header.Set(HeaderSignature, Sign(secretEU, now, 5, body))
+	req.Header = SignHeaders(secretEU, "eu", now, 5, body)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -6,23 +6,39 @@ import (
 	"encoding/hex"
 	"errors"
 	"hash"
+	"math"
 	"net/http"
 	"strconv"
 	"sync"
 	"sync/atomic"
 )
 
+// ProtocolVersion is the version of the forward wire protocol this
+// package speaks, sent in [HeaderVersion]. Version 2 signs the request's
+// headers, the body's length and SHA-256 included, so a receiver
+// authenticates a request before it reads a byte of its body. Version 1
+// (no [HeaderVersion]) signed the body itself; a receiver refuses it with
+// 400 and says so.
+const ProtocolVersion = "2"
+
 // The signing headers of a batch request.
 const (
+	// HeaderVersion is [ProtocolVersion]. It is part of the signed string.
+	HeaderVersion = "Sy-Version"
 	// HeaderPeer names the sending peer; the receiver looks its secret up
 	// by it and acts on it, never on the body's "from".
 	HeaderPeer = "Sy-Peer"
-	// HeaderTimestamp is the send time in unix seconds, decimal.
+	// HeaderTimestamp is the send time in unix seconds: 1 to 19 decimal
+	// digits, no leading zero, at most 2^63-1.
 	HeaderTimestamp = "Sy-Timestamp"
-	// HeaderNonce is a decimal uint64 that never repeats for one peer.
+	// HeaderNonce is a uint64 that never repeats for one peer: 1 to 20
+	// decimal digits, no leading zero, at most 2^64-1.
 	HeaderNonce = "Sy-Nonce"
+	// HeaderBodySHA256 is the SHA-256 of the body, 64 lowercase hex digits.
+	HeaderBodySHA256 = "Sy-Body-SHA256"
 	// HeaderSignature is the hex HMAC-SHA256, keyed with the sender's
-	// secret, of timestamp + "." + nonce + "." + body.
+	// secret, of the canonical string of the request's signed headers
+	// (see [SignHeaders]).
 	HeaderSignature = "Sy-Signature"
 )
 
@@ -30,25 +46,30 @@ const (
 // errBadSignature, 400 for the others.
 var (
 	errNoPeer       = errors.New("missing peer id")
+	errBadVersion   = errors.New("unsupported protocol version")
 	errBadTimestamp = errors.New("malformed timestamp")
 	errBadNonce     = errors.New("malformed nonce")
+	errBadBodyHash  = errors.New("malformed body hash")
 	errBadSignature = errors.New("malformed signature")
 )
 
 // auth is the parsed signing headers of one request.
 type auth struct {
-	peer  string
-	ts    int64
-	nonce uint64
-	sig   [sha256.Size]byte
-	// tsText and nonceText are the header values as signed.
-	tsText, nonceText string
+	peer    string
+	version string
+	ts      int64
+	nonce   uint64
+	sig     [sha256.Size]byte
+	bodySum [sha256.Size]byte
+	// tsText, nonceText and sumText are the header values as signed.
+	tsText, nonceText, sumText string
 }
 
-// parseDecimal accepts 1 to 19 ASCII digits: no sign, no spaces, no
-// leading '+', so one value has exactly one spelling.
-func parseDecimal(s string) (uint64, bool) {
-	if len(s) == 0 || len(s) > 19 {
+// parseDecimal accepts 1 to 20 ASCII digits with no leading zero (but
+// "0"), no sign and no spaces, whose value is at most limit: one value has
+// exactly one spelling, the one that is signed.
+func parseDecimal(s string, limit uint64) (uint64, bool) {
+	if len(s) == 0 || len(s) > 20 || (len(s) > 1 && s[0] == '0') {
 		return 0, false
 	}
 	for i := 0; i < len(s); i++ {
@@ -56,28 +77,54 @@ func parseDecimal(s string) (uint64, bool) {
 			return 0, false
 		}
 	}
+	// ParseUint refuses what overflows a uint64 (a 20-digit value above
+	// 18446744073709551615).
 	v, err := strconv.ParseUint(s, 10, 64)
-	return v, err == nil
+	return v, err == nil && v <= limit
+}
+
+// parseLowerHex decodes exactly len(out) bytes from lowercase hex.
+func parseLowerHex(out []byte, s string) bool {
+	if len(s) != 2*len(out) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	_, err := hex.Decode(out, []byte(s))
+	return err == nil
 }
 
 // parseAuth reads the signing headers. The signature is only checked for
-// shape here; whether it matches is the receiver's business.
+// shape here; whether it matches is the receiver's business. Without
+// needSig (InsecureSkipSignature) neither the signature nor the body hash
+// is read.
 func parseAuth(h http.Header, needSig bool) (auth, error) {
 	a := auth{peer: h.Get(HeaderPeer)}
 	if a.peer == "" {
 		return a, errNoPeer
 	}
+	a.version = h.Get(HeaderVersion)
+	if a.version != ProtocolVersion {
+		return a, errBadVersion
+	}
 	a.tsText = h.Get(HeaderTimestamp)
-	ts, ok := parseDecimal(a.tsText)
+	ts, ok := parseDecimal(a.tsText, math.MaxInt64)
 	if !ok {
 		return a, errBadTimestamp
 	}
 	a.ts = int64(ts)
 	a.nonceText = h.Get(HeaderNonce)
-	if a.nonce, ok = parseDecimal(a.nonceText); !ok {
+	if a.nonce, ok = parseDecimal(a.nonceText, math.MaxUint64); !ok {
 		return a, errBadNonce
 	}
 	if needSig {
+		a.sumText = h.Get(HeaderBodySHA256)
+		if !parseLowerHex(a.bodySum[:], a.sumText) {
+			return a, errBadBodyHash
+		}
 		s := h.Get(HeaderSignature)
 		if len(s) != 2*sha256.Size {
 			return a, errBadSignature
@@ -89,6 +136,26 @@ func parseAuth(h http.Header, needSig bool) (auth, error) {
 	return a, nil
 }
 
+// canonical appends the string a version 2 signature covers:
+//
+//	"sy-forward/2\n" + peer + "\n" + timestamp + "\n" + nonce + "\n" + content length + "\n" + body SHA-256
+//
+// with the header values as sent and the length in decimal. Every field
+// after the peer id is digits or hex, and net/http refuses a newline in a
+// header value anyway, so the string has one reading.
+func canonical(b []byte, peer, ts, nonce string, length int64, sum string) []byte {
+	b = append(b, "sy-forward/"+ProtocolVersion+"\n"...)
+	b = append(b, peer...)
+	b = append(b, '\n')
+	b = append(b, ts...)
+	b = append(b, '\n')
+	b = append(b, nonce...)
+	b = append(b, '\n')
+	b = strconv.AppendInt(b, length, 10)
+	b = append(b, '\n')
+	return append(b, sum...)
+}
+
 // signer computes signatures with one secret, reusing HMAC states.
 type signer struct{ pool sync.Pool }
 
@@ -97,25 +164,46 @@ func newSigner(secret []byte) *signer {
 	return &signer{pool: sync.Pool{New: func() any { return hmac.New(sha256.New, key) }}}
 }
 
-// sum writes the signature of (ts, nonce, body) into out.
-func (s *signer) sum(out *[sha256.Size]byte, ts, nonce string, body []byte) {
+// sum writes the signature of the canonical string of the given header
+// values into out.
+func (s *signer) sum(out *[sha256.Size]byte, peer, ts, nonce string, length int64, bodySum string) {
+	var buf [256]byte
+	msg := canonical(buf[:0], peer, ts, nonce, length, bodySum)
 	h := s.pool.Get().(hash.Hash)
 	h.Reset()
-	h.Write([]byte(ts))
-	h.Write([]byte{'.'})
-	h.Write([]byte(nonce))
-	h.Write([]byte{'.'})
-	h.Write(body)
+	h.Write(msg)
 	h.Sum(out[:0])
 	s.pool.Put(h)
 }
 
-// Sign returns the hex signature of a batch body, as [HeaderSignature]
-// carries it.
-func Sign(secret []byte, ts int64, nonce uint64, body []byte) string {
-	var sum [sha256.Size]byte
-	newSigner(secret).sum(&sum, strconv.FormatInt(ts, 10), strconv.FormatUint(nonce, 10), body)
-	return hex.EncodeToString(sum[:])
+// sign sets the signing headers of a request carrying body on h; a nil
+// signer (InsecureSkipSignature) sets no body hash and no signature.
+func (s *signer) sign(h http.Header, peer string, ts int64, nonce uint64, body []byte) {
+	tsText, nonceText := strconv.FormatInt(ts, 10), strconv.FormatUint(nonce, 10)
+	h.Set(HeaderVersion, ProtocolVersion)
+	h.Set(HeaderPeer, peer)
+	h.Set(HeaderTimestamp, tsText)
+	h.Set(HeaderNonce, nonceText)
+	if s == nil {
+		return
+	}
+	bodySum := sha256.Sum256(body)
+	sumText := hex.EncodeToString(bodySum[:])
+	var sig [sha256.Size]byte
+	s.sum(&sig, peer, tsText, nonceText, int64(len(body)), sumText)
+	h.Set(HeaderBodySHA256, sumText)
+	h.Set(HeaderSignature, hex.EncodeToString(sig[:]))
+}
+
+// SignHeaders returns the headers a [Sender] signs a request carrying
+// body with: [HeaderVersion], [HeaderPeer], [HeaderTimestamp],
+// [HeaderNonce], [HeaderBodySHA256] and [HeaderSignature]. The signature
+// covers len(body) as the request's Content-Length, so the request must
+// send body with that length (not chunked).
+func SignHeaders(secret []byte, peer string, ts int64, nonce uint64, body []byte) http.Header {
+	h := http.Header{}
+	newSigner(secret).sign(h, peer, ts, nonce, body)
+	return h
 }
 
 // NonceSource hands out nonces for one sending peer id.
@@ -173,14 +261,6 @@ type nonceWindow struct {
 
 func newNonceWindow(size int) *nonceWindow {
 	return &nonceWindow{seen: make(map[uint64]struct{}, size), order: make([]uint64, size)}
-}
-
-// fresh reports whether admit would take nonce now, without recording it.
-func (w *nonceWindow) fresh(nonce uint64) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	_, dup := w.seen[nonce]
-	return nonce > w.floor && !dup
 }
 
 // admit records nonce and reports whether it was new.
