@@ -285,7 +285,12 @@ func RunPersist(ctx context.Context, cfg PersistConfig, w io.Writer) ([]Result, 
 			return nil, err
 		}
 		env.own("echo conn", srvConn.Close)
-		if _, err := srvConn.Subscribe("bench.echo", func(m *nats.Msg) { _ = m.Respond(nil) }); err != nil {
+		// It answers only inboxes, as every responder of switchyard does.
+		if _, err := srvConn.Subscribe("bench.echo", func(m *nats.Msg) {
+			if bus.IsInbox(m.Reply) {
+				_ = m.Respond(nil)
+			}
+		}); err != nil {
 			return nil, err
 		}
 		if err := srvConn.Flush(); err != nil {

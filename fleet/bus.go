@@ -130,7 +130,7 @@ func (f *Fleet) connect(ctx context.Context, name, user string) (*nats.Conn, err
 // persistClient is a persist client on nc, closed (its watchers and
 // caches ended) before nc is.
 func (f *Fleet) persistClient(ctx context.Context, nc *nats.Conn) (*persist.Client, error) {
-	c, err := persist.NewClient(persist.ClientConfig{Conn: nc, Service: f.cfg.Service})
+	c, err := persist.NewClient(persist.ClientConfig{Conn: nc, Service: f.cfg.Service, IDs: f.cfg.Persist.IDs})
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/textproto"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -52,6 +53,11 @@ type ClientConfig struct {
 	// arbitrary entry is forgotten (and asked again when next used). Zero
 	// means OwnerCacheDefault.
 	OwnerCache int
+	// IDs are the fleet's persist server ids, when the caller knows them
+	// (a process that runs the servers or the balancer): an owner the
+	// balancer names that is not one of them fails the request. Nil means
+	// any id the balancer names that is a subject token.
+	IDs []string
 }
 
 // Client talks to persist servers: it asks the balancer which server owns a
@@ -102,6 +108,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if cfg.OwnerCache <= 0 {
 		cfg.OwnerCache = OwnerCacheDefault
 	}
+	cfg.IDs = slices.Clone(cfg.IDs)
 	c := &Client{cfg: cfg, owners: map[string]string{}}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	return c, nil
@@ -138,9 +145,21 @@ func (c *Client) Owner(ctx context.Context, scope string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("ask balancer: %w", err)
 	}
+	// The balancer refuses in the servers' error form (bad-request for
+	// a scope it will not place); its answer is used as a subject token,
+	// so anything but one of the fleet's ids is refused here.
+	if err := replyError(reply); err != nil {
+		return "", fmt.Errorf("ask balancer: %w", err)
+	}
 	id = string(reply.Data)
 	if id == "" {
 		return "", fmt.Errorf("ask balancer: empty answer for scope %q", scope)
+	}
+	if err := bus.ValidToken(id); err != nil {
+		return "", fmt.Errorf("ask balancer: owner of scope %q: %w", scope, err)
+	}
+	if len(c.cfg.IDs) > 0 && !slices.Contains(c.cfg.IDs, id) {
+		return "", fmt.Errorf("ask balancer: it names %q as the owner of scope %q, which is not one of the servers %q (do the balancer and this process have the same --ids?)", id, scope, c.cfg.IDs)
 	}
 	c.mu.Lock()
 	if len(c.owners) >= c.cfg.OwnerCache {

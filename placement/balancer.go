@@ -89,7 +89,16 @@ type Balancer struct {
 	sub     *nats.Subscription
 	answers uint64
 	resubs  uint64
+	refused uint64
 }
+
+// The error reply of the persist wire format (persist.HdrError and
+// persist.CodeBadRequest, which a test keeps equal): a persist client
+// decodes the balancer's refusal as it decodes a server's.
+const (
+	errorHeader    = "Sy-Error"
+	codeBadRequest = "bad-request"
+)
 
 // NewBalancer validates cfg and returns a stopped balancer.
 func NewBalancer(cfg BalancerConfig) (*Balancer, error) {
@@ -157,6 +166,14 @@ func (b *Balancer) Stats() (answers, resubscribes uint64) {
 	return b.answers, b.resubs
 }
 
+// ReplyRefused reports the questions left unanswered since Start because
+// their reply subject was missing or not an inbox (bus.IsInbox).
+func (b *Balancer) ReplyRefused() uint64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.refused
+}
+
 func (b *Balancer) subscribe() (*nats.Subscription, error) {
 	subject := b.cfg.Service + ".*.id"
 	sub, err := b.cfg.Conn.QueueSubscribeSync(subject, b.cfg.QueueGroup)
@@ -206,16 +223,32 @@ func (b *Balancer) serve(ctx context.Context, sub *nats.Subscription) error {
 		if err != nil {
 			return err
 		}
-		// The requester picks the reply subject: never answer inside the
-		// service namespace (another scope's feed or API), where this
-		// trusted role's publish would pass for a server's.
-		if msg.Reply == "" || bus.SubjectToken(msg.Reply, 0) == b.cfg.Service {
+		// The requester picks the reply subject and allow_responses lets
+		// the balancer publish there whatever its permissions: answer only
+		// an inbox, never $JS.API.…, a feed or an API subject, where this
+		// trusted role's publish would be one the requester aimed.
+		if !bus.IsInbox(msg.Reply) {
+			b.mu.Lock()
+			b.refused++
+			b.mu.Unlock()
+			b.cfg.Logger.Debug("balancer: question whose reply subject is not an inbox dropped", "subject", msg.Subject, "reply", msg.Reply)
 			continue
 		}
-		owner := b.Owner(bus.SubjectToken(msg.Subject, 1))
 		b.mu.Lock()
 		b.answers++
 		b.mu.Unlock()
+		scope := bus.SubjectToken(msg.Subject, 1)
+		if !bus.ValidScope(scope) {
+			// No owner to name: a placement of any token would give one,
+			// which a client would then ask for a scope no server serves.
+			out := &nats.Msg{Subject: msg.Reply, Header: nats.Header{errorHeader: []string{codeBadRequest}},
+				Data: []byte(fmt.Sprintf("invalid scope %q: want [a-z0-9][a-z0-9_-]{0,127}", scope))}
+			if err := msg.RespondMsg(out); err != nil {
+				b.cfg.Logger.Debug("balancer respond", "err", err)
+			}
+			continue
+		}
+		owner := b.Owner(scope)
 		if err := msg.Respond([]byte(owner)); err != nil {
 			b.cfg.Logger.Debug("balancer respond", "err", err)
 		}

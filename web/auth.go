@@ -166,8 +166,16 @@ func AuthDirAccounts(dir, service string) ([]Account, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read auth dir: %w", err)
 	}
+	// The users are in an account block (auth.Account); files written
+	// before accounts had them in the authorization block.
 	az, _ := m["authorization"].(map[string]any)
 	users, _ := az["users"].([]any)
+	accounts, _ := m["accounts"].(map[string]any)
+	for _, acc := range accounts {
+		am, _ := acc.(map[string]any)
+		more, _ := am["users"].([]any)
+		users = append(users, more...)
+	}
 	var out []Account
 	for _, u := range users {
 		um, _ := u.(map[string]any)

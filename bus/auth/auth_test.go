@@ -34,11 +34,31 @@ func TestInitConfMatchesPlan(t *testing.T) {
 				t.Fatalf("nats-server cannot parse the configuration: %v", err)
 			}
 			perms := map[string]*server.Permissions{}
+			accounts := map[string]string{}
 			for _, u := range opts.Users {
 				perms[u.Username] = u.Permissions
+				if u.Account != nil {
+					accounts[u.Username] = u.Account.Name
+				}
 			}
 			for _, u := range opts.Nkeys {
 				perms[u.Nkey] = u.Permissions
+				if u.Account != nil {
+					accounts[u.Nkey] = u.Account.Name
+				}
+			}
+			// One account, all of switchyard's users in it (its JetStream
+			// is disabled: bus/embedded checks that on a running server).
+			if len(opts.Accounts) != 1 || opts.Accounts[0].Name != auth.Account {
+				t.Fatalf("accounts %v, want only %s", opts.Accounts, auth.Account)
+			}
+			for key, acc := range accounts {
+				if acc != auth.Account {
+					t.Errorf("%s: account %q, want %s", key, acc, auth.Account)
+				}
+			}
+			if len(accounts) != len(perms) {
+				t.Errorf("%d of %d users are in an account", len(accounts), len(perms))
 			}
 			if len(perms) != len(users) {
 				t.Fatalf("configuration has %d users, plan %d", len(perms), len(users))

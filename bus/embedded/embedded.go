@@ -41,8 +41,8 @@ type Config struct {
 	// MaxPayload bounds one message. Zero means MaxPayloadDefault.
 	MaxPayload int32
 	// AuthConf is a nats-server configuration file (as written by
-	// `switchyard auth init`) whose users, NKey users and permissions the
-	// server enforces; its other settings are ignored. Empty means no
+	// `switchyard auth init`) whose accounts, users, NKey users and
+	// permissions the server enforces; its other settings are ignored. Empty means no
 	// authentication: anyone who reaches the port may do anything.
 	AuthConf string
 	// TLS, when set, makes TCP clients use TLS with this configuration (its
@@ -98,7 +98,10 @@ func Start(cfg Config) (*Server, error) {
 		if len(ac.Users) == 0 && len(ac.Nkeys) == 0 {
 			return nil, fmt.Errorf("start nats: auth configuration %s defines no users", cfg.AuthConf)
 		}
-		opts.Users, opts.Nkeys = ac.Users, ac.Nkeys
+		// The users belong to the file's accounts (auth.Account, with
+		// JetStream disabled): the accounts come along, or the users
+		// would point at accounts the server does not know.
+		opts.Accounts, opts.Users, opts.Nkeys = ac.Accounts, ac.Users, ac.Nkeys
 	}
 	if cfg.TLS != nil {
 		opts.TLSConfig = cfg.TLS

@@ -2,8 +2,17 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,20 +23,70 @@ import (
 
 	"github.com/switchyard-dev/switchyard/bus"
 	"github.com/switchyard-dev/switchyard/bus/auth"
+	"github.com/switchyard-dev/switchyard/internal/testci"
 	"github.com/switchyard-dev/switchyard/internal/testproc"
 	"github.com/switchyard-dev/switchyard/internal/testtls"
+	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/persist"
 )
 
-// authBus runs `switchyard up --auth` (over TLS) as its own process with
-// users made by `switchyard auth init`, and returns its URL, the auth
-// directory and the CA file.
-func authBus(t *testing.T) (url, dir, ca string) {
+// attackTenants are the tenants of the attack tests' auth directory.
+var attackTenants = map[string][]string{"acme": {"account-a"}, "bob": {"account-b", "project-b"}}
+
+// authDir runs `switchyard auth init` with attackTenants and adds to its
+// nats-server.conf a user "spy" of the same account that may publish and
+// subscribe anywhere: the tests' witness of what the roles publish. It
+// returns the directory; the spy's creds are auth.CredsFile(dir, "spy").
+func authDir(t *testing.T) string {
 	t.Helper()
-	dir = filepath.Join(t.TempDir(), "auth")
-	if _, stderr, code := testproc.Run(t, cli(t, "auth", "init", dir, "--tenant", "acme=account-a", "--tenant", "bob=account-b,project-b")); code != 0 {
+	dir := filepath.Join(t.TempDir(), "auth")
+	args := []string{"auth", "init", dir}
+	for _, name := range slices.Sorted(maps.Keys(attackTenants)) {
+		args = append(args, "--tenant", name+"="+strings.Join(attackTenants[name], ","))
+	}
+	if _, stderr, code := testproc.Run(t, cli(t, args...)); code != 0 {
 		t.Fatalf("auth init: exit %d: %s", code, stderr)
 	}
+	servers, err := filepath.Glob(auth.CredsFile(dir, "server-*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, f := range servers {
+		ids = append(ids, strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), "server-"), ".creds"))
+	}
+	users, err := auth.Plan{IDs: ids, Tenants: attackTenants}.Users()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logins []auth.Login
+	for _, u := range users {
+		c, err := auth.LoadCreds(auth.CredsFile(dir, u.Name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		logins = append(logins, auth.Login{User: u, Password: c.Password})
+	}
+	secret := make([]byte, 16)
+	if _, err := rand.Read(secret); err != nil {
+		t.Fatal(err)
+	}
+	spy := auth.Login{User: auth.User{Name: "spy", Role: "spy", Perms: auth.Permissions{Publish: []string{">"}, Subscribe: []string{">"}}}, Password: hex.EncodeToString(secret)}
+	if err := os.WriteFile(filepath.Join(dir, auth.ConfFile), auth.ServerConf(append(logins, spy)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(auth.CredsFile(dir, "spy"), auth.Creds{User: spy.User.Name, Password: spy.Password}.Marshal("the attack tests' witness"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// authBus runs `switchyard up --auth` (over TLS) as its own process with
+// the users of authDir, and returns its URL, the auth directory and the CA
+// file.
+func authBus(t *testing.T) (url, dir, ca string) {
+	t.Helper()
+	dir = authDir(t)
 	f := testtls.New(t)
 	port := testproc.FreePort(t)
 	up := cli(t, "up", "--nats-port", strconv.Itoa(port), "--data", t.TempDir(), "--auth", dir, "--tls-cert", f.Cert, "--tls-key", f.Key)
@@ -110,14 +169,99 @@ func (v *violations) has(op, subject string) bool {
 	return false
 }
 
-// TestAuthAttacks runs the attack table against `up --auth`: tenant acme
-// and the trusted client try to read, write and watch tenant bob's scope,
-// eavesdrop on wildcards and inboxes, answer requests as a rogue server and
-// forge feed messages. Every attempt must be refused, and bob's watcher must
-// see exactly bob's real writes.
+// TestAuthAttacks runs the attack table against `up --auth`.
 func TestAuthAttacks(t *testing.T) {
 	t.Parallel()
 	url, dir, ca := authBus(t)
+	runAuthAttacks(t, url, dir, ca)
+}
+
+// TestAuthAttacksExternalNATS runs the attack table against an external
+// nats-server with JetStream on, loading the generated nats-server.conf,
+// with the roles as their own processes connected to it as docs/security.md
+// describes: the servers with their creds, the balancer with its own. CI
+// installs nats-server (.ci/run); elsewhere the test skips when it is not
+// on PATH, and fails under CI=true.
+func TestAuthAttacksExternalNATS(t *testing.T) {
+	t.Parallel()
+	bin, err := exec.LookPath("nats-server")
+	if err != nil {
+		testci.Missing(t, "nats-server is not on PATH (.ci/run installs it: go install github.com/nats-io/nats-server/v2@v2.15.2)")
+	}
+	dir := authDir(t)
+	port, mport := testproc.FreePort(t), testproc.FreePort(t)
+	ns := exec.Command(bin, "-c", filepath.Join(dir, auth.ConfFile), "-js", "-sd", t.TempDir(),
+		"-a", "127.0.0.1", "-p", strconv.Itoa(port), "-m", strconv.Itoa(mport))
+	var nsLog lockedBuffer
+	ns.Stdout, ns.Stderr = &nsLog, &nsLog
+	if err := ns.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ns.Process.Kill(); _ = ns.Wait() })
+	url := "nats://127.0.0.1:" + strconv.Itoa(port)
+	opts, err := auth.ClientOptions(auth.CredsFile(dir, auth.RoleClient), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	testwait.Until(t, "nats-server to accept the client user", func() (bool, string) {
+		nc, err := nats.Connect(url, opts...)
+		if err != nil {
+			return false, err.Error() + "; log: " + nsLog.String()
+		}
+		nc.Close()
+		return true, ""
+	})
+	jsz := func() string {
+		resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(mport) + "/jsz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	if js := jsz(); !strings.Contains(js, `"store_dir"`) || !strings.Contains(js, `"streams": 0`) {
+		t.Fatalf("JetStream is not on, or has streams already: %s", js)
+	}
+
+	for _, id := range []string{"0", "1"} {
+		srv := cli(t, "persist", "serve", "--id", id, "--ids", "0,1", "--data", t.TempDir(), "--nats", url, "--creds", auth.CredsFile(dir, "server-"+id))
+		testproc.Start(t, srv, "ready on")
+		t.Cleanup(func() { _ = srv.Process.Kill() })
+	}
+	bal := cli(t, "balancer", "--ids", "0,1", "--nats", url, "--creds", auth.CredsFile(dir, auth.RoleBalancer))
+	if err := bal.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = bal.Process.Kill(); _ = bal.Wait() })
+	nc, err := bus.Connect(url, bus.ConnectConfig{Options: opts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	testwait.Until(t, "the balancer to answer", func() (bool, string) {
+		_, err := bus.Request(context.Background(), nc, nats.NewMsg(bus.IDSubject(bus.DefaultService, "hub")))
+		return err == nil, fmt.Sprint(err)
+	})
+
+	runAuthAttacks(t, url, dir, "")
+	if js := jsz(); !strings.Contains(js, `"streams": 0`) {
+		t.Fatalf("the attacks made a JetStream stream: %s", js)
+	}
+}
+
+// runAuthAttacks is the attack table: tenant acme and the trusted client
+// try to read, write and watch tenant bob's scope, eavesdrop on wildcards
+// and inboxes, answer requests as a rogue server, forge feed messages, and
+// aim the servers' and the balancer's answers where a tenant may not
+// publish (the JetStream API, bob's API, a plain subject). Every attempt
+// must be refused, nothing may be published where the answers were aimed
+// (the spy user of authDir watches), and bob's watcher must see exactly
+// bob's real writes.
+func runAuthAttacks(t *testing.T, url, dir, ca string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
@@ -206,6 +350,95 @@ func TestAuthAttacks(t *testing.T) {
 		}
 	}
 
+	// The spy sees every publish of the account; aimed answers would
+	// reach it. acme's stream holds the bodies the attacks have served back.
+	// (Not on >: the spy's own JetStream requests below need no other
+	// subscriber than JetStream's to tell "no responders".)
+	spyConn, _ := dialAs(t, url, dir, "spy", ca)
+	spyCh := make(chan *nats.Msg, 1<<16)
+	for _, subject := range []string{"$JS.API.STREAM.CREATE.>", bus.ScopeSubject(bus.DefaultService, "account-b", ">"), "news.today", auth.InboxPrefix("bob"), auth.InboxPrefix("acme") + ".sentinel.>"} {
+		if _, err := spyConn.ChanSubscribe(subject, spyCh); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := spyConn.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	own := acme.Stream("account-a", "loot")
+	streamConfig, err := own.Set(ctx, []byte(`{"name":"steal","subjects":["_INBOX_bob.>"],"republish":{"src":">","dest":"_INBOX_acme.loot.>"}}`), persist.SetOptions{})
+	if err != nil {
+		t.Fatalf("acme writes its own scope: %v", err)
+	}
+	pwned, err := own.Set(ctx, []byte("PWNED-by-acme"), persist.SetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	acmeOwner, err := acme.Owner(ctx, "account-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bobOwner, err := bob.Owner(ctx, "account-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	getOf := func(seq uint64) *nats.Msg {
+		m := nats.NewMsg(bus.APISubject(bus.DefaultService, "account-a", acmeOwner))
+		m.Header.Set(persist.HdrCmd, persist.CmdGet)
+		m.Header.Set(persist.HdrStream, "loot")
+		m.Header.Set(persist.HdrSeq, strconv.FormatUint(seq, 10))
+		return m
+	}
+	question := func() *nats.Msg { return nats.NewMsg(bus.IDSubject(bus.DefaultService, "account-a")) }
+	sentinels := 0
+	// aimed sends m from acme with reply subject aim, then the same request
+	// (same responder, same stream) answered on acme's inbox; the spy reads
+	// until that answer: the responder handles and answers requests in
+	// order, so an answer on aim would have come before. Only a request (a
+	// message with Sy-Cmd, bob's own) may be seen on aim.
+	aimed := func(t *testing.T, m *nats.Msg, aim string, same func() *nats.Msg) {
+		t.Helper()
+		m.Reply = aim
+		if err := acmeConn.PublishMsg(m); err != nil {
+			t.Fatal(err)
+		}
+		sentinels++
+		sentinel := same()
+		sentinel.Reply = auth.InboxPrefix("acme") + ".sentinel." + strconv.Itoa(sentinels)
+		if err := acmeConn.PublishMsg(sentinel); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			var got *nats.Msg
+			select {
+			case got = <-spyCh:
+			case <-ctx.Done():
+				t.Fatalf("the spy did not see the answer on %s", sentinel.Reply)
+			}
+			if got.Subject == sentinel.Reply {
+				return
+			}
+			if got.Subject == aim && got.Header.Get(persist.HdrCmd) == "" {
+				t.Fatalf("an answer was published on %s: %q", aim, got.Data)
+			}
+		}
+	}
+	// noStream checks the JetStream API of acme's account has no stream
+	// name: no responders (no JetStream on the server, or none for the
+	// account) or an error, never a stream's info.
+	noStream := func(t *testing.T, name string) {
+		t.Helper()
+		r, err := bus.Request(ctx, spyConn, nats.NewMsg("$JS.API.STREAM.INFO."+name))
+		if errors.Is(err, bus.ErrNoResponders) {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(r.Data), `"error"`) || strings.Contains(string(r.Data), `"config"`) {
+			t.Fatalf("JetStream knows stream %s: %s", name, r.Data)
+		}
+	}
+
 	for _, tc := range []struct {
 		name   string
 		attack func(t *testing.T)
@@ -255,6 +488,40 @@ func TestAuthAttacks(t *testing.T) {
 		}},
 		{"tenant forges a feed message", func(t *testing.T) { pubRefused(t, acmeConn, acmeV, forged) }},
 		{"client forges a feed message", func(t *testing.T) { pubRefused(t, clientConn, clientV, forged) }},
+		{"tenant aims a server's answer at the JetStream API", func(t *testing.T) {
+			aimed(t, getOf(streamConfig.Seq), "$JS.API.STREAM.CREATE.steal", func() *nats.Msg { return getOf(streamConfig.Seq) })
+			noStream(t, "steal")
+		}},
+		{"tenant aims the balancer's answer at the JetStream API", func(t *testing.T) {
+			aimed(t, question(), "$JS.API.STREAM.CREATE.steal-id", question)
+			noStream(t, "steal-id")
+		}},
+		{"tenant aims a server's answer at another tenant's API", func(t *testing.T) {
+			aimed(t, getOf(pwned.Seq), bus.APISubject(bus.DefaultService, "account-b", bobOwner), func() *nats.Msg { return getOf(pwned.Seq) })
+		}},
+		{"tenant aims the balancer's answer at another tenant's API", func(t *testing.T) {
+			aimed(t, question(), bus.APISubject(bus.DefaultService, "account-b", bobOwner), question)
+		}},
+		{"tenant aims a server's answer at a plain subject", func(t *testing.T) {
+			aimed(t, getOf(pwned.Seq), "news.today", func() *nats.Msg { return getOf(pwned.Seq) })
+		}},
+		{"tenant aims a server's answer at a user inbox prefix without a dot", func(t *testing.T) {
+			aimed(t, getOf(pwned.Seq), auth.InboxPrefix("bob"), func() *nats.Msg { return getOf(pwned.Seq) })
+		}},
+		{"tenant writes without a reply subject", func(t *testing.T) {
+			m := getOf(0)
+			m.Header.Del(persist.HdrSeq)
+			m.Header.Set(persist.HdrCmd, persist.CmdSet)
+			m.Data = []byte("unanswered")
+			aimed(t, m, "", func() *nats.Msg { return getOf(pwned.Seq) })
+			inv, err := own.Inventory(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if inv.Seq != pwned.Seq {
+				t.Fatalf("a write without a reply subject was committed: last seq %d, want %d", inv.Seq, pwned.Seq)
+			}
+		}},
 	} {
 		t.Run(tc.name, tc.attack)
 	}

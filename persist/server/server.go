@@ -397,11 +397,15 @@ func (s *Server) closeStreams() error {
 // decodes, checks ownership and queues; storage work happens in workers.
 func (s *Server) onMsg(m *nats.Msg) {
 	// The requester picks the reply subject, and allow_responses lets this
-	// server publish there: one inside the service's namespace would make
-	// it publish, as a server, on another scope's feed, API or id subject.
-	// No client's inbox is there, so such a request is dropped unanswered.
-	if m.Reply != "" && bus.SubjectToken(m.Reply, 0) == s.cfg.Service {
-		s.log.Debug("persist: request with a reply subject in the service namespace dropped", "subject", m.Subject, "reply", m.Reply)
+	// server publish there whatever its own permissions: anywhere but an
+	// inbox ($JS.API.…, another scope's feed or API, a subject some tenant
+	// reads) the answer would be a publish the requester aimed, made with
+	// a server's identity. A request without a reply subject cannot be
+	// answered, so a write would be done unconfirmed and a read for
+	// nothing: both are dropped, and counted.
+	if !bus.IsInbox(m.Reply) {
+		s.replyRefused.Add(1)
+		s.log.Debug("persist: request whose reply subject is not an inbox dropped", "subject", m.Subject, "reply", m.Reply)
 		return
 	}
 	scope := bus.SubjectToken(m.Subject, 1)

@@ -40,9 +40,12 @@ type Stats struct {
 	// config changes (tighter limits) removed. Removals inside a write (a
 	// key's older row, a limit tripped by the write) are not counted: the
 	// write's changes do not say which is which.
-	Expired     uint64
-	OpenStreams int   // streams in the server's cache (open or being opened)
-	OpenBytes   int64 // bytes stored in the open streams (Inventory.Bytes summed)
+	Expired uint64
+	// ReplyRefused counts the requests dropped unanswered because their
+	// reply subject was missing or not an inbox (bus.IsInbox).
+	ReplyRefused uint64
+	OpenStreams  int   // streams in the server's cache (open or being opened)
+	OpenBytes    int64 // bytes stored in the open streams (Inventory.Bytes summed)
 }
 
 // Stats returns a snapshot of the counters. It is safe to call at any time.
@@ -57,6 +60,7 @@ func (s *Server) Stats() Stats {
 		FeedFailed:     s.feed.failed.Load(),
 		Dedup:          s.dedup.Load(),
 		Expired:        s.expired.Load(),
+		ReplyRefused:   s.replyRefused.Load(),
 		OpenStreams:    open,
 		OpenBytes:      s.openBytes.Load(),
 	}
@@ -94,6 +98,8 @@ type serverStats struct {
 	dedup       atomic.Uint64
 	expired     atomic.Uint64
 	openBytes   atomic.Int64
+	// replyRefused counts requests dropped for their reply subject (onMsg).
+	replyRefused atomic.Uint64
 	// writeFailure is set by a failed commit and cleared by a good one.
 	writeFailure atomic.Pointer[writeFailure]
 }

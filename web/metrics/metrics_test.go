@@ -149,6 +149,15 @@ func TestPersistMetrics(t *testing.T) {
 	if _, err := kv.Get(t.Context(), "missing"); !errors.Is(err, persist.ErrNotFound) {
 		t.Fatalf("get of a missing key: %v", err)
 	}
+	// A request whose answer would go elsewhere than an inbox is dropped
+	// on arrival, before the request after it is answered.
+	aimed := nats.NewMsg("persist.hub.api.0")
+	aimed.Reply = "news.today"
+	aimed.Header.Set(persist.HdrCmd, persist.CmdGet)
+	aimed.Header.Set(persist.HdrStream, "demo")
+	if err := nc.PublishMsg(aimed); err != nil {
+		t.Fatal(err)
+	}
 	m := nats.NewMsg("persist.hub.api.0")
 	m.Header.Set(persist.HdrCmd, "no-such-command")
 	m.Header.Set(persist.HdrStream, "demo")
@@ -194,6 +203,9 @@ func TestPersistMetrics(t *testing.T) {
 	if got := value(t, fams, "switchyard_persist_feed_messages_total", "server", "0"); got < 3 {
 		t.Errorf("feed messages = %v, want at least 3", got)
 	}
+	if got := value(t, fams, "switchyard_persist_reply_refused_total", "server", "0"); got != 1 {
+		t.Errorf("reply refused = %v, want 1", got)
+	}
 	if got := value(t, fams, "switchyard_persist_ready", "server", "0"); got != 1 {
 		t.Errorf("ready = %v, want 1", got)
 	}
@@ -207,9 +219,10 @@ type fakeWatcher persist.WatchStats
 
 func (f fakeWatcher) Stats() persist.WatchStats { return persist.WatchStats(f) }
 
-type fakeBalancer struct{ answers, resubs uint64 }
+type fakeBalancer struct{ answers, resubs, refused uint64 }
 
 func (f fakeBalancer) Stats() (uint64, uint64) { return f.answers, f.resubs }
+func (f fakeBalancer) ReplyRefused() uint64    { return f.refused }
 
 // TestWatchAndBalancerMetrics: watchers are summed by role (lag is the
 // largest), balancers summed.
@@ -218,8 +231,8 @@ func TestWatchAndBalancerMetrics(t *testing.T) {
 	r := New()
 	r.AddWatcher("search", fakeWatcher{Resyncs: 1, Gaps: 2, Lag: 5})
 	r.AddWatcher("search", fakeWatcher{Resyncs: 2, Gaps: 1, Lag: 3})
-	r.AddBalancer(fakeBalancer{answers: 7, resubs: 1})
-	r.AddBalancer(fakeBalancer{answers: 3})
+	r.AddBalancer(fakeBalancer{answers: 7, resubs: 1, refused: 2})
+	r.AddBalancer(fakeBalancer{answers: 3, refused: 1})
 	fams := gather(t, r)
 	for _, c := range []struct {
 		name string
@@ -239,6 +252,9 @@ func TestWatchAndBalancerMetrics(t *testing.T) {
 	}
 	if got := value(t, fams, "switchyard_balancer_resubscribes_total"); got != 1 {
 		t.Errorf("resubscribes = %v, want 1", got)
+	}
+	if got := value(t, fams, "switchyard_balancer_reply_refused_total"); got != 3 {
+		t.Errorf("reply refused = %v, want 3", got)
 	}
 }
 
