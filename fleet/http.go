@@ -125,6 +125,10 @@ func (f *Fleet) startHTTP(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("http: %w", err)
 		}
+		if len(accounts) == 0 {
+			f.log.Warn("http: the auth directory has no password users (NKey users cannot log in over HTTP): " +
+				"the dashboard, /ws/watch and /metrics refuse every request; /metrics opens with --metrics-open")
+		}
 		h.authz = web.Accounts(accounts)
 	}
 	h.health.Add("roles", func() error {

@@ -249,6 +249,25 @@ func TestHTTPAuth(t *testing.T) {
 	}
 }
 
+// TestHTTPAuthNkey: an auth directory of NKey users (auth init --nkey) has
+// no password to check over HTTP: the fleet starts with its HTTP side, and
+// the guarded pages refuse every request while /healthz answers.
+func TestHTTPAuthNkey(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if _, err := auth.Init(dir, auth.Plan{IDs: []string{"0"}}, true); err != nil {
+		t.Fatal(err)
+	}
+	cfg := webConfig(t)
+	cfg.NATS.AuthDir = dir
+	f := startWeb(t, cfg)
+	for path, want := range map[string]int{"/": http.StatusUnauthorized, "/metrics": http.StatusUnauthorized, "/healthz": http.StatusOK} {
+		if code, body := (webRequest{path: path}).do(t, f.HTTPURL()); code != want {
+			t.Errorf("GET %s: %d %.200q, want %d", path, code, body, want)
+		}
+	}
+}
+
 // TestHTTPConfigHosts: a host that is not a name or an IP is refused
 // before anything starts.
 func TestHTTPConfigHosts(t *testing.T) {

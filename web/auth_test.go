@@ -49,3 +49,23 @@ func TestAuthDirAccounts(t *testing.T) {
 		t.Errorf("acme logs in as %+v, %v", p, err)
 	}
 }
+
+// TestAuthDirAccountsNkey: a directory of NKey users has no password to
+// check over HTTP, so it gives no accounts, and no error (up --auth of such
+// a directory starts its HTTP side), and the Authorizer refuses everyone.
+func TestAuthDirAccountsNkey(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if _, err := auth.Init(dir, auth.Plan{IDs: []string{"0"}}, true); err != nil {
+		t.Fatal(err)
+	}
+	accts, err := AuthDirAccounts(dir, "")
+	if err != nil || len(accts) != 0 {
+		t.Fatalf("AuthDirAccounts = %d accounts, %v; want none, no error", len(accts), err)
+	}
+	r := httptest.NewRequest("GET", "/ws/watch", nil)
+	r.SetBasicAuth("client", "")
+	if p, err := Accounts(accts)(r); err == nil {
+		t.Errorf("an empty password logs in as %+v", p)
+	}
+}
