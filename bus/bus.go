@@ -142,9 +142,9 @@ func Request(ctx context.Context, nc *nats.Conn, msg *nats.Msg) (*nats.Msg, erro
 	reply, err := nc.RequestMsgWithContext(gctx, msg)
 	if err != nil {
 		if pe := Refused(gctx); pe != nil {
-			return nil, fmt.Errorf("request %s: %w", msg.Subject, pe)
+			return nil, fmt.Errorf("request %q: %w", msg.Subject, pe)
 		}
-		return nil, fmt.Errorf("request %s: %w", msg.Subject, MapError(err))
+		return nil, fmt.Errorf("request %q: %w", msg.Subject, MapError(err))
 	}
 	return reply, nil
 }

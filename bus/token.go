@@ -39,7 +39,7 @@ func ValidIDs(ids []string) error {
 			return fmt.Errorf("server id %q: no '/' or '\\' (ids name files)", id)
 		}
 		if seen[id] {
-			return fmt.Errorf("server ids must be distinct: %q appears twice in %s", id, strings.Join(ids, ","))
+			return fmt.Errorf("server ids must be distinct: %q appears twice in %q", id, strings.Join(ids, ","))
 		}
 		seen[id] = true
 	}

@@ -34,7 +34,8 @@ func newAuthInitCmd() *cobra.Command {
   balancer.creds    answers {service}.*.id
   client.creds      requests any scope, watches any feed; publishes no feed, answers nothing
   NAME.creds        one per --tenant NAME=SCOPE,...: requests and watches only those scopes
-  nats-server.conf  the same users and permissions, for an external NATS server or cluster
+  nats-server.conf  the same users and permissions, for an external NATS server or cluster,
+                    in an account of their own (` + auth.Account + `) with JetStream disabled
 Every user gets a fresh random password (or NKey with --nkey) and its own
 reply inbox. Run the embedded bus with them: switchyard up --auth DIR.
 Give each role its file: --creds DIR/client.creds (or $` + auth.EnvCreds + `).

@@ -50,8 +50,8 @@ func (f httpFlags) fleetHTTP() fleet.HTTPConfig {
 }
 
 // validate refuses a non-loopback address without --http-insecure (or, in
-// up, --insecure): the HTTP side has no authentication yet, and what it
-// mounts will grow beyond metrics.
+// up, --insecure): the HTTP side speaks plain HTTP, so even under --auth
+// its credentials and data cross the network in the clear.
 func (f httpFlags) validate(insecure bool) error {
 	if f.addr == "" {
 		return nil
@@ -61,7 +61,7 @@ func (f httpFlags) validate(insecure bool) error {
 		return usagef("--http %q: want host:port: %v", f.addr, err)
 	}
 	if !isLoopback(host) && !f.insecure && !insecure {
-		return usagef("--http %s is reachable from other machines and the HTTP side has no authentication yet: use a loopback address, or --http-insecure to serve it anyway", f.addr)
+		return usagef("--http %q is reachable from other machines, and the HTTP side speaks plain HTTP (credentials and data in the clear; without --auth, open to all): use a loopback address, or --http-insecure to serve it anyway (behind a TLS proxy)", f.addr)
 	}
 	for _, n := range f.hosts {
 		if err := web.ValidHostName(n); err != nil {
