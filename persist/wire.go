@@ -49,6 +49,7 @@ const (
 	HdrEphemeral = "Sy-Ephemeral" // "true": the stream lives in memory only (on any request)
 	HdrError     = "Sy-Error"     // error code (error replies)
 	HdrDup       = "Sy-Duplicate" // "true" when a set or delete was answered from the de-duplication window
+	HdrDeadline  = "Sy-Deadline"  // unix milliseconds after which the caller no longer waits: not applied later (any request)
 	hdrPrefix    = "Sy-"          // headers with this prefix are the protocol's; others are user headers
 	natsPrefix   = "Nats-"        // NATS's own headers are never stored
 )

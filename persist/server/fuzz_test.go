@@ -45,6 +45,8 @@ func FuzzDecodeRequest(f *testing.F) {
 		{"persist.hub.api.0", "Sy-Cmd: set\nSy-Stream: s\nSy-Key: k\nSy-Prev-Seq: 0\nSy-Msg-Id: m\nSy-Ttl: 1000", nil},
 		{"persist.hub.api.0", "Sy-Cmd: setMany\nSy-Stream: s", frames(persist.Frame{Value: []byte("a")}, persist.Frame{Key: "k", PrevSeq: &prev, Headers: map[string]string{"h": "v"}})},
 		{"persist.hub.api.0", "Sy-Cmd: get\nSy-Stream: s\nSy-Seq: 1", nil},
+		{"persist.hub.api.0", "Sy-Cmd: get\nSy-Stream: s\nSy-Seq: 1\nSy-Deadline: 1796191299994", nil},
+		{"persist.hub.api.0", "Sy-Cmd: keys\nSy-Stream: s\nSy-Deadline: 9223372036854775808", nil},
 		{"persist.account-1.api.0", "Sy-Cmd: getAll\nSy-Stream: s\nSy-Start-Seq: 1\nSy-End-Seq: 9\nSy-Limit: 5\nSy-Ephemeral: true", nil},
 		{"persist.hub.api.0", "Sy-Cmd: delete\nSy-Stream: s\nSy-Seqs: 1,2,3", nil},
 		{"persist.hub.api.0", "Sy-Cmd: delete\nSy-Stream: s\nSy-Up-To: 7", nil},
@@ -68,6 +70,9 @@ func FuzzDecodeRequest(f *testing.F) {
 				t.Fatalf("decode error %v (%T) is not bad-request or too-large", err, err)
 			}
 			return
+		}
+		if !r.deadline.IsZero() && r.deadline.UnixMilli() < 0 {
+			t.Fatalf("accepted a deadline before 1970: %v", r.deadline)
 		}
 		if r.cmd == "" || persist.ValidStreamName(r.stream) != nil || persist.ValidKey(r.key) != nil {
 			t.Fatalf("accepted request without a valid command, stream or key: %+v", r)

@@ -2,8 +2,10 @@ package server
 
 import (
 	"errors"
+	"math"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
@@ -20,6 +22,9 @@ type request struct {
 	stream    string
 	cmd       string
 	ephemeral bool
+	// deadline is Sy-Deadline: when the caller stops waiting for the
+	// answer. Zero means none (the header was absent).
+	deadline time.Time
 
 	// set / setMany
 	ops []store.WriteOp
@@ -39,6 +44,12 @@ type request struct {
 
 	// config: nil = read
 	configPatch []byte
+}
+
+// gaveUp reports whether the caller stopped waiting for req by now: its
+// deadline is at or before now, to the millisecond.
+func (r *request) gaveUp(now time.Time) bool {
+	return !r.deadline.IsZero() && !now.Before(r.deadline)
 }
 
 // isWrite reports whether req can share a group-commit transaction.
@@ -63,6 +74,9 @@ func decodeRequest(m *nats.Msg) (*request, error) {
 	}
 	var err error
 	if r.ephemeral, err = boolHeader(h, persist.HdrEphemeral); err != nil {
+		return nil, err
+	}
+	if r.deadline, err = deadlineHeader(h); err != nil {
 		return nil, err
 	}
 	switch r.cmd {
@@ -258,6 +272,19 @@ func uintHeader(h nats.Header, name string) (uint64, bool, error) {
 		return 0, false, persist.Errorf(persist.CodeBadRequest, "%s: %q is not an unsigned integer", name, v)
 	}
 	return n, true, nil
+}
+
+// deadlineHeader parses the optional Sy-Deadline, unix milliseconds. Zero
+// means the header was absent.
+func deadlineHeader(h nats.Header) (time.Time, error) {
+	ms, has, err := uintHeader(h, persist.HdrDeadline)
+	if err != nil || !has {
+		return time.Time{}, err
+	}
+	if ms > math.MaxInt64 {
+		return time.Time{}, persist.Errorf(persist.CodeBadRequest, "%s: %d is past the largest unix millisecond", persist.HdrDeadline, ms)
+	}
+	return time.UnixMilli(int64(ms)), nil
 }
 
 // boolHeader parses an optional "true"/"false" header.

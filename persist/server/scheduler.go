@@ -119,7 +119,7 @@ func inlineable(j *job) bool {
 func (s *Server) serveInline(h *handle, j *job) {
 	defer s.wg.Done()
 	jobs := [1]*job{j}
-	later := s.serve(h, jobs[:])
+	later := s.apply(h, jobs[:])
 	s.doneServing(h)
 	s.answerWrites(later)
 }
@@ -152,12 +152,125 @@ func (s *Server) worker() {
 		h.queue = spare[:0]
 		s.mu.Unlock()
 
-		later := s.serve(h, jobs)
+		later := s.apply(h, jobs)
 		s.doneServing(h)
 		s.answerWrites(later)
 		clear(jobs)
 		spare = jobs
 	}
+}
+
+// apply serves jobs on h as serve does, in runs, checking each request just
+// before its run is applied (admit): a run is one group commit's writes,
+// consecutive reads, or one delete or config change. The check then sees
+// the clock and the placement of the moment the request takes effect, not
+// of its arrival: a stream's queue can hold a request for long (a slow
+// commit ahead of it, a paused process). Reads in one run are checked
+// together, which only lets a read answer a caller who has just left.
+// Like serve, it returns the last run's write answers unsent.
+func (s *Server) apply(h *handle, jobs []*job) (later writeAnswers) {
+	for len(jobs) > 0 {
+		n := s.runLen(jobs)
+		run := s.admit(h, jobs[:n])
+		jobs = jobs[n:]
+		if len(run) == 0 {
+			continue
+		}
+		// The previous run is committed: its callers hear of it before
+		// the next run is applied, as within serve.
+		s.answerWrites(later)
+		later = s.serve(h, run)
+	}
+	return later
+}
+
+// Kinds of job, for runLen.
+const (
+	runRead   = iota // a read, or the server's own expiry or backup
+	runWrite         // set or setMany: shares a group commit
+	runChange        // delete or a config change: a run of its own
+)
+
+func jobRun(j *job) int {
+	switch {
+	case j.req == nil:
+		return runRead
+	case j.req.isWrite():
+		return runWrite
+	case j.req.cmd == persist.CmdDelete, j.req.cmd == persist.CmdConfig && j.req.configPatch != nil:
+		return runChange
+	}
+	return runRead
+}
+
+// runLen is how many jobs from the first form one run: consecutive writes
+// up to one group commit (serve's MaxCommitOps rule), consecutive reads, or
+// a single change.
+func (s *Server) runLen(jobs []*job) int {
+	kind := jobRun(jobs[0])
+	switch kind {
+	case runChange:
+		return 1
+	case runWrite:
+		n, ops := 1, len(jobs[0].req.ops)
+		for n < len(jobs) && jobRun(jobs[n]) == runWrite && ops+len(jobs[n].req.ops) <= s.cfg.MaxCommitOps {
+			ops += len(jobs[n].req.ops)
+			n++
+		}
+		return n
+	}
+	n := 1
+	for n < len(jobs) && jobRun(jobs[n]) == runRead {
+		n++
+	}
+	return n
+}
+
+// admit returns the jobs of run that may be applied now, reusing run's
+// array, and disposes of the others:
+//   - A request whose Sy-Deadline has passed is dropped unanswered and
+//     counted (DeadlineDropped): its caller gave up and may have retried at
+//     another server, so applying it could overwrite a newer write made
+//     since. The deadline is the caller's clock and the check is this
+//     server's, with no margin: where the server's clock is ahead, a
+//     request is dropped while its caller still waits for it, which costs
+//     the caller a timeout and a retry; where it is behind, a request may
+//     be applied up to the skew after its caller gave up. Clocks kept by
+//     NTP differ by milliseconds, and a margin would only trade one for
+//     the other.
+//   - A request for a scope placement no longer gives this server is
+//     answered wrong-owner, so the caller asks the balancer again.
+//
+// The server's own jobs (expiry, backup) always pass.
+func (s *Server) admit(h *handle, run []*job) []*job {
+	now := time.Now
+	if s.now != nil {
+		now = s.now
+	}
+	t := now()
+	owner := "" // asked once per run, for its first request
+	kept := run[:0]
+	for _, j := range run {
+		if j.req == nil {
+			kept = append(kept, j)
+			continue
+		}
+		if j.req.gaveUp(t) {
+			s.deadlineDropped.Add(1)
+			s.log.Debug("persist: request past its deadline dropped", "scope", h.key.scope, "stream", h.key.name, "cmd", j.req.cmd, "late", t.Sub(j.req.deadline))
+			continue
+		}
+		if owner == "" {
+			owner = s.cfg.Placement(s.cfg.IDs, h.key.scope)
+		}
+		if owner != s.cfg.ID {
+			s.replyError(j.msg, persist.Errorf(persist.CodeWrongOwner, "scope %q belongs to server %s, not %s", h.key.scope, owner, s.cfg.ID))
+			s.served(j)
+			continue
+		}
+		kept = append(kept, j)
+	}
+	return kept
 }
 
 // doneServing hands h back after a worker or serveInline served it: to the

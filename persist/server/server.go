@@ -55,6 +55,11 @@ type Config struct {
 	// IDs lists every member id, in the same order everywhere. Required.
 	IDs []string
 	// Placement maps a scope to its owner. Nil means placement.Rendezvous.
+	// The server asks it when a request arrives and again just before the
+	// request is applied (a request may wait in its stream's queue), so a
+	// Placement whose answer changes at run time (one that reads a member
+	// list kept up to date) turns away, wrong-owner, requests queued
+	// before the scope moved. It must be safe for concurrent use.
 	Placement placement.Func
 	// Service is the first subject token. Empty means bus.DefaultService.
 	Service string
@@ -207,6 +212,9 @@ type Server struct {
 	// beforeWrite, if set (tests only), runs before each group commit with
 	// the number of messages in it.
 	beforeWrite func(n int)
+	// now, if set (tests only), is the clock requests' deadlines are
+	// checked against (admit); nil means time.Now.
+	now func() time.Time
 }
 
 // handleKey names a stream: ephemeral streams are kept apart from the
@@ -394,7 +402,9 @@ func (s *Server) closeStreams() error {
 }
 
 // onMsg is the subscription handler. nats.go calls it serially, so it only
-// decodes, checks ownership and queues; storage work happens in workers.
+// decodes, checks ownership and queues; storage work happens in workers,
+// which check ownership again, and the request's deadline, just before
+// applying it (admit).
 func (s *Server) onMsg(m *nats.Msg) {
 	// The requester picks the reply subject, and allow_responses lets this
 	// server publish there whatever its own permissions: anywhere but an

@@ -44,8 +44,12 @@ type Stats struct {
 	// ReplyRefused counts the requests dropped unanswered because their
 	// reply subject was missing or not an inbox (bus.IsInbox).
 	ReplyRefused uint64
-	OpenStreams  int   // streams in the server's cache (open or being opened)
-	OpenBytes    int64 // bytes stored in the open streams (Inventory.Bytes summed)
+	// DeadlineDropped counts the requests dropped unanswered, not applied,
+	// because their Sy-Deadline had passed when their turn came: the
+	// caller had stopped waiting (and may have retried elsewhere).
+	DeadlineDropped uint64
+	OpenStreams     int   // streams in the server's cache (open or being opened)
+	OpenBytes       int64 // bytes stored in the open streams (Inventory.Bytes summed)
 }
 
 // Stats returns a snapshot of the counters. It is safe to call at any time.
@@ -54,15 +58,16 @@ func (s *Server) Stats() Stats {
 	open := len(s.handles)
 	s.mu.Unlock()
 	return Stats{
-		Commits:        s.commits.Load(),
-		CommitFailures: s.commitFails.Load(),
-		FeedPublished:  s.feed.published.Load(),
-		FeedFailed:     s.feed.failed.Load(),
-		Dedup:          s.dedup.Load(),
-		Expired:        s.expired.Load(),
-		ReplyRefused:   s.replyRefused.Load(),
-		OpenStreams:    open,
-		OpenBytes:      s.openBytes.Load(),
+		Commits:         s.commits.Load(),
+		CommitFailures:  s.commitFails.Load(),
+		FeedPublished:   s.feed.published.Load(),
+		FeedFailed:      s.feed.failed.Load(),
+		Dedup:           s.dedup.Load(),
+		Expired:         s.expired.Load(),
+		ReplyRefused:    s.replyRefused.Load(),
+		DeadlineDropped: s.deadlineDropped.Load(),
+		OpenStreams:     open,
+		OpenBytes:       s.openBytes.Load(),
 	}
 }
 
@@ -100,6 +105,8 @@ type serverStats struct {
 	openBytes   atomic.Int64
 	// replyRefused counts requests dropped for their reply subject (onMsg).
 	replyRefused atomic.Uint64
+	// deadlineDropped counts requests dropped for their deadline (admit).
+	deadlineDropped atomic.Uint64
 	// writeFailure is set by a failed commit and cleared by a good one.
 	writeFailure atomic.Pointer[writeFailure]
 }

@@ -158,6 +158,17 @@ func TestPersistMetrics(t *testing.T) {
 	if err := nc.PublishMsg(aimed); err != nil {
 		t.Fatal(err)
 	}
+	// A request whose caller gave up long ago is dropped when its turn
+	// comes.
+	late := nats.NewMsg("persist.hub.api.0")
+	late.Reply = nats.NewInbox()
+	late.Header.Set(persist.HdrCmd, persist.CmdGet)
+	late.Header.Set(persist.HdrStream, "demo")
+	late.Header.Set(persist.HdrSeq, "1")
+	late.Header.Set(persist.HdrDeadline, "1")
+	if err := nc.PublishMsg(late); err != nil {
+		t.Fatal(err)
+	}
 	m := nats.NewMsg("persist.hub.api.0")
 	m.Header.Set(persist.HdrCmd, "no-such-command")
 	m.Header.Set(persist.HdrStream, "demo")
@@ -173,7 +184,8 @@ func TestPersistMetrics(t *testing.T) {
 		fams = gather(t, r)
 		sets, _ := lookup(fams, "switchyard_persist_request_duration_seconds", "cmd", "set")
 		bad, _ := lookup(fams, "switchyard_persist_requests_total", "cmd", "other", "code", "bad-request")
-		return sets >= 3 && bad >= 1, fmt.Sprintf("set samples %v, bad-request %v", sets, bad)
+		dropped, _ := lookup(fams, "switchyard_persist_deadline_dropped_total", "server", "0")
+		return sets >= 3 && bad >= 1 && dropped >= 1, fmt.Sprintf("set samples %v, bad-request %v, deadline dropped %v", sets, bad, dropped)
 	})
 	if got := value(t, fams, "switchyard_persist_requests_total", "server", "0", "cmd", "set", "code", "ok"); got != 3 {
 		t.Errorf("set ok = %v, want 3", got)
@@ -205,6 +217,9 @@ func TestPersistMetrics(t *testing.T) {
 	}
 	if got := value(t, fams, "switchyard_persist_reply_refused_total", "server", "0"); got != 1 {
 		t.Errorf("reply refused = %v, want 1", got)
+	}
+	if got := value(t, fams, "switchyard_persist_deadline_dropped_total", "server", "0"); got != 1 {
+		t.Errorf("deadline dropped = %v, want 1", got)
 	}
 	if got := value(t, fams, "switchyard_persist_ready", "server", "0"); got != 1 {
 		t.Errorf("ready = %v, want 1", got)

@@ -62,10 +62,11 @@ var (
 	persistDedup         = desc("persist_dedup_hits_total", "Writes answered from the msgID de-duplication window (nothing written).", "server")
 	persistExpired       = desc("persist_expired_messages_total", "Messages removed by the expiry timer (TTL, max_age) and by tightened limits.", "server")
 	persistReplyRefused  = desc("persist_reply_refused_total", "Requests dropped unanswered: their reply subject was missing or not an inbox.", "server")
+	persistDeadline      = desc("persist_deadline_dropped_total", "Requests dropped unanswered and unapplied: their Sy-Deadline had passed when their turn came.", "server")
 	persistOpenStreams   = desc("persist_open_streams", "Streams in the server's cache of open streams.", "server")
 	persistOpenBytes     = desc("persist_open_stream_bytes", "Bytes stored in the open streams.", "server")
 	persistReady         = desc("persist_ready", "1 while the server serves, its NATS connection is up and its last commit succeeded.", "server")
-	persistCollectorDesc = []*prometheus.Desc{persistCommits, persistCommitFails, persistFeed, persistFeedFails, persistDedup, persistExpired, persistReplyRefused, persistOpenStreams, persistOpenBytes, persistReady}
+	persistCollectorDesc = []*prometheus.Desc{persistCommits, persistCommitFails, persistFeed, persistFeedFails, persistDedup, persistExpired, persistReplyRefused, persistDeadline, persistOpenStreams, persistOpenBytes, persistReady}
 )
 
 func newPersistCollector() *persistCollector {
@@ -125,6 +126,7 @@ func (c *persistCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(ch, persistDedup, float64(st.Dedup), s.id)
 		counter(ch, persistExpired, float64(st.Expired), s.id)
 		counter(ch, persistReplyRefused, float64(st.ReplyRefused), s.id)
+		counter(ch, persistDeadline, float64(st.DeadlineDropped), s.id)
 		gauge(ch, persistOpenStreams, float64(st.OpenStreams), s.id)
 		gauge(ch, persistOpenBytes, float64(st.OpenBytes), s.id)
 		ready := 0.0

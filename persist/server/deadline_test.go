@@ -1,0 +1,134 @@
+package server
+
+import (
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/switchyard-dev/switchyard/internal/testwait"
+	"github.com/switchyard-dev/switchyard/persist"
+)
+
+// deadline is t as a Sy-Deadline header.
+func deadline(t time.Time) map[string]string {
+	return map[string]string{persist.HdrDeadline: strconv.FormatInt(t.UnixMilli(), 10)}
+}
+
+// withHeaders is hdr with more headers added.
+func withHeaders(hdr map[string]string, more map[string]string) map[string]string {
+	for k, v := range more {
+		hdr[k] = v
+	}
+	return hdr
+}
+
+// TestDeadlinePassedNotApplied: a request whose Sy-Deadline has passed when
+// its turn comes is neither applied nor answered, and is counted; one
+// whose deadline is ahead, or that has none, is served. A Sy-Deadline that
+// does not parse is bad-request.
+func TestDeadlinePassedNotApplied(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	h.set("s", "first", nil) // the stream is open: a lone request may be served on arrival
+	p := h.pending()
+	past := time.Now().Add(-time.Second)
+	p.publish(0, h.msg(persist.CmdSet, "s", withHeaders(deadline(past), map[string]string{persist.HdrKey: "k"}), []byte("late")))
+	p.publish(1, h.msg(persist.CmdSet, "s", map[string]string{persist.HdrKey: "e", persist.HdrDeadline: "0"}, []byte("epoch")))
+	p.publish(2, h.msg(persist.CmdDelete, "s", withHeaders(deadline(past), map[string]string{persist.HdrAll: "true"}), nil))
+	p.publish(3, h.msg(persist.CmdGet, "s", withHeaders(deadline(past), map[string]string{persist.HdrSeq: "1"}), nil))
+	p.publish(4, h.msg(persist.CmdSet, "s", withHeaders(deadline(time.Now().Add(time.Hour)), map[string]string{persist.HdrKey: "on-time"}), []byte("v")))
+	// Answers on one stream come in request order, so the first answer
+	// here is the first request that was served.
+	if i, r := p.next(); i != 4 {
+		t.Fatalf("first answer is to request %d (%s %s), want 4: the requests past their deadline were served", i, r.Header.Get(persist.HdrError), r.Data)
+	} else {
+		wantSeq(t, i, r, 2)
+	}
+	wantCode(t, h.req(persist.CmdGet, "s", map[string]string{persist.HdrKey: "k"}, nil), persist.CodeNotFound)
+	wantCode(t, h.req(persist.CmdGet, "s", map[string]string{persist.HdrKey: "e"}, nil), persist.CodeNotFound)
+	if r := h.req(persist.CmdGet, "s", map[string]string{persist.HdrSeq: "1"}, nil); string(r.Data) != "first" {
+		t.Errorf("seq 1 after a delete past its deadline: %q %s", r.Data, r.Header.Get(persist.HdrError))
+	}
+	if got := h.srv.Stats().DeadlineDropped; got != 4 {
+		t.Errorf("DeadlineDropped = %d, want 4", got)
+	}
+
+	for _, bad := range []string{"soon", "-1", "1.5", "18446744073709551615", "99999999999999999999"} {
+		wantCode(t, h.req(persist.CmdGet, "s", map[string]string{persist.HdrSeq: "1", persist.HdrDeadline: bad}, nil), persist.CodeBadRequest)
+	}
+}
+
+// TestDeadlinePassesWhileQueued: requests that wait on their stream behind
+// a slow commit are checked against their deadline when their turn comes,
+// not on arrival: a write, a delete and a read whose deadline passes while
+// they wait are dropped, and the request after them is served.
+func TestDeadlinePassesWhileQueued(t *testing.T) {
+	t.Parallel()
+	g := newGate()
+	var skew atomic.Int64 // added to the server's clock
+	h := newHarnessHook(t, nil, func(s *Server) {
+		g.hook(s)
+		s.now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+	})
+	t.Cleanup(g.open)
+	p := h.pending()
+	p.set(0, "q", "first")
+	testwait.For(t, "the first commit to be held", g.held.Load)
+	soon := time.Now().Add(time.Hour)
+	p.publish(1, h.msg(persist.CmdSet, "q", withHeaders(deadline(soon), map[string]string{persist.HdrKey: "k"}), []byte("late")))
+	p.publish(2, h.msg(persist.CmdDelete, "q", withHeaders(deadline(soon), map[string]string{persist.HdrAll: "true"}), nil))
+	p.publish(3, h.msg(persist.CmdKeys, "q", deadline(soon), nil))
+	testwait.For(t, "three requests queued behind the held commit", func() bool { return h.queued("q") == 3 })
+	skew.Store(int64(2 * time.Hour)) // their callers gave up while they waited
+	p.publish(4, h.msg(persist.CmdGet, "q", map[string]string{persist.HdrSeq: "1"}, nil))
+	g.open()
+	if i, r := p.next(); i != 0 {
+		t.Fatalf("first answer is to request %d, want 0", i)
+	} else {
+		wantSeq(t, i, r, 1)
+	}
+	if i, r := p.next(); i != 4 || string(r.Data) != "first" {
+		t.Fatalf("next answer is to request %d (%q %s), want 4 with seq 1: the requests past their deadline were served", i, r.Data, r.Header.Get(persist.HdrError))
+	}
+	wantCode(t, h.req(persist.CmdGet, "q", map[string]string{persist.HdrKey: "k"}, nil), persist.CodeNotFound)
+	if got := h.srv.Stats().DeadlineDropped; got != 3 {
+		t.Errorf("DeadlineDropped = %d, want 3", got)
+	}
+}
+
+// TestOwnershipCheckedAtApply: a request queued while placement moves its
+// scope to another server is answered wrong-owner when its turn comes, not
+// applied.
+func TestOwnershipCheckedAtApply(t *testing.T) {
+	t.Parallel()
+	g := newGate()
+	var owner atomic.Value // the member placement names for every scope
+	owner.Store("0")
+	h := newHarnessHook(t, func(c *Config) {
+		c.IDs = []string{"0", "1"}
+		c.Placement = func([]string, string) string { return owner.Load().(string) }
+	}, g.hook)
+	t.Cleanup(g.open)
+	p := h.pending()
+	p.set(0, "q", "first")
+	testwait.For(t, "the first commit to be held", g.held.Load)
+	p.publish(1, h.msg(persist.CmdSet, "q", map[string]string{persist.HdrKey: "k"}, []byte("moved")))
+	p.publish(2, h.msg(persist.CmdGet, "q", map[string]string{persist.HdrSeq: "1"}, nil))
+	testwait.For(t, "two requests queued behind the held commit", func() bool { return h.queued("q") == 2 })
+	owner.Store("1")
+	g.open()
+	if i, r := p.next(); i != 0 {
+		t.Fatalf("first answer is to request %d, want 0", i)
+	} else {
+		wantSeq(t, i, r, 1)
+	}
+	for want := 1; want <= 2; want++ {
+		i, r := p.next()
+		if i != want || persist.Code(r.Header.Get(persist.HdrError)) != persist.CodeWrongOwner {
+			t.Fatalf("answer to request %d: %q %q; want request %d answered wrong-owner", i, r.Header.Get(persist.HdrError), r.Data, want)
+		}
+	}
+	owner.Store("0")
+	wantCode(t, h.req(persist.CmdGet, "q", map[string]string{persist.HdrKey: "k"}, nil), persist.CodeNotFound)
+}
