@@ -41,7 +41,9 @@ type ClientConfig struct {
 	// Service is the first subject token. Zero means bus.DefaultService.
 	Service string
 	// Timeout bounds one attempt of one request when the caller's context has
-	// no earlier deadline. Zero means ClientTimeoutDefault.
+	// no earlier deadline. The attempt's end travels with it (Sy-Deadline):
+	// a server that reaches the request only later drops it unapplied.
+	// Zero means ClientTimeoutDefault.
 	Timeout time.Duration
 	// Attempts is the number of tries for a request that met wrong-owner, no
 	// responders or (when safe to repeat) a timeout. Zero means ClientAttemptsDefault.
@@ -182,11 +184,32 @@ func (c *Client) forget(scope, id string) {
 	c.mu.Unlock()
 }
 
+// attemptContext bounds one attempt: by Timeout, or ctx's deadline when
+// that is earlier. Its deadline is always set.
 func (c *Client) attemptContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	if d, ok := ctx.Deadline(); ok && time.Until(d) < c.cfg.Timeout {
 		return context.WithCancel(ctx)
 	}
 	return context.WithTimeout(ctx, c.cfg.Timeout)
+}
+
+// attemptDeadline is when an attempt starting now under ctx gives up, as
+// attemptContext would bound it.
+func (c *Client) attemptDeadline(ctx context.Context) time.Time {
+	d := time.Now().Add(c.cfg.Timeout)
+	if cd, ok := ctx.Deadline(); ok && cd.Before(d) {
+		return cd
+	}
+	return d
+}
+
+// setDeadline puts d on m as Sy-Deadline, so that a server whose queue held
+// m past the moment this attempt gives up drops it instead of applying it:
+// the retry of the next attempt may be applied elsewhere meanwhile. The
+// value is truncated to the millisecond, which can only make it earlier
+// than d, never let a server apply m after the client stopped waiting.
+func setDeadline(m *nats.Msg, d time.Time) {
+	m.Header.Set(HdrDeadline, strconv.FormatInt(d.UnixMilli(), 10))
 }
 
 // retryable says whether err means "ask the balancer again and retry":
@@ -208,6 +231,10 @@ func (c *Client) call(ctx context.Context, scope string, msg *nats.Msg, idempote
 	if err := checkNames(msg.Header); err != nil {
 		return nil, err
 	}
+	// Every attempt carries its own deadline; this one is a stand-in of the
+	// same length (13 digits until the year 2286), so that checkPayload
+	// counts the header.
+	setDeadline(msg, c.attemptDeadline(ctx))
 	if err := c.checkPayload(msg); err != nil {
 		return nil, err
 	}
@@ -215,6 +242,8 @@ func (c *Client) call(ctx context.Context, scope string, msg *nats.Msg, idempote
 	err := c.retry(ctx, scope, func(id string) (bool, error) {
 		msg.Subject = bus.APISubject(c.cfg.Service, scope, id)
 		actx, cancel := c.attemptContext(ctx)
+		d, _ := actx.Deadline()
+		setDeadline(msg, d)
 		r, err := bus.Request(actx, c.cfg.Conn, msg)
 		cancel()
 		if errors.Is(err, nats.ErrMaxPayload) {
@@ -662,6 +691,9 @@ func (s *Stream) scanOnce(ctx context.Context, id string, r Range, fn func(*Mess
 	if r.Limit > 0 {
 		m.Header.Set(HdrLimit, strconv.Itoa(r.Limit))
 	}
+	// The server must start the answer before the first chunk's wait
+	// (below, a moment later) gives up.
+	setDeadline(m, s.c.attemptDeadline(ctx))
 	// A publish the NATS server refuses would otherwise wait out the timeout.
 	gctx, unguard := bus.Guard(ctx, nc, m.Subject)
 	defer unguard()
