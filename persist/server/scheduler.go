@@ -191,6 +191,7 @@ const (
 	runChange        // delete or a config change: a run of its own
 )
 
+// jobRun is the kind of run j belongs to.
 func jobRun(j *job) int {
 	switch {
 	case j.req == nil:
