@@ -85,11 +85,7 @@ func TestWatchChaos(t *testing.T) {
 	// proxy the test cuts.
 	wnc := testnats.Conn(t, e)
 	proxy := startCutProxy(t, e.ClientURL())
-	pnc, err := nats.Connect(proxy.url(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond), nats.IgnoreDiscoveredServers())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pnc.Close)
+	pnc := proxy.conn(t)
 	shared, err := persist.NewClient(persist.ClientConfig{Conn: wnc})
 	if err != nil {
 		t.Fatal(err)
@@ -255,6 +251,18 @@ func startCutProxy(t *testing.T, targetURL string) *cutProxy {
 }
 
 func (p *cutProxy) url() string { return "nats://" + p.ln.Addr().String() }
+
+// conn connects to NATS through the proxy, reconnecting at once after a
+// cut; it is closed when the test ends.
+func (p *cutProxy) conn(t *testing.T) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(p.url(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond), nats.IgnoreDiscoveredServers())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
 
 func (p *cutProxy) accept() {
 	defer p.wg.Done()
