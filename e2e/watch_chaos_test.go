@@ -229,6 +229,7 @@ type cutProxy struct {
 	target string
 	mu     sync.Mutex
 	conns  []net.Conn
+	down   bool // connections are refused (see Down)
 	wg     sync.WaitGroup
 }
 
@@ -271,12 +272,25 @@ func (p *cutProxy) accept() {
 		if err != nil {
 			return
 		}
+		p.mu.Lock()
+		down := p.down
+		p.mu.Unlock()
+		if down {
+			_ = c.Close()
+			continue
+		}
 		up, err := net.Dial("tcp", p.target)
 		if err != nil {
 			_ = c.Close()
 			continue
 		}
 		p.mu.Lock()
+		if p.down {
+			p.mu.Unlock()
+			_ = c.Close()
+			_ = up.Close()
+			continue
+		}
 		p.conns = append(p.conns, c, up)
 		p.mu.Unlock()
 		p.wg.Add(2)
@@ -290,6 +304,22 @@ func (p *cutProxy) pipe(dst, src net.Conn) {
 	_, _ = io.Copy(dst, src)
 	_ = dst.Close()
 	_ = src.Close()
+}
+
+// Down cuts every connection and refuses new ones until Up, as a network
+// that stays down would.
+func (p *cutProxy) Down() {
+	p.mu.Lock()
+	p.down = true
+	p.mu.Unlock()
+	p.cut()
+}
+
+// Up accepts connections again after Down.
+func (p *cutProxy) Up() {
+	p.mu.Lock()
+	p.down = false
+	p.mu.Unlock()
 }
 
 // cut closes every connection open now.
