@@ -16,6 +16,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
+	"github.com/switchyard-dev/switchyard/bus/embedded"
 	"github.com/switchyard-dev/switchyard/internal/testnats"
 	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/persist"
@@ -184,8 +185,8 @@ var linModel = porcupine.NondeterministicModel{
 	},
 }
 
-// linClient is one client of TestLinearizableKV: its own NATS connection,
-// its own history, and what it last saw of each key (to aim its CAS).
+// linClient is one client of a linRun: its own NATS connection, its own
+// history, and what it last saw of each key (to aim its CAS).
 type linClient struct {
 	id   int
 	kv   *persist.KV
@@ -195,12 +196,10 @@ type linClient struct {
 	n    int // writes so far, for unique values
 }
 
-// do runs one random operation and records it. Call and return times are
-// nanoseconds since start; an unknown outcome's return time is set to the
-// end of the history later.
-func (c *linClient) do(ctx context.Context, start time.Time, keys []string) {
-	key := keys[c.rng.IntN(len(keys))]
-	in := linInput{Key: key}
+// random picks one operation on keys: its input, and whether a write
+// carries a msgID.
+func (c *linClient) random(keys []string) (in linInput, msgID bool) {
+	in.Key = keys[c.rng.IntN(len(keys))]
 	switch r := c.rng.IntN(10); {
 	case r < 4:
 		in.Op = linGet
@@ -211,20 +210,44 @@ func (c *linClient) do(ctx context.Context, start time.Time, keys []string) {
 	default:
 		in.Op = linDelete
 	}
-	var opts persist.SetOptions
 	if in.Op == linSet || in.Op == linCAS {
-		c.n++
-		in.Value = fmt.Sprintf("c%d-%d", c.id, c.n)
-		if c.rng.IntN(2) == 0 {
-			// Half the writes carry a msgID, which makes them retried after a
-			// timeout; the others fail at the first timeout.
-			opts.MsgID = in.Value
-		}
+		in.Value = c.value()
+		// Half the writes carry a msgID, which makes them retried after a
+		// timeout; the others fail at the first timeout.
+		msgID = c.rng.IntN(2) == 0
 	}
 	if in.Op == linCAS {
-		if s := c.seen[key]; s.Exists && c.rng.IntN(4) != 0 {
+		if s := c.seen[in.Key]; s.Exists && c.rng.IntN(4) != 0 {
 			in.Prev, in.PrevValue = s.Seq, s.Value
 		}
+	}
+	return in, msgID
+}
+
+// value is a value no other write of the run has.
+func (c *linClient) value() string {
+	c.n++
+	return fmt.Sprintf("c%d-%d", c.id, c.n)
+}
+
+// do runs one random operation and records it.
+func (c *linClient) do(ctx context.Context, start time.Time, keys []string) {
+	in, msgID := c.random(keys)
+	c.run(ctx, start, in, msgID)
+}
+
+// run runs in (a write with in.Value as its msgID when msgID is set) and
+// records it, unless it is a get that got no answer, which did nothing;
+// it returns what the client heard and whether it was recorded. Call and
+// return times are nanoseconds since start; an unknown outcome's return
+// time is set to the end of the history later.
+func (c *linClient) run(ctx context.Context, start time.Time, in linInput, msgID bool) (linOutput, bool) {
+	key := in.Key
+	var opts persist.SetOptions
+	if msgID {
+		opts.MsgID = in.Value
+	}
+	if in.Op == linCAS {
 		prev := in.Prev
 		opts.PrevSeq = &prev
 	}
@@ -241,7 +264,7 @@ func (c *linClient) do(ctx context.Context, start time.Time, keys []string) {
 		case errors.Is(err, persist.ErrNotFound):
 			err = nil
 		default:
-			return // a read without an answer did nothing: not recorded
+			return linOutput{Unknown: true}, false // a read without an answer did nothing: not recorded
 		}
 	case linSet, linCAS:
 		var res persist.SetResult
@@ -272,6 +295,160 @@ func (c *linClient) do(ctx context.Context, start time.Time, keys []string) {
 		c.seen[key] = linState{}
 	}
 	c.ops = append(c.ops, porcupine.Operation{ClientId: c.id, Input: in, Call: call, Output: out, Return: ret})
+	return out, true
+}
+
+// linKV is the KV stream name of scope for one client of a linRun: its own
+// NATS connection to e, and a persist client whose attempts time out after
+// timeout. Attempts covers a restart or a move for the operations that
+// may be retried.
+func linKV(t *testing.T, e *embedded.Server, scope string, timeout time.Duration) *persist.KV {
+	t.Helper()
+	pc, err := persist.NewClient(persist.ClientConfig{Conn: testnats.Conn(t, e), Timeout: timeout, Attempts: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pc.KV(scope, "kv")
+}
+
+// linRun is a group of linClients doing random operations on the same keys
+// until Stop, and any scripted clients a test adds (Client): the history
+// of all of them is checked together (Check).
+type linRun struct {
+	t     *testing.T
+	ctx   context.Context
+	start time.Time
+	keys  []string
+	cs    []*linClient // random clients, then scripted ones
+
+	random int          // the first random clients of cs
+	done   atomic.Bool  // the random clients stop after their current operation
+	count  atomic.Int64 // operations the random clients finished
+	gate   sync.RWMutex // each operation holds it shared; Hold takes it whole
+	wg     sync.WaitGroup
+}
+
+// startLinRun starts n random clients on keys, client i on the KV kv(i)
+// returns. ctx bounds the whole run.
+func startLinRun(t *testing.T, ctx context.Context, n int, keys []string, kv func(i int) *persist.KV) *linRun {
+	t.Helper()
+	r := &linRun{t: t, ctx: ctx, start: time.Now(), keys: keys, random: n}
+	for i := range n {
+		seed := rand.Uint64()
+		t.Logf("client %d: seed %d", i, seed)
+		c := &linClient{id: i, kv: kv(i), rng: rand.New(rand.NewPCG(seed, uint64(i))), seen: map[string]linState{}}
+		r.cs = append(r.cs, c)
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			for !r.done.Load() && ctx.Err() == nil {
+				r.gate.RLock()
+				c.do(ctx, r.start, keys)
+				r.gate.RUnlock()
+				r.count.Add(1)
+			}
+		}()
+	}
+	return r
+}
+
+// Client adds a client the test drives itself (with linClient.run, on
+// r.start's clock) on kv; its operations join the history.
+func (r *linRun) Client(kv *persist.KV) *linClient {
+	c := &linClient{id: len(r.cs), kv: kv, rng: rand.New(rand.NewPCG(1, uint64(len(r.cs)))), seen: map[string]linState{}}
+	r.cs = append(r.cs, c)
+	return c
+}
+
+// Answered is the number of operations the random clients finished.
+func (r *linRun) Answered() int64 { return r.count.Load() }
+
+// WaitAnswered waits until the random clients finished n operations.
+func (r *linRun) WaitAnswered(n int64) {
+	r.t.Helper()
+	testwait.Until(r.t, fmt.Sprintf("%d operations answered", n), func() (bool, string) {
+		got := r.count.Load()
+		return got >= n, fmt.Sprintf("%d answered", got)
+	})
+}
+
+// Hold returns once no random client is in an operation; none starts
+// another until Release.
+func (r *linRun) Hold() { r.gate.Lock() }
+
+// Release lets the random clients go on after Hold.
+func (r *linRun) Release() { r.gate.Unlock() }
+
+// Stop ends the random clients after their current operation.
+func (r *linRun) Stop() {
+	r.t.Helper()
+	r.done.Store(true)
+	r.wg.Wait()
+	if r.ctx.Err() != nil {
+		r.t.Fatal("clients did not stop")
+	}
+}
+
+// History reads every key once more, after everything else, to pin the
+// end state (through kv), and returns every client's operations, those
+// with an unknown outcome pending to the end. It fails the test when some
+// kind of operation never got an answer: the run checked nothing about it.
+func (r *linRun) History(kv *persist.KV, events string) []porcupine.Operation {
+	r.t.Helper()
+	last := r.Client(kv)
+	for _, k := range r.keys {
+		for tries := 0; ; tries++ {
+			if tries == 10 {
+				r.t.Fatalf("final get of %s never answered", k)
+			}
+			if _, ok := last.run(r.ctx, r.start, linInput{Op: linGet, Key: k}, false); ok {
+				break
+			}
+		}
+	}
+	end := time.Since(r.start).Nanoseconds() + 1
+	var history []porcupine.Operation
+	perKind := map[linOpKind]int{}
+	unknown := 0
+	for _, c := range r.cs {
+		for _, op := range c.ops {
+			if op.Output.(linOutput).Unknown {
+				op.Return = end
+				unknown++
+			}
+			perKind[op.Input.(linInput).Op]++
+			history = append(history, op)
+		}
+	}
+	r.t.Logf("%d operations (%d get, %d set, %d cas, %d delete), %d with unknown outcome, %s, %v",
+		len(history), perKind[linGet], perKind[linSet], perKind[linCAS], perKind[linDelete], unknown, events, time.Since(r.start).Round(time.Millisecond))
+	for _, k := range []linOpKind{linGet, linSet, linCAS, linDelete} {
+		if perKind[k] == 0 {
+			r.t.Fatalf("no %s operation answered: the run checked nothing about it", k)
+		}
+	}
+	return history
+}
+
+// checkLinearizable fails t unless porcupine finds history linearizable
+// under linModel; an illegal history is drawn into the test's artifact
+// directory.
+func checkLinearizable(t *testing.T, history []porcupine.Operation) {
+	t.Helper()
+	checkStart := time.Now()
+	res, info := porcupine.CheckOperationsVerbose(linModel.ToModel(), history, 5*time.Minute)
+	t.Logf("check: %s in %v", res, time.Since(checkStart).Round(time.Millisecond))
+	switch res {
+	case porcupine.Ok:
+	case porcupine.Illegal:
+		path := filepath.Join(t.ArtifactDir(), "linearizability.html")
+		if err := porcupine.VisualizePath(linModel.ToModel(), info, path); err != nil {
+			t.Errorf("visualize: %v", err)
+		}
+		t.Fatalf("history is not linearizable; see %s (keep it with -artifacts)", path)
+	default:
+		t.Fatalf("the checker gave up (%s) before finding a linearization", res)
+	}
 }
 
 // TestLinearizableKV: concurrent clients do get, set, compare-and-set and
@@ -296,52 +473,27 @@ func TestLinearizableKV(t *testing.T) {
 	// are the ones that make a lost answer to an applied request, so they
 	// come more often.
 	events := max(7, int(*linDuration/(5*time.Second/2)))
+	// One second per attempt makes an answer lost to a kill time out soon.
 	const clientTimeout = time.Second
 	sp := startServeProc(t)
 
-	var (
-		done  atomic.Bool  // the clients stop after their current operation
-		count atomic.Int64 // operations answered, for pacing the kills
-		wg    sync.WaitGroup
-	)
-	// A generous bound: the clients stop on `done`; this only ends a run
+	// A generous bound: the clients stop on Stop; this only ends a run
 	// that hangs.
 	ctx, cancel := context.WithTimeout(context.Background(), *linDuration+2*time.Minute)
 	defer cancel()
-	start := time.Now()
-	cs := make([]*linClient, clients)
-	for i := range cs {
-		// Attempts covers a restart for the operations that may be
-		// retried; one second per attempt makes an answer lost to a kill
-		// time out soon.
-		pc, err := persist.NewClient(persist.ClientConfig{Conn: testnats.Conn(t, sp.NATS), Timeout: clientTimeout, Attempts: 10})
-		if err != nil {
-			t.Fatal(err)
-		}
-		seed := rand.Uint64()
-		t.Logf("client %d: seed %d", i, seed)
-		cs[i] = &linClient{id: i, kv: pc.KV("project-lin", "kv"), rng: rand.New(rand.NewPCG(seed, uint64(i))), seen: map[string]linState{}}
-		wg.Add(1)
-		go func(c *linClient) {
-			defer wg.Done()
-			for !done.Load() && ctx.Err() == nil {
-				c.do(ctx, start, keys)
-				count.Add(1)
-			}
-		}(cs[i])
-	}
+	run := startLinRun(t, ctx, clients, keys, func(int) *persist.KV { return linKV(t, sp.NATS, "project-lin", clientTimeout) })
 
 	// Kill or pause the server at even intervals over the run, each time
 	// once the clients got answers since the previous event.
 	every := *linDuration / time.Duration(events+1)
 	kills, pauses := 0, 0
 	for ev := range events {
-		at := count.Load() + 100
-		next := start.Add(every * time.Duration(ev+1))
+		at := run.Answered() + 100
+		next := run.start.Add(every * time.Duration(ev+1))
 		// The event is due at `next` and only once the server has served
 		// since the last one.
 		testwait.Until(t, fmt.Sprintf("chaos event %d due", ev), func() (bool, string) {
-			n := count.Load()
+			n := run.Answered()
 			return !time.Now().Before(next) && n >= at, fmt.Sprintf("%d of %d operations answered", n, at)
 		})
 		if ev%3 == 0 {
@@ -357,61 +509,9 @@ func TestLinearizableKV(t *testing.T) {
 		sp.Resume()
 		pauses++
 	}
-	pace(ctx, time.Until(start.Add(*linDuration))) // the rest of the run, after the last event
-	done.Store(true)
-	wg.Wait()
-	if ctx.Err() != nil {
-		t.Fatal("clients did not stop")
-	}
-
-	// One last read of every key, after everything else, pins the end state.
-	last := &linClient{id: clients, kv: cs[0].kv, rng: rand.New(rand.NewPCG(1, 2)), seen: map[string]linState{}}
-	for _, k := range keys {
-		before := len(last.ops)
-		for tries := 0; len(last.ops) == before; tries++ {
-			if tries == 10 {
-				t.Fatalf("final get of %s never answered", k)
-			}
-			last.do(ctx, start, []string{k})
-		}
-	}
-
-	end := time.Since(start).Nanoseconds() + 1
-	var history []porcupine.Operation
-	perKind := map[linOpKind]int{}
-	unknown := 0
-	for _, c := range append(cs, last) {
-		for _, op := range c.ops {
-			if op.Output.(linOutput).Unknown {
-				op.Return = end
-				unknown++
-			}
-			perKind[op.Input.(linInput).Op]++
-			history = append(history, op)
-		}
-	}
-	t.Logf("%d operations (%d get, %d set, %d cas, %d delete), %d with unknown outcome, %d kills, %d pauses, %v",
-		len(history), perKind[linGet], perKind[linSet], perKind[linCAS], perKind[linDelete], unknown, kills, pauses, time.Since(start).Round(time.Millisecond))
-	for _, k := range []linOpKind{linGet, linSet, linCAS, linDelete} {
-		if perKind[k] == 0 {
-			t.Fatalf("no %s operation answered: the run checked nothing about it", k)
-		}
-	}
-
-	checkStart := time.Now()
-	res, info := porcupine.CheckOperationsVerbose(linModel.ToModel(), history, 5*time.Minute)
-	t.Logf("check: %s in %v", res, time.Since(checkStart).Round(time.Millisecond))
-	switch res {
-	case porcupine.Ok:
-	case porcupine.Illegal:
-		path := filepath.Join(t.ArtifactDir(), "linearizability.html")
-		if err := porcupine.VisualizePath(linModel.ToModel(), info, path); err != nil {
-			t.Errorf("visualize: %v", err)
-		}
-		t.Fatalf("history is not linearizable; see %s (keep it with -artifacts)", path)
-	default:
-		t.Fatalf("the checker gave up (%s) before finding a linearization", res)
-	}
+	pace(ctx, time.Until(run.start.Add(*linDuration))) // the rest of the run, after the last event
+	run.Stop()
+	checkLinearizable(t, run.History(run.cs[0].kv, fmt.Sprintf("%d kills, %d pauses", kills, pauses)))
 }
 
 // TestLinModel checks the model on small hand-made histories, so that

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"os/exec"
+	"strings"
 	"testing"
 
 	"github.com/nats-io/nats.go"
@@ -13,31 +14,35 @@ import (
 	"github.com/switchyard-dev/switchyard/placement"
 )
 
-// serveProc is one `switchyard persist serve --id 0 --ids 0` child process
-// on an embedded NATS server with a balancer, for tests that kill and
-// restart the server.
+// serveProc is one `switchyard persist serve` child process on an embedded
+// NATS server, for tests that kill, pause and restart servers.
 type serveProc struct {
 	t    *testing.T
 	NATS *embedded.Server
-	Conn *nats.Conn // the test's own connection (the balancer runs on it)
+	Conn *nats.Conn // the test's own connection (startServeProc's balancer runs on it)
+	id   string
+	ids  []string
 	data string
 	cmd  *exec.Cmd // the running server process
 	kill func()
 }
 
-// startServeProc starts NATS, the balancer and the first server process.
+// startServeProc starts NATS, the balancer and one server process,
+// `persist serve --id 0 --ids 0`.
 func startServeProc(t *testing.T) *serveProc {
 	t.Helper()
 	e := testnats.Server(t, testnats.Options{})
-	p := &serveProc{t: t, NATS: e, Conn: testnats.Conn(t, e), data: t.TempDir()}
-	b, err := placement.NewBalancer(placement.BalancerConfig{Conn: p.Conn, IDs: []string{"0"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = b.Stop(context.Background()) })
+	nc := testnats.Conn(t, e)
+	startTestBalancer(t, nc, "0")
+	return startServer(t, e, nc, t.TempDir(), "0", "0")
+}
+
+// startServer starts `persist serve --id id --ids ids... --data data` on
+// e; conn is the test's connection, kept as Conn. Servers given one data
+// directory share its files. The process is killed when the test ends.
+func startServer(t *testing.T, e *embedded.Server, conn *nats.Conn, data, id string, ids ...string) *serveProc {
+	t.Helper()
+	p := &serveProc{t: t, NATS: e, Conn: conn, id: id, ids: ids, data: data}
 	p.start()
 	t.Cleanup(func() { p.kill() })
 	return p
@@ -45,7 +50,7 @@ func startServeProc(t *testing.T) *serveProc {
 
 func (p *serveProc) start() {
 	p.t.Helper()
-	cmd := cli(p.t, "persist", "serve", "--id", "0", "--ids", "0", "--data", p.data, "--nats", p.NATS.ClientURL())
+	cmd := cli(p.t, "persist", "serve", "--id", p.id, "--ids", strings.Join(p.ids, ","), "--data", p.data, "--nats", p.NATS.ClientURL())
 	testproc.Start(p.t, cmd, "ready")
 	p.cmd = cmd
 	p.kill = func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }
@@ -56,4 +61,48 @@ func (p *serveProc) Restart() {
 	p.t.Helper()
 	p.kill()
 	p.start()
+}
+
+// testBalancer is the fleet's balancer, run in the test process, whose
+// member list a test changes as an operator restarting `switchyard
+// balancer --ids` would.
+type testBalancer struct {
+	t    *testing.T
+	conn *nats.Conn
+	b    *placement.Balancer
+}
+
+// startTestBalancer starts a balancer on conn answering for ids; it is
+// stopped when the test ends.
+func startTestBalancer(t *testing.T, conn *nats.Conn, ids ...string) *testBalancer {
+	t.Helper()
+	tb := &testBalancer{t: t, conn: conn}
+	tb.b = tb.newBalancer(ids)
+	t.Cleanup(func() { _ = tb.b.Stop(context.Background()) })
+	return tb
+}
+
+func (tb *testBalancer) newBalancer(ids []string) *placement.Balancer {
+	tb.t.Helper()
+	b, err := placement.NewBalancer(placement.BalancerConfig{Conn: tb.conn, IDs: ids})
+	if err != nil {
+		tb.t.Fatal(err)
+	}
+	if err := b.Start(context.Background()); err != nil {
+		tb.t.Fatal(err)
+	}
+	return b
+}
+
+// SetIDs changes the member list as a rolling restart of balancer replicas
+// does: a balancer with the new list starts (both answer, in one queue
+// group, for a moment), then the old one stops. Clients keep the owners
+// they cached until a request fails.
+func (tb *testBalancer) SetIDs(ids ...string) {
+	tb.t.Helper()
+	b := tb.newBalancer(ids)
+	if err := tb.b.Stop(context.Background()); err != nil {
+		tb.t.Fatal(err)
+	}
+	tb.b = b
 }

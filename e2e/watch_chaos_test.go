@@ -85,11 +85,7 @@ func TestWatchChaos(t *testing.T) {
 	// proxy the test cuts.
 	wnc := testnats.Conn(t, e)
 	proxy := startCutProxy(t, e.ClientURL())
-	pnc, err := nats.Connect(proxy.url(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond), nats.IgnoreDiscoveredServers())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pnc.Close)
+	pnc := proxy.conn(t)
 	shared, err := persist.NewClient(persist.ClientConfig{Conn: wnc})
 	if err != nil {
 		t.Fatal(err)
@@ -233,6 +229,7 @@ type cutProxy struct {
 	target string
 	mu     sync.Mutex
 	conns  []net.Conn
+	down   bool // connections are refused (see Down)
 	wg     sync.WaitGroup
 }
 
@@ -256,6 +253,18 @@ func startCutProxy(t *testing.T, targetURL string) *cutProxy {
 
 func (p *cutProxy) url() string { return "nats://" + p.ln.Addr().String() }
 
+// conn connects to NATS through the proxy, reconnecting at once after a
+// cut; it is closed when the test ends.
+func (p *cutProxy) conn(t *testing.T) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(p.url(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond), nats.IgnoreDiscoveredServers())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
 func (p *cutProxy) accept() {
 	defer p.wg.Done()
 	for {
@@ -263,12 +272,25 @@ func (p *cutProxy) accept() {
 		if err != nil {
 			return
 		}
+		p.mu.Lock()
+		down := p.down
+		p.mu.Unlock()
+		if down {
+			_ = c.Close()
+			continue
+		}
 		up, err := net.Dial("tcp", p.target)
 		if err != nil {
 			_ = c.Close()
 			continue
 		}
 		p.mu.Lock()
+		if p.down {
+			p.mu.Unlock()
+			_ = c.Close()
+			_ = up.Close()
+			continue
+		}
 		p.conns = append(p.conns, c, up)
 		p.mu.Unlock()
 		p.wg.Add(2)
@@ -282,6 +304,22 @@ func (p *cutProxy) pipe(dst, src net.Conn) {
 	_, _ = io.Copy(dst, src)
 	_ = dst.Close()
 	_ = src.Close()
+}
+
+// Down cuts every connection and refuses new ones until Up, as a network
+// that stays down would.
+func (p *cutProxy) Down() {
+	p.mu.Lock()
+	p.down = true
+	p.mu.Unlock()
+	p.cut()
+}
+
+// Up accepts connections again after Down.
+func (p *cutProxy) Up() {
+	p.mu.Lock()
+	p.down = false
+	p.mu.Unlock()
 }
 
 // cut closes every connection open now.
