@@ -288,8 +288,22 @@ func (s *Server) serveOne(h *handle, st store.Stream, j *job) {
 		}
 		s.replyJSON(m, keys)
 	case persist.CmdInventory:
-		s.replyJSON(m, st.Inventory())
+		// Revalidated against the file: another server sharing the data
+		// directory may have written since (a watcher's resync trusts it).
+		inv, err := st.Inventory()
+		if err != nil {
+			s.replyError(m, storageError(err))
+			s.dropIfStuck(h, err)
+			return
+		}
+		s.replyJSON(m, inv)
 	case persist.CmdConfig:
+		// Both a read and a patch start from the config the file holds.
+		if err := st.Revalidate(); err != nil {
+			s.replyError(m, storageError(err))
+			s.dropIfStuck(h, err)
+			return
+		}
 		if r.configPatch == nil {
 			s.replyJSON(m, st.Config())
 			return

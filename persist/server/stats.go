@@ -139,11 +139,11 @@ func (s *Server) countDedup(results []store.WriteResult) {
 }
 
 // noteBytes refreshes the stream's share of OpenBytes after a worker served
-// it (its Inventory is kept in memory: no I/O).
+// it (its Bytes is kept in memory: no I/O).
 func (s *Server) noteBytes(h *handle) {
 	var b int64
 	if h.st != nil {
-		b = h.st.Inventory().Bytes
+		b = h.st.Bytes()
 	}
 	if d := b - h.bytes; d != 0 {
 		s.openBytes.Add(d)

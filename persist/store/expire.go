@@ -9,7 +9,7 @@ import (
 
 // NeedsExpiry implements Stream.
 func (s *sqliteStream) NeedsExpiry() bool {
-	return s.cfg.MaxAge > 0 || s.ttlRows > 0 || len(s.dedupFIFO) > 0 || s.delidsOldest != 0
+	return s.cfg.MaxAge > 0 || s.ttlRows > 0 || len(s.dedupFIFO) > 0 || s.msgidsOldest != 0 || s.delidsOldest != 0
 }
 
 // removed updates the totals for one deleted row.
@@ -135,8 +135,11 @@ func (s *sqliteStream) Expire(now time.Time) ([]Change, error) {
 		}
 		n++
 	}
+	// Another connection's msgIDs are not in the window: msgidsOldest
+	// says when they are due.
+	pruneMsgIDs := n > 0 || s.msgidsOldest != 0 && s.msgidsOldest <= cut
 	pruneDelIDs := s.delidsOldest != 0 && s.delidsOldest <= cut
-	if s.cfg.MaxAge <= 0 && s.ttlRows <= 0 && n == 0 && !pruneDelIDs {
+	if s.cfg.MaxAge <= 0 && s.ttlRows <= 0 && !pruneMsgIDs && !pruneDelIDs {
 		return nil, nil
 	}
 	st, err := s.begin()
@@ -144,8 +147,11 @@ func (s *sqliteStream) Expire(now time.Time) ([]Change, error) {
 		return nil, s.fail(err)
 	}
 	changes, err := s.expire(nowMs)
-	if err == nil && n > 0 {
-		_, err = s.conn.ExecContext(context.Background(), `DELETE FROM msgids WHERE time <= ?`, cut)
+	msgidsOldest := s.msgidsOldest
+	if err == nil && pruneMsgIDs {
+		if _, err = s.conn.ExecContext(context.Background(), `DELETE FROM msgids WHERE time <= ?`, cut); err == nil && msgidsOldest != 0 {
+			err = s.conn.QueryRowContext(context.Background(), `SELECT COALESCE(MIN(time), 0) FROM msgids`).Scan(&msgidsOldest)
+		}
 	}
 	oldest := s.delidsOldest
 	if err == nil && pruneDelIDs {
@@ -161,6 +167,7 @@ func (s *sqliteStream) Expire(now time.Time) ([]Change, error) {
 		return nil, s.fail(fmt.Errorf("expire: %w", err))
 	}
 	s.dedupFIFO = append(s.dedupFIFO[:0], s.dedupFIFO[n:]...)
+	s.msgidsOldest = msgidsOldest
 	s.delidsOldest = oldest
 	if len(changes) > 0 {
 		s.giveBack()

@@ -29,7 +29,7 @@ func TestMemoryStreamLivesWhileOpen(t *testing.T) {
 	if _, _, err := s.Write([]WriteOp{{Key: "k", Value: []byte("v")}}, now); err != nil {
 		t.Fatal(err)
 	}
-	if inv := s.Inventory(); inv.Count != 1 {
+	if inv := inventory(t, s); inv.Count != 1 {
 		t.Fatalf("open stream holds %d messages, want 1", inv.Count)
 	}
 	if err := s.Close(); err != nil {
@@ -43,7 +43,7 @@ func TestMemoryStreamLivesWhileOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if inv := s.Inventory(); inv.Count != 0 {
+	if inv := inventory(t, s); inv.Count != 0 {
 		t.Fatalf("reopened stream holds %d messages, want 0", inv.Count)
 	}
 }

@@ -56,10 +56,16 @@ func (m missingStream) Delete(persist.Delete, time.Time) (DeleteResult, []Change
 func (missingStream) Keys() ([]string, error) { return []string{}, nil }
 
 // Inventory implements Stream.
-func (m missingStream) Inventory() persist.Inventory {
+func (m missingStream) Inventory() (persist.Inventory, error) {
 	c := m.Config()
-	return persist.Inventory{Limits: &c}
+	return persist.Inventory{Limits: &c}, nil
 }
+
+// Bytes implements Stream.
+func (missingStream) Bytes() int64 { return 0 }
+
+// Revalidate implements Stream: nothing is kept.
+func (missingStream) Revalidate() error { return nil }
 
 // Config implements Stream.
 func (m missingStream) Config() persist.Config { return m.cfg }

@@ -39,7 +39,7 @@ func TestOpenExistingCreatesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if inv := s.Inventory(); inv.Count != 1 {
+	if inv := inventory(t, s); inv.Count != 1 {
 		t.Fatalf("reopened stream holds %d messages, want 1", inv.Count)
 	}
 	if _, err := st.OpenExisting("hub", "missing", now); !errors.Is(err, ErrNoStream) {
@@ -82,7 +82,7 @@ func TestOpenExistingRestoresFromArchive(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if inv := s.Inventory(); inv.Count != 1 {
+	if inv := inventory(t, s); inv.Count != 1 {
 		t.Fatalf("restored stream holds %d messages, want 1", inv.Count)
 	}
 }

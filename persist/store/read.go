@@ -137,7 +137,13 @@ func (s *sqliteStream) Keys() (_ []string, err error) {
 }
 
 // Inventory implements Stream.
-func (s *sqliteStream) Inventory() persist.Inventory {
+func (s *sqliteStream) Inventory() (persist.Inventory, error) {
+	if err := s.Revalidate(); err != nil {
+		return persist.Inventory{}, err
+	}
 	c := s.cfg
-	return persist.Inventory{Count: s.count, Bytes: s.bytes, Seq: s.lastSeq, Limits: &c}
+	return persist.Inventory{Count: s.count, Bytes: s.bytes, Seq: s.lastSeq, Limits: &c}, nil
 }
+
+// Bytes implements Stream.
+func (s *sqliteStream) Bytes() int64 { return s.bytes }

@@ -282,12 +282,30 @@ type sqliteStream struct {
 	// times never decrease along seq and age and rate queries can walk seq.
 	lastTime int64
 	ttlRows  int64 // rows with a TTL (an upper bound: expired rows are subtracted when seen)
-	// dataVersion is PRAGMA data_version when the totals above were last
-	// known right; another connection's commit changes it (store_sqlite_shared.go).
+	// syncStale: reloadConfig took a config whose sync mode is not applied
+	// to the connection yet (see endTx).
+	syncStale bool
+	// dataVersion is PRAGMA data_version when the figures kept here (the
+	// totals above, cfg, the msgIDs' bounds) were last known right; another
+	// connection's commit changes it (see sqlite_shared.go).
 	dataVersion int64
 
+	// msgids is the window of the msgIDs this handle stored (and those in
+	// the file when it opened), answering a retry without a query while it
+	// is the file's only writer. dedupFIFO holds them in time order, pruned
+	// from the front.
 	msgids    map[string]dedupEntry
-	dedupFIFO []dedupItem // msgids in time order; pruned from the front
+	dedupFIFO []dedupItem
+	// foreignUntil is the time before which a msgID missing from msgids is
+	// looked up in the table, because another connection stored msgIDs
+	// the window does not hold: the newest msgids row when that was last
+	// noticed, plus DedupWindow. 0 = never.
+	foreignUntil int64
+	// msgidsOldest is the time of the oldest msgids row when another
+	// connection's were last noticed, then kept up by Expire; 0 = none of
+	// theirs known. It lets Expire prune their rows, which this handle's
+	// window does not list.
+	msgidsOldest int64
 	// delidsOldest is the time of the oldest row of delids, 0 when it is
 	// empty: delete ids are looked up in the table, not held in memory (a
 	// delete's answer can be long), and this says when Expire has some to
@@ -298,7 +316,7 @@ type sqliteStream struct {
 	space *space         // the data directory's reserve; nil in memory
 
 	insert, keySeq, delSeq, delKey, getSeq, getKey, putMsgID *sql.Stmt
-	getDelID, putDelID                                       *sql.Stmt
+	getMsgID, getDelID, putDelID                             *sql.Stmt
 	beginStmt, commitStmt, dataVer                           *sql.Stmt
 	// insertMany[keyed][i] is the multi-row INSERT of insertRuns[i] plain
 	// rows, unkeyed or keyed, prepared on first use: one statement per run
@@ -420,6 +438,7 @@ func (s *sqliteStream) init(now time.Time) error {
 		{&s.getSeq, `SELECT ` + msgCols + ` FROM messages WHERE seq = ?`},
 		{&s.getKey, `SELECT ` + msgCols + ` FROM messages WHERE key = ?`},
 		{&s.putMsgID, `INSERT OR REPLACE INTO msgids(id, seq, time) VALUES(?, ?, ?)`},
+		{&s.getMsgID, `SELECT seq, time FROM msgids WHERE id = ?`},
 		{&s.getDelID, `SELECT seqs, time FROM delids WHERE id = ?`},
 		{&s.putDelID, `INSERT OR REPLACE INTO delids(id, seqs, time) VALUES(?, ?, ?)`},
 	} {
@@ -471,7 +490,7 @@ func (s *sqliteStream) Close() error {
 	if s.arch != nil {
 		first = s.arch.backup(s)
 	}
-	for _, st := range append([]*sql.Stmt{s.insert, s.keySeq, s.delSeq, s.delKey, s.getSeq, s.getKey, s.putMsgID, s.getDelID, s.putDelID, s.beginStmt, s.commitStmt, s.dataVer}, append(append(s.insertMany[0][:], s.insertMany[1][:]...), s.delMany[:]...)...) {
+	for _, st := range append([]*sql.Stmt{s.insert, s.keySeq, s.delSeq, s.delKey, s.getSeq, s.getKey, s.putMsgID, s.getMsgID, s.getDelID, s.putDelID, s.beginStmt, s.commitStmt, s.dataVer}, append(append(s.insertMany[0][:], s.insertMany[1][:]...), s.delMany[:]...)...) {
 		if st != nil {
 			if err := st.Close(); err != nil && first == nil {
 				first = err

@@ -67,3 +67,102 @@ func BenchmarkStoreWriteBatch(b *testing.B) {
 }
 
 // BenchmarkDecodeSetMany decodes a setMany body of 1,000 plain frames.
+
+// BenchmarkStoreWriteMsgID is one keyed set with a msgID per commit, the
+// stream's only writer: de-duplication is answered from the in-memory window.
+func BenchmarkStoreWriteMsgID(b *testing.B) {
+	st := benchStream(b)
+	value := make([]byte, 128)
+	i := 0
+	for b.Loop() {
+		ops := []WriteOp{{Key: "k" + strconv.Itoa(i%1000), MsgID: "m" + strconv.Itoa(i), Value: value}}
+		if _, _, err := st.Write(ops, time.Now()); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}
+
+// BenchmarkStoreWriteMsgIDShared is BenchmarkStoreWriteMsgID with two
+// handles on one file taking turns (two servers sharing a data directory):
+// every commit reloads the totals and looks its msgID up in the table.
+func BenchmarkStoreWriteMsgIDShared(b *testing.B) {
+	dir := b.TempDir()
+	var sts [2]Stream
+	for i := range sts {
+		st, err := NewSQLite(SQLiteConfig{Dir: dir}).Open("bench", "s", time.Now())
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { st.Close() })
+		sts[i] = st
+	}
+	value := make([]byte, 128)
+	i := 0
+	for b.Loop() {
+		ops := []WriteOp{{Key: "k" + strconv.Itoa(i%1000), MsgID: "m" + strconv.Itoa(i), Value: value}}
+		if _, _, err := sts[i%2].Write(ops, time.Now()); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}
+
+// sharedMsgIDs is a stream whose msgids table holds n ids of the window.
+func sharedMsgIDs(b *testing.B, n int) *sqliteStream {
+	b.Helper()
+	st := benchStream(b).(*sqliteStream)
+	now := time.Now()
+	for i := 0; i < n; i += 1000 {
+		ops := make([]WriteOp, min(1000, n-i))
+		for j := range ops {
+			ops[j] = WriteOp{MsgID: "m" + strconv.Itoa(i+j), Value: []byte("v")}
+		}
+		if _, _, err := st.Write(ops, now); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return st
+}
+
+// BenchmarkSharedMsgIDReload is what reloading the window from a table of
+// 10,000 msgIDs would cost each time another writer committed: the
+// alternative to BenchmarkSharedMsgIDLookup (see sqlite_shared.go).
+func BenchmarkSharedMsgIDReload(b *testing.B) {
+	st := sharedMsgIDs(b, 10000)
+	cut := time.Now().Add(-DedupWindow).UnixMilli()
+	for b.Loop() {
+		rows, err := st.conn.QueryContext(b.Context(), `SELECT id, seq, time FROM msgids WHERE time > ? ORDER BY time`, cut)
+		if err != nil {
+			b.Fatal(err)
+		}
+		m := make(map[string]dedupEntry, 10000)
+		for rows.Next() {
+			var id string
+			var e dedupEntry
+			if err := rows.Scan(&id, &e.seq, &e.time); err != nil {
+				b.Fatal(err)
+			}
+			m[id] = e
+		}
+		rows.Close()
+		if len(m) != 10000 {
+			b.Fatalf("%d msgids", len(m))
+		}
+	}
+}
+
+// BenchmarkSharedMsgIDLookup is the lookup of one msgID in a table of
+// 10,000, what a write pays per msgID while another writer's may be in
+// the window.
+func BenchmarkSharedMsgIDLookup(b *testing.B) {
+	st := sharedMsgIDs(b, 10000)
+	nowMs := time.Now().UnixMilli()
+	i := 0
+	for b.Loop() {
+		if _, ok, err := st.storedMsgID("m"+strconv.Itoa(i%20000), nowMs); err != nil || ok != (i%20000 < 10000) {
+			b.Fatalf("lookup %d: %v %v", i, ok, err)
+		}
+		i++
+	}
+}

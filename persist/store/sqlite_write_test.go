@@ -122,7 +122,7 @@ func TestWriteBatchedInserts(t *testing.T) {
 			bytes += int64(len(m.Key))
 		}
 	}
-	if inv := st.Inventory(); inv.Count != int64(len(want)) || inv.Seq != res2[1].Seq || inv.Bytes != bytes {
+	if inv := inventory(t, st); inv.Count != int64(len(want)) || inv.Seq != res2[1].Seq || inv.Bytes != bytes {
 		t.Fatalf("inventory %+v, want count %d seq %d bytes %d", inv, len(want), res2[1].Seq, bytes)
 	}
 }
@@ -207,7 +207,7 @@ func TestWriteKeyedRun(t *testing.T) {
 			t.Fatalf("key %s: %+v %v, want seq %d %q", k, m, err, res[i].Seq, ops[i].Value)
 		}
 	}
-	if inv := st.Inventory(); inv.Count != 7 {
+	if inv := inventory(t, st); inv.Count != 7 {
 		t.Fatalf("count %d, want 7", inv.Count)
 	}
 	var n int64
@@ -341,7 +341,7 @@ func TestWriteBatchSameAsOneByOne(t *testing.T) {
 			if got, want := describeRows(t, batch), describeRows(t, single); got != want {
 				t.Fatalf("rows\nbatch:      %s\none by one: %s", got, want)
 			}
-			if got, want := batch.Inventory(), single.Inventory(); got.Count != want.Count || got.Bytes != want.Bytes || got.Seq != want.Seq {
+			if got, want := inventory(t, batch), inventory(t, single); got.Count != want.Count || got.Bytes != want.Bytes || got.Seq != want.Seq {
 				t.Fatalf("inventory: batch %+v, one by one %+v", got, want)
 			}
 		})

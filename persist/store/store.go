@@ -62,9 +62,20 @@ type Stream interface {
 	Delete(d persist.Delete, now time.Time) (DeleteResult, []Change, error)
 	// Keys lists every key, sorted.
 	Keys() ([]string, error)
-	// Inventory summarises the stream.
-	Inventory() persist.Inventory
-	// Config returns the stream's configuration.
+	// Inventory summarises the stream: its count, bytes, seq and limits as
+	// the stream's file holds them now, revalidated first (see Revalidate).
+	Inventory() (persist.Inventory, error)
+	// Bytes is the sum of the messages' sizes as this handle last knew it,
+	// without I/O and not revalidated: for accounting, not for answers.
+	Bytes() int64
+	// Revalidate re-reads what the stream keeps in memory (totals, config,
+	// de-duplication bounds) when another handle committed to its file
+	// since (two servers sharing a data directory); when none did it costs
+	// one query. Writes do it inside their transaction; Inventory does it
+	// itself; a caller answering from Config calls it first.
+	Revalidate() error
+	// Config returns the stream's configuration as last known, without I/O
+	// (see Revalidate).
 	Config() persist.Config
 	// SetConfig replaces the configuration (already merged and validated by
 	// the caller) and enforces it at once.

@@ -36,12 +36,14 @@ func (s *sqliteStream) commit() error {
 	if _, err := s.commitStmt.Exec(); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
+	_ = s.endTx() // committed whatever it says; it retries at the next end
 	return nil
 }
 
 // rollback undoes the transaction and the in-memory changes made since st.
 func (s *sqliteStream) rollback(st txState) {
 	_, _ = s.conn.ExecContext(context.Background(), "ROLLBACK")
+	_ = s.endTx() // best effort: it retries at the next end
 	s.count, s.bytes, s.ttlRows, s.lastSeq, s.lastTime = st.count, st.bytes, st.ttlRows, st.lastSeq, st.lastTime
 	for _, it := range s.dedupFIFO[st.fifoLen:] {
 		delete(s.msgids, it.id)

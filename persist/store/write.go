@@ -135,7 +135,8 @@ type admitted struct {
 }
 
 // admit decides whether op is stored: a msgID seen within DedupWindow is
-// answered from the window, and a refused op (TTL not allowed, bad
+// answered from the window (or from the file, when another connection
+// wrote to it), and a refused op (TTL not allowed, bad
 // headers, too large, compare-and-set, rate, stream full with discard new)
 // gets its error; either way it fills *r and returns false. Only a storage
 // failure is an error. When op's key is in the pending run it flushes the
@@ -152,7 +153,17 @@ func (s *sqliteStream) admit(op *WriteOp, r *WriteResult, nowMs int64, rate rate
 		return admitted{}, false, nil
 	}
 	if op.MsgID != "" {
-		if e, ok := s.msgids[op.MsgID]; ok && nowMs-e.time < DedupWindow.Milliseconds() {
+		e, ok := s.msgids[op.MsgID]
+		ok = ok && nowMs-e.time < DedupWindow.Milliseconds()
+		if !ok && nowMs < s.foreignUntil {
+			// Another connection stored msgIDs this window does not
+			// hold (see sqlite_shared.go): the file decides.
+			var err error
+			if e, ok, err = s.storedMsgID(op.MsgID, nowMs); err != nil {
+				return admitted{}, false, err
+			}
+		}
+		if ok {
 			*r = WriteResult{Seq: e.seq, Time: e.time, Dup: true}
 			return admitted{}, false, nil
 		}

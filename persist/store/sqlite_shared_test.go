@@ -1,0 +1,181 @@
+package store
+
+import (
+	"testing"
+	"time"
+
+	"github.com/switchyard-dev/switchyard/persist"
+)
+
+// openShared opens the stream "shared" of one data directory twice: two
+// servers that both believe they own its scope.
+func openShared(t *testing.T, now time.Time) (a, b Stream) {
+	t.Helper()
+	dir := t.TempDir()
+	a, err := NewSQLite(SQLiteConfig{Dir: dir}).Open("hub", "shared", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	b, err = NewSQLite(SQLiteConfig{Dir: dir}).Open("hub", "shared", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return a, b
+}
+
+func writeOne(t *testing.T, s Stream, op WriteOp, now time.Time) WriteResult {
+	t.Helper()
+	res, _, err := s.Write([]WriteOp{op}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Err != nil {
+		t.Fatalf("write: %v", res[0].Err)
+	}
+	return res[0]
+}
+
+func rows(t *testing.T, s Stream) int {
+	t.Helper()
+	n := 0
+	if _, err := s.GetAll(1, 0, 0, func(*persist.Frame) error { n++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestSharedFileDedup is the retry that reaches a second server sharing the
+// data directory: the msgID the first one stored is recognised there, and
+// answered with the first write's seq and time, however the first write's
+// row fared since (kept, replaced by a later write of its key, deleted).
+func TestSharedFileDedup(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		after func(t *testing.T, a Stream, first WriteResult, now time.Time)
+		rows  int // in the file at the end
+	}{
+		{"kept", func(*testing.T, Stream, WriteResult, time.Time) {}, 1},
+		{"replaced", func(t *testing.T, a Stream, _ WriteResult, now time.Time) {
+			writeOne(t, a, WriteOp{Key: "k", Value: []byte("newer")}, now)
+		}, 1},
+		{"deleted", func(t *testing.T, a Stream, first WriteResult, now time.Time) {
+			if _, _, err := a.Delete(persist.Delete{Seqs: []uint64{first.Seq}}, now); err != nil {
+				t.Fatal(err)
+			}
+		}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			now := time.Now()
+			a, b := openShared(t, now)
+			// b has served the stream before a wrote (its window is loaded).
+			if _, err := b.Inventory(); err != nil {
+				t.Fatal(err)
+			}
+			first := writeOne(t, a, WriteOp{Key: "k", MsgID: "X", Value: []byte("v")}, now)
+			tc.after(t, a, first, now)
+			retry := writeOne(t, b, WriteOp{Key: "k", MsgID: "X", Value: []byte("v")}, now.Add(time.Second))
+			if !retry.Dup || retry.Seq != first.Seq || retry.Time != first.Time {
+				t.Fatalf("retry through the second handle: %+v, want Dup of %+v", retry, first)
+			}
+			if n := rows(t, b); n != tc.rows {
+				t.Fatalf("%d rows after the retry, want %d", n, tc.rows)
+			}
+			// And the other way round: a's own window answers a retry of
+			// an id b stored.
+			second := writeOne(t, b, WriteOp{MsgID: "Y", Value: []byte("w")}, now.Add(time.Second))
+			if again := writeOne(t, a, WriteOp{MsgID: "Y", Value: []byte("w")}, now.Add(2*time.Second)); !again.Dup || again.Seq != second.Seq || again.Time != second.Time {
+				t.Fatalf("retry of b's write through a: %+v, want Dup of %+v", again, second)
+			}
+		})
+	}
+}
+
+// TestSharedFileDedupWindow: a msgID another handle stored is forgotten
+// after DedupWindow like one of this handle's, and this handle's Expire
+// prunes it from the table even when it stored no msgID itself.
+func TestSharedFileDedupWindow(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	a, b := openShared(t, now)
+	first := writeOne(t, a, WriteOp{MsgID: "X", Value: []byte("v")}, now)
+	if err := a.Close(); err != nil { // the old owner is gone
+		t.Fatal(err)
+	}
+	if r := writeOne(t, b, WriteOp{MsgID: "X", Value: []byte("v")}, now.Add(DedupWindow-time.Second)); !r.Dup || r.Seq != first.Seq {
+		t.Fatalf("inside the window: %+v, want Dup of %+v", r, first)
+	}
+	if !b.NeedsExpiry() {
+		t.Fatal("NeedsExpiry false with another handle's msgID in the table")
+	}
+	later := now.Add(DedupWindow + time.Second)
+	if _, err := b.Expire(later); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := b.(*sqliteStream).conn.QueryRowContext(t.Context(), `SELECT COUNT(*) FROM msgids`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Fatalf("%d msgids left after the window", n)
+	}
+	if r := writeOne(t, b, WriteOp{MsgID: "X", Value: []byte("v")}, later); r.Dup || r.Seq == first.Seq {
+		t.Fatalf("after the window: %+v, want a new write", r)
+	}
+}
+
+// TestSharedFileInventory: an inventory answers what the file holds, not
+// what this handle last wrote, once another handle wrote to it: its count,
+// bytes, seq and limits; the config another handle stored is this one's too.
+func TestSharedFileInventory(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	a, b := openShared(t, now)
+	writeOne(t, b, WriteOp{Value: []byte("b1")}, now)
+	for _, v := range []string{"a1", "a2"} {
+		writeOne(t, a, WriteOp{Value: []byte(v)}, now)
+	}
+	if _, _, err := a.Delete(persist.Delete{Seqs: []uint64{1}}, now); err != nil {
+		t.Fatal(err)
+	}
+	cfg := a.Config()
+	cfg.MaxMsgs = 50
+	cfg.Sync = true
+	if _, _, err := a.SetConfig(cfg, now); err != nil {
+		t.Fatal(err)
+	}
+	want, err := a.Inventory()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.Inventory()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Count != 2 || got.Seq != 3 || got.Bytes != want.Bytes || got.Limits.MaxMsgs != 50 {
+		t.Fatalf("b's inventory %+v (limits %+v), want %+v (limits %+v)", got, got.Limits, want, want.Limits)
+	}
+	if c := b.Config(); c.MaxMsgs != 50 || !c.Sync {
+		t.Fatalf("b's config after a's update: %+v, want max_msgs 50 and sync", c)
+	}
+	// b's commits follow the sync mode a set.
+	var mode int
+	if err := b.(*sqliteStream).conn.QueryRowContext(t.Context(), `PRAGMA synchronous`).Scan(&mode); err != nil {
+		t.Fatal(err)
+	}
+	if mode != 2 { // FULL
+		t.Fatalf("b's synchronous is %d after a's sync config, want 2 (FULL)", mode)
+	}
+}
+
+func inventory(t *testing.T, s Stream) persist.Inventory {
+	t.Helper()
+	inv, err := s.Inventory()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return inv
+}
