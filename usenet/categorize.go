@@ -36,6 +36,14 @@ var (
 	// only films come from.
 	mkMovie  = []string{"<year>", "bluray", "blu-ray", "bdrip", "brrip", "bdremux", "remux", "web-dl", "webdl", "webrip", "hdrip", "dvdrip", "dvdscr"}
 	mkHDDisc = []string{"bluray", "blu-ray", "bdrip", "brrip", "bdremux", "remux", "web-dl", "webdl"}
+	// mkFullDisc marks a whole Blu-ray disc or a remux of one, the
+	// BluRay category; a 1080p.BluRay.x264 encode is HD.
+	mkFullDisc = []string{"complete-bluray", "complete-uhd-bluray", "bd25", "bd50", "bd66", "bd100", "bdmv", "bdremux", "remux"}
+	mk3D       = []string{"3d", "hsbs", "h-sbs", "half-sbs", "hou", "h-ou", "half-ou"}
+	// mkSport names leagues and events whose releases are dated or
+	// numbered like episodes ("NFL.2026.12.01…", "UFC.300…").
+	mkSport = []string{"nfl", "nba", "nhl", "mlb", "mls", "ufc", "wwe", "aew", "nascar", "motogp", "formula1", "formula-1", "epl", "uefa", "bundesliga", "laliga", "wrestling", "boxing"}
+	mkDocu  = []string{"documentary", "docu", "docuseries"}
 
 	grTV     = []string{"tv", "teevee", "hdtv", "tvseries", "multimedia.tv"}
 	grMovies = []string{"movies", "hdtv.x264", "x264", "dvd", "dvdr", "bluray", "divx", "hd.movies"}
@@ -45,7 +53,10 @@ var (
 // before group rules, so a name beats a group where they conflict (an
 // episode posted to a movies group is TV, a film in a TV group is a film),
 // with two exceptions that come first: anime and XXX groups beat names,
-// because their posts carry TV and film markers of their own.
+// because their posts carry TV and film markers of their own. A release
+// of TV or film that names no quality goes to its "Other" subcategory,
+// never to the bare parent: apps ask for subcategories (Sonarr's default
+// is 5030,5040).
 var catRules = []catRule{
 	// An explicit XXX tag beats everything: XXX posts carry resolutions,
 	// years and episode-like numbers.
@@ -55,21 +66,30 @@ var catRules = []catRule{
 	{id: CatTVAnime, groups: []string{"anime"}},
 	{id: CatXXX, groups: []string{"erotica", "xxx", "pictures.erotica"}},
 
+	// Sport before TV and films: its dates look like a daily show's, and
+	// "UFC.300.2026…" like a film's year.
+	{id: CatTVSport, names: [][]string{mkSport}},
 	// TV by name: an episode or season marker, then the resolution.
+	{id: CatTVDocumentary, names: [][]string{mkEpisode, mkDocu}},
 	{id: CatTVUHD, names: [][]string{mkEpisode, mkUHD}},
 	{id: CatTVHD, names: [][]string{mkEpisode, mkHD}},
 	{id: CatTVSD, names: [][]string{mkEpisode, mkSD}},
 	// An episode without a resolution: the HD groups say HD.
 	{id: CatTVHD, groups: []string{"hdtv"}, names: [][]string{mkEpisode}},
-	{id: CatTV, names: [][]string{mkEpisode}},
+	{id: CatTVOther, names: [][]string{mkEpisode}},
 
-	// Films by name (no episode marker: the TV rules came first).
+	// Films by name (no episode marker: the TV rules came first). 3D and
+	// full discs before the resolution, which they name too.
+	{id: CatMovies3D, names: [][]string{mkMovie, mk3D}},
+	{id: CatMoviesBluRay, names: [][]string{mkFullDisc}},
 	{id: CatMoviesUHD, names: [][]string{mkMovie, mkUHD}},
 	{id: CatMoviesHD, names: [][]string{mkMovie, mkHD}},
 	{id: CatMoviesSD, names: [][]string{mkMovie, mkSD}},
 	// A disc or web source without a resolution is HD more often than not.
 	{id: CatMoviesHD, names: [][]string{mkHDDisc}},
 
+	// Audiobooks first: they are MP3 or M4B files of a book.
+	{id: CatAudioAudiobook, names: [][]string{{"audiobook", "audiobooks", "audiobuch", "hoerbuch", "m4b", "unabridged", "abridged"}}},
 	// Books before audio: "CBR" is a comic archive here, not a bit rate.
 	{id: CatBooksComic, names: [][]string{{"cbr", "cbz", "cb7", "comic", "comics"}}},
 	{id: CatBooksEbook, names: [][]string{{"epub", "mobi", "azw3", "azw", "pdf", "ebook", "ebooks", "e-book"}}},
@@ -86,17 +106,22 @@ var catRules = []catRule{
 	{id: CatMoviesHD, groups: []string{"hdtv.x264", "bluray", "hd.movies"}},
 	{id: CatMoviesHD, groups: grMovies, names: [][]string{mkHD}},
 	{id: CatMoviesSD, groups: grMovies, names: [][]string{mkSD}},
-	{id: CatMovies, groups: grMovies},
+	{id: CatMoviesOther, groups: grMovies},
 	{id: CatTVUHD, groups: grTV, names: [][]string{mkUHD}},
 	{id: CatTVHD, groups: grTV, names: [][]string{mkHD}},
 	{id: CatTVSD, groups: grTV, names: [][]string{mkSD}},
 	{id: CatTVHD, groups: []string{"hdtv"}},
-	{id: CatTV, groups: grTV},
+	{id: CatTVOther, groups: grTV},
 	{id: CatAudioFLAC, groups: []string{"sounds.flac", "sounds.lossless", "lossless", "flac"}},
+	{id: CatAudioAudiobook, groups: []string{"audiobooks", "audiobook"}},
 	{id: CatAudioMP3, groups: []string{"sounds", "mp3", "music"}},
 	{id: CatBooksComic, groups: []string{"comics"}},
 	{id: CatBooksEbook, groups: []string{"ebook", "ebooks", "e-book", "e-books"}},
 	{id: CatPC, groups: []string{"cd.image", "iso", "warez", "apps"}},
+
+	// Last, after the groups had their say: a name with a year and no
+	// other marker is a film that names no quality ("Film.Title.2019-GRP").
+	{id: CatMoviesOther, names: [][]string{{"<year>"}}},
 }
 
 // Categorize assigns a category from the groups a release was posted to
