@@ -40,14 +40,29 @@ type (
 	}
 )
 
+// The parameters each search function honours, as caps advertises them.
+// They must stay true: an app that reads an id here sends it instead of
+// q (Sonarr sends every id listed in one request), and a listed parameter
+// the search ignores answers releases of other shows. Sonarr's "Test"
+// needs q, and q with season and ep; Radarr's needs q or imdbid in
+// movie-search.
+const (
+	searchParams      = "q"
+	tvSearchParams    = "q,season,ep"
+	movieSearchParams = "q,imdbid"
+)
+
+// caps is the t=caps answer: the server, the page limits (both always
+// present: Sonarr and Radarr int.Parse them, a missing one fails caps),
+// the search functions and the whole standard category tree.
 func (h *handler) caps() capsDoc {
 	d := capsDoc{
 		Server: capsServer{Version: h.cfg.Version, Title: h.cfg.Title},
 		Limits: capsLimits{Max: h.cfg.MaxLimit, Default: h.cfg.DefaultLimit},
 		Searching: capsSearches{
-			Search:      capsSearch{"yes", "q"},
-			TVSearch:    capsSearch{"yes", "q,season,ep"},
-			MovieSearch: capsSearch{"yes", "q"},
+			Search:      capsSearch{"yes", searchParams},
+			TVSearch:    capsSearch{"yes", tvSearchParams},
+			MovieSearch: capsSearch{"yes", movieSearchParams},
 		},
 	}
 	for _, p := range usenet.Categories {
