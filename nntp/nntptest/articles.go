@@ -3,6 +3,7 @@ package nntptest
 import (
 	"hash/fnv"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -84,11 +85,63 @@ func (a genArticle) release() (idx int64, name string) {
 	if a.relName != "" {
 		return idx, a.relName
 	}
-	h := mix(a.seed ^ uint64(idx))
-	name = words[h%uint64(len(words))] + "." + words[(h>>8)%uint64(len(words))] +
-		".S0" + strconv.Itoa(int(h>>16)%9+1) + "E" + strconv.Itoa(int(h>>24)%20+10) + "-" +
-		strconv.FormatUint(h>>40, 36)
-	return idx, name
+	return idx, releaseName(mix(a.seed ^ uint64(idx)))
+}
+
+// The quality tags of generated names, each as a scene release writes it.
+// The lists hold SD, HD and UHD tags and one that names no quality, so
+// that generated TV and films fill every subcategory the indexer assigns
+// (Sonarr asks for 5030,5040, Radarr for 2000 and its children).
+var (
+	tvQualities = []string{
+		"480p.WEB.x264", "HDTV.XviD", "SDTV.x264", "720p.HDTV.x264", "720p.WEBRip.x264",
+		"1080p.WEB-DL.DDP5.1.H.264", "1080p.WEBRip.x265", "2160p.WEB-DL.DDP5.1.HDR.H.265", "WEB.h264",
+	}
+	movieQualities = []string{
+		"480p.WEB.x264", "DVDRip.XviD", "720p.BluRay.x264", "1080p.BluRay.x264", "1080p.WEB-DL.DDP5.1.H.264",
+		"2160p.UHD.BluRay.x265", "1080p.BluRay.REMUX.AVC.DTS-HD.MA.5.1", "1080p.3D.HSBS.BluRay.x264", "WEB.h264",
+	}
+)
+
+// releaseName builds a release name from the hash h, shaped like a real
+// scene release: TV episodes (S01E02) and daily shows (2025.03.14) with
+// quality tags, films with a year, music, books and audiobooks. The
+// release group at the end is a base-36 number from h, which keeps names
+// of different releases apart (a release is keyed by poster and name).
+func releaseName(h uint64) string {
+	h2 := mix(h)
+	word := func(i uint) string {
+		w := words[(h2>>(5*i))%uint64(len(words))]
+		return strings.ToUpper(w[:1]) + w[1:]
+	}
+	num := func(shift uint, lo, n uint64) string {
+		v := lo + (h2>>shift)%n
+		if v < 10 {
+			return "0" + strconv.FormatUint(v, 10)
+		}
+		return strconv.FormatUint(v, 10)
+	}
+	pick := func(list []string) string { return list[(h2>>40)%uint64(len(list))] }
+	group := "-" + strings.ToUpper(strconv.FormatUint(h>>40, 36))
+	switch k := h % 20; {
+	case k < 9: // an episode
+		return word(0) + "." + word(1) + ".S" + num(20, 1, 9) + "E" + num(24, 1, 24) + "." + pick(tvQualities) + group
+	case k < 11: // a daily show
+		return word(0) + "." + word(1) + ".2025." + num(20, 1, 12) + "." + num(24, 1, 28) + "." + pick(tvQualities) + group
+	case k < 16: // a film
+		return word(0) + "." + word(1) + "." + word(2) + "." + strconv.FormatUint(1980+(h2>>20)%46, 10) + "." + pick(movieQualities) + group
+	case k < 17: // lossless music
+		return word(0) + "_" + word(1) + "-" + word(2) + "_" + word(3) + "-WEB-FLAC-" + strconv.FormatUint(1990+(h2>>20)%36, 10) + group
+	case k < 18: // MP3
+		return word(0) + "_" + word(1) + "-" + word(2) + "_" + word(3) + "-WEB-" + strconv.FormatUint(1990+(h2>>20)%36, 10) + "-MP3-320kbps" + group
+	case k < 19: // an ebook or a comic
+		if h2>>60&1 == 0 {
+			return word(0) + "_" + word(1) + "-" + word(2) + "_" + word(3) + "-" + strconv.FormatUint(2000+(h2>>20)%26, 10) + "-RETAIL.EPUB.eBook" + group
+		}
+		return word(0) + "." + word(1) + "." + num(24, 1, 99) + "." + strconv.FormatUint(2000+(h2>>20)%26, 10) + ".Digital.Comic.CBZ" + group
+	default: // an audiobook
+		return word(0) + "_" + word(1) + "-" + word(2) + "_" + word(3) + "-Unabridged-" + strconv.FormatUint(2000+(h2>>20)%26, 10) + "-MP3" + group
+	}
 }
 
 // part returns the file number (1-based) and the part number within it.
