@@ -83,7 +83,7 @@ func (h *handler) parseQuery(req *request, tv bool) (search.Query, *apiError) {
 		}
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 0 {
-			apiErr = errorf(ErrIncorrectParam, "incorrect parameter "+name+": want a number >= 0")
+			apiErr = errorf(ErrIncorrectParam, name+": want a number >= 0")
 			return 0
 		}
 		return n
@@ -110,7 +110,7 @@ func (h *handler) parseQuery(req *request, tv bool) (search.Query, *apiError) {
 		for _, c := range strings.Split(s, ",") {
 			n, err := strconv.Atoi(strings.TrimSpace(c))
 			if err != nil || n <= 0 {
-				return search.Query{}, errorf(ErrIncorrectParam, "incorrect parameter cat: want numbers separated by commas")
+				return search.Query{}, errorf(ErrIncorrectParam, "cat: want numbers separated by commas")
 			}
 			q.Cats = append(q.Cats, n)
 		}
@@ -132,7 +132,7 @@ var params = map[string]string{"Words": "q", "Cats": "cat", "Group": "group"}
 func limitError(err error) *apiError {
 	var le *search.LimitError
 	if !errors.As(err, &le) {
-		return errorf(ErrIncorrectParam, "incorrect parameter: query too large")
+		return errorf(ErrIncorrectParam, "query too large")
 	}
 	what := "more than"
 	if le.Unit == "bytes" {
@@ -142,18 +142,18 @@ func limitError(err error) *apiError {
 	if le.Field == "Words" && le.Unit == "words" {
 		unit = "distinct words"
 	}
-	return errorf(ErrIncorrectParam, fmt.Sprintf("incorrect parameter %s: %s %d %s", params[le.Field], what, le.Limit, unit))
+	return errorf(ErrIncorrectParam, fmt.Sprintf("%s: %s %d %s", params[le.Field], what, le.Limit, unit))
 }
 
 // release reads the release the id parameter names.
 func (h *handler) release(req *request) (usenet.Release, *apiError) {
 	id := req.q.Get("id")
 	if id == "" {
-		return usenet.Release{}, errorf(ErrMissingParam, "missing parameter id")
+		return usenet.Release{}, errorf(ErrMissingParam, "id")
 	}
 	r, err := h.cfg.Store.Release(req.Context(), id)
 	if errors.Is(err, usenet.ErrNotFound) {
-		return usenet.Release{}, errorf(ErrNoSuchItem, "no such item")
+		return usenet.Release{}, errorf(ErrNoSuchItem, "")
 	}
 	if err != nil {
 		return usenet.Release{}, errorf(ErrUnknown, "store unavailable")
@@ -172,7 +172,7 @@ func (h *handler) getFn(req *request) (response, *apiError) {
 	}
 	bins, err := h.cfg.Store.Binaries(req.Context(), ids)
 	if errors.Is(err, usenet.ErrNotFound) {
-		return response{}, errorf(ErrNoSuchItem, "no such item: a file of the release is missing")
+		return response{}, errorf(ErrNoSuchItem, "a file of the release is missing")
 	}
 	if err != nil {
 		return response{}, errorf(ErrUnknown, "store unavailable")
