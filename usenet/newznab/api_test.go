@@ -302,16 +302,19 @@ func TestCaps(t *testing.T) {
 func TestSearchParameters(t *testing.T) {
 	e := newEnv(t)
 	e.fixture()
+	h := func(hours int) int64 { return e.now.Add(-time.Duration(hours) * time.Hour).Unix() }
+	e.add(usenet.Release{ID: "sp1", Name: "Some.Show.S00E05.Special", Category: usenet.CatTVHD, Date: h(24 * 40)}, "sp.rar")
+	e.add(usenet.Release{ID: "dy1", Name: "Daily.Show.2026.12.02.720p.WEB", Category: usenet.CatTVHD, Date: h(24 * 41)}, "dy.rar")
 	k := "&apikey=" + testKey
 	for _, tc := range []struct {
 		name, params string
 		want         []string
 	}{
-		{"all newest first", "t=search", []string{"Some.Show.S01E02.720p.HDTV-GRP", "Some_Other-Show.S01E03.480p", "Some.Show.S02.Complete.1080p", "Rock & Roll <Album> FLAC", "Another.Film.2020.1080p.BluRay"}},
+		{"all newest first", "t=search", []string{"Some.Show.S01E02.720p.HDTV-GRP", "Some_Other-Show.S01E03.480p", "Some.Show.S02.Complete.1080p", "Rock & Roll <Album> FLAC", "Another.Film.2020.1080p.BluRay", "Some.Show.S00E05.Special", "Daily.Show.2026.12.02.720p.WEB"}},
 		{"words across separators", "t=search&q=" + url.QueryEscape("some show s01e02"), []string{"Some.Show.S01E02.720p.HDTV-GRP"}},
-		{"words any order", "t=search&q=show+SOME", []string{"Some.Show.S01E02.720p.HDTV-GRP", "Some_Other-Show.S01E03.480p", "Some.Show.S02.Complete.1080p"}},
+		{"words any order", "t=search&q=show+SOME", []string{"Some.Show.S01E02.720p.HDTV-GRP", "Some_Other-Show.S01E03.480p", "Some.Show.S02.Complete.1080p", "Some.Show.S00E05.Special"}},
 		{"fts syntax is text", "t=search&q=" + url.QueryEscape(`"show* -some: AND NEAR(`), nil},
-		{"cat parent", "t=search&cat=5000", []string{"Some.Show.S01E02.720p.HDTV-GRP", "Some_Other-Show.S01E03.480p", "Some.Show.S02.Complete.1080p"}},
+		{"cat parent", "t=search&cat=5000", []string{"Some.Show.S01E02.720p.HDTV-GRP", "Some_Other-Show.S01E03.480p", "Some.Show.S02.Complete.1080p", "Some.Show.S00E05.Special", "Daily.Show.2026.12.02.720p.WEB"}},
 		{"cat sub list", "t=search&cat=5030,2040", []string{"Some_Other-Show.S01E03.480p", "Another.Film.2020.1080p.BluRay"}},
 		{"group", "t=search&group=alt.binaries.teevee", []string{"Some.Show.S01E02.720p.HDTV-GRP"}},
 		{"maxage days", "t=search&maxage=2", []string{"Some.Show.S01E02.720p.HDTV-GRP", "Some_Other-Show.S01E03.480p", "Some.Show.S02.Complete.1080p", "Rock & Roll <Album> FLAC"}},
@@ -321,6 +324,18 @@ func TestSearchParameters(t *testing.T) {
 		{"tvsearch is tv only", "t=tvsearch&q=1080p", []string{"Some.Show.S02.Complete.1080p"}},
 		{"tvsearch with cat", "t=tvsearch&q=1080p&cat=2000", []string{"Another.Film.2020.1080p.BluRay"}},
 		{"movie", "t=movie&q=1080p", []string{"Another.Film.2020.1080p.BluRay"}},
+		{"tvsearch empty q is newest tv", "t=tvsearch&cat=5030,5040", []string{"Some.Show.S01E02.720p.HDTV-GRP", "Some_Other-Show.S01E03.480p", "Some.Show.S02.Complete.1080p", "Some.Show.S00E05.Special", "Daily.Show.2026.12.02.720p.WEB"}},
+		{"a child matches only itself", "t=tvsearch&cat=5030", []string{"Some_Other-Show.S01E03.480p"}},
+		{"movie empty q is newest movies", "t=movie&cat=2000,2010,2020,2030,2040,2045,2050,2060", []string{"Another.Film.2020.1080p.BluRay"}},
+		{"season 0 episode", "t=tvsearch&season=00&ep=5", []string{"Some.Show.S00E05.Special"}},
+		{"season 0 whole", "t=tvsearch&season=00", []string{"Some.Show.S00E05.Special"}},
+		{"daily", "t=tvsearch&season=2026&ep=12/02", []string{"Daily.Show.2026.12.02.720p.WEB"}},
+		{"daily with q", "t=tvsearch&q=daily+show&season=2026&ep=12%2F02", []string{"Daily.Show.2026.12.02.720p.WEB"}},
+		{"daily other day", "t=tvsearch&season=2026&ep=12/03", nil},
+		{"imdbid alone finds nothing", "t=movie&imdbid=tt0133093", nil},
+		{"imdbid without tt", "t=movie&imdbid=0133093", nil},
+		{"imdbid with q is q", "t=movie&imdbid=0133093&q=another+film", []string{"Another.Film.2020.1080p.BluRay"}},
+		{"tvdbid alone finds nothing", "t=tvsearch&tvdbid=121361&season=1&ep=2", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			doc := e.feed(tc.params + k)
@@ -428,6 +443,15 @@ func TestGetAndDetails(t *testing.T) {
 	if cd := resp.Header.Get("Content-Disposition"); cd != `attachment; filename="Some.Show.S01E02.720p.HDTV-GRP.nzb"` {
 		t.Errorf("content disposition %q", cd)
 	}
+	details := e.server.URL + "/api?apikey=" + testKey + "&id=tv1&t=details"
+	for name, want := range map[string]string{
+		"X-DNZB-Name": "Some.Show.S01E02.720p.HDTV-GRP", "X-DNZB-Category": "TV > HD",
+		"X-DNZB-MoreInfo": details, "X-DNZB-Details": details, "X-DNZB-Failure": details,
+	} {
+		if got := resp.Header.Get(name); got != want {
+			t.Errorf("%s = %q, want %q", name, got, want)
+		}
+	}
 	var nzb struct {
 		XMLName xml.Name `xml:"http://www.newzbin.com/DTD/2003/nzb nzb"`
 		Meta    []struct {
@@ -459,6 +483,29 @@ func TestGetAndDetails(t *testing.T) {
 	}
 }
 
+// specText is the spec's description of each code, which clients match.
+var specText = map[int]string{
+	100: "Incorrect user credentials", 200: "Missing parameter", 201: "Incorrect parameter",
+	202: "No such function", 300: "No such item", 900: "Unknown error",
+}
+
+// TestGetHeadersSafe: a name with CR, LF and non-ASCII characters gives
+// header values of printable ASCII and a UTF-8 filename*.
+func TestGetHeadersSafe(t *testing.T) {
+	e := newEnv(t)
+	e.add(usenet.Release{ID: "odd", Name: "Caf\u00e9.Cr\u00e8me\r\nX-Evil: 1", Category: usenet.CatOtherMisc, Date: e.now.Unix()}, "a.bin")
+	resp, _ := e.get("t=get&id=odd&apikey=" + testKey)
+	if resp.Header.Get("X-Evil") != "" {
+		t.Fatal("a header was injected")
+	}
+	if got := resp.Header.Get("X-DNZB-Name"); got != "Caf_.Cr_me  X-Evil: 1" {
+		t.Errorf("X-DNZB-Name = %q", got)
+	}
+	if got := resp.Header.Get("Content-Disposition"); got != `attachment; filename="Caf_.Cr_me_X-Evil_1.nzb"; filename*=UTF-8''Caf%C3%A9.Cr%C3%A8me%0D%0AX-Evil%3A%201.nzb` {
+		t.Errorf("Content-Disposition = %q", got)
+	}
+}
+
 func TestErrors(t *testing.T) {
 	e := newEnv(t)
 	e.fixture()
@@ -467,6 +514,9 @@ func TestErrors(t *testing.T) {
 		params string
 		code   int
 	}{
+		{"t=tvsearch&season=2026&ep=13/40" + k, 201},
+		{"t=tvsearch&ep=12/02" + k, 201},
+		{"t=movie&imdbid=ttx" + k, 201},
 		{"t=search", 100},
 		{"t=search&apikey=wrong", 100},
 		{"t=get&id=tv1", 100},
@@ -494,7 +544,7 @@ func TestErrors(t *testing.T) {
 			t.Errorf("%q: %v\n%s", tc.params, err, body)
 			continue
 		}
-		if got.Code != tc.code || got.Description == "" {
+		if got.Code != tc.code || !strings.HasPrefix(got.Description, specText[tc.code]) {
 			t.Errorf("%q: error %+v, want code %d", tc.params, got, tc.code)
 		}
 		if strings.Contains(string(body), "goroutine") {
@@ -508,7 +558,7 @@ func TestErrors(t *testing.T) {
 			Description string `json:"description"`
 		} `json:"error"`
 	}
-	if err := json.Unmarshal(body, &j); err != nil || j.Error.Code != 100 || j.Error.Description == "" {
+	if err := json.Unmarshal(body, &j); err != nil || j.Error.Code != 100 || j.Error.Description != "Incorrect user credentials" {
 		t.Errorf("json error = %s (%v)", body, err)
 	}
 }
@@ -536,35 +586,50 @@ func TestSearchJSON(t *testing.T) {
 	e := newEnv(t)
 	e.fixture()
 	_, body := e.get("t=search&q=s01e02&o=json&apikey=" + testKey)
-	var j struct {
-		Channel struct {
-			Response struct {
-				Attributes struct{ Offset, Total int } `json:"@attributes"`
-			} `json:"response"`
-			Item []struct {
-				Title     string `json:"title"`
-				GUID      string `json:"guid"`
-				Link      string `json:"link"`
-				Enclosure struct {
-					Attributes struct{ URL, Length, Type string } `json:"@attributes"`
-				} `json:"enclosure"`
-				Attr []struct {
-					Attributes struct{ Name, Value string } `json:"@attributes"`
-				} `json:"attr"`
-			} `json:"item"`
-		} `json:"channel"`
+	// nZEDb's shape: the channel, names as in the XML, attributes with _.
+	var c struct {
+		AtomLink struct {
+			Href string `json:"_href"`
+		} `json:"atom:link"`
+		Response struct {
+			Offset string `json:"_offset"`
+			Total  string `json:"_total"`
+		} `json:"newznab:response"`
+		Item []struct {
+			Title string `json:"title"`
+			GUID  struct {
+				IsPermaLink string `json:"_isPermaLink"`
+				Text        string `json:"text"`
+			} `json:"guid"`
+			Link      string `json:"link"`
+			PubDate   string `json:"pubDate"`
+			Enclosure struct {
+				URL    string `json:"_url"`
+				Length string `json:"_length"`
+				Type   string `json:"_type"`
+			} `json:"enclosure"`
+			Attr []struct {
+				Name  string `json:"_name"`
+				Value string `json:"_value"`
+			} `json:"newznab:attr"`
+		} `json:"item"`
 	}
-	if err := json.Unmarshal(body, &j); err != nil {
+	if err := json.Unmarshal(body, &c); err != nil {
 		t.Fatalf("%v\n%s", err, body)
 	}
-	c := j.Channel
-	if c.Response.Attributes.Total != 1 || len(c.Item) != 1 || c.Item[0].GUID != "tv1" || c.Item[0].Enclosure.Attributes.Type != "application/x-nzb" {
+	if c.Response.Total != "1" || c.Response.Offset != "0" || len(c.Item) != 1 || c.Item[0].GUID.Text != "tv1" ||
+		c.Item[0].Enclosure.Type != "application/x-nzb" || c.Item[0].Enclosure.Length != "3000" || c.Item[0].PubDate == "" || c.AtomLink.Href == "" {
 		t.Fatalf("json = %s", body)
+	}
+	for _, upper := range []string{`"Offset"`, `"Total"`, `"@attributes"`} {
+		if strings.Contains(string(body), upper) {
+			t.Errorf("json has %s: %s", upper, body)
+		}
 	}
 	var cats []string
 	for _, a := range c.Item[0].Attr {
-		if a.Attributes.Name == "category" {
-			cats = append(cats, a.Attributes.Value)
+		if a.Name == "category" {
+			cats = append(cats, a.Value)
 		}
 	}
 	if !slices.Equal(cats, []string{"5000", "5040"}) {

@@ -60,14 +60,14 @@ func TestSearchLimits(t *testing.T) {
 	for _, tc := range []struct {
 		name, params, desc string
 	}{
-		{"the probe's query", "t=search&q=" + esc(probeQ), "incorrect parameter q: longer than 512 bytes"},
-		{"q a byte too long", "t=search&q=" + strings.Repeat("a", search.MaxWordsBytes+1), "incorrect parameter q: longer than 512 bytes"},
-		{"q a word too many", "t=search&q=" + esc(words(search.MaxWords+1)), "incorrect parameter q: more than 32 distinct words"},
-		{"tvsearch title", "t=tvsearch&season=1&q=" + esc(probeQ), "incorrect parameter q: longer than 512 bytes"},
-		{"movie title", "t=movie&q=" + esc(words(search.MaxWords+1)), "incorrect parameter q: more than 32 distinct words"},
-		{"a category too many", "t=search&cat=" + cats(search.MaxCats+1), "incorrect parameter cat: more than 64 categories"},
-		{"a long category list", "t=search&cat=" + cats(100_000), "incorrect parameter cat: more than 64 categories"},
-		{"group too long", "t=search&group=" + strings.Repeat("g", search.MaxGroupBytes+1), "incorrect parameter group: longer than 256 bytes"},
+		{"the probe's query", "t=search&q=" + esc(probeQ), "Incorrect parameter (q: longer than 512 bytes)"},
+		{"q a byte too long", "t=search&q=" + strings.Repeat("a", search.MaxWordsBytes+1), "Incorrect parameter (q: longer than 512 bytes)"},
+		{"q a word too many", "t=search&q=" + esc(words(search.MaxWords+1)), "Incorrect parameter (q: more than 32 distinct words)"},
+		{"tvsearch title", "t=tvsearch&season=1&q=" + esc(probeQ), "Incorrect parameter (q: longer than 512 bytes)"},
+		{"movie title", "t=movie&q=" + esc(words(search.MaxWords+1)), "Incorrect parameter (q: more than 32 distinct words)"},
+		{"a category too many", "t=search&cat=" + cats(search.MaxCats+1), "Incorrect parameter (cat: more than 64 categories)"},
+		{"a long category list", "t=search&cat=" + cats(100_000), "Incorrect parameter (cat: more than 64 categories)"},
+		{"group too long", "t=search&group=" + strings.Repeat("g", search.MaxGroupBytes+1), "Incorrect parameter (group: longer than 256 bytes)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, body := e.get(tc.params + k)
@@ -147,8 +147,8 @@ func TestSearchBudget(t *testing.T) {
 		budget time.Duration
 		desc   string
 	}{
-		{0, "search took longer than its time budget of 2s: use fewer categories or more specific words"},
-		{500 * time.Millisecond, "search took longer than its time budget of 500ms: use fewer categories or more specific words"},
+		{0, "Unknown error (search took longer than its time budget of 2s: use fewer categories or more specific words)"},
+		{500 * time.Millisecond, "Unknown error (search took longer than its time budget of 500ms: use fewer categories or more specific words)"},
 	} {
 		h := bareHandler(t, newznab.Config{SearchBudget: tc.budget}, past)
 		for _, fn := range []string{"search", "tvsearch", "movie"} {

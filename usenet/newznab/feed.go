@@ -104,68 +104,78 @@ func (h *handler) item(r usenet.Release, base, key string, extended bool) rssIte
 	return it
 }
 
-// The JSON shapes: the RSS data in the form nZEDb and newznab answer
-// o=json with, attributes under "@attributes".
+// The JSON shapes: nZEDb's o=json, which is its XML feed's <channel>
+// turned into JSON by rule: elements by their XML names (prefixed ones
+// with their prefix, "newznab:attr"), attributes as the XML has them
+// under their names with a leading _ and string values, an element's
+// text beside its attributes as "text". Where nZEDb writes a lone item
+// or attr as an object, item and newznab:attr here are always lists
+// (empty when nothing matched), which a client of nZEDb reads too.
 type (
-	jsonDoc struct {
-		Attributes struct {
-			Version string `json:"version"`
-		} `json:"@attributes"`
-		Channel jsonChannel `json:"channel"`
-	}
 	jsonChannel struct {
-		Title       string `json:"title"`
-		Description string `json:"description"`
-		Link        string `json:"link"`
-		Response    struct {
-			Attributes nzResponse `json:"@attributes"`
-		} `json:"response"`
-		Items []jsonItem `json:"item"`
+		AtomLink    jsonAtomLink `json:"atom:link"`
+		Title       string       `json:"title"`
+		Description string       `json:"description"`
+		Link        string       `json:"link"`
+		Response    jsonResponse `json:"newznab:response"`
+		Items       []jsonItem   `json:"item"`
+	}
+	jsonAtomLink struct {
+		Href string `json:"_href"`
+		Rel  string `json:"_rel"`
+		Type string `json:"_type"`
+	}
+	jsonResponse struct {
+		Offset string `json:"_offset"`
+		Total  string `json:"_total"`
 	}
 	jsonItem struct {
-		Title       string `json:"title"`
-		GUID        string `json:"guid"`
-		Link        string `json:"link"`
-		Comments    string `json:"comments"`
-		PubDate     string `json:"pubDate"`
-		Category    string `json:"category"`
-		Description string `json:"description"`
-		Enclosure   struct {
-			Attributes struct {
-				URL    string `json:"url"`
-				Length string `json:"length"`
-				Type   string `json:"type"`
-			} `json:"@attributes"`
-		} `json:"enclosure"`
-		Attrs []jsonAttr `json:"attr"`
+		Title       string        `json:"title"`
+		GUID        jsonGUID      `json:"guid"`
+		Link        string        `json:"link"`
+		Comments    string        `json:"comments"`
+		PubDate     string        `json:"pubDate"`
+		Category    string        `json:"category"`
+		Description string        `json:"description"`
+		Enclosure   jsonEnclosure `json:"enclosure"`
+		Attrs       []jsonAttr    `json:"newznab:attr"`
+	}
+	jsonGUID struct {
+		IsPermaLink string `json:"_isPermaLink"`
+		Text        string `json:"text"`
+	}
+	jsonEnclosure struct {
+		URL    string `json:"_url"`
+		Length string `json:"_length"`
+		Type   string `json:"_type"`
 	}
 	jsonAttr struct {
-		Attributes struct {
-			Name  string `json:"name"`
-			Value string `json:"value"`
-		} `json:"@attributes"`
+		Name  string `json:"_name"`
+		Value string `json:"_value"`
 	}
 )
 
-func (d rssDoc) json() jsonDoc {
-	var j jsonDoc
-	j.Attributes.Version = d.Version
+func (d rssDoc) json() jsonChannel {
 	c := d.Channel
-	j.Channel.Title, j.Channel.Description, j.Channel.Link = c.Title, c.Description, c.Link
-	j.Channel.Response.Attributes = c.Response
-	j.Channel.Items = make([]jsonItem, 0, len(c.Items))
+	j := jsonChannel{
+		AtomLink:    jsonAtomLink(c.AtomLink),
+		Title:       c.Title,
+		Description: c.Description,
+		Link:        c.Link,
+		Response:    jsonResponse{Offset: strconv.Itoa(c.Response.Offset), Total: strconv.Itoa(c.Response.Total)},
+		Items:       make([]jsonItem, 0, len(c.Items)),
+	}
 	for _, it := range c.Items {
-		ji := jsonItem{Title: it.Title, GUID: it.GUID.Value, Link: it.Link, Comments: it.Comments,
-			PubDate: it.PubDate, Category: it.Category, Description: it.Description}
-		ji.Enclosure.Attributes.URL = it.Enclosure.URL
-		ji.Enclosure.Attributes.Length = strconv.FormatInt(it.Enclosure.Length, 10)
-		ji.Enclosure.Attributes.Type = it.Enclosure.Type
-		for _, a := range it.Attrs {
-			var ja jsonAttr
-			ja.Attributes.Name, ja.Attributes.Value = a.Name, a.Value
-			ji.Attrs = append(ji.Attrs, ja)
+		ji := jsonItem{
+			Title: it.Title, GUID: jsonGUID{IsPermaLink: it.GUID.IsPermaLink, Text: it.GUID.Value},
+			Link: it.Link, Comments: it.Comments, PubDate: it.PubDate, Category: it.Category, Description: it.Description,
+			Enclosure: jsonEnclosure{URL: it.Enclosure.URL, Length: strconv.FormatInt(it.Enclosure.Length, 10), Type: it.Enclosure.Type},
+			Attrs:     make([]jsonAttr, 0, len(it.Attrs)),
 		}
-		j.Channel.Items = append(j.Channel.Items, ji)
+		for _, a := range it.Attrs {
+			ji.Attrs = append(ji.Attrs, jsonAttr(a))
+		}
+		j.Items = append(j.Items, ji)
 	}
 	return j
 }

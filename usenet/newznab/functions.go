@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -34,6 +35,13 @@ func (h *handler) runSearch(req *request, defCats []int, tv bool) (response, *ap
 	}
 	if len(q.Cats) == 0 {
 		q.Cats = defCats
+	}
+	byID, apiErr := checkIDs(req.q)
+	if apiErr != nil {
+		return response{}, apiErr
+	}
+	if byID && q.Words == "" {
+		return encode(req, h.feed(req, q.Offset, 0), h.feed(req, q.Offset, 0).json())
 	}
 	// The budget is a deadline under the request's context, so the search
 	// also ends when the client goes away (ServeHTTP then answers nothing).
@@ -83,7 +91,7 @@ func (h *handler) parseQuery(req *request, tv bool) (search.Query, *apiError) {
 		}
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 0 {
-			apiErr = errorf(ErrIncorrectParam, "incorrect parameter "+name+": want a number >= 0")
+			apiErr = errorf(ErrIncorrectParam, name+": want a number >= 0")
 			return 0
 		}
 		return n
@@ -98,9 +106,8 @@ func (h *handler) parseQuery(req *request, tv bool) (search.Query, *apiError) {
 	if days := num("maxage"); days > 0 {
 		q.MaxAge = time.Duration(days) * 24 * time.Hour
 	}
-	if tv {
-		q.Season = num("season")
-		q.Episode = num("ep")
+	if tv && apiErr == nil {
+		apiErr = parseEpisode(&q, v.Get("season"), v.Get("ep"))
 	}
 	if s := v.Get("cat"); s != "" && apiErr == nil {
 		// Counted before it is split, so a long list costs no memory.
@@ -110,7 +117,7 @@ func (h *handler) parseQuery(req *request, tv bool) (search.Query, *apiError) {
 		for _, c := range strings.Split(s, ",") {
 			n, err := strconv.Atoi(strings.TrimSpace(c))
 			if err != nil || n <= 0 {
-				return search.Query{}, errorf(ErrIncorrectParam, "incorrect parameter cat: want numbers separated by commas")
+				return search.Query{}, errorf(ErrIncorrectParam, "cat: want numbers separated by commas")
 			}
 			q.Cats = append(q.Cats, n)
 		}
@@ -123,6 +130,71 @@ func (h *handler) parseQuery(req *request, tv bool) (search.Query, *apiError) {
 	return q, apiErr
 }
 
+// parseEpisode sets q's season and episode from Sonarr's forms: season=1
+// and ep=2; season=00 (season 0, the specials); season=1 alone (the whole
+// season); a daily show's season=2026&ep=12/02 (the day).
+func parseEpisode(q *search.Query, season, ep string) *apiError {
+	number := func(name, s string) (int, *apiError) {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			return 0, errorf(ErrIncorrectParam, name+": want a number >= 0")
+		}
+		return n, nil
+	}
+	if season != "" {
+		n, e := number("season", season)
+		if e != nil {
+			return e
+		}
+		q.Season, q.HasSeason = n, true
+	}
+	if month, day, ok := strings.Cut(ep, "/"); ok {
+		m, errM := strconv.Atoi(month)
+		d, errD := strconv.Atoi(day)
+		aired := time.Date(q.Season, time.Month(m), d, 0, 0, 0, 0, time.UTC)
+		if season == "" || q.Season < 1000 || errM != nil || errD != nil || aired.Month() != time.Month(m) || aired.Day() != d {
+			return errorf(ErrIncorrectParam, "ep: a daily episode is season=YYYY&ep=MM/DD")
+		}
+		q.Season, q.HasSeason, q.Aired = 0, false, aired
+		return nil
+	}
+	if ep != "" {
+		n, e := number("ep", ep)
+		if e != nil {
+			return e
+		}
+		q.Episode = n
+	}
+	return nil
+}
+
+// idParams are the ids of shows and films the spec's tvsearch and movie
+// take. The index holds none of them (releases carry no metadata), so a
+// search by id alone finds nothing rather than whatever is newest, which a
+// client would take for the film or show it asked for; with q as well, q
+// decides. Caps advertises none of them.
+var idParams = []string{"imdbid", "tmdbid", "tvdbid", "rid", "tvmazeid", "traktid"}
+
+// checkIDs validates the id parameters present (imdbid with or without
+// its tt, as Sonarr and Radarr differ) and reports whether any is.
+func checkIDs(v url.Values) (bool, *apiError) {
+	found := false
+	for _, name := range idParams {
+		s := v.Get(name)
+		if s == "" {
+			continue
+		}
+		if name == "imdbid" {
+			s = strings.TrimPrefix(strings.ToLower(s), "tt")
+		}
+		if n, err := strconv.ParseUint(s, 10, 63); err != nil || n == 0 {
+			return false, errorf(ErrIncorrectParam, name+": want a number > 0")
+		}
+		found = true
+	}
+	return found, nil
+}
+
 // params names the request parameter of each field of search.Query that
 // has a limit.
 var params = map[string]string{"Words": "q", "Cats": "cat", "Group": "group"}
@@ -132,7 +204,7 @@ var params = map[string]string{"Words": "q", "Cats": "cat", "Group": "group"}
 func limitError(err error) *apiError {
 	var le *search.LimitError
 	if !errors.As(err, &le) {
-		return errorf(ErrIncorrectParam, "incorrect parameter: query too large")
+		return errorf(ErrIncorrectParam, "query too large")
 	}
 	what := "more than"
 	if le.Unit == "bytes" {
@@ -142,18 +214,18 @@ func limitError(err error) *apiError {
 	if le.Field == "Words" && le.Unit == "words" {
 		unit = "distinct words"
 	}
-	return errorf(ErrIncorrectParam, fmt.Sprintf("incorrect parameter %s: %s %d %s", params[le.Field], what, le.Limit, unit))
+	return errorf(ErrIncorrectParam, fmt.Sprintf("%s: %s %d %s", params[le.Field], what, le.Limit, unit))
 }
 
 // release reads the release the id parameter names.
 func (h *handler) release(req *request) (usenet.Release, *apiError) {
 	id := req.q.Get("id")
 	if id == "" {
-		return usenet.Release{}, errorf(ErrMissingParam, "missing parameter id")
+		return usenet.Release{}, errorf(ErrMissingParam, "id")
 	}
 	r, err := h.cfg.Store.Release(req.Context(), id)
 	if errors.Is(err, usenet.ErrNotFound) {
-		return usenet.Release{}, errorf(ErrNoSuchItem, "no such item")
+		return usenet.Release{}, errorf(ErrNoSuchItem, "")
 	}
 	if err != nil {
 		return usenet.Release{}, errorf(ErrUnknown, "store unavailable")
@@ -172,7 +244,7 @@ func (h *handler) getFn(req *request) (response, *apiError) {
 	}
 	bins, err := h.cfg.Store.Binaries(req.Context(), ids)
 	if errors.Is(err, usenet.ErrNotFound) {
-		return response{}, errorf(ErrNoSuchItem, "no such item: a file of the release is missing")
+		return response{}, errorf(ErrNoSuchItem, "a file of the release is missing")
 	}
 	if err != nil {
 		return response{}, errorf(ErrUnknown, "store unavailable")
@@ -181,11 +253,70 @@ func (h *handler) getFn(req *request) (response, *apiError) {
 	if err := usenet.WriteNZB(&buf, r, bins); err != nil {
 		return response{}, errorf(ErrUnknown, "internal error")
 	}
+	details := h.link(req.base, "details", r.ID, req.key)
 	return response{
 		contentType: usenet.NZBContentType,
-		header:      map[string]string{"Content-Disposition": `attachment; filename="` + usenet.NZBFileName(r) + `"`},
-		body:        buf.Bytes(),
+		// The X-DNZB headers are what SABnzbd and NZBGet name and file
+		// the job by; the details URL stands for more information and
+		// for where to report a failure.
+		header: map[string]string{
+			"Content-Disposition": contentDisposition(usenet.NZBFileName(r), r.Name),
+			"X-DNZB-Name":         headerValue(r.Name),
+			"X-DNZB-Category":     headerValue(usenet.CategoryName(r.Category)),
+			"X-DNZB-MoreInfo":     headerValue(details),
+			"X-DNZB-Details":      headerValue(details),
+			"X-DNZB-Failure":      headerValue(details),
+		},
+		body: buf.Bytes(),
 	}, nil
+}
+
+// headerValue is s made safe as a header value: a release name is what a
+// poster chose, so control characters (CR and LF among them) become
+// spaces, and what is not ASCII becomes _, as a downloader may decode
+// header bytes as Latin-1 and get the name wrong.
+func headerValue(s string) string {
+	var b strings.Builder
+	for _, c := range s {
+		switch {
+		case c < 0x20 || c == 0x7f:
+			b.WriteByte(' ')
+		case c >= 0x80:
+			b.WriteByte('_')
+		default:
+			b.WriteRune(c)
+		}
+	}
+	return strings.TrimSpace(b.String())
+}
+
+// extValue percent-encodes s as an RFC 5987 ext-value: every byte but
+// its attr-chars.
+func extValue(s string) string {
+	const keep = "!#$&+-.^_`|~"
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte(keep, c) >= 0 {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	return b.String()
+}
+
+// contentDisposition names the NZB file: ascii is the plain file name
+// (letters, digits, dot, dash and underscore only, see usenet.NZBFileName);
+// a name with other characters also gets RFC 6266's filename* in UTF-8.
+func contentDisposition(ascii, name string) string {
+	v := `attachment; filename="` + ascii + `"`
+	for _, c := range name {
+		if c >= 0x80 {
+			return v + "; filename*=UTF-8''" + extValue(name+".nzb")
+		}
+	}
+	return v
 }
 
 func (h *handler) detailsFn(req *request) (response, *apiError) {

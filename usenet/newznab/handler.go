@@ -117,12 +117,12 @@ func (h *handler) serve(req *request) (resp response, apiErr *apiError) {
 	fn, ok := functions[t]
 	if !ok {
 		if t == "" {
-			return response{}, errorf(ErrNoSuchFunction, "missing parameter t (function)")
+			return response{}, errorf(ErrNoSuchFunction, "missing t")
 		}
-		return response{}, errorf(ErrNoSuchFunction, "no such function: "+t)
+		return response{}, errorf(ErrNoSuchFunction, t)
 	}
 	if t != "caps" && h.cfg.APIKeys != nil && (req.key == "" || !h.cfg.APIKeys(req.key)) {
-		return response{}, errorf(ErrCredentials, "incorrect user credentials")
+		return response{}, errorf(ErrCredentials, "")
 	}
 	return fn(h, req)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/switchyard-dev/switchyard/usenet"
 )
@@ -25,7 +26,11 @@ func FuzzQuery(f *testing.F) {
 		rel("b", "Café.Crème.3x07", usenet.CatTVSD, 2),
 	)
 	f.Fuzz(func(t *testing.T, words, group string, cat, season, episode int) {
-		q := Query{Words: words, Group: group, Season: season, Episode: episode}
+		q := Query{Words: words, Group: group, Season: season, Episode: episode, HasSeason: season&1 == 0}
+		if episode%3 == 0 {
+			// Any day, far outside the years of names too.
+			q.Aired = time.Unix(int64(episode)*86400, 0)
+		}
 		// cat stands for a list: its low byte is how many times it repeats.
 		for range cat & 0xff {
 			q.Cats = append(q.Cats, cat>>8)

@@ -276,3 +276,39 @@ func TestReopenKeepsLastSeq(t *testing.T) {
 		t.Errorf("count = %d", n)
 	}
 }
+
+// TestSeasonZeroAndDaily: season 0 asked as such (Sonarr's season=00)
+// and a daily show's date, which only the name holds.
+func TestSeasonZeroAndDaily(t *testing.T) {
+	t.Parallel()
+	ix := openTest(t)
+	applyAll(t, ix,
+		rel("sp", "Show.S00E05.Special.720p.HDTV.x264-GRP", usenet.CatTVHD, 1),
+		rel("e1", "Show.S01E05.720p.HDTV.x264-GRP", usenet.CatTVHD, 2),
+		rel("d1", "Daily.Show.2026.12.02.Guest.720p.WEB.h264-GRP", usenet.CatTVHD, 3),
+		rel("d2", "Daily.Show.2026-12-03.720p.WEB.h264-GRP", usenet.CatTVHD, 4),
+		rel("d3", "Other.2026.02.12.Not.The.Day-GRP", usenet.CatTVHD, 5),
+	)
+	day := func(y int, m time.Month, d int) time.Time { return time.Date(y, m, d, 0, 0, 0, 0, time.UTC) }
+	for _, tc := range []struct {
+		name string
+		q    Query
+		want []string
+	}{
+		{"season 0 episode", Query{HasSeason: true, Episode: 5}, []string{"sp"}},
+		{"season 0 whole", Query{HasSeason: true}, []string{"sp"}},
+		{"season 0 unset is any", Query{Episode: 5}, []string{"sp", "e1"}},
+		{"daily dots", Query{Aired: day(2026, 12, 2)}, []string{"d1"}},
+		{"daily dashes", Query{Aired: day(2026, 12, 3)}, []string{"d2"}},
+		{"daily order matters", Query{Aired: day(2026, 2, 12)}, []string{"d3"}},
+		{"daily and words", Query{Words: "daily show", Aired: day(2026, 12, 2)}, []string{"d1"}},
+		{"daily none", Query{Aired: day(2026, 12, 4)}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := search(t, ix, tc.q)
+			if got := ids(res); !slices.Equal(got, tc.want) {
+				t.Errorf("ids = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

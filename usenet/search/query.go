@@ -110,9 +110,19 @@ type Query struct {
 	// MaxAge keeps releases posted at most this long ago. Zero means any.
 	MaxAge time.Duration
 	// Season and Episode keep releases whose name has S01E02 (or S01.E02,
-	// 1x02) with these numbers; a Season alone also matches a season pack
-	// (S01). Zero means any.
+	// 1x02) with these numbers; a Season alone matches the whole season:
+	// its packs (S01) and its episodes. Zero means any, except for a
+	// Season when HasSeason is set.
 	Season, Episode int
+	// HasSeason says Season is asked even when it is 0: season 0 (the
+	// specials, S00E05), which Sonarr sends as season=00. A Season > 0
+	// is asked whether HasSeason is set or not.
+	HasSeason bool
+	// Aired keeps releases whose name holds this day as year, month and
+	// day in a row (Show.2026.12.02.720p, Show 2026-12-02): a daily
+	// show's episode, which Sonarr asks for as season=2026&ep=12/02. Only
+	// its date counts. Zero means any.
+	Aired time.Time
 	// Limit is the page size; zero means DefaultLimit. Offset skips that
 	// many results.
 	Limit, Offset int
@@ -261,13 +271,21 @@ func matchExpr(q Query, words []string) string {
 	if q.Group != "" {
 		and = append(and, "tags:"+quote(groupTag(q.Group)))
 	}
+	season := q.Season > 0 || q.HasSeason
 	switch {
-	case q.Season > 0 && q.Episode > 0:
+	case season && q.Episode > 0:
 		and = append(and, "tags:"+quote(seasonEpisodeTag(q.Season, q.Episode)))
-	case q.Season > 0:
+	case season:
 		and = append(and, "tags:"+quote(seasonTag(q.Season)))
 	case q.Episode > 0:
 		and = append(and, "tags:"+quote(episodeTag(q.Episode)))
+	}
+	if !q.Aired.IsZero() {
+		// A phrase of three name tokens: the tokenizer splits
+		// 2026.12.02 into 2026, 12 and 02 at consecutive positions, so
+		// the date needs no tags of its own (and no reindexing).
+		y, m, d := q.Aired.Date()
+		and = append(and, "name:"+quote(fmt.Sprintf("%04d %02d %02d", y, m, d)))
 	}
 	return strings.Join(and, " AND ")
 }
