@@ -272,7 +272,7 @@ func TestCaps(t *testing.T) {
 		t.Errorf("server/limits = %+v %+v", caps.Server, caps.Limits)
 	}
 	s := caps.Searching
-	if s.Search != (specSearch{"yes", "q"}) || s.TVSearch != (specSearch{"yes", "q,season,ep"}) || s.MovieSearch != (specSearch{"yes", "q,imdbid"}) {
+	if s.Search != (specSearch{"yes", "q"}) || s.TVSearch != (specSearch{"yes", "q,season,ep"}) || s.MovieSearch != (specSearch{"yes", "q"}) {
 		t.Errorf("searching = %+v", s)
 	}
 	if len(caps.Categories) != len(usenet.Categories) {

@@ -45,11 +45,12 @@ type (
 // q (Sonarr sends every id listed in one request), and a listed parameter
 // the search ignores answers releases of other shows. Sonarr's "Test"
 // needs q, and q with season and ep; Radarr's needs q or imdbid in
-// movie-search.
+// movie-search: q, because releases carry no ids (a search by imdbid
+// alone would answer nothing, where without it Radarr searches by title).
 const (
 	searchParams      = "q"
 	tvSearchParams    = "q,season,ep"
-	movieSearchParams = "q,imdbid"
+	movieSearchParams = "q"
 )
 
 // caps is the t=caps answer: the server, the page limits (both always

@@ -78,15 +78,16 @@ func TestCapsAsAppsRead(t *testing.T) {
 	}
 
 	// Sonarr: search with q, tv-search with q and season and ep. Radarr:
-	// movie-search with q or imdbid. Only what the search honours.
+	// movie-search with q or imdbid; releases carry no ids, so q alone.
+	// Only what the search honours.
 	if got := caps.Searching.Search.params(); !slices.Equal(got, []string{"q"}) {
 		t.Errorf("search params %q, want q", got)
 	}
 	if got := caps.Searching.TVSearch.params(); !slices.Equal(got, []string{"q", "season", "ep"}) {
 		t.Errorf("tv-search params %q, want q,season,ep", got)
 	}
-	if got := caps.Searching.MovieSearch.params(); !slices.Equal(got, []string{"q", "imdbid"}) {
-		t.Errorf("movie-search params %q, want q,imdbid", got)
+	if got := caps.Searching.MovieSearch.params(); !slices.Equal(got, []string{"q"}) {
+		t.Errorf("movie-search params %q, want q", got)
 	}
 
 	// Every id an int, every subcat under its parent, the names mapping to

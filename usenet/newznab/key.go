@@ -21,7 +21,7 @@ const keyMin = 16
 
 // LoadKey reads the API key stored in dir's KeyFile, creating a random one
 // (and dir) on first use; created says which. The file is written with
-// mode 0600 and O_EXCL, so two processes starting on one directory at once
+// mode 0600 and linked into place whole, so two processes starting on one directory at once
 // end up with the same key. A stored key shorter than 16 characters is an
 // error (deleting the file makes a new one).
 func LoadKey(dir string) (key string, created bool, err error) {
@@ -45,18 +45,34 @@ func LoadKey(dir string) (key string, created bool, err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", false, fmt.Errorf("api key: %w", err)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, fs.ErrExist) {
-		return LoadKey(dir) // another process created it first: use its key
-	}
+	// The key is written to a file of its own and then linked into
+	// place: a link never replaces an existing name, and the name appears
+	// with its content, so a process starting beside this one either
+	// wins or reads a whole key (with O_EXCL on the final name it could
+	// read the file between its creation and its write, and find it empty).
+	tmp, err := os.CreateTemp(dir, KeyFile+".new-*")
 	if err != nil {
 		return "", false, fmt.Errorf("api key: %w", err)
 	}
-	if _, err := f.WriteString(key + "\n"); err != nil {
-		f.Close()
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
 		return "", false, fmt.Errorf("api key: %w", err)
 	}
-	return key, true, f.Close()
+	if _, err := tmp.WriteString(key + "\n"); err != nil {
+		tmp.Close()
+		return "", false, fmt.Errorf("api key: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return "", false, fmt.Errorf("api key: %w", err)
+	}
+	if err := os.Link(tmp.Name(), path); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return LoadKey(dir) // another process created it first: use its key
+		}
+		return "", false, fmt.Errorf("api key: %w", err)
+	}
+	return key, true, nil
 }
 
 // KeyChecker accepts exactly key, in constant time: a Config.APIKeys for
