@@ -163,6 +163,18 @@ func TestUpMetrics(t *testing.T) {
 		_, body := httpGet(t, base+"/api?t=search&apikey="+key)
 		return strings.Contains(body, "<item>"), body
 	})
+	// What Sonarr's and Radarr's "Test" and RSS sync send: an empty search
+	// in their default categories must find items on the demo data, or the
+	// app refuses the indexer.
+	for _, q := range []string{
+		"t=tvsearch&cat=5030,5040&extended=1&offset=0&limit=100",
+		"t=movie&cat=2000,2010,2020,2030,2040,2045,2050,2060&extended=1&offset=0&limit=100",
+	} {
+		pollUntil(t, "an item for "+q, func() (bool, string) {
+			_, body := httpGet(t, base+"/api?"+q+"&apikey="+key)
+			return strings.Contains(body, "<item>"), body
+		})
+	}
 	fams = scrape(t, base)
 
 	positive := []struct {
