@@ -1,0 +1,58 @@
+package fleet
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/switchyard-dev/switchyard/usenet"
+	"github.com/switchyard-dev/switchyard/usenet/search"
+)
+
+// TestDashReleasesFiles: the dashboard's files column is the count the
+// Newznab feed shows, the announced count or the files present, whichever
+// is higher (a release posted without [i/n] announces 0).
+func TestDashReleasesFiles(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ix, err := search.Open(filepath.Join(t.TempDir(), "index.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ix.Close() })
+	bins := func(n int) []usenet.FileSummary {
+		var out []usenet.FileSummary
+		for i := range n {
+			out = append(out, usenet.FileSummary{ID: "b" + string(rune('0'+i)), Name: "f" + string(rune('0'+i)), Parts: 1, Present: 1, Bytes: 10})
+		}
+		return out
+	}
+	rels := []usenet.Release{
+		{ID: "unannounced", Name: "Unannounced", Files: 0, Binaries: bins(3), Date: 100},
+		{ID: "partial", Name: "Partial", Files: 5, Binaries: bins(2), Date: 200},
+	}
+	var b search.Batch
+	for i, r := range rels {
+		r.Visible, r.Version, r.Poster, r.Groups, r.Size = true, 1, "p <p@example.com>", []string{"alt.binaries.test"}, 30
+		b.Changes = append(b.Changes, search.Change{Seq: uint64(i + 1), Release: r})
+	}
+	b.LastSeq = uint64(len(rels))
+	if err := ix.Apply(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	var d dashParts
+	d.setIndex(ix)
+	got, err := d.Releases(ctx, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{"unannounced": 3, "partial": 5}
+	if len(got.Items) != len(want) {
+		t.Fatalf("releases: got %d, want %d: %+v", len(got.Items), len(want), got.Items)
+	}
+	for _, r := range got.Items {
+		if r.Files != want[r.ID] {
+			t.Errorf("%s: files %d, want %d", r.ID, r.Files, want[r.ID])
+		}
+	}
+}
