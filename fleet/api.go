@@ -133,14 +133,7 @@ func (a *apiRole) Start(ctx context.Context) error {
 			}
 			observe = func(fn string, code int) { requests.WithLabelValues(fn, strconv.Itoa(code)).Inc() }
 		}
-		a.http.check("usenet search index", func() error {
-			select {
-			case <-fl.Done():
-				return fmt.Errorf("stopped following releases: %v", fl.Err())
-			default:
-				return nil
-			}
-		})
+		a.http.check("usenet search index", followCheck(fl))
 		if a.http != nil {
 			a.http.parts.setIndex(ix)
 		}
@@ -160,6 +153,23 @@ func (a *apiRole) stop(ctx context.Context) error {
 		err = nil
 	}
 	return errors.Join(err, a.ix.Close())
+}
+
+// followCheck is the readiness check of the search index's follower: ready
+// while it follows; once it ended, why (a follower stopped on purpose, as
+// in a shutdown, has no error of its own and says so).
+func followCheck(fl *search.Follower) func() error {
+	return func() error {
+		select {
+		case <-fl.Done():
+		default:
+			return nil
+		}
+		if err := fl.Err(); err != nil {
+			return fmt.Errorf("stopped following releases: %w", err)
+		}
+		return errors.New("stopped following releases: the follower was stopped")
+	}
 }
 
 // startWatch mounts the WebSocket watch gateway (/ws/watch, /watch). With

@@ -2,7 +2,9 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/switchyard-dev/switchyard/usenet"
@@ -54,5 +56,37 @@ func TestDashReleasesFiles(t *testing.T) {
 		if r.Files != want[r.ID] {
 			t.Errorf("%s: files %d, want %d", r.ID, r.Files, want[r.ID])
 		}
+	}
+}
+
+// TestFollowCheck: the search index's readiness check is nil while its
+// follower follows, and once stopped says so in words (not "<nil>").
+func TestFollowCheck(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := startWeb(t, webConfig(t))
+	st, err := usenet.NewStore(f.apiPersist, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix, err := search.Open(filepath.Join(t.TempDir(), "index.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ix.Close() })
+	fl, err := ix.Follow(ctx, st.Releases())
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := followCheck(fl)
+	if err := check(); err != nil {
+		t.Fatalf("following: %v", err)
+	}
+	if err := fl.Stop(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+	err = check()
+	if err == nil || strings.Contains(err.Error(), "<nil>") || !strings.Contains(err.Error(), "stopped following releases") {
+		t.Fatalf("stopped: got %v, want why in words", err)
 	}
 }
