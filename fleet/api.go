@@ -31,6 +31,12 @@ type APIConfig struct {
 	BaseURL string
 }
 
+// The roles the watchers are exported under (switchyard_watch_*{role}).
+const (
+	watchRoleSearch  = "search-index"
+	watchRoleGateway = "watch-gateway"
+)
+
 // apiPattern is the route of the Newznab API.
 const apiPattern = "/api"
 
@@ -134,6 +140,7 @@ func (a *apiRole) Start(ctx context.Context) error {
 			observe = func(fn string, code int) { requests.WithLabelValues(fn, strconv.Itoa(code)).Inc() }
 		}
 		a.http.check("usenet search index", followCheck(fl))
+		a.http.addMetrics(func(r *metrics.Registry) { r.AddWatcher(watchRoleSearch, fl) })
 		if a.http != nil {
 			a.http.parts.setIndex(ix)
 		}
@@ -197,6 +204,7 @@ func (f *Fleet) startWatch(ctx context.Context) error {
 	if err := f.start(ctx, "watch", gw); err != nil {
 		return err
 	}
+	f.http.addMetrics(func(r *metrics.Registry) { r.AddWatchSet(watchRoleGateway, gw) })
 	gw.Mount(f.http)
 	return nil
 }

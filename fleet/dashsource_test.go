@@ -3,10 +3,15 @@ package fleet
 import (
 	"context"
 	"errors"
+	"io"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/coder/websocket"
+
+	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/usenet"
 	"github.com/switchyard-dev/switchyard/usenet/search"
 )
@@ -89,4 +94,51 @@ func TestFollowCheck(t *testing.T) {
 	if err == nil || strings.Contains(err.Error(), "<nil>") || !strings.Contains(err.Error(), "stopped following releases") {
 		t.Fatalf("stopped: got %v, want why in words", err)
 	}
+}
+
+// TestWatchersExported: the search index's follower and the WebSocket
+// gateway's watchers (one per open connection) are exported as the
+// switchyard_watch_* families and shown in the dashboard's Watchers; a
+// closed connection's watcher leaves the count.
+func TestWatchersExported(t *testing.T) {
+	t.Parallel()
+	f := startWeb(t, webConfig(t))
+	watchers := func() string {
+		resp, err := http.Get(f.HTTPURL() + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		var lines []string
+		for l := range strings.SplitSeq(string(b), "\n") {
+			if strings.HasPrefix(l, "switchyard_watch_watchers{") {
+				lines = append(lines, l)
+			}
+		}
+		return strings.Join(lines, "; ")
+	}
+	dash := func() map[string]int {
+		out := map[string]int{}
+		for _, w := range f.http.parts.Watchers() {
+			out[w.Role] = w.Watchers
+		}
+		return out
+	}
+	ws, _, err := websocket.Dial(context.Background(), "ws"+strings.TrimPrefix(f.HTTPURL(), "http")+"/ws/watch?scope=hub&stream=log", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testwait.Until(t, "both roles' watchers exported", func() (bool, string) {
+		got := watchers()
+		return strings.Contains(got, `role="search-index"} 1`) && strings.Contains(got, `role="watch-gateway"} 1`), got
+	})
+	if got := dash(); got[watchRoleSearch] != 1 || got[watchRoleGateway] != 1 {
+		t.Errorf("dashboard watchers: %v", got)
+	}
+	_ = ws.Close(websocket.StatusNormalClosure, "")
+	testwait.Until(t, "the gateway's watcher gone", func() (bool, string) {
+		got := watchers()
+		return strings.Contains(got, `role="watch-gateway"} 0`), got
+	})
 }
