@@ -91,3 +91,34 @@ func TestWatchPageInBrowser(t *testing.T) {
 		return strings.Contains(m.Text, "/ws/watch") && (strings.Contains(m.Text, "ERR_CONNECTION_REFUSED") || strings.Contains(m.Text, "Unexpected response code: 503"))
 	})
 }
+
+// TestWatchPageRefusedInBrowser: a /watch page whose request the gateway
+// refuses (a scope that is not a scope name) shows the gateway's 400
+// answer and stops, instead of reconnecting for ever.
+func TestWatchPageRefusedInBrowser(t *testing.T) {
+	t.Parallel()
+	b := testbrowser.New(t)
+	hport := testproc.FreePort(t)
+	base := "http://127.0.0.1:" + strconv.Itoa(hport)
+	up := cli(t, "up", "--nats-port", strconv.Itoa(testproc.FreePort(t)), "--data", t.TempDir(), "--servers", "1", "--no-work", "--http", "127.0.0.1:"+strconv.Itoa(hport))
+	testproc.Start(t, up, "Stop with Ctrl-C")
+	t.Cleanup(func() { _ = up.Process.Kill() })
+
+	ctx, cancel := context.WithTimeout(b.Context(), pageWait)
+	_, err := chromedp.Run(ctx, chromedp.Navigate(base+"/watch?scope=Bad%20Scope&stream=log"))
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitPage(t, b, "the refusal shown", `document.querySelector('#watch').dataset.error === 'bad-request'`)
+	ds := pageValue[map[string]string](t, b, `Object.assign({}, document.querySelector('#watch').dataset)`)
+	text := pageValue[string](t, b, `document.getElementById('status').textContent`)
+	if ds["state"] != "closed" || !strings.Contains(text, "HTTP 400") || !strings.Contains(text, "scope") || strings.Contains(text, "reconnecting") {
+		t.Errorf("page state %v, status %q: want closed, the gateway's 400 message, no reconnecting", ds, text)
+	}
+	b.CheckNoProblems(t, func(m chromedp.ConsoleMessage) bool {
+		// The refused handshake and the page's plain GET asking why, both
+		// answered 400 on purpose.
+		return strings.Contains(m.Text, "Unexpected response code: 400") || strings.Contains(m.Text, "status of 400")
+	})
+}
