@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 
 	"github.com/switchyard-dev/switchyard/bus/auth"
 	"github.com/switchyard-dev/switchyard/internal/lifecycle"
@@ -137,7 +136,7 @@ func (a *apiRole) Start(ctx context.Context) error {
 				_ = a.stop(ctx)
 				return err
 			}
-			observe = func(fn string, code int) { requests.WithLabelValues(fn, strconv.Itoa(code)).Inc() }
+			observe = func(fn string, code int) { requests.WithLabelValues(fn, metrics.NewznabCode(code)).Inc() }
 		}
 		a.http.check("usenet search index", followCheck(fl))
 		a.http.addMetrics(func(r *metrics.Registry) { r.AddWatcher(watchRoleSearch, fl) })

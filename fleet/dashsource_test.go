@@ -142,3 +142,35 @@ func TestWatchersExported(t *testing.T) {
 		return strings.Contains(got, `role="watch-gateway"} 0`), got
 	})
 }
+
+// TestNewznabMetricOK: an answered Newznab request is counted with
+// code="ok", as the other request counters say, not "0".
+func TestNewznabMetricOK(t *testing.T) {
+	t.Parallel()
+	f := startWeb(t, webConfig(t))
+	get := func(path string) string {
+		resp, err := http.Get(f.HTTPURL() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	get("/api?t=caps")
+	body := get("/metrics")
+	if !strings.Contains(body, `switchyard_newznab_requests_total{code="ok",function="caps"} 1`) || strings.Contains(body, `code="0"`) {
+		t.Errorf("newznab requests: %q", grepLines(body, "switchyard_newznab_requests_total"))
+	}
+}
+
+// grepLines is the lines of s that start with prefix.
+func grepLines(s, prefix string) []string {
+	var out []string
+	for l := range strings.SplitSeq(s, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
