@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -89,6 +90,21 @@ func TestDashboardBrowser(t *testing.T) {
 	waitPage(t, b, "a range done", figure("articles-done")+` > 0 && `+figure("ranges-done")+` > 0`)
 	waitPage(t, b, "the fleet shown", figure("members-count")+` === 2`)
 	waitPage(t, b, "releases shown", `document.querySelectorAll("#releases tbody tr").length > 0`)
+	// Each release shows its files (the count the Newznab feed gives, never
+	// 0 for a release that has some), and its date in UTC, said, as the
+	// header's time is.
+	rows := pageValue[[][]string](t, b, `[...document.querySelectorAll("#releases tbody tr")].map((tr) => [...tr.children].map((td) => td.textContent))`)
+	for _, r := range rows {
+		if len(r) < 5 || r[3] == "0" || r[3] == "" || !strings.HasSuffix(r[4], " UTC") {
+			t.Errorf("release row %q: want files > 0 and a date in UTC", r)
+		}
+	}
+	if u := pageValue[string](t, b, `document.getElementById("updated").textContent`); !strings.HasSuffix(u, " UTC") {
+		t.Errorf("header time %q: want it in UTC, said", u)
+	}
+	if n := pageValue[float64](t, b, `document.querySelectorAll("noscript").length`); n == 0 {
+		t.Error("the dashboard has no <noscript>")
+	}
 	if w := pageValue[float64](t, b, `document.documentElement.scrollWidth - window.innerWidth`); w > 0 {
 		t.Errorf("the page is %v px wider than a phone's screen", w)
 	}

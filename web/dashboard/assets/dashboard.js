@@ -76,7 +76,10 @@
     while (n >= 1024 && i < u.length - 1) { n /= 1024; i++; }
     return (i === 0 ? n : n.toFixed(1)) + " " + u[i];
   }
-  const date = (ms) => new Date(ms).toISOString().replace("T", " ").slice(0, 16);
+  // Every time on the page is UTC and says so: the header's and the
+  // releases' alike, whatever the browser's zone.
+  const date = (ms) => new Date(ms).toISOString().replace("T", " ").slice(0, 16) + " UTC";
+  const clock = (ms) => new Date(ms).toISOString().slice(11, 19) + " UTC";
   function ago(ms) {
     const s = Math.round((ms - Date.now()) / 1000);
     return s >= 0 ? "in " + s + " s" : -s + " s ago";
@@ -271,7 +274,7 @@
     const shares = s.work ? s.work.shares || [] : [];
     show("sec-pools", (s.pools || []).length > 0 || shares.length > 0);
     show("sec-leases", !!s.work);
-    $("updated").textContent = "updated " + new Date(s.time).toLocaleTimeString();
+    $("updated").textContent = "updated " + clock(s.time);
     document.body.dataset.instance = s.instance;
     document.body.dataset.seq = String(s.seq);
   }
