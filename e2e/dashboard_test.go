@@ -109,6 +109,19 @@ func TestDashboardBrowser(t *testing.T) {
 		t.Errorf("the page is %v px wider than a phone's screen", w)
 	}
 
+	// A desktop's width: the Fleet and NNTP tables fit, none cut.
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 800)); err != nil {
+		t.Fatal(err)
+	}
+	waitPage(t, b, "the NNTP connections shown", `document.querySelectorAll("#pools tbody tr").length > 0`)
+	for _, id := range []string{"members", "pools"} {
+		if w := pageValue[float64](t, b, fmt.Sprintf(`(() => { const tb = document.getElementById(%q); return tb.scrollWidth - tb.parentElement.clientWidth; })()`, id)); w > 0 {
+			t.Errorf("at 1280 px the %s table is cut by %v px", id, w)
+		}
+	}
+	// The chart has a scale (its robust maximum) and redraws on resize.
+	waitPage(t, b, "the chart drawn", `Number(document.getElementById("chart").dataset.max) > 0`)
+
 	// Snapshots keep coming.
 	seq := pageValue[float64](t, b, `Number(document.body.dataset.seq)`)
 	waitPage(t, b, "a later snapshot", fmt.Sprintf(`Number(document.body.dataset.seq) > %v`, seq))
@@ -130,6 +143,11 @@ func TestDashboardBrowser(t *testing.T) {
 	waitPage(t, b, "the connection shown lost", `["closed", "connecting"].includes(document.getElementById("conn").dataset.state)`)
 	// The drop, then at least one reconnect refused while nothing listens.
 	waitPage(t, b, "a reconnect refused", `Number(document.getElementById("conn").dataset.failures) >= 2`)
+	// Disconnected, the figures are marked stale without fading the page:
+	// the muted text keeps its contrast (nothing on the page is translucent).
+	if o := pageValue[string](t, b, `[...document.querySelectorAll("main, main section")].map((e) => getComputedStyle(e).opacity).find((o) => o !== "1") || "1"`); o != "1" {
+		t.Errorf("disconnected, part of the page has opacity %s: its muted text drops below AA contrast", o)
+	}
 
 	// A new up on the same ports and data: the page reconnects by itself
 	// and shows the new process's snapshots.
