@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -89,9 +90,37 @@ func TestDashboardBrowser(t *testing.T) {
 	waitPage(t, b, "a range done", figure("articles-done")+` > 0 && `+figure("ranges-done")+` > 0`)
 	waitPage(t, b, "the fleet shown", figure("members-count")+` === 2`)
 	waitPage(t, b, "releases shown", `document.querySelectorAll("#releases tbody tr").length > 0`)
+	// Each release shows its files (the count the Newznab feed gives, never
+	// 0 for a release that has some), and its date in UTC, said, as the
+	// header's time is.
+	rows := pageValue[[][]string](t, b, `[...document.querySelectorAll("#releases tbody tr")].map((tr) => [...tr.children].map((td) => td.textContent))`)
+	for _, r := range rows {
+		if len(r) < 5 || r[3] == "0" || r[3] == "" || !strings.HasSuffix(r[4], " UTC") {
+			t.Errorf("release row %q: want files > 0 and a date in UTC", r)
+		}
+	}
+	if u := pageValue[string](t, b, `document.getElementById("updated").textContent`); !strings.HasSuffix(u, " UTC") {
+		t.Errorf("header time %q: want it in UTC, said", u)
+	}
+	if n := pageValue[float64](t, b, `document.querySelectorAll("noscript").length`); n == 0 {
+		t.Error("the dashboard has no <noscript>")
+	}
 	if w := pageValue[float64](t, b, `document.documentElement.scrollWidth - window.innerWidth`); w > 0 {
 		t.Errorf("the page is %v px wider than a phone's screen", w)
 	}
+
+	// A desktop's width: the Fleet and NNTP tables fit, none cut.
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 800)); err != nil {
+		t.Fatal(err)
+	}
+	waitPage(t, b, "the NNTP connections shown", `document.querySelectorAll("#pools tbody tr").length > 0`)
+	for _, id := range []string{"members", "pools"} {
+		if w := pageValue[float64](t, b, fmt.Sprintf(`(() => { const tb = document.getElementById(%q); return tb.scrollWidth - tb.parentElement.clientWidth; })()`, id)); w > 0 {
+			t.Errorf("at 1280 px the %s table is cut by %v px", id, w)
+		}
+	}
+	// The chart has a scale (its robust maximum) and redraws on resize.
+	waitPage(t, b, "the chart drawn", `Number(document.getElementById("chart").dataset.max) > 0`)
 
 	// Snapshots keep coming.
 	seq := pageValue[float64](t, b, `Number(document.body.dataset.seq)`)
@@ -114,6 +143,11 @@ func TestDashboardBrowser(t *testing.T) {
 	waitPage(t, b, "the connection shown lost", `["closed", "connecting"].includes(document.getElementById("conn").dataset.state)`)
 	// The drop, then at least one reconnect refused while nothing listens.
 	waitPage(t, b, "a reconnect refused", `Number(document.getElementById("conn").dataset.failures) >= 2`)
+	// Disconnected, the figures are marked stale without fading the page:
+	// the muted text keeps its contrast (nothing on the page is translucent).
+	if o := pageValue[string](t, b, `[...document.querySelectorAll("main, main section")].map((e) => getComputedStyle(e).opacity).find((o) => o !== "1") || "1"`); o != "1" {
+		t.Errorf("disconnected, part of the page has opacity %s: its muted text drops below AA contrast", o)
+	}
 
 	// A new up on the same ports and data: the page reconnects by itself
 	// and shows the new process's snapshots.

@@ -81,13 +81,56 @@ func TestWatchPageInBrowser(t *testing.T) {
 	// The client counts a message as received only when its seq is above
 	// the last one (else as a duplicate), so 1,000 received with the last
 	// at 1,000 is seqs 1 to 1,000, each once, in order.
-	if ds["lastSeq"] != "1000" || ds["duplicates"] != "0" || ds["reconnects"] == "0" {
-		t.Errorf("page state %v: want last seq 1000, no duplicates, at least one reconnect", ds)
+	// One restart is one reconnect, however many attempts it took.
+	if ds["lastSeq"] != "1000" || ds["duplicates"] != "0" || ds["reconnects"] != "1" {
+		t.Errorf("page state %v: want last seq 1000, no duplicates, one reconnect", ds)
+	}
+	// A message deleted afterwards stays on the page, marked.
+	if _, err := s2.Delete(context.Background(), persist.Delete{Seqs: []uint64{1000}}); err != nil {
+		t.Fatal(err)
+	}
+	waitPage(t, b, "the deleted row marked", `document.querySelector('#log li[data-seq="1000"]').dataset.deleted === 'true'`)
+	if n := pageValue[float64](t, b, `document.querySelectorAll('noscript').length`); n == 0 {
+		t.Error("the page has no <noscript>")
 	}
 	b.CheckNoProblems(t, func(m chromedp.ConsoleMessage) bool {
 		// While no server listens (or the stopping one refuses new
 		// connections), Chromium logs each failed WebSocket connect as a
 		// console error: the scenario causes exactly those.
 		return strings.Contains(m.Text, "/ws/watch") && (strings.Contains(m.Text, "ERR_CONNECTION_REFUSED") || strings.Contains(m.Text, "Unexpected response code: 503"))
+	})
+}
+
+// TestWatchPageRefusedInBrowser: a /watch page whose request the gateway
+// refuses (a scope that is not a scope name) shows the gateway's 400
+// answer and stops, instead of reconnecting for ever.
+func TestWatchPageRefusedInBrowser(t *testing.T) {
+	t.Parallel()
+	b := testbrowser.New(t)
+	hport := testproc.FreePort(t)
+	base := "http://127.0.0.1:" + strconv.Itoa(hport)
+	up := cli(t, "up", "--nats-port", strconv.Itoa(testproc.FreePort(t)), "--data", t.TempDir(), "--servers", "1", "--no-work", "--http", "127.0.0.1:"+strconv.Itoa(hport))
+	testproc.Start(t, up, "Stop with Ctrl-C")
+	t.Cleanup(func() { _ = up.Process.Kill() })
+
+	ctx, cancel := context.WithTimeout(b.Context(), pageWait)
+	_, err := chromedp.Run(ctx, chromedp.Navigate(base+"/watch?scope=Bad%20Scope&stream=log"))
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitPage(t, b, "the refusal shown", `document.querySelector('#watch').dataset.error === 'bad-request'`)
+	if n := pageValue[float64](t, b, `document.querySelectorAll('noscript').length`); n == 0 {
+		t.Error("the page has no <noscript>")
+	}
+	ds := pageValue[map[string]string](t, b, `Object.assign({}, document.querySelector('#watch').dataset)`)
+	text := pageValue[string](t, b, `document.getElementById('status').textContent`)
+	if ds["state"] != "closed" || !strings.Contains(text, "HTTP 400") || !strings.Contains(text, "scope") || strings.Contains(text, "reconnecting") {
+		t.Errorf("page state %v, status %q: want closed, the gateway's 400 message, no reconnecting", ds, text)
+	}
+	b.CheckNoProblems(t, func(m chromedp.ConsoleMessage) bool {
+		// The refused handshake and the page's plain GET asking why, both
+		// answered 400 on purpose.
+		return strings.Contains(m.Text, "Unexpected response code: 400") || strings.Contains(m.Text, "status of 400")
 	})
 }

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 
 	"github.com/switchyard-dev/switchyard/bus/auth"
 	"github.com/switchyard-dev/switchyard/internal/lifecycle"
@@ -30,6 +29,12 @@ type APIConfig struct {
 	// request's own host.
 	BaseURL string
 }
+
+// The roles the watchers are exported under (switchyard_watch_*{role}).
+const (
+	watchRoleSearch  = "search-index"
+	watchRoleGateway = "watch-gateway"
+)
 
 // apiPattern is the route of the Newznab API.
 const apiPattern = "/api"
@@ -131,16 +136,10 @@ func (a *apiRole) Start(ctx context.Context) error {
 				_ = a.stop(ctx)
 				return err
 			}
-			observe = func(fn string, code int) { requests.WithLabelValues(fn, strconv.Itoa(code)).Inc() }
+			observe = func(fn string, code int) { requests.WithLabelValues(fn, metrics.NewznabCode(code)).Inc() }
 		}
-		a.http.check("usenet search index", func() error {
-			select {
-			case <-fl.Done():
-				return fmt.Errorf("stopped following releases: %v", fl.Err())
-			default:
-				return nil
-			}
-		})
+		a.http.check("usenet search index", followCheck(fl))
+		a.http.addMetrics(func(r *metrics.Registry) { r.AddWatcher(watchRoleSearch, fl) })
 		if a.http != nil {
 			a.http.parts.setIndex(ix)
 		}
@@ -160,6 +159,23 @@ func (a *apiRole) stop(ctx context.Context) error {
 		err = nil
 	}
 	return errors.Join(err, a.ix.Close())
+}
+
+// followCheck is the readiness check of the search index's follower: ready
+// while it follows; once it ended, why (a follower stopped on purpose, as
+// in a shutdown, has no error of its own and says so).
+func followCheck(fl *search.Follower) func() error {
+	return func() error {
+		select {
+		case <-fl.Done():
+		default:
+			return nil
+		}
+		if err := fl.Err(); err != nil {
+			return fmt.Errorf("stopped following releases: %w", err)
+		}
+		return errors.New("stopped following releases: the follower was stopped")
+	}
 }
 
 // startWatch mounts the WebSocket watch gateway (/ws/watch, /watch). With
@@ -187,6 +203,7 @@ func (f *Fleet) startWatch(ctx context.Context) error {
 	if err := f.start(ctx, "watch", gw); err != nil {
 		return err
 	}
+	f.http.addMetrics(func(r *metrics.Registry) { r.AddWatchSet(watchRoleGateway, gw) })
 	gw.Mount(f.http)
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/switchyard-dev/switchyard/usenet"
 	"github.com/switchyard-dev/switchyard/usenet/search"
 	"github.com/switchyard-dev/switchyard/web/dashboard"
+	"github.com/switchyard-dev/switchyard/web/metrics"
 	"github.com/switchyard-dev/switchyard/work"
 )
 
@@ -22,6 +23,8 @@ type dashParts struct {
 	work     *work.Store
 	counters *usenet.Counters
 	index    *search.Index
+	// watchers reads the watchers added to the metrics, summed by role.
+	watchers func() []metrics.WatchSum
 
 	// The releases, cached by the index's last seq: searched again only
 	// when the index changed. Used by the hub's tick goroutine only.
@@ -103,9 +106,18 @@ func (d *dashParts) Pools() []dashboard.Pool {
 	return out
 }
 
-// Watchers: up runs no stream watchers of its own (the search index's
-// follower shows as the releases' total).
-func (d *dashParts) Watchers() []dashboard.Watcher { return nil }
+// Watchers reads the watchers the roles added to the metrics (the search
+// index's follower, the WebSocket gateway's), summed by role.
+func (d *dashParts) Watchers() []dashboard.Watcher {
+	if d.watchers == nil {
+		return nil
+	}
+	var out []dashboard.Watcher
+	for _, s := range d.watchers() {
+		out = append(out, dashboard.Watcher{Role: s.Role, Watchers: s.Watchers, Resyncs: s.Stats.Resyncs, Gaps: s.Stats.Gaps, Lag: s.Stats.Lag})
+	}
+	return out
+}
 
 // Totals reads the usenet indexer's counters.
 func (d *dashParts) Totals() (dashboard.Totals, bool) {
@@ -154,7 +166,7 @@ func (d *dashParts) Releases(ctx context.Context, limit int) (*dashboard.Release
 	}
 	rel := &dashboard.Releases{Total: res.Total, Items: []dashboard.Release{}}
 	for _, r := range res.Releases {
-		rel.Items = append(rel.Items, dashboard.Release{ID: r.ID, Name: r.Name, Category: r.Category, CategoryName: usenet.CategoryName(r.Category), Size: r.Size, Date: r.Date, Files: r.Files})
+		rel.Items = append(rel.Items, dashboard.Release{ID: r.ID, Name: r.Name, Category: r.Category, CategoryName: usenet.CategoryName(r.Category), Size: r.Size, Date: r.Date, Files: r.FileCount()})
 	}
 	d.rel, d.relSeq = rel, seq
 	return rel, nil

@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"github.com/switchyard-dev/switchyard/bus"
 	"github.com/switchyard-dev/switchyard/bus/embedded"
 	"github.com/switchyard-dev/switchyard/internal/testwait"
+	"github.com/switchyard-dev/switchyard/nntp"
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/persist/server"
 	"github.com/switchyard-dev/switchyard/work"
@@ -60,7 +62,7 @@ func TestUpStartsEveryRoleInOneOrderAndStopsInReverse(t *testing.T) {
 		"http", "dashboard", "nats",
 		"conn switchyard-persist-0", "persist-0", "conn switchyard-persist-1", "persist-1",
 		"conn switchyard-balancer", "balancer",
-		"demo-nntp", "conn switchyard-coordinator-1/1", "client switchyard-coordinator-1/1", "coordinator-1/1",
+		"conn switchyard-coordinator-1/1", "client switchyard-coordinator-1/1", "demo-nntp", "coordinator-1/1",
 		"conn switchyard-w1", "client switchyard-w1", "conn switchyard-w2", "client switchyard-w2", "settle", "workers",
 		"conn switchyard-usenet-api", "client switchyard-usenet-api", "newznab", "watch",
 	}
@@ -246,5 +248,47 @@ func TestUnreachableBus(t *testing.T) {
 	var ue *UnreachableError
 	if !errors.As(err, &ue) || ue.URL != url {
 		t.Fatalf("Start on a dead bus: %v, want an UnreachableError for %s", err, url)
+	}
+}
+
+// TestDemoRestartKeepsGroups: started again on the same data, the demo
+// provider's groups begin where the work state left them, not at the
+// configured size: a fresh demo smaller than what was planned (it grew
+// while the first ran; here the second is configured smaller) would sit
+// below the planned articles, and nothing would be fetched.
+func TestDemoRestartKeepsGroups(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cfg := upConfig(t)
+	f1, err := Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var planned int64
+	testwait.Until(t, "the demo group planned", func() (bool, string) {
+		gs, err := f1.work.coord.Groups(ctx)
+		if err != nil || len(gs) == 0 {
+			return false, fmt.Sprint(err)
+		}
+		planned = gs[0].Val.PlannedThrough
+		return planned >= cfg.Work.Demo.Articles, fmt.Sprintf("planned through %d", planned)
+	})
+	if err := f1.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	cfg.Work.Demo = &DemoConfig{Groups: 1, Articles: planned / 2}
+	f2 := startWeb(t, cfg)
+	nc, err := nntp.Dial(ctx, nntp.Config{Addr: f2.NNTPAddr()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	g, err := nc.Group(ctx, "alt.binaries.demo.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.High < planned {
+		t.Fatalf("after the restart the demo group's high is %d, below the %d planned", g.High, planned)
 	}
 }

@@ -113,6 +113,7 @@ func (f *Fleet) startHTTP(ctx context.Context) error {
 		return fmt.Errorf("http: %w", err)
 	}
 	h := &httpSide{srv: web.New(f.cfg.HTTP.Addr), hosts: hosts, metrics: metrics.New()}
+	h.parts.watchers = h.metrics.Watchers
 	h.srv.Logger = f.log
 	// The one Host check of the HTTP side: every route the roles mount
 	// answers only to these names (DNS rebinding).

@@ -110,6 +110,9 @@ type workInfo struct {
 	nntp     nntp.Config   // the provider the coordinator fetches from
 	nntpAddr string        // its address, once a coordinator runs
 	stores   []*work.Store // one per worker, in Workers order
+	// coord is the coordinator's store, connected early when the demo
+	// provider needs to read the work state before it starts.
+	coord *work.Store
 }
 
 // NNTPAddr is the provider the coordinator fetches from (the demo
@@ -127,9 +130,27 @@ func (f *Fleet) startDemo(ctx context.Context) error {
 	if w.Demo == nil || w.Coordinator == nil {
 		return nil
 	}
+	// Started again on the same data, the demo's groups begin where the
+	// work state left them (they grew while it ran): a group that began
+	// at Articles again would sit below what was planned, and nothing
+	// would be fetched until it grew past that.
+	// The coordinator's connection, made now rather than after the demo.
+	st, err := f.coordinatorStore(ctx)
+	if err != nil {
+		return err
+	}
+	known, err := st.Groups(ctx)
+	if err != nil {
+		return fmt.Errorf("demo nntp provider: read groups: %w", err)
+	}
+	reached := map[string]int64{}
+	for _, g := range known {
+		reached[g.Val.Name] = max(g.Val.High, g.Val.PlannedThrough)
+	}
 	demo := nntptest.New(nntptest.Config{Addr: "127.0.0.1:0", GrowEvery: w.Demo.GrowEvery, GrowBy: w.Demo.GrowBy})
 	for i := 1; i <= w.Demo.Groups; i++ {
-		demo.AddGroup(fmt.Sprintf("alt.binaries.demo.%d", i), w.Demo.Articles)
+		name := fmt.Sprintf("alt.binaries.demo.%d", i)
+		demo.AddGroup(name, max(w.Demo.Articles, reached[name]))
 	}
 	if err := f.start(ctx, "demo-nntp", demo); err != nil {
 		return fmt.Errorf("demo nntp provider: %w", err)
@@ -212,7 +233,7 @@ func (f *Fleet) startCoordinator(ctx context.Context) error {
 	ncfg, ccfg := f.work.nntp, *f.cfg.Work.Coordinator
 	f.work.nntpAddr = ncfg.Addr
 	name := "coordinator-" + ccfg.Shard.String()
-	st, err := f.workStore(ctx, "switchyard-"+name)
+	st, err := f.coordinatorStore(ctx)
 	if err != nil {
 		return err
 	}
@@ -239,6 +260,19 @@ func (f *Fleet) startCoordinator(ctx context.Context) error {
 		f.http.parts.addWork(st, name, co.Pool(), co.Share().Granted)
 	}
 	return nil
+}
+
+// coordinatorStore is the coordinator's store, connected on first use.
+func (f *Fleet) coordinatorStore(ctx context.Context) (*work.Store, error) {
+	if f.work.coord != nil {
+		return f.work.coord, nil
+	}
+	st, err := f.workStore(ctx, "switchyard-coordinator-"+f.cfg.Work.Coordinator.Shard.String())
+	if err != nil {
+		return nil, err
+	}
+	f.work.coord = st
+	return st, nil
 }
 
 // workStore connects a work role (as the client user) and returns the

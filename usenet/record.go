@@ -68,3 +68,9 @@ type Release struct {
 	// of the settle window.
 	Updated int64 `json:"updated"`
 }
+
+// FileCount is the number of files a reader should be shown: the announced
+// count ([i/n]), or the files present when none was announced or more
+// turned up than announced. The dashboard and the Newznab feed show this
+// one number.
+func (r Release) FileCount() int { return max(r.Files, len(r.Binaries)) }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"time"
 
@@ -212,12 +213,43 @@ func (s *Store) Source() string { return s.source }
 func (s *Store) Client() *persist.Client { return s.c }
 
 // Init lets the lease stream expire its entries (TTL), so a dead worker's
-// lease returns to the pool. It is idempotent.
+// lease returns to the pool, and records the source in the list of sources
+// (ListSources). It is idempotent.
 func (s *Store) Init(ctx context.Context) error {
 	if _, err := s.leases.Stream().UpdateConfig(ctx, persist.ConfigUpdate{AllowMsgTTL: ptr(true)}); err != nil {
 		return fmt.Errorf("work: init leases: %w", err)
 	}
+	// Written once: a coordinator's every start would otherwise add a
+	// message to the list's stream.
+	kv := sourcesKV(s.c)
+	if _, err := kv.Get(ctx, s.source); errors.Is(err, persist.ErrNotFound) {
+		if _, err := kv.Set(ctx, s.source, []byte(s.scope), persist.SetOptions{}); err != nil {
+			return fmt.Errorf("work: record source: %w", err)
+		}
+	} else if err != nil {
+		return fmt.Errorf("work: read sources: %w", err)
+	}
 	return nil
+}
+
+// SourcesScope and SourcesKV are where the names of the sources whose
+// coordinator has started are kept, one key each (the value is the
+// source's scope): what `switchyard work status` shows without --source.
+const (
+	SourcesScope = "work"
+	SourcesKV    = "sources"
+)
+
+func sourcesKV(c *persist.Client) *persist.KV { return c.KV(SourcesScope, SourcesKV) }
+
+// ListSources returns the sources whose coordinator has started, sorted.
+func ListSources(ctx context.Context, c *persist.Client) ([]string, error) {
+	keys, err := sourcesKV(c).Keys(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("work: list sources: %w", err)
+	}
+	slices.Sort(keys)
+	return keys, nil
 }
 
 // Spool is the stream that holds range id's overview lines, one message

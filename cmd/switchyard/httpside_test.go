@@ -204,9 +204,11 @@ func TestUpMetrics(t *testing.T) {
 		{"switchyard_work_worker_articles_total", nil},
 		{"switchyard_usenet_articles_indexed_total", nil},
 		{"switchyard_usenet_ranges_indexed_total", nil},
-		{"switchyard_newznab_requests_total", []string{"function", "search", "code", "0"}},
+		{"switchyard_newznab_requests_total", []string{"function", "search", "code", "ok"}},
 		{"switchyard_newznab_requests_total", []string{"function", "search", "code", "100"}},
 		{"switchyard_newznab_requests_total", []string{"function", "caps"}},
+		// The search index's follower, exported as operations.md promises.
+		{"switchyard_watch_watchers", []string{"role", "search-index"}},
 	}
 	for _, c := range positive {
 		if v, ok := sum(fams, c.name, c.labels...); !ok || v <= 0 {

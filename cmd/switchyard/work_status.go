@@ -38,7 +38,12 @@ func newWorkStatusCmd() *cobra.Command {
 planned and how much of it is done; ranges and their articles by state
 (planned, spooled, leased, done, failed); live leases with holder, progress
 and expiry; the connection shares (name, priority, granted, in use); and the
-articles per second finished over the last minute. --json for scripts.`,
+articles per second finished over the last minute. --json for scripts.
+
+Without --source it prints every source whose coordinator has started (up's
+is "demo" with its demo provider), one after the other; with --json, one
+object when there is one source and an array of them when there are
+several. With none started yet it prints the source "default".`,
 		Example: `  switchyard work status
   switchyard work status --source eu-provider --json | jq .ranges`,
 		Args: cobra.NoArgs,
@@ -47,20 +52,42 @@ articles per second finished over the last minute. --json for scripts.`,
 				return err
 			}
 			return natsOpts.with(cmd, func(ctx context.Context, c *persist.Client) error {
-				st, err := work.NewStore(c, source)
-				if err != nil {
-					return usageError{err}
+				sources := []string{source}
+				if !cmd.Flags().Changed("source") {
+					all, err := work.ListSources(ctx, c)
+					if err != nil {
+						return err
+					}
+					if len(all) > 0 {
+						sources = all
+					}
 				}
-				s, err := st.Status(ctx)
-				if err != nil {
-					return err
+				var all []work.Status
+				for _, src := range sources {
+					st, err := work.NewStore(c, src)
+					if err != nil {
+						return usageError{err}
+					}
+					s, err := st.Status(ctx)
+					if err != nil {
+						return fmt.Errorf("source %s: %w", src, err)
+					}
+					all = append(all, s)
 				}
 				if asJSON {
 					enc := json.NewEncoder(stdout(cmd))
 					enc.SetIndent("", "  ")
-					return enc.Encode(s)
+					if len(all) == 1 {
+						return enc.Encode(all[0])
+					}
+					return enc.Encode(all)
 				}
-				printStatus(stdout(cmd), s)
+				for i, s := range all {
+					if i > 0 {
+						fmt.Fprintln(stdout(cmd))
+					}
+					printStatus(stdout(cmd), s)
+				}
 				return nil
 			})
 		},

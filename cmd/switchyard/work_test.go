@@ -1,8 +1,13 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/switchyard-dev/switchyard/internal/testpersist"
+	"github.com/switchyard-dev/switchyard/work"
 )
 
 // TestWorkBadConfig: bad values fail at once with a message naming the
@@ -36,5 +41,48 @@ func TestWorkBadConfig(t *testing.T) {
 		if code != exitUsage || !strings.Contains(stderr, tc.want) {
 			t.Errorf("%v: exit %d, stderr %q; want exit %d naming %s", tc.args, code, stderr, exitUsage, tc.want)
 		}
+	}
+}
+
+// TestWorkStatusSources: without --source, work status shows the source
+// "default" while no coordinator has started, then every source whose
+// coordinator has (the only one, then both); --source still picks one.
+func TestWorkStatusSources(t *testing.T) {
+	t.Parallel()
+	env := testpersist.Start(t, 1)
+	status := func(args ...string) string {
+		t.Helper()
+		out, stderr, code := execute(t, append([]string{"work", "status", "--nats", env.URL()}, args...)...)
+		if code != 0 {
+			t.Fatalf("work status %v: exit %d: %s", args, code, stderr)
+		}
+		return out
+	}
+	if out := status(); !strings.Contains(out, "source default:") {
+		t.Fatalf("nothing started: %q", out)
+	}
+	for _, src := range []string{"demo", "eu"} {
+		st, err := work.NewStore(env.Client(), src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Init(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if src == "demo" {
+			if out := status(); !strings.Contains(out, "source demo:") || strings.Contains(out, "source default") {
+				t.Fatalf("one source: %q", out)
+			}
+		}
+	}
+	if out := status(); !strings.Contains(out, "source demo:") || !strings.Contains(out, "source eu:") || strings.Contains(out, "source default") {
+		t.Fatalf("two sources: %q", out)
+	}
+	var many []work.Status
+	if err := json.Unmarshal([]byte(status("--json")), &many); err != nil || len(many) != 2 {
+		t.Fatalf("two sources --json: %v, %+v", err, many)
+	}
+	if out := status("--source", "eu"); !strings.Contains(out, "source eu:") || strings.Contains(out, "source demo") {
+		t.Fatalf("--source eu: %q", out)
 	}
 }

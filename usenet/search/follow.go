@@ -125,6 +125,15 @@ func (f *Follower) Done() <-chan struct{} { return f.done }
 // following started.
 func (f *Follower) CaughtUp() <-chan struct{} { return f.caughtUp }
 
+// Stats is the stats of the follower's stream watcher (zero before
+// Start), for the metrics and the dashboard.
+func (f *Follower) Stats() persist.WatchStats {
+	if f.w == nil {
+		return persist.WatchStats{}
+	}
+	return f.w.Stats()
+}
+
 // Malformed counts the messages skipped because their value was not a
 // JSON release.
 func (f *Follower) Malformed() uint64 { return f.malformed.Load() }

@@ -404,12 +404,19 @@ func TestNewznabRequests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.WithLabelValues("search", "200").Inc()
+	c.WithLabelValues("search", NewznabCode(0)).Inc()
+	c.WithLabelValues("search", NewznabCode(100)).Inc()
 	if _, err := NewznabRequests(r.Registerer()); err == nil {
 		t.Fatal("a second registration succeeded")
 	}
-	if got := value(t, gather(t, r), "switchyard_newznab_requests_total", "function", "search", "code", "200"); got != 1 {
-		t.Fatalf("newznab requests = %v, want 1", got)
+	fams := gather(t, r)
+	// Success says "ok", as the other request counters do; an error its
+	// Newznab code.
+	if got := value(t, fams, "switchyard_newznab_requests_total", "function", "search", "code", "ok"); got != 1 {
+		t.Fatalf("newznab requests ok = %v, want 1", got)
+	}
+	if got := value(t, fams, "switchyard_newznab_requests_total", "function", "search", "code", "100"); got != 1 {
+		t.Fatalf("newznab requests 100 = %v, want 1", got)
 	}
 }
 

@@ -9,15 +9,25 @@ import (
 // WatchStatser is what a watcher offers: *persist.Watcher.
 type WatchStatser interface{ Stats() persist.WatchStats }
 
+// WatchSet is a part whose watchers come and go, such as the WebSocket
+// gateway's (one per connection): it reports how many run now and their
+// stats summed, the counters of the ended ones included so that they never
+// go down. *watch.Gateway is one.
+type WatchSet interface {
+	WatchStats() (n int, sum persist.WatchStats)
+}
+
 // watchCollector exports watchers summed by role (the part that runs
 // them, such as "search-index"), never by the stream they watch.
 type watchCollector struct {
 	watchers sources[roleWatcher]
 }
 
+// roleWatcher is one watcher (w) or one set of them (set) under role.
 type roleWatcher struct {
 	role string
 	w    WatchStatser
+	set  WatchSet
 }
 
 var (
@@ -34,43 +44,69 @@ var (
 // AddWatcher exports w's WatchStats under role (a fixed name of the part
 // that runs it; never a scope or stream name).
 func (r *Registry) AddWatcher(role string, w WatchStatser) {
-	r.watch.watchers.add(roleWatcher{role, w})
+	r.watch.watchers.add(roleWatcher{role: role, w: w})
+}
+
+// AddWatchSet exports the watchers of s under role, as AddWatcher does
+// for one: their number now and their stats summed.
+func (r *Registry) AddWatchSet(role string, s WatchSet) {
+	r.watch.watchers.add(roleWatcher{role: role, set: s})
+}
+
+// WatchSum is the watchers of one role, summed: Stats' counters added up,
+// its Lag the largest.
+type WatchSum struct {
+	Role     string
+	Watchers int
+	Stats    persist.WatchStats
+}
+
+// Watchers reads the watchers added, summed by role in the order the roles
+// were first added: what /metrics exports, for the dashboard.
+func (r *Registry) Watchers() []WatchSum { return r.watch.sums() }
+
+func (c *watchCollector) sums() []WatchSum {
+	var out []WatchSum
+	at := map[string]int{}
+	for _, rw := range c.watchers.snapshot() {
+		i, ok := at[rw.role]
+		if !ok {
+			i = len(out)
+			at[rw.role] = i
+			out = append(out, WatchSum{Role: rw.role})
+		}
+		s := &out[i]
+		var n int
+		var st persist.WatchStats
+		if rw.set != nil {
+			n, st = rw.set.WatchStats()
+		} else {
+			n, st = 1, rw.w.Stats()
+		}
+		s.Watchers += n
+		s.Stats.Resyncs += st.Resyncs
+		s.Stats.Gaps += st.Gaps
+		s.Stats.Retries += st.Retries
+		s.Stats.Read += st.Read
+		s.Stats.Skipped += st.Skipped
+		s.Stats.Forged += st.Forged
+		s.Stats.IdleChecks += st.IdleChecks
+		s.Stats.Lag = max(s.Stats.Lag, st.Lag)
+	}
+	return out
 }
 
 func (c *watchCollector) Describe(ch chan<- *prometheus.Desc) { describe(ch, watchDescs...) }
 
 func (c *watchCollector) Collect(ch chan<- prometheus.Metric) {
-	type sum struct {
-		n                                       int
-		resyncs, gaps, retries, skipped, forged uint64
-		lag                                     uint64
-	}
-	byRole := map[string]*sum{}
-	var order []string
-	for _, rw := range c.watchers.snapshot() {
-		s := byRole[rw.role]
-		if s == nil {
-			s = &sum{}
-			byRole[rw.role] = s
-			order = append(order, rw.role)
-		}
-		st := rw.w.Stats()
-		s.n++
-		s.resyncs += st.Resyncs
-		s.gaps += st.Gaps
-		s.retries += st.Retries
-		s.skipped += st.Skipped
-		s.forged += st.Forged
-		s.lag = max(s.lag, st.Lag)
-	}
-	for _, role := range order {
-		s := byRole[role]
-		gauge(ch, watchCount, float64(s.n), role)
-		counter(ch, watchResyncs, float64(s.resyncs), role)
-		counter(ch, watchGaps, float64(s.gaps), role)
-		counter(ch, watchRetries, float64(s.retries), role)
-		counter(ch, watchSkipped, float64(s.skipped), role)
-		counter(ch, watchForged, float64(s.forged), role)
-		gauge(ch, watchLag, float64(s.lag), role)
+	for _, s := range c.sums() {
+		role, st := s.Role, s.Stats
+		gauge(ch, watchCount, float64(s.Watchers), role)
+		counter(ch, watchResyncs, float64(st.Resyncs), role)
+		counter(ch, watchGaps, float64(st.Gaps), role)
+		counter(ch, watchRetries, float64(st.Retries), role)
+		counter(ch, watchSkipped, float64(st.Skipped), role)
+		counter(ch, watchForged, float64(st.Forged), role)
+		gauge(ch, watchLag, float64(st.Lag), role)
 	}
 }

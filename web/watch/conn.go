@@ -305,12 +305,21 @@ func (g *Gateway) serve(ws *websocket.Conn, nc *corkConn, stream *persist.Stream
 		c.endWith(fmt.Errorf("watch: %w", err))
 	} else {
 		watchDone = w.Done()
+		g.watchMu.Lock()
+		g.watchers[w] = struct{}{}
+		g.watchMu.Unlock()
 	}
 	end := c.writeLoop(ctx, gone, watchDone)
 	g.cfg.Logger.Debug("watch connection ended", "scope", stream.Scope(), "stream", stream.Name(), "status", int(end.status), "reason", end.reason, "abrupt", end.abrupt)
 	stopWatch()
 	if w != nil {
 		_ = w.Stop(context.Background())
+		g.watchMu.Lock()
+		delete(g.watchers, w)
+		st := w.Stats()
+		st.Lag = 0 // a gauge of running watchers
+		addWatchStats(&g.endedWS, st)
+		g.watchMu.Unlock()
 	}
 	if end.abrupt {
 		_ = ws.CloseNow()

@@ -165,6 +165,10 @@ type Gateway struct {
 	conns   map[*wsConn]struct{}
 	closing bool // Stop is waiting for the connections
 
+	watchMu  sync.Mutex // protects watchers and endedWS
+	watchers map[*persist.Watcher]struct{}
+	endedWS  persist.WatchStats // the counters of the watchers that ended, summed
+
 	open, highBytes, highMsgs   atomic.Int64
 	accepted, resyncs, failures atomic.Uint64
 	sent                        atomic.Uint64
@@ -181,7 +185,7 @@ func New(cfg Config) (*Gateway, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Gateway{cfg: cfg, cache: newEncodeCache(4096), conns: map[*wsConn]struct{}{}}, nil
+	return &Gateway{cfg: cfg, cache: newEncodeCache(4096), conns: map[*wsConn]struct{}{}, watchers: map[*persist.Watcher]struct{}{}}, nil
 }
 
 // Start opens the gateway to connections. Started twice it returns
@@ -204,6 +208,32 @@ func (g *Gateway) Mount(mux interface{ Handle(string, http.Handler) }) {
 // them (answering 503 until then) so that a reconnecting browser hears
 // "not yet" rather than "not found".
 var Patterns = []string{"GET /ws/watch", "GET /ws/watch.js", "GET /watch"}
+
+// WatchStats is the gateway's stream watchers (one per open connection):
+// how many run now and their stats summed, the counters of the watchers of
+// closed connections included so that they never go down; Lag is the
+// largest of the running ones'.
+func (g *Gateway) WatchStats() (int, persist.WatchStats) {
+	g.watchMu.Lock()
+	defer g.watchMu.Unlock()
+	sum := g.endedWS
+	for w := range g.watchers {
+		addWatchStats(&sum, w.Stats())
+	}
+	return len(g.watchers), sum
+}
+
+// addWatchStats adds st's counters to sum and keeps the larger lag.
+func addWatchStats(sum *persist.WatchStats, st persist.WatchStats) {
+	sum.Resyncs += st.Resyncs
+	sum.Retries += st.Retries
+	sum.Read += st.Read
+	sum.Skipped += st.Skipped
+	sum.Forged += st.Forged
+	sum.IdleChecks += st.IdleChecks
+	sum.Gaps += st.Gaps
+	sum.Lag = max(sum.Lag, st.Lag)
+}
 
 // Stats returns the gateway's counters.
 func (g *Gateway) Stats() Stats {

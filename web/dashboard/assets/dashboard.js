@@ -76,7 +76,10 @@
     while (n >= 1024 && i < u.length - 1) { n /= 1024; i++; }
     return (i === 0 ? n : n.toFixed(1)) + " " + u[i];
   }
-  const date = (ms) => new Date(ms).toISOString().replace("T", " ").slice(0, 16);
+  // Every time on the page is UTC and says so: the header's and the
+  // releases' alike, whatever the browser's zone.
+  const date = (ms) => new Date(ms).toISOString().replace("T", " ").slice(0, 16) + " UTC";
+  const clock = (ms) => new Date(ms).toISOString().slice(11, 19) + " UTC";
   function ago(ms) {
     const s = Math.round((ms - Date.now()) / 1000);
     return s >= 0 ? "in " + s + " s" : -s + " s ago";
@@ -220,15 +223,29 @@
       (r.items || []).map((x) => [{ text: x.name, cls: "name" }, x.category_name || String(x.category), bytes(x.size), x.files, date(x.date * 1000)]));
   }
 
+  // The chart's scale is a robust maximum of the samples shown: the 95th
+  // percentile, with headroom, so that one burst (the first range of a
+  // start, say) does not flatten everything after it; a sample above it is
+  // drawn at the top. The last samples are kept so that a resize redraws.
+  let chartSamples = [];
+  function robustMax(vs) {
+    const sorted = vs.slice().sort((a, b) => a - b);
+    const p95 = sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * 0.95))];
+    return Math.max(1, p95 * 1.2);
+  }
   function renderChart(samples) {
+    chartSamples = samples;
     show("sec-throughput", samples.length > 0);
     if (samples.length === 0) return;
     const last = samples[samples.length - 1].v;
     figure("rate-now", last, last.toFixed(0) + " articles/s now");
+    drawChart(samples);
+  }
+  function drawChart(samples) {
     const c = $("chart");
     const dpr = window.devicePixelRatio || 1;
     const w = c.clientWidth, h = c.clientHeight;
-    if (w === 0 || h === 0) return;
+    if (w === 0 || h === 0 || samples.length === 0) return;
     if (c.width !== Math.round(w * dpr) || c.height !== Math.round(h * dpr)) {
       c.width = Math.round(w * dpr);
       c.height = Math.round(h * dpr);
@@ -237,24 +254,36 @@
     g.setTransform(dpr, 0, 0, dpr, 0, 0);
     g.clearRect(0, 0, w, h);
     const css = getComputedStyle(document.documentElement);
-    const max = Math.max(1, ...samples.map((s) => s.v));
+    const max = robustMax(samples.map((s) => s.v));
+    c.dataset.max = String(max);
     const t0 = samples[0].t, t1 = Math.max(t0 + 1, samples[samples.length - 1].t);
-    const x = (t) => ((t - t0) / (t1 - t0)) * (w - 2) + 1;
-    const y = (v) => h - 14 - (v / max) * (h - 22);
+    const left = 44, top = 8, bottom = 16; // room for the axis labels
+    const x = (t) => left + ((t - t0) / (t1 - t0)) * (w - left - 2);
+    const y = (v) => h - bottom - (Math.min(v, max) / max) * (h - bottom - top);
     g.strokeStyle = css.getPropertyValue("--line");
+    g.lineWidth = 1;
     g.beginPath();
-    g.moveTo(0, y(0)); g.lineTo(w, y(0));
+    g.moveTo(left, y(0)); g.lineTo(w, y(0)); // the time axis
+    g.moveTo(left, y(max)); g.lineTo(w, y(max)); // the scale's top
+    g.moveTo(left, top); g.lineTo(left, y(0)); // the rate axis
     g.stroke();
     g.strokeStyle = css.getPropertyValue("--accent");
     g.lineWidth = 2;
     g.beginPath();
     samples.forEach((s, i) => (i === 0 ? g.moveTo(x(s.t), y(s.v)) : g.lineTo(x(s.t), y(s.v))));
     g.stroke();
-    g.fillStyle = css.getPropertyValue("--muted");
+    g.fillStyle = css.getPropertyValue("--fg");
     g.font = "11px system-ui, sans-serif";
-    g.fillText("max " + num(Math.round(max)) + "/s", 4, 11);
-    g.fillText(Math.round((t1 - t0) / 1000) + " s", w - 40, h - 2);
+    g.textAlign = "right";
+    g.fillText(num(Math.round(max)) + "/s", left - 4, y(max) + 4);
+    g.fillText("0", left - 4, y(0) + 4);
+    g.textAlign = "left";
+    g.fillText("−" + Math.round((t1 - t0) / 1000) + " s", left + 2, h - 3);
+    g.textAlign = "right";
+    g.fillText("now", w - 2, h - 3);
+    g.textAlign = "left";
   }
+  window.addEventListener("resize", () => drawChart(chartSamples));
 
   function render(s) {
     // A new instance is a restarted process: its seqs start again.
@@ -271,7 +300,7 @@
     const shares = s.work ? s.work.shares || [] : [];
     show("sec-pools", (s.pools || []).length > 0 || shares.length > 0);
     show("sec-leases", !!s.work);
-    $("updated").textContent = "updated " + new Date(s.time).toLocaleTimeString();
+    $("updated").textContent = "updated " + clock(s.time);
     document.body.dataset.instance = s.instance;
     document.body.dataset.seq = String(s.seq);
   }

@@ -10,7 +10,7 @@
 //     url: "/ws/watch",               // optional: the endpoint (relative to the page)
 //     onMessage(m) {},                // each {"type":"msg",...}, seq strictly increasing
 //     onEvent(m) {},                  // every other message (ready, delete, skipped, resync, error, ...)
-//     onState(state, info) {},        // "connecting" | "open" | "closed"; info {code, reason, retryIn, attempt}
+//     onState(state, info) {},        // "connecting" | "open" | "closed"; info {code, reason, retryIn, attempt, status, fatal}
 //   });
 //   w.next      // the seq the next connection resumes from (undefined until known)
 //   w.lastSeq   // the highest seq received (0 if none)
@@ -30,7 +30,7 @@
       state: "closed",
       close: close,
     };
-    var ws = null, timer = null, stopped = false, attempt = 0;
+    var ws = null, timer = null, stopped = false, attempt = 0, everOpen = false;
     var onMessage = opts.onMessage || function () {};
     var onEvent = opts.onEvent || function () {};
     var onState = opts.onState || function () {};
@@ -61,6 +61,7 @@
         switch (m.type) {
           case "ready":
             attempt = 0;
+            everOpen = true;
             if (self.next === undefined || m.from > self.next) self.next = m.from;
             setState("open", { from: m.from });
             break;
@@ -88,17 +89,50 @@
           setState("closed", { code: e.code, reason: e.reason, fatal: true });
           return;
         }
-        // A resync reconnects at once; anything else backs off, jittered
-        // so that many pages of a restarted gateway do not return in step.
-        var wait = 0;
-        if (e.code !== 4001) {
-          wait = Math.min(BACKOFF_MAX, BACKOFF_MIN * Math.pow(2, attempt));
-          wait = Math.round(wait * (0.75 + Math.random() * 0.5));
+        // A browser does not tell why an upgrade was refused (the close is
+        // 1006, as for a lost connection). Before any connection worked,
+        // ask the same URL over plain HTTP: a 4xx answer (bad scope,
+        // forbidden, unauthorized) will not change by retrying, so show
+        // its text and stop. 426 (upgrade required) means the request
+        // itself is fine. Once a connection worked the parameters are
+        // known good and a refusal is a server going away: retry.
+        if (e.code === 1006 && !everOpen && global.fetch) {
+          probe(function (status, text) {
+            if (stopped) return;
+            if (status >= 400 && status < 500 && status !== 408 && status !== 426 && status !== 429) {
+              stopped = true;
+              setState("closed", { code: e.code, status: status, reason: text, fatal: true });
+              return;
+            }
+            retry(e);
+          });
+          return;
         }
-        attempt++;
-        setState("closed", { code: e.code, reason: e.reason, retryIn: wait, attempt: attempt });
-        timer = setTimeout(open, wait);
+        retry(e);
       };
+    }
+
+    // probe GETs the endpoint over HTTP and calls done(status, text); a
+    // failed request is status 0.
+    function probe(done) {
+      var u = new URL(endpoint());
+      u.protocol = u.protocol === "wss:" ? "https:" : "http:";
+      global.fetch(u.toString(), { cache: "no-store", credentials: "same-origin" }).then(function (r) {
+        return r.text().then(function (t) { done(r.status, t.trim().slice(0, 500)); });
+      }, function () { done(0, ""); });
+    }
+
+    function retry(e) {
+      // A resync reconnects at once; anything else backs off, jittered
+      // so that many pages of a restarted gateway do not return in step.
+      var wait = 0;
+      if (e.code !== 4001) {
+        wait = Math.min(BACKOFF_MAX, BACKOFF_MIN * Math.pow(2, attempt));
+        wait = Math.round(wait * (0.75 + Math.random() * 0.5));
+      }
+      attempt++;
+      setState("closed", { code: e.code, reason: e.reason, retryIn: wait, attempt: attempt });
+      timer = setTimeout(open, wait);
     }
 
     function close() {
