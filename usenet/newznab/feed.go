@@ -89,7 +89,7 @@ func (h *handler) item(r usenet.Release, base, key string, extended bool) rssIte
 	}
 	attr("category", strconv.Itoa(r.Category))
 	attr("size", strconv.FormatInt(r.Size, 10))
-	attr("files", strconv.Itoa(max(r.Files, len(r.Binaries))))
+	attr("files", strconv.Itoa(r.FileCount()))
 	attr("grabs", "0")
 	if len(r.Groups) > 0 {
 		attr("group", r.Groups[0])
