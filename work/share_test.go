@@ -161,6 +161,39 @@ func (p *shareParticipant) stop() {
 	<-p.workDone
 }
 
+// leave is how a process leaves: its loop ends, then Leave shrinks the pool
+// to nothing while the workers still ask for connections, so that the
+// commands in flight finish and their connections close under an entry
+// Leave keeps renewed, and only then do the workers stop.
+func (p *shareParticipant) leave(t *testing.T) {
+	t.Helper()
+	p.cancelLoop()
+	<-p.loopDone
+	if err := p.share.Leave(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	p.stop()
+}
+
+// die is how a process dies: its connections and its heartbeats end
+// together, as the kernel closes a dead process's sockets. The workers
+// stop (commands in flight finish) and the pool closes while the loop
+// still renews the entry; then the loop ends. Ending the loop first would
+// leave the connections open after the last heartbeat for as long as the
+// machine takes to close them, and the others, rightly dropping the entry
+// once its TTL passed, would grow into connections still open.
+func (p *shareParticipant) die(t *testing.T) {
+	t.Helper()
+	p.cancelWork()
+	<-p.workDone
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := p.pool.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p.stop()
+}
+
 func (p *shareParticipant) check(t *testing.T) {
 	t.Helper()
 	p.mu.Lock()
@@ -284,10 +317,12 @@ func TestShareParticipants(t *testing.T) {
 
 	// The prober leaves: within two rounds of each other shareParticipant the
 	// coordinator and the worker hold the new split.
-	prober.stop()
-	if err := prober.share.Leave(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	// On a server slower than the TTL: the commands in flight and the
+	// QUITs of a leave outlast the entry's last heartbeat by more than its
+	// TTL, and the others must still not grow into them.
+	srv.SetFaults(nntptest.Faults{Delay: 4 * 3 * every})
+	prober.leave(t)
+	srv.SetFaults(nntptest.Faults{Delay: 40 * time.Millisecond})
 	if st := prober.pool.Stats(); st.Open() != 0 || st.Size != 0 {
 		t.Fatalf("prober's pool after Leave: %+v", st)
 	}
@@ -303,11 +338,12 @@ func TestShareParticipants(t *testing.T) {
 		}
 	}
 
-	// The worker dies: its loop stops without Leave and its connections go
-	// (as the kernel closes a dead process's sockets). Its entry stays
-	// until its TTL has passed, then the coordinator takes everything.
-	// Its entry carries the TTL the others drop it by: read before it dies,
-	// since a slow machine may pass the TTL (3 rounds) before a read after.
+	// The worker dies: its connections go and its loop stops without
+	// Leave. Its entry stays until its TTL has passed, then the
+	// coordinator takes everything. Its entry carries the TTL the others
+	// drop it by: read before it dies, since a slow machine may pass the
+	// TTL (3 rounds) before a read after; a heartbeat after the read only
+	// makes the entry expire later.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var seen, ttl int64
@@ -323,10 +359,7 @@ func TestShareParticipants(t *testing.T) {
 	if seen == 0 || ttl != (3*every).Milliseconds() {
 		t.Fatalf("worker's entry %+v", tv.Val)
 	}
-	worker.stop()
-	if err := worker.pool.Stop(ctx); err != nil {
-		t.Fatal(err)
-	}
+	worker.die(t)
 	testwait.For(t, "the coordinator to take the dead worker's share", func() bool {
 		return shareConverged([]*shareParticipant{coord}, map[string]int{"coordinator": limit})
 	})
@@ -451,7 +484,9 @@ func TestShareReporter(t *testing.T) {
 
 // TestShareLeaveWaitsForInFlight: Leave shrinks the pool to zero at once
 // but removes the entry, handing its connections on, only once the command
-// in flight has finished and its connection is closed.
+// in flight has finished and its connection is closed; until then it keeps
+// the entry renewed with that connection (Every is an hour here: the
+// renewal is Leave's, no round runs).
 func TestShareLeaveWaitsForInFlight(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -476,10 +511,15 @@ func TestShareLeaveWaitsForInFlight(t *testing.T) {
 	if _, err := c.Group(ctx, "alt.test"); err != nil {
 		t.Fatal(err)
 	}
-	tv, err := st.ShareTable(ctx)
-	if err != nil || len(tv.Val) != 1 || tv.Val[0].Using != 3 {
-		t.Fatalf("table while a command is in flight: %+v %v", tv, err)
-	}
+	// While it waits, Leave renews the entry with what the pool still
+	// holds: the connection in use, no grant.
+	testwait.Until(t, "Leave to renew the entry with the connection in use", func() (bool, string) {
+		tv, err := st.ShareTable(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(tv.Val) == 1 && tv.Val[0].Using == 1 && tv.Val[0].Granted == 0, fmt.Sprintf("%+v", tv.Val)
+	})
 	select {
 	case err := <-left:
 		t.Fatalf("Leave returned %v with a connection in use", err)
@@ -492,7 +532,7 @@ func TestShareLeaveWaitsForInFlight(t *testing.T) {
 	if n := srv.Stats().Active; n != 0 {
 		t.Fatalf("after Leave the server has %d connections", n)
 	}
-	tv, err = st.ShareTable(ctx)
+	tv, err := st.ShareTable(ctx)
 	if err != nil || len(tv.Val) != 0 || sh.Using() != 0 || sh.Granted() != 0 {
 		t.Fatalf("table after Leave: %+v %v, using %d", tv, err, sh.Using())
 	}
