@@ -268,11 +268,17 @@ func TestShareParticipants(t *testing.T) {
 	// Slow answers keep the connections busy: a shrink has commands in
 	// flight to wait for.
 	srv.SetFaults(nntptest.Faults{Delay: 40 * time.Millisecond})
-	every := 50 * time.Millisecond
+	// Short rounds for quick convergence, but a TTL the guarantee holds
+	// for: a round may take up to a second (shareRoundMin) and a process
+	// shrinks its pool only after failing for half the TTL, so below two
+	// seconds a participant merely slowed down by a loaded machine would
+	// be dropped by the others while it still holds its connections (with
+	// a TTL of three 50 ms rounds the table added up to 10 under load).
+	every, ttl := 50*time.Millisecond, 2*time.Second
 	cfgs := map[string]work.ShareConfig{
-		"coordinator": {Name: "coordinator", Priority: work.PriorityCoordinator, Min: 1, Limit: limit, Every: every},
-		"prober":      {Name: "prober", Priority: work.PriorityProber, Min: 1, Limit: limit, Every: every},
-		"worker":      {Name: "worker", Priority: 4, Min: 2, Limit: limit, Every: every},
+		"coordinator": {Name: "coordinator", Priority: work.PriorityCoordinator, Min: 1, Limit: limit, Every: every, TTL: ttl},
+		"prober":      {Name: "prober", Priority: work.PriorityProber, Min: 1, Limit: limit, Every: every, TTL: ttl},
+		"worker":      {Name: "worker", Priority: 4, Min: 2, Limit: limit, Every: every, TTL: ttl},
 	}
 	grants := func(names ...string) map[string]int {
 		var es []work.ShareEntry
@@ -320,7 +326,7 @@ func TestShareParticipants(t *testing.T) {
 	// On a server slower than the TTL: the commands in flight and the
 	// QUITs of a leave outlast the entry's last heartbeat by more than its
 	// TTL, and the others must still not grow into them.
-	srv.SetFaults(nntptest.Faults{Delay: 4 * 3 * every})
+	srv.SetFaults(nntptest.Faults{Delay: ttl + ttl/2})
 	prober.leave(t)
 	srv.SetFaults(nntptest.Faults{Delay: 40 * time.Millisecond})
 	if st := prober.pool.Stats(); st.Open() != 0 || st.Size != 0 {
@@ -342,21 +348,21 @@ func TestShareParticipants(t *testing.T) {
 	// Leave. Its entry stays until its TTL has passed, then the
 	// coordinator takes everything. Its entry carries the TTL the others
 	// drop it by: read before it dies, since a slow machine may pass the
-	// TTL (3 rounds) before a read after; a heartbeat after the read only
+	// TTL before a read after; a heartbeat after the read only
 	// makes the entry expire later.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	var seen, ttl int64
+	var seen, ttlMS int64
 	tv, err := st.ShareTable(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range tv.Val {
 		if e.Name == "worker" {
-			seen, ttl = e.Seen, e.TTL
+			seen, ttlMS = e.Seen, e.TTL
 		}
 	}
-	if seen == 0 || ttl != (3*every).Milliseconds() {
+	if seen == 0 || ttlMS != ttl.Milliseconds() {
 		t.Fatalf("worker's entry %+v", tv.Val)
 	}
 	worker.die(t)
@@ -364,7 +370,7 @@ func TestShareParticipants(t *testing.T) {
 		return shareConverged([]*shareParticipant{coord}, map[string]int{"coordinator": limit})
 	})
 	for _, r := range coord.rounds() {
-		if r.granted == limit && r.end.UnixMilli() > seen && r.end.UnixMilli() < seen+ttl {
+		if r.granted == limit && r.end.UnixMilli() > seen && r.end.UnixMilli() < seen+ttlMS {
 			t.Errorf("the coordinator took the worker's share at %d, before its entry (seen %d) expired", r.end.UnixMilli(), seen)
 		}
 	}
@@ -588,7 +594,8 @@ func TestShareSameName(t *testing.T) {
 	srv.SetFaults(nntptest.Faults{Delay: 10 * time.Millisecond})
 	stopWatch := watchShareTable(t, st, limit)
 	defer stopWatch()
-	cfg := work.ShareConfig{Name: "coordinator", Priority: work.PriorityCoordinator, Limit: limit, Every: 50 * time.Millisecond}
+	// A TTL the guarantee holds for (see TestShareParticipants).
+	cfg := work.ShareConfig{Name: "coordinator", Priority: work.PriorityCoordinator, Limit: limit, Every: 50 * time.Millisecond, TTL: 2 * time.Second}
 	a := joinShare(t, st, srv, cfg, limit)
 	b := joinShare(t, st, srv, cfg, limit)
 	half := map[string]int{"coordinator": limit / 2}
