@@ -366,17 +366,38 @@ func sortEntries(es []ShareEntry) []ShareEntry {
 
 // Leave resizes the pool to zero, waits for its commands in flight to
 // finish and its connections to close, then removes its entry (not another
-// process's of the same Name), so that the
-// others grow into its connections at their next round. When ctx ends
-// before the pool is empty the entry stays as it is, still counting what
-// is open. A later Round registers the process again.
+// process's of the same Name), so that the others grow into its
+// connections at their next round. While it waits it renews the entry
+// with what the pool still holds, at least every min(Every, TTL/3): the
+// round loop has stopped by then, and an entry left unrenewed for its TTL
+// would be dropped by the others, who would grow into connections still
+// open (commands in flight on a slow server, QUITs unanswered). When ctx
+// ends before the pool is empty the entry stays as last written, still
+// counting what was open. A later Round registers the process again.
 func (s *Share) Leave(ctx context.Context) error {
 	s.round.Lock()
 	defer s.round.Unlock()
 	if s.pool != nil {
 		s.pool.Resize(0)
-		if err := s.pool.WaitOpen(ctx, 0); err != nil {
-			return fmt.Errorf("work: share leave: %w", err)
+		every := max(min(s.cfg.Every, s.cfg.TTL/3), time.Millisecond)
+		for {
+			open := s.pool.Stats().Open()
+			if open == 0 {
+				break
+			}
+			// A failed renewal does not end the wait: the connections
+			// close all the same, and the entry still counts them until
+			// its TTL.
+			_ = s.holdLocked(ctx, open)
+			wctx, cancel := context.WithTimeout(ctx, every)
+			err := s.pool.WaitOpen(wctx, 0)
+			cancel()
+			if err == nil {
+				break
+			}
+			if ctx.Err() != nil {
+				return fmt.Errorf("work: share leave: %w", err)
+			}
 		}
 	}
 	// The pool's size is zero and it is empty: it opens nothing more.
@@ -394,6 +415,32 @@ func (s *Share) Leave(ctx context.Context) error {
 			return fmt.Errorf("work: share leave: %w", err)
 		}
 		s.set(0, 0)
+		return nil
+	}
+}
+
+// holdLocked renews the entry of a leaving process with a grant of zero
+// and Using the connections its pool still holds. Under s.round.
+func (s *Share) holdLocked(ctx context.Context, using int) error {
+	ctx, cancel := context.WithTimeout(ctx, roundDeadline(s.cfg))
+	defer cancel()
+	for {
+		tbl, err := s.st.ShareTable(ctx)
+		if err != nil {
+			return fmt.Errorf("work: share leave: renew: %w", err)
+		}
+		now := time.Now()
+		entries, own := s.prune(tbl.Val, now)
+		s.renew(&own, now)
+		own.Using, own.Granted = using, 0
+		_, err = s.st.PutShareTable(ctx, sortEntries(append(entries, own)), tbl.Seq)
+		if errors.Is(err, ErrConflict) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("work: share leave: renew: %w", err)
+		}
+		s.set(0, using)
 		return nil
 	}
 }

@@ -161,6 +161,39 @@ func (p *shareParticipant) stop() {
 	<-p.workDone
 }
 
+// leave is how a process leaves: its loop ends, then Leave shrinks the pool
+// to nothing while the workers still ask for connections, so that the
+// commands in flight finish and their connections close under an entry
+// Leave keeps renewed, and only then do the workers stop.
+func (p *shareParticipant) leave(t *testing.T) {
+	t.Helper()
+	p.cancelLoop()
+	<-p.loopDone
+	if err := p.share.Leave(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	p.stop()
+}
+
+// die is how a process dies: its connections and its heartbeats end
+// together, as the kernel closes a dead process's sockets. The workers
+// stop (commands in flight finish) and the pool closes while the loop
+// still renews the entry; then the loop ends. Ending the loop first would
+// leave the connections open after the last heartbeat for as long as the
+// machine takes to close them, and the others, rightly dropping the entry
+// once its TTL passed, would grow into connections still open.
+func (p *shareParticipant) die(t *testing.T) {
+	t.Helper()
+	p.cancelWork()
+	<-p.workDone
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := p.pool.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p.stop()
+}
+
 func (p *shareParticipant) check(t *testing.T) {
 	t.Helper()
 	p.mu.Lock()
@@ -235,11 +268,17 @@ func TestShareParticipants(t *testing.T) {
 	// Slow answers keep the connections busy: a shrink has commands in
 	// flight to wait for.
 	srv.SetFaults(nntptest.Faults{Delay: 40 * time.Millisecond})
-	every := 50 * time.Millisecond
+	// Short rounds for quick convergence, but a TTL the guarantee holds
+	// for: a round may take up to a second (shareRoundMin) and a process
+	// shrinks its pool only after failing for half the TTL, so below two
+	// seconds a participant merely slowed down by a loaded machine would
+	// be dropped by the others while it still holds its connections (with
+	// a TTL of three 50 ms rounds the table added up to 10 under load).
+	every, ttl := 50*time.Millisecond, 2*time.Second
 	cfgs := map[string]work.ShareConfig{
-		"coordinator": {Name: "coordinator", Priority: work.PriorityCoordinator, Min: 1, Limit: limit, Every: every},
-		"prober":      {Name: "prober", Priority: work.PriorityProber, Min: 1, Limit: limit, Every: every},
-		"worker":      {Name: "worker", Priority: 4, Min: 2, Limit: limit, Every: every},
+		"coordinator": {Name: "coordinator", Priority: work.PriorityCoordinator, Min: 1, Limit: limit, Every: every, TTL: ttl},
+		"prober":      {Name: "prober", Priority: work.PriorityProber, Min: 1, Limit: limit, Every: every, TTL: ttl},
+		"worker":      {Name: "worker", Priority: 4, Min: 2, Limit: limit, Every: every, TTL: ttl},
 	}
 	grants := func(names ...string) map[string]int {
 		var es []work.ShareEntry
@@ -284,10 +323,12 @@ func TestShareParticipants(t *testing.T) {
 
 	// The prober leaves: within two rounds of each other shareParticipant the
 	// coordinator and the worker hold the new split.
-	prober.stop()
-	if err := prober.share.Leave(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	// On a server slower than the TTL: the commands in flight and the
+	// QUITs of a leave outlast the entry's last heartbeat by more than its
+	// TTL, and the others must still not grow into them.
+	srv.SetFaults(nntptest.Faults{Delay: ttl + ttl/2})
+	prober.leave(t)
+	srv.SetFaults(nntptest.Faults{Delay: 40 * time.Millisecond})
 	if st := prober.pool.Stats(); st.Open() != 0 || st.Size != 0 {
 		t.Fatalf("prober's pool after Leave: %+v", st)
 	}
@@ -303,35 +344,33 @@ func TestShareParticipants(t *testing.T) {
 		}
 	}
 
-	// The worker dies: its loop stops without Leave and its connections go
-	// (as the kernel closes a dead process's sockets). Its entry stays
-	// until its TTL has passed, then the coordinator takes everything.
-	// Its entry carries the TTL the others drop it by: read before it dies,
-	// since a slow machine may pass the TTL (3 rounds) before a read after.
+	// The worker dies: its connections go and its loop stops without
+	// Leave. Its entry stays until its TTL has passed, then the
+	// coordinator takes everything. Its entry carries the TTL the others
+	// drop it by: read before it dies, since a slow machine may pass the
+	// TTL before a read after; a heartbeat after the read only
+	// makes the entry expire later.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	var seen, ttl int64
+	var seen, ttlMS int64
 	tv, err := st.ShareTable(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range tv.Val {
 		if e.Name == "worker" {
-			seen, ttl = e.Seen, e.TTL
+			seen, ttlMS = e.Seen, e.TTL
 		}
 	}
-	if seen == 0 || ttl != (3*every).Milliseconds() {
+	if seen == 0 || ttlMS != ttl.Milliseconds() {
 		t.Fatalf("worker's entry %+v", tv.Val)
 	}
-	worker.stop()
-	if err := worker.pool.Stop(ctx); err != nil {
-		t.Fatal(err)
-	}
+	worker.die(t)
 	testwait.For(t, "the coordinator to take the dead worker's share", func() bool {
 		return shareConverged([]*shareParticipant{coord}, map[string]int{"coordinator": limit})
 	})
 	for _, r := range coord.rounds() {
-		if r.granted == limit && r.end.UnixMilli() > seen && r.end.UnixMilli() < seen+ttl {
+		if r.granted == limit && r.end.UnixMilli() > seen && r.end.UnixMilli() < seen+ttlMS {
 			t.Errorf("the coordinator took the worker's share at %d, before its entry (seen %d) expired", r.end.UnixMilli(), seen)
 		}
 	}
@@ -451,7 +490,9 @@ func TestShareReporter(t *testing.T) {
 
 // TestShareLeaveWaitsForInFlight: Leave shrinks the pool to zero at once
 // but removes the entry, handing its connections on, only once the command
-// in flight has finished and its connection is closed.
+// in flight has finished and its connection is closed; until then it keeps
+// the entry renewed with that connection (Every is an hour here: the
+// renewal is Leave's, no round runs).
 func TestShareLeaveWaitsForInFlight(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -476,10 +517,15 @@ func TestShareLeaveWaitsForInFlight(t *testing.T) {
 	if _, err := c.Group(ctx, "alt.test"); err != nil {
 		t.Fatal(err)
 	}
-	tv, err := st.ShareTable(ctx)
-	if err != nil || len(tv.Val) != 1 || tv.Val[0].Using != 3 {
-		t.Fatalf("table while a command is in flight: %+v %v", tv, err)
-	}
+	// While it waits, Leave renews the entry with what the pool still
+	// holds: the connection in use, no grant.
+	testwait.Until(t, "Leave to renew the entry with the connection in use", func() (bool, string) {
+		tv, err := st.ShareTable(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(tv.Val) == 1 && tv.Val[0].Using == 1 && tv.Val[0].Granted == 0, fmt.Sprintf("%+v", tv.Val)
+	})
 	select {
 	case err := <-left:
 		t.Fatalf("Leave returned %v with a connection in use", err)
@@ -492,7 +538,7 @@ func TestShareLeaveWaitsForInFlight(t *testing.T) {
 	if n := srv.Stats().Active; n != 0 {
 		t.Fatalf("after Leave the server has %d connections", n)
 	}
-	tv, err = st.ShareTable(ctx)
+	tv, err := st.ShareTable(ctx)
 	if err != nil || len(tv.Val) != 0 || sh.Using() != 0 || sh.Granted() != 0 {
 		t.Fatalf("table after Leave: %+v %v, using %d", tv, err, sh.Using())
 	}
@@ -548,7 +594,8 @@ func TestShareSameName(t *testing.T) {
 	srv.SetFaults(nntptest.Faults{Delay: 10 * time.Millisecond})
 	stopWatch := watchShareTable(t, st, limit)
 	defer stopWatch()
-	cfg := work.ShareConfig{Name: "coordinator", Priority: work.PriorityCoordinator, Limit: limit, Every: 50 * time.Millisecond}
+	// A TTL the guarantee holds for (see TestShareParticipants).
+	cfg := work.ShareConfig{Name: "coordinator", Priority: work.PriorityCoordinator, Limit: limit, Every: 50 * time.Millisecond, TTL: 2 * time.Second}
 	a := joinShare(t, st, srv, cfg, limit)
 	b := joinShare(t, st, srv, cfg, limit)
 	half := map[string]int{"coordinator": limit / 2}

@@ -228,7 +228,14 @@ func TestWorkerHeartbeatKeepsLease(t *testing.T) {
 	e := ltStart(t)
 	r, arts := e.ltSpooled(t, "alt.x", work.KindTail, 1, 200, nil)
 	g := newGate(150)
-	w := ltWorker(t, e.st, g, work.WorkerConfig{Name: "w", Lease: work.LeaseConfig{TTL: time.Second}, Heartbeat: 150 * time.Millisecond})
+	// A renewal's deadline is the heartbeat interval, and one that lands
+	// after it (its answer lost) costs the range: the next renewal is
+	// fenced. With 150 ms, a persist round trip on a loaded machine under
+	// the race detector (measured up to 125 ms) came within reach of it.
+	// A third of the TTL, as the default, also lets one renewal fail
+	// without the lease expiring.
+	ttl := 1500 * time.Millisecond
+	w := ltWorker(t, e.st, g, work.WorkerConfig{Name: "w", Lease: work.LeaseConfig{TTL: ttl}, Heartbeat: ttl / 3})
 	res := make(chan error, 1)
 	go func() {
 		_, err := w.RunOne(e.ctx)
@@ -247,7 +254,7 @@ func TestWorkerHeartbeatKeepsLease(t *testing.T) {
 		if err != nil {
 			t.Fatalf("lease while heartbeating: %v", err)
 		}
-		return le.Val.Progress == 149 && time.Since(start) > 2500*time.Millisecond
+		return le.Val.Progress == 149 && time.Since(start) > ttl*5/2
 	})
 	close(g.open)
 	if err := <-res; err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/switchyard-dev/switchyard/bus/embedded"
 	"github.com/switchyard-dev/switchyard/internal/testproc"
+	"github.com/switchyard-dev/switchyard/internal/testwait"
 )
 
 // httpGet fetches url; a failed connection is status 0, so pollers can
@@ -135,12 +137,30 @@ func TestUpMetrics(t *testing.T) {
 		return code == 200, body
 	})
 
-	// The worker has indexed a range: the work and usenet counters moved.
+	// The worker has indexed a range and finished it: the work and usenet
+	// counters moved. The indexer counts a range when it reaches its end,
+	// before the worker records the range read and finished (persist round
+	// trips), and only then do the worker's counters and the range's state
+	// move: wait for the last of them, not the first.
 	var fams map[string]*dto.MetricFamily
-	pollUntil(t, "a range indexed", func() (bool, string) {
+	testwait.Until(t, "a range indexed and finished", func() (bool, string) {
 		fams = scrape(t, base)
-		n, _ := sum(fams, "switchyard_usenet_ranges_indexed_total")
-		return n > 0, "usenet ranges indexed " + strconv.FormatFloat(n, 'f', -1, 64)
+		last := ""
+		ok := true
+		for _, c := range []struct {
+			name   string
+			labels []string
+		}{
+			{"switchyard_usenet_ranges_indexed_total", nil},
+			{"switchyard_work_ranges_finished_total", nil},
+			{"switchyard_work_worker_articles_total", nil},
+			{"switchyard_work_ranges", []string{"source", "demo", "state", "done"}},
+		} {
+			n, _ := sum(fams, c.name, c.labels...)
+			ok = ok && n > 0
+			last += fmt.Sprintf("%s%v=%v ", c.name, c.labels, n)
+		}
+		return ok, last
 	})
 
 	// The Newznab API on the same port: caps needs no key, a wrong key is
