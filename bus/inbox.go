@@ -1,9 +1,6 @@
 package bus
 
-import (
-	"strings"
-	"unicode"
-)
+import "strings"
 
 // InboxRoot is the first token of every inbox: nats.go's default reply
 // prefix "_INBOX." and, followed by "_" and a user name, the per-user
@@ -27,13 +24,13 @@ func IsInbox(subject string) bool {
 	}
 	if name := first[len(InboxRoot):]; name != "" {
 		// "_INBOX_<name>": the user's own prefix, never "_INBOXX".
-		if name[0] != '_' || !literalToken(name[1:]) {
+		if name[0] != '_' || !isToken(name[1:]) {
 			return false
 		}
 	}
 	for {
 		tok, more, ok := strings.Cut(rest, ".")
-		if !literalToken(tok) {
+		if !isToken(tok) {
 			return false
 		}
 		if !ok {
@@ -41,18 +38,4 @@ func IsInbox(subject string) bool {
 		}
 		rest = more
 	}
-}
-
-// literalToken says whether s is one non-empty subject token with no
-// wildcard: what a subject published on may hold.
-func literalToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for _, r := range s {
-		if r == '*' || r == '>' || r == '.' || unicode.IsSpace(r) || !unicode.IsPrint(r) {
-			return false
-		}
-	}
-	return true
 }

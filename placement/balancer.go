@@ -12,6 +12,7 @@ import (
 
 	"github.com/switchyard-dev/switchyard/bus"
 	"github.com/switchyard-dev/switchyard/internal/lifecycle"
+	"github.com/switchyard-dev/switchyard/persist"
 )
 
 // Balancer defaults.
@@ -91,14 +92,6 @@ type Balancer struct {
 	resubs  uint64
 	refused uint64
 }
-
-// The error reply of the persist wire format (persist.HdrError and
-// persist.CodeBadRequest, which a test keeps equal): a persist client
-// decodes the balancer's refusal as it decodes a server's.
-const (
-	errorHeader    = "Sy-Error"
-	codeBadRequest = "bad-request"
-)
 
 // NewBalancer validates cfg and returns a stopped balancer.
 func NewBalancer(cfg BalancerConfig) (*Balancer, error) {
@@ -241,7 +234,9 @@ func (b *Balancer) serve(ctx context.Context, sub *nats.Subscription) error {
 		if !bus.ValidScope(scope) {
 			// No owner to name: a placement of any token would give one,
 			// which a client would then ask for a scope no server serves.
-			out := &nats.Msg{Subject: msg.Reply, Header: nats.Header{errorHeader: []string{codeBadRequest}},
+			// The refusal is in the persist wire's error form, so a client
+			// decodes it as it decodes a server's.
+			out := &nats.Msg{Subject: msg.Reply, Header: nats.Header{persist.HdrError: []string{string(persist.CodeBadRequest)}},
 				Data: []byte(fmt.Sprintf("invalid scope %q: want [a-z0-9][a-z0-9_-]{0,127}", scope))}
 			if err := msg.RespondMsg(out); err != nil {
 				b.cfg.Logger.Debug("balancer respond", "err", err)

@@ -46,7 +46,7 @@ func NewHosts(listen string, names ...string) (*Hosts, error) {
 
 func (h *Hosts) add(name string) {
 	n := normalHost(name)
-	if n != "" && !isLoopback(n) && !slices.Contains(h.names, n) {
+	if n != "" && !IsLoopback(n) && !slices.Contains(h.names, n) {
 		h.names = append(h.names, n)
 	}
 }
@@ -90,7 +90,7 @@ func (h *Hosts) Allowed(host string) bool {
 	if n == "" {
 		return false
 	}
-	if isLoopback(n) {
+	if IsLoopback(n) {
 		return true
 	}
 	return h != nil && slices.Contains(h.names, n)
@@ -153,9 +153,10 @@ func normalHost(name string) string {
 	return strings.ToLower(strings.TrimSuffix(n, "."))
 }
 
-// isLoopback reports whether a normalized host names this machine:
-// localhost or a loopback IP.
-func isLoopback(n string) bool {
+// IsLoopback reports whether host (a name or an IP, without a port)
+// names this machine only: localhost or a loopback IP. Hosts compares
+// normalized names; a listen address's host is checked as given.
+func IsLoopback(n string) bool {
 	if n == "localhost" {
 		return true
 	}

@@ -60,7 +60,7 @@ func (f httpFlags) validate(insecure bool) error {
 	if err != nil {
 		return usagef("--http %q: want host:port: %v", f.addr, err)
 	}
-	if !isLoopback(host) && !f.insecure && !insecure {
+	if !web.IsLoopback(host) && !f.insecure && !insecure {
 		return usagef("--http %q is reachable from other machines, and the HTTP side speaks plain HTTP (credentials and data in the clear; without --auth, open to all): use a loopback address, or --http-insecure to serve it anyway (behind a TLS proxy)", f.addr)
 	}
 	for _, n := range f.hosts {

@@ -4,7 +4,6 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -16,6 +15,7 @@ import (
 	"github.com/switchyard-dev/switchyard/bus/embedded"
 	"github.com/switchyard-dev/switchyard/fleet"
 	"github.com/switchyard-dev/switchyard/placement"
+	"github.com/switchyard-dev/switchyard/web"
 )
 
 // newUpCmd builds switchyard up.
@@ -63,7 +63,7 @@ with --tls-ca).`,
 			if err != nil {
 				return err
 			}
-			if authDir == "" && !insecure && !isLoopback(host) {
+			if authDir == "" && !insecure && !web.IsLoopback(host) {
 				return usagef("--host %q is reachable from other machines: give --auth DIR (see switchyard auth init) or, to run an open bus anyway, --insecure", host)
 			}
 			if err := httpOpts.validate(insecure); err != nil {
@@ -121,15 +121,6 @@ with --tls-ca).`,
 	httpOpts.registerMetricsOpen(cmd)
 	cmd.Flags().BoolVar(&insecure, "insecure", false, "allow a non-loopback --host without --auth: anyone who reaches the port can read and write everything")
 	return cmd
-}
-
-// isLoopback reports whether host only accepts connections from this machine.
-func isLoopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 type upConfig struct {
