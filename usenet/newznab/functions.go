@@ -122,11 +122,8 @@ func (h *handler) parseQuery(req *request, tv bool) (search.Query, *apiError) {
 			q.Cats = append(q.Cats, n)
 		}
 	}
-	if apiErr == nil {
-		if err := q.Check(); err != nil {
-			return search.Query{}, limitError(err)
-		}
-	}
+	// q's limits are checked by Index.Search, before any work, and
+	// answered as 201 where it is called.
 	return q, apiErr
 }
 
