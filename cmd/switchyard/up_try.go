@@ -48,7 +48,9 @@ func upSwitchyardFlags(cfg upConfig, url string) string {
 // natscli), preceded under --auth with an NKey client by the line that
 // writes the seed file it needs. The nats client cannot read our creds
 // file: a password user gets --user and a --password read from the file by
-// the shell (so the banner never shows the secret), an NKey user --nkey,
+// the shell (so the banner never shows the secret; joined by "=", because a
+// URL-safe base64 password may begin with "-", which the client would
+// read as a flag), an NKey user --nkey,
 // and both --inbox-prefix, the only inbox the client user may read.
 func upNATSTry(cfg upConfig, url string) string {
 	const comment = "          # the plain NATS client works too\n"
@@ -68,7 +70,7 @@ func upNATSTry(cfg upConfig, url string) string {
 			pre = fmt.Sprintf("  (umask 077; sed -n 's/^nkey: //p' %s > %s)   # the seed file the nats client reads\n", shellQuote(file), shellQuote(seed))
 			f.WriteString(" --nkey " + shellQuote(seed))
 		} else {
-			fmt.Fprintf(&f, ` --user %s --password "$(sed -n 's/^password: //p' %s)"`, shellQuote(c.User), shellQuote(file))
+			fmt.Fprintf(&f, ` --user=%s --password="$(sed -n 's/^password: //p' %s)"`, shellQuote(c.User), shellQuote(file))
 		}
 		if c.Inbox != "" {
 			f.WriteString(" --inbox-prefix " + shellQuote(c.Inbox))

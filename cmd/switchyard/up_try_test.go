@@ -45,7 +45,7 @@ func TestUpTryCarriesFlags(t *testing.T) {
 		cfg := upConfig{service: "svc", authDir: dir, tlsCert: "cert.pem", work: upWork{source: "src"}}
 		got := upTry(cfg, url)
 		sy := " --nats " + url + " --creds '" + creds + "' --tls-ca CA.pem --service svc"
-		natsWant := " --server " + url + ` --user client --password "$(sed -n 's/^password: //p' '` + creds + `')" --inbox-prefix _INBOX_client --tlsca CA.pem`
+		natsWant := " --server " + url + ` --user=client --password="$(sed -n 's/^password: //p' '` + creds + `')" --inbox-prefix _INBOX_client --tlsca CA.pem`
 		if nkey {
 			natsWant = " --server " + url + " --nkey '" + strings.TrimSuffix(creds, ".creds") + ".nk' --inbox-prefix _INBOX_client --tlsca CA.pem"
 		}
