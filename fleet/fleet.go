@@ -151,7 +151,9 @@ type Fleet struct {
 // bus, the persist servers, the balancer, the work pipeline (demo provider,
 // coordinator, the workers' connections, settle sweep, workers), the
 // Newznab API and the watch gateway — and returns once all serve. A role's
-// bus connection is started just before it, so it closes just after. On
+// bus connection is started before it (just before, but for the
+// coordinator's, which the demo provider may open earlier to read the work
+// state), so it closes after it. On
 // failure it stops what started and returns the error. ctx bounds starting
 // only: the roles run until Stop.
 func Start(ctx context.Context, cfg Config) (_ *Fleet, err error) {

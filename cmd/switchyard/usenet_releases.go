@@ -119,7 +119,7 @@ func printReleases(out io.Writer, rels []usenet.Release) {
 	w := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "ID\tDATE\tCATEGORY\tSIZE\tFILES\tDONE\tNAME")
 	for _, r := range rels {
-		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%d\t%.0f%%\t%s\n", r.ID, time.Unix(r.Date, 0).UTC().Format("2006-01-02 15:04"), r.Category, humanBytes(r.Size), len(r.Binaries), 100*r.Completion(), r.Name)
+		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%d\t%.0f%%\t%s\n", r.ID, time.Unix(r.Date, 0).UTC().Format("2006-01-02 15:04"), r.Category, humanBytes(r.Size), r.FileCount(), 100*r.Completion(), r.Name)
 	}
 	w.Flush()
 }

@@ -1,0 +1,35 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/switchyard-dev/switchyard/usenet"
+)
+
+// TestPrintReleasesFileCount: the FILES column shows the count a reader is
+// shown everywhere else (Release.FileCount), the announced [i/n] when
+// fewer binaries have been seen so far.
+func TestPrintReleasesFileCount(t *testing.T) {
+	var out bytes.Buffer
+	printReleases(&out, []usenet.Release{
+		{ID: "announced", Name: "Announced.Seven", Files: 7, Binaries: []usenet.FileSummary{{}, {}}},
+		{ID: "seen", Name: "Seen.Three", Binaries: []usenet.FileSummary{{}, {}, {}}},
+	})
+	want := map[string]string{"announced": "7", "seen": "3"}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("want a header and 2 rows, got:\n%s", out.String())
+	}
+	for _, l := range lines[1:] {
+		f := strings.Fields(l)
+		// ID, DATE (two fields), CATEGORY, SIZE, FILES, ...
+		if len(f) < 7 {
+			t.Fatalf("short row %q", l)
+		}
+		if got := f[5]; got != want[f[0]] {
+			t.Errorf("%s: FILES %s, want %s (row %q)", f[0], got, want[f[0]], l)
+		}
+	}
+}
