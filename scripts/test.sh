@@ -44,9 +44,10 @@ forbid ./placement 'nats-server|sqlite'
 forbid ./forward 'nats-server|sqlite'
 forbid ./bus 'nats-server'
 forbid ./work 'nats-server|sqlite'
+forbid ./events 'nats-server|sqlite'
 # Metrics: the parts expose stats and hooks; only web/metrics imports
 # Prometheus.
-for p in ./persist ./persist/server ./placement ./forward ./nntp ./work ./usenet; do
+for p in ./persist ./persist/server ./placement ./forward ./nntp ./work ./usenet ./events; do
 	forbid "$p" 'prometheus'
 done
 # Roles are composed in one place: only the binary, the benchmarks, the

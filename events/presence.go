@@ -1,0 +1,393 @@
+package events
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/switchyard-dev/switchyard/forward"
+	"github.com/switchyard-dev/switchyard/persist"
+)
+
+// Defaults of PresenceConfig, the seed system's.
+const (
+	// PresenceTTLDefault is how long a presence row lives unless refreshed:
+	// a region that dies without removing its rows leaves them this long.
+	PresenceTTLDefault = 48 * time.Hour
+	// PresenceRefreshDefault is the least time between two writes of one
+	// row while connections stay.
+	PresenceRefreshDefault = 12 * time.Hour
+	// LeaveMinDefault and LeaveMaxDefault bound the random delay between
+	// the last connection's close and the row's removal: a reload, or a
+	// rolling deploy that moves sockets, reconnects within it and writes
+	// nothing.
+	LeaveMinDefault = 30 * time.Second
+	LeaveMaxDefault = 60 * time.Second
+)
+
+// PresenceKey is what one presence row is about: a user's app, connected
+// in a region.
+type PresenceKey struct{ User, App, Region string }
+
+// PresenceStore keeps the presence rows.
+type PresenceStore interface {
+	// Put writes the row of k, connected since connectedAt (unix
+	// milliseconds), to live ttl.
+	Put(ctx context.Context, k PresenceKey, connectedAt int64, ttl time.Duration) error
+	// Remove deletes the row of k if it is still the one written with
+	// connectedAt, and reports whether it did.
+	Remove(ctx context.Context, k PresenceKey, connectedAt int64) (bool, error)
+}
+
+// PresenceConfig configures a Presence.
+type PresenceConfig struct {
+	// Region is this region's name, in every row it writes. Required.
+	Region string
+	// Store keeps the rows. Required.
+	Store PresenceStore
+	// TTL, Refresh, LeaveMin and LeaveMax: zero means the defaults above.
+	TTL, Refresh       time.Duration
+	LeaveMin, LeaveMax time.Duration
+	// Clock times the delayed leaves. Nil means the wall clock.
+	Clock forward.Clock
+	// Jitter returns a number in [0, 1) that places a leave's delay
+	// between LeaveMin and LeaveMax. Nil means math/rand/v2.
+	Jitter func() float64
+	// Logger receives store failures of delayed leaves (a Join's failure
+	// is its caller's). Nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Presence tracks this region's connections per (user, app) and keeps one
+// presence row for each that has any: the first connection writes it, the
+// rows are refreshed at most every Refresh, and the last connection's
+// close removes it after a random delay between LeaveMin and LeaveMax —
+// unless a connection came back in between (a reload writes nothing) — and
+// only if the row is still the one this region wrote. Safe for concurrent
+// use; Close stops the pending leaves.
+type Presence struct {
+	cfg PresenceConfig
+	ctx context.Context // of the delayed leaves' store calls; ends at Close
+	end context.CancelFunc
+	wg  sync.WaitGroup
+
+	mu     sync.Mutex
+	closed bool
+	users  map[presenceUser]*presenceState
+}
+
+type presenceUser struct{ user, app string }
+
+type presenceState struct {
+	conns       int
+	connectedAt int64     // of the row written, 0 while none is
+	written     time.Time // when it was last written
+	writing     bool      // a Join is writing it
+	leave       forward.Timer
+	gen         uint64 // counts leaves scheduled, so a stale one does nothing
+}
+
+// NewPresence returns a tracker with no connections.
+func NewPresence(cfg PresenceConfig) (*Presence, error) {
+	switch {
+	case cfg.Region == "":
+		return nil, errors.New("events: PresenceConfig.Region is empty")
+	case cfg.Store == nil:
+		return nil, errors.New("events: PresenceConfig.Store is nil")
+	}
+	if cfg.TTL <= 0 {
+		cfg.TTL = PresenceTTLDefault
+	}
+	if cfg.Refresh <= 0 {
+		cfg.Refresh = PresenceRefreshDefault
+	}
+	if cfg.LeaveMin <= 0 {
+		cfg.LeaveMin = LeaveMinDefault
+	}
+	if cfg.LeaveMax <= 0 {
+		cfg.LeaveMax = LeaveMaxDefault
+	}
+	if cfg.LeaveMax < cfg.LeaveMin {
+		return nil, errors.New("events: PresenceConfig.LeaveMax is below LeaveMin")
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = forward.WallClock
+	}
+	if cfg.Jitter == nil {
+		cfg.Jitter = rand.Float64
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	ctx, end := context.WithCancel(context.Background())
+	return &Presence{cfg: cfg, ctx: ctx, end: end, users: make(map[presenceUser]*presenceState)}, nil
+}
+
+// Join counts a connection of user's app. The first one (with no row
+// written, and none pending removal) writes the row; a row older than
+// Refresh is written again. A failed write is returned, and the next Join
+// or Refresh tries again; the connection counts either way.
+func (p *Presence) Join(ctx context.Context, user, app string) error {
+	k := presenceUser{user, app}
+	now := p.cfg.Clock.Now()
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return errors.New("events: presence is closed")
+	}
+	st := p.users[k]
+	if st == nil {
+		st = &presenceState{}
+		p.users[k] = st
+	}
+	st.conns++
+	if st.leave != nil {
+		// A connection came back before the leave: the row stays.
+		st.leave.Stop()
+		st.leave = nil
+		st.gen++
+	}
+	if st.writing || (st.connectedAt != 0 && now.Sub(st.written) < p.cfg.Refresh) {
+		p.mu.Unlock()
+		return nil
+	}
+	connectedAt := st.connectedAt
+	if connectedAt == 0 {
+		connectedAt = now.UnixMilli()
+	}
+	st.writing = true
+	p.mu.Unlock()
+
+	err := p.cfg.Store.Put(ctx, PresenceKey{user, app, p.cfg.Region}, connectedAt, p.cfg.TTL)
+
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st.writing = false
+	if err != nil {
+		return fmt.Errorf("presence of %q (%s): %w", user, app, err)
+	}
+	st.connectedAt, st.written = connectedAt, now
+	if st.conns == 0 && st.leave == nil {
+		// Every connection left while the row was being written.
+		p.scheduleLeaveLocked(k, st)
+	}
+	return nil
+}
+
+// Leave uncounts a connection of user's app; the last one schedules the
+// row's removal after a random delay.
+func (p *Presence) Leave(user, app string) {
+	k := presenceUser{user, app}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st := p.users[k]
+	if st == nil || st.conns == 0 {
+		return
+	}
+	st.conns--
+	if st.conns > 0 || p.closed {
+		return
+	}
+	if st.connectedAt == 0 && !st.writing {
+		delete(p.users, k) // no row was written: nothing to remove
+		return
+	}
+	if !st.writing {
+		p.scheduleLeaveLocked(k, st)
+	}
+}
+
+func (p *Presence) scheduleLeaveLocked(k presenceUser, st *presenceState) {
+	d := p.cfg.LeaveMin + time.Duration(p.cfg.Jitter()*float64(p.cfg.LeaveMax-p.cfg.LeaveMin))
+	st.gen++
+	gen := st.gen
+	st.leave = p.cfg.Clock.AfterFunc(d, func() { p.expire(k, gen) })
+}
+
+// expire removes k's row if its leave is still the pending one.
+func (p *Presence) expire(k presenceUser, gen uint64) {
+	p.mu.Lock()
+	st := p.users[k]
+	if p.closed || st == nil || st.gen != gen || st.conns > 0 {
+		p.mu.Unlock()
+		return
+	}
+	delete(p.users, k)
+	connectedAt := st.connectedAt
+	p.wg.Add(1)
+	p.mu.Unlock()
+	defer p.wg.Done()
+	if _, err := p.cfg.Store.Remove(p.ctx, PresenceKey{k.user, k.app, p.cfg.Region}, connectedAt); err != nil && p.ctx.Err() == nil {
+		// The row expires with its TTL.
+		p.cfg.Logger.Warn("presence: remove failed", "user", k.user, "app", k.app, "err", err)
+	}
+}
+
+// Refresh writes again every row older than Refresh whose connections
+// stay, and every row a Join failed to write; it returns the first error.
+// A region calls it periodically (an hour apart is plenty).
+func (p *Presence) Refresh(ctx context.Context) error {
+	now := p.cfg.Clock.Now()
+	type todo struct {
+		k           presenceUser
+		connectedAt int64
+	}
+	var list []todo
+	p.mu.Lock()
+	for k, st := range p.users {
+		if st.conns > 0 && !st.writing && (st.connectedAt == 0 || now.Sub(st.written) >= p.cfg.Refresh) {
+			ca := st.connectedAt
+			if ca == 0 {
+				ca = now.UnixMilli()
+			}
+			st.writing = true
+			list = append(list, todo{k, ca})
+		}
+	}
+	p.mu.Unlock()
+	var first error
+	for _, t := range list {
+		err := p.cfg.Store.Put(ctx, PresenceKey{t.k.user, t.k.app, p.cfg.Region}, t.connectedAt, p.cfg.TTL)
+		p.mu.Lock()
+		if st := p.users[t.k]; st != nil {
+			st.writing = false
+			if err == nil {
+				st.connectedAt, st.written = t.connectedAt, now
+				if st.conns == 0 && st.leave == nil {
+					p.scheduleLeaveLocked(t.k, st)
+				}
+			}
+		}
+		p.mu.Unlock()
+		if err != nil && first == nil {
+			first = fmt.Errorf("presence of %q (%s): %w", t.k.user, t.k.app, err)
+		}
+	}
+	return first
+}
+
+// Connections is the number of connections counted for user's app.
+func (p *Presence) Connections(user, app string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if st := p.users[presenceUser{user, app}]; st != nil {
+		return st.conns
+	}
+	return 0
+}
+
+// Close stops the pending leaves and waits for those running. The rows
+// stay: a region that stops (a restart, a deploy) keeps its users present
+// until they reconnect elsewhere or the rows' TTL ends.
+func (p *Presence) Close() {
+	p.mu.Lock()
+	p.closed = true
+	for _, st := range p.users {
+		if st.leave != nil {
+			st.leave.Stop()
+			st.leave = nil
+		}
+	}
+	p.mu.Unlock()
+	p.end()
+	p.wg.Wait()
+}
+
+// PresenceScopeDefault is the persist scope of PersistPresence's rows.
+const PresenceScopeDefault = "presence"
+
+// PersistPresence keeps presence rows in persist: one stream per user in
+// Scope (the anchor presence/USER), one key per app and region
+// ("APP/REGION"), each a JSON row {"connectedAt": ms} with a TTL. Its
+// writes are events like any other: a subscription on presence/USER hears
+// joins (set) and leaves (delete).
+type PersistPresence struct {
+	Client *persist.Client
+	// Scope is where the rows live; "" means PresenceScopeDefault.
+	Scope string
+}
+
+type presenceRow struct {
+	ConnectedAt int64  `json:"connectedAt"`
+	Region      string `json:"region"`
+	App         string `json:"app"`
+}
+
+func (s PersistPresence) kv(user string) *persist.KV {
+	scope := s.Scope
+	if scope == "" {
+		scope = PresenceScopeDefault
+	}
+	return s.Client.KV(scope, user)
+}
+
+// PresenceRowKey is the key of k's row in its user's stream.
+func PresenceRowKey(k PresenceKey) string { return k.App + "/" + k.Region }
+
+// Put implements PresenceStore. The stream's allow_msg_ttl is turned on at
+// its first row.
+func (s PersistPresence) Put(ctx context.Context, k PresenceKey, connectedAt int64, ttl time.Duration) error {
+	body, err := json.Marshal(presenceRow{ConnectedAt: connectedAt, Region: k.Region, App: k.App})
+	if err != nil {
+		return err
+	}
+	kv := s.kv(k.User)
+	_, err = kv.Set(ctx, PresenceRowKey(k), body, persist.SetOptions{TTL: ttl})
+	if persist.CodeOf(err) == persist.CodeBadRequest {
+		// Most likely a stream that does not allow message TTLs yet.
+		on := true
+		if _, cerr := kv.Stream().UpdateConfig(ctx, persist.ConfigUpdate{AllowMsgTTL: &on}); cerr != nil {
+			return fmt.Errorf("%w (allowing message TTLs: %v)", err, cerr)
+		}
+		_, err = kv.Set(ctx, PresenceRowKey(k), body, persist.SetOptions{TTL: ttl})
+	}
+	return err
+}
+
+// Remove implements PresenceStore: the row is deleted by its seq, so a row
+// written again since (by a new first connection) is left alone.
+func (s PersistPresence) Remove(ctx context.Context, k PresenceKey, connectedAt int64) (bool, error) {
+	kv := s.kv(k.User)
+	m, err := kv.Get(ctx, PresenceRowKey(k))
+	if errors.Is(err, persist.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	var row presenceRow
+	if err := json.Unmarshal(m.Value, &row); err != nil || row.ConnectedAt != connectedAt {
+		return false, nil
+	}
+	seqs, err := kv.Stream().Delete(ctx, persist.Delete{Seqs: []uint64{m.Seq}})
+	return len(seqs) == 1, err
+}
+
+// List returns user's presence rows: where the user is connected.
+func (s PersistPresence) List(ctx context.Context, user string) ([]PresenceKey, error) {
+	kv := s.kv(user)
+	keys, err := kv.Keys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []PresenceKey
+	for _, key := range keys {
+		m, err := kv.Get(ctx, key)
+		if errors.Is(err, persist.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		var row presenceRow
+		if json.Unmarshal(m.Value, &row) == nil {
+			out = append(out, PresenceKey{User: user, App: row.App, Region: row.Region})
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,201 @@
+package events
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/switchyard-dev/switchyard/internal/testpersist/persistenv"
+)
+
+// presenceEnv is a Presence over real persist servers, on a fake clock
+// whose leaves land at the middle of their window unless jitter says so.
+func presenceEnv(t *testing.T, region string, jitter float64) (*Presence, PersistPresence, *fakeClock) {
+	t.Helper()
+	env := persistenv.Start(t, 1)
+	store := PersistPresence{Client: env.Client()}
+	clk := newFakeClock()
+	p, err := NewPresence(PresenceConfig{Region: region, Store: store, Clock: clk, Jitter: func() float64 { return jitter }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p, store, clk
+}
+
+func regionsOf(t *testing.T, s PersistPresence, user string) []string {
+	t.Helper()
+	rows, err := s.List(context.Background(), user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, r := range rows {
+		out = append(out, r.App+"@"+r.Region)
+	}
+	return out
+}
+
+// TestPresenceJoinLeave: the first connection writes the row; the last
+// one's close removes it only after the delay (30–60 s, here 45 s).
+func TestPresenceJoinLeave(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p, store, clk := presenceEnv(t, "eu", 0.5)
+	if err := p.Join(ctx, "alice", "app"); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Join(ctx, "alice", "app"); err != nil {
+		t.Fatal(err)
+	}
+	if got := regionsOf(t, store, "alice"); len(got) != 1 || got[0] != "app@eu" {
+		t.Fatalf("rows %v, want app@eu", got)
+	}
+	p.Leave("alice", "app")
+	if clk.Pending() != 0 {
+		t.Fatal("a leave was scheduled while a connection stays")
+	}
+	p.Leave("alice", "app")
+	clk.Advance(44 * time.Second)
+	if got := regionsOf(t, store, "alice"); len(got) != 1 {
+		t.Fatalf("row removed before the leave delay: %v", got)
+	}
+	clk.Advance(time.Second)
+	if got := regionsOf(t, store, "alice"); len(got) != 0 {
+		t.Fatalf("row still there after the leave delay: %v", got)
+	}
+}
+
+// TestPresenceReloadWritesNothing: a reconnect within the delay cancels
+// the leave, and the row is neither removed nor written again.
+func TestPresenceReloadWritesNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p, store, clk := presenceEnv(t, "eu", 0)
+	p.Join(ctx, "bob", "app")
+	before, err := store.kv("bob").Get(ctx, PresenceRowKey(PresenceKey{"bob", "app", "eu"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Leave("bob", "app")
+	clk.Advance(20 * time.Second) // the reload takes 20 s, under LeaveMin
+	if err := p.Join(ctx, "bob", "app"); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Hour)
+	after, err := store.kv("bob").Get(ctx, PresenceRowKey(PresenceKey{"bob", "app", "eu"}))
+	if err != nil {
+		t.Fatalf("the row went away after a reload: %v", err)
+	}
+	if after.Seq != before.Seq {
+		t.Errorf("the reload wrote the row again (seq %d → %d)", before.Seq, after.Seq)
+	}
+}
+
+// TestPresenceLeaveSparesNewerRow: a leave removes only the row it wrote;
+// one written since (another process of the region, a new first
+// connection) stays.
+func TestPresenceLeaveSparesNewerRow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p, store, clk := presenceEnv(t, "eu", 1)
+	p.Join(ctx, "carol", "app")
+	p.Leave("carol", "app")
+	k := PresenceKey{"carol", "app", "eu"}
+	if err := store.Put(ctx, k, 42, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(LeaveMaxDefault)
+	if got := regionsOf(t, store, "carol"); len(got) != 1 {
+		t.Fatalf("the newer row was removed: %v", got)
+	}
+	if removed, err := store.Remove(ctx, k, 42); err != nil || !removed {
+		t.Errorf("Remove of the row's own connectedAt: %v %v", removed, err)
+	}
+}
+
+// TestPresenceRefresh: a row is written again only past Refresh, and the
+// TTL is what the row lives without it.
+func TestPresenceRefresh(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p, store, clk := presenceEnv(t, "eu", 0)
+	p.Join(ctx, "dan", "app")
+	key := PresenceRowKey(PresenceKey{"dan", "app", "eu"})
+	first, err := store.kv("dan").Get(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.TTL != PresenceTTLDefault {
+		t.Errorf("row TTL %v, want %v", first.TTL, PresenceTTLDefault)
+	}
+	clk.Advance(time.Hour)
+	if err := p.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := store.kv("dan").Get(ctx, key); m.Seq != first.Seq {
+		t.Error("refreshed before Refresh elapsed")
+	}
+	clk.Advance(PresenceRefreshDefault)
+	if err := p.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m, err := store.kv("dan").Get(ctx, key)
+	if err != nil || m.Seq == first.Seq {
+		t.Fatalf("not refreshed after %v: %v", PresenceRefreshDefault, err)
+	}
+}
+
+// failingStore fails every Put until healed.
+type failingStore struct {
+	PresenceStore
+	fail bool
+}
+
+func (f *failingStore) Put(ctx context.Context, k PresenceKey, at int64, ttl time.Duration) error {
+	if f.fail {
+		return errors.New("store down")
+	}
+	return f.PresenceStore.Put(ctx, k, at, ttl)
+}
+
+// TestPresenceJoinFailureRetried: a failed first write is the Join's
+// error, and Refresh writes the row once the store is back.
+func TestPresenceJoinFailureRetried(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	env := persistenv.Start(t, 1)
+	real := PersistPresence{Client: env.Client()}
+	fs := &failingStore{PresenceStore: real, fail: true}
+	p, err := NewPresence(PresenceConfig{Region: "us", Store: fs, Clock: newFakeClock()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if err := p.Join(ctx, "erin", "app"); err == nil {
+		t.Fatal("Join hid the store's failure")
+	}
+	if p.Connections("erin", "app") != 1 {
+		t.Error("the connection was not counted")
+	}
+	fs.fail = false
+	if err := p.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := regionsOf(t, real, "erin"); len(got) != 1 {
+		t.Fatalf("rows %v after Refresh", got)
+	}
+}
+
+func TestPresenceConfig(t *testing.T) {
+	if _, err := NewPresence(PresenceConfig{Store: PersistPresence{}}); err == nil {
+		t.Error("no region accepted")
+	}
+	if _, err := NewPresence(PresenceConfig{Region: "x"}); err == nil {
+		t.Error("no store accepted")
+	}
+	if _, err := NewPresence(PresenceConfig{Region: "x", Store: PersistPresence{}, LeaveMin: time.Minute, LeaveMax: time.Second}); err == nil {
+		t.Error("LeaveMax below LeaveMin accepted")
+	}
+}

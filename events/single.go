@@ -1,0 +1,251 @@
+package events
+
+import (
+	"container/heap"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Defaults of SingleConfig, the seed system's.
+const (
+	// LeaseDefault is how long a `single` delivery may go unacked before it
+	// is delivered again: twice a 30 s handler timeout.
+	LeaseDefault = 60 * time.Second
+	// BacklogDefault bounds a `single` subscription's undelivered entries.
+	BacklogDefault = 10_000
+)
+
+// ErrUnknownEntry is returned by Single.Ack for an entry that is not the
+// subscription's delivery in flight: never delivered, already settled
+// long ago, or held by another region.
+var ErrUnknownEntry = errors.New("events: no such delivery in flight")
+
+// SingleConfig configures a Single.
+type SingleConfig struct {
+	// Lease is how long a delivery may go unacked before Next hands it
+	// out again. Zero means LeaseDefault.
+	Lease time.Duration
+	// Backlog bounds the entries waiting behind the one in flight; past it
+	// the oldest are shed into one gap marker at the backlog's front (not
+	// counted in the bound). Zero means BacklogDefault.
+	Backlog int
+}
+
+// Entry is one `single` delivery: an event, or a gap marker standing for
+// events shed from the backlog.
+type Entry[T any] struct {
+	ID    string
+	Value T
+	// Gap is set on a marker (Value is then the zero T).
+	Gap *Gap
+	// Attempt counts the times Next handed this entry out: 1 on the first
+	// delivery, more on redeliveries after a lease ran out.
+	Attempt int
+}
+
+// Single is the lease table of `single` subscriptions: per subscription at
+// most one delivery in flight, the next only after its ack; an unacked
+// delivery is handed out again once its lease ends (at least once); a
+// bounded backlog behind it. It does no I/O and starts no goroutine: its
+// owner pushes entries, calls Next to learn what to deliver (after a push,
+// an ack, and at NextExpiry), and acks. Not safe for concurrent use.
+type Single[T any] struct {
+	cfg    SingleConfig
+	subs   map[SubID]*singleQ[T]
+	leases leaseHeap
+
+	shed uint64
+}
+
+type singleQ[T any] struct {
+	queue      []*Entry[T] // waiting; queue[0] may be the backlog's marker
+	head       int
+	inflight   *Entry[T]
+	leaseUntil time.Time
+	lastAcked  string // a second ack of it is a no-op, not an error
+	gen        uint64 // of the current lease, to skip stale heap items
+}
+
+// NewSingle returns an empty lease table.
+func NewSingle[T any](cfg SingleConfig) *Single[T] {
+	if cfg.Lease <= 0 {
+		cfg.Lease = LeaseDefault
+	}
+	if cfg.Backlog <= 0 {
+		cfg.Backlog = BacklogDefault
+	}
+	return &Single[T]{cfg: cfg, subs: make(map[SubID]*singleQ[T])}
+}
+
+func (s *Single[T]) q(sub SubID) *singleQ[T] {
+	q := s.subs[sub]
+	if q == nil {
+		q = &singleQ[T]{}
+		s.subs[sub] = q
+	}
+	return q
+}
+
+// Push queues an event for sub at ts (unix milliseconds). When the
+// backlog is full, the oldest waiting entry is shed into the marker at the
+// backlog's front (made on the first shed, reason backlog_overflow; its
+// From and To are the times of the first and last shed): the marker is
+// delivered in the shed entries' place, and an ack settles it like any
+// entry.
+func (s *Single[T]) Push(sub SubID, id string, v T, ts int64) {
+	q := s.q(sub)
+	q.queue = append(q.queue, &Entry[T]{ID: id, Value: v})
+	front := q.queue[q.head]
+	waiting := len(q.queue) - q.head
+	if front.Gap != nil {
+		waiting-- // the marker is not counted
+	}
+	if waiting <= s.cfg.Backlog {
+		return
+	}
+	s.shed++
+	if front.Gap != nil {
+		// The marker absorbs the entry behind it, and moves into its place.
+		q.queue[q.head+1] = front
+		q.queue[q.head] = nil
+		q.head++
+		front.Gap.Count++
+		front.Gap.To = ts
+		q.compact()
+		return
+	}
+	q.queue[q.head] = &Entry[T]{
+		ID:  "gap-" + front.ID,
+		Gap: &Gap{Reason: ReasonBacklogOverflow, Sub: sub, Count: 1, From: ts, To: ts},
+	}
+}
+
+// Next is the entry to deliver for sub at now, if any: the waiting front
+// when nothing is in flight, or the delivery in flight again once its
+// lease ran out (Attempt counts up). The entry's lease starts now.
+func (s *Single[T]) Next(now time.Time, sub SubID) (*Entry[T], bool) {
+	q := s.subs[sub]
+	if q == nil {
+		return nil, false
+	}
+	switch {
+	case q.inflight != nil && now.Before(q.leaseUntil):
+		return nil, false
+	case q.inflight == nil:
+		if q.head == len(q.queue) {
+			return nil, false
+		}
+		q.inflight = q.queue[q.head]
+		q.queue[q.head] = nil
+		q.head++
+		q.compact()
+	}
+	q.inflight.Attempt++
+	q.leaseUntil = now.Add(s.cfg.Lease)
+	q.gen++
+	heap.Push(&s.leases, leaseItem{until: q.leaseUntil, sub: sub, gen: q.gen})
+	return q.inflight, true
+}
+
+// Ack settles sub's delivery in flight, entry. A second ack of the entry
+// last settled is a no-op (dup true): a client resending its acks after a
+// reconnect does no harm. Any other entry is ErrUnknownEntry.
+func (s *Single[T]) Ack(sub SubID, entry string) (dup bool, err error) {
+	q := s.subs[sub]
+	switch {
+	case q == nil:
+		return false, fmt.Errorf("%w: subscription %q has none", ErrUnknownEntry, sub)
+	case q.inflight != nil && q.inflight.ID == entry:
+		q.inflight = nil
+		q.lastAcked = entry
+		q.gen++ // its lease item is stale now
+		return false, nil
+	case entry != "" && entry == q.lastAcked:
+		return true, nil
+	}
+	return false, fmt.Errorf("%w: entry %q of subscription %q", ErrUnknownEntry, entry, sub)
+}
+
+// NextExpiry is when the earliest lease in flight ends; ok is false with
+// none in flight.
+func (s *Single[T]) NextExpiry() (time.Time, bool) {
+	for len(s.leases) > 0 {
+		top := s.leases[0]
+		if q := s.subs[top.sub]; q != nil && q.inflight != nil && q.gen == top.gen {
+			return top.until, true
+		}
+		heap.Pop(&s.leases)
+	}
+	return time.Time{}, false
+}
+
+// Expired appends to dst the subscriptions whose lease ended by now: each
+// has its delivery to hand out again with Next.
+func (s *Single[T]) Expired(now time.Time, dst []SubID) []SubID {
+	for len(s.leases) > 0 {
+		top := s.leases[0]
+		q := s.subs[top.sub]
+		if q == nil || q.inflight == nil || q.gen != top.gen {
+			heap.Pop(&s.leases)
+			continue
+		}
+		if top.until.After(now) {
+			break
+		}
+		heap.Pop(&s.leases)
+		dst = append(dst, top.sub)
+	}
+	return dst
+}
+
+// Waiting is the number of entries waiting for sub behind the one in
+// flight, a marker included.
+func (s *Single[T]) Waiting(sub SubID) int {
+	if q := s.subs[sub]; q != nil {
+		return len(q.queue) - q.head
+	}
+	return 0
+}
+
+// InFlight is sub's delivery in flight, if any.
+func (s *Single[T]) InFlight(sub SubID) (*Entry[T], bool) {
+	if q := s.subs[sub]; q != nil && q.inflight != nil {
+		return q.inflight, true
+	}
+	return nil, false
+}
+
+// Drop forgets sub: its backlog and delivery in flight.
+func (s *Single[T]) Drop(sub SubID) { delete(s.subs, sub) }
+
+// Shed is how many entries were shed into backlog markers.
+func (s *Single[T]) Shed() uint64 { return s.shed }
+
+func (q *singleQ[T]) compact() {
+	if q.head > 0 && q.head*2 >= len(q.queue) {
+		n := copy(q.queue, q.queue[q.head:])
+		clear(q.queue[n:])
+		q.queue = q.queue[:n]
+		q.head = 0
+	}
+}
+
+type leaseItem struct {
+	until time.Time
+	sub   SubID
+	gen   uint64
+}
+
+type leaseHeap []leaseItem
+
+func (h leaseHeap) Len() int           { return len(h) }
+func (h leaseHeap) Less(i, j int) bool { return h[i].until.Before(h[j].until) }
+func (h leaseHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *leaseHeap) Push(x any)        { *h = append(*h, x.(leaseItem)) }
+func (h *leaseHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}

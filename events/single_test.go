@@ -1,0 +1,121 @@
+package events
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// TestSingleOneInFlight: the next delivery only after the ack; an ack of
+// anything else is an error; a repeated ack is a no-op.
+func TestSingleOneInFlight(t *testing.T) {
+	s := NewSingle[string](SingleConfig{})
+	now := time.Unix(0, 0)
+	s.Push("sub", "e1", "one", 0)
+	s.Push("sub", "e2", "two", 0)
+	e, ok := s.Next(now, "sub")
+	if !ok || e.ID != "e1" || e.Attempt != 1 {
+		t.Fatalf("first: %+v %v", e, ok)
+	}
+	if _, ok := s.Next(now, "sub"); ok {
+		t.Fatal("a second delivery went out before the first was acked")
+	}
+	if _, err := s.Ack("sub", "e2"); !errors.Is(err, ErrUnknownEntry) {
+		t.Errorf("ack of e2 while e1 is in flight: %v", err)
+	}
+	if _, err := s.Ack("nosub", "e1"); !errors.Is(err, ErrUnknownEntry) {
+		t.Errorf("ack on an unknown subscription: %v", err)
+	}
+	if dup, err := s.Ack("sub", "e1"); err != nil || dup {
+		t.Fatalf("ack e1: %v %v", dup, err)
+	}
+	if dup, err := s.Ack("sub", "e1"); err != nil || !dup {
+		t.Errorf("second ack of e1: dup %v err %v, want a no-op", dup, err)
+	}
+	e, ok = s.Next(now, "sub")
+	if !ok || e.ID != "e2" {
+		t.Fatalf("after the ack: %+v %v", e, ok)
+	}
+}
+
+// TestSingleLeaseRedelivers: no ack within the lease → the same entry
+// again, attempt 2; the ack then settles it.
+func TestSingleLeaseRedelivers(t *testing.T) {
+	s := NewSingle[int](SingleConfig{})
+	t0 := time.Unix(0, 0)
+	s.Push("a", "e1", 1, 0)
+	s.Push("b", "f1", 1, 0)
+	s.Next(t0, "a")
+	s.Next(t0.Add(10*time.Second), "b")
+	if exp, ok := s.NextExpiry(); !ok || !exp.Equal(t0.Add(LeaseDefault)) {
+		t.Fatalf("next expiry %v %v", exp, ok)
+	}
+	if got := s.Expired(t0.Add(LeaseDefault-time.Millisecond), nil); len(got) != 0 {
+		t.Fatalf("expired early: %v", got)
+	}
+	if _, ok := s.Next(t0.Add(LeaseDefault-time.Millisecond), "a"); ok {
+		t.Fatal("redelivered within the lease")
+	}
+	got := s.Expired(t0.Add(LeaseDefault), nil)
+	if fmt.Sprint(got) != "[a]" {
+		t.Fatalf("expired %v, want [a]", got)
+	}
+	e, ok := s.Next(t0.Add(LeaseDefault), "a")
+	if !ok || e.ID != "e1" || e.Attempt != 2 {
+		t.Fatalf("redelivery: %+v %v", e, ok)
+	}
+	if _, err := s.Ack("a", "e1"); err != nil {
+		t.Fatal(err)
+	}
+	// b's lease is the next to end; a has nothing in flight.
+	if exp, ok := s.NextExpiry(); !ok || !exp.Equal(t0.Add(10*time.Second+LeaseDefault)) {
+		t.Errorf("next expiry %v %v, want b's", exp, ok)
+	}
+}
+
+// TestSingleBacklogOverflow: past the backlog the oldest are shed into one
+// marker at the front, delivered (and acked) in their place.
+func TestSingleBacklogOverflow(t *testing.T) {
+	s := NewSingle[int](SingleConfig{Backlog: 10})
+	now := time.Unix(0, 0)
+	for i := range 25 {
+		s.Push("s", fmt.Sprintf("e%02d", i), i, int64(i))
+	}
+	if w := s.Waiting("s"); w != 11 {
+		t.Fatalf("waiting %d, want 10 and the marker", w)
+	}
+	if s.Shed() != 15 {
+		t.Errorf("shed %d, want 15", s.Shed())
+	}
+	e, ok := s.Next(now, "s")
+	if !ok || e.Gap == nil {
+		t.Fatalf("first delivery %+v, want the marker", e)
+	}
+	if e.Gap.Reason != ReasonBacklogOverflow || e.Gap.Count != 15 || e.Gap.From != 10 || e.Gap.To != 24 || e.Gap.Sub != "s" {
+		t.Errorf("marker %+v", *e.Gap)
+	}
+	if _, err := s.Ack("s", e.ID); err != nil {
+		t.Fatal(err)
+	}
+	e, _ = s.Next(now, "s")
+	if e.ID != "e15" {
+		t.Errorf("after the marker: %s, want the oldest kept, e15", e.ID)
+	}
+}
+
+// TestSingleDefaultBacklog is the figure: 10,000 waiting, then one
+// backlog_overflow marker for the rest.
+func TestSingleDefaultBacklog(t *testing.T) {
+	s := NewSingle[struct{}](SingleConfig{})
+	for i := range BacklogDefault + 500 {
+		s.Push("s", fmt.Sprint(i), struct{}{}, 0)
+	}
+	e, _ := s.Next(time.Unix(0, 0), "s")
+	if e.Gap == nil || e.Gap.Count != 500 {
+		t.Fatalf("front %+v, want a marker for 500", e)
+	}
+	if w := s.Waiting("s"); w != BacklogDefault {
+		t.Errorf("waiting %d after the marker went out, want %d", w, BacklogDefault)
+	}
+}
