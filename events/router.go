@@ -1,0 +1,685 @@
+package events
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/switchyard-dev/switchyard/forward"
+	"github.com/switchyard-dev/switchyard/internal/lifecycle"
+	"github.com/switchyard-dev/switchyard/persist"
+)
+
+// Defaults of RouterConfig.
+const (
+	// MaxSessionSubsDefault bounds the subscriptions of one session (one
+	// WebSocket), as the seed's system does.
+	MaxSessionSubsDefault = 50
+	// routerQueue is how many changes wait between the streams' watchers
+	// and the router's loop; a full queue holds the watchers back, whose
+	// own buffers then resync rather than lose anything.
+	routerQueue = 1024
+	// stopWatchTimeout bounds the wait for a watcher no subscription needs.
+	stopWatchTimeout = 10 * time.Second
+)
+
+// ErrTooManySubs is returned by Session.Subscribe past the session's limit.
+var ErrTooManySubs = errors.New("events: too many subscriptions on this session")
+
+// ErrSessionClosed is returned by Session.Subscribe after Close.
+var ErrSessionClosed = errors.New("events: session closed")
+
+// RouterConfig configures a Router.
+type RouterConfig struct {
+	// Client reads the change feeds. Required.
+	Client *persist.Client
+	// Coalesce is the coalescing window. Zero means CoalesceWindowDefault.
+	Coalesce time.Duration
+	// MaxSessionSubs bounds one session's subscriptions. Zero means
+	// MaxSessionSubsDefault.
+	MaxSessionSubs int
+	// BroadcastPerMinute bounds one subscription's deliveries over a
+	// sliding minute. Zero means BroadcastPerMinute.
+	BroadcastPerMinute int
+	// Clock is the time of windows and limits. Nil means the wall clock.
+	Clock forward.Clock
+	// Logger receives what goes wrong with a stream's watcher. Nil means
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// Event is one change as a subscriber gets it.
+type Event struct {
+	// ID names the change: "scope/stream#seq" (the seq of the set, or of
+	// the removed message for a delete).
+	ID      string
+	Subject Subject
+	Op      Op
+	Seq     uint64
+	// Value is the stored value of a set (nil for a delete). It may be
+	// shared: read it, never modify it.
+	Value []byte
+	// TS is the change's time, unix milliseconds: the write's time for a
+	// set, the router's for a delete.
+	TS int64
+	// Coalesced is how many changes of the subject this delivery stands for
+	// (1 when none was coalesced into it).
+	Coalesced int
+}
+
+// Delivery is what a session's deliver function gets: an event, or a gap
+// marker in its place.
+type Delivery struct {
+	// Sub is the session's own id for the subscription (Subscribe's id).
+	Sub   string
+	Event *Event
+	Gap   *Gap
+}
+
+// RouterStats counts what a router did.
+type RouterStats struct {
+	Changes    uint64            // changes read from the feeds (after the history)
+	Deliveries uint64            // events delivered
+	Coalesced  uint64            // changes folded into another delivery
+	Gaps       map[Reason]uint64 // gap markers delivered, by reason
+	RateDrops  uint64            // events dropped under a rate limit's marker
+	Watches    int               // streams watched now
+	Subs       int               // subscriptions now
+	Sessions   int               // sessions open now
+}
+
+// Router reads the change feeds of the streams its subscriptions are
+// anchored in — one watcher per stream, shared by every subscription in
+// it, started by the first and stopped after the last — and delivers each
+// change to the subscriptions whose anchor and filter take it, coalesced
+// and rate limited, with gap markers for what it cannot deliver. A
+// watcher's first read of its stream (the history) only learns the keys;
+// what changes after is delivered. A change the feed lost and the stream
+// no longer holds is a feed_loss gap for every subscription in the stream.
+//
+// This is the region-local router of session subscriptions; durable rows,
+// `single` delivery and regions build on it. Start it before opening
+// sessions; Stop closes every session.
+type Router struct {
+	cfg  RouterConfig
+	base lifecycle.Base
+	log  *slog.Logger
+
+	in   chan routed
+	tick chan struct{} // a window ended: see loop's arm
+	done chan struct{}
+
+	mu       sync.Mutex
+	index    *Index
+	subs     map[SubID]*routerSub
+	watches  map[streamRef]*streamWatch
+	sessions map[*Session]struct{}
+	nextSess uint64
+
+	// Owned by the loop.
+	coal *Coalescer[pending]
+	lim  *Limiter
+
+	changes, deliveries, coalesced, rateDrops atomic.Uint64
+	gapMu                          sync.Mutex
+	gaps                           map[Reason]uint64
+}
+
+type streamRef struct{ scope, stream string }
+
+type routerSub struct {
+	sub      *Sub
+	session  *Session
+	clientID string
+}
+
+// streamWatch is one stream's watcher and what the router knows of the
+// stream's keys: the key of each live seq, to name a delete's subject, and
+// the live seq of each key, to tell a replaced row (whose delete is no
+// event: the set that replaced it is) from a deleted one.
+type streamWatch struct {
+	ref    streamRef
+	w      *persist.Watcher
+	cancel context.CancelFunc
+	refs   int
+
+	ready     chan struct{} // closed once the first read (the history) is done
+	readyOnce sync.Once
+
+	// Owned by the watcher's callback.
+	seqKey   map[uint64]string
+	keySeq   map[string]uint64
+	caughtUp bool
+}
+
+// routed is one change on its way from a watcher to the loop; gapAll
+// asks for a feed_loss gap to every subscription of the stream instead.
+type routed struct {
+	ev     Event
+	gapAll *streamRef
+	count  int
+}
+
+// pending is what a coalescing window holds: an event, or a gap marker
+// for the window's subject.
+type pending struct {
+	ev  *Event
+	gap *Gap
+}
+
+// NewRouter checks cfg and returns a router to Start.
+func NewRouter(cfg RouterConfig) (*Router, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("events: RouterConfig.Client is nil")
+	}
+	if cfg.Coalesce < 0 || cfg.MaxSessionSubs < 0 || cfg.BroadcastPerMinute < 0 {
+		return nil, errors.New("events: negative RouterConfig field")
+	}
+	if cfg.MaxSessionSubs == 0 {
+		cfg.MaxSessionSubs = MaxSessionSubsDefault
+	}
+	if cfg.BroadcastPerMinute == 0 {
+		cfg.BroadcastPerMinute = BroadcastPerMinute
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = forward.WallClock
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Router{
+		cfg: cfg, log: cfg.Logger,
+		in:       make(chan routed, routerQueue),
+		tick:     make(chan struct{}, 1),
+		done:     make(chan struct{}),
+		index:    NewIndex(),
+		subs:     make(map[SubID]*routerSub),
+		watches:  make(map[streamRef]*streamWatch),
+		sessions: make(map[*Session]struct{}),
+		coal:     NewCoalescer[pending](cfg.Coalesce),
+		lim:      NewLimiter(time.Minute),
+		gaps:     make(map[Reason]uint64),
+	}, nil
+}
+
+// Start starts the router's loop.
+func (r *Router) Start(ctx context.Context) error {
+	return r.base.Start(ctx, "events router", func(context.Context) error {
+		go r.loop(r.base.Run())
+		return nil
+	})
+}
+
+// Stop closes every session, stops the watchers and the loop.
+func (r *Router) Stop(ctx context.Context) error {
+	return r.base.Stop(ctx, func(ctx context.Context) error {
+		r.mu.Lock()
+		sessions := make([]*Session, 0, len(r.sessions))
+		for s := range r.sessions {
+			sessions = append(sessions, s)
+		}
+		r.mu.Unlock()
+		for _, s := range sessions {
+			s.Close()
+		}
+		select { // the run context, which ends the loop, is cancelled before this runs
+		case <-r.done:
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("events router: stop: %w", ctx.Err())
+		}
+	})
+}
+
+// Stats returns the router's counters.
+func (r *Router) Stats() RouterStats {
+	st := RouterStats{
+		Changes: r.changes.Load(), Deliveries: r.deliveries.Load(), Coalesced: r.coalesced.Load(), RateDrops: r.rateDrops.Load(),
+		Gaps: make(map[Reason]uint64, len(Reasons)),
+	}
+	r.gapMu.Lock()
+	for k, v := range r.gaps {
+		st.Gaps[k] = v
+	}
+	r.gapMu.Unlock()
+	r.mu.Lock()
+	st.Watches, st.Subs, st.Sessions = len(r.watches), len(r.subs), len(r.sessions)
+	r.mu.Unlock()
+	return st
+}
+
+// Session is one subscriber's set of subscriptions (one WebSocket): they
+// end with it.
+type Session struct {
+	r       *Router
+	id      string
+	owner   string
+	deliver func(Delivery)
+
+	mu     sync.Mutex // protects subs and closed; never held while calling the router
+	subs   map[string]SubID
+	closed bool
+}
+
+// Open starts a session of owner (the user its subscriptions count
+// against). deliver is called from the router's loop, one delivery at a
+// time, and must return at once (queue, or drop and close): a slow
+// deliver holds every subscriber of the region back. It must not call the
+// session's or router's methods.
+func (r *Router) Open(owner string, deliver func(Delivery)) *Session {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.nextSess++
+	s := &Session{r: r, id: "s" + strconv.FormatUint(r.nextSess, 10), owner: owner, deliver: deliver, subs: make(map[string]SubID)}
+	r.sessions[s] = struct{}{}
+	return s
+}
+
+// Subscribe adds the session's subscription id on anchor with filter; a
+// second Subscribe of one id replaces the first. Every change committed
+// after it returns reaches the subscription. An anchor whose stream is not
+// yet watched starts the stream's watcher, and Subscribe waits (within
+// ctx) for its first read of the stream, which learns the stream's keys
+// without delivering them.
+func (s *Session) Subscribe(ctx context.Context, id string, anchor Anchor, filter Filter) error {
+	if id == "" || len(id) > 128 {
+		return errors.New("events: a subscription id is 1 to 128 bytes")
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ErrSessionClosed
+	}
+	old, replacing := s.subs[id]
+	if !replacing && len(s.subs) >= s.r.cfg.MaxSessionSubs {
+		s.mu.Unlock()
+		return fmt.Errorf("%w (%d)", ErrTooManySubs, s.r.cfg.MaxSessionSubs)
+	}
+	sid := SubID(s.id + "/" + id)
+	s.subs[id] = sid
+	s.mu.Unlock()
+	if replacing {
+		s.r.remove(old)
+	}
+	return s.r.add(ctx, &routerSub{sub: &Sub{ID: sid, Owner: s.owner, Anchor: anchor, Filter: filter}, session: s, clientID: id})
+}
+
+// Unsubscribe ends the subscription id and reports whether there was one.
+func (s *Session) Unsubscribe(id string) bool {
+	s.mu.Lock()
+	sid, ok := s.subs[id]
+	delete(s.subs, id)
+	s.mu.Unlock()
+	if ok {
+		s.r.remove(sid)
+	}
+	return ok
+}
+
+// Len is the number of the session's subscriptions.
+func (s *Session) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.subs)
+}
+
+// Close ends every subscription of the session; deliver is not called
+// after Close returns... except for one delivery the loop may be making at
+// that instant.
+func (s *Session) Close() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	ids := make([]SubID, 0, len(s.subs))
+	for _, sid := range s.subs {
+		ids = append(ids, sid)
+	}
+	s.subs = nil
+	s.mu.Unlock()
+	for _, sid := range ids {
+		s.r.remove(sid)
+	}
+	s.r.mu.Lock()
+	delete(s.r.sessions, s)
+	s.r.mu.Unlock()
+}
+
+// add indexes rs and, for its stream's first subscription, starts the
+// stream's watcher.
+func (r *Router) add(ctx context.Context, rs *routerSub) error {
+	ref := streamRef{rs.sub.Anchor.Scope, rs.sub.Anchor.Stream}
+	r.mu.Lock()
+	if err := r.index.Add(rs.sub); err != nil {
+		r.mu.Unlock()
+		return err
+	}
+	r.subs[rs.sub.ID] = rs
+	sw := r.watches[ref]
+	if sw != nil {
+		sw.refs++
+		r.mu.Unlock()
+		return r.awaitReady(ctx, sw, rs.sub.ID)
+	}
+	sw = &streamWatch{ref: ref, refs: 1, ready: make(chan struct{}), seqKey: map[uint64]string{}, keySeq: map[string]uint64{}}
+	r.watches[ref] = sw
+	r.mu.Unlock()
+
+	wctx, cancel := context.WithCancel(r.base.Run())
+	w, err := r.cfg.Client.Stream(ref.scope, ref.stream).Watch(wctx, persist.WatchOptions{}, func(e persist.Event) { r.onChange(wctx, sw, e) })
+	if err != nil {
+		cancel()
+		r.mu.Lock()
+		r.index.Remove(rs.sub.ID)
+		delete(r.subs, rs.sub.ID)
+		if r.watches[ref] == sw {
+			delete(r.watches, ref)
+		}
+		r.mu.Unlock()
+		return fmt.Errorf("events: watch %s/%s: %w", ref.scope, ref.stream, err)
+	}
+	r.mu.Lock()
+	sw.w, sw.cancel = w, cancel
+	stale := r.watches[ref] != sw // every subscription left while Watch ran
+	r.mu.Unlock()
+	if stale {
+		r.stopWatch(sw)
+	}
+	return r.awaitReady(ctx, sw, rs.sub.ID)
+}
+
+// awaitReady waits for sw's first read; when the wait fails, the
+// subscription id is removed again.
+func (r *Router) awaitReady(ctx context.Context, sw *streamWatch, id SubID) error {
+	var done <-chan struct{}
+	r.mu.Lock()
+	if sw.w != nil {
+		done = sw.w.Done()
+	}
+	r.mu.Unlock()
+	var err error
+	select {
+	case <-sw.ready:
+		return nil
+	case <-ctx.Done():
+		err = ctx.Err()
+	case <-done: // nil, and never ready, while add is still starting the watcher
+		err = sw.w.Err()
+		if err == nil {
+			err = errors.New("the stream's watcher stopped")
+		}
+	}
+	r.remove(id)
+	return fmt.Errorf("events: subscribe %s/%s: %w", sw.ref.scope, sw.ref.stream, err)
+}
+
+// remove drops a subscription and, after its stream's last, the watcher.
+func (r *Router) remove(id SubID) {
+	r.mu.Lock()
+	rs := r.subs[id]
+	if rs == nil {
+		r.mu.Unlock()
+		return
+	}
+	delete(r.subs, id)
+	r.index.Remove(id)
+	ref := streamRef{rs.sub.Anchor.Scope, rs.sub.Anchor.Stream}
+	sw := r.watches[ref]
+	var stop *streamWatch
+	if sw != nil {
+		sw.refs--
+		if sw.refs == 0 {
+			delete(r.watches, ref)
+			if sw.w != nil { // else add is still starting it and will stop it
+				stop = sw
+			}
+		}
+	}
+	r.mu.Unlock()
+	r.forget(id)
+	if stop != nil {
+		r.stopWatch(stop)
+	}
+}
+
+// forget asks the loop to drop the subscription's windows and counts.
+func (r *Router) forget(id SubID) {
+	select {
+	case r.in <- routed{ev: Event{ID: string(id)}, count: -1}:
+	case <-r.base.Run().Done():
+	}
+}
+
+func (r *Router) stopWatch(sw *streamWatch) {
+	sw.cancel() // a callback blocked on the loop's queue returns
+	ctx, cancel := context.WithTimeout(context.Background(), stopWatchTimeout)
+	defer cancel()
+	if err := sw.w.Stop(ctx); err != nil {
+		r.log.Warn("events: stopping a stream's watcher", "scope", sw.ref.scope, "stream", sw.ref.stream, "err", err)
+	}
+}
+
+// onChange turns a watcher's event into changes for the loop. It runs on
+// the watcher's goroutine, which owns sw's key maps.
+func (r *Router) onChange(ctx context.Context, sw *streamWatch, e persist.Event) {
+	send := func(rt routed) {
+		select {
+		case r.in <- rt:
+		case <-ctx.Done():
+		}
+	}
+	switch e.Kind {
+	case persist.EventSet:
+		m := e.Msg
+		if m.Key != "" {
+			if old, ok := sw.keySeq[m.Key]; ok {
+				delete(sw.seqKey, old) // replaced: its delete is no event
+			}
+			sw.keySeq[m.Key] = m.Seq
+		}
+		sw.seqKey[m.Seq] = m.Key
+		if !sw.caughtUp {
+			return
+		}
+		send(routed{ev: Event{
+			ID: sw.id(m.Seq), Subject: Subject{sw.ref.scope, sw.ref.stream, m.Key},
+			Op: OpSet, Seq: m.Seq, Value: m.Value, TS: m.Time,
+		}})
+	case persist.EventDelete:
+		// A row replaced by a newer one of its key comes as a delete
+		// after the set that replaced it (the feed's order), and is no
+		// event: the set is. A re-read (after a resync, or when the
+		// watcher checks a feed message against the server) reports the
+		// older row's delete before the set instead; that delete is
+		// routed, and the set, in the same coalescing window, replaces it
+		// there, so the subscriber still sees one set.
+		now := r.cfg.Clock.Now().UnixMilli()
+		for _, seq := range e.Seqs {
+			key, ok := sw.seqKey[seq]
+			if !ok {
+				continue // a row replaced by a newer one of its key
+			}
+			delete(sw.seqKey, seq)
+			if key != "" && sw.keySeq[key] == seq {
+				delete(sw.keySeq, key)
+			}
+			if !sw.caughtUp {
+				continue
+			}
+			send(routed{ev: Event{
+				ID: sw.id(seq), Subject: Subject{sw.ref.scope, sw.ref.stream, key},
+				Op: OpDelete, Seq: seq, TS: now,
+			}})
+		}
+	case persist.EventCaughtUp:
+		sw.caughtUp = true
+		sw.readyOnce.Do(func() { close(sw.ready) })
+	case persist.EventSkipped:
+		if sw.caughtUp {
+			ref := sw.ref
+			send(routed{gapAll: &ref, count: int(min(e.Count, 1<<31-1))})
+		}
+	case persist.EventEnded:
+		r.log.Warn("events: a stream's watcher ended", "scope", sw.ref.scope, "stream", sw.ref.stream, "err", e.Err)
+	}
+}
+
+func (sw *streamWatch) id(seq uint64) string {
+	return Subject{Scope: sw.ref.scope, Stream: sw.ref.stream}.String() + "#" + strconv.FormatUint(seq, 10)
+}
+
+// loop owns the coalescer and the limiter: it matches each change, holds
+// it in its window, and delivers what is due.
+func (r *Router) loop(ctx context.Context) {
+	defer close(r.done)
+	var timer forward.Timer
+	var matches []Match
+	var due []Coalesced[pending]
+	// arm schedules a tick for the earliest window's end. The timer is
+	// the config's clock's, so a test's fake clock drives the windows; a
+	// window already over ticks at once instead of waiting for a clock
+	// that may not move again.
+	arm := func() {
+		if timer != nil {
+			timer.Stop()
+			timer = nil
+		}
+		next, ok := r.coal.Next()
+		if !ok {
+			return
+		}
+		if d := next.Sub(r.cfg.Clock.Now()); d > 0 {
+			timer = r.cfg.Clock.AfterFunc(d, r.wake)
+			return
+		}
+		r.wake()
+	}
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case rt := <-r.in:
+			r.take(rt, &matches)
+			// Take what else is queued before re-arming, so a burst costs
+			// one timer reset.
+			for drained := false; !drained; {
+				select {
+				case rt := <-r.in:
+					r.take(rt, &matches)
+				default:
+					drained = true
+				}
+			}
+			due = r.flush(due[:0])
+			arm()
+		case <-r.tick:
+			due = r.flush(due[:0])
+			arm()
+		}
+	}
+}
+
+// wake asks the loop to deliver the windows that ended; a tick already
+// waiting covers this one.
+func (r *Router) wake() {
+	select {
+	case r.tick <- struct{}{}:
+	default:
+	}
+}
+
+// take puts one change (or a forget, or a feed loss) into the windows.
+func (r *Router) take(rt routed, matches *[]Match) {
+	now := r.cfg.Clock.Now()
+	switch {
+	case rt.count < 0: // forget
+		id := SubID(rt.ev.ID)
+		r.coal.Drop(id)
+		r.lim.Forget(id)
+		return
+	case rt.gapAll != nil:
+		r.mu.Lock()
+		var ids []SubID
+		for id, rs := range r.subs {
+			if rs.sub.Anchor.Scope == rt.gapAll.scope && rs.sub.Anchor.Stream == rt.gapAll.stream {
+				ids = append(ids, id)
+			}
+		}
+		r.mu.Unlock()
+		subj := Subject{Scope: rt.gapAll.scope, Stream: rt.gapAll.stream}
+		for _, id := range ids {
+			g := &Gap{Reason: ReasonFeedLoss, Subject: subj, Sub: id, Count: rt.count, From: now.UnixMilli(), To: now.UnixMilli()}
+			r.coal.Add(now, id, "\x00gap/"+string(ReasonFeedLoss), pending{gap: g})
+		}
+		return
+	}
+	r.changes.Add(1)
+	ev := rt.ev
+	ev.Coalesced = 1
+	*matches = r.index.Match((*matches)[:0], ev.Subject, ev.Op)
+	subject := ev.Subject.String()
+	for _, m := range *matches {
+		if m.Gap != "" {
+			g := &Gap{Reason: m.Gap, Subject: ev.Subject, Sub: m.Sub.ID, Count: 1, From: ev.TS, To: ev.TS}
+			r.coal.Add(now, m.Sub.ID, "\x00gap/"+string(m.Gap)+"/"+subject, pending{gap: g})
+			continue
+		}
+		e := ev
+		r.coal.Add(now, m.Sub.ID, subject, pending{ev: &e})
+	}
+}
+
+// flush delivers every window that ended, within the rate limits.
+func (r *Router) flush(due []Coalesced[pending]) []Coalesced[pending] {
+	now := r.cfg.Clock.Now()
+	due = r.coal.Due(now, due)
+	for _, d := range due {
+		r.coalesced.Add(uint64(d.Events - 1))
+		r.mu.Lock()
+		rs := r.subs[d.Sub]
+		r.mu.Unlock()
+		if rs == nil {
+			continue // unsubscribed while its window was open
+		}
+		if d.Value.gap != nil {
+			g := *d.Value.gap
+			g.Count = max(g.Count, d.Events)
+			g.Sub = SubID(rs.clientID)
+			r.deliverGap(rs, &g)
+			continue
+		}
+		ev := d.Value.ev
+		ev.Coalesced = d.Events
+		ok, gap := r.lim.Allow(now, d.Sub, r.cfg.BroadcastPerMinute)
+		switch {
+		case ok:
+			r.deliveries.Add(1)
+			rs.session.deliver(Delivery{Sub: rs.clientID, Event: ev})
+		case gap:
+			r.rateDrops.Add(uint64(d.Events))
+			r.deliverGap(rs, &Gap{Reason: ReasonDeliveryRateLimit, Subject: ev.Subject, Sub: SubID(rs.clientID), Count: d.Events, From: ev.TS, To: ev.TS})
+		default:
+			r.rateDrops.Add(uint64(d.Events))
+		}
+	}
+	return due
+}
+
+func (r *Router) deliverGap(rs *routerSub, g *Gap) {
+	r.gapMu.Lock()
+	r.gaps[g.Reason]++
+	r.gapMu.Unlock()
+	rs.session.deliver(Delivery{Sub: rs.clientID, Gap: g})
+}
