@@ -29,23 +29,7 @@ func TestWatchPageInBrowser(t *testing.T) {
 	b := testbrowser.New(t)
 	hport, data := testproc.FreePort(t), t.TempDir()
 	base := "http://127.0.0.1:" + strconv.Itoa(hport)
-	startUp := func() (*exec.Cmd, *persist.Stream) {
-		port := testproc.FreePort(t)
-		up := cli(t, "up", "--nats-port", strconv.Itoa(port), "--data", data, "--servers", "1", "--no-work", "--http", "127.0.0.1:"+strconv.Itoa(hport))
-		testproc.Start(t, up, "Stop with Ctrl-C")
-		t.Cleanup(func() { _ = up.Process.Kill() })
-		nc, err := nats.Connect("nats://127.0.0.1:" + strconv.Itoa(port))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
-		c, err := persist.NewClient(persist.ClientConfig{Conn: nc})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = c.Close() })
-		return up, c.Stream("hub", "browser-log")
-	}
+	startUp := func() (*exec.Cmd, *persist.Stream) { return upOnHTTPPort(t, hport, data, "hub", "browser-log") }
 	write := func(s *persist.Stream, from, to int) {
 		t.Helper()
 		for i := from; i <= to; i++ {
@@ -133,4 +117,27 @@ func TestWatchPageRefusedInBrowser(t *testing.T) {
 		// answered 400 on purpose.
 		return strings.Contains(m.Text, "Unexpected response code: 400") || strings.Contains(m.Text, "status of 400")
 	})
+}
+
+// upOnHTTPPort starts an up (one persist server, no work) on HTTP port
+// hport and data, on a NATS port of its own, and returns it with a persist
+// client's stream scope/stream on its bus: a browser test's server, which
+// it may stop and start again on the same HTTP port and data.
+func upOnHTTPPort(t *testing.T, hport int, data, scope, stream string) (*exec.Cmd, *persist.Stream) {
+	t.Helper()
+	port := testproc.FreePort(t)
+	up := cli(t, "up", "--nats-port", strconv.Itoa(port), "--data", data, "--servers", "1", "--no-work", "--http", "127.0.0.1:"+strconv.Itoa(hport))
+	testproc.Start(t, up, "Stop with Ctrl-C")
+	t.Cleanup(func() { _ = up.Process.Kill() })
+	nc, err := nats.Connect("nats://127.0.0.1:" + strconv.Itoa(port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	c, err := persist.NewClient(persist.ClientConfig{Conn: nc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return up, c.Stream(scope, stream)
 }

@@ -26,12 +26,17 @@ const (
 	// ReasonSendFailed: a batch to a peer region was lost (its send
 	// failed); its deliveries are gone.
 	ReasonSendFailed Reason = "send_failed"
+	// ReasonQueueOverflow: a subscriber's socket did not read fast enough
+	// and its outgoing queue was full; the deliveries that did not fit
+	// are counted under one marker per subscription, sent once there is
+	// room.
+	ReasonQueueOverflow Reason = "queue_overflow"
 )
 
 // Reasons lists every Reason, for metrics and documentation.
 var Reasons = []Reason{
 	ReasonMatchedSubscriptionLimit, ReasonFilterEvaluationLimit, ReasonDeliveryRateLimit,
-	ReasonBacklogOverflow, ReasonFeedLoss, ReasonSendFailed,
+	ReasonBacklogOverflow, ReasonFeedLoss, ReasonSendFailed, ReasonQueueOverflow,
 }
 
 // Gap is a marker standing where events were lost.

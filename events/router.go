@@ -236,6 +236,9 @@ func (r *Router) Stop(ctx context.Context) error {
 	})
 }
 
+// Client is the persist client the router reads the feeds with.
+func (r *Router) Client() *persist.Client { return r.cfg.Client }
+
 // Stats returns the router's counters.
 func (r *Router) Stats() RouterStats {
 	st := RouterStats{

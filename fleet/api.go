@@ -186,11 +186,7 @@ func (f *Fleet) startWatch(ctx context.Context) error {
 	if f.http == nil || !f.cfg.HTTP.Watch {
 		return nil
 	}
-	authz := f.http.authz
-	if authz == nil {
-		authz = web.Open()
-	}
-	c, err := f.apiClient(ctx)
+	authz, c, err := f.gatewayParts(ctx)
 	if err != nil {
 		return err
 	}
@@ -206,4 +202,16 @@ func (f *Fleet) startWatch(ctx context.Context) error {
 	f.http.addMetrics(func(r *metrics.Registry) { r.AddWatchSet(watchRoleGateway, gw) })
 	gw.Mount(f.http)
 	return nil
+}
+
+// gatewayParts are what a browser gateway needs: the HTTP side's
+// authorizer (the bus's users under NATS.AuthDir; open, as the bus,
+// without) and the API's persist client.
+func (f *Fleet) gatewayParts(ctx context.Context) (web.Authorizer, *persist.Client, error) {
+	authz := f.http.authz
+	if authz == nil {
+		authz = web.Open()
+	}
+	c, err := f.apiClient(ctx)
+	return authz, c, err
 }

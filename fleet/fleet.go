@@ -63,6 +63,9 @@ type Config struct {
 	// HTTP is the process's HTTP side. Addr "" means none: the roles then
 	// get no metrics hooks and pay nothing for them.
 	HTTP HTTPConfig
+
+	// Events configures the events layer that HTTP.Events serves.
+	Events EventsConfig
 }
 
 // PersistConfig says which persist servers run here.
@@ -190,6 +193,7 @@ func Start(ctx context.Context, cfg Config) (_ *Fleet, err error) {
 		{"workers", f.startWorkers},
 		{"api", f.startAPI},
 		{"watch", f.startWatch},
+		{"events", f.startEvents},
 	}
 	for _, s := range steps {
 		f.log.Debug("fleet: start", "step", s.name)

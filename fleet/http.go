@@ -15,6 +15,7 @@ import (
 	"github.com/switchyard-dev/switchyard/web"
 	"github.com/switchyard-dev/switchyard/web/dashboard"
 	"github.com/switchyard-dev/switchyard/web/metrics"
+	"github.com/switchyard-dev/switchyard/web/eventsws"
 	"github.com/switchyard-dev/switchyard/web/watch"
 	"github.com/switchyard-dev/switchyard/work"
 )
@@ -33,6 +34,10 @@ type HTTPConfig struct {
 	// NATS.AuthDir its users log in as the bus's users and read what the
 	// bus lets them; without, it is as open as the bus.
 	Watch bool
+
+	// Events serves the events layer's WebSocket API (/ws/events, with
+	// its JS client and the /events page), authorized as Watch is.
+	Events bool
 
 	// Hosts are names (DNS names or IPs, no port) that requests may carry
 	// in their Host header, and browser pages in their Origin, besides
@@ -149,6 +154,9 @@ func (f *Fleet) startHTTP(ctx context.Context) error {
 	var held []string
 	if f.cfg.HTTP.Watch {
 		held = append(held, watch.Patterns...)
+	}
+	if f.cfg.HTTP.Events {
+		held = append(held, eventsws.Patterns...)
 	}
 	if f.cfg.API.Dir != "" {
 		held = append(held, apiPattern)

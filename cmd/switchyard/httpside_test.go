@@ -124,10 +124,16 @@ func TestUpMetrics(t *testing.T) {
 	testproc.Start(t, up, "Stop with Ctrl-C")
 	t.Cleanup(func() { _ = up.Process.Kill() })
 
+	// The events API hears the writes of the nats-side CLI.
+	events := dialEvents(t, base, "hub/demo")
 	for i := range 3 {
 		if _, stderr, code := testproc.Run(t, cli(t, "kv", "set", "hub", "demo", "k"+strconv.Itoa(i), "v", "--nats", url)); code != 0 {
 			t.Fatalf("kv set: exit %d: %s", code, stderr)
 		}
+	}
+	events.waitSubjects("hub/demo/k0", "hub/demo/k1", "hub/demo/k2")
+	if code, body := httpGet(t, base+"/events"); code != 200 || !strings.Contains(body, "/ws/events.js") {
+		t.Fatalf("/events: %d %.200s", code, body)
 	}
 	if code, body := httpGet(t, base+"/healthz"); code != 200 || body != "ok\n" {
 		t.Fatalf("/healthz: %d %q", code, body)
@@ -229,6 +235,9 @@ func TestUpMetrics(t *testing.T) {
 		{"switchyard_newznab_requests_total", []string{"function", "caps"}},
 		// The search index's follower, exported as operations.md promises.
 		{"switchyard_watch_watchers", []string{"role", "search-index"}},
+		{"switchyard_events_changes_total", nil},
+		{"switchyard_events_deliveries_total", nil},
+		{"switchyard_events_subscriptions", nil},
 	}
 	for _, c := range positive {
 		if v, ok := sum(fams, c.name, c.labels...); !ok || v <= 0 {
@@ -242,6 +251,7 @@ func TestUpMetrics(t *testing.T) {
 		"switchyard_work_lease_expiries_total", "switchyard_work_fence_rejections_total", "switchyard_work_prefetch_in_flight",
 		"switchyard_work_articles_per_second", "switchyard_work_leases", "switchyard_work_range_articles",
 		"switchyard_usenet_releases_published_total", "switchyard_usenet_binaries_changed_total",
+		"switchyard_events_gaps_total",
 	}
 	for _, name := range present {
 		if _, ok := sum(fams, name); !ok {

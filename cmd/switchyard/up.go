@@ -117,7 +117,7 @@ with --tls-ca).`,
 	uw.workOpts.registerPlan(cmd)
 	uw.workOpts.registerLease(cmd)
 	uw.usenetOpts.registerSettle(cmd)
-	httpOpts.registerServing(cmd, upHTTPDefault, "the dashboard /, /metrics, /healthz, /readyz, the Newznab /api and the watch gateway /ws/watch")
+	httpOpts.registerServing(cmd, upHTTPDefault, "the dashboard /, /metrics, /healthz, /readyz, the Newznab /api, the watch gateway /ws/watch and the events API /ws/events")
 	httpOpts.registerMetricsOpen(cmd)
 	cmd.Flags().BoolVar(&insecure, "insecure", false, "allow a non-loopback --host without --auth: anyone who reaches the port can read and write everything")
 	return cmd
@@ -149,7 +149,7 @@ const upAPIDir = "_usenet-api"
 // fleetConfig is up's set of roles: an embedded NATS server, --servers
 // persist servers sharing the data directory, the balancer, the work
 // pipeline (unless --no-work) and, with --http, the dashboard, the Newznab
-// API and the watch gateway.
+// API, the watch gateway and the events API.
 func (cfg upConfig) fleetConfig() (fleet.Config, error) {
 	ecfg := &embedded.Config{Host: cfg.host, Port: cfg.port}
 	if cfg.tlsCert != "" {
@@ -161,7 +161,7 @@ func (cfg upConfig) fleetConfig() (fleet.Config, error) {
 	}
 	ids := cfg.ids()
 	hc := cfg.http.fleetHTTP()
-	hc.Dashboard, hc.Watch = true, true
+	hc.Dashboard, hc.Watch, hc.Events = true, true, true
 	fc := fleet.Config{
 		Service:  cfg.service,
 		NATS:     fleet.NATSConfig{Embedded: ecfg, AuthDir: cfg.authDir},
@@ -214,7 +214,7 @@ func httpLine(f *fleet.Fleet) string {
 	return fmt.Sprintf("  HTTP       %s   (dashboard /, /metrics, /healthz, /readyz)\n", f.HTTPURL())
 }
 
-// apiLine is up's lines about the Newznab API and the watch page, "" without
+// apiLine is up's lines about the Newznab API, the watch and events pages, "" without
 // an HTTP side.
 func apiLine(f *fleet.Fleet) string {
 	key, created := f.APIKey()
@@ -225,7 +225,8 @@ func apiLine(f *fleet.Fleet) string {
 	if created {
 		how = "key created in " + f.APIKeyFile()
 	}
-	return fmt.Sprintf("  newznab    %s/api?apikey=%s   (%s)\n  watch      %s/watch?scope=hub&stream=log   (any stream, live in a browser)\n", f.HTTPURL(), key, how, f.HTTPURL())
+	return fmt.Sprintf("  newznab    %s/api?apikey=%s   (%s)\n  watch      %s/watch?scope=hub&stream=log   (any stream, live in a browser)\n"+
+		"  events     %s/events   (subscribe to keys and everything below them)\n", f.HTTPURL(), key, how, f.HTTPURL(), f.HTTPURL())
 }
 
 // workTry is up's hint for following the work pipeline, "" without one.

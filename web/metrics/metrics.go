@@ -1,7 +1,7 @@
 // Package metrics exports every part of a switchyard process to Prometheus.
 //
 // The parts themselves (persist/server, persist, placement, forward, nntp,
-// work, usenet) do not import Prometheus: they keep atomic counters behind
+// work, usenet, events) do not import Prometheus: they keep atomic counters behind
 // Stats snapshots, or call a small observer hook, and the collectors here
 // read those snapshots at scrape time or feed histograms from the hooks.
 // A process makes one Registry, adds each part it runs, and mounts Handler
@@ -37,6 +37,7 @@ type Registry struct {
 	nntp     *nntpCollector
 	work     *workCollector
 	usenet   *usenetCollector
+	events   *eventsCollector
 }
 
 // New returns a registry with the Go and process collectors and the
@@ -51,11 +52,12 @@ func New() *Registry {
 		nntp:     &nntpCollector{},
 		work:     &workCollector{},
 		usenet:   &usenetCollector{},
+		events:   &eventsCollector{},
 	}
 	r.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		r.persist, r.watch, r.balancer, r.forward, r.nntp, r.work, r.usenet,
+		r.persist, r.watch, r.balancer, r.forward, r.nntp, r.work, r.usenet, r.events,
 	)
 	return r
 }

@@ -1,0 +1,79 @@
+//go:build unix
+
+package e2e
+
+import (
+	"context"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/switchyard-dev/switchyard/internal/testbrowser"
+	"github.com/switchyard-dev/switchyard/internal/testproc"
+	"github.com/switchyard-dev/switchyard/persist"
+)
+
+// TestEventsPageInBrowser: on up's /events page in headless Chromium, a
+// subscription made with the form shows a write below its anchor and not
+// one beside it; after up is stopped and a new one started on the same
+// ports and data, the page's client reconnects and subscribes again by
+// itself, and the next write shows too. No console errors but the failed
+// connects while no server listens.
+func TestEventsPageInBrowser(t *testing.T) {
+	t.Parallel()
+	b := testbrowser.New(t)
+	hport, data := testproc.FreePort(t), t.TempDir()
+	base := "http://127.0.0.1:" + strconv.Itoa(hport)
+	startUp := func() (*exec.Cmd, *persist.Stream) { return upOnHTTPPort(t, hport, data, "hub", "files") }
+	set := func(s *persist.Stream, key, value string) {
+		t.Helper()
+		if _, err := s.Set(context.Background(), []byte(value), persist.SetOptions{Key: key}); err != nil {
+			t.Fatalf("set %s: %v", key, err)
+		}
+	}
+	logHas := func(text string) string {
+		return `document.getElementById('log').textContent.includes(` + strconv.Quote(text) + `)`
+	}
+
+	up1, s1 := startUp()
+	ctx, cancel := context.WithTimeout(b.Context(), pageWait)
+	err := chromedp.Do(ctx,
+		chromedp.Navigate(base+"/events"),
+		chromedp.WaitVisible(chromedp.ID("anchor")),
+		chromedp.SendKeys(chromedp.ID("anchor"), "hub/files/docs"),
+		chromedp.Click(chromedp.CSS(`#sub button[type=submit]`)),
+	)
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitPage(t, b, "the subscription confirmed", logHas("s1: subscribed"))
+	set(s1, "docs-old/x", "beside") // a sibling that shares a prefix
+	set(s1, "docs/a/b.txt", "first")
+	waitPage(t, b, "the write below the anchor", logHas("set hub/files/docs/a/b.txt")+` && `+logHas("= first"))
+	if pageValue[bool](t, b, logHas("docs-old")) {
+		t.Error("the page shows a write beside the anchor")
+	}
+
+	if err := up1.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := testproc.Wait(t, up1); code != 0 {
+		t.Fatalf("up exited %d after SIGTERM", code)
+	}
+	waitPage(t, b, "the page shows the dropped connection", `document.getElementById('state').textContent !== 'open'`)
+	_, s2 := startUp()
+	waitPage(t, b, "the page reconnects", `document.getElementById('state').textContent === 'open'`)
+	// Subscribed again: the gateway's second confirmation of s1.
+	waitPage(t, b, "the subscription renewed", `document.getElementById('log').textContent.split('s1: subscribed').length === 3`)
+	set(s2, "docs/c.txt", "second")
+	waitPage(t, b, "the write after the restart", logHas("set hub/files/docs/c.txt")+` && `+logHas("= second"))
+
+	b.CheckNoProblems(t, func(m chromedp.ConsoleMessage) bool {
+		return strings.Contains(m.Text, "/ws/events") && (strings.Contains(m.Text, "ERR_CONNECTION_REFUSED") || strings.Contains(m.Text, "Unexpected response code: 503"))
+	})
+}

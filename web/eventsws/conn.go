@@ -1,0 +1,231 @@
+package eventsws
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/switchyard-dev/switchyard/events"
+	"github.com/switchyard-dev/switchyard/web"
+)
+
+// conn is one socket: its session's deliveries queue here, a writer
+// drains the queue, and the reader answers the client's requests.
+type conn struct {
+	g    *Gateway
+	ws   *websocket.Conn
+	who  web.Principal
+	sess *events.Session
+
+	mu   sync.Mutex
+	q    [][]byte       // messages to write, in order
+	lost map[string]int // per subscription: deliveries dropped while the queue was full
+	wake chan struct{}  // capacity 1: the queue has something
+}
+
+// serve runs one socket to its end: ready, then requests and deliveries
+// until the client goes, the gateway stops, or a write fails.
+func (g *Gateway) serve(ws *websocket.Conn, who web.Principal, app string) {
+	ws.SetReadLimit(MaxMessageBytes)
+	c := &conn{g: g, ws: ws, who: who, lost: map[string]int{}, wake: make(chan struct{}, 1)}
+	c.sess = g.cfg.Router.Open(who.Name, c.deliver)
+	run := g.base.Run()
+
+	if p := g.cfg.Presence; p != nil {
+		if err := p.Join(run, who.Name, app); err != nil {
+			g.cfg.Logger.Warn("events: presence join", "user", who.Name, "app", app, "err", err)
+		} else {
+			defer p.Leave(who.Name, app)
+		}
+	}
+	c.push(mustJSON(wireCtl{Type: TypeReady, User: who.Name, MaxSubs: events.MaxSessionSubsDefault}))
+
+	// The gateway's stop closes the socket with going-away, which ends
+	// the reader; a cancelled context would end it with no close frame.
+	stopping := context.AfterFunc(run, func() { _ = ws.Close(websocket.StatusGoingAway, "the server is stopping") })
+	defer stopping()
+	wctx, stopWriter := context.WithCancel(context.Background())
+	wrote := make(chan error, 1)
+	go func() { wrote <- c.writeLoop(wctx) }()
+	readErr := c.readLoop(run)
+	c.sess.Close() // no delivery is queued after this, but one in flight
+	stopWriter()
+	<-wrote
+
+	switch {
+	case run.Err() != nil:
+		// Closed by stopping.
+	case errors.Is(readErr, errTooSlow):
+		_ = ws.Close(websocket.StatusPolicyViolation, errTooSlow.Error())
+	default:
+		_ = ws.CloseNow()
+	}
+}
+
+// errTooSlow ends a client that sends requests faster than it reads the
+// answers: answers are never dropped, so their queue must stay bounded.
+var errTooSlow = errors.New("requests faster than their answers are read")
+
+// deliver queues one delivery; it runs on the router's loop and never
+// blocks. Past the queue's bound the delivery is dropped and counted for
+// its subscription, which gets one gap for all it lost once there is room.
+func (c *conn) deliver(d events.Delivery) {
+	n := 1
+	switch {
+	case d.Event != nil:
+		n = max(d.Event.Coalesced, 1)
+	case d.Gap != nil:
+		n = max(d.Gap.Count, 1)
+	}
+	b := encodeDelivery(d, c.g.cfg.PresenceScope)
+	c.mu.Lock()
+	if len(c.q) >= c.g.cfg.QueueMessages {
+		c.lost[d.Sub] += n
+		c.mu.Unlock()
+		c.g.dropped.Add(uint64(n))
+		return
+	}
+	c.q = append(c.q, b)
+	c.mu.Unlock()
+	c.signal()
+}
+
+func (c *conn) signal() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// push queues an answer to a request (or the ready message). Answers are
+// never dropped: they go in past the deliveries' bound, up to twice it,
+// and beyond that push reports false and the client is cut off.
+func (c *conn) push(b []byte) bool {
+	c.mu.Lock()
+	if len(c.q) >= 2*c.g.cfg.QueueMessages {
+		c.mu.Unlock()
+		return false
+	}
+	c.q = append(c.q, b)
+	c.mu.Unlock()
+	c.signal()
+	return true
+}
+
+// take empties the queue and, after its messages, turns what was lost
+// into one queue_overflow gap per subscription.
+func (c *conn) take() [][]byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := c.q
+	c.q = nil
+	if len(c.lost) > 0 {
+		subs := make([]string, 0, len(c.lost))
+		for s := range c.lost {
+			subs = append(subs, s)
+		}
+		sort.Strings(subs)
+		for _, s := range subs {
+			out = append(out, mustJSON(wireCtl{Type: TypeGap, Sub: s, Reason: string(events.ReasonQueueOverflow), Count: c.lost[s]}))
+			delete(c.lost, s)
+			c.g.gaps.Add(1)
+		}
+	}
+	return out
+}
+
+func (c *conn) writeLoop(ctx context.Context) error {
+	var ping <-chan time.Time
+	if c.g.cfg.PingInterval > 0 {
+		t := time.NewTicker(c.g.cfg.PingInterval)
+		defer t.Stop()
+		ping = t.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ping:
+			if err := c.timed(ctx, c.ws.Ping); err != nil {
+				return err
+			}
+		case <-c.wake:
+			for _, b := range c.take() {
+				if err := c.timed(ctx, func(ctx context.Context) error { return c.ws.Write(ctx, websocket.MessageText, b) }); err != nil {
+					_ = c.ws.CloseNow() // ends the reader too
+					return err
+				}
+				c.g.sent.Add(1)
+			}
+		}
+	}
+}
+
+func (c *conn) timed(ctx context.Context, f func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, c.g.cfg.WriteTimeout)
+	defer cancel()
+	return f(ctx)
+}
+
+// readLoop answers the client's requests, one at a time, until the
+// socket ends.
+func (c *conn) readLoop(ctx context.Context) error {
+	for {
+		// Not ctx: its end closes the socket (see serve), which ends Read.
+		typ, b, err := c.ws.Read(context.Background())
+		if err != nil {
+			return err
+		}
+		if typ != websocket.MessageText {
+			if !c.answerErr("", CodeBadRequest, "messages are JSON text") {
+				return errTooSlow
+			}
+			continue
+		}
+		if !c.handle(ctx, b) {
+			return errTooSlow
+		}
+	}
+}
+
+// handle answers one request; false when the answer could not be queued.
+func (c *conn) handle(ctx context.Context, b []byte) bool {
+	req, err := decodeRequest(b)
+	if err != nil {
+		return c.answerErr(req.id, CodeBadRequest, err.Error())
+	}
+	switch req.typ {
+	case TypeSubscribe:
+		if !c.who.CanRead(req.anchor.Scope) {
+			return c.answerErr(req.id, CodeForbidden, c.who.Name+" may not read scope "+req.anchor.Scope)
+		}
+		sctx, cancel := context.WithTimeout(ctx, c.g.cfg.SubscribeTimeout)
+		err := c.sess.Subscribe(sctx, req.id, req.anchor, req.filter)
+		cancel()
+		switch {
+		case errors.Is(err, events.ErrTooManySubs):
+			return c.answerErr(req.id, CodeTooMany, err.Error())
+		case err != nil:
+			return c.answerErr(req.id, CodeUnavailable, err.Error())
+		}
+		return c.push(mustJSON(wireCtl{Type: TypeSubscribed, ID: req.id}))
+	case TypeUnsubscribe:
+		if !c.sess.Unsubscribe(req.id) {
+			return c.answerErr(req.id, CodeNotFound, "no subscription "+clip(req.id)+" on this socket")
+		}
+		return c.push(mustJSON(wireCtl{Type: TypeUnsubscribed, ID: req.id}))
+	default: // TypeAck
+		// Only session subscriptions exist yet, and they need no ack: no
+		// entry of a `single` delivery is held in this region.
+		return c.answerErr(req.id, CodeUnknownEntry, "no delivery "+clip(req.id)+" of subscription "+clip(req.sub)+" is held here")
+	}
+}
+
+func (c *conn) answerErr(id, code, msg string) bool {
+	c.g.errs.Add(1)
+	return c.push(mustJSON(wireCtl{Type: TypeError, ID: id, Code: code, Message: msg}))
+}

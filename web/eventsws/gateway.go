@@ -1,0 +1,240 @@
+package eventsws
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/switchyard-dev/switchyard/events"
+	"github.com/switchyard-dev/switchyard/internal/lifecycle"
+	"github.com/switchyard-dev/switchyard/web"
+)
+
+// Gateway defaults.
+const (
+	// QueueMessagesDefault bounds the deliveries waiting to be written to
+	// one socket; past it deliveries are dropped, and each subscription
+	// that lost some gets one queue_overflow gap once the queue has room.
+	QueueMessagesDefault = 1024
+	// WriteTimeoutDefault bounds one write to a socket; a peer that stops
+	// reading is cut off by it.
+	WriteTimeoutDefault = 10 * time.Second
+	// PingIntervalDefault is how often an idle connection is pinged.
+	PingIntervalDefault = 30 * time.Second
+	// SubscribeTimeoutDefault bounds a subscribe's wait for its stream's
+	// watcher to read the stream.
+	SubscribeTimeoutDefault = 15 * time.Second
+	// AppDefault is a connection's app for presence when its URL names
+	// none (?app=NAME).
+	AppDefault = "web"
+)
+
+// Config configures a Gateway.
+type Config struct {
+	// Router delivers the subscriptions. Required; the gateway neither
+	// starts nor stops it.
+	Router *events.Router
+	// Authorizer checks each request. Required: web.Open() for an open
+	// loopback bus, as the watch gateway.
+	Authorizer web.Authorizer
+	// Presence, when set, records each user's connections: the first of a
+	// (user, app) joins, the last one's close leaves after the presence
+	// delay. Nil records none.
+	Presence *events.Presence
+	// PresenceScope is the scope of presence rows, whose events are sent
+	// as "presence" messages. Empty means events.PresenceScopeDefault.
+	PresenceScope string
+	// Hosts and OriginPatterns are the browser origins allowed, as the
+	// watch gateway's (nil Hosts: the loopback names).
+	Hosts          *web.Hosts
+	OriginPatterns []string
+	// QueueMessages bounds one socket's queue. Zero means
+	// QueueMessagesDefault.
+	QueueMessages int
+	// WriteTimeout bounds each write. Zero means WriteTimeoutDefault.
+	WriteTimeout time.Duration
+	// PingInterval spaces pings. Zero means PingIntervalDefault; negative
+	// turns them off.
+	PingInterval time.Duration
+	// SubscribeTimeout bounds a subscribe. Zero means
+	// SubscribeTimeoutDefault.
+	SubscribeTimeout time.Duration
+	// Logger receives connections that end abnormally. Nil means
+	// slog.Default() (role events).
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.PresenceScope == "" {
+		c.PresenceScope = events.PresenceScopeDefault
+	}
+	if c.QueueMessages == 0 {
+		c.QueueMessages = QueueMessagesDefault
+	}
+	if c.WriteTimeout == 0 {
+		c.WriteTimeout = WriteTimeoutDefault
+	}
+	if c.PingInterval == 0 {
+		c.PingInterval = PingIntervalDefault
+	}
+	if c.SubscribeTimeout == 0 {
+		c.SubscribeTimeout = SubscribeTimeoutDefault
+	}
+	c.Logger = lifecycle.Logger(c.Logger, "events")
+	return c
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.Router == nil:
+		return errors.New("eventsws: Config.Router is required")
+	case c.Authorizer == nil:
+		return errors.New("eventsws: Config.Authorizer is required (web.Open() for an open loopback bus)")
+	case c.QueueMessages < 1 || c.WriteTimeout < 0 || c.SubscribeTimeout < 0:
+		return errors.New("eventsws: Config queue bound and timeouts must be positive")
+	}
+	return nil
+}
+
+// Stats counts what a gateway did.
+type Stats struct {
+	Open     int64  // connections open now
+	Accepted uint64 // connections upgraded
+	Sent     uint64 // messages written
+	Dropped  uint64 // deliveries dropped for a full queue (each under a queue_overflow gap)
+	Errors   uint64 // error messages sent for requests
+	Gaps     uint64 // queue_overflow gaps sent
+}
+
+// Gateway serves GET /ws/events: one events.Session per socket.
+// WebSocket connections are hijacked, so the HTTP server's shutdown does
+// not wait for them: Stop closes them.
+type Gateway struct {
+	base lifecycle.Base
+	cfg  Config
+
+	wg      sync.WaitGroup
+	mu      sync.Mutex // protects closing, held across enter's check and wg.Add
+	closing bool
+
+	open                                atomic.Int64
+	accepted, sent, dropped, errs, gaps atomic.Uint64
+}
+
+// New checks cfg and returns a gateway to Start and Mount.
+func New(cfg Config) (*Gateway, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Gateway{cfg: cfg}, nil
+}
+
+// Patterns are the routes Mount registers: the socket, the JS client and
+// the page.
+var Patterns = []string{"GET /ws/events", "GET /ws/events.js", "GET /events"}
+
+// Mount registers the socket, the JS client and the page on mux.
+func (g *Gateway) Mount(mux interface{ Handle(string, http.Handler) }) {
+	mux.Handle(Patterns[0], g)
+	mux.Handle(Patterns[1], staticFile("events.js", "text/javascript; charset=utf-8"))
+	mux.Handle(Patterns[2], staticFile("events.html", "text/html; charset=utf-8"))
+}
+
+// Start opens the gateway to connections.
+func (g *Gateway) Start(ctx context.Context) error {
+	return g.base.Start(ctx, "events gateway", func(context.Context) error { return nil })
+}
+
+// Stop closes every connection (1001) and waits for them.
+func (g *Gateway) Stop(ctx context.Context) error {
+	return g.base.Stop(ctx, func(ctx context.Context) error {
+		g.mu.Lock()
+		g.closing = true
+		g.mu.Unlock()
+		done := make(chan struct{})
+		go func() { g.wg.Wait(); close(done) }()
+		select {
+		case <-done:
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("eventsws: stop gateway: %w", ctx.Err())
+		}
+	})
+}
+
+// Stats returns the gateway's counters.
+func (g *Gateway) Stats() Stats {
+	return Stats{Open: g.open.Load(), Accepted: g.accepted.Load(), Sent: g.sent.Load(), Dropped: g.dropped.Load(), Errors: g.errs.Load(), Gaps: g.gaps.Load()}
+}
+
+// EventsGaps is the gap markers the gateway itself left, by reason (for
+// /metrics, beside the router's).
+func (g *Gateway) EventsGaps() map[events.Reason]uint64 {
+	return map[events.Reason]uint64{events.ReasonQueueOverflow: g.gaps.Load()}
+}
+
+// ServeHTTP checks the browser page's Origin (403) and the credentials
+// (401), then upgrades and serves the socket until either side ends it.
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if err := g.cfg.Hosts.CheckOrigin(r, g.cfg.OriginPatterns); err != nil {
+		http.Error(w, err.Error(), http.StatusForbidden)
+		return
+	}
+	who, ok := web.Authorize(w, r, g.cfg.Authorizer)
+	if !ok {
+		return
+	}
+	app := r.URL.Query().Get("app")
+	if app == "" {
+		app = AppDefault
+	}
+	if !validApp(app) {
+		http.Error(w, "bad-request: app: want 1 to 64 of [a-zA-Z0-9_-]", http.StatusBadRequest)
+		return
+	}
+	if !g.enter() {
+		http.Error(w, "unavailable: the events gateway is not running", http.StatusServiceUnavailable)
+		return
+	}
+	defer g.wg.Done()
+	// The Origin was checked above against the server's hosts, not the
+	// request's Host (which a rebinding page sets to its own).
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
+	if err != nil {
+		return // Accept has answered
+	}
+	g.accepted.Add(1)
+	g.open.Add(1)
+	defer g.open.Add(-1)
+	g.serve(ws, who, app)
+}
+
+func (g *Gateway) enter() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closing || !g.base.Running() {
+		return false
+	}
+	g.wg.Add(1)
+	return true
+}
+
+func validApp(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}

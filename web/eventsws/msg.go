@@ -1,0 +1,214 @@
+package eventsws
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/switchyard-dev/switchyard/events"
+)
+
+// Message types, the "type" field of every message.
+const (
+	// From the client.
+	TypeSubscribe   = "subscribe"   // {id, anchor, filter?: {ops?, glob?}}
+	TypeUnsubscribe = "unsubscribe" // {id}
+	TypeAck         = "ack"         // {sub, entry}
+
+	// From the gateway.
+	TypeReady        = "ready"        // first message: {user, max_subs}
+	TypeSubscribed   = "subscribed"   // {id}: every change committed from now on reaches it
+	TypeUnsubscribed = "unsubscribed" // {id}
+	TypeEvent        = "event"        // {sub, id, subject, op, seq, ts, value, enc?, coalesced}
+	TypePresence     = "presence"     // an event on a presence/USER anchor: {sub, user, app, region, op}
+	TypeGap          = "gap"          // {sub, reason, subject?, count, from, to}
+	TypeError        = "error"        // {id?, code, message}
+)
+
+// Error codes of an "error" message. A request's error names the request's
+// id (a subscription's id, or an ack's entry); the connection stays open.
+const (
+	CodeBadRequest   = "bad-request"   // malformed message, anchor or filter
+	CodeForbidden    = "forbidden"     // the anchor's scope is not the user's
+	CodeTooMany      = "too-many"      // the socket holds its 50 subscriptions
+	CodeNotFound     = "not-found"     // unsubscribe of an id the socket does not hold
+	CodeUnknownEntry = "unknown-entry" // ack of an entry this region does not hold
+	CodeUnavailable  = "unavailable"   // the stream's watcher could not start (retry)
+)
+
+// MaxMessageBytes bounds one client message; a larger one ends the
+// connection (1009).
+const MaxMessageBytes = 8 << 10
+
+// clientMsg is any message a client sends; each type reads its own fields.
+type clientMsg struct {
+	Type   string `json:"type"`
+	ID     string `json:"id"`
+	Anchor string `json:"anchor"`
+	Filter *struct {
+		Ops  []string `json:"ops"`
+		Glob string   `json:"glob"`
+	} `json:"filter"`
+	Sub   string `json:"sub"`
+	Entry string `json:"entry"`
+}
+
+// request is a client message checked and parsed.
+type request struct {
+	typ    string
+	id     string // subscribe, unsubscribe: the subscription's id; ack: the entry
+	sub    string // ack: the subscription
+	anchor events.Anchor
+	filter events.Filter
+}
+
+// errBad is a request that cannot be understood; its text is what the
+// client is told.
+var errBad = errors.New("bad request")
+
+// decodeRequest parses one client message. Its error wraps errBad and
+// says what is wrong; the request's id, when it had one, comes back with
+// it so the client can tell which request failed.
+func decodeRequest(b []byte) (request, error) {
+	var m clientMsg
+	if err := json.Unmarshal(b, &m); err != nil {
+		return request{}, fmt.Errorf("%w: not a JSON message object: %v", errBad, err)
+	}
+	r := request{typ: m.Type, id: m.ID}
+	switch m.Type {
+	case TypeSubscribe:
+		if err := checkID("id", m.ID); err != nil {
+			return r, err
+		}
+		a, err := events.ParseAnchor(m.Anchor)
+		if err != nil {
+			return r, fmt.Errorf("%w: anchor: %v", errBad, err)
+		}
+		r.anchor = a
+		if m.Filter != nil {
+			f, err := events.ParseFilter(m.Filter.Ops, m.Filter.Glob)
+			if err != nil {
+				return r, fmt.Errorf("%w: filter: %v", errBad, err)
+			}
+			r.filter = f
+		}
+	case TypeUnsubscribe:
+		if err := checkID("id", m.ID); err != nil {
+			return r, err
+		}
+	case TypeAck:
+		r.id, r.sub = m.Entry, m.Sub
+		if err := checkID("sub", m.Sub); err != nil {
+			return r, err
+		}
+		if err := checkID("entry", m.Entry); err != nil {
+			return r, err
+		}
+	case "":
+		return r, fmt.Errorf("%w: missing type", errBad)
+	default:
+		return r, fmt.Errorf("%w: unknown type %q (want subscribe, unsubscribe or ack)", errBad, clip(m.Type))
+	}
+	return r, nil
+}
+
+// maxIDBytes bounds a subscription id or an entry id.
+const maxIDBytes = 128
+
+func checkID(field, s string) error {
+	if s == "" || len(s) > maxIDBytes || !utf8.ValidString(s) {
+		return fmt.Errorf("%w: %s: want 1 to %d bytes of UTF-8", errBad, field, maxIDBytes)
+	}
+	return nil
+}
+
+// clip shortens what a client sent before it is echoed in an error.
+func clip(s string) string {
+	if len(s) > 32 {
+		s = strings.ToValidUTF8(s[:32], "") + "…"
+	}
+	return s
+}
+
+// wireEvent is an "event" message.
+type wireEvent struct {
+	Type      string `json:"type"`
+	Sub       string `json:"sub"`
+	ID        string `json:"id"`
+	Subject   string `json:"subject"`
+	Op        string `json:"op"`
+	Seq       uint64 `json:"seq"`
+	TS        int64  `json:"ts"`
+	Value     string `json:"value,omitempty"`
+	Enc       string `json:"enc,omitempty"` // "base64" when the value is not UTF-8
+	Coalesced int    `json:"coalesced"`
+}
+
+// wirePresence is a "presence" message: an event on a presence anchor,
+// read as who joined or left where.
+type wirePresence struct {
+	Type   string `json:"type"`
+	Sub    string `json:"sub"`
+	User   string `json:"user"`
+	App    string `json:"app"`
+	Region string `json:"region"`
+	Op     string `json:"op"` // "join" or "leave"
+	TS     int64  `json:"ts"`
+}
+
+// wireCtl is every other message the gateway sends.
+type wireCtl struct {
+	Type    string `json:"type"`
+	ID      string `json:"id,omitempty"`
+	Sub     string `json:"sub,omitempty"`
+	User    string `json:"user,omitempty"`
+	MaxSubs int    `json:"max_subs,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+	Subject string `json:"subject,omitempty"`
+	Count   int    `json:"count,omitempty"`
+	From    int64  `json:"from,omitempty"`
+	To      int64  `json:"to,omitempty"`
+	Code    string `json:"code,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+// encodeDelivery is the message of one delivery. presenceScope is the
+// scope whose events are presence rows (stream = user, key = APP/REGION).
+func encodeDelivery(d events.Delivery, presenceScope string) []byte {
+	if g := d.Gap; g != nil {
+		c := wireCtl{Type: TypeGap, Sub: d.Sub, Reason: string(g.Reason), Count: g.Count, From: g.From, To: g.To}
+		if g.Subject.Scope != "" {
+			c.Subject = g.Subject.String()
+		}
+		return mustJSON(c)
+	}
+	ev := d.Event
+	if ev.Subject.Scope == presenceScope {
+		if app, region, ok := strings.Cut(ev.Subject.Key, "/"); ok {
+			op := "join"
+			if ev.Op == events.OpDelete {
+				op = "leave"
+			}
+			return mustJSON(wirePresence{Type: TypePresence, Sub: d.Sub, User: ev.Subject.Stream, App: app, Region: region, Op: op, TS: ev.TS})
+		}
+	}
+	w := wireEvent{Type: TypeEvent, Sub: d.Sub, ID: ev.ID, Subject: ev.Subject.String(), Op: string(ev.Op), Seq: ev.Seq, TS: ev.TS, Coalesced: ev.Coalesced}
+	if utf8.Valid(ev.Value) {
+		w.Value = string(ev.Value)
+	} else {
+		w.Value, w.Enc = base64.StdEncoding.EncodeToString(ev.Value), "base64"
+	}
+	return mustJSON(w)
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		// Strings and numbers always encode.
+		panic("eventsws: encode: " + err.Error())
+	}
+	return b
+}

@@ -1,0 +1,17 @@
+package eventsws
+
+import (
+	"embed"
+	"net/http"
+
+	"github.com/switchyard-dev/switchyard/web"
+)
+
+// static holds the JS client and the page, served as they are.
+//
+//go:embed static/events.js static/events.html
+var static embed.FS
+
+func staticFile(name, contentType string) http.Handler {
+	return web.StaticFile(static, "static/"+name, contentType)
+}

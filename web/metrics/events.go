@@ -1,0 +1,78 @@
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/switchyard-dev/switchyard/events"
+)
+
+// eventsCollector exports the events routers' counters, summed; the gap
+// markers by reason (the closed set events.Reasons), every reason present
+// from the first scrape so a rate over it starts at zero.
+type eventsCollector struct {
+	routers sources[*events.Router]
+	extra   sources[EventsGapper]
+}
+
+// EventsGapper is a part beside the router that leaves gap markers of its
+// own (the WebSocket gateway's queue overflows): its counts by reason.
+type EventsGapper interface {
+	EventsGaps() map[events.Reason]uint64
+}
+
+var (
+	eventsChanges   = desc("events_changes_total", "Changes the events routers read from the persist change feeds.")
+	eventsDelivered = desc("events_deliveries_total", "Events delivered to subscriptions.")
+	eventsCoalesced = desc("events_coalesced_total", "Changes folded into another delivery of their subscription and subject.")
+	eventsRateDrops = desc("events_rate_dropped_total", "Events dropped under a delivery_rate_limit gap.")
+	eventsGaps      = desc("events_gaps_total", "Gap markers delivered, by reason.", "reason")
+	eventsSubs      = desc("events_subscriptions", "Subscriptions now.")
+	eventsSessions  = desc("events_sessions", "Sessions (sockets) now.")
+	eventsWatchers  = desc("events_stream_watchers", "Streams the routers watch now.")
+	eventsDescs     = []*prometheus.Desc{eventsChanges, eventsDelivered, eventsCoalesced, eventsRateDrops, eventsGaps, eventsSubs, eventsSessions, eventsWatchers}
+)
+
+// AddEventsRouter exports r.
+func (r *Registry) AddEventsRouter(er *events.Router) { r.events.routers.add(er) }
+
+// AddEventsGaps exports the gap markers g leaves, under events_gaps_total.
+func (r *Registry) AddEventsGaps(g EventsGapper) { r.events.extra.add(g) }
+
+func (c *eventsCollector) Describe(ch chan<- *prometheus.Desc) { describe(ch, eventsDescs...) }
+
+func (c *eventsCollector) Collect(ch chan<- prometheus.Metric) {
+	rs := c.routers.snapshot()
+	if len(rs) == 0 {
+		return
+	}
+	var sum events.RouterStats
+	gaps := map[events.Reason]uint64{}
+	for _, r := range rs {
+		s := r.Stats()
+		sum.Changes += s.Changes
+		sum.Deliveries += s.Deliveries
+		sum.Coalesced += s.Coalesced
+		sum.RateDrops += s.RateDrops
+		sum.Subs += s.Subs
+		sum.Sessions += s.Sessions
+		sum.Watches += s.Watches
+		for k, v := range s.Gaps {
+			gaps[k] += v
+		}
+	}
+	for _, g := range c.extra.snapshot() {
+		for k, v := range g.EventsGaps() {
+			gaps[k] += v
+		}
+	}
+	counter(ch, eventsChanges, float64(sum.Changes))
+	counter(ch, eventsDelivered, float64(sum.Deliveries))
+	counter(ch, eventsCoalesced, float64(sum.Coalesced))
+	counter(ch, eventsRateDrops, float64(sum.RateDrops))
+	for _, reason := range events.Reasons {
+		counter(ch, eventsGaps, float64(gaps[reason]), string(reason))
+	}
+	gauge(ch, eventsSubs, float64(sum.Subs))
+	gauge(ch, eventsSessions, float64(sum.Sessions))
+	gauge(ch, eventsWatchers, float64(sum.Watches))
+}
