@@ -368,14 +368,21 @@ func (s PersistPresence) Remove(ctx context.Context, k PresenceKey, connectedAt 
 	return len(seqs) == 1, err
 }
 
+// PresenceRow is one row List read: where a user is connected, and since
+// when (unix milliseconds: the region's first connection of the app).
+type PresenceRow struct {
+	PresenceKey
+	ConnectedAt int64
+}
+
 // List returns user's presence rows: where the user is connected.
-func (s PersistPresence) List(ctx context.Context, user string) ([]PresenceKey, error) {
+func (s PersistPresence) List(ctx context.Context, user string) ([]PresenceRow, error) {
 	kv := s.kv(user)
 	keys, err := kv.Keys(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var out []PresenceKey
+	var out []PresenceRow
 	for _, key := range keys {
 		m, err := kv.Get(ctx, key)
 		if errors.Is(err, persist.ErrNotFound) {
@@ -386,7 +393,7 @@ func (s PersistPresence) List(ctx context.Context, user string) ([]PresenceKey, 
 		}
 		var row presenceRow
 		if json.Unmarshal(m.Value, &row) == nil {
-			out = append(out, PresenceKey{User: user, App: row.App, Region: row.Region})
+			out = append(out, PresenceRow{PresenceKey{User: user, App: row.App, Region: row.Region}, row.ConnectedAt})
 		}
 	}
 	return out, nil

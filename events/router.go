@@ -126,8 +126,8 @@ type Router struct {
 	lim  *Limiter
 
 	changes, deliveries, coalesced, rateDrops atomic.Uint64
-	gapMu                          sync.Mutex
-	gaps                           map[Reason]uint64
+	gapMu                                     sync.Mutex
+	gaps                                      map[Reason]uint64
 }
 
 type streamRef struct{ scope, stream string }

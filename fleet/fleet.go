@@ -205,8 +205,8 @@ func Start(ctx context.Context, cfg Config) (_ *Fleet, err error) {
 	return f, nil
 }
 
-// Stop stops every role in the reverse of the start order: the watch
-// gateway and the API, the workers (all at once, each finishing its range
+// Stop stops every role in the reverse of the start order: the events
+// gateway, presence and router, the watch gateway and the API, the workers (all at once, each finishing its range
 // within Work.WorkerStopWait), the settle sweep, the coordinator, the demo
 // provider, the balancer, the persist servers (answering the requests in
 // flight), the bus connections, the NATS server, the dashboard and last the

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -132,6 +133,14 @@ func TestUpMetrics(t *testing.T) {
 		}
 	}
 	events.waitSubjects("hub/demo/k0", "hub/demo/k1", "hub/demo/k2")
+	// The socket's connection is a presence row of its user (anonymous on
+	// an open bus), app web, up's region.
+	if out, stderr, code := testproc.Run(t, cli(t, "events", "presence", "anonymous", "--nats", url)); code != 0 || !regexp.MustCompile(`(?m)^web +local +20\d\d-`).MatchString(out) {
+		t.Errorf("events presence anonymous: exit %d: %s%s", code, out, stderr)
+	}
+	if _, stderr, code := testproc.Run(t, cli(t, "events", "presence", "nobody", "--nats", url)); code != exitNotFound || !strings.Contains(stderr, "not connected") {
+		t.Errorf("events presence nobody: exit %d (%s), want %d", code, stderr, exitNotFound)
+	}
 	if code, body := httpGet(t, base+"/events"); code != 200 || !strings.Contains(body, "/ws/events.js") {
 		t.Fatalf("/events: %d %.200s", code, body)
 	}

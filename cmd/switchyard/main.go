@@ -74,6 +74,7 @@ Run everything embedded in one process with:  switchyard up
 		newBalancerCmd(),
 		newBenchCmd(),
 		newCoordinatorCmd(),
+		newEventsCmd(),
 		newKVCmd(),
 		newNNTPCmd(),
 		newPersistCmd(),

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/switchyard-dev/switchyard/events"
+	"github.com/switchyard-dev/switchyard/persist"
+)
+
+// newEventsCmd builds switchyard events and its subcommands.
+func newEventsCmd() *cobra.Command {
+	ev := &cobra.Command{
+		Use:   "events",
+		Short: "Inspect the events layer: where users are connected",
+		Long: `Commands of the events layer (docs/events.md). Its WebSocket API, /ws/events, is
+served by switchyard up's HTTP side; try it on the /events page.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error { return cmd.Help() },
+	}
+	ev.AddCommand(newEventsPresenceCmd())
+	return ev
+}
+
+// newEventsPresenceCmd builds switchyard events presence.
+func newEventsPresenceCmd() *cobra.Command {
+	var natsOpts natsFlags
+	cmd := &cobra.Command{
+		Use:   "presence USER",
+		Short: "Print where USER is connected: app, region, since when (exit 3 if nowhere)",
+		Long: `Prints USER's presence rows, one per app and region the user has a connection
+in: the first connection of an app in a region writes the row, and the last one's close
+removes it 30 to 60 seconds later (so a reload writes nothing). Rows are persist data in
+scope "presence", stream USER; a subscription on the anchor presence/USER hears them come
+and go.`,
+		Example: `  switchyard events presence alice
+  APP    REGION   CONNECTED SINCE
+  notes  eu-west  2026-12-02T14:03:11Z`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			user := args[0]
+			if err := persist.ValidStreamName(user); err != nil {
+				return usagef("user %q: %v", user, err)
+			}
+			return natsOpts.with(cmd, func(ctx context.Context, c *persist.Client) error {
+				rows, err := events.PersistPresence{Client: c}.List(ctx, user)
+				if err != nil {
+					return fmt.Errorf("presence of %q: %w", user, err)
+				}
+				if len(rows) == 0 {
+					return fmt.Errorf("%q is not connected anywhere: %w", user, persist.ErrNotFound)
+				}
+				tw := tabwriter.NewWriter(stdout(cmd), 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "APP\tREGION\tCONNECTED SINCE")
+				for _, r := range rows {
+					fmt.Fprintf(tw, "%s\t%s\t%s\n", r.App, r.Region, time.UnixMilli(r.ConnectedAt).UTC().Format(time.RFC3339))
+				}
+				return tw.Flush()
+			})
+		},
+	}
+	natsOpts.registerClient(cmd)
+	return cmd
+}
