@@ -218,7 +218,7 @@ func TestRegisterAPI(t *testing.T) {
 		t.Fatalf("a registered account's limit of 1: %+v", got)
 	}
 	for params, code := range map[string]int{
-		"t=register&email=a@example.org": 105,
+		"t=register&email=a@example.org":  105,
 		"t=register&email=not-an-address": 106,
 		"t=register":                      200,
 	} {
