@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -41,6 +42,16 @@ func (f *usersFlags) open(create bool) (*users.Store, error) {
 		return nil, fmt.Errorf("no users store %s: check --data (usenet serve's --data, or up's DATA/_usenet-api)", path)
 	}
 	return users.Open(path, users.Config{})
+}
+
+// with runs fn on the store in --data (see open), closed after it.
+func (f *usersFlags) with(cmd *cobra.Command, create bool, fn func(ctx context.Context, s *users.Store) error) error {
+	s, err := f.open(create)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	return fn(cmd.Context(), s)
 }
 
 // limitFlags are --requests-per-day and --grabs-per-day.
@@ -126,18 +137,15 @@ copy it now into the user's Sonarr, Radarr, Prowlarr or NZBGet.`,
 			if err := lf.validate(); err != nil {
 				return err
 			}
-			s, err := uf.open(true)
-			if err != nil {
-				return err
-			}
-			defer s.Close()
-			key, err := s.Add(cmd.Context(), args[0], lf.limits())
-			if err != nil {
-				return err
-			}
-			fmt.Fprintln(stdout(cmd), key)
-			fmt.Fprintf(cmd.ErrOrStderr(), "user %s added (requests/day %s, grabs/day %s); its key is shown only now\n", args[0], limitText(lf.requests), limitText(lf.grabs))
-			return nil
+			return uf.with(cmd, true, func(ctx context.Context, s *users.Store) error {
+				key, err := s.Add(ctx, args[0], lf.limits())
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(stdout(cmd), key)
+				fmt.Fprintf(cmd.ErrOrStderr(), "user %s added (requests/day %s, grabs/day %s); its key is shown only now\n", args[0], limitText(lf.requests), limitText(lf.grabs))
+				return nil
+			})
 		},
 	}
 	uf.register(cmd)
@@ -155,17 +163,14 @@ midnight UTC), and who made the account (an operator, or t=register). Keys are
 never shown: the store does not have them.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := uf.open(false)
-			if err != nil {
-				return err
-			}
-			defer s.Close()
-			list, err := s.List(cmd.Context())
-			if err != nil {
-				return err
-			}
-			printUsers(stdout(cmd), list)
-			return nil
+			return uf.with(cmd, false, func(ctx context.Context, s *users.Store) error {
+				list, err := s.List(ctx)
+				if err != nil {
+					return err
+				}
+				printUsers(stdout(cmd), list)
+				return nil
+			})
 		},
 	}
 	uf.register(cmd)
@@ -223,20 +228,17 @@ unlimited. What the user used today still counts against the new limit.`,
 			if req == nil && grabs == nil {
 				return usagef("limits %s: give --requests-per-day, --grabs-per-day or both", args[0])
 			}
-			s, err := uf.open(false)
-			if err != nil {
-				return err
-			}
-			defer s.Close()
-			if err := s.SetLimits(cmd.Context(), args[0], req, grabs); err != nil {
-				return err
-			}
-			u, err := s.User(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(stdout(cmd), "user %s: requests/day %s, grabs/day %s\n", u.Name, limitText(u.RequestsPerDay), limitText(u.GrabsPerDay))
-			return nil
+			return uf.with(cmd, false, func(ctx context.Context, s *users.Store) error {
+				if err := s.SetLimits(ctx, args[0], req, grabs); err != nil {
+					return err
+				}
+				u, err := s.User(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(stdout(cmd), "user %s: requests/day %s, grabs/day %s\n", u.Name, limitText(u.RequestsPerDay), limitText(u.GrabsPerDay))
+				return nil
+			})
 		},
 	}
 	uf.register(cmd)
@@ -253,18 +255,15 @@ func newUsersResetCmd() *cobra.Command {
 old key is refused from the next request on (error 100). Today's counts are kept.`,
 		Args: userNameArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := uf.open(false)
-			if err != nil {
-				return err
-			}
-			defer s.Close()
-			key, err := s.Reset(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			fmt.Fprintln(stdout(cmd), key)
-			fmt.Fprintf(cmd.ErrOrStderr(), "user %s has a new key, shown only now; the old one no longer works\n", args[0])
-			return nil
+			return uf.with(cmd, false, func(ctx context.Context, s *users.Store) error {
+				key, err := s.Reset(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(stdout(cmd), key)
+				fmt.Fprintf(cmd.ErrOrStderr(), "user %s has a new key, shown only now; the old one no longer works\n", args[0])
+				return nil
+			})
 		},
 	}
 	uf.register(cmd)
@@ -278,16 +277,13 @@ func newUsersRemoveCmd() *cobra.Command {
 		Short: "Remove a user; its key stops working",
 		Args:  userNameArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := uf.open(false)
-			if err != nil {
-				return err
-			}
-			defer s.Close()
-			if err := s.Remove(cmd.Context(), args[0]); err != nil {
-				return err
-			}
-			fmt.Fprintf(stdout(cmd), "user %s removed\n", args[0])
-			return nil
+			return uf.with(cmd, false, func(ctx context.Context, s *users.Store) error {
+				if err := s.Remove(ctx, args[0]); err != nil {
+					return err
+				}
+				fmt.Fprintf(stdout(cmd), "user %s removed\n", args[0])
+				return nil
+			})
 		},
 	}
 	uf.register(cmd)
@@ -328,26 +324,23 @@ midnight UTC). The address is not mailed: it only names the account.`,
 					return usagef("registration %q: want open or closed", args[0])
 				}
 			}
-			s, err := uf.open(set != nil)
-			if err != nil {
-				return err
-			}
-			defer s.Close()
-			if set != nil {
-				if err := s.SetRegistration(cmd.Context(), *set); err != nil {
+			return uf.with(cmd, set != nil, func(ctx context.Context, s *users.Store) error {
+				if set != nil {
+					if err := s.SetRegistration(ctx, *set); err != nil {
+						return err
+					}
+				}
+				r, err := s.Registration(ctx)
+				if err != nil {
 					return err
 				}
-			}
-			r, err := s.Registration(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if !r.Open {
-				fmt.Fprintln(stdout(cmd), "registration closed")
+				if !r.Open {
+					fmt.Fprintln(stdout(cmd), "registration closed")
+					return nil
+				}
+				fmt.Fprintf(stdout(cmd), "registration open: new accounts get requests/day %s, grabs/day %s\n", limitText(r.RequestsPerDay), limitText(r.GrabsPerDay))
 				return nil
-			}
-			fmt.Fprintf(stdout(cmd), "registration open: new accounts get requests/day %s, grabs/day %s\n", limitText(r.RequestsPerDay), limitText(r.GrabsPerDay))
-			return nil
+			})
 		},
 	}
 	uf.register(cmd)

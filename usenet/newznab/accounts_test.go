@@ -6,10 +6,10 @@ import (
 	"encoding/xml"
 	"net/url"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/switchyard-dev/switchyard/internal/progress"
 	"github.com/switchyard-dev/switchyard/usenet"
 	"github.com/switchyard-dev/switchyard/usenet/newznab"
 	"github.com/switchyard-dev/switchyard/usenet/users"
@@ -23,27 +23,9 @@ type limitError struct {
 	Reset       string   `xml:"reset,attr"`
 }
 
-// testClock is a settable clock for the users store.
-type testClock struct {
-	mu sync.Mutex // protects t
-	t  time.Time
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *testClock) Set(t time.Time) {
-	c.mu.Lock()
-	c.t = t
-	c.mu.Unlock()
-}
-
 // newUsersEnv is an env whose API has a users store on clk beside the
 // admin key testKey.
-func newUsersEnv(t *testing.T, clk *testClock) (*env, *users.Store) {
+func newUsersEnv(t *testing.T, clk *progress.FakeClock) (*env, *users.Store) {
 	t.Helper()
 	st, err := users.Open(filepath.Join(t.TempDir(), users.File), users.Config{Now: clk.Now, RegistrationsPerDay: 2})
 	if err != nil {
@@ -73,7 +55,7 @@ func (e *env) apiErr(params string) (limitError, string) {
 // the next day the counts start again. The admin key has no limits.
 func TestUserLimits(t *testing.T) {
 	t.Parallel()
-	clk := &testClock{t: time.Date(2026, 3, 14, 23, 0, 0, 0, time.UTC)}
+	clk := progress.NewFakeClock(time.Date(2026, 3, 14, 23, 0, 0, 0, time.UTC))
 	e, st := newUsersEnv(t, clk)
 	ctx := context.Background()
 	key, err := st.Add(ctx, "alice", users.Limits{RequestsPerDay: 2, GrabsPerDay: 1})
@@ -127,7 +109,7 @@ func TestUserLimits(t *testing.T) {
 		}
 	}
 
-	clk.Set(time.Date(2026, 3, 15, 0, 0, 0, 0, time.UTC))
+	clk.Advance(time.Hour) // midnight
 	e.feed("t=search" + k)
 	if resp, _ := e.get("t=get&id=tv1" + k); resp.Header.Get("Content-Type") != usenet.NZBContentType {
 		t.Fatal("the next day the user's grab was refused")
@@ -152,7 +134,7 @@ func TestUserLimits(t *testing.T) {
 // the release was grabbed, by anyone.
 func TestGrabsAttr(t *testing.T) {
 	t.Parallel()
-	e, st := newUsersEnv(t, &testClock{t: time.Now()})
+	e, st := newUsersEnv(t, progress.NewFakeClock(time.Now()))
 	key, err := st.Add(context.Background(), "bob", users.Limits{})
 	if err != nil {
 		t.Fatal(err)
@@ -187,7 +169,7 @@ func TestGrabsAttr(t *testing.T) {
 // registrations a day, 103.
 func TestRegisterAPI(t *testing.T) {
 	t.Parallel()
-	e, st := newUsersEnv(t, &testClock{t: time.Now()})
+	e, st := newUsersEnv(t, progress.NewFakeClock(time.Now()))
 	got, _ := e.apiErr("t=register&email=a@example.org")
 	if got.Code != 104 || got.Description != "Registrations are closed" {
 		t.Fatalf("closed: %+v", got)

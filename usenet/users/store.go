@@ -15,11 +15,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"path/filepath"
-	"strings"
 	"time"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+	"github.com/switchyard-dev/switchyard/internal/sqlitefile"
 )
 
 // File is the store's file name in a data directory.
@@ -39,7 +37,7 @@ const schemaVersion = 1
 // nothing today, so the counters reset at midnight UTC without a job:
 // the first use of a new day starts them from zero (see count).
 var schema = []string{
-	`CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v INTEGER NOT NULL) WITHOUT ROWID`,
+	sqlitefile.MetaTable,
 	`CREATE TABLE IF NOT EXISTS users (
 		name             TEXT    PRIMARY KEY,
 		key_hash         BLOB    NOT NULL UNIQUE,
@@ -56,7 +54,6 @@ var schema = []string{
 
 // Keys of the meta table.
 const (
-	metaSchema      = "schema"
 	metaRegOpen     = "registration_open"     // 1 when t=register creates accounts
 	metaRegRequests = "registration_requests" // requests per day of a registered account
 	metaRegGrabs    = "registration_grabs"    // grabs per day of a registered account
@@ -94,15 +91,13 @@ func Open(path string, cfg Config) (*Store, error) {
 	if cfg.RegistrationsPerDay < 0 {
 		return nil, errors.New("users: negative RegistrationsPerDay")
 	}
-	// WAL lets the API read while the CLI writes; immediate transactions
-	// take the write lock at BEGIN, so a read-then-write (Register, Add)
-	// cannot be overtaken by another writer between its read and write.
-	dsn := "file:" + uriPath(path) + "?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(10000)&_txlock=immediate"
-	db, err := sql.Open("sqlite", dsn)
+	// The API reads while a command beside it writes; transactions are
+	// immediate, so a read-then-write (Register, Add) holds the write
+	// lock throughout (see sqlitefile.Open).
+	db, err := sqlitefile.Open(path, 4)
 	if err != nil {
 		return nil, fmt.Errorf("users: open %s: %w", path, err)
 	}
-	db.SetMaxOpenConns(4)
 	s := &Store{db: db, cfg: cfg}
 	if err := s.init(context.Background()); err != nil {
 		_ = db.Close()
@@ -111,33 +106,14 @@ func Open(path string, cfg Config) (*Store, error) {
 	return s, nil
 }
 
-func uriPath(p string) string {
-	r := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23")
-	return r.Replace(filepath.ToSlash(p))
-}
-
 func (s *Store) init(ctx context.Context) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = tx.Rollback() }()
-	for _, stmt := range schema {
-		if _, err := tx.ExecContext(ctx, stmt); err != nil {
-			return fmt.Errorf("schema: %w", err)
-		}
-	}
-	v, ok, err := getMeta(ctx, tx, metaSchema)
-	if err != nil {
+	if err := sqlitefile.Init(ctx, tx, schema, schemaVersion); err != nil {
 		return err
-	}
-	switch {
-	case !ok:
-		if err := setMeta(ctx, tx, metaSchema, schemaVersion); err != nil {
-			return err
-		}
-	case v != schemaVersion:
-		return fmt.Errorf("schema version %d, want %d", v, schemaVersion)
 	}
 	return tx.Commit()
 }
@@ -145,28 +121,13 @@ func (s *Store) init(ctx context.Context) error {
 // Close closes the database.
 func (s *Store) Close() error { return s.db.Close() }
 
-type querier interface {
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
+// getMeta and setMeta are the meta table's, by their short names.
+var (
+	getMeta = sqlitefile.GetMeta
+	setMeta = sqlitefile.SetMeta
+)
 
-func getMeta(ctx context.Context, q querier, k string) (int64, bool, error) {
-	var v int64
-	err := q.QueryRowContext(ctx, `SELECT v FROM meta WHERE k = ?`, k).Scan(&v)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, false, nil
-	}
-	if err != nil {
-		return 0, false, fmt.Errorf("read meta %s: %w", k, err)
-	}
-	return v, true, nil
-}
-
-func setMeta(ctx context.Context, tx *sql.Tx, k string, v int64) error {
-	if _, err := tx.ExecContext(ctx, `INSERT INTO meta(k, v) VALUES(?, ?) ON CONFLICT(k) DO UPDATE SET v = excluded.v`, k, v); err != nil {
-		return fmt.Errorf("write meta %s: %w", k, err)
-	}
-	return nil
-}
+type querier = sqlitefile.Querier
 
 // day is t's UTC day, in days since 1970-01-01.
 func day(t time.Time) int64 {

@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/switchyard-dev/switchyard/internal/progress"
 	"github.com/switchyard-dev/switchyard/usenet/users"
 )
 
@@ -37,7 +38,7 @@ func open(t *testing.T, cfg users.Config) (*users.Store, string) {
 func TestLimitsResetAtMidnight(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	clk := newClock(day1)
+	clk := progress.NewFakeClock(day1)
 	s, _ := open(t, users.Config{Now: clk.Now})
 	key, err := s.Add(ctx, "alice", users.Limits{RequestsPerDay: 2, GrabsPerDay: 1})
 	if err != nil {
@@ -68,7 +69,7 @@ func TestLimitsResetAtMidnight(t *testing.T) {
 		t.Fatalf("user %+v, %v: want 2 requests and 1 grab today (refusals not counted)", u, err)
 	}
 
-	clk.Set(midnight)
+	clk.Advance(midnight.Sub(day1))
 	if u, _ := s.User(ctx, "alice"); u.RequestsToday != 0 || u.GrabsToday != 0 {
 		t.Fatalf("after midnight the list shows %+v, want no use today", u)
 	}
@@ -237,7 +238,7 @@ func TestAccountsErrors(t *testing.T) {
 func TestRegister(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	clk := newClock(day1)
+	clk := progress.NewFakeClock(day1)
 	s, _ := open(t, users.Config{Now: clk.Now, RegistrationsPerDay: 2})
 	if _, err := s.Register(ctx, "a@example.org"); !errors.Is(err, users.ErrRegistrationClosed) {
 		t.Fatalf("closed: %v", err)
@@ -270,7 +271,7 @@ func TestRegister(t *testing.T) {
 	if _, err := s.Register(ctx, "c@example.org"); !errors.As(err, &rl) || rl.Limit != 2 {
 		t.Fatalf("third of the day: %v, want the limit of 2", err)
 	}
-	clk.Set(day1.Add(time.Minute))
+	clk.Advance(time.Minute)
 	if _, err := s.Register(ctx, "c@example.org"); err != nil {
 		t.Fatalf("next day: %v", err)
 	}
