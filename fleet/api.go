@@ -14,6 +14,7 @@ import (
 	"github.com/switchyard-dev/switchyard/usenet"
 	"github.com/switchyard-dev/switchyard/usenet/newznab"
 	"github.com/switchyard-dev/switchyard/usenet/search"
+	"github.com/switchyard-dev/switchyard/usenet/users"
 	"github.com/switchyard-dev/switchyard/web"
 	"github.com/switchyard-dev/switchyard/web/metrics"
 	"github.com/switchyard-dev/switchyard/web/watch"
@@ -21,7 +22,8 @@ import (
 
 // APIConfig is the usenet indexer's Newznab API (/api on the HTTP side).
 type APIConfig struct {
-	// Dir holds the search index (search.db) and the API key file. ""
+	// Dir holds the search index (search.db), the API key file (the
+	// admin's key) and the users store (users.db, see usenet users). ""
 	// means no API.
 	Dir string
 
@@ -43,11 +45,22 @@ const apiPattern = "/api"
 type apiInfo struct {
 	key     string
 	created bool
+	role    *apiRole
 }
 
 // APIKey is the Newznab API key and whether this start created it ("" with
 // no API).
 func (f *Fleet) APIKey() (key string, created bool) { return f.api.key, f.api.created }
+
+// ValidAPIKey reports whether key may use the Newznab API: the admin's
+// key or a user's (newznab.Config.ValidKey); false with no API. For pages
+// beside the API that take the same keys.
+func (f *Fleet) ValidAPIKey(ctx context.Context, key string) bool {
+	if f.api.role == nil {
+		return false
+	}
+	return f.api.role.cfg.ValidKey(ctx, key)
+}
 
 // APIKeyFile is where the API key is kept ("" with no API).
 func (f *Fleet) APIKeyFile() string {
@@ -79,7 +92,11 @@ func (f *Fleet) startAPI(ctx context.Context) error {
 		return err
 	}
 	a := &apiRole{dir: dir, store: st, http: f.http, baseURL: f.cfg.API.BaseURL, key: key, log: lifecycle.Logger(f.log, "newznab")}
-	return f.start(ctx, "newznab", a)
+	if err := f.start(ctx, "newznab", a); err != nil {
+		return err
+	}
+	f.api.role = a
+	return nil
 }
 
 // apiClient is the persist client of the API and the watch gateway, on a
@@ -110,8 +127,10 @@ type apiRole struct {
 	key     string
 	log     *slog.Logger
 
-	ix *search.Index
-	f  *search.Follower
+	ix    *search.Index
+	f     *search.Follower
+	users *users.Store
+	cfg   newznab.Config // the handler's, for ValidKey
 }
 
 func (a *apiRole) Start(ctx context.Context) error {
@@ -128,7 +147,13 @@ func (a *apiRole) Start(ctx context.Context) error {
 			ix.Close()
 			return fmt.Errorf("usenet api: follow releases: %w", err)
 		}
-		a.ix, a.f = ix, fl
+		us, err := users.Open(filepath.Join(a.dir, users.File), users.Config{})
+		if err != nil {
+			_ = fl.Stop(ctx)
+			ix.Close()
+			return fmt.Errorf("usenet api: %w", err)
+		}
+		a.ix, a.f, a.users = ix, fl, us
 		var observe func(string, int)
 		if a.http != nil {
 			requests, err := metrics.NewznabRequests(a.http.metrics.Registerer())
@@ -143,8 +168,8 @@ func (a *apiRole) Start(ctx context.Context) error {
 		if a.http != nil {
 			a.http.parts.setIndex(ix)
 		}
-		keys := newznab.KeyChecker(a.key)
-		a.http.Handle(apiPattern, newznab.Handler(newznab.Config{Index: ix, Store: a.store, APIKeys: keys, BaseURL: a.baseURL, Observe: observe}))
+		a.cfg = newznab.Config{Index: ix, Store: a.store, APIKeys: newznab.KeyChecker(a.key), Users: us, BaseURL: a.baseURL, Observe: observe}
+		a.http.Handle(apiPattern, newznab.Handler(a.cfg))
 		a.log.Info("search index following releases", "index", filepath.Join(a.dir, "search.db"), "from_seq", ix.LastSeq()+1)
 		return nil
 	})
@@ -158,7 +183,7 @@ func (a *apiRole) stop(ctx context.Context) error {
 	if errors.Is(err, context.Canceled) {
 		err = nil
 	}
-	return errors.Join(err, a.ix.Close())
+	return errors.Join(err, a.ix.Close(), a.users.Close())
 }
 
 // followCheck is the readiness check of the search index's follower: ready

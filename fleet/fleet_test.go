@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -19,6 +21,7 @@ import (
 	"github.com/switchyard-dev/switchyard/nntp"
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/persist/server"
+	"github.com/switchyard-dev/switchyard/usenet/users"
 	"github.com/switchyard-dev/switchyard/work"
 )
 
@@ -74,6 +77,32 @@ func TestUpStartsEveryRoleInOneOrderAndStopsInReverse(t *testing.T) {
 	}
 	if key, created := f.APIKey(); len(key) < 16 || !created {
 		t.Fatalf("api key %q created %v", key, created)
+	}
+	// A user added beside the running API (as `usenet users add` does)
+	// can use it at once; the admin's key still can.
+	us, err := users.Open(filepath.Join(f.cfg.API.Dir, users.File), users.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	userKey, err := us.Add(ctx, "alice", users.Limits{RequestsPerDay: 1})
+	us.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if admin, _ := f.APIKey(); !f.ValidAPIKey(ctx, userKey) || !f.ValidAPIKey(ctx, admin) || f.ValidAPIKey(ctx, "wrong") {
+		t.Fatal("ValidAPIKey: want the user's and the admin's key valid, another not")
+	}
+	// Its limit of 1 request: the first search answers, the second is 500.
+	for _, want := range []string{`<rss`, `<error code="500" description="Request limit reached"`} {
+		resp, err := http.Get(f.HTTPURL() + "/api?t=search&apikey=" + userKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(body), want) {
+			t.Fatalf("a user's search: %s, want %s", body, want)
+		}
 	}
 
 	nc, err := f.NATS().ConnectInProcess(bus.ConnectConfig{Name: "test"})

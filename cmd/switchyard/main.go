@@ -19,6 +19,7 @@ import (
 
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/usenet"
+	"github.com/switchyard-dev/switchyard/usenet/users"
 )
 
 // Exit codes, listed in the root help (exitCodesHelp) and the README.
@@ -27,7 +28,7 @@ import (
 const (
 	exitRuntime  = 1 // any run-time failure
 	exitUsage    = 2 // bad flags, wrong argument count, invalid values
-	exitNotFound = 3 // the persist server answered not-found
+	exitNotFound = 3 // the persist server answered not-found, or no such user
 )
 
 // exitCodesHelp ends the root help; TestRootHelpListsExitCodes keeps it in
@@ -36,7 +37,8 @@ const exitCodesHelp = `Exit codes:
   0  success
   1  run-time error (NATS unreachable, a server refused the request, ...)
   2  usage error (unknown command or flag, wrong arguments, invalid value)
-  3  not found (kv get, stream get, usenet nzb: no such key, message or release)
+  3  not found (kv get, stream get, usenet nzb, usenet users: no such key,
+     message, release or user)
 Errors print one line on stderr.`
 
 // usageError marks an error as the caller's mistake in invoking a command.
@@ -111,7 +113,7 @@ func exitCode(stderr io.Writer, err error) int {
 	switch {
 	case errors.As(err, &ue) || isCobraUsage(err):
 		return exitUsage
-	case errors.Is(err, persist.ErrNotFound), errors.Is(err, usenet.ErrNotFound):
+	case errors.Is(err, persist.ErrNotFound), errors.Is(err, usenet.ErrNotFound), errors.Is(err, users.ErrNotFound):
 		return exitNotFound
 	}
 	return exitRuntime

@@ -3,14 +3,15 @@ package main
 import "github.com/spf13/cobra"
 
 // newUsenetCmd builds switchyard usenet, the commands of the usenet indexer:
-// parse, releases, nzb and serve (the Newznab API of a fleet).
+// parse, releases, nzb, serve (the Newznab API of a fleet) and users (its
+// accounts).
 func newUsenetCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "usenet",
-		Short: "The usenet indexer: parse subjects, list releases, write NZB files, serve the Newznab API",
+		Short: "The usenet indexer: parse subjects, list releases, write NZB files, serve the Newznab API and manage its users",
 		Args:  cobra.NoArgs,
 		RunE:  func(cmd *cobra.Command, args []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(newUsenetParseCmd(), newUsenetReleasesCmd(), newUsenetNZBCmd(), newUsenetServeCmd())
+	cmd.AddCommand(newUsenetParseCmd(), newUsenetReleasesCmd(), newUsenetNZBCmd(), newUsenetServeCmd(), newUsenetUsersCmd())
 	return cmd
 }

@@ -25,9 +25,11 @@ and details. Searches are answered from a SQLite full-text index in --data,
 kept current from the releases stream of --usenet-scope; after a restart it
 resumes from the last change it applied.
 
-Every function but t=caps needs the API key (apikey=KEY). The key is created
-on first start, stored in --data/apikey (mode 0600) and printed; copy it into
-the downloader's indexer settings. 'switchyard up' serves the same API on its
+Every function but t=caps needs an API key (apikey=KEY). The admin key, which
+has no limits, is created on first start, stored in --data/apikey (mode 0600)
+and printed; copy it into the downloader's indexer settings. Users with keys
+and daily limits of their own are kept in --data/users.db: see 'switchyard
+usenet users --help'. 'switchyard up' serves the same API on its
 --http address.
 
 /metrics, /healthz and /readyz are served beside it and have no
@@ -67,7 +69,7 @@ name, --http's host or a --http-host NAME: with a wildcard --http such as
 		},
 	}
 	httpOpts.registerServing(serve, "127.0.0.1:8080", "the Newznab /api, /metrics, /healthz and /readyz")
-	serve.Flags().StringVar(&dataDir, "data", "switchyard-usenet", "`DIR` of the search index and the API key")
+	serve.Flags().StringVar(&dataDir, "data", "switchyard-usenet", "`DIR` of the search index, the admin API key and the users")
 	serve.Flags().StringVar(&baseURL, "base-url", "", "`URL` the links in feeds start with (default: the request's own host)")
 	usenetOpts.registerScope(serve)
 	natsOpts.registerServer(serve)

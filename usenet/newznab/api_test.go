@@ -123,6 +123,12 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	return newEnvWith(t, nil)
+}
+
+// newEnvWith is newEnv with change applied to the handler's Config.
+func newEnvWith(t *testing.T, change func(*newznab.Config)) *env {
+	t.Helper()
 	p := testpersist.Start(t, 1)
 	c := p.Client()
 	st, err := usenet.NewStore(c, "")
@@ -144,10 +150,14 @@ func newEnv(t *testing.T) *env {
 			t.Error(err)
 		}
 	})
-	e.server = httptest.NewServer(newznab.Handler(newznab.Config{
+	cfg := newznab.Config{
 		Index: ix, Store: st, APIKeys: func(k string) bool { return k == testKey },
 		Title: "test indexer", Version: "9.9", MaxLimit: 50, DefaultLimit: 20,
-	}))
+	}
+	if change != nil {
+		change(&cfg)
+	}
+	e.server = httptest.NewServer(newznab.Handler(cfg))
 	t.Cleanup(e.server.Close)
 	return e
 }

@@ -1,6 +1,7 @@
 package newznab
 
 import (
+	"context"
 	"encoding/xml"
 	"strconv"
 
@@ -13,6 +14,7 @@ type (
 		XMLName    xml.Name     `xml:"caps" json:"-"`
 		Server     capsServer   `xml:"server" json:"server"`
 		Limits     capsLimits   `xml:"limits" json:"limits"`
+		Register   capsRegister `xml:"registration" json:"registration"`
 		Searching  capsSearches `xml:"searching" json:"searching"`
 		Categories []capsCat    `xml:"categories>category" json:"categories"`
 	}
@@ -23,6 +25,10 @@ type (
 	capsLimits struct {
 		Max     int `xml:"max,attr" json:"max"`
 		Default int `xml:"default,attr" json:"default"`
+	}
+	capsRegister struct {
+		Available string `xml:"available,attr" json:"available"`
+		Open      string `xml:"open,attr" json:"open"`
 	}
 	capsSearches struct {
 		Search      capsSearch `xml:"search" json:"search"`
@@ -55,16 +61,26 @@ const (
 
 // caps is the t=caps answer: the server, the page limits (both always
 // present: Sonarr and Radarr int.Parse them, a missing one fails caps),
-// the search functions and the whole standard category tree.
-func (h *handler) caps() capsDoc {
+// whether t=register is there and open, the search functions and the whole
+// standard category tree.
+func (h *handler) caps(ctx context.Context) capsDoc {
 	d := capsDoc{
-		Server: capsServer{Version: h.cfg.Version, Title: h.cfg.Title},
-		Limits: capsLimits{Max: h.cfg.MaxLimit, Default: h.cfg.DefaultLimit},
+		Server:   capsServer{Version: h.cfg.Version, Title: h.cfg.Title},
+		Limits:   capsLimits{Max: h.cfg.MaxLimit, Default: h.cfg.DefaultLimit},
+		Register: capsRegister{Available: "no", Open: "no"},
 		Searching: capsSearches{
 			Search:      capsSearch{"yes", searchParams},
 			TVSearch:    capsSearch{"yes", tvSearchParams},
 			MovieSearch: capsSearch{"yes", movieSearchParams},
 		},
+	}
+	if h.cfg.Users != nil {
+		d.Register.Available = "yes"
+		// An unreadable setting shows as closed, which t=register
+		// answers too when it cannot read it; caps itself still works.
+		if r, err := h.cfg.Users.Registration(ctx); err == nil && r.Open {
+			d.Register.Open = "yes"
+		}
 	}
 	for _, p := range usenet.Categories {
 		c := capsCat{ID: strconv.Itoa(p.ID), Name: p.Name}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/switchyard-dev/switchyard/usenet"
 	"github.com/switchyard-dev/switchyard/usenet/search"
+	"github.com/switchyard-dev/switchyard/usenet/users"
 )
 
 // Defaults of Config.
@@ -46,10 +47,17 @@ type Config struct {
 	Index *search.Index
 	// Store answers t=get and t=details. Required.
 	Store Store
-	// APIKeys reports whether key may use the API; every function but
-	// t=caps needs a key it accepts. Nil means no key is checked (an open
-	// indexer).
+	// APIKeys reports whether key is the admin's: a key that may use the
+	// API without limits. Every function but t=caps and t=register needs
+	// a key that APIKeys or Users accepts. With both nil no key is
+	// checked (an open indexer).
 	APIKeys func(key string) bool
+	// Users, when set, are the accounts whose keys the API accepts beside
+	// APIKeys's, each with its daily limits of requests and grabs (error
+	// 500 or 501 past them); it also counts every grab per release (the
+	// grabs attr) and answers t=register. Nil means no accounts, grabs
+	// shown as 0 and t=register answered 104.
+	Users *users.Store
 	// BaseURL is the scheme, host and path prefix the links of a feed
 	// start with ("https://indexer.example/nz"). Empty means the request's
 	// own scheme and Host.
@@ -113,4 +121,24 @@ func (c Config) validate() error {
 		}
 	}
 	return nil
+}
+
+// ValidKey reports whether key may use the API: the admin's (APIKeys) or a
+// user's (Users), any key for an open API. It counts nothing; a page that
+// asks for a key checks it here.
+func (c Config) ValidKey(ctx context.Context, key string) bool {
+	if c.APIKeys == nil && c.Users == nil {
+		return true
+	}
+	if key == "" {
+		return false
+	}
+	if c.APIKeys != nil && c.APIKeys(key) {
+		return true
+	}
+	if c.Users == nil {
+		return false
+	}
+	ok, err := c.Users.Valid(ctx, key)
+	return err == nil && ok
 }

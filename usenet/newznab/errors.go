@@ -1,5 +1,7 @@
 package newznab
 
+import "time"
+
 // Error codes of the Newznab API (the spec's section 5; 501 is NNTmux's).
 const (
 	ErrCredentials          = 100 // incorrect user credentials
@@ -7,6 +9,9 @@ const (
 	ErrInsufficientPrivs    = 102 // insufficient privileges
 	ErrRegistrationDenied   = 103 // registration denied
 	ErrRegistrationsClosed  = 104 // registrations are closed
+	ErrEmailTaken           = 105 // invalid registration (email address taken)
+	ErrEmailBadFormat       = 106 // invalid registration (email address bad format)
+	ErrRegistrationFailed   = 107 // registration failed (data error)
 	ErrMissingParam         = 200 // missing parameter
 	ErrIncorrectParam       = 201 // incorrect parameter
 	ErrNoSuchFunction       = 202 // no such function
@@ -28,6 +33,9 @@ var descriptions = map[int]string{
 	ErrInsufficientPrivs:    "Insufficient privileges/not authorized",
 	ErrRegistrationDenied:   "Registration denied",
 	ErrRegistrationsClosed:  "Registrations are closed",
+	ErrEmailTaken:           "Invalid registration (Email Address Taken)",
+	ErrEmailBadFormat:       "Invalid registration (Email Address Bad Format)",
+	ErrRegistrationFailed:   "Registration Failed (Data error)",
 	ErrMissingParam:         "Missing parameter",
 	ErrIncorrectParam:       "Incorrect parameter",
 	ErrNoSuchFunction:       "No such function",
@@ -48,6 +56,11 @@ var exact = map[int]bool{ErrRequestLimit: true, ErrDownloadLimit: true}
 type apiError struct {
 	Code        int
 	Description string
+	// Reset, for 500 and 501, is when the limit resets and Wait how long
+	// that is: the answer says it beside the description (which must stay
+	// the spec's text), as a reset attribute and a Retry-After header.
+	Reset time.Time
+	Wait  time.Duration
 }
 
 func (e *apiError) Error() string { return e.Description }

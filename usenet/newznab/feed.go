@@ -68,9 +68,9 @@ type (
 	}
 )
 
-// item is the feed entry of r; links hold the apikey of the request so a
-// client can fetch them as they are.
-func (h *handler) item(r usenet.Release, base, key string, extended bool) rssItem {
+// item is the feed entry of r, grabbed grabs times; links hold the apikey
+// of the request so a client can fetch them as they are.
+func (h *handler) item(r usenet.Release, base, key string, grabs int, extended bool) rssItem {
 	date := time.Unix(r.Date, 0).UTC().Format(time.RFC1123Z)
 	getURL := h.link(base, "get", r.ID, key)
 	it := rssItem{
@@ -90,7 +90,7 @@ func (h *handler) item(r usenet.Release, base, key string, extended bool) rssIte
 	attr("category", strconv.Itoa(r.Category))
 	attr("size", strconv.FormatInt(r.Size, 10))
 	attr("files", strconv.Itoa(r.FileCount()))
-	attr("grabs", "0")
+	attr("grabs", strconv.Itoa(grabs))
 	if len(r.Groups) > 0 {
 		attr("group", r.Groups[0])
 	}

@@ -60,9 +60,17 @@ func (h *handler) runSearch(req *request, defCats []int, tv bool) (response, *ap
 		return response{}, errorf(ErrUnknown, "search failed")
 	}
 	extended := req.q.Get("extended") == "1"
+	ids := make([]string, len(res.Releases))
+	for i, r := range res.Releases {
+		ids[i] = r.ID
+	}
+	grabs, apiErr := h.grabs(req, ids)
+	if apiErr != nil {
+		return response{}, apiErr
+	}
 	doc := h.feed(req, q.Offset, res.Total)
 	for _, r := range res.Releases {
-		doc.Channel.Items = append(doc.Channel.Items, h.item(r, req.base, req.key, extended))
+		doc.Channel.Items = append(doc.Channel.Items, h.item(r, req.base, req.key, grabs[r.ID], extended))
 	}
 	return encode(req, doc, doc.json())
 }
@@ -250,6 +258,10 @@ func (h *handler) getFn(req *request) (response, *apiError) {
 	if err := usenet.WriteNZB(&buf, r, bins); err != nil {
 		return response{}, errorf(ErrUnknown, "internal error")
 	}
+	// Counted once the NZB is ready: a grab that fails uses nothing.
+	if apiErr := h.countGrab(req, r.ID); apiErr != nil {
+		return response{}, apiErr
+	}
 	details := h.link(req.base, "details", r.ID, req.key)
 	return response{
 		contentType: usenet.NZBContentType,
@@ -321,7 +333,11 @@ func (h *handler) detailsFn(req *request) (response, *apiError) {
 	if apiErr != nil {
 		return response{}, apiErr
 	}
+	grabs, apiErr := h.grabs(req, []string{r.ID})
+	if apiErr != nil {
+		return response{}, apiErr
+	}
 	doc := h.feed(req, 0, 1)
-	doc.Channel.Items = []rssItem{h.item(r, req.base, req.key, true)}
+	doc.Channel.Items = []rssItem{h.item(r, req.base, req.key, grabs[r.ID], true)}
 	return encode(req, doc, doc.json())
 }

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"time"
 )
 
@@ -42,6 +43,9 @@ type request struct {
 	json bool   // o=json
 	key  string // apikey
 	base string // the URL links start with
+	// user says key is a user's (Config.Users), whose grabs count against
+	// its limit; false for the admin's key and an open API.
+	user bool
 }
 
 // response is an answer built in memory before anything is written, so
@@ -121,8 +125,10 @@ func (h *handler) serve(req *request) (resp response, apiErr *apiError) {
 		}
 		return response{}, errorf(ErrNoSuchFunction, t)
 	}
-	if t != "caps" && h.cfg.APIKeys != nil && (req.key == "" || !h.cfg.APIKeys(req.key)) {
-		return response{}, errorf(ErrCredentials, "")
+	if t != "caps" && t != "register" {
+		if apiErr := h.authorize(req, t); apiErr != nil {
+			return response{}, apiErr
+		}
 	}
 	return fn(h, req)
 }
@@ -138,6 +144,7 @@ func init() {
 		"movie":    (*handler).movieFn,
 		"get":      (*handler).getFn,
 		"details":  (*handler).detailsFn,
+		"register": (*handler).registerFn,
 	}
 }
 
@@ -162,7 +169,8 @@ func (h *handler) link(base, t, id, key string) string {
 }
 
 func (h *handler) capsFn(req *request) (response, *apiError) {
-	return encode(req, h.caps(), h.caps())
+	c := h.caps(req.Context())
+	return encode(req, c, c)
 }
 
 // encode writes v as XML, or j as JSON for o=json.
@@ -190,21 +198,33 @@ type xmlError struct {
 	XMLName     xml.Name `xml:"error"`
 	Code        int      `xml:"code,attr"`
 	Description string   `xml:"description,attr"`
+	Reset       string   `xml:"reset,attr,omitempty"`
 }
 
 type jsonError struct {
 	Error struct {
 		Code        int    `json:"code"`
 		Description string `json:"description"`
+		Reset       string `json:"reset,omitempty"`
 	} `json:"error"`
 }
 
 func (h *handler) errorResponse(req *request, e *apiError) response {
 	var j jsonError
 	j.Error.Code, j.Error.Description = e.Code, e.Description
-	resp, err := encode(req, xmlError{Code: e.Code, Description: e.Description}, j)
+	x := xmlError{Code: e.Code, Description: e.Description}
+	var header map[string]string
+	if !e.Reset.IsZero() {
+		x.Reset = e.Reset.UTC().Format(time.RFC3339)
+		j.Error.Reset = x.Reset
+		// Whole seconds, rounded up: a client that waits this long finds
+		// the counter reset.
+		header = map[string]string{"Retry-After": strconv.FormatInt(int64(max((e.Wait+time.Second-1)/time.Second, 1)), 10)}
+	}
+	resp, err := encode(req, x, j)
 	if err != nil {
 		return response{contentType: "text/plain; charset=utf-8", body: []byte("900 internal error\n")}
 	}
+	resp.header = header
 	return resp
 }

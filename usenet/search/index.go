@@ -11,13 +11,11 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+	"github.com/switchyard-dev/switchyard/internal/sqlitefile"
 )
 
 // schemaVersion changes when the tables change; an index of another
@@ -31,7 +29,7 @@ const schemaVersion = 1
 // and episode, see tags), so that every search is one FTS query answered
 // in rowid order, and LIMIT stops it early instead of sorting all matches.
 var schema = []string{
-	`CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v INTEGER NOT NULL) WITHOUT ROWID`,
+	sqlitefile.MetaTable,
 	`CREATE TABLE IF NOT EXISTS rel (
 		rk      INTEGER PRIMARY KEY,
 		id      TEXT    NOT NULL UNIQUE,
@@ -51,7 +49,6 @@ var schema = []string{
 
 // Keys of the meta table.
 const (
-	metaSchema  = "schema"
 	metaLastSeq = "last_seq" // highest stream seq applied, stored with the rows it applied
 	metaCount   = "count"    // rows of rel, so that an unfiltered search need not count them
 )
@@ -76,15 +73,13 @@ type Index struct {
 
 // Open opens (creating it if needed) the index at path.
 func Open(path string) (*Index, error) {
-	// WAL lets searches read while a batch is applied; NORMAL is safe in
-	// WAL (a crash loses at most the last commits, which the stream
-	// replays since last_seq goes with them).
-	dsn := "file:" + uriPath(path) + "?_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(10000)&_txlock=immediate"
-	db, err := sql.Open("sqlite", dsn)
+	// WAL lets searches read while a batch is applied; a crash loses at
+	// most the last commits, which the stream replays since last_seq goes
+	// with them.
+	db, err := sqlitefile.Open(path, 4)
 	if err != nil {
 		return nil, fmt.Errorf("search: open %s: %w", path, err)
 	}
-	db.SetMaxOpenConns(4)
 	ix := &Index{db: db, path: path, now: time.Now, changed: make(chan struct{})}
 	if err := ix.init(context.Background()); err != nil {
 		_ = db.Close()
@@ -93,33 +88,17 @@ func Open(path string) (*Index, error) {
 	return ix, nil
 }
 
-func uriPath(p string) string {
-	r := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23")
-	return r.Replace(filepath.ToSlash(p))
-}
-
 func (ix *Index) init(ctx context.Context) error {
 	tx, err := ix.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = tx.Rollback() }()
-	for _, stmt := range schema {
-		if _, err := tx.ExecContext(ctx, stmt); err != nil {
-			return fmt.Errorf("schema: %w", err)
+	if err := sqlitefile.Init(ctx, tx, schema, schemaVersion); err != nil {
+		if errors.Is(err, sqlitefile.ErrVersion) {
+			return fmt.Errorf("%w: delete the file to rebuild it from the stream", err)
 		}
-	}
-	v, ok, err := getMeta(ctx, tx, metaSchema)
-	if err != nil {
 		return err
-	}
-	switch {
-	case !ok:
-		if err := setMeta(ctx, tx, metaSchema, schemaVersion); err != nil {
-			return err
-		}
-	case v != schemaVersion:
-		return fmt.Errorf("schema version %d, want %d: delete the file to rebuild it from the stream", v, schemaVersion)
 	}
 	last, _, err := getMeta(ctx, tx, metaLastSeq)
 	if err != nil {
@@ -166,25 +145,8 @@ func (ix *Index) Count(ctx context.Context) (int, error) {
 	return int(n), nil
 }
 
-type querier interface {
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
-func getMeta(ctx context.Context, q querier, k string) (int64, bool, error) {
-	var v int64
-	err := q.QueryRowContext(ctx, `SELECT v FROM meta WHERE k = ?`, k).Scan(&v)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, false, nil
-	}
-	if err != nil {
-		return 0, false, fmt.Errorf("read meta %s: %w", k, err)
-	}
-	return v, true, nil
-}
-
-func setMeta(ctx context.Context, tx *sql.Tx, k string, v int64) error {
-	if _, err := tx.ExecContext(ctx, `INSERT INTO meta(k, v) VALUES(?, ?) ON CONFLICT(k) DO UPDATE SET v = excluded.v`, k, v); err != nil {
-		return fmt.Errorf("write meta %s: %w", k, err)
-	}
-	return nil
-}
+// getMeta and setMeta are the meta table's, by their short names.
+var (
+	getMeta = sqlitefile.GetMeta
+	setMeta = sqlitefile.SetMeta
+)
