@@ -1,7 +1,6 @@
 package testnzbget
 
 import (
-	"bytes"
 	"context"
 	"encoding/xml"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -170,22 +168,7 @@ func TestRSSFeed(t *testing.T) {
 		}
 	}
 	t.Logf("NZBGet downloaded %s: %s into %s", history[0].Name, history[0].Status, history[0].DestDir)
-	dir := history[0].DestDir
-	rel := posted[want]
-	for _, f := range rel.Files {
-		b, err := os.ReadFile(filepath.Join(dir, f.Name))
-		if err != nil {
-			t.Errorf("NZBGet did not write %s: %v", f.Name, err)
-			continue
-		}
-		if !bytes.Equal(b, f.Data) {
-			t.Errorf("%s: NZBGet's %d bytes differ from the %d posted", f.Name, len(b), len(f.Data))
-		}
-	}
-	entries, _ := os.ReadDir(dir)
-	if len(entries) != len(rel.Files) {
-		t.Errorf("%s holds %d entries, want the %d files", dir, len(entries), len(rel.Files))
-	}
+	checkDownload(t, history[0].DestDir, posted[want].Files)
 }
 
 // startIndexer runs what `up` runs, small, on the news server at nntpAddr:
