@@ -73,8 +73,8 @@ type (
 // '>' as it is rather than as "&gt;", which XML requires only after "]]".
 // NZBGet's feed reader trims the blanks of every piece of text its SAX
 // parser hands it, and an entity splits the text into pieces: every
-// category name ("TV &gt; HD") reached it as "TV>HD", and a filter on
-// category:"TV > HD" matched nothing.
+// category name ("TV &gt; HD") reached it as "TV>HD", and its filter
+// category:TV?>?HD matched nothing.
 type feedText string
 
 func (s feedText) MarshalXML(e *xml.Encoder, start xml.StartElement) error {
