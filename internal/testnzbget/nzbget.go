@@ -1,7 +1,9 @@
-// Package testnzbget downloads an NZB with NZBGet, a real downloader, for
-// round-trip tests: NZBGet runs in its standalone mode (download the NZB
-// given on the command line, then exit) on a private configuration whose
-// directories are all under the test's temporary directory.
+// Package testnzbget runs NZBGet, a real downloader, for round-trip tests,
+// on a private configuration whose directories are all under the test's
+// temporary directory: Download runs its standalone mode (download the NZB
+// given on the command line, then exit); StartDaemon runs it as a server
+// with RSS feeds, driven over its JSON-RPC API (previewfeed, fetchfeed,
+// history), as a user's NZBGet reads an indexer's feed.
 package testnzbget
 
 import (
@@ -69,16 +71,10 @@ func Download(ctx context.Context, t testing.TB, nzbPath string, server Server) 
 	if bin == "" {
 		return "", errors.New("testnzbget: " + why)
 	}
-	if server.Connections <= 0 {
-		server.Connections = ConnectionsDefault
-	}
 	main := t.TempDir()
-	conf := filepath.Join(main, "nzbget.conf")
-	if err := os.WriteFile(conf, config(main, server), 0o600); err != nil {
-		return "", fmt.Errorf("testnzbget: write config: %w", err)
-	}
-	if err := os.WriteFile(filepath.Join(main, "template.conf"), nil, 0o600); err != nil {
-		return "", fmt.Errorf("testnzbget: write config template: %w", err)
+	conf, err := writeConfig(main, options(main, server))
+	if err != nil {
+		return "", err
 	}
 	nzb, err := filepath.Abs(nzbPath)
 	if err != nil {
@@ -112,9 +108,30 @@ func Download(ctx context.Context, t testing.TB, nzbPath string, server Server) 
 	return dir, nil
 }
 
-// config renders a minimal nzbget.conf: every directory under main, one
-// server, nothing that listens, scans, unpacks or runs scripts.
-func config(main string, s Server) []byte {
+// writeConfig writes opts as main/nzbget.conf, beside the empty
+// configuration template NZBGet wants, and returns the config's path.
+func writeConfig(main string, opts [][2]string) (string, error) {
+	var b bytes.Buffer
+	for _, o := range opts {
+		fmt.Fprintf(&b, "%s=%s\n", o[0], o[1])
+	}
+	conf := filepath.Join(main, "nzbget.conf")
+	if err := os.WriteFile(conf, b.Bytes(), 0o600); err != nil {
+		return "", fmt.Errorf("testnzbget: write config: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(main, "template.conf"), nil, 0o600); err != nil {
+		return "", fmt.Errorf("testnzbget: write config template: %w", err)
+	}
+	return conf, nil
+}
+
+// options are a minimal nzbget.conf: every directory under main, one
+// server, nothing that listens, scans, unpacks or runs scripts. The daemon
+// changes the control server's and adds its feeds.
+func options(main string, s Server) [][2]string {
+	if s.Connections <= 0 {
+		s.Connections = ConnectionsDefault
+	}
 	yes := func(b bool) string {
 		if b {
 			return "yes"
@@ -147,8 +164,8 @@ func config(main string, s Server) []byte {
 		{"Server1.Connections", strconv.Itoa(s.Connections)},
 		{"Server1.Retention", "0"},
 		{"CertCheck", "no"},
-		// The control server only runs in server mode; bind it to
-		// loopback regardless.
+		// The control server only runs in server mode (the daemon sets
+		// its port); bind it to loopback regardless.
 		{"ControlIP", "127.0.0.1"},
 		{"ControlPort", "0"},
 		{"UpdateCheck", "none"},
@@ -184,11 +201,7 @@ func config(main string, s Server) []byte {
 		{"NzbLog", "no"},
 		{"CrashTrace", "no"},
 	}
-	var b bytes.Buffer
-	for _, o := range opts {
-		fmt.Fprintf(&b, "%s=%s\n", o[0], o[1])
-	}
-	return b.Bytes()
+	return opts
 }
 
 // resultDir finds where NZBGet put the download: DestDir/<nzb name>.

@@ -92,7 +92,14 @@ func roundTripVia(ctx context.Context, t *testing.T, postAddr, readAddr, group s
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range rel.Files {
+	checkDownload(t, dir, rel.Files)
+}
+
+// checkDownload compares the download directory dir with the posted
+// files: each byte for byte, and nothing else beside them.
+func checkDownload(t *testing.T, dir string, files []testpost.File) {
+	t.Helper()
+	for _, want := range files {
 		got, err := os.ReadFile(filepath.Join(dir, want.Name))
 		if err != nil {
 			t.Errorf("downloaded %s: %v", want.Name, err)
@@ -103,12 +110,12 @@ func roundTripVia(ctx context.Context, t *testing.T, postAddr, readAddr, group s
 		}
 	}
 	entries, _ := os.ReadDir(dir)
-	if len(entries) != len(rel.Files) {
+	if len(entries) != len(files) {
 		var names []string
 		for _, e := range entries {
 			names = append(names, e.Name())
 		}
-		t.Errorf("download directory holds %d entries %q, want the %d files", len(entries), names, len(rel.Files))
+		t.Errorf("download directory holds %d entries %q, want the %d files", len(entries), names, len(files))
 	}
 }
 

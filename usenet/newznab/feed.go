@@ -3,6 +3,7 @@ package newznab
 import (
 	"encoding/xml"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/switchyard-dev/switchyard/usenet"
@@ -43,13 +44,13 @@ type (
 		Total  int `xml:"total,attr"`
 	}
 	rssItem struct {
-		Title       string       `xml:"title"`
+		Title       feedText     `xml:"title"`
 		GUID        rssGUID      `xml:"guid"`
 		Link        string       `xml:"link"`
 		Comments    string       `xml:"comments"`
 		PubDate     string       `xml:"pubDate"`
-		Category    string       `xml:"category"`
-		Description string       `xml:"description"`
+		Category    feedText     `xml:"category"`
+		Description feedText     `xml:"description"`
 		Enclosure   rssEnclosure `xml:"enclosure"`
 		Attrs       []nzAttr     `xml:"newznab:attr"`
 	}
@@ -68,19 +69,39 @@ type (
 	}
 )
 
+// feedText is an item's text (title, category, description) written with
+// '>' as it is rather than as "&gt;", which XML requires only after "]]".
+// NZBGet's feed reader trims the blanks of every piece of text its SAX
+// parser hands it, and an entity splits the text into pieces: every
+// category name ("TV &gt; HD") reached it as "TV>HD", and its filter
+// category:TV?>?HD matched nothing.
+type feedText string
+
+func (s feedText) MarshalXML(e *xml.Encoder, start xml.StartElement) error {
+	var b strings.Builder
+	if err := xml.EscapeText(&b, []byte(s)); err != nil {
+		return err
+	}
+	text := strings.ReplaceAll(b.String(), "&gt;", ">")
+	text = strings.ReplaceAll(text, "]]>", "]]&gt;")
+	return e.EncodeElement(struct {
+		Text string `xml:",innerxml"`
+	}{text}, start)
+}
+
 // item is the feed entry of r, grabbed grabs times; links hold the apikey
 // of the request so a client can fetch them as they are.
 func (h *handler) item(r usenet.Release, base, key string, grabs int, extended bool) rssItem {
 	date := time.Unix(r.Date, 0).UTC().Format(time.RFC1123Z)
 	getURL := h.link(base, "get", r.ID, key)
 	it := rssItem{
-		Title:       r.Name,
+		Title:       feedText(r.Name),
 		GUID:        rssGUID{IsPermaLink: "false", Value: r.ID},
 		Link:        getURL,
 		Comments:    h.link(base, "details", r.ID, key),
 		PubDate:     date,
-		Category:    usenet.CategoryName(r.Category),
-		Description: r.Name,
+		Category:    feedText(usenet.CategoryName(r.Category)),
+		Description: feedText(r.Name),
 		Enclosure:   rssEnclosure{URL: getURL, Length: r.Size, Type: usenet.NZBContentType},
 	}
 	attr := func(name, value string) { it.Attrs = append(it.Attrs, nzAttr{name, value}) }
@@ -167,8 +188,8 @@ func (d rssDoc) json() jsonChannel {
 	}
 	for _, it := range c.Items {
 		ji := jsonItem{
-			Title: it.Title, GUID: jsonGUID{IsPermaLink: it.GUID.IsPermaLink, Text: it.GUID.Value},
-			Link: it.Link, Comments: it.Comments, PubDate: it.PubDate, Category: it.Category, Description: it.Description,
+			Title: string(it.Title), GUID: jsonGUID{IsPermaLink: it.GUID.IsPermaLink, Text: it.GUID.Value},
+			Link: it.Link, Comments: it.Comments, PubDate: it.PubDate, Category: string(it.Category), Description: string(it.Description),
 			Enclosure: jsonEnclosure{URL: it.Enclosure.URL, Length: strconv.FormatInt(it.Enclosure.Length, 10), Type: it.Enclosure.Type},
 			Attrs:     make([]jsonAttr, 0, len(it.Attrs)),
 		}
