@@ -51,6 +51,9 @@ type RouterConfig struct {
 	// Logger receives what goes wrong with a stream's watcher. Nil means
 	// slog.Default().
 	Logger *slog.Logger
+	// Region joins the router to its peer regions (see RegionConfig). Nil
+	// means a region of its own.
+	Region *RegionConfig
 }
 
 // Event is one change as a subscriber gets it.
@@ -89,6 +92,7 @@ type RouterStats struct {
 	Gaps       map[Reason]uint64 // gap markers delivered, by reason
 	RateDrops  uint64            // events dropped under a rate limit's marker
 	Watches    int               // streams watched now
+	Ready      int               // of those, the ones whose first read is done (changes from now on are delivered)
 	Subs       int               // subscriptions now
 	Sessions   int               // sessions open now
 }
@@ -116,6 +120,7 @@ type Router struct {
 
 	mu       sync.Mutex
 	index    *Index
+	local    map[string]int // anchor token -> session subscriptions on it (what the region announces)
 	subs     map[SubID]*routerSub
 	watches  map[streamRef]*streamWatch
 	sessions map[*Session]struct{}
@@ -124,6 +129,9 @@ type Router struct {
 	// Owned by the loop.
 	coal *Coalescer[pending]
 	lim  *Limiter
+
+	region *region // nil without peers
+	bg     sync.WaitGroup
 
 	changes, deliveries, coalesced, rateDrops atomic.Uint64
 	gapMu                                     sync.Mutex
@@ -162,7 +170,11 @@ type streamWatch struct {
 type routed struct {
 	ev     Event
 	gapAll *streamRef
+	reason Reason // of gapAll
 	count  int
+	// remote: the change came from a peer region, for this region's
+	// session subscriptions only (hop 1: never forwarded again).
+	remote bool
 }
 
 // pending is what a coalescing window holds: an event, or a gap marker
@@ -192,7 +204,14 @@ func NewRouter(cfg RouterConfig) (*Router, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Router{
+	var reg *region
+	if cfg.Region != nil {
+		var err error
+		if reg, err = newRegion(*cfg.Region, cfg.Clock); err != nil {
+			return nil, err
+		}
+	}
+	r := &Router{
 		cfg: cfg, log: cfg.Logger,
 		in:       make(chan routed, routerQueue),
 		tick:     make(chan struct{}, 1),
@@ -204,13 +223,22 @@ func NewRouter(cfg RouterConfig) (*Router, error) {
 		coal:     NewCoalescer[pending](cfg.Coalesce),
 		lim:      NewLimiter(time.Minute),
 		gaps:     make(map[Reason]uint64),
-	}, nil
+		local:    make(map[string]int),
+		region:   reg,
+	}
+	if reg != nil {
+		reg.r = r
+	}
+	return r, nil
 }
 
 // Start starts the router's loop.
 func (r *Router) Start(ctx context.Context) error {
 	return r.base.Start(ctx, "events router", func(context.Context) error {
 		go r.loop(r.base.Run())
+		if r.region != nil {
+			r.region.start(r.base.Run())
+		}
 		return nil
 	})
 }
@@ -226,6 +254,16 @@ func (r *Router) Stop(ctx context.Context) error {
 		r.mu.Unlock()
 		for _, s := range sessions {
 			s.Close()
+		}
+		if r.region != nil {
+			r.region.stop()
+		}
+		bgDone := make(chan struct{})
+		go func() { r.bg.Wait(); close(bgDone) }()
+		select { // remote watches being added end with the run context
+		case <-bgDone:
+		case <-ctx.Done():
+			return fmt.Errorf("events router: stop: %w", ctx.Err())
 		}
 		select { // the run context, which ends the loop, is cancelled before this runs
 		case <-r.done:
@@ -252,6 +290,13 @@ func (r *Router) Stats() RouterStats {
 	r.gapMu.Unlock()
 	r.mu.Lock()
 	st.Watches, st.Subs, st.Sessions = len(r.watches), len(r.subs), len(r.sessions)
+	for _, sw := range r.watches {
+		select {
+		case <-sw.ready:
+			st.Ready++
+		default:
+		}
+	}
 	r.mu.Unlock()
 	return st
 }
@@ -365,6 +410,10 @@ func (r *Router) add(ctx context.Context, rs *routerSub) error {
 		return err
 	}
 	r.subs[rs.sub.ID] = rs
+	announce := rs.session != nil && r.countLocked(rs.sub.Anchor.Token(), 1)
+	if announce {
+		defer r.region.announce(rs.sub.Anchor.Token())
+	}
 	sw := r.watches[ref]
 	if sw != nil {
 		sw.refs++
@@ -382,6 +431,9 @@ func (r *Router) add(ctx context.Context, rs *routerSub) error {
 		r.mu.Lock()
 		r.index.Remove(rs.sub.ID)
 		delete(r.subs, rs.sub.ID)
+		if rs.session != nil {
+			r.countLocked(rs.sub.Anchor.Token(), -1)
+		}
 		if r.watches[ref] == sw {
 			delete(r.watches, ref)
 		}
@@ -396,6 +448,38 @@ func (r *Router) add(ctx context.Context, rs *routerSub) error {
 		r.stopWatch(sw)
 	}
 	return r.awaitReady(ctx, sw, rs.sub.ID)
+}
+
+// countLocked moves the count of session subscriptions on tok by d and
+// reports whether the region must announce it (it went 0 -> 1 or 1 -> 0,
+// and there are peers to tell).
+func (r *Router) countLocked(tok string, d int) bool {
+	n := r.local[tok] + d
+	if n <= 0 {
+		delete(r.local, tok)
+	} else {
+		r.local[tok] = n
+	}
+	return r.region != nil && (n == 0 || n == 1 && d > 0)
+}
+
+// localWatched reports whether a session subscription of this region is
+// anchored on tok.
+func (r *Router) localWatched(tok string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.local[tok] > 0
+}
+
+// localTokens lists the tokens this region's sessions are anchored on.
+func (r *Router) localTokens() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]string, 0, len(r.local))
+	for t := range r.local {
+		out = append(out, t)
+	}
+	return out
 }
 
 // awaitReady waits for sw's first read; when the wait fails, the
@@ -433,6 +517,9 @@ func (r *Router) remove(id SubID) {
 	}
 	delete(r.subs, id)
 	r.index.Remove(id)
+	if rs.session != nil && r.countLocked(rs.sub.Anchor.Token(), -1) {
+		defer r.region.announce(rs.sub.Anchor.Token())
+	}
 	ref := streamRef{rs.sub.Anchor.Scope, rs.sub.Anchor.Stream}
 	sw := r.watches[ref]
 	var stop *streamWatch
@@ -527,7 +614,7 @@ func (r *Router) onChange(ctx context.Context, sw *streamWatch, e persist.Event)
 	case persist.EventSkipped:
 		if sw.caughtUp {
 			ref := sw.ref
-			send(routed{gapAll: &ref, count: int(min(e.Count, 1<<31-1))})
+			send(routed{gapAll: &ref, reason: ReasonFeedLoss, count: int(min(e.Count, 1<<31-1))})
 		}
 	case persist.EventEnded:
 		r.log.Warn("events: a stream's watcher ended", "scope", sw.ref.scope, "stream", sw.ref.stream, "err", e.Err)
@@ -603,7 +690,8 @@ func (r *Router) wake() {
 	}
 }
 
-// take puts one change (or a forget, or a feed loss) into the windows.
+// take puts one change (or a forget, or a feed loss) into the windows,
+// and hands what peer regions watch to the region.
 func (r *Router) take(rt routed, matches *[]Match) {
 	now := r.cfg.Clock.Now()
 	switch {
@@ -615,16 +703,26 @@ func (r *Router) take(rt routed, matches *[]Match) {
 	case rt.gapAll != nil:
 		r.mu.Lock()
 		var ids []SubID
+		var remote []string
 		for id, rs := range r.subs {
-			if rs.sub.Anchor.Scope == rt.gapAll.scope && rs.sub.Anchor.Stream == rt.gapAll.stream {
+			if rs.sub.Anchor.Scope != rt.gapAll.scope || rs.sub.Anchor.Stream != rt.gapAll.stream {
+				continue
+			}
+			switch {
+			case rs.session != nil:
 				ids = append(ids, id)
+			case !rt.remote:
+				remote = append(remote, rs.sub.Anchor.Token())
 			}
 		}
 		r.mu.Unlock()
 		subj := Subject{Scope: rt.gapAll.scope, Stream: rt.gapAll.stream}
 		for _, id := range ids {
-			g := &Gap{Reason: ReasonFeedLoss, Subject: subj, Sub: id, Count: rt.count, From: now.UnixMilli(), To: now.UnixMilli()}
-			r.coal.Add(now, id, "\x00gap/"+string(ReasonFeedLoss), pending{gap: g})
+			g := &Gap{Reason: rt.reason, Subject: subj, Sub: id, Count: rt.count, From: now.UnixMilli(), To: now.UnixMilli()}
+			r.coal.Add(now, id, "\x00gap/"+string(rt.reason), pending{gap: g})
+		}
+		if len(remote) > 0 {
+			r.region.forwardGap(remote, subj, rt.reason, rt.count, now.UnixMilli())
 		}
 		return
 	}
@@ -633,7 +731,14 @@ func (r *Router) take(rt routed, matches *[]Match) {
 	ev.Coalesced = 1
 	*matches = r.index.Match((*matches)[:0], ev.Subject, ev.Op)
 	subject := ev.Subject.String()
+	var remote []string
 	for _, m := range *matches {
+		if tok, ok := remoteToken(m.Sub.ID); ok {
+			if !rt.remote { // hop 1: what came from a peer goes no further
+				remote = append(remote, tok)
+			}
+			continue
+		}
 		if m.Gap != "" {
 			g := &Gap{Reason: m.Gap, Subject: ev.Subject, Sub: m.Sub.ID, Count: 1, From: ev.TS, To: ev.TS}
 			r.coal.Add(now, m.Sub.ID, "\x00gap/"+string(m.Gap)+"/"+subject, pending{gap: g})
@@ -641,6 +746,9 @@ func (r *Router) take(rt routed, matches *[]Match) {
 		}
 		e := ev
 		r.coal.Add(now, m.Sub.ID, subject, pending{ev: &e})
+	}
+	if len(remote) > 0 {
+		r.region.forwardEvent(remote, &ev)
 	}
 }
 

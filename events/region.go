@@ -1,0 +1,517 @@
+package events
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/switchyard-dev/switchyard/forward"
+)
+
+// Defaults of RegionConfig.
+const (
+	// AnnounceDefault is how often a region tells its peers again every
+	// anchor token its sessions watch, so a peer that restarted (or lost a
+	// watch item) learns them without waiting for a change.
+	AnnounceDefault = 30 * time.Second
+	// MaxRemoteValueBytes is the largest value an event carries to another
+	// region; a larger one crosses without it (the far side reads it with a
+	// get), which keeps every item within the forward queue's bound.
+	MaxRemoteValueBytes = 96 << 10
+	// remoteAddTimeout bounds starting the stream watcher a peer's watch
+	// needs.
+	remoteAddTimeout = 30 * time.Second
+)
+
+// RegionConfig joins a router to its peer regions over the forward queue
+// (docs/events.md, "Across regions"). The router announces the anchor
+// tokens its sessions watch (watch add when the first session subscribes
+// on one, drop after the last, and every token again each Announce), and
+// keeps, per token, the peers that announced it: a change matching a token
+// a peer watches goes to that peer as a session-only event item, which the
+// peer matches against its own session subscriptions and never forwards
+// again. A peer answers noWatch for tokens it no longer watches, which
+// prunes them; an announcement not renewed within RemoteTTL expires.
+type RegionConfig struct {
+	// Self is this region's name. Required.
+	Self string
+	// Peers are the other regions' names (not Self). Required.
+	Peers []string
+	// Push queues an item for a peer: a forward.PeerQueue's Push.
+	// Required.
+	Push func(peer string, it forward.Item)
+	// Announce is how often every watched token is announced again. Zero
+	// means AnnounceDefault.
+	Announce time.Duration
+	// RemoteTTL is how long a peer's announcement holds without renewal.
+	// Zero means three Announce periods.
+	RemoteTTL time.Duration
+}
+
+// RegionStats counts what a region exchanged with its peers.
+type RegionStats struct {
+	EventsOut   uint64 // event items pushed to peers
+	EventsIn    uint64 // event items received from peers
+	WatchesOut  uint64 // watch items pushed (add and drop, announcements included)
+	WatchesIn   uint64 // watch items received
+	NoWatch     uint64 // tokens pruned on a peer's noWatch
+	Expired     uint64 // peer announcements that expired unrenewed
+	Remote      int    // (token, peer) pairs watched remotely now
+	GapMarkers  uint64 // gap marker items pushed in place of shed or lost events
+	GapsFromFar uint64 // gap marker items received
+}
+
+// region is a router's side of its peers.
+type region struct {
+	cfg RegionConfig
+	clk forward.Clock
+	r   *Router
+
+	mu      sync.Mutex
+	remote  map[string]map[string]time.Time // token -> peer -> when its announcement expires
+	timer   forward.Timer
+	stopped bool
+
+	eventsOut, eventsIn, watchesOut, watchesIn, noWatch, expired, gapsOut, gapsIn atomic.Uint64
+}
+
+func newRegion(cfg RegionConfig, clk forward.Clock) (*region, error) {
+	switch {
+	case cfg.Self == "":
+		return nil, errors.New("events: RegionConfig.Self is required")
+	case len(cfg.Peers) == 0:
+		return nil, errors.New("events: RegionConfig.Peers is empty (a region of its own needs no RegionConfig)")
+	case cfg.Push == nil:
+		return nil, errors.New("events: RegionConfig.Push is required")
+	case slices.Contains(cfg.Peers, cfg.Self):
+		return nil, fmt.Errorf("events: region %q is among its own peers", cfg.Self)
+	case cfg.Announce < 0 || cfg.RemoteTTL < 0:
+		return nil, errors.New("events: negative RegionConfig period")
+	}
+	if cfg.Announce == 0 {
+		cfg.Announce = AnnounceDefault
+	}
+	if cfg.RemoteTTL == 0 {
+		cfg.RemoteTTL = 3 * cfg.Announce
+	}
+	return &region{cfg: cfg, clk: clk, remote: map[string]map[string]time.Time{}}, nil
+}
+
+// start announces what is watched now and schedules the periodic rounds.
+func (g *region) start(context.Context) {
+	g.round()
+}
+
+func (g *region) stop() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.stopped = true
+	if g.timer != nil {
+		g.timer.Stop()
+	}
+}
+
+// round announces every local token to every peer, expires what peers
+// stopped renewing, and schedules the next round.
+func (g *region) round() {
+	for _, tok := range g.r.localTokens() {
+		g.push(&forward.Watch{Op: "add", Token: tok})
+	}
+	var gone []string
+	now := g.clk.Now()
+	g.mu.Lock()
+	for tok, peers := range g.remote {
+		for p, until := range peers {
+			if now.After(until) {
+				delete(peers, p)
+				g.expired.Add(1)
+			}
+		}
+		if len(peers) == 0 {
+			delete(g.remote, tok)
+			gone = append(gone, tok)
+		}
+	}
+	if !g.stopped {
+		g.timer = g.clk.AfterFunc(g.cfg.Announce, g.round)
+	}
+	g.mu.Unlock()
+	for _, tok := range gone {
+		g.r.removeRemote(tok)
+	}
+}
+
+// push sends a watch item to every peer.
+func (g *region) push(w *forward.Watch) {
+	for _, p := range g.cfg.Peers {
+		g.cfg.Push(p, w)
+		g.watchesOut.Add(1)
+	}
+}
+
+// announce tells the peers whether this region's sessions watch tok now.
+func (g *region) announce(tok string) {
+	op := "drop"
+	if g.r.localWatched(tok) {
+		op = "add"
+	}
+	g.push(&forward.Watch{Op: op, Token: tok})
+}
+
+// onWatch takes a peer's announcement.
+func (g *region) onWatch(_ context.Context, peer string, w *forward.Watch) {
+	if !slices.Contains(g.cfg.Peers, peer) {
+		return
+	}
+	g.watchesIn.Add(1)
+	if _, err := ParseAnchor(w.Token); err != nil {
+		return // not a token of ours: nothing can match it
+	}
+	if w.Op == "drop" {
+		g.drop(peer, w.Token)
+		return
+	}
+	g.mu.Lock()
+	peers := g.remote[w.Token]
+	first := peers == nil
+	if first {
+		peers = map[string]time.Time{}
+		g.remote[w.Token] = peers
+	}
+	peers[peer] = g.clk.Now().Add(g.cfg.RemoteTTL)
+	g.mu.Unlock()
+	if first {
+		g.r.addRemote(w.Token)
+	}
+}
+
+// drop forgets that peer watches tok.
+func (g *region) drop(peer, tok string) bool {
+	g.mu.Lock()
+	peers := g.remote[tok]
+	_, had := peers[peer]
+	delete(peers, peer)
+	last := had && len(peers) == 0
+	if last {
+		delete(g.remote, tok)
+	}
+	g.mu.Unlock()
+	if last {
+		g.r.removeRemote(tok)
+	}
+	return had
+}
+
+// wants reports whether some peer still watches tok.
+func (g *region) wants(tok string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.remote[tok]) > 0
+}
+
+// onReply prunes the tokens a peer said it no longer watches.
+func (g *region) onReply(peer string, rep forward.Reply) {
+	for _, w := range rep.NoWatch {
+		if g.drop(peer, w.Token) {
+			g.noWatch.Add(1)
+		}
+	}
+}
+
+// peersFor returns the peers that watch any of toks.
+func (g *region) peersFor(toks []string) []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []string
+	for _, tok := range toks {
+		for p := range g.remote[tok] {
+			if !slices.Contains(out, p) {
+				out = append(out, p)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// forwardEvent sends ev to every peer watching one of toks, once each.
+func (g *region) forwardEvent(toks []string, ev *Event) {
+	peers := g.peersFor(toks)
+	if len(peers) == 0 {
+		return
+	}
+	it := encodeRemote(ev)
+	for _, p := range peers {
+		g.cfg.Push(p, it)
+		g.eventsOut.Add(1)
+	}
+}
+
+// forwardGap sends a gap marker for the stream subj to every peer watching
+// one of toks.
+func (g *region) forwardGap(toks []string, subj Subject, reason Reason, count int, ts int64) {
+	for _, p := range g.peersFor(toks) {
+		g.cfg.Push(p, gapItem(subj, reason, count, ts))
+		g.gapsOut.Add(1)
+	}
+}
+
+func (g *region) stats() RegionStats {
+	st := RegionStats{
+		EventsOut: g.eventsOut.Load(), EventsIn: g.eventsIn.Load(), WatchesOut: g.watchesOut.Load(), WatchesIn: g.watchesIn.Load(),
+		NoWatch: g.noWatch.Load(), Expired: g.expired.Load(), GapMarkers: g.gapsOut.Load(), GapsFromFar: g.gapsIn.Load(),
+	}
+	g.mu.Lock()
+	for _, peers := range g.remote {
+		st.Remote += len(peers)
+	}
+	g.mu.Unlock()
+	return st
+}
+
+// remotePrefix starts the ids (and owners) of the router's stand-ins for
+// peers' watches: one subscription per remotely watched token, whose
+// matches are forwarded instead of delivered.
+const remotePrefix = "\x00remote/"
+
+func remoteToken(id SubID) (string, bool) {
+	return strings.CutPrefix(string(id), remotePrefix)
+}
+
+// addRemote indexes a stand-in for a peer's watch of tok and starts its
+// stream's watcher, in the background: the receiver that handed over the
+// announcement is waiting for its reply.
+func (r *Router) addRemote(tok string) {
+	a, err := ParseAnchor(tok)
+	if err != nil {
+		return
+	}
+	id := SubID(remotePrefix + tok)
+	r.bg.Add(1)
+	go func() {
+		defer r.bg.Done()
+		ctx, cancel := context.WithTimeout(r.base.Run(), remoteAddTimeout)
+		defer cancel()
+		err := r.add(ctx, &routerSub{sub: &Sub{ID: id, Owner: string(id), Anchor: a}})
+		switch {
+		case errors.Is(err, ErrDuplicateSub):
+		case err != nil:
+			if r.base.Run().Err() == nil {
+				r.log.Warn("events: watching for a peer region", "anchor", tok, "err", err)
+			}
+		case !r.region.wants(tok):
+			r.remove(id) // dropped while its watcher started
+		}
+	}()
+}
+
+func (r *Router) removeRemote(tok string) { r.remove(SubID(remotePrefix + tok)) }
+
+// Sink is what the region's forward.Receiver hands peers' items to: watch
+// announcements, and events to match against this region's sessions.
+// Deliveries, acks and bumps (durable subscriptions) are not handled yet.
+func (r *Router) Sink() forward.Sink {
+	return forward.SinkFuncs{
+		WatchFunc: func(ctx context.Context, peer string, w *forward.Watch) {
+			if r.region != nil {
+				r.region.onWatch(ctx, peer, w)
+			}
+		},
+		EventFunc: r.receive,
+	}
+}
+
+// OnReply is the forward.SenderConfig.OnReply of the region's sender: a
+// peer's noWatch prunes what it no longer watches.
+func (r *Router) OnReply(peer string, rep forward.Reply) {
+	if r.region != nil {
+		r.region.onReply(peer, rep)
+	}
+}
+
+// RegionStats returns the region's counters (zero without peers).
+func (r *Router) RegionStats() RegionStats {
+	if r.region == nil {
+		return RegionStats{}
+	}
+	return r.region.stats()
+}
+
+// receive takes a peer's event: it goes to this region's session
+// subscriptions (hop 1), and the reply names the event's anchor tokens no
+// session here watches, so the peer prunes them.
+func (r *Router) receive(ctx context.Context, _ string, e *forward.Event) []string {
+	ev, gap, ok := decodeRemote(e)
+	if !ok {
+		return nil
+	}
+	if r.region != nil {
+		r.region.eventsIn.Add(1)
+	}
+	rt := routed{ev: ev, remote: true}
+	var noWatch []string
+	if gap != nil {
+		if r.region != nil {
+			r.region.gapsIn.Add(1)
+		}
+		ref := streamRef{ev.Subject.Scope, ev.Subject.Stream}
+		rt = routed{gapAll: &ref, reason: gap.Reason, count: gap.Count, remote: true}
+	} else {
+		toks := ev.Subject.Anchors(nil)
+		for _, tok := range toks {
+			if !r.localWatched(tok) {
+				noWatch = append(noWatch, tok)
+			}
+		}
+		if len(noWatch) == len(toks) {
+			return noWatch // nothing here can take it
+		}
+	}
+	select {
+	case r.in <- rt:
+	case <-ctx.Done():
+	case <-r.base.Run().Done():
+	}
+	return noWatch
+}
+
+// remoteValue is the value of a forwarded change's kv part: the stored
+// value (text, or base64 when it is not UTF-8), or, for a gap marker,
+// its reason and count.
+type remoteValue struct {
+	Seq     uint64 `json:"seq,omitempty"`
+	Value   string `json:"value,omitempty"`
+	Enc     string `json:"enc,omitempty"`
+	Omitted bool   `json:"omitted,omitempty"` // the value was over MaxRemoteValueBytes
+	Reason  string `json:"reason,omitempty"`
+	Count   int    `json:"count,omitempty"`
+}
+
+// The kv ops of forwarded changes: the seed's set and del, and gap for a
+// marker standing where a region could not deliver (reason and count in
+// the value), which the seed's items cannot say.
+const (
+	remoteSet = "set"
+	remoteDel = "del"
+	remoteGap = "gap"
+)
+
+// encodeRemote is ev as the forward queue carries it: a session-only kv
+// event whose key is the subject.
+func encodeRemote(ev *Event) *forward.Event {
+	v := remoteValue{Seq: ev.Seq}
+	op := remoteDel
+	if ev.Op == OpSet {
+		op = remoteSet
+		switch {
+		case len(ev.Value) > MaxRemoteValueBytes:
+			v.Omitted = true
+		case utf8.Valid(ev.Value):
+			v.Value = string(ev.Value)
+		default:
+			v.Value, v.Enc = base64.StdEncoding.EncodeToString(ev.Value), "base64"
+		}
+	}
+	b, _ := json.Marshal(v) // strings and numbers always encode
+	return &forward.Event{Family: "kv", ID: ev.ID, TS: ev.TS, KV: &forward.KVChange{KVKey: ev.Subject.String(), Op: op, Value: b}}
+}
+
+// gapItem is a marker for subj's stream.
+func gapItem(subj Subject, reason Reason, count int, ts int64) *forward.Event {
+	b, _ := json.Marshal(remoteValue{Reason: string(reason), Count: count})
+	stream := Subject{Scope: subj.Scope, Stream: subj.Stream}.String()
+	return &forward.Event{Family: "kv", ID: "gap:" + stream + "#" + strconv.FormatInt(ts, 10), TS: ts, KV: &forward.KVChange{KVKey: stream, Op: remoteGap, Value: b}}
+}
+
+// decodeRemote reads a peer's event item; ok is false for one that is
+// not ours (another family, a key that is no subject, an unknown op).
+func decodeRemote(e *forward.Event) (ev Event, gap *Gap, ok bool) {
+	if e.Family != "kv" || e.KV == nil {
+		return Event{}, nil, false
+	}
+	a, err := ParseAnchor(e.KV.KVKey)
+	if err != nil {
+		return Event{}, nil, false
+	}
+	var v remoteValue
+	if len(e.KV.Value) > 0 && json.Unmarshal(e.KV.Value, &v) != nil {
+		return Event{}, nil, false
+	}
+	ev = Event{ID: e.ID, Subject: a.Subject, Seq: v.Seq, TS: e.TS}
+	switch e.KV.Op {
+	case remoteSet:
+		ev.Op = OpSet
+		switch {
+		case v.Omitted:
+		case v.Enc == "base64":
+			b, err := base64.StdEncoding.DecodeString(v.Value)
+			if err != nil {
+				return Event{}, nil, false
+			}
+			ev.Value = b
+		default:
+			ev.Value = []byte(v.Value)
+		}
+	case remoteDel:
+		ev.Op = OpDelete
+	case remoteGap:
+		r := Reason(v.Reason)
+		if !slices.Contains(Reasons, r) || v.Count < 1 {
+			return Event{}, nil, false
+		}
+		return ev, &Gap{Reason: r, Subject: a.Subject, Count: v.Count, From: e.TS, To: e.TS}, true
+	default:
+		return Event{}, nil, false
+	}
+	return ev, nil, true
+}
+
+// ShedToGaps is the OnOverflow (and, with ReasonSendFailed, OnLost) of
+// the queue to the peers: the events it drops for a peer become one gap
+// marker per stream, carrying how many were lost, so the far side's
+// subscribers in those streams learn of it. Other items are left to the
+// queue's own accounting.
+func ShedToGaps(reason Reason, clk forward.Clock) func(peer string, dropped []forward.Item) []forward.Item {
+	if clk == nil {
+		clk = forward.WallClock
+	}
+	return func(_ string, dropped []forward.Item) []forward.Item {
+		counts := map[string]int{}
+		var order []string
+		for _, it := range dropped {
+			e, ok := it.(*forward.Event)
+			if !ok {
+				continue
+			}
+			ev, g, ok := decodeRemote(e)
+			if !ok {
+				continue
+			}
+			n := 1
+			if g != nil {
+				n = g.Count
+			}
+			stream := Subject{Scope: ev.Subject.Scope, Stream: ev.Subject.Stream}.String()
+			if _, seen := counts[stream]; !seen {
+				order = append(order, stream)
+			}
+			counts[stream] += n
+		}
+		ts := clk.Now().UnixMilli()
+		out := make([]forward.Item, 0, len(order))
+		for _, stream := range order {
+			a, _ := ParseAnchor(stream)
+			out = append(out, gapItem(a.Subject, reason, counts[stream], ts))
+		}
+		return out
+	}
+}

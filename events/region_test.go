@@ -1,0 +1,247 @@
+package events
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/switchyard-dev/switchyard/forward"
+	"github.com/switchyard-dev/switchyard/internal/testpersist/persistenv"
+	"github.com/switchyard-dev/switchyard/internal/testwait"
+	"github.com/switchyard-dev/switchyard/persist"
+)
+
+// testRegion is one region: its own NATS and persist server, a router, and
+// the signed forward stack to its one peer.
+type testRegion struct {
+	name string
+	c    *persist.Client
+	r    *Router
+	recv atomic.Pointer[forward.Receiver]
+	srv  *httptest.Server
+}
+
+func (g *testRegion) set(t *testing.T, stream, key, value string) {
+	t.Helper()
+	if _, err := g.c.Stream("project-1", stream).Set(context.Background(), []byte(value), persist.SetOptions{Key: key}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// twoRegions starts regions a and b joined by forward queues with signed
+// senders and receivers over HTTP on loopback, each on persist of its own.
+func twoRegions(t *testing.T) (a, b *testRegion) {
+	t.Helper()
+	quiet := slog.New(slog.DiscardHandler)
+	secrets := map[string][]byte{}
+	regions := map[string]*testRegion{}
+	for _, name := range []string{"a", "b"} {
+		s := make([]byte, 32)
+		_, _ = rand.Read(s)
+		secrets[name] = s
+		g := &testRegion{name: name, c: persistenv.Start(t, 1).Client()}
+		g.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			if rc := g.recv.Load(); rc != nil {
+				rc.ServeHTTP(w, req)
+				return
+			}
+			http.Error(w, "not yet", http.StatusServiceUnavailable)
+		}))
+		t.Cleanup(g.srv.Close)
+		regions[name] = g
+	}
+	stop := func(what string, f func(context.Context) error) {
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := f(ctx); err != nil {
+				t.Errorf("stop %s: %v", what, err)
+			}
+		})
+	}
+	for self, g := range regions {
+		peer := "b"
+		if self == "b" {
+			peer = "a"
+		}
+		var router atomic.Pointer[Router]
+		sender, err := forward.NewSender(forward.SenderConfig{
+			Self: self, Secret: secrets[self], Peers: map[string]string{peer: regions[peer].srv.URL},
+			OnReply: func(p string, rep forward.Reply) {
+				if r := router.Load(); r != nil {
+					r.OnReply(p, rep)
+				}
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		q, err := forward.NewPeerQueue(forward.QueueConfig{
+			From: self, Send: sender.Send, Logger: quiet,
+			OnOverflow: ShedToGaps(ReasonBacklogOverflow, nil),
+			OnLost: func(p string, lost []forward.Item, _ error) []forward.Item {
+				return ShedToGaps(ReasonSendFailed, nil)(p, lost)
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := NewRouter(RouterConfig{Client: g.c, Logger: quiet, Region: &RegionConfig{Self: self, Peers: []string{peer}, Push: q.Push}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		router.Store(r)
+		rc, err := forward.NewReceiver(forward.ReceiverConfig{Self: self, Peers: map[string][]byte{peer: secrets[peer]}, Sink: r.Sink(), Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.recv.Store(rc)
+		g.r = r
+		ctx := context.Background()
+		if err := sender.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		stop("sender", sender.Stop) // registered first: stopped last, after the queue drained through it
+		if err := q.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		stop("queue", q.Stop)
+		if err := r.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		stop("router", r.Stop)
+	}
+	return regions["a"], regions["b"]
+}
+
+// TestRegionsCarrySessionEvents: a subscription in region b hears a write
+// made in region a, below its anchor and not beside it; after the last
+// session in b leaves, a stops watching for it.
+func TestRegionsCarrySessionEvents(t *testing.T) {
+	t.Parallel()
+	a, b := twoRegions(t)
+	var got sink
+	s := b.r.Open("alice", got.deliver)
+	for id, anchor := range map[string]string{"notes": "project-1/notes", "files": "project-1/files/a"} {
+		an, _ := ParseAnchor(anchor)
+		if err := s.Subscribe(context.Background(), id, an, Filter{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testwait.Until(t, "a learns b's two watches", func() (bool, string) {
+		st := a.r.RegionStats()
+		return st.Remote == 2 && a.r.Stats().Ready == 2, fmt.Sprintf("%+v, %+v", st, a.r.Stats())
+	})
+	a.set(t, "notes", "today", "hello from a")
+	a.set(t, "files", "a2/x", "beside")
+	a.set(t, "files", "a/b/c.txt", "below")
+	testwait.Until(t, "b's session gets both", func() (bool, string) {
+		return len(got.events()) == 2, fmt.Sprint(got.all())
+	})
+	bySub := map[string]*Event{}
+	for _, d := range got.all() {
+		bySub[d.Sub] = d.Event
+	}
+	if n := bySub["notes"]; n == nil || n.Subject.String() != "project-1/notes/today" || string(n.Value) != "hello from a" || n.Op != OpSet {
+		t.Fatalf("notes: %+v", n)
+	}
+	if f := bySub["files"]; f == nil || f.Subject.Key != "a/b/c.txt" || string(f.Value) != "below" {
+		t.Fatalf("files: %+v", f)
+	}
+	if st := a.r.RegionStats(); st.EventsOut != 2 {
+		t.Errorf("a forwarded %d events, want 2 (the write beside the anchor stays home)", st.EventsOut)
+	}
+
+	s.Close()
+	testwait.Until(t, "a forgets b's watches", func() (bool, string) {
+		st := a.r.RegionStats()
+		return st.Remote == 0 && a.r.Stats().Watches == 0, fmt.Sprintf("%+v", st)
+	})
+}
+
+// TestRegionNoWatchPrunes: an event a sends for a token b does not watch
+// (an announcement b never made) is answered noWatch, which prunes it.
+func TestRegionNoWatchPrunes(t *testing.T) {
+	t.Parallel()
+	a, b := twoRegions(t)
+	a.r.Sink().Watch(context.Background(), "b", &forward.Watch{Op: "add", Token: "project-1/stale"})
+	testwait.For(t, "a watches the stream for b", func() bool { return a.r.Stats().Ready == 1 })
+	a.set(t, "stale", "k", "v")
+	testwait.Until(t, "b's noWatch prunes it", func() (bool, string) {
+		st := a.r.RegionStats()
+		return st.Remote == 0 && st.NoWatch == 1, fmt.Sprintf("%+v", st)
+	})
+	if st := b.r.RegionStats(); st.EventsIn != 1 {
+		t.Fatalf("b got %d events, want 1", st.EventsIn)
+	}
+	testwait.For(t, "a stops watching", func() bool { return a.r.Stats().Watches == 0 })
+}
+
+// TestRegionGapMarkers: events a queue shed for a peer become one marker
+// per stream with their count, and the far side's subscriptions in the
+// stream get a gap with the marker's reason.
+func TestRegionGapMarkers(t *testing.T) {
+	t.Parallel()
+	_, b := twoRegions(t)
+	shed := ShedToGaps(ReasonBacklogOverflow, nil)
+	ev := func(stream, key string) forward.Item {
+		return encodeRemote(&Event{ID: "x#1", Subject: Subject{"project-1", stream, key}, Op: OpSet, Value: []byte("v"), TS: 1})
+	}
+	markers := shed("b", []forward.Item{ev("notes", "1"), ev("notes", "2"), ev("files", "x"), &forward.Watch{Op: "add", Token: "t"}})
+	if len(markers) != 2 {
+		t.Fatalf("%d markers, want one per stream", len(markers))
+	}
+	// A marker shed again folds its count into the next.
+	again := shed("b", []forward.Item{markers[0], ev("notes", "3")})
+	_, g, ok := decodeRemote(again[0].(*forward.Event))
+	if !ok || g == nil || g.Count != 3 || g.Subject.Stream != "notes" || g.Reason != ReasonBacklogOverflow {
+		t.Fatalf("marker %+v, want 3 lost in notes", g)
+	}
+
+	var got sink
+	an, _ := ParseAnchor("project-1/notes/deep")
+	if err := b.r.Open("alice", got.deliver).Subscribe(context.Background(), "n", an, Filter{}); err != nil {
+		t.Fatal(err)
+	}
+	if noWatch := b.r.Sink().Event(context.Background(), "a", again[0].(*forward.Event)); len(noWatch) != 0 {
+		t.Fatalf("a marker answered noWatch %v", noWatch)
+	}
+	testwait.For(t, "the gap", func() bool { return len(got.gaps()) == 1 })
+	if g := got.gaps()[0]; g.Reason != ReasonBacklogOverflow || g.Count != 3 || g.Sub != "n" {
+		t.Fatalf("gap %+v", g)
+	}
+}
+
+func TestRemoteCodec(t *testing.T) {
+	for _, ev := range []Event{
+		{ID: "p/s#3", Subject: Subject{"p", "s", "a/b"}, Op: OpSet, Seq: 3, Value: []byte("text"), TS: 5},
+		{ID: "p/s#4", Subject: Subject{"p", "s/x", "k"}, Op: OpSet, Seq: 4, Value: []byte{0xff, 0}, TS: 6},
+		{ID: "p/s#5", Subject: Subject{"p", "s", ""}, Op: OpDelete, Seq: 5, TS: 7},
+	} {
+		got, gap, ok := decodeRemote(encodeRemote(&ev))
+		if !ok || gap != nil || got.ID != ev.ID || got.Subject != ev.Subject || got.Op != ev.Op || got.Seq != ev.Seq || string(got.Value) != string(ev.Value) || got.TS != ev.TS {
+			t.Errorf("%+v came back as %+v", ev, got)
+		}
+	}
+	big := Event{ID: "p/s#1", Subject: Subject{"p", "s", "k"}, Op: OpSet, Value: make([]byte, MaxRemoteValueBytes+1)}
+	if got, _, ok := decodeRemote(encodeRemote(&big)); !ok || got.Value != nil || got.Op != OpSet {
+		t.Errorf("an oversized value: %+v, want the set without it", got)
+	}
+	for _, e := range []*forward.Event{
+		{Family: "fs", ID: "x", FS: &forward.FSChange{}},
+		{Family: "kv", ID: "x", KV: &forward.KVChange{KVKey: "no-stream", Op: "set"}},
+		{Family: "kv", ID: "x", KV: &forward.KVChange{KVKey: "p/s", Op: "rename"}},
+		{Family: "kv", ID: "x", KV: &forward.KVChange{KVKey: "p/s", Op: "gap", Value: []byte(`{"reason":"made_up","count":1}`)}},
+		{Family: "kv", ID: "x", KV: &forward.KVChange{KVKey: "p/s", Op: "set", Value: []byte(`not json`)}},
+	} {
+		if _, _, ok := decodeRemote(e); ok {
+			t.Errorf("%+v accepted", e.KV)
+		}
+	}
+}
