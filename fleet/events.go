@@ -2,6 +2,10 @@ package fleet
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/switchyard-dev/switchyard/events"
 	"github.com/switchyard-dev/switchyard/internal/lifecycle"
@@ -16,8 +20,46 @@ const RegionDefault = "local"
 // EventsConfig configures the events layer (docs/events.md).
 type EventsConfig struct {
 	// Region names this process's region: presence rows say where a user
-	// is connected by it. "" means RegionDefault.
+	// is connected by it, and peers know it by it. "" means RegionDefault
+	// (and no peers).
 	Region string
+	// Peers maps each other region's name to the URL its forward receiver
+	// listens on (http://HOST:PORT). Empty: a region of its own.
+	Peers map[string]string
+	// ForwardListen is the host:port this region's forward receiver
+	// listens on for its peers' batches. Required with Peers.
+	ForwardListen string
+	// Secrets maps every region's name (this one's and each peer's) to
+	// the secret it signs its batches with: the same map in every region.
+	// Required with Peers.
+	Secrets map[string][]byte
+}
+
+// minForwardSecret is the shortest signing secret a region accepts.
+const minForwardSecret = 32
+
+func (c EventsConfig) validate() error {
+	if len(c.Peers) == 0 {
+		if c.ForwardListen != "" {
+			return errors.New("fleet: Events.ForwardListen without Peers")
+		}
+		return nil
+	}
+	if c.Region == "" {
+		return errors.New("fleet: Events.Peers needs Events.Region: the name the peers know this region by")
+	}
+	if c.ForwardListen == "" {
+		return errors.New("fleet: Events.Peers needs Events.ForwardListen")
+	}
+	for _, name := range append(slices.Sorted(maps.Keys(c.Peers)), c.Region) {
+		if name == c.Region && c.Peers[name] != "" {
+			return fmt.Errorf("fleet: region %q is among its own peers", name)
+		}
+		if len(c.Secrets[name]) < minForwardSecret {
+			return fmt.Errorf("fleet: Events.Secrets: region %q has no secret of at least %d bytes", name, minForwardSecret)
+		}
+	}
+	return nil
 }
 
 // startEvents runs the events router over the API's persist client and
@@ -33,12 +75,29 @@ func (f *Fleet) startEvents(ctx context.Context) error {
 		return err
 	}
 	log := lifecycle.Logger(f.log, "events")
-	r, err := events.NewRouter(events.RouterConfig{Client: c, Logger: log})
+	rcfg := events.RouterConfig{Client: c, Logger: log}
+	var fw *forwardParts
+	if len(f.cfg.Events.Peers) > 0 {
+		if fw, err = f.startForward(ctx, log); err != nil {
+			return err
+		}
+		rcfg.Region = &events.RegionConfig{Self: f.cfg.Events.Region, Peers: fw.peers, Push: fw.queue.Push}
+	}
+	r, err := events.NewRouter(rcfg)
 	if err != nil {
 		return err
 	}
+	if fw != nil {
+		fw.router.Store(r)
+	}
 	if err := f.start(ctx, "events router", r); err != nil {
 		return err
+	}
+	if fw != nil {
+		// Peers' batches are taken once the router runs; stopped before it.
+		if err := fw.listen(ctx, f, r); err != nil {
+			return err
+		}
 	}
 	region := f.cfg.Events.Region
 	if region == "" {

@@ -130,6 +130,12 @@ func (c *Config) validate() error {
 	if err := c.HTTP.validate(); err != nil {
 		return err
 	}
+	if len(c.Events.Peers) > 0 && !c.HTTP.Events {
+		return errors.New("fleet: regions (Events.Peers) join the events API: it needs HTTP.Events")
+	}
+	if err := c.Events.validate(); err != nil {
+		return err
+	}
 	return c.Work.validate()
 }
 

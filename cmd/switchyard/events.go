@@ -2,7 +2,11 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
+	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -16,13 +20,13 @@ import (
 func newEventsCmd() *cobra.Command {
 	ev := &cobra.Command{
 		Use:   "events",
-		Short: "Inspect the events layer: where users are connected",
+		Short: "The events layer: where users are connected, and the secrets that join regions",
 		Long: `Commands of the events layer (docs/events.md). Its WebSocket API, /ws/events, is
 served by switchyard up's HTTP side; try it on the /events page.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error { return cmd.Help() },
 	}
-	ev.AddCommand(newEventsPresenceCmd())
+	ev.AddCommand(newEventsPresenceCmd(), newEventsSecretsCmd())
 	return ev
 }
 
@@ -65,4 +69,36 @@ and go.`,
 	}
 	natsOpts.registerClient(cmd)
 	return cmd
+}
+
+// newEventsSecretsCmd builds switchyard events secrets.
+func newEventsSecretsCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "secrets NAME...",
+		Short: "Print a --forward-secrets file for the regions NAME...: one random secret each",
+		Long: `Prints NAME=SECRET lines, a random 256-bit secret (hex) for each region named: the
+file every region's up --forward-secrets reads (the same file in every region). Each
+region signs its batches with its own secret and checks its peers' with theirs. Keep
+the file private (mode 0600): whoever has a region's secret can send as that region.`,
+		Example: `  switchyard events secrets eu us > regions.secrets && chmod 600 regions.secrets`,
+		Args:    cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			seen := map[string]bool{}
+			var b strings.Builder
+			for _, name := range args {
+				if !validRegionName(name) {
+					return usagef("region %q: want 1 to 64 of [a-z0-9_-]", name)
+				}
+				if seen[name] {
+					return usagef("region %q named twice", name)
+				}
+				seen[name] = true
+				var raw [32]byte
+				_, _ = rand.Read(raw[:]) // crypto/rand.Read never fails
+				fmt.Fprintf(&b, "%s=%s\n", name, hex.EncodeToString(raw[:]))
+			}
+			_, err := io.WriteString(stdout(cmd), b.String())
+			return err
+		},
+	}
 }

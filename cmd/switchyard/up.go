@@ -4,8 +4,10 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -27,6 +29,7 @@ func newUpCmd() *cobra.Command {
 		insecure                                          bool
 		uw                                                upWork
 		httpOpts                                          httpFlags
+		regionOpts                                        regionFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "up",
@@ -47,7 +50,12 @@ DIR/nats-server.conf, each confined to its role's subjects; the roles inside
 this process log in as DIR/server-ID.creds and DIR/balancer.creds. On a
 non-loopback --host, up refuses to start without --auth unless --insecure.
 With --tls-cert and --tls-key, network clients must use TLS (give them the CA
-with --tls-ca).`,
+with --tls-ca).
+
+Regions: with --region NAME, --forward-listen ADDR, --peer NAME=URL... and
+--forward-secrets FILE, this up is one region of several, each with its own bus
+and data: a subscription on its /ws/events hears the writes made in every region,
+carried by signed batches of the forward queue (docs/events.md).`,
 		Example: `  switchyard up
   switchyard up --nats-port 4333 --data /tmp/sy --servers 4
   switchyard up --host 0.0.0.0 --auth ./sy-auth --tls-cert cert.pem --tls-key key.pem`,
@@ -97,7 +105,14 @@ with --tls-ca).`,
 					return err
 				}
 			}
-			return runUp(cmd, upConfig{work: uw, host: host, port: port, dataDir: dataDir, archiveDir: archiveDir, servers: servers, placement: fn, placementName: placementName, service: service, authDir: authDir, tlsCert: tlsCert, tlsKey: tlsKey, http: httpOpts})
+			ec, err := regionOpts.config()
+			if err != nil {
+				return err
+			}
+			if len(ec.Peers) > 0 && httpOpts.addr == "" {
+				return usagef("--peer joins the events API of the HTTP side: it needs --http")
+			}
+			return runUp(cmd, upConfig{events: ec, work: uw, host: host, port: port, dataDir: dataDir, archiveDir: archiveDir, servers: servers, placement: fn, placementName: placementName, service: service, authDir: authDir, tlsCert: tlsCert, tlsKey: tlsKey, http: httpOpts})
 		},
 	}
 	cmd.Flags().StringVar(&host, "host", "127.0.0.1", "address the embedded NATS server listens on")
@@ -119,6 +134,7 @@ with --tls-ca).`,
 	uw.usenetOpts.registerSettle(cmd)
 	httpOpts.registerServing(cmd, upHTTPDefault, "the dashboard /, /metrics, /healthz, /readyz, the Newznab /api, the watch gateway /ws/watch and the events API /ws/events")
 	httpOpts.registerMetricsOpen(cmd)
+	regionOpts.register(cmd)
 	cmd.Flags().BoolVar(&insecure, "insecure", false, "allow a non-loopback --host without --auth: anyone who reaches the port can read and write everything")
 	return cmd
 }
@@ -130,6 +146,7 @@ type upConfig struct {
 	placement                                         placement.Func
 	work                                              upWork
 	http                                              httpFlags
+	events                                            fleet.EventsConfig
 }
 
 // ids are the persist server ids of up: 0..--servers-1.
@@ -168,6 +185,7 @@ func (cfg upConfig) fleetConfig() (fleet.Config, error) {
 		Persist:  fleet.PersistConfig{IDs: ids, Serve: ids, Placement: cfg.placement, DataDir: cfg.dataDir, Archive: cfg.archiveDir},
 		Balancer: true,
 		HTTP:     hc,
+		Events:   cfg.events,
 	}
 	if cfg.http.addr != "" {
 		fc.API = fleet.APIConfig{Dir: filepath.Join(cfg.dataDir, upAPIDir)}
@@ -200,10 +218,23 @@ func printUp(w io.Writer, cfg upConfig, fc fleet.Config, f *fleet.Fleet) {
   NATS       %s   (export %s=%s)
   persist    %d servers, ids %s, placement %s, data %s
   balancer   %s.*.id
-%s%s%s
+%s%s%s%s
 %s
 Stop with Ctrl-C.
-`, url, bus.EnvURL, url, cfg.servers, strings.Join(fc.Persist.IDs, ","), cfg.placementName, cfg.dataDir, cfg.service, workLine(cfg.work, fc.Work, f), httpLine(f), apiLine(f), upTry(cfg, url))
+`, url, bus.EnvURL, url, cfg.servers, strings.Join(fc.Persist.IDs, ","), cfg.placementName, cfg.dataDir, cfg.service, workLine(cfg.work, fc.Work, f), httpLine(f), apiLine(f), regionLine(cfg.events), upTry(cfg, url))
+}
+
+// regionLine is up's line about its region and peers, "" for a region of
+// its own.
+func regionLine(ec fleet.EventsConfig) string {
+	if len(ec.Peers) == 0 {
+		return ""
+	}
+	var peers []string
+	for _, name := range slices.Sorted(maps.Keys(ec.Peers)) {
+		peers = append(peers, name+"="+ec.Peers[name])
+	}
+	return fmt.Sprintf("  region     %s, forward receiver %s, peers %s\n", ec.Region, ec.ForwardListen, strings.Join(peers, " "))
 }
 
 // httpLine is up's line about its HTTP side, "" without one.

@@ -21,15 +21,23 @@ type EventsGapper interface {
 }
 
 var (
-	eventsChanges   = desc("events_changes_total", "Changes the events routers read from the persist change feeds.")
-	eventsDelivered = desc("events_deliveries_total", "Events delivered to subscriptions.")
-	eventsCoalesced = desc("events_coalesced_total", "Changes folded into another delivery of their subscription and subject.")
-	eventsRateDrops = desc("events_rate_dropped_total", "Events dropped under a delivery_rate_limit gap.")
-	eventsGaps      = desc("events_gaps_total", "Gap markers delivered, by reason.", "reason")
-	eventsSubs      = desc("events_subscriptions", "Subscriptions now.")
-	eventsSessions  = desc("events_sessions", "Sessions (sockets) now.")
-	eventsWatchers  = desc("events_stream_watchers", "Streams the routers watch now.")
-	eventsDescs     = []*prometheus.Desc{eventsChanges, eventsDelivered, eventsCoalesced, eventsRateDrops, eventsGaps, eventsSubs, eventsSessions, eventsWatchers}
+	eventsChanges    = desc("events_changes_total", "Changes the events routers read from the persist change feeds.")
+	eventsDelivered  = desc("events_deliveries_total", "Events delivered to subscriptions.")
+	eventsCoalesced  = desc("events_coalesced_total", "Changes folded into another delivery of their subscription and subject.")
+	eventsRateDrops  = desc("events_rate_dropped_total", "Events dropped under a delivery_rate_limit gap.")
+	eventsGaps       = desc("events_gaps_total", "Gap markers delivered, by reason.", "reason")
+	eventsSubs       = desc("events_subscriptions", "Subscriptions now.")
+	eventsSessions   = desc("events_sessions", "Sessions (sockets) now.")
+	eventsWatchers   = desc("events_stream_watchers", "Streams the routers watch now.")
+	regionEventsOut  = desc("events_region_events_out_total", "Event items sent to peer regions.")
+	regionEventsIn   = desc("events_region_events_in_total", "Event items received from peer regions.")
+	regionWatchesOut = desc("events_region_watches_out_total", "Watch items (add, drop, announcements) sent to peer regions.")
+	regionNoWatch    = desc("events_region_nowatch_total", "Peer watches pruned on a peer's noWatch.")
+	regionExpired    = desc("events_region_watches_expired_total", "Peer watches that expired unrenewed.")
+	regionGapsOut    = desc("events_region_gap_markers_out_total", "Gap marker items sent to peers in place of shed or lost events.")
+	regionRemote     = desc("events_region_remote_watches", "(anchor token, peer) pairs watched by peer regions now.")
+	eventsDescs      = []*prometheus.Desc{eventsChanges, eventsDelivered, eventsCoalesced, eventsRateDrops, eventsGaps, eventsSubs, eventsSessions, eventsWatchers,
+		regionEventsOut, regionEventsIn, regionWatchesOut, regionNoWatch, regionExpired, regionGapsOut, regionRemote}
 )
 
 // AddEventsRouter exports r.
@@ -46,8 +54,17 @@ func (c *eventsCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	var sum events.RouterStats
+	var reg events.RegionStats
 	gaps := map[events.Reason]uint64{}
 	for _, r := range rs {
+		g := r.RegionStats()
+		reg.EventsOut += g.EventsOut
+		reg.EventsIn += g.EventsIn
+		reg.WatchesOut += g.WatchesOut
+		reg.NoWatch += g.NoWatch
+		reg.Expired += g.Expired
+		reg.GapMarkers += g.GapMarkers
+		reg.Remote += g.Remote
 		s := r.Stats()
 		sum.Changes += s.Changes
 		sum.Deliveries += s.Deliveries
@@ -75,4 +92,11 @@ func (c *eventsCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(ch, eventsSubs, float64(sum.Subs))
 	gauge(ch, eventsSessions, float64(sum.Sessions))
 	gauge(ch, eventsWatchers, float64(sum.Watches))
+	counter(ch, regionEventsOut, float64(reg.EventsOut))
+	counter(ch, regionEventsIn, float64(reg.EventsIn))
+	counter(ch, regionWatchesOut, float64(reg.WatchesOut))
+	counter(ch, regionNoWatch, float64(reg.NoWatch))
+	counter(ch, regionExpired, float64(reg.Expired))
+	counter(ch, regionGapsOut, float64(reg.GapMarkers))
+	gauge(ch, regionRemote, float64(reg.Remote))
 }

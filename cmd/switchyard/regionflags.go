@@ -1,0 +1,128 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/switchyard-dev/switchyard/fleet"
+)
+
+// regionFlags are --region, --peer, --forward-listen and --forward-secrets:
+// the region a process serves and the peer regions it is joined to.
+type regionFlags struct {
+	region, listen, secretsFile string
+	peers                       []string
+}
+
+func (f *regionFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.region, "region", "", "`NAME` of this region: presence rows say where users are by it, and --peer regions know it by it (default "+fleet.RegionDefault+")")
+	cmd.Flags().StringArrayVar(&f.peers, "peer", nil, "`NAME=URL` of a peer region's forward receiver (its --forward-listen, as http://HOST:PORT); repeatable. Subscriptions on /ws/events then hear the writes made in every region")
+	cmd.Flags().StringVar(&f.listen, "forward-listen", "", "`ADDR` (host:port) where this region's forward receiver takes its peers' signed batches (required with --peer)")
+	cmd.Flags().StringVar(&f.secretsFile, "forward-secrets", "", "`FILE` of NAME=SECRET lines, one per region, this one included (the same file in every region; switchyard events secrets NAME... makes one); required with --peer")
+}
+
+// config checks the flags and reads the secrets into an EventsConfig.
+func (f *regionFlags) config() (fleet.EventsConfig, error) {
+	ec := fleet.EventsConfig{Region: f.region, ForwardListen: f.listen}
+	if len(f.peers) == 0 {
+		if f.listen != "" || f.secretsFile != "" {
+			return ec, usagef("--forward-listen and --forward-secrets join this region to --peer regions: give at least one --peer")
+		}
+		return ec, nil
+	}
+	if f.region == "" || f.listen == "" || f.secretsFile == "" {
+		return ec, usagef("--peer needs --region, --forward-listen and --forward-secrets")
+	}
+	ec.Peers = map[string]string{}
+	for _, p := range f.peers {
+		name, raw, ok := strings.Cut(p, "=")
+		if !ok || !validRegionName(name) {
+			return ec, usagef("--peer %q: want NAME=URL, NAME of [a-z0-9_-]", p)
+		}
+		u, err := url.Parse(raw)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return ec, usagef("--peer %s: %q is not an http:// or https:// URL", name, raw)
+		}
+		if name == f.region {
+			return ec, usagef("--peer %s: that is this region (--region)", name)
+		}
+		if _, dup := ec.Peers[name]; dup {
+			return ec, usagef("--peer %s given twice", name)
+		}
+		ec.Peers[name] = raw
+	}
+	file, err := os.Open(f.secretsFile)
+	if err != nil {
+		return ec, fmt.Errorf("--forward-secrets: %w", err)
+	}
+	defer file.Close()
+	if ec.Secrets, err = parseRegionSecrets(file); err != nil {
+		return ec, fmt.Errorf("--forward-secrets %s: %w", f.secretsFile, err)
+	}
+	for _, name := range append(keys(ec.Peers), f.region) {
+		if _, ok := ec.Secrets[name]; !ok {
+			return ec, fmt.Errorf("--forward-secrets %s: no secret for region %q", f.secretsFile, name)
+		}
+	}
+	return ec, nil
+}
+
+func keys(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// minRegionSecret is the shortest secret a secrets file may hold.
+const minRegionSecret = 32
+
+// parseRegionSecrets reads NAME=SECRET lines; blank lines and lines
+// starting with # are skipped. A secret is at least 32 bytes; a name is
+// given once.
+func parseRegionSecrets(r io.Reader) (map[string][]byte, error) {
+	out := map[string][]byte{}
+	sc := bufio.NewScanner(r)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		name, secret, ok := strings.Cut(line, "=")
+		name, secret = strings.TrimSpace(name), strings.TrimSpace(secret)
+		switch {
+		case !ok || !validRegionName(name):
+			return nil, fmt.Errorf("line %d: want NAME=SECRET, NAME of [a-z0-9_-]", n)
+		case len(secret) < minRegionSecret:
+			return nil, fmt.Errorf("line %d: the secret of %q is shorter than %d bytes", n, name, minRegionSecret)
+		case out[name] != nil:
+			return nil, fmt.Errorf("line %d: a second secret for %q", n, name)
+		}
+		out[name] = bytes.Clone([]byte(secret))
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// validRegionName is a region's name: 1 to 64 of [a-z0-9_-].
+func validRegionName(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestRegionSecrets(t *testing.T) {
+	long := strings.Repeat("x", minRegionSecret)
+	got, err := parseRegionSecrets(strings.NewReader("# regions\n\neu=" + long + "\n us = " + long + "y \n"))
+	if err != nil || string(got["eu"]) != long || string(got["us"]) != long+"y" || len(got) != 2 {
+		t.Fatalf("parsed %q, %v", got, err)
+	}
+	for in, want := range map[string]string{
+		"eu " + long:                  "want NAME=SECRET",
+		"EU=" + long:                  "want NAME=SECRET",
+		"eu=short":                    "shorter than 32",
+		"eu=" + long + "\neu=" + long: "a second secret",
+		"=" + long:                    "want NAME=SECRET",
+	} {
+		if _, err := parseRegionSecrets(strings.NewReader(in)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want an error saying %q", in, err, want)
+		}
+	}
+}
+
+func TestRegionFlags(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "secrets")
+	long := strings.Repeat("s", minRegionSecret)
+	if err := os.WriteFile(file, []byte("eu="+long+"\nus="+long+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ok := regionFlags{region: "eu", listen: "127.0.0.1:7001", secretsFile: file, peers: []string{"us=http://127.0.0.1:7002"}}
+	ec, err := ok.config()
+	if err != nil || ec.Peers["us"] != "http://127.0.0.1:7002" || len(ec.Secrets) != 2 || ec.Region != "eu" {
+		t.Fatalf("config %+v, %v", ec, err)
+	}
+	for _, tc := range []struct {
+		f    regionFlags
+		want string
+	}{
+		{regionFlags{listen: "x:1"}, "give at least one --peer"},
+		{regionFlags{peers: []string{"us=http://h:1"}}, "needs --region"},
+		{regionFlags{region: "eu", listen: "h:1", secretsFile: file, peers: []string{"us"}}, "want NAME=URL"},
+		{regionFlags{region: "eu", listen: "h:1", secretsFile: file, peers: []string{"us=ftp://h"}}, "not an http"},
+		{regionFlags{region: "eu", listen: "h:1", secretsFile: file, peers: []string{"eu=http://h:1"}}, "that is this region"},
+		{regionFlags{region: "eu", listen: "h:1", secretsFile: file, peers: []string{"us=http://h:1", "us=http://h:2"}}, "given twice"},
+		{regionFlags{region: "eu", listen: "h:1", secretsFile: file, peers: []string{"ap=http://h:1"}}, `no secret for region "ap"`},
+		{regionFlags{region: "eu", listen: "h:1", secretsFile: file + ".missing", peers: []string{"us=http://h:1"}}, "no such file"},
+	} {
+		_, err := tc.f.config()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want %q", tc.f, err, tc.want)
+		}
+	}
+	var ue usageError
+	if _, err := (&regionFlags{peers: []string{"x"}}).config(); !errors.As(err, &ue) {
+		t.Errorf("a bad flag is not a usage error: %v", err)
+	}
+}
+
+// FuzzRegionSecrets: no file content makes the parser panic, and what it
+// accepts holds names and secrets in bounds.
+func FuzzRegionSecrets(f *testing.F) {
+	f.Add("eu=" + strings.Repeat("a", 40) + "\n# c\nus=" + strings.Repeat("b", 32))
+	f.Fuzz(func(t *testing.T, in string) {
+		got, err := parseRegionSecrets(strings.NewReader(in))
+		if err != nil {
+			return
+		}
+		for name, s := range got {
+			if !validRegionName(name) || len(s) < minRegionSecret {
+				t.Fatalf("accepted %q=%q", name, s)
+			}
+		}
+	})
+}

@@ -1,0 +1,109 @@
+//go:build unix
+
+package e2e
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/switchyard-dev/switchyard/internal/testbrowser"
+	"github.com/switchyard-dev/switchyard/internal/testproc"
+	"github.com/switchyard-dev/switchyard/internal/testwait"
+)
+
+// TestTwoRegionsInBrowser: two ups, regions eu and us, each with its own
+// bus and data, joined by signed forward batches. The /events page of us
+// in headless Chromium, subscribed to project-1/notes, shows a kv set
+// made through eu's bus; a write beside the anchor does not show.
+func TestTwoRegionsInBrowser(t *testing.T) {
+	t.Parallel()
+	b := testbrowser.New(t)
+	dir := t.TempDir()
+	secrets := filepath.Join(dir, "regions.secrets")
+	out, stderr, code := testproc.Run(t, cli(t, "events", "secrets", "eu", "us"))
+	if code != 0 {
+		t.Fatalf("events secrets: exit %d: %s", code, stderr)
+	}
+	if err := os.WriteFile(secrets, []byte(out), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	type region struct{ name, nats, http, forward string }
+	regions := []region{}
+	for _, name := range []string{"eu", "us"} {
+		regions = append(regions, region{name,
+			strconv.Itoa(testproc.FreePort(t)), "127.0.0.1:" + strconv.Itoa(testproc.FreePort(t)), "127.0.0.1:" + strconv.Itoa(testproc.FreePort(t))})
+	}
+	for i, r := range regions {
+		peer := regions[1-i]
+		up := cli(t, "up", "--no-work", "--servers", "1", "--data", filepath.Join(dir, r.name), "--nats-port", r.nats, "--http", r.http,
+			"--region", r.name, "--forward-listen", r.forward, "--peer", peer.name+"=http://"+peer.forward, "--forward-secrets", secrets)
+		testproc.Start(t, up, "Stop with Ctrl-C")
+		t.Cleanup(func() { _ = up.Process.Kill() })
+	}
+	eu, us := regions[0], regions[1]
+	logHas := func(text string) string {
+		return `document.getElementById('log').textContent.includes(` + strconv.Quote(text) + `)`
+	}
+	ctx, cancel := context.WithTimeout(b.Context(), pageWait)
+	err := chromedp.Do(ctx,
+		chromedp.Navigate("http://"+us.http+"/events"),
+		chromedp.WaitVisible(chromedp.ID("anchor")),
+		chromedp.SendKeys(chromedp.ID("anchor"), "project-1/notes"),
+		chromedp.Click(chromedp.CSS(`#sub button[type=submit]`)),
+	)
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitPage(t, b, "the subscription confirmed", logHas("s1: subscribed"))
+	// eu hears of us's watch with its announcement; until then a write in
+	// eu is not sent to us, so write again until one arrives.
+	kvSet := func(stream, key, value string) {
+		t.Helper()
+		if _, stderr, code := testproc.Run(t, cli(t, "kv", "set", "project-1", stream, key, value, "--nats", "nats://127.0.0.1:"+eu.nats)); code != 0 {
+			t.Fatalf("kv set in eu: exit %d: %s", code, stderr)
+		}
+	}
+	kvSet("other", "k", "beside")
+	n := 0
+	testwait.Until(t, "a write in eu on us's page", func() (bool, string) {
+		n++
+		kvSet("notes", "today", "hello from eu "+strconv.Itoa(n))
+		ok := pageValue[bool](t, b, logHas("set project-1/notes/today"))
+		return ok, "the page shows no write of eu's"
+	})
+	if pageValue[bool](t, b, logHas("project-1/other")) {
+		t.Error("the page shows a write outside its anchor")
+	}
+	text := pageValue[string](t, b, `document.getElementById('log').textContent`)
+	if !strings.Contains(text, "= hello from eu ") {
+		t.Errorf("the event lacks its value: %.300s", text)
+	}
+	// What crossed is counted: eu sent events, us took them, and eu's
+	// queue to us is exported by peer.
+	for _, c := range []struct{ base, metric string }{
+		{eu.http, "switchyard_events_region_events_out_total "},
+		{us.http, "switchyard_events_region_events_in_total "},
+		{eu.http, `switchyard_forward_batches_sent_total{peer="us"} `},
+	} {
+		resp, err := http.Get("http://" + c.base + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		_, rest, ok := strings.Cut(string(body), "\n"+c.metric)
+		if v, _, _ := strings.Cut(rest, "\n"); !ok || v == "0" {
+			t.Errorf("%s/metrics: %s= %q, want > 0", c.base, c.metric, v)
+		}
+	}
+	b.CheckNoProblems(t)
+}

@@ -1,0 +1,106 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net"
+	"net/http"
+	"slices"
+	"sync/atomic"
+
+	"github.com/switchyard-dev/switchyard/events"
+	"github.com/switchyard-dev/switchyard/forward"
+	"github.com/switchyard-dev/switchyard/internal/lifecycle"
+	"github.com/switchyard-dev/switchyard/web/metrics"
+)
+
+// forwardParts are a region's links to its peers: a signed sender and the
+// queue in front of it (started before the router, which pushes to the
+// queue), and the receiver of the peers' batches (listening once the
+// router runs).
+type forwardParts struct {
+	peers  []string
+	queue  *forward.PeerQueue
+	router atomic.Pointer[events.Router] // set once made: the sender's replies and the receiver's items go to it
+	log    *slog.Logger
+}
+
+// startForward starts the sender and the queue to Events.Peers.
+func (f *Fleet) startForward(ctx context.Context, log *slog.Logger) (*forwardParts, error) {
+	ec := f.cfg.Events
+	fw := &forwardParts{peers: slices.Sorted(maps.Keys(ec.Peers)), log: log}
+	sender, err := forward.NewSender(forward.SenderConfig{
+		Self: ec.Region, Secret: ec.Secrets[ec.Region], Peers: ec.Peers,
+		OnReply: func(peer string, rep forward.Reply) {
+			if r := fw.router.Load(); r != nil {
+				r.OnReply(peer, rep)
+			}
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	lostGaps := events.ShedToGaps(events.ReasonSendFailed, nil)
+	q, err := forward.NewPeerQueue(forward.QueueConfig{
+		From: ec.Region, Send: sender.Send, Logger: log,
+		OnOverflow: events.ShedToGaps(events.ReasonBacklogOverflow, nil),
+		OnLost:     func(peer string, lost []forward.Item, _ error) []forward.Item { return lostGaps(peer, lost) },
+	})
+	if err != nil {
+		return nil, err
+	}
+	// Stopped in reverse: the queue drains through the sender, then the
+	// sender stops.
+	if err := f.start(ctx, "forward sender", sender); err != nil {
+		return nil, err
+	}
+	if err := f.start(ctx, "forward queue", q); err != nil {
+		return nil, err
+	}
+	fw.queue = q
+	if f.http != nil {
+		f.http.addMetrics(func(m *metrics.Registry) { m.AddForwardQueue(q, fw.peers) })
+	}
+	return fw, nil
+}
+
+// listen serves the peers' batches on Events.ForwardListen, into r.
+func (fw *forwardParts) listen(ctx context.Context, f *Fleet, r *events.Router) error {
+	ec := f.cfg.Events
+	peerSecrets := make(map[string][]byte, len(fw.peers))
+	for _, p := range fw.peers {
+		peerSecrets[p] = ec.Secrets[p]
+	}
+	rc, err := forward.NewReceiver(forward.ReceiverConfig{Self: ec.Region, Peers: peerSecrets, Sink: r.Sink(), Logger: fw.log})
+	if err != nil {
+		return err
+	}
+	srv := forward.NewServer(rc, forward.ServerConfig{})
+	var served chan error
+	start := func(context.Context) error {
+		ln, err := net.Listen("tcp", ec.ForwardListen)
+		if err != nil {
+			return fmt.Errorf("forward receiver: %w", err)
+		}
+		served = make(chan error, 1)
+		go func() { served <- srv.Serve(ln) }()
+		return nil
+	}
+	stop := func(ctx context.Context) error {
+		err := srv.Shutdown(ctx)
+		if serr := <-served; !errors.Is(serr, http.ErrServerClosed) {
+			err = errors.Join(err, serr)
+		}
+		return err
+	}
+	if err := f.start(ctx, "forward receiver", lifecycle.Funcs("forward receiver", start, stop)); err != nil {
+		return err
+	}
+	if f.http != nil {
+		f.http.addMetrics(func(m *metrics.Registry) { m.AddForwardReceiver(rc) })
+	}
+	return nil
+}
