@@ -16,10 +16,12 @@ import (
 	"github.com/switchyard-dev/switchyard/usenet/search"
 	"github.com/switchyard-dev/switchyard/web"
 	"github.com/switchyard-dev/switchyard/web/metrics"
+	"github.com/switchyard-dev/switchyard/web/releases"
 	"github.com/switchyard-dev/switchyard/web/watch"
 )
 
-// APIConfig is the usenet indexer's Newznab API (/api on the HTTP side).
+// APIConfig is the usenet indexer's Newznab API (/api on the HTTP side)
+// and the releases page people search it on (/releases, web/releases).
 type APIConfig struct {
 	// Dir holds the search index (search.db) and the API key file. ""
 	// means no API.
@@ -43,7 +45,13 @@ const apiPattern = "/api"
 type apiInfo struct {
 	key     string
 	created bool
+	keys    func(string) bool // the one key check of /api, the releases page and its WebSocket
+	scope   string            // the usenet scope the API serves
 }
+
+// apiKeyChecker is the one check of a Newznab API key: /api, the releases
+// page and the page's WebSocket all ask it.
+func apiKeyChecker(key string) func(string) bool { return newznab.KeyChecker(key) }
 
 // APIKey is the Newznab API key and whether this start created it ("" with
 // no API).
@@ -69,7 +77,6 @@ func (f *Fleet) startAPI(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	f.api = apiInfo{key: key, created: created}
 	c, err := f.apiClient(ctx)
 	if err != nil {
 		return err
@@ -78,7 +85,8 @@ func (f *Fleet) startAPI(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	a := &apiRole{dir: dir, store: st, http: f.http, baseURL: f.cfg.API.BaseURL, key: key, log: lifecycle.Logger(f.log, "newznab")}
+	f.api = apiInfo{key: key, created: created, keys: apiKeyChecker(key), scope: st.Scope()}
+	a := &apiRole{dir: dir, store: st, http: f.http, baseURL: f.cfg.API.BaseURL, keys: f.api.keys, log: lifecycle.Logger(f.log, "newznab")}
 	return f.start(ctx, "newznab", a)
 }
 
@@ -107,7 +115,7 @@ type apiRole struct {
 	store   *usenet.Store
 	http    *httpSide
 	baseURL string
-	key     string
+	keys    func(string) bool
 	log     *slog.Logger
 
 	ix *search.Index
@@ -143,11 +151,31 @@ func (a *apiRole) Start(ctx context.Context) error {
 		if a.http != nil {
 			a.http.parts.setIndex(ix)
 		}
-		keys := newznab.KeyChecker(a.key)
-		a.http.Handle(apiPattern, newznab.Handler(newznab.Config{Index: ix, Store: a.store, APIKeys: keys, BaseURL: a.baseURL, Observe: observe}))
+		a.http.Handle(apiPattern, newznab.Handler(newznab.Config{Index: ix, Store: a.store, APIKeys: a.keys, BaseURL: a.baseURL, Observe: observe}))
+		if err := a.mountPage(ix); err != nil {
+			_ = a.stop(ctx)
+			return err
+		}
 		a.log.Info("search index following releases", "index", filepath.Join(a.dir, "search.db"), "from_seq", ix.LastSeq()+1)
 		return nil
 	})
+}
+
+// mountPage serves the releases page (/releases) over the API's index and
+// store, with the API's key check and, under NATS.AuthDir, the bus's users.
+func (a *apiRole) mountPage(ix *search.Index) error {
+	if a.http == nil {
+		return nil
+	}
+	p, err := releases.New(releases.Config{Index: ix, Store: a.store, Scope: a.store.Scope(), APIKeys: a.keys,
+		Authorizer: a.http.authz, Hosts: a.http.hosts, Logger: a.log})
+	if err != nil {
+		return fmt.Errorf("usenet api: %w", err)
+	}
+	for _, pat := range releases.Patterns {
+		a.http.Handle(pat, p)
+	}
+	return nil
 }
 
 func (a *apiRole) Stop(ctx context.Context) error { return a.base.Stop(ctx, a.stop) }
@@ -179,16 +207,25 @@ func followCheck(fl *search.Follower) func() error {
 }
 
 // startWatch mounts the WebSocket watch gateway (/ws/watch, /watch). With
-// NATS.AuthDir, browsers log in as the bus's users and see what the bus
-// lets them read (a tenant its own scopes); without it the bus is open,
-// and so is the gateway.
+// HTTP.Watch and NATS.AuthDir, browsers log in as the bus's users and see
+// what the bus lets them read (a tenant its own scopes); with HTTP.Watch
+// and no AuthDir the bus is open, and so is the gateway. With the API, the
+// releases page's key (its cookie) reads the usenet scope: the page follows
+// the releases stream here. A process with the API and without HTTP.Watch
+// (usenet serve) runs the gateway for that key alone.
 func (f *Fleet) startWatch(ctx context.Context) error {
-	if f.http == nil || !f.cfg.HTTP.Watch {
+	if f.http == nil || (!f.cfg.HTTP.Watch && f.api.keys == nil) {
 		return nil
 	}
-	authz := f.http.authz
-	if authz == nil {
-		authz = web.Open()
+	var authz web.Authorizer
+	if f.cfg.HTTP.Watch {
+		authz = f.http.authz
+		if authz == nil {
+			authz = web.Open()
+		}
+	}
+	if f.api.keys != nil {
+		authz = releases.WatchAuthorizer(f.api.keys, f.api.scope, authz)
 	}
 	c, err := f.apiClient(ctx)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/switchyard-dev/switchyard/web"
 	"github.com/switchyard-dev/switchyard/web/dashboard"
 	"github.com/switchyard-dev/switchyard/web/metrics"
+	"github.com/switchyard-dev/switchyard/web/releases"
 	"github.com/switchyard-dev/switchyard/web/watch"
 	"github.com/switchyard-dev/switchyard/work"
 )
@@ -31,7 +32,10 @@ type HTTPConfig struct {
 
 	// Watch serves the WebSocket watch gateway (/ws/watch, /watch). With
 	// NATS.AuthDir its users log in as the bus's users and read what the
-	// bus lets them; without, it is as open as the bus.
+	// bus lets them; without, it is as open as the bus. With the API the
+	// gateway runs whatever Watch says, so that the releases page can
+	// follow the releases stream: without Watch it admits only the API's
+	// key, reading only the usenet scope.
 	Watch bool
 
 	// Hosts are names (DNS names or IPs, no port) that requests may carry
@@ -147,11 +151,12 @@ func (f *Fleet) startHTTP(ctx context.Context) error {
 	// The routes of roles that mount later answer 503 until they do.
 	h.late = map[string]*lateRoute{}
 	var held []string
-	if f.cfg.HTTP.Watch {
+	if f.cfg.HTTP.Watch || f.cfg.API.Dir != "" {
 		held = append(held, watch.Patterns...)
 	}
 	if f.cfg.API.Dir != "" {
 		held = append(held, apiPattern)
+		held = append(held, releases.Patterns...)
 	}
 	for _, p := range held {
 		r := &lateRoute{}
