@@ -217,6 +217,7 @@
       if (live && !before.has(it.id)) tr.className = "new";
       const a = document.createElement("a");
       a.href = releaseURL(it.id);
+      a.dataset.inpage = "";
       a.textContent = it.name;
       const when = cell(age(it.date), "num", "age");
       when.title = date(it.date);
@@ -261,6 +262,19 @@
   $("older").addEventListener("click", () => { const s = state(); s.offset += info.page_size; go(s); });
   $("fresh-show").addEventListener("click", () => { const s = state(); s.offset = 0; go(s); });
   window.addEventListener("popstate", () => route());
+
+  // Links within the page (a release, back to the list) change the view in
+  // place, so the live connection stays; a click with a modifier (a new
+  // tab) is the browser's.
+  let lastList = "/releases";
+  document.addEventListener("click", (ev) => {
+    const a = ev.target.closest && ev.target.closest("a[data-inpage]");
+    if (!a || ev.button !== 0 || ev.metaKey || ev.ctrlKey || ev.shiftKey || ev.altKey) return;
+    ev.preventDefault();
+    const to = a.id === "back" ? lastList : a.getAttribute("href");
+    history.pushState(null, "", to);
+    route();
+  });
 
   // --- one release --------------------------------------------------------
 
@@ -353,10 +367,14 @@
     const s = state();
     if (s.id) {
       view("release");
+      ["rel-name", "rel-category", "rel-size", "rel-files-count", "rel-complete", "rel-date", "rel-groups", "rel-poster"].forEach((id) => { $(id).textContent = ""; });
+      $("rel-files").replaceChildren();
       loadRelease(s.id);
       return;
     }
     view("list");
+    document.title = "Releases · switchyard";
+    lastList = location.pathname + location.search;
     fillForm(s);
     shown = new Set();
     loadList(false);
