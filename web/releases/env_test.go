@@ -7,12 +7,11 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/switchyard-dev/switchyard/internal/testpersist"
+	"github.com/switchyard-dev/switchyard/internal/testusenet"
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/usenet"
 	"github.com/switchyard-dev/switchyard/usenet/search"
@@ -31,6 +30,7 @@ type env struct {
 	store *usenet.Store
 	bins  *persist.KV
 	index *search.Index
+	u     *testusenet.Env
 	srv   *httptest.Server
 }
 
@@ -38,26 +38,8 @@ func keys(k string) bool { return k == testKey }
 
 func newEnv(t *testing.T, mod func(*releases.Config)) *env {
 	t.Helper()
-	p := testpersist.Start(t, 1)
-	c := p.Client()
-	st, err := usenet.NewStore(c, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ix, err := search.Open(filepath.Join(t.TempDir(), "search.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ix.Close() })
-	f, err := ix.Follow(context.Background(), st.Releases())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := f.Stop(context.Background()); err != nil {
-			t.Error(err)
-		}
-	})
+	u := testusenet.Start(t)
+	c, st, ix := u.Client, u.Store, u.Index
 	cfg := releases.Config{Index: ix, Store: st, Scope: st.Scope(), APIKeys: keys}
 	if mod != nil {
 		mod(&cfg)
@@ -83,7 +65,7 @@ func newEnv(t *testing.T, mod func(*releases.Config)) *env {
 			t.Error(err)
 		}
 	})
-	return &env{t: t, store: st, bins: c.KV(st.Scope(), usenet.BinariesKV), index: ix, srv: srv}
+	return &env{t: t, u: u, store: st, bins: u.Binaries, index: ix, srv: srv}
 }
 
 // release is a visible release posted hours ago with one binary per file
@@ -126,19 +108,7 @@ func (e *env) post(r usenet.Release, bins []usenet.Binary) uint64 {
 // add posts r and waits, on the index's commit signal, until it has it.
 func (e *env) add(r usenet.Release, bins []usenet.Binary) {
 	e.t.Helper()
-	seq := e.post(r, bins)
-	deadline := time.After(15 * time.Second)
-	for {
-		ch := e.index.Changed()
-		if e.index.LastSeq() >= seq {
-			return
-		}
-		select {
-		case <-ch:
-		case <-deadline:
-			e.t.Fatalf("index did not reach seq %d (at %d)", seq, e.index.LastSeq())
-		}
-	}
+	e.u.WaitSeq(e.t, e.post(r, bins))
 }
 
 // standard adds three releases of three categories, newest first: a TV

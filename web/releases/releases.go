@@ -122,8 +122,8 @@ func New(cfg Config) (*Page, error) {
 		return nil, err
 	}
 	p := &Page{cfg: cfg, mux: http.NewServeMux()}
-	p.mux.HandleFunc("GET /releases", servePage)
-	p.mux.Handle("GET /releases/assets/", http.StripPrefix("/releases/assets/", assetHandler()))
+	p.mux.Handle("GET /releases", web.StaticPage(page))
+	p.mux.Handle("GET /releases/assets/", http.StripPrefix("/releases/assets/", web.StaticAssets(assetFS)))
 	p.mux.HandleFunc("GET /releases/api/info", p.serveInfo)
 	p.mux.HandleFunc("POST /releases/api/key", p.serveSignIn)
 	p.mux.HandleFunc("DELETE /releases/api/key", p.serveSignOut)
