@@ -99,6 +99,17 @@ func TestDashboardBrowser(t *testing.T) {
 			t.Errorf("release row %q: want files > 0 and a date in UTC", r)
 		}
 	}
+	// Each release links to its page on /releases, and the header to the
+	// releases page itself.
+	links := pageValue[[]string](t, b, `[...document.querySelectorAll("#releases tbody tr")].map((tr) => (tr.querySelector("a") || {}).getAttribute?.("href") || "")`)
+	for i, l := range links {
+		if !strings.HasPrefix(l, "/releases?id=") {
+			t.Errorf("release row %d links to %q, want /releases?id=ID", i, l)
+		}
+	}
+	if n := pageValue[float64](t, b, `document.querySelectorAll('header nav a[href="/releases"]').length`); n == 0 {
+		t.Error("the dashboard's header has no link to /releases")
+	}
 	if u := pageValue[string](t, b, `document.getElementById("updated").textContent`); !strings.HasSuffix(u, " UTC") {
 		t.Errorf("header time %q: want it in UTC, said", u)
 	}

@@ -17,10 +17,12 @@ import (
 	"github.com/switchyard-dev/switchyard/usenet/users"
 	"github.com/switchyard-dev/switchyard/web"
 	"github.com/switchyard-dev/switchyard/web/metrics"
+	"github.com/switchyard-dev/switchyard/web/releases"
 	"github.com/switchyard-dev/switchyard/web/watch"
 )
 
-// APIConfig is the usenet indexer's Newznab API (/api on the HTTP side).
+// APIConfig is the usenet indexer's Newznab API (/api on the HTTP side)
+// and the releases page people search it on (/releases, web/releases).
 type APIConfig struct {
 	// Dir holds the search index (search.db), the API key file (the
 	// admin's key) and the users store (users.db, see usenet users). ""
@@ -46,7 +48,17 @@ type apiInfo struct {
 	key     string
 	created bool
 	role    *apiRole
+	keys    func(string) bool // the one key check of the releases page and its WebSocket: the admin's key or a user's
+	scope   string            // the usenet scope the API serves
 }
+
+// apiKeyChecker is the check of the admin's key (newznab.Config.APIKeys);
+// users' keys are checked by the users store beside it (apiRole.validKey).
+func apiKeyChecker(key string) func(string) bool { return newznab.KeyChecker(key) }
+
+// validKey is the one check of the releases page and its WebSocket: the
+// admin's key or a user's, as /api accepts them, counting nothing.
+func (a *apiRole) validKey(key string) bool { return a.cfg.ValidKey(context.Background(), key) }
 
 // APIKey is the Newznab API key and whether this start created it ("" with
 // no API).
@@ -82,7 +94,6 @@ func (f *Fleet) startAPI(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	f.api = apiInfo{key: key, created: created}
 	c, err := f.apiClient(ctx)
 	if err != nil {
 		return err
@@ -91,11 +102,12 @@ func (f *Fleet) startAPI(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	a := &apiRole{dir: dir, store: st, http: f.http, baseURL: f.cfg.API.BaseURL, key: key, log: lifecycle.Logger(f.log, "newznab")}
+	f.api = apiInfo{key: key, created: created, scope: st.Scope()}
+	a := &apiRole{dir: dir, store: st, http: f.http, baseURL: f.cfg.API.BaseURL, keys: apiKeyChecker(key), log: lifecycle.Logger(f.log, "newznab")}
 	if err := f.start(ctx, "newznab", a); err != nil {
 		return err
 	}
-	f.api.role = a
+	f.api.role, f.api.keys = a, a.validKey
 	return nil
 }
 
@@ -124,7 +136,7 @@ type apiRole struct {
 	store   *usenet.Store
 	http    *httpSide
 	baseURL string
-	key     string
+	keys    func(string) bool
 	log     *slog.Logger
 
 	ix    *search.Index
@@ -168,11 +180,32 @@ func (a *apiRole) Start(ctx context.Context) error {
 		if a.http != nil {
 			a.http.parts.setIndex(ix)
 		}
-		a.cfg = newznab.Config{Index: ix, Store: a.store, APIKeys: newznab.KeyChecker(a.key), Users: us, BaseURL: a.baseURL, Observe: observe}
+		a.cfg = newznab.Config{Index: ix, Store: a.store, APIKeys: a.keys, Users: us, BaseURL: a.baseURL, Observe: observe}
 		a.http.Handle(apiPattern, newznab.Handler(a.cfg))
+		if err := a.mountPage(ix); err != nil {
+			_ = a.stop(ctx)
+			return err
+		}
 		a.log.Info("search index following releases", "index", filepath.Join(a.dir, "search.db"), "from_seq", ix.LastSeq()+1)
 		return nil
 	})
+}
+
+// mountPage serves the releases page (/releases) over the API's index and
+// store, with the API's key check and, under NATS.AuthDir, the bus's users.
+func (a *apiRole) mountPage(ix *search.Index) error {
+	if a.http == nil {
+		return nil
+	}
+	p, err := releases.New(releases.Config{Index: ix, Store: a.store, Scope: a.store.Scope(), APIKeys: a.validKey,
+		Authorizer: a.http.authz, Hosts: a.http.hosts, Logger: a.log})
+	if err != nil {
+		return fmt.Errorf("usenet api: %w", err)
+	}
+	for _, pat := range releases.Patterns {
+		a.http.Handle(pat, p)
+	}
+	return nil
 }
 
 func (a *apiRole) Stop(ctx context.Context) error { return a.base.Stop(ctx, a.stop) }
@@ -204,14 +237,27 @@ func followCheck(fl *search.Follower) func() error {
 }
 
 // startWatch mounts the WebSocket watch gateway (/ws/watch, /watch). With
-// NATS.AuthDir, browsers log in as the bus's users and see what the bus
-// lets them read (a tenant its own scopes); without it the bus is open,
-// and so is the gateway.
+// HTTP.Watch and NATS.AuthDir, browsers log in as the bus's users and see
+// what the bus lets them read (a tenant its own scopes); with HTTP.Watch
+// and no AuthDir the bus is open, and so is the gateway. With the API, the
+// releases page's key (its cookie) reads the usenet scope: the page follows
+// the releases stream here. A process with the API and without HTTP.Watch
+// (usenet serve) runs the gateway for that key alone.
 func (f *Fleet) startWatch(ctx context.Context) error {
-	if f.http == nil || !f.cfg.HTTP.Watch {
+	if f.http == nil || (!f.cfg.HTTP.Watch && f.api.keys == nil) {
 		return nil
 	}
-	authz, c, err := f.gatewayParts(ctx)
+	var authz web.Authorizer
+	if f.cfg.HTTP.Watch {
+		authz = f.http.authz
+		if authz == nil {
+			authz = web.Open()
+		}
+	}
+	if f.api.keys != nil {
+		authz = releases.WatchAuthorizer(f.api.keys, f.api.scope, authz)
+	}
+	c, err := f.apiClient(ctx)
 	if err != nil {
 		return err
 	}

@@ -92,6 +92,20 @@ func TestUpStartsEveryRoleInOneOrderAndStopsInReverse(t *testing.T) {
 	if admin, _ := f.APIKey(); !f.ValidAPIKey(ctx, userKey) || !f.ValidAPIKey(ctx, admin) || f.ValidAPIKey(ctx, "wrong") {
 		t.Fatal("ValidAPIKey: want the user's and the admin's key valid, another not")
 	}
+	// The releases page takes the user's key as /api does (and counts no
+	// request for it).
+	for key, want := range map[string]int{userKey: http.StatusOK, "wrong-key-wrong-key": http.StatusUnauthorized} {
+		req, _ := http.NewRequest(http.MethodGet, f.HTTPURL()+"/releases/api/search", nil)
+		req.Header.Set("X-Api-Key", key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Fatalf("the releases page with key %.8s…: %d, want %d", key, resp.StatusCode, want)
+		}
+	}
 	// Its limit of 1 request: the first search answers, the second is 500.
 	for _, want := range []string{`<rss`, `<error code="500" description="Request limit reached"`} {
 		resp, err := http.Get(f.HTTPURL() + "/api?t=search&apikey=" + userKey)

@@ -16,6 +16,7 @@ import (
 	"github.com/switchyard-dev/switchyard/web/dashboard"
 	"github.com/switchyard-dev/switchyard/web/eventsws"
 	"github.com/switchyard-dev/switchyard/web/metrics"
+	"github.com/switchyard-dev/switchyard/web/releases"
 	"github.com/switchyard-dev/switchyard/web/watch"
 	"github.com/switchyard-dev/switchyard/work"
 )
@@ -32,7 +33,10 @@ type HTTPConfig struct {
 
 	// Watch serves the WebSocket watch gateway (/ws/watch, /watch). With
 	// NATS.AuthDir its users log in as the bus's users and read what the
-	// bus lets them; without, it is as open as the bus.
+	// bus lets them; without, it is as open as the bus. With the API the
+	// gateway runs whatever Watch says, so that the releases page can
+	// follow the releases stream: without Watch it admits only the API's
+	// key, reading only the usenet scope.
 	Watch bool
 
 	// Events serves the events layer's WebSocket API (/ws/events, with
@@ -152,7 +156,7 @@ func (f *Fleet) startHTTP(ctx context.Context) error {
 	// The routes of roles that mount later answer 503 until they do.
 	h.late = map[string]*lateRoute{}
 	var held []string
-	if f.cfg.HTTP.Watch {
+	if f.cfg.HTTP.Watch || f.cfg.API.Dir != "" {
 		held = append(held, watch.Patterns...)
 	}
 	if f.cfg.HTTP.Events {
@@ -160,6 +164,7 @@ func (f *Fleet) startHTTP(ctx context.Context) error {
 	}
 	if f.cfg.API.Dir != "" {
 		held = append(held, apiPattern)
+		held = append(held, releases.Patterns...)
 	}
 	for _, p := range held {
 		r := &lateRoute{}

@@ -12,7 +12,14 @@ import (
 
 	"github.com/switchyard-dev/switchyard/bus/auth"
 	"github.com/switchyard-dev/switchyard/bus/embedded"
+	"github.com/switchyard-dev/switchyard/web/releases"
 )
+
+// apiKey is f's Newznab API key.
+func apiKey(f *Fleet) string {
+	k, _ := f.APIKey()
+	return k
+}
 
 // TestLateRouteAnswersNotYet: a route held for a role that mounts after
 // the server listens answers 503 (retry) until the role mounts it, then
@@ -119,6 +126,7 @@ var rebindPaths = []struct {
 	{"/api?t=caps", false, http.StatusOK},
 	{"/metrics", false, http.StatusOK},
 	{"/watch?scope=hub&stream=log", false, http.StatusOK},
+	{"/releases", false, http.StatusOK},
 }
 
 // TestHTTPRebinding sends the requests of a DNS-rebinding page (Host:
@@ -187,6 +195,10 @@ func TestHTTPAuth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	tenant, err := auth.LoadCreds(auth.CredsFile(dir, "acme"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfg := webConfig(t)
 	cfg.NATS.AuthDir = dir
 	f := startWeb(t, cfg)
@@ -224,6 +236,13 @@ func TestHTTPAuth(t *testing.T) {
 		{"assets", f.HTTPURL(), "/dashboard/dashboard.js", false, nil, http.StatusOK},
 		{"healthz", f.HTTPURL(), "/healthz", false, nil, http.StatusOK},
 		{"readyz", f.HTTPURL(), "/readyz", false, nil, anyButRefused},
+		{"releases page", f.HTTPURL(), "/releases", false, nil, http.StatusOK},
+		{"releases data, no credentials", f.HTTPURL(), "/releases/api/search", false, nil, http.StatusUnauthorized},
+		{"releases data, bus user", f.HTTPURL(), "/releases/api/search", false, basic("client", creds.Password), http.StatusOK},
+		{"releases data, bus key as the page's key", f.HTTPURL(), "/releases/api/search", false, http.Header{"Cookie": {releases.CookieName + "=" + creds.Password}}, http.StatusOK},
+		{"releases data, tenant", f.HTTPURL(), "/releases/api/search", false, basic("acme", tenant.Password), http.StatusForbidden},
+		{"watch, the indexer's key reads usenet", f.HTTPURL(), "/ws/watch?scope=usenet&stream=releases", true, http.Header{"Cookie": {releases.CookieName + "=" + apiKey(f)}}, http.StatusSwitchingProtocols},
+		{"watch, the indexer's key reads only usenet", f.HTTPURL(), "/ws/watch?scope=hub&stream=log", true, http.Header{"Cookie": {releases.CookieName + "=" + apiKey(f)}}, http.StatusForbidden},
 		{"metrics open", fOpen.HTTPURL(), "/metrics", false, nil, http.StatusOK},
 		{"metrics open, page still closed", fOpen.HTTPURL(), "/", false, nil, http.StatusUnauthorized},
 		{"metrics open, socket still closed", fOpen.HTTPURL(), "/ws/dashboard", true, nil, http.StatusUnauthorized},

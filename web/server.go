@@ -1,8 +1,9 @@
 // Package web is the HTTP side of switchyard: the server `up` and each
 // role command run on --http, with Prometheus /metrics, /healthz and
 // /readyz. The parts of a process mount theirs on it: the dashboard
-// (web/dashboard), the WebSocket watch gateway (web/watch) and the Newznab
-// API of the usenet indexer. Every route answers only the Host names of
+// (web/dashboard), the WebSocket watch gateway (web/watch), the releases
+// page (web/releases) and the Newznab API of the usenet indexer; the
+// embedded pages are served by StaticPage and StaticAssets. Every route answers only the Host names of
 // its Hosts (against DNS rebinding), and the bus's users log in to the
 // guarded ones through an Authorizer (Accounts, AuthDirAccounts).
 package web

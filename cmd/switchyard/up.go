@@ -245,8 +245,8 @@ func httpLine(f *fleet.Fleet) string {
 	return fmt.Sprintf("  HTTP       %s   (dashboard /, /metrics, /healthz, /readyz)\n", f.HTTPURL())
 }
 
-// apiLine is up's lines about the Newznab API, the watch and events pages, "" without
-// an HTTP side.
+// apiLine is up's lines about the Newznab API, the releases page, and the
+// watch and events pages, "" without an HTTP side.
 func apiLine(f *fleet.Fleet) string {
 	key, created := f.APIKey()
 	if key == "" {
@@ -256,8 +256,8 @@ func apiLine(f *fleet.Fleet) string {
 	if created {
 		how = "key created in " + f.APIKeyFile()
 	}
-	return fmt.Sprintf("  newznab    %s/api?apikey=%s   (%s)\n  watch      %s/watch?scope=hub&stream=log   (any stream, live in a browser)\n"+
-		"  events     %s/events   (subscribe to keys and everything below them)\n", f.HTTPURL(), key, how, f.HTTPURL(), f.HTTPURL())
+	return fmt.Sprintf("  newznab    %s/api?apikey=%s   (%s)\n  releases   %s/releases   (search and download NZBs in a browser; sign in with the key)\n  watch      %s/watch?scope=hub&stream=log   (any stream, live in a browser)\n"+
+		"  events     %s/events   (subscribe to keys and everything below them)\n", f.HTTPURL(), key, how, f.HTTPURL(), f.HTTPURL(), f.HTTPURL())
 }
 
 // workTry is up's hint for following the work pipeline, "" without one.

@@ -18,7 +18,7 @@ func newUsenetServeCmd() *cobra.Command {
 	var dataDir, baseURL string
 	serve := &cobra.Command{
 		Use:   "serve",
-		Short: "Serve the Newznab API (/api) of the usenet indexer over HTTP",
+		Short: "Serve the Newznab API (/api) and the releases page (/releases) of the usenet indexer over HTTP",
 		Long: `Serves the Newznab API that Sonarr, Radarr, Prowlarr, NZBHydra, SABnzbd and
 NZBGet use, at http://ADDR/api: t=caps, search, tvsearch, movie, get (the NZB)
 and details. Searches are answered from a SQLite full-text index in --data,
@@ -31,6 +31,11 @@ and printed; copy it into the downloader's indexer settings. Users with keys
 and daily limits of their own are kept in --data/users.db: see 'switchyard
 usenet users --help'. 'switchyard up' serves the same API on its
 --http address.
+
+http://ADDR/releases is a page to search the same index in a browser and
+download NZBs; it asks for the same key once and keeps it in a cookie (never
+in a URL), and follows new releases live over /ws/watch, which here admits
+only that key and reads only --usenet-scope.
 
 /metrics, /healthz and /readyz are served beside it and have no
 authentication, so a non-loopback --http needs --http-insecure. Every
@@ -76,11 +81,12 @@ name, --http's host or a --http-host NAME: with a wildcard --http such as
 	return serve
 }
 
-// printAPIKey tells the user where the API is and which key it takes.
+// printAPIKey tells the user where the API and the releases page are and
+// which key they take.
 func printAPIKey(cmd *cobra.Command, url, key string, created bool, dir string) {
 	how := "stored in"
 	if created {
 		how = "created, stored in"
 	}
-	fmt.Fprintf(stdout(cmd), "newznab api %s/api  key %s (%s %s)\n", url, key, how, dir)
+	fmt.Fprintf(stdout(cmd), "newznab api %s/api  key %s (%s %s)\nreleases page %s/releases  (search and download NZBs in a browser; sign in with the key)\n", url, key, how, dir, url)
 }

@@ -40,6 +40,12 @@ func Require(t testing.TB) string {
 	return testci.Require(t, Available)
 }
 
+// PinLoopback makes every host name but 127.0.0.1 fail to resolve: a page
+// under test that reaches for another origin (a CDN, a font) gets an error
+// instead of the network, so nothing leaves the machine and a test that
+// records the page's requests sees the attempt.
+var PinLoopback = chromedp.Flag("host-resolver-rules", "MAP * ~NOTFOUND, EXCLUDE 127.0.0.1")
+
 // Browser is one headless Chromium with one tab, closed when the test
 // ends.
 type Browser struct {
@@ -51,14 +57,16 @@ type Browser struct {
 
 // New starts a headless Chromium (after Require) with a profile of its own
 // in a temporary directory, opens a tab, and starts collecting the tab's
-// problems. Everything stops at the end of the test.
-func New(t testing.TB) *Browser {
+// problems. Everything stops at the end of the test. extra are more
+// options of Chromium (flags such as PinLoopback).
+func New(t testing.TB, extra ...chromedp.ExecAllocatorOption) *Browser {
 	t.Helper()
 	bin := Require(t)
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(bin),
 		chromedp.UserDataDir(t.TempDir()), // made before the cleanup below, so removed after Chromium exits
 	)
+	opts = append(opts, extra...)
 	if os.Geteuid() == 0 {
 		// Chromium refuses to start as root with its sandbox on (the
 		// sandbox relies on dropping privileges, which root in a

@@ -8,13 +8,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/switchyard-dev/switchyard/internal/testpersist"
+	"github.com/switchyard-dev/switchyard/internal/testusenet"
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/usenet"
 	"github.com/switchyard-dev/switchyard/usenet/newznab"
@@ -117,6 +116,7 @@ type env struct {
 	store  *usenet.Store
 	bins   *persist.KV
 	index  *search.Index
+	u      *testusenet.Env
 	server *httptest.Server
 	now    time.Time
 }
@@ -129,27 +129,9 @@ func newEnv(t *testing.T) *env {
 // newEnvWith is newEnv with change applied to the handler's Config.
 func newEnvWith(t *testing.T, change func(*newznab.Config)) *env {
 	t.Helper()
-	p := testpersist.Start(t, 1)
-	c := p.Client()
-	st, err := usenet.NewStore(c, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ix, err := search.Open(filepath.Join(t.TempDir(), "index.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ix.Close() })
-	e := &env{t: t, store: st, bins: c.KV(usenet.DefaultScope, usenet.BinariesKV), index: ix, now: time.Now()}
-	f, err := ix.Follow(context.Background(), st.Releases())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := f.Stop(context.Background()); err != nil {
-			t.Error(err)
-		}
-	})
+	u := testusenet.Start(t)
+	st, ix := u.Store, u.Index
+	e := &env{t: t, u: u, store: st, bins: u.Binaries, index: ix, now: time.Now()}
 	cfg := newznab.Config{
 		Index: ix, Store: st, APIKeys: func(k string) bool { return k == testKey },
 		Title: "test indexer", Version: "9.9", MaxLimit: 50, DefaultLimit: 20,
@@ -198,22 +180,10 @@ func (e *env) add(r usenet.Release, files ...string) {
 	e.waitSeq(res.Seq)
 }
 
-// waitSeq waits, on the index's commit signal with a deadline, until it
-// applied seq.
+// waitSeq waits until the index applied seq.
 func (e *env) waitSeq(seq uint64) {
 	e.t.Helper()
-	deadline := time.After(15 * time.Second)
-	for {
-		ch := e.index.Changed()
-		if e.index.LastSeq() >= seq {
-			return
-		}
-		select {
-		case <-ch:
-		case <-deadline:
-			e.t.Fatalf("index did not reach seq %d (at %d)", seq, e.index.LastSeq())
-		}
-	}
+	e.u.WaitSeq(e.t, seq)
 }
 
 func (e *env) get(params string) (*http.Response, []byte) {

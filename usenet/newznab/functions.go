@@ -1,7 +1,6 @@
 package newznab
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -239,44 +238,27 @@ func (h *handler) release(req *request) (usenet.Release, *apiError) {
 }
 
 func (h *handler) getFn(req *request) (response, *apiError) {
-	r, apiErr := h.release(req)
-	if apiErr != nil {
-		return response{}, apiErr
+	id := req.q.Get("id")
+	if id == "" {
+		return response{}, errorf(ErrMissingParam, "id")
 	}
-	ids := make([]string, 0, len(r.Binaries))
-	for _, b := range r.Binaries {
-		ids = append(ids, b.ID)
-	}
-	bins, err := h.cfg.Store.Binaries(req.Context(), ids)
-	if errors.Is(err, usenet.ErrNotFound) {
+	f, err := NZB(req.Context(), h.cfg.Store, id)
+	switch {
+	case errors.Is(err, ErrNoSuchFile):
 		return response{}, errorf(ErrNoSuchItem, "a file of the release is missing")
-	}
-	if err != nil {
+	case errors.Is(err, usenet.ErrNotFound):
+		return response{}, errorf(ErrNoSuchItem, "")
+	case err != nil:
 		return response{}, errorf(ErrUnknown, "store unavailable")
 	}
-	var buf bytes.Buffer
-	if err := usenet.WriteNZB(&buf, r, bins); err != nil {
-		return response{}, errorf(ErrUnknown, "internal error")
-	}
 	// Counted once the NZB is ready: a grab that fails uses nothing.
-	if apiErr := h.countGrab(req, r.ID); apiErr != nil {
+	if apiErr := h.countGrab(req, f.Release.ID); apiErr != nil {
 		return response{}, apiErr
 	}
-	details := h.link(req.base, "details", r.ID, req.key)
 	return response{
 		contentType: usenet.NZBContentType,
-		// The X-DNZB headers are what SABnzbd and NZBGet name and file
-		// the job by; the details URL stands for more information and
-		// for where to report a failure.
-		header: map[string]string{
-			"Content-Disposition": contentDisposition(usenet.NZBFileName(r), r.Name),
-			"X-DNZB-Name":         headerValue(r.Name),
-			"X-DNZB-Category":     headerValue(usenet.CategoryName(r.Category)),
-			"X-DNZB-MoreInfo":     headerValue(details),
-			"X-DNZB-Details":      headerValue(details),
-			"X-DNZB-Failure":      headerValue(details),
-		},
-		body: buf.Bytes(),
+		header:      f.Header(h.link(req.base, "details", f.Release.ID, req.key)),
+		body:        f.Body,
 	}, nil
 }
 

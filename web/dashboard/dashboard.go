@@ -229,7 +229,7 @@ func (h *Hub) publish(ctx context.Context, now time.Time) {
 func (h *Hub) Mount(mux interface {
 	Handle(pattern string, handler http.Handler)
 }) {
-	mux.Handle("GET /{$}", web.RequireAuth(h.cfg.Authorizer, http.HandlerFunc(servePage)))
-	mux.Handle("GET /dashboard/", http.StripPrefix("/dashboard/", assetHandler()))
+	mux.Handle("GET /{$}", web.RequireAuth(h.cfg.Authorizer, web.StaticPage(page)))
+	mux.Handle("GET /dashboard/", http.StripPrefix("/dashboard/", web.StaticAssets(assetFS)))
 	mux.Handle("GET /ws/dashboard", web.RequireAuth(h.cfg.Authorizer, http.HandlerFunc(h.serveWS)))
 }

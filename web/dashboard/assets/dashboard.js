@@ -213,6 +213,14 @@
     figure("releases-published", t.published);
   }
 
+  // releaseLink is a release's name linking to its page on /releases.
+  function releaseLink(x) {
+    const a = document.createElement("a");
+    a.href = "/releases?" + new URLSearchParams({ id: x.id }).toString();
+    a.textContent = x.name;
+    return a;
+  }
+
   function renderReleases(r, err) {
     show("sec-releases", !!r || !!err);
     show("releases-error", !!err);
@@ -220,7 +228,7 @@
     if (!r) return;
     figure("releases-total", r.total, num(r.total) + " in all");
     table($("releases"), ["name", "category", "size", "#files", "posted"],
-      (r.items || []).map((x) => [{ text: x.name, cls: "name" }, x.category_name || String(x.category), bytes(x.size), x.files, date(x.date * 1000)]));
+      (r.items || []).map((x) => [{ node: releaseLink(x), cls: "name" }, x.category_name || String(x.category), bytes(x.size), x.files, date(x.date * 1000)]));
   }
 
   // The chart's scale is a robust maximum of the samples shown: the 95th

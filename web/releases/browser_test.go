@@ -1,0 +1,196 @@
+package releases_test
+
+import (
+	"context"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/chromedp"
+
+	"github.com/switchyard-dev/switchyard/internal/testbrowser"
+	"github.com/switchyard-dev/switchyard/usenet"
+)
+
+// pageWait bounds one wait for the page to show something.
+const pageWait = 30 * time.Second
+
+// tab is the browser's tab and the URLs of every request it made (HTTP
+// and WebSocket).
+type tab struct {
+	t *testing.T
+	b *testbrowser.Browser
+
+	mu   sync.Mutex // protects urls
+	urls []string
+}
+
+func newTab(t *testing.T) *tab {
+	t.Helper()
+	// Pinned to loopback: a request to another origin fails rather than
+	// leaving the machine, and is still recorded below.
+	b := testbrowser.New(t, testbrowser.PinLoopback)
+	tb := &tab{t: t, b: b}
+	ctx, cancel := context.WithCancel(b.Context())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	requests := chromedp.Events(ctx, network.RequestWillBeSent)
+	sockets := chromedp.Events(ctx, network.WebSocketCreated)
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		for ev, err := range requests {
+			if err != nil {
+				return
+			}
+			tb.note(ev.Request.URL)
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for ev, err := range sockets {
+			if err != nil {
+				return
+			}
+			tb.note(ev.URL)
+		}
+	}()
+	if _, err := chromedp.Call(ctx, network.Enable, network.EnableParams{}); err != nil {
+		t.Fatal(err)
+	}
+	return tb
+}
+
+func (tb *tab) note(u string) {
+	tb.mu.Lock()
+	tb.urls = append(tb.urls, u)
+	tb.mu.Unlock()
+}
+
+func (tb *tab) requested() []string {
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	return append([]string(nil), tb.urls...)
+}
+
+func (tb *tab) do(actions ...chromedp.Action[chromedp.Void]) {
+	tb.t.Helper()
+	ctx, cancel := context.WithTimeout(tb.b.Context(), pageWait)
+	defer cancel()
+	if err := chromedp.Do(ctx, actions...); err != nil {
+		tb.t.Fatal(err)
+	}
+}
+
+// wait polls the JavaScript predicate expr in the page until it holds.
+func (tb *tab) wait(what, expr string) {
+	tb.t.Helper()
+	ctx, cancel := context.WithTimeout(tb.b.Context(), pageWait+5*time.Second)
+	defer cancel()
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(pageWait))); err != nil {
+		tb.t.Fatalf("waiting for %s (%s): %v", what, expr, err)
+	}
+}
+
+func value[T any](tb *tab, expr string, opts ...chromedp.EvaluateOption) T {
+	tb.t.Helper()
+	ctx, cancel := context.WithTimeout(tb.b.Context(), pageWait)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr, opts...))
+	if err != nil {
+		tb.t.Fatalf("evaluate %s: %v", expr, err)
+	}
+	return v
+}
+
+// rows is the expression of the ids of the listed releases, in order.
+const rows = `[...document.querySelectorAll("#results tbody tr")].map((tr) => tr.dataset.id).join(",")`
+
+// checkPhoneWidth fails the test if the page scrolls sideways.
+func (tb *tab) checkPhoneWidth(where string) {
+	tb.t.Helper()
+	if w := value[float64](tb, `document.documentElement.scrollWidth - window.innerWidth`); w > 0 {
+		tb.t.Errorf("%s: the page is %v px wider than a 375 px phone", where, w)
+	}
+}
+
+// TestBrowser uses the page in headless Chromium at a phone's width as a
+// person would: signs in with the key, searches, filters by category,
+// sees a release posted meanwhile appear at the top without a reload,
+// opens a release and downloads its NZB. The page reports no error,
+// requests nothing of another origin and never puts the key in a URL.
+func TestBrowser(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	e.standard()
+	tb := newTab(t)
+	tb.do(chromedp.EmulateViewport(375, 800), chromedp.Navigate(e.srv.URL+"/releases"))
+
+	tb.wait("the key asked for", `document.body.dataset.view === "key"`)
+	tb.do(chromedp.SendKeys(chromedp.ID("key"), testKey), chromedp.Click(chromedp.CSS("#key-form button")))
+	tb.wait("the newest releases", rows+` === "tv,film,album"`)
+	files := value[[]string](tb, `[...document.querySelectorAll("#results tbody tr")].map((tr) => tr.children[3].textContent)`)
+	if strings.Join(files, ",") != "2,1,1" {
+		t.Errorf("files column %q, want each release's FileCount", files)
+	}
+	tb.checkPhoneWidth("the list")
+
+	// A search: the same words as t=search; the URL says what is shown.
+	tb.do(chromedp.Click(chromedp.ID("q")), chromedp.SendKeys(chromedp.ID("q"), "film title"), chromedp.Click(chromedp.CSS("#search-form button")))
+	tb.wait("the search's answer", rows+` === "film"`)
+	if s := value[string](tb, `location.search`); !strings.Contains(s, "q=film") {
+		t.Errorf("after a search the URL is %q", s)
+	}
+	// A category filter (a parent takes its subcategories) applies as it
+	// is chosen.
+	value[bool](tb, `(() => { document.getElementById("q").value = ""; const c = document.getElementById("cat"); c.value = "5000"; c.dispatchEvent(new Event("change")); return true; })()`)
+	tb.wait("the TV releases", rows+` === "tv"`)
+	value[bool](tb, `(() => { const c = document.getElementById("cat"); c.value = ""; c.dispatchEvent(new Event("change")); return true; })()`)
+	tb.wait("every release again", rows+` === "tv,film,album"`)
+
+	// Live: a release posted now appears at the top, marked new, in the
+	// same document (the marker set here survives).
+	tb.wait("the page live", `document.getElementById("conn").dataset.state === "open"`)
+	value[bool](tb, `window.noReload = true`)
+	e.post(release("live", "Live.Show.S02E01.1080p.WEB-DL-GRP", usenet.CatTVWebDL, 0, 2, "live.mkv"))
+	tb.wait("the new release on top", rows+` === "live,tv,film,album" && document.querySelector("#results tbody tr").classList.contains("new") && window.noReload === true`)
+
+	// One release: its files with their completion, and its NZB.
+	tb.do(chromedp.Click(chromedp.CSS(`#results a[href="/releases?id=film"]`)))
+	tb.wait("the release's page", `document.body.dataset.view === "release" && document.querySelectorAll("#rel-files tbody tr").length === 1`)
+	if c := value[string](tb, `document.getElementById("rel-complete").textContent`); c != "50%" {
+		t.Errorf("completion %q, want 50%% (1 of 2 parts)", c)
+	}
+	tb.checkPhoneWidth("the release")
+	href := value[string](tb, `document.getElementById("rel-nzb").href`)
+	if href != e.srv.URL+"/releases/nzb/film" {
+		t.Errorf("NZB link %q", href)
+	}
+	nzb := value[string](tb, `fetch(document.getElementById("rel-nzb").href).then((r) => r.text()).then((t) => {
+		const d = new DOMParser().parseFromString(t, "application/xml");
+		return d.documentElement.localName + " " + d.getElementsByTagName("file").length;
+	})`, chromedp.EvalAwaitPromise)
+	if nzb != "nzb 1" {
+		t.Errorf("the NZB link gave %q, want root nzb with 1 file", nzb)
+	}
+
+	origin, _ := url.Parse(e.srv.URL)
+	for _, u := range tb.requested() {
+		p, err := url.Parse(u)
+		if err != nil || p.Host != origin.Host || (p.Scheme != "http" && p.Scheme != "ws") {
+			if !strings.HasPrefix(u, "data:") {
+				t.Errorf("the page requested %s, of another origin", u)
+			}
+		}
+		if strings.Contains(strings.ToLower(u), "apikey") || strings.Contains(u, testKey) {
+			t.Errorf("the page put the key in a URL: %s", u)
+		}
+	}
+	if n := len(tb.requested()); n == 0 {
+		t.Error("no request recorded: the recorder is broken")
+	}
+	tb.b.CheckNoProblems(t)
+}
