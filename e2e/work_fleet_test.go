@@ -137,7 +137,16 @@ func TestWorkFleet(t *testing.T) {
 		waitStatus(t, st, "w1's lease to expire or to show it read everything", func(work.Status) bool {
 			l, err := st.Lease(ctx, held.Range)
 			if errors.Is(err, persist.ErrNotFound) {
-				dead, deadToken = held, token
+				// Gone: expired, or removed by the finish w1 sent just
+				// before it stopped, which this poll may never have seen
+				// as a Finished lease. Only the range says which.
+				r, err := st.Range(ctx, held.Range)
+				if err != nil {
+					return false
+				}
+				if r.Val.State != work.StateDone {
+					dead, deadToken = held, token
+				}
 				return true
 			}
 			if err != nil {
