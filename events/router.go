@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -54,6 +55,9 @@ type RouterConfig struct {
 	// Region joins the router to its peer regions (see RegionConfig). Nil
 	// means a region of its own.
 	Region *RegionConfig
+	// Durable turns on durable subscriptions, rows kept in persist (see
+	// DurableConfig). Nil means session subscriptions only.
+	Durable *DurableConfig
 }
 
 // Event is one change as a subscriber gets it.
@@ -78,10 +82,19 @@ type Event struct {
 // Delivery is what a session's deliver function gets: an event, or a gap
 // marker in its place.
 type Delivery struct {
-	// Sub is the session's own id for the subscription (Subscribe's id).
+	// Sub is the session's own id for the subscription (Subscribe's id),
+	// or a durable subscription's id.
 	Sub   string
 	Event *Event
 	Gap   *Gap
+	// Mode is "" for a session subscription's delivery, ModeBroadcast or
+	// ModeSingle for a durable one's.
+	Mode string
+	// Entry, on a `single` delivery, is what the session acks (Session.Ack)
+	// to get the next; Attempt counts the times it was handed out (more
+	// than 1 after a lease ran out unacked).
+	Entry   string
+	Attempt int
 }
 
 // RouterStats counts what a router did.
@@ -133,6 +146,10 @@ type Router struct {
 	region *region // nil without peers
 	bg     sync.WaitGroup
 
+	durable *durables             // nil without durable subscriptions
+	byOwner map[string][]*Session // open sessions by user, under mu
+	single  *Single[pending]      // owned by the loop
+
 	changes, deliveries, coalesced, rateDrops atomic.Uint64
 	gapMu                                     sync.Mutex
 	gaps                                      map[Reason]uint64
@@ -142,7 +159,8 @@ type streamRef struct{ scope, stream string }
 
 type routerSub struct {
 	sub      *Sub
-	session  *Session
+	session  *Session    // nil for a durable subscription or a peer's stand-in
+	durable  *DurableRow // set on a durable subscription
 	clientID string
 }
 
@@ -175,6 +193,9 @@ type routed struct {
 	// remote: the change came from a peer region, for this region's
 	// session subscriptions only (hop 1: never forwarded again).
 	remote bool
+	// do, when set, is work for the loop (which owns the lease table):
+	// an ack, or handing a newly connected user its `single` backlog.
+	do func()
 }
 
 // pending is what a coalescing window holds: an event, or a gap marker
@@ -225,6 +246,15 @@ func NewRouter(cfg RouterConfig) (*Router, error) {
 		gaps:     make(map[Reason]uint64),
 		local:    make(map[string]int),
 		region:   reg,
+		byOwner:  make(map[string][]*Session),
+	}
+	if cfg.Durable != nil {
+		d, err := newDurables(cfg.Client, *cfg.Durable)
+		if err != nil {
+			return nil, err
+		}
+		r.durable = d
+		r.single = NewSingle[pending](SingleConfig{Lease: d.cfg.Lease, Backlog: d.cfg.Backlog})
 	}
 	if reg != nil {
 		reg.r = r
@@ -238,6 +268,11 @@ func (r *Router) Start(ctx context.Context) error {
 		go r.loop(r.base.Run())
 		if r.region != nil {
 			r.region.start(r.base.Run())
+		}
+		if r.durable != nil {
+			if err := r.durable.follow(r.base.Run(), r); err != nil {
+				return err
+			}
 		}
 		return nil
 	})
@@ -257,6 +292,9 @@ func (r *Router) Stop(ctx context.Context) error {
 		}
 		if r.region != nil {
 			r.region.stop()
+		}
+		if r.durable != nil {
+			r.durable.stop()
 		}
 		bgDone := make(chan struct{})
 		go func() { r.bg.Wait(); close(bgDone) }()
@@ -321,10 +359,15 @@ type Session struct {
 // session's or router's methods.
 func (r *Router) Open(owner string, deliver func(Delivery)) *Session {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.nextSess++
 	s := &Session{r: r, id: "s" + strconv.FormatUint(r.nextSess, 10), owner: owner, deliver: deliver, subs: make(map[string]SubID)}
 	r.sessions[s] = struct{}{}
+	r.byOwner[owner] = append(r.byOwner[owner], s)
+	r.mu.Unlock()
+	if r.durable != nil {
+		// What waits for the user's `single` subscriptions goes out now.
+		r.post(routed{do: func() { r.dispatchOwner(owner) }})
+	}
 	return s
 }
 
@@ -397,6 +440,12 @@ func (s *Session) Close() {
 	}
 	s.r.mu.Lock()
 	delete(s.r.sessions, s)
+	list := slices.DeleteFunc(s.r.byOwner[s.owner], func(o *Session) bool { return o == s })
+	if len(list) == 0 {
+		delete(s.r.byOwner, s.owner)
+	} else {
+		s.r.byOwner[s.owner] = list
+	}
 	s.r.mu.Unlock()
 }
 
@@ -632,6 +681,7 @@ func (r *Router) loop(ctx context.Context) {
 	var timer forward.Timer
 	var matches []Match
 	var due []Coalesced[pending]
+	var expired []SubID
 	// arm schedules a tick for the earliest window's end. The timer is
 	// the config's clock's, so a test's fake clock drives the windows; a
 	// window already over ticks at once instead of waiting for a clock
@@ -642,6 +692,11 @@ func (r *Router) loop(ctx context.Context) {
 			timer = nil
 		}
 		next, ok := r.coal.Next()
+		if r.single != nil {
+			if exp, eok := r.single.NextExpiry(); eok && (!ok || exp.Before(next)) {
+				next, ok = exp, true
+			}
+		}
 		if !ok {
 			return
 		}
@@ -676,6 +731,12 @@ func (r *Router) loop(ctx context.Context) {
 			arm()
 		case <-r.tick:
 			due = r.flush(due[:0])
+			if r.single != nil {
+				expired = r.single.Expired(r.cfg.Clock.Now(), expired[:0])
+				for _, id := range expired {
+					r.dispatch(id)
+				}
+			}
 			arm()
 		}
 	}
@@ -695,10 +756,16 @@ func (r *Router) wake() {
 func (r *Router) take(rt routed, matches *[]Match) {
 	now := r.cfg.Clock.Now()
 	switch {
+	case rt.do != nil:
+		rt.do()
+		return
 	case rt.count < 0: // forget
 		id := SubID(rt.ev.ID)
 		r.coal.Drop(id)
 		r.lim.Forget(id)
+		if r.single != nil {
+			r.single.Drop(id)
+		}
 		return
 	case rt.gapAll != nil:
 		r.mu.Lock()
@@ -773,11 +840,15 @@ func (r *Router) flush(due []Coalesced[pending]) []Coalesced[pending] {
 		}
 		ev := d.Value.ev
 		ev.Coalesced = d.Events
-		ok, gap := r.lim.Allow(now, d.Sub, r.cfg.BroadcastPerMinute)
+		limit := r.cfg.BroadcastPerMinute
+		if rs.durable != nil && rs.durable.Mode == ModeSingle {
+			limit = SinglePerMinute
+		}
+		ok, gap := r.lim.Allow(now, d.Sub, limit)
 		switch {
 		case ok:
 			r.deliveries.Add(1)
-			rs.session.deliver(Delivery{Sub: rs.clientID, Event: ev})
+			r.send(rs, Delivery{Sub: rs.clientID, Event: ev})
 		case gap:
 			r.rateDrops.Add(uint64(d.Events))
 			r.deliverGap(rs, &Gap{Reason: ReasonDeliveryRateLimit, Subject: ev.Subject, Sub: SubID(rs.clientID), Count: d.Events, From: ev.TS, To: ev.TS})
@@ -792,5 +863,29 @@ func (r *Router) deliverGap(rs *routerSub, g *Gap) {
 	r.gapMu.Lock()
 	r.gaps[g.Reason]++
 	r.gapMu.Unlock()
-	rs.session.deliver(Delivery{Sub: rs.clientID, Gap: g})
+	r.send(rs, Delivery{Sub: rs.clientID, Gap: g})
+}
+
+// send hands a delivery to its subscription: a session's own, every open
+// session of a broadcast row's user, or a `single` row's lease table.
+// It runs on the loop.
+func (r *Router) send(rs *routerSub, d Delivery) {
+	switch {
+	case rs.session != nil:
+		rs.session.deliver(d)
+	case rs.durable == nil: // a peer's stand-in: forwarded, never delivered here
+	case rs.durable.Mode == ModeBroadcast:
+		d.Mode = ModeBroadcast
+		for _, s := range r.sessionsOf(rs.sub.Owner) {
+			s.deliver(d)
+		}
+	default:
+		now := r.cfg.Clock.Now().UnixMilli()
+		if d.Event != nil {
+			r.single.Push(rs.sub.ID, d.Event.ID, pending{ev: d.Event}, d.Event.TS)
+		} else {
+			r.single.Push(rs.sub.ID, "gap-"+strconv.FormatInt(now, 10)+"-"+string(d.Gap.Reason), pending{gap: d.Gap}, now)
+		}
+		r.dispatch(rs.sub.ID)
+	}
 }

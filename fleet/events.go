@@ -62,7 +62,8 @@ func (c EventsConfig) validate() error {
 	return nil
 }
 
-// startEvents runs the events router over the API's persist client and
+// startEvents runs the events router over the API's persist client, with
+// durable subscriptions (rows in scope events, stream subscriptions), and
 // mounts its WebSocket API (/ws/events, /ws/events.js, /events), with
 // presence rows for the connections. Authorization is the watch
 // gateway's: the bus's users under NATS.AuthDir, open otherwise.
@@ -75,7 +76,7 @@ func (f *Fleet) startEvents(ctx context.Context) error {
 		return err
 	}
 	log := lifecycle.Logger(f.log, "events")
-	rcfg := events.RouterConfig{Client: c, Logger: log}
+	rcfg := events.RouterConfig{Client: c, Logger: log, Durable: &events.DurableConfig{}}
 	var fw *forwardParts
 	if len(f.cfg.Events.Peers) > 0 {
 		if fw, err = f.startForward(ctx, log); err != nil {

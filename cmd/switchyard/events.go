@@ -20,13 +20,13 @@ import (
 func newEventsCmd() *cobra.Command {
 	ev := &cobra.Command{
 		Use:   "events",
-		Short: "The events layer: where users are connected, and the secrets that join regions",
+		Short: "The events layer: who is connected where, durable subscriptions, a live tail, region secrets",
 		Long: `Commands of the events layer (docs/events.md). Its WebSocket API, /ws/events, is
 served by switchyard up's HTTP side; try it on the /events page.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error { return cmd.Help() },
 	}
-	ev.AddCommand(newEventsPresenceCmd(), newEventsSecretsCmd())
+	ev.AddCommand(newEventsPresenceCmd(), newEventsSubsCmd(), newEventsTailCmd(), newEventsSecretsCmd())
 	return ev
 }
 
@@ -101,4 +101,49 @@ the file private (mode 0600): whoever has a region's secret can send as that reg
 			return err
 		},
 	}
+}
+
+// newEventsSubsCmd builds switchyard events subs.
+func newEventsSubsCmd() *cobra.Command {
+	var natsOpts natsFlags
+	cmd := &cobra.Command{
+		Use:   "subs USER",
+		Short: "List USER's durable subscriptions: id, mode, anchor, filter, created (exit 3 if none)",
+		Long: `Lists the durable subscriptions USER stored through /ws/events (subscribe with mode
+"broadcast" or "single"): rows kept in persist, scope events, stream subscriptions, key
+USER/ID, live in every router of the region. Session subscriptions, which end with their
+socket, are not rows and are not listed.`,
+		Example: `  switchyard events subs alice
+  ID    MODE    ANCHOR          FILTER  CREATED
+  jobs  single  project-1/jobs  -       2026-12-02T14:03:11Z`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			user := args[0]
+			return natsOpts.with(cmd, func(ctx context.Context, c *persist.Client) error {
+				rows, err := events.DurableStore{Client: c}.List(ctx, user)
+				if err != nil {
+					return err
+				}
+				if len(rows) == 0 {
+					return fmt.Errorf("%q has no durable subscriptions: %w", user, persist.ErrNotFound)
+				}
+				tw := tabwriter.NewWriter(stdout(cmd), 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "ID\tMODE\tANCHOR\tFILTER\tCREATED")
+				for _, r := range rows {
+					filter := strings.Join(r.Ops, ",")
+					if r.Glob != "" {
+						filter = strings.TrimPrefix(filter+" "+r.Glob, " ")
+					}
+					if filter == "" {
+						filter = "-"
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", terminalSafe(r.ID), r.Mode, terminalSafe(r.Anchor), terminalSafe(filter),
+						time.UnixMilli(r.Created).UTC().Format(time.RFC3339))
+				}
+				return tw.Flush()
+			})
+		},
+	}
+	natsOpts.registerClient(cmd)
+	return cmd
 }

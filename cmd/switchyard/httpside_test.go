@@ -141,6 +141,20 @@ func TestUpMetrics(t *testing.T) {
 	if _, stderr, code := testproc.Run(t, cli(t, "events", "presence", "nobody", "--nats", url)); code != exitNotFound || !strings.Contains(stderr, "not connected") {
 		t.Errorf("events presence nobody: exit %d (%s), want %d", code, stderr, exitNotFound)
 	}
+	// A durable subscription stored through the socket is a row that
+	// events subs lists; events tail follows the anchor from the command line.
+	events.send(map[string]string{"type": "subscribe", "id": "b1", "anchor": "hub/demo", "mode": "broadcast"})
+	if m := events.read(); m["type"] != "subscribed" || m["mode"] != "broadcast" {
+		t.Fatalf("durable subscribe: %v", m)
+	}
+	if out, stderr, code := testproc.Run(t, cli(t, "events", "subs", "anonymous", "--nats", url)); code != 0 || !regexp.MustCompile(`(?m)^b1 +broadcast +hub/demo +- +20`).MatchString(out) {
+		t.Errorf("events subs anonymous: exit %d: %s%s", code, out, stderr)
+	}
+	tailLines(t, cli(t, "events", "tail", "hub/demo", "--nats", url), func() {
+		if _, stderr, code := testproc.Run(t, cli(t, "kv", "set", "hub", "demo", "tailed", "v9", "--nats", url)); code != 0 {
+			t.Fatalf("kv set: exit %d: %s", code, stderr)
+		}
+	}, regexp.MustCompile(`^set +hub/demo/tailed +#\d+ += v9$`))
 	if code, body := httpGet(t, base+"/events"); code != 200 || !strings.Contains(body, "/ws/events.js") {
 		t.Fatalf("/events: %d %.200s", code, body)
 	}

@@ -1,14 +1,19 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"os/exec"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/switchyard-dev/switchyard/internal/testwait"
 )
 
 // eventsSocket is a client of up's /ws/events.
@@ -32,14 +37,19 @@ func dialEvents(t *testing.T, base, anchor string) *eventsSocket {
 	if m := s.read(); m["type"] != "ready" {
 		t.Fatalf("first message %v, want ready", m)
 	}
-	b, _ := json.Marshal(map[string]string{"type": "subscribe", "id": "1", "anchor": anchor})
-	if err := ws.Write(ctx, websocket.MessageText, b); err != nil {
-		t.Fatal(err)
-	}
+	s.send(map[string]string{"type": "subscribe", "id": "1", "anchor": anchor})
 	if m := s.read(); m["type"] != "subscribed" {
 		t.Fatalf("subscribe %s: %v", anchor, m)
 	}
 	return s
+}
+
+func (s *eventsSocket) send(m map[string]string) {
+	s.t.Helper()
+	b, _ := json.Marshal(m)
+	if err := s.ws.Write(context.Background(), websocket.MessageText, b); err != nil {
+		s.t.Fatal(err)
+	}
 }
 
 func (s *eventsSocket) read() map[string]any {
@@ -69,5 +79,52 @@ func (s *eventsSocket) waitSubjects(subjects ...string) {
 		if i := slices.Index(left, m["subject"].(string)); i >= 0 && m["op"] == "set" {
 			left = slices.Delete(left, i, i+1)
 		}
+	}
+}
+
+// tailLines runs a following command (events tail), waits for its first
+// line, runs write, and waits for a line of its output matching want.
+func tailLines(t *testing.T, cmd *exec.Cmd, write func(), want *regexp.Regexp) {
+	t.Helper()
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	lines := make(chan string, 64)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	next := func(what string) string {
+		t.Helper()
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("%v ended before %s", cmd.Args, what)
+			}
+			return l
+		case <-time.After(testwait.Timeout):
+			t.Fatalf("%v: no %s", cmd.Args, what)
+		}
+		return ""
+	}
+	if l := next("first line"); !strings.HasPrefix(l, "following ") {
+		t.Fatalf("%v first printed %q", cmd.Args, l)
+	}
+	write()
+	var seen []string
+	for {
+		l := next("line matching " + want.String() + " (saw " + strings.Join(seen, " | ") + ")")
+		if want.MatchString(l) {
+			return
+		}
+		seen = append(seen, l)
 	}
 }

@@ -56,19 +56,11 @@ With --json each line is one object with "event" set to one of those words
 			if args[1] == "" {
 				return usagef("STREAM must not be empty")
 			}
-			if natsOpts.timeout <= 0 {
-				return usagef("--timeout must be positive")
-			}
-			// A watch outlives NATS restarts: reconnect forever, with jitter.
-			nc, err := natsOpts.connectRole("switchyard-watch", natsOpts.timeout)
+			c, closeClient, err := natsOpts.followClient("switchyard-watch")
 			if err != nil {
 				return err
 			}
-			defer nc.Close()
-			c, err := persist.NewClient(persist.ClientConfig{Conn: nc, Service: natsOpts.service, Timeout: natsOpts.timeout})
-			if err != nil {
-				return err
-			}
+			defer closeClient()
 			ctx, cancel := context.WithCancel(cmd.Context())
 			defer cancel()
 			p := &watchPrinter{w: stdout(cmd), json: asJSON, enc: json.NewEncoder(stdout(cmd)), cancel: cancel}
@@ -172,4 +164,24 @@ func (p *watchPrinter) error() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.err
+}
+
+// followClient is the persist client of a command that follows changes
+// until interrupted (watch, events tail): its connection outlives NATS
+// restarts (reconnecting forever, with jitter), and --timeout bounds each
+// request. close closes both.
+func (o *natsFlags) followClient(name string) (c *persist.Client, close func(), err error) {
+	if o.timeout <= 0 {
+		return nil, nil, usagef("--timeout must be positive")
+	}
+	nc, err := o.connectRole(name, o.timeout)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err = persist.NewClient(persist.ClientConfig{Conn: nc, Service: o.service, Timeout: o.timeout})
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return c, func() { _ = c.Close(); nc.Close() }, nil
 }

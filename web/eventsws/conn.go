@@ -203,6 +203,9 @@ func (c *conn) handle(ctx context.Context, b []byte) bool {
 		if !c.who.CanRead(req.anchor.Scope) {
 			return c.answerErr(req.id, CodeForbidden, c.who.Name+" may not read scope "+req.anchor.Scope)
 		}
+		if req.mode != "" {
+			return c.durableSubscribe(ctx, req)
+		}
 		sctx, cancel := context.WithTimeout(ctx, c.g.cfg.SubscribeTimeout)
 		err := c.sess.Subscribe(sctx, req.id, req.anchor, req.filter)
 		cancel()
@@ -214,15 +217,65 @@ func (c *conn) handle(ctx context.Context, b []byte) bool {
 		}
 		return c.push(mustJSON(wireCtl{Type: TypeSubscribed, ID: req.id}))
 	case TypeUnsubscribe:
+		if req.mode != "" {
+			return c.durableUnsubscribe(ctx, req)
+		}
 		if !c.sess.Unsubscribe(req.id) {
 			return c.answerErr(req.id, CodeNotFound, "no subscription "+clip(req.id)+" on this socket")
 		}
 		return c.push(mustJSON(wireCtl{Type: TypeUnsubscribed, ID: req.id}))
 	default: // TypeAck
-		// Only session subscriptions exist yet, and they need no ack: no
-		// entry of a `single` delivery is held in this region.
-		return c.answerErr(req.id, CodeUnknownEntry, "no delivery "+clip(req.id)+" of subscription "+clip(req.sub)+" is held here")
+		actx, cancel := context.WithTimeout(ctx, c.g.cfg.SubscribeTimeout)
+		err := c.sess.Ack(actx, req.sub, req.id)
+		cancel()
+		switch {
+		case errors.Is(err, events.ErrUnknownEntry):
+			return c.answerErr(req.id, CodeUnknownEntry, "no delivery "+clip(req.id)+" of subscription "+clip(req.sub)+" is in flight here")
+		case err != nil:
+			return c.answerErr(req.id, CodeUnavailable, err.Error())
+		}
+		return c.push(mustJSON(wireCtl{Type: TypeAcked, ID: req.id, Sub: req.sub}))
 	}
+}
+
+// durableSubscribe stores a durable subscription of the socket's user;
+// the routers following the rows make it live.
+func (c *conn) durableSubscribe(ctx context.Context, req request) bool {
+	store := c.g.cfg.Router.Durables()
+	if store == nil {
+		return c.answerErr(req.id, CodeBadRequest, "this server keeps no durable subscriptions")
+	}
+	row := events.DurableRow{User: c.who.Name, ID: req.id, Anchor: req.anchor.String(), Ops: req.ops, Glob: req.glob, Mode: req.mode}
+	sctx, cancel := context.WithTimeout(ctx, c.g.cfg.SubscribeTimeout)
+	err := store.Put(sctx, row)
+	cancel()
+	switch {
+	case errors.Is(err, events.ErrQuota):
+		return c.answerErr(req.id, CodeQuota, err.Error())
+	case errors.Is(err, events.ErrBadRow):
+		return c.answerErr(req.id, CodeBadRequest, err.Error())
+	case err != nil:
+		return c.answerErr(req.id, CodeUnavailable, err.Error())
+	}
+	return c.push(mustJSON(wireCtl{Type: TypeSubscribed, ID: req.id, Mode: req.mode}))
+}
+
+// durableUnsubscribe deletes the user's durable subscription.
+func (c *conn) durableUnsubscribe(ctx context.Context, req request) bool {
+	store := c.g.cfg.Router.Durables()
+	if store == nil {
+		return c.answerErr(req.id, CodeNotFound, "this server keeps no durable subscriptions")
+	}
+	sctx, cancel := context.WithTimeout(ctx, c.g.cfg.SubscribeTimeout)
+	ok, err := store.Delete(sctx, c.who.Name, req.id)
+	cancel()
+	switch {
+	case err != nil:
+		return c.answerErr(req.id, CodeUnavailable, err.Error())
+	case !ok:
+		return c.answerErr(req.id, CodeNotFound, "no durable subscription "+clip(req.id)+" of "+c.who.Name)
+	}
+	return c.push(mustJSON(wireCtl{Type: TypeUnsubscribed, ID: req.id, Mode: req.mode}))
 }
 
 func (c *conn) answerErr(id, code, msg string) bool {

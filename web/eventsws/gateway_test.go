@@ -14,6 +14,7 @@ import (
 
 	"github.com/switchyard-dev/switchyard/events"
 	"github.com/switchyard-dev/switchyard/internal/testpersist/persistenv"
+	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/web"
 )
@@ -37,6 +38,9 @@ type testMsg struct {
 	Count     int    `json:"count"`
 	Code      string `json:"code"`
 	Message   string `json:"message"`
+	Mode      string `json:"mode"`
+	Entry     string `json:"entry"`
+	Attempt   int    `json:"attempt"`
 }
 
 type env struct {
@@ -51,7 +55,7 @@ func start(t *testing.T, tune func(*Config)) *env {
 	t.Helper()
 	pe := persistenv.Start(t, 1)
 	c := pe.Client()
-	r, err := events.NewRouter(events.RouterConfig{Client: c})
+	r, err := events.NewRouter(events.RouterConfig{Client: c, Durable: &events.DurableConfig{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -344,5 +348,87 @@ func TestQueueOverflowLeavesOneGapPerSubscription(t *testing.T) {
 	}
 	if len(c.take()) != 0 {
 		t.Fatal("a gap was sent twice")
+	}
+}
+
+// messages reads c from now on into a channel, closed when c ends.
+func (c *client) messages() <-chan testMsg {
+	ch := make(chan testMsg, 64)
+	go func() {
+		defer close(ch)
+		for {
+			_, b, err := c.ws.Read(context.Background())
+			if err != nil {
+				return
+			}
+			var m testMsg
+			if json.Unmarshal(b, &m) == nil {
+				ch <- m
+			}
+		}
+	}()
+	return ch
+}
+
+// TestDurableSingleOverSockets: a `single` subscription stored through one
+// socket reaches exactly one of its user's sockets per delivery, with an
+// entry that socket acks; the next delivery follows the ack, and an ack
+// of an entry not in flight is refused.
+func TestDurableSingleOverSockets(t *testing.T) {
+	t.Parallel()
+	e := start(t, nil)
+	c1, c2 := e.dial("", nil), e.dial("", nil)
+	c1.send(map[string]any{"type": "subscribe", "id": "jobs", "anchor": "project-1/jobs", "mode": "single"})
+	if m := c1.read(); m.Type != TypeSubscribed || m.Mode != "single" || m.ID != "jobs" {
+		t.Fatalf("durable subscribe: %+v", m)
+	}
+	// The answer says the row is stored; the router following the rows
+	// makes it live.
+	r := e.g.cfg.Router
+	testwait.Until(t, "the row live", func() (bool, string) {
+		st := r.Stats()
+		return st.Subs == 1 && st.Ready == 1, fmt.Sprintf("%+v", st)
+	})
+	m1, m2 := c1.messages(), c2.messages()
+	next := func(what string) (testMsg, *client, <-chan testMsg) {
+		t.Helper()
+		select {
+		case m := <-m1:
+			return m, c1, m1
+		case m := <-m2:
+			return m, c2, m2
+		case <-time.After(testwait.Timeout):
+			t.Fatalf("no %s", what)
+		}
+		panic("unreachable")
+	}
+	e.set("project-1", "jobs", "1", []byte("first"))
+	m, holder, holderMsgs := next("delivery")
+	if m.Type != TypeEvent || m.Mode != "single" || m.Entry == "" || m.Attempt != 1 || m.Value != "first" || m.Sub != "jobs" {
+		t.Fatalf("single delivery %+v", m)
+	}
+	holder.send(map[string]any{"type": "ack", "sub": "jobs", "entry": "project-1/jobs#999"})
+	if a := <-holderMsgs; a.Type != TypeError || a.Code != CodeUnknownEntry {
+		t.Fatalf("ack of an entry not in flight: %+v", a)
+	}
+	holder.send(map[string]any{"type": "ack", "sub": "jobs", "entry": m.Entry})
+	if a := <-holderMsgs; a.Type != TypeAcked || a.ID != m.Entry {
+		t.Fatalf("ack: %+v", a)
+	}
+	e.set("project-1", "jobs", "2", []byte("second"))
+	if m, _, _ := next("second delivery"); m.Value != "second" || m.Attempt != 1 {
+		t.Fatalf("second delivery %+v", m)
+	}
+	// Exactly one socket got each: nothing else is waiting.
+	select {
+	case m := <-m1:
+		t.Fatalf("an extra message %+v", m)
+	case m := <-m2:
+		t.Fatalf("an extra message %+v", m)
+	default:
+	}
+	holder.send(map[string]any{"type": "unsubscribe", "id": "jobs", "mode": "single"})
+	if u := <-holderMsgs; u.Type != TypeUnsubscribed {
+		t.Fatalf("durable unsubscribe: %+v", u)
 	}
 }

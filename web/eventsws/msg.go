@@ -14,14 +14,15 @@ import (
 // Message types, the "type" field of every message.
 const (
 	// From the client.
-	TypeSubscribe   = "subscribe"   // {id, anchor, filter?: {ops?, glob?}}
-	TypeUnsubscribe = "unsubscribe" // {id}
+	TypeSubscribe   = "subscribe"   // {id, anchor, filter?: {ops?, glob?}, mode?: "broadcast"|"single"}
+	TypeUnsubscribe = "unsubscribe" // {id, mode?}
 	TypeAck         = "ack"         // {sub, entry}
 
 	// From the gateway.
 	TypeReady        = "ready"        // first message: {user, max_subs}
 	TypeSubscribed   = "subscribed"   // {id}: every change committed from now on reaches it
 	TypeUnsubscribed = "unsubscribed" // {id}
+	TypeAcked        = "acked"        // {id: the entry, sub}: the next `single` delivery may follow
 	TypeEvent        = "event"        // {sub, id, subject, op, seq, ts, value, enc?, coalesced}
 	TypePresence     = "presence"     // an event on a presence/USER anchor: {sub, user, app, region, op}
 	TypeGap          = "gap"          // {sub, reason, subject?, count, from, to}
@@ -36,7 +37,8 @@ const (
 	CodeTooMany      = "too-many"      // the socket holds its 50 subscriptions
 	CodeNotFound     = "not-found"     // unsubscribe of an id the socket does not hold
 	CodeUnknownEntry = "unknown-entry" // ack of an entry this region does not hold
-	CodeUnavailable  = "unavailable"   // the stream's watcher could not start (retry)
+	CodeUnavailable  = "unavailable"   // the stream's watcher could not start, or the store failed (retry)
+	CodeQuota        = "quota"         // the user holds its durable subscriptions' quota
 )
 
 // MaxMessageBytes bounds one client message; a larger one ends the
@@ -54,6 +56,7 @@ type clientMsg struct {
 	} `json:"filter"`
 	Sub   string `json:"sub"`
 	Entry string `json:"entry"`
+	Mode  string `json:"mode"`
 }
 
 // request is a client message checked and parsed.
@@ -63,6 +66,9 @@ type request struct {
 	sub    string // ack: the subscription
 	anchor events.Anchor
 	filter events.Filter
+	mode   string // "" (a session subscription), or a durable one's mode
+	ops    []string
+	glob   string
 }
 
 // errBad is a request that cannot be understood; its text is what the
@@ -77,7 +83,12 @@ func decodeRequest(b []byte) (request, error) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		return request{}, fmt.Errorf("%w: not a JSON message object: %v", errBad, err)
 	}
-	r := request{typ: m.Type, id: m.ID}
+	r := request{typ: m.Type, id: m.ID, mode: m.Mode}
+	switch m.Mode {
+	case "", events.ModeBroadcast, events.ModeSingle:
+	default:
+		return r, fmt.Errorf("%w: mode %q: want %s or %s (or none, for a subscription of this socket only)", errBad, clip(m.Mode), events.ModeBroadcast, events.ModeSingle)
+	}
 	switch m.Type {
 	case TypeSubscribe:
 		if err := checkID("id", m.ID); err != nil {
@@ -93,7 +104,7 @@ func decodeRequest(b []byte) (request, error) {
 			if err != nil {
 				return r, fmt.Errorf("%w: filter: %v", errBad, err)
 			}
-			r.filter = f
+			r.filter, r.ops, r.glob = f, m.Filter.Ops, m.Filter.Glob
 		}
 	case TypeUnsubscribe:
 		if err := checkID("id", m.ID); err != nil {
@@ -145,6 +156,9 @@ type wireEvent struct {
 	Value     string `json:"value,omitempty"`
 	Enc       string `json:"enc,omitempty"` // "base64" when the value is not UTF-8
 	Coalesced int    `json:"coalesced"`
+	Mode      string `json:"mode,omitempty"`    // a durable subscription's
+	Entry     string `json:"entry,omitempty"`   // a `single` delivery's: ack it
+	Attempt   int    `json:"attempt,omitempty"` // a `single` delivery's: 2 and more after a lease ran out
 }
 
 // wirePresence is a "presence" message: an event on a presence anchor,
@@ -173,13 +187,16 @@ type wireCtl struct {
 	To      int64  `json:"to,omitempty"`
 	Code    string `json:"code,omitempty"`
 	Message string `json:"message,omitempty"`
+	Mode    string `json:"mode,omitempty"`
+	Entry   string `json:"entry,omitempty"`
+	Attempt int    `json:"attempt,omitempty"`
 }
 
 // encodeDelivery is the message of one delivery. presenceScope is the
 // scope whose events are presence rows (stream = user, key = APP/REGION).
 func encodeDelivery(d events.Delivery, presenceScope string) []byte {
 	if g := d.Gap; g != nil {
-		c := wireCtl{Type: TypeGap, Sub: d.Sub, Reason: string(g.Reason), Count: g.Count, From: g.From, To: g.To}
+		c := wireCtl{Type: TypeGap, Sub: d.Sub, Reason: string(g.Reason), Count: g.Count, From: g.From, To: g.To, Mode: d.Mode, Entry: d.Entry, Attempt: d.Attempt}
 		if g.Subject.Scope != "" {
 			c.Subject = g.Subject.String()
 		}
@@ -195,7 +212,8 @@ func encodeDelivery(d events.Delivery, presenceScope string) []byte {
 			return mustJSON(wirePresence{Type: TypePresence, Sub: d.Sub, User: ev.Subject.Stream, App: app, Region: region, Op: op, TS: ev.TS})
 		}
 	}
-	w := wireEvent{Type: TypeEvent, Sub: d.Sub, ID: ev.ID, Subject: ev.Subject.String(), Op: string(ev.Op), Seq: ev.Seq, TS: ev.TS, Coalesced: ev.Coalesced}
+	w := wireEvent{Type: TypeEvent, Sub: d.Sub, ID: ev.ID, Subject: ev.Subject.String(), Op: string(ev.Op), Seq: ev.Seq, TS: ev.TS, Coalesced: ev.Coalesced,
+		Mode: d.Mode, Entry: d.Entry, Attempt: d.Attempt}
 	if utf8.Valid(ev.Value) {
 		w.Value = string(ev.Value)
 	} else {

@@ -11,6 +11,8 @@
 //     onError: (m) => ..., onState: (state) => ...,   // "connecting" | "open" | "closed"
 //   });
 //   ev.subscribe("files", "project-1/files/a", {ops: ["set"], glob: "**/*.txt"});
+//   ev.subscribe("jobs", "project-1/jobs", null, "single");  // durable: stored, kept across sockets
+//   ev.ack(m.sub, m.entry);                                   // a `single` delivery's (m.entry set)
 //   ev.unsubscribe("files");
 //   ev.close();
 (function (global) {
@@ -50,7 +52,7 @@
       ws.onopen = () => {
         this.backoff = 500;
         this.emit("onState", "open");
-        for (const [id, s] of this.subs) this.send({type: "subscribe", id, anchor: s.anchor, filter: s.filter});
+        for (const [id, s] of this.subs) this.send({type: "subscribe", id, anchor: s.anchor, filter: s.filter, mode: s.mode});
         for (const a of this.acks.values()) this.send({type: "ack", sub: a.sub, entry: a.entry});
       };
       ws.onmessage = (e) => {
@@ -99,15 +101,21 @@
       if (this.ws && this.ws.readyState === WebSocket.OPEN) this.ws.send(JSON.stringify(m));
     }
 
-    subscribe(id, anchor, filter) {
+    // mode: undefined for a subscription of this socket only, "broadcast"
+    // or "single" for a durable one (stored; subscribing again replaces it).
+    subscribe(id, anchor, filter, mode) {
       const s = {anchor: String(anchor)};
       if (filter && (filter.ops || filter.glob)) s.filter = filter;
+      if (mode) s.mode = String(mode);
       this.subs.set(String(id), s);
-      this.send({type: "subscribe", id: String(id), anchor: s.anchor, filter: s.filter});
+      this.send({type: "subscribe", id: String(id), anchor: s.anchor, filter: s.filter, mode: s.mode});
     }
 
     unsubscribe(id) {
-      if (this.subs.delete(String(id))) this.send({type: "unsubscribe", id: String(id)});
+      const s = this.subs.get(String(id));
+      if (!s) return;
+      this.subs.delete(String(id));
+      this.send({type: "unsubscribe", id: String(id), mode: s.mode});
     }
 
     ack(sub, entry) {

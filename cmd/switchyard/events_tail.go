@@ -1,0 +1,174 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/spf13/cobra"
+
+	"github.com/switchyard-dev/switchyard/events"
+)
+
+// tailQueue bounds the deliveries events tail holds while it writes; past
+// it they are counted into one gap line.
+const tailQueue = 4096
+
+// newEventsTailCmd builds switchyard events tail.
+func newEventsTailCmd() *cobra.Command {
+	var natsOpts natsFlags
+	var ops []string
+	var glob string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "tail ANCHOR",
+		Short: "Print the events at ANCHOR and below it as they happen, until interrupted",
+		Long: `Subscribes to ANCHOR (scope/stream or scope/stream/path) as a /ws/events socket would,
+with a router of its own reading the persist change feeds, and prints one line per
+delivery: the events at the anchor and at every key below it (coalesced per 250 ms per
+key: "(N coalesced)"), and a gap line, with its reason, wherever events were not
+delivered. What the stream held before is not printed: see switchyard watch for that.`,
+		Example: `  switchyard events tail project-1/files/a
+  set   project-1/files/a/b/c.txt  #42  = hello
+  switchyard events tail project-1/files --ops delete --glob '**/*.tmp' --json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			anchor, err := events.ParseAnchor(args[0])
+			if err != nil {
+				return usagef("%v", err)
+			}
+			filter, err := events.ParseFilter(ops, glob)
+			if err != nil {
+				return usagef("%v", err)
+			}
+			c, closeClient, err := natsOpts.followClient("switchyard-events-tail")
+			if err != nil {
+				return err
+			}
+			defer closeClient()
+			r, err := events.NewRouter(events.RouterConfig{Client: c})
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			if err := r.Start(ctx); err != nil {
+				return err
+			}
+			defer func() {
+				sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				_ = r.Stop(sctx)
+			}()
+			q := make(chan events.Delivery, tailQueue)
+			var dropped atomic.Int64 // deliveries that found the queue full
+			s := r.Open("events-tail", func(d events.Delivery) {
+				select {
+				case q <- d:
+				default:
+					dropped.Add(1)
+				}
+			})
+			defer s.Close()
+			if err := s.Subscribe(ctx, "tail", anchor, filter); err != nil {
+				return err
+			}
+			p := tailPrinter{w: stdout(cmd), json: asJSON}
+			if !asJSON {
+				fmt.Fprintf(stdout(cmd), "following %s (Ctrl-C stops)\n", anchor)
+			}
+			for {
+				select {
+				case <-ctx.Done():
+					return nil
+				case d := <-q:
+					if n := dropped.Swap(0); n > 0 {
+						if err := p.print(events.Delivery{Gap: &events.Gap{Reason: events.ReasonQueueOverflow, Count: int(n)}}); err != nil {
+							return err
+						}
+					}
+					if err := p.print(d); err != nil {
+						return err
+					}
+				}
+			}
+		},
+	}
+	natsOpts.registerClient(cmd)
+	cmd.Flags().Lookup("timeout").Usage = "time limit of each request to the server (the tail itself runs until interrupted)"
+	cmd.Flags().StringSliceVar(&ops, "ops", nil, "only these families: set, delete (default both)")
+	cmd.Flags().StringVar(&glob, "glob", "", "only keys below the anchor matching this glob (*, ?, [..] within a segment, ** for any segments)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per line")
+	return cmd
+}
+
+// tailLine is one delivery in --json output.
+type tailLine struct {
+	Type      string `json:"type"` // event or gap
+	Subject   string `json:"subject,omitempty"`
+	Op        string `json:"op,omitempty"`
+	Seq       uint64 `json:"seq,omitempty"`
+	TS        int64  `json:"ts,omitempty"`
+	Value     string `json:"value,omitempty"`
+	Enc       string `json:"enc,omitempty"`
+	Coalesced int    `json:"coalesced,omitempty"`
+	Reason    string `json:"reason,omitempty"`
+	Count     int    `json:"count,omitempty"`
+}
+
+type tailPrinter struct {
+	w    io.Writer
+	json bool
+}
+
+func (p tailPrinter) print(d events.Delivery) error {
+	if p.json {
+		l := tailLine{Type: "event"}
+		if g := d.Gap; g != nil {
+			l = tailLine{Type: "gap", Reason: string(g.Reason), Count: g.Count}
+			if g.Subject.Scope != "" {
+				l.Subject = g.Subject.String()
+			}
+		} else {
+			ev := d.Event
+			l.Subject, l.Op, l.Seq, l.TS, l.Coalesced = ev.Subject.String(), string(ev.Op), ev.Seq, ev.TS, ev.Coalesced
+			if utf8.Valid(ev.Value) {
+				l.Value = string(ev.Value)
+			} else {
+				l.Value, l.Enc = fmt.Sprintf("%x", ev.Value), "hex"
+			}
+		}
+		b, err := json.Marshal(l)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(p.w, "%s\n", b)
+		return err
+	}
+	var line string
+	if g := d.Gap; g != nil {
+		where := "-"
+		if g.Subject.Scope != "" {
+			where = terminalSafe(g.Subject.String())
+		}
+		line = fmt.Sprintf("%-6s %s  %d event(s) not delivered (%s)", "gap", where, g.Count, g.Reason)
+	} else {
+		ev := d.Event
+		line = fmt.Sprintf("%-6s %s  #%d", ev.Op, terminalSafe(ev.Subject.String()), ev.Seq)
+		if ev.Op == events.OpSet {
+			v := "[binary]"
+			if utf8.Valid(ev.Value) {
+				v = terminalSafe(string(ev.Value))
+			}
+			line += "  = " + v
+		}
+		if ev.Coalesced > 1 {
+			line += fmt.Sprintf("  (%d coalesced)", ev.Coalesced)
+		}
+	}
+	_, err := fmt.Fprintln(p.w, line)
+	return err
+}

@@ -1,0 +1,377 @@
+package events
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/switchyard-dev/switchyard/persist"
+)
+
+// The modes of a durable subscription.
+const (
+	// ModeBroadcast: every open session of the user gets each delivery.
+	ModeBroadcast = "broadcast"
+	// ModeSingle: exactly one open session of the user gets each delivery,
+	// under a lease, and the next only after its ack (at least once).
+	ModeSingle = "single"
+)
+
+// Defaults of DurableConfig.
+const (
+	// DurableScopeDefault and DurableStreamDefault hold the rows: one key
+	// USER/ID per durable subscription.
+	DurableScopeDefault  = "events"
+	DurableStreamDefault = "subscriptions"
+	// DurableQuotaDefault bounds one user's durable subscriptions.
+	DurableQuotaDefault = 100
+)
+
+// Errors of the durable store.
+var (
+	// ErrQuota: the user holds DurableConfig.Quota durable subscriptions.
+	ErrQuota = errors.New("events: durable subscription quota reached")
+	// ErrBadRow: a row that is not a durable subscription (bad user, id,
+	// anchor, filter or mode).
+	ErrBadRow = errors.New("events: bad durable subscription")
+)
+
+// DurableConfig configures durable subscriptions.
+type DurableConfig struct {
+	// Scope and Stream hold the rows. Empty means DurableScopeDefault and
+	// DurableStreamDefault.
+	Scope, Stream string
+	// Quota bounds one user's rows. Zero means DurableQuotaDefault.
+	Quota int
+	// Lease and Backlog configure `single` delivery (SingleConfig). Zero
+	// means LeaseDefault and BacklogDefault.
+	Lease   time.Duration
+	Backlog int
+}
+
+func (c DurableConfig) withDefaults() DurableConfig {
+	if c.Scope == "" {
+		c.Scope = DurableScopeDefault
+	}
+	if c.Stream == "" {
+		c.Stream = DurableStreamDefault
+	}
+	if c.Quota == 0 {
+		c.Quota = DurableQuotaDefault
+	}
+	return c
+}
+
+// DurableRow is one durable subscription as stored.
+type DurableRow struct {
+	User    string   `json:"user"`
+	ID      string   `json:"id"`
+	Anchor  string   `json:"anchor"`
+	Ops     []string `json:"ops,omitempty"`
+	Glob    string   `json:"glob,omitempty"`
+	Mode    string   `json:"mode"`
+	Created int64    `json:"created"` // unix milliseconds
+}
+
+// key is the row's key in the stream.
+func (d DurableRow) key() string { return d.User + "/" + d.ID }
+
+// parse checks the row and returns its anchor and filter.
+func (d DurableRow) parse() (Anchor, Filter, error) {
+	if d.User == "" || len(d.User) > 128 || strings.Contains(d.User, "/") {
+		return Anchor{}, Filter{}, fmt.Errorf("%w: user %q: want 1 to 128 bytes without '/'", ErrBadRow, d.User)
+	}
+	if d.ID == "" || len(d.ID) > 128 {
+		return Anchor{}, Filter{}, fmt.Errorf("%w: id: want 1 to 128 bytes", ErrBadRow)
+	}
+	if d.Mode != ModeBroadcast && d.Mode != ModeSingle {
+		return Anchor{}, Filter{}, fmt.Errorf("%w: mode %q: want %s or %s", ErrBadRow, d.Mode, ModeBroadcast, ModeSingle)
+	}
+	a, err := ParseAnchor(d.Anchor)
+	if err != nil {
+		return Anchor{}, Filter{}, fmt.Errorf("%w: %v", ErrBadRow, err)
+	}
+	f, err := ParseFilter(d.Ops, d.Glob)
+	if err != nil {
+		return Anchor{}, Filter{}, fmt.Errorf("%w: %v", ErrBadRow, err)
+	}
+	return a, f, nil
+}
+
+// DurableStore reads and writes durable subscription rows in persist. The
+// routers of a region follow the rows' stream, so a row written through
+// any of them (or a command) is live in all of them.
+type DurableStore struct {
+	Client *persist.Client
+	Config DurableConfig
+}
+
+func (s DurableStore) kv() *persist.KV {
+	c := s.Config.withDefaults()
+	return s.Client.KV(c.Scope, c.Stream)
+}
+
+// Put stores row (its Created set now if zero), replacing the user's row
+// of the same id. A new row past the user's quota is ErrQuota. The quota
+// is checked against the rows stored when Put reads them: two Puts racing
+// from two processes may both pass.
+func (s DurableStore) Put(ctx context.Context, row DurableRow) error {
+	if _, _, err := row.parse(); err != nil {
+		return err
+	}
+	rows, err := s.List(ctx, row.User)
+	if err != nil {
+		return err
+	}
+	replacing := false
+	for _, r := range rows {
+		replacing = replacing || r.ID == row.ID
+	}
+	if q := s.Config.withDefaults().Quota; !replacing && len(rows) >= q {
+		return fmt.Errorf("%w (%d for %s)", ErrQuota, q, row.User)
+	}
+	if row.Created == 0 {
+		row.Created = time.Now().UnixMilli()
+	}
+	b, err := json.Marshal(row)
+	if err != nil {
+		return err
+	}
+	if _, err := s.kv().Set(ctx, row.key(), b, persist.SetOptions{}); err != nil {
+		return fmt.Errorf("events: store durable subscription: %w", err)
+	}
+	return nil
+}
+
+// Delete removes the user's row id and reports whether there was one.
+func (s DurableStore) Delete(ctx context.Context, user, id string) (bool, error) {
+	ok, err := s.kv().Delete(ctx, user+"/"+id)
+	if err != nil {
+		return false, fmt.Errorf("events: delete durable subscription: %w", err)
+	}
+	return ok, nil
+}
+
+// List returns the user's rows.
+func (s DurableStore) List(ctx context.Context, user string) ([]DurableRow, error) {
+	kv := s.kv()
+	keys, err := kv.Keys(ctx)
+	if err != nil && !errors.Is(err, persist.ErrNotFound) {
+		return nil, fmt.Errorf("events: list durable subscriptions: %w", err)
+	}
+	var out []DurableRow
+	for _, k := range keys {
+		if !strings.HasPrefix(k, user+"/") {
+			continue
+		}
+		m, err := kv.Get(ctx, k)
+		if errors.Is(err, persist.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("events: list durable subscriptions: %w", err)
+		}
+		var row DurableRow
+		if json.Unmarshal(m.Value, &row) == nil {
+			out = append(out, row)
+		}
+	}
+	return out, nil
+}
+
+// durablePrefix starts the ids of durable subscriptions in the index.
+const durablePrefix = "\x00durable/"
+
+func durableID(user, id string) SubID { return SubID(durablePrefix + user + "/" + id) }
+
+// durables is a router's follower of the rows.
+type durables struct {
+	cfg   DurableConfig
+	store DurableStore
+
+	mu sync.Mutex
+	w  *persist.Watcher
+
+	// Owned by the watcher's callback: the key of each live row's seq, and
+	// the seq of each key's live row.
+	seqKey map[uint64]string
+	keySeq map[string]uint64
+}
+
+func newDurables(c *persist.Client, cfg DurableConfig) (*durables, error) {
+	if cfg.Quota < 0 || cfg.Lease < 0 || cfg.Backlog < 0 {
+		return nil, errors.New("events: negative DurableConfig field")
+	}
+	cfg = cfg.withDefaults()
+	return &durables{cfg: cfg, store: DurableStore{Client: c, Config: cfg}, seqKey: map[uint64]string{}, keySeq: map[string]uint64{}}, nil
+}
+
+// follow watches the rows' stream: every row (the history included) is
+// indexed, and a deleted one removed.
+func (d *durables) follow(ctx context.Context, r *Router) error {
+	w, err := r.cfg.Client.Stream(d.cfg.Scope, d.cfg.Stream).Watch(ctx, persist.WatchOptions{}, func(e persist.Event) { d.onRow(ctx, r, e) })
+	if err != nil {
+		return fmt.Errorf("events: follow durable subscriptions: %w", err)
+	}
+	d.mu.Lock()
+	d.w = w
+	d.mu.Unlock()
+	return nil
+}
+
+func (d *durables) stop() {
+	d.mu.Lock()
+	w := d.w
+	d.mu.Unlock()
+	if w != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), stopWatchTimeout)
+		defer cancel()
+		_ = w.Stop(ctx)
+	}
+}
+
+// onRow applies one change of the rows. It runs on the watcher's
+// goroutine, one change at a time, so a row's set and delete apply in
+// order; starting a row's stream watcher waits here.
+func (d *durables) onRow(ctx context.Context, r *Router, e persist.Event) {
+	switch e.Kind {
+	case persist.EventSet:
+		d.seqKey[e.Msg.Seq] = e.Msg.Key
+		d.keySeq[e.Msg.Key] = e.Msg.Seq
+		var row DurableRow
+		if err := json.Unmarshal(e.Msg.Value, &row); err != nil || row.key() != e.Msg.Key {
+			r.log.Warn("events: a durable subscription row that is not one", "key", e.Msg.Key)
+			return
+		}
+		a, f, err := row.parse()
+		if err != nil {
+			r.log.Warn("events: a durable subscription row that is not one", "key", e.Msg.Key, "err", err)
+			return
+		}
+		id := durableID(row.User, row.ID)
+		r.remove(id) // a row written again replaces the one before
+		rs := &routerSub{sub: &Sub{ID: id, Owner: row.User, Anchor: a, Filter: f}, durable: &row, clientID: row.ID}
+		if err := r.add(ctx, rs); err != nil && ctx.Err() == nil {
+			r.log.Warn("events: a durable subscription could not start", "user", row.User, "id", row.ID, "err", err)
+		}
+	case persist.EventDelete:
+		for _, seq := range e.Seqs {
+			key, ok := d.seqKey[seq]
+			delete(d.seqKey, seq)
+			if !ok {
+				continue
+			}
+			// A row replaced by a newer one of its key was replaced by
+			// the set; only a delete of the live row removes it.
+			if d.keySeq[key] != seq {
+				continue
+			}
+			delete(d.keySeq, key)
+			if user, id, ok := strings.Cut(key, "/"); ok {
+				r.remove(durableID(user, id))
+			}
+		}
+	}
+}
+
+// sessionsOf is user's open sessions.
+func (r *Router) sessionsOf(user string) []*Session {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.byOwner[user])
+}
+
+// post hands work to the loop.
+func (r *Router) post(rt routed) {
+	select {
+	case r.in <- rt:
+	case <-r.base.Run().Done():
+	}
+}
+
+// dispatch hands a `single` subscription's next delivery (or its delivery
+// again, after its lease ran out) to one open session of its user: the
+// next one along on each attempt, so a redelivery goes to another session
+// when there is one. With no session open it waits. It runs on the loop.
+func (r *Router) dispatch(id SubID) {
+	r.mu.Lock()
+	rs := r.subs[id]
+	var sessions []*Session
+	if rs != nil {
+		sessions = slices.Clone(r.byOwner[rs.sub.Owner])
+	}
+	r.mu.Unlock()
+	if rs == nil || rs.durable == nil || len(sessions) == 0 {
+		return
+	}
+	e, ok := r.single.Next(r.cfg.Clock.Now(), id)
+	if !ok {
+		return
+	}
+	d := Delivery{Sub: rs.clientID, Mode: ModeSingle, Entry: e.ID, Attempt: e.Attempt, Event: e.Value.ev, Gap: e.Value.gap}
+	if e.Gap != nil {
+		g := *e.Gap
+		g.Sub = SubID(rs.clientID)
+		d.Gap = &g
+	}
+	sessions[(e.Attempt-1)%len(sessions)].deliver(d)
+}
+
+// dispatchOwner dispatches every `single` subscription of user.
+func (r *Router) dispatchOwner(user string) {
+	r.mu.Lock()
+	var ids []SubID
+	for id, rs := range r.subs {
+		if rs.durable != nil && rs.durable.Mode == ModeSingle && rs.sub.Owner == user {
+			ids = append(ids, id)
+		}
+	}
+	r.mu.Unlock()
+	slices.Sort(ids)
+	for _, id := range ids {
+		r.dispatch(id)
+	}
+}
+
+// Ack settles the `single` delivery entry of the session's user's durable
+// subscription sub, and the next goes out. Acking the entry settled last
+// again is a no-op (a client resending acks after a reconnect); any other
+// entry — one never delivered, another user's, one whose lease ran out and
+// was handed out again is still the one to ack — is ErrUnknownEntry.
+func (s *Session) Ack(ctx context.Context, sub, entry string) error {
+	r := s.r
+	if r.single == nil {
+		return fmt.Errorf("%w: this region keeps no durable subscriptions", ErrUnknownEntry)
+	}
+	id := durableID(s.owner, sub)
+	done := make(chan error, 1)
+	r.post(routed{do: func() {
+		dup, err := r.single.Ack(id, entry)
+		if err == nil && !dup {
+			r.dispatch(id)
+		}
+		done <- err
+	}})
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-r.base.Run().Done():
+		return ErrSessionClosed
+	}
+}
+
+// Durables is the router's store of durable subscriptions, nil without
+// them.
+func (r *Router) Durables() *DurableStore {
+	if r.durable == nil {
+		return nil
+	}
+	return &r.durable.store
+}
