@@ -69,6 +69,16 @@ func (c *Coalescer[T]) Add(now time.Time, sub SubID, subject string, v T) (opene
 	return true
 }
 
+// AddMerged is Add for payloads that add up rather than replace each
+// other (gap markers, whose counts sum): an open window's payload becomes
+// merge(old, v).
+func (c *Coalescer[T]) AddMerged(now time.Time, sub SubID, subject string, v T, merge func(old, v T) T) (opened bool) {
+	if p, ok := c.pending[coalesceKey{sub, subject}]; ok {
+		v = merge(p.Value, v)
+	}
+	return c.Add(now, sub, subject, v)
+}
+
 // Next is when the earliest open window ends; ok is false with none open.
 func (c *Coalescer[T]) Next() (t time.Time, ok bool) {
 	c.skipDropped()

@@ -38,6 +38,18 @@ func (g *testRegion) set(t *testing.T, stream, key, value string) {
 // senders and receivers over HTTP on loopback, each on persist of its own.
 func twoRegions(t *testing.T) (a, b *testRegion) {
 	t.Helper()
+	return twoRegionsWith(t, regionOpts{})
+}
+
+// regionOpts change twoRegions: the queues' bound, and a gate that holds
+// b's receiver (while it is set, every request to b waits for it to close).
+type regionOpts struct {
+	maxQueued int
+	gateB     *atomic.Pointer[chan struct{}]
+}
+
+func twoRegionsWith(t *testing.T, o regionOpts) (a, b *testRegion) {
+	t.Helper()
 	quiet := slog.New(slog.DiscardHandler)
 	secrets := map[string][]byte{}
 	regions := map[string]*testRegion{}
@@ -47,6 +59,11 @@ func twoRegions(t *testing.T) (a, b *testRegion) {
 		secrets[name] = s
 		g := &testRegion{name: name, c: persistenv.Start(t, 1).Client()}
 		g.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			if name == "b" && o.gateB != nil {
+				if gate := o.gateB.Load(); gate != nil {
+					<-*gate
+				}
+			}
 			if rc := g.recv.Load(); rc != nil {
 				rc.ServeHTTP(w, req)
 				return
@@ -83,7 +100,7 @@ func twoRegions(t *testing.T) (a, b *testRegion) {
 			t.Fatal(err)
 		}
 		q, err := forward.NewPeerQueue(forward.QueueConfig{
-			From: self, Send: sender.Send, Logger: quiet,
+			From: self, Send: sender.Send, Logger: quiet, MaxQueued: o.maxQueued, MaxInFlight: 1,
 			OnOverflow: ShedToGaps(ReasonBacklogOverflow, nil),
 			OnLost: func(p string, lost []forward.Item, _ error) []forward.Item {
 				return ShedToGaps(ReasonSendFailed, nil)(p, lost)
@@ -243,5 +260,81 @@ func TestRemoteCodec(t *testing.T) {
 		if _, _, ok := decodeRemote(e); ok {
 			t.Errorf("%+v accepted", e.KV)
 		}
+	}
+}
+
+// TestRegionStalledPeerGetsGaps: while b's receiver holds a's batches,
+// a's queue to b sheds what its bound cannot hold; once b answers again,
+// b's subscription gets the events that fit and one backlog_overflow gap
+// counting the rest: nothing is lost silently.
+func TestRegionStalledPeerGetsGaps(t *testing.T) {
+	t.Parallel()
+	var gate atomic.Pointer[chan struct{}]
+	a, b := twoRegionsWith(t, regionOpts{maxQueued: 5, gateB: &gate})
+	var got sink
+	an, _ := ParseAnchor("project-1/log")
+	if err := b.r.Open("alice", got.deliver).Subscribe(context.Background(), "log", an, Filter{}); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, "a watches for b", func() bool { return a.r.RegionStats().Remote == 1 && a.r.Stats().Ready == 1 })
+	release := make(chan struct{})
+	gate.Store(&release)
+	const writes = 40
+	for i := range writes {
+		a.set(t, "log", fmt.Sprint("k", i), "v") // one key each: no coalescing on b
+	}
+	testwait.Until(t, "a forwards every write", func() (bool, string) {
+		st := a.r.RegionStats()
+		return st.EventsOut == writes, fmt.Sprintf("%+v", st)
+	})
+	gate.Store(nil)
+	close(release)
+	testwait.Until(t, "b accounts for every write", func() (bool, string) {
+		events, lost := 0, 0
+		for _, d := range got.all() {
+			if d.Event != nil {
+				events++
+			}
+			if d.Gap != nil {
+				lost += d.Gap.Count
+			}
+		}
+		return events+lost == writes && lost > 0, fmt.Sprintf("%d events, %d in gaps", events, lost)
+	})
+	for _, g := range got.gaps() {
+		if g.Reason != ReasonBacklogOverflow || g.Subject.Stream != "log" {
+			t.Fatalf("gap %+v, want backlog_overflow on the stream", g)
+		}
+	}
+}
+
+// TestRegionRefusesForgedBatches: a batch signed with a secret b does not
+// hold for a is refused, and nothing of it reaches b's sessions.
+func TestRegionRefusesForgedBatches(t *testing.T) {
+	t.Parallel()
+	_, b := twoRegions(t)
+	var got sink
+	an, _ := ParseAnchor("project-1/notes")
+	if err := b.r.Open("alice", got.deliver).Subscribe(context.Background(), "n", an, Filter{}); err != nil {
+		t.Fatal(err)
+	}
+	wrong := make([]byte, 32)
+	_, _ = rand.Read(wrong)
+	forger, err := forward.NewSender(forward.SenderConfig{Self: "a", Secret: wrong, Peers: map[string]string{"b": b.srv.URL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := forger.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer forger.Stop(context.Background())
+	ev := encodeRemote(&Event{ID: "project-1/notes#1", Subject: Subject{"project-1", "notes", "k"}, Op: OpSet, Value: []byte("forged"), TS: 1})
+	body := append(forward.AppendJSON([]byte(`{"from":"a","items":[`), ev), "]}"...)
+	err = forger.Send(context.Background(), &forward.Outbound{Peer: "b", Items: []forward.Item{ev}, Body: body})
+	if err == nil {
+		t.Fatal("a forged batch was accepted")
+	}
+	if st := b.r.RegionStats(); st.EventsIn != 0 || len(got.all()) != 0 {
+		t.Fatalf("the forged event got in: %+v, %v", st, got.all())
 	}
 }

@@ -786,7 +786,7 @@ func (r *Router) take(rt routed, matches *[]Match) {
 		subj := Subject{Scope: rt.gapAll.scope, Stream: rt.gapAll.stream}
 		for _, id := range ids {
 			g := &Gap{Reason: rt.reason, Subject: subj, Sub: id, Count: rt.count, From: now.UnixMilli(), To: now.UnixMilli()}
-			r.coal.Add(now, id, "\x00gap/"+string(rt.reason), pending{gap: g})
+			r.coal.AddMerged(now, id, "\x00gap/"+string(rt.reason), pending{gap: g}, mergeGaps)
 		}
 		if len(remote) > 0 {
 			r.region.forwardGap(remote, subj, rt.reason, rt.count, now.UnixMilli())
@@ -808,7 +808,7 @@ func (r *Router) take(rt routed, matches *[]Match) {
 		}
 		if m.Gap != "" {
 			g := &Gap{Reason: m.Gap, Subject: ev.Subject, Sub: m.Sub.ID, Count: 1, From: ev.TS, To: ev.TS}
-			r.coal.Add(now, m.Sub.ID, "\x00gap/"+string(m.Gap)+"/"+subject, pending{gap: g})
+			r.coal.AddMerged(now, m.Sub.ID, "\x00gap/"+string(m.Gap)+"/"+subject, pending{gap: g}, mergeGaps)
 			continue
 		}
 		e := ev
@@ -817,6 +817,19 @@ func (r *Router) take(rt routed, matches *[]Match) {
 	if len(remote) > 0 {
 		r.region.forwardEvent(remote, &ev)
 	}
+}
+
+// mergeGaps folds a marker into the one already in its window: the
+// counts add up, and the span covers both.
+func mergeGaps(old, v pending) pending {
+	if old.gap == nil || v.gap == nil {
+		return v
+	}
+	g := *v.gap
+	g.Count += old.gap.Count
+	g.From = min(g.From, old.gap.From)
+	g.To = max(g.To, old.gap.To)
+	return pending{gap: &g}
 }
 
 // flush delivers every window that ended, within the rate limits.
@@ -832,8 +845,7 @@ func (r *Router) flush(due []Coalesced[pending]) []Coalesced[pending] {
 			continue // unsubscribed while its window was open
 		}
 		if d.Value.gap != nil {
-			g := *d.Value.gap
-			g.Count = max(g.Count, d.Events)
+			g := *d.Value.gap // the window's markers, summed (mergeGaps)
 			g.Sub = SubID(rs.clientID)
 			r.deliverGap(rs, &g)
 			continue
