@@ -25,6 +25,7 @@ func TestSettlerSweepsUntilStop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	st.SetPolicy(testPolicy)
 	posts := genPosts(rand.New(rand.NewPCG(1, 2)), 6, []string{"alt.binaries.a"})
 	b := NewBatch()
 	for _, as := range articles(posts) {
@@ -55,7 +56,7 @@ func TestSettlerSweepsUntilStop(t *testing.T) {
 	}
 	var logs bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	cfg := SettleConfig{Window: time.Hour, MinCompletion: 0.01, Every: time.Millisecond, Logger: log}
+	cfg := SettleConfig{Window: time.Hour, MinCompletion: 0.01, Every: time.Millisecond, Logger: log, MinBytes: -1}
 	s := NewSettler(st, cfg, func() time.Time { return t0.Add(2 * time.Hour) })
 	lifecycletest.Start(t, s)
 	testwait.For(t, "the releases to be published", func() bool { return invisible() == 0 })
