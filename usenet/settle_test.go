@@ -71,3 +71,25 @@ func TestSettlerStopBeforeStart(t *testing.T) {
 	t.Parallel()
 	lifecycletest.Stop(t, NewSettler(nil, SettleConfig{}, nil))
 }
+
+// TestMinimumsDefaults: by default a lone 500 KiB .nfo is not published
+// and a lone 4 GiB .mkv is; -1 turns a minimum off.
+func TestMinimumsDefaults(t *testing.T) {
+	t.Parallel()
+	one := func(name string, size int64) *Release {
+		return &Release{Files: 1, Size: size, Binaries: []FileSummary{{ID: "b", Name: name, Parts: 1, Present: 1, Bytes: size}}}
+	}
+	def := SettleConfig{}.withDefaults()
+	if def.passes(one("x.nfo", 500<<10)) {
+		t.Error("a one-file 500 KiB .nfo passes the default minimums")
+	}
+	if !def.passes(one("x.mkv", 4<<30)) {
+		t.Error("a one-file 4 GiB .mkv fails the default minimums")
+	}
+	if !(SettleConfig{MinBytes: -1}.withDefaults()).passes(one("x.nfo", 500<<10)) {
+		t.Error("MinBytes -1 still keeps the .nfo out")
+	}
+	if (SettleConfig{MinFiles: 2, MinBytes: -1}.withDefaults()).passes(one("x.mkv", 4<<30)) {
+		t.Error("MinFiles 2 lets one file in")
+	}
+}
