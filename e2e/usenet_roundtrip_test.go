@@ -99,8 +99,8 @@ func roundTrip(t *testing.T, postAddr, readAddr, group string) {
 	// workers each assemble parts of them.
 	procs := []*logProc{
 		startLogProc(t, "coordinator", append([]string{"coordinator", "run", "--nntp", postAddr, "--groups", group, "--range-size", "7", "--chunk", "3", "--nntp-conns", "2"}, common...)...),
-		startLogProc(t, "worker-1", append([]string{"worker", "run", "--name", "w1"}, common...)...),
-		startLogProc(t, "worker-2", append([]string{"worker", "run", "--name", "w2"}, common...)...),
+		startLogProc(t, "worker-1", append([]string{"worker", "run", "--name", "w1", "--min-bytes", "-1"}, common...)...),
+		startLogProc(t, "worker-2", append([]string{"worker", "run", "--name", "w2", "--min-bytes", "-1"}, common...)...),
 	}
 	api := startLogProc(t, "usenet-serve", "usenet", "serve", "--nats", env.URL(), "--http", "127.0.0.1:0", "--data", t.TempDir())
 	procs = append(procs, api)

@@ -209,6 +209,7 @@ func (f *Fleet) startWorkers(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
+			ust.SetPolicy(w.Settle)
 			ix = countedIndexer(&usenet.Indexer{Store: ust}, counters)
 		}
 		wcfg := w.Worker

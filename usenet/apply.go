@@ -29,7 +29,7 @@ const (
 // ApplyResult counts what one Apply changed.
 type ApplyResult struct {
 	Binaries  int `json:"binaries"`  // binaries created or changed
-	Releases  int `json:"releases"`  // releases created or changed
+	Releases  int `json:"releases"`  // releases (posts) created or changed
 	Published int `json:"published"` // visible releases written to the releases stream
 }
 
@@ -52,22 +52,23 @@ func (s *Store) Apply(ctx context.Context, bins []*Binary, now time.Time) (Apply
 	}
 	res.Binaries = changed
 
-	deltas := map[string]*Release{}
+	gap := s.policy.gap()
+	deltas := map[string]*Collection{}
 	var order []string
 	for _, b := range finals {
-		r := ReleaseOf(b)
-		if d, ok := deltas[r.ID]; ok {
-			d.Merge(r)
+		c := CollectionOf(b, gap)
+		if d, ok := deltas[c.ID]; ok {
+			d.Merge(c)
 			continue
 		}
-		deltas[r.ID] = &r
-		order = append(order, r.ID)
+		deltas[c.ID] = &c
+		order = append(order, c.ID)
 	}
-	rels := make([]*Release, 0, len(order))
+	colls := make([]*Collection, 0, len(order))
 	for _, id := range order {
-		rels = append(rels, deltas[id])
+		colls = append(colls, deltas[id])
 	}
-	res.Releases, res.Published, err = s.applyReleases(ctx, rels, now)
+	res.Releases, res.Published, err = s.applyCollections(ctx, colls, now)
 	return res, err
 }
 
@@ -101,70 +102,95 @@ func (s *Store) applyBinaries(ctx context.Context, bins []*Binary) ([]*Binary, i
 	return finals, changed, err
 }
 
-// applyReleases merges rels into the collections KV, publishing those that
-// are visible after the change; it returns how many it changed and
-// published.
-func (s *Store) applyReleases(ctx context.Context, rels []*Release, now time.Time) (int, int, error) {
+// applyCollections merges colls into the collections KV, publishing the
+// posts that are visible and changed after it; it returns how many posts
+// it changed and published.
+func (s *Store) applyCollections(ctx context.Context, colls []*Collection, now time.Time) (int, int, error) {
 	ms := now.UnixMilli()
-	// New releases first, in batches: most of a range's releases are.
-	var fresh []*Release
-	for _, r := range rels {
-		r.Version, r.Updated = 1, ms
-		r.Visible = r.Complete()
-		if r.Visible {
-			fresh = append(fresh, r)
+	// New collections with nothing to publish first, in batches: most of
+	// a range's are. One with a post to publish goes through mergeLoop,
+	// which publishes before it writes (see Apply): published before
+	// createAll, a post of a collection another writer created meanwhile
+	// could replace that writer's newer record in the releases stream.
+	var fresh []Collection
+	var freshOf, rest []int
+	for i, c := range colls {
+		f := *c
+		if len(f.update(s.policy, ms)) > 0 {
+			rest = append(rest, i)
+			continue
 		}
+		fresh = append(fresh, f)
+		freshOf = append(freshOf, i)
 	}
-	if err := s.publish(ctx, fresh); err != nil {
-		return 0, 0, err
-	}
-	conflicts, err := createAll(ctx, s.collections, len(rels), func(i int) (string, any) { return rels[i].ID, rels[i] })
+	conflicts, err := createAll(ctx, s.collections, len(fresh), func(i int) (string, any) { return fresh[i].ID, &fresh[i] })
 	if err != nil {
-		return 0, 0, fmt.Errorf("usenet: store releases: %w", err)
+		return 0, 0, fmt.Errorf("usenet: store collections: %w", err)
+	}
+	changed, published := 0, 0
+	for _, f := range fresh {
+		changed += len(f.States)
+	}
+	for _, i := range conflicts {
+		changed -= len(fresh[i].States) // not new after all: merged below
+		rest = append(rest, freshOf[i])
 	}
 	var mu sync.Mutex
-	changed, published := len(rels)-len(conflicts), len(fresh)
-	for _, i := range conflicts {
-		if rels[i].Visible {
-			published-- // published as new, but it was not: merged below
-		}
-	}
-	err = parallel(ctx, conflicts, func(ctx context.Context, i int) error {
-		d := rels[i]
-		var pub bool
-		_, ch, err := mergeLoop(ctx, s.collections, d.ID, func(cur *Release) (bool, error) {
+	err = parallel(ctx, rest, func(ctx context.Context, i int) error {
+		d := colls[i]
+		var pub []Release
+		var n int
+		tries := 0 // attempts that published
+		final, ch, err := mergeLoop(ctx, s.collections, d.ID, func(cur *Collection) (bool, error) {
 			if !cur.Merge(*d) {
 				return false, nil
 			}
-			cur.Version++
-			cur.Updated = ms
-			cur.Visible = cur.Visible || cur.Complete()
-			pub = cur.Visible
-			if pub {
-				// Before the write: see Apply.
-				return true, s.publish(ctx, []*Release{cur})
+			before := slices.Clone(cur.States)
+			pub = cur.update(s.policy, ms)
+			n = changedStates(before, cur.States)
+			if len(pub) > 0 {
+				tries++
 			}
-			return true, nil
+			// Before the write: see Apply.
+			return true, s.publish(ctx, pub)
 		})
 		if err != nil {
-			return fmt.Errorf("usenet: store release %s: %w", d.ID, err)
+			return fmt.Errorf("usenet: store collection %s: %w", d.ID, err)
+		}
+		if tries > 1 || !ch && tries > 0 {
+			// An attempt that lost its write published posts another
+			// writer's record does not hold: publish the stored ones
+			// again, so that the stream's last row of each is theirs.
+			if err := s.publish(ctx, final.visible(s.policy)); err != nil {
+				return err
+			}
 		}
 		mu.Lock()
 		defer mu.Unlock()
 		if ch {
-			changed++
-			if pub {
-				published++
-			}
+			changed += n
+			published += len(pub)
 		}
 		return nil
 	})
 	return changed, published, err
 }
 
+// changedStates counts the states of after that are new or of another
+// version than in before.
+func changedStates(before, after []PostState) int {
+	n := 0
+	for _, a := range after {
+		if !slices.ContainsFunc(before, func(b PostState) bool { return b.ID == a.ID && b.Version == a.Version }) {
+			n++
+		}
+	}
+	return n
+}
+
 // publish writes rels to the releases stream, keyed by id. A retried write
 // of the same record is de-duplicated by a hash of its value.
-func (s *Store) publish(ctx context.Context, rels []*Release) error {
+func (s *Store) publish(ctx context.Context, rels []Release) error {
 	var entries []persist.Entry
 	for _, r := range rels {
 		v, err := json.Marshal(r)

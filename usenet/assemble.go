@@ -20,13 +20,17 @@ func idOf(fields ...string) string {
 	return hex.EncodeToString(h.Sum(nil)[:16])
 }
 
-// BinaryID keys a binary: its poster and its subject without the part
-// counter, as every part of one file shares them.
-func BinaryID(poster, binary string) string { return idOf("b", poster, binary) }
+// BinaryID keys a binary: its poster, its subject without the part
+// counter and the number of parts announced, as every part of one file
+// shares them. A repost of a file split into another number of parts is
+// another binary, so that no NZB mixes the parts of two splits.
+func BinaryID(poster, binary string, parts int) string {
+	return idOf("b", poster, binary, strconv.Itoa(parts))
+}
 
-// ReleaseID keys a release: its poster, its base name (case folded) and
-// the number of files it announced.
-func ReleaseID(poster, base string, files int) string {
+// CollectionID keys a Collection: its poster, its base name (case folded)
+// and the number of files it announced.
+func CollectionID(poster, base string, files int) string {
 	return idOf("r", poster, strings.ToLower(base), strconv.Itoa(files))
 }
 
@@ -34,8 +38,8 @@ func ReleaseID(poster, base string, files int) string {
 func BinaryOf(a Article) Binary {
 	s := a.Subject
 	return Binary{
-		ID:       BinaryID(a.From, s.Binary),
-		Release:  ReleaseID(a.From, s.Base, s.Files),
+		ID:       BinaryID(a.From, s.Binary, s.Parts),
+		Release:  CollectionID(a.From, s.Base, s.Files),
 		Poster:   a.From,
 		Subject:  a.RawSubject,
 		Name:     s.Name,
@@ -44,7 +48,7 @@ func BinaryOf(a Article) Binary {
 		Parts:    s.Parts,
 		Date:     a.Date,
 		Groups:   slices.Clone(a.Groups),
-		Segments: []Segment{{Number: s.Part, Bytes: a.Bytes, ID: a.MessageID}},
+		Segments: []Segment{{Number: s.Part, Bytes: a.Bytes, ID: a.MessageID, Date: a.Date}},
 		base:     s.Base,
 	}
 }
@@ -165,65 +169,6 @@ func (b *Binary) Bytes() int64 {
 	return n
 }
 
-// Summary is what the release of b keeps of it.
-func (b *Binary) Summary() FileSummary {
-	return FileSummary{ID: b.ID, Name: b.Name, File: b.File, Parts: b.Parts, Present: b.Present(), Bytes: b.Bytes()}
-}
-
-// ReleaseOf is the release holding b, with b as its only file.
-func ReleaseOf(b *Binary) Release {
-	r := Release{
-		ID:       b.Release,
-		Name:     b.base,
-		Poster:   b.Poster,
-		Files:    b.Files,
-		Groups:   slices.Clone(b.Groups),
-		Date:     b.Date,
-		Binaries: []FileSummary{b.Summary()},
-	}
-	r.derive()
-	return r
-}
-
-// Merge adds o's files to r (two records of the same release) and reports
-// whether r changed. A file's summary only grows as its binary gains parts,
-// so the larger of two summaries of one file is the newer.
-func (r *Release) Merge(o Release) bool {
-	changed := false
-	if o.Name != "" && (r.Name == "" || o.Name < r.Name) {
-		r.Name, changed = o.Name, true
-	}
-	if g, ok := unionSorted(r.Groups, o.Groups); ok {
-		r.Groups, changed = g, true
-	}
-	if o.Date != 0 && (r.Date == 0 || o.Date < r.Date) {
-		r.Date, changed = o.Date, true
-	}
-	if o.Files > r.Files {
-		r.Files, changed = o.Files, true
-	}
-	for _, f := range o.Binaries {
-		i, ok := slices.BinarySearchFunc(r.Binaries, f.ID, func(s FileSummary, id string) int { return cmp.Compare(s.ID, id) })
-		switch {
-		case !ok:
-			r.Binaries = slices.Insert(slices.Clone(r.Binaries), i, f)
-			changed = true
-		case summaryLess(r.Binaries[i], f):
-			r.Binaries = slices.Clone(r.Binaries)
-			r.Binaries[i] = f
-			changed = true
-		}
-	}
-	if changed {
-		r.derive()
-	}
-	return changed
-}
-
-func summaryLess(a, b FileSummary) bool {
-	return cmp.Or(cmp.Compare(a.Present, b.Present), cmp.Compare(a.Parts, b.Parts), cmp.Compare(a.Bytes, b.Bytes)) < 0
-}
-
 // derive recomputes the fields that follow from the others.
 func (r *Release) derive() {
 	r.Size = 0
@@ -278,7 +223,10 @@ type Batch struct {
 	lastKey batchKey
 }
 
-type batchKey struct{ poster, binary string }
+type batchKey struct {
+	poster, binary string
+	parts          int
+}
 
 type batchBinary struct {
 	Binary
@@ -294,8 +242,8 @@ func NewBatch() *Batch { return &Batch{bins: map[batchKey]*batchBinary{}} }
 // Add adds one article.
 func (b *Batch) Add(a Article) {
 	b.articles++
-	seg := Segment{Number: a.Subject.Part, Bytes: a.Bytes, ID: a.MessageID}
-	k := batchKey{a.From, a.Subject.Binary}
+	seg := Segment{Number: a.Subject.Part, Bytes: a.Bytes, ID: a.MessageID, Date: a.Date}
+	k := batchKey{a.From, a.Subject.Binary, a.Subject.Parts}
 	cur, ok := b.last, b.last != nil && k == b.lastKey
 	if !ok {
 		cur, ok = b.bins[k]
@@ -329,7 +277,6 @@ func (b *Batch) Add(a Article) {
 	if a.Date != 0 && (cur.Date == 0 || a.Date < cur.Date) {
 		cur.Date = a.Date
 	}
-	cur.Parts = max(cur.Parts, a.Subject.Parts)
 }
 
 // sortedSet returns s sorted and without repeats, copying only when it is
@@ -355,8 +302,8 @@ func (b *Batch) Binaries() []*Binary {
 	ids := map[string]struct{}{}
 	for _, v := range b.bins {
 		bin := v.Binary
-		bin.ID = BinaryID(bin.Poster, v.binaryKey())
-		bin.Release = ReleaseID(bin.Poster, bin.base, bin.Files)
+		bin.ID = BinaryID(bin.Poster, v.binaryKey(), bin.Parts)
+		bin.Release = CollectionID(bin.Poster, bin.base, bin.Files)
 		bin.Groups = slices.Clone(sortedSet(bin.Groups))
 		if !inOrder(bin.Segments, ids) {
 			bin.Segments = uniqueSegments(bin.Segments)

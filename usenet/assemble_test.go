@@ -1,16 +1,22 @@
 package usenet
 
 import (
+	"fmt"
 	"maps"
 	"math/rand/v2"
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 )
 
+// testPolicy publishes the generated posts, whose articles are small.
+var testPolicy = SettleConfig{MinBytes: -1}.withDefaults()
+
 // memApply merges ranges into maps the way Store.Apply does, without
-// persist: the reference the property tests compare against.
+// persist: the reference the property tests compare against. It returns
+// the binaries and the posts (releases) by id.
 func memApply(ranges [][]Article) (map[string]Binary, map[string]Release) {
 	bins := map[string]Binary{}
 	for _, r := range ranges {
@@ -28,17 +34,29 @@ func memApply(ranges [][]Article) (map[string]Binary, map[string]Release) {
 			bins[nb.ID] = cur
 		}
 	}
-	rels := map[string]Release{}
+	colls := map[string]Collection{}
 	for _, b := range bins {
-		r := ReleaseOf(&b)
-		if cur, ok := rels[r.ID]; ok {
-			cur.Merge(r)
-			rels[r.ID] = cur
+		c := CollectionOf(&b, testPolicy.gap())
+		if cur, ok := colls[c.ID]; ok {
+			cur.Merge(c)
+			colls[c.ID] = cur
 		} else {
+			colls[c.ID] = c
+		}
+	}
+	return bins, postsOf(colls)
+}
+
+// postsOf is the posts of colls by id, as update resolves them.
+func postsOf(colls map[string]Collection) map[string]Release {
+	rels := map[string]Release{}
+	for _, c := range colls {
+		posts, _, _ := c.resolve(testPolicy.gap())
+		for _, r := range posts {
 			rels[r.ID] = r
 		}
 	}
-	return bins, rels
+	return rels
 }
 
 // TestAssemblyIndependentOfSplitAndOrder: the binaries and releases of a
@@ -76,32 +94,52 @@ func TestAssemblyIndependentOfSplitAndOrder(t *testing.T) {
 	}
 }
 
-// checkPosts: every generated post is one complete release listing every
-// group of every file, and every file is one binary with every part once.
+// postID is the release id of the copy of p posted at date.
+func postID(p post, date int64) string {
+	return idOf("p", CollectionID(p.poster, p.base, len(p.files)), strconv.FormatInt(date+1, 10), "0")
+}
+
+// checkPosts: every copy of every generated post (the original and each
+// repost) is one complete release of its own date listing every group of
+// every file, a repost marked as one of the original; and the NZB of each
+// holds every part of every file once, from its own copy only.
 func checkPosts(t *testing.T, posts []post, rels map[string]Release, bins map[string]Binary) {
 	t.Helper()
-	if len(rels) != len(posts) {
-		t.Fatalf("%d releases for %d posts", len(rels), len(posts))
+	n := 0
+	for _, p := range posts {
+		n += len(p.copies())
+	}
+	if len(rels) != n {
+		t.Fatalf("%d releases for %d posts and reposts", len(rels), n)
 	}
 	for _, p := range posts {
-		r, ok := rels[ReleaseID(p.poster, p.base, len(p.files))]
-		if !ok {
-			t.Fatalf("post %s: no release", p.base)
-		}
-		if !r.Complete() || r.Completion() != 1 {
-			t.Fatalf("post %s: release not complete: %+v", p.base, r)
-		}
-		if len(r.Binaries) != len(p.files) || !slices.Equal(r.Groups, p.groups) || r.Name != p.base {
-			t.Fatalf("post %s: release %+v, want %d files in %v", p.base, r, len(p.files), p.groups)
-		}
-		for _, f := range r.Binaries {
-			b := bins[f.ID]
-			if len(b.Segments) != b.Parts || !slices.Equal(b.Groups, p.groups) {
-				t.Fatalf("post %s: binary %s has %d segments of %d, groups %v", p.base, b.Name, len(b.Segments), b.Parts, b.Groups)
+		first := postID(p, p.date)
+		for ci, c := range p.copies() {
+			r, ok := rels[postID(p, c.date)]
+			if !ok {
+				t.Fatalf("post %s copy %d: no release", p.base, ci)
 			}
-			for i, s := range b.Segments {
-				if s.Number != i+1 {
-					t.Fatalf("binary %s: segment %d numbered %d", b.Name, i, s.Number)
+			if !r.Complete() || r.Completion() != 1 || r.Date != c.date+1 {
+				t.Fatalf("post %s copy %d: release not complete or of another date: %+v", p.base, ci, r)
+			}
+			if want := map[bool]string{true: "", false: first}[ci == 0]; r.RepostOf != want {
+				t.Fatalf("post %s copy %d: repost of %q, want %q", p.base, ci, r.RepostOf, want)
+			}
+			if len(r.Binaries) != len(p.files) || !slices.Equal(r.Groups, p.groups) || r.Name != p.base {
+				t.Fatalf("post %s: release %+v, want %d files in %v", p.base, r, len(p.files), p.groups)
+			}
+			ids := make([]Binary, len(r.Binaries))
+			for i, f := range r.Binaries {
+				ids[i] = bins[f.ID]
+			}
+			for _, b := range PostBinaries(r, ids) {
+				if len(b.Segments) != b.Parts || !slices.Equal(b.Groups, p.groups) {
+					t.Fatalf("post %s copy %d: binary %s has %d segments of %d, groups %v", p.base, ci, b.Name, len(b.Segments), b.Parts, b.Groups)
+				}
+				for i, s := range b.Segments {
+					if s.Number != i+1 || !strings.Contains(s.ID, fmt.Sprintf(".c%d.", ci)) {
+						t.Fatalf("binary %s copy %d: segment %d is %+v", b.Name, ci, i, s)
+					}
 				}
 			}
 		}
@@ -120,8 +158,8 @@ func exported(m map[string]Binary) map[string]Binary {
 
 func TestBinaryMergeCountsArticlesOnce(t *testing.T) {
 	t.Parallel()
-	a := Binary{ID: "x", Parts: 3, Groups: []string{"g1"}, Segments: []Segment{{1, 10, "a@x"}}, Date: 5}
-	b := Binary{ID: "x", Parts: 3, Groups: []string{"g2"}, Segments: []Segment{{1, 10, "a@x"}, {2, 20, "b@x"}}, Date: 4}
+	a := Binary{ID: "x", Parts: 3, Groups: []string{"g1"}, Segments: []Segment{{1, 10, "a@x", 5}}, Date: 5}
+	b := Binary{ID: "x", Parts: 3, Groups: []string{"g2"}, Segments: []Segment{{1, 10, "a@x", 5}, {2, 20, "b@x", 4}}, Date: 4}
 	if !a.Merge(b) {
 		t.Fatal("merge with a new part reported no change")
 	}
@@ -132,7 +170,7 @@ func TestBinaryMergeCountsArticlesOnce(t *testing.T) {
 		t.Fatalf("merged %+v", a)
 	}
 	// A repost of part 2 under another message-id is kept, but counted once.
-	a.Merge(Binary{ID: "x", Parts: 3, Segments: []Segment{{2, 20, "c@x"}}})
+	a.Merge(Binary{ID: "x", Parts: 3, Segments: []Segment{{2, 20, "c@x", 6}}})
 	if a.Present() != 2 || a.Bytes() != 30 || len(a.Segments) != 3 {
 		t.Fatalf("after a repost: present %d bytes %d segments %v", a.Present(), a.Bytes(), a.Segments)
 	}

@@ -3,6 +3,7 @@ package usenet
 import (
 	"context"
 	"encoding/json"
+	"reflect"
 	"testing"
 
 	"github.com/switchyard-dev/switchyard/work"
@@ -42,7 +43,7 @@ func TestCountedAddsRangeResults(t *testing.T) {
 		}
 	}
 	want := CounterStats{Ranges: 2, Articles: 20, Skipped: 2, Binaries: 6, Releases: 4, Published: 2}
-	if got := c.Stats(); got != want {
+	if got := c.Stats(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("Stats = %+v, want %+v", got, want)
 	}
 }

@@ -28,7 +28,7 @@ func TestDemoReleasesFillTheAppsCategories(t *testing.T) {
 	}
 	defer c.Close()
 
-	releases := map[string]*Release{}
+	releases := map[string]*Collection{}
 	var p ArticleParser
 	for _, g := range groups {
 		if _, err := c.Group(ctx, g); err != nil {
@@ -40,7 +40,7 @@ func TestDemoReleasesFillTheAppsCategories(t *testing.T) {
 				return err
 			}
 			b := BinaryOf(a)
-			r := ReleaseOf(&b)
+			r := CollectionOf(&b, testPolicy.gap())
 			if old, ok := releases[r.ID]; ok {
 				old.Merge(r)
 			} else {
@@ -59,7 +59,12 @@ func TestDemoReleasesFillTheAppsCategories(t *testing.T) {
 	tv := regexp.MustCompile(`^[A-Z][a-z]+\.[A-Z][a-z]+\.(S\d\dE\d\d|2025\.\d\d\.\d\d)\.`)
 	film := regexp.MustCompile(`^([A-Z][a-z]+\.){3}(19|20)\d\d\.`)
 	byCat := map[int]int{}
-	for _, r := range releases {
+	for _, c := range releases {
+		r := Release{Name: c.Name}
+		for _, b := range c.Binaries {
+			r.Groups, _ = unionSorted(r.Groups, b.Groups)
+		}
+		r.derive()
 		byCat[r.Category]++
 		switch CategoryParent(r.Category) {
 		case CatTV:

@@ -6,9 +6,11 @@
 //
 // Assembly is keyed so that its result does not depend on how articles were
 // split into ranges, in which order ranges finished or how many workers ran:
-// a binary is keyed by (poster, subject without its part counter), a
-// release by (poster, base name, announced file count), an article counts
-// once by its message-id, and every merge is a union. The records live in
+// a binary is keyed by (poster, subject without its part counter, part
+// count), a collection by (poster, base name, announced file count), an
+// article counts once by its message-id, and every merge is a union. A
+// collection's releases are its posts, cut from its binaries by posting
+// date (Collection.Posts), so a repost is a release of its own. The records live in
 // persist (Store); the search index and the Newznab API that serve them are
 // in the subpackages search and newznab.
 package usenet

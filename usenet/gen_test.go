@@ -12,6 +12,28 @@ type post struct {
 	files        []genFile
 	groups       []string // crossposted to all of them
 	date         int64
+	// reposts are later copies of the post by the same poster: each is a
+	// release of its own.
+	reposts []repost
+}
+
+// repost is a later copy of a post, hours after it: posted alike (same
+// subjects and splits, new message-ids), or split into other part counts.
+type repost struct {
+	date  int64
+	split bool
+}
+
+// copies is the post's copies: the original (split false) then its
+// reposts.
+func (p post) copies() []repost { return append([]repost{{date: p.date}}, p.reposts...) }
+
+// parts is the number of parts of f in copy c.
+func (f genFile) partsIn(c repost) int {
+	if c.split {
+		return f.parts + 1
+	}
+	return f.parts
 }
 
 type genFile struct {
@@ -43,6 +65,12 @@ func genPosts(rng *rand.Rand, n int, groups []string) []post {
 		}
 		slices.Sort(p.groups)
 		p.groups = slices.Compact(p.groups)
+		// Some posts are reposted, hours later (past PostGapDefault).
+		for k := range rng.IntN(3) {
+			if rng.IntN(2) == 0 {
+				p.reposts = append(p.reposts, repost{date: p.date + int64(k+1)*7200, split: rng.IntN(2) == 0})
+			}
+		}
 		out = append(out, p)
 	}
 	return out
@@ -53,24 +81,11 @@ func genPosts(rng *rand.Rand, n int, groups []string) []post {
 func articles(posts []post) map[string][]Article {
 	byGroup := map[string][]Article{}
 	for pi, p := range posts {
-		for fi, f := range p.files {
-			for part := 1; part <= f.parts; part++ {
-				subj := fmt.Sprintf(`%s [%d/%d] - "%s" yEnc (%d/%d) %d`, p.base, fi+1, len(p.files), f.name, part, f.parts, f.parts*1000)
-				a := Article{
-					Subject: Subject{
-						Name: f.name, Part: part, Parts: f.parts, File: fi + 1, Files: len(p.files),
-						Binary: fmt.Sprintf(`%s [%d/%d] - "%s" yEnc`, p.base, fi+1, len(p.files), f.name),
-						Base:   p.base,
-					},
-					RawSubject: subj,
-					From:       p.poster,
-					Date:       p.date + int64(part),
-					MessageID:  fmt.Sprintf("p%d.f%d.%d@gen", pi, fi, part),
-					Bytes:      int64(1000 + part),
-					Groups:     p.groups,
-				}
-				for _, g := range p.groups {
-					byGroup[g] = append(byGroup[g], a)
+		for ci, c := range p.copies() {
+			for fi, f := range p.files {
+				parts := f.partsIn(c)
+				for part := 1; part <= parts; part++ {
+					byGroup = addArticle(byGroup, p, c, fi, f, part, parts, fmt.Sprintf("p%d.c%d.f%d.%d@gen", pi, ci, fi, part))
 				}
 			}
 		}
@@ -80,6 +95,28 @@ func articles(posts []post) map[string][]Article {
 			as[i].Number = int64(i + 1)
 		}
 		byGroup[g] = as
+	}
+	return byGroup
+}
+
+// addArticle adds part of f in copy c of p to every group of p.
+func addArticle(byGroup map[string][]Article, p post, c repost, fi int, f genFile, part, parts int, id string) map[string][]Article {
+	subj := fmt.Sprintf(`%s [%d/%d] - "%s" yEnc (%d/%d) %d`, p.base, fi+1, len(p.files), f.name, part, parts, parts*1000)
+	a := Article{
+		Subject: Subject{
+			Name: f.name, Part: part, Parts: parts, File: fi + 1, Files: len(p.files),
+			Binary: fmt.Sprintf(`%s [%d/%d] - "%s" yEnc`, p.base, fi+1, len(p.files), f.name),
+			Base:   p.base,
+		},
+		RawSubject: subj,
+		From:       p.poster,
+		Date:       c.date + int64(part),
+		MessageID:  id,
+		Bytes:      int64(1000 + part),
+		Groups:     p.groups,
+	}
+	for _, g := range p.groups {
+		byGroup[g] = append(byGroup[g], a)
 	}
 	return byGroup
 }

@@ -15,6 +15,8 @@ import (
 // store (see Store.Apply). A range indexed twice changes nothing the
 // second time, so a lease that expired mid-write is harmless.
 type Indexer struct {
+	// Store receives the range's records; its policy (SetPolicy) says
+	// what is published.
 	Store *Store
 	// Now is the clock of the settle window; time.Now when nil.
 	Now func() time.Time
@@ -26,6 +28,12 @@ type RangeResult struct {
 	// Skipped counts lines that are not overview lines or have no
 	// message-id: they cannot be in an NZB.
 	Skipped int `json:"skipped"`
+	// Unmatched counts articles with neither a file name nor a part
+	// counter (an obfuscated subject): nothing ties them to other
+	// articles, so they are left out (see Unmatched).
+	Unmatched int `json:"unmatched"`
+	// Group is the range's group, which Unmatched and Skipped are of.
+	Group string `json:"group,omitempty"`
 	ApplyResult
 }
 
@@ -42,15 +50,27 @@ type rangeIndex struct {
 	group string
 	// parser remembers the previous line: a range's lines are mostly
 	// consecutive parts of the same files.
-	parser  ArticleParser
-	batch   *Batch
-	skipped int
+	parser    ArticleParser
+	batch     *Batch
+	skipped   int
+	unmatched int
 }
+
+// Unmatched reports whether a is an article no release can be made of:
+// no file name and no part counter (a subject of random characters, as
+// obfuscating posters send one per article). Its subject shares nothing
+// with its post's other articles, so as a release of its own it would
+// be a one-article "file" named by noise.
+func Unmatched(a Article) bool { return a.Subject.Name == "" && a.Subject.Parts <= 1 }
 
 func (ri *rangeIndex) Line(_ context.Context, _ int64, line []byte) error {
 	a, err := ri.parser.Parse(line, ri.group)
 	if err != nil {
 		ri.skipped++
+		return nil
+	}
+	if Unmatched(a) {
+		ri.unmatched++
 		return nil
 	}
 	ri.batch.Add(a)
@@ -66,7 +86,9 @@ func (ri *rangeIndex) End(ctx context.Context) (json.RawMessage, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, err := json.Marshal(RangeResult{Articles: ri.batch.Articles(), Skipped: ri.skipped, ApplyResult: res})
+	b, err := json.Marshal(RangeResult{
+		Articles: ri.batch.Articles() + ri.unmatched, Skipped: ri.skipped, Unmatched: ri.unmatched, Group: ri.group, ApplyResult: res,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("usenet: encode range result: %w", err)
 	}

@@ -85,5 +85,5 @@ func (s *Store) NZB(ctx context.Context, id string, w interface{ Write([]byte) (
 	if err != nil {
 		return r, err
 	}
-	return r, WriteNZB(w, r, bins)
+	return r, WriteNZB(w, r, PostBinaries(r, bins))
 }

@@ -159,3 +159,25 @@ func safeName(s string) string {
 	}
 	return out
 }
+
+// PostBinaries trims bins (the binaries of r's files, in r.Binaries'
+// order) to the copies that belong to r's post: the segments posted
+// between each file's From and To. A binary posted twice alike holds
+// both copies; the NZB of each post lists its own only. A record written
+// before copies had dates (all zero) keeps every segment.
+func PostBinaries(r Release, bins []Binary) []Binary {
+	out := make([]Binary, 0, len(bins))
+	for i, b := range bins {
+		if i >= len(r.Binaries) || r.Binaries[i].ID != b.ID {
+			out = append(out, b)
+			continue
+		}
+		f := r.Binaries[i]
+		b.Segments = slices.DeleteFunc(slices.Clone(b.Segments), func(s Segment) bool { return s.Date < f.From || s.Date > f.To })
+		if len(b.Segments) > 0 {
+			b.Date = f.From
+		}
+		out = append(out, b)
+	}
+	return out
+}

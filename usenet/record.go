@@ -6,13 +6,18 @@ type Segment struct {
 	Number int    `json:"n"`
 	Bytes  int64  `json:"b"`
 	ID     string `json:"id"`
+	// Date is the article's posting date, unix seconds (0 when unreadable):
+	// what tells two copies of one file apart (see Copy).
+	Date int64 `json:"d,omitempty"`
 }
 
 // Binary is one posted file: the parts seen of it, from every group it was
 // posted to. Every field is a function of the set of its articles, so that
 // merging the same articles in any order gives the same record.
 type Binary struct {
-	ID      string `json:"id"`
+	ID string `json:"id"`
+	// Release is the id of its Collection: every post of its poster under
+	// its base name and file count.
 	Release string `json:"release"`
 	Poster  string `json:"poster"`
 	// Subject is the subject of its lowest-numbered part, as posted.
@@ -33,7 +38,8 @@ type Binary struct {
 	base string
 }
 
-// FileSummary is what a release keeps of one of its binaries.
+// FileSummary is what a release keeps of one of its binaries: the copy of
+// it that belongs to the release's post.
 type FileSummary struct {
 	ID      string `json:"id"`
 	Name    string `json:"name"`
@@ -41,10 +47,16 @@ type FileSummary struct {
 	Parts   int    `json:"parts"`
 	Present int    `json:"present"`
 	Bytes   int64  `json:"bytes"`
+	// From and To are the posting dates of the copy's first and last
+	// articles: its NZB lists the binary's segments of those dates only, so
+	// that it never mixes two posts of a file.
+	From int64 `json:"from,omitempty"`
+	To   int64 `json:"to,omitempty"`
 }
 
-// Release is one post: the binaries of one poster sharing a base name and
-// an announced file count.
+// Release is one post: the copies of the binaries of one poster sharing a
+// base name and an announced file count that were posted together (see
+// Collection.Posts). A repost is a release of its own.
 type Release struct {
 	ID       string `json:"id"`
 	Name     string `json:"name"`
@@ -53,8 +65,12 @@ type Release struct {
 	// Files is the number of files announced ([i/n]); 0 when none was.
 	Files  int      `json:"files"`
 	Groups []string `json:"groups"`
-	// Date is the earliest posting date of its parts, unix seconds.
+	// Date is the earliest posting date of its post's parts, unix seconds:
+	// a repost has its own.
 	Date int64 `json:"date"`
+	// RepostOf is the id of the first post of its collection when this is
+	// a later one (a repost), else "".
+	RepostOf string `json:"repost_of,omitempty"`
 	// Size is the bytes of the parts present.
 	Size     int64         `json:"size"`
 	Binaries []FileSummary `json:"binaries"`

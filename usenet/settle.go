@@ -10,10 +10,23 @@ import (
 	"github.com/switchyard-dev/switchyard/persist"
 )
 
-// SettleConfig says when an incomplete release becomes visible: once it
-// has not changed for Window and at least MinCompletion of it is present
-// (par2 recovery files can repair the rest). A complete release is visible
-// at once.
+// Defaults of SettleConfig.
+const (
+	// PostGapDefault: posters upload a post's articles seconds apart and
+	// repost a taken-down one hours or days later.
+	PostGapDefault = time.Hour
+	// MinFilesDefault: a release needs a file.
+	MinFilesDefault = 1
+	// MinBytesDefault keeps out lone .nfo, .sfv and .par2 posts (a few
+	// hundred KiB at most) and lets in any real release (a 4 GiB .mkv).
+	MinBytesDefault = 1 << 20
+)
+
+// SettleConfig says when a release becomes visible: at once when it is
+// complete, or once it has not changed for Window and at least
+// MinCompletion of it is present (par2 recovery files can repair the
+// rest); either way only with at least MinFiles files and MinBytes bytes.
+// PostGap says which articles make one post.
 type SettleConfig struct {
 	// Window is how long a release must go unchanged. Default 2h: posters
 	// upload a release within minutes, and providers take a while to
@@ -25,6 +38,17 @@ type SettleConfig struct {
 	// Every is how often a Settler sweeps. Default Window/8, at least a
 	// second.
 	Every time.Duration
+	// PostGap is the longest gap between the posting dates of two
+	// consecutive articles of one post: a copy posted after a longer pause
+	// is a repost, a release of its own (see Collection.Posts). Zero means
+	// PostGapDefault.
+	PostGap time.Duration
+	// MinFiles is the least number of files present a release needs. Zero
+	// means MinFilesDefault; negative means no minimum.
+	MinFiles int
+	// MinBytes is the least size present a release needs. Zero means
+	// MinBytesDefault; negative means no minimum.
+	MinBytes int64
 	// Logger receives a Settler's sweep results and failures. Nil means
 	// slog.Default(); either way its lines carry role=settler.
 	Logger *slog.Logger
@@ -37,6 +61,15 @@ func (c SettleConfig) withDefaults() SettleConfig {
 	if c.MinCompletion <= 0 {
 		c.MinCompletion = 0.95
 	}
+	if c.PostGap <= 0 {
+		c.PostGap = PostGapDefault
+	}
+	if c.MinFiles == 0 {
+		c.MinFiles = MinFilesDefault
+	}
+	if c.MinBytes == 0 {
+		c.MinBytes = MinBytesDefault
+	}
 	if c.Every <= 0 {
 		c.Every = max(c.Window/8, time.Second)
 	}
@@ -45,20 +78,48 @@ func (c SettleConfig) withDefaults() SettleConfig {
 
 // Validate reports a config no sweep can use.
 func (c SettleConfig) Validate() error {
+	if c.PostGap < 0 {
+		return fmt.Errorf("usenet: post gap %v: want a positive duration", c.PostGap)
+	}
 	if c.MinCompletion > 1 || c.MinCompletion < 0 {
 		return fmt.Errorf("usenet: settle completion %v: want a fraction in (0, 1]", c.MinCompletion)
 	}
 	return nil
 }
 
-// settled reports whether r is due to become visible at now.
-func (c SettleConfig) settled(r *Release, now time.Time) bool {
-	return !r.Visible && now.UnixMilli()-r.Updated >= c.Window.Milliseconds() && r.Completion() >= c.MinCompletion
+// gap is PostGap in seconds, the unit of posting dates.
+func (c SettleConfig) gap() int64 { return int64(c.PostGap / time.Second) }
+
+// passes reports whether r is past the minimums of files and bytes.
+func (c SettleConfig) passes(r *Release) bool {
+	return (c.MinFiles < 0 || len(r.Binaries) >= c.MinFiles) && (c.MinBytes < 0 || r.Size >= c.MinBytes)
+}
+
+// settle makes visible the posts of c that settled by now, and returns
+// them to publish.
+func (c *Collection) settle(cfg SettleConfig, now time.Time) []Release {
+	posts, idx, _ := c.resolve(cfg.gap())
+	var pub []Release
+	for i := range posts {
+		if idx[i] < 0 {
+			continue // not seen by update: the record changed under another gap
+		}
+		st := &c.States[idx[i]]
+		r := &posts[i]
+		if st.Visible || now.UnixMilli()-st.Updated < cfg.Window.Milliseconds() || r.Completion() < cfg.MinCompletion || !cfg.passes(r) {
+			continue
+		}
+		st.Visible = true
+		st.Version++
+		r.Version, r.Visible, r.Updated = st.Version, true, st.Updated
+		pub = append(pub, *r)
+	}
+	return pub
 }
 
 // Settle makes visible (and publishes) every release that settled by now;
 // it returns how many. Sweeps may run in several processes at once: each
-// release is changed under compare-and-set.
+// collection is changed under compare-and-set.
 func (s *Store) Settle(ctx context.Context, now time.Time, cfg SettleConfig) (int, error) {
 	cfg = cfg.withDefaults()
 	var due []string
@@ -66,11 +127,11 @@ func (s *Store) Settle(ctx context.Context, now time.Time, cfg SettleConfig) (in
 		if m.Key == "" {
 			return nil
 		}
-		var r Release
-		if err := decodeRecord(m, &r); err != nil {
-			return fmt.Errorf("usenet: decode release %s: %w", m.Key, err)
+		var c Collection
+		if err := decodeRecord(m, &c); err != nil {
+			return fmt.Errorf("usenet: decode collection %s: %w", m.Key, err)
 		}
-		if cfg.settled(&r, now) {
+		if len(c.settle(cfg, now)) > 0 {
 			due = append(due, m.Key)
 		}
 		return nil
@@ -80,20 +141,18 @@ func (s *Store) Settle(ctx context.Context, now time.Time, cfg SettleConfig) (in
 	}
 	n := 0
 	for _, id := range due {
-		_, ch, err := mergeLoop(ctx, s.collections, id, func(cur *Release) (bool, error) {
-			if !cfg.settled(cur, now) {
+		var pub []Release
+		_, _, err := mergeLoop(ctx, s.collections, id, func(cur *Collection) (bool, error) {
+			pub = cur.settle(cfg, now)
+			if len(pub) == 0 {
 				return false, nil
 			}
-			cur.Visible = true
-			cur.Version++
-			return true, s.publish(ctx, []*Release{cur})
+			return true, s.publish(ctx, pub)
 		})
 		if err != nil {
 			return n, fmt.Errorf("usenet: settle %s: %w", id, err)
 		}
-		if ch {
-			n++
-		}
+		n += len(pub)
 	}
 	return n, nil
 }

@@ -25,6 +25,7 @@ func TestSettlerSweepsUntilStop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	st.SetPolicy(testPolicy)
 	posts := genPosts(rand.New(rand.NewPCG(1, 2)), 6, []string{"alt.binaries.a"})
 	b := NewBatch()
 	for _, as := range articles(posts) {
@@ -55,7 +56,7 @@ func TestSettlerSweepsUntilStop(t *testing.T) {
 	}
 	var logs bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	cfg := SettleConfig{Window: time.Hour, MinCompletion: 0.01, Every: time.Millisecond, Logger: log}
+	cfg := SettleConfig{Window: time.Hour, MinCompletion: 0.01, Every: time.Millisecond, Logger: log, MinBytes: -1}
 	s := NewSettler(st, cfg, func() time.Time { return t0.Add(2 * time.Hour) })
 	lifecycletest.Start(t, s)
 	testwait.For(t, "the releases to be published", func() bool { return invisible() == 0 })
@@ -69,4 +70,26 @@ func TestSettlerSweepsUntilStop(t *testing.T) {
 func TestSettlerStopBeforeStart(t *testing.T) {
 	t.Parallel()
 	lifecycletest.Stop(t, NewSettler(nil, SettleConfig{}, nil))
+}
+
+// TestMinimumsDefaults: by default a lone 500 KiB .nfo is not published
+// and a lone 4 GiB .mkv is; -1 turns a minimum off.
+func TestMinimumsDefaults(t *testing.T) {
+	t.Parallel()
+	one := func(name string, size int64) *Release {
+		return &Release{Files: 1, Size: size, Binaries: []FileSummary{{ID: "b", Name: name, Parts: 1, Present: 1, Bytes: size}}}
+	}
+	def := SettleConfig{}.withDefaults()
+	if def.passes(one("x.nfo", 500<<10)) {
+		t.Error("a one-file 500 KiB .nfo passes the default minimums")
+	}
+	if !def.passes(one("x.mkv", 4<<30)) {
+		t.Error("a one-file 4 GiB .mkv fails the default minimums")
+	}
+	if !(SettleConfig{MinBytes: -1}.withDefaults()).passes(one("x.nfo", 500<<10)) {
+		t.Error("MinBytes -1 still keeps the .nfo out")
+	}
+	if (SettleConfig{MinFiles: 2, MinBytes: -1}.withDefaults()).passes(one("x.mkv", 4<<30)) {
+		t.Error("MinFiles 2 lets one file in")
+	}
 }

@@ -46,7 +46,16 @@ type Store struct {
 	binaries    *persist.KV
 	collections *persist.KV
 	releases    *persist.Stream
+	// policy says which posts are published and which articles make one;
+	// set by SetPolicy before use.
+	policy SettleConfig
 }
+
+// SetPolicy sets when Apply publishes a post (complete and past the
+// minimums of cfg) and how it cuts copies into posts (cfg.PostGap). Every
+// writer of a scope must use the same PostGap. Not safe to call while the
+// store is in use.
+func (s *Store) SetPolicy(cfg SettleConfig) { s.policy = cfg.withDefaults() }
 
 // NewStore returns the store of scope (DefaultScope when "").
 func NewStore(c *persist.Client, scope string) (*Store, error) {
@@ -62,6 +71,7 @@ func NewStore(c *persist.Client, scope string) (*Store, error) {
 		binaries:    c.KV(scope, BinariesKV),
 		collections: c.KV(scope, CollectionsKV),
 		releases:    c.Stream(scope, ReleasesStream),
+		policy:      SettleConfig{}.withDefaults(),
 	}, nil
 }
 

@@ -3,6 +3,7 @@ package work
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -40,6 +41,10 @@ type GroupStatus struct {
 	Done int64 `json:"done"`
 	// Planned counts the article numbers of all its ranges.
 	Planned int64 `json:"planned"`
+	// Unmatched adds up the "unmatched" counts its done ranges' indexer
+	// results hold (the usenet indexer's articles without a file name or
+	// part counter, which no release is made of).
+	Unmatched int64 `json:"unmatched"`
 }
 
 // LeaseStatus is one live lease.
@@ -109,6 +114,7 @@ func (s *Store) Status(ctx context.Context) (Status, error) {
 			g.Planned += r.Size()
 			if r.State == StateDone {
 				g.Done += r.Size()
+				g.Unmatched += resultUnmatched(r.Result)
 			}
 		}
 		if r.State == StateDone && r.Updated >= since {
@@ -126,4 +132,16 @@ func (s *Store) Status(ctx context.Context) (Status, error) {
 	}
 	slices.SortFunc(st.Leases, func(a, b LeaseStatus) int { return cmp.Compare(a.Range, b.Range) })
 	return st, nil
+}
+
+// resultUnmatched is the "unmatched" count of an indexer's range result,
+// 0 when it has none (another indexer, or no result).
+func resultUnmatched(raw json.RawMessage) int64 {
+	var res struct {
+		Unmatched int64 `json:"unmatched"`
+	}
+	if len(raw) == 0 || json.Unmarshal(raw, &res) != nil {
+		return 0
+	}
+	return res.Unmatched
 }

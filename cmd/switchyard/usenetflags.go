@@ -15,6 +15,9 @@ type usenetFlags struct {
 	scope      string
 	settle     time.Duration
 	completion float64
+	postGap    time.Duration
+	minFiles   int
+	minBytes   int64
 }
 
 func (f *usenetFlags) registerScope(cmd *cobra.Command) {
@@ -25,6 +28,9 @@ func (f *usenetFlags) registerSettle(cmd *cobra.Command) {
 	f.registerScope(cmd)
 	cmd.Flags().DurationVar(&f.settle, "settle", 2*time.Hour, "an incomplete release shows once unchanged for this `DURATION`...")
 	cmd.Flags().Float64Var(&f.completion, "settle-completion", 0.95, "...if at least this `FRACTION` of its parts is present (complete ones show at once)")
+	cmd.Flags().DurationVar(&f.postGap, "post-gap", usenet.PostGapDefault, "a copy of a post posted after a pause longer than this `DURATION` is a repost, a release of its own")
+	cmd.Flags().IntVar(&f.minFiles, "min-files", usenet.MinFilesDefault, "a release shows only with at least this `N` files (-1: no minimum)")
+	cmd.Flags().Int64Var(&f.minBytes, "min-bytes", usenet.MinBytesDefault, "a release shows only with at least this many `BYTES` (-1: no minimum)")
 }
 
 func (f *usenetFlags) store(c *persist.Client) (*usenet.Store, error) {
@@ -36,7 +42,10 @@ func (f *usenetFlags) store(c *persist.Client) (*usenet.Store, error) {
 }
 
 func (f *usenetFlags) settleConfig() (usenet.SettleConfig, error) {
-	cfg := usenet.SettleConfig{Window: f.settle, MinCompletion: f.completion}
+	cfg := usenet.SettleConfig{Window: f.settle, MinCompletion: f.completion, PostGap: f.postGap, MinFiles: f.minFiles, MinBytes: f.minBytes}
+	if f.postGap <= 0 {
+		return cfg, usagef("--post-gap %v: want a positive duration", f.postGap)
+	}
 	if f.settle <= 0 {
 		return cfg, usagef("--settle %v: want a positive duration", f.settle)
 	}

@@ -101,13 +101,13 @@ several. With none started yet it prints the source "default".`,
 func printStatus(out io.Writer, s work.Status) {
 	w := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "source %s: %.0f articles/s over the last minute\n\n", s.Source, s.Throughput)
-	fmt.Fprintln(w, "GROUP\tLOW\tHIGH\tPLANNED THROUGH\tDONE")
+	fmt.Fprintln(w, "GROUP\tLOW\tHIGH\tPLANNED THROUGH\tDONE\tUNMATCHED")
 	for _, g := range s.Groups {
 		pct := 0.0
 		if g.Planned > 0 {
 			pct = 100 * float64(g.Done) / float64(g.Planned)
 		}
-		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d of %d (%.0f%%)\n", g.Name, g.Low, g.High, g.PlannedThrough, g.Done, g.Planned, pct)
+		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d of %d (%.0f%%)\t%d\n", g.Name, g.Low, g.High, g.PlannedThrough, g.Done, g.Planned, pct, g.Unmatched)
 	}
 	fmt.Fprintln(w, "\nSTATE\tRANGES\tARTICLES")
 	for _, state := range work.States {

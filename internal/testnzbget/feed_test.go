@@ -19,6 +19,7 @@ import (
 	"github.com/switchyard-dev/switchyard/internal/testpost"
 	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/nntp"
+	"github.com/switchyard-dev/switchyard/usenet"
 	"github.com/switchyard-dev/switchyard/nntp/nntptest"
 	"github.com/switchyard-dev/switchyard/work"
 )
@@ -193,6 +194,8 @@ func startIndexer(t *testing.T, ctx context.Context, nntpAddr, group string) (ap
 				Share:   work.ShareConfig{Limit: 2, Max: 2},
 			},
 			Workers: []string{"w1"},
+			// The test posts are small: publish them whatever their size.
+			Settle: usenet.SettleConfig{MinBytes: -1},
 		},
 		API:  fleet.APIConfig{Dir: filepath.Join(dir, "api")},
 		HTTP: fleet.HTTPConfig{Addr: "127.0.0.1:0"},

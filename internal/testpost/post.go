@@ -49,6 +49,10 @@ type Options struct {
 	Date time.Time
 	// Domain ends the message-ids. Empty means DomainDefault.
 	Domain string
+	// RandomSubjects gives every article a subject of 24 random hex digits
+	// and nothing else, as obfuscating posters do: no title, name or
+	// counter.
+	RandomSubjects bool
 }
 
 func (o Options) withDefaults() Options {
@@ -114,6 +118,13 @@ func PostFiles(ctx context.Context, c *nntp.Conn, group, poster string, files []
 		p := Posted{Name: f.Name, Size: int64(len(f.Data)), Poster: poster, Groups: groups, Date: date}
 		for _, yp := range parts {
 			subject := fmt.Sprintf(`%s [%d/%d] - "%s" yEnc (%d/%d) %d`, opts.Title, i+1, len(files), f.Name, yp.Number, yp.Total, len(f.Data))
+			if opts.RandomSubjects {
+				var r [12]byte
+				if _, err := rand.Read(r[:]); err != nil {
+					return out, fmt.Errorf("testpost: subject: %w", err)
+				}
+				subject = hex.EncodeToString(r[:])
+			}
 			if yp.Number == 1 {
 				p.Subject = subject
 			}

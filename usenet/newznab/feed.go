@@ -122,6 +122,11 @@ func (h *handler) item(r usenet.Release, base, key string, grabs int, extended b
 		attr("comments", "0")
 		attr("password", "0")
 	}
+	if r.RepostOf != "" {
+		// Not in the Newznab spec: clients ignore attrs they do not know,
+		// and a person or script can tell a repost from the original.
+		attr("repost_of", r.RepostOf)
+	}
 	return it
 }
 

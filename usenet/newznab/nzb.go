@@ -40,7 +40,7 @@ func NZB(ctx context.Context, st Store, id string) (NZBFile, error) {
 		return NZBFile{}, fmt.Errorf("nzb %s: %w", id, err)
 	}
 	var buf bytes.Buffer
-	if err := usenet.WriteNZB(&buf, r, bins); err != nil {
+	if err := usenet.WriteNZB(&buf, r, usenet.PostBinaries(r, bins)); err != nil {
 		return NZBFile{}, fmt.Errorf("nzb %s: %w", id, err)
 	}
 	return NZBFile{Release: r, Body: buf.Bytes()}, nil
