@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"os"
@@ -11,8 +12,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/coder/websocket"
 
 	"github.com/switchyard-dev/switchyard/internal/testbrowser"
 	"github.com/switchyard-dev/switchyard/internal/testproc"
@@ -87,6 +90,57 @@ func TestTwoRegionsInBrowser(t *testing.T) {
 	if !strings.Contains(text, "= hello from eu ") {
 		t.Errorf("the event lacks its value: %.300s", text)
 	}
+	// Presence crosses too: a join in us is an event on presence/USER,
+	// which a subscriber in eu hears. Its announcement must reach us first:
+	// open probe sockets in us (each a new app, so each writes a row) until
+	// one is heard.
+	ctx2, cancel2 := context.WithTimeout(context.Background(), testwait.Timeout)
+	defer cancel2()
+	watcher, _, err := websocket.Dial(ctx2, "ws://"+eu.http+"/ws/events", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watcher.CloseNow()
+	heard := make(chan map[string]any, 16)
+	go func() {
+		for {
+			_, b, err := watcher.Read(context.Background())
+			if err != nil {
+				close(heard)
+				return
+			}
+			var m map[string]any
+			if json.Unmarshal(b, &m) == nil {
+				heard <- m
+			}
+		}
+	}()
+	if err := watcher.Write(ctx2, websocket.MessageText, []byte(`{"type":"subscribe","id":"p","anchor":"presence/anonymous"}`)); err != nil {
+		t.Fatal(err)
+	}
+	joined := false
+	for i := 0; !joined; i++ {
+		probe, _, err := websocket.Dial(ctx2, "ws://"+us.http+"/ws/events?app=probe"+strconv.Itoa(i), nil)
+		if err != nil {
+			t.Fatalf("probe %d: %v", i, err)
+		}
+		wait := time.After(500 * time.Millisecond) // one probe's turn, not a condition: the next probe is the retry
+		for !joined {
+			var m map[string]any
+			select {
+			case m = <-heard:
+			case <-wait:
+			case <-ctx2.Done():
+				t.Fatal("eu never heard a join in us")
+			}
+			if m == nil {
+				break
+			}
+			joined = m["type"] == "presence" && m["op"] == "join" && m["region"] == "us" && m["app"] == "probe"+strconv.Itoa(i)
+		}
+		_ = probe.CloseNow()
+	}
+
 	// What crossed is counted: eu sent events, us took them, and eu's
 	// queue to us is exported by peer.
 	for _, c := range []struct{ base, metric string }{
