@@ -159,5 +159,13 @@ func TestTwoRegionsInBrowser(t *testing.T) {
 			t.Errorf("%s/metrics: %s= %q, want > 0", c.base, c.metric, v)
 		}
 	}
+	// eu's dashboard shows its region, the peer and the queue to it.
+	ctx3, cancel3 := context.WithTimeout(b.Context(), pageWait)
+	err = chromedp.Do(ctx3, chromedp.Navigate("http://"+eu.http+"/"))
+	cancel3()
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitPage(t, b, "the Regions section", `!document.getElementById('sec-peers').hidden && document.getElementById('region-name').textContent === 'this is eu' && document.getElementById('peers').textContent.includes('http://`+us.forward+`')`)
 	b.CheckNoProblems(t)
 }

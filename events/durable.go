@@ -318,6 +318,14 @@ func (r *Router) dispatch(id SubID) {
 		g := *e.Gap
 		g.Sub = SubID(rs.clientID)
 		d.Gap = &g
+		if e.Attempt == 1 {
+			r.gapMu.Lock()
+			r.gaps[ReasonBacklogOverflow]++
+			r.gapMu.Unlock()
+		}
+	}
+	if e.Attempt > 1 {
+		r.redelivered.Add(1)
 	}
 	sessions[(e.Attempt-1)%len(sessions)].deliver(d)
 }
@@ -353,6 +361,7 @@ func (s *Session) Ack(ctx context.Context, sub, entry string) error {
 	r.post(routed{do: func() {
 		dup, err := r.single.Ack(id, entry)
 		if err == nil && !dup {
+			r.acks.Add(1)
 			r.dispatch(id)
 		}
 		done <- err

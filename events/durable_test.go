@@ -108,6 +108,9 @@ func TestDurableSingle(t *testing.T) {
 	if fmt.Sprint(sortedStrings(seen)) != "[1@1 1@2 2@1]" {
 		t.Fatalf("deliveries %v, want 1 twice (a redelivery) and 2 once", seen)
 	}
+	if st := e.r.Stats(); st.Acks != 1 || st.Redelivered != 1 {
+		t.Fatalf("stats %+v, want 1 ack and 1 redelivery", st)
+	}
 }
 
 // TestDurableSingleBacklog: with no session open the deliveries wait;

@@ -59,15 +59,17 @@ type RegionConfig struct {
 
 // RegionStats counts what a region exchanged with its peers.
 type RegionStats struct {
-	EventsOut   uint64 // event items pushed to peers
-	EventsIn    uint64 // event items received from peers
-	WatchesOut  uint64 // watch items pushed (add and drop, announcements included)
-	WatchesIn   uint64 // watch items received
-	NoWatch     uint64 // tokens pruned on a peer's noWatch
-	Expired     uint64 // peer announcements that expired unrenewed
-	Remote      int    // (token, peer) pairs watched remotely now
-	GapMarkers  uint64 // gap marker items pushed in place of shed or lost events
-	GapsFromFar uint64 // gap marker items received
+	EventsOut  uint64 // event items pushed to peers
+	EventsIn   uint64 // event items received from peers
+	WatchesOut uint64 // watch items pushed (add and drop, announcements included)
+	WatchesIn  uint64 // watch items received
+	NoWatch    uint64 // tokens pruned on a peer's noWatch
+	Expired    uint64 // peer announcements that expired unrenewed
+	Remote     int    // (token, peer) pairs watched remotely now
+	// RemoteByPeer is Remote by peer: the tokens each peer watches here.
+	RemoteByPeer map[string]int
+	GapMarkers   uint64 // gap marker items pushed in place of shed or lost events
+	GapsFromFar  uint64 // gap marker items received
 }
 
 // region is a router's side of its peers.
@@ -270,9 +272,13 @@ func (g *region) stats() RegionStats {
 		EventsOut: g.eventsOut.Load(), EventsIn: g.eventsIn.Load(), WatchesOut: g.watchesOut.Load(), WatchesIn: g.watchesIn.Load(),
 		NoWatch: g.noWatch.Load(), Expired: g.expired.Load(), GapMarkers: g.gapsOut.Load(), GapsFromFar: g.gapsIn.Load(),
 	}
+	st.RemoteByPeer = make(map[string]int, len(g.cfg.Peers))
 	g.mu.Lock()
 	for _, peers := range g.remote {
 		st.Remote += len(peers)
+		for p := range peers {
+			st.RemoteByPeer[p]++
+		}
 	}
 	g.mu.Unlock()
 	return st

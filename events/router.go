@@ -99,15 +99,17 @@ type Delivery struct {
 
 // RouterStats counts what a router did.
 type RouterStats struct {
-	Changes    uint64            // changes read from the feeds (after the history)
-	Deliveries uint64            // events delivered
-	Coalesced  uint64            // changes folded into another delivery
-	Gaps       map[Reason]uint64 // gap markers delivered, by reason
-	RateDrops  uint64            // events dropped under a rate limit's marker
-	Watches    int               // streams watched now
-	Ready      int               // of those, the ones whose first read is done (changes from now on are delivered)
-	Subs       int               // subscriptions now
-	Sessions   int               // sessions open now
+	Changes     uint64            // changes read from the feeds (after the history)
+	Deliveries  uint64            // events delivered
+	Coalesced   uint64            // changes folded into another delivery
+	Gaps        map[Reason]uint64 // gap markers delivered, by reason
+	RateDrops   uint64            // events dropped under a rate limit's marker
+	Acks        uint64            // `single` deliveries acked
+	Redelivered uint64            // `single` deliveries handed out again after their lease ran out
+	Watches     int               // streams watched now
+	Ready       int               // of those, the ones whose first read is done (changes from now on are delivered)
+	Subs        int               // subscriptions now
+	Sessions    int               // sessions open now
 }
 
 // Router reads the change feeds of the streams its subscriptions are
@@ -150,9 +152,9 @@ type Router struct {
 	byOwner map[string][]*Session // open sessions by user, under mu
 	single  *Single[pending]      // owned by the loop
 
-	changes, deliveries, coalesced, rateDrops atomic.Uint64
-	gapMu                                     sync.Mutex
-	gaps                                      map[Reason]uint64
+	changes, deliveries, coalesced, rateDrops, acks, redelivered atomic.Uint64
+	gapMu                                                        sync.Mutex
+	gaps                                                         map[Reason]uint64
 }
 
 type streamRef struct{ scope, stream string }
@@ -318,7 +320,7 @@ func (r *Router) Client() *persist.Client { return r.cfg.Client }
 // Stats returns the router's counters.
 func (r *Router) Stats() RouterStats {
 	st := RouterStats{
-		Changes: r.changes.Load(), Deliveries: r.deliveries.Load(), Coalesced: r.coalesced.Load(), RateDrops: r.rateDrops.Load(),
+		Changes: r.changes.Load(), Deliveries: r.deliveries.Load(), Coalesced: r.coalesced.Load(), RateDrops: r.rateDrops.Load(), Acks: r.acks.Load(), Redelivered: r.redelivered.Load(),
 		Gaps: make(map[Reason]uint64, len(Reasons)),
 	}
 	r.gapMu.Lock()

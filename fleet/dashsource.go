@@ -25,6 +25,8 @@ type dashParts struct {
 	index    *search.Index
 	// watchers reads the watchers added to the metrics, summed by role.
 	watchers func() []metrics.WatchSum
+	// peers reads the peer regions and the queues to them.
+	peers func() []dashboard.Peer
 
 	// The releases, cached by the index's last seq: searched again only
 	// when the index changed. Used by the hub's tick goroutine only.
@@ -104,6 +106,23 @@ func (d *dashParts) Pools() []dashboard.Pool {
 		out = append(out, dashboard.Pool{Name: p.name, Size: s.Size, Allowed: s.Allowed, InUse: s.InUse, Idle: s.Idle, Grant: grant, Gated: s.Gated, Commands: s.Commands, BytesRead: s.BytesRead, Errors: s.Errors})
 	}
 	return out
+}
+
+// Peers reads the peer regions, when the events layer has some.
+func (d *dashParts) Peers() []dashboard.Peer {
+	d.mu.Lock()
+	f := d.peers
+	d.mu.Unlock()
+	if f == nil {
+		return nil
+	}
+	return f()
+}
+
+func (d *dashParts) setPeers(f func() []dashboard.Peer) {
+	d.mu.Lock()
+	d.peers = f
+	d.mu.Unlock()
 }
 
 // Watchers reads the watchers the roles added to the metrics (the search

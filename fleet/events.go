@@ -9,6 +9,7 @@ import (
 
 	"github.com/switchyard-dev/switchyard/events"
 	"github.com/switchyard-dev/switchyard/internal/lifecycle"
+	"github.com/switchyard-dev/switchyard/web/dashboard"
 	"github.com/switchyard-dev/switchyard/web/eventsws"
 	"github.com/switchyard-dev/switchyard/web/metrics"
 )
@@ -99,6 +100,7 @@ func (f *Fleet) startEvents(ctx context.Context) error {
 		if err := fw.listen(ctx, f, r); err != nil {
 			return err
 		}
+		f.http.parts.setPeers(func() []dashboard.Peer { return fw.dashboard(f.cfg.Events, r) })
 	}
 	region := f.cfg.Events.Region
 	if region == "" {

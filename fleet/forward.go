@@ -14,6 +14,7 @@ import (
 	"github.com/switchyard-dev/switchyard/events"
 	"github.com/switchyard-dev/switchyard/forward"
 	"github.com/switchyard-dev/switchyard/internal/lifecycle"
+	"github.com/switchyard-dev/switchyard/web/dashboard"
 	"github.com/switchyard-dev/switchyard/web/metrics"
 )
 
@@ -103,4 +104,19 @@ func (fw *forwardParts) listen(ctx context.Context, f *Fleet, r *events.Router) 
 		f.http.addMetrics(func(m *metrics.Registry) { m.AddForwardReceiver(rc) })
 	}
 	return nil
+}
+
+// dashboard is the dashboard's view of the peers: the queue to each, and
+// the tokens each watches here.
+func (fw *forwardParts) dashboard(ec EventsConfig, r *events.Router) []dashboard.Peer {
+	rs := r.RegionStats()
+	out := make([]dashboard.Peer, 0, len(fw.peers))
+	for _, p := range fw.peers {
+		st := fw.queue.PeerStats(p)
+		out = append(out, dashboard.Peer{
+			Region: ec.Region, Name: p, URL: ec.Peers[p], Queued: st.HeldItems, InFlight: st.InFlightBatches,
+			Batches: st.Batches, Items: st.SentItems, Shed: st.Shed, Lost: st.LostBatches, Watches: rs.RemoteByPeer[p],
+		})
+	}
+	return out
 }

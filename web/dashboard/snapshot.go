@@ -20,12 +20,28 @@ type Snapshot struct {
 	Members  []Member  `json:"members,omitempty"`
 	Pools    []Pool    `json:"pools,omitempty"`
 	Watchers []Watcher `json:"watchers,omitempty"`
+	Peers    []Peer    `json:"peers,omitempty"`
 	Totals   *Totals   `json:"totals,omitempty"`
 	// Throughput is the articles/s of the last samples, oldest first.
 	Throughput []Sample     `json:"throughput,omitempty"`
 	Work       *work.Status `json:"work,omitempty"`
 	Releases   *Releases    `json:"releases,omitempty"`
 	Errors     *PartErrors  `json:"errors,omitempty"`
+}
+
+// Peer is one peer region and the forward queue to it.
+type Peer struct {
+	Region   string `json:"region"` // this process's region
+	Name     string `json:"name"`   // the peer's
+	URL      string `json:"url"`
+	Queued   int    `json:"queued"`    // items waiting for a batch
+	InFlight int    `json:"in_flight"` // batches sent and not answered
+	Batches  uint64 `json:"batches"`   // batches sent
+	Items    uint64 `json:"items"`     // items in them
+	Shed     uint64 `json:"shed"`      // items the queue's bounds dropped (each under a gap marker)
+	Lost     uint64 `json:"lost"`      // batches whose send failed
+	// Watches is how many anchor tokens the peer watches here.
+	Watches int `json:"watches"`
 }
 
 // Sample is one point of the throughput chart.
@@ -83,7 +99,7 @@ func (s *sampler) add(now time.Time, t Totals, haveTotals bool, fallback *float6
 // that need I/O, full says whether to make them (someone is watching).
 func (h *Hub) build(ctx context.Context, now time.Time, full bool) Snapshot {
 	src := h.cfg.Source
-	s := Snapshot{Instance: h.instance, Time: now.UnixMilli(), Members: src.Members(), Pools: src.Pools(), Watchers: src.Watchers()}
+	s := Snapshot{Instance: h.instance, Time: now.UnixMilli(), Members: src.Members(), Pools: src.Pools(), Watchers: src.Watchers(), Peers: src.Peers()}
 	t, ok := src.Totals()
 	if ok {
 		s.Totals = &t

@@ -31,6 +31,9 @@ type Source interface {
 	Work(ctx context.Context) (*work.Status, error)
 	// Releases are the newest limit releases; nil without an indexer.
 	Releases(ctx context.Context, limit int) (*Releases, error)
+	// Peers are the regions the process's region is joined to, with the
+	// forward queue to each; nil for a region of its own.
+	Peers() []Peer
 }
 
 // Funcs is a Source made of funcs, any of them nil for a part the process
@@ -42,9 +45,18 @@ type Funcs struct {
 	TotalsFunc   func() (Totals, bool)
 	WorkFunc     func(context.Context) (*work.Status, error)
 	ReleasesFunc func(context.Context, int) (*Releases, error)
+	PeersFunc    func() []Peer
 }
 
 var _ Source = Funcs{}
+
+// Peers calls PeersFunc.
+func (f Funcs) Peers() []Peer {
+	if f.PeersFunc == nil {
+		return nil
+	}
+	return f.PeersFunc()
+}
 
 // Members calls MembersFunc.
 func (f Funcs) Members() []Member {

@@ -29,6 +29,8 @@ var (
 	eventsSubs       = desc("events_subscriptions", "Subscriptions now.")
 	eventsSessions   = desc("events_sessions", "Sessions (sockets) now.")
 	eventsWatchers   = desc("events_stream_watchers", "Streams the routers watch now.")
+	eventsAcks       = desc("events_acks_total", "Single deliveries acked.")
+	eventsRedeliver  = desc("events_redeliveries_total", "Single deliveries handed out again after their lease ran out unacked.")
 	regionEventsOut  = desc("events_region_events_out_total", "Event items sent to peer regions.")
 	regionEventsIn   = desc("events_region_events_in_total", "Event items received from peer regions.")
 	regionWatchesOut = desc("events_region_watches_out_total", "Watch items (add, drop, announcements) sent to peer regions.")
@@ -37,7 +39,7 @@ var (
 	regionGapsOut    = desc("events_region_gap_markers_out_total", "Gap marker items sent to peers in place of shed or lost events.")
 	regionRemote     = desc("events_region_remote_watches", "(anchor token, peer) pairs watched by peer regions now.")
 	eventsDescs      = []*prometheus.Desc{eventsChanges, eventsDelivered, eventsCoalesced, eventsRateDrops, eventsGaps, eventsSubs, eventsSessions, eventsWatchers,
-		regionEventsOut, regionEventsIn, regionWatchesOut, regionNoWatch, regionExpired, regionGapsOut, regionRemote}
+		eventsAcks, eventsRedeliver, regionEventsOut, regionEventsIn, regionWatchesOut, regionNoWatch, regionExpired, regionGapsOut, regionRemote}
 )
 
 // AddEventsRouter exports r.
@@ -70,6 +72,8 @@ func (c *eventsCollector) Collect(ch chan<- prometheus.Metric) {
 		sum.Deliveries += s.Deliveries
 		sum.Coalesced += s.Coalesced
 		sum.RateDrops += s.RateDrops
+		sum.Acks += s.Acks
+		sum.Redelivered += s.Redelivered
 		sum.Subs += s.Subs
 		sum.Sessions += s.Sessions
 		sum.Watches += s.Watches
@@ -92,6 +96,8 @@ func (c *eventsCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(ch, eventsSubs, float64(sum.Subs))
 	gauge(ch, eventsSessions, float64(sum.Sessions))
 	gauge(ch, eventsWatchers, float64(sum.Watches))
+	counter(ch, eventsAcks, float64(sum.Acks))
+	counter(ch, eventsRedeliver, float64(sum.Redelivered))
 	counter(ch, regionEventsOut, float64(reg.EventsOut))
 	counter(ch, regionEventsIn, float64(reg.EventsIn))
 	counter(ch, regionWatchesOut, float64(reg.WatchesOut))

@@ -205,6 +205,15 @@
       ws.map((w) => [w.role, w.watchers, w.resyncs, w.gaps, w.lag]));
   }
 
+  function renderPeers(ps) {
+    show("sec-peers", ps.length > 0);
+    if (ps.length === 0) return;
+    $("region-name").textContent = "this is " + ps[0].region;
+    table($("peers"), ["peer", "url", "#queued", "#in flight", "#batches", "#items", "#shed", "#lost", "#watches"],
+      ps.map((p) => [p.name, p.url, p.queued, p.in_flight, p.batches, p.items,
+        p.shed > 0 ? { text: String(p.shed), cls: "bad" } : p.shed, p.lost > 0 ? { text: String(p.lost), cls: "bad" } : p.lost, p.watches]));
+  }
+
   function renderTotals(t) {
     show("sec-indexer", !!t);
     if (!t) return;
@@ -302,6 +311,7 @@
     renderMembers(s.members || []);
     renderPools(s.pools || []);
     renderWatchers(s.watchers || []);
+    renderPeers(s.peers || []);
     renderTotals(s.totals);
     renderReleases(s.releases, errs.releases);
     renderChart(s.throughput || []);
