@@ -45,6 +45,7 @@ func twoRegions(t *testing.T) (a, b *testRegion) {
 // b's receiver (while it is set, every request to b waits for it to close).
 type regionOpts struct {
 	maxQueued int
+	announce  time.Duration
 	gateB     *atomic.Pointer[chan struct{}]
 }
 
@@ -109,7 +110,7 @@ func twoRegionsWith(t *testing.T, o regionOpts) (a, b *testRegion) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := NewRouter(RouterConfig{Client: g.c, Logger: quiet, Region: &RegionConfig{Self: self, Peers: []string{peer}, Push: q.Push}})
+		r, err := NewRouter(RouterConfig{Client: g.c, Logger: quiet, Region: &RegionConfig{Self: self, Peers: []string{peer}, Push: q.Push, Announce: o.announce}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -337,4 +338,25 @@ func TestRegionRefusesForgedBatches(t *testing.T) {
 	if st := b.r.RegionStats(); st.EventsIn != 0 || len(got.all()) != 0 {
 		t.Fatalf("the forged event got in: %+v, %v", st, got.all())
 	}
+}
+
+// TestRegionAnnouncementsRefill: a peer's watch that a region lost (here
+// dropped by hand, as a restart of a's router would lose it) comes back
+// with the peer's next announcement round, and events flow again.
+func TestRegionAnnouncementsRefill(t *testing.T) {
+	t.Parallel()
+	a, b := twoRegionsWith(t, regionOpts{announce: 50 * time.Millisecond})
+	var got sink
+	an, _ := ParseAnchor("project-1/notes")
+	if err := b.r.Open("alice", got.deliver).Subscribe(context.Background(), "n", an, Filter{}); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, "a watches for b", func() bool { return a.r.RegionStats().Remote == 1 })
+	a.r.Sink().Watch(context.Background(), "b", &forward.Watch{Op: "drop", Token: "project-1/notes"})
+	testwait.Until(t, "b's next round re-fills a", func() (bool, string) {
+		st := a.r.RegionStats()
+		return st.Remote == 1 && a.r.Stats().Ready == 1, fmt.Sprintf("%+v", st)
+	})
+	a.set(t, "notes", "k", "after")
+	testwait.For(t, "the event after the refill", func() bool { return len(got.events()) == 1 })
 }
