@@ -123,6 +123,9 @@ func (st *SQLite) openClassified(scope, name string, create bool, now time.Time)
 		if errors.Is(err, ErrNoStream) {
 			return nil, err
 		}
+		if outOfDescriptors(err) {
+			return nil, descriptorError(err)
+		}
 		err = classifyDisk(err)
 		st.space.release(err)
 		return nil, err
