@@ -7,11 +7,10 @@ import (
 	"time"
 )
 
-// TestReopenWritesNothing: opening an existing stream and reading it writes
-// nothing to its file (no pragma, DDL or bookkeeping transaction), so an
-// open costs no fsync; the WAL holds no frame until the first write.
-func TestReopenWritesNothing(t *testing.T) {
-	t.Parallel()
+// closedStream is the storage of a new directory holding the closed stream
+// "s" of scope "hub" with n messages, and the stream's file.
+func closedStream(t *testing.T, n int) (*SQLite, string, time.Time) {
+	t.Helper()
 	dir := t.TempDir()
 	st := NewSQLite(SQLiteConfig{Dir: dir})
 	now := time.Now()
@@ -19,7 +18,9 @@ func TestReopenWritesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	writeN(t, s, 3, now)
+	if n > 0 {
+		writeN(t, s, n, now)
+	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +28,16 @@ func TestReopenWritesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err = st.OpenExisting("hub", "s", now)
+	return st, p, now
+}
+
+// TestReopenWritesNothing: opening an existing stream and reading it writes
+// nothing to its file (no pragma, DDL or bookkeeping transaction), so an
+// open costs no fsync; the WAL holds no frame until the first write.
+func TestReopenWritesNothing(t *testing.T) {
+	t.Parallel()
+	st, p, now := closedStream(t, 3)
+	s, err := st.OpenExisting("hub", "s", now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,20 +58,7 @@ func TestReopenWritesNothing(t *testing.T) {
 // its tables checked once and is stamped, so later opens skip the DDL.
 func TestSchemaVersionStamped(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	st := NewSQLite(SQLiteConfig{Dir: dir})
-	now := time.Now()
-	s, err := st.Open("hub", "s", now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	p, err := StreamPath(dir, "hub", "s")
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, p, now := closedStream(t, 0)
 	version := func() int {
 		t.Helper()
 		db, err := sql.Open("sqlite", fileURI(p))
@@ -86,7 +83,8 @@ func TestSchemaVersionStamped(t *testing.T) {
 		t.Fatal(err)
 	}
 	db.Close()
-	if s, err = st.OpenExisting("hub", "s", now); err != nil {
+	s, err := st.OpenExisting("hub", "s", now)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {
