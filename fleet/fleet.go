@@ -85,6 +85,12 @@ type PersistConfig struct {
 	// process).
 	DataDir string
 
+	// MaxOpenStreams is each server's open-stream cap (see
+	// server.Config.MaxOpenStreams). Zero means
+	// server.DefaultMaxOpenStreams(len(Serve)): the process's descriptor
+	// budget shared by its servers.
+	MaxOpenStreams int
+
 	// Archive and ArchiveEvery: see server.Config.
 	Archive      string
 	ArchiveEvery time.Duration

@@ -22,6 +22,10 @@ func (f *Fleet) startPersist(ctx context.Context) error {
 			Conn: nc, ID: id, IDs: p.IDs, Placement: p.Placement, Service: f.cfg.Service,
 			DataDir: p.DataDir, Archive: p.Archive, ArchiveEvery: p.ArchiveEvery,
 			Logger: f.log.With("persist_id", id), Observer: f.http.persistObserver(id),
+			MaxOpenStreams: p.MaxOpenStreams,
+		}
+		if scfg.MaxOpenStreams == 0 {
+			scfg.MaxOpenStreams = server.DefaultMaxOpenStreams(len(p.Serve))
 		}
 		if p.Tune != nil {
 			p.Tune(&scfg)

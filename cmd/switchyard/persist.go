@@ -12,6 +12,7 @@ import (
 	"github.com/switchyard-dev/switchyard/fleet"
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/persist/server"
+	"github.com/switchyard-dev/switchyard/persist/store"
 	"github.com/switchyard-dev/switchyard/placement"
 )
 
@@ -30,6 +31,7 @@ func newPersistCmd() *cobra.Command {
 func newPersistServeCmd() *cobra.Command {
 	var natsOpts natsFlags
 	var archiveEvery time.Duration
+	var maxOpen int
 	var id, idsFlag, dataDir, archiveDir, placementName string
 	var httpOpts httpFlags
 	cmd := &cobra.Command{
@@ -60,6 +62,9 @@ closes its files.`,
 			if dataDir == "" {
 				return usagef("--data is required")
 			}
+			if maxOpen < 0 {
+				return usagef("--max-open-streams %d: must not be negative", maxOpen)
+			}
 			if archiveEvery < 0 {
 				return usagef("--archive-every %s: must not be negative", archiveEvery)
 			}
@@ -73,7 +78,7 @@ closes its files.`,
 			cfg := fleet.Config{
 				Service: natsOpts.service,
 				NATS:    bus,
-				Persist: fleet.PersistConfig{IDs: ids, Serve: []string{id}, Placement: fn, DataDir: dataDir, Archive: archiveDir, ArchiveEvery: archiveEvery},
+				Persist: fleet.PersistConfig{IDs: ids, Serve: []string{id}, Placement: fn, DataDir: dataDir, Archive: archiveDir, ArchiveEvery: archiveEvery, MaxOpenStreams: maxOpen},
 				HTTP:    httpOpts.fleetHTTP(),
 			}
 			return runFleet(cmd, cfg, func(f *fleet.Fleet) {
@@ -91,6 +96,7 @@ closes its files.`,
 	cmd.Flags().StringVar(&dataDir, "data", "./switchyard-data", "directory for the SQLite files")
 	cmd.Flags().StringVar(&archiveDir, "archive", "", "directory for backup copies of the streams (optional; may be shared by servers)")
 	cmd.Flags().DurationVar(&archiveEvery, "archive-every", server.ArchiveEveryDefault, "how often streams changed since their last backup are copied to --archive")
+	cmd.Flags().IntVar(&maxOpen, "max-open-streams", 0, fmt.Sprintf("streams kept open at once, %d file descriptors each; 0 derives it from the descriptor limit (now %d): (limit - %d) / %d, at most %d", store.FilesPerOpenStream, server.DefaultMaxOpenStreams(1), server.DescriptorReserve, store.FilesPerOpenStream, server.MaxOpenStreamsDefault))
 	cmd.Flags().StringVar(&placementName, "placement", placement.NameRendezvous, "placement function: rendezvous or modulo (must match the balancer)")
 	httpOpts.register(cmd, "")
 	return cmd

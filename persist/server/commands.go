@@ -38,7 +38,14 @@ func (s *Server) serve(h *handle, jobs []*job) (later writeAnswers) {
 				i++
 				continue
 			}
+			if err := s.takeSlot(); err != nil {
+				s.openFailed(h, jobs[i:], err)
+				return writeAnswers{}
+			}
 			st, err := s.open(h.key, create)
+			if err != nil {
+				s.giveSlot()
+			}
 			if errors.Is(err, store.ErrNoStream) {
 				missing = true
 				continue

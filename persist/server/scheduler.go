@@ -38,6 +38,7 @@ func (s *Server) closeHandle(h *handle) error {
 	}
 	err := h.st.Close()
 	h.st = nil
+	s.giveSlot()
 	s.noteBytes(h)
 	return err
 }

@@ -26,8 +26,16 @@ import (
 
 // Server defaults.
 const (
-	// MaxOpenStreamsDefault bounds the open stream files of a server.
+	// MaxOpenStreamsDefault is the most streams a server keeps open by
+	// default, its memory bound: an open stream costs about 250 KiB (its
+	// SQLite connection, page cache and statements; measured with 3 keys
+	// per stream), so about 250 MiB. DefaultMaxOpenStreams lowers it to fit
+	// the process's file descriptors.
 	MaxOpenStreamsDefault = 1000
+	// DescriptorReserve is the part of the process's file descriptor limit
+	// that DefaultMaxOpenStreams leaves for everything but stream files:
+	// NATS and HTTP connections, archive copies, the data directory walks.
+	DescriptorReserve = 256
 	// IdleCloseDefault is how long an unused stream stays open.
 	IdleCloseDefault = 5 * time.Minute
 	// ExpireEveryDefault is the period of the TTL / max_age / idle timer.
@@ -42,6 +50,24 @@ const (
 // flushTimeout bounds Start's wait for the subscription to reach NATS when
 // ctx has no deadline.
 const flushTimeout = 5 * time.Second
+
+// DefaultMaxOpenStreams is the open-stream cap for each of servers
+// sharing one process when none is configured: the descriptor limit
+// (store.NoFileLimit) less DescriptorReserve, shared by the servers, over
+// store.FilesPerOpenStream, at most MaxOpenStreamsDefault and at least 16.
+// With a limit of 1,024 that is 256; with 20,000 or more, 1,000.
+func DefaultMaxOpenStreams(servers int) int {
+	return maxOpenStreamsFor(store.NoFileLimit(), servers)
+}
+
+func maxOpenStreamsFor(limit uint64, servers int) int {
+	if limit == 0 {
+		return MaxOpenStreamsDefault
+	}
+	budget := int64(limit) - DescriptorReserve
+	n := budget / int64(max(1, servers)) / store.FilesPerOpenStream
+	return int(min(max(n, 16), MaxOpenStreamsDefault))
+}
 
 // WorkersDefault is the number of stream workers: twice the CPUs, at least 4.
 func WorkersDefault() int { return max(4, 2*runtime.GOMAXPROCS(0)) }
@@ -69,9 +95,12 @@ type Config struct {
 	// Logger receives errors of the background loops, with role=persist.
 	// Nil means slog.Default().
 	Logger *slog.Logger
-	// MaxOpenStreams bounds the open streams; the least recently used idle one
-	// is closed beyond it (a stream with queued work is never closed). Zero
-	// means MaxOpenStreamsDefault.
+	// MaxOpenStreams bounds the open streams, and so the file descriptors
+	// they hold (store.FilesPerOpenStream each): the least recently used
+	// idle one is closed to open another (a stream with queued work is
+	// never closed), and when every open stream is busy an open is refused
+	// with unavailable rather than exceed it. Zero means
+	// DefaultMaxOpenStreams(1), derived from the descriptor limit.
 	MaxOpenStreams int
 	// IdleClose closes a stream unused this long. Zero means IdleCloseDefault.
 	IdleClose time.Duration
@@ -122,7 +151,7 @@ func (c Config) withDefaults() Config {
 		c.Service = bus.DefaultService
 	}
 	if c.MaxOpenStreams == 0 {
-		c.MaxOpenStreams = MaxOpenStreamsDefault
+		c.MaxOpenStreams = DefaultMaxOpenStreams(1)
 	}
 	if c.IdleClose == 0 {
 		c.IdleClose = IdleCloseDefault
@@ -204,6 +233,10 @@ type Server struct {
 	wg      sync.WaitGroup // workers and the timer loop
 	stopTim chan struct{}
 
+	// openStreams counts the streams whose storage is open, being opened
+	// or still closing: the slots of openslots.go, at most MaxOpenStreams.
+	openStreams atomic.Int64
+	openPeak    atomic.Int64   // the most openStreams has been
 	commits     atomic.Uint64  // write transactions committed, for tests and stats
 	inlined     atomic.Uint64  // requests served on the subscription's goroutine (scheduler.go), for tests and stats
 	feed        *feedPublisher // publishes every commit's changes (feed.go)

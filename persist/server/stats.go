@@ -50,6 +50,16 @@ type Stats struct {
 	DeadlineDropped uint64
 	OpenStreams     int   // streams in the server's cache (open or being opened)
 	OpenBytes       int64 // bytes stored in the open streams (Inventory.Bytes summed)
+	// OpenStorage counts the streams whose storage is open, being opened or
+	// still closing: at most MaxOpenStreams. A persistent one holds
+	// store.FilesPerOpenStream file descriptors.
+	OpenStorage int64
+	// OpenStoragePeak is the most OpenStorage has been since the server
+	// was made.
+	OpenStoragePeak int64
+	// MaxOpenStreams is the server's open-stream cap (Config.MaxOpenStreams
+	// after defaults).
+	MaxOpenStreams int
 }
 
 // Stats returns a snapshot of the counters. It is safe to call at any time.
@@ -68,6 +78,9 @@ func (s *Server) Stats() Stats {
 		DeadlineDropped: s.deadlineDropped.Load(),
 		OpenStreams:     open,
 		OpenBytes:       s.openBytes.Load(),
+		OpenStorage:     s.openStreams.Load(),
+		OpenStoragePeak: s.openPeak.Load(),
+		MaxOpenStreams:  s.cfg.MaxOpenStreams,
 	}
 }
 

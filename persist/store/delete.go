@@ -62,7 +62,7 @@ func (s *sqliteStream) delete(d persist.Delete, nowMs int64) (DeleteResult, erro
 	if d.MsgID != "" {
 		var blob []byte
 		var at int64
-		err := s.getDelID.QueryRow(d.MsgID).Scan(&blob, &at)
+		err := s.getDelID.queryRow(s.conn, d.MsgID).Scan(&blob, &at)
 		switch {
 		case err == nil && nowMs-at < DedupWindow.Milliseconds():
 			seqs, err := decodeSeqRuns(blob)
@@ -88,7 +88,7 @@ func (s *sqliteStream) delete(d persist.Delete, nowMs int64) (DeleteResult, erro
 			}
 			var size int64
 			var hadTTL bool
-			e := s.delSeq.QueryRow(q).Scan(&size, &hadTTL)
+			e := s.delSeq.queryRow(s.conn, q).Scan(&size, &hadTTL)
 			if errors.Is(e, sql.ErrNoRows) {
 				continue
 			}
@@ -112,7 +112,7 @@ func (s *sqliteStream) delete(d persist.Delete, nowMs int64) (DeleteResult, erro
 		seqs = []uint64{}
 	}
 	if d.MsgID != "" {
-		if _, err := s.putDelID.Exec(d.MsgID, encodeSeqRuns(seqs), nowMs); err != nil {
+		if _, err := s.putDelID.exec(s.conn, d.MsgID, encodeSeqRuns(seqs), nowMs); err != nil {
 			return DeleteResult{}, fmt.Errorf("delete id: %w", err)
 		}
 	}

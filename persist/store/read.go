@@ -44,8 +44,8 @@ func scanMessage(sc interface{ Scan(...any) error }) (*persist.Frame, error) {
 	return &m, nil
 }
 
-func (s *sqliteStream) getOne(st *sql.Stmt, what string, arg any) (*persist.Frame, error) {
-	m, err := scanMessage(st.QueryRow(arg))
+func (s *sqliteStream) getOne(st *lazyStmt, what string, arg any) (*persist.Frame, error) {
+	m, err := scanMessage(st.queryRow(s.conn, arg))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, persist.Errorf(persist.CodeNotFound, "no message with %s", what)
 	}
@@ -67,13 +67,13 @@ func (s *sqliteStream) Get(seq uint64) (_ *persist.Frame, err error) {
 	if seq > maxSeq {
 		return nil, persist.Errorf(persist.CodeNotFound, "no message with seq %d", seq)
 	}
-	return s.getOne(s.getSeq, "seq "+strconv.FormatUint(seq, 10), seq)
+	return s.getOne(&s.getSeq, "seq "+strconv.FormatUint(seq, 10), seq)
 }
 
 // GetKey implements Stream.
 func (s *sqliteStream) GetKey(key string) (_ *persist.Frame, err error) {
 	defer func() { err = classifyDisk(err) }()
-	return s.getOne(s.getKey, "key "+strconv.Quote(key), key)
+	return s.getOne(&s.getKey, "key "+strconv.Quote(key), key)
 }
 
 // GetAll implements Stream.

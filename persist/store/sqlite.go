@@ -123,6 +123,9 @@ func (st *SQLite) openClassified(scope, name string, create bool, now time.Time)
 		if errors.Is(err, ErrNoStream) {
 			return nil, err
 		}
+		if outOfDescriptors(err) {
+			return nil, descriptorError(err)
+		}
 		err = classifyDisk(err)
 		st.space.release(err)
 		return nil, err
@@ -171,11 +174,7 @@ func (st *SQLite) open(scope, name string, create bool, now time.Time) (Stream, 
 			return nil, err
 		}
 	}
-	// auto_vacuum first: it only takes on a new file, before the WAL
-	// switch writes its first page. With it a delete on a full disk
-	// can hand freed pages back to the filesystem (see reserve.go);
-	// older files keep NONE (changing it needs a full VACUUM).
-	dsn := fileURI(p) + "?_pragma=auto_vacuum(INCREMENTAL)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=busy_timeout(" + strconv.Itoa(busyTimeoutMs) + ")"
+	dsn := streamDSN(p, created != "")
 	if !create {
 		// Without "c" SQLite fails on a missing file instead of creating
 		// it: a file removed since exists looked stays removed.
@@ -201,6 +200,24 @@ func (st *SQLite) open(scope, name string, create bool, now time.Time) (Stream, 
 	return s, nil
 }
 
+// streamDSN is the DSN of the stream file p; isNew: this open creates it.
+// The pragmas run in order, and none of them writes to an existing file:
+// synchronous comes first because SQLite starts at FULL, so a write before
+// it would pay FULL's fsyncs. auto_vacuum only takes on a new file, before
+// the WAL switch writes its first page, and on an existing one it is a write
+// transaction at every open (it stores the incremental-vacuum flag again):
+// it is set on new files only. With it a delete on a full disk can hand
+// freed pages back to the filesystem (see reserve.go); older files keep NONE
+// (changing it needs a full VACUUM). journal_mode(WAL) is a no-op on a file
+// in WAL mode already and converts one that is not (an archive copy).
+func streamDSN(p string, isNew bool) string {
+	dsn := fileURI(p) + "?_pragma=busy_timeout(" + strconv.Itoa(busyTimeoutMs) + ")&_pragma=synchronous(NORMAL)"
+	if isNew {
+		dsn += "&_pragma=auto_vacuum(INCREMENTAL)"
+	}
+	return dsn + "&_pragma=journal_mode(WAL)"
+}
+
 // openStream opens the SQLite database of dsn as the stream name of scope:
 // a file of SQLite, or a private in-memory database of Memory (memory
 // set). sp is the disk reserve its writes wait on (nil for none). On
@@ -213,6 +230,7 @@ func openStream(dsn, scope, name string, memory bool, sp *space, now time.Time) 
 	db.SetMaxOpenConns(1)
 	db.SetMaxIdleConns(1)
 	s := &sqliteStream{db: db, scope: scope, name: name, memory: memory, space: sp, msgids: map[string]dedupEntry{}}
+	s.prepareLazily()
 	if err := s.init(now); err != nil {
 		s.Close()
 		return nil, err
@@ -315,9 +333,9 @@ type sqliteStream struct {
 	arch  *streamArchive // nil = not archived
 	space *space         // the data directory's reserve; nil in memory
 
-	insert, keySeq, delSeq, delKey, getSeq, getKey, putMsgID *sql.Stmt
-	getMsgID, getDelID, putDelID                             *sql.Stmt
-	beginStmt, commitStmt, dataVer                           *sql.Stmt
+	insert, keySeq, delSeq, delKey, getSeq, getKey, putMsgID lazyStmt
+	getMsgID, getDelID, putDelID                             lazyStmt
+	beginStmt, commitStmt, dataVer                           lazyStmt
 	// insertMany[keyed][i] is the multi-row INSERT of insertRuns[i] plain
 	// rows, unkeyed or keyed, prepared on first use: one statement per run
 	// of plain rows instead of one per row.
@@ -348,39 +366,7 @@ func (s *sqliteStream) init(now time.Time) error {
 		return fmt.Errorf("open stream: %w", err)
 	}
 	s.conn = conn
-	if _, err := conn.ExecContext(ctx, schema); err != nil {
-		return fmt.Errorf("open stream: schema: %w", err)
-	}
-	// The stored name guards against two names sharing a file.
-	var stored string
-	err = conn.QueryRowContext(ctx, `SELECT v FROM meta WHERE k='name'`).Scan(&stored)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		if _, err := conn.ExecContext(ctx, `INSERT INTO meta(k, v) VALUES('name', ?), ('scope', ?)`, s.name, s.scope); err != nil {
-			return fmt.Errorf("open stream: %w", err)
-		}
-	case err != nil:
-		return fmt.Errorf("open stream: %w", err)
-	case stored != s.name:
-		return persist.Errorf(persist.CodeInternal, "stream file of %q is claimed by another name", s.name)
-	}
-	if err := conn.QueryRowContext(ctx, `SELECT COALESCE((SELECT time FROM messages ORDER BY seq DESC LIMIT 1), 0)`).Scan(&s.lastTime); err != nil {
-		return fmt.Errorf("open stream: %w", err)
-	}
-	s.cfg = persist.DefaultConfig()
-	var cfgJSON []byte
-	err = conn.QueryRowContext(ctx, `SELECT v FROM meta WHERE k='config'`).Scan(&cfgJSON)
-	if err == nil {
-		if s.cfg, err = storedConfig(cfgJSON); err != nil {
-			return fmt.Errorf("open stream: stored config: %w", err)
-		}
-	} else if !errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("open stream: %w", err)
-	}
-	if s.memory {
-		s.cfg = ClampEphemeral(s.cfg)
-	}
-	if err := s.applySync(); err != nil {
+	if err := s.ensureSchema(); err != nil {
 		return err
 	}
 	// Read before the totals: a commit by another connection after this
@@ -388,19 +374,60 @@ func (s *sqliteStream) init(now time.Time) error {
 	if err := conn.QueryRowContext(ctx, `PRAGMA data_version`).Scan(&s.dataVersion); err != nil {
 		return fmt.Errorf("open stream: data version: %w", err)
 	}
-	if err := conn.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(size), 0), COALESCE(MAX(seq), 0) FROM messages`).Scan(&s.count, &s.bytes, &s.lastSeq); err != nil {
-		return fmt.Errorf("open stream: totals: %w", err)
-	}
-	if err := conn.QueryRowContext(ctx, `SELECT COUNT(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'sqlite_sequence'`).Scan(&s.seqTable); err != nil {
-		return fmt.Errorf("open stream: sequence: %w", err)
-	}
-	seqMax, err := s.storedSeqMax()
+	// What the handle keeps in memory, in one statement (one read
+	// transaction) rather than one each: opens are frequent (see lazyStmt).
+	var (
+		stored  sql.NullString
+		cfgJSON []byte
+		metaSeq sql.NullInt64
+		maxSeq  int64
+	)
+	err = conn.QueryRowContext(ctx, `SELECT
+		(SELECT v FROM meta WHERE k='name'),
+		(SELECT v FROM meta WHERE k='config'),
+		(SELECT v FROM meta WHERE k='seq'),
+		COALESCE((SELECT time FROM messages ORDER BY seq DESC LIMIT 1), 0),
+		(SELECT COUNT(*) FROM messages),
+		(SELECT COALESCE(SUM(size), 0) FROM messages),
+		COALESCE((SELECT MAX(seq) FROM messages), 0),
+		(SELECT COUNT(*) FROM messages WHERE expires IS NOT NULL),
+		EXISTS(SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sqlite_sequence'),
+		COALESCE((SELECT MIN(time) FROM delids), 0)`).Scan(
+		&stored, &cfgJSON, &metaSeq, &s.lastTime, &s.count, &s.bytes, &maxSeq, &s.ttlRows, &s.seqTable, &s.delidsOldest)
 	if err != nil {
 		return fmt.Errorf("open stream: %w", err)
 	}
-	s.lastSeq = max(s.lastSeq, seqMax)
-	if err := conn.QueryRowContext(ctx, `SELECT COUNT(*) FROM messages WHERE expires IS NOT NULL`).Scan(&s.ttlRows); err != nil {
-		return fmt.Errorf("open stream: %w", err)
+	// The stored name guards against two names sharing a file.
+	switch {
+	case !stored.Valid:
+		if _, err := conn.ExecContext(ctx, `INSERT INTO meta(k, v) VALUES('name', ?), ('scope', ?)`, s.name, s.scope); err != nil {
+			return fmt.Errorf("open stream: %w", err)
+		}
+	case stored.String != s.name:
+		return persist.Errorf(persist.CodeInternal, "stream file of %q is claimed by another name", s.name)
+	}
+	s.cfg = persist.DefaultConfig()
+	if cfgJSON != nil {
+		if s.cfg, err = storedConfig(cfgJSON); err != nil {
+			return fmt.Errorf("open stream: stored config: %w", err)
+		}
+	}
+	if s.memory {
+		s.cfg = ClampEphemeral(s.cfg)
+	}
+	if s.cfg.Sync { // NORMAL is the DSN's already
+		if err := s.applySync(); err != nil {
+			return err
+		}
+	}
+	s.lastSeq = uint64(max(maxSeq, metaSeq.Int64))
+	if s.seqTable {
+		var auto uint64
+		err := conn.QueryRowContext(ctx, `SELECT seq FROM sqlite_sequence WHERE name='messages'`).Scan(&auto)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("open stream: sequence: %w", err)
+		}
+		s.lastSeq = max(s.lastSeq, auto)
 	}
 	rows, err := conn.QueryContext(ctx, `SELECT id, seq, time FROM msgids WHERE time > ? ORDER BY time`, now.Add(-DedupWindow).UnixMilli())
 	if err != nil {
@@ -421,11 +448,16 @@ func (s *sqliteStream) init(now time.Time) error {
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("open stream: msgids: %w", err)
 	}
-	if err := conn.QueryRowContext(ctx, `SELECT COALESCE(MIN(time), 0) FROM delids`).Scan(&s.delidsOldest); err != nil {
-		return fmt.Errorf("open stream: delete ids: %w", err)
-	}
+	// Expire what aged out while the stream was closed.
+	_, err = s.Expire(now)
+	return err
+}
+
+// prepareLazily gives the statements of the stream their SQL; each is
+// prepared on first use (see lazyStmt).
+func (s *sqliteStream) prepareLazily() {
 	for _, p := range []struct {
-		st  **sql.Stmt
+		st  *lazyStmt
 		sql string
 	}{
 		{&s.insert, `INSERT INTO messages(seq, key, time, headers, enc, raw, size, ttl, expires) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)`},
@@ -442,13 +474,35 @@ func (s *sqliteStream) init(now time.Time) error {
 		{&s.getDelID, `SELECT seqs, time FROM delids WHERE id = ?`},
 		{&s.putDelID, `INSERT OR REPLACE INTO delids(id, seqs, time) VALUES(?, ?, ?)`},
 	} {
-		if *p.st, err = conn.PrepareContext(ctx, p.sql); err != nil {
-			return fmt.Errorf("open stream: prepare: %w", err)
-		}
+		p.st.query = p.sql
 	}
-	// Expire what aged out while the stream was closed.
-	_, err = s.Expire(now)
-	return err
+}
+
+// schemaVersion is the PRAGMA user_version of a file whose tables and
+// indexes are those of schema. Bump it with every change to schema.
+const schemaVersion = 1
+
+// ensureSchema creates what schema lists unless the file says it has it:
+// a stream reopened many times (the open-stream cache evicts and reopens)
+// reads one header field instead of running the DDL each time. Files from
+// before the version (0) run it once and are stamped.
+func (s *sqliteStream) ensureSchema() error {
+	ctx := context.Background()
+	var v int
+	if err := s.conn.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&v); err != nil {
+		return fmt.Errorf("open stream: schema version: %w", err)
+	}
+	if v >= schemaVersion {
+		return nil
+	}
+	if _, err := s.conn.ExecContext(ctx, schema); err != nil {
+		return fmt.Errorf("open stream: schema: %w", err)
+	}
+	// The stamp only saves later opens the DDL: a file that cannot take it
+	// (a read-only directory, a full disk) opens as before and is stamped
+	// at a later open.
+	_, _ = s.conn.ExecContext(ctx, `PRAGMA user_version = `+strconv.Itoa(schemaVersion))
+	return nil
 }
 
 // storedSeqMax is the highest seq recorded apart from the rows: the
@@ -490,7 +544,12 @@ func (s *sqliteStream) Close() error {
 	if s.arch != nil {
 		first = s.arch.backup(s)
 	}
-	for _, st := range append([]*sql.Stmt{s.insert, s.keySeq, s.delSeq, s.delKey, s.getSeq, s.getKey, s.putMsgID, s.getMsgID, s.getDelID, s.putDelID, s.beginStmt, s.commitStmt, s.dataVer}, append(append(s.insertMany[0][:], s.insertMany[1][:]...), s.delMany[:]...)...) {
+	for _, l := range []*lazyStmt{&s.insert, &s.keySeq, &s.delSeq, &s.delKey, &s.getSeq, &s.getKey, &s.putMsgID, &s.getMsgID, &s.getDelID, &s.putDelID, &s.beginStmt, &s.commitStmt, &s.dataVer} {
+		if err := l.close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	for _, st := range append(append(s.insertMany[0][:], s.insertMany[1][:]...), s.delMany[:]...) {
 		if st != nil {
 			if err := st.Close(); err != nil && first == nil {
 				first = err

@@ -39,7 +39,7 @@ import (
 func (s *sqliteStream) reloadIfShared() error {
 	ctx := context.Background()
 	var v int64
-	if err := s.dataVer.QueryRow().Scan(&v); err != nil { // prepared: it runs on every write
+	if err := s.dataVer.queryRow(s.conn).Scan(&v); err != nil { // prepared: it runs on every write
 		return fmt.Errorf("data version: %w", err)
 	}
 	if v == s.dataVersion {
@@ -128,7 +128,7 @@ func (s *sqliteStream) Revalidate() error {
 		return nil // a private in-memory database has no other connection
 	}
 	var v int64
-	if err := s.dataVer.QueryRow().Scan(&v); err != nil {
+	if err := s.dataVer.queryRow(s.conn).Scan(&v); err != nil {
 		return classifyDisk(fmt.Errorf("revalidate: data version: %w", err))
 	}
 	if v == s.dataVersion {
@@ -156,7 +156,7 @@ func (s *sqliteStream) Revalidate() error {
 // time if it is there and within the window at nowMs.
 func (s *sqliteStream) storedMsgID(id string, nowMs int64) (dedupEntry, bool, error) {
 	var e dedupEntry
-	err := s.getMsgID.QueryRow(id).Scan(&e.seq, &e.time)
+	err := s.getMsgID.queryRow(s.conn, id).Scan(&e.seq, &e.time)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return e, false, nil

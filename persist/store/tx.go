@@ -14,7 +14,7 @@ type txState struct {
 }
 
 func (s *sqliteStream) begin() (txState, error) {
-	if _, err := s.beginStmt.Exec(); err != nil {
+	if _, err := s.beginStmt.exec(s.conn); err != nil {
 		return txState{}, fmt.Errorf("begin: %w", err)
 	}
 	if err := s.reloadIfShared(); err != nil {
@@ -33,7 +33,7 @@ func (s *sqliteStream) commit() error {
 			return fmt.Errorf("record seq: %w", err)
 		}
 	}
-	if _, err := s.commitStmt.Exec(); err != nil {
+	if _, err := s.commitStmt.exec(s.conn); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
 	_ = s.endTx() // committed whatever it says; it retries at the next end

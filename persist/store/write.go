@@ -201,7 +201,7 @@ func (s *sqliteStream) admit(op *WriteOp, r *WriteResult, nowMs int64, rate rate
 	}
 	lookup := op.Key != "" && (op.PrevSeq != nil || s.cfg.DiscardPolicy == persist.DiscardNew)
 	if lookup {
-		err := s.keySeq.QueryRow(op.Key).Scan(&oldSeq, &oldSize)
+		err := s.keySeq.queryRow(s.conn, op.Key).Scan(&oldSeq, &oldSize)
 		switch {
 		case err == nil:
 			found = true
@@ -279,7 +279,7 @@ func (s *sqliteStream) stage(op *WriteOp, a admitted, seq uint64, nowMs int64, e
 		var oldSeq uint64
 		var sz int64
 		var hadTTL bool
-		err := s.delKey.QueryRow(op.Key).Scan(&oldSeq, &sz, &hadTTL)
+		err := s.delKey.queryRow(s.conn, op.Key).Scan(&oldSeq, &sz, &hadTTL)
 		switch {
 		case err == nil:
 			s.removed(sz, hadTTL)
@@ -303,7 +303,7 @@ func (s *sqliteStream) stage(op *WriteOp, a admitted, seq uint64, nowMs int64, e
 		if op.TTL > 0 {
 			ttl, expires = op.TTL, nowMs+op.TTL
 		}
-		if _, err := s.insert.Exec(seq, key, nowMs, a.headers, enc, raw, a.size, ttl, expires); err != nil {
+		if _, err := s.insert.exec(s.conn, seq, key, nowMs, a.headers, enc, raw, a.size, ttl, expires); err != nil {
 			return nil, fmt.Errorf("insert: %w", err)
 		}
 		return changes, nil
@@ -345,7 +345,7 @@ func (s *sqliteStream) record(op *WriteOp, seq uint64, size, nowMs int64, rate *
 		s.ttlRows++
 	}
 	if op.MsgID != "" {
-		if _, err := s.putMsgID.Exec(op.MsgID, seq, nowMs); err != nil {
+		if _, err := s.putMsgID.exec(s.conn, op.MsgID, seq, nowMs); err != nil {
 			return fmt.Errorf("msgid: %w", err)
 		}
 		s.msgids[op.MsgID] = dedupEntry{seq: seq, time: nowMs}
@@ -416,7 +416,7 @@ func (s *sqliteStream) flushInserts() error {
 			} else {
 				size = len(raw.([]byte))
 			}
-			if _, err := s.insert.Exec(seq, key, s.runTime, nil, encRaw, raw, size, nil, nil); err != nil {
+			if _, err := s.insert.exec(s.conn, seq, key, s.runTime, nil, encRaw, raw, size, nil, nil); err != nil {
 				return fmt.Errorf("insert: %w", err)
 			}
 			vals, seq = vals[cols:], seq+1
@@ -483,7 +483,7 @@ func (s *sqliteStream) deleteDeferred() error {
 			var seq uint64
 			var sz int64
 			var hadTTL bool
-			err := s.delKey.QueryRow(keys[0]).Scan(&seq, &sz, &hadTTL)
+			err := s.delKey.queryRow(s.conn, keys[0]).Scan(&seq, &sz, &hadTTL)
 			switch {
 			case err == nil:
 				s.removed(sz, hadTTL)

@@ -65,8 +65,10 @@ var (
 	persistDeadline      = desc("persist_deadline_dropped_total", "Requests dropped unanswered and unapplied: their Sy-Deadline had passed when their turn came.", "server")
 	persistOpenStreams   = desc("persist_open_streams", "Streams in the server's cache of open streams.", "server")
 	persistOpenBytes     = desc("persist_open_stream_bytes", "Bytes stored in the open streams.", "server")
+	persistOpenStorage   = desc("persist_open_stream_storage", "Streams whose storage is open, opening or closing; a persistent one holds 3 file descriptors (its database, -wal and -shm).", "server")
+	persistMaxOpen       = desc("persist_max_open_streams", "The server's open-stream cap (--max-open-streams): open_stream_storage never exceeds it.", "server")
 	persistReady         = desc("persist_ready", "1 while the server serves, its NATS connection is up and its last commit succeeded.", "server")
-	persistCollectorDesc = []*prometheus.Desc{persistCommits, persistCommitFails, persistFeed, persistFeedFails, persistDedup, persistExpired, persistReplyRefused, persistDeadline, persistOpenStreams, persistOpenBytes, persistReady}
+	persistCollectorDesc = []*prometheus.Desc{persistCommits, persistCommitFails, persistFeed, persistFeedFails, persistDedup, persistExpired, persistReplyRefused, persistDeadline, persistOpenStreams, persistOpenBytes, persistOpenStorage, persistMaxOpen, persistReady}
 )
 
 func newPersistCollector() *persistCollector {
@@ -129,6 +131,8 @@ func (c *persistCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(ch, persistDeadline, float64(st.DeadlineDropped), s.id)
 		gauge(ch, persistOpenStreams, float64(st.OpenStreams), s.id)
 		gauge(ch, persistOpenBytes, float64(st.OpenBytes), s.id)
+		gauge(ch, persistOpenStorage, float64(st.OpenStorage), s.id)
+		gauge(ch, persistMaxOpen, float64(st.MaxOpenStreams), s.id)
 		ready := 0.0
 		if s.srv.Ready() == nil {
 			ready = 1

@@ -1,0 +1,84 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/switchyard-dev/switchyard/bus"
+	"github.com/switchyard-dev/switchyard/persist"
+)
+
+// TestManyStreamsSmallCache writes manyStreams streams (640 through a
+// cache of 64; 20,000 through 256 with -tags manystreams) through one
+// server, from 8 clients at once, and
+// reads every one back: each holds what was written, and the streams open
+// at once never exceeded the cap (so neither did their descriptors,
+// store.FilesPerOpenStream each).
+func TestManyStreamsSmallCache(t *testing.T) {
+	t.Parallel()
+	n := manyStreams
+	const maxOpen, clients = manyStreamsCache, 8
+	h := newHarness(t, func(c *Config) { c.MaxOpenStreams = maxOpen })
+	each := func(what string, fn func(i int) error) {
+		t.Helper()
+		var wg sync.WaitGroup
+		errs := make(chan error, clients)
+		for c := range clients {
+			wg.Go(func() {
+				for i := c; i < n; i += clients {
+					if err := fn(i); err != nil {
+						errs <- fmt.Errorf("%s s%d: %w", what, i, err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+	}
+	request := func(cmd string, i int, hdr map[string]string, body []byte) (*nats.Msg, error) {
+		m := h.msg(cmd, fmt.Sprintf("s%d", i), hdr, body)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		r, err := bus.Request(ctx, h.nc, m)
+		if err != nil {
+			return nil, err
+		}
+		if c := r.Header.Get(persist.HdrError); c != "" {
+			return nil, fmt.Errorf("%s: %s", c, r.Data)
+		}
+		return r, nil
+	}
+	each("set", func(i int) error {
+		_, err := request(persist.CmdSet, i, map[string]string{persist.HdrKey: "k"}, []byte(fmt.Sprint(i)))
+		return err
+	})
+	each("get", func(i int) error {
+		r, err := request(persist.CmdGet, i, map[string]string{persist.HdrKey: "k"}, nil)
+		if err != nil {
+			return err
+		}
+		if string(r.Data) != fmt.Sprint(i) {
+			return fmt.Errorf("holds %q", r.Data)
+		}
+		return nil
+	})
+	st := h.srv.Stats()
+	if st.OpenStoragePeak > maxOpen || st.OpenStorage > maxOpen {
+		t.Fatalf("open streams reached %d (now %d), the cap is %d", st.OpenStoragePeak, st.OpenStorage, maxOpen)
+	}
+	if st.MaxOpenStreams != maxOpen {
+		t.Fatalf("Stats.MaxOpenStreams = %d, want %d", st.MaxOpenStreams, maxOpen)
+	}
+	if st.OpenStoragePeak < maxOpen/2 {
+		t.Fatalf("open streams peaked at %d: the cache was not filled, the test proves nothing", st.OpenStoragePeak)
+	}
+}

@@ -1,0 +1,38 @@
+package store
+
+import (
+	"errors"
+	"os"
+	"syscall"
+
+	"github.com/switchyard-dev/switchyard/persist"
+)
+
+// FilesPerOpenStream is the file descriptors an open persistent stream
+// holds: its database, its -wal and its -shm (SQLite in WAL mode). A closed
+// stream holds none.
+const FilesPerOpenStream = 3
+
+// outOfDescriptors reports whether err, the failure of an open, came from
+// the process being out of file descriptors. SQLite reports that as "unable
+// to open database file" (SQLITE_CANTOPEN) without the errno, so when the
+// error itself does not say, one more open tells: a process at its limit
+// cannot open /dev/null either.
+func outOfDescriptors(err error) bool {
+	if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+		return true
+	}
+	f, ferr := os.Open(os.DevNull)
+	if ferr != nil {
+		return errors.Is(ferr, syscall.EMFILE) || errors.Is(ferr, syscall.ENFILE)
+	}
+	f.Close()
+	return false
+}
+
+// descriptorError is the answer to an open that failed for want of file
+// descriptors: unavailable (the caller retries, and a later open succeeds
+// once streams close), saying why and what to change.
+func descriptorError(err error) error {
+	return persist.Errorf(persist.CodeUnavailable, "too many open files: the process is at its file descriptor limit (each open stream holds %d; lower --max-open-streams or raise the limit): %v", FilesPerOpenStream, err)
+}
