@@ -6,4 +6,4 @@ package server
 // count and open-stream cap in CI: ten times the cache, which cycles it
 // many times, in a CI budget (each new stream costs about 4 ms of fsyncs).
 // `-tags manystreams` runs the full 20,000 through a cache of 256.
-const manyStreams, manyStreamsCache = 640, 64
+const manyStreams, manyStreamsCache = 320, 32
