@@ -35,6 +35,9 @@ type EventsConfig struct {
 	// UpCmd is the argv that runs the switchyard binary (`up` and its
 	// flags are appended). Empty: our side is not run.
 	UpCmd []string
+	// UpProfile, when set, is where our up writes a CPU profile of its
+	// whole life (start, subscribers, fan-out).
+	UpProfile string
 	// Centrifugo is the Centrifugo binary. Empty: Centrifugo is not run.
 	Centrifugo string
 	// Dir holds the servers' data, configs and logs. Empty means a temp
@@ -164,7 +167,7 @@ func RunEvents(ctx context.Context, cfg EventsConfig, p Progress, w io.Writer) (
 	}
 	if len(cfg.UpCmd) > 0 {
 		sides = append(sides, side{ServerOurs, func() (eventsServer, error) {
-			return startOurs(ctx, cfg.UpCmd, dir, stream)
+			return startOurs(ctx, cfg.UpCmd, dir, stream, cfg.UpProfile)
 		}})
 	}
 	if cfg.Centrifugo != "" {

@@ -133,7 +133,7 @@ type oursServer struct {
 
 // startOurs runs upCmd (the switchyard binary's argv up to "up") with a
 // data directory in dir.
-func startOurs(ctx context.Context, upCmd []string, dir, stream string) (*oursServer, error) {
+func startOurs(ctx context.Context, upCmd []string, dir, stream, cpuProfile string) (*oursServer, error) {
 	httpAddr, err := freeAddr()
 	if err != nil {
 		return nil, err
@@ -145,6 +145,9 @@ func startOurs(ctx context.Context, upCmd []string, dir, stream string) (*oursSe
 	_, natsPort, _ := net.SplitHostPort(natsAddr)
 	argv := append(append([]string(nil), upCmd...), "up", "--no-work", "--servers", "1",
 		"--http", httpAddr, "--nats-port", natsPort, "--data", filepath.Join(dir, "data"), "--log-level", "warn")
+	if cpuProfile != "" {
+		argv = append(argv, "--cpuprofile", cpuProfile)
+	}
 	// SWITCHYARD_NATS_URL would point the child's clients elsewhere.
 	p, err := startProc(ctx, dir, "switchyard-up", argv, []string{"SWITCHYARD_NATS_URL="})
 	if err != nil {

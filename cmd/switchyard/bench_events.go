@@ -85,6 +85,7 @@ rest become gap markers), so --rate × --duration (per channel) must stay under 
 	f.BoolVar(&asJSON, "json", false, "print the results as JSON")
 	f.StringVar(&only, "only", "", "run one side: ours or centrifugo")
 	f.StringVar(&cfg.Centrifugo, "centrifugo", "", "Centrifugo binary to run (default: go install it into a temp directory)")
+	f.StringVar(&cfg.UpProfile, "cpuprofile", "", "have our up write a CPU profile of its whole life to this file (read it with go tool pprof BINARY FILE)")
 	f.StringVar(&cfg.Dir, "dir", "", "directory for the servers' data, configs and logs (default: a temp dir)")
 	return cmd
 }
