@@ -21,6 +21,7 @@ same load in the same run and prints both figures and their ratio.`,
 	// Shared by every benchmark: benchProgress reads it from the command.
 	cmd.PersistentFlags().Bool(noProgressFlag, false, "no progress of each phase on stderr (the results on stdout are the same)")
 	cmd.AddCommand(
+		newBenchEventsCmd(),
 		newBenchFeedCmd(),
 		newBenchForwardCmd(),
 		newBenchIndexCmd(),

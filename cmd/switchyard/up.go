@@ -24,7 +24,7 @@ import (
 func newUpCmd() *cobra.Command {
 	var (
 		host, dataDir, archiveDir, placementName, service string
-		authDir, tlsCert, tlsKey                          string
+		authDir, tlsCert, tlsKey, cpuProfile              string
 		port, servers                                     int
 		insecure                                          bool
 		uw                                                upWork
@@ -112,7 +112,15 @@ carried by signed batches of the forward queue (docs/events.md).`,
 			if len(ec.Peers) > 0 && httpOpts.addr == "" {
 				return usagef("--peer joins the events API of the HTTP side: it needs --http")
 			}
-			return runUp(cmd, upConfig{events: ec, work: uw, host: host, port: port, dataDir: dataDir, archiveDir: archiveDir, servers: servers, placement: fn, placementName: placementName, service: service, authDir: authDir, tlsCert: tlsCert, tlsKey: tlsKey, http: httpOpts})
+			stopProfile, err := startProfiles(cpuProfile, "", "")
+			if err != nil {
+				return err
+			}
+			err = runUp(cmd, upConfig{events: ec, work: uw, host: host, port: port, dataDir: dataDir, archiveDir: archiveDir, servers: servers, placement: fn, placementName: placementName, service: service, authDir: authDir, tlsCert: tlsCert, tlsKey: tlsKey, http: httpOpts})
+			if perr := stopProfile(); err == nil {
+				err = perr
+			}
+			return err
 		},
 	}
 	cmd.Flags().StringVar(&host, "host", "127.0.0.1", "address the embedded NATS server listens on")
@@ -136,6 +144,9 @@ carried by signed batches of the forward queue (docs/events.md).`,
 	httpOpts.registerMetricsOpen(cmd)
 	regionOpts.register(cmd)
 	cmd.Flags().BoolVar(&insecure, "insecure", false, "allow a non-loopback --host without --auth: anyone who reaches the port can read and write everything")
+	// For bench events, which profiles the up it measures.
+	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of this process to `FILE` when it stops")
+	_ = cmd.Flags().MarkHidden("cpuprofile")
 	return cmd
 }
 

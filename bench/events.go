@@ -1,0 +1,467 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+)
+
+// EventsConfig configures bench events.
+type EventsConfig struct {
+	// Subscribers is the number of WebSocket subscribers on each server.
+	// Zero means 1000.
+	Subscribers int
+	// Rate is publishes per second, across all channels. Zero means 100.
+	Rate int
+	// Duration is how long the publisher publishes. Zero means 5s.
+	Duration time.Duration
+	// Payload is the size of each published value. Zero means 128 bytes.
+	Payload int
+	// Shared puts every subscriber on one channel (anchor), so each
+	// publish is delivered to all of them; otherwise each subscriber has a
+	// channel of its own and the publishes go round the channels.
+	Shared bool
+	// Publishers is how many publishes may be in flight. Zero means 16.
+	Publishers int
+	// UpCmd is the argv that runs the switchyard binary (`up` and its
+	// flags are appended). Empty: our side is not run.
+	UpCmd []string
+	// UpProfile, when set, is where our up writes a CPU profile of its
+	// whole life (start, subscribers, fan-out).
+	UpProfile string
+	// Centrifugo is the Centrifugo binary. Empty: Centrifugo is not run.
+	Centrifugo string
+	// Dir holds the servers' data, configs and logs. Empty means a temp
+	// dir.
+	Dir string
+}
+
+func (c EventsConfig) withDefaults() EventsConfig {
+	if c.Subscribers == 0 {
+		c.Subscribers = 1000
+	}
+	if c.Rate == 0 {
+		c.Rate = 100
+	}
+	if c.Duration == 0 {
+		c.Duration = 5 * time.Second
+	}
+	if c.Payload == 0 {
+		c.Payload = 128
+	}
+	if c.Publishers == 0 {
+		c.Publishers = 16
+	}
+	return c
+}
+
+// EventsRateLimit is the events layer's limit of deliveries per
+// subscription per sliding minute; bench events keeps below it so that it
+// measures deliveries, not gap markers.
+const EventsRateLimit = 600
+
+// PerSubscription is how many deliveries one subscription gets in a run.
+func (c EventsConfig) PerSubscription() int {
+	c = c.withDefaults()
+	total := int(float64(c.Rate) * c.Duration.Seconds())
+	if c.Shared {
+		return total
+	}
+	return (total + c.Subscribers - 1) / c.Subscribers
+}
+
+// Check refuses a configuration whose subscriptions would pass the
+// events layer's rate limit within the run (which lasts under a minute).
+func (c EventsConfig) Check() error {
+	c = c.withDefaults()
+	if c.Subscribers < 1 || c.Rate < 1 || c.Duration <= 0 || c.Payload < len(eventsMarker)+20 {
+		return fmt.Errorf("--subscribers, --rate and --duration must be positive and --payload at least %d", len(eventsMarker)+20)
+	}
+	if c.Duration > time.Minute {
+		return errors.New("--duration is at most 1m (the rate limit's window; see --help)")
+	}
+	if n := c.PerSubscription(); n > EventsRateLimit-10 {
+		return fmt.Errorf("%d deliveries per subscription in %s: the events layer delivers at most %d per subscription a minute and turns the rest into gap markers; lower --rate or --duration", n, c.Duration, EventsRateLimit)
+	}
+	return nil
+}
+
+// EventsRun is what one server measured.
+type EventsRun struct {
+	Server      string  `json:"server"`
+	Subscribers int     `json:"subscribers"`
+	Channels    int     `json:"channels"`
+	Published   int64   `json:"published"`
+	PublishRate float64 `json:"publish_rate"` // publishes/s reached
+	Expected    int64   `json:"expected"`     // deliveries the publishes call for
+	Delivered   int64   `json:"delivered"`
+	// DeliveredRate is deliveries per second, from the first publish to
+	// the last delivery.
+	DeliveredRate float64       `json:"delivered_per_sec"`
+	P50           time.Duration `json:"p50_ns"`
+	P99           time.Duration `json:"p99_ns"`
+	// CPUPerDelivery is the server process's CPU time (user and system)
+	// from the first publish to the last delivery, over the deliveries.
+	CPUPerDelivery time.Duration `json:"cpu_per_delivery_ns"`
+	// PeakRSS is the most resident memory of the server process sampled
+	// during the fan-out.
+	PeakRSS int64 `json:"peak_rss_bytes"`
+	// IdleRSSPerSub is the server's RSS growth per subscriber, connected
+	// and subscribed but idle, before the fan-out.
+	IdleRSSPerSub float64 `json:"idle_rss_per_subscriber_bytes"`
+	Gaps          int64   `json:"gaps"`
+}
+
+// EventsResult is what RunEvents measured.
+type EventsResult struct {
+	Subscribers int           `json:"subscribers"`
+	Shared      bool          `json:"shared"`
+	Rate        int           `json:"rate"`
+	Duration    time.Duration `json:"duration_ns"`
+	Payload     int           `json:"payload"`
+	Runs        []EventsRun   `json:"runs"`
+}
+
+// Server names in EventsRun.
+const (
+	ServerOurs              = "switchyard"
+	ServerCentrifugo        = "centrifugo"
+	ServerCentrifugoHistory = "centrifugo+history"
+)
+
+// RunEvents runs the same load on our events WebSocket API (a separate
+// `switchyard up` process) and on Centrifugo without and with history (a
+// separate process each), one after the other, each with a fresh server.
+func RunEvents(ctx context.Context, cfg EventsConfig, p Progress, w io.Writer) (EventsResult, error) {
+	cfg = cfg.withDefaults()
+	res := EventsResult{Subscribers: cfg.Subscribers, Shared: cfg.Shared, Rate: cfg.Rate, Duration: cfg.Duration, Payload: cfg.Payload}
+	if err := cfg.Check(); err != nil {
+		return res, err
+	}
+	dir := cfg.Dir
+	if dir == "" {
+		d, err := os.MkdirTemp("", "switchyard-bench-events-")
+		if err != nil {
+			return res, err
+		}
+		defer os.RemoveAll(d)
+		dir = d
+	}
+	type side struct {
+		name  string
+		start func() (eventsServer, error)
+	}
+	var sides []side
+	stream := "own"
+	if cfg.Shared {
+		stream = "shared"
+	}
+	if len(cfg.UpCmd) > 0 {
+		sides = append(sides, side{ServerOurs, func() (eventsServer, error) {
+			return startOurs(ctx, cfg.UpCmd, dir, stream, cfg.UpProfile)
+		}})
+	}
+	if cfg.Centrifugo != "" {
+		for _, h := range []bool{false, true} {
+			name := ServerCentrifugo
+			if h {
+				name = ServerCentrifugoHistory
+			}
+			sides = append(sides, side{name, func() (eventsServer, error) {
+				return startCentrifugo(ctx, cfg.Centrifugo, dir, h, cfg.Publishers)
+			}})
+		}
+	}
+	if len(sides) == 0 {
+		return res, errors.New("no server to measure")
+	}
+	for _, sd := range sides {
+		srv, err := sd.start()
+		if err != nil {
+			return res, fmt.Errorf("%s: %w", sd.name, err)
+		}
+		run, err := measureEvents(ctx, cfg, srv, p)
+		run.Server = sd.name
+		if cerr := srv.close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return res, fmt.Errorf("%s: %w", sd.name, err)
+		}
+		res.Runs = append(res.Runs, run)
+	}
+	return res, nil
+}
+
+// settle is how long a server is left alone before a memory reading, so
+// the work of the step before it (connecting, a GC) is done.
+const settle = time.Second
+
+// measureEvents connects the subscribers (reading the idle memory), then
+// publishes for cfg.Duration and waits for the deliveries.
+func measureEvents(ctx context.Context, cfg EventsConfig, srv eventsServer, p Progress) (EventsRun, error) {
+	run := EventsRun{Subscribers: cfg.Subscribers, Channels: cfg.Subscribers}
+	if cfg.Shared {
+		run.Channels = 1
+	}
+	channel := func(i int) string {
+		if cfg.Shared {
+			return "shared"
+		}
+		return "c" + strconv.Itoa(i)
+	}
+	pid := srv.pid()
+	time.Sleep(settle)
+	rss0, err := procRSS(pid)
+	if err != nil {
+		return run, err
+	}
+
+	subs := make([]*subscriber, cfg.Subscribers)
+	var delivered atomic.Int64
+	var readers sync.WaitGroup
+	defer func() {
+		for _, s := range subs {
+			if s != nil {
+				_ = s.c.CloseNow()
+			}
+		}
+		readers.Wait()
+	}()
+	m := p.start("subscribe", int64(cfg.Subscribers), "subscribers")
+	if err := forEach(ctx, cfg.Subscribers, 16, func(ctx context.Context, i int) error {
+		dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		c, err := srv.subscribe(dctx, channel(i))
+		if err != nil {
+			return fmt.Errorf("subscriber %d: %w", i, err)
+		}
+		subs[i] = &subscriber{c: c}
+		m.Add(1)
+		return nil
+	}); err != nil {
+		m.Done()
+		return run, err
+	}
+	m.Done()
+	for _, s := range subs {
+		readers.Add(1)
+		go func() {
+			defer readers.Done()
+			s.read(&delivered)
+		}()
+	}
+	time.Sleep(settle)
+	rss1, err := procRSS(pid)
+	if err != nil {
+		return run, err
+	}
+	run.IdleRSSPerSub = float64(rss1-rss0) / float64(cfg.Subscribers)
+
+	// Peak RSS: sampled until the deliveries are in.
+	stopSampling := make(chan struct{})
+	sampled := make(chan int64, 1)
+	go func() {
+		peak := rss1
+		t := time.NewTicker(20 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-stopSampling:
+				sampled <- peak
+				return
+			case <-t.C:
+				if r, err := procRSS(pid); err == nil && r > peak {
+					peak = r
+				}
+			}
+		}
+	}()
+	cpu0, err := procCPU(pid)
+	if err != nil {
+		close(stopSampling)
+		<-sampled
+		return run, err
+	}
+	start := time.Now()
+	published, err := publishPaced(ctx, cfg, srv, channel, p)
+	pubEnd := time.Now()
+	run.Published = published
+	run.PublishRate = float64(published) / pubEnd.Sub(start).Seconds()
+	run.Expected = published
+	if cfg.Shared {
+		run.Expected = published * int64(cfg.Subscribers)
+	}
+	last := drain(ctx, &delivered, run.Expected)
+	cpu1, cerr := procCPU(pid)
+	close(stopSampling)
+	run.PeakRSS = <-sampled
+	if err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return run, err
+	}
+	var lat []time.Duration
+	for _, s := range subs {
+		l, g := s.take()
+		lat = append(lat, l...)
+		run.Gaps += g
+	}
+	run.Delivered = int64(len(lat))
+	if run.Delivered > 0 {
+		slices.Sort(lat)
+		run.P50, run.P99 = pct(lat, 0.50), pct(lat, 0.99)
+		run.DeliveredRate = float64(run.Delivered) / last.Sub(start).Seconds()
+		run.CPUPerDelivery = (cpu1 - cpu0) / time.Duration(run.Delivered)
+	}
+	return run, nil
+}
+
+// publishPaced publishes cfg.Rate a second for cfg.Duration, with up to
+// cfg.Publishers in flight, each payload carrying its publish time, and
+// returns how many it published.
+func publishPaced(ctx context.Context, cfg EventsConfig, srv eventsServer, channel func(int) string, p Progress) (int64, error) {
+	total := int(float64(cfg.Rate) * cfg.Duration.Seconds())
+	m := p.start("publish", int64(total), "publishes")
+	defer m.Done()
+	period := time.Second / time.Duration(cfg.Rate)
+	start := time.Now()
+	var published atomic.Int64
+	err := forEach(ctx, total, cfg.Publishers, func(ctx context.Context, i int) error {
+		// Publish i is due at start + i × period; a publisher that is
+		// behind publishes at once.
+		if d := time.Until(start.Add(time.Duration(i) * period)); d > 0 {
+			t := time.NewTimer(d)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			}
+		}
+		ch := i
+		if !cfg.Shared {
+			ch = i % cfg.Subscribers
+		}
+		if err := srv.publish(ctx, channel(ch), int64(i), eventsPayload(cfg.Payload, time.Now())); err != nil {
+			return fmt.Errorf("publish %d: %w", i, err)
+		}
+		published.Add(1)
+		m.Add(1)
+		return nil
+	})
+	return published.Load(), err
+}
+
+// drainIdle is how long drain waits with no new delivery before it gives
+// up on the rest: longer than our coalescing window.
+const drainIdle = 3 * time.Second
+
+// drain waits until delivered reaches want or stops growing for
+// drainIdle, and returns when the last delivery was seen.
+func drain(ctx context.Context, delivered *atomic.Int64, want int64) time.Time {
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	last, lastAt := delivered.Load(), time.Now()
+	for last < want && time.Since(lastAt) < drainIdle {
+		select {
+		case <-ctx.Done():
+			return lastAt
+		case <-t.C:
+		}
+		if n := delivered.Load(); n != last {
+			last, lastAt = n, time.Now()
+		}
+	}
+	return lastAt
+}
+
+// forEach runs fn for 0..n-1 on up to par goroutines, in order of i, and
+// returns the first error (the rest are skipped).
+func forEach(ctx context.Context, n, par int, fn func(context.Context, int) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var next atomic.Int64
+	var first error
+	var once sync.Once
+	var wg sync.WaitGroup
+	for range min(par, n) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n || ctx.Err() != nil {
+					return
+				}
+				if err := fn(ctx, i); err != nil {
+					once.Do(func() { first = err; cancel() })
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return first
+}
+
+// PrintEventsResult writes res as a table and the ratios of ours to each
+// Centrifugo run, or as JSON.
+func PrintEventsResult(w io.Writer, res EventsResult, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(res)
+	}
+	layout := "each subscriber on its own channel"
+	if res.Shared {
+		layout = "all subscribers on one channel"
+	}
+	fmt.Fprintf(w, "%d subscribers, %s, %d publishes/s of %d bytes for %s\n", res.Subscribers, layout, res.Rate, res.Payload, res.Duration)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "server\tpublished/s\tdelivered\tdelivered/s\tp50\tp99\tserver CPU/delivery\tpeak RSS\tRSS/idle subscriber\tgaps")
+	for _, r := range res.Runs {
+		fmt.Fprintf(tw, "%s\t%.0f\t%d/%d\t%.0f\t%s\t%s\t%.1fµs\t%.1f MiB\t%.1f KiB\t%d\n", r.Server, r.PublishRate, r.Delivered, r.Expected, r.DeliveredRate,
+			fmtMs(r.P50), fmtMs(r.P99), float64(r.CPUPerDelivery)/float64(time.Microsecond), float64(r.PeakRSS)/(1<<20), r.IdleRSSPerSub/1024, r.Gaps)
+	}
+	tw.Flush()
+	ours := slices.IndexFunc(res.Runs, func(r EventsRun) bool { return r.Server == ServerOurs })
+	if ours < 0 {
+		return nil
+	}
+	o := res.Runs[ours]
+	ratio := func(a, b float64) string {
+		if b == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.2fx", a/b)
+	}
+	header := false
+	for _, r := range res.Runs {
+		if r.Server == ServerOurs {
+			continue
+		}
+		if !header {
+			fmt.Fprintln(tw, "ours / theirs\tdelivered/s\tp50\tp99\tserver CPU/delivery\tpeak RSS\tRSS/idle subscriber\ttargets: CPU, p99, idle RSS <= 1.0x (vs +history)")
+			header = true
+		}
+		fmt.Fprintf(tw, "vs %s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Server, ratio(o.DeliveredRate, r.DeliveredRate), ratio(float64(o.P50), float64(r.P50)), ratio(float64(o.P99), float64(r.P99)),
+			ratio(float64(o.CPUPerDelivery), float64(r.CPUPerDelivery)), ratio(float64(o.PeakRSS), float64(r.PeakRSS)), ratio(o.IdleRSSPerSub, r.IdleRSSPerSub))
+	}
+	return tw.Flush()
+}
+
+// fmtMs prints a latency in milliseconds.
+func fmtMs(d time.Duration) string {
+	return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond))
+}

@@ -1,0 +1,119 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// eventsMarker starts every payload bench events publishes, followed by
+// the publish time in Unix nanoseconds (19 digits): the one thing the
+// reader looks for in a frame, on either server.
+var eventsMarker = []byte("sy-t=")
+
+// eventsPayload is a payload of n bytes (at least the marker and the
+// time) carrying the time at.
+func eventsPayload(n int, at time.Time) []byte {
+	b := make([]byte, 0, max(n, len(eventsMarker)+20))
+	b = append(b, eventsMarker...)
+	b = strconv.AppendInt(b, at.UnixNano(), 10)
+	b = append(b, '.')
+	for len(b) < n {
+		b = append(b, 'x')
+	}
+	return b
+}
+
+// subscriber is one WebSocket subscriber of bench events and what its
+// reader saw.
+type subscriber struct {
+	c *websocket.Conn
+
+	mu   sync.Mutex
+	lat  []time.Duration // publish to receive, one per delivery
+	gaps int64           // gap messages (ours only)
+}
+
+// ping is Centrifugo's JSON protocol ping, a frame of "{}", answered with
+// the same.
+var ping = []byte("{}")
+
+// read is the one reader loop both servers are driven with: it reads each
+// frame into a buffer it reuses, answers a ping, and for every payload in
+// the frame (Centrifugo may put several replies in one frame, a line each)
+// records the time since its publish. It parses nothing else: a full JSON
+// decode on the benchmark's cores would be charged to the server's
+// latency. delivered counts deliveries across all subscribers. It returns
+// when the connection ends.
+func (s *subscriber) read(delivered *atomic.Int64) {
+	buf := make([]byte, 0, 1024)
+	for {
+		_, r, err := s.c.Reader(context.Background())
+		if err != nil {
+			return
+		}
+		buf = buf[:0]
+		for {
+			if len(buf) == cap(buf) {
+				buf = append(buf, 0)[:len(buf)]
+			}
+			n, err := r.Read(buf[len(buf):cap(buf)])
+			buf = buf[:len(buf)+n]
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return
+			}
+		}
+		now := time.Now()
+		if bytes.Equal(buf, ping) {
+			if err := s.c.Write(context.Background(), websocket.MessageText, ping); err != nil {
+				return
+			}
+			continue
+		}
+		got, gaps := 0, int64(0)
+		s.mu.Lock()
+		for b := buf; ; {
+			i := bytes.Index(b, eventsMarker)
+			if i < 0 {
+				break
+			}
+			b = b[i+len(eventsMarker):]
+			var ns int64
+			j := 0
+			for ; j < len(b) && b[j] >= '0' && b[j] <= '9'; j++ {
+				ns = ns*10 + int64(b[j]-'0')
+			}
+			if j > 0 {
+				s.lat = append(s.lat, now.Sub(time.Unix(0, ns)))
+				got++
+			}
+		}
+		if bytes.Contains(buf, []byte(`"type":"gap"`)) {
+			gaps++
+			s.gaps += gaps
+		}
+		s.mu.Unlock()
+		if got > 0 {
+			delivered.Add(int64(got))
+		}
+	}
+}
+
+// take returns the latencies and gaps recorded so far and forgets them.
+func (s *subscriber) take() ([]time.Duration, int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	lat, gaps := s.lat, s.gaps
+	s.lat, s.gaps = nil, 0
+	return lat, gaps
+}

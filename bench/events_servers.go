@@ -1,0 +1,338 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/nats-io/nats.go"
+
+	"github.com/switchyard-dev/switchyard/persist"
+)
+
+// eventsServer is one side of bench events: a server in its own process
+// that WebSocket subscribers subscribe to channels of and a publisher
+// publishes on.
+type eventsServer interface {
+	// pid is the server's process, whose CPU and RSS are measured.
+	pid() int
+	// subscribe dials one subscriber of channel ch and returns once the
+	// server has confirmed the subscription.
+	subscribe(ctx context.Context, ch string) (*websocket.Conn, error)
+	// publish publishes payload on channel ch under a key no other
+	// publish uses (so nothing is coalesced).
+	publish(ctx context.Context, ch string, seq int64, payload []byte) error
+	close() error
+}
+
+// serverProc is a server process bench events started, with its output
+// kept in a file for the error when it fails.
+type serverProc struct {
+	cmd     *exec.Cmd
+	logPath string
+	exited  chan struct{}
+}
+
+func startProc(ctx context.Context, dir, name string, argv []string, env []string) (*serverProc, error) {
+	logPath := filepath.Join(dir, name+".log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = append(os.Environ(), env...)
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &serverProc{cmd: cmd, logPath: logPath, exited: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		logf.Close()
+		close(p.exited)
+	}()
+	return p, nil
+}
+
+// waitHTTP polls u until it answers 200, the process exits or 60 s pass.
+func (p *serverProc) waitHTTP(ctx context.Context, u string) error {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-p.exited:
+			return fmt.Errorf("%s exited before it was ready: %s", p.cmd.Path, p.tail())
+		case <-ctx.Done():
+			return fmt.Errorf("%s not ready at %s: %w: %s", p.cmd.Path, u, ctx.Err(), p.tail())
+		case <-t.C:
+		}
+	}
+}
+
+// tail is the end of the process's output.
+func (p *serverProc) tail() string {
+	b, _ := os.ReadFile(p.logPath)
+	if len(b) > 2000 {
+		b = b[len(b)-2000:]
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// stop ends the process with SIGTERM (SIGKILL after 20 s) and waits.
+func (p *serverProc) stop() error {
+	_ = p.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-p.exited:
+	case <-time.After(20 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	}
+	return nil
+}
+
+// freeAddr is a loopback address with a port free a moment ago.
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// oursServer is `switchyard up --no-work --servers 1` and its /ws/events;
+// publishing is a keyed set through a persist client on up's NATS.
+type oursServer struct {
+	proc   *serverProc
+	http   string
+	nc     *nats.Conn
+	client *persist.Client
+	stream string
+}
+
+// startOurs runs upCmd (the switchyard binary's argv up to "up") with a
+// data directory in dir.
+func startOurs(ctx context.Context, upCmd []string, dir, stream, cpuProfile string) (*oursServer, error) {
+	httpAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	natsAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	_, natsPort, _ := net.SplitHostPort(natsAddr)
+	argv := append(append([]string(nil), upCmd...), "up", "--no-work", "--servers", "1",
+		"--http", httpAddr, "--nats-port", natsPort, "--data", filepath.Join(dir, "data"), "--log-level", "warn")
+	if cpuProfile != "" {
+		argv = append(argv, "--cpuprofile", cpuProfile)
+	}
+	// SWITCHYARD_NATS_URL would point the child's clients elsewhere.
+	p, err := startProc(ctx, dir, "switchyard-up", argv, []string{"SWITCHYARD_NATS_URL="})
+	if err != nil {
+		return nil, err
+	}
+	s := &oursServer{proc: p, http: httpAddr, stream: stream}
+	if err := p.waitHTTP(ctx, "http://"+httpAddr+"/readyz"); err != nil {
+		_ = p.stop()
+		return nil, err
+	}
+	if s.nc, err = nats.Connect("nats://" + natsAddr); err != nil {
+		_ = p.stop()
+		return nil, fmt.Errorf("connect to up's NATS: %w", err)
+	}
+	if s.client, err = persist.NewClient(persist.ClientConfig{Conn: s.nc}); err != nil {
+		s.nc.Close()
+		_ = p.stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *oursServer) pid() int { return s.proc.cmd.Process.Pid }
+
+// eventsScope is the persist scope bench events writes in.
+const eventsScope = "bench"
+
+// subscribe opens /ws/events and subscribes to the anchor of ch:
+// bench/STREAM/ch, under which each publish is a new key.
+func (s *oursServer) subscribe(ctx context.Context, ch string) (*websocket.Conn, error) {
+	c, _, err := websocket.Dial(ctx, "ws://"+s.http+"/ws/events", nil)
+	if err != nil {
+		return nil, fmt.Errorf("dial /ws/events: %w", err)
+	}
+	c.SetReadLimit(-1)
+	if err := expectMsg(ctx, c, `"type":"ready"`); err != nil {
+		_ = c.CloseNow()
+		return nil, err
+	}
+	req := `{"type":"subscribe","id":"1","anchor":"` + eventsScope + "/" + s.stream + "/" + ch + `"}`
+	if err := c.Write(ctx, websocket.MessageText, []byte(req)); err != nil {
+		_ = c.CloseNow()
+		return nil, err
+	}
+	if err := expectMsg(ctx, c, `"type":"subscribed"`); err != nil {
+		_ = c.CloseNow()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (s *oursServer) publish(ctx context.Context, ch string, seq int64, payload []byte) error {
+	_, err := s.client.Stream(eventsScope, s.stream).Set(ctx, payload, persist.SetOptions{Key: ch + "/m" + strconv.FormatInt(seq, 10)})
+	return err
+}
+
+func (s *oursServer) close() error {
+	s.nc.Close()
+	return s.proc.stop()
+}
+
+// expectMsg reads one message and fails unless it holds want.
+func expectMsg(ctx context.Context, c *websocket.Conn, want string) error {
+	_, b, err := c.Read(ctx)
+	if err != nil {
+		return fmt.Errorf("waiting for %s: %w", want, err)
+	}
+	if !bytes.Contains(b, []byte(want)) {
+		return fmt.Errorf("got %q, want %s", b, want)
+	}
+	return nil
+}
+
+// centrifugoServer is Centrifugo with its memory engine, anonymous
+// clients (insecure mode, for loopback only) and its HTTP server API for
+// publishing, without or with channel history.
+type centrifugoServer struct {
+	proc *serverProc
+	addr string
+	hc   *http.Client
+}
+
+// CentrifugoVersion is the Centrifugo bench events installs.
+const CentrifugoVersion = "v6.9.1"
+
+// InstallCentrifugo builds Centrifugo into dir with go install and
+// returns the binary's path.
+func InstallCentrifugo(ctx context.Context, dir string) (string, error) {
+	cmd := exec.CommandContext(ctx, "go", "install", "github.com/centrifugal/centrifugo/v6@"+CentrifugoVersion)
+	cmd.Env = append(os.Environ(), "GOBIN="+dir, "GOFLAGS=-mod=mod")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go install centrifugo %s: %w: %s", CentrifugoVersion, err, bytes.TrimSpace(out))
+	}
+	return filepath.Join(dir, "centrifugo"), nil
+}
+
+// historySize is how many publications a channel keeps with history on.
+const historySize = 100
+
+func startCentrifugo(ctx context.Context, bin, dir string, history bool, workers int) (*centrifugoServer, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	host, port, _ := net.SplitHostPort(addr)
+	portN, _ := strconv.Atoi(port)
+	ch := map[string]any{}
+	if history {
+		ch = map[string]any{"history_size": historySize, "history_ttl": "300s"}
+	}
+	conf := map[string]any{
+		"http_server": map[string]any{"address": host, "port": portN},
+		"log":         map[string]any{"level": "error"},
+		"client":      map[string]any{"insecure": true, "allowed_origins": []string{"*"}},
+		"http_api":    map[string]any{"insecure": true},
+		"health":      map[string]any{"enabled": true},
+		"channel":     map[string]any{"without_namespace": ch},
+	}
+	name := "centrifugo"
+	if history {
+		name += "-history"
+	}
+	path := filepath.Join(dir, name+".json")
+	b, _ := json.Marshal(conf)
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		return nil, err
+	}
+	p, err := startProc(ctx, dir, name, []string{bin, "--config", path}, nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.waitHTTP(ctx, "http://"+addr+"/health"); err != nil {
+		_ = p.stop()
+		return nil, err
+	}
+	tr := &http.Transport{MaxIdleConnsPerHost: workers, MaxConnsPerHost: workers}
+	return &centrifugoServer{proc: p, addr: addr, hc: &http.Client{Transport: tr, Timeout: 30 * time.Second}}, nil
+}
+
+func (s *centrifugoServer) pid() int { return s.proc.cmd.Process.Pid }
+
+// subscribe speaks Centrifugo's JSON client protocol (v2): a connect
+// command, then a subscribe command, each answered by a reply of its id.
+func (s *centrifugoServer) subscribe(ctx context.Context, ch string) (*websocket.Conn, error) {
+	c, _, err := websocket.Dial(ctx, "ws://"+s.addr+"/connection/websocket", nil)
+	if err != nil {
+		return nil, fmt.Errorf("dial centrifugo: %w", err)
+	}
+	c.SetReadLimit(-1)
+	for _, step := range []struct{ cmd, want string }{
+		{`{"id":1,"connect":{}}`, `"id":1,"connect":`},
+		{`{"id":2,"subscribe":{"channel":"` + ch + `"}}`, `"id":2,"subscribe":`},
+	} {
+		if err := c.Write(ctx, websocket.MessageText, []byte(step.cmd)); err != nil {
+			_ = c.CloseNow()
+			return nil, err
+		}
+		if err := expectMsg(ctx, c, step.want); err != nil {
+			_ = c.CloseNow()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+func (s *centrifugoServer) publish(ctx context.Context, ch string, _ int64, payload []byte) error {
+	body := `{"channel":"` + ch + `","data":{"p":"` + string(payload) + `"}}`
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+s.addr+"/api/publish", strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := s.hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("centrifugo publish: %w", err)
+	}
+	defer resp.Body.Close()
+	rb, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || bytes.Contains(rb, []byte(`"error"`)) {
+		return fmt.Errorf("centrifugo publish: %s: %s", resp.Status, rb)
+	}
+	return nil
+}
+
+func (s *centrifugoServer) close() error {
+	s.hc.CloseIdleConnections()
+	return s.proc.stop()
+}

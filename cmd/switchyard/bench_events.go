@@ -1,0 +1,91 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/switchyard-dev/switchyard/bench"
+)
+
+// newBenchEventsCmd builds switchyard bench events.
+func newBenchEventsCmd() *cobra.Command {
+	var cfg bench.EventsConfig
+	var asJSON bool
+	var only string
+	cmd := &cobra.Command{
+		Use:   "events",
+		Short: "Events WebSocket API (a switchyard up process) vs Centrifugo without and with history",
+		Long: `Runs the same load on three servers, one after the other, each in its own process on
+loopback: switchyard up --no-work --servers 1 (its /ws/events), Centrifugo ` + bench.CentrifugoVersion + `
+with its memory engine, and Centrifugo with channel history. --subscribers WebSocket
+subscribers, read by one minimal reader loop for both (one goroutine per connection,
+reading only the publish time embedded in each payload), subscribe to their own
+channel each (an anchor bench/own/cN on ours) or, with --shared, all to one (bench/shared).
+A publisher then publishes --rate payloads/s of --payload bytes for --duration, round the
+channels: on ours a keyed set of a new key through a persist client on up's NATS (durable
+in SQLite), on Centrifugo a publish through its HTTP server API.
+
+It prints, per server: deliveries/s, p50 and p99 from publish to receive, the server
+process's CPU time per delivery and its peak RSS during the fan-out (both from /proc),
+the RSS growth per idle subscriber before it, and the ratios ours/theirs (targets: CPU
+per delivery, p99 and idle RSS <= 1.0x Centrifugo with history).
+
+Centrifugo is built with go install into a temp directory unless --centrifugo names a
+binary. The events layer delivers at most 600 events per subscription a minute (the
+rest become gap markers), so --rate × --duration (per channel) must stay under it.`,
+		Example: `  switchyard bench events --subscribers 1000 --rate 1000 --duration 5s
+  switchyard bench events --subscribers 1000 --shared --rate 100 --duration 5s
+  switchyard bench events --only ours --subscribers 10 --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := cfg.Check(); err != nil {
+				return usagef("%v", err)
+			}
+			if only != "" && only != "ours" && only != "centrifugo" {
+				return usagef("--only is ours or centrifugo")
+			}
+			if only != "centrifugo" {
+				self, err := os.Executable()
+				if err != nil {
+					return err
+				}
+				cfg.UpCmd = []string{self}
+			}
+			if only != "ours" && cfg.Centrifugo == "" {
+				dir, err := os.MkdirTemp("", "switchyard-centrifugo-")
+				if err != nil {
+					return err
+				}
+				defer os.RemoveAll(dir)
+				fmt.Fprintf(cmd.ErrOrStderr(), "bench events: go install centrifugo %s...\n", bench.CentrifugoVersion)
+				if cfg.Centrifugo, err = bench.InstallCentrifugo(cmd.Context(), dir); err != nil {
+					return fmt.Errorf("%w (give a binary with --centrifugo, or --only ours)", err)
+				}
+			}
+			if only == "ours" {
+				cfg.Centrifugo = ""
+			}
+			res, err := bench.RunEvents(cmd.Context(), cfg, benchProgress(cmd), stdout(cmd))
+			if err != nil {
+				return err
+			}
+			return bench.PrintEventsResult(stdout(cmd), res, asJSON)
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&cfg.Subscribers, "subscribers", 1000, "WebSocket subscribers on each server")
+	f.IntVar(&cfg.Rate, "rate", 100, "publishes per second, across all channels")
+	f.DurationVar(&cfg.Duration, "duration", 5*time.Second, "how long the publisher publishes (at most 1m)")
+	f.IntVar(&cfg.Payload, "payload", 128, "bytes per published value")
+	f.BoolVar(&cfg.Shared, "shared", false, "all subscribers on one channel (default: each on its own)")
+	f.IntVar(&cfg.Publishers, "publishers", 16, "publishes in flight at most")
+	f.BoolVar(&asJSON, "json", false, "print the results as JSON")
+	f.StringVar(&only, "only", "", "run one side: ours or centrifugo")
+	f.StringVar(&cfg.Centrifugo, "centrifugo", "", "Centrifugo binary to run (default: go install it into a temp directory)")
+	f.StringVar(&cfg.UpProfile, "cpuprofile", "", "have our up write a CPU profile of its whole life to this file (read it with go tool pprof BINARY FILE)")
+	f.StringVar(&cfg.Dir, "dir", "", "directory for the servers' data, configs and logs (default: a temp dir)")
+	return cmd
+}
