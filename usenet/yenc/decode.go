@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"io"
 	"strconv"
+	"strings"
 )
 
 // maxLine bounds one body line; yEnc lines are ~128 characters, so a
@@ -212,6 +213,11 @@ func fields(b []byte, withName bool) (map[string]string, string, error) {
 		name, b = string(b[i+len("name="):]), b[:i]
 		if name == "" {
 			return nil, "", fmt.Errorf("%w: empty name=", ErrFormat)
+		}
+		if strings.ContainsAny(name, "\r\x00") {
+			// A line ends at \n: a \r or NUL left inside the name is no
+			// part of a file name (and could not be written back).
+			return nil, "", fmt.Errorf("%w: control character in name=", ErrFormat)
 		}
 	}
 	kv := map[string]string{}
