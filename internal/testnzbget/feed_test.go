@@ -19,8 +19,8 @@ import (
 	"github.com/switchyard-dev/switchyard/internal/testpost"
 	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/nntp"
-	"github.com/switchyard-dev/switchyard/usenet"
 	"github.com/switchyard-dev/switchyard/nntp/nntptest"
+	"github.com/switchyard-dev/switchyard/usenet"
 	"github.com/switchyard-dev/switchyard/work"
 )
 

@@ -185,4 +185,3 @@ func (it feedItem) guid() string {
 	}
 	return id
 }
-
