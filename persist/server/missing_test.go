@@ -108,13 +108,14 @@ func TestReadsOfMissingStreamsKeepNoHandles(t *testing.T) {
 	for i := range 200 {
 		h.ok(persist.CmdInventory, fmt.Sprintf("missing-%d", i), nil, nil)
 	}
-	h.srv.mu.Lock()
-	n := len(h.srv.handles)
-	_, open := h.srv.handles[handleKey{scope: h.scope, name: "open"}]
-	h.srv.mu.Unlock()
-	if n != 1 || !open {
-		t.Fatalf("after reads of missing streams the server holds %d handles (the written stream's among them: %v), want just that one", n, open)
-	}
+	// The last read's handle is let go just after its answer: wait for it.
+	testwait.Until(t, "only the written stream's handle", func() (bool, string) {
+		h.srv.mu.Lock()
+		n := len(h.srv.handles)
+		_, open := h.srv.handles[handleKey{scope: h.scope, name: "open"}]
+		h.srv.mu.Unlock()
+		return n == 1 && open, fmt.Sprintf("after reads of missing streams the server holds %d handles (the written stream's among them: %v), want just that one", n, open)
+	})
 }
 
 // A read that found the stream missing does not hide it once it exists: a
