@@ -56,6 +56,9 @@ func inspect4(b []byte) (Info, error) {
 		if uint16(crc32.ChecksumIEEE(h[2:])) != binary.LittleEndian.Uint16(h) {
 			return info, fmt.Errorf("%w: rar4 header type %#x at offset %d", ErrCRC, typ, pos)
 		}
+		if !sawMain && typ != block4Main {
+			return info, fmt.Errorf("%w: rar4: block type %#x before the archive header", ErrFormat, typ)
+		}
 		var data uint64
 		switch typ {
 		case block4Main:
@@ -105,9 +108,6 @@ func inspect4(b []byte) (Info, error) {
 				}
 				data = uint64(binary.LittleEndian.Uint32(h[head4Len:]))
 			}
-		}
-		if !sawMain && typ != block4Main {
-			return info, fmt.Errorf("%w: rar4: block type %#x before the archive header", ErrFormat, typ)
 		}
 		if data > uint64(len(rest)-size) {
 			return info, nil // the data area runs past the input
