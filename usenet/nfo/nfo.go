@@ -26,8 +26,8 @@ const (
 // Text returns the first MaxSize bytes of b as valid UTF-8: kept as they
 // are when they are UTF-8 (a byte order mark dropped), decoded when they
 // start with a UTF-16 byte order mark, and otherwise read as CP437. CRLF
-// and lone CR become LF; NUL and every other control character except LF
-// and TAB are removed.
+// and lone CR become LF; ANSI escape sequences (ESC [ … final byte), NUL
+// and every other control character except LF and TAB are removed.
 func Text(b []byte) string {
 	b = b[:min(len(b), MaxSize)]
 	var s string
@@ -87,8 +87,20 @@ func fromUTF16(b []byte, bigEndian bool) string {
 func clean(s string) string {
 	var sb strings.Builder
 	sb.Grow(len(s))
+	skip := 0 // bytes of an ANSI escape sequence left to drop
 	for i, r := range s {
+		if i < skip {
+			continue
+		}
 		switch {
+		case r == 0x1b && i+1 < len(s) && s[i+1] == '[':
+			// An ANSI sequence (ESC [ parameters, a final byte in
+			// 0x40–0x7E) sets colours: no text of its own.
+			j := i + 2
+			for j < len(s) && (s[j] < 0x40 || s[j] > 0x7e) && j-i < 32 {
+				j++
+			}
+			skip = j + 1
 		case r == '\r':
 			if i+1 < len(s) && s[i+1] == '\n' {
 				continue
