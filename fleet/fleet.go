@@ -24,6 +24,7 @@ import (
 	"github.com/switchyard-dev/switchyard/internal/lifecycle"
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/persist/server"
+	"github.com/switchyard-dev/switchyard/usenet/postproc"
 	"github.com/switchyard-dev/switchyard/placement"
 )
 
@@ -159,6 +160,7 @@ type Fleet struct {
 	api     apiInfo
 	// apiPersist is the persist client the API and the watch gateway share.
 	apiPersist *persist.Client
+	postproc   *postproc.Processor // nil without one
 }
 
 // Start starts every role of cfg in the one order, the list below — the
@@ -200,6 +202,7 @@ func Start(ctx context.Context, cfg Config) (_ *Fleet, err error) {
 		{"balancer", f.startBalancer},
 		{"demo-nntp", f.startDemo},
 		{"coordinator", f.startCoordinator},
+		{"postprocess", f.startPostProcess},
 		{"worker connections", f.startWorkerStores},
 		{"settle", f.startSettle},
 		{"workers", f.startWorkers},

@@ -12,6 +12,7 @@ import (
 	"github.com/switchyard-dev/switchyard/internal/lifecycle"
 	"github.com/switchyard-dev/switchyard/persist/server"
 	"github.com/switchyard-dev/switchyard/usenet"
+	"github.com/switchyard-dev/switchyard/usenet/postproc"
 	"github.com/switchyard-dev/switchyard/web"
 	"github.com/switchyard-dev/switchyard/web/dashboard"
 	"github.com/switchyard-dev/switchyard/web/eventsws"
@@ -262,6 +263,16 @@ func (h *httpSide) usenetCounters() *usenet.Counters {
 	c := &usenet.Counters{}
 	h.metrics.AddUsenet(c)
 	h.parts.setCounters(c)
+	return c
+}
+
+// postprocCounters are the post-processor's totals, exported as metrics;
+// fresh ones (not exported) without an HTTP side.
+func (h *httpSide) postprocCounters() *postproc.Counters {
+	c := &postproc.Counters{}
+	if h != nil {
+		h.metrics.AddPostProcess(c)
+	}
 	return c
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/switchyard-dev/switchyard/nntp"
 	"github.com/switchyard-dev/switchyard/nntp/nntptest"
 	"github.com/switchyard-dev/switchyard/usenet"
+	"github.com/switchyard-dev/switchyard/usenet/postproc"
 	"github.com/switchyard-dev/switchyard/web/metrics"
 	"github.com/switchyard-dev/switchyard/work"
 )
@@ -65,6 +66,24 @@ type WorkConfig struct {
 	// Settle says when an incomplete release shows; its sweep runs beside
 	// the usenet workers.
 	Settle usenet.SettleConfig
+
+	// PostProcess, when non-nil, runs the usenet post-processor
+	// (usenet/postproc) beside the main coordinator shard (1/n): it reads
+	// a few bodies of each visible release of UsenetScope through a share
+	// of the provider's connections of its own, below the coordinator's.
+	// Ignored without a coordinator, on another shard, or with the count
+	// indexer.
+	PostProcess *PostProcessConfig
+}
+
+// PostProcessConfig is the post-processor's part of WorkConfig.
+type PostProcessConfig struct {
+	// Budget bounds what is read per release; zero fields mean
+	// postproc's defaults (3 articles, 2 MiB).
+	Budget postproc.Budget
+	// Workers is how many releases are read at once, and the most
+	// connections its share asks for. Zero means postproc.WorkersDefault.
+	Workers int
 }
 
 // DemoConfig is the demo NNTP provider: Groups generated groups
@@ -262,6 +281,58 @@ func (f *Fleet) startCoordinator(ctx context.Context) error {
 	}
 	return nil
 }
+
+// startPostProcess runs the post-processor beside the main coordinator
+// shard, on its own connection and its own pool, sized by a share of the
+// coordinator's limit at work.PriorityPostProcess.
+func (f *Fleet) startPostProcess(ctx context.Context) error {
+	w := f.cfg.Work
+	if w.PostProcess == nil || w.Coordinator == nil || !w.Coordinator.Shard.Main() || w.Indexer != IndexerUsenet {
+		return nil
+	}
+	st, err := f.workStore(ctx, "switchyard-postprocess")
+	if err != nil {
+		return err
+	}
+	ust, err := usenet.NewStore(st.Client(), w.UsenetScope)
+	if err != nil {
+		return err
+	}
+	ust.SetPolicy(w.Settle)
+	pcfg := *w.PostProcess
+	if pcfg.Workers <= 0 {
+		pcfg.Workers = postproc.WorkersDefault
+	}
+	pool, err := nntp.NewPool(nntp.PoolConfig{Conn: f.work.nntp, Size: 0})
+	if err != nil {
+		return err
+	}
+	sc := w.Coordinator.Share
+	share, err := work.NewShare(st, pool, work.ShareConfig{
+		Name: postproc.ShareName, Priority: work.PriorityPostProcess, Max: pcfg.Workers,
+		Limit: sc.Limit, Every: sc.Every, TTL: sc.TTL,
+	})
+	if err != nil {
+		return err
+	}
+	counters := f.http.postprocCounters()
+	pp, err := postproc.New(postproc.Config{
+		Store: ust, Pool: pool, Share: share, ShareEvery: sc.Every,
+		Budget: pcfg.Budget, Workers: pcfg.Workers, Counters: counters, Logger: f.log,
+	})
+	if err != nil {
+		return err
+	}
+	if err := f.start(ctx, "postprocess", pp); err != nil {
+		return err
+	}
+	f.postproc = pp
+	f.http.addMetrics(func(r *metrics.Registry) { r.AddNNTPPool(postproc.ShareName, pool, share.Granted) })
+	return nil
+}
+
+// PostProcessor is the post-processor this process runs, nil without one.
+func (f *Fleet) PostProcessor() *postproc.Processor { return f.postproc }
 
 // coordinatorStore is the coordinator's store, connected on first use.
 func (f *Fleet) coordinatorStore(ctx context.Context) (*work.Store, error) {

@@ -68,6 +68,9 @@ type PostState struct {
 	Version int64  `json:"version"`
 	Visible bool   `json:"visible,omitempty"`
 	Updated int64  `json:"updated"`
+	// Post is what post-processing read in the post's bodies, applied to
+	// every publication of it (nil until it ran).
+	Post *Processed `json:"post,omitempty"`
 }
 
 // Collection is everything one poster posted under one base name and
@@ -283,8 +286,9 @@ func (c *Collection) update(p SettleConfig, ms int64) []Release {
 				st.Visible = true
 			}
 			if st.Visible {
-				r.Version, r.Visible, r.Updated = st.Version, true, st.Updated
-				pub = append(pub, *r)
+				p := *r
+				st.overlay(&p)
+				pub = append(pub, p)
 			}
 		}
 		states[i] = st
@@ -302,7 +306,7 @@ func (c *Collection) visible(p SettleConfig) []Release {
 			continue
 		}
 		st := c.States[idx[i]]
-		posts[i].Version, posts[i].Visible, posts[i].Updated = st.Version, true, st.Updated
+		st.overlay(&posts[i])
 		out = append(out, posts[i])
 	}
 	return out

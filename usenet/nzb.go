@@ -53,7 +53,7 @@ func WriteNZB(w io.Writer, r Release, bins []Binary) error {
 	if name := CategoryName(r.Category); name != "" {
 		doc.Meta = append(doc.Meta, nzbMeta{Type: "category", Value: name})
 	}
-	for _, b := range nzbOrder(bins) {
+	for _, b := range nzbOrder(realNames(r, bins)) {
 		doc.Files = append(doc.Files, nzbFile{
 			Poster:   b.Poster,
 			Date:     b.Date,
@@ -74,6 +74,39 @@ func WriteNZB(w io.Writer, r Release, bins []Binary) error {
 		return fmt.Errorf("write nzb: %w", err)
 	}
 	return nil
+}
+
+// realNames gives the binaries post-processing named (FileSummary.Posted)
+// their real names, in their subjects too: a downloader names a file by
+// the quoted name of its subject. bins is not changed.
+func realNames(r Release, bins []Binary) []Binary {
+	var out []Binary
+	for _, f := range r.Binaries {
+		if f.Posted == "" {
+			continue
+		}
+		if out == nil {
+			out = slices.Clone(bins)
+		}
+		for i := range out {
+			if out[i].ID != f.ID {
+				continue
+			}
+			out[i].Name = f.Name
+			switch q := `"` + f.Posted + `"`; {
+			case strings.Contains(out[i].Subject, q):
+				out[i].Subject = strings.Replace(out[i].Subject, q, `"`+f.Name+`"`, 1)
+			case strings.Contains(out[i].Subject, f.Posted):
+				out[i].Subject = strings.Replace(out[i].Subject, f.Posted, f.Name, 1)
+			default:
+				out[i].Subject = `"` + f.Name + `" ` + out[i].Subject
+			}
+		}
+	}
+	if out == nil {
+		return bins
+	}
+	return out
 }
 
 // nzbOrder returns bins in NZB order without changing bins.

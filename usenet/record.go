@@ -52,6 +52,15 @@ type FileSummary struct {
 	// that it never mixes two posts of a file.
 	From int64 `json:"from,omitempty"`
 	To   int64 `json:"to,omitempty"`
+	// Posted is the name as posted when post-processing found the file's
+	// real name (Name) in the bodies, else "".
+	Posted string `json:"posted,omitempty"`
+}
+
+// Par2File is one file a release's par2 index describes.
+type Par2File struct {
+	Name string `json:"name"`
+	Size int64  `json:"size"`
 }
 
 // Release is one post: the copies of the binaries of one poster sharing a
@@ -83,6 +92,25 @@ type Release struct {
 	// Updated is when the record last changed, unix milliseconds: the clock
 	// of the settle window.
 	Updated int64 `json:"updated"`
+
+	// What post-processing read in the release's bodies (see Processed);
+	// all zero until it did.
+
+	// Processed is set once post-processing is done with the release.
+	Processed bool `json:"processed,omitempty"`
+	// PostedName is the name as posted when post-processing renamed the
+	// release (an obfuscated post named from its par2 index), else "".
+	PostedName string `json:"posted_name,omitempty"`
+	// Password is Newznab's password attr: 0 none seen, 1 passworded (an
+	// encrypted RAR: its headers or its files), 2 potentially (an archive
+	// inside the archive, which cannot be looked into).
+	Password int `json:"password,omitempty"`
+	// NFO says the release's .nfo was read and stored (Store.NFO).
+	NFO bool `json:"nfo,omitempty"`
+	// Par2 is the file list of its par2 index.
+	Par2 []Par2File `json:"par2,omitempty"`
+	// Inner is the names of the files inside its first RAR volume.
+	Inner []string `json:"inner,omitempty"`
 }
 
 // FileCount is the number of files a reader should be shown: the announced

@@ -111,7 +111,7 @@ func (c *Collection) settle(cfg SettleConfig, now time.Time) []Release {
 		}
 		st.Visible = true
 		st.Version++
-		r.Version, r.Visible, r.Updated = st.Version, true, st.Updated
+		st.overlay(r)
 		pub = append(pub, *r)
 	}
 	return pub

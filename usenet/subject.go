@@ -634,3 +634,47 @@ func trimRest(t string) string {
 		t = inner
 	}
 }
+
+// BaseName is name without its volume and recovery suffixes and one media
+// extension (Some.Show.part01.rar and Some.Show.mkv are Some.Show), the
+// name a release of the file is known by.
+func BaseName(name string) string { return stripSuffixes(name) }
+
+// KnownExtension reports whether name ends in an extension of the files
+// posted to binary groups (archives and their volumes, recovery files,
+// media).
+func KnownExtension(name string) bool {
+	ext, ok := extension(name)
+	return ok && knownExt(ext)
+}
+
+// Obfuscated reports whether a file or release name says nothing of what
+// it holds: one word (no separator) without a known extension, or one
+// word of 12 or more letters and digits mixed (a random string, as
+// obfuscating posters name files) before a known one. Names of several
+// words are never obfuscated.
+func Obfuscated(name string) bool {
+	base := name
+	known := KnownExtension(name)
+	if known {
+		base = BaseName(name)
+	} else if ext, ok := extension(name); ok {
+		base = name[:len(name)-len(ext)-1]
+	}
+	if strings.ContainsAny(base, " ._-()[]") {
+		return false
+	}
+	if !known || base == "" {
+		return true
+	}
+	letters, digits := false, false
+	for i := 0; i < len(base); i++ {
+		switch c := base[i]; {
+		case c >= '0' && c <= '9':
+			digits = true
+		case c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z':
+			letters = true
+		}
+	}
+	return len(base) >= 12 && letters && digits
+}

@@ -53,6 +53,10 @@ const (
 const (
 	PriorityCoordinator = 10
 	PriorityProber      = 5
+	// PriorityPostProcess is the post-processor's (usenet/postproc): it
+	// reads a few bodies per release, and must never take the headers'
+	// connections away (with the default limit of 4 it gets 1).
+	PriorityPostProcess = 3
 	PriorityWorker      = 1
 )
 

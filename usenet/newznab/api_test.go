@@ -561,6 +561,7 @@ func (panicStore) Release(context.Context, string) (usenet.Release, error) { pan
 func (panicStore) Binaries(context.Context, []string) ([]usenet.Binary, error) {
 	panic("boom")
 }
+func (panicStore) NFO(context.Context, string) (string, error) { panic("boom") }
 
 func TestSearchJSON(t *testing.T) {
 	e := newEnv(t)

@@ -37,6 +37,9 @@ const MaxFormBytes = 64 << 10
 type Store interface {
 	Release(ctx context.Context, id string) (usenet.Release, error)
 	Binaries(ctx context.Context, ids []string) ([]usenet.Binary, error)
+	// NFO is the release's NFO text (t=getnfo), an error wrapping
+	// usenet.ErrNotFound when it has none.
+	NFO(ctx context.Context, id string) (string, error)
 }
 
 var _ Store = (*usenet.Store)(nil)
@@ -76,6 +79,10 @@ type Config struct {
 	// DefaultLimit is the page size of a search without limit. Zero means
 	// DefaultLimitDefault (at most MaxLimit).
 	DefaultLimit int
+	// HidePassworded leaves the releases post-processing found passworded
+	// (password attr 1) out of every search and feed; t=details, t=get
+	// and t=getnfo still answer for them.
+	HidePassworded bool
 	// SearchBudget is the most time the index may spend on one search
 	// (t=search, tvsearch, movie); a search that takes longer is ended and
 	// answered with error 900. A search also ends when its client goes

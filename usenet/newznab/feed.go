@@ -120,8 +120,9 @@ func (h *handler) item(r usenet.Release, base, key string, grabs int, extended b
 	if extended {
 		attr("guid", r.ID)
 		attr("comments", "0")
-		attr("password", "0")
 	}
+	// Always: downloaders' RSS filters read it from plain feeds too.
+	attr("password", strconv.Itoa(r.Password))
 	if r.RepostOf != "" {
 		// Not in the Newznab spec: clients ignore attrs they do not know,
 		// and a person or script can tell a repost from the original.

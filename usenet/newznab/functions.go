@@ -89,7 +89,7 @@ func (h *handler) feed(req *request, offset, total int) rssDoc {
 
 func (h *handler) parseQuery(req *request, tv bool) (search.Query, *apiError) {
 	v := req.q
-	q := search.Query{Words: v.Get("q"), Group: v.Get("group"), Limit: h.cfg.DefaultLimit}
+	q := search.Query{Words: v.Get("q"), Group: v.Get("group"), Limit: h.cfg.DefaultLimit, HidePassworded: h.cfg.HidePassworded}
 	var apiErr *apiError
 	num := func(name string) int {
 		s := v.Get(name)
@@ -320,6 +320,59 @@ func (h *handler) detailsFn(req *request) (response, *apiError) {
 		return response{}, apiErr
 	}
 	doc := h.feed(req, 0, 1)
-	doc.Channel.Items = []rssItem{h.item(r, req.base, req.key, grabs[r.ID], true)}
+	it := h.item(r, req.base, req.key, grabs[r.ID], true)
+	// What post-processing read, in attrs of their own (not in the spec:
+	// clients ignore what they do not know): the par2 index's files as
+	// "name size", the names inside the first RAR volume, and whether an
+	// NFO is there for t=getnfo.
+	for _, f := range r.Par2 {
+		it.Attrs = append(it.Attrs, nzAttr{"par2", f.Name + " " + strconv.FormatInt(f.Size, 10)})
+	}
+	for _, n := range r.Inner {
+		it.Attrs = append(it.Attrs, nzAttr{"inner", n})
+	}
+	if r.NFO {
+		it.Attrs = append(it.Attrs, nzAttr{"nfo", "1"})
+	}
+	for _, f := range r.Binaries {
+		if f.Posted != "" {
+			it.Attrs = append(it.Attrs, nzAttr{"file", f.Name})
+		}
+	}
+	if r.PostedName != "" {
+		it.Attrs = append(it.Attrs, nzAttr{"posted_name", r.PostedName})
+	}
+	doc.Channel.Items = []rssItem{it}
+	return encode(req, doc, doc.json())
+}
+
+// getNFOFn answers t=getnfo: the release's NFO text, as the description
+// of a one-item feed (XML, or JSON with o=json), or as the plain text file
+// itself with raw=1 or o=file.
+func (h *handler) getNFOFn(req *request) (response, *apiError) {
+	r, apiErr := h.release(req)
+	if apiErr != nil {
+		return response{}, apiErr
+	}
+	text, err := h.cfg.Store.NFO(req.Context(), r.ID)
+	switch {
+	case errors.Is(err, usenet.ErrNotFound):
+		return response{}, errorf(ErrNoSuchItem, "the release has no NFO")
+	case err != nil:
+		return response{}, errorf(ErrUnknown, "store unavailable")
+	}
+	if req.q.Get("raw") == "1" || req.q.Get("o") == "file" {
+		name := strings.TrimSuffix(usenet.NZBFileName(r), ".nzb") + ".nfo"
+		return response{
+			contentType: "text/plain; charset=utf-8",
+			header:      map[string]string{"Content-Disposition": `attachment; filename="` + name + `"`},
+			body:        []byte(text),
+		}, nil
+	}
+	doc := h.feed(req, 0, 1)
+	it := h.item(r, req.base, req.key, 0, false)
+	it.Description = feedText(text)
+	it.Attrs = nil
+	doc.Channel.Items = []rssItem{it}
 	return encode(req, doc, doc.json())
 }

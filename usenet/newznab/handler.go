@@ -144,6 +144,7 @@ func init() {
 		"movie":    (*handler).movieFn,
 		"get":      (*handler).getFn,
 		"details":  (*handler).detailsFn,
+		"getnfo":   (*handler).getNFOFn,
 		"register": (*handler).registerFn,
 	}
 }

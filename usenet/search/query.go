@@ -123,6 +123,9 @@ type Query struct {
 	// show's episode, which Sonarr asks for as season=2026&ep=12/02. Only
 	// its date counts. Zero means any.
 	Aired time.Time
+	// HidePassworded leaves out the releases post-processing found
+	// passworded (usenet.Release.Password 1).
+	HidePassworded bool
 	// Limit is the page size; zero means DefaultLimit. Offset skips that
 	// many results.
 	Limit, Offset int
@@ -175,7 +178,25 @@ func (ix *Index) Search(ctx context.Context, q Query) (res Result, err error) {
 	}
 	defer func() { _ = tx.Rollback() }()
 	var rows *sql.Rows
+	hidden := ""
+	if q.HidePassworded {
+		hidden = "tags:" + quote(passwordTag(1))
+	}
 	switch {
+	case match == "" && hidden != "":
+		// FTS5 has no NOT without a positive term: count and page the
+		// rows that are not among the passworded ones.
+		var all, pw int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM rel WHERE rk >= ?`, minKey).Scan(&all); err != nil {
+			return Result{}, fmt.Errorf("search: count: %w", err)
+		}
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM fts WHERE fts MATCH ? AND rowid >= ?`, hidden, minKey).Scan(&pw); err != nil {
+			return Result{}, fmt.Errorf("search: count: %w", err)
+		}
+		res.Total = all - pw
+		rows, err = tx.QueryContext(ctx, `SELECT data FROM rel WHERE rk >= ? AND rk NOT IN (
+			SELECT rowid FROM fts WHERE fts MATCH ? AND rowid >= ?
+		) ORDER BY rk DESC LIMIT ? OFFSET ?`, minKey, hidden, minKey, q.Limit, q.Offset)
 	case match == "":
 		if minKey == 0 {
 			n, _, err := getMeta(ctx, tx, metaCount)
@@ -188,6 +209,9 @@ func (ix *Index) Search(ctx context.Context, q Query) (res Result, err error) {
 		}
 		rows, err = tx.QueryContext(ctx, `SELECT data FROM rel WHERE rk >= ? ORDER BY rk DESC LIMIT ? OFFSET ?`, minKey, q.Limit, q.Offset)
 	default:
+		if hidden != "" {
+			match = "(" + match + ") NOT " + hidden
+		}
 		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM fts WHERE fts MATCH ? AND rowid >= ?`, match, minKey).Scan(&res.Total); err != nil {
 			return Result{}, fmt.Errorf("search %q: count: %w", match, err)
 		}

@@ -15,8 +15,12 @@ import (
 //	c5040, c5000    the category and its parent
 //	g<hex>          a group the release was posted to, hex of its lower-case name
 //	s1, e2, s1e2    season and episode numbers found in the name
+//	pw1, pw2        passworded, potentially passworded (post-processing)
 func tags(r usenet.Release) string {
 	var t []string
+	if r.Password > 0 {
+		t = append(t, passwordTag(r.Password))
+	}
 	t = append(t, catTag(r.Category))
 	if p := usenet.CategoryParent(r.Category); p != r.Category {
 		t = append(t, catTag(p))
@@ -43,6 +47,7 @@ func tags(r usenet.Release) string {
 var episodeRe = regexp.MustCompile(`(?i)(?:^|[^a-z0-9])(?:s(\d{1,4})(?:[ ._-]?e(\d{1,4}))?|(\d{1,2})x(\d{1,3}))(?:[^a-z0-9]|$|e\d)`)
 
 func catTag(c int) string              { return "c" + strconv.Itoa(c) }
+func passwordTag(p int) string         { return "pw" + strconv.Itoa(p) }
 func groupTag(g string) string         { return "g" + hex.EncodeToString([]byte(strings.ToLower(g))) }
 func seasonTag(s int) string           { return "s" + strconv.Itoa(s) }
 func episodeTag(e int) string          { return "e" + strconv.Itoa(e) }
