@@ -24,8 +24,8 @@ import (
 	"github.com/switchyard-dev/switchyard/internal/lifecycle"
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/persist/server"
-	"github.com/switchyard-dev/switchyard/usenet/postproc"
 	"github.com/switchyard-dev/switchyard/placement"
+	"github.com/switchyard-dev/switchyard/usenet/postproc"
 )
 
 // StopTimeoutDefault is how long Stop waits, all roles together, when the
