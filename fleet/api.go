@@ -32,6 +32,10 @@ type APIConfig struct {
 	// BaseURL is what the links in feeds start with. "" means the
 	// request's own host.
 	BaseURL string
+
+	// HidePassworded leaves releases post-processing found passworded out
+	// of the searches and feeds (newznab.Config.HidePassworded).
+	HidePassworded bool
 }
 
 // The roles the watchers are exported under (switchyard_watch_*{role}).
@@ -103,7 +107,7 @@ func (f *Fleet) startAPI(ctx context.Context) error {
 		return err
 	}
 	f.api = apiInfo{key: key, created: created, scope: st.Scope()}
-	a := &apiRole{dir: dir, store: st, http: f.http, baseURL: f.cfg.API.BaseURL, keys: apiKeyChecker(key), log: lifecycle.Logger(f.log, "newznab")}
+	a := &apiRole{dir: dir, store: st, http: f.http, baseURL: f.cfg.API.BaseURL, hide: f.cfg.API.HidePassworded, keys: apiKeyChecker(key), log: lifecycle.Logger(f.log, "newznab")}
 	if err := f.start(ctx, "newznab", a); err != nil {
 		return err
 	}
@@ -136,6 +140,7 @@ type apiRole struct {
 	store   *usenet.Store
 	http    *httpSide
 	baseURL string
+	hide    bool // HidePassworded
 	keys    func(string) bool
 	log     *slog.Logger
 
@@ -180,7 +185,7 @@ func (a *apiRole) Start(ctx context.Context) error {
 		if a.http != nil {
 			a.http.parts.setIndex(ix)
 		}
-		a.cfg = newznab.Config{Index: ix, Store: a.store, APIKeys: a.keys, Users: us, BaseURL: a.baseURL, Observe: observe}
+		a.cfg = newznab.Config{Index: ix, Store: a.store, APIKeys: a.keys, Users: us, BaseURL: a.baseURL, Observe: observe, HidePassworded: a.hide}
 		a.http.Handle(apiPattern, newznab.Handler(a.cfg))
 		if err := a.mountPage(ix); err != nil {
 			_ = a.stop(ctx)

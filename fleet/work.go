@@ -287,7 +287,8 @@ func (f *Fleet) startCoordinator(ctx context.Context) error {
 // coordinator's limit at work.PriorityPostProcess.
 func (f *Fleet) startPostProcess(ctx context.Context) error {
 	w := f.cfg.Work
-	if w.PostProcess == nil || w.Coordinator == nil || !w.Coordinator.Shard.Main() || w.Indexer != IndexerUsenet {
+	// A zero Shard is 1/1 (work.CoordinatorConfig's default).
+	if w.PostProcess == nil || w.Coordinator == nil || w.Coordinator.Shard.Index > 1 || w.Indexer != IndexerUsenet {
 		return nil
 	}
 	st, err := f.workStore(ctx, "switchyard-postprocess")

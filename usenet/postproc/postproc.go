@@ -434,8 +434,12 @@ func (p *Processor) shareLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if _, err := p.cfg.Share.Round(ctx); err != nil && ctx.Err() == nil {
+		r, err := p.cfg.Share.Round(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
 			p.log.Warn("nntp share failed", "err", err)
+		case err == nil && r.Granted != r.Was:
+			p.log.Info("nntp share", "granted", r.Granted, "was", r.Was)
 		}
 	}
 }
@@ -524,6 +528,8 @@ func (p *Processor) Process(ctx context.Context, r usenet.Release) error {
 		return err
 	}
 	p.cfg.Counters.add(res, time.Since(start))
+	p.log.Debug("release post-processed", "release", r.ID, "status", res.Status, "articles", res.Articles, "bytes", res.Bytes,
+		"renamed", res.Renamed, "password", res.Password, "nfo", res.NFO, "failures", res.Failures)
 	return nil
 }
 

@@ -89,6 +89,7 @@ type reader struct {
 	// yEnc lines), measured on a fetched article; 0 unknown.
 	overhead int64
 	par2     []par2.File // the index's files, once read
+	index    *file       // the file they were read from
 }
 
 // file is one binary of the release as Read sees it.
@@ -154,11 +155,18 @@ func (rd *reader) run(ctx context.Context) error {
 			}
 		}
 	}
-	// 2. The NFO.
+	// 2. The NFO: the .nfo, else the smallest one-article file of a name
+	// that says nothing (an NFO is the smallest file of a post).
 	if !rd.res.NFO {
-		if f := rd.smallest(func(f *file) bool {
+		f := rd.smallest(func(f *file) bool {
 			return !f.read && strings.HasSuffix(strings.ToLower(f.name), ".nfo") && f.bytes <= nfoArticleMax
-		}); f != nil {
+		})
+		if f == nil {
+			f = rd.smallest(func(f *file) bool {
+				return !f.read && !f.real && usenet.Obfuscated(f.name) && !isPar2(f.name) && len(f.bin.Segments) == 1 && f.bytes <= nfoArticleMax
+			})
+		}
+		if f != nil {
 			if _, err := rd.readFile(ctx, f); err != nil {
 				return err
 			}
@@ -173,7 +181,7 @@ func (rd *reader) run(ctx context.Context) error {
 	// 4. yEnc names for obfuscated files no par2 named, biggest first (the
 	// release's main file).
 	for {
-		f := rd.biggest(func(f *file) bool { return !f.read && !f.real && usenet.Obfuscated(f.name) })
+		f := rd.biggest(func(f *file) bool { return !f.read && !f.real && usenet.Obfuscated(f.name) && !isPar2(f.name) })
 		if f == nil || !rd.affords(f) {
 			break
 		}
@@ -323,7 +331,7 @@ func (rd *reader) readPar2(f *file, data []byte, named bool) {
 		list = append(list, usenet.Par2File{Name: pf.Name, Size: pf.Size})
 	}
 	if len(list) > len(rd.res.Par2) {
-		rd.res.Par2 = list
+		rd.res.Par2, rd.index = list, f
 	}
 	rd.matchPar2(files)
 }
@@ -434,6 +442,21 @@ func (rd *reader) finish() {
 				rd.res.Name = usenet.BaseName(biggest.Name)
 			}
 		}
+	}
+	// A sniffed NFO or par2 index under an obfuscated name is the
+	// release's: named after it, as posters name them.
+	name := rd.res.Name
+	if name == "" && !usenet.Obfuscated(rd.rel.Name) {
+		name = rd.rel.Name
+	}
+	for _, f := range rd.files {
+		if name == "" || f.real || !usenet.Obfuscated(f.bin.Name) || (f.kind != kindNFO && f != rd.index) {
+			continue
+		}
+		if rd.res.Files == nil {
+			rd.res.Files = map[string]string{}
+		}
+		rd.res.Files[f.bin.ID] = name + "." + f.kind
 	}
 	rd.res.Renamed = rd.res.Name != "" || len(rd.res.Files) > 0
 	switch {

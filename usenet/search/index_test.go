@@ -312,3 +312,42 @@ func TestSeasonZeroAndDaily(t *testing.T) {
 		})
 	}
 }
+
+// TestSearchHidePassworded: HidePassworded leaves out password=1 (not 2),
+// with and without other conditions, and counts the total without them.
+func TestSearchHidePassworded(t *testing.T) {
+	t.Parallel()
+	ix := openTest(t)
+	locked := rel("p1", "Some.Show.S01E01.720p", usenet.CatTVHD, 1)
+	locked.Password = 1
+	maybe := rel("p2", "Some.Show.S01E02.720p", usenet.CatTVHD, 2)
+	maybe.Password = 2
+	applyAll(t, ix, locked, maybe, rel("p0", "Some.Show.S01E03.720p", usenet.CatTVHD, 3))
+	for _, tc := range []struct {
+		name string
+		q    Query
+		want []string
+	}{
+		{"all", Query{}, []string{"p1", "p2", "p0"}},
+		{"hidden, no condition", Query{HidePassworded: true}, []string{"p2", "p0"}},
+		{"hidden, words", Query{Words: "some show", HidePassworded: true}, []string{"p2", "p0"}},
+		{"hidden, cat", Query{Cats: []int{usenet.CatTV}, HidePassworded: true}, []string{"p2", "p0"}},
+		{"hidden, paged", Query{HidePassworded: true, Limit: 1, Offset: 1}, []string{"p0"}},
+	} {
+		res, err := ix.Search(context.Background(), tc.q)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		var got []string
+		for _, r := range res.Releases {
+			got = append(got, r.ID)
+		}
+		wantTotal := len(tc.want)
+		if tc.q.Limit > 0 {
+			wantTotal = 2
+		}
+		if !slices.Equal(got, tc.want) || res.Total != wantTotal {
+			t.Errorf("%s: %v (total %d), want %v (total %d)", tc.name, got, res.Total, tc.want, wantTotal)
+		}
+	}
+}
