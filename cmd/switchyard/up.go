@@ -140,6 +140,8 @@ carried by signed batches of the forward queue (docs/events.md).`,
 	uw.workOpts.registerPlan(cmd)
 	uw.workOpts.registerLease(cmd)
 	uw.usenetOpts.registerSettle(cmd)
+	uw.usenetOpts.registerPostProcess(cmd)
+	uw.usenetOpts.registerHidePassworded(cmd)
 	httpOpts.registerServing(cmd, upHTTPDefault, "the dashboard /, /metrics, /healthz, /readyz, the Newznab /api, the watch gateway /ws/watch and the events API /ws/events")
 	httpOpts.registerMetricsOpen(cmd)
 	regionOpts.register(cmd)
@@ -199,7 +201,7 @@ func (cfg upConfig) fleetConfig() (fleet.Config, error) {
 		Events:   cfg.events,
 	}
 	if cfg.http.addr != "" {
-		fc.API = fleet.APIConfig{Dir: filepath.Join(cfg.dataDir, upAPIDir)}
+		fc.API = fleet.APIConfig{Dir: filepath.Join(cfg.dataDir, upAPIDir), HidePassworded: cfg.work.usenetOpts.hidePassworded}
 	}
 	w, err := cfg.work.fleetConfig()
 	if err != nil {

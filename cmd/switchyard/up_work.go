@@ -77,6 +77,9 @@ func (uw upWork) fleetConfig() (fleet.WorkConfig, error) {
 		UsenetScope: uw.usenetOpts.scope,
 		Settle:      settle,
 	}
+	if uw.usenetOpts.postprocess {
+		wc.PostProcess = &fleet.PostProcessConfig{}
+	}
 	if uw.demo() {
 		wc.Demo = &fleet.DemoConfig{Groups: upDemoGroups, Articles: upDemoArticles, GrowBy: upDemoGrowBy, GrowEvery: upDemoGrowEvery}
 	}
@@ -95,6 +98,9 @@ func workLine(uw upWork, wc fleet.WorkConfig, f *fleet.Fleet) string {
 	n := fmt.Sprintf("%d workers", uw.workers)
 	if uw.workers == 1 {
 		n = "1 worker"
+	}
+	if wc.PostProcess != nil {
+		n += ", post-processing"
 	}
 	return fmt.Sprintf("  work       source %s, NNTP %s, groups %s, 1 coordinator, %s\n", uw.sourceName(), f.NNTPAddr(), groups.Wildmat(), n)
 }

@@ -63,7 +63,7 @@ name, --http's host or a --http-host NAME: with a wildcard --http such as
 				Service: natsOpts.service,
 				NATS:    bus,
 				Work:    fleet.WorkConfig{UsenetScope: usenetOpts.scope},
-				API:     fleet.APIConfig{Dir: dataDir, BaseURL: baseURL},
+				API:     fleet.APIConfig{Dir: dataDir, BaseURL: baseURL, HidePassworded: usenetOpts.hidePassworded},
 				HTTP:    httpOpts.fleetHTTP(),
 			}
 			return runFleet(cmd, cfg, func(f *fleet.Fleet) {
@@ -77,6 +77,7 @@ name, --http's host or a --http-host NAME: with a wildcard --http such as
 	serve.Flags().StringVar(&dataDir, "data", "switchyard-usenet", "`DIR` of the search index, the admin API key and the users")
 	serve.Flags().StringVar(&baseURL, "base-url", "", "`URL` the links in feeds start with (default: the request's own host)")
 	usenetOpts.registerScope(serve)
+	usenetOpts.registerHidePassworded(serve)
 	natsOpts.registerServer(serve)
 	return serve
 }

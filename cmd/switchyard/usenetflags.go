@@ -18,6 +18,18 @@ type usenetFlags struct {
 	postGap    time.Duration
 	minFiles   int
 	minBytes   int64
+	// postprocess runs the post-processor; hidePassworded hides what it
+	// found passworded from searches and feeds.
+	postprocess    bool
+	hidePassworded bool
+}
+
+func (f *usenetFlags) registerPostProcess(cmd *cobra.Command) {
+	cmd.Flags().BoolVar(&f.postprocess, "postprocess", true, "read a few bodies of each release (its par2 index, NFO and first RAR volume: at most 3 articles, 2 MiB) for the real names of obfuscated posts, the NFO and the password flag, through a share of --nntp-conns below the coordinator's (--postprocess=false: headers only)")
+}
+
+func (f *usenetFlags) registerHidePassworded(cmd *cobra.Command) {
+	cmd.Flags().BoolVar(&f.hidePassworded, "hide-passworded", false, "leave releases post-processing found passworded (an encrypted RAR: password=1) out of the API's searches and feeds")
 }
 
 func (f *usenetFlags) registerScope(cmd *cobra.Command) {
