@@ -177,12 +177,18 @@ func TestRSSFeed(t *testing.T) {
 // indexing group, and the Newznab API. It returns the API's URL and key.
 func startIndexer(t *testing.T, ctx context.Context, nntpAddr, group string) (apiURL, key string) {
 	t.Helper()
+	return startIndexerWith(t, ctx, nntpAddr, group, nil)
+}
+
+// startIndexerWith is startIndexer with its config changed by edit first.
+func startIndexerWith(t *testing.T, ctx context.Context, nntpAddr, group string, edit func(*fleet.Config)) (apiURL, key string) {
+	t.Helper()
 	groups, err := work.ParseGroups(group)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	f, err := fleet.Start(ctx, fleet.Config{
+	cfg := fleet.Config{
 		Logger:   slog.New(slog.DiscardHandler),
 		NATS:     fleet.NATSConfig{Embedded: &embedded.Config{Host: "127.0.0.1", Port: embedded.RandomPort}},
 		Persist:  fleet.PersistConfig{IDs: []string{"0"}, Serve: []string{"0"}, DataDir: filepath.Join(dir, "persist")},
@@ -199,7 +205,11 @@ func startIndexer(t *testing.T, ctx context.Context, nntpAddr, group string) (ap
 		},
 		API:  fleet.APIConfig{Dir: filepath.Join(dir, "api")},
 		HTTP: fleet.HTTPConfig{Addr: "127.0.0.1:0"},
-	})
+	}
+	if edit != nil {
+		edit(&cfg)
+	}
+	f, err := fleet.Start(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,6 +40,12 @@ type Server struct {
 	TLS bool
 	// Connections NZBGet opens. Zero means ConnectionsDefault.
 	Connections int
+	// ParRename lets NZBGet rename the downloaded files by the MD5s of
+	// their first 16 KiB in the par2 index (its own default, and how it
+	// names a post whose articles carry obfuscated yEnc names: NZBGet 21
+	// names a file by its articles, not by the NZB). Off, files keep the
+	// names their articles give.
+	ParRename bool
 }
 
 // Available reports the NZBGet binary's path, or why it is missing.
@@ -186,7 +192,7 @@ func options(main string, s Server) [][2]string {
 		{"ParCheck", "force"},
 		{"ParRepair", "yes"},
 		{"ParScan", "limited"},
-		{"ParRename", "no"},
+		{"ParRename", yes(s.ParRename)},
 		{"RarRename", "no"},
 		{"DirectRename", "no"},
 		{"HealthCheck", "none"},
