@@ -15,7 +15,6 @@ import (
 	"github.com/switchyard-dev/switchyard/usenet/nfo"
 	"github.com/switchyard-dev/switchyard/usenet/par2"
 	"github.com/switchyard-dev/switchyard/usenet/rar"
-	"github.com/switchyard-dev/switchyard/usenet/yenc"
 )
 
 // Budget bounds what Read fetches of one release.
@@ -261,21 +260,25 @@ func (rd *reader) readFile(ctx context.Context, f *file) (bool, error) {
 		rd.fail(usenet.FailFetch)
 		return true, nil
 	}
-	d, err := yenc.Decode(bytes.NewReader(body))
+	d, err := decode(body)
 	if err != nil {
 		rd.fail(usenet.FailDecode)
 		return true, nil
 	}
 	if seg.Number == 1 && d.Begin <= 1 {
 		f.size = d.Size
-		if len(d.Data) >= 16<<10 || int64(len(d.Data)) == d.Size {
+		if len(d.Data) >= 16<<10 || int64(len(d.Data)) == d.Size && d.Size > 0 {
 			f.hash, f.hashd = md5First16k(d.Data), true
 		}
 	}
 	if d.Total > 1 && d.End > d.Begin && d.Part == 1 {
 		rd.partLen = d.End - d.Begin + 1
 	}
-	if n := int64(len(d.Data)); n > 0 && seg.Bytes > 0 {
+	n := int64(len(d.Data))
+	if d.End >= d.Begin && d.Begin > 0 {
+		n = d.End - d.Begin + 1 // a prefix was decoded: the part's length
+	}
+	if n > 0 && seg.Bytes > 0 {
 		rd.overhead = max(seg.Bytes-n*10315/10000, 0)
 	}
 	if d.Name != "" && d.Name != f.bin.Name && !usenet.Obfuscated(d.Name) && usenet.Obfuscated(f.bin.Name) {

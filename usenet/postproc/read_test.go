@@ -1,0 +1,160 @@
+package postproc
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/switchyard-dev/switchyard/nntp"
+	"github.com/switchyard-dev/switchyard/usenet"
+	"github.com/switchyard-dev/switchyard/usenet/rar/rartest"
+	"github.com/switchyard-dev/switchyard/usenet/yenc"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// post is a release of files split into yEnc articles of partSize, as a
+// fetcher serves them, and its binaries as the indexer stores them.
+type post struct {
+	bodies map[string][]byte
+	bins   []usenet.Binary
+	rel    usenet.Release
+}
+
+func makePost(t testing.TB, name string, files []yencFile, partSize int) post {
+	t.Helper()
+	p := post{bodies: map[string][]byte{}, rel: usenet.Release{ID: "r", Name: name}}
+	for i, f := range files {
+		b := usenet.Binary{ID: fmt.Sprintf("b%d", i), Name: f.name, File: i + 1, Release: "c"}
+		for _, yp := range yenc.Split(f.name, f.data, partSize) {
+			var buf bytes.Buffer
+			if err := yenc.Encode(&buf, yp.Data(f.data, partSize), yp); err != nil {
+				t.Fatal(err)
+			}
+			id := fmt.Sprintf("%d.%d@test", i, yp.Number)
+			p.bodies[id] = buf.Bytes()
+			b.Segments = append(b.Segments, usenet.Segment{Number: yp.Number, Bytes: int64(buf.Len() + 400), ID: id})
+		}
+		b.Parts = len(b.Segments)
+		p.bins = append(p.bins, b)
+		p.rel.Binaries = append(p.rel.Binaries, usenet.FileSummary{ID: b.ID, Name: b.Name})
+	}
+	return p
+}
+
+type yencFile struct {
+	name string
+	data []byte
+}
+
+func (p post) fetch(fetched *int) FetchFunc {
+	return func(_ context.Context, id string) ([]byte, error) {
+		*fetched++
+		b, ok := p.bodies[id]
+		if !ok {
+			return nil, &nntp.StatusError{Cmd: "BODY", Code: 430, Msg: "no such article"}
+		}
+		return b, nil
+	}
+}
+
+func random(rng *rand.Rand, n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(rng.Uint32())
+	}
+	return b
+}
+
+// TestReadPasswordedRAR: the first volume's first segment says the files
+// are encrypted and names them; one article of the budget is used.
+func TestReadPasswordedRAR(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(1, 2))
+	vol := rartest.RAR5([]rartest.File{{Name: "inner/movie.mkv", Data: random(rng, 300<<10)}}, rartest.Options{EncryptedFiles: true, Volume: true})
+	p := makePost(t, "Some.Movie.2024.1080p-SY", []yencFile{
+		{"Some.Movie.2024.1080p-SY.part1.rar", vol},
+		{"Some.Movie.2024.1080p-SY.part2.rar", random(rng, 100<<10)},
+	}, 200<<10)
+	n := 0
+	res, err := Read(context.Background(), p.rel, p.bins, p.fetch(&n), isGone, Budget{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Password != 1 || len(res.Inner) != 1 || res.Inner[0] != "inner/movie.mkv" || n != 1 || res.Status != usenet.PostDone {
+		t.Fatalf("result %+v after %d fetches", res, n)
+	}
+}
+
+// TestReadBudget: never more articles than the budget, whatever the
+// release holds; a missing article is a counted failure, not an error.
+func TestReadBudget(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(3, 4))
+	var files []yencFile
+	for i := range 8 {
+		files = append(files, yencFile{fmt.Sprintf("%x", random(rng, 10)), random(rng, 5000+i)})
+	}
+	p := makePost(t, "abcdef0123456789abcd", files, 4096)
+	delete(p.bodies, "0.1@test")
+	for _, budget := range []Budget{{Articles: 1}, {Articles: 2}, {Articles: 3}, {Articles: 3, Bytes: 6000}} {
+		n := 0
+		res, err := Read(context.Background(), p.rel, p.bins, p.fetch(&n), isGone, budget)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := budget.withDefaults()
+		if n > b.Articles || res.Articles != n || res.Bytes > b.Bytes {
+			t.Errorf("budget %+v: %d fetched, result %+v", budget, n, res)
+		}
+	}
+}
+
+// TestDecodePrefix: a large body's prefix decodes to the data's first
+// bytes, with the header's fields.
+func TestDecodePrefix(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(5, 6))
+	data := random(rng, 900<<10)
+	parts := yenc.Split("big.bin", data, 700<<10)
+	var buf bytes.Buffer
+	if err := yenc.Encode(&buf, parts[0].Data(data, 700<<10), parts[0]); err != nil {
+		t.Fatal(err)
+	}
+	d, err := decode(buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(d.Data, data[:prefixLen]) || d.Name != "big.bin" || d.Size != int64(len(data)) || d.Begin != 1 || d.End != 700<<10 {
+		t.Fatalf("decoded %d bytes (%v), name %q size %d range %d-%d", len(d.Data), bytes.Equal(d.Data, data[:len(d.Data)]), d.Name, d.Size, d.Begin, d.End)
+	}
+}
+
+// FuzzRead: whatever the bodies, Read neither panics nor fetches past
+// its budget.
+func FuzzRead(f *testing.F) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	f.Add([]byte("=ybegin line=128 size=3 name=x.nfo\r\nabc\r\n=yend size=3\r\n"), "x.nfo")
+	f.Add(random(rng, 64), "abcdef0123456789.par2")
+	f.Add([]byte("=ybegin part=1 total=2 line=128 size=9 name=a.part1.rar\r\n=ypart begin=1 end=4\r\n|\x8b\x9c\x8b\r\n=yend size=4 part=1\r\n"), "a.part1.rar")
+	f.Fuzz(func(t *testing.T, body []byte, name string) {
+		name = strings.ToValidUTF8(name, "")
+		bins := []usenet.Binary{
+			{ID: "b0", Name: name, Parts: 1, Segments: []usenet.Segment{{Number: 1, Bytes: int64(len(body)), ID: "0"}}},
+			{ID: "b1", Name: "x.nfo", Parts: 1, Segments: []usenet.Segment{{Number: 1, Bytes: int64(len(body)), ID: "1"}}},
+			{ID: "b2", Name: "abcdef0123456789", Parts: 1, Segments: []usenet.Segment{{Number: 1, Bytes: int64(len(body)), ID: "2"}}},
+		}
+		rel := usenet.Release{ID: "r", Name: "abcdef0123456789abcd"}
+		n := 0
+		fetch := func(context.Context, string) ([]byte, error) { n++; return body, nil }
+		res, err := Read(context.Background(), rel, bins, fetch, isGone, Budget{})
+		if err != nil || n > ArticlesDefault || res.Articles != n {
+			t.Fatalf("%d fetches, %+v, %v", n, res, err)
+		}
+	})
+}
