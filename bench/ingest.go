@@ -13,6 +13,7 @@ import (
 	"github.com/switchyard-dev/switchyard/nntp"
 	"github.com/switchyard-dev/switchyard/nntp/nntptest"
 	"github.com/switchyard-dev/switchyard/persist"
+	"github.com/switchyard-dev/switchyard/usenet/postproc"
 	"github.com/switchyard-dev/switchyard/work"
 )
 
@@ -35,9 +36,15 @@ type IngestConfig struct {
 	Chunk int64
 	// Dir holds the persist data; "" means a temp dir.
 	Dir string
-	// Indexer builds each worker's indexer over its persist client; nil
-	// means the counting indexer.
-	Indexer func(c *persist.Client) (work.Indexer, error)
+	// Indexer builds each worker's indexer over its persist client, for
+	// the ingest run named run (a fresh name per run, for a fresh store);
+	// nil means the counting indexer.
+	Indexer func(c *persist.Client, run string) (work.Indexer, error)
+	// PostProcess, when set, runs every row twice, without and then with
+	// the post-processor it builds (over the run's store, fetching from
+	// addr) running beside the workers, and reports both rates and what
+	// post-processing cost per release.
+	PostProcess func(c *persist.Client, run, addr string) (*postproc.Processor, error)
 	// Progress shows each raw and ingest run as it goes. Nil means none.
 	Progress Progress
 }
@@ -77,6 +84,29 @@ type IngestResult struct {
 	// RawCPU and OursCPU are the CPU time this process spent per article
 	// (the test server's included: it runs in the process).
 	RawCPU, OursCPU time.Duration
+	// PP is the row run again with post-processing on (IngestConfig.
+	// PostProcess), nil without.
+	PP *PostProcessResult
+}
+
+// PostProcessResult is an ingest run with post-processing on.
+type PostProcessResult struct {
+	// Ours is articles/s end to end with the post-processor running.
+	Ours float64
+	// During is the releases post-processed while the ingest ran; Stats
+	// are the post-processor's totals once it had processed every
+	// release (Drain after the ingest ended).
+	During int64
+	Drain  time.Duration
+	Stats  postproc.Stats
+}
+
+// PPRatio is the rate with post-processing over the rate without.
+func (r IngestResult) PPRatio() float64 {
+	if r.PP == nil || r.Ours == 0 {
+		return 0
+	}
+	return r.PP.Ours / r.Ours
 }
 
 // CPUCeiling is the ratio the CPU allows: on cores that both sides keep
@@ -126,20 +156,50 @@ func RunIngest(ctx context.Context, cfg IngestConfig, w io.Writer) ([]IngestResu
 				return out, fmt.Errorf("raw over: %w", err)
 			}
 			c1 := processCPU()
-			ours, err := ingestRate(ctx, cfg.Progress.start(fmt.Sprintf("delay %s, %d conns: ingest", delay, conns), cfg.Articles, "articles"), env, srv.Addr(), fmt.Sprintf("bench-%d", time.Now().UnixNano()), cfg, conns)
+			ours, _, err := ingestRate(ctx, cfg.Progress.start(fmt.Sprintf("delay %s, %d conns: ingest", delay, conns), cfg.Articles, "articles"), env, srv.Addr(), fmt.Sprintf("bench-%d", time.Now().UnixNano()), cfg, conns, false)
 			if err != nil {
 				return out, fmt.Errorf("ingest with %d connections: %w", conns, err)
 			}
 			c2 := processCPU()
 			per := func(d time.Duration) time.Duration { return d / time.Duration(cfg.Articles) }
 			r := IngestResult{Delay: delay, Conns: conns, Raw: raw, Ours: ours, RawCPU: per(c1 - c0), OursCPU: per(c2 - c1)}
+			if cfg.PostProcess != nil {
+				on, pp, err := ingestRate(ctx, cfg.Progress.start(fmt.Sprintf("delay %s, %d conns: ingest + post-processing", delay, conns), cfg.Articles, "articles"), env, srv.Addr(), fmt.Sprintf("bench-%d", time.Now().UnixNano()), cfg, conns, true)
+				if err != nil {
+					return out, fmt.Errorf("ingest with post-processing, %d connections: %w", conns, err)
+				}
+				pp.Ours = on
+				r.PP = pp
+			}
 			out = append(out, r)
 			fmt.Fprintf(w, "%6s %5d %12.0f %12.0f %6.2fx %10s %10s %7.2fx\n", delay, r.Conns, r.Raw, r.Ours, r.Ratio(), r.RawCPU, r.OursCPU, r.CPUCeiling())
 		}
 	}
 	fmt.Fprintln(w, "cpu/a: CPU time of this process per article, the test server's own included; cpu cap: the ratio the")
 	fmt.Fprintln(w, "CPU allows when both sides keep the same cores busy (raw cpu/a over ours cpu/a)")
+	if cfg.PostProcess != nil {
+		writePostProcess(w, out)
+	}
 	return out, nil
+}
+
+// writePostProcess writes the post-processing table: ingest with it on
+// against off, and its cost per release.
+func writePostProcess(w io.Writer, rows []IngestResult) {
+	fmt.Fprintln(w, "\nwith post-processing (one more connection, 2 workers) vs without, same rows")
+	fmt.Fprintf(w, "%6s %5s %12s %12s %7s %9s %9s %8s %9s %9s %9s\n", "delay", "conns", "off art/s", "on art/s", "on/off", "releases", "during", "drain", "art/rel", "KiB/rel", "ms/rel")
+	for _, r := range rows {
+		p := r.PP
+		if p == nil {
+			continue
+		}
+		n := max(p.Stats.Releases, 1)
+		fmt.Fprintf(w, "%6s %5d %12.0f %12.0f %6.2fx %9d %9d %8s %9.2f %9.0f %9.2f\n", r.Delay, r.Conns, r.Ours, p.Ours, r.PPRatio(),
+			p.Stats.Releases, p.During, p.Drain.Round(time.Millisecond), float64(p.Stats.Articles)/float64(n),
+			float64(p.Stats.Bytes)/1024/float64(n), float64(p.Stats.Time.Microseconds())/1000/float64(n))
+	}
+	fmt.Fprintln(w, "releases: post-processed in all; during: of them while the ingest ran; drain: the time after it to finish the")
+	fmt.Fprintln(w, "rest; art/rel, KiB/rel: articles and article bytes fetched per release; ms/rel: the time one release took")
 }
 
 // rawOverRate reads the group's overview split over conns connections. m
@@ -173,67 +233,87 @@ func rawOverRate(ctx context.Context, m Meter, addr string, n, chunk int64, conn
 // ingestRate runs one planner, one prefetcher with a pool of conns and the
 // workers on a fresh source, and times them until every range is done. m
 // follows the workers' article count and is done at return.
-func ingestRate(ctx context.Context, m Meter, env *PersistEnv, addr, source string, cfg IngestConfig, conns int) (float64, error) {
+func ingestRate(ctx context.Context, m Meter, env *PersistEnv, addr, source string, cfg IngestConfig, conns int, withPP bool) (float64, *PostProcessResult, error) {
 	defer m.Done()
+	rate, pp, err := ingestRun(ctx, m, env, addr, source, cfg, conns, withPP)
+	return rate, pp, err
+}
+
+func ingestRun(ctx context.Context, m Meter, env *PersistEnv, addr, source string, cfg IngestConfig, conns int, withPP bool) (float64, *PostProcessResult, error) {
 	c, err := env.Client()
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	defer c.Close()
 	st, err := work.NewStore(c, source)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	if err := st.Init(ctx); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	pool, err := nntp.NewPool(nntp.PoolConfig{Conn: nntp.Config{Addr: addr}, Size: conns})
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	if err := pool.Start(ctx); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	defer pool.Stop(context.WithoutCancel(ctx))
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	groups, _ := work.ParseGroups(ingestGroup)
 	planner, err := work.NewPlanner(st, pool, work.PlannerConfig{Groups: groups, RangeSize: cfg.RangeSize, HistoryDepth: cfg.Articles})
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	// Ahead covers the whole group: the benchmark measures throughput, not
 	// how far the prefetcher may run ahead.
 	pf, err := work.NewPrefetcher(st, pool, work.PrefetchConfig{Ahead: int(cfg.Articles/cfg.RangeSize) + 1, Chunk: cfg.Chunk, Logger: quiet})
 	if err != nil {
-		return 0, err
+		return 0, nil, err
+	}
+	var proc *postproc.Processor
+	if withPP && cfg.PostProcess != nil {
+		pc, err := env.Client()
+		if err != nil {
+			return 0, nil, err
+		}
+		defer pc.Close()
+		if proc, err = cfg.PostProcess(pc, source, addr); err != nil {
+			return 0, nil, err
+		}
+		if err := proc.Start(ctx); err != nil {
+			return 0, nil, err
+		}
+		defer proc.Stop(context.WithoutCancel(ctx))
 	}
 	start := time.Now()
 	if _, err := planner.PlanAll(ctx); err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	var workers []*work.Worker
 	for i := range cfg.Workers {
 		wc, err := env.Client()
 		if err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 		defer wc.Close()
 		wst, err := work.NewStore(wc, source)
 		if err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 		var ix work.Indexer = work.CountingIndexer{}
 		if cfg.Indexer != nil {
-			if ix, err = cfg.Indexer(wc); err != nil {
-				return 0, err
+			if ix, err = cfg.Indexer(wc, source); err != nil {
+				return 0, nil, err
 			}
 		}
 		wk, err := work.NewWorker(wst, ix, work.WorkerConfig{Name: fmt.Sprintf("bench-%d", i), Idle: 20 * time.Millisecond, Logger: quiet})
 		if err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 		if err := wk.Start(ctx); err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 		workers = append(workers, wk)
 	}
@@ -246,11 +326,11 @@ func ingestRate(ctx context.Context, m Meter, env *PersistEnv, addr, source stri
 	// failed leaves its ranges planned for the next one.
 	for {
 		if _, err := pf.Tick(ctx); err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 		s, err := st.Status(ctx)
 		if err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 		if s.Ranges[work.StatePlanned] == 0 {
 			break
@@ -268,7 +348,7 @@ func ingestRate(ctx context.Context, m Meter, env *PersistEnv, addr, source stri
 			failed += ws.Failed
 		}
 		if failed > 0 {
-			return 0, fmt.Errorf("%d ranges failed", failed)
+			return 0, nil, fmt.Errorf("%d ranges failed", failed)
 		}
 		m.Set(n)
 		if n >= cfg.Articles {
@@ -276,9 +356,20 @@ func ingestRate(ctx context.Context, m Meter, env *PersistEnv, addr, source stri
 		}
 		select {
 		case <-ctx.Done():
-			return 0, ctx.Err()
+			return 0, nil, ctx.Err()
 		case <-tick.C:
 		}
 	}
-	return float64(cfg.Articles) / time.Since(start).Seconds(), nil
+	rate := float64(cfg.Articles) / time.Since(start).Seconds()
+	if proc == nil {
+		return rate, nil, nil
+	}
+	pp := &PostProcessResult{During: proc.Counters().Stats().Releases}
+	end := time.Now()
+	if err := proc.WaitIdle(ctx); err != nil {
+		return 0, nil, err
+	}
+	pp.Drain = time.Since(end)
+	pp.Stats = proc.Counters().Stats()
+	return rate, pp, nil
 }

@@ -1,7 +1,7 @@
 package main
 
 import (
-	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -9,8 +9,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/switchyard-dev/switchyard/bench"
+	"github.com/switchyard-dev/switchyard/nntp"
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/usenet"
+	"github.com/switchyard-dev/switchyard/usenet/postproc"
 	"github.com/switchyard-dev/switchyard/work"
 )
 
@@ -18,6 +20,7 @@ import (
 func newBenchIngestCmd() *cobra.Command {
 	var cfg bench.IngestConfig
 	var conns, delays, indexer string
+	var postprocess bool
 	cmd := &cobra.Command{
 		Use:   "ingest",
 		Short: "Articles/s end to end (NNTP → spool → worker → indexer) vs the raw OVER rate",
@@ -37,7 +40,15 @@ share this machine's cores; a few milliseconds stand for a provider across a
 network. The CPU columns show what each side costs per article and so what
 ratio the cores allow (cpu cap) when both sides are CPU-bound.
 Targets (not tests): ours >= 0.8x raw at 4 connections with the counting
-indexer, >= 0.7x with the usenet indexer.`,
+indexer, >= 0.7x with the usenet indexer.
+
+--postprocess (with --indexer usenet) runs every row again with the
+post-processor beside the workers (on one more connection of its own, two
+releases at a time, reading each visible release's first RAR volume, par2
+index and NFO as up does) and prints a second table: the ingest rate with it
+on against off (target: within 10 %), how many releases it processed while
+the ingest ran and how long it took to finish the rest, and its cost per
+release (articles, KiB fetched, milliseconds).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg.Conns = nil
@@ -61,14 +72,31 @@ indexer, >= 0.7x with the usenet indexer.`,
 			}
 			switch indexer {
 			case "count":
+				if postprocess {
+					return usagef("--postprocess needs --indexer usenet: it reads the releases the usenet indexer publishes")
+				}
 			case "usenet":
-				scope := fmt.Sprintf("usenet-bench-%d", time.Now().UnixNano())
-				cfg.Indexer = func(c *persist.Client) (work.Indexer, error) {
-					st, err := usenet.NewStore(c, scope)
+				// A fresh scope per run: a run over a scope another filled
+				// would find its records there and do less.
+				cfg.Indexer = func(c *persist.Client, run string) (work.Indexer, error) {
+					st, err := usenet.NewStore(c, "usenet-"+run)
 					if err != nil {
 						return nil, err
 					}
 					return &usenet.Indexer{Store: st}, nil
+				}
+				if postprocess {
+					cfg.PostProcess = func(c *persist.Client, run, addr string) (*postproc.Processor, error) {
+						st, err := usenet.NewStore(c, "usenet-"+run)
+						if err != nil {
+							return nil, err
+						}
+						pool, err := nntp.NewPool(nntp.PoolConfig{Conn: nntp.Config{Addr: addr}, Size: 1})
+						if err != nil {
+							return nil, err
+						}
+						return postproc.New(postproc.Config{Store: st, Pool: pool, Logger: slog.New(slog.DiscardHandler)})
+					}
 				}
 			default:
 				return usagef("--indexer %q: want count or usenet", indexer)
@@ -86,5 +114,6 @@ indexer, >= 0.7x with the usenet indexer.`,
 	cmd.Flags().Int64Var(&cfg.Chunk, "chunk", 1_000, "articles per OVER command and spool message")
 	cmd.Flags().StringVar(&cfg.Dir, "data", "", "directory for the persist data (default: a temp dir)")
 	cmd.Flags().StringVar(&indexer, "indexer", "count", "the workers' indexer: count or usenet")
+	cmd.Flags().BoolVar(&postprocess, "postprocess", false, "with --indexer usenet: run every row again with the post-processor on and compare (see above)")
 	return cmd
 }

@@ -52,7 +52,8 @@ func (b Budget) withDefaults() Budget {
 // An error that is a *nntp.StatusError (the server answered: no such
 // article) is the article's failure; any other error is the fetcher's
 // (connection, shutdown), and Read stops with it.
-type FetchFunc func(ctx context.Context, id string) ([]byte, error)
+// size is the article's size as the overview announced it, a hint.
+type FetchFunc func(ctx context.Context, id string, size int) ([]byte, error)
 
 // Result is what Read found in a release's bodies.
 type Result struct {
@@ -252,7 +253,7 @@ func (rd *reader) readFile(ctx context.Context, f *file) (bool, error) {
 	f.read = true
 	rd.res.Articles++
 	rd.res.Bytes += seg.Bytes
-	body, err := rd.fetch(ctx, seg.ID)
+	body, err := rd.fetch(ctx, seg.ID, int(min(seg.Bytes, maxArticle)))
 	if err != nil {
 		if ctx.Err() != nil || rd.isGone == nil || !rd.isGone(err) {
 			return true, fmt.Errorf("postproc: fetch %s: %w", seg.ID, err)

@@ -53,7 +53,7 @@ type yencFile struct {
 }
 
 func (p post) fetch(fetched *int) FetchFunc {
-	return func(_ context.Context, id string) ([]byte, error) {
+	return func(_ context.Context, id string, _ int) ([]byte, error) {
 		*fetched++
 		b, ok := p.bodies[id]
 		if !ok {
@@ -151,7 +151,7 @@ func FuzzRead(f *testing.F) {
 		}
 		rel := usenet.Release{ID: "r", Name: "abcdef0123456789abcd"}
 		n := 0
-		fetch := func(context.Context, string) ([]byte, error) { n++; return body, nil }
+		fetch := func(context.Context, string, int) ([]byte, error) { n++; return body, nil }
 		res, err := Read(context.Background(), rel, bins, fetch, isGone, Budget{})
 		if err != nil || n > ArticlesDefault || res.Articles != n {
 			t.Fatalf("%d fetches, %+v, %v", n, res, err)

@@ -29,6 +29,9 @@ type Item struct {
 	Date   int64    `json:"date"` // unix seconds
 	Groups []string `json:"groups"`
 	Poster string   `json:"poster"`
+	// Password is the Newznab password attr post-processing found: 0
+	// none, 1 passworded, 2 potentially.
+	Password int `json:"password"`
 }
 
 // SearchAnswer is GET /releases/api/search's answer.
@@ -59,6 +62,13 @@ type Detail struct {
 	Present int `json:"present"`
 	// NZB is the path of its NZB download.
 	NZB string `json:"nzb"`
+	// What post-processing read: the name it was posted under when it
+	// was renamed, the par2 index's files, the names inside its first
+	// RAR volume and its NFO text ("" without one).
+	PostedName string            `json:"posted_name,omitempty"`
+	Par2       []usenet.Par2File `json:"par2"`
+	Inner      []string          `json:"inner"`
+	NFO        string            `json:"nfo"`
 }
 
 // Info is GET /releases/api/info's answer: what the page needs before it
@@ -93,7 +103,7 @@ func item(r usenet.Release) Item {
 		groups = []string{}
 	}
 	return Item{ID: r.ID, Name: r.Name, Category: r.Category, CategoryName: usenet.CategoryName(r.Category),
-		Size: r.Size, Files: r.FileCount(), Date: r.Date, Groups: groups, Poster: r.Poster}
+		Size: r.Size, Files: r.FileCount(), Date: r.Date, Groups: groups, Poster: r.Poster, Password: r.Password}
 }
 
 func categories(cs []usenet.Category) []Category {
@@ -248,7 +258,19 @@ func (p *Page) serveRelease(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	d := Detail{Item: item(rel), FilesList: []File{}, NZB: nzbPath(rel.ID)}
+	d := Detail{Item: item(rel), FilesList: []File{}, NZB: nzbPath(rel.ID), PostedName: rel.PostedName, Par2: rel.Par2, Inner: rel.Inner}
+	if d.Par2 == nil {
+		d.Par2 = []usenet.Par2File{}
+	}
+	if d.Inner == nil {
+		d.Inner = []string{}
+	}
+	if rel.NFO {
+		// An NFO that cannot be read now leaves the rest of the page.
+		if text, err := p.cfg.Store.NFO(r.Context(), rel.ID); err == nil {
+			d.NFO = text
+		}
+	}
 	for _, b := range rel.Binaries {
 		d.FilesList = append(d.FilesList, File{Name: b.Name, Bytes: b.Bytes, Parts: b.Parts, Present: b.Present})
 		d.Parts += b.Parts

@@ -1,6 +1,7 @@
 package releases_test
 
 import (
+	"context"
 	"encoding/xml"
 	"net/http"
 	"net/url"
@@ -288,5 +289,30 @@ func TestWatchAuthorizer(t *testing.T) {
 	open := releases.WatchAuthorizer(keys, "usenet", web.Open())
 	if p, err := open(req("")); err != nil || !p.AllScopes {
 		t.Errorf("open next: %+v %v", p, err)
+	}
+}
+
+// TestPostProcessed: what post-processing found shows on the page's data:
+// the password flag in the list, the NFO, the par2 index and the inner
+// names in the release.
+func TestPostProcessed(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	r, bins := release("locked", "Locked.Film.2024.1080p-GRP", usenet.CatMoviesHD, 1, 2, "locked.part01.rar")
+	r.Processed, r.Password, r.NFO = true, 1, true
+	r.Par2 = []usenet.Par2File{{Name: "locked.part01.rar", Size: 1000}}
+	r.Inner = []string{"Locked.Film.2024.1080p-GRP.mkv"}
+	if err := e.store.PutNFO(context.Background(), r.ID, "Locked Film\nRipped by GRP\n"); err != nil {
+		t.Fatal(err)
+	}
+	e.add(r, bins)
+	ans := get[releases.SearchAnswer](e, "/releases/api/search?q=locked")
+	if len(ans.Items) != 1 || ans.Items[0].Password != 1 {
+		t.Fatalf("search %+v", ans)
+	}
+	d := get[releases.Detail](e, "/releases/api/release?id=locked")
+	if d.Password != 1 || d.NFO != "Locked Film\nRipped by GRP\n" || len(d.Par2) != 1 || d.Par2[0].Name != "locked.part01.rar" ||
+		len(d.Inner) != 1 || d.Inner[0] != r.Inner[0] {
+		t.Fatalf("detail %+v", d)
 	}
 }

@@ -219,10 +219,12 @@
       a.href = releaseURL(it.id);
       a.dataset.inpage = "";
       a.textContent = it.name;
+      const name = cell(a, "name");
+      if (it.password) name.append(pwMark(it.password));
       const when = cell(age(it.date), "num", "age");
       when.title = date(it.date);
       tr.append(
-        cell(a, "name"),
+        name,
         cell(it.category_name || String(it.category), "", "category"),
         cell(bytes(it.size), "num", "size"),
         cell(num(it.files), "num", "files"),
@@ -243,6 +245,15 @@
     $("newer").disabled = ans.offset === 0;
     $("older").disabled = last >= ans.total;
     if (s.offset === 0) { fresh = 0; show("fresh", false); }
+  }
+
+  // pwMark is the mark of a release post-processing found passworded
+  // (1) or maybe passworded (2: an archive inside the archive).
+  function pwMark(p) {
+    const m = document.createElement("span");
+    m.className = "pw";
+    m.textContent = p === 1 ? "passworded" : "maybe passworded";
+    return m;
   }
 
   function go(s) {
@@ -309,6 +320,21 @@
       tbody.appendChild(tr);
     }
     $("rel-files").replaceChildren(head(["name", "#size", "parts present"]), tbody);
+    $("rel-password").textContent = ["none found", "passworded", "maybe passworded (an archive inside)"][d.password] || String(d.password);
+    $("rel-posted").textContent = d.posted_name || "";
+    show("rel-posted", !!d.posted_name); show("rel-posted-label", !!d.posted_name);
+    $("rel-inner").textContent = d.inner.join(", ");
+    show("rel-inner", d.inner.length > 0); show("rel-inner-label", d.inner.length > 0);
+    const pb = document.createElement("tbody");
+    for (const f of d.par2) {
+      const tr = document.createElement("tr");
+      tr.append(cell(f.name, "name"), cell(bytes(f.size), "num"));
+      pb.appendChild(tr);
+    }
+    $("rel-par2").replaceChildren(head(["name", "#size"]), pb);
+    show("rel-par2-box", d.par2.length > 0);
+    $("rel-nfo").textContent = d.nfo;
+    show("rel-nfo-box", !!d.nfo);
   }
 
   // --- live ---------------------------------------------------------------
@@ -367,7 +393,7 @@
     const s = state();
     if (s.id) {
       view("release");
-      ["rel-name", "rel-category", "rel-size", "rel-files-count", "rel-complete", "rel-date", "rel-groups", "rel-poster"].forEach((id) => { $(id).textContent = ""; });
+      ["rel-name", "rel-category", "rel-size", "rel-files-count", "rel-complete", "rel-date", "rel-groups", "rel-poster", "rel-password", "rel-nfo"].forEach((id) => { $(id).textContent = ""; });
       $("rel-files").replaceChildren();
       loadRelease(s.id);
       return;
