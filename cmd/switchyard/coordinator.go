@@ -4,6 +4,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/switchyard-dev/switchyard/fleet"
+	"github.com/switchyard-dev/switchyard/usenet"
 	"github.com/switchyard-dev/switchyard/work"
 )
 
@@ -26,6 +27,7 @@ func newCoordinatorRunCmd() *cobra.Command {
 	var workOpts workFlags
 	var shard, source string
 	var httpOpts httpFlags
+	var usenetOpts usenetFlags
 	run := &cobra.Command{
 		Use:   "run",
 		Short: "Run one coordinator shard: prefetch its ranges into the spool; shard 1 also plans",
@@ -36,6 +38,11 @@ also plans: new groups' history every hour, the tail every --tail-every, and it
 finishes leases whose worker read everything and went quiet (every
 --abandoned-every).
 Every process of a source shares --nntp-conns connections by priority.
+
+--postprocess (shard 1 only; off by default here, on in up) runs the usenet
+post-processor beside it: it reads a few bodies of each visible release of
+--usenet-scope (par2 index, NFO, first RAR volume) through a share of its own
+below the coordinator's. Give it the --post-gap the workers use.
 
 SIGTERM or Ctrl-C: stop taking work, wait up to 15 s for the chunks in flight,
 close the connections, leave the share, exit 0.`,
@@ -65,10 +72,22 @@ close the connections, leave the share, exit 0.`,
 				return err
 			}
 			ccfg := coordinatorConfig(groups, providerOpts.conns, sh, workOpts)
+			wc := fleet.WorkConfig{Source: source, NNTP: ncfg, Coordinator: &ccfg}
+			if usenetOpts.postprocess {
+				if err := usenet.ValidScope(usenetOpts.scope); err != nil {
+					return usagef("--usenet-scope: %v", err)
+				}
+				if usenetOpts.postGap <= 0 {
+					return usagef("--post-gap %v: want a positive duration", usenetOpts.postGap)
+				}
+				wc.UsenetScope = usenetOpts.scope
+				wc.Settle = usenet.SettleConfig{PostGap: usenetOpts.postGap}
+				wc.PostProcess = &fleet.PostProcessConfig{}
+			}
 			cfg := fleet.Config{
 				Service: natsOpts.service,
 				NATS:    bus,
-				Work:    fleet.WorkConfig{Source: source, NNTP: ncfg, Coordinator: &ccfg},
+				Work:    wc,
 				HTTP:    httpOpts.fleetHTTP(),
 			}
 			return runFleet(cmd, cfg, func(*fleet.Fleet) {}, "")
@@ -79,6 +98,9 @@ close the connections, leave the share, exit 0.`,
 	providerOpts.register(run, true)
 	workOpts.registerPlan(run)
 	workOpts.registerLease(run)
+	usenetOpts.registerScope(run)
+	run.Flags().BoolVar(&usenetOpts.postprocess, "postprocess", false, "with shard 1: run the usenet post-processor beside it (see above)")
+	run.Flags().DurationVar(&usenetOpts.postGap, "post-gap", usenet.PostGapDefault, "with --postprocess: the workers' --post-gap, which tells a release's posts apart")
 	natsOpts.registerServer(run)
 	httpOpts.register(run, "")
 	return run
