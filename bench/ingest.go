@@ -234,12 +234,15 @@ func rawOverRate(ctx context.Context, m Meter, addr string, n, chunk int64, conn
 // workers on a fresh source, and times them until every range is done. m
 // follows the workers' article count and is done at return.
 func ingestRate(ctx context.Context, m Meter, env *PersistEnv, addr, source string, cfg IngestConfig, conns int, withPP bool) (float64, *PostProcessResult, error) {
-	defer m.Done()
-	rate, pp, err := ingestRun(ctx, m, env, addr, source, cfg, conns, withPP)
-	return rate, pp, err
+	var once sync.Once
+	done := func() { once.Do(m.Done) }
+	defer done()
+	return ingestRun(ctx, m, done, env, addr, source, cfg, conns, withPP)
 }
 
-func ingestRun(ctx context.Context, m Meter, env *PersistEnv, addr, source string, cfg IngestConfig, conns int, withPP bool) (float64, *PostProcessResult, error) {
+// ingestRun is ingestRate; done ends m's line when the ingest is done,
+// before the post-processor's drain.
+func ingestRun(ctx context.Context, m Meter, done func(), env *PersistEnv, addr, source string, cfg IngestConfig, conns int, withPP bool) (float64, *PostProcessResult, error) {
 	c, err := env.Client()
 	if err != nil {
 		return 0, nil, err
@@ -366,6 +369,7 @@ func ingestRun(ctx context.Context, m Meter, env *PersistEnv, addr, source strin
 	}
 	pp := &PostProcessResult{During: proc.Counters().Stats().Releases}
 	end := time.Now()
+	done()
 	if err := proc.WaitIdle(ctx); err != nil {
 		return 0, nil, err
 	}
