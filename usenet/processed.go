@@ -237,3 +237,68 @@ func (st *PostState) overlay(r *Release) {
 func SortPar2(files []Par2File) {
 	slices.SortFunc(files, func(a, b Par2File) int { return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.Size, b.Size)) })
 }
+
+// PostSummary adds up the post-processing records of a scope.
+type PostSummary struct {
+	// Releases counts the records by status (PostDone, ...).
+	Releases   map[string]int64 `json:"releases"`
+	Articles   int64            `json:"articles"`
+	Bytes      int64            `json:"bytes"`
+	Renamed    int64            `json:"renamed"`
+	Passworded int64            `json:"passworded"` // password 1
+	Maybe      int64            `json:"maybe_passworded"`
+	NFOs       int64            `json:"nfos"`
+	// Failures counts failed bodies by kind (FailFetch, ...).
+	Failures map[string]int64 `json:"failures"`
+	// Pending is the visible releases without a record yet.
+	Pending int64 `json:"pending"`
+}
+
+// PostSummary reads every post-processing record and the releases
+// stream's keys. It reads them all: for a command line.
+func (s *Store) PostSummary(ctx context.Context) (PostSummary, error) {
+	sum := PostSummary{Releases: map[string]int64{}, Failures: map[string]int64{}}
+	done := map[string]struct{}{}
+	_, err := s.c.KV(s.scope, PostprocKV).Stream().Scan(ctx, persist.Range{}, func(m *persist.Message) error {
+		if m.Key == "" {
+			return nil
+		}
+		var rec PostRecord
+		if err := decodeRecord(m, &rec); err != nil {
+			return fmt.Errorf("decode %s: %w", m.Key, err)
+		}
+		done[m.Key] = struct{}{}
+		sum.Releases[rec.Status]++
+		sum.Articles += int64(rec.Articles)
+		sum.Bytes += rec.Bytes
+		if rec.Renamed {
+			sum.Renamed++
+		}
+		switch rec.Password {
+		case 1:
+			sum.Passworded++
+		case 2:
+			sum.Maybe++
+		}
+		if rec.NFO {
+			sum.NFOs++
+		}
+		for _, k := range rec.Failures {
+			sum.Failures[k]++
+		}
+		return nil
+	})
+	if err != nil {
+		return sum, fmt.Errorf("usenet: post-processing records: %w", err)
+	}
+	keys, err := s.releases.Keys(ctx)
+	if err != nil {
+		return sum, fmt.Errorf("usenet: releases: %w", err)
+	}
+	for _, k := range keys {
+		if _, ok := done[k]; !ok {
+			sum.Pending++
+		}
+	}
+	return sum, nil
+}

@@ -96,6 +96,22 @@ func TestProcessedKeptAcrossPublications(t *testing.T) {
 		t.Fatalf("the late parts did not complete the release: %+v", after)
 	}
 	check("republished complete", after, stored.Version)
+
+	// The records sum up; a visible release without one is pending.
+	if err := st.PutPostRecord(ctx, PostRecord{Release: r.ID, Status: PostDone, Articles: 2, Bytes: 900, Failures: []string{FailRAR}, Renamed: true, Processed: p}); err != nil {
+		t.Fatal(err)
+	}
+	sum, err := st.PostSummary(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Releases[PostDone] != 1 || sum.Articles != 2 || sum.Bytes != 900 || sum.Renamed != 1 || sum.Passworded != 1 || sum.NFOs != 1 ||
+		sum.Failures[FailRAR] != 1 || sum.Pending != int64(len(rels)-1) {
+		t.Fatalf("summary %+v with %d releases", sum, len(rels))
+	}
+	if got, err := st.PostRecord(ctx, r.ID); err != nil || got.Status != PostDone || got.Password != 1 {
+		t.Fatalf("record %+v, %v", got, err)
+	}
 }
 
 // TestObfuscated: names that say nothing of what they hold.

@@ -12,6 +12,6 @@ func newUsenetCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE:  func(cmd *cobra.Command, args []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(newUsenetParseCmd(), newUsenetReleasesCmd(), newUsenetNZBCmd(), newUsenetServeCmd(), newUsenetUsersCmd())
+	cmd.AddCommand(newUsenetParseCmd(), newUsenetReleasesCmd(), newUsenetNZBCmd(), newUsenetPostprocessCmd(), newUsenetServeCmd(), newUsenetUsersCmd())
 	return cmd
 }

@@ -25,6 +25,8 @@ func TestUsenetCommandsBadInput(t *testing.T) {
 		{[]string{"worker", "run", "--settle", "0s"}, "--settle"},
 		{[]string{"bench", "index", "--search", "x"}, `"x"`},
 		{[]string{"bench", "ingest", "--indexer", "nope"}, `"nope"`},
+		{[]string{"bench", "ingest", "--postprocess"}, "--postprocess needs --indexer usenet"},
+		{[]string{"usenet", "postprocess", "--usenet-scope", "Bad Scope"}, "Bad Scope"},
 	} {
 		_, stderr, code := execute(t, tc.args...)
 		if code != exitUsage || !strings.Contains(stderr, tc.want) {
@@ -48,5 +50,11 @@ func TestUsenetCommandsEmpty(t *testing.T) {
 	}
 	if _, stderr, code := execute(t, "usenet", "nzb", "0123456789abcdef0123456789abcdef", "--nats", env.URL()); code != exitNotFound || !strings.Contains(stderr, "no visible release") {
 		t.Fatalf("nzb of an unknown release: exit %d, %q", code, stderr)
+	}
+	if out, stderr, code := execute(t, "usenet", "postprocess", "--nats", env.URL()); code != 0 || !strings.Contains(out, "releases processed  0") {
+		t.Fatalf("postprocess: exit %d, %q %q", code, out, stderr)
+	}
+	if out, _, code := execute(t, "usenet", "postprocess", "--json", "--nats", env.URL()); code != 0 || !strings.Contains(out, `"pending": 0`) {
+		t.Fatalf("postprocess --json: exit %d, %q", code, out)
 	}
 }
