@@ -194,6 +194,7 @@ type Processor struct {
 	// next rescan looks for it.
 	missed   atomic.Bool
 	scanning atomic.Int32  // a scan runs
+	polling  atomic.Bool   // the watch ended: every round scans
 	kick     chan struct{} // capacity 1: rescan now
 
 	mu      sync.Mutex
@@ -327,6 +328,14 @@ func (p *Processor) offer(ev persist.Event) {
 		// Changes may have been passed over: the scan finds them.
 		p.missed.Store(true)
 		p.rescan()
+	case persist.EventEnded:
+		// No more changes come: from now on every round scans.
+		if p.base.Run().Err() == nil {
+			p.log.Warn("releases watch ended; scanning every round instead", "err", ev.Err)
+		}
+		p.polling.Store(true)
+		p.missed.Store(true)
+		p.rescan()
 	}
 }
 
@@ -393,7 +402,7 @@ func (p *Processor) scanLoop(ctx context.Context) {
 		case <-p.kick:
 		}
 		p.scanning.Add(1)
-		if !p.missed.Swap(false) {
+		if !p.missed.Swap(false) && !p.polling.Load() {
 			p.scanning.Add(-1)
 			continue
 		}
@@ -525,6 +534,11 @@ func (p *Processor) Process(ctx context.Context, r usenet.Release) error {
 		ids[i] = f.ID
 	}
 	bins, err := st.Binaries(ctx, ids)
+	if errors.Is(err, usenet.ErrNotFound) {
+		// A binary of the release is not stored (cannot be, but for a
+		// record written by hand): nothing to read, and no retry.
+		return st.PutPostRecord(ctx, usenet.PostRecord{Release: r.ID, Status: usenet.PostFailed, At: time.Now().UnixMilli()})
+	}
 	if err != nil {
 		return err
 	}

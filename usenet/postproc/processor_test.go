@@ -1,0 +1,146 @@
+package postproc
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/switchyard-dev/switchyard/internal/lifecycle"
+	"github.com/switchyard-dev/switchyard/internal/lifecycle/lifecycletest"
+	"github.com/switchyard-dev/switchyard/internal/testpersist/persistenv"
+	"github.com/switchyard-dev/switchyard/internal/testwait"
+	"github.com/switchyard-dev/switchyard/nntp"
+	"github.com/switchyard-dev/switchyard/nntp/nntptest"
+	"github.com/switchyard-dev/switchyard/usenet"
+)
+
+// index reads articles first..last of group from addr into st, as a
+// worker does.
+func index(t *testing.T, st *usenet.Store, addr, group string, first, last int64) {
+	t.Helper()
+	ctx := context.Background()
+	c, err := nntp.Dial(ctx, nntp.Config{Addr: addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Group(ctx, group); err != nil {
+		t.Fatal(err)
+	}
+	var p usenet.ArticleParser
+	b := usenet.NewBatch()
+	if err := c.OverLines(ctx, first, last, func(line []byte) error {
+		a, err := p.Parse(line, group)
+		if err != nil {
+			return err
+		}
+		b.Add(a)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Apply(ctx, b.Binaries(), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func newProcessor(t *testing.T, st *usenet.Store, addr string) *Processor {
+	t.Helper()
+	pool, err := nntp.NewPool(nntp.PoolConfig{Conn: nntp.Config{Addr: addr}, Size: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A queue of one and quick rescans: most releases overflow it.
+	p, err := New(Config{Store: st, Pool: pool, Queue: 1, Workers: 1, Duty: 1, RescanEvery: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestProcessorLosesNothing: releases the queue has no room for, and
+// releases published while no processor ran, are all processed, each
+// once, through one connection.
+func TestProcessorLosesNothing(t *testing.T) {
+	t.Parallel()
+	env := persistenv.Start(t, 1)
+	srv := nntptest.Start(t, nntptest.Config{PartSize: 2000})
+	const group = "alt.binaries.postproc.test"
+	srv.AddGroup(group, 4000) // 20 releases of 200 articles
+	st, err := usenet.NewStore(env.Client(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.SetPolicy(usenet.SettleConfig{MinBytes: -1})
+	ctx := context.Background()
+
+	p := newProcessor(t, st, srv.Addr())
+	if err := p.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	index(t, st, srv.Addr(), group, 1, 2000)
+	quiet := func() {
+		// The indexing connection closed, the peak counts the pool's only.
+		testwait.For(t, "the indexing connection closed", func() bool { return srv.Stats().Active <= 1 })
+		srv.ResetPeak()
+	}
+	quiet()
+	done := func(want int64) func() (bool, string) {
+		return func() (bool, string) {
+			sum, err := st.PostSummary(ctx)
+			if err != nil {
+				return false, err.Error()
+			}
+			var n int64
+			for _, k := range sum.Releases {
+				n += k
+			}
+			return n == want && sum.Pending == 0, fmt.Sprintf("%+v", sum)
+		}
+	}
+	testwait.Until(t, "the first 10 releases processed", done(10))
+	if err := p.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first := p.Counters().Stats()
+	if first.Dropped == 0 || first.Releases != 10 {
+		t.Errorf("stats %+v: want drops (a queue of one) and 10 releases", first)
+	}
+
+	// Published while none runs: the next one's first scan finds them.
+	if peak := srv.Stats().Peak; peak > 1 {
+		t.Errorf("peak %d connections, want 1: the pool's", peak)
+	}
+	index(t, st, srv.Addr(), group, 2001, 4000)
+	quiet()
+	p2 := newProcessor(t, st, srv.Addr())
+	if err := p2.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Until(t, "all 20 releases processed", done(20))
+	if err := p2.WaitIdle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := p2.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s := p2.Counters().Stats(); s.Releases != 10 || s.Articles != 10 {
+		t.Errorf("second processor %+v: want the 10 new releases, one article each", s)
+	}
+	if peak := srv.Stats().Peak; peak > 1 {
+		t.Errorf("peak %d connections, want 1: the pool's", peak)
+	}
+}
+
+// TestProcessorLifecycle: the lifecycle rules.
+func TestProcessorLifecycle(t *testing.T) {
+	t.Parallel()
+	env := persistenv.Start(t, 1)
+	srv := nntptest.Start(t)
+	st, err := usenet.NewStore(env.Client(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lifecycletest.Rules(t, func() lifecycle.Service { return newProcessor(t, st, srv.Addr()) })
+}
