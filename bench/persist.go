@@ -274,6 +274,14 @@ func RunPersist(ctx context.Context, cfg PersistConfig, w io.Writer) ([]Result, 
 	}
 	results = append(results, Result{Workload: fmt.Sprintf("batch of %d (msgs/s)", cfg.Batch), OursName: "persist setMany", AnchorName: "JetStream async publish", Ours: ours * float64(cfg.Batch), Anchor: anchor * float64(cfg.Batch), Target: 1.0})
 
+	// Pipelined single sets vs the same async publish: one client keeping
+	// many sets in flight, each with its own result.
+	piped, err := rate(ctx, cfg.Progress, "pipelined sets: persist", cfg.Duration, 1, pipelineOp(env, cfg.Batch, value))
+	if err != nil {
+		return results, fmt.Errorf("persist pipelined sets: %w", err)
+	}
+	results = append(results, Result{Workload: fmt.Sprintf("pipelined, %d per flush (msgs/s)", cfg.Batch), OursName: "persist Pipeline.Set", AnchorName: "JetStream async publish", Ours: piped * float64(cfg.Batch), Anchor: anchor * float64(cfg.Batch), Target: 1.0})
+
 	PrintResults(w, results)
 
 	// The floor: a bare request/reply to an in-process responder that does
@@ -404,6 +412,34 @@ func setManyOp(env *PersistEnv, batch int, value []byte) func(i int) (func(ctx c
 			for _, r := range res {
 				if r.Err != nil {
 					return r.Err
+				}
+			}
+			return nil
+		}, nil
+	}
+}
+
+// pipelineOp is the persist side of the pipelined workload: batch sets of
+// value through one Pipeline, then a wait for all of them, one client.
+func pipelineOp(env *PersistEnv, batch int, value []byte) func(i int) (func(ctx context.Context, k int) error, error) {
+	return func(int) (func(ctx context.Context, k int) error, error) {
+		c, err := env.Client()
+		if err != nil {
+			return nil, err
+		}
+		p, err := c.Stream("bench", "pipelined").Pipeline(persist.PipelineConfig{})
+		if err != nil {
+			return nil, err
+		}
+		env.own("pipeline", func() { _ = p.Close() })
+		fs := make([]*persist.SetFuture, batch)
+		return func(ctx context.Context, k int) error {
+			for i := range fs {
+				fs[i] = p.Set(ctx, value, persist.SetOptions{})
+			}
+			for _, f := range fs {
+				if _, err := f.Result(); err != nil {
+					return err
 				}
 			}
 			return nil

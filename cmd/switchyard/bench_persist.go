@@ -17,13 +17,14 @@ func newBenchPersistCmd() *cobra.Command {
 	var secure bool
 	cmd := &cobra.Command{
 		Use:   "persist",
-		Short: "persist set/setMany vs JetStream KV put/async publish, on one embedded NATS",
+		Short: "persist set/setMany/pipelined sets vs JetStream KV put/async publish, on one embedded NATS",
 		Long: `Starts one embedded NATS server with JetStream on, one persist server and the
 balancer, then runs each workload on both sides for --duration:
   set (keyed, --value-size bytes) vs JetStream KV put, at each --clients level
   setMany of --batch vs JetStream async publish of --batch
+  --batch pipelined sets (Stream.Pipeline, one future each) vs the same async publish
 and prints ops/s for both and the ratio. Targets (not tests): set >= 0.6x KV put
-at 1 client and >= 2x at 16; setMany >= 1x async publish. Beside the table it
+at 1 client and >= 2x at 16; setMany and pipelined sets >= 1x async publish. Beside the table it
 prints the bus floor (a bare request/reply) and the storage ceiling (the SQLite
 store alone), which bound what persist can reach.
 
