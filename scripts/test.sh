@@ -17,9 +17,10 @@ if [ -x scripts/inn2.sh ]; then
 	fi
 fi
 
-# The NZBGet round trip (nzbget, and par2 for real recovery files) and the
-# browser tests (Chromium) skip locally without their programs, saying why;
-# CI must run them.
+# The NZBGet round trip (nzbget, and par2 for real recovery files, which
+# usenet/par2's tests also make), the RAR readers and the browser tests
+# (Chromium) skip locally without their programs, saying why; CI must run
+# them.
 need() { # name, commands, packages
 	if ! bash scripts/apt-install.sh "$1" "$2" "$3" >/dev/null && [ "${CI:-}" = true ]; then
 		echo "test.sh: $1 could not be installed, and CI runs the tests that need it" >&2
@@ -27,6 +28,9 @@ need() { # name, commands, packages
 	fi
 }
 need nzbget 'nzbget par2' 'nzbget par2'
+# RAR readers check the archives usenet/rar/rartest writes (Debian's 7zip is
+# built without RAR support, so libarchive's bsdtar and unar's lsar).
+need rar-readers 'bsdtar lsar' 'libarchive-tools unar'
 need chromium 'chromium' 'chromium'
 
 go vet ./...

@@ -55,46 +55,19 @@ func Decode(r io.Reader) (Decoded, error) {
 			if !bytes.HasPrefix(line, []byte("=ybegin ")) {
 				continue
 			}
-			kv, name, err := fields(line[len("=ybegin "):], true)
+			h, err := beginLine(line)
 			if err != nil {
 				return d, err
 			}
-			d.Name = name
-			if d.Line, err = intField(kv, "line", true); err != nil {
-				return d, err
-			}
-			size, err := int64Field(kv, "size", true)
-			if err != nil {
-				return d, err
-			}
-			d.Size = size
-			if d.Part, err = intField(kv, "part", false); err != nil {
-				return d, err
-			}
-			if d.Total, err = intField(kv, "total", false); err != nil {
-				return d, err
-			}
+			d.Name, d.Line, d.Size, d.Part, d.Total = h.Name, h.Line, h.Size, h.Part, h.Total
 			multipart = d.Part > 0
-			if d.Part < 0 || d.Total < 0 || (d.Total > 0 && d.Part > d.Total) {
-				return d, fmt.Errorf("%w: part %d of %d", ErrFormat, d.Part, d.Total)
-			}
 			state = 1
 		case state == 1 && multipart:
 			if !bytes.HasPrefix(line, []byte("=ypart ")) {
 				return d, fmt.Errorf("%w: multipart body without =ypart", ErrFormat)
 			}
-			kv, _, err := fields(line[len("=ypart "):], false)
-			if err != nil {
+			if d.Begin, d.End, err = partLine(line, d.Size); err != nil {
 				return d, err
-			}
-			if d.Begin, err = int64Field(kv, "begin", true); err != nil {
-				return d, err
-			}
-			if d.End, err = int64Field(kv, "end", true); err != nil {
-				return d, err
-			}
-			if d.Begin < 1 || d.End < d.Begin-1 || d.End > d.Size {
-				return d, fmt.Errorf("%w: =ypart begin=%d end=%d in a file of %d", ErrFormat, d.Begin, d.End, d.Size)
 			}
 			state = 2
 		case bytes.HasPrefix(line, []byte("=yend")):
@@ -108,6 +81,51 @@ func Decode(r io.Reader) (Decoded, error) {
 			}
 		}
 	}
+}
+
+// beginLine parses an =ybegin line's fields.
+func beginLine(line []byte) (Header, error) {
+	var h Header
+	kv, name, err := fields(line[len("=ybegin "):], true)
+	if err != nil {
+		return h, err
+	}
+	h.Name = name
+	if h.Line, err = intField(kv, "line", true); err != nil {
+		return h, err
+	}
+	if h.Size, err = int64Field(kv, "size", true); err != nil {
+		return h, err
+	}
+	if h.Part, err = intField(kv, "part", false); err != nil {
+		return h, err
+	}
+	if h.Total, err = intField(kv, "total", false); err != nil {
+		return h, err
+	}
+	if h.Part < 0 || h.Total < 0 || (h.Total > 0 && h.Part > h.Total) {
+		return h, fmt.Errorf("%w: part %d of %d", ErrFormat, h.Part, h.Total)
+	}
+	return h, nil
+}
+
+// partLine parses an =ypart line's range and checks it against the size
+// of the file.
+func partLine(line []byte, size int64) (begin, end int64, err error) {
+	kv, _, err := fields(line[len("=ypart "):], false)
+	if err != nil {
+		return 0, 0, err
+	}
+	if begin, err = int64Field(kv, "begin", true); err != nil {
+		return 0, 0, err
+	}
+	if end, err = int64Field(kv, "end", true); err != nil {
+		return 0, 0, err
+	}
+	if begin < 1 || end < begin-1 || end > size {
+		return 0, 0, fmt.Errorf("%w: =ypart begin=%d end=%d in a file of %d", ErrFormat, begin, end, size)
+	}
+	return begin, end, nil
 }
 
 // trailer checks the =yend fields against the decoded data.

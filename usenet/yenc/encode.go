@@ -1,6 +1,7 @@
 // Package yenc encodes and decodes yEnc 1.3 article bodies: the multipart
 // form posters use for binaries (=ybegin, =ypart, encoded lines, =yend with
-// the part's CRC32 and, on the last part, the whole file's).
+// the part's CRC32 and, on the last part, the whole file's). ReadHeader
+// reads only a body's =ybegin and =ypart fields, from a prefix of it.
 package yenc
 
 import (

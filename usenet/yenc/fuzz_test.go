@@ -44,3 +44,39 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// FuzzReadHeader feeds ReadHeader arbitrary bodies: it must not panic, and
+// on a body that Decode accepts it must read the header Decode read.
+func FuzzReadHeader(f *testing.F) {
+	file := allBytes()
+	for _, p := range Split("seed.bin", file, 300) {
+		var b bytes.Buffer
+		if err := Encode(&b, p.Data(file, 300), p); err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b.Bytes())
+		f.Add(b.Bytes()[:60])
+	}
+	f.Add([]byte("=ybegin line=128 size=2 name=x\n\x8b\x8c\n=yend size=2 crc32=9e83486d\n"))
+	f.Add([]byte("junk\r\n=ybegin part=2 total=3 line=128 size=9 name=a b\r\n=ypart begin=4 end=6\r\n"))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		h, err := ReadHeader(body)
+		if err == nil && (h.Name == "" || h.Begin < 0 || h.End > h.Size || (h.Part > 0 && h.Total > 0 && h.Part > h.Total)) {
+			t.Fatalf("accepted inconsistent %+v", h)
+		}
+		d, derr := Decode(bytes.NewReader(body))
+		if derr != nil {
+			return
+		}
+		if len(body) > maxHeaderSkip {
+			return // Decode may find an =ybegin past what ReadHeader scans
+		}
+		want := Header{Name: d.Name, Part: d.Part, Total: d.Total, Line: d.Line, Size: d.Size, Begin: d.Begin, End: d.End}
+		if d.Part == 0 {
+			want.Begin, want.End = 1, d.Size
+		}
+		if err != nil || h != want {
+			t.Fatalf("ReadHeader = %+v, %v; Decode read %+v", h, err, want)
+		}
+	})
+}

@@ -1,0 +1,82 @@
+package yenc
+
+import (
+	"bytes"
+	"fmt"
+)
+
+// Header holds the =ybegin and =ypart fields of a yEnc body.
+type Header struct {
+	Name  string
+	Part  int   // 0 for a single-part body
+	Total int   // 0 when the =ybegin line has no total=
+	Line  int   // the line= of =ybegin
+	Size  int64 // the whole file's size (size= of =ybegin)
+	// Begin and End are the 1-based inclusive range of =ypart; for a
+	// single-part body 1 and Size. Both are 0 for a multipart body whose
+	// input ends before its =ypart line.
+	Begin, End int64
+}
+
+// maxHeaderSkip bounds how far into b ReadHeader looks for =ybegin: a
+// body's header is in its first lines, and the rest is data not to scan.
+const maxHeaderSkip = 64 << 10
+
+// ReadHeader returns the =ybegin (and =ypart, if present) fields of a body
+// (lines before =ybegin are skipped, CRLF or LF line ends) without
+// decoding or checking the data, so a prefix of a body is enough: the
+// name of a segment's file, its size, part, total and range. Errors wrap
+// ErrFormat: no =ybegin line in the first 64 KiB, malformed fields, or a
+// multipart body whose next line is not =ypart.
+func ReadHeader(b []byte) (Header, error) {
+	scan := b[:min(len(b), maxHeaderSkip)]
+	for off := 0; off < len(scan); {
+		line, n, _ := cutLine(scan[off:])
+		off += n
+		if !bytes.HasPrefix(line, []byte("=ybegin ")) {
+			continue
+		}
+		h, err := beginLine(line)
+		if err != nil {
+			return Header{}, err
+		}
+		if h.Part == 0 {
+			h.Begin, h.End = 1, h.Size
+			return h, nil
+		}
+		// The =ypart line follows; it may lie past the 64 KiB scanned
+		// for =ybegin, so it is cut from b.
+		rest := b[off:]
+		line, _, whole := cutLine(rest[:min(len(rest), maxLine)])
+		if !whole && len(rest) > maxLine {
+			return Header{}, fmt.Errorf("%w: line longer than %d bytes", ErrFormat, maxLine)
+		}
+		if !bytes.HasPrefix(line, []byte("=ypart ")) {
+			if !whole && bytes.HasPrefix([]byte("=ypart "), line) {
+				return h, nil // the input ends inside "=ypart ": no range known
+			}
+			return Header{}, fmt.Errorf("%w: multipart body without =ypart", ErrFormat)
+		}
+		begin, end, err := partLine(line, h.Size)
+		if err != nil {
+			if !whole {
+				return h, nil // the input ends inside the =ypart line
+			}
+			return Header{}, err
+		}
+		h.Begin, h.End = begin, end
+		return h, nil
+	}
+	return Header{}, fmt.Errorf("%w: no =ybegin", ErrFormat)
+}
+
+// cutLine returns b's first line without its line end, the bytes it
+// takes with its line end, and whether it has one (else the input ends
+// inside it).
+func cutLine(b []byte) (line []byte, n int, whole bool) {
+	i := bytes.IndexByte(b, '\n')
+	if i < 0 {
+		return bytes.TrimSuffix(b, []byte("\r")), len(b), false
+	}
+	return bytes.TrimSuffix(b[:i], []byte("\r")), i + 1, true
+}

@@ -1,0 +1,47 @@
+package yenc
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestReadHeader(t *testing.T) {
+	t.Parallel()
+	file := bytes.Repeat(allBytes(), 10)
+	parts := Split("my file.part01.rar", file, 1000)
+	var second bytes.Buffer
+	if err := Encode(&second, parts[1].Data(file, 1000), parts[1]); err != nil {
+		t.Fatal(err)
+	}
+	enc := second.Bytes()
+	multi := Header{Name: "my file.part01.rar", Part: 2, Total: len(parts), Line: 128, Size: int64(len(file)), Begin: 1001, End: 2000}
+	firstLine := bytes.IndexByte(enc, '\n') + 1
+	tests := []struct {
+		name string
+		in   []byte
+		want Header
+		err  error
+	}{
+		{"our encoder's segment", enc, multi, nil},
+		{"its first 200 bytes", enc[:200], multi, nil},
+		{"cut after =ybegin", enc[:firstLine], Header{Name: multi.Name, Part: 2, Total: multi.Total, Line: 128, Size: multi.Size}, nil},
+		{"cut inside =ypart", enc[:firstLine+9], Header{Name: multi.Name, Part: 2, Total: multi.Total, Line: 128, Size: multi.Size}, nil},
+		{"lines before", append([]byte("some text\r\n\r\n"), enc...), multi, nil},
+		{"single part", []byte("=ybegin line=128 size=3 name=a.nfo\n..."), Header{Name: "a.nfo", Line: 128, Size: 3, Begin: 1, End: 3}, nil},
+		{"no ybegin", []byte("just text\n"), Header{}, ErrFormat},
+		{"no ypart", []byte("=ybegin part=1 line=128 size=3 name=a\nxyz\n"), Header{}, ErrFormat},
+		{"range past size", []byte("=ybegin part=1 line=128 size=3 name=a\n=ypart begin=1 end=4\n"), Header{}, ErrFormat},
+		{"bad size", []byte("=ybegin line=128 size=-1 name=a\n"), Header{}, ErrFormat},
+		{"ybegin past 64 KiB", append([]byte(strings.Repeat("x\n", 40<<10)), enc...), Header{}, ErrFormat},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ReadHeader(tt.in)
+			if !errors.Is(err, tt.err) || got != tt.want {
+				t.Fatalf("ReadHeader = %+v, %v; want %+v, %v", got, err, tt.want, tt.err)
+			}
+		})
+	}
+}
