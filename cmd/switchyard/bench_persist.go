@@ -31,7 +31,12 @@ store alone), which bound what persist can reach.
 With --auth it measures what securing the bus costs instead: the same persist
 workloads on a bus with per-role NATS users and TLS for clients (as
 "switchyard up --auth" runs it) and on an open one, back to back in one run.
-Target: the secured bus keeps >= 0.9x (costs at most 10 %).`,
+Target: the secured bus keeps >= 0.9x (costs at most 10 %).
+
+With --durable both sides fsync every acknowledged write: persist with every
+stream synchronous=FULL (persist serve --sync), one fsync per group commit,
+against JetStream with sync_interval: always. Targets: set >= 1x at 1 client,
+>= 5x at 16.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var err error
@@ -42,6 +47,9 @@ Target: the secured bus keeps >= 0.9x (costs at most 10 %).`,
 				return usagef("--duration, --value-size and --batch must be positive")
 			}
 			cfg.Progress = benchProgress(cmd)
+			if secure && cfg.Durable {
+				return usagef("--auth and --durable measure different things; give one")
+			}
 			if secure {
 				_, err = bench.RunPersistAuth(cmd.Context(), cfg, stdout(cmd))
 				return err
@@ -55,6 +63,7 @@ Target: the secured bus keeps >= 0.9x (costs at most 10 %).`,
 	cmd.Flags().StringVar(&clients, "clients", "1,16", "concurrency levels for set vs put")
 	cmd.Flags().IntVar(&cfg.Batch, "batch", 1000, "messages per setMany / async publish batch")
 	cmd.Flags().BoolVar(&secure, "auth", false, "compare a bus with per-role users and TLS against an open one instead of persist against JetStream")
+	cmd.Flags().BoolVar(&cfg.Durable, "durable", false, "both sides in their durable tier: persist with every stream fsynced per commit (persist serve --sync) vs JetStream with sync_interval: always")
 	cmd.Flags().StringVar(&cfg.Dir, "dir", "", "directory for SQLite and JetStream files (default: a temp dir)")
 	return cmd
 }

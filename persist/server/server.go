@@ -92,6 +92,10 @@ type Config struct {
 	// DataDir holds one SQLite file per stream. Empty means the server keeps
 	// ephemeral streams only and refuses the others with bad-request.
 	DataDir string
+	// Sync makes every stream synchronous=FULL (store.SQLiteConfig.Sync):
+	// each group commit is fsynced before its writes are answered. False
+	// leaves it to each stream's "sync" config (default NORMAL).
+	Sync bool
 	// Logger receives errors of the background loops, with role=persist.
 	// Nil means slog.Default().
 	Logger *slog.Logger
@@ -172,7 +176,7 @@ func (c Config) withDefaults() Config {
 		c.ArchiveEvery = ArchiveEveryDefault
 	}
 	if c.Storage == nil {
-		c.Storage = store.NewSQLite(store.SQLiteConfig{Dir: c.DataDir, Archive: c.Archive})
+		c.Storage = store.NewSQLite(store.SQLiteConfig{Dir: c.DataDir, Archive: c.Archive, Sync: c.Sync})
 	}
 	if c.Memory == nil {
 		c.Memory = store.NewMemory()
