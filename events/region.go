@@ -41,6 +41,12 @@ const (
 // peer matches against its own session subscriptions and never forwards
 // again. A peer answers noWatch for tokens it no longer watches, which
 // prunes them; an announcement not renewed within RemoteTTL expires.
+//
+// Durable rows are held by the region that stores them: their anchors are
+// announced like sessions', and their deliveries go to the user's sessions
+// in the peers as delivery items, acked back as ack items, with presence
+// and subscription bumps and noSocket replies keeping track of where the
+// user is (deliver.go).
 type RegionConfig struct {
 	// Self is this region's name. Required.
 	Self string
