@@ -409,7 +409,7 @@ func (r *Router) receiveBump(ctx context.Context, peer string, b *forward.Bump) 
 	r.region.bumpsIn.Add(1)
 	switch b.Scope {
 	case bumpPresence:
-		if r.single == nil && r.durable == nil {
+		if r.durable == nil {
 			return
 		}
 		for _, u := range r.durableUsersOf(b.UserID) {

@@ -502,8 +502,8 @@ func (r *Router) add(ctx context.Context, rs *routerSub) error {
 		r.index.Remove(rs.sub.ID)
 		delete(r.subs, rs.sub.ID)
 		r.noteDurableUserLocked(rs, -1)
-		if rs.announced() && r.countLocked(rs.sub.Anchor.Token(), -1) {
-			defer r.region.announce(rs.sub.Anchor.Token())
+		if rs.announced() {
+			r.countLocked(rs.sub.Anchor.Token(), -1) // the announcement deferred above says drop
 		}
 		if r.watches[ref] == sw {
 			delete(r.watches, ref)
