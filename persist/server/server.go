@@ -252,6 +252,9 @@ type Server struct {
 	// now, if set (tests only), is the clock requests' deadlines are
 	// checked against (admit); nil means time.Now.
 	now func() time.Time
+	// gatherWait, if set (tests only), replaces how long a sync stream's
+	// group commit waits for more writes (gather).
+	gatherWait time.Duration
 }
 
 // handleKey names a stream: ephemeral streams are kept apart from the
@@ -274,6 +277,15 @@ type handle struct {
 	archivePending bool
 	st             store.Stream
 	bytes          int64 // st's Inventory().Bytes as counted in Server.openBytes
+
+	// The group commit's gathering on a sync stream (gather): the most
+	// writes of its recent commits (decaying), how long its last commit
+	// took, and the wake-up of a worker waiting for more writes (waiting,
+	// under Server.mu).
+	peakOps    int
+	commitTook time.Duration
+	waiting    bool
+	more       chan struct{}
 }
 
 // job is one request waiting on a stream (or an internal expiry run).
