@@ -45,6 +45,10 @@ type PersistConfig struct {
 	Dir string
 	// Progress shows each workload on each side as it runs. Nil means none.
 	Progress Progress
+	// Durable runs both sides in their durable tier: every persist stream
+	// synchronous=FULL (persist serve --sync) against JetStream with
+	// sync_interval: always, so every acknowledged write is on the disk.
+	Durable bool
 }
 
 func (c PersistConfig) withDefaults() PersistConfig {
@@ -99,16 +103,22 @@ func (env *PersistEnv) own(name string, close func()) {
 }
 
 // StartPersistEnv starts the shared environment under dir ("" = temp dir).
-func StartPersistEnv(dir string) (*PersistEnv, error) { return startPersistEnv(dir, false) }
+func StartPersistEnv(dir string) (*PersistEnv, error) { return startPersistEnv(dir, false, false) }
+
+// StartDurablePersistEnv is StartPersistEnv with both sides in their
+// durable tier (PersistConfig.Durable).
+func StartDurablePersistEnv(dir string) (*PersistEnv, error) {
+	return startPersistEnv(dir, false, true)
+}
 
 // StartSecurePersistEnv starts the persist side of the environment with the
 // bus secured as `switchyard up --auth` secures it: the NATS users and
 // permissions of `switchyard auth init` (the server and balancer connect in
 // process with their own users) and TLS for every TCP client, which connects
 // as the client user. JetStream is off: only persist runs on it.
-func StartSecurePersistEnv(dir string) (*PersistEnv, error) { return startPersistEnv(dir, true) }
+func StartSecurePersistEnv(dir string) (*PersistEnv, error) { return startPersistEnv(dir, true, false) }
 
-func startPersistEnv(dir string, secure bool) (env *PersistEnv, err error) {
+func startPersistEnv(dir string, secure, durable bool) (env *PersistEnv, err error) {
 	env = &PersistEnv{}
 	defer func() {
 		if err != nil {
@@ -127,8 +137,8 @@ func startPersistEnv(dir string, secure bool) (env *PersistEnv, err error) {
 	env.dir = dir
 	ids := []string{"0"}
 	cfg := fleet.Config{
-		NATS:     fleet.NATSConfig{Embedded: &embedded.Config{Port: embedded.RandomPort, JetStream: !secure, StoreDir: dir + "/jetstream"}},
-		Persist:  fleet.PersistConfig{IDs: ids, Serve: ids, DataDir: dir + "/persist"},
+		NATS:     fleet.NATSConfig{Embedded: &embedded.Config{Port: embedded.RandomPort, JetStream: !secure, StoreDir: dir + "/jetstream", JetStreamSyncAlways: durable}},
+		Persist:  fleet.PersistConfig{IDs: ids, Serve: ids, DataDir: dir + "/persist", Sync: durable},
 		Balancer: true,
 	}
 	if secure {
@@ -197,13 +207,17 @@ func (env *PersistEnv) Close() {
 // RunPersist runs every persist workload and writes a table to w.
 func RunPersist(ctx context.Context, cfg PersistConfig, w io.Writer) ([]Result, error) {
 	cfg = cfg.withDefaults()
-	env, err := StartPersistEnv(cfg.Dir)
+	start, tier := StartPersistEnv, ""
+	if cfg.Durable {
+		start, tier = StartDurablePersistEnv, ", durable tier (persist --sync: synchronous=FULL; JetStream sync_interval: always)"
+	}
+	env, err := start(cfg.Dir)
 	if err != nil {
 		return nil, err
 	}
 	defer env.Close()
 	value := testValue(cfg.ValueSize)
-	fmt.Fprintf(w, "persist vs JetStream, one embedded NATS server, %d-byte values, %s per side\n", cfg.ValueSize, cfg.Duration)
+	fmt.Fprintf(w, "persist vs JetStream, one embedded NATS server, %d-byte values, %s per side%s\n", cfg.ValueSize, cfg.Duration, tier)
 
 	var results []Result
 	for _, n := range cfg.Clients {
@@ -234,6 +248,14 @@ func RunPersist(ctx context.Context, cfg PersistConfig, w io.Writer) ([]Result, 
 		target := 0.6
 		if n > 1 {
 			target = 2.0
+		}
+		if cfg.Durable {
+			// Both sides fsync before answering; a group commit covers
+			// every set waiting, where JetStream syncs each message.
+			target = 1.0
+			if n > 1 {
+				target = 5.0
+			}
 		}
 		results = append(results, Result{Workload: fmt.Sprintf("set, %d client(s)", n), OursName: "persist set", AnchorName: "JetStream KV put", Ours: ours, Anchor: anchor, Target: target})
 	}
@@ -273,6 +295,14 @@ func RunPersist(ctx context.Context, cfg PersistConfig, w io.Writer) ([]Result, 
 		return results, fmt.Errorf("jetstream async publish: %w", err)
 	}
 	results = append(results, Result{Workload: fmt.Sprintf("batch of %d (msgs/s)", cfg.Batch), OursName: "persist setMany", AnchorName: "JetStream async publish", Ours: ours * float64(cfg.Batch), Anchor: anchor * float64(cfg.Batch), Target: 1.0})
+
+	// Pipelined single sets vs the same async publish: one client keeping
+	// many sets in flight, each with its own result.
+	piped, err := rate(ctx, cfg.Progress, "pipelined sets: persist", cfg.Duration, 1, pipelineOp(env, cfg.Batch, value))
+	if err != nil {
+		return results, fmt.Errorf("persist pipelined sets: %w", err)
+	}
+	results = append(results, Result{Workload: fmt.Sprintf("pipelined, %d per flush (msgs/s)", cfg.Batch), OursName: "persist Pipeline.Set", AnchorName: "JetStream async publish", Ours: piped * float64(cfg.Batch), Anchor: anchor * float64(cfg.Batch), Target: 1.0})
 
 	PrintResults(w, results)
 
@@ -316,7 +346,7 @@ func RunPersist(ctx context.Context, cfg PersistConfig, w io.Writer) ([]Result, 
 	// persist set can beat it; its ratio to KV put bounds the set ratios.
 	for i, n := range cfg.Clients {
 		per := n
-		store, err := storeRate(ctx, cfg.Progress, fmt.Sprintf("ceiling: SQLite store, %d per commit", per), env.dir+"/store-floor", cfg.Duration, per, value)
+		store, err := storeRate(ctx, cfg.Progress, fmt.Sprintf("ceiling: SQLite store, %d per commit", per), env.dir+"/store-floor", cfg.Duration, per, value, cfg.Durable)
 		if err != nil {
 			return results, fmt.Errorf("storage ceiling: %w", err)
 		}
@@ -327,8 +357,8 @@ func RunPersist(ctx context.Context, cfg PersistConfig, w io.Writer) ([]Result, 
 
 // storeRate is the keyed sets per second the store alone commits for d,
 // per sets in each transaction, on a fresh stream under dir.
-func storeRate(ctx context.Context, p Progress, label string, dir string, d time.Duration, per int, value []byte) (float64, error) {
-	st, err := store.NewSQLite(store.SQLiteConfig{Dir: dir}).Open("bench", "ceiling-"+strconv.Itoa(per), time.Now())
+func storeRate(ctx context.Context, p Progress, label string, dir string, d time.Duration, per int, value []byte, sync bool) (float64, error) {
+	st, err := store.NewSQLite(store.SQLiteConfig{Dir: dir, Sync: sync}).Open("bench", "ceiling-"+strconv.Itoa(per), time.Now())
 	if err != nil {
 		return 0, err
 	}
@@ -404,6 +434,34 @@ func setManyOp(env *PersistEnv, batch int, value []byte) func(i int) (func(ctx c
 			for _, r := range res {
 				if r.Err != nil {
 					return r.Err
+				}
+			}
+			return nil
+		}, nil
+	}
+}
+
+// pipelineOp is the persist side of the pipelined workload: batch sets of
+// value through one Pipeline, then a wait for all of them, one client.
+func pipelineOp(env *PersistEnv, batch int, value []byte) func(i int) (func(ctx context.Context, k int) error, error) {
+	return func(int) (func(ctx context.Context, k int) error, error) {
+		c, err := env.Client()
+		if err != nil {
+			return nil, err
+		}
+		p, err := c.Stream("bench", "pipelined").Pipeline(persist.PipelineConfig{})
+		if err != nil {
+			return nil, err
+		}
+		env.own("pipeline", func() { _ = p.Close() })
+		fs := make([]*persist.SetFuture, batch)
+		return func(ctx context.Context, k int) error {
+			for i := range fs {
+				fs[i] = p.Set(ctx, value, persist.SetOptions{})
+			}
+			for _, f := range fs {
+				if _, err := f.Result(); err != nil {
+					return err
 				}
 			}
 			return nil

@@ -16,13 +16,25 @@ import (
 // process, writes under load from several clients, kills the server with
 // SIGKILL mid-load, restarts it on the same data and checks that every
 // acknowledged write is there exactly once, although clients retried writes
-// whose answer the kill swallowed (with the same msgID).
+// whose answer the kill swallowed (with the same msgID). It runs in both
+// durability tiers: the default (synchronous=NORMAL) and --sync (FULL, which
+// adds power loss to what an acknowledged write survives; a SIGKILL checks
+// that the tier keeps the crash guarantee and the exactly-once bookkeeping).
 func TestDurabilityAcrossSIGKILL(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts server processes")
 	}
-	sp := startServeProc(t)
+	for name, args := range map[string][]string{"normal": nil, "sync": {"--sync"}} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			durabilityAcrossSIGKILL(t, args...)
+		})
+	}
+}
+
+func durabilityAcrossSIGKILL(t *testing.T, args ...string) {
+	sp := startServeProc(t, args...)
 	nc := sp.Conn
 
 	client, err := persist.NewClient(persist.ClientConfig{Conn: nc, Timeout: 2 * time.Second, Attempts: 1})

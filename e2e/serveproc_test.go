@@ -23,18 +23,22 @@ type serveProc struct {
 	id   string
 	ids  []string
 	data string
+	args []string  // more flags of persist serve
 	cmd  *exec.Cmd // the running server process
 	kill func()
 }
 
 // startServeProc starts NATS, the balancer and one server process,
-// `persist serve --id 0 --ids 0`.
-func startServeProc(t *testing.T) *serveProc {
+// `persist serve --id 0 --ids 0` with the flags of args.
+func startServeProc(t *testing.T, args ...string) *serveProc {
 	t.Helper()
 	e := testnats.Server(t, testnats.Options{})
 	nc := testnats.Conn(t, e)
 	startTestBalancer(t, nc, "0")
-	return startServer(t, e, nc, t.TempDir(), "0", "0")
+	p := &serveProc{t: t, NATS: e, Conn: nc, id: "0", ids: []string{"0"}, data: t.TempDir(), args: args}
+	p.start()
+	t.Cleanup(func() { p.kill() })
+	return p
 }
 
 // startServer starts `persist serve --id id --ids ids... --data data` on
@@ -50,7 +54,7 @@ func startServer(t *testing.T, e *embedded.Server, conn *nats.Conn, data, id str
 
 func (p *serveProc) start() {
 	p.t.Helper()
-	cmd := cli(p.t, "persist", "serve", "--id", p.id, "--ids", strings.Join(p.ids, ","), "--data", p.data, "--nats", p.NATS.ClientURL())
+	cmd := cli(p.t, append([]string{"persist", "serve", "--id", p.id, "--ids", strings.Join(p.ids, ","), "--data", p.data, "--nats", p.NATS.ClientURL()}, p.args...)...)
 	testproc.Start(p.t, cmd, "ready")
 	p.cmd = cmd
 	p.kill = func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }

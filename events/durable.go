@@ -274,6 +274,11 @@ func (d *durables) onRow(ctx context.Context, r *Router, e persist.Event) {
 			delete(d.keySeq, key)
 			if user, id, ok := strings.Cut(key, "/"); ok {
 				r.remove(durableID(user, id))
+				if r.region != nil {
+					// The peers forget the deliveries of the user's they
+					// hold for acks: this row's can no longer be settled.
+					r.region.bump(user, bumpSubscription)
+				}
 			}
 		}
 	}
@@ -295,9 +300,10 @@ func (r *Router) post(rt routed) {
 }
 
 // dispatch hands a `single` subscription's next delivery (or its delivery
-// again, after its lease ran out) to one open session of its user: the
-// next one along on each attempt, so a redelivery goes to another session
-// when there is one. With no session open it waits. It runs on the loop.
+// again, after its lease ran out) to one open session of its user, here or
+// (as a delivery item) in a peer region that may hold one: the next one
+// along on each attempt, so a redelivery goes to another session when
+// there is one. With no target it waits. It runs on the loop.
 func (r *Router) dispatch(id SubID) {
 	r.mu.Lock()
 	rs := r.subs[id]
@@ -306,7 +312,15 @@ func (r *Router) dispatch(id SubID) {
 		sessions = slices.Clone(r.byOwner[rs.sub.Owner])
 	}
 	r.mu.Unlock()
-	if rs == nil || rs.durable == nil || len(sessions) == 0 {
+	if rs == nil || rs.durable == nil {
+		return
+	}
+	var peers []string
+	if r.region != nil {
+		peers = r.region.presentPeers(rs.sub.Owner)
+	}
+	targets := len(sessions) + len(peers)
+	if targets == 0 {
 		return
 	}
 	e, ok := r.single.Next(r.cfg.Clock.Now(), id)
@@ -327,7 +341,33 @@ func (r *Router) dispatch(id SubID) {
 	if e.Attempt > 1 {
 		r.redelivered.Add(1)
 	}
-	sessions[(e.Attempt-1)%len(sessions)].deliver(d)
+	// The targets are the user's sessions here, then the peers that may
+	// hold one; each delivery takes the one after the subscription's last
+	// (the first when the last is gone), so a redelivery goes elsewhere
+	// when there is an elsewhere, and deliveries take turns.
+	i := 0
+	if last, ok := r.last[id]; ok {
+		for j := range targets {
+			if j < len(sessions) && sessions[j] == last.session || j >= len(sessions) && last.session == nil && peers[j-len(sessions)] == last.peer {
+				i = (j + 1) % targets
+				break
+			}
+		}
+	}
+	if i < len(sessions) {
+		r.last[id] = target{session: sessions[i]}
+		sessions[i].deliver(d)
+		return
+	}
+	peer := peers[i-len(sessions)]
+	r.last[id] = target{peer: peer}
+	r.region.pushDelivery(peer, encodeDelivery(r.region.cfg.Self, rs.sub.Owner, d))
+}
+
+// target is where a `single` delivery went: a session here, or a peer.
+type target struct {
+	session *Session
+	peer    string
 }
 
 // dispatchOwner dispatches every `single` subscription of user.
@@ -353,16 +393,24 @@ func (r *Router) dispatchOwner(user string) {
 // was handed out again is still the one to ack — is ErrUnknownEntry.
 func (s *Session) Ack(ctx context.Context, sub, entry string) error {
 	r := s.r
-	if r.single == nil {
+	if r.single == nil && r.region == nil {
 		return fmt.Errorf("%w: this region keeps no durable subscriptions", ErrUnknownEntry)
 	}
 	id := durableID(s.owner, sub)
 	done := make(chan error, 1)
 	r.post(routed{do: func() {
-		dup, err := r.single.Ack(id, entry)
+		dup, err := false, fmt.Errorf("%w: this region keeps no durable subscriptions", ErrUnknownEntry)
+		if r.single != nil {
+			dup, err = r.single.Ack(id, entry)
+		}
 		if err == nil && !dup {
 			r.acks.Add(1)
 			r.dispatch(id)
+		}
+		if errors.Is(err, ErrUnknownEntry) && r.ackRemote(s.owner, sub, entry) {
+			// A peer's delivery, given to this user here: the ack goes
+			// back to the region holding the lease.
+			err = nil
 		}
 		done <- err
 	}})

@@ -41,6 +41,12 @@ const (
 // peer matches against its own session subscriptions and never forwards
 // again. A peer answers noWatch for tokens it no longer watches, which
 // prunes them; an announcement not renewed within RemoteTTL expires.
+//
+// Durable rows are held by the region that stores them: their anchors are
+// announced like sessions', and their deliveries go to the user's sessions
+// in the peers as delivery items, acked back as ack items, with presence
+// and subscription bumps and noSocket replies keeping track of where the
+// user is (deliver.go).
 type RegionConfig struct {
 	// Self is this region's name. Required.
 	Self string
@@ -70,6 +76,19 @@ type RegionStats struct {
 	RemoteByPeer map[string]int
 	GapMarkers   uint64 // gap marker items pushed in place of shed or lost events
 	GapsFromFar  uint64 // gap marker items received
+
+	// Durable deliveries (docs/events.md, "Durable deliveries across
+	// regions").
+	DeliveriesOut uint64 // delivery items pushed to peers
+	DeliveriesIn  uint64 // delivery items received
+	NoSocketOut   uint64 // of those, answered noSocket (no session of the user here)
+	NoSocket      uint64 // (user, peer) pairs marked absent on a peer's noSocket
+	AcksOut       uint64 // ack items pushed to the region holding the lease
+	AcksIn        uint64 // ack items that settled (or re-settled) a lease here
+	AcksRefused   uint64 // ack items for no delivery in flight here
+	BumpsOut      uint64 // bump items pushed (presence and subscription)
+	BumpsIn       uint64 // bump items received
+	BadItems      uint64 // delivery items received that were not ours
 }
 
 // region is a router's side of its peers.
@@ -80,10 +99,15 @@ type region struct {
 
 	mu      sync.Mutex
 	remote  map[string]map[string]time.Time // token -> peer -> when its announcement expires
+	absent  map[string]map[string]time.Time // user -> peer that answered noSocket -> until when it is passed over
 	timer   forward.Timer
 	stopped bool
 
-	eventsOut, eventsIn, watchesOut, watchesIn, noWatch, expired, gapsOut, gapsIn atomic.Uint64
+	gen atomic.Int64 // of the bumps: from the start's unix milliseconds, so a restart's are larger
+
+	eventsOut, eventsIn, watchesOut, watchesIn, noWatch, expired, gapsOut, gapsIn    atomic.Uint64
+	deliveriesOut, deliveriesIn, noSocketOut, noSocket, acksOut, acksIn, acksRefused atomic.Uint64
+	bumpsOut, bumpsIn, badItems                                                      atomic.Uint64
 }
 
 func newRegion(cfg RegionConfig, clk forward.Clock) (*region, error) {
@@ -105,7 +129,9 @@ func newRegion(cfg RegionConfig, clk forward.Clock) (*region, error) {
 	if cfg.RemoteTTL == 0 {
 		cfg.RemoteTTL = 3 * cfg.Announce
 	}
-	return &region{cfg: cfg, clk: clk, remote: map[string]map[string]time.Time{}}, nil
+	g := &region{cfg: cfg, clk: clk, remote: map[string]map[string]time.Time{}, absent: map[string]map[string]time.Time{}}
+	g.gen.Store(clk.Now().UnixMilli())
+	return g, nil
 }
 
 // start announces what is watched now and schedules the periodic rounds.
@@ -150,6 +176,7 @@ func (g *region) round() {
 	for _, tok := range gone {
 		g.r.removeRemote(tok)
 	}
+	g.r.post(routed{do: g.r.sweepRemote})
 }
 
 // push sends a watch item to every peer.
@@ -271,6 +298,9 @@ func (g *region) stats() RegionStats {
 	st := RegionStats{
 		EventsOut: g.eventsOut.Load(), EventsIn: g.eventsIn.Load(), WatchesOut: g.watchesOut.Load(), WatchesIn: g.watchesIn.Load(),
 		NoWatch: g.noWatch.Load(), Expired: g.expired.Load(), GapMarkers: g.gapsOut.Load(), GapsFromFar: g.gapsIn.Load(),
+		DeliveriesOut: g.deliveriesOut.Load(), DeliveriesIn: g.deliveriesIn.Load(), NoSocketOut: g.noSocketOut.Load(), NoSocket: g.noSocket.Load(),
+		AcksOut: g.acksOut.Load(), AcksIn: g.acksIn.Load(), AcksRefused: g.acksRefused.Load(),
+		BumpsOut: g.bumpsOut.Load(), BumpsIn: g.bumpsIn.Load(), BadItems: g.badItems.Load(),
 	}
 	st.RemoteByPeer = make(map[string]int, len(g.cfg.Peers))
 	g.mu.Lock()
@@ -323,8 +353,10 @@ func (r *Router) addRemote(tok string) {
 func (r *Router) removeRemote(tok string) { r.remove(SubID(remotePrefix + tok)) }
 
 // Sink is what the region's forward.Receiver hands peers' items to: watch
-// announcements, and events to match against this region's sessions.
-// Deliveries, acks and bumps (durable subscriptions) are not handled yet.
+// announcements, events to match against this region's sessions,
+// deliveries of peers' durable subscriptions for this region's sessions
+// (noSocket when the user has none here), acks of deliveries whose lease
+// this region holds, and bumps.
 func (r *Router) Sink() forward.Sink {
 	return forward.SinkFuncs{
 		WatchFunc: func(ctx context.Context, peer string, w *forward.Watch) {
@@ -332,15 +364,22 @@ func (r *Router) Sink() forward.Sink {
 				r.region.onWatch(ctx, peer, w)
 			}
 		},
-		EventFunc: r.receive,
+		EventFunc:   r.receive,
+		DeliverFunc: r.receiveDelivery,
+		AckFunc:     r.receiveAck,
+		BumpFunc:    r.receiveBump,
 	}
 }
 
 // OnReply is the forward.SenderConfig.OnReply of the region's sender: a
-// peer's noWatch prunes what it no longer watches.
+// peer's noWatch prunes what it no longer watches, its noSocket the
+// peer from the users' delivery targets.
 func (r *Router) OnReply(peer string, rep forward.Reply) {
 	if r.region != nil {
 		r.region.onReply(peer, rep)
+		if len(rep.NoSocket) > 0 {
+			r.onNoSocket(peer, rep.NoSocket)
+		}
 	}
 }
 

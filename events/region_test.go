@@ -47,6 +47,14 @@ type regionOpts struct {
 	maxQueued int
 	announce  time.Duration
 	gateB     *atomic.Pointer[chan struct{}]
+	// clk, when set, is both routers' clock.
+	clk forward.Clock
+	// durable turns on durable subscriptions in both regions.
+	durable bool
+	// shedAToB, while true, sheds every delivery item a pushes to b
+	// through the queue's loss policy instead of queueing it, and queues
+	// the markers the policy returns: what a full queue does to it.
+	shedAToB *atomic.Bool
 }
 
 func twoRegionsWith(t *testing.T, o regionOpts) (a, b *testRegion) {
@@ -100,17 +108,31 @@ func twoRegionsWith(t *testing.T, o regionOpts) (a, b *testRegion) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		losses := NewQueueLosses(forward.GapConfig{Logger: quiet})
 		q, err := forward.NewPeerQueue(forward.QueueConfig{
 			From: self, Send: sender.Send, Logger: quiet, MaxQueued: o.maxQueued, MaxInFlight: 1,
-			OnOverflow: ShedToGaps(ReasonBacklogOverflow, nil),
-			OnLost: func(p string, lost []forward.Item, _ error) []forward.Item {
-				return ShedToGaps(ReasonSendFailed, nil)(p, lost)
-			},
+			OnOverflow: losses.Overflow, OnTaken: losses.Taken, OnLost: losses.Lost,
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := NewRouter(RouterConfig{Client: g.c, Logger: quiet, Region: &RegionConfig{Self: self, Peers: []string{peer}, Push: q.Push, Announce: o.announce}})
+		push := q.Push
+		if self == "a" && o.shedAToB != nil {
+			push = func(p string, it forward.Item) {
+				if _, ok := it.(*forward.Delivery); ok && o.shedAToB.Load() {
+					for _, m := range losses.Overflow(p, []forward.Item{it}) {
+						q.Push(p, m)
+					}
+					return
+				}
+				q.Push(p, it)
+			}
+		}
+		rcfg := RouterConfig{Client: g.c, Logger: quiet, Clock: o.clk, Region: &RegionConfig{Self: self, Peers: []string{peer}, Push: push, Announce: o.announce}}
+		if o.durable {
+			rcfg.Durable = &DurableConfig{}
+		}
+		r, err := NewRouter(rcfg)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -152,6 +152,10 @@ type Router struct {
 	byOwner map[string][]*Session // open sessions by user, under mu
 	single  *Single[pending]      // owned by the loop
 
+	durableUsers map[int64]map[string]int   // wire number -> users with durable rows here -> rows, under mu
+	last         map[SubID]target           // `single` subscription -> where its last delivery went; owned by the loop
+	remoteIn     map[remoteKey]*remoteEntry // peers' `single` deliveries given to sessions here; owned by the loop
+
 	changes, deliveries, coalesced, rateDrops, acks, redelivered atomic.Uint64
 	gapMu                                                        sync.Mutex
 	gaps                                                         map[Reason]uint64
@@ -249,6 +253,10 @@ func NewRouter(cfg RouterConfig) (*Router, error) {
 		local:    make(map[string]int),
 		region:   reg,
 		byOwner:  make(map[string][]*Session),
+
+		durableUsers: make(map[int64]map[string]int),
+		last:         make(map[SubID]target),
+		remoteIn:     make(map[remoteKey]*remoteEntry),
 	}
 	if cfg.Durable != nil {
 		d, err := newDurables(cfg.Client, *cfg.Durable)
@@ -364,8 +372,12 @@ func (r *Router) Open(owner string, deliver func(Delivery)) *Session {
 	r.nextSess++
 	s := &Session{r: r, id: "s" + strconv.FormatUint(r.nextSess, 10), owner: owner, deliver: deliver, subs: make(map[string]SubID)}
 	r.sessions[s] = struct{}{}
+	first := len(r.byOwner[owner]) == 0
 	r.byOwner[owner] = append(r.byOwner[owner], s)
 	r.mu.Unlock()
+	if first && r.region != nil {
+		r.region.bump(owner, bumpPresence) // the user's first session here
+	}
 	if r.durable != nil {
 		// What waits for the user's `single` subscriptions goes out now.
 		r.post(routed{do: func() { r.dispatchOwner(owner) }})
@@ -443,12 +455,16 @@ func (s *Session) Close() {
 	s.r.mu.Lock()
 	delete(s.r.sessions, s)
 	list := slices.DeleteFunc(s.r.byOwner[s.owner], func(o *Session) bool { return o == s })
-	if len(list) == 0 {
+	last := len(list) == 0
+	if last {
 		delete(s.r.byOwner, s.owner)
 	} else {
 		s.r.byOwner[s.owner] = list
 	}
 	s.r.mu.Unlock()
+	if last && s.r.region != nil {
+		s.r.region.bump(s.owner, bumpPresence) // the user's last session here
+	}
 }
 
 // add indexes rs and, for its stream's first subscription, starts the
@@ -461,7 +477,10 @@ func (r *Router) add(ctx context.Context, rs *routerSub) error {
 		return err
 	}
 	r.subs[rs.sub.ID] = rs
-	announce := rs.session != nil && r.countLocked(rs.sub.Anchor.Token(), 1)
+	r.noteDurableUserLocked(rs, 1)
+	// A durable row's anchor is announced like a session's: the peers'
+	// changes on it come here, to the row's home, to be matched.
+	announce := rs.announced() && r.countLocked(rs.sub.Anchor.Token(), 1)
 	if announce {
 		defer r.region.announce(rs.sub.Anchor.Token())
 	}
@@ -482,8 +501,9 @@ func (r *Router) add(ctx context.Context, rs *routerSub) error {
 		r.mu.Lock()
 		r.index.Remove(rs.sub.ID)
 		delete(r.subs, rs.sub.ID)
-		if rs.session != nil {
-			r.countLocked(rs.sub.Anchor.Token(), -1)
+		r.noteDurableUserLocked(rs, -1)
+		if rs.announced() {
+			r.countLocked(rs.sub.Anchor.Token(), -1) // the announcement deferred above says drop
 		}
 		if r.watches[ref] == sw {
 			delete(r.watches, ref)
@@ -500,6 +520,11 @@ func (r *Router) add(ctx context.Context, rs *routerSub) error {
 	}
 	return r.awaitReady(ctx, sw, rs.sub.ID)
 }
+
+// announced reports whether rs counts among the subscriptions the region
+// announces to its peers: a session's or a durable row's, not a peer's
+// stand-in.
+func (rs *routerSub) announced() bool { return rs.session != nil || rs.durable != nil }
 
 // countLocked moves the count of session subscriptions on tok by d and
 // reports whether the region must announce it (it went 0 -> 1 or 1 -> 0,
@@ -568,7 +593,8 @@ func (r *Router) remove(id SubID) {
 	}
 	delete(r.subs, id)
 	r.index.Remove(id)
-	if rs.session != nil && r.countLocked(rs.sub.Anchor.Token(), -1) {
+	r.noteDurableUserLocked(rs, -1)
+	if rs.announced() && r.countLocked(rs.sub.Anchor.Token(), -1) {
 		defer r.region.announce(rs.sub.Anchor.Token())
 	}
 	ref := streamRef{rs.sub.Anchor.Scope, rs.sub.Anchor.Stream}
@@ -767,6 +793,7 @@ func (r *Router) take(rt routed, matches *[]Match) {
 		r.lim.Forget(id)
 		if r.single != nil {
 			r.single.Drop(id)
+			delete(r.last, id)
 		}
 		return
 	case rt.gapAll != nil:
@@ -778,7 +805,7 @@ func (r *Router) take(rt routed, matches *[]Match) {
 				continue
 			}
 			switch {
-			case rs.session != nil:
+			case rs.announced(): // a session's, or a durable row's
 				ids = append(ids, id)
 			case !rt.remote:
 				remote = append(remote, rs.sub.Anchor.Token())
@@ -892,6 +919,17 @@ func (r *Router) send(rs *routerSub, d Delivery) {
 		d.Mode = ModeBroadcast
 		for _, s := range r.sessionsOf(rs.sub.Owner) {
 			s.deliver(d)
+		}
+		if r.region != nil {
+			// And to every peer that may hold a session of the user: at
+			// most once, as here; a peer without one answers noSocket.
+			var it *forward.Delivery
+			for _, p := range r.region.presentPeers(rs.sub.Owner) {
+				if it == nil {
+					it = encodeDelivery(r.region.cfg.Self, rs.sub.Owner, d)
+				}
+				r.region.pushDelivery(p, it)
+			}
 		}
 	default:
 		now := r.cfg.Clock.Now().UnixMilli()

@@ -167,6 +167,20 @@ func (s *Single[T]) Ack(sub SubID, entry string) (dup bool, err error) {
 	return false, fmt.Errorf("%w: entry %q of subscription %q", ErrUnknownEntry, entry, sub)
 }
 
+// Release ends the lease of sub's delivery in flight at now, so the next
+// Next hands it out again (and Expired reports it): the delivery is known
+// not to have reached anyone (a region answered that the user has no
+// socket there), so waiting out the lease would only delay it.
+func (s *Single[T]) Release(now time.Time, sub SubID) {
+	q := s.subs[sub]
+	if q == nil || q.inflight == nil {
+		return
+	}
+	q.leaseUntil = now
+	q.gen++
+	heap.Push(&s.leases, leaseItem{until: now, sub: sub, gen: q.gen})
+}
+
 // NextExpiry is when the earliest lease in flight ends; ok is false with
 // none in flight.
 func (s *Single[T]) NextExpiry() (time.Time, bool) {

@@ -92,6 +92,10 @@ type PersistConfig struct {
 	// budget shared by its servers.
 	MaxOpenStreams int
 
+	// Sync makes every stream of these servers synchronous=FULL (see
+	// server.Config.Sync).
+	Sync bool
+
 	// Archive and ArchiveEvery: see server.Config.
 	Archive      string
 	ArchiveEvery time.Duration

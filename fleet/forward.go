@@ -44,11 +44,13 @@ func (f *Fleet) startForward(ctx context.Context, log *slog.Logger) (*forwardPar
 	if err != nil {
 		return nil, err
 	}
-	lostGaps := events.ShedToGaps(events.ReasonSendFailed, nil)
+	// What the queue sheds or loses becomes gap markers: per stream for
+	// events, per subscription for broadcast deliveries; a `single`
+	// delivery stays leased at home and comes again.
+	losses := events.NewQueueLosses(forward.GapConfig{Logger: log})
 	q, err := forward.NewPeerQueue(forward.QueueConfig{
 		From: ec.Region, Send: sender.Send, Logger: log,
-		OnOverflow: events.ShedToGaps(events.ReasonBacklogOverflow, nil),
-		OnLost:     func(peer string, lost []forward.Item, _ error) []forward.Item { return lostGaps(peer, lost) },
+		OnOverflow: losses.Overflow, OnTaken: losses.Taken, OnLost: losses.Lost,
 	})
 	if err != nil {
 		return nil, err

@@ -175,6 +175,14 @@ func (c *Client) Owner(ctx context.Context, scope string) (string, error) {
 	return id, nil
 }
 
+// cachedOwner is the owner of scope when the client remembers it.
+func (c *Client) cachedOwner(scope string) (string, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	id, ok := c.owners[scope]
+	return id, ok
+}
+
 // forget drops the cached owner of scope if it is still id.
 func (c *Client) forget(scope, id string) {
 	c.mu.Lock()
@@ -436,6 +444,21 @@ type SetOptions struct {
 // Set appends value to the stream (replacing the older message of opts.Key if
 // given) and returns where it landed, after the server committed it.
 func (s *Stream) Set(ctx context.Context, value []byte, opts SetOptions) (SetResult, error) {
+	m, err := s.setMsg(value, opts)
+	if err != nil {
+		return SetResult{}, err
+	}
+	// Only a write carrying a msgID is safe to repeat after a timeout.
+	reply, err := s.c.call(ctx, s.scope, m, opts.MsgID != "")
+	if err != nil {
+		return SetResult{}, fmt.Errorf("set %q/%q: %w", s.scope, s.name, err)
+	}
+	return s.setResult(reply)
+}
+
+// setMsg is the request of a set of value under opts, without its subject
+// and deadline.
+func (s *Stream) setMsg(value []byte, opts SetOptions) (*nats.Msg, error) {
 	m := s.c.newMsg(CmdSet, s.name, s.ephemeral)
 	if opts.Key != "" {
 		m.Header.Set(HdrKey, opts.Key)
@@ -451,16 +474,16 @@ func (s *Stream) Set(ctx context.Context, value []byte, opts SetOptions) (SetRes
 	}
 	for k, v := range opts.Headers {
 		if ReservedHeader(k) {
-			return SetResult{}, Errorf(CodeBadRequest, "user header %q uses a reserved prefix", k)
+			return nil, Errorf(CodeBadRequest, "user header %q uses a reserved prefix", k)
 		}
 		m.Header.Set(k, v)
 	}
 	m.Data = value
-	// Only a write carrying a msgID is safe to repeat after a timeout.
-	reply, err := s.c.call(ctx, s.scope, m, opts.MsgID != "")
-	if err != nil {
-		return SetResult{}, fmt.Errorf("set %q/%q: %w", s.scope, s.name, err)
-	}
+	return m, nil
+}
+
+// setResult reads a set's successful reply.
+func (s *Stream) setResult(reply *nats.Msg) (SetResult, error) {
 	res, ok := parseSetResult(reply.Data)
 	if !ok {
 		if err := json.Unmarshal(reply.Data, &res); err != nil {
@@ -498,6 +521,37 @@ func parseSetResult(b []byte) (SetResult, bool) {
 	return SetResult{Seq: seq, Time: t}, true
 }
 
+// parseSetManyResults reads a setMany reply of n successes in the exact
+// form the server writes, [{"seq":N,"time":T},...], without reflection: a
+// pipelined client reads one per batch of sets. Any other form (an error
+// among the results, another spacing) reports false, for encoding/json.
+func parseSetManyResults(b []byte, n int) ([]SetManyResult, bool) {
+	if len(b) < 2 || b[0] != '[' || b[len(b)-1] != ']' {
+		return nil, false
+	}
+	b = b[1 : len(b)-1]
+	res := make([]SetManyResult, 0, n)
+	for len(b) > 0 {
+		end := bytes.IndexByte(b, '}')
+		if end < 0 {
+			return nil, false
+		}
+		r, ok := parseSetResult(b[:end+1])
+		if !ok {
+			return nil, false
+		}
+		res = append(res, SetManyResult{Seq: r.Seq, Time: r.Time})
+		b = b[end+1:]
+		if len(b) > 0 {
+			if b[0] != ',' || len(b) == 1 {
+				return nil, false
+			}
+			b = b[1:]
+		}
+	}
+	return res, len(res) == n
+}
+
 // jsonInt reports whether b is a JSON integer: an optional minus, then 0 or
 // digits without a leading zero.
 func jsonInt(b []byte) bool {
@@ -532,38 +586,66 @@ func ttlMillis(d time.Duration) int64 {
 // returns one result per message, in order; a message's own failure is in its
 // result's Code, not in the error.
 func (s *Stream) SetMany(ctx context.Context, msgs []Entry) ([]SetManyResult, error) {
-	m := s.c.newMsg(CmdSetMany, s.name, s.ephemeral)
-	var body []byte
-	idempotent := true
-	for i := range msgs {
-		for k := range msgs[i].Headers {
-			if ReservedHeader(k) {
-				return nil, Errorf(CodeBadRequest, "setMany %q/%q: message %d: user header %q uses a reserved prefix", s.scope, s.name, i, k)
-			}
+	m, idempotent, err := s.setManyMsg(msgs)
+	if err != nil {
+		return nil, err
+	}
+	reply, err := s.c.call(ctx, s.scope, m, idempotent)
+	if err != nil {
+		return nil, fmt.Errorf("setMany %q/%q: %w", s.scope, s.name, err)
+	}
+	return s.setManyResults(reply, len(msgs))
+}
+
+// checkEntry refuses what would fail a whole setMany request for one of
+// its messages: a reserved user header or an invalid key.
+func (s *Stream) checkEntry(i int, e *Entry) error {
+	for k := range e.Headers {
+		if ReservedHeader(k) {
+			return Errorf(CodeBadRequest, "setMany %q/%q: message %d: user header %q uses a reserved prefix", s.scope, s.name, i, k)
 		}
-		if err := ValidKey(msgs[i].Key); err != nil {
-			return nil, fmt.Errorf("setMany %q/%q: message %d: %w", s.scope, s.name, i, err)
+	}
+	if err := ValidKey(e.Key); err != nil {
+		return fmt.Errorf("setMany %q/%q: message %d: %w", s.scope, s.name, i, err)
+	}
+	return nil
+}
+
+// setManyMsg is the request of a setMany of msgs, without its subject and
+// deadline; idempotent says whether every message carries a MsgID, which
+// makes the request safe to repeat.
+func (s *Stream) setManyMsg(msgs []Entry) (m *nats.Msg, idempotent bool, err error) {
+	m = s.c.newMsg(CmdSetMany, s.name, s.ephemeral)
+	var body []byte
+	idempotent = true
+	for i := range msgs {
+		if err := s.checkEntry(i, &msgs[i]); err != nil {
+			return nil, false, err
 		}
 		f := msgs[i].frame()
-		var err error
 		if body, err = AppendFrame(body, &f); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if msgs[i].MsgID == "" {
 			idempotent = false
 		}
 	}
 	m.Data = body
-	reply, err := s.c.call(ctx, s.scope, m, idempotent)
-	if err != nil {
-		return nil, fmt.Errorf("setMany %q/%q: %w", s.scope, s.name, err)
+	return m, idempotent, nil
+}
+
+// setManyResults reads the results of a setMany of n messages from its
+// successful reply.
+func (s *Stream) setManyResults(reply *nats.Msg, n int) ([]SetManyResult, error) {
+	if res, ok := parseSetManyResults(reply.Data, n); ok {
+		return res, nil
 	}
 	var res []SetManyResult
 	if err := json.Unmarshal(reply.Data, &res); err != nil {
 		return nil, fmt.Errorf("setMany %q/%q: bad reply: %w", s.scope, s.name, err)
 	}
-	if len(res) != len(msgs) {
-		return nil, fmt.Errorf("setMany %q/%q: %d results for %d messages", s.scope, s.name, len(res), len(msgs))
+	if len(res) != n {
+		return nil, fmt.Errorf("setMany %q/%q: %d results for %d messages", s.scope, s.name, len(res), n)
 	}
 	return res, nil
 }

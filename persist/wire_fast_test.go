@@ -118,3 +118,64 @@ func TestParseSetResult(t *testing.T) {
 		}
 	}
 }
+
+// TestParseSetManyResults: the setMany reply's fast reader takes the
+// server's form of all-success replies and leaves every other one to
+// encoding/json.
+func TestParseSetManyResults(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		n    int
+		fast bool
+	}{
+		{`[{"seq":1,"time":5}]`, 1, true},
+		{`[{"seq":1,"time":5},{"seq":2,"time":6}]`, 2, true},
+		{`[{"seq":1,"time":5},{"seq":2,"time":6}]`, 3, false},
+		{`[{"seq":1,"time":5},{"error":"x","code":"reject"}]`, 2, false},
+		{`[{"seq":1,"time":5},]`, 1, false},
+		{`[{"seq":1,"time":5} ,{"seq":2,"time":6}]`, 2, false},
+		{`[]`, 0, true},
+		{`[`, 0, false},
+		{`{"seq":1,"time":5}`, 1, false},
+	} {
+		got, ok := parseSetManyResults([]byte(tc.in), tc.n)
+		if ok != tc.fast {
+			t.Errorf("%s: fast %v, want %v", tc.in, ok, tc.fast)
+			continue
+		}
+		if ok {
+			checkSetManyAgrees(t, tc.in, got)
+		}
+	}
+}
+
+// FuzzParseSetManyResults: whatever the fast reader accepts, encoding/json
+// reads the same way.
+func FuzzParseSetManyResults(f *testing.F) {
+	f.Add([]byte(`[{"seq":1,"time":5},{"seq":2,"time":6}]`), 2)
+	f.Add([]byte(`[{"seq":1,"time":5},{"error":"x","code":"reject"}]`), 2)
+	f.Fuzz(func(t *testing.T, b []byte, n int) {
+		if n < 0 || n > 1<<16 {
+			return
+		}
+		if got, ok := parseSetManyResults(b, n); ok {
+			checkSetManyAgrees(t, string(b), got)
+		}
+	})
+}
+
+func checkSetManyAgrees(t *testing.T, in string, got []SetManyResult) {
+	t.Helper()
+	var want []SetManyResult
+	if err := json.Unmarshal([]byte(in), &want); err != nil {
+		t.Fatalf("%s: fast reader accepted what encoding/json refuses: %v", in, err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%s: fast %d results, encoding/json %d", in, len(got), len(want))
+	}
+	for i := range got {
+		if got[i].Seq != want[i].Seq || got[i].Time != want[i].Time || want[i].Err != nil {
+			t.Fatalf("%s: result %d fast %+v, encoding/json %+v", in, i, got[i], want[i])
+		}
+	}
+}

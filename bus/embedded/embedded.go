@@ -36,6 +36,10 @@ type Config struct {
 	JetStream bool
 	// StoreDir holds JetStream data. Required when JetStream is on.
 	StoreDir string
+	// JetStreamSyncAlways makes JetStream fsync every write before its
+	// acknowledgement (the sync_interval: always of a server config); by
+	// default it fsyncs every 2 minutes.
+	JetStreamSyncAlways bool
 	// ReadyTimeout bounds the wait for the server to accept connections. Zero means 10s.
 	ReadyTimeout time.Duration
 	// MaxPayload bounds one message. Zero means MaxPayloadDefault.
@@ -89,6 +93,7 @@ func Start(cfg Config) (*Server, error) {
 		JetStream:  cfg.JetStream,
 		StoreDir:   cfg.StoreDir,
 		MaxPayload: cfg.MaxPayload,
+		SyncAlways: cfg.JetStreamSyncAlways,
 	}
 	if cfg.AuthConf != "" {
 		ac, err := server.ProcessConfigFile(cfg.AuthConf)

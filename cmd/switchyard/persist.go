@@ -32,6 +32,7 @@ func newPersistServeCmd() *cobra.Command {
 	var natsOpts natsFlags
 	var archiveEvery time.Duration
 	var maxOpen int
+	var syncAll bool
 	var id, idsFlag, dataDir, archiveDir, placementName string
 	var httpOpts httpFlags
 	cmd := &cobra.Command{
@@ -78,7 +79,7 @@ closes its files.`,
 			cfg := fleet.Config{
 				Service: natsOpts.service,
 				NATS:    bus,
-				Persist: fleet.PersistConfig{IDs: ids, Serve: []string{id}, Placement: fn, DataDir: dataDir, Archive: archiveDir, ArchiveEvery: archiveEvery, MaxOpenStreams: maxOpen},
+				Persist: fleet.PersistConfig{IDs: ids, Serve: []string{id}, Placement: fn, DataDir: dataDir, Archive: archiveDir, ArchiveEvery: archiveEvery, MaxOpenStreams: maxOpen, Sync: syncAll},
 				HTTP:    httpOpts.fleetHTTP(),
 			}
 			return runFleet(cmd, cfg, func(f *fleet.Fleet) {
@@ -97,6 +98,7 @@ closes its files.`,
 	cmd.Flags().StringVar(&archiveDir, "archive", "", "directory for backup copies of the streams (optional; may be shared by servers)")
 	cmd.Flags().DurationVar(&archiveEvery, "archive-every", server.ArchiveEveryDefault, "how often streams changed since their last backup are copied to --archive")
 	cmd.Flags().IntVar(&maxOpen, "max-open-streams", 0, fmt.Sprintf("streams kept open at once, %d file descriptors each; 0 derives it from the descriptor limit (now %d): (limit - %d) / %d, at most %d", store.FilesPerOpenStream, server.DefaultMaxOpenStreams(1), server.DescriptorReserve, store.FilesPerOpenStream, server.MaxOpenStreamsDefault))
+	cmd.Flags().BoolVar(&syncAll, "sync", false, "fsync every commit of every stream (synchronous=FULL) before answering its writes: an acknowledged write survives power loss, at the cost of one fsync per group commit; without it only streams whose config says \"sync\": true do")
 	cmd.Flags().StringVar(&placementName, "placement", placement.NameRendezvous, "placement function: rendezvous or modulo (must match the balancer)")
 	httpOpts.register(cmd, "")
 	return cmd

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -23,7 +24,7 @@ func BenchmarkSetVsKVPut(b *testing.B) {
 	for _, clients := range []int{1, 16} {
 		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
 			e := testnats.Server(b, testnats.Options{JetStream: true})
-			srv, err := New(Config{Conn: testnats.Conn(b, e), ID: "0", IDs: []string{"0"}, DataDir: b.TempDir()})
+			srv, err := New(Config{Conn: testnats.Conn(b, e), ID: "0", IDs: []string{"0"}, DataDir: b.TempDir(), Sync: os.Getenv("BENCH_SYNC") != ""})
 			if err != nil {
 				b.Fatal(err)
 			}

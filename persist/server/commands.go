@@ -216,9 +216,12 @@ func (s *Server) writeBatch(h *handle, jobs []*job, n int) writeAnswers {
 		s.dropIfStuck(h, err)
 		return writeAnswers{jobs: jobs, err: storageError(err)}
 	}
+	took := time.Since(t0)
 	if o := s.cfg.Observer; o != nil {
-		o.Committed(len(ops), time.Since(t0))
+		o.Committed(len(ops), took)
 	}
+	h.commitTook = took
+	h.peakOps = max(len(ops), h.peakOps-h.peakOps/8)
 	s.commits.Add(1)
 	if s.writeFailure.Load() != nil {
 		s.writeFailure.Store(nil)

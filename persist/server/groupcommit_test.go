@@ -272,3 +272,57 @@ func TestInlineLoneRequests(t *testing.T) {
 		t.Fatalf("%d requests served inline, want 0 (sync stream, getAll, large set)", got)
 	}
 }
+
+// TestSyncCommitGathersWriters: on a server whose commits wait for the
+// disk, a group commit with fewer writes queued than the stream's recent
+// commits waits for the writers still coming, so 16 writers arriving in two
+// waves share one commit instead of alternating halves; and no write of
+// such a server is served on the subscription's goroutine, which would
+// hold every other stream behind an fsync.
+func TestSyncCommitGathersWriters(t *testing.T) {
+	t.Parallel()
+	g := newGate()
+	h := newHarnessHook(t, func(c *Config) { c.Sync = true }, func(s *Server) {
+		g.hook(s)
+		s.gatherWait = time.Minute // the test says when the writers come
+	})
+	t.Cleanup(g.open)
+	// A first commit of one write, held, with 16 writes queued behind it:
+	// the stream's recent commits then held 16.
+	first := make(chan struct{})
+	go func() { defer close(first); h.sendSets("g", 1) }()
+	testwait.For(t, "the first commit to be held", g.held.Load)
+	wave := func(n int) chan struct{} {
+		done := make(chan struct{})
+		go func() { defer close(done); h.sendSets("g", n) }()
+		return done
+	}
+	w0 := wave(16)
+	testwait.For(t, "16 writes to queue", func() bool { return h.queued("g") == 16 })
+	g.open()
+	<-first
+	<-w0
+	if sizes := g.commitSizes(); !slices.Equal(sizes, []int{1, 16}) {
+		t.Fatalf("commit sizes %v, want [1 16]", sizes)
+	}
+	waiting := func() bool {
+		h.srv.mu.Lock()
+		defer h.srv.mu.Unlock()
+		hd := h.srv.handles[handleKey{scope: h.scope, name: "g"}]
+		return hd != nil && hd.waiting
+	}
+	w1 := wave(8)
+	testwait.For(t, "the worker to wait for more writers", waiting)
+	w2 := wave(8)
+	<-w1
+	<-w2
+	if sizes := g.commitSizes(); !slices.Equal(sizes, []int{1, 16, 16}) {
+		t.Fatalf("commit sizes %v, want [1 16 16]: the two waves of 8 should share a commit", sizes)
+	}
+	if n := h.srv.inlined.Load(); n != 0 {
+		t.Fatalf("%d writes of a sync server served on the subscription's goroutine, want 0", n)
+	}
+	if inv := h.inventory("g"); inv.Count != 33 {
+		t.Fatalf("stream holds %d messages, want 33", inv.Count)
+	}
+}

@@ -61,7 +61,7 @@ func (s *Server) enqueue(k handleKey, j *job) {
 		s.replyError(j.msg, persist.Errorf(persist.CodeUnavailable, "stream has %d requests waiting; retry later", s.cfg.MaxQueue))
 		return
 	}
-	if !h.scheduled && h.st != nil && inlineable(j) && !h.st.Config().Sync && s.subIdle() {
+	if !h.scheduled && h.st != nil && inlineable(j) && !s.syncs(h) && s.subIdle() {
 		// Nothing waits on this stream or behind this message: serve it
 		// here, on the subscription's goroutine, instead of handing it to
 		// a worker (a wake-up and a switch on every lone request). Marking
@@ -78,7 +78,77 @@ func (s *Server) enqueue(k handleKey, j *job) {
 	h.queue = append(h.queue, j)
 	h.lastUsed = time.Now()
 	s.scheduleLocked(h)
+	if h.waiting {
+		select {
+		case h.more <- struct{}{}:
+		default:
+		}
+	}
 	s.mu.Unlock()
+}
+
+// syncs reports whether h's commits wait for the disk: the server's Sync,
+// or the stream's own sync config. The caller owns h (it is being served,
+// or holds s.mu while h is not).
+func (s *Server) syncs(h *handle) bool {
+	return s.cfg.Sync || h.st != nil && h.st.Config().Sync
+}
+
+// commitGatherMax bounds how long a sync stream's group commit waits for
+// more writes (gather).
+const commitGatherMax = 2 * time.Millisecond
+
+// gathers reports whether the worker about to commit jobs on h should wait
+// for more writes first: the stream's commits wait for an fsync, every job
+// is a write, and fewer writes are queued than its recent commits held.
+// Without the wait, writers settle into alternating halves: those answered
+// by one commit write again while the next one, holding the others, runs,
+// so each commit holds half of them (PostgreSQL's commit_delay answers the
+// same). Called with s.mu held.
+func (s *Server) gathers(h *handle, jobs []*job) bool {
+	if h.commitTook <= 0 || !s.syncs(h) {
+		return false
+	}
+	n := 0
+	for _, j := range jobs {
+		if j.req == nil || !j.req.isWrite() {
+			return false
+		}
+		n += len(j.req.ops)
+	}
+	return n < h.peakOps
+}
+
+// gather waits, for at most half of h's last commit (and
+// commitGatherMax), for writes that bring jobs up to the writes of h's
+// recent commits, and returns jobs with what came. s.mu is not held; h is
+// the caller's (being served).
+func (s *Server) gather(h *handle, jobs []*job) []*job {
+	wait := min(h.commitTook/2, commitGatherMax)
+	if s.gatherWait > 0 {
+		wait = s.gatherWait
+	}
+	deadline := time.Now().Add(wait)
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	for {
+		select {
+		case <-h.more:
+		case <-t.C:
+		}
+		s.mu.Lock()
+		jobs = append(jobs, h.queue...)
+		clear(h.queue)
+		h.queue = h.queue[:0]
+		done := s.quit || !time.Now().Before(deadline) || !s.gathers(h, jobs)
+		if done {
+			h.waiting = false
+		}
+		s.mu.Unlock()
+		if done {
+			return jobs
+		}
+	}
 }
 
 // subIdle reports whether no message waits in the subscription behind the
@@ -151,7 +221,17 @@ func (s *Server) worker() {
 		s.ready = s.ready[1:]
 		jobs := h.queue
 		h.queue = spare[:0]
+		gather := s.gathers(h, jobs)
+		if gather {
+			h.waiting = true
+			if h.more == nil {
+				h.more = make(chan struct{}, 1)
+			}
+		}
 		s.mu.Unlock()
+		if gather {
+			jobs = s.gather(h, jobs)
+		}
 
 		later := s.apply(h, jobs)
 		s.doneServing(h)

@@ -92,6 +92,10 @@ type Config struct {
 	// DataDir holds one SQLite file per stream. Empty means the server keeps
 	// ephemeral streams only and refuses the others with bad-request.
 	DataDir string
+	// Sync makes every stream synchronous=FULL (store.SQLiteConfig.Sync):
+	// each group commit is fsynced before its writes are answered. False
+	// leaves it to each stream's "sync" config (default NORMAL).
+	Sync bool
 	// Logger receives errors of the background loops, with role=persist.
 	// Nil means slog.Default().
 	Logger *slog.Logger
@@ -172,7 +176,7 @@ func (c Config) withDefaults() Config {
 		c.ArchiveEvery = ArchiveEveryDefault
 	}
 	if c.Storage == nil {
-		c.Storage = store.NewSQLite(store.SQLiteConfig{Dir: c.DataDir, Archive: c.Archive})
+		c.Storage = store.NewSQLite(store.SQLiteConfig{Dir: c.DataDir, Archive: c.Archive, Sync: c.Sync})
 	}
 	if c.Memory == nil {
 		c.Memory = store.NewMemory()
@@ -248,6 +252,9 @@ type Server struct {
 	// now, if set (tests only), is the clock requests' deadlines are
 	// checked against (admit); nil means time.Now.
 	now func() time.Time
+	// gatherWait, if set (tests only), replaces how long a sync stream's
+	// group commit waits for more writes (gather).
+	gatherWait time.Duration
 }
 
 // handleKey names a stream: ephemeral streams are kept apart from the
@@ -270,6 +277,15 @@ type handle struct {
 	archivePending bool
 	st             store.Stream
 	bytes          int64 // st's Inventory().Bytes as counted in Server.openBytes
+
+	// The group commit's gathering on a sync stream (gather): the most
+	// writes of its recent commits (decaying), how long its last commit
+	// took, and the wake-up of a worker waiting for more writes (waiting,
+	// under Server.mu).
+	peakOps    int
+	commitTook time.Duration
+	waiting    bool
+	more       chan struct{}
 }
 
 // job is one request waiting on a stream (or an internal expiry run).

@@ -67,6 +67,12 @@ type SQLiteConfig struct {
 	// when the disk fills so that deletes can still run (see reserve.go).
 	// Zero means ReserveBytesDefault; negative means no reserve.
 	ReserveBytes int64
+	// Sync makes every stream's file synchronous=FULL, whatever its own
+	// "sync" config says: a commit is on the disk (the WAL fsynced) before
+	// its writes are answered, so an acknowledged write survives a power
+	// loss, not only a crash of the process. False (the default) keeps
+	// NORMAL for the streams that do not ask for FULL.
+	Sync bool
 }
 
 // SQLite keeps each persistent stream in its own SQLite file under Dir.
@@ -75,6 +81,7 @@ type SQLite struct {
 	dir     string // "" = no stream can be opened here
 	archive string // "" = no archive (see archive.go)
 	space   *space // the disk reserve and full state of dir
+	sync    bool   // every stream FULL (SQLiteConfig.Sync)
 }
 
 var (
@@ -88,7 +95,7 @@ func NewSQLite(cfg SQLiteConfig) *SQLite {
 	if reserve == 0 {
 		reserve = ReserveBytesDefault
 	}
-	return &SQLite{dir: cfg.Dir, archive: cfg.Archive, space: newSpace(cfg.Dir, reserve)}
+	return &SQLite{dir: cfg.Dir, archive: cfg.Archive, space: newSpace(cfg.Dir, reserve), sync: cfg.Sync}
 }
 
 // Close implements Storage; open streams are closed by their owner.
@@ -174,13 +181,13 @@ func (st *SQLite) open(scope, name string, create bool, now time.Time) (Stream, 
 			return nil, err
 		}
 	}
-	dsn := streamDSN(p, created != "")
+	dsn := streamDSN(p, created != "", st.sync)
 	if !create {
 		// Without "c" SQLite fails on a missing file instead of creating
 		// it: a file removed since exists looked stays removed.
 		dsn += "&mode=rw"
 	}
-	s, err := openStream(dsn, scope, name, false, st.space, now)
+	s, err := openStream(dsn, scope, name, false, st.space, st.sync, now)
 	if err != nil {
 		if !create {
 			if _, serr := os.Stat(p); errors.Is(serr, fs.ErrNotExist) {
@@ -210,8 +217,12 @@ func (st *SQLite) open(scope, name string, create bool, now time.Time) (Stream, 
 // freed pages back to the filesystem (see reserve.go); older files keep NONE
 // (changing it needs a full VACUUM). journal_mode(WAL) is a no-op on a file
 // in WAL mode already and converts one that is not (an archive copy).
-func streamDSN(p string, isNew bool) string {
-	dsn := fileURI(p) + "?_pragma=busy_timeout(" + strconv.Itoa(busyTimeoutMs) + ")&_pragma=synchronous(NORMAL)"
+func streamDSN(p string, isNew, full bool) string {
+	mode := "NORMAL"
+	if full {
+		mode = "FULL"
+	}
+	dsn := fileURI(p) + "?_pragma=busy_timeout(" + strconv.Itoa(busyTimeoutMs) + ")&_pragma=synchronous(" + mode + ")"
 	if isNew {
 		dsn += "&_pragma=auto_vacuum(INCREMENTAL)"
 	}
@@ -220,16 +231,17 @@ func streamDSN(p string, isNew bool) string {
 
 // openStream opens the SQLite database of dsn as the stream name of scope:
 // a file of SQLite, or a private in-memory database of Memory (memory
-// set). sp is the disk reserve its writes wait on (nil for none). On
+// set). sp is the disk reserve its writes wait on (nil for none); full
+// says the DSN opens it synchronous=FULL whatever its config says. On
 // failure nothing is left open.
-func openStream(dsn, scope, name string, memory bool, sp *space, now time.Time) (*sqliteStream, error) {
+func openStream(dsn, scope, name string, memory bool, sp *space, full bool, now time.Time) (*sqliteStream, error) {
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open stream: %w", err)
 	}
 	db.SetMaxOpenConns(1)
 	db.SetMaxIdleConns(1)
-	s := &sqliteStream{db: db, scope: scope, name: name, memory: memory, space: sp, msgids: map[string]dedupEntry{}}
+	s := &sqliteStream{db: db, scope: scope, name: name, memory: memory, space: sp, syncAll: full, msgids: map[string]dedupEntry{}}
 	s.prepareLazily()
 	if err := s.init(now); err != nil {
 		s.Close()
@@ -284,6 +296,8 @@ type sqliteStream struct {
 	// memory: the database is in memory (Memory), so max_bytes is clamped
 	// by EphemeralMaxBytes and there is no sync mode to set.
 	memory bool
+	// syncAll: the storage makes every stream FULL (SQLiteConfig.Sync).
+	syncAll bool
 
 	cfg     persist.Config
 	count   int64  // messages
@@ -415,7 +429,7 @@ func (s *sqliteStream) init(now time.Time) error {
 	if s.memory {
 		s.cfg = ClampEphemeral(s.cfg)
 	}
-	if s.cfg.Sync { // NORMAL is the DSN's already
+	if s.cfg.Sync && !s.syncAll { // the DSN's mode is NORMAL, or FULL for all
 		if err := s.applySync(); err != nil {
 			return err
 		}
@@ -529,7 +543,7 @@ func (s *sqliteStream) applySync() error {
 		return nil
 	}
 	mode := "NORMAL"
-	if s.cfg.Sync {
+	if s.cfg.Sync || s.syncAll {
 		mode = "FULL"
 	}
 	if _, err := s.conn.ExecContext(context.Background(), "PRAGMA synchronous="+mode); err != nil {

@@ -182,9 +182,12 @@ func TestEventsOverTheSocket(t *testing.T) {
 	if m := c.read(); m.Type != TypeUnsubscribed || m.ID != "files" {
 		t.Fatalf("answer %+v, want unsubscribed", m)
 	}
-	if st := e.g.Stats(); st.Open != 1 || st.Accepted != 1 || st.Sent < 6 {
-		t.Fatalf("stats %+v", st)
-	}
+	// The writer counts a message once its write returns, which may be
+	// after the client read it.
+	testwait.Until(t, "the gateway's counts", func() (bool, string) {
+		st := e.g.Stats()
+		return st.Open == 1 && st.Accepted == 1 && st.Sent >= 6, fmt.Sprintf("%+v", st)
+	})
 }
 
 // TestRequestErrors: what a client gets wrong is answered with an error

@@ -38,8 +38,18 @@ var (
 	regionExpired    = desc("events_region_watches_expired_total", "Peer watches that expired unrenewed.")
 	regionGapsOut    = desc("events_region_gap_markers_out_total", "Gap marker items sent to peers in place of shed or lost events.")
 	regionRemote     = desc("events_region_remote_watches", "(anchor token, peer) pairs watched by peer regions now.")
+	regionDelivOut   = desc("events_region_deliveries_out_total", "Delivery items of durable subscriptions sent to peer regions.")
+	regionDelivIn    = desc("events_region_deliveries_in_total", "Delivery items received from peer regions.")
+	regionNoSockOut  = desc("events_region_nosocket_answered_total", "Delivery items received for a user with no session here, answered noSocket.")
+	regionNoSocket   = desc("events_region_nosocket_total", "(user, peer) pairs passed over on a peer's noSocket.")
+	regionAcksOut    = desc("events_region_acks_out_total", "Acks of peers' single deliveries sent back to the region holding the lease.")
+	regionAcksIn     = desc("events_region_acks_in_total", "Ack items from peers that settled a lease here.")
+	regionAcksBad    = desc("events_region_acks_refused_total", "Ack items from peers for no delivery in flight here.")
+	regionBumpsOut   = desc("events_region_bumps_out_total", "Bump items (presence, subscription) sent to peer regions.")
+	regionBumpsIn    = desc("events_region_bumps_in_total", "Bump items received from peer regions.")
 	eventsDescs      = []*prometheus.Desc{eventsChanges, eventsDelivered, eventsCoalesced, eventsRateDrops, eventsGaps, eventsSubs, eventsSessions, eventsWatchers,
-		eventsAcks, eventsRedeliver, regionEventsOut, regionEventsIn, regionWatchesOut, regionNoWatch, regionExpired, regionGapsOut, regionRemote}
+		eventsAcks, eventsRedeliver, regionEventsOut, regionEventsIn, regionWatchesOut, regionNoWatch, regionExpired, regionGapsOut, regionRemote,
+		regionDelivOut, regionDelivIn, regionNoSockOut, regionNoSocket, regionAcksOut, regionAcksIn, regionAcksBad, regionBumpsOut, regionBumpsIn}
 )
 
 // AddEventsRouter exports r.
@@ -67,6 +77,15 @@ func (c *eventsCollector) Collect(ch chan<- prometheus.Metric) {
 		reg.Expired += g.Expired
 		reg.GapMarkers += g.GapMarkers
 		reg.Remote += g.Remote
+		reg.DeliveriesOut += g.DeliveriesOut
+		reg.DeliveriesIn += g.DeliveriesIn
+		reg.NoSocketOut += g.NoSocketOut
+		reg.NoSocket += g.NoSocket
+		reg.AcksOut += g.AcksOut
+		reg.AcksIn += g.AcksIn
+		reg.AcksRefused += g.AcksRefused
+		reg.BumpsOut += g.BumpsOut
+		reg.BumpsIn += g.BumpsIn
 		s := r.Stats()
 		sum.Changes += s.Changes
 		sum.Deliveries += s.Deliveries
@@ -105,4 +124,13 @@ func (c *eventsCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(ch, regionExpired, float64(reg.Expired))
 	counter(ch, regionGapsOut, float64(reg.GapMarkers))
 	gauge(ch, regionRemote, float64(reg.Remote))
+	counter(ch, regionDelivOut, float64(reg.DeliveriesOut))
+	counter(ch, regionDelivIn, float64(reg.DeliveriesIn))
+	counter(ch, regionNoSockOut, float64(reg.NoSocketOut))
+	counter(ch, regionNoSocket, float64(reg.NoSocket))
+	counter(ch, regionAcksOut, float64(reg.AcksOut))
+	counter(ch, regionAcksIn, float64(reg.AcksIn))
+	counter(ch, regionAcksBad, float64(reg.AcksRefused))
+	counter(ch, regionBumpsOut, float64(reg.BumpsOut))
+	counter(ch, regionBumpsIn, float64(reg.BumpsIn))
 }

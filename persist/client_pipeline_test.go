@@ -1,0 +1,255 @@
+package persist_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/switchyard-dev/switchyard/bus"
+	"github.com/switchyard-dev/switchyard/internal/testpersist"
+	"github.com/switchyard-dev/switchyard/persist"
+)
+
+func newPipeline(t *testing.T, s *persist.Stream, max int) *persist.Pipeline {
+	t.Helper()
+	p, err := s.Pipeline(persist.PipelineConfig{MaxPending: max})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
+// Sets sent from one goroutine are committed in the order they were sent,
+// even with many in flight: their seqs grow in that order and the stream
+// holds the values in it.
+func TestPipelineKeepsOrder(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	s := h.stream("ordered")
+	p := newPipeline(t, s, 64)
+	const n = 500
+	fs := make([]*persist.SetFuture, n)
+	for i := range fs {
+		fs[i] = p.Set(context.Background(), []byte(strconv.Itoa(i)), persist.SetOptions{})
+	}
+	var last uint64
+	for i, f := range fs {
+		res, err := f.Result()
+		if err != nil {
+			t.Fatalf("set %d: %v", i, err)
+		}
+		if res.Seq <= last {
+			t.Fatalf("set %d landed at seq %d, after seq %d of the set before it", i, res.Seq, last)
+		}
+		last = res.Seq
+	}
+	msgs, _, err := s.GetAll(context.Background(), persist.Range{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) != n {
+		t.Fatalf("stream holds %d messages, want %d", len(msgs), n)
+	}
+	for i, m := range msgs {
+		if string(m.Value) != strconv.Itoa(i) {
+			t.Fatalf("message %d holds %q, want %q", i, m.Value, strconv.Itoa(i))
+		}
+	}
+}
+
+// Each set has its own result: a failed compare-and-set or a refused key
+// fails that set only.
+func TestPipelineErrorsPerSet(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	s := h.stream("mixed")
+	p := newPipeline(t, s, 16)
+	ctx := context.Background()
+	zero := uint64(0)
+	first := p.Set(ctx, []byte("a"), persist.SetOptions{Key: "k", PrevSeq: &zero})
+	again := p.Set(ctx, []byte("b"), persist.SetOptions{Key: "k", PrevSeq: &zero}) // k exists by then
+	badKey := p.Set(ctx, []byte("c"), persist.SetOptions{Key: "bad\nkey"})
+	other := p.Set(ctx, []byte("d"), persist.SetOptions{Key: "j"})
+
+	if _, err := first.Result(); err != nil {
+		t.Fatalf("first create: %v", err)
+	}
+	if _, err := again.Result(); !errors.Is(err, persist.ErrWrongLastSequence) {
+		t.Fatalf("second create of k: err %v, want wrong last sequence", err)
+	}
+	if _, err := badKey.Result(); err == nil || !errors.Is(err, persist.ErrBadRequest) {
+		t.Fatalf("bad key: err %v, want bad request", err)
+	}
+	if _, err := other.Result(); err != nil {
+		t.Fatalf("set of j: %v", err)
+	}
+	m, err := h.client.KV(h.scope, "mixed").Get(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(m.Value) != "a" {
+		t.Fatalf("k holds %q, want the first create's value", m.Value)
+	}
+}
+
+// A set whose answer is lost is retried when it carries a MsgID, and the
+// retry is de-duplicated: one message, and the first write's seq as the
+// result. Without a MsgID the lost answer is a timeout, never a retry.
+func TestPipelineRetryIsDeduplicated(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	nc := h.Conn()
+	// A stand-in service "pxy" whose balancer names "0" and whose server
+	// forwards each request to the real persist server, dropping the first
+	// answer of every set.
+	var sets atomic.Int64
+	for subject, fn := range map[string]nats.MsgHandler{
+		"pxy.*.id": func(m *nats.Msg) { _ = m.Respond([]byte("0")) },
+		"pxy.*.api.0": func(m *nats.Msg) {
+			fwd := &nats.Msg{Subject: "persist." + strings.Split(m.Subject, ".")[1] + ".api.0", Header: m.Header, Data: m.Data}
+			r, err := nc.RequestMsg(fwd, 5*time.Second)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if sets.Add(1)%2 == 1 {
+				return // the first answer of each set is lost
+			}
+			_ = m.RespondMsg(&nats.Msg{Header: r.Header, Data: r.Data})
+		},
+	} {
+		sub, err := nc.Subscribe(subject, fn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = sub.Unsubscribe() })
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := persist.NewClient(persist.ClientConfig{Conn: nc, Service: "pxy", Timeout: 300 * time.Millisecond, Retry: bus.Retry{Min: time.Millisecond, Max: time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	p := newPipeline(t, c.Stream(h.scope, "retried"), 8)
+
+	res, err := p.Set(context.Background(), []byte("once"), persist.SetOptions{MsgID: "m-1"}).Result()
+	if err != nil {
+		t.Fatalf("set with a MsgID whose first answer was lost: %v", err)
+	}
+	msgs, _, err := h.stream("retried").GetAll(context.Background(), persist.Range{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) != 1 || msgs[0].Seq != res.Seq {
+		t.Fatalf("stream holds %d messages (first seq %v), want one at seq %d", len(msgs), msgs, res.Seq)
+	}
+	if got := sets.Load(); got != 2 {
+		t.Fatalf("the server saw %d copies of the set, want 2 (the lost one and its retry)", got)
+	}
+
+	_, err = p.Set(context.Background(), []byte("no id"), persist.SetOptions{}).Result()
+	if !errors.Is(err, bus.ErrTimeout) {
+		t.Fatalf("set without a MsgID whose answer was lost: err %v, want a timeout", err)
+	}
+}
+
+// Close waits for every set in flight, and refuses new ones.
+func TestPipelineCloseWaits(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	s := h.stream("closing")
+	p, err := s.Pipeline(persist.PipelineConfig{MaxPending: 32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := make([]*persist.SetFuture, 100)
+	for i := range fs {
+		fs[i] = p.Set(context.Background(), []byte("v"), persist.SetOptions{})
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for i, f := range fs {
+		select {
+		case <-f.Done():
+		default:
+			t.Fatalf("set %d still in flight after Close returned", i)
+		}
+		if _, err := f.Result(); err != nil {
+			t.Fatalf("set %d: %v", i, err)
+		}
+	}
+	if _, err := p.Set(context.Background(), []byte("late"), persist.SetOptions{}).Result(); !errors.Is(err, persist.ErrClosed) {
+		t.Fatalf("set after Close: err %v, want ErrClosed", err)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	inv, err := s.Inventory(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inv.Count != int64(len(fs)) {
+		t.Fatalf("stream holds %d messages, want %d", inv.Count, len(fs))
+	}
+}
+
+// A set whose context ends before its answer fails with the context's
+// error, and Flush waits for what is in flight.
+func TestPipelineContextAndFlush(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	p := newPipeline(t, h.stream("flushed"), 4)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := p.Set(ctx, []byte("v"), persist.SetOptions{}).Result(); !errors.Is(err, context.Canceled) {
+		t.Fatalf("set under an ended context: err %v, want context.Canceled", err)
+	}
+	fs := make([]*persist.SetFuture, 20)
+	for i := range fs {
+		fs[i] = p.Set(context.Background(), []byte("v"), persist.SetOptions{})
+	}
+	if err := p.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for i, f := range fs {
+		select {
+		case <-f.Done():
+		default:
+			t.Fatalf("set %d in flight after Flush", i)
+		}
+	}
+}
+
+// BenchmarkPipelineSet is pipelined sets of 128 bytes through one client,
+// with the server in process (bench persist compares it to JetStream).
+func BenchmarkPipelineSet(b *testing.B) {
+	env := testpersist.Start(b, 1)
+	c, err := persist.NewClient(persist.ClientConfig{Conn: env.Conn()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	p, err := c.Stream("hub", "bench").Pipeline(persist.PipelineConfig{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	value := make([]byte, 128)
+	b.ReportAllocs()
+	for b.Loop() {
+		p.Set(context.Background(), value, persist.SetOptions{})
+	}
+	if err := p.Flush(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+}
