@@ -10,6 +10,8 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/switchyard-dev/switchyard/internal/testci"
+	"github.com/switchyard-dev/switchyard/internal/testpost"
 	"github.com/switchyard-dev/switchyard/nntp"
 	"github.com/switchyard-dev/switchyard/usenet"
 	"github.com/switchyard-dev/switchyard/usenet/rar/rartest"
@@ -157,4 +159,49 @@ func FuzzRead(f *testing.F) {
 			t.Fatalf("%d fetches, %+v, %v", n, res, err)
 		}
 	})
+}
+
+// TestReadObfuscatedNames: a post of random names, its par2 index (made by
+// par2 create) holding the real ones, and a random release name: the
+// volumes get their real names (equal sizes in the order posted), the
+// release its real name and category, the NFO the release's name.
+func TestReadObfuscatedNames(t *testing.T) {
+	t.Parallel()
+	const title = "Real.Show.S03E04.1080p.WEB-DL-SY"
+	rel, err := testpost.RandomRelease(context.Background(), 11, title, testpost.Shape{Volumes: 4, VolumeSize: 40 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rel.RealPar2 {
+		testci.Missing(t, "par2 is not installed (Debian package par2)")
+	}
+	rng := rand.New(rand.NewPCG(12, 13))
+	var files []yencFile
+	for _, f := range rel.Files {
+		name := fmt.Sprintf("%x", random(rng, 10))
+		if strings.HasSuffix(f.Name, ".par2") {
+			name += ".par2"
+		}
+		files = append(files, yencFile{name, f.Data})
+	}
+	p := makePost(t, fmt.Sprintf("%x", random(rng, 10)), files, 16<<10)
+	n := 0
+	res, err := Read(context.Background(), p.rel, p.bins, p.fetch(&n), isGone, Budget{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Name != title || !res.Renamed || n > ArticlesDefault {
+		t.Fatalf("result %+v after %d fetches", res, n)
+	}
+	for i, f := range rel.Files {
+		if strings.HasSuffix(f.Name, ".par2") {
+			continue
+		}
+		if got := res.Files[p.bins[i].ID]; got != f.Name {
+			t.Errorf("%s named %q, want %q", p.bins[i].Name, got, f.Name)
+		}
+	}
+	if len(res.Par2) != 4 || !res.NFO || !strings.Contains(res.NFOText, title) {
+		t.Errorf("par2 %v, nfo %v %q", res.Par2, res.NFO, res.NFOText)
+	}
 }
