@@ -106,11 +106,12 @@ func TestUpEndToEnd(t *testing.T) {
 	nc.Close()
 
 	// The work pipeline runs in up against the demo provider: articles
-	// flow to the worker and work status shows it.
+	// flow to the worker and work status shows it, with two shares of the
+	// connections: the coordinator's and post-processing's.
 	testwait.Until(t, "up's work pipeline to index the demo groups", func() (bool, string) {
 		out, _, code := sy("work", "status", "--source", "demo", "--json")
 		var st work.Status
-		return code == 0 && json.Unmarshal([]byte(out), &st) == nil && st.Articles[work.StateDone] > 0 && len(st.Groups) == demoGroups && len(st.Shares) == 1, out
+		return code == 0 && json.Unmarshal([]byte(out), &st) == nil && st.Articles[work.StateDone] > 0 && len(st.Groups) == demoGroups && len(st.Shares) == 2, out
 	})
 	if out := must("work", "status", "--source", "demo"); !strings.Contains(out, "alt.binaries.demo.1") || !strings.Contains(out, "done") {
 		t.Fatalf("work status:\n%s", out)
