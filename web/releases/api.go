@@ -135,7 +135,7 @@ func (p *Page) serveInfo(w http.ResponseWriter, r *http.Request) {
 // searchQuery reads a search's parameters: q, cat (ids separated by
 // commas), group, offset, limit and seen (a stream seq to wait for).
 func (p *Page) searchQuery(v url.Values) (q search.Query, seen uint64, err error) {
-	q = search.Query{Words: v.Get("q"), Group: strings.TrimSpace(v.Get("group")), Limit: p.cfg.PageSize}
+	q = search.Query{Words: v.Get("q"), Group: strings.TrimSpace(v.Get("group")), Limit: p.cfg.PageSize, HidePassworded: p.cfg.HidePassworded}
 	num := func(name string, lo, hi int) (int, error) {
 		n, err := strconv.Atoi(v.Get(name))
 		if err != nil || n < lo || n > hi {

@@ -310,6 +310,11 @@ func TestPostProcessed(t *testing.T) {
 	if len(ans.Items) != 1 || ans.Items[0].Password != 1 {
 		t.Fatalf("search %+v", ans)
 	}
+	hidden := newEnv(t, func(c *releases.Config) { c.HidePassworded = true })
+	hidden.add(r, bins)
+	if ans := get[releases.SearchAnswer](hidden, "/releases/api/search?q=locked"); len(ans.Items) != 0 || ans.Total != 0 {
+		t.Errorf("HidePassworded: search %+v", ans)
+	}
 	d := get[releases.Detail](e, "/releases/api/release?id=locked")
 	if d.Password != 1 || d.NFO != "Locked Film\nRipped by GRP\n" || len(d.Par2) != 1 || d.Par2[0].Name != "locked.part01.rar" ||
 		len(d.Inner) != 1 || d.Inner[0] != r.Inner[0] {

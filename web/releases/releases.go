@@ -69,6 +69,10 @@ type Config struct {
 	// SearchBudget bounds one search, as newznab.Config.SearchBudget.
 	// Zero means SearchBudgetDefault.
 	SearchBudget time.Duration
+	// HidePassworded leaves releases post-processing found passworded out
+	// of the searches, as newznab.Config.HidePassworded; a release's own
+	// page still shows.
+	HidePassworded bool
 	// CatchUpWait is how long a search that names a stream seq it has
 	// seen (seen=N, sent after a live change) waits for the index to
 	// apply it before it searches anyway. Zero means CatchUpWaitDefault.
