@@ -415,33 +415,38 @@ func (p *Processor) scanLoop(ctx context.Context) {
 	}
 }
 
-// scan queues every visible release that has no post-processing record.
+// scan queues every visible release that has no post-processing record,
+// a page of the releases stream at a time (a page is at most the queue's
+// size), so that it holds one page in memory, not the stream.
 func (p *Processor) scan(ctx context.Context) error {
 	done, err := p.cfg.Store.PostRecordIDs(ctx)
 	if err != nil {
 		return err
 	}
-	var todo []usenet.Release
-	_, err = p.cfg.Store.Releases().Scan(ctx, persist.Range{}, func(m *persist.Message) error {
-		if m.Key == "" {
+	for from := uint64(1); from != 0; {
+		var todo []usenet.Release
+		next, err := p.cfg.Store.Releases().Scan(ctx, persist.Range{Start: from, Limit: p.cfg.Queue}, func(m *persist.Message) error {
+			if m.Key == "" {
+				return nil
+			}
+			if _, ok := done[m.Key]; ok {
+				return nil
+			}
+			var r usenet.Release
+			if json.Unmarshal(m.Value, &r) == nil {
+				todo = append(todo, r)
+			}
 			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("postproc: scan releases: %w", err)
 		}
-		if _, ok := done[m.Key]; ok {
-			return nil
+		for _, r := range todo {
+			if !p.enqueue(r, true) {
+				return ctx.Err()
+			}
 		}
-		var r usenet.Release
-		if json.Unmarshal(m.Value, &r) == nil {
-			todo = append(todo, r)
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("postproc: scan releases: %w", err)
-	}
-	for _, r := range todo {
-		if !p.enqueue(r, true) {
-			return ctx.Err()
-		}
+		from = next
 	}
 	return nil
 }
