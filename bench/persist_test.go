@@ -72,17 +72,23 @@ func TestRunPersistSmoke(t *testing.T) {
 	if testing.Short() {
 		t.Skip("benchmark harness")
 	}
-	var out strings.Builder
-	res, err := RunPersist(context.Background(), PersistConfig{Duration: 200 * time.Millisecond, Clients: []int{1, 4}, Batch: 100, Dir: t.TempDir()}, &out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(res) != 3 {
-		t.Fatalf("%d results", len(res))
-	}
-	for _, r := range res {
-		if r.Ours <= 0 || r.Anchor <= 0 {
-			t.Errorf("%s: ours %.0f anchor %.0f", r.Workload, r.Ours, r.Anchor)
+	for _, durable := range []bool{false, true} {
+		var out strings.Builder
+		res, err := RunPersist(context.Background(), PersistConfig{Duration: 200 * time.Millisecond, Clients: []int{1, 4}, Batch: 100, Dir: t.TempDir(), Durable: durable}, &out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// set at 1 and 4 clients, setMany, pipelined sets.
+		if len(res) != 4 {
+			t.Fatalf("durable %v: %d results, want 4:\n%s", durable, len(res), out.String())
+		}
+		for _, r := range res {
+			if r.Ours <= 0 || r.Anchor <= 0 {
+				t.Errorf("durable %v: %s: ours %.0f anchor %.0f", durable, r.Workload, r.Ours, r.Anchor)
+			}
+		}
+		if durable && !strings.Contains(out.String(), "durable tier") {
+			t.Errorf("durable run does not say so:\n%s", out.String())
 		}
 	}
 }
