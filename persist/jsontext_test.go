@@ -97,30 +97,25 @@ func FuzzCheckJSONText(f *testing.F) {
 		if json.Unmarshal(b, &v) != nil {
 			return
 		}
-		if converted := holdsReplacement(v); converted != (err != nil) {
+		if converted := holdsReplacement(b); converted != (err != nil) {
 			t.Fatalf("%q: encoding/json converted: %v; check: %v", b, converted, err)
 		}
 	})
 }
 
-// holdsReplacement reports whether a decoded JSON value has a U+FFFD in any
-// string or object key.
-func holdsReplacement(v any) bool {
-	switch v := v.(type) {
-	case string:
-		return strings.ContainsRune(v, '\ufffd')
-	case []any:
-		for _, e := range v {
-			if holdsReplacement(e) {
-				return true
-			}
+// holdsReplacement reports whether encoding/json decodes a U+FFFD into any
+// string or object key of the JSON text b. It reads the text's tokens, not
+// a decoded value: in an object with a key twice the decoded value keeps
+// only the last member, and a converted string in the first would be lost.
+func holdsReplacement(b []byte) bool {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return false
 		}
-	case map[string]any:
-		for k, e := range v {
-			if strings.ContainsRune(k, '\ufffd') || holdsReplacement(e) {
-				return true
-			}
+		if s, ok := tok.(string); ok && strings.ContainsRune(s, '\ufffd') {
+			return true
 		}
 	}
-	return false
 }
