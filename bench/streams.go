@@ -117,6 +117,7 @@ type StreamsSide struct {
 	P99BackWindow   float64 `json:"restart_p99_back_window_seconds"` // that window's p99
 	RestartTimedOut bool    `json:"restart_timed_out,omitempty"`
 	GetErrors       int64   `json:"get_errors"`
+	GetError        string  `json:"get_error,omitempty"` // the first one
 	// The memory restart: a second one, so the timing windows above do not
 	// open streams before the idle figure.
 	FirstGetMemory float64 `json:"memory_restart_first_get_seconds"`
@@ -252,7 +253,7 @@ func runSide(ctx context.Context, cfg StreamsConfig, s *streamsSide, bounded boo
 	// the p99 before
 	var before []time.Duration
 	for range cfg.BaselineWindows {
-		lat, errs := getWindow(ctx, cfg.Window, s)
+		lat, errs := getWindow(ctx, cfg.Window, s, &out)
 		out.GetErrors += errs
 		before = append(before, lat...)
 	}
@@ -276,7 +277,7 @@ func runSide(ctx context.Context, cfg StreamsConfig, s *streamsSide, bounded boo
 	out.FirstGet = first.Seconds()
 	m := cfg.Progress.start(s.name+": gets until p99 <= 1.5x before", 0, "windows")
 	for {
-		lat, errs := getWindow(ctx, cfg.Window, s)
+		lat, errs := getWindow(ctx, cfg.Window, s, &out)
 		m.Add(1)
 		out.GetErrors += errs
 		if errs == 0 && len(lat) > 0 {
@@ -314,6 +315,9 @@ func runSide(ctx context.Context, cfg StreamsConfig, s *streamsSide, bounded boo
 		gctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		if err := s.get(gctx, s.created[j]); err != nil {
 			out.GetErrors++
+			if out.GetError == "" {
+				out.GetError = err.Error()
+			}
 		}
 		cancel()
 		tm.Add(1)
@@ -417,7 +421,7 @@ func spreadWrites(ctx context.Context, cfg StreamsConfig, s *streamsSide) (float
 
 // getWindow is the latencies of n gets, one after the other, of key 0 of
 // random streams, and how many failed (not in the latencies).
-func getWindow(ctx context.Context, n int, s *streamsSide) ([]time.Duration, int64) {
+func getWindow(ctx context.Context, n int, s *streamsSide, out *StreamsSide) ([]time.Duration, int64) {
 	lat := make([]time.Duration, 0, n)
 	var errs int64
 	for range n {
@@ -429,6 +433,9 @@ func getWindow(ctx context.Context, n int, s *streamsSide) ([]time.Duration, int
 		cancel()
 		if err != nil {
 			errs++
+			if out.GetError == "" {
+				out.GetError = err.Error()
+			}
 			continue
 		}
 		lat = append(lat, d)
@@ -746,6 +753,9 @@ func PrintStreams(w io.Writer, res *StreamsResult) {
 			fmt.Fprintf(w, "%s errors: create %d, spread writes %d, gets %d", s.Name, s.CreateErrors, s.WriteErrors, s.GetErrors)
 			if s.WriteError != "" {
 				fmt.Fprintf(w, " (first write error: %s)", s.WriteError)
+			}
+			if s.GetError != "" {
+				fmt.Fprintf(w, " (first get error: %s)", s.GetError)
 			}
 			fmt.Fprintln(w)
 		}
