@@ -269,7 +269,10 @@ func runSide(ctx context.Context, cfg StreamsConfig, s *streamsSide, bounded boo
 	if err != nil {
 		return fail("restart", err)
 	}
-	first, ok := firstGet(ctx, cfg, s, started)
+	first, ok, err := firstGet(ctx, cfg, s, started)
+	if err != nil {
+		return fail("restart", err)
+	}
 	if !ok {
 		out.RestartTimedOut = true
 		return out
@@ -297,7 +300,10 @@ func runSide(ctx context.Context, cfg StreamsConfig, s *streamsSide, bounded boo
 	if _, started, err = restart(s); err != nil {
 		return fail("memory restart", err)
 	}
-	if first, ok = firstGet(ctx, cfg, s, started); !ok {
+	if first, ok, err = firstGet(ctx, cfg, s, started); err != nil {
+		return fail("memory restart", err)
+	}
+	if !ok {
 		out.RestartTimedOut = true
 		return out
 	}
@@ -468,8 +474,9 @@ func restart(s *streamsSide) (time.Duration, time.Time, error) {
 }
 
 // firstGet polls gets of random streams until one answers, and returns
-// the time since started; false when cfg.JSTimeout passed first.
-func firstGet(ctx context.Context, cfg StreamsConfig, s *streamsSide, started time.Time) (time.Duration, bool) {
+// the time since started; false when cfg.JSTimeout passed first, an
+// error when the server exited.
+func firstGet(ctx context.Context, cfg StreamsConfig, s *streamsSide, started time.Time) (time.Duration, bool, error) {
 	m := cfg.Progress.start(s.name+": restart, waiting for a get", 0, "tries")
 	defer m.Done()
 	tick := time.NewTicker(2 * time.Millisecond)
@@ -479,11 +486,14 @@ func firstGet(ctx context.Context, cfg StreamsConfig, s *streamsSide, started ti
 		err := s.get(gctx, s.created[rand.IntN(len(s.created))])
 		cancel()
 		if err == nil {
-			return time.Since(started), true
+			return time.Since(started), true, nil
 		}
 		m.Add(1)
-		if time.Since(started) > cfg.JSTimeout || ctx.Err() != nil || s.proc.exited() != nil {
-			return 0, false
+		if e := s.proc.exited(); e != nil {
+			return 0, false, e
+		}
+		if time.Since(started) > cfg.JSTimeout || ctx.Err() != nil {
+			return 0, false, nil
 		}
 		<-tick.C
 	}

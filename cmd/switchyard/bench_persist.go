@@ -66,7 +66,15 @@ PATH, else built once from the nats-server module this binary embeds.`,
 			}
 			cfg.Progress = benchProgress(cmd)
 			if cmd.Flags().Changed("streams") {
+				if secure || cfg.Durable {
+					return usagef("--streams measures many streams in the default tier; it takes neither --auth nor --durable")
+				}
 				return runBenchStreams(cmd, cfg, streams, asJSON)
+			}
+			for _, f := range []string{"skip-js", "js-timeout", "nats-server", "max-open-streams", "settle", "json"} {
+				if cmd.Flags().Changed(f) {
+					return usagef("--%s goes with --streams N", f)
+				}
 			}
 			if secure && cfg.Durable {
 				return usagef("--auth and --durable measure different things; give one")
