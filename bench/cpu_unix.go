@@ -3,6 +3,7 @@
 package bench
 
 import (
+	"os"
 	"syscall"
 	"time"
 )
@@ -14,4 +15,12 @@ func processCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// allocated is the disk space a file takes, as du counts it: its blocks.
+func allocated(info os.FileInfo) int64 {
+	if st, ok := info.Sys().(*syscall.Stat_t); ok {
+		return st.Blocks * 512
+	}
+	return info.Size()
 }

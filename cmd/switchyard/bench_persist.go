@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -15,6 +17,8 @@ func newBenchPersistCmd() *cobra.Command {
 	var cfg bench.PersistConfig
 	var clients string
 	var secure bool
+	var streams bench.StreamsConfig
+	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "persist",
 		Short: "persist set/setMany/pipelined sets vs JetStream KV put/async publish, on one embedded NATS",
@@ -36,7 +40,21 @@ Target: the secured bus keeps >= 0.9x (costs at most 10 %).
 With --durable both sides fsync every acknowledged write: persist with every
 stream synchronous=FULL (persist serve --sync), one fsync per group commit,
 against JetStream with sync_interval: always. Targets: set >= 1x at 1 client,
->= 5x at 16.`,
+>= 5x at 16.
+
+With --streams N it measures many small streams instead: N persist streams
+(one 3-key stream in each of N scopes) against N JetStream KV buckets of the
+same 3 keys, each server a process of its own (nats-server -js; persist serve
+on a nats-server of its own, with a balancer), and reports for both sides and
+the ratio: create (16 clients), spread writes (16 clients setting random keys
+of random streams for --duration), the restart (SIGTERM, start again on the
+same data: time to the first get answered and to a window of gets whose p99
+is within 1.5x of the one before), RSS of the serving process after the
+restart idle and after a get of 1 % of the streams, and disk per stream.
+Targets (not tests): restart >= 100x faster than JetStream at 10,000 streams
+and under 1 s at 100,000; idle RSS <= 0.1x; spread writes >= 1.0x; disk per
+stream <= 1.0x. The nats-server binary is --nats-server, else nats-server on
+PATH, else built once from the nats-server module this binary embeds.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var err error
@@ -47,6 +65,17 @@ against JetStream with sync_interval: always. Targets: set >= 1x at 1 client,
 				return usagef("--duration, --value-size and --batch must be positive")
 			}
 			cfg.Progress = benchProgress(cmd)
+			if cmd.Flags().Changed("streams") {
+				if secure || cfg.Durable {
+					return usagef("--streams measures many streams in the default tier; it takes neither --auth nor --durable")
+				}
+				return runBenchStreams(cmd, cfg, streams, asJSON)
+			}
+			for _, f := range []string{"skip-js", "js-timeout", "nats-server", "max-open-streams", "settle", "json"} {
+				if cmd.Flags().Changed(f) {
+					return usagef("--%s goes with --streams N", f)
+				}
+			}
 			if secure && cfg.Durable {
 				return usagef("--auth and --durable measure different things; give one")
 			}
@@ -65,7 +94,36 @@ against JetStream with sync_interval: always. Targets: set >= 1x at 1 client,
 	cmd.Flags().BoolVar(&secure, "auth", false, "compare a bus with per-role users and TLS against an open one instead of persist against JetStream")
 	cmd.Flags().BoolVar(&cfg.Durable, "durable", false, "both sides in their durable tier: persist with every stream fsynced per commit (persist serve --sync) vs JetStream with sync_interval: always")
 	cmd.Flags().StringVar(&cfg.Dir, "dir", "", "directory for SQLite and JetStream files (default: a temp dir)")
+	cmd.Flags().IntVar(&streams.Streams, "streams", 0, "measure `N` small streams on each side (create, restart, RSS, spread writes, disk) instead of the one-stream workloads")
+	cmd.Flags().BoolVar(&streams.SkipJS, "skip-js", false, "with --streams: the persist side alone (for N that JetStream cannot hold)")
+	cmd.Flags().DurationVar(&streams.JSTimeout, "js-timeout", 5*time.Minute, "with --streams: bound of JetStream's create and of each wait after a restart (reported as > timeout)")
+	cmd.Flags().StringVar(&streams.NATSServer, "nats-server", "", "with --streams: the nats-server `BIN` to run (default nats-server on PATH, else one built from the module this binary embeds)")
+	cmd.Flags().IntVar(&streams.MaxOpenStreams, "max-open-streams", 0, "with --streams: persist serve --max-open-streams (0: the server's default)")
+	cmd.Flags().DurationVar(&streams.Settle, "settle", 2*time.Second, "with --streams: the pause before each RSS reading")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "with --streams: print the figures as JSON")
 	return cmd
+}
+
+// runBenchStreams runs bench persist --streams: the servers are separate
+// processes, persist's being this binary (persist serve, balancer).
+func runBenchStreams(cmd *cobra.Command, cfg bench.PersistConfig, sc bench.StreamsConfig, asJSON bool) error {
+	if sc.Streams < 1 {
+		return usagef("--streams %d: want at least 1", sc.Streams)
+	}
+	if sc.JSTimeout <= 0 || sc.Settle <= 0 || sc.MaxOpenStreams < 0 {
+		return usagef("--js-timeout and --settle must be positive, --max-open-streams not negative")
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("bench persist --streams: find this binary: %w", err)
+	}
+	if sc.NATSServer, err = bench.FindNATSServer(cmd.Context(), sc.NATSServer); err != nil {
+		return err
+	}
+	sc.Switchyard = []string{self}
+	sc.Duration, sc.ValueSize, sc.Dir, sc.Progress = cfg.Duration, cfg.ValueSize, cfg.Dir, cfg.Progress
+	_, err = bench.RunStreams(cmd.Context(), sc, stdout(cmd), asJSON)
+	return err
 }
 
 // positiveInts parses a comma-separated list of positive integers given to

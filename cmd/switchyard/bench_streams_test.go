@@ -1,0 +1,73 @@
+package main
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/switchyard-dev/switchyard/bench"
+	"github.com/switchyard-dev/switchyard/internal/testproc"
+)
+
+// TestBenchPersistStreamsSmoke runs bench persist --streams end to end at
+// a small N, both sides as processes of their own (nats-server -js; this
+// binary's persist serve and balancer on another nats-server), and checks
+// that every figure of both sides is in the JSON and positive.
+func TestBenchPersistStreamsSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts five server processes")
+	}
+	natsServer, err := bench.FindNATSServer(t.Context(), "")
+	if err != nil {
+		t.Skipf("no nats-server binary to run JetStream's side: %v", err)
+	}
+	args := []string{"bench", "persist", "--streams", "50", "--duration", "300ms", "--settle", "100ms",
+		"--json", "--no-progress", "--nats-server", natsServer, "--dir", t.TempDir()}
+	out, stderr, code := testproc.Run(t, cli(t, args...))
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var res bench.StreamsResult
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("stdout is not the JSON result: %v\n%s", err, out)
+	}
+	if res.Streams != 50 || res.Keys != 3 || res.Clients != 16 {
+		t.Errorf("run of %d streams of %d keys, %d clients; want 50, 3, 16", res.Streams, res.Keys, res.Clients)
+	}
+	if res.JetStream == nil {
+		t.Fatal("no JetStream side in the result")
+	}
+	for _, s := range []bench.StreamsSide{res.Persist, *res.JetStream} {
+		if s.Error != "" || s.CreateTimedOut || s.RestartTimedOut {
+			t.Errorf("%s: error %q, create timed out %v, restart timed out %v", s.Name, s.Error, s.CreateTimedOut, s.RestartTimedOut)
+		}
+		if s.Streams != 50 || s.Touched != 1 {
+			t.Errorf("%s: %d streams created, %d touched; want 50 and 1", s.Name, s.Streams, s.Touched)
+		}
+		if s.CreateErrors+s.WriteErrors+s.GetErrors != 0 {
+			t.Errorf("%s: errors: create %d, writes %d (%s), gets %d", s.Name, s.CreateErrors, s.WriteErrors, s.WriteError, s.GetErrors)
+		}
+		figures := map[string]float64{
+			"create":                 s.CreateSeconds,
+			"spread writes":          s.WritesPerSecond,
+			"get p99 before":         s.GetP99Before,
+			"stop":                   s.StopSeconds,
+			"restart first get":      s.FirstGet,
+			"restart p99 back":       s.P99Back,
+			"memory restart first":   s.FirstGetMemory,
+			"rss idle":               float64(s.RSSIdle),
+			"rss touched":            float64(s.RSSTouched),
+			"disk":                   float64(s.DiskBytes),
+			"disk per stream":        s.DiskPerStream,
+			"p99 of the back window": s.P99BackWindow,
+		}
+		if s.Name == "persist" {
+			figures["bus rss idle"] = float64(s.BusRSSIdle)
+			figures["bus rss touched"] = float64(s.BusRSSTouched)
+		}
+		for name, v := range figures {
+			if !(v > 0) {
+				t.Errorf("%s: %s = %v, want positive", s.Name, name, v)
+			}
+		}
+	}
+}
