@@ -225,9 +225,22 @@ type Server struct {
 	mu      sync.Mutex // protects everything below it
 	cond    *sync.Cond // workers wait on it for ready streams
 	handles map[handleKey]*handle
-	// closing counts the evicted handles of each stream still being closed
-	// outside the lock (closeAll); closed is broadcast as each finishes. A
-	// drop waits for them before it removes the stream's files (serveDrop).
+	// idle lists the handles in the cache with nothing queued or being
+	// served, least recently used first (cache.go).
+	idle handleList
+	// toClose lists the evicted handles waiting for the closer goroutine,
+	// retired the same by stream; closeWork wakes the closer, closerQuit
+	// tells it to finish (it closes what is queued first) and closerDone
+	// is closed when it returned (nil before Start).
+	toClose    handleList
+	retired    map[handleKey]*handle
+	closeWork  *sync.Cond
+	closerQuit bool
+	closerDone chan struct{}
+	// closing counts the evicted handles of each stream not yet closed:
+	// waiting for the closer or being closed outside the lock
+	// (finishClose); closed is broadcast as each finishes. A drop waits
+	// for them before it removes the stream's files (serveDrop).
 	closing map[handleKey]int
 	closed  *sync.Cond
 	ready   []*handle // streams with queued work, not being served
@@ -243,6 +256,8 @@ type Server struct {
 	openPeak    atomic.Int64   // the most openStreams has been
 	commits     atomic.Uint64  // write transactions committed, for tests and stats
 	inlined     atomic.Uint64  // requests served on the subscription's goroutine (scheduler.go), for tests and stats
+	rescued     atomic.Uint64  // evicted streams taken back open before the closer reached them (cache.go)
+	slotCloses  atomic.Uint64  // streams an open closed itself for want of a free slot (takeSlot)
 	feed        *feedPublisher // publishes every commit's changes (feed.go)
 	serverStats                // the rest of Stats (stats.go)
 
@@ -277,6 +292,10 @@ type handle struct {
 	archivePending bool
 	st             store.Stream
 	bytes          int64 // st's Inventory().Bytes as counted in Server.openBytes
+	// The idle or closer's list h is on (cache.go), and its neighbours
+	// there; guarded by Server.mu.
+	list       *handleList
+	prev, next *handle
 
 	// The group commit's gathering on a sync stream (gather): the most
 	// writes of its recent commits (decaying), how long its last commit
@@ -303,8 +322,9 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: lifecycle.Logger(cfg.Logger, "persist"), handles: map[handleKey]*handle{}, closing: map[handleKey]int{}}
+	s := &Server{cfg: cfg, log: lifecycle.Logger(cfg.Logger, "persist"), handles: map[handleKey]*handle{}, closing: map[handleKey]int{}, retired: map[handleKey]*handle{}}
 	s.cond = sync.NewCond(&s.mu)
+	s.closeWork = sync.NewCond(&s.mu)
 	s.closed = sync.NewCond(&s.mu)
 	s.feed = newFeedPublisher(cfg.Conn, cfg.Service, cfg.ID, s.log)
 	user := cfg.OnChange
@@ -357,6 +377,10 @@ func (s *Server) start(ctx context.Context) error {
 	}
 	s.wg.Add(1)
 	go s.timer()
+	// The closer outlives the workers, which evict until they are done:
+	// closeStreams stops it.
+	s.closerDone = make(chan struct{})
+	go s.closer()
 	return nil
 }
 
@@ -430,9 +454,11 @@ func (s *Server) drain(ctx context.Context) error {
 // storage, keeping the first error.
 func (s *Server) closeStreams() error {
 	var first error
+	s.stopCloser()
 	s.mu.Lock()
 	hs := make([]*handle, 0, len(s.handles))
 	for _, h := range s.handles {
+		s.idle.remove(h)
 		hs = append(hs, h)
 	}
 	s.handles = map[handleKey]*handle{}
