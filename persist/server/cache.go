@@ -10,7 +10,7 @@ package server
 // stream to the closer goroutine, and keeps the cache a little below the
 // cap (cacheReserve) so that the slots freed by the closer are there when a
 // stream has to open. An open that still finds no free slot closes a
-// waiting stream itself rather than wait (takeSlot). A request for a stream
+// waiting stream itself, quickly, rather than wait (takeSlot). A request for a stream
 // waiting for the closer takes it back, open, at no cost (rescueLocked).
 
 // handleList is an intrusive doubly linked list of handles (handle.prev,
@@ -114,14 +114,15 @@ func (s *Server) doneClosingLocked(k handleKey) {
 }
 
 // finishClose closes a retired handle taken off the closer's queue (or
-// evicted by takeSlot) and counts it closed. A new handle of the same stream
+// evicted by takeSlot) and counts it closed; quick closes it with
+// CloseQuick (see closer). A new handle of the same stream
 // may be open and served meanwhile: two connections to one file are fine for
 // SQLite, but not a drop removing the file under this one, whose close
 // still checkpoints, removes "-wal" by name (a new stream's, by then) and
 // backs up to the archive. So each close is counted until it is done, and a
 // drop waits for it (waitClosedLocked).
-func (s *Server) finishClose(h *handle) {
-	if err := s.closeHandle(h); err != nil {
+func (s *Server) finishClose(h *handle, quick bool) {
+	if err := s.closeHandleHow(h, quick); err != nil {
 		s.log.Warn("persist: close stream", "scope", h.key.scope, "stream", h.key.name, "err", err)
 	}
 	s.mu.Lock()
@@ -130,7 +131,14 @@ func (s *Server) finishClose(h *handle) {
 }
 
 // closer closes the retired streams, in the order they were evicted, until
-// Stop (stopCloser); it closes what is queued before it returns.
+// Stop (stopCloser); it closes what is queued before it returns. While it
+// keeps up it closes each fully (Close: the WAL checkpointed into the
+// database and removed, so a closed stream takes the least disk); while
+// more streams wait behind the one it takes, it closes them quickly
+// (store.QuickCloser: the WAL stays for the next open, which then appends
+// to it without an fsync), about a third of the cost, so that the closer
+// keeps pace with the opens of writes spread over many more streams than
+// the cache holds.
 func (s *Server) closer() {
 	defer close(s.closerDone)
 	s.mu.Lock()
@@ -144,8 +152,9 @@ func (s *Server) closer() {
 			s.closeWork.Wait()
 			continue
 		}
+		behind := s.toClose.n > 0
 		s.mu.Unlock()
-		s.finishClose(h)
+		s.finishClose(h, behind)
 		s.mu.Lock()
 	}
 }
@@ -169,6 +178,6 @@ func (s *Server) stopCloser() {
 		if h == nil {
 			return
 		}
-		s.finishClose(h)
+		s.finishClose(h, false)
 	}
 }

@@ -14,9 +14,9 @@ import (
 // number of open streams never exceeds MaxOpenStreams.
 
 // takeSlot reserves an open-stream slot for a stream about to open. With
-// none free it closes, itself, a stream waiting for the closer or else the
-// least recently used idle one: cheaper than waiting behind the closer's
-// queue. When every open stream is busy (queued or being served) and none
+// none free it closes, itself and quickly (store.QuickCloser), a stream
+// waiting for the closer or else the least recently used idle one: cheaper
+// than waiting behind the closer's queue. When every open stream is busy (queued or being served) and none
 // is closing it refuses with unavailable, which the client retries, rather
 // than open one more file.
 func (s *Server) takeSlot() error {
@@ -39,7 +39,7 @@ func (s *Server) takeSlot() error {
 		if victim != nil {
 			s.mu.Unlock()
 			s.slotCloses.Add(1)
-			s.finishClose(victim)
+			s.finishClose(victim, true) // on the request path: quickly
 			continue
 		}
 		if len(s.closing) == 0 {

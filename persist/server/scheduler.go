@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/switchyard-dev/switchyard/persist"
+	"github.com/switchyard-dev/switchyard/persist/store"
 )
 
 // failQueuedLocked answers every queued request unavailable and returns how
@@ -31,11 +32,20 @@ func (s *Server) failQueuedLocked() int {
 
 // closeHandle closes h's stream, if open, and takes its bytes out of
 // OpenBytes.
-func (s *Server) closeHandle(h *handle) error {
+func (s *Server) closeHandle(h *handle) error { return s.closeHandleHow(h, false) }
+
+// closeHandleHow is closeHandle, with quick: with the stream's CloseQuick
+// when its storage has one (store.QuickCloser).
+func (s *Server) closeHandleHow(h *handle, quick bool) error {
 	if h.st == nil {
 		return nil
 	}
-	err := h.st.Close()
+	var err error
+	if qc, ok := h.st.(store.QuickCloser); ok && quick {
+		err = qc.CloseQuick()
+	} else {
+		err = h.st.Close()
+	}
 	h.st = nil
 	s.giveSlot()
 	s.noteBytes(h)
@@ -415,7 +425,7 @@ func (s *Server) waitClosedLocked(k handleKey) {
 		s.toClose.remove(h)
 		delete(s.retired, k)
 		s.mu.Unlock()
-		s.finishClose(h)
+		s.finishClose(h, false)
 		s.mu.Lock()
 	}
 	for s.closing[k] > 0 {

@@ -26,12 +26,20 @@ import (
 
 // Server defaults.
 const (
-	// MaxOpenStreamsDefault is the most streams a server keeps open by
-	// default, its memory bound: an open stream costs about 250 KiB (its
-	// SQLite connection, page cache and statements; measured with 3 keys
-	// per stream), so about 250 MiB. DefaultMaxOpenStreams lowers it to fit
-	// the process's file descriptors.
-	MaxOpenStreamsDefault = 1000
+	// OpenStreamMemory is what an open stream costs in memory, rounded
+	// up from BenchmarkOpenStreamRSS (./persist/store: 204 KiB of resident
+	// set per stream held open, 3 keys each, 2 KiB pages): its SQLite
+	// connection, schema, page cache, lookaside and the -shm mapping.
+	OpenStreamMemory = 210 << 10
+	// OpenStreamsMemoryDefault is the memory the open streams of a process
+	// may take by default, shared by its servers: with OpenStreamMemory,
+	// MaxOpenStreamsDefault streams.
+	OpenStreamsMemoryDefault = 256 << 20
+	// MaxOpenStreamsDefault is the most streams one server of a process
+	// keeps open by default, its memory bound: OpenStreamsMemoryDefault
+	// over OpenStreamMemory, 1,248 (about 256 MiB). DefaultMaxOpenStreams
+	// lowers it to fit the process's file descriptors.
+	MaxOpenStreamsDefault = OpenStreamsMemoryDefault / OpenStreamMemory
 	// DescriptorReserve is the part of the process's file descriptor limit
 	// that DefaultMaxOpenStreams leaves for everything but stream files:
 	// NATS and HTTP connections, archive copies, the data directory walks.
@@ -52,21 +60,24 @@ const (
 const flushTimeout = 5 * time.Second
 
 // DefaultMaxOpenStreams is the open-stream cap for each of servers
-// sharing one process when none is configured: the descriptor limit
-// (store.NoFileLimit) less DescriptorReserve, shared by the servers, over
-// store.FilesPerOpenStream, at most MaxOpenStreamsDefault and at least 16.
-// With a limit of 1,024 that is 256; with 20,000 or more, 1,000.
+// sharing one process when none is configured, the lower of two bounds,
+// each shared by the servers: descriptors, the descriptor limit
+// (store.NoFileLimit) less DescriptorReserve over store.FilesPerOpenStream;
+// and memory, OpenStreamsMemoryDefault over OpenStreamMemory. At least 16.
+// For one server: with a limit of 1,024, 256; with 4,000 or more, 1,248
+// (about 256 MiB).
 func DefaultMaxOpenStreams(servers int) int {
 	return maxOpenStreamsFor(store.NoFileLimit(), servers)
 }
 
 func maxOpenStreamsFor(limit uint64, servers int) int {
-	if limit == 0 {
-		return MaxOpenStreamsDefault
+	servers = max(1, servers)
+	n := int64(MaxOpenStreamsDefault / servers)
+	if limit > 0 {
+		budget := int64(limit) - DescriptorReserve
+		n = min(n, budget/int64(servers)/store.FilesPerOpenStream)
 	}
-	budget := int64(limit) - DescriptorReserve
-	n := budget / int64(max(1, servers)) / store.FilesPerOpenStream
-	return int(min(max(n, 16), MaxOpenStreamsDefault))
+	return int(max(n, 16))
 }
 
 // WorkersDefault is the number of stream workers: twice the CPUs, at least 4.

@@ -60,6 +60,12 @@ type Stats struct {
 	// MaxOpenStreams is the server's open-stream cap (Config.MaxOpenStreams
 	// after defaults).
 	MaxOpenStreams int
+	// StreamsRescued counts evicted streams taken back, still open, by a
+	// request that came before the closer reached them (cache.go).
+	StreamsRescued uint64
+	// OpenWaitCloses counts the streams an open closed itself because no
+	// slot was free (the closer behind, or no reserve).
+	OpenWaitCloses uint64
 }
 
 // Stats returns a snapshot of the counters. It is safe to call at any time.
@@ -81,6 +87,8 @@ func (s *Server) Stats() Stats {
 		OpenStorage:     s.openStreams.Load(),
 		OpenStoragePeak: s.openPeak.Load(),
 		MaxOpenStreams:  s.cfg.MaxOpenStreams,
+		StreamsRescued:  s.rescued.Load(),
+		OpenWaitCloses:  s.slotCloses.Load(),
 	}
 }
 
