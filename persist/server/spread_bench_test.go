@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os/exec"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +16,7 @@ import (
 	"github.com/switchyard-dev/switchyard/bus"
 	"github.com/switchyard-dev/switchyard/internal/testnats"
 	"github.com/switchyard-dev/switchyard/persist"
+	"github.com/switchyard-dev/switchyard/persist/store"
 )
 
 // Spread writes: spreadStreams streams (one per scope, 3 keys each, as a
@@ -29,7 +33,8 @@ const spreadStreams, spreadMaxOpen, spreadClients = 2000, 200, 16
 func BenchmarkSpreadWrites(b *testing.B) {
 	e := testnats.Server(b, testnats.Options{})
 	srvConn := testnats.Conn(b, e)
-	srv, err := New(Config{Conn: srvConn, ID: "0", IDs: []string{"0"}, DataDir: b.TempDir(), MaxOpenStreams: spreadMaxOpen})
+	dir := b.TempDir()
+	srv, err := New(Config{Conn: srvConn, ID: "0", IDs: []string{"0"}, DataDir: dir, MaxOpenStreams: spreadMaxOpen})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -95,4 +100,21 @@ func BenchmarkSpreadWrites(b *testing.B) {
 		b.ReportMetric(spread/hot, "ratio")
 		b.ReportMetric(create, "create-set/s")
 	})
+	// The disk the streams take once written this way, as du counts it
+	// (the 8 MiB disk reserve left out), per stream.
+	b.Logf("disk: %.1f KiB/stream", float64(duKiB(b, dir)-store.ReserveBytesDefault/1024)/spreadStreams)
+}
+
+// duKiB is what du -sk says of dir.
+func duKiB(tb testing.TB, dir string) int64 {
+	out, err := exec.Command("du", "-sk", dir).Output()
+	if err != nil {
+		tb.Fatalf("du %s: %v", dir, err)
+	}
+	f := strings.Fields(string(out))
+	n, err := strconv.ParseInt(f[0], 10, 64)
+	if err != nil {
+		tb.Fatalf("du %s: %q", dir, out)
+	}
+	return n
 }
