@@ -2,7 +2,9 @@ package server
 
 import (
 	"fmt"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -123,4 +125,34 @@ func TestIdleCloseWalksLRU(t *testing.T) {
 		t.Fatalf("cache holds %v, want [s2]", got)
 	}
 	testwait.For(t, "the closer to close s0 and s1", func() bool { return h.srv.Stats().OpenStorage == 1 })
+}
+
+// A stream evicted to make room is closed quickly, its WAL left beside the
+// database; once nothing waits to be closed, the closer compacts it, and
+// only the files of the streams still open keep a WAL. (It needs a free
+// slot: the cache's reserve, none below a cap of 32.) The data reads back
+// either way.
+func TestEvictedStreamsCompacted(t *testing.T) {
+	t.Parallel()
+	const maxOpen, n = 32, 40
+	size := maxOpen - cacheReserve(maxOpen)
+	h := newHarness(t, func(c *Config) { c.MaxOpenStreams = maxOpen })
+	for i := range n {
+		h.set(fmt.Sprintf("s%d", i), fmt.Sprint(i), nil)
+	}
+	testwait.For(t, "the evicted streams to be compacted", func() bool { return h.srv.Stats().StreamsCompacted >= uint64(n-size) })
+	var wals []string
+	for _, f := range streamFiles(t, h.dir) {
+		if strings.HasSuffix(f, "-wal") {
+			wals = append(wals, filepath.Base(f))
+		}
+	}
+	if len(wals) > size {
+		t.Fatalf("%d WAL files: more than the %d open streams have one", len(wals), size)
+	}
+	for i := range n {
+		if r := h.ok(persist.CmdGet, fmt.Sprintf("s%d", i), map[string]string{persist.HdrSeq: "1"}, nil); string(r.Data) != fmt.Sprint(i) {
+			t.Fatalf("s%d holds %q", i, r.Data)
+		}
+	}
 }

@@ -33,13 +33,14 @@ func (s *Server) takeSlot() error {
 		victim := s.takeRetiredLocked()
 		if victim == nil && s.idle.head != nil {
 			victim = s.idle.head
-			s.retireLocked(victim)
+			s.retireLocked(victim, true)
 			s.takeRetiredLocked() // victim: the queue was empty
 		}
 		if victim != nil {
+			victim.quickClose = true // on the request path
 			s.mu.Unlock()
 			s.slotCloses.Add(1)
-			s.finishClose(victim, true) // on the request path: quickly
+			s.finishClose(victim)
 			continue
 		}
 		if len(s.closing) == 0 {
@@ -50,6 +51,19 @@ func (s *Server) takeSlot() error {
 			s.closed.Wait() // the closer, or another worker, is closing one
 		}
 		s.mu.Unlock()
+	}
+}
+
+// tryTakeSlot takes a slot if one is free, without closing anything.
+func (s *Server) tryTakeSlot() bool {
+	for {
+		n := s.openStreams.Load()
+		if n >= int64(s.cfg.MaxOpenStreams) {
+			return false
+		}
+		if s.openStreams.CompareAndSwap(n, n+1) {
+			return true
+		}
 	}
 }
 

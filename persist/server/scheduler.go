@@ -41,11 +41,13 @@ func (s *Server) closeHandleHow(h *handle, quick bool) error {
 		return nil
 	}
 	var err error
+	kept := false
 	if qc, ok := h.st.(store.QuickCloser); ok && quick {
-		err = qc.CloseQuick()
+		kept, err = qc.CloseQuick()
 	} else {
 		err = h.st.Close()
 	}
+	h.walKept = kept
 	h.st = nil
 	s.giveSlot()
 	s.noteBytes(h)
@@ -401,18 +403,19 @@ func (s *Server) doneServing(h *handle) {
 
 // evictLocked retires idle streams to the closer (retireLocked): beyond
 // the cache's size (MaxOpenStreams less cacheReserve) the least recently
-// used first, and (when idle is set) those unused for IdleClose. Streams
+// used first, to be closed quickly, and (when idle is set) those unused for
+// IdleClose, to be closed fully. Streams
 // with queued or running work stay. Both walk the idle list from its least
 // recently used end and stop at the first stream that stays.
 func (s *Server) evictLocked(now time.Time, idle bool) {
 	if idle {
 		for h := s.idle.head; h != nil && now.Sub(h.lastUsed) >= s.cfg.IdleClose; h = s.idle.head {
-			s.retireLocked(h)
+			s.retireLocked(h, false)
 		}
 	}
 	size := s.cfg.MaxOpenStreams - cacheReserve(s.cfg.MaxOpenStreams)
 	for len(s.handles) > size && s.idle.head != nil {
-		s.retireLocked(s.idle.head)
+		s.retireLocked(s.idle.head, true)
 	}
 }
 
@@ -425,7 +428,7 @@ func (s *Server) waitClosedLocked(k handleKey) {
 		s.toClose.remove(h)
 		delete(s.retired, k)
 		s.mu.Unlock()
-		s.finishClose(h, false)
+		s.finishClose(h)
 		s.mu.Lock()
 	}
 	for s.closing[k] > 0 {

@@ -243,8 +243,13 @@ type Server struct {
 	// retired the same by stream; closeWork wakes the closer, closerQuit
 	// tells it to finish (it closes what is queued first) and closerDone
 	// is closed when it returned (nil before Start).
-	toClose    handleList
-	retired    map[handleKey]*handle
+	toClose handleList
+	retired map[handleKey]*handle
+	// toCompact lists the streams closed quickly, whose WAL the closer
+	// checkpoints when it has nothing to close (compacting: the same as a
+	// set, so each is listed once).
+	toCompact  []handleKey
+	compacting map[handleKey]struct{}
 	closeWork  *sync.Cond
 	closerQuit bool
 	closerDone chan struct{}
@@ -269,6 +274,7 @@ type Server struct {
 	inlined     atomic.Uint64  // requests served on the subscription's goroutine (scheduler.go), for tests and stats
 	rescued     atomic.Uint64  // evicted streams taken back open before the closer reached them (cache.go)
 	slotCloses  atomic.Uint64  // streams an open closed itself for want of a free slot (takeSlot)
+	compacted   atomic.Uint64  // quickly closed streams compacted by the closer (cache.go)
 	feed        *feedPublisher // publishes every commit's changes (feed.go)
 	serverStats                // the rest of Stats (stats.go)
 
@@ -307,6 +313,9 @@ type handle struct {
 	// there; guarded by Server.mu.
 	list       *handleList
 	prev, next *handle
+	// quickClose: the closer closes h quickly (evicted for room, not
+	// idle); walKept: its close left the WAL for compaction (cache.go).
+	quickClose, walKept bool
 
 	// The group commit's gathering on a sync stream (gather): the most
 	// writes of its recent commits (decaying), how long its last commit
@@ -333,7 +342,7 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: lifecycle.Logger(cfg.Logger, "persist"), handles: map[handleKey]*handle{}, closing: map[handleKey]int{}, retired: map[handleKey]*handle{}}
+	s := &Server{cfg: cfg, log: lifecycle.Logger(cfg.Logger, "persist"), handles: map[handleKey]*handle{}, closing: map[handleKey]int{}, retired: map[handleKey]*handle{}, compacting: map[handleKey]struct{}{}}
 	s.cond = sync.NewCond(&s.mu)
 	s.closeWork = sync.NewCond(&s.mu)
 	s.closed = sync.NewCond(&s.mu)

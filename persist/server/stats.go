@@ -66,6 +66,9 @@ type Stats struct {
 	// OpenWaitCloses counts the streams an open closed itself because no
 	// slot was free (the closer behind, or no reserve).
 	OpenWaitCloses uint64
+	// StreamsCompacted counts the streams closed quickly whose WAL the
+	// closer later checkpointed into their database (cache.go).
+	StreamsCompacted uint64
 }
 
 // Stats returns a snapshot of the counters. It is safe to call at any time.
@@ -74,21 +77,22 @@ func (s *Server) Stats() Stats {
 	open := len(s.handles)
 	s.mu.Unlock()
 	return Stats{
-		Commits:         s.commits.Load(),
-		CommitFailures:  s.commitFails.Load(),
-		FeedPublished:   s.feed.published.Load(),
-		FeedFailed:      s.feed.failed.Load(),
-		Dedup:           s.dedup.Load(),
-		Expired:         s.expired.Load(),
-		ReplyRefused:    s.replyRefused.Load(),
-		DeadlineDropped: s.deadlineDropped.Load(),
-		OpenStreams:     open,
-		OpenBytes:       s.openBytes.Load(),
-		OpenStorage:     s.openStreams.Load(),
-		OpenStoragePeak: s.openPeak.Load(),
-		MaxOpenStreams:  s.cfg.MaxOpenStreams,
-		StreamsRescued:  s.rescued.Load(),
-		OpenWaitCloses:  s.slotCloses.Load(),
+		Commits:          s.commits.Load(),
+		CommitFailures:   s.commitFails.Load(),
+		FeedPublished:    s.feed.published.Load(),
+		FeedFailed:       s.feed.failed.Load(),
+		Dedup:            s.dedup.Load(),
+		Expired:          s.expired.Load(),
+		ReplyRefused:     s.replyRefused.Load(),
+		DeadlineDropped:  s.deadlineDropped.Load(),
+		OpenStreams:      open,
+		OpenBytes:        s.openBytes.Load(),
+		OpenStorage:      s.openStreams.Load(),
+		OpenStoragePeak:  s.openPeak.Load(),
+		MaxOpenStreams:   s.cfg.MaxOpenStreams,
+		StreamsRescued:   s.rescued.Load(),
+		OpenWaitCloses:   s.slotCloses.Load(),
+		StreamsCompacted: s.compacted.Load(),
 	}
 }
 

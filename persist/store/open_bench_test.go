@@ -32,7 +32,7 @@ var closeModes = []struct {
 	close func(Stream) error
 }{
 	{"close=full", func(s Stream) error { return s.Close() }},
-	{"close=quick", func(s Stream) error { return s.(QuickCloser).CloseQuick() }},
+	{"close=quick", func(s Stream) error { _, err := s.(QuickCloser).CloseQuick(); return err }},
 }
 
 // BenchmarkStreamOpenWriteClose reopens existing streams (3 keys each, as

@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"reflect"
 	"unsafe"
@@ -20,10 +21,24 @@ type QuickCloser interface {
 	// CloseQuick closes the stream as Close does but may leave its
 	// write-ahead log in place, for the next open to recover from,
 	// instead of checkpointing it into the database and removing it.
-	CloseQuick() error
+	// kept says it did: Compacter.Compact makes the files compact later.
+	CloseQuick() (kept bool, err error)
 }
 
-var _ QuickCloser = (*sqliteStream)(nil)
+// Compacter is a Storage that can make the files of a closed stream
+// compact, as a full Close would have left them.
+type Compacter interface {
+	// Compact checkpoints the WAL a quick close left into the stream's
+	// database and removes the WAL and -shm. A stream that is missing or
+	// has no WAL is left alone; one open elsewhere is correct either way
+	// (its WAL then stays until its last connection closes).
+	Compact(scope, name string) error
+}
+
+var (
+	_ QuickCloser = (*sqliteStream)(nil)
+	_ Compacter   = (*SQLite)(nil)
+)
 
 // quickCloseMaxWAL bounds the -wal file a quick close leaves: past it the
 // stream is closed with Close, which checkpoints the WAL into the database
@@ -46,15 +61,56 @@ const quickCloseMaxWAL = 256 << 10
 // the checkpoint moves it, it does not make it safer. An archived stream
 // backs up at every close (a checkpoint and a copy), so it always closes
 // with Close.
-func (s *sqliteStream) CloseQuick() error {
+func (s *sqliteStream) CloseQuick() (kept bool, err error) {
+	quick := false
 	if !s.memory && s.arch == nil && s.path != "" {
 		if fi, err := os.Stat(s.path + "-wal"); err == nil && fi.Size() <= quickCloseMaxWAL {
 			// Without the option (a driver whose connection this code
 			// cannot reach) the close is simply a full one.
-			_ = noCheckpointOnClose(s.conn)
+			quick = noCheckpointOnClose(s.conn) == nil
 		}
 	}
-	return s.Close()
+	if err := s.Close(); err != nil {
+		return false, err
+	}
+	if quick {
+		_, err := os.Stat(s.path + "-wal")
+		kept = err == nil
+	}
+	return kept, nil
+}
+
+// Compact implements Compacter: a connection of its own reads the file (a
+// read transaction opens the WAL) and closes, and the close of the file's
+// last connection checkpoints and removes the WAL, as Stream.Close does. It
+// runs no pragma that writes and opens nothing missing (mode=rw).
+func (st *SQLite) Compact(scope, name string) error {
+	if st.dir == "" {
+		return nil
+	}
+	p, err := StreamPath(st.dir, scope, name)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(p + "-wal"); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	db, err := sql.Open("sqlite", streamDSN(p, false, st.sync)+"&mode=rw")
+	if err != nil {
+		return fmt.Errorf("compact stream: %w", err)
+	}
+	var v int
+	err = db.QueryRow(`PRAGMA user_version`).Scan(&v)
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		if _, serr := os.Stat(p); errors.Is(serr, fs.ErrNotExist) {
+			return nil // dropped meanwhile
+		}
+		return classifyDisk(fmt.Errorf("compact stream: %w", err))
+	}
+	return nil
 }
 
 // noCheckpointOnClose sets SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE on c's

@@ -28,8 +28,8 @@ func TestCloseQuickLeavesWAL(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := s.(QuickCloser).CloseQuick(); err != nil {
-		t.Fatal(err)
+	if kept, err := s.(QuickCloser).CloseQuick(); err != nil || !kept {
+		t.Fatalf("CloseQuick: kept %v, err %v", kept, err)
 	}
 	fi, err := os.Stat(p + "-wal")
 	if err != nil || fi.Size() == 0 {
@@ -90,5 +90,50 @@ func TestNewFilePageSize(t *testing.T) {
 	}
 	if n != newFilePageSize || mode != "wal" || vacuum != 2 {
 		t.Fatalf("new file: page size %d, journal mode %q, auto_vacuum %d; want %d, wal, 2 (incremental)", n, mode, vacuum, newFilePageSize)
+	}
+}
+
+// Compact leaves a quickly closed stream as a full close would: its WAL
+// checkpointed into the database, -wal and -shm gone, the data intact; a
+// missing stream stays missing.
+func TestCompact(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	st := NewSQLite(SQLiteConfig{Dir: dir, ReserveBytes: -1})
+	p, err := StreamPath(dir, "a", "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := st.Open("a", "s", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Write([]WriteOp{{Key: "k", Value: []byte("v")}}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if kept, err := s.(QuickCloser).CloseQuick(); err != nil || !kept {
+		t.Fatalf("CloseQuick: kept %v, err %v", kept, err)
+	}
+	if err := st.Compact("a", "s"); err != nil {
+		t.Fatal(err)
+	}
+	for _, suffix := range []string{"-wal", "-shm"} {
+		if _, err := os.Stat(p + suffix); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("after Compact %s is left (err %v)", suffix, err)
+		}
+	}
+	if err := st.Compact("a", "gone"); err != nil {
+		t.Fatalf("Compact of a missing stream: %v", err)
+	}
+	if _, err := st.OpenExisting("a", "gone", time.Now()); !errors.Is(err, ErrNoStream) {
+		t.Fatalf("after Compact of a missing stream, OpenExisting: %v", err)
+	}
+	s, err = st.OpenExisting("a", "s", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if m, err := s.GetKey("k"); err != nil || string(m.Value) != "v" {
+		t.Fatalf("after Compact k = %v (err %v)", m, err)
 	}
 }
