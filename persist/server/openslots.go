@@ -7,11 +7,12 @@ import (
 // The open-stream cache is bounded in file descriptors: each open
 // persistent stream holds store.FilesPerOpenStream of them, and a process
 // that runs out fails every open, accept and dial it makes, not only the
-// stream's. Eviction (evictLocked) keeps the cache near MaxOpenStreams
-// after each request; the slots here make the bound exact. A stream takes
-// a slot before its storage opens and gives it back when its storage has
-// closed, so streams being opened, served or closed all count, and the
-// number of open streams never exceeds MaxOpenStreams.
+// stream's. Eviction (evictLocked) keeps the cache a little below
+// MaxOpenStreams after each request (cache.go); the slots here make the
+// bound exact. A stream takes a slot before its storage opens and gives it
+// back when its storage has closed, so streams being opened, served,
+// waiting for the closer, closing or compacted all count, and the number of
+// open streams never exceeds MaxOpenStreams.
 
 // takeSlot reserves an open-stream slot for a stream about to open. With
 // none free it closes, itself and quickly (store.QuickCloser), a stream

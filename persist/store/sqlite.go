@@ -615,8 +615,11 @@ func (s *sqliteStream) Close() error {
 // files removed and the copy not, the next open would restore the stream
 // from it. The local -wal, -shm and -journal go before the database file,
 // because a stale WAL left next to a database created later at the same
-// path would be replayed into it; the stream was closed, so its WAL was
-// checkpointed into the database and losing it loses nothing. A failure
+// path would be replayed into it. The caller closed the stream with Close
+// as its file's last connection (the server's drop waits for every other
+// close first), which checkpointed the WAL into the database, so losing it
+// loses nothing (a quick close, CloseQuick, would have left it holding
+// commits). A failure
 // part-way leaves a stream that still exists (emptied, when the server
 // removed its messages first) and a repeated Remove finishes the job.
 func (st *SQLite) Remove(scope, name string) error {
