@@ -20,20 +20,33 @@ import (
 // durability tiers: the default (synchronous=NORMAL) and --sync (FULL, which
 // adds power loss to what an acknowledged write survives; a SIGKILL checks
 // that the tier keeps the crash guarantee and the exactly-once bookkeeping).
+// The evicting runs spread the writes over four times more streams than
+// the server keeps open, so streams are evicted and reopened throughout:
+// closed quickly, their commits left in the WAL for the next open to read
+// back (store.QuickCloser), which the kill must not lose either.
 func TestDurabilityAcrossSIGKILL(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts server processes")
 	}
-	for name, args := range map[string][]string{"normal": nil, "sync": {"--sync"}} {
+	for name, c := range map[string]struct {
+		streams int
+		args    []string
+	}{
+		"normal":          {1, nil},
+		"sync":            {1, []string{"--sync"}},
+		"normal-evicting": {64, []string{"--max-open-streams", "16"}},
+		"sync-evicting":   {64, []string{"--max-open-streams", "16", "--sync"}},
+	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			durabilityAcrossSIGKILL(t, args...)
+			durabilityAcrossSIGKILL(t, c.streams, c.args...)
 		})
 	}
 }
 
-func durabilityAcrossSIGKILL(t *testing.T, args ...string) {
+// durabilityAcrossSIGKILL writes over streams streams of one scope.
+func durabilityAcrossSIGKILL(t *testing.T, streams int, args ...string) {
 	sp := startServeProc(t, args...)
 	nc := sp.Conn
 
@@ -41,7 +54,12 @@ func durabilityAcrossSIGKILL(t *testing.T, args ...string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stream := client.Stream("project-durable", "log")
+	streamOf := func(n int) *persist.Stream {
+		if streams == 1 {
+			return client.Stream("project-durable", "log")
+		}
+		return client.Stream("project-durable", fmt.Sprintf("log%d", n%streams))
+	}
 
 	const writers, perWriter = 8, 250
 	var (
@@ -58,6 +76,7 @@ func durabilityAcrossSIGKILL(t *testing.T, args ...string) {
 			defer wg.Done()
 			for i := 0; i < perWriter; i++ {
 				id := fmt.Sprintf("w%d-%d", w, i)
+				stream := streamOf(w*perWriter + i)
 				for {
 					res, err := stream.Set(ctx, []byte(id), persist.SetOptions{MsgID: id})
 					if err == nil {
@@ -87,20 +106,22 @@ func durabilityAcrossSIGKILL(t *testing.T, args ...string) {
 		t.Fatalf("writers did not finish: %d of %d acknowledged", count.Load(), writers*perWriter)
 	}
 
-	seen := map[string]uint64{}
-	var lastSeq uint64
-	if _, err := stream.Scan(context.Background(), persist.Range{}, func(m *persist.Message) error {
-		v := string(m.Value)
-		if prev, dup := seen[v]; dup {
-			return fmt.Errorf("value %s stored twice, at seq %d and %d", v, prev, m.Seq)
+	seen := map[string]uint64{} // value -> seq, in its stream
+	for n := range streams {
+		var lastSeq uint64
+		if _, err := streamOf(n).Scan(context.Background(), persist.Range{}, func(m *persist.Message) error {
+			v := string(m.Value)
+			if prev, dup := seen[v]; dup {
+				return fmt.Errorf("value %s stored twice, at seq %d and %d", v, prev, m.Seq)
+			}
+			if m.Seq <= lastSeq {
+				return fmt.Errorf("seq %d after %d", m.Seq, lastSeq)
+			}
+			seen[v], lastSeq = m.Seq, m.Seq
+			return nil
+		}); err != nil {
+			t.Fatal(err)
 		}
-		if m.Seq <= lastSeq {
-			return fmt.Errorf("seq %d after %d", m.Seq, lastSeq)
-		}
-		seen[v], lastSeq = m.Seq, m.Seq
-		return nil
-	}); err != nil {
-		t.Fatal(err)
 	}
 	for id, seq := range acked {
 		got, ok := seen[id]

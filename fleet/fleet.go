@@ -89,7 +89,7 @@ type PersistConfig struct {
 	// MaxOpenStreams is each server's open-stream cap (see
 	// server.Config.MaxOpenStreams). Zero means
 	// server.DefaultMaxOpenStreams(len(Serve)): the process's descriptor
-	// budget shared by its servers.
+	// and memory budgets shared by its servers.
 	MaxOpenStreams int
 
 	// Sync makes every stream of these servers synchronous=FULL (see

@@ -359,14 +359,19 @@ func (s *Server) serveDrop(h *handle, m *nats.Msg, r *request) {
 		return
 	}
 	s.report(h, changes)
-	// Closed before its files go, and whatever Close says: the delete is
-	// committed, and Remove is what decides whether the stream is gone.
-	if err := s.closeHandle(h); err != nil {
-		s.log.Warn("persist: close stream to drop it", "scope", h.key.scope, "stream", h.key.name, "err", err)
-	}
+	// Evicted handles of the stream are closed first, so that this one is
+	// the file's last connection: its full close checkpoints the delete
+	// into the database and removes the WAL (an evicted one may have been
+	// closed quickly, leaving its WAL), and Remove then removes an emptied
+	// database. Closed before its files go, and whatever Close says: the
+	// delete is committed, and Remove is what decides whether the stream is
+	// gone.
 	s.mu.Lock()
 	s.waitClosedLocked(h.key)
 	s.mu.Unlock()
+	if err := s.closeHandle(h); err != nil {
+		s.log.Warn("persist: close stream to drop it", "scope", h.key.scope, "stream", h.key.name, "err", err)
+	}
 	if err := s.storage(h.key).Remove(h.key.scope, h.key.name); err != nil {
 		// The stream is left, emptied, with its delete id: a retry of the
 		// same drop reopens it, answers what this one removed and removes

@@ -1,10 +1,10 @@
 package server
 
 import (
-	"slices"
 	"time"
 
 	"github.com/switchyard-dev/switchyard/persist"
+	"github.com/switchyard-dev/switchyard/persist/store"
 )
 
 // failQueuedLocked answers every queued request unavailable and returns how
@@ -32,11 +32,22 @@ func (s *Server) failQueuedLocked() int {
 
 // closeHandle closes h's stream, if open, and takes its bytes out of
 // OpenBytes.
-func (s *Server) closeHandle(h *handle) error {
+func (s *Server) closeHandle(h *handle) error { return s.closeHandleHow(h, false) }
+
+// closeHandleHow is closeHandle, with quick: with the stream's CloseQuick
+// when its storage has one (store.QuickCloser).
+func (s *Server) closeHandleHow(h *handle, quick bool) error {
 	if h.st == nil {
 		return nil
 	}
-	err := h.st.Close()
+	var err error
+	kept := false
+	if qc, ok := h.st.(store.QuickCloser); ok && quick {
+		kept, err = qc.CloseQuick()
+	} else {
+		err = h.st.Close()
+	}
+	h.walKept = kept
 	h.st = nil
 	s.giveSlot()
 	s.noteBytes(h)
@@ -53,8 +64,10 @@ func (s *Server) enqueue(k handleKey, j *job) {
 	}
 	h := s.handles[k]
 	if h == nil {
-		h = &handle{key: k}
-		s.handles[k] = h
+		if h = s.rescueLocked(k); h == nil {
+			h = &handle{key: k}
+			s.handles[k] = h
+		}
 	}
 	if len(h.queue) >= s.cfg.MaxQueue {
 		s.mu.Unlock()
@@ -69,6 +82,7 @@ func (s *Server) enqueue(k handleKey, j *job) {
 		// under load messages wait in the subscription, so they take the
 		// queue and its group commit.
 		h.scheduled = true
+		s.idle.remove(h)
 		s.inlined.Add(1)
 		s.wg.Add(1) // before quit is set (checked above), so before Stop waits
 		s.mu.Unlock()
@@ -198,6 +212,7 @@ func (s *Server) serveInline(h *handle, j *job) {
 func (s *Server) scheduleLocked(h *handle) {
 	if !h.scheduled {
 		h.scheduled = true
+		s.idle.remove(h)
 		s.ready = append(s.ready, h)
 		s.cond.Signal()
 	}
@@ -372,73 +387,50 @@ func (s *Server) doneServing(h *handle) {
 		// A stream that is still not open was only read while missing
 		// (or failed to open): keeping its handle would let reads of
 		// made-up names push open streams out of the cache.
-		if h.st == nil && s.handles[h.key] == h {
+		switch {
+		case s.handles[h.key] != h:
+			// No longer the cache's handle of its stream (only idle
+			// handles leave the cache, so not expected): not idle.
+		case h.st == nil:
 			delete(s.handles, h.key)
+		default:
+			s.idleLocked(h)
 		}
 	}
-	evict := s.evictLocked(time.Now(), false)
+	s.evictLocked(time.Now(), false)
 	s.mu.Unlock()
-	s.closeAll(evict)
 }
 
-// evictLocked removes idle streams from the cache: beyond MaxOpenStreams the
-// least recently used first, and (when idle is set) those unused for
-// IdleClose. Streams with queued or running work stay. The caller closes
-// what it returns, outside the lock, with closeAll.
-func (s *Server) evictLocked(now time.Time, idle bool) []*handle {
-	var out []*handle
-	defer func() {
-		for _, h := range out {
-			s.closing[h.key]++
-		}
-	}()
+// evictLocked retires idle streams to the closer (retireLocked): beyond
+// the cache's size (MaxOpenStreams less cacheReserve) the least recently
+// used first, to be closed quickly, and (when idle is set) those unused for
+// IdleClose, to be closed fully. Streams
+// with queued or running work stay. Both walk the idle list from its least
+// recently used end and stop at the first stream that stays.
+func (s *Server) evictLocked(now time.Time, idle bool) {
 	if idle {
-		for k, h := range s.handles {
-			if !h.scheduled && now.Sub(h.lastUsed) >= s.cfg.IdleClose {
-				delete(s.handles, k)
-				out = append(out, h)
-			}
+		for h := s.idle.head; h != nil && now.Sub(h.lastUsed) >= s.cfg.IdleClose; h = s.idle.head {
+			s.retireLocked(h, false)
 		}
 	}
-	if excess := len(s.handles) - s.cfg.MaxOpenStreams; excess > 0 {
-		var idleHs []*handle
-		for _, h := range s.handles {
-			if !h.scheduled {
-				idleHs = append(idleHs, h)
-			}
-		}
-		slices.SortFunc(idleHs, func(a, b *handle) int { return a.lastUsed.Compare(b.lastUsed) })
-		for _, h := range idleHs[:min(excess, len(idleHs))] {
-			delete(s.handles, h.key)
-			out = append(out, h)
-		}
-	}
-	return out
-}
-
-// closeAll closes the handles evictLocked returned. Meanwhile a new handle
-// of the same stream may be opened and served: two connections to one file
-// are fine for SQLite, but not a drop removing the file under this one,
-// whose close still checkpoints, removes "-wal" by name (a new stream's, by
-// then) and backs up to the archive. So each close is counted until it is
-// done, and a drop waits for it (waitClosedLocked).
-func (s *Server) closeAll(hs []*handle) {
-	for _, h := range hs {
-		if err := s.closeHandle(h); err != nil {
-			s.log.Warn("persist: close stream", "scope", h.key.scope, "stream", h.key.name, "err", err)
-		}
-		s.mu.Lock()
-		if s.closing[h.key]--; s.closing[h.key] <= 0 {
-			delete(s.closing, h.key)
-		}
-		s.closed.Broadcast()
-		s.mu.Unlock()
+	size := s.cfg.MaxOpenStreams - cacheReserve(s.cfg.MaxOpenStreams)
+	for len(s.handles) > size && s.idle.head != nil {
+		s.retireLocked(s.idle.head, true)
 	}
 }
 
 // waitClosedLocked waits until no evicted handle of stream k is still
 // being closed.
 func (s *Server) waitClosedLocked(k handleKey) {
+	if h := s.retired[k]; h != nil {
+		// Still waiting for the closer: close it here rather than wait
+		// behind the streams evicted before it.
+		s.toClose.remove(h)
+		delete(s.retired, k)
+		s.mu.Unlock()
+		s.finishClose(h)
+		s.mu.Lock()
+	}
 	for s.closing[k] > 0 {
 		s.closed.Wait()
 	}
@@ -472,9 +464,8 @@ func (s *Server) timer() {
 					s.scheduleLocked(h)
 				}
 			}
-			evict := s.evictLocked(now, true)
+			s.evictLocked(now, true)
 			s.mu.Unlock()
-			s.closeAll(evict)
 		}
 	}
 }

@@ -26,12 +26,20 @@ import (
 
 // Server defaults.
 const (
-	// MaxOpenStreamsDefault is the most streams a server keeps open by
-	// default, its memory bound: an open stream costs about 250 KiB (its
-	// SQLite connection, page cache and statements; measured with 3 keys
-	// per stream), so about 250 MiB. DefaultMaxOpenStreams lowers it to fit
-	// the process's file descriptors.
-	MaxOpenStreamsDefault = 1000
+	// OpenStreamMemory is what an open stream costs in memory, rounded
+	// up from BenchmarkOpenStreamRSS (./persist/store: 204 KiB of resident
+	// set per stream held open, 3 keys each, 2 KiB pages): its SQLite
+	// connection, schema, page cache, lookaside and the -shm mapping.
+	OpenStreamMemory = 210 << 10
+	// OpenStreamsMemoryDefault is the memory the open streams of a process
+	// may take by default, shared by its servers: with OpenStreamMemory,
+	// MaxOpenStreamsDefault streams.
+	OpenStreamsMemoryDefault = 256 << 20
+	// MaxOpenStreamsDefault is the most streams one server of a process
+	// keeps open by default, its memory bound: OpenStreamsMemoryDefault
+	// over OpenStreamMemory, 1,248 (about 256 MiB). DefaultMaxOpenStreams
+	// lowers it to fit the process's file descriptors.
+	MaxOpenStreamsDefault = OpenStreamsMemoryDefault / OpenStreamMemory
 	// DescriptorReserve is the part of the process's file descriptor limit
 	// that DefaultMaxOpenStreams leaves for everything but stream files:
 	// NATS and HTTP connections, archive copies, the data directory walks.
@@ -52,21 +60,24 @@ const (
 const flushTimeout = 5 * time.Second
 
 // DefaultMaxOpenStreams is the open-stream cap for each of servers
-// sharing one process when none is configured: the descriptor limit
-// (store.NoFileLimit) less DescriptorReserve, shared by the servers, over
-// store.FilesPerOpenStream, at most MaxOpenStreamsDefault and at least 16.
-// With a limit of 1,024 that is 256; with 20,000 or more, 1,000.
+// sharing one process when none is configured, the lower of two bounds,
+// each shared by the servers: descriptors, the descriptor limit
+// (store.NoFileLimit) less DescriptorReserve over store.FilesPerOpenStream;
+// and memory, OpenStreamsMemoryDefault over OpenStreamMemory. At least 16.
+// For one server: with a limit of 1,024, 256; with 4,000 or more, 1,248
+// (about 256 MiB).
 func DefaultMaxOpenStreams(servers int) int {
 	return maxOpenStreamsFor(store.NoFileLimit(), servers)
 }
 
 func maxOpenStreamsFor(limit uint64, servers int) int {
-	if limit == 0 {
-		return MaxOpenStreamsDefault
+	servers = max(1, servers)
+	n := int64(MaxOpenStreamsDefault / servers)
+	if limit > 0 {
+		budget := int64(limit) - DescriptorReserve
+		n = min(n, budget/int64(servers)/store.FilesPerOpenStream)
 	}
-	budget := int64(limit) - DescriptorReserve
-	n := budget / int64(max(1, servers)) / store.FilesPerOpenStream
-	return int(min(max(n, 16), MaxOpenStreamsDefault))
+	return int(max(n, 16))
 }
 
 // WorkersDefault is the number of stream workers: twice the CPUs, at least 4.
@@ -225,9 +236,27 @@ type Server struct {
 	mu      sync.Mutex // protects everything below it
 	cond    *sync.Cond // workers wait on it for ready streams
 	handles map[handleKey]*handle
-	// closing counts the evicted handles of each stream still being closed
-	// outside the lock (closeAll); closed is broadcast as each finishes. A
-	// drop waits for them before it removes the stream's files (serveDrop).
+	// idle lists the handles in the cache with nothing queued or being
+	// served, least recently used first (cache.go).
+	idle handleList
+	// toClose lists the evicted handles waiting for the closer goroutine,
+	// retired the same by stream; closeWork wakes the closer, closerQuit
+	// tells it to finish (it closes what is queued first) and closerDone
+	// is closed when it returned (nil before Start).
+	toClose handleList
+	retired map[handleKey]*handle
+	// toCompact lists the streams closed quickly, whose WAL the closer
+	// checkpoints when it has nothing to close (compacting: the same as a
+	// set, so each is listed once).
+	toCompact  []handleKey
+	compacting map[handleKey]struct{}
+	closeWork  *sync.Cond
+	closerQuit bool
+	closerDone chan struct{}
+	// closing counts the evicted handles of each stream not yet closed:
+	// waiting for the closer or being closed outside the lock
+	// (finishClose); closed is broadcast as each finishes. A drop waits
+	// for them before it removes the stream's files (serveDrop).
 	closing map[handleKey]int
 	closed  *sync.Cond
 	ready   []*handle // streams with queued work, not being served
@@ -243,6 +272,9 @@ type Server struct {
 	openPeak    atomic.Int64   // the most openStreams has been
 	commits     atomic.Uint64  // write transactions committed, for tests and stats
 	inlined     atomic.Uint64  // requests served on the subscription's goroutine (scheduler.go), for tests and stats
+	rescued     atomic.Uint64  // evicted streams taken back open before the closer reached them (cache.go)
+	slotCloses  atomic.Uint64  // streams an open closed itself for want of a free slot (takeSlot)
+	compacted   atomic.Uint64  // quickly closed streams compacted by the closer (cache.go)
 	feed        *feedPublisher // publishes every commit's changes (feed.go)
 	serverStats                // the rest of Stats (stats.go)
 
@@ -277,6 +309,13 @@ type handle struct {
 	archivePending bool
 	st             store.Stream
 	bytes          int64 // st's Inventory().Bytes as counted in Server.openBytes
+	// The idle or closer's list h is on (cache.go), and its neighbours
+	// there; guarded by Server.mu.
+	list       *handleList
+	prev, next *handle
+	// quickClose: the closer closes h quickly (evicted for room, not
+	// idle); walKept: its close left the WAL for compaction (cache.go).
+	quickClose, walKept bool
 
 	// The group commit's gathering on a sync stream (gather): the most
 	// writes of its recent commits (decaying), how long its last commit
@@ -303,8 +342,9 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: lifecycle.Logger(cfg.Logger, "persist"), handles: map[handleKey]*handle{}, closing: map[handleKey]int{}}
+	s := &Server{cfg: cfg, log: lifecycle.Logger(cfg.Logger, "persist"), handles: map[handleKey]*handle{}, closing: map[handleKey]int{}, retired: map[handleKey]*handle{}, compacting: map[handleKey]struct{}{}}
 	s.cond = sync.NewCond(&s.mu)
+	s.closeWork = sync.NewCond(&s.mu)
 	s.closed = sync.NewCond(&s.mu)
 	s.feed = newFeedPublisher(cfg.Conn, cfg.Service, cfg.ID, s.log)
 	user := cfg.OnChange
@@ -357,6 +397,10 @@ func (s *Server) start(ctx context.Context) error {
 	}
 	s.wg.Add(1)
 	go s.timer()
+	// The closer outlives the workers, which evict until they are done:
+	// closeStreams stops it.
+	s.closerDone = make(chan struct{})
+	go s.closer()
 	return nil
 }
 
@@ -430,9 +474,11 @@ func (s *Server) drain(ctx context.Context) error {
 // storage, keeping the first error.
 func (s *Server) closeStreams() error {
 	var first error
+	s.stopCloser()
 	s.mu.Lock()
 	hs := make([]*handle, 0, len(s.handles))
 	for _, h := range s.handles {
+		s.idle.remove(h)
 		hs = append(hs, h)
 	}
 	s.handles = map[handleKey]*handle{}

@@ -60,6 +60,15 @@ type Stats struct {
 	// MaxOpenStreams is the server's open-stream cap (Config.MaxOpenStreams
 	// after defaults).
 	MaxOpenStreams int
+	// StreamsRescued counts evicted streams taken back, still open, by a
+	// request that came before the closer reached them (cache.go).
+	StreamsRescued uint64
+	// OpenWaitCloses counts the streams an open closed itself because no
+	// slot was free (the closer behind, or no reserve).
+	OpenWaitCloses uint64
+	// StreamsCompacted counts the streams closed quickly whose WAL the
+	// closer later checkpointed into their database (cache.go).
+	StreamsCompacted uint64
 }
 
 // Stats returns a snapshot of the counters. It is safe to call at any time.
@@ -68,19 +77,22 @@ func (s *Server) Stats() Stats {
 	open := len(s.handles)
 	s.mu.Unlock()
 	return Stats{
-		Commits:         s.commits.Load(),
-		CommitFailures:  s.commitFails.Load(),
-		FeedPublished:   s.feed.published.Load(),
-		FeedFailed:      s.feed.failed.Load(),
-		Dedup:           s.dedup.Load(),
-		Expired:         s.expired.Load(),
-		ReplyRefused:    s.replyRefused.Load(),
-		DeadlineDropped: s.deadlineDropped.Load(),
-		OpenStreams:     open,
-		OpenBytes:       s.openBytes.Load(),
-		OpenStorage:     s.openStreams.Load(),
-		OpenStoragePeak: s.openPeak.Load(),
-		MaxOpenStreams:  s.cfg.MaxOpenStreams,
+		Commits:          s.commits.Load(),
+		CommitFailures:   s.commitFails.Load(),
+		FeedPublished:    s.feed.published.Load(),
+		FeedFailed:       s.feed.failed.Load(),
+		Dedup:            s.dedup.Load(),
+		Expired:          s.expired.Load(),
+		ReplyRefused:     s.replyRefused.Load(),
+		DeadlineDropped:  s.deadlineDropped.Load(),
+		OpenStreams:      open,
+		OpenBytes:        s.openBytes.Load(),
+		OpenStorage:      s.openStreams.Load(),
+		OpenStoragePeak:  s.openPeak.Load(),
+		MaxOpenStreams:   s.cfg.MaxOpenStreams,
+		StreamsRescued:   s.rescued.Load(),
+		OpenWaitCloses:   s.slotCloses.Load(),
+		StreamsCompacted: s.compacted.Load(),
 	}
 }
 

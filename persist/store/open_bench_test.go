@@ -1,7 +1,15 @@
+//go:build unix
+
 package store
 
 import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
 	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -9,64 +17,172 @@ import (
 // The open/close benchmarks measure what a server pays to bring a closed
 // stream into service and retire it again: the cost every write to a stream
 // outside the open-stream cache carries (an open, the write, and the close
-// of the stream it evicts). ns/op is one open + first write + close.
+// of the stream it evicts). ns/op is one open + first write + close. Each
+// runs with both closes: close=full is Close (checkpoint, -wal and -shm
+// removed), close=quick is CloseQuick (the WAL stays for the next open), so
+// one run gives both and their ratio.
 
 // openCycleStreams is how many existing streams BenchmarkStreamOpenWriteClose
 // cycles over, so that each open finds a file closed a while ago.
 const openCycleStreams = 64
 
+// closeModes are the two ways a benchmark closes its streams.
+var closeModes = []struct {
+	name  string
+	close func(Stream) error
+}{
+	{"close=full", func(s Stream) error { return s.Close() }},
+	{"close=quick", func(s Stream) error { _, err := s.(QuickCloser).CloseQuick(); return err }},
+}
+
 // BenchmarkStreamOpenWriteClose reopens existing streams (3 keys each, as
-// a small account's stream): open, one keyed set, close.
+// a small account's stream): open, one keyed set, close. It also reports
+// the disk the streams take, per stream (KiB/stream, as du counts).
 func BenchmarkStreamOpenWriteClose(b *testing.B) {
-	st := NewSQLite(SQLiteConfig{Dir: b.TempDir()})
-	value := make([]byte, 64)
-	for i := range openCycleStreams {
-		s, err := st.Open("bench", "s"+strconv.Itoa(i), time.Now())
-		if err != nil {
-			b.Fatal(err)
-		}
-		for k := range 3 {
-			if _, _, err := s.Write([]WriteOp{{Key: "k" + strconv.Itoa(k), Value: value}}, time.Now()); err != nil {
-				b.Fatal(err)
+	for _, m := range closeModes {
+		b.Run(m.name, func(b *testing.B) {
+			dir := b.TempDir()
+			st := NewSQLite(SQLiteConfig{Dir: dir, ReserveBytes: -1})
+			value := make([]byte, 64)
+			for i := range openCycleStreams {
+				s, err := st.Open("bench", "s"+strconv.Itoa(i), time.Now())
+				if err != nil {
+					b.Fatal(err)
+				}
+				for k := range 3 {
+					if _, _, err := s.Write([]WriteOp{{Key: "k" + strconv.Itoa(k), Value: value}}, time.Now()); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := m.close(s); err != nil {
+					b.Fatal(err)
+				}
 			}
-		}
-		if err := s.Close(); err != nil {
-			b.Fatal(err)
-		}
-	}
-	i := 0
-	for b.Loop() {
-		s, err := st.OpenExisting("bench", "s"+strconv.Itoa(i%openCycleStreams), time.Now())
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, _, err := s.Write([]WriteOp{{Key: "k" + strconv.Itoa(i%3), Value: value}}, time.Now()); err != nil {
-			b.Fatal(err)
-		}
-		if err := s.Close(); err != nil {
-			b.Fatal(err)
-		}
-		i++
+			i := 0
+			for b.Loop() {
+				s, err := st.OpenExisting("bench", "s"+strconv.Itoa(i%openCycleStreams), time.Now())
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, _, err := s.Write([]WriteOp{{Key: "k" + strconv.Itoa(i%3), Value: value}}, time.Now()); err != nil {
+					b.Fatal(err)
+				}
+				if err := m.close(s); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+			b.ReportMetric(float64(diskKiB(b, dir))/openCycleStreams, "KiB/stream")
+		})
 	}
 }
 
 // BenchmarkStreamCreateWriteClose creates a new stream per iteration: open
 // of a missing file, its first write, close.
 func BenchmarkStreamCreateWriteClose(b *testing.B) {
-	st := NewSQLite(SQLiteConfig{Dir: b.TempDir()})
-	value := make([]byte, 64)
-	i := 0
-	for b.Loop() {
-		s, err := st.Open("bench", "s"+strconv.Itoa(i), time.Now())
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, _, err := s.Write([]WriteOp{{Key: "k", Value: value}}, time.Now()); err != nil {
-			b.Fatal(err)
-		}
-		if err := s.Close(); err != nil {
-			b.Fatal(err)
-		}
-		i++
+	for _, m := range closeModes {
+		b.Run(m.name, func(b *testing.B) {
+			st := NewSQLite(SQLiteConfig{Dir: b.TempDir(), ReserveBytes: -1})
+			value := make([]byte, 64)
+			i := 0
+			for b.Loop() {
+				s, err := st.Open("bench", "s"+strconv.Itoa(i), time.Now())
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, _, err := s.Write([]WriteOp{{Key: "k", Value: value}}, time.Now()); err != nil {
+					b.Fatal(err)
+				}
+				if err := m.close(s); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+		})
 	}
+}
+
+// diskKiB is the disk the files under dir take, as du counts it (allocated
+// blocks, so a sparse -shm counts what it holds).
+func diskKiB(tb testing.TB, dir string) int64 {
+	var blocks int64
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			blocks += st.Blocks
+		}
+		return nil
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return blocks * 512 / 1024
+}
+
+// openRSSStreams is how many streams BenchmarkOpenStreamRSS holds open.
+const openRSSStreams = 500
+
+// BenchmarkOpenStreamRSS measures what an open stream costs in memory: the
+// process's resident set grows by KiB/open-stream for each stream held open
+// (3 keys written, one read back, as a small account's stream after a
+// request). It reads /proc/self/statm, so it runs on Linux only; run it
+// with -benchtime 1x (each iteration opens and closes the streams again).
+func BenchmarkOpenStreamRSS(b *testing.B) {
+	if _, err := os.Stat("/proc/self/statm"); err != nil {
+		b.Skip("no /proc/self/statm")
+	}
+	st := NewSQLite(SQLiteConfig{Dir: b.TempDir(), ReserveBytes: -1})
+	value := make([]byte, 64)
+	var perStream float64
+	for b.Loop() {
+		runtime.GC()
+		before := rssKiB(b)
+		streams := make([]Stream, 0, openRSSStreams)
+		for i := range openRSSStreams {
+			s, err := st.Open("bench", "s"+strconv.Itoa(i), time.Now())
+			if err != nil {
+				b.Fatal(err)
+			}
+			for k := range 3 {
+				if _, _, err := s.Write([]WriteOp{{Key: "k" + strconv.Itoa(k), Value: value}}, time.Now()); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if _, err := s.GetKey("k0"); err != nil {
+				b.Fatal(err)
+			}
+			streams = append(streams, s)
+		}
+		runtime.GC()
+		perStream = float64(rssKiB(b)-before) / openRSSStreams
+		for _, s := range streams {
+			if err := s.Close(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportMetric(perStream, "KiB/open-stream")
+}
+
+// rssKiB is the process's resident set, from /proc/self/statm.
+func rssKiB(tb testing.TB) int64 {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		tb.Fatalf("/proc/self/statm: %q", b)
+	}
+	pages, err := strconv.ParseInt(f[1], 10, 64)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return pages * int64(os.Getpagesize()) / 1024
 }

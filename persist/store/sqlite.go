@@ -187,7 +187,7 @@ func (st *SQLite) open(scope, name string, create bool, now time.Time) (Stream, 
 		// it: a file removed since exists looked stays removed.
 		dsn += "&mode=rw"
 	}
-	s, err := openStream(dsn, scope, name, false, st.space, st.sync, now)
+	s, err := openStream(dsn, scope, name, false, created != "", st.space, st.sync, now)
 	if err != nil {
 		if !create {
 			if _, serr := os.Stat(p); errors.Is(serr, fs.ErrNotExist) {
@@ -203,20 +203,17 @@ func (st *SQLite) open(scope, name string, create bool, now time.Time) (Stream, 
 		}
 		s.arch = arch // set last: a stream that failed to open is not backed up
 	}
+	s.path = p
 	created = "" // opened: the file is the stream's now
 	return s, nil
 }
 
 // streamDSN is the DSN of the stream file p; isNew: this open creates it.
-// The pragmas run in order, and none of them writes to an existing file:
-// synchronous comes first because SQLite starts at FULL, so a write before
-// it would pay FULL's fsyncs. auto_vacuum only takes on a new file, before
-// the WAL switch writes its first page, and on an existing one it is a write
-// transaction at every open (it stores the incremental-vacuum flag again):
-// it is set on new files only. With it a delete on a full disk can hand
-// freed pages back to the filesystem (see reserve.go); older files keep NONE
-// (changing it needs a full VACUUM). journal_mode(WAL) is a no-op on a file
-// in WAL mode already and converts one that is not (an archive copy).
+// The driver runs the pragmas busy_timeout first and then in alphabetical
+// order, and none of them writes to an existing file (journal_mode(WAL) on
+// a file in WAL mode already is a no-op, and converts one that is not, an
+// archive copy). A new file is set up by init instead (newFilePragmas),
+// after synchronous, so its first writes do not pay SQLite's default FULL.
 func streamDSN(p string, isNew, full bool) string {
 	mode := "NORMAL"
 	if full {
@@ -224,17 +221,39 @@ func streamDSN(p string, isNew, full bool) string {
 	}
 	dsn := fileURI(p) + "?_pragma=busy_timeout(" + strconv.Itoa(busyTimeoutMs) + ")&_pragma=synchronous(" + mode + ")"
 	if isNew {
-		dsn += "&_pragma=auto_vacuum(INCREMENTAL)"
+		return dsn
 	}
 	return dsn + "&_pragma=journal_mode(WAL)"
 }
 
+// newFilePageSize is the page size of new stream files. A small stream
+// (a few keys) holds one page per table and index, nine b-trees, and its
+// header and pointer-map pages: 2 KiB pages halve its file against SQLite's
+// 4 KiB, and a keyed set writes 2 KiB frames to the WAL instead of 4 KiB
+// (measured in docs/benchmarks.md). Files made before keep theirs.
+const newFilePageSize = 2048
+
+// newFilePragmas run, in this order, on a connection to a new file. The
+// page size only takes before the first page is written, and auto_vacuum
+// writes it (a transaction storing the incremental-vacuum flag, which does
+// not take once the switch to WAL has written the first page). On an
+// existing file auto_vacuum would be that write at every open, so it is
+// set on new files only: with it a delete on a full disk can hand freed
+// pages back to the filesystem (see reserve.go); older files keep NONE
+// (changing it needs a full VACUUM).
+var newFilePragmas = []string{
+	`PRAGMA page_size = ` + strconv.Itoa(newFilePageSize),
+	`PRAGMA auto_vacuum = INCREMENTAL`,
+	`PRAGMA journal_mode = WAL`,
+}
+
 // openStream opens the SQLite database of dsn as the stream name of scope:
 // a file of SQLite, or a private in-memory database of Memory (memory
-// set). sp is the disk reserve its writes wait on (nil for none); full
-// says the DSN opens it synchronous=FULL whatever its config says. On
-// failure nothing is left open.
-func openStream(dsn, scope, name string, memory bool, sp *space, full bool, now time.Time) (*sqliteStream, error) {
+// set). fresh says the file is new (see newFilePragmas). sp is the disk
+// reserve its writes wait on (nil for none); full says the DSN opens it
+// synchronous=FULL whatever its config says. On failure nothing is left
+// open.
+func openStream(dsn, scope, name string, memory, fresh bool, sp *space, full bool, now time.Time) (*sqliteStream, error) {
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open stream: %w", err)
@@ -243,7 +262,7 @@ func openStream(dsn, scope, name string, memory bool, sp *space, full bool, now 
 	db.SetMaxIdleConns(1)
 	s := &sqliteStream{db: db, scope: scope, name: name, memory: memory, space: sp, syncAll: full, msgids: map[string]dedupEntry{}}
 	s.prepareLazily()
-	if err := s.init(now); err != nil {
+	if err := s.init(now, fresh); err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -346,6 +365,7 @@ type sqliteStream struct {
 
 	arch  *streamArchive // nil = not archived
 	space *space         // the data directory's reserve; nil in memory
+	path  string         // the database file; "" in memory
 
 	insert, keySeq, delSeq, delKey, getSeq, getKey, putMsgID lazyStmt
 	getMsgID, getDelID, putDelID                             lazyStmt
@@ -373,13 +393,20 @@ type sqliteStream struct {
 	delMany [len(insertRuns)]*sql.Stmt
 }
 
-func (s *sqliteStream) init(now time.Time) error {
+func (s *sqliteStream) init(now time.Time, fresh bool) error {
 	ctx := context.Background()
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("open stream: %w", err)
 	}
 	s.conn = conn
+	if fresh {
+		for _, p := range newFilePragmas {
+			if _, err := conn.ExecContext(ctx, p); err != nil {
+				return fmt.Errorf("open stream: %s: %w", p, err)
+			}
+		}
+	}
 	if err := s.ensureSchema(); err != nil {
 		return err
 	}
@@ -588,8 +615,11 @@ func (s *sqliteStream) Close() error {
 // files removed and the copy not, the next open would restore the stream
 // from it. The local -wal, -shm and -journal go before the database file,
 // because a stale WAL left next to a database created later at the same
-// path would be replayed into it; the stream was closed, so its WAL was
-// checkpointed into the database and losing it loses nothing. A failure
+// path would be replayed into it. The caller closed the stream with Close
+// as its file's last connection (the server's drop waits for every other
+// close first), which checkpointed the WAL into the database, so losing it
+// loses nothing (a quick close, CloseQuick, would have left it holding
+// commits). A failure
 // part-way leaves a stream that still exists (emptied, when the server
 // removed its messages first) and a repeated Remove finishes the job.
 func (st *SQLite) Remove(scope, name string) error {
