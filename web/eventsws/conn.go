@@ -81,7 +81,7 @@ func (c *conn) deliver(d events.Delivery) {
 	case d.Gap != nil:
 		n = max(d.Gap.Count, 1)
 	}
-	b := encodeDelivery(d, c.g.cfg.PresenceScope)
+	b := encodeDelivery(d, c.g.cfg.PresenceScope, &c.g.enc)
 	c.mu.Lock()
 	if len(c.q) >= c.g.cfg.QueueMessages {
 		c.lost[d.Sub] += n

@@ -126,6 +126,8 @@ type Gateway struct {
 
 	open                                atomic.Int64
 	accepted, sent, dropped, errs, gaps atomic.Uint64
+
+	enc eventEncoder // a change's common part, shared by its deliveries to every socket
 }
 
 // New checks cfg and returns a gateway to Start and Mount.
