@@ -18,6 +18,7 @@ import (
 type conn struct {
 	g    *Gateway
 	ws   *websocket.Conn
+	cork *corkConn // under ws; nil when the connection came otherwise
 	who  web.Principal
 	sess *events.Session
 
@@ -29,9 +30,9 @@ type conn struct {
 
 // serve runs one socket to its end: ready, then requests and deliveries
 // until the client goes, the gateway stops, or a write fails.
-func (g *Gateway) serve(ws *websocket.Conn, who web.Principal, app string) {
+func (g *Gateway) serve(ws *websocket.Conn, cork *corkConn, who web.Principal, app string) {
 	ws.SetReadLimit(MaxMessageBytes)
-	c := &conn{g: g, ws: ws, who: who, lost: map[string]int{}, wake: make(chan struct{}, 1)}
+	c := &conn{g: g, ws: ws, cork: cork, who: who, lost: map[string]int{}, wake: make(chan struct{}, 1)}
 	c.sess = g.cfg.Router.Open(who.Name, c.deliver)
 	run := g.base.Run()
 
@@ -154,15 +155,47 @@ func (c *conn) writeLoop(ctx context.Context) error {
 				return err
 			}
 		case <-c.wake:
-			for _, b := range c.take() {
-				if err := c.timed(ctx, func(ctx context.Context) error { return c.ws.Write(ctx, websocket.MessageText, b) }); err != nil {
-					_ = c.ws.CloseNow() // ends the reader too
-					return err
-				}
-				c.g.sent.Add(1)
+			if err := c.writeAll(ctx, c.take()); err != nil {
+				_ = c.ws.CloseNow() // ends the reader too
+				return err
 			}
 		}
 	}
+}
+
+// writeAll writes msgs, a message a frame, in one system call when the
+// connection is corked (see corkConn), within the write timeout.
+func (c *conn) writeAll(ctx context.Context, msgs [][]byte) error {
+	if c.cork == nil {
+		for _, b := range msgs {
+			if err := c.timed(ctx, func(ctx context.Context) error { return c.ws.Write(ctx, websocket.MessageText, b) }); err != nil {
+				return err
+			}
+			c.g.sent.Add(1)
+		}
+		return nil
+	}
+	c.cork.cork()
+	var err error
+	n := 0
+	for _, b := range msgs {
+		// Corked, a write only fills memory; what could hold it is the
+		// library's lock on the frame writer, whose other holders (a pong,
+		// a close) are bounded by their own timeouts and a closed
+		// connection releases. So no context: one per message would cost
+		// a timer each.
+		if err = c.ws.Write(context.Background(), websocket.MessageText, b); err != nil {
+			break
+		}
+		n++
+	}
+	if uerr := c.cork.uncork(c.g.cfg.WriteTimeout); err == nil {
+		err = uerr
+	}
+	if err == nil {
+		c.g.sent.Add(uint64(n))
+	}
+	return err
 }
 
 func (c *conn) timed(ctx context.Context, f func(context.Context) error) error {

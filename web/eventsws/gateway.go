@@ -209,14 +209,15 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer g.wg.Done()
 	// The Origin was checked above against the server's hosts, not the
 	// request's Host (which a rebinding page sets to its own).
-	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
+	cw := &corkWriter{ResponseWriter: w}
+	ws, err := websocket.Accept(cw, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
 	if err != nil {
 		return // Accept has answered
 	}
 	g.accepted.Add(1)
 	g.open.Add(1)
 	defer g.open.Add(-1)
-	g.serve(ws, who, app)
+	g.serve(ws, cw.conn, who, app)
 }
 
 func (g *Gateway) enter() bool {
