@@ -10,6 +10,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/switchyard-dev/switchyard/events"
+	"github.com/switchyard-dev/switchyard/internal/wscork"
 	"github.com/switchyard-dev/switchyard/web"
 )
 
@@ -18,7 +19,7 @@ import (
 type conn struct {
 	g    *Gateway
 	ws   *websocket.Conn
-	cork *corkConn // under ws; nil when the connection came otherwise
+	cork *wscork.Conn // under ws; nil when the connection came otherwise
 	who  web.Principal
 	sess *events.Session
 
@@ -30,7 +31,7 @@ type conn struct {
 
 // serve runs one socket to its end: ready, then requests and deliveries
 // until the client goes, the gateway stops, or a write fails.
-func (g *Gateway) serve(ws *websocket.Conn, cork *corkConn, who web.Principal, app string) {
+func (g *Gateway) serve(ws *websocket.Conn, cork *wscork.Conn, who web.Principal, app string) {
 	ws.SetReadLimit(MaxMessageBytes)
 	c := &conn{g: g, ws: ws, cork: cork, who: who, lost: map[string]int{}, wake: make(chan struct{}, 1)}
 	c.sess = g.cfg.Router.Open(who.Name, c.deliver)
@@ -164,7 +165,8 @@ func (c *conn) writeLoop(ctx context.Context) error {
 }
 
 // writeAll writes msgs, a message a frame, in one system call when the
-// connection is corked (see corkConn), within the write timeout.
+// connection came through the cork (see wscork), under the socket's write
+// deadline rather than a context per message.
 func (c *conn) writeAll(ctx context.Context, msgs [][]byte) error {
 	if c.cork == nil {
 		for _, b := range msgs {
@@ -175,7 +177,7 @@ func (c *conn) writeAll(ctx context.Context, msgs [][]byte) error {
 		}
 		return nil
 	}
-	c.cork.cork()
+	c.cork.Cork()
 	var err error
 	n := 0
 	for _, b := range msgs {
@@ -189,7 +191,7 @@ func (c *conn) writeAll(ctx context.Context, msgs [][]byte) error {
 		}
 		n++
 	}
-	if uerr := c.cork.uncork(c.g.cfg.WriteTimeout); err == nil {
+	if uerr := c.cork.Uncork(); err == nil {
 		err = uerr
 	}
 	if err == nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/switchyard-dev/switchyard/events"
 	"github.com/switchyard-dev/switchyard/internal/lifecycle"
+	"github.com/switchyard-dev/switchyard/internal/wscork"
 	"github.com/switchyard-dev/switchyard/web"
 )
 
@@ -209,7 +210,8 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer g.wg.Done()
 	// The Origin was checked above against the server's hosts, not the
 	// request's Host (which a rebinding page sets to its own).
-	cw := &corkWriter{ResponseWriter: w}
+	// Through the cork: a socket's waiting messages go out in one write.
+	cw := &wscork.Writer{ResponseWriter: w, Timeout: g.cfg.WriteTimeout}
 	ws, err := websocket.Accept(cw, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
 	if err != nil {
 		return // Accept has answered
@@ -217,7 +219,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.accepted.Add(1)
 	g.open.Add(1)
 	defer g.open.Add(-1)
-	g.serve(ws, cw.conn, who, app)
+	g.serve(ws, cw.Conn, who, app)
 }
 
 func (g *Gateway) enter() bool {

@@ -1,4 +1,4 @@
-package eventsws
+package wscork
 
 import (
 	"context"
@@ -27,18 +27,62 @@ func (c *countConn) Write(p []byte) (int, error) {
 	return c.Conn.Write(p)
 }
 
-// corkPair is a server socket accepted through corkWriter, with the
-// writes under its cork counted, and the client's end.
-func corkPair(t testing.TB) (server *websocket.Conn, cork *corkConn, counted *countConn, client *websocket.Conn) {
+// recordConn keeps the writes that reach it.
+type recordConn struct {
+	net.Conn
+	writes [][]byte
+}
+
+func (c *recordConn) Write(p []byte) (int, error) {
+	c.writes = append(c.writes, append([]byte(nil), p...))
+	return len(p), nil
+}
+
+// TestConnOneWritePerBatch: corked writes reach the socket as one write,
+// in order, at Uncork; uncorked writes go straight through; an Uncork
+// without a Cork writes nothing.
+func TestConnOneWritePerBatch(t *testing.T) {
+	rc := &recordConn{}
+	c := NewConn(rc, 0)
+	c.Cork()
+	for _, s := range []string{"a", "bc", "d"} {
+		if _, err := c.Write([]byte(s)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(rc.writes) != 0 {
+		t.Fatalf("corked: %d writes reached the socket", len(rc.writes))
+	}
+	if err := c.Uncork(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Write([]byte("e")); err != nil {
+		t.Fatal(err)
+	}
+	if len(rc.writes) != 2 || string(rc.writes[0]) != "abcd" || string(rc.writes[1]) != "e" {
+		t.Fatalf("writes %q, want [abcd e]", rc.writes)
+	}
+	if err := c.Uncork(); err != nil || len(rc.writes) != 2 {
+		t.Fatalf("an Uncork without a Cork wrote: %q, %v", rc.writes, err)
+	}
+	c.Cork()
+	if err := c.Uncork(); err != nil || len(rc.writes) != 2 {
+		t.Fatalf("an empty batch wrote: %q, %v", rc.writes, err)
+	}
+}
+
+// corkPair is a server socket accepted through a Writer, with the writes
+// under its Conn counted, and the client's end.
+func corkPair(t testing.TB) (server *websocket.Conn, cork *Conn, counted *countConn, client *websocket.Conn) {
 	t.Helper()
 	type accepted struct {
 		ws *websocket.Conn
-		cw *corkWriter
+		cw *Writer
 	}
 	got := make(chan accepted, 1)
 	release := make(chan struct{})
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		cw := &corkWriter{ResponseWriter: w}
+		cw := &Writer{ResponseWriter: w, Timeout: time.Minute}
 		ws, err := websocket.Accept(cw, r, nil)
 		if err != nil {
 			t.Error(err)
@@ -62,23 +106,23 @@ func corkPair(t testing.TB) (server *websocket.Conn, cork *corkConn, counted *co
 	case <-ctx.Done():
 		t.Fatal("the server never accepted")
 	}
-	if a.cw.conn == nil {
-		t.Fatal("Accept did not hijack through the cork")
+	if a.cw.Conn == nil {
+		t.Fatal("Accept did not hijack through the Writer")
 	}
 	t.Cleanup(func() { _ = a.ws.CloseNow() })
-	counted = &countConn{Conn: a.cw.conn.Conn}
-	a.cw.conn.Conn = counted // nothing was written since the upgrade
-	return a.ws, a.cw.conn, counted, client
+	counted = &countConn{Conn: a.cw.Conn.Conn}
+	a.cw.Conn.Conn = counted // nothing was written since the upgrade
+	return a.ws, a.cw.Conn, counted, client
 }
 
-// TestCorkOneWritePerBatch: messages written while corked — from the
+// TestWebSocketOneWritePerBatch: messages written while corked — from the
 // writer and from another goroutine — reach the socket in one write at
 // uncork, and the client reads each as its own message, in order.
-func TestCorkOneWritePerBatch(t *testing.T) {
+func TestWebSocketOneWritePerBatch(t *testing.T) {
 	server, cork, counted, client := corkPair(t)
 	ctx, cancel := context.WithTimeout(context.Background(), testwait.Timeout)
 	defer cancel()
-	cork.cork()
+	cork.Cork()
 	for i := range 5 {
 		if err := server.Write(ctx, websocket.MessageText, []byte(fmt.Sprintf("m%d", i))); err != nil {
 			t.Fatal(err)
@@ -92,7 +136,7 @@ func TestCorkOneWritePerBatch(t *testing.T) {
 	if n := counted.writes.Load(); n != 0 {
 		t.Fatalf("%d writes reached the socket while corked", n)
 	}
-	if err := cork.uncork(time.Minute); err != nil {
+	if err := cork.Uncork(); err != nil {
 		t.Fatal(err)
 	}
 	if n := counted.writes.Load(); n != 1 {
@@ -140,7 +184,7 @@ func BenchmarkWriteBatch(b *testing.B) {
 			}()
 			for b.Loop() {
 				if corked {
-					cork.cork()
+					cork.Cork()
 				}
 				for range 16 {
 					if err := server.Write(ctx, websocket.MessageText, msg); err != nil {
@@ -148,7 +192,7 @@ func BenchmarkWriteBatch(b *testing.B) {
 					}
 				}
 				if corked {
-					if err := cork.uncork(time.Minute); err != nil {
+					if err := cork.Uncork(); err != nil {
 						b.Fatal(err)
 					}
 				}
