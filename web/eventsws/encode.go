@@ -16,9 +16,9 @@ import (
 // message is built from bytes, not by json.Marshal: the part common to
 // every subscription (id, subject, op, seq, ts, value, enc) is encoded
 // once per change and spliced between each delivery's own fields. The
-// bytes are those json.Marshal makes of a wireEvent (FuzzEncodeDelivery
-// holds the two together), so docs/events.md and events.js read them as
-// before.
+// bytes are those json.Marshal makes of the message's struct (wireEvent,
+// in the tests, where FuzzEncodeDelivery holds the two together), so
+// docs/events.md and events.js read them as before.
 
 // eventEncoder keeps the common part of the last event it encoded. The
 // router's loop makes one change's deliveries one after the other, so
