@@ -43,6 +43,10 @@ type EventsConfig struct {
 	// Dir holds the servers' data, configs and logs. Empty means a temp
 	// dir.
 	Dir string
+	// CrossRegion also runs ours across two regions on loopback (two `up
+	// --region` joined by the forward queue): subscribers on one,
+	// publishes through the other. Needs UpCmd.
+	CrossRegion bool
 }
 
 func (c EventsConfig) withDefaults() EventsConfig {
@@ -134,6 +138,7 @@ type EventsResult struct {
 // Server names in EventsRun.
 const (
 	ServerOurs              = "switchyard"
+	ServerOursCross         = "switchyard-cross-region"
 	ServerCentrifugo        = "centrifugo"
 	ServerCentrifugoHistory = "centrifugo+history"
 )
@@ -167,8 +172,17 @@ func RunEvents(ctx context.Context, cfg EventsConfig, p Progress, w io.Writer) (
 	}
 	if len(cfg.UpCmd) > 0 {
 		sides = append(sides, side{ServerOurs, func() (eventsServer, error) {
-			return startOurs(ctx, cfg.UpCmd, dir, stream, cfg.UpProfile)
+			return startOurs(ctx, cfg.UpCmd, dir, "switchyard-up", stream, cfg.UpProfile)
 		}})
+		if cfg.CrossRegion {
+			sides = append(sides, side{ServerOursCross, func() (eventsServer, error) {
+				profile := ""
+				if cfg.UpProfile != "" {
+					profile = cfg.UpProfile + ".cross"
+				}
+				return startCross(ctx, cfg.UpCmd, dir, stream, profile)
+			}})
+		}
 	}
 	if cfg.Centrifugo != "" {
 		for _, h := range []bool{false, true} {
@@ -253,6 +267,13 @@ func measureEvents(ctx context.Context, cfg EventsConfig, srv eventsServer, p Pr
 		return run, err
 	}
 	m.Done()
+	if r, ok := srv.(interface {
+		ready(ctx context.Context, channels int) error
+	}); ok {
+		if err := r.ready(ctx, run.Channels); err != nil {
+			return run, err
+		}
+	}
 	for _, s := range subs {
 		readers.Add(1)
 		go func() {
@@ -286,7 +307,11 @@ func measureEvents(ctx context.Context, cfg EventsConfig, srv eventsServer, p Pr
 			}
 		}
 	}()
-	cpu0, err := procCPU(pid)
+	pids := []int{pid}
+	if more, ok := srv.(interface{ morePIDs() []int }); ok {
+		pids = append(pids, more.morePIDs()...)
+	}
+	cpu0, err := procsCPU(pids)
 	if err != nil {
 		close(stopSampling)
 		<-sampled
@@ -302,7 +327,7 @@ func measureEvents(ctx context.Context, cfg EventsConfig, srv eventsServer, p Pr
 		run.Expected = published * int64(cfg.Subscribers)
 	}
 	last := drain(ctx, &delivered, run.Expected)
-	cpu1, cerr := procCPU(pid)
+	cpu1, cerr := procsCPU(pids)
 	close(stopSampling)
 	run.PeakRSS = <-sampled
 	if err == nil {
@@ -325,6 +350,19 @@ func measureEvents(ctx context.Context, cfg EventsConfig, srv eventsServer, p Pr
 		run.CPUPerDelivery = (cpu1 - cpu0) / time.Duration(run.Delivered)
 	}
 	return run, nil
+}
+
+// procsCPU is the CPU time of the processes, summed.
+func procsCPU(pids []int) (time.Duration, error) {
+	var sum time.Duration
+	for _, p := range pids {
+		d, err := procCPU(p)
+		if err != nil {
+			return 0, err
+		}
+		sum += d
+	}
+	return sum, nil
 }
 
 // publishPaced publishes cfg.Rate a second for cfg.Duration, with up to
@@ -446,9 +484,15 @@ func PrintEventsResult(w io.Writer, res EventsResult, asJSON bool) error {
 		}
 		return fmt.Sprintf("%.2fx", a/b)
 	}
+	if cross := slices.IndexFunc(res.Runs, func(r EventsRun) bool { return r.Server == ServerOursCross }); cross >= 0 {
+		c := res.Runs[cross]
+		fmt.Fprintln(tw, "cross / same region\tdelivered/s\tp50\tp99\tserver CPU/delivery (both regions)\t\t\t")
+		fmt.Fprintf(tw, "\t%s\t%s\t%s\t%s\t\t\t\n", ratio(c.DeliveredRate, o.DeliveredRate), ratio(float64(c.P50), float64(o.P50)), ratio(float64(c.P99), float64(o.P99)),
+			ratio(float64(c.CPUPerDelivery), float64(o.CPUPerDelivery)))
+	}
 	header := false
 	for _, r := range res.Runs {
-		if r.Server == ServerOurs {
+		if r.Server == ServerOurs || r.Server == ServerOursCross {
 			continue
 		}
 		if !header {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -132,8 +133,8 @@ type oursServer struct {
 }
 
 // startOurs runs upCmd (the switchyard binary's argv up to "up") with a
-// data directory in dir.
-func startOurs(ctx context.Context, upCmd []string, dir, stream, cpuProfile string) (*oursServer, error) {
+// data directory in dir, and extra flags after up's.
+func startOurs(ctx context.Context, upCmd []string, dir, name, stream, cpuProfile string, extra ...string) (*oursServer, error) {
 	httpAddr, err := freeAddr()
 	if err != nil {
 		return nil, err
@@ -144,12 +145,13 @@ func startOurs(ctx context.Context, upCmd []string, dir, stream, cpuProfile stri
 	}
 	_, natsPort, _ := net.SplitHostPort(natsAddr)
 	argv := append(append([]string(nil), upCmd...), "up", "--no-work", "--servers", "1",
-		"--http", httpAddr, "--nats-port", natsPort, "--data", filepath.Join(dir, "data"), "--log-level", "warn")
+		"--http", httpAddr, "--nats-port", natsPort, "--data", filepath.Join(dir, name+"-data"), "--log-level", "warn")
 	if cpuProfile != "" {
 		argv = append(argv, "--cpuprofile", cpuProfile)
 	}
+	argv = append(argv, extra...)
 	// SWITCHYARD_NATS_URL would point the child's clients elsewhere.
-	p, err := startProc(ctx, dir, "switchyard-up", argv, []string{"SWITCHYARD_NATS_URL="})
+	p, err := startProc(ctx, dir, name, argv, []string{"SWITCHYARD_NATS_URL="})
 	if err != nil {
 		return nil, err
 	}
@@ -207,6 +209,113 @@ func (s *oursServer) publish(ctx context.Context, ch string, seq int64, payload 
 func (s *oursServer) close() error {
 	s.nc.Close()
 	return s.proc.stop()
+}
+
+// crossServer is two regions of ours on loopback, each its own `up
+// --region` (its own NATS, persist and data) joined by the forward queue:
+// the subscribers are on region b, the publishes go through region a's
+// persist, and every delivery crosses from a to b.
+type crossServer struct {
+	a, b *oursServer
+}
+
+// Region names of the cross-region run.
+const (
+	crossPublisher  = "a"
+	crossSubscriber = "b"
+)
+
+func startCross(ctx context.Context, upCmd []string, dir, stream, cpuProfile string) (*crossServer, error) {
+	secrets := exec.CommandContext(ctx, upCmd[0], append(upCmd[1:], "events", "secrets", crossPublisher, crossSubscriber)...)
+	out, err := secrets.Output()
+	if err != nil {
+		return nil, fmt.Errorf("events secrets: %w", err)
+	}
+	secretsPath := filepath.Join(dir, "regions.secrets")
+	if err := os.WriteFile(secretsPath, out, 0o600); err != nil {
+		return nil, err
+	}
+	fwdA, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	fwdB, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	region := func(self, listen, peer, peerAddr string) []string {
+		return []string{"--region", self, "--forward-listen", listen, "--peer", peer + "=http://" + peerAddr, "--forward-secrets", secretsPath}
+	}
+	a, err := startOurs(ctx, upCmd, dir, "switchyard-up-"+crossPublisher, stream, "", region(crossPublisher, fwdA, crossSubscriber, fwdB)...)
+	if err != nil {
+		return nil, fmt.Errorf("region %s: %w", crossPublisher, err)
+	}
+	b, err := startOurs(ctx, upCmd, dir, "switchyard-up-"+crossSubscriber, stream, cpuProfile, region(crossSubscriber, fwdB, crossPublisher, fwdA)...)
+	if err != nil {
+		_ = a.close()
+		return nil, fmt.Errorf("region %s: %w", crossSubscriber, err)
+	}
+	return &crossServer{a: a, b: b}, nil
+}
+
+// pid is the subscribers' region, whose memory is measured; the CPU is
+// both regions' (morePIDs).
+func (s *crossServer) pid() int        { return s.b.pid() }
+func (s *crossServer) morePIDs() []int { return []int{s.a.pid()} }
+
+func (s *crossServer) subscribe(ctx context.Context, ch string) (*websocket.Conn, error) {
+	return s.b.subscribe(ctx, ch)
+}
+
+// ready waits until region a holds a stand-in of every channel's anchor
+// (b announced its subscriptions): before that a's changes are not sent
+// to b. Its gauge events_subscriptions counts them, a having no sockets.
+func (s *crossServer) ready(ctx context.Context, channels int) error {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		n, err := metricValue(ctx, "http://"+s.a.http+"/metrics", "switchyard_events_subscriptions")
+		if err == nil && n >= float64(channels) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("region %s watches %v of the %d anchors of region %s's subscribers (%v): %w", crossPublisher, n, channels, crossSubscriber, err, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// metricValue reads one unlabelled sample from a Prometheus text page.
+func metricValue(ctx context.Context, u, name string) (float64, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	_, rest, ok := strings.Cut(string(b), "\n"+name+" ")
+	if !ok {
+		return 0, fmt.Errorf("%s has no %s", u, name)
+	}
+	v, _, _ := strings.Cut(rest, "\n")
+	return strconv.ParseFloat(strings.TrimSpace(v), 64)
+}
+
+func (s *crossServer) publish(ctx context.Context, ch string, seq int64, payload []byte) error {
+	return s.a.publish(ctx, ch, seq, payload)
+}
+
+func (s *crossServer) close() error {
+	errB := s.b.close()
+	errA := s.a.close()
+	return errors.Join(errB, errA)
 }
 
 // expectMsg reads one message and fails unless it holds want.

@@ -84,7 +84,9 @@ type Event struct {
 type Delivery struct {
 	// Sub is the session's own id for the subscription (Subscribe's id),
 	// or a durable subscription's id.
-	Sub   string
+	Sub string
+	// Event may be shared by the deliveries of one change to several
+	// subscriptions: read it, never modify it.
 	Event *Event
 	Gap   *Gap
 	// Mode is "" for a session subscription's delivery, ModeBroadcast or
@@ -828,6 +830,10 @@ func (r *Router) take(rt routed, matches *[]Match) {
 	*matches = r.index.Match((*matches)[:0], ev.Subject, ev.Op)
 	subject := ev.Subject.String()
 	var remote []string
+	// One copy of the change for every subscription it matches: flush
+	// copies it again only for a window that coalesced more than it, and
+	// a gateway that sees one event in many deliveries encodes it once.
+	var shared *Event
 	for _, m := range *matches {
 		if tok, ok := remoteToken(m.Sub.ID); ok {
 			if !rt.remote { // hop 1: what came from a peer goes no further
@@ -840,8 +846,11 @@ func (r *Router) take(rt routed, matches *[]Match) {
 			r.coal.AddMerged(now, m.Sub.ID, "\x00gap/"+string(m.Gap)+"/"+subject, pending{gap: g}, mergeGaps)
 			continue
 		}
-		e := ev
-		r.coal.Add(now, m.Sub.ID, subject, pending{ev: &e})
+		if shared == nil {
+			e := ev
+			shared = &e
+		}
+		r.coal.Add(now, m.Sub.ID, subject, pending{ev: shared})
 	}
 	if len(remote) > 0 {
 		r.region.forwardEvent(remote, &ev)
@@ -879,8 +888,12 @@ func (r *Router) flush(due []Coalesced[pending]) []Coalesced[pending] {
 			r.deliverGap(rs, &g)
 			continue
 		}
-		ev := d.Value.ev
-		ev.Coalesced = d.Events
+		ev := d.Value.ev // shared by the change's windows: never modified
+		if ev.Coalesced != d.Events {
+			e := *ev
+			e.Coalesced = d.Events
+			ev = &e
+		}
 		limit := r.cfg.BroadcastPerMinute
 		if rs.durable != nil && rs.durable.Mode == ModeSingle {
 			limit = SinglePerMinute

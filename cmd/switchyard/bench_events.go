@@ -33,11 +33,17 @@ process's CPU time per delivery and its peak RSS during the fan-out (both from /
 the RSS growth per idle subscriber before it, and the ratios ours/theirs (targets: CPU
 per delivery, p99 and idle RSS <= 1.0x Centrifugo with history).
 
+--cross-region adds a run of ours across two regions on loopback: two up --region
+processes, each with its own NATS and data, joined by signed forward batches; the
+subscribers are on one, the publishes go through the other's persist, and its CPU figure
+is both processes' (its RSS the subscribers' region's).
+
 Centrifugo is built with go install into a temp directory unless --centrifugo names a
 binary. The events layer delivers at most 600 events per subscription a minute (the
 rest become gap markers), so --rate × --duration (per channel) must stay under it.`,
 		Example: `  switchyard bench events --subscribers 1000 --rate 1000 --duration 5s
   switchyard bench events --subscribers 1000 --shared --rate 100 --duration 5s
+  switchyard bench events --only ours --subscribers 1000 --rate 1000 --cross-region
   switchyard bench events --only ours --subscribers 10 --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -68,6 +74,9 @@ rest become gap markers), so --rate × --duration (per channel) must stay under 
 			if only == "ours" {
 				cfg.Centrifugo = ""
 			}
+			if cfg.CrossRegion && only == "centrifugo" {
+				return usagef("--cross-region runs ours: not with --only centrifugo")
+			}
 			res, err := bench.RunEvents(cmd.Context(), cfg, benchProgress(cmd), stdout(cmd))
 			if err != nil {
 				return err
@@ -86,6 +95,7 @@ rest become gap markers), so --rate × --duration (per channel) must stay under 
 	f.StringVar(&only, "only", "", "run one side: ours or centrifugo")
 	f.StringVar(&cfg.Centrifugo, "centrifugo", "", "Centrifugo binary to run (default: go install it into a temp directory)")
 	f.StringVar(&cfg.UpProfile, "cpuprofile", "", "have our up write a CPU profile of its whole life to this file (read it with go tool pprof BINARY FILE)")
+	f.BoolVar(&cfg.CrossRegion, "cross-region", false, "also run ours across two regions on loopback (two up --region): subscribers on one, publishes through the other")
 	f.StringVar(&cfg.Dir, "dir", "", "directory for the servers' data, configs and logs (default: a temp dir)")
 	return cmd
 }

@@ -9,19 +9,25 @@ import (
 )
 
 // TestBenchEventsSmoke runs bench events on our side only, with a few
-// subscribers on their own channels and on a shared one: up runs as a
-// child process, every publish must reach its subscribers and the server's
-// RSS must have been read. Centrifugo is left out (building it is
+// subscribers on their own channels, on a shared one, and across two
+// regions (two ups joined by the forward queue): up runs as a child
+// process, every publish must reach its subscribers and the server's RSS
+// must have been read. Centrifugo is left out (building it is
 // minutes of CI).
 func TestBenchEventsSmoke(t *testing.T) {
 	t.Parallel()
 	if runtime.GOOS != "linux" {
 		t.Skip("the server's CPU and RSS are read from /proc")
 	}
-	for _, layout := range []string{"own", "shared"} {
+	for _, layout := range []string{"own", "shared", "cross-region"} {
 		args := []string{"bench", "events", "--only", "ours", "--subscribers", "3", "--rate", "20", "--duration", "500ms", "--json", "--no-progress"}
-		if layout == "shared" {
+		want := []string{bench.ServerOurs}
+		switch layout {
+		case "shared":
 			args = append(args, "--shared")
+		case "cross-region":
+			args = append(args, "--cross-region")
+			want = append(want, bench.ServerOursCross)
 		}
 		out, err := cli(t, args...).Output()
 		if err != nil {
@@ -31,17 +37,21 @@ func TestBenchEventsSmoke(t *testing.T) {
 		if err := json.Unmarshal(out, &res); err != nil {
 			t.Fatalf("%s: %v: %s", layout, err, out)
 		}
-		if len(res.Runs) != 1 || res.Runs[0].Server != bench.ServerOurs {
-			t.Fatalf("%s: runs %+v, want ours alone", layout, res.Runs)
+		if len(res.Runs) != len(want) {
+			t.Fatalf("%s: runs %+v, want %v", layout, res.Runs, want)
 		}
-		r := res.Runs[0]
-		if r.Published == 0 || r.Delivered != r.Expected || r.Gaps != 0 {
-			t.Errorf("%s: published %d, delivered %d of %d, %d gaps", layout, r.Published, r.Delivered, r.Expected, r.Gaps)
-		}
-		// CPU is read in 10 ms ticks, too coarse for so small a run to
-		// assert on; the RSS is read in pages.
-		if r.PeakRSS == 0 {
-			t.Errorf("%s: peak RSS 0: the server's /proc was not read", layout)
+		for i, r := range res.Runs {
+			if r.Server != want[i] {
+				t.Fatalf("%s: run %d is %s, want %s", layout, i, r.Server, want[i])
+			}
+			if r.Published == 0 || r.Delivered != r.Expected || r.Gaps != 0 {
+				t.Errorf("%s %s: published %d, delivered %d of %d, %d gaps", layout, r.Server, r.Published, r.Delivered, r.Expected, r.Gaps)
+			}
+			// CPU is read in 10 ms ticks, too coarse for so small a run to
+			// assert on; the RSS is read in pages.
+			if r.PeakRSS == 0 {
+				t.Errorf("%s %s: peak RSS 0: the server's /proc was not read", layout, r.Server)
+			}
 		}
 	}
 }

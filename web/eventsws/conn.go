@@ -10,6 +10,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/switchyard-dev/switchyard/events"
+	"github.com/switchyard-dev/switchyard/internal/wscork"
 	"github.com/switchyard-dev/switchyard/web"
 )
 
@@ -18,6 +19,7 @@ import (
 type conn struct {
 	g    *Gateway
 	ws   *websocket.Conn
+	cork *wscork.Conn // under ws; nil when the connection came otherwise
 	who  web.Principal
 	sess *events.Session
 
@@ -29,9 +31,9 @@ type conn struct {
 
 // serve runs one socket to its end: ready, then requests and deliveries
 // until the client goes, the gateway stops, or a write fails.
-func (g *Gateway) serve(ws *websocket.Conn, who web.Principal, app string) {
+func (g *Gateway) serve(ws *websocket.Conn, cork *wscork.Conn, who web.Principal, app string) {
 	ws.SetReadLimit(MaxMessageBytes)
-	c := &conn{g: g, ws: ws, who: who, lost: map[string]int{}, wake: make(chan struct{}, 1)}
+	c := &conn{g: g, ws: ws, cork: cork, who: who, lost: map[string]int{}, wake: make(chan struct{}, 1)}
 	c.sess = g.cfg.Router.Open(who.Name, c.deliver)
 	run := g.base.Run()
 
@@ -81,7 +83,7 @@ func (c *conn) deliver(d events.Delivery) {
 	case d.Gap != nil:
 		n = max(d.Gap.Count, 1)
 	}
-	b := encodeDelivery(d, c.g.cfg.PresenceScope)
+	b := encodeDelivery(d, c.g.cfg.PresenceScope, &c.g.enc)
 	c.mu.Lock()
 	if len(c.q) >= c.g.cfg.QueueMessages {
 		c.lost[d.Sub] += n
@@ -154,15 +156,48 @@ func (c *conn) writeLoop(ctx context.Context) error {
 				return err
 			}
 		case <-c.wake:
-			for _, b := range c.take() {
-				if err := c.timed(ctx, func(ctx context.Context) error { return c.ws.Write(ctx, websocket.MessageText, b) }); err != nil {
-					_ = c.ws.CloseNow() // ends the reader too
-					return err
-				}
-				c.g.sent.Add(1)
+			if err := c.writeAll(ctx, c.take()); err != nil {
+				_ = c.ws.CloseNow() // ends the reader too
+				return err
 			}
 		}
 	}
+}
+
+// writeAll writes msgs, a message a frame, in one system call when the
+// connection came through the cork (see wscork), under the socket's write
+// deadline rather than a context per message.
+func (c *conn) writeAll(ctx context.Context, msgs [][]byte) error {
+	if c.cork == nil {
+		for _, b := range msgs {
+			if err := c.timed(ctx, func(ctx context.Context) error { return c.ws.Write(ctx, websocket.MessageText, b) }); err != nil {
+				return err
+			}
+			c.g.sent.Add(1)
+		}
+		return nil
+	}
+	c.cork.Cork()
+	var err error
+	n := 0
+	for _, b := range msgs {
+		// Corked, a write only fills memory; what could hold it is the
+		// library's lock on the frame writer, whose other holders (a pong,
+		// a close) are bounded by their own timeouts and a closed
+		// connection releases. So no context: one per message would cost
+		// a timer each.
+		if err = c.ws.Write(context.Background(), websocket.MessageText, b); err != nil {
+			break
+		}
+		n++
+	}
+	if uerr := c.cork.Uncork(); err == nil {
+		err = uerr
+	}
+	if err == nil {
+		c.g.sent.Add(uint64(n))
+	}
+	return err
 }
 
 func (c *conn) timed(ctx context.Context, f func(context.Context) error) error {

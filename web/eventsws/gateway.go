@@ -14,6 +14,7 @@ import (
 
 	"github.com/switchyard-dev/switchyard/events"
 	"github.com/switchyard-dev/switchyard/internal/lifecycle"
+	"github.com/switchyard-dev/switchyard/internal/wscork"
 	"github.com/switchyard-dev/switchyard/web"
 )
 
@@ -126,6 +127,8 @@ type Gateway struct {
 
 	open                                atomic.Int64
 	accepted, sent, dropped, errs, gaps atomic.Uint64
+
+	enc eventEncoder // a change's common part, shared by its deliveries to every socket
 }
 
 // New checks cfg and returns a gateway to Start and Mount.
@@ -207,14 +210,16 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer g.wg.Done()
 	// The Origin was checked above against the server's hosts, not the
 	// request's Host (which a rebinding page sets to its own).
-	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
+	// Through the cork: a socket's waiting messages go out in one write.
+	cw := &wscork.Writer{ResponseWriter: w, Timeout: g.cfg.WriteTimeout}
+	ws, err := websocket.Accept(cw, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
 	if err != nil {
 		return // Accept has answered
 	}
 	g.accepted.Add(1)
 	g.open.Add(1)
 	defer g.open.Add(-1)
-	g.serve(ws, who, app)
+	g.serve(ws, cw.Conn, who, app)
 }
 
 func (g *Gateway) enter() bool {

@@ -1,7 +1,6 @@
 package eventsws
 
 import (
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -144,23 +143,6 @@ func clip(s string) string {
 	return s
 }
 
-// wireEvent is an "event" message.
-type wireEvent struct {
-	Type      string `json:"type"`
-	Sub       string `json:"sub"`
-	ID        string `json:"id"`
-	Subject   string `json:"subject"`
-	Op        string `json:"op"`
-	Seq       uint64 `json:"seq"`
-	TS        int64  `json:"ts"`
-	Value     string `json:"value,omitempty"`
-	Enc       string `json:"enc,omitempty"` // "base64" when the value is not UTF-8
-	Coalesced int    `json:"coalesced"`
-	Mode      string `json:"mode,omitempty"`    // a durable subscription's
-	Entry     string `json:"entry,omitempty"`   // a `single` delivery's: ack it
-	Attempt   int    `json:"attempt,omitempty"` // a `single` delivery's: 2 and more after a lease ran out
-}
-
 // wirePresence is a "presence" message: an event on a presence anchor,
 // read as who joined or left where.
 type wirePresence struct {
@@ -194,7 +176,9 @@ type wireCtl struct {
 
 // encodeDelivery is the message of one delivery. presenceScope is the
 // scope whose events are presence rows (stream = user, key = APP/REGION).
-func encodeDelivery(d events.Delivery, presenceScope string) []byte {
+// An event's message is spliced from bytes (enc, see eventEncoder);
+// the rarer messages go through json.Marshal.
+func encodeDelivery(d events.Delivery, presenceScope string, enc *eventEncoder) []byte {
 	if g := d.Gap; g != nil {
 		c := wireCtl{Type: TypeGap, Sub: d.Sub, Reason: string(g.Reason), Count: g.Count, From: g.From, To: g.To, Mode: d.Mode, Entry: d.Entry, Attempt: d.Attempt}
 		if g.Subject.Scope != "" {
@@ -212,14 +196,7 @@ func encodeDelivery(d events.Delivery, presenceScope string) []byte {
 			return mustJSON(wirePresence{Type: TypePresence, Sub: d.Sub, User: ev.Subject.Stream, App: app, Region: region, Op: op, TS: ev.TS})
 		}
 	}
-	w := wireEvent{Type: TypeEvent, Sub: d.Sub, ID: ev.ID, Subject: ev.Subject.String(), Op: string(ev.Op), Seq: ev.Seq, TS: ev.TS, Coalesced: ev.Coalesced,
-		Mode: d.Mode, Entry: d.Entry, Attempt: d.Attempt}
-	if utf8.Valid(ev.Value) {
-		w.Value = string(ev.Value)
-	} else {
-		w.Value, w.Enc = base64.StdEncoding.EncodeToString(ev.Value), "base64"
-	}
-	return mustJSON(w)
+	return enc.appendEvent(nil, &d)
 }
 
 func mustJSON(v any) []byte {

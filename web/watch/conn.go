@@ -8,6 +8,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/switchyard-dev/switchyard/internal/wscork"
 	"github.com/switchyard-dev/switchyard/persist"
 )
 
@@ -17,7 +18,7 @@ import (
 type wsConn struct {
 	g         *Gateway
 	ws        *websocket.Conn
-	nc        *corkConn          // ws's socket
+	nc        *wscork.Conn       // ws's socket
 	stopWatch context.CancelFunc // ends the watch once nothing more can be queued
 	maxMsgs   int
 	maxBytes  int
@@ -226,11 +227,11 @@ func (c *wsConn) writeLoop(ctx, gone context.Context, watchDone <-chan struct{})
 }
 
 // writeBatch writes items, one WebSocket message each, in one write to the
-// socket (see corkConn), under the socket's write deadline rather than a
+// socket (see wscork), under the socket's write deadline rather than a
 // context per message. ok is false when the connection ends, as end says:
 // a write failed, or the batch ended with a final message.
 func (c *wsConn) writeBatch(ctx context.Context, items []qItem) (end ending, ok bool) {
-	c.nc.cork()
+	c.nc.Cork()
 	for _, it := range items {
 		if c.g.beforeWrite != nil {
 			c.g.beforeWrite(ctx)
@@ -238,7 +239,7 @@ func (c *wsConn) writeBatch(ctx context.Context, items []qItem) (end ending, ok 
 		// Corked, this only copies; ctx ends it if it waits for a pong
 		// or close frame the reader is writing.
 		if err := c.ws.Write(ctx, websocket.MessageText, it.b); err != nil {
-			_ = c.nc.uncork()
+			_ = c.nc.Uncork()
 			return c.failed(ctx), false
 		}
 		if it.close != 0 {
@@ -246,7 +247,7 @@ func (c *wsConn) writeBatch(ctx context.Context, items []qItem) (end ending, ok 
 			break
 		}
 	}
-	if err := c.nc.uncork(); err != nil {
+	if err := c.nc.Uncork(); err != nil {
 		return c.failed(ctx), false
 	}
 	c.g.sent.Add(uint64(len(items)))
@@ -271,7 +272,7 @@ func (c *wsConn) failed(ctx context.Context) ending {
 }
 
 // serve runs one upgraded connection to its end.
-func (g *Gateway) serve(ws *websocket.Conn, nc *corkConn, stream *persist.Stream, from uint64) {
+func (g *Gateway) serve(ws *websocket.Conn, nc *wscork.Conn, stream *persist.Stream, from uint64) {
 	g.accepted.Add(1)
 	g.open.Add(1)
 	defer g.open.Add(-1)

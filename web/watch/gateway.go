@@ -15,6 +15,7 @@ import (
 
 	"github.com/switchyard-dev/switchyard/bus"
 	"github.com/switchyard-dev/switchyard/internal/lifecycle"
+	"github.com/switchyard-dev/switchyard/internal/wscork"
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/web"
 )
@@ -335,14 +336,14 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		p.from = inv.Seq + 1
 	}
-	cw := &corkWriter{ResponseWriter: w, timeout: g.cfg.WriteTimeout}
+	cw := &wscork.Writer{ResponseWriter: w, Timeout: g.cfg.WriteTimeout}
 	// The Origin was checked above, against the server's hosts rather
 	// than the request's Host (which a rebinding page sets to its own).
 	ws, err := websocket.Accept(cw, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
 	if err != nil {
 		return // Accept has answered the request
 	}
-	g.serve(ws, cw.conn, stream, p.from)
+	g.serve(ws, cw.Conn, stream, p.from)
 }
 
 // enter counts a connection in, unless the gateway is not running.
