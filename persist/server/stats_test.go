@@ -77,6 +77,9 @@ func TestStatsAndObserver(t *testing.T) {
 	if got := rec.count(persist.CmdGet, persist.CodeNotFound); got != 1 {
 		t.Errorf("get answered not-found %d times, want 1", got)
 	}
+	// getAll's observation comes after its last chunk is sent, so the
+	// client can have every chunk before it is recorded.
+	testwait.For(t, "getAll to be observed", func() bool { return rec.count(persist.CmdGetAll, "") >= 1 })
 	if got := rec.count(persist.CmdGetAll, ""); got != 1 {
 		t.Errorf("getAll answered %d times, want 1", got)
 	}
