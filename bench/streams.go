@@ -150,6 +150,7 @@ type streamsSide struct {
 	server  func() (*child, error) // starts the restarted process and waits until it listens
 	proc    *child
 	bus     *child // persist's nats-server (not restarted); nil for JetStream
+	url     string // the NATS server clients connect to
 	dirs    []string
 	create  func(ctx context.Context, w, i int) error
 	get     func(ctx context.Context, i int) error // on the probing client
@@ -525,7 +526,7 @@ func startPersistSide(ctx context.Context, cfg StreamsConfig, dir string, value 
 		return nil, err
 	}
 	url := "nats://127.0.0.1:" + strconv.Itoa(port)
-	s := &streamsSide{name: "persist", dirs: []string{data}}
+	s := &streamsSide{name: "persist", url: url, dirs: []string{data}}
 	var parts []func()
 	s.close = func() {
 		for i := len(parts) - 1; i >= 0; i-- {

@@ -18,6 +18,7 @@ func newBenchPersistCmd() *cobra.Command {
 	var clients string
 	var secure bool
 	var streams bench.StreamsConfig
+	var keys bench.KeysConfig
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "persist",
@@ -54,7 +55,16 @@ restart idle and after a get of 1 % of the streams, and disk per stream.
 Targets (not tests): restart >= 100x faster than JetStream at 10,000 streams
 and under 1 s at 100,000; idle RSS <= 0.1x; spread writes >= 1.0x; disk per
 stream <= 1.0x. The nats-server binary is --nats-server, else nats-server on
-PATH, else built once from the nats-server module this binary embeds.`,
+PATH, else built once from the nats-server module this binary embeds.
+
+With --keys N it measures many keys in one stream instead: N keys (values of
+32-100 bytes) in one persist stream against one JetStream KV bucket
+(history 1), the servers processes of their own as with --streams, and
+reports for both sides and the ratio: the load (4 loaders, each with one
+setMany of --batch keys / --batch async KV puts in flight), RSS of the
+serving process after the load, after a restart idle and after --gets gets
+of random keys (16 clients), the get p50 and p99, and disk. Target (not a
+test): RSS <= 0.2x JetStream's.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var err error
@@ -65,6 +75,24 @@ PATH, else built once from the nats-server module this binary embeds.`,
 				return usagef("--duration, --value-size and --batch must be positive")
 			}
 			cfg.Progress = benchProgress(cmd)
+			if cmd.Flags().Changed("streams") && cmd.Flags().Changed("keys") {
+				return usagef("--streams and --keys measure different things; give one")
+			}
+			if cmd.Flags().Changed("keys") {
+				if secure || cfg.Durable {
+					return usagef("--keys measures one stream in the default tier; it takes neither --auth nor --durable")
+				}
+				for _, f := range []string{"max-open-streams", "value-size", "clients", "duration"} {
+					if cmd.Flags().Changed(f) {
+						return usagef("--%s does not go with --keys", f)
+					}
+				}
+				keys.SkipJS, keys.Timeout, keys.NATSServer, keys.Settle = streams.SkipJS, streams.JSTimeout, streams.NATSServer, streams.Settle
+				return runBenchKeys(cmd, cfg, keys, asJSON)
+			}
+			if cmd.Flags().Changed("gets") {
+				return usagef("--gets goes with --keys N")
+			}
 			if cmd.Flags().Changed("streams") {
 				if secure || cfg.Durable {
 					return usagef("--streams measures many streams in the default tier; it takes neither --auth nor --durable")
@@ -73,7 +101,7 @@ PATH, else built once from the nats-server module this binary embeds.`,
 			}
 			for _, f := range []string{"skip-js", "js-timeout", "nats-server", "max-open-streams", "settle", "json"} {
 				if cmd.Flags().Changed(f) {
-					return usagef("--%s goes with --streams N", f)
+					return usagef("--%s goes with --streams N or --keys N", f)
 				}
 			}
 			if secure && cfg.Durable {
@@ -95,12 +123,14 @@ PATH, else built once from the nats-server module this binary embeds.`,
 	cmd.Flags().BoolVar(&cfg.Durable, "durable", false, "both sides in their durable tier: persist with every stream fsynced per commit (persist serve --sync) vs JetStream with sync_interval: always")
 	cmd.Flags().StringVar(&cfg.Dir, "dir", "", "directory for SQLite and JetStream files (default: a temp dir)")
 	cmd.Flags().IntVar(&streams.Streams, "streams", 0, "measure `N` small streams on each side (create, restart, RSS, spread writes, disk) instead of the one-stream workloads")
-	cmd.Flags().BoolVar(&streams.SkipJS, "skip-js", false, "with --streams: the persist side alone (for N that JetStream cannot hold)")
-	cmd.Flags().DurationVar(&streams.JSTimeout, "js-timeout", 5*time.Minute, "with --streams: bound of JetStream's create and of each wait after a restart (reported as > timeout)")
-	cmd.Flags().StringVar(&streams.NATSServer, "nats-server", "", "with --streams: the nats-server `BIN` to run (default nats-server on PATH, else one built from the module this binary embeds)")
+	cmd.Flags().IntVar(&keys.Keys, "keys", 0, "measure `N` keys in one stream on each side (load, RSS, get p50/p99, disk) instead of the one-stream workloads")
+	cmd.Flags().IntVar(&keys.Gets, "gets", 20000, "with --keys: the gets of random keys after the restart")
+	cmd.Flags().BoolVar(&streams.SkipJS, "skip-js", false, "with --streams or --keys: the persist side alone (for N that JetStream cannot hold)")
+	cmd.Flags().DurationVar(&streams.JSTimeout, "js-timeout", 5*time.Minute, "with --streams: bound of JetStream's create and of each wait after a restart (reported as > timeout); with --keys: bound of each side's load and of each wait after a restart")
+	cmd.Flags().StringVar(&streams.NATSServer, "nats-server", "", "with --streams or --keys: the nats-server `BIN` to run (default nats-server on PATH, else one built from the module this binary embeds)")
 	cmd.Flags().IntVar(&streams.MaxOpenStreams, "max-open-streams", 0, "with --streams: persist serve --max-open-streams (0: the server's default)")
-	cmd.Flags().DurationVar(&streams.Settle, "settle", 2*time.Second, "with --streams: the pause before each RSS reading")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "with --streams: print the figures as JSON")
+	cmd.Flags().DurationVar(&streams.Settle, "settle", 2*time.Second, "with --streams or --keys: the pause before each RSS reading")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "with --streams or --keys: print the figures as JSON")
 	return cmd
 }
 
@@ -123,6 +153,28 @@ func runBenchStreams(cmd *cobra.Command, cfg bench.PersistConfig, sc bench.Strea
 	sc.Switchyard = []string{self}
 	sc.Duration, sc.ValueSize, sc.Dir, sc.Progress = cfg.Duration, cfg.ValueSize, cfg.Dir, cfg.Progress
 	_, err = bench.RunStreams(cmd.Context(), sc, stdout(cmd), asJSON)
+	return err
+}
+
+// runBenchKeys runs bench persist --keys: the servers are separate
+// processes, persist's being this binary (persist serve, balancer).
+func runBenchKeys(cmd *cobra.Command, cfg bench.PersistConfig, kc bench.KeysConfig, asJSON bool) error {
+	if kc.Keys < 1 || kc.Gets < 1 {
+		return usagef("--keys %d --gets %d: want at least 1 of each", kc.Keys, kc.Gets)
+	}
+	if kc.Timeout <= 0 || kc.Settle <= 0 {
+		return usagef("--js-timeout and --settle must be positive")
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("bench persist --keys: find this binary: %w", err)
+	}
+	if kc.NATSServer, err = bench.FindNATSServer(cmd.Context(), kc.NATSServer); err != nil {
+		return err
+	}
+	kc.Switchyard = []string{self}
+	kc.Batch, kc.Dir, kc.Progress = cfg.Batch, cfg.Dir, cfg.Progress
+	_, err = bench.RunKeys(cmd.Context(), kc, stdout(cmd), asJSON)
 	return err
 }
 

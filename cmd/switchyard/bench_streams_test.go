@@ -71,3 +71,66 @@ func TestBenchPersistStreamsSmoke(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchPersistKeysSmoke runs bench persist --keys end to end at a small
+// N, both sides as processes of their own, and checks that every figure of
+// both sides is in the JSON and positive.
+func TestBenchPersistKeysSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts four server processes")
+	}
+	natsServer, err := bench.FindNATSServer(t.Context(), "")
+	if err != nil {
+		t.Skipf("no nats-server binary to run JetStream's side: %v", err)
+	}
+	args := []string{"bench", "persist", "--keys", "2000", "--gets", "500", "--batch", "300", "--settle", "100ms",
+		"--json", "--no-progress", "--nats-server", natsServer, "--dir", t.TempDir()}
+	out, stderr, code := testproc.Run(t, cli(t, args...))
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var res bench.KeysResult
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("stdout is not the JSON result: %v\n%s", err, out)
+	}
+	if res.Keys != 2000 || res.Batch != 300 || res.GetClients != 16 || res.ValueBytes <= 0 {
+		t.Errorf("run of %d keys, batch %d, %d get clients, %d value bytes; want 2000, 300, 16, positive", res.Keys, res.Batch, res.GetClients, res.ValueBytes)
+	}
+	if res.JetStream == nil {
+		t.Fatal("no JetStream side in the result")
+	}
+	for _, s := range []bench.KeysSide{res.Persist, *res.JetStream} {
+		if s.Error != "" || s.TimedOut {
+			t.Errorf("%s: error %q, timed out %v", s.Name, s.Error, s.TimedOut)
+		}
+		if s.Loaded != 2000 || s.Gets != 500 || s.LoadErrors+s.GetErrors != 0 {
+			t.Errorf("%s: %d loaded, %d gets, errors load %d (%s) gets %d (%s); want 2000, 500, none", s.Name, s.Loaded, s.Gets, s.LoadErrors, s.LoadError, s.GetErrors, s.GetError)
+		}
+		figures := map[string]float64{
+			"load":            s.LoadSeconds,
+			"rss loaded":      float64(s.RSSLoaded),
+			"rss idle":        float64(s.RSSIdle),
+			"rss gets":        float64(s.RSSGets),
+			"stop":            s.StopSeconds,
+			"first get":       s.FirstGet,
+			"gets per second": s.GetsPerSecond,
+			"get p50":         s.GetP50,
+			"get p99":         s.GetP99,
+			"disk":            float64(s.DiskBytes),
+			"disk per key":    s.DiskPerKey,
+		}
+		if s.Name == "persist" {
+			figures["bus rss loaded"] = float64(s.BusRSSLoaded)
+			figures["bus rss idle"] = float64(s.BusRSSIdle)
+			figures["bus rss gets"] = float64(s.BusRSSGets)
+		}
+		for name, v := range figures {
+			if !(v > 0) {
+				t.Errorf("%s: %s = %v, want positive", s.Name, name, v)
+			}
+		}
+		if s.GetP50 > s.GetP99 {
+			t.Errorf("%s: p50 %v above p99 %v", s.Name, s.GetP50, s.GetP99)
+		}
+	}
+}
