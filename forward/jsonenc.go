@@ -3,73 +3,17 @@ package forward
 import (
 	"bytes"
 	"strconv"
-	"unicode/utf8"
+
+	"github.com/switchyard-dev/switchyard/internal/jsonstr"
 )
 
 // The queue encodes every item exactly once, at push, by appending to a
 // byte slice: no reflection, no intermediate values, and the caller's
 // pre-encoded JSON (event payloads, kv values) is never copied or re-scanned.
 
-const hexDigits = "0123456789abcdef"
-
-// safeASCII marks the bytes that go into a JSON string unescaped.
-var safeASCII = func() (t [utf8.RuneSelf]bool) {
-	for c := 0x20; c < utf8.RuneSelf; c++ {
-		t[c] = c != '"' && c != '\\'
-	}
-	return t
-}()
-
-// appendString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD, as
-// encoding/json does, so every body we send decodes.
-func appendString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if safeASCII[c] {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		// U+2028 and U+2029 are valid JSON but break JavaScript readers.
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
-}
+// appendString appends s as a JSON string (see jsonstr.Append: invalid
+// UTF-8 as U+FFFD, so every body we send decodes).
+func appendString(b []byte, s string) []byte { return jsonstr.Append(b, s, false) }
 
 // appendKey appends `"key":` preceded by a comma unless it opens the object.
 // Keys are our own constants and need no escaping.

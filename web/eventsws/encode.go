@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/switchyard-dev/switchyard/events"
+	"github.com/switchyard-dev/switchyard/internal/jsonstr"
 )
 
 // The "event" message is most of what a gateway writes, and one change
@@ -54,11 +55,11 @@ func (e *eventEncoder) common(ev *events.Event) []byte {
 
 func appendEventCommon(b []byte, ev *events.Event) []byte {
 	b = append(b, `"id":`...)
-	b = appendJSONString(b, ev.ID)
+	b = jsonstr.Append(b, ev.ID, true)
 	b = append(b, `,"subject":`...)
-	b = appendJSONString(b, ev.Subject.String())
+	b = jsonstr.Append(b, ev.Subject.String(), true)
 	b = append(b, `,"op":`...)
-	b = appendJSONString(b, string(ev.Op))
+	b = jsonstr.Append(b, string(ev.Op), true)
 	b = append(b, `,"seq":`...)
 	b = strconv.AppendUint(b, ev.Seq, 10)
 	b = append(b, `,"ts":`...)
@@ -67,7 +68,7 @@ func appendEventCommon(b []byte, ev *events.Event) []byte {
 	case len(ev.Value) == 0: // omitempty: a delete, or a set of nothing
 	case utf8.Valid(ev.Value):
 		b = append(b, `,"value":`...)
-		b = appendJSONString(b, ev.Value)
+		b = jsonstr.Append(b, ev.Value, true)
 	default:
 		b = append(b, `,"value":"`...)
 		b = base64.StdEncoding.AppendEncode(b, ev.Value) // no byte of base64 needs escaping
@@ -83,18 +84,18 @@ func (e *eventEncoder) appendEvent(b []byte, d *events.Delivery) []byte {
 		b = make([]byte, 0, len(mid)+len(d.Sub)+len(d.Entry)+64)
 	}
 	b = append(b, `{"type":"event","sub":`...)
-	b = appendJSONString(b, d.Sub)
+	b = jsonstr.Append(b, d.Sub, true)
 	b = append(b, ',')
 	b = append(b, mid...)
 	b = append(b, `,"coalesced":`...)
 	b = strconv.AppendInt(b, int64(d.Event.Coalesced), 10)
 	if d.Mode != "" {
 		b = append(b, `,"mode":`...)
-		b = appendJSONString(b, d.Mode)
+		b = jsonstr.Append(b, d.Mode, true)
 	}
 	if d.Entry != "" {
 		b = append(b, `,"entry":`...)
-		b = appendJSONString(b, d.Entry)
+		b = jsonstr.Append(b, d.Entry, true)
 	}
 	if d.Attempt != 0 {
 		b = append(b, `,"attempt":`...)
@@ -102,67 +103,3 @@ func (e *eventEncoder) appendEvent(b []byte, d *events.Delivery) []byte {
 	}
 	return append(b, '}')
 }
-
-// appendJSONString appends s as encoding/json writes a string (HTML
-// characters escaped, invalid UTF-8 as U+FFFD, U+2028 and U+2029
-// escaped), so that the bytes equal json.Marshal's.
-func appendJSONString[T string | []byte](b []byte, s T) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			if htmlSafe[c] {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '\\', '"':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default: // other control bytes, and <, >, &
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		// A few bytes at most made a string: it stays on the stack.
-		n := min(len(s)-i, utf8.UTFMax)
-		r, size := utf8.DecodeRuneInString(string(s[i : i+n]))
-		switch {
-		case r == utf8.RuneError && size == 1:
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xF])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
-}
-
-// htmlSafe is the ASCII bytes encoding/json writes as they are: printable,
-// but not ", \, <, > or &.
-var htmlSafe = func() (t [utf8.RuneSelf]bool) {
-	for c := 0x20; c < utf8.RuneSelf; c++ {
-		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
-	}
-	return t
-}()
