@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"text/tabwriter"
 	"time"
+
+	"github.com/switchyard-dev/switchyard/events"
 )
 
 // EventsConfig configures bench events.
@@ -32,6 +34,14 @@ type EventsConfig struct {
 	Shared bool
 	// Publishers is how many publishes may be in flight. Zero means 16.
 	Publishers int
+	// Users is how many bus users our subscribers log in as, round robin
+	// (tenants of the bench scope, under `up --auth`). Zero means one per
+	// subscriber when Shared puts more than events.MaxMatchedPerOwner of
+	// them on one anchor (one event reaches at most that many
+	// subscriptions of one owner, the rest get gap markers), else none: up
+	// runs without --auth and every socket is the user anonymous.
+	// Centrifugo's clients are anonymous either way.
+	Users int
 	// UpCmd is the argv that runs the switchyard binary (`up` and its
 	// flags are appended). Empty: our side is not run.
 	UpCmd []string
@@ -65,6 +75,9 @@ func (c EventsConfig) withDefaults() EventsConfig {
 	if c.Publishers == 0 {
 		c.Publishers = 16
 	}
+	if c.Users == 0 && c.Shared && c.Subscribers > events.MaxMatchedPerOwner {
+		c.Users = c.Subscribers
+	}
 	return c
 }
 
@@ -87,11 +100,17 @@ func (c EventsConfig) PerSubscription() int {
 // events layer's rate limit within the run (which lasts under a minute).
 func (c EventsConfig) Check() error {
 	c = c.withDefaults()
+	if c.Users < 0 {
+		return errors.New("--users must not be negative")
+	}
 	if c.Subscribers < 1 || c.Rate < 1 || c.Duration <= 0 || c.Payload < len(eventsMarker)+20 {
 		return fmt.Errorf("--subscribers, --rate and --duration must be positive and --payload at least %d", len(eventsMarker)+20)
 	}
 	if c.Duration > time.Minute {
 		return errors.New("--duration is at most 1m (the rate limit's window; see --help)")
+	}
+	if c.Shared && c.Users > 0 && (c.Subscribers+c.Users-1)/c.Users > events.MaxMatchedPerOwner {
+		return fmt.Errorf("%d subscribers of one anchor as %d users: one event reaches at most %d subscriptions of one user (the rest get gap markers); give more --users", c.Subscribers, c.Users, events.MaxMatchedPerOwner)
 	}
 	if n := c.PerSubscription(); n > EventsRateLimit-10 {
 		return fmt.Errorf("%d deliveries per subscription in %s: the events layer delivers at most %d per subscription a minute and turns the rest into gap markers; lower --rate or --duration", n, c.Duration, EventsRateLimit)
@@ -132,6 +151,7 @@ type EventsResult struct {
 	Rate        int           `json:"rate"`
 	Duration    time.Duration `json:"duration_ns"`
 	Payload     int           `json:"payload"`
+	Users       int           `json:"users"` // our subscribers' bus users (0: anonymous, no --auth)
 	Runs        []EventsRun   `json:"runs"`
 }
 
@@ -148,7 +168,7 @@ const (
 // separate process each), one after the other, each with a fresh server.
 func RunEvents(ctx context.Context, cfg EventsConfig, p Progress, w io.Writer) (EventsResult, error) {
 	cfg = cfg.withDefaults()
-	res := EventsResult{Subscribers: cfg.Subscribers, Shared: cfg.Shared, Rate: cfg.Rate, Duration: cfg.Duration, Payload: cfg.Payload}
+	res := EventsResult{Subscribers: cfg.Subscribers, Shared: cfg.Shared, Rate: cfg.Rate, Duration: cfg.Duration, Payload: cfg.Payload, Users: cfg.Users}
 	if err := cfg.Check(); err != nil {
 		return res, err
 	}
@@ -166,13 +186,21 @@ func RunEvents(ctx context.Context, cfg EventsConfig, p Progress, w io.Writer) (
 		start func() (eventsServer, error)
 	}
 	var sides []side
+	var users *eventsUsers
+	if cfg.Users > 0 && len(cfg.UpCmd) > 0 {
+		u, err := makeEventsUsers(dir, cfg.Users)
+		if err != nil {
+			return res, err
+		}
+		users = u
+	}
 	stream := "own"
 	if cfg.Shared {
 		stream = "shared"
 	}
 	if len(cfg.UpCmd) > 0 {
 		sides = append(sides, side{ServerOurs, func() (eventsServer, error) {
-			return startOurs(ctx, cfg.UpCmd, dir, "switchyard-up", stream, cfg.UpProfile)
+			return startOurs(ctx, cfg.UpCmd, dir, "switchyard-up", stream, cfg.UpProfile, users)
 		}})
 		if cfg.CrossRegion {
 			sides = append(sides, side{ServerOursCross, func() (eventsServer, error) {
@@ -180,7 +208,7 @@ func RunEvents(ctx context.Context, cfg EventsConfig, p Progress, w io.Writer) (
 				if cfg.UpProfile != "" {
 					profile = cfg.UpProfile + ".cross"
 				}
-				return startCross(ctx, cfg.UpCmd, dir, stream, profile)
+				return startCross(ctx, cfg.UpCmd, dir, stream, profile, users)
 			}})
 		}
 	}
@@ -464,6 +492,9 @@ func PrintEventsResult(w io.Writer, res EventsResult, asJSON bool) error {
 	layout := "each subscriber on its own channel"
 	if res.Shared {
 		layout = "all subscribers on one channel"
+	}
+	if res.Users > 0 {
+		layout += fmt.Sprintf(", ours logged in as %d bus users (up --auth)", res.Users)
 	}
 	fmt.Fprintf(w, "%d subscribers, %s, %d publishes/s of %d bytes for %s\n", res.Subscribers, layout, res.Rate, res.Payload, res.Duration)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,11 +15,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
 	"github.com/nats-io/nats.go"
 
+	"github.com/switchyard-dev/switchyard/bus/auth"
 	"github.com/switchyard-dev/switchyard/persist"
 )
 
@@ -130,11 +133,60 @@ type oursServer struct {
 	nc     *nats.Conn
 	client *persist.Client
 	stream string
+	users  *eventsUsers // nil: up runs without --auth, every socket anonymous
+}
+
+// eventsUsers are the bus users bench events logs its subscribers in as,
+// under `up --auth`: the events layer delivers one event to at most
+// events.MaxMatchedPerOwner subscriptions of one owner, so 1,000
+// subscribers of one anchor need many owners. Subscribers take them round
+// robin.
+type eventsUsers struct {
+	dir    string        // the auth directory (auth init's)
+	client []nats.Option // the publisher's login: the client role
+	basic  []string      // each tenant's Authorization header
+	next   atomic.Int64
+}
+
+// eventsUserName is the tenant name of the i-th subscriber's user.
+func eventsUserName(i int) string { return "u" + strconv.Itoa(i) }
+
+// makeEventsUsers writes an auth directory in dir with n tenants of the
+// bench scope (and the roles of one persist server, as up --servers 1 runs).
+func makeEventsUsers(dir string, n int) (*eventsUsers, error) {
+	plan := auth.Plan{IDs: []string{"0"}, Tenants: make(map[string][]string, n)}
+	for i := range n {
+		plan.Tenants[eventsUserName(i)] = []string{eventsScope}
+	}
+	authDir := filepath.Join(dir, "auth")
+	if _, err := auth.Init(authDir, plan, false); err != nil {
+		return nil, fmt.Errorf("auth init: %w", err)
+	}
+	u := &eventsUsers{dir: authDir, basic: make([]string, n)}
+	var err error
+	if u.client, err = auth.ClientOptions(auth.CredsFile(authDir, auth.RoleClient), ""); err != nil {
+		return nil, err
+	}
+	for i := range n {
+		c, err := auth.LoadCreds(auth.CredsFile(authDir, eventsUserName(i)))
+		if err != nil {
+			return nil, err
+		}
+		u.basic[i] = "Basic " + base64.StdEncoding.EncodeToString([]byte(c.User+":"+c.Password))
+	}
+	return u, nil
+}
+
+// header is the next subscriber's login.
+func (u *eventsUsers) header() http.Header {
+	i := int(u.next.Add(1)-1) % len(u.basic)
+	return http.Header{"Authorization": {u.basic[i]}}
 }
 
 // startOurs runs upCmd (the switchyard binary's argv up to "up") with a
-// data directory in dir, and extra flags after up's.
-func startOurs(ctx context.Context, upCmd []string, dir, name, stream, cpuProfile string, extra ...string) (*oursServer, error) {
+// data directory in dir, and extra flags after up's; with users, up runs
+// with --auth and every connection logs in.
+func startOurs(ctx context.Context, upCmd []string, dir, name, stream, cpuProfile string, users *eventsUsers, extra ...string) (*oursServer, error) {
 	httpAddr, err := freeAddr()
 	if err != nil {
 		return nil, err
@@ -149,18 +201,24 @@ func startOurs(ctx context.Context, upCmd []string, dir, name, stream, cpuProfil
 	if cpuProfile != "" {
 		argv = append(argv, "--cpuprofile", cpuProfile)
 	}
+	var natsOpts []nats.Option
+	if users != nil {
+		// --metrics-open: the cross-region run reads a gauge of /metrics.
+		argv = append(argv, "--auth", users.dir, "--metrics-open")
+		natsOpts = users.client
+	}
 	argv = append(argv, extra...)
 	// SWITCHYARD_NATS_URL would point the child's clients elsewhere.
 	p, err := startProc(ctx, dir, name, argv, []string{"SWITCHYARD_NATS_URL="})
 	if err != nil {
 		return nil, err
 	}
-	s := &oursServer{proc: p, http: httpAddr, stream: stream}
+	s := &oursServer{proc: p, http: httpAddr, stream: stream, users: users}
 	if err := p.waitHTTP(ctx, "http://"+httpAddr+"/readyz"); err != nil {
 		_ = p.stop()
 		return nil, err
 	}
-	if s.nc, err = nats.Connect("nats://" + natsAddr); err != nil {
+	if s.nc, err = nats.Connect("nats://"+natsAddr, natsOpts...); err != nil {
 		_ = p.stop()
 		return nil, fmt.Errorf("connect to up's NATS: %w", err)
 	}
@@ -180,7 +238,11 @@ const eventsScope = "bench"
 // subscribe opens /ws/events and subscribes to the anchor of ch:
 // bench/STREAM/ch, under which each publish is a new key.
 func (s *oursServer) subscribe(ctx context.Context, ch string) (*websocket.Conn, error) {
-	c, _, err := websocket.Dial(ctx, "ws://"+s.http+"/ws/events", nil)
+	var opts *websocket.DialOptions
+	if s.users != nil {
+		opts = &websocket.DialOptions{HTTPHeader: s.users.header()}
+	}
+	c, _, err := websocket.Dial(ctx, "ws://"+s.http+"/ws/events", opts)
 	if err != nil {
 		return nil, fmt.Errorf("dial /ws/events: %w", err)
 	}
@@ -225,7 +287,7 @@ const (
 	crossSubscriber = "b"
 )
 
-func startCross(ctx context.Context, upCmd []string, dir, stream, cpuProfile string) (*crossServer, error) {
+func startCross(ctx context.Context, upCmd []string, dir, stream, cpuProfile string, users *eventsUsers) (*crossServer, error) {
 	secrets := exec.CommandContext(ctx, upCmd[0], append(upCmd[1:], "events", "secrets", crossPublisher, crossSubscriber)...)
 	out, err := secrets.Output()
 	if err != nil {
@@ -246,11 +308,11 @@ func startCross(ctx context.Context, upCmd []string, dir, stream, cpuProfile str
 	region := func(self, listen, peer, peerAddr string) []string {
 		return []string{"--region", self, "--forward-listen", listen, "--peer", peer + "=http://" + peerAddr, "--forward-secrets", secretsPath}
 	}
-	a, err := startOurs(ctx, upCmd, dir, "switchyard-up-"+crossPublisher, stream, "", region(crossPublisher, fwdA, crossSubscriber, fwdB)...)
+	a, err := startOurs(ctx, upCmd, dir, "switchyard-up-"+crossPublisher, stream, "", users, region(crossPublisher, fwdA, crossSubscriber, fwdB)...)
 	if err != nil {
 		return nil, fmt.Errorf("region %s: %w", crossPublisher, err)
 	}
-	b, err := startOurs(ctx, upCmd, dir, "switchyard-up-"+crossSubscriber, stream, cpuProfile, region(crossSubscriber, fwdB, crossPublisher, fwdA)...)
+	b, err := startOurs(ctx, upCmd, dir, "switchyard-up-"+crossSubscriber, stream, cpuProfile, users, region(crossSubscriber, fwdB, crossPublisher, fwdA)...)
 	if err != nil {
 		_ = a.close()
 		return nil, fmt.Errorf("region %s: %w", crossSubscriber, err)

@@ -3,11 +3,13 @@ package main
 import (
 	"fmt"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/switchyard-dev/switchyard/bench"
+	"github.com/switchyard-dev/switchyard/events"
 )
 
 // newBenchEventsCmd builds switchyard bench events.
@@ -38,11 +40,16 @@ processes, each with its own NATS and data, joined by signed forward batches; th
 subscribers are on one, the publishes go through the other's persist, and its CPU figure
 is both processes' (its RSS the subscribers' region's).
 
+One event reaches at most ` + strconv.Itoa(events.MaxMatchedPerOwner) + ` subscriptions of one user, so with --shared past that
+many subscribers our up runs with --auth and a bus user per subscriber (tenants of the
+scope bench, made with auth init; --users chooses how many); Centrifugo's are anonymous.
+
 Centrifugo is built with go install into a temp directory unless --centrifugo names a
 binary. The events layer delivers at most 600 events per subscription a minute (the
 rest become gap markers), so --rate × --duration (per channel) must stay under it.`,
 		Example: `  switchyard bench events --subscribers 1000 --rate 1000 --duration 5s
   switchyard bench events --subscribers 1000 --shared --rate 100 --duration 5s
+  switchyard bench events --only ours --subscribers 200 --shared --users 4
   switchyard bench events --only ours --subscribers 1000 --rate 1000 --cross-region
   switchyard bench events --only ours --subscribers 10 --json`,
 		Args: cobra.NoArgs,
@@ -91,6 +98,7 @@ rest become gap markers), so --rate × --duration (per channel) must stay under 
 	f.IntVar(&cfg.Payload, "payload", 128, "bytes per published value")
 	f.BoolVar(&cfg.Shared, "shared", false, "all subscribers on one channel (default: each on its own)")
 	f.IntVar(&cfg.Publishers, "publishers", 16, "publishes in flight at most")
+	f.IntVar(&cfg.Users, "users", 0, fmt.Sprintf("log our subscribers in as this many bus users, round robin, under up --auth (0: one per subscriber with --shared past %d, the events layer's fan-out per user; else none, anonymous)", events.MaxMatchedPerOwner))
 	f.BoolVar(&asJSON, "json", false, "print the results as JSON")
 	f.StringVar(&only, "only", "", "run one side: ours or centrifugo")
 	f.StringVar(&cfg.Centrifugo, "centrifugo", "", "Centrifugo binary to run (default: go install it into a temp directory)")

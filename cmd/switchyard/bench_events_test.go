@@ -9,7 +9,8 @@ import (
 )
 
 // TestBenchEventsSmoke runs bench events on our side only, with a few
-// subscribers on their own channels, on a shared one, and across two
+// subscribers on their own channels, on a shared one (anonymous, and as
+// bus users of an up --auth), and across two
 // regions (two ups joined by the forward queue): up runs as a child
 // process, every publish must reach its subscribers and the server's RSS
 // must have been read. Centrifugo is left out (building it is
@@ -19,12 +20,15 @@ func TestBenchEventsSmoke(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("the server's CPU and RSS are read from /proc")
 	}
-	for _, layout := range []string{"own", "shared", "cross-region"} {
+	for _, layout := range []string{"own", "shared", "shared-users", "cross-region"} {
 		args := []string{"bench", "events", "--only", "ours", "--subscribers", "3", "--rate", "20", "--duration", "500ms", "--json", "--no-progress"}
 		want := []string{bench.ServerOurs}
 		switch layout {
 		case "shared":
 			args = append(args, "--shared")
+		case "shared-users":
+			// up --auth, each subscriber its own bus user.
+			args = append(args, "--shared", "--users", "3")
 		case "cross-region":
 			args = append(args, "--cross-region")
 			want = append(want, bench.ServerOursCross)
@@ -36,6 +40,9 @@ func TestBenchEventsSmoke(t *testing.T) {
 		var res bench.EventsResult
 		if err := json.Unmarshal(out, &res); err != nil {
 			t.Fatalf("%s: %v: %s", layout, err, out)
+		}
+		if layout == "shared-users" && res.Users != 3 {
+			t.Fatalf("%s: users %d, want 3", layout, res.Users)
 		}
 		if len(res.Runs) != len(want) {
 			t.Fatalf("%s: runs %+v, want %v", layout, res.Runs, want)
