@@ -152,7 +152,10 @@ type EventsResult struct {
 	Duration    time.Duration `json:"duration_ns"`
 	Payload     int           `json:"payload"`
 	Users       int           `json:"users"` // our subscribers' bus users (0: anonymous, no --auth)
-	Runs        []EventsRun   `json:"runs"`
+	// Layout, when set, describes the load in the printed table's first
+	// line in place of bench events' own words (bench ws sets it).
+	Layout string      `json:"layout,omitempty"`
+	Runs   []EventsRun `json:"runs"`
 }
 
 // Server names in EventsRun.
@@ -172,76 +175,110 @@ func RunEvents(ctx context.Context, cfg EventsConfig, p Progress, w io.Writer) (
 	if err := cfg.Check(); err != nil {
 		return res, err
 	}
-	dir := cfg.Dir
-	if dir == "" {
-		d, err := os.MkdirTemp("", "switchyard-bench-events-")
-		if err != nil {
-			return res, err
-		}
-		defer os.RemoveAll(d)
-		dir = d
-	}
-	type side struct {
-		name  string
-		start func() (eventsServer, error)
-	}
-	var sides []side
+	var sides []fanoutSide
+	// The bus users, made once in the run's directory by the first side
+	// of ours that starts (runFanout gives every side the same dir).
 	var users *eventsUsers
-	if cfg.Users > 0 && len(cfg.UpCmd) > 0 {
-		u, err := makeEventsUsers(dir, cfg.Users)
-		if err != nil {
-			return res, err
+	usersIn := func(dir string) (*eventsUsers, error) {
+		if cfg.Users == 0 || users != nil {
+			return users, nil
 		}
+		u, err := makeEventsUsers(dir, cfg.Users)
 		users = u
+		return u, err
 	}
 	stream := "own"
 	if cfg.Shared {
 		stream = "shared"
 	}
 	if len(cfg.UpCmd) > 0 {
-		sides = append(sides, side{ServerOurs, func() (eventsServer, error) {
+		sides = append(sides, fanoutSide{ServerOurs, func(dir string) (eventsServer, error) {
+			users, err := usersIn(dir)
+			if err != nil {
+				return nil, err
+			}
 			return startOurs(ctx, cfg.UpCmd, dir, "switchyard-up", stream, cfg.UpProfile, users)
 		}})
 		if cfg.CrossRegion {
-			sides = append(sides, side{ServerOursCross, func() (eventsServer, error) {
+			sides = append(sides, fanoutSide{ServerOursCross, func(dir string) (eventsServer, error) {
 				profile := ""
 				if cfg.UpProfile != "" {
 					profile = cfg.UpProfile + ".cross"
+				}
+				users, err := usersIn(dir)
+				if err != nil {
+					return nil, err
 				}
 				return startCross(ctx, cfg.UpCmd, dir, stream, profile, users)
 			}})
 		}
 	}
-	if cfg.Centrifugo != "" {
-		for _, h := range []bool{false, true} {
-			name := ServerCentrifugo
-			if h {
-				name = ServerCentrifugoHistory
-			}
-			sides = append(sides, side{name, func() (eventsServer, error) {
-				return startCentrifugo(ctx, cfg.Centrifugo, dir, h, cfg.Publishers)
-			}})
-		}
+	sides = append(sides, centrifugoSides(ctx, cfg.Centrifugo, cfg.Publishers)...)
+	var err error
+	res.Runs, err = runFanout(ctx, cfg, sides, false, "switchyard-bench-events-", p)
+	return res, err
+}
+
+// fanoutSide is one server a fan-out run (bench events, bench ws)
+// measures: its name in the results and how to start a fresh one whose
+// data, configs and logs go in dir.
+type fanoutSide struct {
+	name  string
+	start func(dir string) (eventsServer, error)
+}
+
+// centrifugoSides are Centrifugo without and with history, or none when
+// bin is empty.
+func centrifugoSides(ctx context.Context, bin string, publishers int) []fanoutSide {
+	if bin == "" {
+		return nil
 	}
+	var sides []fanoutSide
+	for _, h := range []bool{false, true} {
+		name := ServerCentrifugo
+		if h {
+			name = ServerCentrifugoHistory
+		}
+		sides = append(sides, fanoutSide{name, func(dir string) (eventsServer, error) {
+			return startCentrifugo(ctx, bin, dir, h, publishers)
+		}})
+	}
+	return sides
+}
+
+// runFanout runs cfg's load on each side in turn, each a fresh server
+// stopped before the next starts, in cfg.Dir or a temp dir named after
+// tmpPrefix. warm: see measureEvents.
+func runFanout(ctx context.Context, cfg EventsConfig, sides []fanoutSide, warm bool, tmpPrefix string, p Progress) ([]EventsRun, error) {
 	if len(sides) == 0 {
-		return res, errors.New("no server to measure")
+		return nil, errors.New("no server to measure")
 	}
-	for _, sd := range sides {
-		srv, err := sd.start()
+	dir := cfg.Dir
+	if dir == "" {
+		d, err := os.MkdirTemp("", tmpPrefix)
 		if err != nil {
-			return res, fmt.Errorf("%s: %w", sd.name, err)
+			return nil, err
 		}
-		run, err := measureEvents(ctx, cfg, srv, p)
+		defer os.RemoveAll(d)
+		dir = d
+	}
+	var runs []EventsRun
+	for _, sd := range sides {
+		srv, err := sd.start(dir)
+		if err != nil {
+			return runs, fmt.Errorf("%s: %w", sd.name, err)
+		}
+		run, err := measureEvents(ctx, cfg, srv, warm, p)
 		run.Server = sd.name
 		if cerr := srv.close(); err == nil {
 			err = cerr
 		}
 		if err != nil {
-			return res, fmt.Errorf("%s: %w", sd.name, err)
+			return runs, fmt.Errorf("%s: %w", sd.name, err)
 		}
-		res.Runs = append(res.Runs, run)
+		runs = append(runs, run)
 	}
-	return res, nil
+	return runs, nil
 }
 
 // settle is how long a server is left alone before a memory reading, so
@@ -249,8 +286,13 @@ func RunEvents(ctx context.Context, cfg EventsConfig, p Progress, w io.Writer) (
 const settle = time.Second
 
 // measureEvents connects the subscribers (reading the idle memory), then
-// publishes for cfg.Duration and waits for the deliveries.
-func measureEvents(ctx context.Context, cfg EventsConfig, srv eventsServer, p Progress) (EventsRun, error) {
+// publishes for cfg.Duration and waits for the deliveries. With warm, one
+// publish on every channel that every subscriber must have received goes
+// after the idle memory is read and before the CPU is: our watch
+// gateway's watchers confirm their first change with a read of the
+// stream (see persist's Watcher.apply), a start-up cost of N reads for N
+// watchers that is not the fan-out measured. The peak RSS includes it.
+func measureEvents(ctx context.Context, cfg EventsConfig, srv eventsServer, warm bool, p Progress) (EventsRun, error) {
 	run := EventsRun{Subscribers: cfg.Subscribers, Channels: cfg.Subscribers}
 	if cfg.Shared {
 		run.Channels = 1
@@ -302,12 +344,17 @@ func measureEvents(ctx context.Context, cfg EventsConfig, srv eventsServer, p Pr
 			return run, err
 		}
 	}
-	for _, s := range subs {
-		readers.Add(1)
-		go func() {
-			defer readers.Done()
-			s.read(&delivered)
-		}()
+	startReaders := func() {
+		for _, s := range subs {
+			readers.Add(1)
+			go func() {
+				defer readers.Done()
+				s.read(&delivered)
+			}()
+		}
+	}
+	if !warm {
+		startReaders()
 	}
 	time.Sleep(settle)
 	rss1, err := procRSS(pid)
@@ -316,7 +363,8 @@ func measureEvents(ctx context.Context, cfg EventsConfig, srv eventsServer, p Pr
 	}
 	run.IdleRSSPerSub = float64(rss1-rss0) / float64(cfg.Subscribers)
 
-	// Peak RSS: sampled until the deliveries are in.
+	// Peak RSS: sampled from here (with warm, the warm-up's first change
+	// is in it) until the deliveries are in.
 	stopSampling := make(chan struct{})
 	sampled := make(chan int64, 1)
 	go func() {
@@ -335,6 +383,18 @@ func measureEvents(ctx context.Context, cfg EventsConfig, srv eventsServer, p Pr
 			}
 		}
 	}()
+	if warm {
+		err := warmUp(ctx, cfg, srv, subs, channel)
+		if err != nil {
+			close(stopSampling)
+			<-sampled
+			return run, err
+		}
+		startReaders()
+		// The server's start-up work (and its garbage) out of the CPU
+		// figure.
+		time.Sleep(settle)
+	}
 	pids := []int{pid}
 	if more, ok := srv.(interface{ morePIDs() []int }); ok {
 		pids = append(pids, more.morePIDs()...)
@@ -489,14 +549,18 @@ func PrintEventsResult(w io.Writer, res EventsResult, asJSON bool) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(res)
 	}
-	layout := "each subscriber on its own channel"
-	if res.Shared {
-		layout = "all subscribers on one channel"
+	if res.Layout != "" {
+		fmt.Fprintln(w, res.Layout)
+	} else {
+		layout := "each subscriber on its own channel"
+		if res.Shared {
+			layout = "all subscribers on one channel"
+		}
+		if res.Users > 0 {
+			layout += fmt.Sprintf(", ours logged in as %d bus users (up --auth)", res.Users)
+		}
+		fmt.Fprintf(w, "%d subscribers, %s, %d publishes/s of %d bytes for %s\n", res.Subscribers, layout, res.Rate, res.Payload, res.Duration)
 	}
-	if res.Users > 0 {
-		layout += fmt.Sprintf(", ours logged in as %d bus users (up --auth)", res.Users)
-	}
-	fmt.Fprintf(w, "%d subscribers, %s, %d publishes/s of %d bytes for %s\n", res.Subscribers, layout, res.Rate, res.Payload, res.Duration)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "server\tpublished/s\tdelivered\tdelivered/s\tp50\tp99\tserver CPU/delivery\tpeak RSS\tRSS/idle subscriber\tgaps")
 	for _, r := range res.Runs {

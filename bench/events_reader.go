@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"strconv"
 	"sync"
@@ -31,6 +32,12 @@ func eventsPayload(n int, at time.Time) []byte {
 	return b
 }
 
+// gapTypes are the messages by which our servers say something was not
+// delivered: the events API's gap marker, the watch gateway's resync (the
+// watcher fell behind) and skipped (changes gone before they were read).
+// None can occur in a payload or a Centrifugo frame.
+var gapTypes = [][]byte{[]byte(`"type":"gap"`), []byte(`"type":"resync"`), []byte(`"type":"skipped"`)}
+
 // subscriber is one WebSocket subscriber of bench events and what its
 // reader saw.
 type subscriber struct {
@@ -38,7 +45,7 @@ type subscriber struct {
 
 	mu   sync.Mutex
 	lat  []time.Duration // publish to receive, one per delivery
-	gaps int64           // gap messages (ours only)
+	gaps int64           // gap, resync and skipped messages (ours only)
 }
 
 // ping is Centrifugo's JSON protocol ping, a frame of "{}", answered with
@@ -98,10 +105,12 @@ func (s *subscriber) read(delivered *atomic.Int64) {
 				got++
 			}
 		}
-		if bytes.Contains(buf, []byte(`"type":"gap"`)) {
-			gaps++
-			s.gaps += gaps
+		for _, g := range gapTypes {
+			if bytes.Contains(buf, g) {
+				gaps++
+			}
 		}
+		s.gaps += gaps
 		s.mu.Unlock()
 		if got > 0 {
 			delivered.Add(int64(got))
@@ -116,4 +125,42 @@ func (s *subscriber) take() ([]time.Duration, int64) {
 	lat, gaps := s.lat, s.gaps
 	s.lat, s.gaps = nil, 0
 	return lat, gaps
+}
+
+// warmMarker is the payload of the warm-up publish: no eventsMarker, so
+// the readers do not count it.
+var warmMarker = []byte("sy-warm-up")
+
+// warmUp publishes warmMarker once on every channel (one channel when
+// cfg.Shared) and reads each subscriber's frames until it has it. The
+// readers are not running yet: this is each connection's only reader.
+func warmUp(ctx context.Context, cfg EventsConfig, srv eventsServer, subs []*subscriber, channel func(int) string) error {
+	channels := cfg.Subscribers
+	if cfg.Shared {
+		channels = 1
+	}
+	for i := range channels {
+		if err := srv.publish(ctx, channel(i), -1, warmMarker); err != nil {
+			return fmt.Errorf("warm-up publish: %w", err)
+		}
+	}
+	return forEach(ctx, len(subs), 256, func(ctx context.Context, i int) error {
+		ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		defer cancel()
+		for {
+			_, b, err := subs[i].c.Read(ctx)
+			if err != nil {
+				return fmt.Errorf("subscriber %d: waiting for the warm-up publish: %w", i, err)
+			}
+			if bytes.Equal(b, ping) {
+				if err := subs[i].c.Write(ctx, websocket.MessageText, ping); err != nil {
+					return err
+				}
+				continue
+			}
+			if bytes.Contains(b, warmMarker) {
+				return nil
+			}
+		}
+	})
 }

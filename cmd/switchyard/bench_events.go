@@ -60,6 +60,9 @@ rest become gap markers), so --rate × --duration (per channel) must stay under 
 			if only != "" && only != "ours" && only != "centrifugo" {
 				return usagef("--only is ours or centrifugo")
 			}
+			if cfg.CrossRegion && only == "centrifugo" {
+				return usagef("--cross-region runs ours: not with --only centrifugo")
+			}
 			if only != "centrifugo" {
 				self, err := os.Executable()
 				if err != nil {
@@ -67,23 +70,11 @@ rest become gap markers), so --rate × --duration (per channel) must stay under 
 				}
 				cfg.UpCmd = []string{self}
 			}
-			if only != "ours" && cfg.Centrifugo == "" {
-				dir, err := os.MkdirTemp("", "switchyard-centrifugo-")
-				if err != nil {
-					return err
-				}
-				defer os.RemoveAll(dir)
-				fmt.Fprintf(cmd.ErrOrStderr(), "bench events: go install centrifugo %s...\n", bench.CentrifugoVersion)
-				if cfg.Centrifugo, err = bench.InstallCentrifugo(cmd.Context(), dir); err != nil {
-					return fmt.Errorf("%w (give a binary with --centrifugo, or --only ours)", err)
-				}
+			cleanup, err := centrifugoFor(cmd, only, &cfg.Centrifugo)
+			if err != nil {
+				return err
 			}
-			if only == "ours" {
-				cfg.Centrifugo = ""
-			}
-			if cfg.CrossRegion && only == "centrifugo" {
-				return usagef("--cross-region runs ours: not with --only centrifugo")
-			}
+			defer cleanup()
 			res, err := bench.RunEvents(cmd.Context(), cfg, benchProgress(cmd), stdout(cmd))
 			if err != nil {
 				return err
@@ -106,4 +97,28 @@ rest become gap markers), so --rate × --duration (per channel) must stay under 
 	f.BoolVar(&cfg.CrossRegion, "cross-region", false, "also run ours across two regions on loopback (two up --region): subscribers on one, publishes through the other")
 	f.StringVar(&cfg.Dir, "dir", "", "directory for the servers' data, configs and logs (default: a temp dir)")
 	return cmd
+}
+
+// centrifugoFor settles the Centrifugo binary of bench events and bench
+// ws: none with --only ours, else bin if given, else one built with go
+// install into a temp directory that cleanup removes.
+func centrifugoFor(cmd *cobra.Command, only string, bin *string) (cleanup func(), err error) {
+	cleanup = func() {}
+	if only == "ours" {
+		*bin = ""
+		return cleanup, nil
+	}
+	if *bin != "" {
+		return cleanup, nil
+	}
+	dir, err := os.MkdirTemp("", "switchyard-centrifugo-")
+	if err != nil {
+		return cleanup, err
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "%s: go install centrifugo %s...\n", cmd.CommandPath(), bench.CentrifugoVersion)
+	if *bin, err = bench.InstallCentrifugo(cmd.Context(), dir); err != nil {
+		os.RemoveAll(dir)
+		return cleanup, fmt.Errorf("%w (give a binary with --centrifugo, or --only ours)", err)
+	}
+	return func() { os.RemoveAll(dir) }, nil
 }

@@ -29,7 +29,6 @@ same load in the same run and prints both figures and their ratio.`,
 		newBenchNNTPCmd(),
 		newBenchPersistCmd(),
 		newBenchWSCmd(),
-		newBenchWSClientsCmd(),
 	)
 	return cmd
 }

@@ -2,8 +2,6 @@ package main
 
 import (
 	"os"
-	"runtime"
-	"runtime/pprof"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -14,127 +12,76 @@ import (
 // newBenchWSCmd builds switchyard bench ws.
 func newBenchWSCmd() *cobra.Command {
 	var cfg bench.WSConfig
-	var quick, inProcess bool
-	var cpuProfile, blockProfile, mutexProfile string
+	var asJSON, quick bool
+	var only string
 	cmd := &cobra.Command{
 		Use:   "ws",
-		Short: "Watch gateway: WebSocket watchers vs Stream.Watch in Go, and memory per idle WebSocket watcher",
-		Long: `Starts one embedded NATS server, one persist server, the balancer and the
-WebSocket watch gateway on loopback. --watchers Go WebSocket clients (standing
-in for browsers, in this process) watch one stream through the gateway while a
-writer sets --rate values/s for --duration; then as many Stream.Watch watchers
-in Go (one persist client, as the gateway has) watch another stream under the
-same writer. It prints p50 and p99 from a write returning to each watcher
-receiving it, for both, and the p99 ratio (target: WebSocket <= 2x Go).
+		Short: "Watch gateway (a switchyard up process) vs Centrifugo without and with history",
+		Long: `Runs the same load on three servers, one after the other, each in its own process on
+loopback: switchyard up --no-work --servers 1 (its watch gateway, /ws/watch), Centrifugo
+` + bench.CentrifugoVersion + ` with its memory engine, and Centrifugo with channel history. --watchers
+WebSocket watchers of one stream (bench/shared on ours; on Centrifugo subscribers of the
+channel shared) are read by bench events' minimal reader loop (one goroutine per connection,
+reading only the write time embedded in each value). One warm-up write reaches every watcher
+first. A writer then sets --rate values/s of --value-size bytes for --duration: on ours a
+keyed set of a new key through a persist client on up's NATS (durable in SQLite before a
+watcher sees it), on Centrifugo a publish through its HTTP server API.
 
-Then it opens --idle idle WebSocket watchers and prints the growth of this
-process's heap and goroutine stacks per watcher (target <= 64 KiB). The
-clients run in a child process (this binary), so the figure is the server
-side's alone; with --in-process they share this process and the figure counts
-both sides (an upper bound).`,
+It prints, per server: deliveries/s, p50 and p99 from the write to the watcher receiving it,
+the server process's CPU time per delivery and its peak RSS during the fan-out (both from
+/proc), the RSS growth per idle watcher before it, and the ratios ours/theirs (targets: CPU
+per delivery, p99 and idle RSS <= 1.0x Centrifugo with history).
+
+Centrifugo is built with go install into a temp directory unless --centrifugo names a
+binary; --only ours leaves it out.`,
+		Example: `  switchyard bench ws
+  switchyard bench ws --quick --only ours
+  switchyard bench ws --watchers 10000 --rate 10 --centrifugo ./centrifugo`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if quick {
-				cfg.Watchers, cfg.Idle, cfg.Duration = 100, 200, time.Second
+			// --quick sets what the command line does not.
+			if quick && !cmd.Flags().Changed("watchers") {
+				cfg.Watchers = 100
 			}
-			if cfg.Watchers < 1 || cfg.Idle < 1 || cfg.Rate < 1 || cfg.ValueSize < 1 || cfg.Duration <= 0 {
-				return usagef("--watchers, --idle, --rate, --value-size and --duration must be positive")
+			if quick && !cmd.Flags().Changed("duration") {
+				cfg.Duration = time.Second
 			}
-			if !inProcess {
+			if err := cfg.Check(); err != nil {
+				return usagef("%v", err)
+			}
+			if only != "" && only != "ours" && only != "centrifugo" {
+				return usagef("--only is ours or centrifugo")
+			}
+			if only != "centrifugo" {
 				self, err := os.Executable()
 				if err != nil {
 					return err
 				}
-				cfg.ClientCmd = []string{self, "bench", "ws-clients"}
+				cfg.UpCmd = []string{self}
 			}
-			stopProfiles, err := startProfiles(cpuProfile, blockProfile, mutexProfile)
+			cleanup, err := centrifugoFor(cmd, only, &cfg.Centrifugo)
 			if err != nil {
 				return err
 			}
-			_, err = bench.RunWS(cmd.Context(), cfg, stdout(cmd))
-			if perr := stopProfiles(); err == nil {
-				err = perr
-			}
-			return err
-		},
-	}
-	cmd.Flags().IntVar(&cfg.Watchers, "watchers", 1000, "WebSocket watchers, and Go watchers beside them")
-	cmd.Flags().DurationVar(&cfg.Duration, "duration", 2*time.Second, "how long the writer writes on each side")
-	cmd.Flags().IntVar(&cfg.Rate, "rate", 100, "writer's sets per second")
-	cmd.Flags().IntVar(&cfg.ValueSize, "value-size", 128, "bytes per value")
-	cmd.Flags().IntVar(&cfg.Idle, "idle", 1000, "idle WebSocket watchers for the memory figure")
-	cmd.Flags().BoolVar(&quick, "quick", false, "a smoke run: 100 watchers, 200 idle, 1s")
-	cmd.Flags().BoolVar(&inProcess, "in-process", false, "run the idle clients in this process (the memory figure then counts both sides)")
-	cmd.Flags().StringVar(&cfg.Dir, "dir", "", "directory for SQLite files (default: a temp dir)")
-	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run (gateway, clients and Go side) to this file")
-	cmd.Flags().StringVar(&blockProfile, "blockprofile", "", "write a block profile of the whole run to this file")
-	cmd.Flags().StringVar(&mutexProfile, "mutexprofile", "", "write a mutex contention profile of the whole run to this file")
-	return cmd
-}
-
-// newBenchWSClientsCmd builds the hidden bench ws-clients, the child process
-// bench ws starts to hold its idle watchers.
-func newBenchWSClientsCmd() *cobra.Command {
-	var u string
-	var n int
-	clients := &cobra.Command{
-		Use:    "ws-clients",
-		Short:  "Child process of bench ws: holds idle WebSocket watchers until stdin ends",
-		Hidden: true,
-		Args:   cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return bench.WSClients(cmd.Context(), u, n, cmd.InOrStdin(), stdout(cmd))
-		},
-	}
-	clients.Flags().StringVar(&u, "url", "", "watch URL")
-	clients.Flags().IntVar(&n, "n", 1, "watchers")
-	return clients
-}
-
-// startProfiles starts the profiles whose file names are not empty and
-// returns a func that stops them and writes them out.
-func startProfiles(cpu, block, mutex string) (func() error, error) {
-	var cpuFile *os.File
-	if cpu != "" {
-		f, err := os.Create(cpu)
-		if err != nil {
-			return nil, err
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			f.Close()
-			return nil, err
-		}
-		cpuFile = f
-	}
-	if block != "" {
-		runtime.SetBlockProfileRate(int(time.Microsecond)) // blocking events of 1µs or more
-	}
-	if mutex != "" {
-		runtime.SetMutexProfileFraction(10)
-	}
-	return func() error {
-		var first error
-		keep := func(err error) {
-			if first == nil {
-				first = err
-			}
-		}
-		if cpuFile != nil {
-			pprof.StopCPUProfile()
-			keep(cpuFile.Close())
-		}
-		for _, p := range []struct{ name, file string }{{"block", block}, {"mutex", mutex}} {
-			if p.file == "" {
-				continue
-			}
-			f, err := os.Create(p.file)
+			defer cleanup()
+			res, err := bench.RunWS(cmd.Context(), cfg, benchProgress(cmd))
 			if err != nil {
-				keep(err)
-				continue
+				return err
 			}
-			keep(pprof.Lookup(p.name).WriteTo(f, 0))
-			keep(f.Close())
-		}
-		return first
-	}, nil
+			return bench.PrintEventsResult(stdout(cmd), res, asJSON)
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&cfg.Watchers, "watchers", 1000, "WebSocket watchers of the one stream on each server")
+	f.IntVar(&cfg.Rate, "rate", 100, "writer's sets per second")
+	f.DurationVar(&cfg.Duration, "duration", 5*time.Second, "how long the writer writes")
+	f.IntVar(&cfg.ValueSize, "value-size", 128, "bytes per value")
+	f.IntVar(&cfg.Publishers, "publishers", 16, "sets in flight at most")
+	f.BoolVar(&quick, "quick", false, "a smoke run: 100 watchers (unless --watchers), 1s (unless --duration)")
+	f.BoolVar(&asJSON, "json", false, "print the results as JSON")
+	f.StringVar(&only, "only", "", "run one side: ours or centrifugo")
+	f.StringVar(&cfg.Centrifugo, "centrifugo", "", "Centrifugo binary to run (default: go install it into a temp directory)")
+	f.StringVar(&cfg.UpProfile, "cpuprofile", "", "have our up write a CPU profile of its whole life to this file (read it with go tool pprof BINARY FILE)")
+	f.StringVar(&cfg.Dir, "dir", "", "directory for the servers' data, configs and logs (default: a temp dir)")
+	return cmd
 }
