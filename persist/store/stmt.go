@@ -42,16 +42,11 @@ func (l *lazyStmt) prepared(dc any) (driver.Stmt, error) {
 	if l.st != nil {
 		return l.st, nil
 	}
-	var st driver.Stmt
-	var err error
-	switch c := dc.(type) {
-	case driver.ConnPrepareContext:
-		st, err = c.PrepareContext(context.Background(), l.query)
-	case driver.Conn:
-		st, err = c.Prepare(l.query)
-	default:
-		return nil, fmt.Errorf("prepare: driver connection %T cannot prepare", dc)
+	pc, ok := dc.(driver.ConnPrepareContext)
+	if !ok {
+		return nil, fmt.Errorf("prepare: driver connection %T has no PrepareContext", dc)
 	}
+	st, err := pc.PrepareContext(context.Background(), l.query)
 	if err != nil {
 		return nil, fmt.Errorf("prepare: %w", err)
 	}
@@ -102,11 +97,11 @@ func (l *lazyStmt) exec(c *sql.Conn, args ...any) (sql.Result, error) {
 			return err
 		}
 		defer clear(nv) // drop references to the values
-		if se, ok := st.(driver.StmtExecContext); ok {
-			res, err = se.ExecContext(context.Background(), nv)
-		} else {
-			res, err = st.Exec(namedToValues(nv)) //nolint:staticcheck // a driver without ExecContext
+		se, ok := st.(driver.StmtExecContext)
+		if !ok {
+			return fmt.Errorf("exec: driver statement %T has no ExecContext", st)
 		}
+		res, err = se.ExecContext(context.Background(), nv)
 		return err
 	})
 	if err != nil {
@@ -129,12 +124,11 @@ func (l *lazyStmt) rows(c *sql.Conn, fn func(vals []driver.Value) error, args ..
 			return err
 		}
 		defer clear(nv)
-		var rows driver.Rows
-		if sq, ok := st.(driver.StmtQueryContext); ok {
-			rows, err = sq.QueryContext(context.Background(), nv)
-		} else {
-			rows, err = st.Query(namedToValues(nv)) //nolint:staticcheck // a driver without QueryContext
+		sq, ok := st.(driver.StmtQueryContext)
+		if !ok {
+			return fmt.Errorf("query: driver statement %T has no QueryContext", st)
 		}
+		rows, err := sq.QueryContext(context.Background(), nv)
 		if err != nil {
 			return err
 		}
@@ -198,25 +192,11 @@ func (l *lazyStmt) close(c *sql.Conn) error {
 	return c.Raw(func(any) error { return st.Close() })
 }
 
-// namedToValues is args for a driver statement without the Context methods.
-func namedToValues(args []driver.NamedValue) []driver.Value {
-	v := make([]driver.Value, len(args))
-	for i, a := range args {
-		v[i] = a.Value
-	}
-	return v
-}
-
-// rowScanner is what sql.Row offers, so that a failed prepare reads as a
-// failed query.
+// rowScanner is what sql.Row offers: a failed prepare or query reads as a
+// failed Scan, as with database/sql.
 type rowScanner interface {
 	Scan(dest ...any) error
 }
-
-// errRow is a row whose Scan fails with err.
-type errRow struct{ err error }
-
-func (r errRow) Scan(...any) error { return r.err }
 
 // stmtRow is the first row of a lazyStmt's queryRow.
 type stmtRow struct {
