@@ -373,7 +373,7 @@ type sqliteStream struct {
 	// insertMany[keyed][i] is the multi-row INSERT of insertRuns[i] plain
 	// rows, unkeyed or keyed, prepared on first use: one statement per run
 	// of plain rows instead of one per row.
-	insertMany [2][len(insertRuns)]*sql.Stmt
+	insertMany [2][len(insertRuns)]lazyStmt
 	// A run of plain rows waiting for insertMany: consecutive seqs from
 	// runSeq, all at runTime, all keyed or all unkeyed, with these bound
 	// values (runCols per row).
@@ -390,7 +390,7 @@ type sqliteStream struct {
 	replacedSeqs []uint64
 	// delMany[i] deletes up to insertRuns[i] keys in one statement,
 	// prepared on first use.
-	delMany [len(insertRuns)]*sql.Stmt
+	delMany [len(insertRuns)]lazyStmt
 }
 
 func (s *sqliteStream) init(now time.Time, fresh bool) error {
@@ -519,6 +519,15 @@ func (s *sqliteStream) prepareLazily() {
 	}
 }
 
+// stmts lists every statement of the stream, for Close.
+func (s *sqliteStream) stmts() []*lazyStmt {
+	l := []*lazyStmt{&s.insert, &s.keySeq, &s.delSeq, &s.delKey, &s.getSeq, &s.getKey, &s.putMsgID, &s.getMsgID, &s.getDelID, &s.putDelID, &s.beginStmt, &s.commitStmt, &s.dataVer}
+	for i := range insertRuns {
+		l = append(l, &s.insertMany[0][i], &s.insertMany[1][i], &s.delMany[i])
+	}
+	return l
+}
+
 // schemaVersion is the PRAGMA user_version of a file whose tables and
 // indexes are those of schema. Bump it with every change to schema.
 const schemaVersion = 1
@@ -585,16 +594,9 @@ func (s *sqliteStream) Close() error {
 	if s.arch != nil {
 		first = s.arch.backup(s)
 	}
-	for _, l := range []*lazyStmt{&s.insert, &s.keySeq, &s.delSeq, &s.delKey, &s.getSeq, &s.getKey, &s.putMsgID, &s.getMsgID, &s.getDelID, &s.putDelID, &s.beginStmt, &s.commitStmt, &s.dataVer} {
-		if err := l.close(); err != nil && first == nil {
+	for _, l := range s.stmts() {
+		if err := l.close(s.conn); err != nil && first == nil {
 			first = err
-		}
-	}
-	for _, st := range append(append(s.insertMany[0][:], s.insertMany[1][:]...), s.delMany[:]...) {
-		if st != nil {
-			if err := st.Close(); err != nil && first == nil {
-				first = err
-			}
 		}
 	}
 	if s.conn != nil {

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"slices"
@@ -422,13 +423,9 @@ func (s *sqliteStream) flushInserts() error {
 			vals, seq = vals[cols:], seq+1
 			continue
 		}
-		st, err := s.insertStmt(s.runKeyed, i)
-		if err != nil {
-			return err
-		}
 		k := insertRuns[i]
 		s.execArgs = append(append(s.execArgs[:0], seq, s.runTime), vals[:k*cols]...)
-		if _, err := st.Exec(s.execArgs...); err != nil {
+		if _, err := s.insertStmt(s.runKeyed, i).exec(s.conn, s.execArgs...); err != nil {
 			return fmt.Errorf("insert: %w", err)
 		}
 		vals, seq = vals[k*cols:], seq+uint64(k)
@@ -439,14 +436,15 @@ func (s *sqliteStream) flushInserts() error {
 // insertStmt returns the multi-row INSERT of insertRuns[i] plain rows. It
 // binds the first seq (?1), the time (?2) and runCols values per row: the
 // other columns of a plain row are constants or derived, which keeps the
-// per-row binding cost low.
-func (s *sqliteStream) insertStmt(keyed bool, i int) (*sql.Stmt, error) {
+// per-row binding cost low. It is prepared on first use.
+func (s *sqliteStream) insertStmt(keyed bool, i int) *lazyStmt {
 	ki := 0
 	if keyed {
 		ki = 1
 	}
-	if st := s.insertMany[ki][i]; st != nil {
-		return st, nil
+	l := &s.insertMany[ki][i]
+	if l.query != "" {
+		return l
 	}
 	var q strings.Builder
 	q.WriteString(`INSERT INTO messages(seq, key, time, headers, enc, raw, size, ttl, expires) VALUES`)
@@ -462,12 +460,8 @@ func (s *sqliteStream) insertStmt(keyed bool, i int) (*sql.Stmt, error) {
 			fmt.Fprintf(&q, `(?1+%d, NULL, ?2, NULL, %d, ?%d, length(?%d), NULL, NULL)`, r, encRaw, p, p)
 		}
 	}
-	st, err := s.conn.PrepareContext(context.Background(), q.String())
-	if err != nil {
-		return nil, fmt.Errorf("prepare insert: %w", err)
-	}
-	s.insertMany[ki][i] = st
-	return st, nil
+	l.query = q.String()
+	return l
 }
 
 // deleteDeferred removes the rows of replaceKeys (distinct keys: a key seen
@@ -498,10 +492,6 @@ func (s *sqliteStream) deleteDeferred() error {
 			i--
 		}
 		n := min(len(keys), insertRuns[i])
-		st, err := s.deleteKeysStmt(i)
-		if err != nil {
-			return err
-		}
 		args := s.execArgs[:0]
 		for _, k := range keys[:n] {
 			args = append(args, k)
@@ -510,29 +500,27 @@ func (s *sqliteStream) deleteDeferred() error {
 			args = append(args, nil)
 		}
 		s.execArgs = args
-		rows, err := st.Query(args...)
-		if err != nil {
-			return fmt.Errorf("replace keys: %w", err)
-		}
-		for rows.Next() {
+		// The loop runs while the connection is held: no statement of
+		// the stream may run in it.
+		err := s.deleteKeysStmt(i).rows(s.conn, func(vals []driver.Value) error {
 			var key string
 			var seq uint64
 			var sz int64
 			var hadTTL bool
-			if err := rows.Scan(&key, &seq, &sz, &hadTTL); err != nil {
-				rows.Close()
-				return fmt.Errorf("replace keys: %w", err)
+			for c, d := range [...]any{&key, &seq, &sz, &hadTTL} {
+				if err := scanValue(d, vals[c]); err != nil {
+					return err
+				}
 			}
 			s.removed(sz, hadTTL)
 			j := slices.Index(keys[:n], key)
 			if j < 0 {
-				rows.Close()
-				return fmt.Errorf("replace keys: deleted key %q was not asked for", key)
+				return fmt.Errorf("deleted key %q was not asked for", key)
 			}
 			s.replacedSeqs[base+j] = seq
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+			return nil
+		}, args...)
+		if err != nil {
 			return fmt.Errorf("replace keys: %w", err)
 		}
 		keys, base = keys[n:], base+n
@@ -542,15 +530,10 @@ func (s *sqliteStream) deleteDeferred() error {
 
 // deleteKeysStmt returns the DELETE of up to insertRuns[i] keys, prepared on
 // first use.
-func (s *sqliteStream) deleteKeysStmt(i int) (*sql.Stmt, error) {
-	if st := s.delMany[i]; st != nil {
-		return st, nil
+func (s *sqliteStream) deleteKeysStmt(i int) *lazyStmt {
+	l := &s.delMany[i]
+	if l.query == "" {
+		l.query = `DELETE FROM messages WHERE key IN (?` + strings.Repeat(`, ?`, insertRuns[i]-1) + `) RETURNING key, seq, size, expires IS NOT NULL`
 	}
-	q := `DELETE FROM messages WHERE key IN (?` + strings.Repeat(`, ?`, insertRuns[i]-1) + `) RETURNING key, seq, size, expires IS NOT NULL`
-	st, err := s.conn.PrepareContext(context.Background(), q)
-	if err != nil {
-		return nil, fmt.Errorf("prepare delete keys: %w", err)
-	}
-	s.delMany[i] = st
-	return st, nil
+	return l
 }
