@@ -87,10 +87,15 @@ func TestManyStreamsSmallCache(t *testing.T) {
 	if got := waitCounted(t, h); got != int64(n) {
 		t.Fatalf("Stats.Streams = %d, want the %d written", got, n)
 	}
+	st = h.srv.Stats()
+	t.Logf("%d streams, cap %d: open %d, peak %d, rescued %d, open-wait closes %d, compacted %d", st.Streams, st.MaxOpenStreams, st.OpenStorage, st.OpenStoragePeak, st.StreamsRescued, st.OpenWaitCloses, st.StreamsCompacted)
 	h.restart()
+	began := time.Now()
 	if got := waitCounted(t, h); got != int64(n) {
 		t.Fatalf("after a restart Stats.Streams = %d, want %d", got, n)
 	}
+	st = h.srv.Stats()
+	t.Logf("after the restart: counted within %s; compacted %d", time.Since(began).Round(time.Millisecond), st.StreamsCompacted)
 	if st := h.srv.Stats(); st.OpenStorage > maxOpen || st.OpenStoragePeak > maxOpen {
 		t.Fatalf("after a restart open streams reached %d, the cap is %d", st.OpenStoragePeak, maxOpen)
 	}

@@ -543,6 +543,10 @@ func (s *Server) onMsg(m *nats.Msg) {
 		return
 	}
 	scope := bus.SubjectToken(m.Subject, 1)
+	if scope == persist.ServerScope {
+		s.serveServer(m)
+		return
+	}
 	if !bus.ValidScope(scope) {
 		s.replyError(m, persist.Errorf(persist.CodeBadRequest, "invalid scope %q", scope))
 		return

@@ -106,6 +106,22 @@ func (s *Server) Stats() Stats {
 	}
 }
 
+// serveServer answers a request to the server itself (persist.ServerScope)
+// on the subscription's goroutine: it reads counters only, no I/O.
+func (s *Server) serveServer(m *nats.Msg) {
+	if cmd := m.Header.Get(persist.HdrCmd); cmd != persist.CmdStats {
+		s.replyError(m, persist.Errorf(persist.CodeBadRequest, "command %q is not one a server answers for itself (%s)", cmd, persist.CmdStats))
+		return
+	}
+	st := s.Stats()
+	s.replyJSON(m, persist.ServerStats{
+		ID: s.cfg.ID, Streams: st.Streams,
+		OpenStorage: st.OpenStorage, OpenStoragePeak: st.OpenStoragePeak, MaxOpenStreams: st.MaxOpenStreams,
+		OpenStreams: st.OpenStreams, OpenBytes: st.OpenBytes,
+		StreamsRescued: st.StreamsRescued, OpenWaitCloses: st.OpenWaitCloses, StreamsCompacted: st.StreamsCompacted,
+	})
+}
+
 // ErrNotServing is what Ready returns for a server not started, or stopped.
 var ErrNotServing = errors.New("persist server: not serving")
 

@@ -19,7 +19,7 @@ const labelOther = "other"
 var (
 	persistCmds = []string{
 		persist.CmdSet, persist.CmdSetMany, persist.CmdGet, persist.CmdGetAll,
-		persist.CmdDelete, persist.CmdKeys, persist.CmdInventory, persist.CmdConfig,
+		persist.CmdDelete, persist.CmdKeys, persist.CmdInventory, persist.CmdConfig, persist.CmdStats,
 	}
 	persistCodes = []persist.Code{
 		persist.CodeBadRequest, persist.CodeNotFound, persist.CodeWrongOwner,
