@@ -185,11 +185,17 @@ func (s *Server) countOpen(k handleKey, open func() (store.Stream, error)) (stor
 	before, berr := l.HasStream(k.scope, k.name)
 	st, err := open()
 	var d int64
-	if berr == nil && !before {
-		if err == nil {
+	switch {
+	case berr != nil || before:
+		// Not known to be new, or not new.
+	case err == nil:
+		d = 1
+	case errors.Is(err, store.ErrNoStream):
+		// A read of a missing stream: nothing made.
+	default:
+		// A failed open normally removes what it made; count what it left.
+		if after, aerr := l.HasStream(k.scope, k.name); aerr == nil && after {
 			d = 1
-		} else if after, aerr := l.HasStream(k.scope, k.name); aerr == nil && after {
-			d = 1 // a failed open normally removes what it made; count what it left
 		}
 	}
 	s.count.end(k.scope, d)

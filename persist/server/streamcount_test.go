@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -81,6 +82,18 @@ func TestStreamsCounted(t *testing.T) {
 	if got := h.srv.Stats().Streams; got != 5 {
 		t.Fatalf("after a restart and a create: Streams = %d, want 5", got)
 	}
+}
+
+// fileBytes sums the sizes of the stream files under the data directory.
+func fileBytes(t *testing.T, h *harness) int64 {
+	t.Helper()
+	var n int64
+	for _, f := range streamFiles(t, h.dir) {
+		if fi, err := os.Stat(f); err == nil {
+			n += fi.Size()
+		}
+	}
+	return n
 }
 
 // setIn writes one value to stream of scope.
@@ -165,11 +178,17 @@ func TestQuickClosedCompactedAfterRestart(t *testing.T) {
 	if left < n-maxOpen {
 		t.Fatalf("%d -wal files after the stop, want at least %d: nothing for the restart to compact", left, n-maxOpen)
 	}
+	before := fileBytes(t, h)
 	h.start()
 	// The counter follows the removal of each WAL: wait for both.
 	testwait.For(t, "the WAL files to be compacted", func() bool {
 		return len(walFiles(t, h)) == 0 && h.srv.Stats().StreamsCompacted >= uint64(left)
 	})
+	after := fileBytes(t, h)
+	t.Logf("stream files: %d bytes (%d with a -wal) after the stop, %d once compacted", before, left, after)
+	if after >= before {
+		t.Fatalf("stream files take %d bytes once compacted, %d before", after, before)
+	}
 	if got := waitCounted(t, h); got != n {
 		t.Fatalf("Streams = %d, want %d", got, n)
 	}

@@ -3,9 +3,11 @@ package store
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -89,4 +91,53 @@ func TestListerScan(t *testing.T) {
 	if ok, err := st.HasStream("two", "quick"); ok || err != nil {
 		t.Fatalf("HasStream after Remove = %v, %v", ok, err)
 	}
+}
+
+// BenchmarkWalkScopes walks a data directory of 10,000 scopes of one
+// stream each (the layout of a stream per account or project), as a
+// server's count at start does: Scopes, then ScanScope of each. The files
+// are empty: the walk reads names only. The anchor is filepath.WalkDir of
+// the same tree (a sorted read of every directory, no stat either).
+func BenchmarkWalkScopes(b *testing.B) {
+	const scopes = 10000
+	dir := b.TempDir()
+	for i := range scopes {
+		sc := filepath.Join(dir, "account-"+strconv.Itoa(i))
+		if err := os.Mkdir(sc, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(sc, StreamFileName("log")), nil, 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	st := NewSQLite(SQLiteConfig{Dir: dir, ReserveBytes: -1})
+	b.Run("lister", func(b *testing.B) {
+		for b.Loop() {
+			n := 0
+			err := st.Scopes(context.Background(), func(sc string) error {
+				c, err := st.ScanScope(sc, nil)
+				n += c
+				return err
+			})
+			if err != nil || n != scopes {
+				b.Fatalf("walk: %d streams, %v", n, err)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/scopes, "ns/stream")
+	})
+	b.Run("anchor=WalkDir", func(b *testing.B) {
+		for b.Loop() {
+			n := 0
+			err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+				if err == nil && !d.IsDir() && isStreamFile(d.Name()) {
+					n++
+				}
+				return err
+			})
+			if err != nil || n != scopes {
+				b.Fatalf("WalkDir: %d streams, %v", n, err)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/scopes, "ns/stream")
+	})
 }
