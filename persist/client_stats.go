@@ -3,6 +3,7 @@ package persist
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/nats-io/nats.go"
@@ -15,7 +16,7 @@ import (
 // within the client's Timeout (or ctx's deadline, if sooner): a server
 // that is not running answers no responders at once. It needs a user that
 // may publish to {service}.*.api.* (the trusted client's); a tenant's is
-// refused.
+// refused, an error matching ErrForbidden.
 func (c *Client) ServerStats(ctx context.Context, id string) (ServerStats, error) {
 	if err := bus.ValidToken(id); err != nil {
 		return ServerStats{}, Errorf(CodeBadRequest, "server id: %v", err)
@@ -30,7 +31,10 @@ func (c *Client) ServerStats(ctx context.Context, id string) (ServerStats, error
 	d, _ := actx.Deadline()
 	setDeadline(m, d)
 	r, err := bus.Request(actx, c.cfg.Conn, m)
-	if err == nil {
+	switch {
+	case errors.Is(err, bus.ErrForbidden):
+		err = forbidden(err)
+	case err == nil:
 		err = replyError(r)
 	}
 	if err != nil {
