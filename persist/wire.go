@@ -64,7 +64,43 @@ const (
 	CmdKeys      = "keys"
 	CmdInventory = "inventory"
 	CmdConfig    = "config"
+	// CmdStats asks a server for its own figures (ServerStats), on the
+	// subject {service}.{ServerScope}.api.{id}.
+	CmdStats = "stats"
 )
+
+// ServerScope stands in the scope token of the subject of requests to a
+// server itself rather than to a stream (CmdStats). It is not a valid
+// scope (scopes start with a letter or digit), so no stream has it and a
+// tenant, whose permissions name its scopes, cannot send there; the
+// trusted client's {service}.*.api.* can.
+const ServerScope = "_server"
+
+// ServerStats is a persist server's answer to CmdStats: its open streams
+// against its cap and its streams on disk, as Stats of package server has
+// them.
+type ServerStats struct {
+	ID string `json:"id"`
+	// Streams is the persistent streams the server holds on disk, open or
+	// closed; -1 while the server is still counting them (a walk of its
+	// data directory at start) or cannot.
+	Streams int64 `json:"streams"`
+	// OpenStorage is the streams whose files are open (or opening or
+	// closing), FilesPerOpenStream descriptors each for a persistent one;
+	// at most MaxOpenStreams. OpenStoragePeak is the most there have been.
+	OpenStorage     int64 `json:"open_storage"`
+	OpenStoragePeak int64 `json:"open_storage_peak"`
+	MaxOpenStreams  int   `json:"max_open_streams"`
+	// OpenStreams is the entries of the open-stream cache (ephemeral
+	// streams included), OpenBytes the bytes they store.
+	OpenStreams int   `json:"open_streams"`
+	OpenBytes   int64 `json:"open_bytes"`
+	// The cache's counters since the server started (see package server's
+	// Stats).
+	StreamsRescued   uint64 `json:"streams_rescued"`
+	OpenWaitCloses   uint64 `json:"open_wait_closes"`
+	StreamsCompacted uint64 `json:"streams_compacted"`
+}
 
 // Wire limits.
 const (

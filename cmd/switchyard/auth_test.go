@@ -487,6 +487,20 @@ func runAuthAttacks(t *testing.T, url, dir, ca string) {
 			pubRefused(t, acmeConn, acmeV, nats.NewMsg("_INBOX_bob.fake.1"))
 		}},
 		{"tenant forges a feed message", func(t *testing.T) { pubRefused(t, acmeConn, acmeV, forged) }},
+		{"tenant asks a server for its own figures", func(t *testing.T) {
+			_, err := acme.ServerStats(ctx, acmeOwner)
+			forbidden(t, err)
+		}},
+		{"client asks a server for its own figures", func(t *testing.T) {
+			c, err := persist.NewClient(persist.ClientConfig{Conn: clientConn})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if st, err := c.ServerStats(ctx, bobOwner); err != nil || st.ID != bobOwner || st.MaxOpenStreams <= 0 {
+				t.Fatalf("the trusted client asks server %s: %+v, %v", bobOwner, st, err)
+			}
+		}},
 		{"client forges a feed message", func(t *testing.T) { pubRefused(t, clientConn, clientV, forged) }},
 		{"tenant aims a server's answer at the JetStream API", func(t *testing.T) {
 			aimed(t, getOf(streamConfig.Seq), "$JS.API.STREAM.CREATE.steal", func() *nats.Msg { return getOf(streamConfig.Seq) })

@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"slices"
+	"strconv"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -20,7 +23,7 @@ import (
 func newPersistCmd() *cobra.Command {
 	p := &cobra.Command{
 		Use:   "persist",
-		Short: "Run a persist server, or inspect a stream",
+		Short: "Run a persist server, or inspect a stream or the servers",
 		Args:  cobra.NoArgs,
 		RunE:  func(cmd *cobra.Command, args []string) error { return cmd.Help() },
 	}
@@ -106,11 +109,44 @@ closes its files.`,
 
 func newPersistInventoryCmd() *cobra.Command {
 	var natsOpts natsFlags
+	var idsFlag string
+	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "inventory SCOPE STREAM",
-		Short: "Print a stream's message count, bytes, last seq and non-default limits as JSON",
-		Args:  cobra.ExactArgs(2),
+		Use:   "inventory [SCOPE STREAM]",
+		Short: "Print a stream's count, bytes, last seq and limits; without arguments, each server's streams, open and on disk",
+		Long: `With SCOPE STREAM, prints that stream's message count, bytes, last seq and
+non-default limits as JSON.
+
+Without arguments, asks each persist server of --ids for its own figures and
+prints one line per server: the persistent streams it holds on disk (counted
+by a walk of its data directory at start, "counting" until that is done, then
+kept up by its creates and drops), the streams whose files are open now and
+at most since it started, its cap (--max-open-streams), the file descriptors
+the open ones hold (3 each), and the streams its closer compacted. --json
+prints the answers as a JSON array. A server that does not answer is
+reported on its line and makes the command fail. It needs the trusted
+client's credentials (a tenant's cannot reach a server's own subject).`,
+		Example: `  switchyard persist inventory hub orders
+  switchyard persist inventory --ids 0,1,2,3`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 0 && len(args) != 2 {
+				return usagef("persist inventory takes SCOPE STREAM, or nothing for every server's figures; got %d arguments", len(args))
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				ids, err := parseIDs(idsFlag)
+				if err != nil {
+					return err
+				}
+				return natsOpts.with(cmd, func(ctx context.Context, c *persist.Client) error {
+					return printServerInventory(ctx, stdout(cmd), c, ids, asJSON)
+				})
+			}
+			if cmd.Flags().Changed("ids") {
+				return usagef("--ids goes with persist inventory without SCOPE STREAM")
+			}
 			if err := checkScope(args[0]); err != nil {
 				return err
 			}
@@ -126,5 +162,58 @@ func newPersistInventoryCmd() *cobra.Command {
 		},
 	}
 	natsOpts.registerClient(cmd)
+	cmd.Flags().StringVar(&idsFlag, "ids", "0,1", "without SCOPE STREAM: the persist server ids to ask")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "without SCOPE STREAM: print the servers' answers as a JSON array")
 	return cmd
+}
+
+// printServerInventory asks each server of ids for its figures and prints
+// them, a line each (or a JSON array); it fails when one did not answer,
+// after printing the others.
+func printServerInventory(ctx context.Context, out io.Writer, c *persist.Client, ids []string, asJSON bool) error {
+	var sts []persist.ServerStats
+	var first error
+	errs := map[string]error{}
+	for _, id := range ids {
+		st, err := c.ServerStats(ctx, id)
+		if err != nil {
+			errs[id] = err
+			if first == nil {
+				first = err
+			}
+			continue
+		}
+		sts = append(sts, st)
+	}
+	if asJSON {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		if sts == nil {
+			sts = []persist.ServerStats{}
+		}
+		if err := enc.Encode(sts); err != nil {
+			return err
+		}
+		return first
+	}
+	w := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "SERVER\tSTREAMS\tOPEN\tPEAK\tCAP\tDESCRIPTORS\tCOMPACTED")
+	next := 0
+	for _, id := range ids {
+		if err := errs[id]; err != nil {
+			fmt.Fprintf(w, "%s\tno answer: %v\n", id, err)
+			continue
+		}
+		st := sts[next]
+		next++
+		streams := "counting"
+		if st.Streams >= 0 {
+			streams = strconv.FormatInt(st.Streams, 10)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\t%d\n", st.ID, streams, st.OpenStorage, st.OpenStoragePeak, st.MaxOpenStreams, st.OpenStorage*store.FilesPerOpenStream, st.StreamsCompacted)
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	return first
 }

@@ -150,7 +150,9 @@ func (s *Server) finishClose(h *handle) {
 // over many more streams than the cache holds; one closed for being idle
 // is closed fully (the WAL checkpointed into the database and removed, so a
 // closed stream takes the least disk). When nothing waits to be closed,
-// the closer compacts the streams closed quickly, one at a time (compact).
+// the closer compacts the streams closed quickly, one at a time (compact),
+// and then those the walk at start found left so by an earlier run
+// (streamcount.go).
 func (s *Server) closer() {
 	defer close(s.closerDone)
 	s.mu.Lock()
@@ -168,6 +170,12 @@ func (s *Server) closer() {
 		if k, ok := s.nextCompactLocked(); ok {
 			s.mu.Unlock()
 			s.compact(k)
+			s.mu.Lock()
+			continue
+		}
+		if f, ok := s.nextFoundLocked(); ok {
+			s.mu.Unlock()
+			s.resolveFound(f)
 			s.mu.Lock()
 			continue
 		}

@@ -129,11 +129,14 @@ func (s *Server) openFailed(h *handle, jobs []*job, err error) {
 }
 
 // open opens the stream of k, creating it only when create is set.
+// The open is counted (countOpen): it may make the stream's file.
 func (s *Server) open(k handleKey, create bool) (store.Stream, error) {
-	if create {
-		return s.storage(k).Open(k.scope, k.name, time.Now())
-	}
-	return s.storage(k).OpenExisting(k.scope, k.name, time.Now())
+	return s.countOpen(k, func() (store.Stream, error) {
+		if create {
+			return s.storage(k).Open(k.scope, k.name, time.Now())
+		}
+		return s.storage(k).OpenExisting(k.scope, k.name, time.Now())
+	})
 }
 
 // storage is where the stream of k is kept: the request's Sy-Ephemeral
@@ -372,7 +375,7 @@ func (s *Server) serveDrop(h *handle, m *nats.Msg, r *request) {
 	if err := s.closeHandle(h); err != nil {
 		s.log.Warn("persist: close stream to drop it", "scope", h.key.scope, "stream", h.key.name, "err", err)
 	}
-	if err := s.storage(h.key).Remove(h.key.scope, h.key.name); err != nil {
+	if err := s.countRemove(h.key); err != nil {
 		// The stream is left, emptied, with its delete id: a retry of the
 		// same drop reopens it, answers what this one removed and removes
 		// the files again.

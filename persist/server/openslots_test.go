@@ -13,12 +13,13 @@ import (
 	"github.com/switchyard-dev/switchyard/persist"
 )
 
-// TestManyStreamsSmallCache writes manyStreams streams (640 through a
-// cache of 64; 20,000 through 256 with -tags manystreams) through one
+// TestManyStreamsSmallCache writes manyStreams streams (320 through a
+// cache of 32; 20,000 through 256 with -tags manystreams) through one
 // server, from 8 clients at once, and
-// reads every one back: each holds what was written, and the streams open
+// reads every one back: each holds what was written, the streams open
 // at once never exceeded the cap (so neither did their descriptors,
-// store.FilesPerOpenStream each).
+// store.FilesPerOpenStream each), and Stats.Streams counts them all, again
+// after a restart (the walk of the data directory).
 func TestManyStreamsSmallCache(t *testing.T) {
 	t.Parallel()
 	n := manyStreams
@@ -80,5 +81,22 @@ func TestManyStreamsSmallCache(t *testing.T) {
 	}
 	if st.OpenStoragePeak < maxOpen/2 {
 		t.Fatalf("open streams peaked at %d: the cache was not filled, the test proves nothing", st.OpenStoragePeak)
+	}
+	// The server counts every stream it wrote, and a new one on the same
+	// directory counts them again from the disk.
+	if got := waitCounted(t, h); got != int64(n) {
+		t.Fatalf("Stats.Streams = %d, want the %d written", got, n)
+	}
+	st = h.srv.Stats()
+	t.Logf("%d streams, cap %d: open %d, peak %d, rescued %d, open-wait closes %d, compacted %d", st.Streams, st.MaxOpenStreams, st.OpenStorage, st.OpenStoragePeak, st.StreamsRescued, st.OpenWaitCloses, st.StreamsCompacted)
+	h.restart()
+	began := time.Now()
+	if got := waitCounted(t, h); got != int64(n) {
+		t.Fatalf("after a restart Stats.Streams = %d, want %d", got, n)
+	}
+	st = h.srv.Stats()
+	t.Logf("after the restart: counted within %s; compacted %d", time.Since(began).Round(time.Millisecond), st.StreamsCompacted)
+	if st := h.srv.Stats(); st.OpenStorage > maxOpen || st.OpenStoragePeak > maxOpen {
+		t.Fatalf("after a restart open streams reached %d, the cap is %d", st.OpenStoragePeak, maxOpen)
 	}
 }

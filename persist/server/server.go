@@ -259,12 +259,21 @@ type Server struct {
 	// for them before it removes the stream's files (serveDrop).
 	closing map[handleKey]int
 	closed  *sync.Cond
-	ready   []*handle // streams with queued work, not being served
-	quit    bool      // workers exit once ready is empty
-	sub     *nats.Subscription
+	// foundWAL lists the stream files the start's walk found with a WAL
+	// left by a quick close, for the closer to compact (streamcount.go).
+	foundWAL []foundWAL
+	ready    []*handle // streams with queued work, not being served
+	quit     bool      // workers exit once ready is empty
+	sub      *nats.Subscription
 
 	wg      sync.WaitGroup // workers and the timer loop
 	stopTim chan struct{}
+	// count is the total of persistent streams (streamcount.go); the walk
+	// that counts them at start ends when walkStop is called (closeStreams)
+	// and closes walkDone (nil before Start or without a store.Lister).
+	count    *streamCount
+	walkStop context.CancelFunc
+	walkDone chan struct{}
 
 	// openStreams counts the streams whose storage is open, being opened
 	// or still closing: the slots of openslots.go, at most MaxOpenStreams.
@@ -284,6 +293,9 @@ type Server struct {
 	// now, if set (tests only), is the clock requests' deadlines are
 	// checked against (admit); nil means time.Now.
 	now func() time.Time
+	// beforeScan, if set (tests only), runs on the walk's goroutine before
+	// it counts each scope.
+	beforeScan func(scope string)
 	// gatherWait, if set (tests only), replaces how long a sync stream's
 	// group commit waits for more writes (gather).
 	gatherWait time.Duration
@@ -342,7 +354,7 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: lifecycle.Logger(cfg.Logger, "persist"), handles: map[handleKey]*handle{}, closing: map[handleKey]int{}, retired: map[handleKey]*handle{}, compacting: map[handleKey]struct{}{}}
+	s := &Server{cfg: cfg, log: lifecycle.Logger(cfg.Logger, "persist"), handles: map[handleKey]*handle{}, closing: map[handleKey]int{}, retired: map[handleKey]*handle{}, compacting: map[handleKey]struct{}{}, count: newStreamCount()}
 	s.cond = sync.NewCond(&s.mu)
 	s.closeWork = sync.NewCond(&s.mu)
 	s.closed = sync.NewCond(&s.mu)
@@ -401,6 +413,16 @@ func (s *Server) start(ctx context.Context) error {
 	// closeStreams stops it.
 	s.closerDone = make(chan struct{})
 	go s.closer()
+	// The count of streams on disk runs beside the requests: a data
+	// directory of a million streams takes seconds to list.
+	if l, ok := s.cfg.Storage.(store.Lister); ok && s.cfg.DataDir != "" {
+		wctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+		s.walkStop, s.walkDone = stop, make(chan struct{})
+		go func() {
+			defer close(s.walkDone)
+			s.walkStreams(wctx, l)
+		}()
+	}
 	return nil
 }
 
@@ -474,6 +496,13 @@ func (s *Server) drain(ctx context.Context) error {
 // storage, keeping the first error.
 func (s *Server) closeStreams() error {
 	var first error
+	s.mu.Lock()
+	walkStop, walkDone := s.walkStop, s.walkDone
+	s.mu.Unlock()
+	if walkStop != nil {
+		walkStop()
+		<-walkDone
+	}
 	s.stopCloser()
 	s.mu.Lock()
 	hs := make([]*handle, 0, len(s.handles))
@@ -514,6 +543,10 @@ func (s *Server) onMsg(m *nats.Msg) {
 		return
 	}
 	scope := bus.SubjectToken(m.Subject, 1)
+	if scope == persist.ServerScope {
+		s.serveServer(m)
+		return
+	}
 	if !bus.ValidScope(scope) {
 		s.replyError(m, persist.Errorf(persist.CodeBadRequest, "invalid scope %q", scope))
 		return

@@ -67,8 +67,18 @@ type Stats struct {
 	// slot was free (the closer behind, or no reserve).
 	OpenWaitCloses uint64
 	// StreamsCompacted counts the streams closed quickly whose WAL the
-	// closer later checkpointed into their database (cache.go).
+	// closer later checkpointed into their database (cache.go), those an
+	// earlier run left so included (found by the walk at start).
 	StreamsCompacted uint64
+	// Streams is the persistent streams the server holds on disk: the
+	// stream files of the scopes it owned at start, counted by a walk of
+	// the data directory that runs beside the requests (streamcount.go),
+	// plus the streams it created since, less those it dropped. It is -1
+	// until the walk has finished, and stays -1 when the walk failed (it
+	// logs why), for a Config.Storage that cannot list its streams (not a
+	// store.Lister) and without DataDir.
+	// Ephemeral streams are in OpenStreams only: they exist while open.
+	Streams int64
 }
 
 // Stats returns a snapshot of the counters. It is safe to call at any time.
@@ -93,7 +103,24 @@ func (s *Server) Stats() Stats {
 		StreamsRescued:   s.rescued.Load(),
 		OpenWaitCloses:   s.slotCloses.Load(),
 		StreamsCompacted: s.compacted.Load(),
+		Streams:          s.count.value(),
 	}
+}
+
+// serveServer answers a request to the server itself (persist.ServerScope)
+// on the subscription's goroutine: it reads counters only, no I/O.
+func (s *Server) serveServer(m *nats.Msg) {
+	if cmd := m.Header.Get(persist.HdrCmd); cmd != persist.CmdStats {
+		s.replyError(m, persist.Errorf(persist.CodeBadRequest, "command %q is not one a server answers for itself (%s)", cmd, persist.CmdStats))
+		return
+	}
+	st := s.Stats()
+	s.replyJSON(m, persist.ServerStats{
+		ID: s.cfg.ID, Streams: st.Streams,
+		OpenStorage: st.OpenStorage, OpenStoragePeak: st.OpenStoragePeak, MaxOpenStreams: st.MaxOpenStreams,
+		OpenStreams: st.OpenStreams, OpenBytes: st.OpenBytes,
+		StreamsRescued: st.StreamsRescued, OpenWaitCloses: st.OpenWaitCloses, StreamsCompacted: st.StreamsCompacted,
+	})
 }
 
 // ErrNotServing is what Ready returns for a server not started, or stopped.

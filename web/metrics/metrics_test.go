@@ -185,7 +185,9 @@ func TestPersistMetrics(t *testing.T) {
 		sets, _ := lookup(fams, "switchyard_persist_request_duration_seconds", "cmd", "set")
 		bad, _ := lookup(fams, "switchyard_persist_requests_total", "cmd", "other", "code", "bad-request")
 		dropped, _ := lookup(fams, "switchyard_persist_deadline_dropped_total", "server", "0")
-		return sets >= 3 && bad >= 1 && dropped >= 1, fmt.Sprintf("set samples %v, bad-request %v, deadline dropped %v", sets, bad, dropped)
+		// The streams on disk are exported once the walk at start counted them.
+		_, counted := lookup(fams, "switchyard_persist_streams", "server", "0")
+		return sets >= 3 && bad >= 1 && dropped >= 1 && counted, fmt.Sprintf("set samples %v, bad-request %v, deadline dropped %v, streams counted %v", sets, bad, dropped, counted)
 	})
 	if got := value(t, fams, "switchyard_persist_requests_total", "server", "0", "cmd", "set", "code", "ok"); got != 3 {
 		t.Errorf("set ok = %v, want 3", got)
@@ -224,7 +226,11 @@ func TestPersistMetrics(t *testing.T) {
 	if got := value(t, fams, "switchyard_persist_ready", "server", "0"); got != 1 {
 		t.Errorf("ready = %v, want 1", got)
 	}
-	for _, n := range []string{"switchyard_persist_dedup_hits_total", "switchyard_persist_expired_messages_total", "switchyard_persist_commit_failures_total", "switchyard_persist_feed_publish_failures_total"} {
+	if got := value(t, fams, "switchyard_persist_streams", "server", "0"); got != 1 {
+		t.Errorf("streams = %v, want 1 (the stream demo)", got)
+	}
+	for _, n := range []string{"switchyard_persist_dedup_hits_total", "switchyard_persist_expired_messages_total", "switchyard_persist_commit_failures_total", "switchyard_persist_feed_publish_failures_total",
+		"switchyard_persist_streams_rescued_total", "switchyard_persist_open_wait_closes_total", "switchyard_persist_streams_compacted_total"} {
 		value(t, fams, n, "server", "0")
 	}
 	checkLabels(t, fams)

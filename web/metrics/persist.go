@@ -19,7 +19,7 @@ const labelOther = "other"
 var (
 	persistCmds = []string{
 		persist.CmdSet, persist.CmdSetMany, persist.CmdGet, persist.CmdGetAll,
-		persist.CmdDelete, persist.CmdKeys, persist.CmdInventory, persist.CmdConfig,
+		persist.CmdDelete, persist.CmdKeys, persist.CmdInventory, persist.CmdConfig, persist.CmdStats,
 	}
 	persistCodes = []persist.Code{
 		persist.CodeBadRequest, persist.CodeNotFound, persist.CodeWrongOwner,
@@ -67,8 +67,12 @@ var (
 	persistOpenBytes     = desc("persist_open_stream_bytes", "Bytes stored in the open streams.", "server")
 	persistOpenStorage   = desc("persist_open_stream_storage", "Streams whose storage is open, opening or closing; a persistent one holds 3 file descriptors (its database, -wal and -shm).", "server")
 	persistMaxOpen       = desc("persist_max_open_streams", "The server's open-stream cap (--max-open-streams): open_stream_storage never exceeds it.", "server")
+	persistStreams       = desc("persist_streams", "Persistent streams the server holds on disk, open or closed (counted by a walk of the data directory at start, then kept up by creates and drops); absent until counted.", "server")
+	persistRescued       = desc("persist_streams_rescued_total", "Evicted streams taken back, still open, by a request that came before the closer closed them.", "server")
+	persistWaitCloses    = desc("persist_open_wait_closes_total", "Streams an open closed itself because no open-stream slot was free (the closer behind).", "server")
+	persistCompacted     = desc("persist_streams_compacted_total", "Streams closed quickly whose WAL the closer later checkpointed into their database (those an earlier run left included).", "server")
 	persistReady         = desc("persist_ready", "1 while the server serves, its NATS connection is up and its last commit succeeded.", "server")
-	persistCollectorDesc = []*prometheus.Desc{persistCommits, persistCommitFails, persistFeed, persistFeedFails, persistDedup, persistExpired, persistReplyRefused, persistDeadline, persistOpenStreams, persistOpenBytes, persistOpenStorage, persistMaxOpen, persistReady}
+	persistCollectorDesc = []*prometheus.Desc{persistCommits, persistCommitFails, persistFeed, persistFeedFails, persistDedup, persistExpired, persistReplyRefused, persistDeadline, persistOpenStreams, persistOpenBytes, persistOpenStorage, persistMaxOpen, persistStreams, persistRescued, persistWaitCloses, persistCompacted, persistReady}
 )
 
 func newPersistCollector() *persistCollector {
@@ -133,6 +137,12 @@ func (c *persistCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(ch, persistOpenBytes, float64(st.OpenBytes), s.id)
 		gauge(ch, persistOpenStorage, float64(st.OpenStorage), s.id)
 		gauge(ch, persistMaxOpen, float64(st.MaxOpenStreams), s.id)
+		if st.Streams >= 0 {
+			gauge(ch, persistStreams, float64(st.Streams), s.id)
+		}
+		counter(ch, persistRescued, float64(st.StreamsRescued), s.id)
+		counter(ch, persistWaitCloses, float64(st.OpenWaitCloses), s.id)
+		counter(ch, persistCompacted, float64(st.StreamsCompacted), s.id)
 		ready := 0.0
 		if s.srv.Ready() == nil {
 			ready = 1
