@@ -753,10 +753,30 @@ func (s *Stream) scan(ctx context.Context, r Range, fn func(*Message) error) (ui
 	return next, nil
 }
 
+// chunkQueue is how many chunks of one answer may wait to be read. The
+// server sends an answer's chunks without waiting, each of up to
+// ChunkBytes (or the max payload, when lower), so a reader slower than the
+// stream (a WebSocket behind it) lets them pile up. nats.go's SubscribeSync
+// would queue them in a channel of 65,536 slots, allocated (512 KiB) for
+// every read however small, and refuse them past 64 MiB pending; this
+// queue holds the same 64 MiB of full chunks in a channel sized for it:
+// 257 slots (2 KiB) at NATS's default payload. A chunk that finds it full
+// is dropped by nats.go (a slow consumer) and the read fails with "lost
+// chunk", as past the pending limit before.
+func chunkQueue(maxPayload int64) int {
+	const pending = 64 << 20
+	chunk := min(int64(ChunkBytes), maxPayload)
+	if chunk <= 0 {
+		return 1 << 16
+	}
+	return int(min(max(pending/chunk+1, 16), 1<<16))
+}
+
 func (s *Stream) scanOnce(ctx context.Context, id string, r Range, fn func(*Message) error) (uint64, error) {
 	nc := s.c.cfg.Conn
 	inbox := nc.NewRespInbox()
-	sub, err := nc.SubscribeSync(inbox)
+	chunks := make(chan *nats.Msg, chunkQueue(nc.MaxPayload()))
+	sub, err := nc.ChanSubscribe(inbox, chunks)
 	if err != nil {
 		return 0, fmt.Errorf("subscribe reply inbox: %w", err)
 	}
@@ -786,7 +806,12 @@ func (s *Stream) scanOnce(ctx context.Context, id string, r Range, fn func(*Mess
 		// Each chunk gets a fresh attempt timeout: a long answer is fine as
 		// long as it keeps coming.
 		actx, cancel := s.c.attemptContext(gctx)
-		reply, err := sub.NextMsgWithContext(actx)
+		var reply *nats.Msg
+		select {
+		case reply = <-chunks:
+		case <-actx.Done():
+			err = actx.Err()
+		}
 		cancel()
 		if err != nil {
 			if pe := bus.Refused(gctx); pe != nil {

@@ -387,7 +387,7 @@ func (s *Server) serveDrop(h *handle, m *nats.Msg, r *request) {
 }
 
 // serveGetAll streams the selected messages to the reply subject in chunks
-// of frames of at most ChunkBytes (a single larger message gets a chunk of
+// of frames of at most ChunkBytes or the max payload (a single larger message gets a chunk of
 // its own), numbered from 0; the last chunk carries Sy-Eof and, when
 // Sy-Limit cut the range, Sy-Next-Seq.
 func (s *Server) serveGetAll(h *handle, st store.Stream, m *nats.Msg, r *request) {
@@ -396,6 +396,11 @@ func (s *Server) serveGetAll(h *handle, st store.Stream, m *nats.Msg, r *request
 	}
 	chunk := 0
 	var buf, frame []byte
+	// A chunk stays under the connection's max payload too (less the room
+	// of its headers): a NATS server set below ChunkBytes would refuse
+	// every full chunk, and so every read and watch of a stream larger than
+	// it. A frame larger than that is refused on write (checkAnswerRoom).
+	chunkBytes := min(persist.ChunkBytes, int(s.cfg.Conn.MaxPayload())-answerRoom)
 	publish := func(eof bool, next uint64) error {
 		out := &nats.Msg{Subject: m.Reply, Header: nats.Header{}, Data: buf}
 		out.Header.Set(persist.HdrChunk, itoa(uint64(chunk)))
@@ -417,7 +422,7 @@ func (s *Server) serveGetAll(h *handle, st store.Stream, m *nats.Msg, r *request
 		if frame, err = persist.AppendFrame(frame[:0], msg); err != nil {
 			return err
 		}
-		if len(buf) > 0 && len(buf)+len(frame) > persist.ChunkBytes {
+		if len(buf) > 0 && len(buf)+len(frame) > chunkBytes {
 			if err := publish(false, 0); err != nil {
 				return fmt.Errorf("publish chunk: %w", err)
 			}
