@@ -1,10 +1,13 @@
 package server
 
 import (
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/persist"
@@ -83,13 +86,14 @@ func TestDeadlinePassesWhileQueued(t *testing.T) {
 	skew.Store(int64(2 * time.Hour)) // their callers gave up while they waited
 	p.publish(4, h.msg(persist.CmdGet, "q", map[string]string{persist.HdrSeq: "1"}, nil))
 	g.open()
-	if i, r := p.next(); i != 0 {
-		t.Fatalf("first answer is to request %d, want 0", i)
-	} else {
-		wantSeq(t, i, r, 1)
+	got := p.answers(2)
+	r0, r4 := got[0], got[4]
+	if r0 == nil || r4 == nil {
+		t.Fatalf("answers to requests %v, want 0 and 4: the requests past their deadline were served", keys(got))
 	}
-	if i, r := p.next(); i != 4 || string(r.Data) != "first" {
-		t.Fatalf("next answer is to request %d (%q %s), want 4 with seq 1: the requests past their deadline were served", i, r.Data, r.Header.Get(persist.HdrError))
+	wantSeq(t, 0, r0, 1)
+	if string(r4.Data) != "first" {
+		t.Fatalf("request 4: %q %s, want the value of seq 1", r4.Data, r4.Header.Get(persist.HdrError))
 	}
 	wantCode(t, h.req(persist.CmdGet, "q", map[string]string{persist.HdrKey: "k"}, nil), persist.CodeNotFound)
 	if got := h.srv.Stats().DeadlineDropped; got != 3 {
@@ -118,17 +122,27 @@ func TestOwnershipCheckedAtApply(t *testing.T) {
 	testwait.For(t, "two requests queued behind the held commit", func() bool { return h.queued("q") == 2 })
 	owner.Store("1")
 	g.open()
-	if i, r := p.next(); i != 0 {
-		t.Fatalf("first answer is to request %d, want 0", i)
-	} else {
-		wantSeq(t, i, r, 1)
+	got := p.answers(3)
+	if got[0] == nil {
+		t.Fatalf("answers to requests %v, want 0, 1 and 2", keys(got))
 	}
+	wantSeq(t, 0, got[0], 1)
 	for want := 1; want <= 2; want++ {
-		i, r := p.next()
-		if i != want || persist.Code(r.Header.Get(persist.HdrError)) != persist.CodeWrongOwner {
-			t.Fatalf("answer to request %d: %q %q; want request %d answered wrong-owner", i, r.Header.Get(persist.HdrError), r.Data, want)
+		r := got[want]
+		if r == nil || persist.Code(r.Header.Get(persist.HdrError)) != persist.CodeWrongOwner {
+			t.Fatalf("answers to requests %v; want request %d answered wrong-owner", keys(got), want)
 		}
 	}
 	owner.Store("0")
 	wantCode(t, h.req(persist.CmdGet, "q", map[string]string{persist.HdrKey: "k"}, nil), persist.CodeNotFound)
+}
+
+// keys lists the request indexes answered, for failure messages.
+func keys(m map[int]*nats.Msg) []int {
+	out := make([]int, 0, len(m))
+	for i := range m {
+		out = append(out, i)
+	}
+	slices.Sort(out)
+	return out
 }

@@ -69,6 +69,24 @@ func (p *pending) next() (int, *nats.Msg) {
 	return i, r
 }
 
+// answers waits for n answers and returns them by request index. The
+// answers to requests of one stream need not arrive in order: a worker
+// hands the stream back before it sends its last commit's answers, so
+// another may answer the requests queued behind that commit (a refusal, a
+// read) first.
+func (p *pending) answers(n int) map[int]*nats.Msg {
+	p.h.t.Helper()
+	got := make(map[int]*nats.Msg, n)
+	for range n {
+		i, r := p.next()
+		if _, dup := got[i]; dup {
+			p.h.t.Fatalf("request %d answered twice", i)
+		}
+		got[i] = r
+	}
+	return got
+}
+
 // wantSeq fails unless r is a successful set answer with seq want.
 func wantSeq(t *testing.T, i int, r *nats.Msg, want uint64) {
 	t.Helper()
