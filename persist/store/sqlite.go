@@ -281,10 +281,11 @@ func streamDSN(p string, isNew, full bool) string {
 }
 
 // newFilePageSize is the page size of new stream files. A small stream
-// (a few keys) holds one page per table and index, nine b-trees, and its
-// header and pointer-map pages: 2 KiB pages halve its file against SQLite's
-// 4 KiB, and a keyed set writes 2 KiB frames to the WAL instead of 4 KiB
-// (measured in docs/benchmarks.md). Files made before keep theirs.
+// (a few keys) holds one page per table and index (three b-trees, more
+// once it uses lazyTables), and its header and pointer-map pages: 2 KiB
+// pages halve its file against SQLite's 4 KiB, and a keyed set writes
+// 2 KiB frames to the WAL instead of 4 KiB (measured in
+// docs/benchmarks.md). Files made before keep theirs.
 const newFilePageSize = 2048
 
 // newFilePragmas run, in this order, on a connection to a new file. The
