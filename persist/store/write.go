@@ -342,7 +342,8 @@ func (s *sqliteStream) record(op *WriteOp, seq uint64, size, nowMs int64, rate *
 	s.count++
 	s.bytes += size
 	if op.TTL > 0 {
-		// The row is in: the index made now (same transaction) takes it.
+		// Before or after the row's insert, the index made in the same
+		// transaction holds it.
 		if err := s.ensureLazy(lazyExpires); err != nil {
 			return fmt.Errorf("ttl: %w", err)
 		}
