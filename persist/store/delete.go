@@ -59,7 +59,7 @@ func (s *sqliteStream) Delete(d persist.Delete, now time.Time) (DeleteResult, []
 // stored in the same transaction as the removal, so a crash keeps both or
 // neither.
 func (s *sqliteStream) delete(d persist.Delete, nowMs int64) (DeleteResult, error) {
-	if d.MsgID != "" {
+	if d.MsgID != "" && s.lazy&lazyDelIDs != 0 {
 		var blob []byte
 		var at int64
 		err := s.getDelID.queryRow(s.conn, d.MsgID).Scan(&blob, &at)
@@ -112,6 +112,9 @@ func (s *sqliteStream) delete(d persist.Delete, nowMs int64) (DeleteResult, erro
 		seqs = []uint64{}
 	}
 	if d.MsgID != "" {
+		if err := s.ensureLazy(lazyDelIDs); err != nil {
+			return DeleteResult{}, fmt.Errorf("delete id: %w", err)
+		}
 		if _, err := s.putDelID.exec(s.conn, d.MsgID, encodeSeqRuns(seqs), nowMs); err != nil {
 			return DeleteResult{}, fmt.Errorf("delete id: %w", err)
 		}

@@ -145,18 +145,14 @@ func TestDeleteDedupWindowEnds(t *testing.T) {
 // delids table) opens, and deletes with ids work on it.
 func TestDeleteIDsOldFile(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
 	now := time.Now()
-	s, err := NewSQLite(SQLiteConfig{Dir: dir}).Open("hub", "old", now)
+	st, p := fullSchemaStream(t)
+	s, err := st.Open("hub", "s", now)
 	if err != nil {
 		t.Fatal(err)
 	}
 	seqs := writeN(t, s, 2, now)
 	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	p, err := StreamPath(dir, "hub", "old")
-	if err != nil {
 		t.Fatal(err)
 	}
 	db, err := sql.Open("sqlite", fileURI(p))
@@ -170,7 +166,7 @@ func TestDeleteIDsOldFile(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s, err = NewSQLite(SQLiteConfig{Dir: dir}).Open("hub", "old", now)
+	s, err = st.Open("hub", "s", now)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -148,13 +148,13 @@ func (s *sqliteStream) Expire(now time.Time) ([]Change, error) {
 	}
 	changes, err := s.expire(nowMs)
 	msgidsOldest := s.msgidsOldest
-	if err == nil && pruneMsgIDs {
+	if err == nil && pruneMsgIDs && s.lazy&lazyMsgIDs != 0 {
 		if _, err = s.conn.ExecContext(context.Background(), `DELETE FROM msgids WHERE time <= ?`, cut); err == nil && msgidsOldest != 0 {
 			err = s.conn.QueryRowContext(context.Background(), `SELECT COALESCE(MIN(time), 0) FROM msgids`).Scan(&msgidsOldest)
 		}
 	}
 	oldest := s.delidsOldest
-	if err == nil && pruneDelIDs {
+	if err == nil && pruneDelIDs && s.lazy&lazyDelIDs != 0 {
 		if _, err = s.conn.ExecContext(context.Background(), `DELETE FROM delids WHERE time <= ?`, cut); err == nil {
 			err = s.conn.QueryRowContext(context.Background(), `SELECT COALESCE(MIN(time), 0) FROM delids`).Scan(&oldest)
 		}

@@ -25,7 +25,12 @@ const busyTimeoutMs = 5000
 // more page in the WAL; newer files keep the highest seq in meta 'seq'
 // instead, written only by the commits that delete the newest row (see
 // newestGone). Both are read on open.
-const schema = `
+//
+// coreSchema is what every stream uses. Each b-tree is at least one page
+// of the file, and most streams never use msgIDs, delete ids or TTLs, so
+// the tables and index of those (lazyTables) are created by the write
+// transaction that first needs them.
+const coreSchema = `
 CREATE TABLE IF NOT EXISTS messages(
 	seq     INTEGER PRIMARY KEY,
 	key     TEXT,
@@ -39,16 +44,65 @@ CREATE TABLE IF NOT EXISTS messages(
 );
 -- Only keyed rows enter the key index: a plain append touches one b-tree.
 CREATE UNIQUE INDEX IF NOT EXISTS messages_key ON messages(key) WHERE key IS NOT NULL;
-CREATE INDEX IF NOT EXISTS messages_expires ON messages(expires) WHERE expires IS NOT NULL;
 CREATE TABLE IF NOT EXISTS meta(k TEXT PRIMARY KEY, v BLOB) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS msgids(id TEXT PRIMARY KEY, seq INTEGER NOT NULL, time INTEGER NOT NULL) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS msgids_time ON msgids(time);
--- A delete's request id and the seqs its first attempt removed (seqRuns), so
--- that a retried delete answers what the first one did. Files from before
--- this table get it on open.
-CREATE TABLE IF NOT EXISTS delids(id TEXT PRIMARY KEY, seqs BLOB NOT NULL, time INTEGER NOT NULL) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS delids_time ON delids(time);
 `
+
+// lazyTables is a set of the b-trees a stream file gets on first use.
+type lazyTables uint8
+
+const (
+	lazyMsgIDs  lazyTables = 1 << iota // msgids, msgids_time
+	lazyDelIDs                         // delids, delids_time
+	lazyExpires                        // messages_expires
+	lazyAll     = lazyMsgIDs | lazyDelIDs | lazyExpires
+)
+
+// lazyDefs are the lazy b-trees: each is created as a unit (a table with
+// its index, in one transaction), so the presence of name, its first
+// b-tree, says the file has all of ddl.
+var lazyDefs = []struct {
+	bit  lazyTables
+	name string
+	ddl  string
+}{
+	{lazyMsgIDs, "msgids", `
+CREATE TABLE IF NOT EXISTS msgids(id TEXT PRIMARY KEY, seq INTEGER NOT NULL, time INTEGER NOT NULL) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS msgids_time ON msgids(time);`},
+	// A delete's request id and the seqs its first attempt removed
+	// (seqRuns), so that a retried delete answers what the first one did.
+	{lazyDelIDs, "delids", `
+CREATE TABLE IF NOT EXISTS delids(id TEXT PRIMARY KEY, seqs BLOB NOT NULL, time INTEGER NOT NULL) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS delids_time ON delids(time);`},
+	// Created before the first row with an expiry, and kept: without it
+	// no row has one, so the TTL count and expiry need no scan (on a
+	// stream of many rows the creation is a scan, once).
+	{lazyExpires, "messages_expires", `
+CREATE INDEX IF NOT EXISTS messages_expires ON messages(expires) WHERE expires IS NOT NULL;`},
+}
+
+// fullSchema is every b-tree, as files had before lazyTables; it is what
+// a file from before the schema versions gets (see ensureSchema).
+var fullSchema = func() string {
+	q := coreSchema
+	for _, l := range lazyDefs {
+		q += l.ddl + "\n"
+	}
+	return q
+}()
+
+// lazyMaskSQL is an expression whose value is the lazyTables the file has.
+var lazyMaskSQL = func() string {
+	q := `(SELECT COALESCE(SUM(CASE name`
+	names := ""
+	for _, l := range lazyDefs {
+		q += ` WHEN '` + l.name + `' THEN ` + strconv.Itoa(int(l.bit))
+		if names != "" {
+			names += ", "
+		}
+		names += `'` + l.name + `'`
+	}
+	return q + ` END), 0) FROM sqlite_master WHERE name IN (` + names + `))`
+}()
 
 const msgCols = `seq, key, time, headers, enc, raw, ttl`
 
@@ -227,10 +281,11 @@ func streamDSN(p string, isNew, full bool) string {
 }
 
 // newFilePageSize is the page size of new stream files. A small stream
-// (a few keys) holds one page per table and index, nine b-trees, and its
-// header and pointer-map pages: 2 KiB pages halve its file against SQLite's
-// 4 KiB, and a keyed set writes 2 KiB frames to the WAL instead of 4 KiB
-// (measured in docs/benchmarks.md). Files made before keep theirs.
+// (a few keys) holds one page per table and index (three b-trees, more
+// once it uses lazyTables), and its header and pointer-map pages: 2 KiB
+// pages halve its file against SQLite's 4 KiB, and a keyed set writes
+// 2 KiB frames to the WAL instead of 4 KiB (measured in
+// docs/benchmarks.md). Files made before keep theirs.
 const newFilePageSize = 2048
 
 // newFilePragmas run, in this order, on a connection to a new file. The
@@ -325,6 +380,11 @@ type sqliteStream struct {
 	// seqTable: the file has sqlite_sequence (made with AUTOINCREMENT),
 	// which keeps the highest seq by itself.
 	seqTable bool
+	// lazy is the lazyTables the file has, read at open and again when
+	// another connection committed (reloadIfShared); the write transaction
+	// that first needs one creates it (ensureLazy). A missing one reads as
+	// empty, without a query.
+	lazy lazyTables
 	// newestGone: the current transaction deleted the row of lastSeq other
 	// than by a keyed replace (which inserts a higher one), so commit
 	// records lastSeq in meta for the next open.
@@ -407,7 +467,8 @@ func (s *sqliteStream) init(now time.Time, fresh bool) error {
 			}
 		}
 	}
-	if err := s.ensureSchema(); err != nil {
+	version, err := s.ensureSchema(fresh || s.memory)
+	if err != nil {
 		return err
 	}
 	// Read before the totals: a commit by another connection after this
@@ -423,20 +484,20 @@ func (s *sqliteStream) init(now time.Time, fresh bool) error {
 		metaSeq sql.NullInt64
 		maxSeq  int64
 	)
-	err = conn.QueryRowContext(ctx, `SELECT
-		(SELECT v FROM meta WHERE k='name'),
-		(SELECT v FROM meta WHERE k='config'),
-		(SELECT v FROM meta WHERE k='seq'),
-		COALESCE((SELECT time FROM messages ORDER BY seq DESC LIMIT 1), 0),
-		(SELECT COUNT(*) FROM messages),
-		(SELECT COALESCE(SUM(size), 0) FROM messages),
-		COALESCE((SELECT MAX(seq) FROM messages), 0),
-		(SELECT COUNT(*) FROM messages WHERE expires IS NOT NULL),
-		EXISTS(SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sqlite_sequence'),
-		COALESCE((SELECT MIN(time) FROM delids), 0)`).Scan(
-		&stored, &cfgJSON, &metaSeq, &s.lastTime, &s.count, &s.bytes, &maxSeq, &s.ttlRows, &s.seqTable, &s.delidsOldest)
+	q := openSelectLazy
+	if version == fullSchemaVersion {
+		q = openSelectFull
+	}
+	err = conn.QueryRowContext(ctx, q).Scan(
+		&stored, &cfgJSON, &metaSeq, &s.lastTime, &s.count, &s.bytes, &maxSeq, &s.ttlRows, &s.seqTable, &s.lazy, &s.delidsOldest)
 	if err != nil {
 		return fmt.Errorf("open stream: %w", err)
+	}
+	if q == openSelectLazy && s.lazy&lazyDelIDs != 0 {
+		err := conn.QueryRowContext(ctx, `SELECT COALESCE(MIN(time), 0) FROM delids`).Scan(&s.delidsOldest)
+		if err != nil {
+			return fmt.Errorf("open stream: delete ids: %w", err)
+		}
 	}
 	// The stored name guards against two names sharing a file.
 	switch {
@@ -470,28 +531,91 @@ func (s *sqliteStream) init(now time.Time, fresh bool) error {
 		}
 		s.lastSeq = max(s.lastSeq, auto)
 	}
-	rows, err := conn.QueryContext(ctx, `SELECT id, seq, time FROM msgids WHERE time > ? ORDER BY time`, now.Add(-DedupWindow).UnixMilli())
+	if s.lazy&lazyMsgIDs != 0 {
+		if err := s.loadMsgIDs(now); err != nil {
+			return err
+		}
+	}
+	// Expire what aged out while the stream was closed.
+	_, err = s.Expire(now)
+	return err
+}
+
+// openSelect is what init reads of the file in one statement (one read
+// transaction) rather than one each: opens are frequent (see lazyStmt).
+// openSelectFull is for a file known to have every lazy table; on any
+// other, the TTL count runs only when the expiry index is there (without
+// it no row has an expiry, and the count would scan the table) and delids
+// is read by a statement of its own when the mask says it exists.
+var (
+	openSelectFull = openSelect(true)
+	openSelectLazy = openSelect(false)
+)
+
+func openSelect(full bool) string {
+	ttlRows := `CASE WHEN EXISTS(SELECT 1 FROM sqlite_master WHERE name = 'messages_expires') THEN (SELECT COUNT(*) FROM messages WHERE expires IS NOT NULL) ELSE 0 END`
+	mask, delids := lazyMaskSQL, `0`
+	if full {
+		ttlRows = `(SELECT COUNT(*) FROM messages WHERE expires IS NOT NULL)`
+		mask, delids = strconv.Itoa(int(lazyAll)), `COALESCE((SELECT MIN(time) FROM delids), 0)`
+	}
+	return `SELECT
+		(SELECT v FROM meta WHERE k='name'),
+		(SELECT v FROM meta WHERE k='config'),
+		(SELECT v FROM meta WHERE k='seq'),
+		COALESCE((SELECT time FROM messages ORDER BY seq DESC LIMIT 1), 0),
+		(SELECT COUNT(*) FROM messages),
+		(SELECT COALESCE(SUM(size), 0) FROM messages),
+		COALESCE((SELECT MAX(seq) FROM messages), 0),
+		` + ttlRows + `,
+		EXISTS(SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sqlite_sequence'),
+		` + mask + `,
+		` + delids
+}
+
+// loadMsgIDs fills the dedup window from the msgids table.
+func (s *sqliteStream) loadMsgIDs(now time.Time) error {
+	rows, err := s.conn.QueryContext(context.Background(), `SELECT id, seq, time FROM msgids WHERE time > ? ORDER BY time`, now.Add(-DedupWindow).UnixMilli())
 	if err != nil {
 		return fmt.Errorf("open stream: msgids: %w", err)
 	}
+	defer rows.Close()
 	for rows.Next() {
 		var it dedupItem
 		var e dedupEntry
 		if err := rows.Scan(&it.id, &e.seq, &e.time); err != nil {
-			rows.Close()
 			return fmt.Errorf("open stream: msgids: %w", err)
 		}
 		it.time = e.time
 		s.msgids[it.id] = e
 		s.dedupFIFO = append(s.dedupFIFO, it)
 	}
-	rows.Close()
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("open stream: msgids: %w", err)
 	}
-	// Expire what aged out while the stream was closed.
-	_, err = s.Expire(now)
-	return err
+	return nil
+}
+
+// ensureLazy creates the b-trees of t the file lacks. It runs inside the
+// write transaction that is about to use them, so they exist in the file
+// exactly when that transaction commits (rollback restores s.lazy). IF NOT
+// EXISTS makes it safe when another connection created one since this
+// handle looked: begin rechecks after such a commit anyway, and nobody
+// else can commit inside this transaction.
+func (s *sqliteStream) ensureLazy(t lazyTables) error {
+	if s.lazy&t == t {
+		return nil
+	}
+	for _, l := range lazyDefs {
+		if t&l.bit == 0 || s.lazy&l.bit != 0 {
+			continue
+		}
+		if _, err := s.conn.ExecContext(context.Background(), l.ddl); err != nil {
+			return fmt.Errorf("create %s: %w", l.name, err)
+		}
+		s.lazy |= l.bit
+	}
+	return nil
 }
 
 // prepareLazily gives the statements of the stream their SQL; each is
@@ -528,31 +652,57 @@ func (s *sqliteStream) stmts() []*lazyStmt {
 	return l
 }
 
-// schemaVersion is the PRAGMA user_version of a file whose tables and
-// indexes are those of schema. Bump it with every change to schema.
-const schemaVersion = 1
+// The schema versions, a file's PRAGMA user_version:
+//
+//   - 0: a new file, or one from before the versions, holding any part
+//     of fullSchema: it is run and the file stamped fullSchemaVersion.
+//   - fullSchemaVersion: every b-tree of fullSchema (files made before
+//     lazyTables).
+//   - lazySchemaVersion: those of coreSchema, and the lazyTables made
+//     since (s.lazy). Negative because builds from before it skip their
+//     DDL at a version of 1 or more only: opened by one of them, such a
+//     file gets its every table (and version 1) instead of failing on a
+//     missing one.
+//
+// A version this build does not know (a newer build's) is opened as a
+// lazy one, which is right for any file that has coreSchema.
+const (
+	fullSchemaVersion = 1
+	lazySchemaVersion = -1
+)
 
-// ensureSchema creates what schema lists unless the file says it has it:
-// a stream reopened many times (the open-stream cache evicts and reopens)
-// reads one header field instead of running the DDL each time. Files from
-// before the version (0) run it once and are stamped.
-func (s *sqliteStream) ensureSchema() error {
+// ensureSchema creates what the file lacks unless its version says it has
+// it, and returns the version: a stream reopened many times (the
+// open-stream cache evicts and reopens) reads one header field instead of
+// running the DDL each time. blank: the database is new (created by this
+// open, or in memory), so it gets coreSchema only; any other file at 0
+// runs fullSchema once, as before lazy tables.
+func (s *sqliteStream) ensureSchema(blank bool) (int, error) {
 	ctx := context.Background()
 	var v int
 	if err := s.conn.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&v); err != nil {
-		return fmt.Errorf("open stream: schema version: %w", err)
+		return 0, fmt.Errorf("open stream: schema version: %w", err)
 	}
-	if v >= schemaVersion {
-		return nil
+	if v != 0 {
+		// Any other version has coreSchema: init reads which lazy
+		// tables it has, and ensureLazy makes the others.
+		return v, nil
 	}
-	if _, err := s.conn.ExecContext(ctx, schema); err != nil {
-		return fmt.Errorf("open stream: schema: %w", err)
+	ddl, stamp := fullSchema, fullSchemaVersion
+	if blank {
+		ddl, stamp = coreSchema, lazySchemaVersion
+	}
+	if _, err := s.conn.ExecContext(ctx, ddl); err != nil {
+		return 0, fmt.Errorf("open stream: schema: %w", err)
 	}
 	// The stamp only saves later opens the DDL: a file that cannot take it
 	// (a read-only directory, a full disk) opens as before and is stamped
-	// at a later open.
-	_, _ = s.conn.ExecContext(ctx, `PRAGMA user_version = `+strconv.Itoa(schemaVersion))
-	return nil
+	// at a later open. A new file left at 0 runs fullSchema then, which
+	// is right for any file.
+	if _, err := s.conn.ExecContext(ctx, `PRAGMA user_version = `+strconv.Itoa(stamp)); err != nil {
+		return 0, nil
+	}
+	return stamp, nil
 }
 
 // storedSeqMax is the highest seq recorded apart from the rows: the

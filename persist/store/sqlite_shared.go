@@ -45,6 +45,13 @@ func (s *sqliteStream) reloadIfShared() error {
 	if v == s.dataVersion {
 		return nil
 	}
+	// The other connection may have created lazy tables (a file that has
+	// them all keeps them).
+	if s.lazy != lazyAll {
+		if err := s.conn.QueryRowContext(ctx, `SELECT `+lazyMaskSQL).Scan(&s.lazy); err != nil {
+			return fmt.Errorf("reload tables: %w", err)
+		}
+	}
 	var lastSeq uint64
 	if err := s.conn.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(size), 0), COALESCE(MAX(seq), 0) FROM messages`).Scan(&s.count, &s.bytes, &lastSeq); err != nil {
 		return fmt.Errorf("reload totals: %w", err)
@@ -59,8 +66,11 @@ func (s *sqliteStream) reloadIfShared() error {
 		return fmt.Errorf("reload totals: %w", err)
 	}
 	s.lastTime = max(s.lastTime, lastTime)
-	if err := s.conn.QueryRowContext(ctx, `SELECT COUNT(*) FROM messages WHERE expires IS NOT NULL`).Scan(&s.ttlRows); err != nil {
-		return fmt.Errorf("reload totals: %w", err)
+	s.ttlRows = 0 // no row has an expiry without the index (see lazyDefs)
+	if s.lazy&lazyExpires != 0 {
+		if err := s.conn.QueryRowContext(ctx, `SELECT COUNT(*) FROM messages WHERE expires IS NOT NULL`).Scan(&s.ttlRows); err != nil {
+			return fmt.Errorf("reload totals: %w", err)
+		}
 	}
 	if err := s.reloadConfig(); err != nil {
 		return err
@@ -68,15 +78,20 @@ func (s *sqliteStream) reloadIfShared() error {
 	// The bounds of the other connection's msgIDs and delete ids: two
 	// index lookups each, not the rows.
 	var oldest, newest int64
-	if err := s.conn.QueryRowContext(ctx, `SELECT COALESCE((SELECT MIN(time) FROM msgids), 0), COALESCE((SELECT MAX(time) FROM msgids), 0)`).Scan(&oldest, &newest); err != nil {
-		return fmt.Errorf("reload msgids: %w", err)
+	if s.lazy&lazyMsgIDs != 0 {
+		if err := s.conn.QueryRowContext(ctx, `SELECT COALESCE((SELECT MIN(time) FROM msgids), 0), COALESCE((SELECT MAX(time) FROM msgids), 0)`).Scan(&oldest, &newest); err != nil {
+			return fmt.Errorf("reload msgids: %w", err)
+		}
 	}
 	s.msgidsOldest = oldest
 	if newest != 0 {
 		s.foreignUntil = max(s.foreignUntil, newest+DedupWindow.Milliseconds())
 	}
-	if err := s.conn.QueryRowContext(ctx, `SELECT COALESCE(MIN(time), 0) FROM delids`).Scan(&s.delidsOldest); err != nil {
-		return fmt.Errorf("reload delete ids: %w", err)
+	s.delidsOldest = 0
+	if s.lazy&lazyDelIDs != 0 {
+		if err := s.conn.QueryRowContext(ctx, `SELECT COALESCE(MIN(time), 0) FROM delids`).Scan(&s.delidsOldest); err != nil {
+			return fmt.Errorf("reload delete ids: %w", err)
+		}
 	}
 	s.dataVersion = v
 	return nil
@@ -156,6 +171,9 @@ func (s *sqliteStream) Revalidate() error {
 // time if it is there and within the window at nowMs.
 func (s *sqliteStream) storedMsgID(id string, nowMs int64) (dedupEntry, bool, error) {
 	var e dedupEntry
+	if s.lazy&lazyMsgIDs == 0 {
+		return e, false, nil // no msgID was ever stored
+	}
 	err := s.getMsgID.queryRow(s.conn, id).Scan(&e.seq, &e.time)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):

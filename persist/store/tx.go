@@ -11,6 +11,7 @@ type txState struct {
 	lastSeq               uint64
 	lastTime              int64
 	fifoLen               int
+	lazy                  lazyTables // a rollback undoes their creation
 }
 
 func (s *sqliteStream) begin() (txState, error) {
@@ -22,7 +23,7 @@ func (s *sqliteStream) begin() (txState, error) {
 		return txState{}, fmt.Errorf("begin: %w", err)
 	}
 	s.newestGone = false
-	return txState{count: s.count, bytes: s.bytes, ttlRows: s.ttlRows, lastSeq: s.lastSeq, lastTime: s.lastTime, fifoLen: len(s.dedupFIFO)}, nil
+	return txState{count: s.count, bytes: s.bytes, ttlRows: s.ttlRows, lastSeq: s.lastSeq, lastTime: s.lastTime, fifoLen: len(s.dedupFIFO), lazy: s.lazy}, nil
 }
 
 func (s *sqliteStream) commit() error {
@@ -45,6 +46,7 @@ func (s *sqliteStream) rollback(st txState) {
 	_, _ = s.conn.ExecContext(context.Background(), "ROLLBACK")
 	_ = s.endTx() // best effort: it retries at the next end
 	s.count, s.bytes, s.ttlRows, s.lastSeq, s.lastTime = st.count, st.bytes, st.ttlRows, st.lastSeq, st.lastTime
+	s.lazy = st.lazy
 	for _, it := range s.dedupFIFO[st.fifoLen:] {
 		delete(s.msgids, it.id)
 	}

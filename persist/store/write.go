@@ -343,9 +343,17 @@ func (s *sqliteStream) record(op *WriteOp, seq uint64, size, nowMs int64, rate *
 	s.count++
 	s.bytes += size
 	if op.TTL > 0 {
+		// Before or after the row's insert, the index made in the same
+		// transaction holds it.
+		if err := s.ensureLazy(lazyExpires); err != nil {
+			return fmt.Errorf("ttl: %w", err)
+		}
 		s.ttlRows++
 	}
 	if op.MsgID != "" {
+		if err := s.ensureLazy(lazyMsgIDs); err != nil {
+			return fmt.Errorf("msgid: %w", err)
+		}
 		if _, err := s.putMsgID.exec(s.conn, op.MsgID, seq, nowMs); err != nil {
 			return fmt.Errorf("msgid: %w", err)
 		}
