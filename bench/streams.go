@@ -116,8 +116,13 @@ type StreamsSide struct {
 	P99Back         float64 `json:"restart_p99_back_seconds"`
 	P99BackWindow   float64 `json:"restart_p99_back_window_seconds"` // that window's p99
 	RestartTimedOut bool    `json:"restart_timed_out,omitempty"`
-	GetErrors       int64   `json:"get_errors"`
-	GetError        string  `json:"get_error,omitempty"` // the first one
+	// GetErrors counts the gets that failed before the restart and in the
+	// touch of 1 %; those of the windows while the server came back are
+	// RestartGetErrors (P99Back waits for a window without them).
+	GetErrors        int64  `json:"get_errors"`
+	GetError         string `json:"get_error,omitempty"` // the first one
+	RestartGetErrors int64  `json:"restart_get_errors"`
+	RestartGetError  string `json:"restart_get_error,omitempty"` // the first one
 	// The memory restart: a second one, so the timing windows above do not
 	// open streams before the idle figure.
 	FirstGetMemory float64 `json:"memory_restart_first_get_seconds"`
@@ -281,9 +286,13 @@ func runSide(ctx context.Context, cfg StreamsConfig, s *streamsSide, bounded boo
 	out.FirstGet = first.Seconds()
 	m := cfg.Progress.start(s.name+": gets until p99 <= 1.5x before", 0, "windows")
 	for {
-		lat, errs := getWindow(ctx, cfg.Window, s, &out)
+		var rec StreamsSide // the window's first error
+		lat, errs := getWindow(ctx, cfg.Window, s, &rec)
 		m.Add(1)
-		out.GetErrors += errs
+		out.RestartGetErrors += errs
+		if out.RestartGetError == "" {
+			out.RestartGetError = rec.GetError
+		}
 		if errs == 0 && len(lat) > 0 {
 			if w := percentile(lat, 0.99); w <= p99*3/2 {
 				out.P99Back, out.P99BackWindow = time.Since(started).Seconds(), w.Seconds()
@@ -769,6 +778,9 @@ func PrintStreams(w io.Writer, res *StreamsResult) {
 				fmt.Fprintf(w, " (first get error: %s)", s.GetError)
 			}
 			fmt.Fprintln(w)
+		}
+		if s.RestartGetErrors > 0 {
+			fmt.Fprintf(w, "%s: %d gets failed while it came back after the restart (first: %s)\n", s.Name, s.RestartGetErrors, s.RestartGetError)
 		}
 		if s.CreateTimedOut {
 			fmt.Fprintf(w, "%s: create stopped at the timeout with %d of %d streams; the other figures are over those\n", s.Name, s.Streams, res.Streams)
