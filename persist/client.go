@@ -761,8 +761,8 @@ func (s *Stream) scan(ctx context.Context, r Range, fn func(*Message) error) (ui
 // every read however small, and refuse them past 64 MiB pending; this
 // queue holds the same 64 MiB of full chunks in a channel sized for it:
 // 257 slots (2 KiB) at NATS's default payload. A chunk that finds it full
-// is dropped by nats.go (a slow consumer) and the read fails with "lost
-// chunk", as past the pending limit before.
+// is dropped by nats.go and the read fails at once, a slow consumer (as
+// past the pending limit before), or "lost chunk" when a later chunk came.
 func chunkQueue(maxPayload int64) int {
 	const pending = 64 << 20
 	chunk := min(int64(ChunkBytes), maxPayload)
@@ -780,6 +780,11 @@ func (s *Stream) scanOnce(ctx context.Context, id string, r Range, fn func(*Mess
 	if err != nil {
 		return 0, fmt.Errorf("subscribe reply inbox: %w", err)
 	}
+	// A chunk dropped for a full queue, or the connection closing, is said
+	// here, not on chunks: without it a read whose last chunk was dropped
+	// would wait out its timeout.
+	status := sub.StatusChanged(nats.SubscriptionSlowConsumer, nats.SubscriptionClosed)
+	var gone error // why no more chunks will come, once status said so
 	defer sub.Unsubscribe()
 	m := s.c.newMsg(CmdGetAll, s.name, s.ephemeral)
 	m.Subject = bus.APISubject(s.c.cfg.Service, s.scope, id)
@@ -807,10 +812,25 @@ func (s *Stream) scanOnce(ctx context.Context, id string, r Range, fn func(*Mess
 		// long as it keeps coming.
 		actx, cancel := s.c.attemptContext(gctx)
 		var reply *nats.Msg
-		select {
-		case reply = <-chunks:
-		case <-actx.Done():
-			err = actx.Err()
+		if gone == nil {
+			select {
+			case reply = <-chunks:
+			case st := <-status:
+				gone = nats.ErrConnectionClosed
+				if st == nats.SubscriptionSlowConsumer {
+					gone = nats.ErrSlowConsumer
+				}
+			case <-actx.Done():
+				err = actx.Err()
+			}
+		}
+		if gone != nil && reply == nil {
+			// What arrived before stays readable; then the read ends.
+			select {
+			case reply = <-chunks:
+			default:
+				err = gone
+			}
 		}
 		cancel()
 		if err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/switchyard-dev/switchyard/internal/testnats"
+	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/persist/server"
 	"github.com/switchyard-dev/switchyard/placement"
@@ -62,13 +63,7 @@ func TestScanSlowReaderKeepsEveryChunk(t *testing.T) {
 		if got == 0 {
 			// Hold the first message until the answer's last chunk has
 			// reached the connection: everything else waits in the queue.
-			deadline := time.Now().Add(20 * time.Second)
-			for nc.Stats().InMsgs-before < 100 {
-				if time.Now().After(deadline) {
-					return fmt.Errorf("only %d chunks arrived", nc.Stats().InMsgs-before)
-				}
-				runtime.Gosched()
-			}
+			testwait.For(t, "100 chunks of the answer on the connection", func() bool { return nc.Stats().InMsgs-before >= 100 })
 		}
 		got++
 		return nil

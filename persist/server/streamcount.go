@@ -52,6 +52,9 @@ type streamCount struct {
 	early map[string]int64
 	// walked sums the scopes the walk has read.
 	walked int64
+	// failed: the walk stopped short (an error, or the server stopping),
+	// so there will be no total: end records nothing more.
+	failed bool
 }
 
 func newStreamCount() *streamCount {
@@ -92,9 +95,18 @@ func (c *streamCount) end(scope string, d int64) {
 	switch {
 	case c.counted:
 		c.total += d
-	case d != 0:
+	case d != 0 && !c.failed:
 		c.early[scope] += d
 	}
+	c.mu.Unlock()
+}
+
+// fail gives the count up: the walk did not finish, the total stays
+// unknown (-1) and the deltas kept for it are let go.
+func (c *streamCount) fail() {
+	c.mu.Lock()
+	c.failed = true
+	c.early = nil
 	c.mu.Unlock()
 }
 
@@ -165,6 +177,7 @@ func (s *Server) walkStreams(ctx context.Context, l store.Lister) {
 	})
 	flush()
 	if err != nil {
+		s.count.fail()
 		if !errors.Is(err, context.Canceled) {
 			s.log.Warn("persist: count streams in the data directory", "err", err)
 		}
@@ -179,6 +192,13 @@ func (s *Server) walkStreams(ctx context.Context, l store.Lister) {
 func (s *Server) countOpen(k handleKey, open func() (store.Stream, error)) (store.Stream, error) {
 	l, ok := s.storage(k).(store.Lister)
 	if k.ephemeral || !ok {
+		return open()
+	}
+	// An open of a stream whose file exists (the common case: a stream
+	// evicted and opened again) makes no file, so it need not wait for a
+	// walk reading its scope: only creates are held back. A drop of the same
+	// stream cannot run meanwhile, both being served on the stream's handle.
+	if exists, err := l.HasStream(k.scope, k.name); err == nil && exists {
 		return open()
 	}
 	s.count.begin(k.scope)
