@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/switchyard-dev/switchyard/internal/testnats"
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/persist/server"
@@ -16,29 +18,7 @@ import (
 // committed. A 32 KiB max payload makes 10,000 seqs too many for a list.
 func TestDeleteAnswerLargerThanAReply(t *testing.T) {
 	t.Parallel()
-	e := testnats.Server(t, testnats.Options{MaxPayload: 32 << 10})
-	nc := testnats.Conn(t, e)
-	ids := []string{"0"}
-	srv, err := server.New(server.Config{Conn: testnats.Conn(t, e), ID: "0", IDs: ids, DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Stop(context.Background()) })
-	b, err := placement.NewBalancer(placement.BalancerConfig{Conn: testnats.Conn(t, e), IDs: ids})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = b.Stop(context.Background()) })
-	c, err := persist.NewClient(persist.ClientConfig{Conn: nc, Timeout: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, _ := smallPayloadFleet(t, 32<<10, 10*time.Second)
 	ctx := context.Background()
 	s := c.Stream("hub", "big")
 	const n = 10000
@@ -58,4 +38,35 @@ func TestDeleteAnswerLargerThanAReply(t *testing.T) {
 	if len(seqs) != n-1 || seqs[0] != 1 || seqs[4998] != 4999 || seqs[4999] != 5001 || seqs[len(seqs)-1] != n {
 		t.Fatalf("delete all answered %d seqs (%v ... %v), want 1..%d without 5000", len(seqs), seqs[:min(3, len(seqs))], seqs[max(0, len(seqs)-3):], n)
 	}
+}
+
+// smallPayloadFleet runs one persist server and a balancer on an embedded
+// NATS server whose max payload is maxPayload, and returns a client on a
+// connection of its own, with that connection.
+func smallPayloadFleet(t *testing.T, maxPayload int32, timeout time.Duration) (*persist.Client, *nats.Conn) {
+	t.Helper()
+	e := testnats.Server(t, testnats.Options{MaxPayload: maxPayload})
+	ids := []string{"0"}
+	srv, err := server.New(server.Config{Conn: testnats.Conn(t, e), ID: "0", IDs: ids, DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Stop(context.Background()) })
+	b, err := placement.NewBalancer(placement.BalancerConfig{Conn: testnats.Conn(t, e), IDs: ids})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Stop(context.Background()) })
+	nc := testnats.Conn(t, e)
+	c, err := persist.NewClient(persist.ClientConfig{Conn: nc, Timeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, nc
 }

@@ -7,11 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchyard-dev/switchyard/internal/testnats"
 	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/persist"
-	"github.com/switchyard-dev/switchyard/persist/server"
-	"github.com/switchyard-dev/switchyard/placement"
 )
 
 // A read of a multi-chunk answer by a reader that does not read until every
@@ -20,29 +17,7 @@ import (
 // chunks of a 32 KiB max payload.
 func TestScanSlowReaderKeepsEveryChunk(t *testing.T) {
 	t.Parallel()
-	e := testnats.Server(t, testnats.Options{MaxPayload: 32 << 10})
-	ids := []string{"0"}
-	srv, err := server.New(server.Config{Conn: testnats.Conn(t, e), ID: "0", IDs: ids, DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Stop(context.Background()) })
-	b, err := placement.NewBalancer(placement.BalancerConfig{Conn: testnats.Conn(t, e), IDs: ids})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = b.Stop(context.Background()) })
-	nc := testnats.Conn(t, e)
-	c, err := persist.NewClient(persist.ClientConfig{Conn: nc, Timeout: 20 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, nc := smallPayloadFleet(t, 32<<10, 20*time.Second)
 	ctx := context.Background()
 	st := c.Stream("slow", "s")
 	const n = 4000 // about 1 KiB each: about 120 chunks of 32 KiB
@@ -59,7 +34,7 @@ func TestScanSlowReaderKeepsEveryChunk(t *testing.T) {
 	}
 	before := nc.Stats().InMsgs
 	got := 0
-	_, err = st.Scan(ctx, persist.Range{}, func(m *persist.Message) error {
+	_, err := st.Scan(ctx, persist.Range{}, func(m *persist.Message) error {
 		if got == 0 {
 			// Hold the first message until the answer's last chunk has
 			// reached the connection: everything else waits in the queue.
