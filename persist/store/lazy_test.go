@@ -104,16 +104,6 @@ func fileBtrees(t *testing.T, p string) (names []string, pages, version int) {
 	return names, pages, version
 }
 
-// streamFile is the file of stream "s" of scope "hub" under st.
-func streamFile(t *testing.T, st *SQLite) string {
-	t.Helper()
-	p, err := StreamPath(st.dir, "hub", "s")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 // TestNewFileCoreOnly: a new stream of a few keys holds the b-trees it uses
 // and nothing else (no msgids, delids, expiry index, sqlite_sequence): its
 // file is the header page, the pointer map and one page per b-tree.

@@ -60,7 +60,7 @@ func TestReopenWritesNothing(t *testing.T) {
 // later opens skip the DDL.
 func TestSchemaVersionStamped(t *testing.T) {
 	t.Parallel()
-	st, p, now := closedStream(t, 0)
+	_, p, now := closedStream(t, 0)
 	version := func() int {
 		t.Helper()
 		db, err := sql.Open("sqlite", fileURI(p))
@@ -77,7 +77,7 @@ func TestSchemaVersionStamped(t *testing.T) {
 	if v := version(); v != lazySchemaVersion {
 		t.Fatalf("new file at user_version %d, want %d", v, lazySchemaVersion)
 	}
-	st, p = fullSchemaStream(t)
+	st, p := fullSchemaStream(t)
 	db, err := sql.Open("sqlite", fileURI(p))
 	if err != nil {
 		t.Fatal(err)
