@@ -83,7 +83,8 @@ type ServerStats struct {
 	ID string `json:"id"`
 	// Streams is the persistent streams the server holds on disk, open or
 	// closed; -1 while the server is still counting them (a walk of its
-	// data directory at start) or cannot.
+	// data directory at start), -2 when it cannot (the walk failed, or its
+	// storage does not list its streams).
 	Streams int64 `json:"streams"`
 	// OpenStorage is the streams whose files are open (or opening or
 	// closing), FilesPerOpenStream descriptors each for a persistent one;

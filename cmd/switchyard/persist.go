@@ -206,9 +206,14 @@ func printServerInventory(ctx context.Context, out io.Writer, c *persist.Client,
 		}
 		st := sts[next]
 		next++
-		streams := "counting"
-		if st.Streams >= 0 {
+		var streams string
+		switch {
+		case st.Streams >= 0:
 			streams = strconv.FormatInt(st.Streams, 10)
+		case st.Streams == -1:
+			streams = "counting"
+		default:
+			streams = "unknown" // the walk failed (the server logged why)
 		}
 		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\t%d\n", st.ID, streams, st.OpenStorage, st.OpenStoragePeak, st.MaxOpenStreams, st.OpenStorage*store.FilesPerOpenStream, st.StreamsCompacted)
 	}

@@ -424,6 +424,8 @@ func (s *Server) start(ctx context.Context) error {
 			defer close(s.walkDone)
 			s.walkStreams(wctx, l)
 		}()
+	} else {
+		s.count.fail()
 	}
 	return nil
 }

@@ -74,9 +74,10 @@ type Stats struct {
 	// stream files of the scopes it owned at start, counted by a walk of
 	// the data directory that runs beside the requests (streamcount.go),
 	// plus the streams it created since, less those it dropped. It is -1
-	// until the walk has finished, and stays -1 when the walk failed (it
-	// logs why), for a Config.Storage that cannot list its streams (not a
-	// store.Lister) and without DataDir.
+	// until the walk has finished, and -2 when there will be no count: the
+	// walk failed (it logs why) or the server stopped first, a
+	// Config.Storage that cannot list its streams (not a store.Lister), no
+	// DataDir.
 	// Ephemeral streams are in OpenStreams only: they exist while open.
 	Streams int64
 }

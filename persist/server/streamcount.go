@@ -63,14 +63,24 @@ func newStreamCount() *streamCount {
 	return c
 }
 
-// value is the total, or -1 until the walk has finished.
+// Values of Stats.Streams that are not a count.
+const (
+	streamsCounting = -1 // the walk has not finished
+	streamsUnknown  = -2 // there will be no count (see fail)
+)
+
+// value is the total, streamsCounting until the walk has finished, or
+// streamsUnknown once it will not.
 func (c *streamCount) value() int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.counted {
-		return -1
+	switch {
+	case c.counted:
+		return c.total
+	case c.failed:
+		return streamsUnknown
 	}
-	return c.total
+	return streamsCounting
 }
 
 // begin marks an operation that may add or remove a stream file of scope;
@@ -101,8 +111,8 @@ func (c *streamCount) end(scope string, d int64) {
 	c.mu.Unlock()
 }
 
-// fail gives the count up: the walk did not finish, the total stays
-// unknown (-1) and the deltas kept for it are let go.
+// fail gives the count up (the walk did not finish, or there is none to
+// run): the total stays unknown and the deltas kept for it are let go.
 func (c *streamCount) fail() {
 	c.mu.Lock()
 	c.failed = true

@@ -198,3 +198,23 @@ func TestQuickClosedCompactedAfterRestart(t *testing.T) {
 		}
 	}
 }
+
+// A server whose storage cannot list its streams says so (-2, "unknown"),
+// rather than counting (-1) forever; so does one whose walk failed.
+func TestStreamsUnknownWhenUncountable(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(c *Config) { c.Storage = store.NewMemory() })
+	if got := h.srv.Stats().Streams; got != streamsUnknown {
+		t.Fatalf("Streams of a memory storage = %d, want %d", got, streamsUnknown)
+	}
+	c := newStreamCount()
+	c.begin("a")
+	c.fail()
+	c.end("a", 1)
+	if got := c.value(); got != streamsUnknown {
+		t.Fatalf("after a failed walk value = %d, want %d", got, streamsUnknown)
+	}
+	if c.early != nil {
+		t.Fatalf("a failed walk keeps deltas: %v", c.early)
+	}
+}

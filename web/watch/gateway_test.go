@@ -147,9 +147,12 @@ func TestWatchNeverReadingBrowserIsCutOff(t *testing.T) {
 	const n, size, bound = 400, 16 << 10, 128 << 10
 	g, ts := gateway(t, env.Client(), func(cfg *Config, ts *httptest.Server) {
 		cfg.QueueBytes = bound
-		// Short, so the test does not wait out the default; no timing is
-		// asserted.
-		cfg.WriteTimeout = 100 * time.Millisecond
+		// Shorter than the default, so the test does not wait it out, and
+		// long enough for the writer's next 128 KiB of changes to fill the
+		// queue once the socket is full (the resync below); at 100 ms a
+		// loaded machine let the deadline cut the connection first. No
+		// timing is asserted.
+		cfg.WriteTimeout = 2 * time.Second
 		ts.Listener = testnet.SmallSendBuffers(ts.Listener)
 	})
 	dialer := &net.Dialer{}
