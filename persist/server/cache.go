@@ -218,9 +218,9 @@ func (s *Server) nextCompactLocked() (handleKey, bool) {
 // then not the last one and leaves the WAL to it.
 func (s *Server) compact(k handleKey) {
 	if c, ok := s.storage(k).(store.Compacter); ok {
-		if did, err := c.Compact(k.scope, k.name); err != nil {
+		if err := c.Compact(k.scope, k.name); err != nil {
 			s.log.Warn("persist: compact stream", "scope", k.scope, "stream", k.name, "err", err)
-		} else if did {
+		} else {
 			s.compacted.Add(1)
 		}
 	}

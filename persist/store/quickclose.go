@@ -32,7 +32,7 @@ type Compacter interface {
 	// database and removes the WAL and -shm. A stream that is missing or
 	// has no WAL is left alone; one open elsewhere is correct either way
 	// (its WAL then stays until its last connection closes).
-	Compact(scope, name string) (compacted bool, err error)
+	Compact(scope, name string) error
 }
 
 var (
@@ -83,23 +83,21 @@ func (s *sqliteStream) CloseQuick() (kept bool, err error) {
 // Compact implements Compacter: a connection of its own reads the file (a
 // read transaction opens the WAL) and closes, and the close of the file's
 // last connection checkpoints and removes the WAL, as Stream.Close does. It
-// runs no pragma that writes and opens nothing missing (mode=rw). compacted
-// says the WAL is gone after it: false when there was none, the stream was
-// dropped meanwhile, or another connection to the file kept it.
-func (st *SQLite) Compact(scope, name string) (compacted bool, err error) {
+// runs no pragma that writes and opens nothing missing (mode=rw).
+func (st *SQLite) Compact(scope, name string) error {
 	if st.dir == "" {
-		return false, nil
+		return nil
 	}
 	p, err := StreamPath(st.dir, scope, name)
 	if err != nil {
-		return false, err
+		return err
 	}
 	if _, err := os.Stat(p + "-wal"); errors.Is(err, fs.ErrNotExist) {
-		return false, nil
+		return nil
 	}
 	db, err := sql.Open("sqlite", streamDSN(p, false, st.sync)+"&mode=rw")
 	if err != nil {
-		return false, fmt.Errorf("compact stream: %w", err)
+		return fmt.Errorf("compact stream: %w", err)
 	}
 	var v int
 	err = db.QueryRow(`PRAGMA user_version`).Scan(&v)
@@ -108,12 +106,11 @@ func (st *SQLite) Compact(scope, name string) (compacted bool, err error) {
 	}
 	if err != nil {
 		if _, serr := os.Stat(p); errors.Is(serr, fs.ErrNotExist) {
-			return false, nil // dropped meanwhile
+			return nil // dropped meanwhile
 		}
-		return false, classifyDisk(fmt.Errorf("compact stream: %w", err))
+		return classifyDisk(fmt.Errorf("compact stream: %w", err))
 	}
-	_, werr := os.Stat(p + "-wal")
-	return errors.Is(werr, fs.ErrNotExist), nil
+	return nil
 }
 
 // noCheckpointOnClose sets SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE on c's
