@@ -139,6 +139,10 @@ func (s *Server) finishClose(h *handle) {
 			s.toCompact = append(s.toCompact, h.key)
 		}
 	}
+	// The close gave a slot back: a closer that found none for a
+	// compaction waits for work, and a close done by an open on a worker
+	// (takeSlot) would otherwise not wake it.
+	s.closeWork.Signal()
 	s.mu.Unlock()
 }
 
