@@ -489,28 +489,12 @@ func startPersistKeys(ctx context.Context, cfg KeysConfig, dir string) (*keysSid
 // startJetStreamKeys starts nats-server -js as a process, creates the KV
 // bucket (file storage, history 1) and the clients.
 func startJetStreamKeys(ctx context.Context, cfg KeysConfig, dir string) (*keysSide, error) {
-	store := filepath.Join(dir, "store")
-	if err := os.MkdirAll(store, 0o755); err != nil {
-		return nil, err
-	}
-	port, err := freePort()
+	n := max(cfg.Loaders, cfg.GetClients)
+	j, err := startJetStreamProc(cfg.NATSServer, dir, "bench-keys", n, jetstream.WithPublishAsyncMaxPending(cfg.Batch))
 	if err != nil {
 		return nil, err
 	}
-	url := "nats://127.0.0.1:" + strconv.Itoa(port)
-	s := &keysSide{name: "JetStream", dirs: []string{store}}
-	var conns []*nats.Conn
-	s.close = func() {
-		for _, nc := range conns {
-			nc.Close()
-		}
-	}
-	s.server = func() (*child, error) {
-		return startChild("nats-server -js", filepath.Join(dir, "nats-server.log"), cfg.NATSServer, []string{"-js", "-sd", store, "-a", "127.0.0.1", "-p", strconv.Itoa(port)}, nil)
-	}
-	if s.proc, err = s.server(); err != nil {
-		return nil, err
-	}
+	s := &keysSide{name: "JetStream", dirs: []string{j.store}, server: j.server, proc: j.proc, close: j.closeConns}
 	ok := false
 	defer func() {
 		if !ok {
@@ -518,21 +502,7 @@ func startJetStreamKeys(ctx context.Context, cfg KeysConfig, dir string) (*keysS
 			_, _ = s.proc.stop(time.Minute)
 		}
 	}()
-	if err := waitPort(s.proc, port, time.Minute); err != nil {
-		return nil, err
-	}
-	n := max(cfg.Loaders, cfg.GetClients)
-	jss := make([]jetstream.JetStream, n)
-	for i := range jss {
-		nc, err := nats.Connect(url, clientOptions("bench-keys-"+strconv.Itoa(i))...)
-		if err != nil {
-			return nil, fmt.Errorf("connect to nats-server -js: %w", err)
-		}
-		conns = append(conns, nc)
-		if jss[i], err = jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(cfg.Batch)); err != nil {
-			return nil, err
-		}
-	}
+	jss := j.jss
 	const bucket = "keys"
 	kvCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()

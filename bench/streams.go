@@ -470,17 +470,7 @@ func percentile(lat []time.Duration, q float64) time.Duration {
 // the same data, returning how long the stop took and when the new
 // process started.
 func restart(s *streamsSide) (time.Duration, time.Time, error) {
-	stopped, err := s.proc.stop(5 * time.Minute)
-	if err != nil {
-		return stopped, time.Time{}, err
-	}
-	started := time.Now()
-	p, err := s.server()
-	if err != nil {
-		return stopped, started, err
-	}
-	s.proc = p
-	return stopped, started, nil
+	return restartProc(&s.proc, s.server)
 }
 
 // firstGet polls gets of random streams until one answers, and returns
@@ -634,53 +624,12 @@ func startPersistSide(ctx context.Context, cfg StreamsConfig, dir string, value 
 
 // startJetStreamSide starts nats-server -js as a process and the clients.
 func startJetStreamSide(ctx context.Context, cfg StreamsConfig, dir string, value []byte) (*streamsSide, error) {
-	store := filepath.Join(dir, "store")
-	if err := os.MkdirAll(store, 0o755); err != nil {
-		return nil, err
-	}
-	port, err := freePort()
+	j, err := startJetStreamProc(cfg.NATSServer, dir, "bench-streams", cfg.Clients)
 	if err != nil {
 		return nil, err
 	}
-	url := "nats://127.0.0.1:" + strconv.Itoa(port)
-	s := &streamsSide{name: "JetStream", dirs: []string{store}}
-	var conns []*nats.Conn
-	s.close = func() {
-		for _, nc := range conns {
-			nc.Close()
-		}
-	}
-	s.server = func() (*child, error) {
-		c, err := startChild("nats-server -js", filepath.Join(dir, "nats-server.log"), cfg.NATSServer, []string{"-js", "-sd", store, "-a", "127.0.0.1", "-p", strconv.Itoa(port)}, nil)
-		if err != nil {
-			return nil, err
-		}
-		return c, nil
-	}
-	if s.proc, err = s.server(); err != nil {
-		return nil, err
-	}
-	ok := false
-	defer func() {
-		if !ok {
-			s.close()
-			_, _ = s.proc.stop(time.Minute)
-		}
-	}()
-	if err := waitPort(s.proc, port, time.Minute); err != nil {
-		return nil, err
-	}
-	jss := make([]jetstream.JetStream, cfg.Clients)
-	for i := range jss {
-		nc, err := nats.Connect(url, clientOptions("bench-streams-"+strconv.Itoa(i))...)
-		if err != nil {
-			return nil, fmt.Errorf("connect to nats-server -js: %w", err)
-		}
-		conns = append(conns, nc)
-		if jss[i], err = jetstream.New(nc); err != nil {
-			return nil, err
-		}
-	}
+	s := &streamsSide{name: "JetStream", dirs: []string{j.store}, server: j.server, proc: j.proc, close: j.closeConns}
+	jss := j.jss
 	// The probing client gets through the handles create made: a KV handle
 	// is a bucket's name and its connection, like persist's KV.
 	handles := make([]jetstream.KeyValue, cfg.Streams)
@@ -712,7 +661,6 @@ func startJetStreamSide(ctx context.Context, cfg StreamsConfig, dir string, valu
 		_, err := jss[w].Publish(ctx, "$KV."+bucket(i)+"."+keys[key], value)
 		return err
 	}
-	ok = true
 	return s, nil
 }
 

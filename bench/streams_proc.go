@@ -13,6 +13,9 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // natsServerModule is the module whose nats-server the many-streams
@@ -191,4 +194,66 @@ func diskUsage(dirs ...string) (int64, error) {
 		}
 	}
 	return total, nil
+}
+
+// jetStreamProc is JetStream as a process of its own (nats-server -js -sd
+// store, on a free loopback port) and n client connections to it, each
+// with a JetStream context: the anchor side of bench persist --streams and
+// --keys.
+type jetStreamProc struct {
+	store  string
+	server func() (*child, error) // starts the process again on store
+	proc   *child
+	jss    []jetstream.JetStream
+	conns  []*nats.Conn
+}
+
+// startJetStreamProc starts nats-server (bin) with JetStream in dir and
+// connects n clients named clientName-i; on failure nothing is left running.
+func startJetStreamProc(bin, dir, clientName string, n int, opts ...jetstream.JetStreamOpt) (*jetStreamProc, error) {
+	j := &jetStreamProc{store: filepath.Join(dir, "store")}
+	if err := os.MkdirAll(j.store, 0o755); err != nil {
+		return nil, err
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	j.server = func() (*child, error) {
+		return startChild("nats-server -js", filepath.Join(dir, "nats-server.log"), bin, []string{"-js", "-sd", j.store, "-a", "127.0.0.1", "-p", strconv.Itoa(port)}, nil)
+	}
+	if j.proc, err = j.server(); err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			j.closeConns()
+			_, _ = j.proc.stop(time.Minute)
+		}
+	}()
+	if err := waitPort(j.proc, port, time.Minute); err != nil {
+		return nil, err
+	}
+	url := "nats://127.0.0.1:" + strconv.Itoa(port)
+	j.jss = make([]jetstream.JetStream, n)
+	for i := range j.jss {
+		nc, err := nats.Connect(url, clientOptions(clientName+"-"+strconv.Itoa(i))...)
+		if err != nil {
+			return nil, fmt.Errorf("connect to nats-server -js: %w", err)
+		}
+		j.conns = append(j.conns, nc)
+		if j.jss[i], err = jetstream.New(nc, opts...); err != nil {
+			return nil, err
+		}
+	}
+	ok = true
+	return j, nil
+}
+
+// closeConns closes the clients' connections (not the process).
+func (j *jetStreamProc) closeConns() {
+	for _, nc := range j.conns {
+		nc.Close()
+	}
 }
