@@ -224,7 +224,7 @@ func (s *Server) writeBatch(h *handle, jobs []*job, n int) writeAnswers {
 		o.Committed(len(ops), took)
 	}
 	h.commitTook = took
-	h.peakOps = max(len(ops), h.peakOps-h.peakOps/8)
+	h.peakOps = decayPeak(h.peakOps, len(ops))
 	s.commits.Add(1)
 	if s.writeFailure.Load() != nil {
 		s.writeFailure.Store(nil)

@@ -326,3 +326,62 @@ func TestSyncCommitGathersWriters(t *testing.T) {
 		t.Fatalf("stream holds %d messages, want 33", inv.Count)
 	}
 }
+
+// TestDecayPeak: after a burst the peak falls back to a lone writer's 1,
+// from any height, and never below the commit just made.
+func TestDecayPeak(t *testing.T) {
+	for _, start := range []int{2, 7, 16, 1000} {
+		peak, steps := start, 0
+		for peak > 1 {
+			next := decayPeak(peak, 1)
+			if next >= peak {
+				t.Fatalf("from %d: the peak stuck at %d", start, peak)
+			}
+			peak, steps = next, steps+1
+		}
+		if start == 16 && steps > 12 {
+			t.Fatalf("from 16: %d lone commits to fall back to 1, want at most 12", steps)
+		}
+	}
+	if got := decayPeak(3, 9); got != 9 {
+		t.Fatalf("decayPeak(3, 9) = %d, want 9", got)
+	}
+}
+
+// TestSyncLoneWriterStopsGathering: after a burst of 16 writers a lone
+// writer of a sync stream waits for others (gather) only while the burst is
+// recent: within a dozen commits its writes commit at once again. (The peak
+// used to stop decaying at 7, so every later write waited its gather out.)
+func TestSyncLoneWriterStopsGathering(t *testing.T) {
+	t.Parallel()
+	g := newGate()
+	h := newHarnessHook(t, func(c *Config) { c.Sync = true }, func(s *Server) {
+		g.hook(s)
+		s.gatherWait = time.Millisecond // short: this test counts the waits, it does not time them
+	})
+	t.Cleanup(g.open)
+	first := make(chan struct{})
+	go func() { defer close(first); h.sendSets("p", 1) }()
+	testwait.For(t, "the first commit to be held", g.held.Load)
+	burst := make(chan struct{})
+	go func() { defer close(burst); h.sendSets("p", 16) }()
+	testwait.For(t, "16 writes to queue", func() bool { return h.queued("p") == 16 })
+	g.open()
+	<-first
+	<-burst
+	if sizes := g.commitSizes(); !slices.Equal(sizes, []int{1, 16}) {
+		t.Fatalf("commit sizes %v, want [1 16]", sizes)
+	}
+	const lone = 24
+	var gathered [lone]uint64
+	for i := range lone {
+		h.set("p", fmt.Sprintf("lone%d", i), nil)
+		gathered[i] = h.srv.gathered.Load()
+	}
+	if gathered[0] == 0 {
+		t.Fatal("the first lone write after the burst did not wait for more writers")
+	}
+	if gathered[lone-1] != gathered[lone/2] {
+		t.Fatalf("gathers after each lone write %v: the last %d lone writes still waited for writers that never came", gathered, lone/2)
+	}
+}

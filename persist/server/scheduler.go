@@ -133,11 +133,22 @@ func (s *Server) gathers(h *handle, jobs []*job) bool {
 	return n < h.peakOps
 }
 
+// decayPeak is a stream's recent peak of writes per commit after a commit of
+// ops writes: the larger of ops and the old peak less an eighth of it,
+// rounded up, so that it falls back to a lone writer's 1 in a dozen commits
+// after a burst of 16. (Rounded down, an eighth of a peak under 8 is 0:
+// the peak never fell below 7 again, and every later lone write of a sync
+// stream waited its gather out.)
+func decayPeak(peak, ops int) int {
+	return max(ops, peak-(peak+7)/8)
+}
+
 // gather waits, for at most half of h's last commit (and
 // commitGatherMax), for writes that bring jobs up to the writes of h's
 // recent commits, and returns jobs with what came. s.mu is not held; h is
 // the caller's (being served).
 func (s *Server) gather(h *handle, jobs []*job) []*job {
+	s.gathered.Add(1)
 	wait := min(h.commitTook/2, commitGatherMax)
 	if s.gatherWait > 0 {
 		wait = s.gatherWait

@@ -283,6 +283,7 @@ type Server struct {
 	openPeak    atomic.Int64   // the most openStreams has been
 	commits     atomic.Uint64  // write transactions committed, for tests and stats
 	inlined     atomic.Uint64  // requests served on the subscription's goroutine (scheduler.go), for tests and stats
+	gathered    atomic.Uint64  // sync commits that waited for more writers (gather), for tests
 	rescued     atomic.Uint64  // evicted streams taken back open before the closer reached them (cache.go)
 	slotCloses  atomic.Uint64  // streams an open closed itself for want of a free slot (takeSlot)
 	compacted   atomic.Uint64  // quickly closed streams compacted by the closer (cache.go)
