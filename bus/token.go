@@ -58,3 +58,20 @@ func ValidIDs(ids []string) error {
 	}
 	return nil
 }
+
+// Wire names every service shares (docs/wire.md): the error header and
+// the code of a malformed request, and the headers in which the balancer
+// states its placement rule beside each answer.
+const (
+	// HdrError carries an error reply's code; the body is the message.
+	HdrError = "Sy-Error"
+	// CodeBadRequest is the code of a malformed request.
+	CodeBadRequest = "bad-request"
+	// HdrPlacement names the balancer's placement rule (rendezvous or
+	// modulo) on each of its answers; absent when the rule has no name a
+	// client could compute it by.
+	HdrPlacement = "Sy-Placement"
+	// HdrIDs lists the server ids the rule places over, comma-separated,
+	// in the order the rule takes them (with HdrPlacement).
+	HdrIDs = "Sy-Ids"
+)

@@ -11,12 +11,14 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/switchyard-dev/switchyard/bus"
+	"github.com/switchyard-dev/switchyard/placement"
 )
 
 // Client defaults.
@@ -63,13 +65,22 @@ type ClientConfig struct {
 }
 
 // Client talks to persist servers: it asks the balancer which server owns a
-// scope once, caches the answer, and asks again on wrong-owner, timeout or no
-// responders. It is safe for concurrent use.
+// scope, and asks again on wrong-owner, timeout or no responders. The
+// balancer's answer states its placement rule too (bus.HdrPlacement and
+// bus.HdrIDs); once the client has one it places every scope itself, so a
+// client writing to many scopes pays no balancer round trip per scope.
+// Against a balancer that states no rule it caches each scope's answer. It
+// is safe for concurrent use.
 type Client struct {
 	cfg ClientConfig
 
+	// rule is the balancer's placement, learned from an answer; nil until
+	// then and after a wrong owner, when the next scope's answer brings it
+	// again (learnRule, forget).
+	rule atomic.Pointer[placementRule]
+
 	mu     sync.RWMutex      // protects owners
-	owners map[string]string // scope -> server id, at most cfg.OwnerCache
+	owners map[string]string // scope -> server id, at most cfg.OwnerCache; unused while rule is set
 
 	// ctx ends at Close: it ends the client's watchers (and so its LiveKVs)
 	// and refuses new requests. watchers counts the running watchers.
@@ -129,9 +140,23 @@ func (c *Client) Close() error {
 	return nil
 }
 
-// Owner returns the id of the server that owns scope, asking the balancer
-// only when the answer is not cached.
+// placementRule is a balancer's placement: the owner of any scope is
+// fn(ids, scope).
+type placementRule struct {
+	fn  placement.Func
+	ids []string
+}
+
+// Owner returns the id of the server that owns scope: from the balancer's
+// rule when the client has learnt it, else from the scope's cached answer,
+// else by asking the balancer.
 func (c *Client) Owner(ctx context.Context, scope string) (string, error) {
+	if r := c.rule.Load(); r != nil {
+		if !bus.ValidScope(scope) {
+			return "", Errorf(CodeBadRequest, "invalid scope %q: want [a-z0-9][a-z0-9_-]{0,127}", scope)
+		}
+		return r.fn(r.ids, scope), nil
+	}
 	c.mu.RLock()
 	id, ok := c.owners[scope]
 	c.mu.RUnlock()
@@ -163,6 +188,9 @@ func (c *Client) Owner(ctx context.Context, scope string) (string, error) {
 	if len(c.cfg.IDs) > 0 && !slices.Contains(c.cfg.IDs, id) {
 		return "", fmt.Errorf("ask balancer: it names %q as the owner of scope %q, which is not one of the servers %q (do the balancer and this process have the same --ids?)", id, scope, c.cfg.IDs)
 	}
+	if c.learnRule(reply.Header, scope, id) {
+		return id, nil
+	}
 	c.mu.Lock()
 	if len(c.owners) >= c.cfg.OwnerCache {
 		for k := range c.owners { // an arbitrary entry: O(1), no bookkeeping per hit
@@ -175,16 +203,54 @@ func (c *Client) Owner(ctx context.Context, scope string) (string, error) {
 	return id, nil
 }
 
-// cachedOwner is the owner of scope when the client remembers it.
+// learnRule keeps the placement rule a balancer's answer states, and
+// reports whether it did. A rule is kept only when it gives the answer's
+// owner for the scope asked (else the balancer places by something else
+// than it says, and its answers per scope are what count), its ids are
+// valid, and they are the client's IDs when it has them.
+func (c *Client) learnRule(h nats.Header, scope, owner string) bool {
+	name := h.Get(bus.HdrPlacement)
+	if name == "" {
+		return false
+	}
+	fn, err := placement.ByName(name)
+	if err != nil {
+		return false // a rule of a newer balancer: per scope, as before
+	}
+	ids := strings.Split(h.Get(bus.HdrIDs), ",")
+	if bus.ValidIDs(ids) != nil || len(c.cfg.IDs) > 0 && !slices.Equal(ids, c.cfg.IDs) || fn(ids, scope) != owner {
+		return false
+	}
+	c.rule.Store(&placementRule{fn: fn, ids: ids})
+	c.mu.Lock()
+	clear(c.owners) // the rule answers for them now
+	c.mu.Unlock()
+	return true
+}
+
+// cachedOwner is the owner of scope when the client knows it without
+// asking: by the rule, or remembered.
 func (c *Client) cachedOwner(scope string) (string, bool) {
+	if r := c.rule.Load(); r != nil {
+		if !bus.ValidScope(scope) {
+			return "", false
+		}
+		return r.fn(r.ids, scope), true
+	}
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	id, ok := c.owners[scope]
 	return id, ok
 }
 
-// forget drops the cached owner of scope if it is still id.
+// forget drops what named id as the owner of scope: the scope's cached
+// answer, or the rule (it placed scope at id, which said it is not the
+// owner, or did not answer), so that the next request asks the balancer,
+// whose answer brings the rule as it is now.
 func (c *Client) forget(scope, id string) {
+	if r := c.rule.Load(); r != nil && r.fn(r.ids, scope) == id {
+		c.rule.CompareAndSwap(r, nil)
+	}
 	c.mu.Lock()
 	if c.owners[scope] == id {
 		delete(c.owners, scope)

@@ -24,6 +24,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/switchyard-dev/switchyard/bus"
 )
 
 // Header names of the wire protocol.
@@ -47,7 +49,7 @@ const (
 	HdrEOF       = "Sy-Eof"       // "true" on the last chunk (getAll replies)
 	HdrNextSeq   = "Sy-Next-Seq"  // where the next page starts when Sy-Limit cut it (last chunk)
 	HdrEphemeral = "Sy-Ephemeral" // "true": the stream lives in memory only (on any request)
-	HdrError     = "Sy-Error"     // error code (error replies)
+	HdrError     = bus.HdrError   // error code (error replies)
 	HdrDup       = "Sy-Duplicate" // "true" when a set or delete was answered from the de-duplication window
 	HdrDeadline  = "Sy-Deadline"  // unix milliseconds after which the caller no longer waits: not applied later (any request)
 	hdrPrefix    = "Sy-"          // headers with this prefix are the protocol's; others are user headers
@@ -203,7 +205,7 @@ type Code string
 
 // The error codes.
 const (
-	CodeBadRequest        Code = "bad-request"         // malformed request, unknown command, bad name
+	CodeBadRequest        Code = bus.CodeBadRequest    // malformed request, unknown command, bad name
 	CodeNotFound          Code = "not-found"           // no such message
 	CodeWrongOwner        Code = "wrong-owner"         // this server does not own the scope; ask the balancer again
 	CodeWrongLastSequence Code = "wrong-last-sequence" // compare-and-set failed

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -12,7 +13,6 @@ import (
 
 	"github.com/switchyard-dev/switchyard/bus"
 	"github.com/switchyard-dev/switchyard/internal/lifecycle"
-	"github.com/switchyard-dev/switchyard/persist"
 )
 
 // Balancer defaults.
@@ -81,9 +81,15 @@ func (c BalancerConfig) validate() error {
 // Balancer answers "{service}.{scope}.id" with the id of the server that owns
 // scope. It keeps no memory per scope and uses only the second subject token.
 // After any subscription error it re-subscribes with a capped backoff.
+//
+// Each answer also states the rule (bus.HdrPlacement, bus.HdrIDs) when it
+// is a named one, so a client that has asked once can place every other
+// scope itself instead of asking per scope (persist.Client does). The body
+// stays the owner alone: `nats req persist.hub.id ”` prints it as before.
 type Balancer struct {
 	cfg  BalancerConfig
 	life lifecycle.Base
+	rule nats.Header // the headers of every answer; nil for an unnamed rule
 
 	mu      sync.Mutex // protects done, sub and the counts
 	done    chan struct{}
@@ -100,7 +106,11 @@ func NewBalancer(cfg BalancerConfig) (*Balancer, error) {
 		return nil, err
 	}
 	cfg.IDs = append([]string(nil), cfg.IDs...)
-	return &Balancer{cfg: cfg}, nil
+	b := &Balancer{cfg: cfg}
+	if name := NameOf(cfg.Placement); name != "" {
+		b.rule = nats.Header{bus.HdrPlacement: {name}, bus.HdrIDs: {strings.Join(cfg.IDs, ",")}}
+	}
+	return b, nil
 }
 
 // Owner returns the id that owns scope under this balancer's placement.
@@ -236,15 +246,17 @@ func (b *Balancer) serve(ctx context.Context, sub *nats.Subscription) error {
 			// which a client would then ask for a scope no server serves.
 			// The refusal is in the persist wire's error form, so a client
 			// decodes it as it decodes a server's.
-			out := &nats.Msg{Subject: msg.Reply, Header: nats.Header{persist.HdrError: []string{string(persist.CodeBadRequest)}},
+			out := &nats.Msg{Subject: msg.Reply, Header: nats.Header{bus.HdrError: []string{bus.CodeBadRequest}},
 				Data: []byte(fmt.Sprintf("invalid scope %q: want [a-z0-9][a-z0-9_-]{0,127}", scope))}
 			if err := msg.RespondMsg(out); err != nil {
 				b.cfg.Logger.Debug("balancer respond", "err", err)
 			}
 			continue
 		}
-		owner := b.Owner(scope)
-		if err := msg.Respond([]byte(owner)); err != nil {
+		// The rule's headers are shared by every answer: nats.go only
+		// reads a message's header when it publishes it.
+		out := &nats.Msg{Subject: msg.Reply, Header: b.rule, Data: []byte(b.Owner(scope))}
+		if err := msg.RespondMsg(out); err != nil {
 			b.cfg.Logger.Debug("balancer respond", "err", err)
 		}
 	}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/switchyard-dev/switchyard/bus"
 	"github.com/switchyard-dev/switchyard/internal/testnats"
-	"github.com/switchyard-dev/switchyard/persist"
 )
 
 // A requester picks the reply subject and allow_responses lets the balancer
@@ -75,7 +74,7 @@ func TestBalancerRefusesInvalidScope(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%q: %v", scope, err)
 		}
-		if got := reply.Header.Get(persist.HdrError); got != string(persist.CodeBadRequest) {
+		if got := reply.Header.Get(bus.HdrError); got != bus.CodeBadRequest {
 			t.Fatalf("scope %q answered %q (error %q), want bad-request", scope, reply.Data, got)
 		}
 	}

@@ -193,3 +193,52 @@ func TestBalancerLifecycle(t *testing.T) {
 		t.Fatal("answered after Stop")
 	}
 }
+
+// TestBalancerStatesItsRule: each answer names the rule and its ids, so a
+// client can place other scopes itself; a rule without a name (a function
+// of the caller's) is not stated, since nobody could compute it.
+func TestBalancerStatesItsRule(t *testing.T) {
+	t.Parallel()
+	_, nc := testnats.Start(t)
+	custom := func(ids []string, _ string) string { return ids[len(ids)-1] }
+	for _, tc := range []struct {
+		name      string
+		svc       string
+		placement Func
+		want      string
+	}{
+		{"default", "rdv", nil, NameRendezvous},
+		{"modulo", "mod", Modulo, NameModulo},
+		{"custom", "cus", custom, ""},
+	} {
+		startBalancer(t, nc, BalancerConfig{Service: tc.svc, IDs: []string{"a", "b", "c"}, Placement: tc.placement})
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		reply, err := bus.Request(ctx, nc, nats.NewMsg(tc.svc+".hub.id"))
+		cancel()
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if got := reply.Header.Get(bus.HdrPlacement); got != tc.want {
+			t.Errorf("%s: %s = %q, want %q", tc.name, bus.HdrPlacement, got, tc.want)
+		}
+		ids := reply.Header.Get(bus.HdrIDs)
+		if tc.want == "" && ids != "" || tc.want != "" && ids != "a,b,c" {
+			t.Errorf("%s: %s = %q", tc.name, bus.HdrIDs, ids)
+		}
+		if tc.want != "" {
+			fn, err := ByName(tc.want)
+			if err != nil || fn([]string{"a", "b", "c"}, "hub") != string(reply.Data) {
+				t.Errorf("%s: the stated rule does not give the answer %q", tc.name, reply.Data)
+			}
+		}
+	}
+}
+
+func TestNameOf(t *testing.T) {
+	if NameOf(Rendezvous) != NameRendezvous || NameOf(Modulo) != NameModulo || NameOf(nil) != "" {
+		t.Fatal("NameOf of the named rules")
+	}
+	if got := NameOf(func(ids []string, _ string) string { return ids[0] }); got != "" {
+		t.Fatalf("NameOf(a closure) = %q, want \"\"", got)
+	}
+}

@@ -5,7 +5,7 @@ package placement
 
 import (
 	"fmt"
-
+	"reflect"
 	"unicode/utf16"
 )
 
@@ -28,6 +28,22 @@ func ByName(name string) (Func, error) {
 		return Modulo, nil
 	}
 	return nil, fmt.Errorf("unknown placement %q (want %s or %s)", name, NameRendezvous, NameModulo)
+}
+
+// NameOf is the name of f when it is one of the named placement functions
+// (ByName's), else "": a balancer tells its clients the rule only when they
+// can compute it too.
+func NameOf(f Func) string {
+	if f == nil {
+		return ""
+	}
+	switch reflect.ValueOf(f).Pointer() {
+	case reflect.ValueOf(Rendezvous).Pointer():
+		return NameRendezvous
+	case reflect.ValueOf(Modulo).Pointer():
+		return NameModulo
+	}
+	return ""
 }
 
 // JavaHash is the Java-style 32-bit string hash the modulo rule uses:
