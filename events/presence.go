@@ -318,12 +318,16 @@ type presenceRow struct {
 	App         string `json:"app"`
 }
 
+// kv is user's stream of rows. It is Cold: a user's rows are written when
+// the first connection of an app opens and removed after the last one
+// closes, so the server closes the stream once each request is served
+// instead of keeping a file and ~200 KiB open per connected user.
 func (s PersistPresence) kv(user string) *persist.KV {
 	scope := s.Scope
 	if scope == "" {
 		scope = PresenceScopeDefault
 	}
-	return s.Client.KV(scope, user)
+	return s.Client.KV(scope, user, persist.Cold())
 }
 
 // PresenceRowKey is the key of k's row in its user's stream.

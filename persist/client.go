@@ -451,12 +451,16 @@ func replyError(m *nats.Msg) error {
 	return &Error{Code: code, Message: string(m.Data)}
 }
 
-func (c *Client) newMsg(cmd, stream string, ephemeral bool) *nats.Msg {
+// newMsg is a request of cmd about s.
+func (s *Stream) newMsg(cmd string) *nats.Msg {
 	m := nats.NewMsg("")
 	m.Header.Set(HdrCmd, cmd)
-	m.Header.Set(HdrStream, stream)
-	if ephemeral {
+	m.Header.Set(HdrStream, s.name)
+	if s.ephemeral {
 		m.Header.Set(HdrEphemeral, "true")
+	}
+	if s.cold {
+		m.Header.Set(HdrCold, "true")
 	}
 	return m
 }
@@ -477,12 +481,23 @@ type StreamOption func(*Stream)
 // lost on restart).
 func Ephemeral() StreamOption { return func(s *Stream) { s.ephemeral = true } }
 
+// Cold says that the stream is used rarely: each request tells its server
+// (Sy-Cold) to close the stream as soon as nothing more waits on it,
+// instead of keeping it open for IdleClose. An open stream holds a file
+// and about 200 KiB of the server's memory, which a stream written once
+// in a while (a presence row when a user connects) would hold for
+// minutes; the price is an open at its next request. A hint only: a
+// request without it keeps the stream open as usual, and it does nothing
+// to an ephemeral stream, which closing would remove.
+func Cold() StreamOption { return func(s *Stream) { s.cold = true } }
+
 // Stream is a handle on one stream of one scope.
 type Stream struct {
 	c         *Client
 	scope     string
 	name      string
 	ephemeral bool
+	cold      bool // Cold: every request says Sy-Cold
 }
 
 // Scope is the stream's scope.
@@ -525,7 +540,7 @@ func (s *Stream) Set(ctx context.Context, value []byte, opts SetOptions) (SetRes
 // setMsg is the request of a set of value under opts, without its subject
 // and deadline.
 func (s *Stream) setMsg(value []byte, opts SetOptions) (*nats.Msg, error) {
-	m := s.c.newMsg(CmdSet, s.name, s.ephemeral)
+	m := s.newMsg(CmdSet)
 	if opts.Key != "" {
 		m.Header.Set(HdrKey, opts.Key)
 	}
@@ -681,7 +696,7 @@ func (s *Stream) checkEntry(i int, e *Entry) error {
 // deadline; idempotent says whether every message carries a MsgID, which
 // makes the request safe to repeat.
 func (s *Stream) setManyMsg(msgs []Entry) (m *nats.Msg, idempotent bool, err error) {
-	m = s.c.newMsg(CmdSetMany, s.name, s.ephemeral)
+	m = s.newMsg(CmdSetMany)
 	var body []byte
 	idempotent = true
 	for i := range msgs {
@@ -718,14 +733,14 @@ func (s *Stream) setManyResults(reply *nats.Msg, n int) ([]SetManyResult, error)
 
 // Get returns the message with seq.
 func (s *Stream) Get(ctx context.Context, seq uint64) (*Message, error) {
-	m := s.c.newMsg(CmdGet, s.name, s.ephemeral)
+	m := s.newMsg(CmdGet)
 	m.Header.Set(HdrSeq, strconv.FormatUint(seq, 10))
 	return s.get(ctx, m)
 }
 
 // GetKey returns the current message with key.
 func (s *Stream) GetKey(ctx context.Context, key string) (*Message, error) {
-	m := s.c.newMsg(CmdGet, s.name, s.ephemeral)
+	m := s.newMsg(CmdGet)
 	m.Header.Set(HdrKey, key)
 	return s.get(ctx, m)
 }
@@ -852,7 +867,7 @@ func (s *Stream) scanOnce(ctx context.Context, id string, r Range, fn func(*Mess
 	status := sub.StatusChanged(nats.SubscriptionSlowConsumer, nats.SubscriptionClosed)
 	var gone error // why no more chunks will come, once status said so
 	defer sub.Unsubscribe()
-	m := s.c.newMsg(CmdGetAll, s.name, s.ephemeral)
+	m := s.newMsg(CmdGetAll)
 	m.Subject = bus.APISubject(s.c.cfg.Service, s.scope, id)
 	m.Reply = inbox
 	if r.Start > 0 {
@@ -966,7 +981,7 @@ func (s *Stream) Drop(ctx context.Context) ([]uint64, error) {
 
 func (s *Stream) delete(ctx context.Context, d Delete, drop bool) ([]uint64, error) {
 	op := "delete"
-	m := s.c.newMsg(CmdDelete, s.name, s.ephemeral)
+	m := s.newMsg(CmdDelete)
 	if drop {
 		op = "drop"
 		m.Header.Set(HdrDrop, "true")
@@ -1062,7 +1077,7 @@ func (s *Stream) UpdateConfig(ctx context.Context, u ConfigUpdate) (Config, erro
 }
 
 func (s *Stream) jsonCall(ctx context.Context, cmd string, body []byte, out any) error {
-	m := s.c.newMsg(cmd, s.name, s.ephemeral)
+	m := s.newMsg(cmd)
 	m.Data = body
 	reply, err := s.c.call(ctx, s.scope, m, true)
 	if err != nil {

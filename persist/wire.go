@@ -49,6 +49,7 @@ const (
 	HdrEOF       = "Sy-Eof"       // "true" on the last chunk (getAll replies)
 	HdrNextSeq   = "Sy-Next-Seq"  // where the next page starts when Sy-Limit cut it (last chunk)
 	HdrEphemeral = "Sy-Ephemeral" // "true": the stream lives in memory only (on any request)
+	HdrCold      = "Sy-Cold"      // "true": no more requests soon; the server closes the stream once idle (any request)
 	HdrError     = bus.HdrError   // error code (error replies)
 	HdrDup       = "Sy-Duplicate" // "true" when a set or delete was answered from the de-duplication window
 	HdrDeadline  = "Sy-Deadline"  // unix milliseconds after which the caller no longer waits: not applied later (any request)

@@ -22,6 +22,9 @@ type request struct {
 	stream    string
 	cmd       string
 	ephemeral bool
+	// cold is Sy-Cold: the caller expects no more requests to the stream
+	// soon, so the server closes it once idle (see handle.cold).
+	cold bool
 	// deadline is Sy-Deadline: when the caller stops waiting for the
 	// answer. Zero means none (the header was absent).
 	deadline time.Time
@@ -74,6 +77,9 @@ func decodeRequest(m *nats.Msg) (*request, error) {
 	}
 	var err error
 	if r.ephemeral, err = boolHeader(h, persist.HdrEphemeral); err != nil {
+		return nil, err
+	}
+	if r.cold, err = boolHeader(h, persist.HdrCold); err != nil {
 		return nil, err
 	}
 	if r.deadline, err = deadlineHeader(h); err != nil {

@@ -276,6 +276,11 @@ func (s *Server) worker() {
 // together, which only lets a read answer a caller who has just left.
 // Like serve, it returns the last run's write answers unsent.
 func (s *Server) apply(h *handle, jobs []*job) (later writeAnswers) {
+	for _, j := range jobs {
+		if j.req != nil {
+			h.cold = j.req.cold && !h.key.ephemeral // the last request's word
+		}
+	}
 	for len(jobs) > 0 {
 		n := s.runLen(jobs)
 		run := s.admit(h, jobs[:n])
@@ -404,6 +409,13 @@ func (s *Server) doneServing(h *handle) {
 			// handles leave the cache, so not expected): not idle.
 		case h.st == nil:
 			delete(s.handles, h.key)
+		case h.cold:
+			// Its last request said none would follow soon: an open
+			// stream holds its file and ~200 KiB until IdleClose, which
+			// a stream written once a session (a presence row) never
+			// uses again.
+			s.retireLocked(h, false)
+			s.coldCloses.Add(1)
 		default:
 			s.idleLocked(h)
 		}

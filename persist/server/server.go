@@ -284,6 +284,7 @@ type Server struct {
 	commits     atomic.Uint64  // write transactions committed, for tests and stats
 	inlined     atomic.Uint64  // requests served on the subscription's goroutine (scheduler.go), for tests and stats
 	gathered    atomic.Uint64  // sync commits that waited for more writers (gather), for tests
+	coldCloses  atomic.Uint64  // streams closed once idle because their last request said Sy-Cold
 	rescued     atomic.Uint64  // evicted streams taken back open before the closer reached them (cache.go)
 	slotCloses  atomic.Uint64  // streams an open closed itself for want of a free slot (takeSlot)
 	compacted   atomic.Uint64  // quickly closed streams compacted by the closer (cache.go)
@@ -331,6 +332,10 @@ type handle struct {
 	// quickClose: the closer closes h quickly (evicted for room, not
 	// idle); walKept: its close left the WAL for compaction (cache.go).
 	quickClose, walKept bool
+	// cold: the last request served said none would follow soon (Sy-Cold),
+	// so h is closed once idle instead of kept for IdleClose. Set by the
+	// worker serving h, read by it in doneServing.
+	cold bool
 
 	// The group commit's gathering on a sync stream (gather): the most
 	// writes of its recent commits (decaying), how long its last commit

@@ -70,6 +70,9 @@ type Stats struct {
 	// closer later checkpointed into their database (cache.go), those an
 	// earlier run left so included (found by the walk at start).
 	StreamsCompacted uint64
+	// ColdCloses counts the streams closed once idle, not kept for
+	// IdleClose, because their last request said Sy-Cold.
+	ColdCloses uint64
 	// Streams is the persistent streams the server holds on disk: the
 	// stream files of the scopes it owned at start, counted by a walk of
 	// the data directory that runs beside the requests (streamcount.go),
@@ -104,6 +107,7 @@ func (s *Server) Stats() Stats {
 		StreamsRescued:   s.rescued.Load(),
 		OpenWaitCloses:   s.slotCloses.Load(),
 		StreamsCompacted: s.compacted.Load(),
+		ColdCloses:       s.coldCloses.Load(),
 		Streams:          s.count.value(),
 	}
 }
