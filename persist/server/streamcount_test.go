@@ -218,3 +218,23 @@ func TestStreamsUnknownWhenUncountable(t *testing.T) {
 		t.Fatalf("a failed walk keeps deltas: %v", c.early)
 	}
 }
+
+// TestStreamsCountedInAFreshDirectory: a data directory that does not exist
+// yet (a storage without the disk reserve, which would make it, and no
+// stream written) holds no stream: the count is 0, not unknown, and the
+// first create counts.
+func TestStreamsCountedInAFreshDirectory(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "not-yet")
+	h := newHarness(t, func(c *Config) {
+		c.DataDir = dir
+		c.Storage = store.NewSQLite(store.SQLiteConfig{Dir: dir, ReserveBytes: -1})
+	})
+	if got := waitCounted(t, h); got != 0 {
+		t.Fatalf("a data directory not made yet: Streams = %d, want 0", got)
+	}
+	h.set("s", "x", nil)
+	if got := h.srv.Stats().Streams; got != 1 {
+		t.Fatalf("after a create: Streams = %d, want 1", got)
+	}
+}

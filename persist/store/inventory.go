@@ -70,7 +70,7 @@ func (st *SQLite) Scopes(ctx context.Context, fn func(scope string) error) error
 	if st.dir == "" {
 		return nil
 	}
-	return readDirBatches(st.dir, func(e fs.DirEntry) error {
+	err := readDirBatches(st.dir, func(e fs.DirEntry) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -79,6 +79,12 @@ func (st *SQLite) Scopes(ctx context.Context, fn func(scope string) error) error
 		}
 		return fn(e.Name())
 	})
+	if errors.Is(err, fs.ErrNotExist) {
+		// A data directory not made yet (no disk reserve, no stream
+		// written) holds no scope; the first create makes it.
+		return nil
+	}
+	return err
 }
 
 // ScanScope implements Lister.
