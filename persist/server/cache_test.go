@@ -156,3 +156,31 @@ func TestEvictedStreamsCompacted(t *testing.T) {
 		}
 	}
 }
+
+// TestStopClosesEveryStreamFully: Stop closes every open stream (several
+// at a time, stopClosers), each checkpointed (no -wal left beside it), and
+// a new server reads every value back.
+func TestStopClosesEveryStreamFully(t *testing.T) {
+	t.Parallel()
+	const n = 3*stopClosers + 1
+	h := newHarness(t, nil)
+	for i := range n {
+		h.set(fmt.Sprintf("s%d", i), fmt.Sprint(i), nil)
+	}
+	if st := h.srv.Stats(); st.OpenStorage != n {
+		t.Fatalf("%d streams open before Stop, want %d", st.OpenStorage, n)
+	}
+	h.node.Stop()
+	if st := h.srv.Stats(); st.OpenStorage != 0 {
+		t.Fatalf("after Stop %d streams are still open", st.OpenStorage)
+	}
+	if wals := walFiles(t, h); len(wals) != 0 {
+		t.Fatalf("after Stop %d streams kept their WAL: %v", len(wals), wals)
+	}
+	h.start()
+	for i := range n {
+		if r := h.ok(persist.CmdGet, fmt.Sprintf("s%d", i), map[string]string{persist.HdrSeq: "1"}, nil); string(r.Data) != fmt.Sprint(i) {
+			t.Fatalf("s%d after the restart: %q", i, r.Data)
+		}
+	}
+}
