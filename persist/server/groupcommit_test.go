@@ -273,6 +273,25 @@ func TestInlineLoneRequests(t *testing.T) {
 	}
 }
 
+// burstOf16 makes stream's recent commits hold 16 writes: a first commit
+// of one write, held by g, with 16 writes queued behind it, then released.
+// g must be fresh (its first commit is the one it holds).
+func burstOf16(t *testing.T, h *harness, g *gate, stream string) {
+	t.Helper()
+	first := make(chan struct{})
+	go func() { defer close(first); h.sendSets(stream, 1) }()
+	testwait.For(t, "the first commit to be held", g.held.Load)
+	burst := make(chan struct{})
+	go func() { defer close(burst); h.sendSets(stream, 16) }()
+	testwait.For(t, "16 writes to queue", func() bool { return h.queued(stream) == 16 })
+	g.open()
+	<-first
+	<-burst
+	if sizes := g.commitSizes(); !slices.Equal(sizes, []int{1, 16}) {
+		t.Fatalf("commit sizes %v, want [1 16]", sizes)
+	}
+}
+
 // TestSyncCommitGathersWriters: on a server whose commits wait for the
 // disk, a group commit with fewer writes queued than the stream's recent
 // commits waits for the writers still coming, so 16 writers arriving in two
@@ -287,23 +306,11 @@ func TestSyncCommitGathersWriters(t *testing.T) {
 		s.gatherWait = time.Minute // the test says when the writers come
 	})
 	t.Cleanup(g.open)
-	// A first commit of one write, held, with 16 writes queued behind it:
-	// the stream's recent commits then held 16.
-	first := make(chan struct{})
-	go func() { defer close(first); h.sendSets("g", 1) }()
-	testwait.For(t, "the first commit to be held", g.held.Load)
+	burstOf16(t, h, g, "g")
 	wave := func(n int) chan struct{} {
 		done := make(chan struct{})
 		go func() { defer close(done); h.sendSets("g", n) }()
 		return done
-	}
-	w0 := wave(16)
-	testwait.For(t, "16 writes to queue", func() bool { return h.queued("g") == 16 })
-	g.open()
-	<-first
-	<-w0
-	if sizes := g.commitSizes(); !slices.Equal(sizes, []int{1, 16}) {
-		t.Fatalf("commit sizes %v, want [1 16]", sizes)
 	}
 	waiting := func() bool {
 		h.srv.mu.Lock()
@@ -360,18 +367,7 @@ func TestSyncLoneWriterStopsGathering(t *testing.T) {
 		s.gatherWait = time.Millisecond // short: this test counts the waits, it does not time them
 	})
 	t.Cleanup(g.open)
-	first := make(chan struct{})
-	go func() { defer close(first); h.sendSets("p", 1) }()
-	testwait.For(t, "the first commit to be held", g.held.Load)
-	burst := make(chan struct{})
-	go func() { defer close(burst); h.sendSets("p", 16) }()
-	testwait.For(t, "16 writes to queue", func() bool { return h.queued("p") == 16 })
-	g.open()
-	<-first
-	<-burst
-	if sizes := g.commitSizes(); !slices.Equal(sizes, []int{1, 16}) {
-		t.Fatalf("commit sizes %v, want [1 16]", sizes)
-	}
+	burstOf16(t, h, g, "p")
 	const lone = 24
 	var gathered [lone]uint64
 	for i := range lone {
