@@ -57,6 +57,11 @@ type EventsConfig struct {
 	// --region` joined by the forward queue): subscribers on one,
 	// publishes through the other. Needs UpCmd.
 	CrossRegion bool
+	// PublishCost also measures, on each server after its fan-out, the
+	// same publishes with every subscriber gone (CPUPerPublish), so that
+	// the CPU per delivery splits into what publishing costs and what
+	// delivering adds (FanoutCPUPerDelivery).
+	PublishCost bool
 }
 
 func (c EventsConfig) withDefaults() EventsConfig {
@@ -142,6 +147,22 @@ type EventsRun struct {
 	// and subscribed but idle, before the fan-out.
 	IdleRSSPerSub float64 `json:"idle_rss_per_subscriber_bytes"`
 	Gaps          int64   `json:"gaps"`
+	// CPUPerPublish (with EventsConfig.PublishCost) is the server's CPU
+	// time per publish of the same load published again with no
+	// subscriber: on ours the durable write and its change feed, on
+	// Centrifugo its HTTP API call (and history).
+	CPUPerPublish time.Duration `json:"cpu_per_publish_ns,omitempty"`
+}
+
+// FanoutCPUPerDelivery is what delivering adds to publishing, per
+// delivery: the CPU of the fan-out run less CPUPerPublish for each of its
+// publishes, over the deliveries. Zero without CPUPerPublish.
+func (r EventsRun) FanoutCPUPerDelivery() time.Duration {
+	if r.CPUPerPublish == 0 || r.Delivered == 0 {
+		return 0
+	}
+	total := r.CPUPerDelivery*time.Duration(r.Delivered) - r.CPUPerPublish*time.Duration(r.Published)
+	return max(total, 0) / time.Duration(r.Delivered)
 }
 
 // EventsResult is what RunEvents measured.
@@ -406,7 +427,7 @@ func measureEvents(ctx context.Context, cfg EventsConfig, srv eventsServer, warm
 		return run, err
 	}
 	start := time.Now()
-	published, err := publishPaced(ctx, cfg, srv, channel, p)
+	published, err := publishPaced(ctx, cfg, srv, channel, 0, "publish", p)
 	pubEnd := time.Now()
 	run.Published = published
 	run.PublishRate = float64(published) / pubEnd.Sub(start).Seconds()
@@ -437,6 +458,32 @@ func measureEvents(ctx context.Context, cfg EventsConfig, srv eventsServer, warm
 		run.DeliveredRate = float64(run.Delivered) / last.Sub(start).Seconds()
 		run.CPUPerDelivery = (cpu1 - cpu0) / time.Duration(run.Delivered)
 	}
+	if cfg.PublishCost {
+		// The subscribers leave first (and the server forgets them): the
+		// same publishes then cost what publishing alone costs. The keys
+		// go on from the fan-out's, so nothing is replaced.
+		for i, s := range subs {
+			_ = s.c.CloseNow()
+			subs[i] = nil
+		}
+		readers.Wait()
+		time.Sleep(settle)
+		cpuA, err := procsCPU(pids)
+		if err != nil {
+			return run, err
+		}
+		n, err := publishPaced(ctx, cfg, srv, channel, published, "publish alone", p)
+		cpuB, cerr := procsCPU(pids)
+		if err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return run, err
+		}
+		if n > 0 {
+			run.CPUPerPublish = (cpuB - cpuA) / time.Duration(n)
+		}
+	}
 	return run, nil
 }
 
@@ -455,10 +502,11 @@ func procsCPU(pids []int) (time.Duration, error) {
 
 // publishPaced publishes cfg.Rate a second for cfg.Duration, with up to
 // cfg.Publishers in flight, each payload carrying its publish time, and
-// returns how many it published.
-func publishPaced(ctx context.Context, cfg EventsConfig, srv eventsServer, channel func(int) string, p Progress) (int64, error) {
+// returns how many it published. Publish i has the sequence number
+// first+i (on ours, its key).
+func publishPaced(ctx context.Context, cfg EventsConfig, srv eventsServer, channel func(int) string, first int64, what string, p Progress) (int64, error) {
 	total := int(float64(cfg.Rate) * cfg.Duration.Seconds())
-	m := p.start("publish", int64(total), "publishes")
+	m := p.start(what, int64(total), "publishes")
 	defer m.Done()
 	period := time.Second / time.Duration(cfg.Rate)
 	start := time.Now()
@@ -479,7 +527,7 @@ func publishPaced(ctx context.Context, cfg EventsConfig, srv eventsServer, chann
 		if !cfg.Shared {
 			ch = i % cfg.Subscribers
 		}
-		if err := srv.publish(ctx, channel(ch), int64(i), eventsPayload(cfg.Payload, time.Now())); err != nil {
+		if err := srv.publish(ctx, channel(ch), first+int64(i), eventsPayload(cfg.Payload, time.Now())); err != nil {
 			return fmt.Errorf("publish %d: %w", i, err)
 		}
 		published.Add(1)
@@ -568,17 +616,33 @@ func PrintEventsResult(w io.Writer, res EventsResult, asJSON bool) error {
 			fmtMs(r.P50), fmtMs(r.P99), float64(r.CPUPerDelivery)/float64(time.Microsecond), float64(r.PeakRSS)/(1<<20), r.IdleRSSPerSub/1024, r.Gaps)
 	}
 	tw.Flush()
-	ours := slices.IndexFunc(res.Runs, func(r EventsRun) bool { return r.Server == ServerOurs })
-	if ours < 0 {
-		return nil
-	}
-	o := res.Runs[ours]
 	ratio := func(a, b float64) string {
 		if b == 0 {
 			return "-"
 		}
 		return fmt.Sprintf("%.2fx", a/b)
 	}
+	ours := slices.IndexFunc(res.Runs, func(r EventsRun) bool { return r.Server == ServerOurs })
+	if slices.ContainsFunc(res.Runs, func(r EventsRun) bool { return r.CPUPerPublish > 0 }) {
+		us := func(d time.Duration) string { return fmt.Sprintf("%.1fµs", float64(d)/float64(time.Microsecond)) }
+		fmt.Fprintln(tw, "server\tCPU/publish, no subscriber\tCPU/delivery less the publishes")
+		for _, r := range res.Runs {
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", r.Server, us(r.CPUPerPublish), us(r.FanoutCPUPerDelivery()))
+		}
+		for _, r := range res.Runs {
+			if ours < 0 || r.Server == ServerOurs || r.Server == ServerOursCross {
+				continue
+			}
+			o := res.Runs[ours]
+			fmt.Fprintf(tw, "ours / %s\t%s\t%s\n", r.Server, ratio(float64(o.CPUPerPublish), float64(r.CPUPerPublish)),
+				ratio(float64(o.FanoutCPUPerDelivery()), float64(r.FanoutCPUPerDelivery())))
+		}
+		tw.Flush()
+	}
+	if ours < 0 {
+		return nil
+	}
+	o := res.Runs[ours]
 	if cross := slices.IndexFunc(res.Runs, func(r EventsRun) bool { return r.Server == ServerOursCross }); cross >= 0 {
 		c := res.Runs[cross]
 		fmt.Fprintln(tw, "cross / same region\tdelivered/s\tp50\tp99\tserver CPU/delivery (both regions)\t\t\t")

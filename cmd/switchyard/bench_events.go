@@ -40,6 +40,11 @@ processes, each with its own NATS and data, joined by signed forward batches; th
 subscribers are on one, the publishes go through the other's persist, and its CPU figure
 is both processes' (its RSS the subscribers' region's).
 
+--publish-cost has each server, after its fan-out and with its subscribers gone, take the
+same publishes again: it prints the CPU per publish alone (on ours the durable write and
+its change feed, on Centrifugo the HTTP API call and its history) and what delivering adds
+per delivery (the fan-out's CPU less those publishes, over the deliveries), with ratios.
+
 One event reaches at most ` + strconv.Itoa(events.MaxMatchedPerOwner) + ` subscriptions of one user, so with --shared past that
 many subscribers our up runs with --auth and a bus user per subscriber (tenants of the
 scope bench, made with auth init; --users chooses how many); Centrifugo's are anonymous.
@@ -95,6 +100,7 @@ rest become gap markers), so --rate × --duration (per channel) must stay under 
 	f.StringVar(&cfg.Centrifugo, "centrifugo", "", "Centrifugo binary to run (default: go install it into a temp directory)")
 	f.StringVar(&cfg.UpProfile, "cpuprofile", "", "have our up write a CPU profile of its whole life to this file (read it with go tool pprof BINARY FILE)")
 	f.BoolVar(&cfg.CrossRegion, "cross-region", false, "also run ours across two regions on loopback (two up --region): subscribers on one, publishes through the other")
+	f.BoolVar(&cfg.PublishCost, "publish-cost", false, "after each fan-out, publish the same load again with no subscriber: prints CPU per publish alone and what delivering adds per delivery")
 	f.StringVar(&cfg.Dir, "dir", "", "directory for the servers' data, configs and logs (default: a temp dir)")
 	return cmd
 }

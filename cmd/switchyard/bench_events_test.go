@@ -24,6 +24,9 @@ func TestBenchEventsSmoke(t *testing.T) {
 		args := []string{"bench", "events", "--only", "ours", "--subscribers", "3", "--rate", "20", "--duration", "500ms", "--json", "--no-progress"}
 		want := []string{bench.ServerOurs}
 		switch layout {
+		case "own":
+			// and the publishes again with no subscriber
+			args = append(args, "--publish-cost")
 		case "shared":
 			args = append(args, "--shared")
 		case "shared-users":
