@@ -354,9 +354,16 @@ func TestDropWaitsForEvictedClose(t *testing.T) {
 		slow.Storage = store.NewSQLite(store.SQLiteConfig{Dir: c.DataDir})
 		c.Storage = slow
 	})
-	h.set("s", "x", nil)
+	// Armed before the write: its stream's only close is the idle one,
+	// which a loaded machine may start before a store made after the
+	// write's answer (20 ms is short), and the test then waited forever.
 	slow.armed.Store(true)
-	<-slow.closing // the idle close of the first handle has begun, and waits
+	h.set("s", "x", nil)
+	select {
+	case <-slow.closing: // the idle close of the first handle has begun, and waits
+	case <-time.After(time.Minute):
+		t.Fatal("the stream's idle close never began")
+	}
 	answered := make(chan *nats.Msg, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
