@@ -151,16 +151,7 @@ type placementRule struct {
 // rule when the client has learnt it, else from the scope's cached answer,
 // else by asking the balancer.
 func (c *Client) Owner(ctx context.Context, scope string) (string, error) {
-	if r := c.rule.Load(); r != nil {
-		if !bus.ValidScope(scope) {
-			return "", Errorf(CodeBadRequest, "invalid scope %q: want [a-z0-9][a-z0-9_-]{0,127}", scope)
-		}
-		return r.fn(r.ids, scope), nil
-	}
-	c.mu.RLock()
-	id, ok := c.owners[scope]
-	c.mu.RUnlock()
-	if ok {
+	if id, ok := c.cachedOwner(scope); ok {
 		return id, nil
 	}
 	if !bus.ValidScope(scope) {
@@ -178,7 +169,7 @@ func (c *Client) Owner(ctx context.Context, scope string) (string, error) {
 	if err := replyError(reply); err != nil {
 		return "", fmt.Errorf("ask balancer: %w", err)
 	}
-	id = string(reply.Data)
+	id := string(reply.Data)
 	if id == "" {
 		return "", fmt.Errorf("ask balancer: empty answer for scope %q", scope)
 	}

@@ -276,9 +276,10 @@ func (s *Server) worker() {
 // together, which only lets a read answer a caller who has just left.
 // Like serve, it returns the last run's write answers unsent.
 func (s *Server) apply(h *handle, jobs []*job) (later writeAnswers) {
-	for _, j := range jobs {
-		if j.req != nil {
-			h.cold = j.req.cold && !h.key.ephemeral // the last request's word
+	for i := len(jobs) - 1; i >= 0; i-- {
+		if r := jobs[i].req; r != nil {
+			h.cold = r.cold && !h.key.ephemeral // the last request's word
+			break
 		}
 	}
 	for len(jobs) > 0 {
