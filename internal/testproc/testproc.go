@@ -13,6 +13,7 @@ import (
 	"net"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -106,12 +107,25 @@ func Wait(t testing.TB, cmd *exec.Cmd) int {
 // FreePort is a TCP port on 127.0.0.1 that was free a moment ago, for a
 // child process to listen on. Another process may take it in between: a
 // test that restarts a listener picks a new port rather than reuse one.
+// The kernel may hand the same free port out twice in a row, so a port
+// this process has handed out before is never returned again: two
+// FreePort calls of one test (a bus port and an HTTP port) always differ.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 100 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		_ = ln.Close()
+		if _, dup := handedOut.LoadOrStore(port, true); !dup {
+			return port
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	t.Fatal("no free port that was not handed out before")
+	return 0
 }
+
+// handedOut holds every port FreePort has returned in this process.
+var handedOut sync.Map
