@@ -193,7 +193,7 @@ func (s *Server) closer() {
 // dropped from the list, its next close decides again. With no slot free
 // it takes nothing.
 func (s *Server) nextCompactLocked() (handleKey, bool) {
-	for len(s.toCompact) > 0 {
+	for len(s.toCompact) > 0 && !s.noCompact {
 		k := s.toCompact[0]
 		if _, inUse := s.handles[k]; inUse || s.retired[k] != nil || s.closing[k] > 0 {
 			s.toCompact = s.toCompact[1:]
@@ -211,7 +211,9 @@ func (s *Server) nextCompactLocked() (handleKey, bool) {
 		s.closing[k]++
 		return k, true
 	}
-	s.toCompact = nil // let the array go
+	if !s.noCompact {
+		s.toCompact = nil // let the array go
+	}
 	return handleKey{}, false
 }
 

@@ -300,6 +300,9 @@ type Server struct {
 	// beforeScan, if set (tests only), runs on the walk's goroutine before
 	// it counts each scope.
 	beforeScan func(scope string)
+	// noCompact, if set (tests only), keeps the closer from compacting
+	// streams closed quickly, so that they keep their WAL.
+	noCompact bool
 	// gatherWait, if set (tests only), replaces how long a sync stream's
 	// group commit waits for more writes (gather).
 	gatherWait time.Duration
