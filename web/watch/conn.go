@@ -201,7 +201,10 @@ func (c *wsConn) writeLoop(ctx, gone context.Context, watchDone <-chan struct{})
 		case <-gone.Done():
 			return ending{abrupt: true}
 		case <-ping:
-			if err := c.timed(ctx, func(ctx context.Context) error { return c.ws.Ping(ctx) }); err != nil {
+			// Not under ctx, for the same reason as writeBatch: a ping
+			// in flight when the gateway stops waits for its pong (at
+			// most WriteTimeout) rather than cut the connection.
+			if err := c.timed(context.WithoutCancel(ctx), func(ctx context.Context) error { return c.ws.Ping(ctx) }); err != nil {
 				return c.failed(ctx)
 			}
 			continue
@@ -213,7 +216,7 @@ func (c *wsConn) writeLoop(ctx, gone context.Context, watchDone <-chan struct{})
 			continue
 		case <-c.wake:
 		}
-		for {
+		for ctx.Err() == nil { // stopping: 1001 after this batch
 			items := c.take()
 			if len(items) == 0 {
 				break
@@ -236,9 +239,12 @@ func (c *wsConn) writeBatch(ctx context.Context, items []qItem) (end ending, ok 
 		if c.g.beforeWrite != nil {
 			c.g.beforeWrite(ctx)
 		}
-		// Corked, this only copies; ctx ends it if it waits for a pong
-		// or close frame the reader is writing.
-		if err := c.ws.Write(ctx, websocket.MessageText, it.b); err != nil {
+		// Corked, this only copies; what could hold it is the library's
+		// lock on the frame writer, whose other holders (a pong, a close)
+		// write under the socket's deadline. So no context: the library
+		// closes the socket when a write's context ends, and the gateway
+		// stopping (ctx) mid-batch must still end with 1001, not a cut.
+		if err := c.ws.Write(context.Background(), websocket.MessageText, it.b); err != nil {
 			_ = c.nc.Uncork()
 			return c.failed(ctx), false
 		}
