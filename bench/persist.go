@@ -49,6 +49,10 @@ type PersistConfig struct {
 	// synchronous=FULL (persist serve --sync) against JetStream with
 	// sync_interval: always, so every acknowledged write is on the disk.
 	Durable bool
+	// ExclusiveFiles runs the persist server with each stream file locked
+	// while open (persist serve --exclusive-files), as a server alone on
+	// its data directory may.
+	ExclusiveFiles bool
 }
 
 func (c PersistConfig) withDefaults() PersistConfig {
@@ -103,12 +107,19 @@ func (env *PersistEnv) own(name string, close func()) {
 }
 
 // StartPersistEnv starts the shared environment under dir ("" = temp dir).
-func StartPersistEnv(dir string) (*PersistEnv, error) { return startPersistEnv(dir, false, false) }
+func StartPersistEnv(dir string) (*PersistEnv, error) { return startPersistEnv(dir, envOptions{}) }
 
 // StartDurablePersistEnv is StartPersistEnv with both sides in their
 // durable tier (PersistConfig.Durable).
 func StartDurablePersistEnv(dir string) (*PersistEnv, error) {
-	return startPersistEnv(dir, false, true)
+	return startPersistEnv(dir, envOptions{durable: true})
+}
+
+// envOptions are how startPersistEnv sets both sides up.
+type envOptions struct {
+	secure    bool // see StartSecurePersistEnv
+	durable   bool // see PersistConfig.Durable
+	exclusive bool // see PersistConfig.ExclusiveFiles
 }
 
 // StartSecurePersistEnv starts the persist side of the environment with the
@@ -116,9 +127,12 @@ func StartDurablePersistEnv(dir string) (*PersistEnv, error) {
 // permissions of `switchyard auth init` (the server and balancer connect in
 // process with their own users) and TLS for every TCP client, which connects
 // as the client user. JetStream is off: only persist runs on it.
-func StartSecurePersistEnv(dir string) (*PersistEnv, error) { return startPersistEnv(dir, true, false) }
+func StartSecurePersistEnv(dir string) (*PersistEnv, error) {
+	return startPersistEnv(dir, envOptions{secure: true})
+}
 
-func startPersistEnv(dir string, secure, durable bool) (env *PersistEnv, err error) {
+func startPersistEnv(dir string, o envOptions) (env *PersistEnv, err error) {
+	secure, durable := o.secure, o.durable
 	env = &PersistEnv{}
 	defer func() {
 		if err != nil {
@@ -138,7 +152,7 @@ func startPersistEnv(dir string, secure, durable bool) (env *PersistEnv, err err
 	ids := []string{"0"}
 	cfg := fleet.Config{
 		NATS:     fleet.NATSConfig{Embedded: &embedded.Config{Port: embedded.RandomPort, JetStream: !secure, StoreDir: dir + "/jetstream", JetStreamSyncAlways: durable}},
-		Persist:  fleet.PersistConfig{IDs: ids, Serve: ids, DataDir: dir + "/persist", Sync: durable},
+		Persist:  fleet.PersistConfig{IDs: ids, Serve: ids, DataDir: dir + "/persist", Sync: durable, ExclusiveFiles: o.exclusive},
 		Balancer: true,
 	}
 	if secure {
@@ -207,11 +221,14 @@ func (env *PersistEnv) Close() {
 // RunPersist runs every persist workload and writes a table to w.
 func RunPersist(ctx context.Context, cfg PersistConfig, w io.Writer) ([]Result, error) {
 	cfg = cfg.withDefaults()
-	start, tier := StartPersistEnv, ""
+	tier := ""
 	if cfg.Durable {
-		start, tier = StartDurablePersistEnv, ", durable tier (persist --sync: synchronous=FULL; JetStream sync_interval: always)"
+		tier = ", durable tier (persist --sync: synchronous=FULL; JetStream sync_interval: always)"
 	}
-	env, err := start(cfg.Dir)
+	if cfg.ExclusiveFiles {
+		tier += ", persist --exclusive-files"
+	}
+	env, err := startPersistEnv(cfg.Dir, envOptions{durable: cfg.Durable, exclusive: cfg.ExclusiveFiles})
 	if err != nil {
 		return nil, err
 	}
@@ -346,7 +363,7 @@ func RunPersist(ctx context.Context, cfg PersistConfig, w io.Writer) ([]Result, 
 	// persist set can beat it; its ratio to KV put bounds the set ratios.
 	for i, n := range cfg.Clients {
 		per := n
-		store, err := storeRate(ctx, cfg.Progress, fmt.Sprintf("ceiling: SQLite store, %d per commit", per), env.dir+"/store-floor", cfg.Duration, per, value, cfg.Durable)
+		store, err := storeRate(ctx, cfg.Progress, fmt.Sprintf("ceiling: SQLite store, %d per commit", per), env.dir+"/store-floor", cfg.Duration, per, value, store.SQLiteConfig{Sync: cfg.Durable, Exclusive: cfg.ExclusiveFiles})
 		if err != nil {
 			return results, fmt.Errorf("storage ceiling: %w", err)
 		}
@@ -357,8 +374,9 @@ func RunPersist(ctx context.Context, cfg PersistConfig, w io.Writer) ([]Result, 
 
 // storeRate is the keyed sets per second the store alone commits for d,
 // per sets in each transaction, on a fresh stream under dir.
-func storeRate(ctx context.Context, p Progress, label string, dir string, d time.Duration, per int, value []byte, sync bool) (float64, error) {
-	st, err := store.NewSQLite(store.SQLiteConfig{Dir: dir, Sync: sync}).Open("bench", "ceiling-"+strconv.Itoa(per), time.Now())
+func storeRate(ctx context.Context, p Progress, label string, dir string, d time.Duration, per int, value []byte, how store.SQLiteConfig) (float64, error) {
+	how.Dir = dir
+	st, err := store.NewSQLite(how).Open("bench", "ceiling-"+strconv.Itoa(per), time.Now())
 	if err != nil {
 		return 0, err
 	}

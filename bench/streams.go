@@ -60,6 +60,8 @@ type StreamsConfig struct {
 	// MaxOpenStreams is passed to persist serve --max-open-streams. Zero
 	// means the server's default.
 	MaxOpenStreams int
+	// ExclusiveFiles passes persist serve --exclusive-files.
+	ExclusiveFiles bool
 	// Dir holds the data and logs. Empty means a temp dir, removed afterwards.
 	Dir string
 	// Progress shows each phase as it runs. Nil means none.
@@ -558,6 +560,9 @@ func startPersistSide(ctx context.Context, cfg StreamsConfig, dir string, value 
 	serve := append(slices.Clone(cfg.Switchyard[1:]), "persist", "serve", "--id", "0", "--ids", "0", "--data", data, "--nats", url)
 	if cfg.MaxOpenStreams > 0 {
 		serve = append(serve, "--max-open-streams", strconv.Itoa(cfg.MaxOpenStreams))
+	}
+	if cfg.ExclusiveFiles {
+		serve = append(serve, "--exclusive-files")
 	}
 	s.server = func() (*child, error) {
 		return startChild("persist serve", filepath.Join(dir, "persist-serve.log"), cfg.Switchyard[0], serve, cfg.SwitchyardEnv)

@@ -23,7 +23,9 @@ import (
 // The evicting runs spread the writes over four times more streams than
 // the server keeps open, so streams are evicted and reopened throughout:
 // closed quickly, their commits left in the WAL for the next open to read
-// back (store.QuickCloser), which the kill must not lose either.
+// back (store.QuickCloser), which the kill must not lose either. The
+// exclusive run does so with --exclusive-files, whose WAL index is in the
+// killed process's memory only: the restart rebuilds it from the WAL.
 func TestDurabilityAcrossSIGKILL(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -37,6 +39,8 @@ func TestDurabilityAcrossSIGKILL(t *testing.T) {
 		"sync":            {1, []string{"--sync"}},
 		"normal-evicting": {64, []string{"--max-open-streams", "16"}},
 		"sync-evicting":   {64, []string{"--max-open-streams", "16", "--sync"}},
+		// Locked files, the WAL index in memory: recovery reads the WAL.
+		"exclusive-evicting": {64, []string{"--max-open-streams", "16", "--exclusive-files"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

@@ -96,6 +96,11 @@ type PersistConfig struct {
 	// server.Config.Sync).
 	Sync bool
 
+	// ExclusiveFiles locks each stream file for as long as it is open
+	// (see server.Config.ExclusiveFiles): for servers whose scopes do
+	// not move to a server of another process on the same DataDir.
+	ExclusiveFiles bool
+
 	// Archive and ArchiveEvery: see server.Config.
 	Archive      string
 	ArchiveEvery time.Duration

@@ -22,7 +22,7 @@ func (f *Fleet) startPersist(ctx context.Context) error {
 			Conn: nc, ID: id, IDs: p.IDs, Placement: p.Placement, Service: f.cfg.Service,
 			DataDir: p.DataDir, Archive: p.Archive, ArchiveEvery: p.ArchiveEvery, Sync: p.Sync,
 			Logger: f.log.With("persist_id", id), Observer: f.http.persistObserver(id),
-			MaxOpenStreams: p.MaxOpenStreams,
+			MaxOpenStreams: p.MaxOpenStreams, ExclusiveFiles: p.ExclusiveFiles,
 		}
 		if scfg.MaxOpenStreams == 0 {
 			scfg.MaxOpenStreams = server.DefaultMaxOpenStreams(len(p.Serve))

@@ -82,7 +82,7 @@ test): RSS <= 0.2x JetStream's.`,
 				if secure || cfg.Durable {
 					return usagef("--keys measures one stream in the default tier; it takes neither --auth nor --durable")
 				}
-				for _, f := range []string{"max-open-streams", "value-size", "clients", "duration"} {
+				for _, f := range []string{"max-open-streams", "value-size", "clients", "duration", "exclusive-files"} {
 					if cmd.Flags().Changed(f) {
 						return usagef("--%s does not go with --keys", f)
 					}
@@ -104,8 +104,8 @@ test): RSS <= 0.2x JetStream's.`,
 					return usagef("--%s goes with --streams N or --keys N", f)
 				}
 			}
-			if secure && cfg.Durable {
-				return usagef("--auth and --durable measure different things; give one")
+			if secure && (cfg.Durable || cfg.ExclusiveFiles) {
+				return usagef("--auth compares two buses, not persist's tiers; it takes neither --durable nor --exclusive-files")
 			}
 			if secure {
 				_, err = bench.RunPersistAuth(cmd.Context(), cfg, stdout(cmd))
@@ -121,6 +121,7 @@ test): RSS <= 0.2x JetStream's.`,
 	cmd.Flags().IntVar(&cfg.Batch, "batch", 1000, "messages per setMany / async publish batch")
 	cmd.Flags().BoolVar(&secure, "auth", false, "compare a bus with per-role users and TLS against an open one instead of persist against JetStream")
 	cmd.Flags().BoolVar(&cfg.Durable, "durable", false, "both sides in their durable tier: persist with every stream fsynced per commit (persist serve --sync) vs JetStream with sync_interval: always")
+	cmd.Flags().BoolVar(&cfg.ExclusiveFiles, "exclusive-files", false, "run persist with each stream file locked while open (persist serve --exclusive-files), as a server alone on its data directory may")
 	cmd.Flags().StringVar(&cfg.Dir, "dir", "", "directory for SQLite and JetStream files (default: a temp dir)")
 	cmd.Flags().IntVar(&streams.Streams, "streams", 0, "measure `N` small streams on each side (create, restart, RSS, spread writes, disk) instead of the one-stream workloads")
 	cmd.Flags().IntVar(&keys.Keys, "keys", 0, "measure `N` keys in one stream on each side (load, RSS, get p50/p99, disk) instead of the one-stream workloads")
@@ -143,6 +144,7 @@ func runBenchStreams(cmd *cobra.Command, cfg bench.PersistConfig, sc bench.Strea
 	if sc.JSTimeout <= 0 || sc.Settle <= 0 || sc.MaxOpenStreams < 0 {
 		return usagef("--js-timeout and --settle must be positive, --max-open-streams not negative")
 	}
+	sc.ExclusiveFiles = cfg.ExclusiveFiles
 	self, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("bench persist --streams: find this binary: %w", err)

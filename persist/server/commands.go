@@ -42,6 +42,13 @@ func (s *Server) serve(h *handle, jobs []*job) (later writeAnswers) {
 				s.openFailed(h, jobs[i:], err)
 				return writeAnswers{}
 			}
+			if s.cfg.ExclusiveFiles && !h.key.ephemeral {
+				// Its file is locked until an earlier handle's close
+				// (or compaction) is done: wait for that, not busy_timeout.
+				s.mu.Lock()
+				s.waitClosedLocked(h.key)
+				s.mu.Unlock()
+			}
 			st, err := s.open(h.key, create)
 			if err != nil {
 				s.giveSlot()

@@ -299,6 +299,8 @@ type slowCloseStorage struct {
 	armed         atomic.Bool
 	slowDone      atomic.Bool
 	removedDuring atomic.Bool
+	inSlowClose   atomic.Bool // the slow close is held
+	openedDuring  atomic.Bool // an open began while it was
 }
 
 type slowCloseStream struct {
@@ -307,6 +309,9 @@ type slowCloseStream struct {
 }
 
 func (s *slowCloseStorage) Open(scope, name string, now time.Time) (store.Stream, error) {
+	if s.inSlowClose.Load() {
+		s.openedDuring.Store(true)
+	}
 	st, err := s.Storage.Open(scope, name, now)
 	if err != nil {
 		return st, err
@@ -315,6 +320,9 @@ func (s *slowCloseStorage) Open(scope, name string, now time.Time) (store.Stream
 }
 
 func (s *slowCloseStorage) OpenExisting(scope, name string, now time.Time) (store.Stream, error) {
+	if s.inSlowClose.Load() {
+		s.openedDuring.Store(true)
+	}
 	st, err := s.Storage.OpenExisting(scope, name, now)
 	if err != nil {
 		return st, err
@@ -331,11 +339,53 @@ func (s *slowCloseStorage) Remove(scope, name string) error {
 
 func (c slowCloseStream) Close() error {
 	if c.s.armed.CompareAndSwap(true, false) {
+		c.s.inSlowClose.Store(true)
 		close(c.s.closing)
 		<-c.s.release
 		defer c.s.slowDone.Store(true)
+		defer c.s.inSlowClose.Store(false) // after the close below
 	}
 	return c.Stream.Close()
+}
+
+// requestDuringIdleClose writes "s" on h, whose idle close slow then
+// holds; sends m once it does, releases the close when m's handle is
+// scheduled on a worker, and returns the answer to m. h closes idle
+// streams quickly (a short IdleClose and ExpireEvery).
+func requestDuringIdleClose(t *testing.T, h *harness, slow *slowCloseStorage, m *nats.Msg) *nats.Msg {
+	t.Helper()
+	// Armed before the write: its stream's only close is the idle one,
+	// which a loaded machine may start before a store made after the
+	// write's answer (20 ms is short), and the test then waited forever.
+	slow.armed.Store(true)
+	h.set("s", "x", nil)
+	select {
+	case <-slow.closing: // the idle close of the first handle has begun, and waits
+	case <-time.After(time.Minute):
+		t.Fatal("the stream's idle close never began")
+	}
+	answered := make(chan *nats.Msg, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		r, err := bus.Request(ctx, h.nc, m)
+		if err != nil {
+			t.Error(err)
+		}
+		answered <- r
+	}()
+	testwait.For(t, "the request to reach its stream", func() bool {
+		h.srv.mu.Lock()
+		defer h.srv.mu.Unlock()
+		hd := h.srv.handles[handleKey{scope: h.scope, name: "s"}]
+		return hd != nil && hd.scheduled
+	})
+	close(slow.release)
+	r := <-answered
+	if r == nil {
+		t.Fatalf("no answer to %s", m.Subject)
+	}
+	return r
 }
 
 // A drop that meets a handle of its stream evicted and still closing
@@ -356,39 +406,9 @@ func TestDropWaitsForEvictedClose(t *testing.T) {
 		slow.Storage = store.NewSQLite(store.SQLiteConfig{Dir: c.DataDir})
 		c.Storage = slow
 	})
-	// Armed before the write: its stream's only close is the idle one,
-	// which a loaded machine may start before a store made after the
-	// write's answer (20 ms is short), and the test then waited forever.
-	slow.armed.Store(true)
-	h.set("s", "x", nil)
-	select {
-	case <-slow.closing: // the idle close of the first handle has begun, and waits
-	case <-time.After(time.Minute):
-		t.Fatal("the stream's idle close never began")
-	}
-	answered := make(chan *nats.Msg, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		r, err := bus.Request(ctx, h.nc, h.msg(persist.CmdDelete, "s", dropHdr, nil))
-		if err != nil {
-			t.Error(err)
-		}
-		answered <- r
-	}()
 	// The drop opens a second handle and waits in serveDrop for the first
-	// one's close; let that finish.
-	testwait.For(t, "the drop to reach its stream", func() bool {
-		h.srv.mu.Lock()
-		defer h.srv.mu.Unlock()
-		hd := h.srv.handles[handleKey{scope: h.scope, name: "s"}]
-		return hd != nil && hd.scheduled
-	})
-	close(slow.release)
-	r := <-answered
-	if r == nil {
-		t.Fatal("no answer to the drop")
-	}
+	// one's close.
+	r := requestDuringIdleClose(t, h, slow, h.msg(persist.CmdDelete, "s", dropHdr, nil))
 	if c := r.Header.Get(persist.HdrError); c != "" {
 		t.Fatalf("drop: %s: %s", c, r.Data)
 	}

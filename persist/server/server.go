@@ -109,6 +109,14 @@ type Config struct {
 	// each group commit is fsynced before its writes are answered. False
 	// leaves it to each stream's "sync" config (default NORMAL).
 	Sync bool
+	// ExclusiveFiles says the server is alone on DataDir: each stream file
+	// is opened with locking_mode=EXCLUSIVE (store.SQLiteConfig.Exclusive),
+	// which makes opens, closes and commits cheaper, and a stream
+	// evicted and wanted again waits for its close before it reopens.
+	// Another server sharing the directory could then not reach a stream
+	// this one holds open: leave it false (the default) where servers
+	// share one, or a scope may move between two on the same disk.
+	ExclusiveFiles bool
 	// Logger receives errors of the background loops, with role=persist.
 	// Nil means slog.Default().
 	Logger *slog.Logger
@@ -189,7 +197,7 @@ func (c Config) withDefaults() Config {
 		c.ArchiveEvery = ArchiveEveryDefault
 	}
 	if c.Storage == nil {
-		c.Storage = store.NewSQLite(store.SQLiteConfig{Dir: c.DataDir, Archive: c.Archive, Sync: c.Sync})
+		c.Storage = store.NewSQLite(store.SQLiteConfig{Dir: c.DataDir, Archive: c.Archive, Sync: c.Sync, Exclusive: c.ExclusiveFiles})
 	}
 	if c.Memory == nil {
 		c.Memory = store.NewMemory()

@@ -31,10 +31,22 @@ const spreadStreams, spreadMaxOpen, spreadClients = 2000, 200, 16
 // same clients writing to random streams among half the cap, which all stay
 // open ("hot"); the ratio spread/hot is what to compare between builds.
 func BenchmarkSpreadWrites(b *testing.B) {
+	for _, exclusive := range []bool{false, true} {
+		name := "locking=normal"
+		if exclusive {
+			name = "locking=exclusive"
+		}
+		b.Run(name, func(b *testing.B) { benchSpreadWrites(b, exclusive) })
+	}
+}
+
+// benchSpreadWrites is BenchmarkSpreadWrites on a server with
+// ExclusiveFiles or not.
+func benchSpreadWrites(b *testing.B, exclusive bool) {
 	e := testnats.Server(b, testnats.Options{})
 	srvConn := testnats.Conn(b, e)
 	dir := b.TempDir()
-	srv, err := New(Config{Conn: srvConn, ID: "0", IDs: []string{"0"}, DataDir: dir, MaxOpenStreams: spreadMaxOpen})
+	srv, err := New(Config{Conn: srvConn, ID: "0", IDs: []string{"0"}, DataDir: dir, MaxOpenStreams: spreadMaxOpen, ExclusiveFiles: exclusive})
 	if err != nil {
 		b.Fatal(err)
 	}

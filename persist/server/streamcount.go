@@ -282,8 +282,8 @@ func (s *Server) resolveFound(f foundWAL) {
 		name, err = l.StreamName(f.scope, f.file)
 	}
 	s.giveSlot()
-	if l == nil || errors.Is(err, store.ErrNoStream) {
-		return
+	if l == nil || errors.Is(err, store.ErrNoStream) || errors.Is(err, store.ErrInUse) {
+		return // gone, or open: its close decides (finishClose)
 	}
 	if err != nil {
 		s.log.Warn("persist: read stream name to compact it", "scope", f.scope, "file", f.file, "err", err)

@@ -10,7 +10,9 @@ import (
 
 // FilesPerOpenStream is the file descriptors an open persistent stream
 // holds: its database, its -wal and its -shm (SQLite in WAL mode). A closed
-// stream holds none.
+// stream holds none. With SQLiteConfig.Exclusive there is no -shm, and a
+// stream holds 2; the open-stream cap still counts 3, which leaves the
+// difference to the rest of the process.
 const FilesPerOpenStream = 3
 
 // outOfDescriptors reports whether err, the failure of an open, came from

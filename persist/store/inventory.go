@@ -9,9 +9,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/switchyard-dev/switchyard/bus"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // Lister is a Storage that can count the streams it holds on disk without
@@ -163,7 +166,11 @@ func (st *SQLite) StreamName(scope, file string) (string, error) {
 	if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) {
 		return "", ErrNoStream
 	}
-	db, err := sql.Open("sqlite", streamDSN(p, false, false)+"&mode=rw")
+	// A short busy timeout: a file held by an exclusive connection (an
+	// open stream, SQLiteConfig.Exclusive) is in service, and the closer
+	// that asks must not wait for it.
+	dsn := fileURI(p) + "?_pragma=busy_timeout(" + strconv.Itoa(nameBusyTimeoutMs) + ")&_pragma=journal_mode(WAL)&mode=rw"
+	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return "", fmt.Errorf("stream name: %w", err)
 	}
@@ -191,10 +198,17 @@ func (st *SQLite) StreamName(scope, file string) (string, error) {
 	return name, nil
 }
 
-// nameErr is StreamName's error: ErrNoStream when the file went away.
+// nameBusyTimeoutMs is how long StreamName waits for a locked file.
+const nameBusyTimeoutMs = 50
+
+// nameErr is StreamName's error: ErrNoStream when the file went away,
+// ErrInUse when another connection holds it locked.
 func (st *SQLite) nameErr(p string, err error) error {
 	if _, serr := os.Lstat(p); errors.Is(serr, fs.ErrNotExist) {
 		return ErrNoStream
+	}
+	if se := (*sqlite.Error)(nil); errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY {
+		return fmt.Errorf("stream name: %w: %w", ErrInUse, err)
 	}
 	return fmt.Errorf("stream name: %w", err)
 }

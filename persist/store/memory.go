@@ -25,7 +25,7 @@ func (*Memory) Open(scope, name string, now time.Time) (Stream, error) {
 		return nil, err
 	}
 	// A private in-memory database lives as long as its one connection.
-	s, err := openStream(":memory:", scope, name, true, false, nil, false, now)
+	s, err := openStream(":memory:", scope, name, openHow{memory: true}, now)
 	if err != nil {
 		return nil, classifyDisk(err)
 	}

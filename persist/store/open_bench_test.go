@@ -39,10 +39,16 @@ var closeModes = []struct {
 // a small account's stream): open, one keyed set, close. It also reports
 // the disk the streams take, per stream (KiB/stream, as du counts).
 func BenchmarkStreamOpenWriteClose(b *testing.B) {
+	for _, l := range lockingModes {
+		b.Run(l.name, func(b *testing.B) { benchOpenWriteClose(b, l.exclusive) })
+	}
+}
+
+func benchOpenWriteClose(b *testing.B, exclusive bool) {
 	for _, m := range closeModes {
 		b.Run(m.name, func(b *testing.B) {
 			dir := b.TempDir()
-			st := NewSQLite(SQLiteConfig{Dir: dir, ReserveBytes: -1})
+			st := NewSQLite(SQLiteConfig{Dir: dir, ReserveBytes: -1, Exclusive: exclusive})
 			value := make([]byte, 64)
 			for i := range openCycleStreams {
 				s, err := st.Open("bench", "s"+strconv.Itoa(i), time.Now())
@@ -80,9 +86,15 @@ func BenchmarkStreamOpenWriteClose(b *testing.B) {
 // BenchmarkStreamCreateWriteClose creates a new stream per iteration: open
 // of a missing file, its first write, close.
 func BenchmarkStreamCreateWriteClose(b *testing.B) {
+	for _, l := range lockingModes {
+		b.Run(l.name, func(b *testing.B) { benchCreateWriteClose(b, l.exclusive) })
+	}
+}
+
+func benchCreateWriteClose(b *testing.B, exclusive bool) {
 	for _, m := range closeModes {
 		b.Run(m.name, func(b *testing.B) {
-			st := NewSQLite(SQLiteConfig{Dir: b.TempDir(), ReserveBytes: -1})
+			st := NewSQLite(SQLiteConfig{Dir: b.TempDir(), ReserveBytes: -1, Exclusive: exclusive})
 			value := make([]byte, 64)
 			i := 0
 			for b.Loop() {

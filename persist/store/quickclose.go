@@ -95,7 +95,7 @@ func (st *SQLite) Compact(scope, name string) error {
 	if _, err := os.Stat(p + "-wal"); errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
-	db, err := sql.Open("sqlite", streamDSN(p, false, st.sync)+"&mode=rw")
+	db, err := sql.Open("sqlite", st.streamDSN(p, false, false)+"&mode=rw")
 	if err != nil {
 		return fmt.Errorf("compact stream: %w", err)
 	}

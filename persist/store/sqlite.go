@@ -13,7 +13,8 @@ import (
 	"time"
 
 	"github.com/switchyard-dev/switchyard/persist"
-	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+	"modernc.org/sqlite" // also registers the "sqlite" database/sql driver
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // busyTimeoutMs lets a stream reopened while its previous handle is still
@@ -127,6 +128,17 @@ type SQLiteConfig struct {
 	// loss, not only a crash of the process. False (the default) keeps
 	// NORMAL for the streams that do not ask for FULL.
 	Sync bool
+	// Exclusive opens every stream file with locking_mode=EXCLUSIVE: the
+	// stream's one connection takes the file's lock at its first read and
+	// keeps it until it closes, and its WAL index lives in the process's
+	// memory, so there is no -shm file to create, map and remove and no
+	// lock call per transaction (an open, a set and a close cost about a
+	// third less; docs/benchmarks.md). It is only for a storage alone on
+	// Dir: while a stream is open no other process, nor another
+	// connection of this one, can read or write its file (they wait
+	// busy_timeout, then fail SQLITE_BUSY). False (the default) lets two
+	// servers sharing Dir both reach a stream (sqlite_shared.go).
+	Exclusive bool
 }
 
 // SQLite keeps each persistent stream in its own SQLite file under Dir.
@@ -136,6 +148,8 @@ type SQLite struct {
 	archive string // "" = no archive (see archive.go)
 	space   *space // the disk reserve and full state of dir
 	sync    bool   // every stream FULL (SQLiteConfig.Sync)
+	excl    bool   // locking_mode=EXCLUSIVE (SQLiteConfig.Exclusive)
+	busyMs  int    // busy_timeout of its connections: busyTimeoutMs (tests shorten it)
 }
 
 var (
@@ -149,7 +163,7 @@ func NewSQLite(cfg SQLiteConfig) *SQLite {
 	if reserve == 0 {
 		reserve = ReserveBytesDefault
 	}
-	return &SQLite{dir: cfg.Dir, archive: cfg.Archive, space: newSpace(cfg.Dir, reserve), sync: cfg.Sync}
+	return &SQLite{dir: cfg.Dir, archive: cfg.Archive, space: newSpace(cfg.Dir, reserve), sync: cfg.Sync, excl: cfg.Exclusive, busyMs: busyTimeoutMs}
 }
 
 // Close implements Storage; open streams are closed by their owner.
@@ -186,6 +200,16 @@ func (st *SQLite) openClassified(scope, name string, create bool, now time.Time)
 		}
 		if outOfDescriptors(err) {
 			return nil, descriptorError(err)
+		}
+		if se := (*sqlite.Error)(nil); errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY {
+			// Another connection kept the file locked past busy_timeout:
+			// with Exclusive, most likely a server that shares the
+			// directory and holds the stream open (it owned the scope).
+			why := ""
+			if st.excl {
+				why = " (--exclusive-files: another server on this data directory may hold the stream open)"
+			}
+			return nil, persist.Errorf(persist.CodeUnavailable, "stream file is locked by another connection%s; retry later: %v", why, err)
 		}
 		err = classifyDisk(err)
 		st.space.release(err)
@@ -235,13 +259,13 @@ func (st *SQLite) open(scope, name string, create bool, now time.Time) (Stream, 
 			return nil, err
 		}
 	}
-	dsn := streamDSN(p, created != "", st.sync)
+	dsn := st.streamDSN(p, created != "", st.excl)
 	if !create {
 		// Without "c" SQLite fails on a missing file instead of creating
 		// it: a file removed since exists looked stays removed.
 		dsn += "&mode=rw"
 	}
-	s, err := openStream(dsn, scope, name, false, created != "", st.space, st.sync, now)
+	s, err := openStream(dsn, scope, name, openHow{fresh: created != "", sp: st.space, full: st.sync, walAfterOpen: st.excl && created == ""}, now)
 	if err != nil {
 		if !create {
 			if _, serr := os.Stat(p); errors.Is(serr, fs.ErrNotExist) {
@@ -268,13 +292,21 @@ func (st *SQLite) open(scope, name string, create bool, now time.Time) (Stream, 
 // a file in WAL mode already is a no-op, and converts one that is not, an
 // archive copy). A new file is set up by init instead (newFilePragmas),
 // after synchronous, so its first writes do not pay SQLite's default FULL.
-func streamDSN(p string, isNew, full bool) string {
+//
+// exclusive adds locking_mode(EXCLUSIVE), which only keeps the WAL index
+// out of shared memory when it is set before the WAL is first read; the
+// driver would run journal_mode(WAL) before it (the alphabet), so the
+// DSN then leaves journal_mode out and init runs it (openHow.walAfterOpen).
+func (st *SQLite) streamDSN(p string, isNew, exclusive bool) string {
 	mode := "NORMAL"
-	if full {
+	if st.sync {
 		mode = "FULL"
 	}
-	dsn := fileURI(p) + "?_pragma=busy_timeout(" + strconv.Itoa(busyTimeoutMs) + ")&_pragma=synchronous(" + mode + ")"
-	if isNew {
+	dsn := fileURI(p) + "?_pragma=busy_timeout(" + strconv.Itoa(st.busyMs) + ")&_pragma=synchronous(" + mode + ")"
+	if exclusive {
+		dsn += "&_pragma=locking_mode(EXCLUSIVE)"
+	}
+	if isNew || exclusive {
 		return dsn
 	}
 	return dsn + "&_pragma=journal_mode(WAL)"
@@ -302,22 +334,30 @@ var newFilePragmas = []string{
 	`PRAGMA journal_mode = WAL`,
 }
 
+// openHow is how openStream opens a stream's database.
+type openHow struct {
+	memory bool   // a private in-memory database (Memory)
+	fresh  bool   // the file is new (see newFilePragmas)
+	sp     *space // the disk reserve its writes wait on; nil for none
+	full   bool   // the DSN opens it synchronous=FULL whatever its config says
+	// walAfterOpen: the DSN leaves journal_mode out (see streamDSN), so
+	// init sets WAL, which converts an archive copy that is not.
+	walAfterOpen bool
+}
+
 // openStream opens the SQLite database of dsn as the stream name of scope:
-// a file of SQLite, or a private in-memory database of Memory (memory
-// set). fresh says the file is new (see newFilePragmas). sp is the disk
-// reserve its writes wait on (nil for none); full says the DSN opens it
-// synchronous=FULL whatever its config says. On failure nothing is left
-// open.
-func openStream(dsn, scope, name string, memory, fresh bool, sp *space, full bool, now time.Time) (*sqliteStream, error) {
+// a file of SQLite, or a private in-memory database of Memory. On failure
+// nothing is left open.
+func openStream(dsn, scope, name string, how openHow, now time.Time) (*sqliteStream, error) {
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open stream: %w", err)
 	}
 	db.SetMaxOpenConns(1)
 	db.SetMaxIdleConns(1)
-	s := &sqliteStream{db: db, scope: scope, name: name, memory: memory, space: sp, syncAll: full, msgids: map[string]dedupEntry{}}
+	s := &sqliteStream{db: db, scope: scope, name: name, memory: how.memory, space: how.sp, syncAll: how.full, msgids: map[string]dedupEntry{}}
 	s.prepareLazily()
-	if err := s.init(now, fresh); err != nil {
+	if err := s.init(now, how); err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -453,13 +493,19 @@ type sqliteStream struct {
 	delMany [len(insertRuns)]lazyStmt
 }
 
-func (s *sqliteStream) init(now time.Time, fresh bool) error {
+func (s *sqliteStream) init(now time.Time, how openHow) error {
+	fresh := how.fresh
 	ctx := context.Background()
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("open stream: %w", err)
 	}
 	s.conn = conn
+	if how.walAfterOpen {
+		if _, err := conn.ExecContext(ctx, `PRAGMA journal_mode = WAL`); err != nil {
+			return fmt.Errorf("open stream: journal mode: %w", err)
+		}
+	}
 	if fresh {
 		for _, p := range newFilePragmas {
 			if _, err := conn.ExecContext(ctx, p); err != nil {

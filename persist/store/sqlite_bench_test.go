@@ -9,9 +9,19 @@ import (
 // The storage benchmarks measure the write path without NATS: what one
 // group commit costs in SQLite, per keyed set and per batch of plain appends.
 
-func benchStream(b *testing.B) Stream {
+// lockingModes are the two ways a storage locks its stream files
+// (SQLiteConfig.Exclusive).
+var lockingModes = []struct {
+	name      string
+	exclusive bool
+}{{"locking=normal", false}, {"locking=exclusive", true}}
+
+func benchStream(b *testing.B) Stream { return benchStreamLocking(b, false) }
+
+// benchStreamLocking is benchStream with the storage's locking mode.
+func benchStreamLocking(b *testing.B, exclusive bool) Stream {
 	b.Helper()
-	st, err := NewSQLite(SQLiteConfig{Dir: b.TempDir()}).Open("bench", "s", time.Now())
+	st, err := NewSQLite(SQLiteConfig{Dir: b.TempDir(), Exclusive: exclusive}).Open("bench", "s", time.Now())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -20,17 +30,21 @@ func benchStream(b *testing.B) Stream {
 }
 
 // BenchmarkStoreWriteKeyed is one keyed set per commit over 1,000 keys, so
-// most writes replace an existing key.
+// most writes replace an existing key, with each locking mode.
 func BenchmarkStoreWriteKeyed(b *testing.B) {
-	st := benchStream(b)
-	value := make([]byte, 128)
-	i := 0
-	for b.Loop() {
-		ops := []WriteOp{{Key: "k" + strconv.Itoa(i%1000), Value: value}}
-		if _, _, err := st.Write(ops, time.Now()); err != nil {
-			b.Fatal(err)
-		}
-		i++
+	for _, l := range lockingModes {
+		b.Run(l.name, func(b *testing.B) {
+			st := benchStreamLocking(b, l.exclusive)
+			value := make([]byte, 128)
+			i := 0
+			for b.Loop() {
+				ops := []WriteOp{{Key: "k" + strconv.Itoa(i%1000), Value: value}}
+				if _, _, err := st.Write(ops, time.Now()); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+		})
 	}
 }
 

@@ -39,6 +39,12 @@ type Storage interface {
 // stored state.
 var ErrNoStream = errors.New("stream does not exist")
 
+// ErrInUse is returned by Lister.StreamName for a stream file another
+// connection holds locked (an open stream of a storage with
+// SQLiteConfig.Exclusive): it is in service, and its close decides
+// whether it needs compacting.
+var ErrInUse = errors.New("stream file in use")
+
 // Stream is one open stream in storage. Its methods must not be called concurrently:
 // the server gives each stream one worker at a time. Every method that
 // removes or adds messages returns the Changes of its commit, in order.
