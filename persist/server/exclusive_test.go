@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/switchyard-dev/switchyard/bus"
+	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/persist/store"
 )
@@ -96,6 +97,21 @@ func TestExclusiveFilesUnderEviction(t *testing.T) {
 	h.node.Stop()
 	h.start()
 	readAll("after a restart")
+	// The restart found the WAL files quick closes left, read their
+	// streams' names and compacted them; with every stream closed fully
+	// by a stop, nothing but the databases is left.
+	waitCounted(t, h) // the walk is done: every leftover WAL is listed
+	testwait.For(t, "the leftover WAL files to be compacted", func() bool {
+		h.srv.mu.Lock()
+		defer h.srv.mu.Unlock()
+		return h.srv.toClose.n == 0 && len(h.srv.toCompact) == 0 && len(h.srv.closing) == 0 && len(h.srv.foundWAL) == 0
+	})
+	h.node.Stop()
+	for _, f := range streamFiles(t, h.dir) {
+		if strings.HasSuffix(f, "-shm") || strings.HasSuffix(f, "-wal") {
+			t.Fatalf("%s left after a stop", f)
+		}
+	}
 	t.Logf("%d closed to make room, %d rescued, %d compacted, peak %d open", st.OpenWaitCloses, st.StreamsRescued, st.StreamsCompacted, st.OpenStoragePeak)
 }
 

@@ -141,3 +141,57 @@ func TestExclusiveRestoresArchiveToWAL(t *testing.T) {
 		t.Fatalf("the restored exclusive stream has a -shm (err %v)", err)
 	}
 }
+
+// A directory a server without Exclusive left with WAL and -shm files
+// (quick closes, or a crash) is cleaned by an exclusive storage's name
+// read and compaction: the name is read without making a -shm, and the
+// compaction checkpoints the WAL and removes the old -shm, which nothing
+// in exclusive mode would use or remove.
+func TestExclusiveCompactsSharedLeftovers(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	shared := NewSQLite(SQLiteConfig{Dir: dir, ReserveBytes: -1})
+	s, err := shared.Open("a", "s", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Write([]WriteOp{{Key: "k", Value: []byte("v")}}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if kept, err := s.(QuickCloser).CloseQuick(); err != nil || !kept {
+		t.Fatalf("CloseQuick: kept %v, err %v", kept, err)
+	}
+	p, _ := StreamPath(dir, "a", "s")
+	for _, suffix := range []string{"-wal", "-shm"} {
+		if _, err := os.Stat(p + suffix); err != nil {
+			t.Fatalf("the shared storage's quick close left no %s: %v", suffix, err)
+		}
+	}
+	excl := NewSQLite(SQLiteConfig{Dir: dir, ReserveBytes: -1, Exclusive: true})
+	if err := os.Remove(p + "-shm"); err != nil { // for a moment: does the name read make one?
+		t.Fatal(err)
+	}
+	file := p[strings.LastIndexByte(p, os.PathSeparator)+1:]
+	if name, err := excl.StreamName("a", file); err != nil || name != "s" {
+		t.Fatalf("StreamName: %q, %v", name, err)
+	}
+	if _, err := os.Stat(p + "-shm"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("an exclusive storage's name read made a -shm (err %v)", err)
+	}
+	// The leftover -shm of the shared run, back for the compaction.
+	if err := os.WriteFile(p+"-shm", make([]byte, 32<<10), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := excl.Compact("a", "s"); err != nil {
+		t.Fatal(err)
+	}
+	for _, suffix := range []string{"-wal", "-shm"} {
+		if _, err := os.Stat(p + suffix); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("after the exclusive compaction %s is left (err %v)", suffix, err)
+		}
+	}
+	var n int
+	if err := countRows(p, &n); err != nil || n != 1 {
+		t.Fatalf("compacted: %d rows (err %v), want 1", n, err)
+	}
+}

@@ -168,8 +168,13 @@ func (st *SQLite) StreamName(scope, file string) (string, error) {
 	}
 	// A short busy timeout: a file held by an exclusive connection (an
 	// open stream, SQLiteConfig.Exclusive) is in service, and the closer
-	// that asks must not wait for it.
+	// that asks must not wait for it. An exclusive storage reads it in
+	// its own locking mode, so that no -shm is made (nothing would remove
+	// it), and so without journal_mode (see streamDSN).
 	dsn := fileURI(p) + "?_pragma=busy_timeout(" + strconv.Itoa(nameBusyTimeoutMs) + ")&_pragma=journal_mode(WAL)&mode=rw"
+	if st.excl {
+		dsn = fileURI(p) + "?_pragma=busy_timeout(" + strconv.Itoa(nameBusyTimeoutMs) + ")&_pragma=locking_mode(EXCLUSIVE)&mode=rw"
+	}
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return "", fmt.Errorf("stream name: %w", err)

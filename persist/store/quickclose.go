@@ -95,7 +95,8 @@ func (st *SQLite) Compact(scope, name string) error {
 	if _, err := os.Stat(p + "-wal"); errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
-	db, err := sql.Open("sqlite", st.streamDSN(p, false, false)+"&mode=rw")
+	// In the storage's own locking mode: an exclusive one makes no -shm.
+	db, err := sql.Open("sqlite", st.streamDSN(p, false, st.excl)+"&mode=rw")
 	if err != nil {
 		return fmt.Errorf("compact stream: %w", err)
 	}
@@ -109,6 +110,14 @@ func (st *SQLite) Compact(scope, name string) error {
 			return nil // dropped meanwhile
 		}
 		return classifyDisk(fmt.Errorf("compact stream: %w", err))
+	}
+	if st.excl {
+		// A -shm left by a server that ran without Exclusive on this
+		// directory (and crashed, or closed quickly): nothing here
+		// uses or removes it.
+		if err := os.Remove(p + "-shm"); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("compact stream: %w", err)
+		}
 	}
 	return nil
 }
