@@ -89,12 +89,14 @@ type ServerStats struct {
 	// data directory at start), -2 when it cannot (the walk failed, or its
 	// storage does not list its streams).
 	Streams int64 `json:"streams"`
-	// OpenStorage is the streams whose files are open (or opening or
-	// closing), FilesPerOpenStream descriptors each for a persistent one;
-	// at most MaxOpenStreams. OpenStoragePeak is the most there have been.
+	// OpenStorage is the streams whose storage is open (or opening or
+	// closing), ephemeral ones included; at most MaxOpenStreams. OpenStoragePeak is the most there have been.
 	OpenStorage     int64 `json:"open_storage"`
 	OpenStoragePeak int64 `json:"open_storage_peak"`
 	MaxOpenStreams  int   `json:"max_open_streams"`
+	// Descriptors is the file descriptors the open persistent streams
+	// hold (ephemeral ones hold none; 2 each with --exclusive-files).
+	Descriptors int64 `json:"descriptors"`
 	// OpenStreams is the entries of the open-stream cache (ephemeral
 	// streams included), OpenBytes the bytes they store.
 	OpenStreams int   `json:"open_streams"`

@@ -216,7 +216,7 @@ func printServerInventory(ctx context.Context, out io.Writer, c *persist.Client,
 		default:
 			streams = "unknown" // the walk failed (the server logged why)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\t%d\n", st.ID, streams, st.OpenStorage, st.OpenStoragePeak, st.MaxOpenStreams, st.OpenStorage*store.FilesPerOpenStream, st.StreamsCompacted)
+		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\t%d\n", st.ID, streams, st.OpenStorage, st.OpenStoragePeak, st.MaxOpenStreams, st.Descriptors, st.StreamsCompacted)
 	}
 	if err := w.Flush(); err != nil {
 		return err

@@ -62,6 +62,9 @@ func (s *Server) serve(h *handle, jobs []*job) (later writeAnswers) {
 				return writeAnswers{}
 			}
 			h.st = st
+			if h.key.ephemeral {
+				s.openEphemeral.Add(1)
+			}
 			// It exists now: should a disk error close it again later in
 			// this batch, the reads after that must reopen it, not answer
 			// as for the missing stream.

@@ -49,6 +49,9 @@ func (s *Server) closeHandleHow(h *handle, quick bool) error {
 	}
 	h.walKept = kept
 	h.st = nil
+	if h.key.ephemeral {
+		s.openEphemeral.Add(-1)
+	}
 	s.giveSlot()
 	s.noteBytes(h)
 	return err

@@ -288,16 +288,19 @@ type Server struct {
 	// openStreams counts the streams whose storage is open, being opened
 	// or still closing: the slots of openslots.go, at most MaxOpenStreams.
 	openStreams atomic.Int64
-	openPeak    atomic.Int64   // the most openStreams has been
-	commits     atomic.Uint64  // write transactions committed, for tests and stats
-	inlined     atomic.Uint64  // requests served on the subscription's goroutine (scheduler.go), for tests and stats
-	gathered    atomic.Uint64  // sync commits that waited for more writers (gather), for tests
-	coldCloses  atomic.Uint64  // streams closed once idle because their last request said Sy-Cold
-	rescued     atomic.Uint64  // evicted streams taken back open before the closer reached them (cache.go)
-	slotCloses  atomic.Uint64  // streams an open closed itself for want of a free slot (takeSlot)
-	compacted   atomic.Uint64  // quickly closed streams compacted by the closer (cache.go)
-	feed        *feedPublisher // publishes every commit's changes (feed.go)
-	serverStats                // the rest of Stats (stats.go)
+	openPeak    atomic.Int64 // the most openStreams has been
+	// openEphemeral counts the open streams of Memory: they take a slot
+	// but hold no file descriptor.
+	openEphemeral atomic.Int64
+	commits       atomic.Uint64  // write transactions committed, for tests and stats
+	inlined       atomic.Uint64  // requests served on the subscription's goroutine (scheduler.go), for tests and stats
+	gathered      atomic.Uint64  // sync commits that waited for more writers (gather), for tests
+	coldCloses    atomic.Uint64  // streams closed once idle because their last request said Sy-Cold
+	rescued       atomic.Uint64  // evicted streams taken back open before the closer reached them (cache.go)
+	slotCloses    atomic.Uint64  // streams an open closed itself for want of a free slot (takeSlot)
+	compacted     atomic.Uint64  // quickly closed streams compacted by the closer (cache.go)
+	feed          *feedPublisher // publishes every commit's changes (feed.go)
+	serverStats                  // the rest of Stats (stats.go)
 
 	// beforeWrite, if set (tests only), runs before each group commit with
 	// the number of messages in it.

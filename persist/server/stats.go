@@ -57,6 +57,11 @@ type Stats struct {
 	// OpenStoragePeak is the most OpenStorage has been since the server
 	// was made.
 	OpenStoragePeak int64
+	// OpenDescriptors is the file descriptors the open persistent streams
+	// hold (those of OpenStorage that are not ephemeral, which hold none):
+	// store.FilesPerOpenStream each, store.FilesPerExclusiveStream with
+	// Config.ExclusiveFiles.
+	OpenDescriptors int64
 	// MaxOpenStreams is the server's open-stream cap (Config.MaxOpenStreams
 	// after defaults).
 	MaxOpenStreams int
@@ -103,6 +108,7 @@ func (s *Server) Stats() Stats {
 		OpenBytes:        s.openBytes.Load(),
 		OpenStorage:      s.openStreams.Load(),
 		OpenStoragePeak:  s.openPeak.Load(),
+		OpenDescriptors:  s.openDescriptors(),
 		MaxOpenStreams:   s.cfg.MaxOpenStreams,
 		StreamsRescued:   s.rescued.Load(),
 		OpenWaitCloses:   s.slotCloses.Load(),
@@ -110,6 +116,15 @@ func (s *Server) Stats() Stats {
 		ColdCloses:       s.coldCloses.Load(),
 		Streams:          s.count.value(),
 	}
+}
+
+// openDescriptors is Stats.OpenDescriptors.
+func (s *Server) openDescriptors() int64 {
+	per := int64(store.FilesPerOpenStream)
+	if s.cfg.ExclusiveFiles {
+		per = store.FilesPerExclusiveStream
+	}
+	return max(s.openStreams.Load()-s.openEphemeral.Load(), 0) * per
 }
 
 // serveServer answers a request to the server itself (persist.ServerScope)
@@ -123,6 +138,7 @@ func (s *Server) serveServer(m *nats.Msg) {
 	s.replyJSON(m, persist.ServerStats{
 		ID: s.cfg.ID, Streams: st.Streams,
 		OpenStorage: st.OpenStorage, OpenStoragePeak: st.OpenStoragePeak, MaxOpenStreams: st.MaxOpenStreams,
+		Descriptors: st.OpenDescriptors,
 		OpenStreams: st.OpenStreams, OpenBytes: st.OpenBytes,
 		StreamsRescued: st.StreamsRescued, OpenWaitCloses: st.OpenWaitCloses, StreamsCompacted: st.StreamsCompacted,
 	})

@@ -166,3 +166,28 @@ func TestReadyFollowsCommits(t *testing.T) {
 		t.Fatalf("Ready after Stop: %v, want ErrNotServing", err)
 	}
 }
+
+// TestOpenDescriptors: Stats.OpenDescriptors counts the descriptors of the
+// open persistent streams only (an ephemeral one lives in memory), three
+// each, or two with ExclusiveFiles (no -shm); a closed stream holds none.
+func TestOpenDescriptors(t *testing.T) {
+	t.Parallel()
+	for _, exclusive := range []bool{false, true} {
+		h := newHarness(t, func(c *Config) { c.ExclusiveFiles = exclusive })
+		h.set("a", "v", nil)
+		h.set("b", "v", nil)
+		h.set("mem", "v", map[string]string{persist.HdrEphemeral: "true"})
+		per := int64(store.FilesPerOpenStream)
+		if exclusive {
+			per = store.FilesPerExclusiveStream
+		}
+		st := h.srv.Stats()
+		if st.OpenStorage != 3 || st.OpenDescriptors != 2*per {
+			t.Fatalf("exclusive %v: %d open, %d descriptors; want 3 open, %d descriptors", exclusive, st.OpenStorage, st.OpenDescriptors, 2*per)
+		}
+		h.node.Stop()
+		if st := h.srv.Stats(); st.OpenDescriptors != 0 {
+			t.Fatalf("exclusive %v: %d descriptors after Stop", exclusive, st.OpenDescriptors)
+		}
+	}
+}

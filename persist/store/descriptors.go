@@ -15,6 +15,10 @@ import (
 // difference to the rest of the process.
 const FilesPerOpenStream = 3
 
+// FilesPerExclusiveStream is the file descriptors an open stream of a
+// storage with SQLiteConfig.Exclusive holds: its database and its -wal.
+const FilesPerExclusiveStream = 2
+
 // outOfDescriptors reports whether err, the failure of an open, came from
 // the process being out of file descriptors. SQLite reports that as "unable
 // to open database file" (SQLITE_CANTOPEN) without the errno, so when the
