@@ -26,7 +26,7 @@ func newUpCmd() *cobra.Command {
 		host, dataDir, archiveDir, placementName, service string
 		authDir, tlsCert, tlsKey, cpuProfile              string
 		port, servers                                     int
-		insecure                                          bool
+		insecure, exclusive                               bool
 		uw                                                upWork
 		httpOpts                                          httpFlags
 		regionOpts                                        regionFlags
@@ -116,7 +116,7 @@ carried by signed batches of the forward queue (docs/events.md).`,
 			if err != nil {
 				return err
 			}
-			err = runUp(cmd, upConfig{events: ec, work: uw, host: host, port: port, dataDir: dataDir, archiveDir: archiveDir, servers: servers, placement: fn, placementName: placementName, service: service, authDir: authDir, tlsCert: tlsCert, tlsKey: tlsKey, http: httpOpts})
+			err = runUp(cmd, upConfig{events: ec, work: uw, host: host, port: port, dataDir: dataDir, archiveDir: archiveDir, servers: servers, exclusive: exclusive, placement: fn, placementName: placementName, service: service, authDir: authDir, tlsCert: tlsCert, tlsKey: tlsKey, http: httpOpts})
 			if perr := stopProfile(); err == nil {
 				err = perr
 			}
@@ -127,6 +127,7 @@ carried by signed batches of the forward queue (docs/events.md).`,
 	cmd.Flags().IntVar(&port, "nats-port", 4222, "port of the embedded NATS server")
 	cmd.Flags().StringVar(&dataDir, "data", "./switchyard-data", "directory for the SQLite files")
 	cmd.Flags().StringVar(&archiveDir, "archive", "", "directory for backup copies of the streams (optional, see persist serve --help)")
+	cmd.Flags().BoolVar(&exclusive, "exclusive-files", true, "lock each stream file while it is open (see persist serve --help): up's servers are the only ones on --data and never move scopes between them; turn it off (--exclusive-files=false) if another process shares --data")
 	cmd.Flags().IntVar(&servers, "servers", 2, "number of persist servers (ids 0..N-1)")
 	cmd.Flags().StringVar(&placementName, "placement", placement.NameRendezvous, "placement function: rendezvous or modulo")
 	cmd.Flags().StringVar(&service, "service", bus.DefaultService, "first subject token of the persist service")
@@ -156,6 +157,7 @@ type upConfig struct {
 	host, dataDir, archiveDir, placementName, service string
 	authDir, tlsCert, tlsKey                          string
 	port, servers                                     int
+	exclusive                                         bool // stream files locked while open
 	placement                                         placement.Func
 	work                                              upWork
 	http                                              httpFlags
@@ -195,7 +197,7 @@ func (cfg upConfig) fleetConfig() (fleet.Config, error) {
 	fc := fleet.Config{
 		Service:  cfg.service,
 		NATS:     fleet.NATSConfig{Embedded: ecfg, AuthDir: cfg.authDir},
-		Persist:  fleet.PersistConfig{IDs: ids, Serve: ids, Placement: cfg.placement, DataDir: cfg.dataDir, Archive: cfg.archiveDir},
+		Persist:  fleet.PersistConfig{IDs: ids, Serve: ids, Placement: cfg.placement, DataDir: cfg.dataDir, Archive: cfg.archiveDir, ExclusiveFiles: cfg.exclusive},
 		Balancer: true,
 		HTTP:     hc,
 		Events:   cfg.events,
