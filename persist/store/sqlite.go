@@ -265,7 +265,7 @@ func (st *SQLite) open(scope, name string, create bool, now time.Time) (Stream, 
 		// it: a file removed since exists looked stays removed.
 		dsn += "&mode=rw"
 	}
-	s, err := openStream(dsn, scope, name, openHow{fresh: created != "", sp: st.space, full: st.sync, walAfterOpen: st.excl && created == ""}, now)
+	s, err := openStream(dsn, scope, name, openHow{fresh: created != "", sp: st.space, full: st.sync, exclusive: st.excl}, now)
 	if err != nil {
 		if !create {
 			if _, serr := os.Stat(p); errors.Is(serr, fs.ErrNotExist) {
@@ -296,7 +296,7 @@ func (st *SQLite) open(scope, name string, create bool, now time.Time) (Stream, 
 // exclusive adds locking_mode(EXCLUSIVE), which only keeps the WAL index
 // out of shared memory when it is set before the WAL is first read; the
 // driver would run journal_mode(WAL) before it (the alphabet), so the
-// DSN then leaves journal_mode out and init runs it (openHow.walAfterOpen).
+// DSN then leaves journal_mode out and init runs it (openHow.exclusive).
 func (st *SQLite) streamDSN(p string, isNew, exclusive bool) string {
 	mode := "NORMAL"
 	if st.sync {
@@ -340,9 +340,11 @@ type openHow struct {
 	fresh  bool   // the file is new (see newFilePragmas)
 	sp     *space // the disk reserve its writes wait on; nil for none
 	full   bool   // the DSN opens it synchronous=FULL whatever its config says
-	// walAfterOpen: the DSN leaves journal_mode out (see streamDSN), so
-	// init sets WAL, which converts an archive copy that is not.
-	walAfterOpen bool
+	// exclusive: the DSN sets locking_mode=EXCLUSIVE and leaves
+	// journal_mode out (see streamDSN), so init sets WAL on an existing
+	// file, which converts an archive copy that is not; and no other
+	// connection can commit to the file while this one is open.
+	exclusive bool
 }
 
 // openStream opens the SQLite database of dsn as the stream name of scope:
@@ -355,7 +357,7 @@ func openStream(dsn, scope, name string, how openHow, now time.Time) (*sqliteStr
 	}
 	db.SetMaxOpenConns(1)
 	db.SetMaxIdleConns(1)
-	s := &sqliteStream{db: db, scope: scope, name: name, memory: how.memory, space: how.sp, syncAll: how.full, msgids: map[string]dedupEntry{}}
+	s := &sqliteStream{db: db, scope: scope, name: name, memory: how.memory, alone: how.memory || how.exclusive, space: how.sp, syncAll: how.full, msgids: map[string]dedupEntry{}}
 	s.prepareLazily()
 	if err := s.init(now, how); err != nil {
 		s.Close()
@@ -412,6 +414,11 @@ type sqliteStream struct {
 	memory bool
 	// syncAll: the storage makes every stream FULL (SQLiteConfig.Sync).
 	syncAll bool
+	// alone: no other connection can commit to the database while this
+	// one is open (a private in-memory one, or a file opened with
+	// SQLiteConfig.Exclusive), so what the handle keeps in memory is
+	// never stale and needs no data_version check (sqlite_shared.go).
+	alone bool
 
 	cfg     persist.Config
 	count   int64  // messages
@@ -501,7 +508,7 @@ func (s *sqliteStream) init(now time.Time, how openHow) error {
 		return fmt.Errorf("open stream: %w", err)
 	}
 	s.conn = conn
-	if how.walAfterOpen {
+	if how.exclusive && !fresh {
 		if _, err := conn.ExecContext(ctx, `PRAGMA journal_mode = WAL`); err != nil {
 			return fmt.Errorf("open stream: journal mode: %w", err)
 		}
@@ -518,9 +525,12 @@ func (s *sqliteStream) init(now time.Time, how openHow) error {
 		return err
 	}
 	// Read before the totals: a commit by another connection after this
-	// makes the next write transaction reload them (reloadIfShared).
-	if err := conn.QueryRowContext(ctx, `PRAGMA data_version`).Scan(&s.dataVersion); err != nil {
-		return fmt.Errorf("open stream: data version: %w", err)
+	// makes the next write transaction reload them (reloadIfShared). A
+	// stream alone on its database never looks.
+	if !s.alone {
+		if err := conn.QueryRowContext(ctx, `PRAGMA data_version`).Scan(&s.dataVersion); err != nil {
+			return fmt.Errorf("open stream: data version: %w", err)
+		}
 	}
 	// What the handle keeps in memory, in one statement (one read
 	// transaction) rather than one each: opens are frequent (see lazyStmt).

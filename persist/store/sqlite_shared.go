@@ -27,7 +27,9 @@ import (
 // window holds (11 ms at 10,000 msgIDs, a few seconds' traffic), paid on
 // every write while two servers alternate, against about 4 µs per msgID
 // for the lookup, whatever the window's size. A server alone on its file
-// pays neither: it checks its window only. (While two servers alternate,
+// pays neither: it checks its window only. A stream opened with
+// SQLiteConfig.Exclusive (or in memory) cannot share its database at all,
+// and skips even the data_version check (sqliteStream.alone). (While two servers alternate,
 // a commit's cost is the totals' reload, a scan of the rows, not this.)
 
 // reloadIfShared re-reads what this handle keeps in memory when another
@@ -37,6 +39,9 @@ import (
 // write's, or Revalidate's read), so the file cannot change under it; when
 // nothing changed it costs one PRAGMA.
 func (s *sqliteStream) reloadIfShared() error {
+	if s.alone {
+		return nil
+	}
 	ctx := context.Background()
 	var v int64
 	if err := s.dataVer.queryRow(s.conn).Scan(&v); err != nil { // prepared: it runs on every write
@@ -139,8 +144,8 @@ func (s *sqliteStream) endTx() error {
 // whether another connection committed; only then a read transaction
 // re-reads what changed (reloadIfShared), consistently.
 func (s *sqliteStream) Revalidate() error {
-	if s.memory {
-		return nil // a private in-memory database has no other connection
+	if s.alone {
+		return nil // no other connection can have committed
 	}
 	var v int64
 	if err := s.dataVer.queryRow(s.conn).Scan(&v); err != nil {
