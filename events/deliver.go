@@ -392,6 +392,7 @@ func (r *Router) receiveAck(ctx context.Context, peer string, a *forward.Ack) {
 		r.region.acksIn.Add(1)
 		if !dup {
 			r.acks.Add(1)
+			r.saveCursor(sid)
 			r.dispatch(sid)
 		}
 	}})

@@ -30,6 +30,9 @@ const (
 	DurableStreamDefault = "subscriptions"
 	// DurableQuotaDefault bounds one user's durable subscriptions.
 	DurableQuotaDefault = 100
+	// DurableCursorStreamDefault holds, in the rows' scope, the cursor of
+	// each `single` subscription: one key USER/ID (see resume.go).
+	DurableCursorStreamDefault = "single-cursors"
 )
 
 // Errors of the durable store.
@@ -46,6 +49,9 @@ type DurableConfig struct {
 	// Scope and Stream hold the rows. Empty means DurableScopeDefault and
 	// DurableStreamDefault.
 	Scope, Stream string
+	// CursorStream holds the `single` subscriptions' cursors, in Scope.
+	// Empty means DurableCursorStreamDefault.
+	CursorStream string
 	// Quota bounds one user's rows. Zero means DurableQuotaDefault.
 	Quota int
 	// Lease and Backlog configure `single` delivery (SingleConfig). Zero
@@ -60,6 +66,9 @@ func (c DurableConfig) withDefaults() DurableConfig {
 	}
 	if c.Stream == "" {
 		c.Stream = DurableStreamDefault
+	}
+	if c.CursorStream == "" {
+		c.CursorStream = DurableCursorStreamDefault
 	}
 	if c.Quota == 0 {
 		c.Quota = DurableQuotaDefault
@@ -256,8 +265,14 @@ func (d *durables) onRow(ctx context.Context, r *Router, e persist.Event) {
 		id := durableID(row.User, row.ID)
 		r.remove(id) // a row written again replaces the one before
 		rs := &routerSub{sub: &Sub{ID: id, Owner: row.User, Anchor: a, Filter: f}, durable: &row, clientID: row.ID}
-		if err := r.add(ctx, rs); err != nil && ctx.Err() == nil {
-			r.log.Warn("events: a durable subscription could not start", "user", row.User, "id", row.ID, "err", err)
+		if err := r.add(ctx, rs); err != nil {
+			if ctx.Err() == nil {
+				r.log.Warn("events: a durable subscription could not start", "user", row.User, "id", row.ID, "err", err)
+			}
+			return
+		}
+		if row.Mode == ModeSingle {
+			r.resume(ctx, rs)
 		}
 	case persist.EventDelete:
 		for _, seq := range e.Seqs {
@@ -274,6 +289,7 @@ func (d *durables) onRow(ctx context.Context, r *Router, e persist.Event) {
 			delete(d.keySeq, key)
 			if user, id, ok := strings.Cut(key, "/"); ok {
 				r.remove(durableID(user, id))
+				r.saver.del(key) // a row made again later starts afresh
 				if r.region != nil {
 					// The peers forget the deliveries of the user's they
 					// hold for acks: this row's can no longer be settled.
@@ -405,6 +421,7 @@ func (s *Session) Ack(ctx context.Context, sub, entry string) error {
 		}
 		if err == nil && !dup {
 			r.acks.Add(1)
+			r.saveCursor(id)
 			r.dispatch(id)
 		}
 		if errors.Is(err, ErrUnknownEntry) && r.ackRemote(s.owner, sub, entry) {

@@ -31,12 +31,18 @@ const (
 	// are counted under one marker per subscription, sent once there is
 	// room.
 	ReasonQueueOverflow Reason = "queue_overflow"
+	// ReasonRegionRestart: a `single` subscription's region restarted,
+	// and some changes of its stream between the last one it settled and
+	// the restart could not be read back (deleted or expired since, or
+	// replaced by a newer value, which is delivered): they are not known.
+	ReasonRegionRestart Reason = "region_restart"
 )
 
 // Reasons lists every Reason, for metrics and documentation.
 var Reasons = []Reason{
 	ReasonMatchedSubscriptionLimit, ReasonFilterEvaluationLimit, ReasonDeliveryRateLimit,
 	ReasonBacklogOverflow, ReasonFeedLoss, ReasonSendFailed, ReasonQueueOverflow,
+	ReasonRegionRestart,
 }
 
 // Gap is a marker standing where events were lost.

@@ -156,6 +156,9 @@ type Router struct {
 
 	durableUsers map[int64]map[string]int   // wire number -> users with durable rows here -> rows, under mu
 	last         map[SubID]target           // `single` subscription -> where its last delivery went; owned by the loop
+	singleTop    map[SubID]uint64           // `single` subscription -> highest seq given it; owned by the loop (resume.go)
+	singleSaved  map[SubID]uint64           // `single` subscription -> the cursor last handed to saver; owned by the loop
+	saver        *cursorSaver               // writes the `single` cursors; nil without durable subscriptions
 	remoteIn     map[remoteKey]*remoteEntry // peers' `single` deliveries given to sessions here; owned by the loop
 
 	changes, deliveries, coalesced, rateDrops, acks, redelivered atomic.Uint64
@@ -258,6 +261,8 @@ func NewRouter(cfg RouterConfig) (*Router, error) {
 
 		durableUsers: make(map[int64]map[string]int),
 		last:         make(map[SubID]target),
+		singleTop:    make(map[SubID]uint64),
+		singleSaved:  make(map[SubID]uint64),
 		remoteIn:     make(map[remoteKey]*remoteEntry),
 	}
 	if cfg.Durable != nil {
@@ -267,6 +272,7 @@ func NewRouter(cfg RouterConfig) (*Router, error) {
 		}
 		r.durable = d
 		r.single = NewSingle[pending](SingleConfig{Lease: d.cfg.Lease, Backlog: d.cfg.Backlog})
+		r.saver = newCursorSaver(cfg.Client.KV(d.cfg.Scope, d.cfg.CursorStream), cfg.Logger)
 	}
 	if reg != nil {
 		reg.r = r
@@ -282,6 +288,11 @@ func (r *Router) Start(ctx context.Context) error {
 			r.region.start(r.base.Run())
 		}
 		if r.durable != nil {
+			r.bg.Add(1)
+			go func() {
+				defer r.bg.Done()
+				r.saver.run(r.base.Run())
+			}()
 			if err := r.durable.follow(r.base.Run(), r); err != nil {
 				return err
 			}
@@ -796,6 +807,8 @@ func (r *Router) take(rt routed, matches *[]Match) {
 		if r.single != nil {
 			r.single.Drop(id)
 			delete(r.last, id)
+			delete(r.singleTop, id)
+			delete(r.singleSaved, id)
 		}
 		return
 	case rt.gapAll != nil:
@@ -948,6 +961,7 @@ func (r *Router) send(rs *routerSub, d Delivery) {
 		now := r.cfg.Clock.Now().UnixMilli()
 		if d.Event != nil {
 			r.single.Push(rs.sub.ID, d.Event.ID, pending{ev: d.Event}, d.Event.TS)
+			r.noteTop(rs.sub.ID, d.Event.Seq)
 		} else {
 			r.single.Push(rs.sub.ID, "gap-"+strconv.FormatInt(now, 10)+"-"+string(d.Gap.Reason), pending{gap: d.Gap}, now)
 		}

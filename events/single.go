@@ -65,6 +65,10 @@ type singleQ[T any] struct {
 	leaseUntil time.Time
 	lastAcked  string // a second ack of it is a no-op, not an error
 	gen        uint64 // of the current lease, to skip stale heap items
+	// resumed holds the ids Resume queued, so that the same entries
+	// pushed again (a change both read back and still on its way) queue
+	// once.
+	resumed map[string]struct{}
 }
 
 // NewSingle returns an empty lease table.
@@ -95,17 +99,74 @@ func (s *Single[T]) q(sub SubID) *singleQ[T] {
 // entry.
 func (s *Single[T]) Push(sub SubID, id string, v T, ts int64) {
 	q := s.q(sub)
+	if _, dup := q.resumed[id]; dup {
+		return
+	}
 	q.queue = append(q.queue, &Entry[T]{ID: id, Value: v})
+	s.shedOver(sub, q, ts)
+}
+
+// Resumed is an entry for Resume: an event read back, with its time.
+type Resumed[T any] struct {
+	ID    string
+	Value T
+	TS    int64 // unix milliseconds
+}
+
+// Resume queues entries (oldest first) ahead of sub's waiting ones, behind
+// a backlog marker at the front if there is one: what a subscription had
+// not settled when its region stopped, read back when it starts again,
+// goes out before what came since. An entry whose id is in flight or
+// waiting already is skipped, and a later Push of one of these ids queues
+// nothing. Past the backlog's bound the oldest are shed as by Push.
+func (s *Single[T]) Resume(sub SubID, entries []Resumed[T]) {
+	q := s.q(sub)
+	have := make(map[string]struct{}, len(q.queue)-q.head+1)
+	if q.inflight != nil {
+		have[q.inflight.ID] = struct{}{}
+	}
+	for _, e := range q.queue[q.head:] {
+		have[e.ID] = struct{}{}
+	}
+	if q.resumed == nil {
+		q.resumed = make(map[string]struct{}, len(entries))
+	}
+	var front []*Entry[T]
+	waiting := q.queue[q.head:]
+	if len(waiting) > 0 && waiting[0].Gap != nil && waiting[0].Gap.Reason == ReasonBacklogOverflow {
+		front, waiting = waiting[:1], waiting[1:]
+	}
+	queue := make([]*Entry[T], 0, len(front)+len(entries)+len(waiting))
+	queue = append(queue, front...)
+	var last int64
+	for _, e := range entries {
+		if _, dup := have[e.ID]; dup {
+			continue
+		}
+		have[e.ID] = struct{}{}
+		q.resumed[e.ID] = struct{}{}
+		queue = append(queue, &Entry[T]{ID: e.ID, Value: e.Value})
+		last = max(last, e.TS)
+	}
+	q.queue, q.head = append(queue, waiting...), 0
+	for len(q.queue)-q.head > 0 && s.shedOver(sub, q, last) {
+	}
+}
+
+// shedOver sheds q's oldest waiting entry into the backlog marker at its
+// front when the backlog is over its bound, and reports whether it did.
+func (s *Single[T]) shedOver(sub SubID, q *singleQ[T], ts int64) bool {
 	front := q.queue[q.head]
+	marker := front.Gap != nil && front.Gap.Reason == ReasonBacklogOverflow
 	waiting := len(q.queue) - q.head
-	if front.Gap != nil {
+	if marker {
 		waiting-- // the marker is not counted
 	}
 	if waiting <= s.cfg.Backlog {
-		return
+		return false
 	}
 	s.shed++
-	if front.Gap != nil {
+	if marker {
 		// The marker absorbs the entry behind it, and moves into its place.
 		q.queue[q.head+1] = front
 		q.queue[q.head] = nil
@@ -113,12 +174,30 @@ func (s *Single[T]) Push(sub SubID, id string, v T, ts int64) {
 		front.Gap.Count++
 		front.Gap.To = ts
 		q.compact()
-		return
+		return true
 	}
 	q.queue[q.head] = &Entry[T]{
 		ID:  "gap-" + front.ID,
 		Gap: &Gap{Reason: ReasonBacklogOverflow, Sub: sub, Count: 1, From: ts, To: ts},
 	}
+	return true
+}
+
+// Pending is the ids of sub's delivery in flight and of its waiting
+// entries, markers included, in no particular order.
+func (s *Single[T]) Pending(sub SubID) []string {
+	q := s.subs[sub]
+	if q == nil {
+		return nil
+	}
+	ids := make([]string, 0, len(q.queue)-q.head+1)
+	if q.inflight != nil {
+		ids = append(ids, q.inflight.ID)
+	}
+	for _, e := range q.queue[q.head:] {
+		ids = append(ids, e.ID)
+	}
+	return ids
 }
 
 // Next is the entry to deliver for sub at now, if any: the waiting front

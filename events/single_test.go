@@ -3,6 +3,7 @@ package events
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 )
@@ -117,5 +118,49 @@ func TestSingleDefaultBacklog(t *testing.T) {
 	}
 	if w := s.Waiting("s"); w != BacklogDefault {
 		t.Errorf("waiting %d after the marker went out, want %d", w, BacklogDefault)
+	}
+}
+
+// Resume puts entries read back ahead of those waiting (behind a backlog
+// marker), skips ids already queued or in flight, and makes a later Push
+// of a resumed id a no-op; Pending lists what is unsettled.
+func TestSingleResume(t *testing.T) {
+	s := NewSingle[string](SingleConfig{Backlog: 3})
+	now := time.Unix(0, 0)
+	s.Push("q", "s#5", "five", 5)
+	if e, ok := s.Next(now, "q"); !ok || e.ID != "s#5" {
+		t.Fatalf("first delivery %+v", e)
+	}
+	s.Push("q", "s#9", "nine", 9)
+	s.Resume("q", []Resumed[string]{{ID: "s#3", Value: "three", TS: 3}, {ID: "s#5", Value: "five", TS: 5}, {ID: "s#7", Value: "seven", TS: 7}})
+	s.Push("q", "s#7", "seven", 7) // read back and still on its way: once
+	if got := s.Pending("q"); !slices.Equal(got, []string{"s#5", "s#3", "s#7", "s#9"}) {
+		t.Fatalf("pending %v", got)
+	}
+	if _, err := s.Ack("q", "s#5"); err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	for {
+		e, ok := s.Next(now, "q")
+		if !ok {
+			break
+		}
+		order = append(order, e.ID)
+		if _, err := s.Ack("q", e.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !slices.Equal(order, []string{"s#3", "s#7", "s#9"}) {
+		t.Fatalf("delivered %v, want the resumed ones first", order)
+	}
+	// Past the bound, the oldest resumed entries are shed into the marker.
+	s.Resume("q", []Resumed[string]{{ID: "t#1", TS: 1}, {ID: "t#2", TS: 2}, {ID: "t#3", TS: 3}, {ID: "t#4", TS: 4}, {ID: "t#5", TS: 5}})
+	e, ok := s.Next(now, "q")
+	if !ok || e.Gap == nil || e.Gap.Reason != ReasonBacklogOverflow || e.Gap.Count != 2 {
+		t.Fatalf("front after an overlong resume %+v", e)
+	}
+	if got := s.Pending("q"); !slices.Equal(got, []string{e.ID, "t#3", "t#4", "t#5"}) {
+		t.Fatalf("pending %v", got)
 	}
 }

@@ -1,0 +1,230 @@
+package events
+
+// `single` subscriptions across a restart of their region.
+//
+// A `single` subscription's backlog and lease live in the router's memory.
+// What survives a restart is a cursor per subscription, a row of the
+// durable scope's cursor stream (DurableConfig.CursorStream, key USER/ID):
+// the seq of its stream up to which every change has been settled — the
+// lowest seq still unsettled (in flight or waiting) less one, or, with
+// nothing unsettled, the highest seq the subscription was given. It moves
+// after acks and is written by a saver goroutine of the router, the
+// newest value per subscription at a time, so an ack costs no write in
+// its own path.
+//
+// When a router starts a `single` row (at its start, or when the row is
+// written), it reads the cursor and the stream's changes after it, up to
+// where the stream's watcher began: those the subscription takes go ahead
+// of its backlog (Single.Resume), and one region_restart gap stands for
+// the seqs in that range the stream no longer holds (a delete, an expiry,
+// or a row replaced by a newer one of its key: which of them is not
+// known). Delivery stays at least once: what was delivered and not yet
+// acked when the region stopped comes again. A row without a cursor (a
+// new one) starts one where its watcher began.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/switchyard-dev/switchyard/persist"
+)
+
+// cursorRow is a cursor's stored value.
+type cursorRow struct {
+	Seq uint64 `json:"seq"`
+}
+
+// cursorSaver writes cursors in the background: the newest value per key,
+// or its removal.
+type cursorSaver struct {
+	kv  *persist.KV
+	log *slog.Logger
+
+	mu   sync.Mutex
+	want map[string]*uint64 // nil: remove the key
+	wake chan struct{}
+}
+
+func newCursorSaver(kv *persist.KV, log *slog.Logger) *cursorSaver {
+	return &cursorSaver{kv: kv, log: log, want: make(map[string]*uint64), wake: make(chan struct{}, 1)}
+}
+
+// get reads key's cursor; ok is false when there is none.
+func (c *cursorSaver) get(ctx context.Context, key string) (seq uint64, ok bool, err error) {
+	m, err := c.kv.Get(ctx, key)
+	if errors.Is(err, persist.ErrNotFound) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("events: read the cursor of %s: %w", key, err)
+	}
+	var row cursorRow
+	if err := json.Unmarshal(m.Value, &row); err != nil {
+		return 0, false, fmt.Errorf("events: the cursor of %s: %w", key, err)
+	}
+	return row.Seq, true, nil
+}
+
+func (c *cursorSaver) put(key string, seq uint64) { c.set(key, &seq) }
+func (c *cursorSaver) del(key string)             { c.set(key, nil) }
+
+func (c *cursorSaver) set(key string, seq *uint64) {
+	c.mu.Lock()
+	c.want[key] = seq
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run writes what is wanted until ctx ends, then once more under a short
+// deadline of its own: the cursors of the last acks before a stop.
+func (c *cursorSaver) run(ctx context.Context) {
+	for {
+		select {
+		case <-c.wake:
+			c.flush(ctx)
+		case <-ctx.Done():
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cursorFlushTimeout)
+			c.flush(fctx)
+			cancel()
+			return
+		}
+	}
+}
+
+// cursorFlushTimeout bounds the last writes of a stopping router.
+const cursorFlushTimeout = 2 * time.Second
+
+func (c *cursorSaver) flush(ctx context.Context) {
+	c.mu.Lock()
+	want := c.want
+	c.want = make(map[string]*uint64)
+	c.mu.Unlock()
+	for key, seq := range want {
+		var err error
+		if seq == nil {
+			_, err = c.kv.Delete(ctx, key)
+		} else {
+			b, _ := json.Marshal(cursorRow{Seq: *seq})
+			_, err = c.kv.Set(ctx, key, b, persist.SetOptions{})
+		}
+		if err != nil && ctx.Err() == nil {
+			// The next ack writes it again; a restart before that replays
+			// from the older cursor (at least once).
+			c.log.Warn("events: write a single subscription's cursor", "key", key, "err", err)
+		}
+	}
+}
+
+// rowKey is the durable row key (USER/ID) of a durable subscription id.
+func rowKey(id SubID) string { return strings.TrimPrefix(string(id), durablePrefix) }
+
+// entrySeq is the seq of an event entry's id ("scope/stream#seq").
+func entrySeq(entry string) (uint64, bool) {
+	i := strings.LastIndexByte(entry, '#')
+	if i < 0 {
+		return 0, false
+	}
+	seq, err := strconv.ParseUint(entry[i+1:], 10, 64)
+	return seq, err == nil
+}
+
+// noteTop records that sub was given the change seq. It runs on the loop.
+func (r *Router) noteTop(id SubID, seq uint64) {
+	if seq > r.singleTop[id] {
+		r.singleTop[id] = seq
+	}
+}
+
+// saveCursor hands sub's cursor to the saver when it moved forward. It
+// runs on the loop, after an ack.
+func (r *Router) saveCursor(id SubID) {
+	cur := r.singleTop[id]
+	lowest := uint64(0)
+	for _, e := range r.single.Pending(id) {
+		if seq, ok := entrySeq(e); ok && (lowest == 0 || seq < lowest) {
+			lowest = seq
+		}
+	}
+	if lowest > 0 {
+		cur = min(cur, lowest-1)
+	}
+	if cur <= r.singleSaved[id] {
+		return
+	}
+	r.singleSaved[id] = cur
+	r.saver.put(rowKey(id), cur)
+}
+
+// resume starts the `single` row rs where its cursor left it (see the top
+// of this file). It runs on the rows' watcher, after add.
+func (r *Router) resume(ctx context.Context, rs *routerSub) {
+	id, a := rs.sub.ID, rs.sub.Anchor
+	r.mu.Lock()
+	sw := r.watches[streamRef{a.Scope, a.Stream}]
+	var w *persist.Watcher
+	if sw != nil {
+		w = sw.w
+	}
+	r.mu.Unlock()
+	if w == nil {
+		return // gone again meanwhile
+	}
+	upTo := w.LastSeq()
+	cur, ok, err := r.saver.get(ctx, rowKey(id))
+	if err != nil {
+		r.log.Warn("events: resume a single subscription", "sub", rowKey(id), "err", err)
+		return
+	}
+	if !ok || cur >= upTo {
+		start := max(cur, upTo)
+		r.post(routed{do: func() {
+			r.noteTop(id, start)
+			if !ok {
+				r.singleSaved[id] = start
+				r.saver.put(rowKey(id), start)
+			}
+		}})
+		return
+	}
+	var entries []Resumed[pending]
+	read := uint64(0)
+	_, err = r.cfg.Client.Stream(a.Scope, a.Stream).Scan(ctx, persist.Range{Start: cur + 1, End: upTo}, func(m *persist.Message) error {
+		read++
+		subject := Subject{Scope: a.Scope, Stream: a.Stream, Key: m.Key}
+		rest, in := a.Rest(subject)
+		if !in || !rs.sub.Filter.Match(OpSet, rest) {
+			return nil
+		}
+		ev := &Event{ID: Subject{Scope: a.Scope, Stream: a.Stream}.String() + "#" + strconv.FormatUint(m.Seq, 10), Subject: subject, Op: OpSet, Seq: m.Seq, Value: m.Value, TS: m.Time, Coalesced: 1}
+		entries = append(entries, Resumed[pending]{ID: ev.ID, Value: pending{ev: ev}, TS: m.Time})
+		return nil
+	})
+	if err != nil {
+		r.log.Warn("events: read back a single subscription's changes", "sub", rowKey(id), "from", cur+1, "to", upTo, "err", err)
+		return
+	}
+	if missing := upTo - cur - read; missing > 0 {
+		now := r.cfg.Clock.Now().UnixMilli()
+		g := &Gap{Reason: ReasonRegionRestart, Sub: id, Count: int(min(missing, 1<<31-1)), From: now, To: now}
+		gapEntry := Resumed[pending]{ID: "gap-restart-" + strconv.FormatUint(cur+1, 10) + "-" + strconv.FormatUint(upTo, 10), Value: pending{gap: g}, TS: now}
+		entries = append([]Resumed[pending]{gapEntry}, entries...)
+		r.gapMu.Lock()
+		r.gaps[ReasonRegionRestart]++
+		r.gapMu.Unlock()
+	}
+	r.post(routed{do: func() {
+		r.single.Resume(id, entries)
+		r.noteTop(id, upTo)
+		r.dispatch(id)
+	}})
+}
