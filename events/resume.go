@@ -186,18 +186,27 @@ func (r *Router) resume(ctx context.Context, rs *routerSub) {
 		return
 	}
 	if !ok || cur >= upTo {
-		start := max(cur, upTo)
+		// Nothing to read back. A cursor past the stream's end (the
+		// stream dropped and made again) starts over where it is now.
+		fresh := !ok || cur > upTo
 		r.post(routed{do: func() {
-			r.noteTop(id, start)
-			if !ok {
-				r.singleSaved[id] = start
-				r.saver.put(rowKey(id), start)
+			r.noteTop(id, upTo)
+			if fresh {
+				r.singleSaved[id] = upTo
+				r.saver.put(rowKey(id), upTo)
 			}
 		}})
 		return
 	}
+	// At most a backlog's worth is kept while reading: older ones are
+	// counted into a backlog_overflow marker, as Push would shed them.
+	limit := r.durable.cfg.Backlog
+	if limit <= 0 {
+		limit = BacklogDefault
+	}
 	var entries []Resumed[pending]
-	read := uint64(0)
+	read, shed := uint64(0), 0
+	var shedFrom, shedTo int64
 	_, err = r.cfg.Client.Stream(a.Scope, a.Stream).Scan(ctx, persist.Range{Start: cur + 1, End: upTo}, func(m *persist.Message) error {
 		read++
 		subject := Subject{Scope: a.Scope, Stream: a.Stream, Key: m.Key}
@@ -206,6 +215,15 @@ func (r *Router) resume(ctx context.Context, rs *routerSub) {
 			return nil
 		}
 		ev := &Event{ID: Subject{Scope: a.Scope, Stream: a.Stream}.String() + "#" + strconv.FormatUint(m.Seq, 10), Subject: subject, Op: OpSet, Seq: m.Seq, Value: m.Value, TS: m.Time, Coalesced: 1}
+		if len(entries) == limit {
+			if shed == 0 {
+				shedFrom = entries[0].TS
+			}
+			shed++
+			shedTo = entries[0].TS
+			entries[0] = Resumed[pending]{}
+			entries = entries[1:]
+		}
 		entries = append(entries, Resumed[pending]{ID: ev.ID, Value: pending{ev: ev}, TS: m.Time})
 		return nil
 	})
@@ -213,7 +231,17 @@ func (r *Router) resume(ctx context.Context, rs *routerSub) {
 		r.log.Warn("events: read back a single subscription's changes", "sub", rowKey(id), "from", cur+1, "to", upTo, "err", err)
 		return
 	}
-	if missing := upTo - cur - read; missing > 0 {
+	missing := upTo - cur - read
+	if missing > 0 && len(entries) == limit {
+		// Room for the region_restart marker within the backlog.
+		if shed == 0 {
+			shedFrom = entries[0].TS
+		}
+		shed++
+		shedTo = entries[0].TS
+		entries = entries[1:]
+	}
+	if missing > 0 {
 		now := r.cfg.Clock.Now().UnixMilli()
 		g := &Gap{Reason: ReasonRegionRestart, Sub: id, Count: int(min(missing, 1<<31-1)), From: now, To: now}
 		gapEntry := Resumed[pending]{ID: "gap-restart-" + strconv.FormatUint(cur+1, 10) + "-" + strconv.FormatUint(upTo, 10), Value: pending{gap: g}, TS: now}
@@ -221,6 +249,11 @@ func (r *Router) resume(ctx context.Context, rs *routerSub) {
 		r.gapMu.Lock()
 		r.gaps[ReasonRegionRestart]++
 		r.gapMu.Unlock()
+	}
+	if shed > 0 {
+		// A backlog marker (counted when delivered, as Push's are) first.
+		g := &Gap{Reason: ReasonBacklogOverflow, Sub: id, Count: shed, From: shedFrom, To: shedTo}
+		entries = append([]Resumed[pending]{{ID: "gap-resumed-" + strconv.FormatUint(cur+1, 10), TS: shedTo, Marker: g}}, entries...)
 	}
 	r.post(routed{do: func() {
 		r.single.Resume(id, entries)

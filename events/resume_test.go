@@ -124,3 +124,42 @@ func TestSingleResumesAfterRestart(t *testing.T) {
 		t.Fatalf("after a restart with everything acked, first delivery %+v, want seq %d only", d, four.Seq)
 	}
 }
+
+// TestSingleResumeBounded: what is read back after a restart is held to
+// the backlog's bound, the oldest counted into one backlog_overflow marker
+// that comes first.
+func TestSingleResumeBounded(t *testing.T) {
+	t.Parallel()
+	durable := func(c *RouterConfig) { c.Durable = &DurableConfig{Backlog: 3} }
+	e := newRouterEnv(t, durable)
+	e.putDurable(DurableRow{User: "alice", ID: "q", Anchor: "project-1/jobs", Mode: ModeSingle}, 1, 1)
+	testwait.For(t, "the new row's cursor", func() bool {
+		_, err := e.c.KV(DurableScopeDefault, DurableCursorStreamDefault).Get(context.Background(), "alice/q")
+		return err == nil
+	})
+	e.stopRouter()
+	var seqs []uint64
+	for _, k := range []string{"a", "b", "c", "d", "e"} {
+		seqs = append(seqs, e.set("jobs", k, k).Seq)
+	}
+	e.restart(durable)
+	var s sink
+	alice := e.r.Open("alice", s.deliver)
+	var got []string
+	for i := 1; i <= 4; i++ {
+		testwait.Until(t, fmt.Sprintf("delivery %d", i), func() (bool, string) { return len(s.all()) >= i, fmt.Sprint(len(s.all())) })
+		d := s.all()[i-1]
+		if d.Gap != nil {
+			got = append(got, fmt.Sprintf("gap %s %d", d.Gap.Reason, d.Gap.Count))
+		} else {
+			got = append(got, fmt.Sprintf("%s@%d", d.Event.Subject.Key, d.Event.Seq))
+		}
+		if err := alice.Ack(context.Background(), "q", d.Entry); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []string{"gap backlog_overflow 2", fmt.Sprintf("c@%d", seqs[2]), fmt.Sprintf("d@%d", seqs[3]), fmt.Sprintf("e@%d", seqs[4])}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("after the restart %v, want %v", got, want)
+	}
+}

@@ -111,6 +111,9 @@ type Resumed[T any] struct {
 	ID    string
 	Value T
 	TS    int64 // unix milliseconds
+	// Marker, if set, makes the entry a backlog_overflow marker standing
+	// for entries shed before they reached Resume (Value is then unused).
+	Marker *Gap
 }
 
 // Resume queues entries (oldest first) ahead of sub's waiting ones, behind
@@ -145,7 +148,7 @@ func (s *Single[T]) Resume(sub SubID, entries []Resumed[T]) {
 		}
 		have[e.ID] = struct{}{}
 		q.resumed[e.ID] = struct{}{}
-		queue = append(queue, &Entry[T]{ID: e.ID, Value: e.Value})
+		queue = append(queue, &Entry[T]{ID: e.ID, Value: e.Value, Gap: e.Marker})
 		last = max(last, e.TS)
 	}
 	q.queue, q.head = append(queue, waiting...), 0
