@@ -243,7 +243,7 @@ func (r *Router) resume(ctx context.Context, rs *routerSub) {
 	}
 	if missing > 0 {
 		now := r.cfg.Clock.Now().UnixMilli()
-		g := &Gap{Reason: ReasonRegionRestart, Sub: id, Count: int(min(missing, 1<<31-1)), From: now, To: now}
+		g := &Gap{Reason: ReasonRegionRestart, Sub: SubID(rs.clientID), Count: int(min(missing, 1<<31-1)), From: now, To: now}
 		gapEntry := Resumed[pending]{ID: "gap-restart-" + strconv.FormatUint(cur+1, 10) + "-" + strconv.FormatUint(upTo, 10), Value: pending{gap: g}, TS: now}
 		entries = append([]Resumed[pending]{gapEntry}, entries...)
 		r.gapMu.Lock()
@@ -252,7 +252,7 @@ func (r *Router) resume(ctx context.Context, rs *routerSub) {
 	}
 	if shed > 0 {
 		// A backlog marker (counted when delivered, as Push's are) first.
-		g := &Gap{Reason: ReasonBacklogOverflow, Sub: id, Count: shed, From: shedFrom, To: shedTo}
+		g := &Gap{Reason: ReasonBacklogOverflow, Sub: SubID(rs.clientID), Count: shed, From: shedFrom, To: shedTo}
 		entries = append([]Resumed[pending]{{ID: "gap-resumed-" + strconv.FormatUint(cur+1, 10), TS: shedTo, Marker: g}}, entries...)
 	}
 	r.post(routed{do: func() {
