@@ -58,7 +58,19 @@ func newCursorSaver(kv *persist.KV, log *slog.Logger) *cursorSaver {
 
 // get reads key's cursor; ok is false when there is none.
 func (c *cursorSaver) get(ctx context.Context, key string) (seq uint64, ok bool, err error) {
-	m, err := c.kv.Get(ctx, key)
+	return readCursor(ctx, c.kv, key)
+}
+
+// Cursor is the seq of the stream of user's `single` subscription id up
+// to which every change is settled, as last saved; ok is false when none
+// is (a broadcast row, or a row no router has started).
+func (s DurableStore) Cursor(ctx context.Context, user, id string) (seq uint64, ok bool, err error) {
+	c := s.Config.withDefaults()
+	return readCursor(ctx, s.Client.KV(c.Scope, c.CursorStream), user+"/"+id)
+}
+
+func readCursor(ctx context.Context, kv *persist.KV, key string) (seq uint64, ok bool, err error) {
+	m, err := kv.Get(ctx, key)
 	if errors.Is(err, persist.ErrNotFound) {
 		return 0, false, nil
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -108,19 +109,22 @@ func newEventsSubsCmd() *cobra.Command {
 	var natsOpts natsFlags
 	cmd := &cobra.Command{
 		Use:   "subs USER",
-		Short: "List USER's durable subscriptions: id, mode, anchor, filter, created (exit 3 if none)",
+		Short: "List USER's durable subscriptions: id, mode, anchor, filter, created, settled seq (exit 3 if none)",
 		Long: `Lists the durable subscriptions USER stored through /ws/events (subscribe with mode
 "broadcast" or "single"): rows kept in persist, scope events, stream subscriptions, key
 USER/ID, live in every router of the region. Session subscriptions, which end with their
-socket, are not rows and are not listed.`,
+socket, are not rows and are not listed. SETTLED is a single subscription's cursor: the seq
+of its stream up to which every change is acked, where a restarted region resumes it ("-"
+for broadcast, or before a router has started the row).`,
 		Example: `  switchyard events subs alice
-  ID    MODE    ANCHOR          FILTER  CREATED
-  jobs  single  project-1/jobs  -       2026-12-02T14:03:11Z`,
+  ID    MODE    ANCHOR          FILTER  CREATED               SETTLED
+  jobs  single  project-1/jobs  -       2026-12-02T14:03:11Z  42`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			user := args[0]
 			return natsOpts.with(cmd, func(ctx context.Context, c *persist.Client) error {
-				rows, err := events.DurableStore{Client: c}.List(ctx, user)
+				store := events.DurableStore{Client: c}
+				rows, err := store.List(ctx, user)
 				if err != nil {
 					return err
 				}
@@ -128,7 +132,7 @@ socket, are not rows and are not listed.`,
 					return fmt.Errorf("%q has no durable subscriptions: %w", user, persist.ErrNotFound)
 				}
 				tw := tabwriter.NewWriter(stdout(cmd), 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "ID\tMODE\tANCHOR\tFILTER\tCREATED")
+				fmt.Fprintln(tw, "ID\tMODE\tANCHOR\tFILTER\tCREATED\tSETTLED")
 				for _, r := range rows {
 					filter := strings.Join(r.Ops, ",")
 					if r.Glob != "" {
@@ -137,8 +141,18 @@ socket, are not rows and are not listed.`,
 					if filter == "" {
 						filter = "-"
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", terminalSafe(r.ID), r.Mode, terminalSafe(r.Anchor), terminalSafe(filter),
-						time.UnixMilli(r.Created).UTC().Format(time.RFC3339))
+					settled := "-"
+					if r.Mode == events.ModeSingle {
+						seq, ok, err := store.Cursor(ctx, user, r.ID)
+						if err != nil {
+							return err
+						}
+						if ok {
+							settled = strconv.FormatUint(seq, 10)
+						}
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", terminalSafe(r.ID), r.Mode, terminalSafe(r.Anchor), terminalSafe(filter),
+						time.UnixMilli(r.Created).UTC().Format(time.RFC3339), settled)
 				}
 				return tw.Flush()
 			})

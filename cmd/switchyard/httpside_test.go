@@ -147,7 +147,7 @@ func TestUpMetrics(t *testing.T) {
 	if m := events.read(); m["type"] != "subscribed" || m["mode"] != "broadcast" {
 		t.Fatalf("durable subscribe: %v", m)
 	}
-	if out, stderr, code := testproc.Run(t, cli(t, "events", "subs", "anonymous", "--nats", url)); code != 0 || !regexp.MustCompile(`(?m)^b1 +broadcast +hub/demo +- +20`).MatchString(out) {
+	if out, stderr, code := testproc.Run(t, cli(t, "events", "subs", "anonymous", "--nats", url)); code != 0 || !regexp.MustCompile(`(?m)^b1 +broadcast +hub/demo +- +20\S+ +-$`).MatchString(out) {
 		t.Errorf("events subs anonymous: exit %d: %s%s", code, out, stderr)
 	}
 	tailLines(t, cli(t, "events", "tail", "hub/demo", "--nats", url), func() {
@@ -155,6 +155,20 @@ func TestUpMetrics(t *testing.T) {
 			t.Fatalf("kv set: exit %d: %s", code, stderr)
 		}
 	}, regexp.MustCompile(`^set +hub/demo/tailed +#\d+ += v9$`))
+	// A single row shows the seq its router resumes it from once started.
+	events.send(map[string]string{"type": "subscribe", "id": "s1", "anchor": "hub/demo", "mode": "single"})
+	m := events.read()
+	for m["type"] == "event" { // b1's of the tailed write, on its way
+		m = events.read()
+	}
+	if m["type"] != "subscribed" || m["mode"] != "single" {
+		t.Fatalf("durable subscribe: %v", m)
+	}
+	settled := regexp.MustCompile(`(?m)^s1 +single +hub/demo +- +20\S+ +\d+$`)
+	testwait.Until(t, "the single row's cursor listed", func() (bool, string) {
+		out, stderr, _ := testproc.Run(t, cli(t, "events", "subs", "anonymous", "--nats", url))
+		return settled.MatchString(out), out + stderr
+	})
 	if code, body := httpGet(t, base+"/events"); code != 200 || !strings.Contains(body, "/ws/events.js") {
 		t.Fatalf("/events: %d %.200s", code, body)
 	}
