@@ -56,11 +56,6 @@ func newCursorSaver(kv *persist.KV, log *slog.Logger) *cursorSaver {
 	return &cursorSaver{kv: kv, log: log, want: make(map[string]*uint64), wake: make(chan struct{}, 1)}
 }
 
-// get reads key's cursor; ok is false when there is none.
-func (c *cursorSaver) get(ctx context.Context, key string) (seq uint64, ok bool, err error) {
-	return readCursor(ctx, c.kv, key)
-}
-
 // Cursor is the seq of the stream of user's `single` subscription id up
 // to which every change is settled, as last saved; ok is false when none
 // is (a broadcast row, or a row no router has started).
@@ -69,6 +64,7 @@ func (s DurableStore) Cursor(ctx context.Context, user, id string) (seq uint64, 
 	return readCursor(ctx, s.Client.KV(c.Scope, c.CursorStream), user+"/"+id)
 }
 
+// readCursor reads key's cursor from kv; ok is false when there is none.
 func readCursor(ctx context.Context, kv *persist.KV, key string) (seq uint64, ok bool, err error) {
 	m, err := kv.Get(ctx, key)
 	if errors.Is(err, persist.ErrNotFound) {
@@ -192,7 +188,7 @@ func (r *Router) resume(ctx context.Context, rs *routerSub) {
 		return // gone again meanwhile
 	}
 	upTo := w.LastSeq()
-	cur, ok, err := r.saver.get(ctx, rowKey(id))
+	cur, ok, err := readCursor(ctx, r.saver.kv, rowKey(id))
 	if err != nil {
 		r.log.Warn("events: resume a single subscription", "sub", rowKey(id), "err", err)
 		return
@@ -219,6 +215,15 @@ func (r *Router) resume(ctx context.Context, rs *routerSub) {
 	var entries []Resumed[pending]
 	read, shed := uint64(0), 0
 	var shedFrom, shedTo int64
+	dropOldest := func() {
+		if shed == 0 {
+			shedFrom = entries[0].TS
+		}
+		shed++
+		shedTo = entries[0].TS
+		entries[0] = Resumed[pending]{}
+		entries = entries[1:]
+	}
 	_, err = r.cfg.Client.Stream(a.Scope, a.Stream).Scan(ctx, persist.Range{Start: cur + 1, End: upTo}, func(m *persist.Message) error {
 		read++
 		subject := Subject{Scope: a.Scope, Stream: a.Stream, Key: m.Key}
@@ -228,13 +233,7 @@ func (r *Router) resume(ctx context.Context, rs *routerSub) {
 		}
 		ev := &Event{ID: Subject{Scope: a.Scope, Stream: a.Stream}.String() + "#" + strconv.FormatUint(m.Seq, 10), Subject: subject, Op: OpSet, Seq: m.Seq, Value: m.Value, TS: m.Time, Coalesced: 1}
 		if len(entries) == limit {
-			if shed == 0 {
-				shedFrom = entries[0].TS
-			}
-			shed++
-			shedTo = entries[0].TS
-			entries[0] = Resumed[pending]{}
-			entries = entries[1:]
+			dropOldest()
 		}
 		entries = append(entries, Resumed[pending]{ID: ev.ID, Value: pending{ev: ev}, TS: m.Time})
 		return nil
@@ -245,13 +244,7 @@ func (r *Router) resume(ctx context.Context, rs *routerSub) {
 	}
 	missing := upTo - cur - read
 	if missing > 0 && len(entries) == limit {
-		// Room for the region_restart marker within the backlog.
-		if shed == 0 {
-			shedFrom = entries[0].TS
-		}
-		shed++
-		shedTo = entries[0].TS
-		entries = entries[1:]
+		dropOldest() // room for the region_restart marker within the backlog
 	}
 	if missing > 0 {
 		now := r.cfg.Clock.Now().UnixMilli()

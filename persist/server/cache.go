@@ -193,7 +193,10 @@ func (s *Server) closer() {
 // dropped from the list, its next close decides again. With no slot free
 // it takes nothing.
 func (s *Server) nextCompactLocked() (handleKey, bool) {
-	for len(s.toCompact) > 0 && !s.noCompact {
+	if s.noCompact {
+		return handleKey{}, false
+	}
+	for len(s.toCompact) > 0 {
 		k := s.toCompact[0]
 		if _, inUse := s.handles[k]; inUse || s.retired[k] != nil || s.closing[k] > 0 {
 			s.toCompact = s.toCompact[1:]
@@ -211,9 +214,7 @@ func (s *Server) nextCompactLocked() (handleKey, bool) {
 		s.closing[k]++
 		return k, true
 	}
-	if !s.noCompact {
-		s.toCompact = nil // let the array go
-	}
+	s.toCompact = nil // let the array go
 	return handleKey{}, false
 }
 

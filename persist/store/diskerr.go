@@ -111,3 +111,10 @@ func removeCreated(p string) {
 		_ = os.Remove(p + suffix) // absent is fine
 	}
 }
+
+// isBusy reports whether err is SQLite's SQLITE_BUSY: another connection
+// held the file's lock past the busy timeout.
+func isBusy(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY
+}

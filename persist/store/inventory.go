@@ -9,12 +9,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"github.com/switchyard-dev/switchyard/bus"
-	"modernc.org/sqlite"
-	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // Lister is a Storage that can count the streams it holds on disk without
@@ -170,12 +167,8 @@ func (st *SQLite) StreamName(scope, file string) (string, error) {
 	// open stream, SQLiteConfig.Exclusive) is in service, and the closer
 	// that asks must not wait for it. An exclusive storage reads it in
 	// its own locking mode, so that no -shm is made (nothing would remove
-	// it), and so without journal_mode (see streamDSN).
-	dsn := fileURI(p) + "?_pragma=busy_timeout(" + strconv.Itoa(nameBusyTimeoutMs) + ")&_pragma=journal_mode(WAL)&mode=rw"
-	if st.excl {
-		dsn = fileURI(p) + "?_pragma=busy_timeout(" + strconv.Itoa(nameBusyTimeoutMs) + ")&_pragma=locking_mode(EXCLUSIVE)&mode=rw"
-	}
-	db, err := sql.Open("sqlite", dsn)
+	// it).
+	db, err := sql.Open("sqlite", st.streamDSN(p, false, nameBusyTimeoutMs)+"&mode=rw")
 	if err != nil {
 		return "", fmt.Errorf("stream name: %w", err)
 	}
@@ -212,7 +205,7 @@ func (st *SQLite) nameErr(p string, err error) error {
 	if _, serr := os.Lstat(p); errors.Is(serr, fs.ErrNotExist) {
 		return ErrNoStream
 	}
-	if se := (*sqlite.Error)(nil); errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY {
+	if isBusy(err) {
 		return fmt.Errorf("stream name: %w: %w", ErrInUse, err)
 	}
 	return fmt.Errorf("stream name: %w", err)

@@ -13,8 +13,7 @@ import (
 	"time"
 
 	"github.com/switchyard-dev/switchyard/persist"
-	"modernc.org/sqlite" // also registers the "sqlite" database/sql driver
-	sqlite3 "modernc.org/sqlite/lib"
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 )
 
 // busyTimeoutMs lets a stream reopened while its previous handle is still
@@ -201,7 +200,7 @@ func (st *SQLite) openClassified(scope, name string, create bool, now time.Time)
 		if outOfDescriptors(err) {
 			return nil, descriptorError(err)
 		}
-		if se := (*sqlite.Error)(nil); errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_BUSY {
+		if isBusy(err) {
 			// Another connection kept the file locked past busy_timeout:
 			// with Exclusive, most likely a server that shares the
 			// directory and holds the stream open (it owned the scope).
@@ -259,7 +258,7 @@ func (st *SQLite) open(scope, name string, create bool, now time.Time) (Stream, 
 			return nil, err
 		}
 	}
-	dsn := st.streamDSN(p, created != "", st.excl)
+	dsn := st.streamDSN(p, created != "", st.busyMs)
 	if !create {
 		// Without "c" SQLite fails on a missing file instead of creating
 		// it: a file removed since exists looked stays removed.
@@ -293,20 +292,21 @@ func (st *SQLite) open(scope, name string, create bool, now time.Time) (Stream, 
 // archive copy). A new file is set up by init instead (newFilePragmas),
 // after synchronous, so its first writes do not pay SQLite's default FULL.
 //
-// exclusive adds locking_mode(EXCLUSIVE), which only keeps the WAL index
-// out of shared memory when it is set before the WAL is first read; the
-// driver would run journal_mode(WAL) before it (the alphabet), so the
-// DSN then leaves journal_mode out and init runs it (openHow.exclusive).
-func (st *SQLite) streamDSN(p string, isNew, exclusive bool) string {
+// An exclusive storage adds locking_mode(EXCLUSIVE), which only keeps the
+// WAL index out of shared memory when it is set before the WAL is first
+// read; the driver would run journal_mode(WAL) before it (the alphabet),
+// so the DSN then leaves journal_mode out and init runs it
+// (openHow.exclusive). busyMs is how long a connection waits for a lock.
+func (st *SQLite) streamDSN(p string, isNew bool, busyMs int) string {
 	mode := "NORMAL"
 	if st.sync {
 		mode = "FULL"
 	}
-	dsn := fileURI(p) + "?_pragma=busy_timeout(" + strconv.Itoa(st.busyMs) + ")&_pragma=synchronous(" + mode + ")"
-	if exclusive {
+	dsn := fileURI(p) + "?_pragma=busy_timeout(" + strconv.Itoa(busyMs) + ")&_pragma=synchronous(" + mode + ")"
+	if st.excl {
 		dsn += "&_pragma=locking_mode(EXCLUSIVE)"
 	}
-	if isNew || exclusive {
+	if isNew || st.excl {
 		return dsn
 	}
 	return dsn + "&_pragma=journal_mode(WAL)"
