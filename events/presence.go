@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/switchyard-dev/switchyard/forward"
@@ -75,6 +76,9 @@ type Presence struct {
 	ctx context.Context // of the delayed leaves' store calls; ends at Close
 	end context.CancelFunc
 	wg  sync.WaitGroup
+
+	// Counters of Stats.
+	writes, removes, reloads, failures atomic.Uint64
 
 	mu     sync.Mutex
 	closed bool
@@ -148,6 +152,7 @@ func (p *Presence) Join(ctx context.Context, user, app string) error {
 	st.conns++
 	if st.leave != nil {
 		// A connection came back before the leave: the row stays.
+		p.reloads.Add(1)
 		st.leave.Stop()
 		st.leave = nil
 		st.gen++
@@ -165,6 +170,7 @@ func (p *Presence) Join(ctx context.Context, user, app string) error {
 
 	err := p.cfg.Store.Put(ctx, PresenceKey{user, app, p.cfg.Region}, connectedAt, p.cfg.TTL)
 
+	p.count(err)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	st.writing = false
@@ -222,9 +228,14 @@ func (p *Presence) expire(k presenceUser, gen uint64) {
 	p.wg.Add(1)
 	p.mu.Unlock()
 	defer p.wg.Done()
-	if _, err := p.cfg.Store.Remove(p.ctx, PresenceKey{k.user, k.app, p.cfg.Region}, connectedAt); err != nil && p.ctx.Err() == nil {
+	removed, err := p.cfg.Store.Remove(p.ctx, PresenceKey{k.user, k.app, p.cfg.Region}, connectedAt)
+	if err != nil && p.ctx.Err() == nil {
 		// The row expires with its TTL.
+		p.failures.Add(1)
 		p.cfg.Logger.Warn("presence: remove failed", "user", k.user, "app", k.app, "err", err)
+	}
+	if removed {
+		p.removes.Add(1)
 	}
 }
 
@@ -253,6 +264,7 @@ func (p *Presence) Refresh(ctx context.Context) error {
 	var first error
 	for _, t := range list {
 		err := p.cfg.Store.Put(ctx, PresenceKey{t.k.user, t.k.app, p.cfg.Region}, t.connectedAt, p.cfg.TTL)
+		p.count(err)
 		p.mu.Lock()
 		if st := p.users[t.k]; st != nil {
 			st.writing = false
@@ -269,6 +281,39 @@ func (p *Presence) Refresh(ctx context.Context) error {
 		}
 	}
 	return first
+}
+
+// count counts a row write that ended with err.
+func (p *Presence) count(err error) {
+	if err != nil {
+		p.failures.Add(1)
+		return
+	}
+	p.writes.Add(1)
+}
+
+// PresenceStats is what a Presence did and holds; see Presence.Stats.
+type PresenceStats struct {
+	Present     int    // (user, app) pairs with a connection here now
+	Connections int    // connections counted now
+	Writes      uint64 // rows written: first connections and refreshes
+	Removes     uint64 // rows removed by a last connection's delayed leave
+	Reloads     uint64 // delayed leaves called off by a connection coming back
+	Failures    uint64 // row writes and removals the store refused
+}
+
+// Stats is p's counts for /metrics.
+func (p *Presence) Stats() PresenceStats {
+	st := PresenceStats{Writes: p.writes.Load(), Removes: p.removes.Load(), Reloads: p.reloads.Load(), Failures: p.failures.Load()}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, u := range p.users {
+		if u.conns > 0 {
+			st.Present++
+			st.Connections += u.conns
+		}
+	}
+	return st
 }
 
 // Connections is the number of connections counted for user's app.

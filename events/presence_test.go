@@ -65,6 +65,11 @@ func TestPresenceJoinLeave(t *testing.T) {
 	if got := regionsOf(t, store, "alice"); len(got) != 0 {
 		t.Fatalf("row still there after the leave delay: %v", got)
 	}
+	// Stats (for /metrics): one write for the two connections, one
+	// removal, and nobody connected now.
+	if st := p.Stats(); st != (PresenceStats{Writes: 1, Removes: 1}) {
+		t.Errorf("stats %+v, want 1 write and 1 removal only", st)
+	}
 }
 
 // TestPresenceReloadWritesNothing: a reconnect within the delay cancels
@@ -90,6 +95,9 @@ func TestPresenceReloadWritesNothing(t *testing.T) {
 	}
 	if after.Seq != before.Seq {
 		t.Errorf("the reload wrote the row again (seq %d → %d)", before.Seq, after.Seq)
+	}
+	if st := p.Stats(); st != (PresenceStats{Present: 1, Connections: 1, Writes: 1, Reloads: 1}) {
+		t.Errorf("stats %+v, want bob present on 1 connection, 1 write, 1 reload", st)
 	}
 }
 
@@ -185,6 +193,9 @@ func TestPresenceJoinFailureRetried(t *testing.T) {
 	}
 	if got := regionsOf(t, real, "erin"); len(got) != 1 {
 		t.Fatalf("rows %v after Refresh", got)
+	}
+	if st := p.Stats(); st != (PresenceStats{Present: 1, Connections: 1, Writes: 1, Failures: 1}) {
+		t.Errorf("stats %+v, want 1 failed write, then 1 write by Refresh", st)
 	}
 }
 

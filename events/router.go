@@ -112,6 +112,10 @@ type RouterStats struct {
 	Ready       int               // of those, the ones whose first read is done (changes from now on are delivered)
 	Subs        int               // subscriptions now
 	Sessions    int               // sessions open now
+	// Leases is the `single` deliveries in flight now (handed out, not
+	// acked), Backlog the entries waiting behind them (markers included),
+	// as the loop last left them.
+	Leases, Backlog int
 }
 
 // Router reads the change feeds of the streams its subscriptions are
@@ -153,6 +157,9 @@ type Router struct {
 	durable *durables             // nil without durable subscriptions
 	byOwner map[string][]*Session // open sessions by user, under mu
 	single  *Single[pending]      // owned by the loop
+	// singleLeases and singleBacklog are single's Totals, published by the
+	// loop for Stats.
+	singleLeases, singleBacklog atomic.Int64
 
 	durableUsers map[int64]map[string]int   // wire number -> users with durable rows here -> rows, under mu
 	last         map[SubID]target           // `single` subscription -> where its last delivery went; owned by the loop
@@ -342,7 +349,8 @@ func (r *Router) Client() *persist.Client { return r.cfg.Client }
 func (r *Router) Stats() RouterStats {
 	st := RouterStats{
 		Changes: r.changes.Load(), Deliveries: r.deliveries.Load(), Coalesced: r.coalesced.Load(), RateDrops: r.rateDrops.Load(), Acks: r.acks.Load(), Redelivered: r.redelivered.Load(),
-		Gaps: make(map[Reason]uint64, len(Reasons)),
+		Gaps:   make(map[Reason]uint64, len(Reasons)),
+		Leases: int(r.singleLeases.Load()), Backlog: int(r.singleBacklog.Load()),
 	}
 	r.gapMu.Lock()
 	for k, v := range r.gaps {
@@ -770,6 +778,7 @@ func (r *Router) loop(ctx context.Context) {
 			}
 			due = r.flush(due[:0])
 			arm()
+			r.publishSingle()
 		case <-r.tick:
 			due = r.flush(due[:0])
 			if r.single != nil {
@@ -779,8 +788,20 @@ func (r *Router) loop(ctx context.Context) {
 				}
 			}
 			arm()
+			r.publishSingle()
 		}
 	}
+}
+
+// publishSingle makes the lease table's totals what Stats reads. It runs
+// on the loop, which owns the table.
+func (r *Router) publishSingle() {
+	if r.single == nil {
+		return
+	}
+	w, f := r.single.Totals()
+	r.singleBacklog.Store(int64(w))
+	r.singleLeases.Store(int64(f))
 }
 
 // wake asks the loop to deliver the windows that ended; a tick already

@@ -56,6 +56,9 @@ type Single[T any] struct {
 	leases leaseHeap
 
 	shed uint64
+	// waiting and inflight are the sums over subs (see Totals), kept up by
+	// every method that changes a queue (tally).
+	waiting, inflight int
 }
 
 type singleQ[T any] struct {
@@ -82,6 +85,30 @@ func NewSingle[T any](cfg SingleConfig) *Single[T] {
 	return &Single[T]{cfg: cfg, subs: make(map[SubID]*singleQ[T])}
 }
 
+// Totals is the entries waiting behind the deliveries in flight (markers
+// included) and the deliveries in flight (leased, not acked), over every
+// subscription: the backlog and the leases an operator watches.
+func (s *Single[T]) Totals() (waiting, inflight int) { return s.waiting, s.inflight }
+
+// counts is q's waiting entries and deliveries in flight.
+func (q *singleQ[T]) counts() (waiting, inflight int) {
+	if q == nil {
+		return 0, 0
+	}
+	if q.inflight != nil {
+		inflight = 1
+	}
+	return len(q.queue) - q.head, inflight
+}
+
+// tally adds to the totals what changed in q since it had w0 waiting and
+// f0 in flight (from counts); a dropped q is nil.
+func (s *Single[T]) tally(q *singleQ[T], w0, f0 int) {
+	w, f := q.counts()
+	s.waiting += w - w0
+	s.inflight += f - f0
+}
+
 func (s *Single[T]) q(sub SubID) *singleQ[T] {
 	q := s.subs[sub]
 	if q == nil {
@@ -102,6 +129,8 @@ func (s *Single[T]) Push(sub SubID, id string, v T, ts int64) {
 	if _, dup := q.resumed[id]; dup {
 		return
 	}
+	w0, f0 := q.counts()
+	defer s.tally(q, w0, f0)
 	q.queue = append(q.queue, &Entry[T]{ID: id, Value: v})
 	s.shedOver(sub, q, ts)
 }
@@ -124,6 +153,8 @@ type Resumed[T any] struct {
 // nothing. Past the backlog's bound the oldest are shed as by Push.
 func (s *Single[T]) Resume(sub SubID, entries []Resumed[T]) {
 	q := s.q(sub)
+	w0, f0 := q.counts()
+	defer s.tally(q, w0, f0)
 	have := make(map[string]struct{}, len(q.queue)-q.head+1)
 	if q.inflight != nil {
 		have[q.inflight.ID] = struct{}{}
@@ -211,6 +242,8 @@ func (s *Single[T]) Next(now time.Time, sub SubID) (*Entry[T], bool) {
 	if q == nil {
 		return nil, false
 	}
+	w0, f0 := q.counts()
+	defer s.tally(q, w0, f0)
 	switch {
 	case q.inflight != nil && now.Before(q.leaseUntil):
 		return nil, false
@@ -240,6 +273,7 @@ func (s *Single[T]) Ack(sub SubID, entry string) (dup bool, err error) {
 		return false, fmt.Errorf("%w: subscription %q has none", ErrUnknownEntry, sub)
 	case q.inflight != nil && q.inflight.ID == entry:
 		q.inflight = nil
+		s.inflight--
 		q.lastAcked = entry
 		q.gen++ // its lease item is stale now
 		return false, nil
@@ -313,7 +347,11 @@ func (s *Single[T]) InFlight(sub SubID) (*Entry[T], bool) {
 }
 
 // Drop forgets sub: its backlog and delivery in flight.
-func (s *Single[T]) Drop(sub SubID) { delete(s.subs, sub) }
+func (s *Single[T]) Drop(sub SubID) {
+	w0, f0 := s.subs[sub].counts()
+	s.tally(nil, w0, f0)
+	delete(s.subs, sub)
+}
 
 // Shed is how many entries were shed into backlog markers.
 func (s *Single[T]) Shed() uint64 { return s.shed }

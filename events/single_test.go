@@ -3,6 +3,7 @@ package events
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -162,5 +163,62 @@ func TestSingleResume(t *testing.T) {
 	}
 	if got := s.Pending("q"); !slices.Equal(got, []string{e.ID, "t#3", "t#4", "t#5"}) {
 		t.Fatalf("pending %v", got)
+	}
+}
+
+// TestSingleTotals: the backlog and lease totals that /metrics reads stay
+// the sums over the subscriptions through every kind of change (pushes
+// past the backlog, resumes, deliveries, acks, expired leases, drops),
+// checked after each of a long random run of them.
+func TestSingleTotals(t *testing.T) {
+	s := NewSingle[int](SingleConfig{Backlog: 5, Lease: time.Second})
+	r := rand.New(rand.NewPCG(1, 2))
+	subs := []SubID{"a", "b", "c"}
+	now := time.Unix(0, 0)
+	n := 0
+	for step := range 5000 {
+		sub := subs[r.IntN(len(subs))]
+		switch r.IntN(7) {
+		case 0, 1:
+			n++
+			s.Push(sub, fmt.Sprint("e", n), n, int64(n))
+		case 2:
+			var rs []Resumed[int]
+			for range r.IntN(8) {
+				n++
+				rs = append(rs, Resumed[int]{ID: fmt.Sprint("e", n), Value: n, TS: int64(n)})
+			}
+			s.Resume(sub, rs)
+		case 3:
+			s.Next(now, sub)
+		case 4:
+			if e, ok := s.InFlight(sub); ok {
+				if _, err := s.Ack(sub, e.ID); err != nil {
+					t.Fatal(err)
+				}
+			}
+		case 5:
+			now = now.Add(time.Duration(r.IntN(1500)) * time.Millisecond)
+			for _, id := range s.Expired(now, nil) {
+				s.Next(now, id)
+			}
+		case 6:
+			if r.IntN(10) == 0 {
+				s.Drop(sub)
+			}
+		}
+		wantW, wantF := 0, 0
+		for _, id := range subs {
+			wantW += s.Waiting(id)
+			if _, ok := s.InFlight(id); ok {
+				wantF++
+			}
+		}
+		if w, f := s.Totals(); w != wantW || f != wantF {
+			t.Fatalf("step %d: Totals %d waiting, %d in flight; the subscriptions hold %d and %d", step, w, f, wantW, wantF)
+		}
+	}
+	if s.Shed() == 0 {
+		t.Error("the run never went past the backlog: the shedding paths are untested")
 	}
 }

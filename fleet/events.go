@@ -126,6 +126,7 @@ func (f *Fleet) startEvents(ctx context.Context) error {
 	f.http.addMetrics(func(m *metrics.Registry) {
 		m.AddEventsRouter(r)
 		m.AddEventsGaps(gw)
+		m.AddEventsPresence(p)
 	})
 	gw.Mount(f.http)
 	return nil

@@ -275,6 +275,8 @@ func TestUpMetrics(t *testing.T) {
 		{"switchyard_events_changes_total", nil},
 		{"switchyard_events_deliveries_total", nil},
 		{"switchyard_events_subscriptions", nil},
+		// The events socket above wrote its user's presence row.
+		{"switchyard_events_presence_writes_total", nil},
 	}
 	for _, c := range positive {
 		if v, ok := sum(fams, c.name, c.labels...); !ok || v <= 0 {
@@ -288,7 +290,9 @@ func TestUpMetrics(t *testing.T) {
 		"switchyard_work_lease_expiries_total", "switchyard_work_fence_rejections_total", "switchyard_work_prefetch_in_flight",
 		"switchyard_work_articles_per_second", "switchyard_work_leases", "switchyard_work_range_articles",
 		"switchyard_usenet_releases_published_total", "switchyard_usenet_binaries_changed_total",
-		"switchyard_events_gaps_total",
+		"switchyard_events_gaps_total", "switchyard_events_single_leases", "switchyard_events_single_backlog",
+		"switchyard_events_presence_present", "switchyard_events_presence_connections", "switchyard_events_presence_removes_total",
+		"switchyard_events_presence_reloads_total", "switchyard_events_presence_failures_total",
 	}
 	for _, name := range present {
 		if _, ok := sum(fams, name); !ok {

@@ -10,8 +10,9 @@ import (
 // markers by reason (the closed set events.Reasons), every reason present
 // from the first scrape so a rate over it starts at zero.
 type eventsCollector struct {
-	routers sources[*events.Router]
-	extra   sources[EventsGapper]
+	routers  sources[*events.Router]
+	extra    sources[EventsGapper]
+	presence sources[*events.Presence]
 }
 
 // EventsGapper is a part beside the router that leaves gap markers of its
@@ -31,6 +32,14 @@ var (
 	eventsWatchers   = desc("events_stream_watchers", "Streams the routers watch now.")
 	eventsAcks       = desc("events_acks_total", "Single deliveries acked.")
 	eventsRedeliver  = desc("events_redeliveries_total", "Single deliveries handed out again after their lease ran out unacked.")
+	eventsLeases     = desc("events_single_leases", "Single deliveries in flight now: handed out under a lease, not acked yet.")
+	eventsBacklog    = desc("events_single_backlog", "Entries of single subscriptions waiting behind their delivery in flight now (backlog_overflow markers included).")
+	presenceNow      = desc("events_presence_present", "(user, app) pairs with a connection to this region now.")
+	presenceConns    = desc("events_presence_connections", "Connections counted for presence now.")
+	presenceWrites   = desc("events_presence_writes_total", "Presence rows written: first connections and refreshes.")
+	presenceRemoves  = desc("events_presence_removes_total", "Presence rows removed by a last connection's delayed leave.")
+	presenceReloads  = desc("events_presence_reloads_total", "Delayed leaves called off by a connection coming back (a reload writes nothing).")
+	presenceFailures = desc("events_presence_failures_total", "Presence row writes and removals the store refused.")
 	regionEventsOut  = desc("events_region_events_out_total", "Event items sent to peer regions.")
 	regionEventsIn   = desc("events_region_events_in_total", "Event items received from peer regions.")
 	regionWatchesOut = desc("events_region_watches_out_total", "Watch items (add, drop, announcements) sent to peer regions.")
@@ -48,7 +57,7 @@ var (
 	regionBumpsOut   = desc("events_region_bumps_out_total", "Bump items (presence, subscription) sent to peer regions.")
 	regionBumpsIn    = desc("events_region_bumps_in_total", "Bump items received from peer regions.")
 	eventsDescs      = []*prometheus.Desc{eventsChanges, eventsDelivered, eventsCoalesced, eventsRateDrops, eventsGaps, eventsSubs, eventsSessions, eventsWatchers,
-		eventsAcks, eventsRedeliver, regionEventsOut, regionEventsIn, regionWatchesOut, regionNoWatch, regionExpired, regionGapsOut, regionRemote,
+		eventsAcks, eventsRedeliver, eventsLeases, eventsBacklog, presenceNow, presenceConns, presenceWrites, presenceRemoves, presenceReloads, presenceFailures, regionEventsOut, regionEventsIn, regionWatchesOut, regionNoWatch, regionExpired, regionGapsOut, regionRemote,
 		regionDelivOut, regionDelivIn, regionNoSockOut, regionNoSocket, regionAcksOut, regionAcksIn, regionAcksBad, regionBumpsOut, regionBumpsIn}
 )
 
@@ -58,9 +67,30 @@ func (r *Registry) AddEventsRouter(er *events.Router) { r.events.routers.add(er)
 // AddEventsGaps exports the gap markers g leaves, under events_gaps_total.
 func (r *Registry) AddEventsGaps(g EventsGapper) { r.events.extra.add(g) }
 
+// AddEventsPresence exports p's counts under events_presence_*.
+func (r *Registry) AddEventsPresence(p *events.Presence) { r.events.presence.add(p) }
+
 func (c *eventsCollector) Describe(ch chan<- *prometheus.Desc) { describe(ch, eventsDescs...) }
 
 func (c *eventsCollector) Collect(ch chan<- prometheus.Metric) {
+	if ps := c.presence.snapshot(); len(ps) > 0 {
+		var sum events.PresenceStats
+		for _, p := range ps {
+			s := p.Stats()
+			sum.Present += s.Present
+			sum.Connections += s.Connections
+			sum.Writes += s.Writes
+			sum.Removes += s.Removes
+			sum.Reloads += s.Reloads
+			sum.Failures += s.Failures
+		}
+		gauge(ch, presenceNow, float64(sum.Present))
+		gauge(ch, presenceConns, float64(sum.Connections))
+		counter(ch, presenceWrites, float64(sum.Writes))
+		counter(ch, presenceRemoves, float64(sum.Removes))
+		counter(ch, presenceReloads, float64(sum.Reloads))
+		counter(ch, presenceFailures, float64(sum.Failures))
+	}
 	rs := c.routers.snapshot()
 	if len(rs) == 0 {
 		return
@@ -96,6 +126,8 @@ func (c *eventsCollector) Collect(ch chan<- prometheus.Metric) {
 		sum.Subs += s.Subs
 		sum.Sessions += s.Sessions
 		sum.Watches += s.Watches
+		sum.Leases += s.Leases
+		sum.Backlog += s.Backlog
 		for k, v := range s.Gaps {
 			gaps[k] += v
 		}
@@ -117,6 +149,8 @@ func (c *eventsCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(ch, eventsWatchers, float64(sum.Watches))
 	counter(ch, eventsAcks, float64(sum.Acks))
 	counter(ch, eventsRedeliver, float64(sum.Redelivered))
+	gauge(ch, eventsLeases, float64(sum.Leases))
+	gauge(ch, eventsBacklog, float64(sum.Backlog))
 	counter(ch, regionEventsOut, float64(reg.EventsOut))
 	counter(ch, regionEventsIn, float64(reg.EventsIn))
 	counter(ch, regionWatchesOut, float64(reg.WatchesOut))
