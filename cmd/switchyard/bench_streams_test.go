@@ -33,6 +33,9 @@ func TestBenchPersistStreamsSmoke(t *testing.T) {
 	if res.Streams != 50 || res.Keys != 3 || res.Clients != 16 {
 		t.Errorf("run of %d streams of %d keys, %d clients; want 50, 3, 16", res.Streams, res.Keys, res.Clients)
 	}
+	if res.Hot != 50 {
+		t.Errorf("hot streams %d, want 50 (the default 500, held to the 50 streams there are)", res.Hot)
+	}
 	if res.JetStream == nil {
 		t.Fatal("no JetStream side in the result")
 	}
@@ -49,6 +52,7 @@ func TestBenchPersistStreamsSmoke(t *testing.T) {
 		figures := map[string]float64{
 			"create":                 s.CreateSeconds,
 			"spread writes":          s.WritesPerSecond,
+			"spread writes, hot":     s.HotWritesPerSecond,
 			"get p99 before":         s.GetP99Before,
 			"stop":                   s.StopSeconds,
 			"restart first get":      s.FirstGet,
