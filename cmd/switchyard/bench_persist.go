@@ -48,7 +48,8 @@ With --streams N it measures many small streams instead: N persist streams
 same 3 keys, each server a process of its own (nats-server -js; persist serve
 on a nats-server of its own, with a balancer), and reports for both sides and
 the ratio: create (16 clients), spread writes (16 clients setting random keys
-of random streams for --duration), the restart (SIGTERM, start again on the
+of random streams for --duration; then the same over the first 500 streams
+only, or half of --max-open-streams, which persist holds open), the restart (SIGTERM, start again on the
 same data: time to the first get answered and to a window of gets whose p99
 is within 1.5x of the one before), RSS of the serving process after the
 restart idle and after a get of 1 % of the streams, and disk per stream.
