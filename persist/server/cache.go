@@ -171,21 +171,45 @@ func (s *Server) closer() {
 		if s.closerQuit {
 			return
 		}
-		if k, ok := s.nextCompactLocked(); ok {
-			s.mu.Unlock()
-			s.compact(k)
-			s.mu.Lock()
-			continue
-		}
-		if f, ok := s.nextFoundLocked(); ok {
-			s.mu.Unlock()
-			s.resolveFound(f)
-			s.mu.Lock()
-			continue
+		if s.upkeepLocked() {
+			if k, ok := s.nextCompactLocked(); ok {
+				s.mu.Unlock()
+				s.compact(k)
+				s.mu.Lock()
+				continue
+			}
+			if f, ok := s.nextFoundLocked(); ok {
+				s.mu.Unlock()
+				s.resolveFound(f)
+				s.mu.Lock()
+				continue
+			}
+		} else if s.upkeepWaits != nil {
+			s.upkeepWaits()
 		}
 		s.closeWork.Wait()
 	}
 }
+
+// upkeepLocked reports whether the closer may compact (and resolve what
+// the start's walk found) now. Compacting a stream costs about what opening
+// one does, on a core and in the file: while requests are being served it
+// waits, so that a burst of writes spread over more streams than the
+// cache holds is not slowed by the compactions of its own evictions
+// (9-34 % more sets a second, docs/benchmarks.md); doneServing wakes it
+// when the last request is done. Past compactMax streams waiting it
+// compacts under load too, which bounds the disk their WALs hold. What
+// the walk found was on disk before this server started: it waits,
+// unbounded.
+func (s *Server) upkeepLocked() bool {
+	return !s.busyLocked() || len(s.toCompact) > s.compactMax
+}
+
+// compactBacklog is how many quickly closed streams may wait for
+// compaction while the server is busy: four times the open-stream cap (at
+// least 256). Each keeps its WAL meanwhile: the pages its writes touched
+// while it was open, at most the quick close's bound (256 KiB).
+func compactBacklog(maxOpen int) int { return max(4*maxOpen, 256) }
 
 // nextCompactLocked takes the next stream to compact off toCompact, with a
 // slot for it (a compaction opens the stream's files): one not in the

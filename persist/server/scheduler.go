@@ -86,6 +86,7 @@ func (s *Server) enqueue(k handleKey, j *job) {
 		// queue and its group commit.
 		h.scheduled = true
 		s.idle.remove(h)
+		s.inService++
 		s.inlined.Add(1)
 		s.wg.Add(1) // before quit is set (checked above), so before Stop waits
 		s.mu.Unlock()
@@ -248,6 +249,7 @@ func (s *Server) worker() {
 		h := s.ready[0]
 		s.ready[0] = nil
 		s.ready = s.ready[1:]
+		s.inService++
 		jobs := h.queue
 		h.queue = spare[:0]
 		gather := s.gathers(h, jobs)
@@ -397,6 +399,7 @@ func (s *Server) doneServing(h *handle) {
 	s.noteBytes(h)
 	needs := h.st != nil && h.st.NeedsExpiry()
 	s.mu.Lock()
+	s.inService--
 	h.lastUsed = time.Now()
 	h.needsExpiry = needs
 	if len(h.queue) > 0 {
@@ -425,8 +428,15 @@ func (s *Server) doneServing(h *handle) {
 		}
 	}
 	s.evictLocked(time.Now(), false)
+	if !s.busyLocked() && (len(s.toCompact) > 0 || len(s.foundWAL) > 0) {
+		s.closeWork.Signal() // the closer's upkeep waits for this (upkeepLocked)
+	}
 	s.mu.Unlock()
 }
+
+// busyLocked reports whether requests are being served or wait for a
+// worker.
+func (s *Server) busyLocked() bool { return s.inService > 0 || len(s.ready) > 0 }
 
 // evictLocked retires idle streams to the closer (retireLocked): beyond
 // the cache's size (MaxOpenStreams less cacheReserve) the least recently

@@ -273,8 +273,11 @@ type Server struct {
 	// left by a quick close, for the closer to compact (streamcount.go).
 	foundWAL []foundWAL
 	ready    []*handle // streams with queued work, not being served
-	quit     bool      // workers exit once ready is empty
-	sub      *nats.Subscription
+	// inService counts the streams a worker (or a subscription's
+	// goroutine, inline) is serving now; with ready, what busyLocked sees.
+	inService int
+	quit      bool // workers exit once ready is empty
+	sub       *nats.Subscription
 
 	wg      sync.WaitGroup // workers and the timer loop
 	stopTim chan struct{}
@@ -311,6 +314,12 @@ type Server struct {
 	// beforeScan, if set (tests only), runs on the walk's goroutine before
 	// it counts each scope.
 	beforeScan func(scope string)
+	// compactMax is compactBacklog of the cap: how many streams wait for
+	// compaction while requests are served (upkeepLocked).
+	compactMax int
+	// upkeepWaits, if set (tests only), is called (with mu held) each time
+	// the closer leaves its upkeep for later because the server is busy.
+	upkeepWaits func()
 	// noCompact, if set (tests only), keeps the closer from compacting
 	// streams closed quickly, so that they keep their WAL.
 	noCompact bool
@@ -377,6 +386,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: lifecycle.Logger(cfg.Logger, "persist"), handles: map[handleKey]*handle{}, closing: map[handleKey]int{}, retired: map[handleKey]*handle{}, compacting: map[handleKey]struct{}{}, count: newStreamCount()}
+	s.compactMax = compactBacklog(s.cfg.MaxOpenStreams)
 	s.cond = sync.NewCond(&s.mu)
 	s.closeWork = sync.NewCond(&s.mu)
 	s.closed = sync.NewCond(&s.mu)

@@ -1,0 +1,137 @@
+package server
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/switchyard-dev/switchyard/internal/testwait"
+)
+
+// TestCompactionWaitsForRequests: the closer compacts the streams it
+// closed quickly only while no request is being served, unless more than
+// compactMax of them wait; once the requests are done it compacts the
+// rest.
+func TestCompactionWaitsForRequests(t *testing.T) {
+	t.Parallel()
+	const maxOpen, streams, backlog = 64, 90, 5
+	var (
+		block     sync.Once
+		entered   = make(chan struct{})
+		release   = make(chan struct{})
+		skipped   = make(chan struct{}, 1)
+		blockNext bool // guarded by the server's mu, set before the held write
+	)
+	h := newHarnessHook(t, func(c *Config) { c.MaxOpenStreams = maxOpen }, func(s *Server) {
+		s.noCompact = true
+		s.compactMax = backlog
+		s.beforeWrite = func(int) {
+			s.mu.Lock()
+			hold := blockNext
+			s.mu.Unlock()
+			if hold {
+				block.Do(func() {
+					close(entered)
+					<-release
+				})
+			}
+		}
+		s.upkeepWaits = func() {
+			select {
+			case skipped <- struct{}{}:
+			default:
+			}
+		}
+	})
+	var releaseOnce sync.Once
+	free := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(free)
+
+	// Streams past the cap are evicted and closed quickly; the closer may
+	// not compact them yet.
+	for i := range streams {
+		h.set(fmt.Sprintf("s%d", i), "v", nil)
+	}
+	srv := h.srv
+	var listed int
+	testwait.For(t, "the evicted streams closed and listed for compaction", func() bool {
+		srv.mu.Lock()
+		defer srv.mu.Unlock()
+		listed = len(srv.toCompact)
+		return srv.toClose.n == 0 && len(srv.closing) == 0 && listed > backlog
+	})
+
+	// A write held in its commit keeps the server busy.
+	srv.mu.Lock()
+	blockNext = true
+	srv.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.set("s0", "held", nil)
+	}()
+	<-entered
+	// The held write's open evicted one more stream; the closer may have
+	// left its upkeep for later before (the writes above were requests
+	// too), but it cannot while this many are listed.
+	select {
+	case <-skipped:
+	default:
+	}
+
+	// Allowed to compact while busy, the closer works the list down to the
+	// backlog and no further.
+	srv.mu.Lock()
+	srv.noCompact = false
+	srv.closeWork.Signal()
+	srv.mu.Unlock()
+	var left int
+	testwait.For(t, "the closer to leave its upkeep for later, or to run out of work", func() bool {
+		select {
+		case <-skipped:
+			return true
+		default:
+		}
+		srv.mu.Lock()
+		defer srv.mu.Unlock()
+		left = len(srv.toCompact)
+		return left == 0
+	})
+	srv.mu.Lock()
+	left = len(srv.toCompact)
+	srv.mu.Unlock()
+	busy := srv.Stats().StreamsCompacted
+	if left != backlog || busy == 0 {
+		t.Fatalf("while busy: %d compacted, %d left listed (of about %d); want some compacted and %d left", busy, left, listed, backlog)
+	}
+
+	// Done serving, the server is idle: the rest are compacted (all but
+	// a stream open again since, which leaves the list uncompacted).
+	free()
+	<-done
+	testwait.For(t, "the rest compacted", func() bool {
+		srv.mu.Lock()
+		defer srv.mu.Unlock()
+		return len(srv.toCompact) == 0 && len(srv.closing) == 0 // none listed, none being compacted
+	})
+	if got := srv.Stats().StreamsCompacted; got < busy+backlog-1 {
+		t.Fatalf("%d compacted in all, %d while busy: the %d left were not compacted once idle", got, busy, backlog)
+	}
+}
+
+// upkeepLocked's rule alone: upkeep waits while requests are in service or
+// queued, unless the backlog is over compactMax.
+func TestUpkeepRule(t *testing.T) {
+	s := &Server{compactMax: 2}
+	for _, c := range []struct {
+		inService, ready, listed int
+		want                     bool
+	}{
+		{0, 0, 1, true}, {1, 0, 1, false}, {0, 1, 1, false}, {1, 1, 2, false}, {1, 0, 3, true},
+	} {
+		s.inService, s.ready, s.toCompact = c.inService, make([]*handle, c.ready), make([]handleKey, c.listed)
+		if got := s.upkeepLocked(); got != c.want {
+			t.Errorf("in service %d, ready %d, listed %d: upkeep %v, want %v", c.inService, c.ready, c.listed, got, c.want)
+		}
+	}
+}
