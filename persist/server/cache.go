@@ -206,10 +206,12 @@ func (s *Server) upkeepLocked() bool {
 }
 
 // compactBacklog is how many quickly closed streams may wait for
-// compaction while the server is busy: four times the open-stream cap (at
+// compaction while the server is busy: the open-stream cap's worth (at
 // least 256). Each keeps its WAL meanwhile: the pages its writes touched
-// while it was open, at most the quick close's bound (256 KiB).
-func compactBacklog(maxOpen int) int { return max(4*maxOpen, 256) }
+// while it was open, at most the quick close's bound (256 KiB). Four caps'
+// worth made spread writes faster still, but left more WAL than the idle
+// moments after a burst compact (docs/benchmarks.md).
+func compactBacklog(maxOpen int) int { return max(maxOpen, 256) }
 
 // nextCompactLocked takes the next stream to compact off toCompact, with a
 // slot for it (a compaction opens the stream's files): one not in the
