@@ -195,8 +195,9 @@ func (s *Server) closer() {
 // the start's walk found) now. Compacting a stream costs about what opening
 // one does, on a core and in the file: while requests are being served it
 // waits, so that a burst of writes spread over more streams than the
-// cache holds is not slowed by the compactions of its own evictions
-// (9-34 % more sets a second, docs/benchmarks.md); doneServing wakes it
+// cache holds is not slowed by the compactions of its own evictions (up
+// to a third more sets a second while the backlog covers the burst,
+// docs/benchmarks.md); doneServing wakes it
 // when the last request is done. Past compactMax streams waiting it
 // compacts under load too, which bounds the disk their WALs hold. What
 // the walk found was on disk before this server started: it waits,
