@@ -28,8 +28,8 @@ balancer, then runs each workload on both sides for --duration:
   set (keyed, --value-size bytes) vs JetStream KV put, at each --clients level
   setMany of --batch vs JetStream async publish of --batch
   --batch pipelined sets (Stream.Pipeline, one future each) vs the same async publish
-and prints ops/s for both and the ratio. Targets (not tests): set >= 0.6x KV put
-at 1 client and >= 2x at 16; setMany and pipelined sets >= 1x async publish. Beside the table it
+and prints ops/s for both and the ratio. Targets (not tests): set >= 0.5x KV put
+at 1 client and >= 0.7x at 16; setMany and pipelined sets >= 1x async publish. Beside the table it
 prints the bus floor (a bare request/reply) and the storage ceiling (the SQLite
 store alone), which bound what persist can reach.
 
