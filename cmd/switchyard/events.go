@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -109,16 +110,19 @@ func newEventsSubsCmd() *cobra.Command {
 	var natsOpts natsFlags
 	cmd := &cobra.Command{
 		Use:   "subs USER",
-		Short: "List USER's durable subscriptions: id, mode, anchor, filter, created, settled seq (exit 3 if none)",
+		Short: "List USER's durable subscriptions: id, mode, anchor, filter, created, settled seq, changes since (exit 3 if none)",
 		Long: `Lists the durable subscriptions USER stored through /ws/events (subscribe with mode
 "broadcast" or "single"): rows kept in persist, scope events, stream subscriptions, key
 USER/ID, live in every router of the region. Session subscriptions, which end with their
 socket, are not rows and are not listed. SETTLED is a single subscription's cursor: the seq
 of its stream up to which every change is acked, where a restarted region resumes it ("-"
-for broadcast, or before a router has started the row).`,
+for broadcast, or before a router has started the row). BEHIND is how many changes its
+stream took after SETTLED: at most that many deliveries are still to be acked (changes
+outside the anchor or the filter count too), so a BEHIND that only grows is a user whose
+sessions do not ack.`,
 		Example: `  switchyard events subs alice
-  ID    MODE    ANCHOR          FILTER  CREATED               SETTLED
-  jobs  single  project-1/jobs  -       2026-12-02T14:03:11Z  42`,
+  ID    MODE    ANCHOR          FILTER  CREATED               SETTLED  BEHIND
+  jobs  single  project-1/jobs  -       2026-12-02T14:03:11Z  42       3`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			user := args[0]
@@ -131,8 +135,29 @@ for broadcast, or before a router has started the row).`,
 				if len(rows) == 0 {
 					return fmt.Errorf("%q has no durable subscriptions: %w", user, persist.ErrNotFound)
 				}
+				// The last seq of each anchor's stream, read once a stream.
+				lastSeq := map[events.Subject]uint64{}
+				seqOf := func(anchor string) (uint64, bool, error) {
+					a, err := events.ParseAnchor(anchor)
+					if err != nil {
+						return 0, false, nil // a row this build cannot read: no figure
+					}
+					k := events.Subject{Scope: a.Scope, Stream: a.Stream}
+					if seq, ok := lastSeq[k]; ok {
+						return seq, true, nil
+					}
+					inv, err := c.Stream(a.Scope, a.Stream).Inventory(ctx)
+					if errors.Is(err, persist.ErrNotFound) {
+						return 0, false, nil
+					}
+					if err != nil {
+						return 0, false, fmt.Errorf("the stream of %s: %w", anchor, err)
+					}
+					lastSeq[k] = inv.Seq
+					return inv.Seq, true, nil
+				}
 				tw := tabwriter.NewWriter(stdout(cmd), 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "ID\tMODE\tANCHOR\tFILTER\tCREATED\tSETTLED")
+				fmt.Fprintln(tw, "ID\tMODE\tANCHOR\tFILTER\tCREATED\tSETTLED\tBEHIND")
 				for _, r := range rows {
 					filter := strings.Join(r.Ops, ",")
 					if r.Glob != "" {
@@ -141,7 +166,7 @@ for broadcast, or before a router has started the row).`,
 					if filter == "" {
 						filter = "-"
 					}
-					settled := "-"
+					settled, behind := "-", "-"
 					if r.Mode == events.ModeSingle {
 						seq, ok, err := store.Cursor(ctx, user, r.ID)
 						if err != nil {
@@ -149,10 +174,17 @@ for broadcast, or before a router has started the row).`,
 						}
 						if ok {
 							settled = strconv.FormatUint(seq, 10)
+							last, known, err := seqOf(r.Anchor)
+							if err != nil {
+								return err
+							}
+							if known {
+								behind = strconv.FormatUint(last-min(last, seq), 10)
+							}
 						}
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", terminalSafe(r.ID), r.Mode, terminalSafe(r.Anchor), terminalSafe(filter),
-						time.UnixMilli(r.Created).UTC().Format(time.RFC3339), settled)
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", terminalSafe(r.ID), r.Mode, terminalSafe(r.Anchor), terminalSafe(filter),
+						time.UnixMilli(r.Created).UTC().Format(time.RFC3339), settled, behind)
 				}
 				return tw.Flush()
 			})
