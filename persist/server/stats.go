@@ -75,6 +75,12 @@ type Stats struct {
 	// closer later checkpointed into their database (cache.go), those an
 	// earlier run left so included (found by the walk at start).
 	StreamsCompacted uint64
+	// CompactBacklog is the streams waiting for the closer to compact
+	// them now: closed quickly, or found so at start. While requests are
+	// being served they wait (up to the cap's worth closed quickly, see
+	// upkeepLocked), so a backlog that stays up is a server that is never
+	// idle.
+	CompactBacklog int
 	// ColdCloses counts the streams closed once idle, not kept for
 	// IdleClose, because their last request said Sy-Cold.
 	ColdCloses uint64
@@ -94,6 +100,7 @@ type Stats struct {
 func (s *Server) Stats() Stats {
 	s.mu.Lock()
 	open := len(s.handles)
+	backlog := len(s.toCompact) + len(s.foundWAL)
 	s.mu.Unlock()
 	return Stats{
 		Commits:          s.commits.Load(),
@@ -113,6 +120,7 @@ func (s *Server) Stats() Stats {
 		StreamsRescued:   s.rescued.Load(),
 		OpenWaitCloses:   s.slotCloses.Load(),
 		StreamsCompacted: s.compacted.Load(),
+		CompactBacklog:   backlog,
 		ColdCloses:       s.coldCloses.Load(),
 		Streams:          s.count.value(),
 	}

@@ -100,9 +100,13 @@ func TestCompactionWaitsForRequests(t *testing.T) {
 	srv.mu.Lock()
 	left = len(srv.toCompact)
 	srv.mu.Unlock()
-	busy := srv.Stats().StreamsCompacted
+	st := srv.Stats()
+	busy := st.StreamsCompacted
 	if left != backlog || busy == 0 {
 		t.Fatalf("while busy: %d compacted, %d left listed (of about %d); want some compacted and %d left", busy, left, listed, backlog)
+	}
+	if st.CompactBacklog != backlog {
+		t.Errorf("Stats.CompactBacklog %d while busy, want %d", st.CompactBacklog, backlog)
 	}
 
 	// Done serving, the server is idle: the rest are compacted (all but
@@ -114,8 +118,8 @@ func TestCompactionWaitsForRequests(t *testing.T) {
 		defer srv.mu.Unlock()
 		return len(srv.toCompact) == 0 && len(srv.closing) == 0 // none listed, none being compacted
 	})
-	if got := srv.Stats().StreamsCompacted; got < busy+backlog-1 {
-		t.Fatalf("%d compacted in all, %d while busy: the %d left were not compacted once idle", got, busy, backlog)
+	if st := srv.Stats(); st.StreamsCompacted < busy+backlog-1 || st.CompactBacklog != 0 {
+		t.Fatalf("%d compacted in all, %d while busy, %d still waiting: the %d left were not compacted once idle", st.StreamsCompacted, busy, st.CompactBacklog, backlog)
 	}
 }
 

@@ -71,9 +71,10 @@ var (
 	persistRescued       = desc("persist_streams_rescued_total", "Evicted streams taken back, still open, by a request that came before the closer closed them.", "server")
 	persistWaitCloses    = desc("persist_open_wait_closes_total", "Streams an open closed itself because no open-stream slot was free (the closer behind).", "server")
 	persistCompacted     = desc("persist_streams_compacted_total", "Streams closed quickly whose WAL the closer later checkpointed into their database (those an earlier run left included).", "server")
+	persistCompactWait   = desc("persist_compaction_backlog", "Streams waiting for the closer to compact their WAL: it waits while requests are being served.", "server")
 	persistColdCloses    = desc("persist_streams_cold_closed_total", "Streams closed as soon as they were idle because their last request said Sy-Cold (no more requests soon).", "server")
 	persistReady         = desc("persist_ready", "1 while the server serves, its NATS connection is up and its last commit succeeded.", "server")
-	persistCollectorDesc = []*prometheus.Desc{persistCommits, persistCommitFails, persistFeed, persistFeedFails, persistDedup, persistExpired, persistReplyRefused, persistDeadline, persistOpenStreams, persistOpenBytes, persistOpenStorage, persistMaxOpen, persistStreams, persistRescued, persistWaitCloses, persistCompacted, persistColdCloses, persistReady}
+	persistCollectorDesc = []*prometheus.Desc{persistCommits, persistCommitFails, persistFeed, persistFeedFails, persistDedup, persistExpired, persistReplyRefused, persistDeadline, persistOpenStreams, persistOpenBytes, persistOpenStorage, persistMaxOpen, persistStreams, persistRescued, persistWaitCloses, persistCompacted, persistCompactWait, persistColdCloses, persistReady}
 )
 
 func newPersistCollector() *persistCollector {
@@ -144,6 +145,7 @@ func (c *persistCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(ch, persistRescued, float64(st.StreamsRescued), s.id)
 		counter(ch, persistWaitCloses, float64(st.OpenWaitCloses), s.id)
 		counter(ch, persistCompacted, float64(st.StreamsCompacted), s.id)
+		gauge(ch, persistCompactWait, float64(st.CompactBacklog), s.id)
 		counter(ch, persistColdCloses, float64(st.ColdCloses), s.id)
 		ready := 0.0
 		if s.srv.Ready() == nil {
