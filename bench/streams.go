@@ -275,10 +275,11 @@ func runSide(ctx context.Context, cfg StreamsConfig, s *streamsSide, bounded boo
 	}
 
 	// spread writes: over every stream, then over the few that persist
-	// holds open (the first ones created, so that JetStream's are the
-	// same)
+	// holds open (the first ones created: the same on both sides), each
+	// read once before, untimed, so that the timed writes open none
 	out.WritesPerSecond, out.WriteErrors, out.WriteError = spreadWrites(ctx, cfg, s, s.created, "spread writes")
 	hot := s.created[:min(cfg.HotStreams, len(s.created))]
+	touchAll(ctx, cfg, s, hot)
 	var hotErrs int64
 	var hotErr string
 	out.HotWritesPerSecond, hotErrs, hotErr = spreadWrites(ctx, cfg, s, hot, fmt.Sprintf("spread writes over %d streams", len(hot)))
@@ -428,6 +429,29 @@ func createAll(ctx context.Context, cfg StreamsConfig, s *streamsSide) (secs flo
 		}
 	}
 	return secs, nerr.Load(), ctx.Err() != nil
+}
+
+// touchAll gets key 0 of each of streams, cfg.Clients at a time, so that
+// persist opens them; a get that fails leaves its stream to the timed
+// writes.
+func touchAll(ctx context.Context, cfg StreamsConfig, s *streamsSide, streams []int) {
+	m := cfg.Progress.start(s.name+": open the streams of the next writes", int64(len(streams)), "streams")
+	defer m.Done()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range cfg.Clients {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				i := int(next.Add(1) - 1)
+				if i >= len(streams) {
+					return
+				}
+				_ = s.get(ctx, streams[i])
+				m.Add(1)
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // hotStreamsDefault is StreamsConfig.HotStreams with the server's default
