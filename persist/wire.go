@@ -106,6 +106,9 @@ type ServerStats struct {
 	StreamsRescued   uint64 `json:"streams_rescued"`
 	OpenWaitCloses   uint64 `json:"open_wait_closes"`
 	StreamsCompacted uint64 `json:"streams_compacted"`
+	// CompactBacklog is the streams waiting for a compaction now (the
+	// closer leaves them while requests are being served).
+	CompactBacklog int `json:"compact_backlog"`
 }
 
 // Wire limits.

@@ -123,7 +123,9 @@ prints one line per server: the persistent streams it holds on disk (counted
 by a walk of its data directory at start, "counting" until that is done, then
 kept up by its creates and drops), the streams whose files are open now and
 at most since it started, its cap (--max-open-streams), the file descriptors
-the open ones hold (3 each), and the streams its closer compacted. --json
+the open ones hold (3 each, 2 with --exclusive-files), the streams its closer
+compacted, and those waiting for it (TO-COMPACT: the closer leaves them while
+requests are being served). --json
 prints the answers as a JSON array. A server that does not answer is
 reported on its line and makes the command fail. It needs the trusted
 client's credentials (a tenant's cannot reach a server's own subject).`,
@@ -198,7 +200,7 @@ func printServerInventory(ctx context.Context, out io.Writer, c *persist.Client,
 		return first
 	}
 	w := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "SERVER\tSTREAMS\tOPEN\tPEAK\tCAP\tDESCRIPTORS\tCOMPACTED")
+	fmt.Fprintln(w, "SERVER\tSTREAMS\tOPEN\tPEAK\tCAP\tDESCRIPTORS\tCOMPACTED\tTO-COMPACT")
 	next := 0
 	for _, id := range ids {
 		if err := errs[id]; err != nil {
@@ -216,7 +218,7 @@ func printServerInventory(ctx context.Context, out io.Writer, c *persist.Client,
 		default:
 			streams = "unknown" // the walk failed (the server logged why)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\t%d\n", st.ID, streams, st.OpenStorage, st.OpenStoragePeak, st.MaxOpenStreams, st.Descriptors, st.StreamsCompacted)
+		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\n", st.ID, streams, st.OpenStorage, st.OpenStoragePeak, st.MaxOpenStreams, st.Descriptors, st.StreamsCompacted, st.CompactBacklog)
 	}
 	if err := w.Flush(); err != nil {
 		return err

@@ -37,8 +37,8 @@ func TestPersistInventoryServers(t *testing.T) {
 	if len(lines) != 2 || strings.Fields(lines[0])[1] != "STREAMS" {
 		t.Fatalf("table:\n%s", out)
 	}
-	if f := strings.Fields(lines[1]); len(f) != 7 || f[0] != "0" || f[1] != "3" || f[2] != "3" || f[5] != "9" {
-		t.Fatalf("server 0's line %q: want 3 streams, 3 open, 9 descriptors", lines[1])
+	if f := strings.Fields(lines[1]); len(f) != 8 || f[0] != "0" || f[1] != "3" || f[2] != "3" || f[5] != "9" || f[7] != "0" {
+		t.Fatalf("server 0's line %q: want 3 streams, 3 open, 9 descriptors, none to compact", lines[1])
 	}
 	// Server 1 is not running: no responders, reported on its line.
 	out, _, code := sy(nil, "persist", "inventory", "--ids", "0,1")

@@ -149,6 +149,7 @@ func (s *Server) serveServer(m *nats.Msg) {
 		Descriptors: st.OpenDescriptors,
 		OpenStreams: st.OpenStreams, OpenBytes: st.OpenBytes,
 		StreamsRescued: st.StreamsRescued, OpenWaitCloses: st.OpenWaitCloses, StreamsCompacted: st.StreamsCompacted,
+		CompactBacklog: st.CompactBacklog,
 	})
 }
 
