@@ -132,7 +132,6 @@ func StartSecurePersistEnv(dir string) (*PersistEnv, error) {
 }
 
 func startPersistEnv(dir string, o envOptions) (env *PersistEnv, err error) {
-	secure, durable := o.secure, o.durable
 	env = &PersistEnv{}
 	defer func() {
 		if err != nil {
@@ -151,11 +150,11 @@ func startPersistEnv(dir string, o envOptions) (env *PersistEnv, err error) {
 	env.dir = dir
 	ids := []string{"0"}
 	cfg := fleet.Config{
-		NATS:     fleet.NATSConfig{Embedded: &embedded.Config{Port: embedded.RandomPort, JetStream: !secure, StoreDir: dir + "/jetstream", JetStreamSyncAlways: durable}},
-		Persist:  fleet.PersistConfig{IDs: ids, Serve: ids, DataDir: dir + "/persist", Sync: durable, ExclusiveFiles: o.exclusive},
+		NATS:     fleet.NATSConfig{Embedded: &embedded.Config{Port: embedded.RandomPort, JetStream: !o.secure, StoreDir: dir + "/jetstream", JetStreamSyncAlways: o.durable}},
+		Persist:  fleet.PersistConfig{IDs: ids, Serve: ids, DataDir: dir + "/persist", Sync: o.durable, ExclusiveFiles: o.exclusive},
 		Balancer: true,
 	}
-	if secure {
+	if o.secure {
 		authDir := filepath.Join(dir, "auth")
 		if _, err := auth.Init(authDir, auth.Plan{IDs: ids}, false); err != nil {
 			return nil, err

@@ -136,16 +136,6 @@ func (c *cursorSaver) flush(ctx context.Context) {
 // rowKey is the durable row key (USER/ID) of a durable subscription id.
 func rowKey(id SubID) string { return strings.TrimPrefix(string(id), durablePrefix) }
 
-// entrySeq is the seq of an event entry's id ("scope/stream#seq").
-func entrySeq(entry string) (uint64, bool) {
-	i := strings.LastIndexByte(entry, '#')
-	if i < 0 {
-		return 0, false
-	}
-	seq, err := strconv.ParseUint(entry[i+1:], 10, 64)
-	return seq, err == nil
-}
-
 // noteTop records that sub was given the change seq. It runs on the loop.
 func (r *Router) noteTop(id SubID, seq uint64) {
 	if seq > r.singleTop[id] {
@@ -158,9 +148,11 @@ func (r *Router) noteTop(id SubID, seq uint64) {
 func (r *Router) saveCursor(id SubID) {
 	cur := r.singleTop[id]
 	lowest := uint64(0)
-	for _, e := range r.single.Pending(id) {
-		if seq, ok := entrySeq(e); ok && (lowest == 0 || seq < lowest) {
-			lowest = seq
+	for e := range r.single.Unsettled(id) {
+		// Not in seq order: coalescing windows end in the order they
+		// opened, each with its newest change. Markers carry no seq.
+		if ev := e.Value.ev; ev != nil && (lowest == 0 || ev.Seq < lowest) {
+			lowest = ev.Seq
 		}
 	}
 	if lowest > 0 {

@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"errors"
 	"fmt"
+	"iter"
 	"time"
 )
 
@@ -217,18 +218,29 @@ func (s *Single[T]) shedOver(sub SubID, q *singleQ[T], ts int64) bool {
 	return true
 }
 
-// Pending is the ids of sub's delivery in flight and of its waiting
-// entries, markers included, in no particular order.
+// Unsettled yields sub's delivery in flight, then its waiting entries,
+// markers included: every entry not acked yet.
+func (s *Single[T]) Unsettled(sub SubID) iter.Seq[*Entry[T]] {
+	return func(yield func(*Entry[T]) bool) {
+		q := s.subs[sub]
+		if q == nil {
+			return
+		}
+		if q.inflight != nil && !yield(q.inflight) {
+			return
+		}
+		for _, e := range q.queue[q.head:] {
+			if !yield(e) {
+				return
+			}
+		}
+	}
+}
+
+// Pending is the ids of Unsettled, in its order.
 func (s *Single[T]) Pending(sub SubID) []string {
-	q := s.subs[sub]
-	if q == nil {
-		return nil
-	}
-	ids := make([]string, 0, len(q.queue)-q.head+1)
-	if q.inflight != nil {
-		ids = append(ids, q.inflight.ID)
-	}
-	for _, e := range q.queue[q.head:] {
+	var ids []string
+	for e := range s.Unsettled(sub) {
 		ids = append(ids, e.ID)
 	}
 	return ids

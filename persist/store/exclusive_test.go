@@ -63,9 +63,7 @@ func TestExclusiveStreamFile(t *testing.T) {
 			t.Fatalf("round %d: a second exclusive open: %v, want unavailable", round, err)
 		}
 		if round == 0 {
-			if kept, err := s.(QuickCloser).CloseQuick(); err != nil || !kept {
-				t.Fatalf("CloseQuick: kept %v, err %v", kept, err)
-			}
+			closeQuickKept(t, s)
 			continue
 		}
 		if err := s.Close(); err != nil {
@@ -158,9 +156,7 @@ func TestExclusiveCompactsSharedLeftovers(t *testing.T) {
 	if _, _, err := s.Write([]WriteOp{{Key: "k", Value: []byte("v")}}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if kept, err := s.(QuickCloser).CloseQuick(); err != nil || !kept {
-		t.Fatalf("CloseQuick: kept %v, err %v", kept, err)
-	}
+	closeQuickKept(t, s)
 	p, _ := StreamPath(dir, "a", "s")
 	for _, suffix := range []string{"-wal", "-shm"} {
 		if _, err := os.Stat(p + suffix); err != nil {

@@ -40,9 +40,7 @@ func TestListerScan(t *testing.T) {
 		t.Fatal(err)
 	}
 	quick := open("two", "quick")
-	if kept, err := quick.(QuickCloser).CloseQuick(); err != nil || !kept {
-		t.Fatalf("CloseQuick: kept %v, err %v", kept, err)
-	}
+	closeQuickKept(t, quick)
 	// Not a scope, not stream files.
 	if err := os.Mkdir(filepath.Join(dir, "Not-A-Scope"), 0o755); err != nil {
 		t.Fatal(err)

@@ -28,9 +28,7 @@ func TestCloseQuickLeavesWAL(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if kept, err := s.(QuickCloser).CloseQuick(); err != nil || !kept {
-		t.Fatalf("CloseQuick: kept %v, err %v", kept, err)
-	}
+	closeQuickKept(t, s)
 	fi, err := os.Stat(p + "-wal")
 	if err != nil || fi.Size() == 0 {
 		t.Fatalf("after CloseQuick the -wal is %v (err %v): the close checkpointed", fi, err)
@@ -111,9 +109,7 @@ func TestCompact(t *testing.T) {
 	if _, _, err := s.Write([]WriteOp{{Key: "k", Value: []byte("v")}}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if kept, err := s.(QuickCloser).CloseQuick(); err != nil || !kept {
-		t.Fatalf("CloseQuick: kept %v, err %v", kept, err)
-	}
+	closeQuickKept(t, s)
 	if err := st.Compact("a", "s"); err != nil {
 		t.Fatal(err)
 	}
@@ -135,5 +131,13 @@ func TestCompact(t *testing.T) {
 	defer s.Close()
 	if m, err := s.GetKey("k"); err != nil || string(m.Value) != "v" {
 		t.Fatalf("after Compact k = %v (err %v)", m, err)
+	}
+}
+
+// closeQuickKept closes s quickly and fails t unless its WAL was kept.
+func closeQuickKept(t *testing.T, s Stream) {
+	t.Helper()
+	if kept, err := s.(QuickCloser).CloseQuick(); err != nil || !kept {
+		t.Fatalf("CloseQuick: kept %v, err %v", kept, err)
 	}
 }
