@@ -751,7 +751,13 @@ func (r *Router) loop(ctx context.Context) {
 		}
 		if d := next.Sub(r.cfg.Clock.Now()); d > 0 {
 			timer = r.cfg.Clock.AfterFunc(d, r.wake)
-			return
+			// The clock may have passed next between the reading and the
+			// timer's start; the timer, set from the clock's later now,
+			// would then wait a window too long (for a test's clock, which
+			// moves once, forever).
+			if next.After(r.cfg.Clock.Now()) {
+				return
+			}
 		}
 		r.wake()
 	}

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/switchyard-dev/switchyard/forward"
 	"github.com/switchyard-dev/switchyard/internal/testpersist/persistenv"
 	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/persist"
@@ -198,6 +200,41 @@ func TestRouterCoalescesAWindow(t *testing.T) {
 	if st := e.r.Stats(); st.Coalesced != 99 || st.Deliveries != delivered+1 {
 		t.Fatalf("stats %+v, want 99 coalesced into 1 delivery", st)
 	}
+}
+
+// movingClock is the fake clock moved on by jump, once, inside the next
+// AfterFunc call before that timer starts: the clock a busy machine may
+// show between the router reading the time and starting its timer.
+type movingClock struct {
+	*fakeClock
+	jump atomic.Int64
+}
+
+func (c *movingClock) AfterFunc(d time.Duration, f func()) forward.Timer {
+	if j := c.jump.Swap(0); j > 0 {
+		c.Advance(time.Duration(j))
+	}
+	return c.fakeClock.AfterFunc(d, f)
+}
+
+// TestRouterWindowEndsWhileArming: a window that ends while the router
+// starts its timer is delivered then, not one window later — with a
+// clock that moves once (a test's), not at all.
+func TestRouterWindowEndsWhileArming(t *testing.T) {
+	t.Parallel()
+	var clk *movingClock
+	e := newRouterEnv(t, func(cfg *RouterConfig) {
+		clk = &movingClock{fakeClock: cfg.Clock.(*fakeClock)}
+		cfg.Clock = clk
+	})
+	e.warm("doc")
+	var got sink
+	e.subscribe(e.r.Open("alice", got.deliver), "1", "project-1/doc/k", Filter{})
+	clk.jump.Store(int64(CoalesceWindowDefault))
+	e.set("doc", "k", "v")
+	testwait.Until(t, "the delivery, the clock not moved again", func() (bool, string) {
+		return len(got.all()) == 1, fmt.Sprintf("jump left %v, %+v", time.Duration(clk.jump.Load()), e.r.Stats())
+	})
 }
 
 // TestRouterRateLimitLeavesAGap: past the per-minute limit the events
