@@ -62,6 +62,32 @@ type EventsConfig struct {
 	// the CPU per delivery splits into what publishing costs and what
 	// delivering adds (FanoutCPUPerDelivery).
 	PublishCost bool
+	// Window is our up's coalescing window (its --events-window). Zero
+	// means up's default, events.CoalesceWindowDefault; events.NoCoalescing
+	// none, so that the latency is the machinery's alone.
+	Window time.Duration
+}
+
+// upFlags are the flags of our up that the config sets.
+func (c EventsConfig) upFlags() []string {
+	switch c.Window {
+	case 0:
+		return nil
+	case events.NoCoalescing:
+		return []string{"--events-window", "0"}
+	}
+	return []string{"--events-window", c.Window.String()}
+}
+
+// window is our up's coalescing window; 0 for none.
+func (c EventsConfig) window() time.Duration {
+	switch c.Window {
+	case 0:
+		return events.CoalesceWindowDefault
+	case events.NoCoalescing:
+		return 0
+	}
+	return c.Window
 }
 
 func (c EventsConfig) withDefaults() EventsConfig {
@@ -107,6 +133,9 @@ func (c EventsConfig) Check() error {
 	c = c.withDefaults()
 	if c.Users < 0 {
 		return errors.New("--users must not be negative")
+	}
+	if c.Window < 0 && c.Window != events.NoCoalescing {
+		return errors.New("--window must not be negative (0: none)")
 	}
 	if c.Subscribers < 1 || c.Rate < 1 || c.Duration <= 0 || c.Payload < len(eventsMarker)+20 {
 		return fmt.Errorf("--subscribers, --rate and --duration must be positive and --payload at least %d", len(eventsMarker)+20)
@@ -173,6 +202,8 @@ type EventsResult struct {
 	Duration    time.Duration `json:"duration_ns"`
 	Payload     int           `json:"payload"`
 	Users       int           `json:"users"` // our subscribers' bus users (0: anonymous, no --auth)
+	// Window is our up's coalescing window (0: none).
+	Window time.Duration `json:"window_ns"`
 	// Layout, when set, describes the load in the printed table's first
 	// line in place of bench events' own words (bench ws sets it).
 	Layout string      `json:"layout,omitempty"`
@@ -192,7 +223,7 @@ const (
 // separate process each), one after the other, each with a fresh server.
 func RunEvents(ctx context.Context, cfg EventsConfig, p Progress, w io.Writer) (EventsResult, error) {
 	cfg = cfg.withDefaults()
-	res := EventsResult{Subscribers: cfg.Subscribers, Shared: cfg.Shared, Rate: cfg.Rate, Duration: cfg.Duration, Payload: cfg.Payload, Users: cfg.Users}
+	res := EventsResult{Subscribers: cfg.Subscribers, Shared: cfg.Shared, Rate: cfg.Rate, Duration: cfg.Duration, Payload: cfg.Payload, Users: cfg.Users, Window: cfg.window()}
 	if err := cfg.Check(); err != nil {
 		return res, err
 	}
@@ -218,7 +249,7 @@ func RunEvents(ctx context.Context, cfg EventsConfig, p Progress, w io.Writer) (
 			if err != nil {
 				return nil, err
 			}
-			return startOurs(ctx, cfg.UpCmd, dir, "switchyard-up", stream, cfg.UpProfile, users)
+			return startOurs(ctx, cfg.UpCmd, dir, "switchyard-up", stream, cfg.UpProfile, users, cfg.upFlags()...)
 		}})
 		if cfg.CrossRegion {
 			sides = append(sides, fanoutSide{ServerOursCross, func(dir string) (eventsServer, error) {
@@ -230,7 +261,7 @@ func RunEvents(ctx context.Context, cfg EventsConfig, p Progress, w io.Writer) (
 				if err != nil {
 					return nil, err
 				}
-				return startCross(ctx, cfg.UpCmd, dir, stream, profile, users)
+				return startCross(ctx, cfg.UpCmd, dir, stream, profile, users, cfg.upFlags()...)
 			}})
 		}
 	}
@@ -606,6 +637,11 @@ func PrintEventsResult(w io.Writer, res EventsResult, asJSON bool) error {
 		}
 		if res.Users > 0 {
 			layout += fmt.Sprintf(", ours logged in as %d bus users (up --auth)", res.Users)
+		}
+		if res.Window > 0 {
+			layout += fmt.Sprintf(", ours coalescing in %s windows", res.Window)
+		} else {
+			layout += ", ours with no coalescing window"
 		}
 		fmt.Fprintf(w, "%d subscribers, %s, %d publishes/s of %d bytes for %s\n", res.Subscribers, layout, res.Rate, res.Payload, res.Duration)
 	}

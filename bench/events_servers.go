@@ -287,7 +287,7 @@ const (
 	crossSubscriber = "b"
 )
 
-func startCross(ctx context.Context, upCmd []string, dir, stream, cpuProfile string, users *eventsUsers) (*crossServer, error) {
+func startCross(ctx context.Context, upCmd []string, dir, stream, cpuProfile string, users *eventsUsers, extra ...string) (*crossServer, error) {
 	secrets := exec.CommandContext(ctx, upCmd[0], append(upCmd[1:], "events", "secrets", crossPublisher, crossSubscriber)...)
 	out, err := secrets.Output()
 	if err != nil {
@@ -306,7 +306,7 @@ func startCross(ctx context.Context, upCmd []string, dir, stream, cpuProfile str
 		return nil, err
 	}
 	region := func(self, listen, peer, peerAddr string) []string {
-		return []string{"--region", self, "--forward-listen", listen, "--peer", peer + "=http://" + peerAddr, "--forward-secrets", secretsPath}
+		return append([]string{"--region", self, "--forward-listen", listen, "--peer", peer + "=http://" + peerAddr, "--forward-secrets", secretsPath}, extra...)
 	}
 	a, err := startOurs(ctx, upCmd, dir, "switchyard-up-"+crossPublisher, stream, "", users, region(crossPublisher, fwdA, crossSubscriber, fwdB)...)
 	if err != nil {

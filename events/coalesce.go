@@ -6,6 +6,11 @@ import "time"
 // delivery per (subscription, subject) per 250 ms.
 const CoalesceWindowDefault = 250 * time.Millisecond
 
+// NoCoalescing, as a window, delivers each event as soon as its owner
+// asks for what is due: only events taken together, before that, share a
+// delivery (the newest payload still wins).
+const NoCoalescing time.Duration = -1
+
 // Coalescer holds events for one window per (subscription, subject): the
 // first event opens the window, later ones replace its payload (the newest
 // wins) without restarting it, and at the window's end one delivery goes
@@ -45,10 +50,13 @@ type Coalesced[T any] struct {
 }
 
 // NewCoalescer returns a coalescer with window; zero means
-// CoalesceWindowDefault.
+// CoalesceWindowDefault, a negative window (NoCoalescing) none.
 func NewCoalescer[T any](window time.Duration) *Coalescer[T] {
-	if window <= 0 {
+	switch {
+	case window == 0:
 		window = CoalesceWindowDefault
+	case window < 0:
+		window = 0
 	}
 	return &Coalescer[T]{window: window, pending: make(map[coalesceKey]*Coalesced[T])}
 }

@@ -55,6 +55,25 @@ func TestCoalesceWindowNotRestarted(t *testing.T) {
 	}
 }
 
+// TestNoCoalescing: with no window, an event is due when it is added;
+// only events added before the owner asks share a delivery.
+func TestNoCoalescing(t *testing.T) {
+	c := NewCoalescer[int](NoCoalescing)
+	t0 := time.Unix(0, 0)
+	c.Add(t0, "s", "x", 1)
+	if next, ok := c.Next(); !ok || !next.Equal(t0) {
+		t.Fatalf("next %v %v, want the time it was added", next, ok)
+	}
+	if got := c.Due(t0, nil); len(got) != 1 || got[0].Value != 1 {
+		t.Fatalf("got %+v, want the event at once", got)
+	}
+	c.Add(t0, "s", "x", 2)
+	c.Add(t0, "s", "x", 3)
+	if got := c.Due(t0, nil); len(got) != 1 || got[0].Value != 3 || got[0].Events != 2 {
+		t.Fatalf("got %+v, want one delivery of the newest of the two taken together", got)
+	}
+}
+
 func TestCoalesceKeysApart(t *testing.T) {
 	c := NewCoalescer[string](0)
 	t0 := time.Unix(0, 0)

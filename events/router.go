@@ -39,7 +39,9 @@ var ErrSessionClosed = errors.New("events: session closed")
 type RouterConfig struct {
 	// Client reads the change feeds. Required.
 	Client *persist.Client
-	// Coalesce is the coalescing window. Zero means CoalesceWindowDefault.
+	// Coalesce is the coalescing window. Zero means CoalesceWindowDefault;
+	// NoCoalescing delivers each change as soon as the loop has taken it
+	// (changes read together still share a delivery).
 	Coalesce time.Duration
 	// MaxSessionSubs bounds one session's subscriptions. Zero means
 	// MaxSessionSubsDefault.
@@ -228,7 +230,7 @@ func NewRouter(cfg RouterConfig) (*Router, error) {
 	if cfg.Client == nil {
 		return nil, errors.New("events: RouterConfig.Client is nil")
 	}
-	if cfg.Coalesce < 0 || cfg.MaxSessionSubs < 0 || cfg.BroadcastPerMinute < 0 {
+	if (cfg.Coalesce < 0 && cfg.Coalesce != NoCoalescing) || cfg.MaxSessionSubs < 0 || cfg.BroadcastPerMinute < 0 {
 		return nil, errors.New("events: negative RouterConfig field")
 	}
 	if cfg.MaxSessionSubs == 0 {

@@ -237,6 +237,28 @@ func TestRouterWindowEndsWhileArming(t *testing.T) {
 	})
 }
 
+// TestRouterNoCoalescing: with no window, every change goes out without
+// the clock moving, each in a delivery of its own.
+func TestRouterNoCoalescing(t *testing.T) {
+	t.Parallel()
+	e := newRouterEnv(t, func(cfg *RouterConfig) { cfg.Coalesce = NoCoalescing })
+	e.warm("doc")
+	var got sink
+	e.subscribe(e.r.Open("alice", got.deliver), "1", "project-1/doc/k", Filter{})
+	for i := 1; i <= 3; i++ {
+		e.set("doc", "k", fmt.Sprint(i))
+		testwait.Until(t, fmt.Sprint("delivery ", i), func() (bool, string) {
+			return len(got.all()) == i, fmt.Sprintf("%+v", e.r.Stats())
+		})
+		if ev := got.events()[i-1]; string(ev.Value) != fmt.Sprint(i) || ev.Coalesced != 1 {
+			t.Fatalf("delivery %d: value %q coalescing %d", i, ev.Value, ev.Coalesced)
+		}
+	}
+	if _, err := NewRouter(RouterConfig{Client: e.c, Coalesce: -time.Second}); err == nil {
+		t.Error("a negative window other than NoCoalescing was taken")
+	}
+}
+
 // TestRouterRateLimitLeavesAGap: past the per-minute limit the events
 // become one gap marker, and deliveries resume once the minute slides on.
 func TestRouterRateLimitLeavesAGap(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/switchyard-dev/switchyard/events"
 	"github.com/switchyard-dev/switchyard/internal/lifecycle"
@@ -34,12 +35,20 @@ type EventsConfig struct {
 	// the secret it signs its batches with: the same map in every region.
 	// Required with Peers.
 	Secrets map[string][]byte
+	// Window is the coalescing window of this region's router: one
+	// delivery per (subscription, subject) per window. Zero means
+	// events.CoalesceWindowDefault (250 ms, the seed system's);
+	// events.NoCoalescing delivers each change at once.
+	Window time.Duration
 }
 
 // minForwardSecret is the shortest signing secret a region accepts.
 const minForwardSecret = 32
 
 func (c EventsConfig) validate() error {
+	if c.Window < 0 && c.Window != events.NoCoalescing {
+		return fmt.Errorf("fleet: Events.Window %v is negative (events.NoCoalescing turns the window off)", c.Window)
+	}
 	if len(c.Peers) == 0 {
 		if c.ForwardListen != "" {
 			return errors.New("fleet: Events.ForwardListen without Peers")
@@ -77,7 +86,7 @@ func (f *Fleet) startEvents(ctx context.Context) error {
 		return err
 	}
 	log := lifecycle.Logger(f.log, "events")
-	rcfg := events.RouterConfig{Client: c, Logger: log, Durable: &events.DurableConfig{}}
+	rcfg := events.RouterConfig{Client: c, Logger: log, Durable: &events.DurableConfig{}, Coalesce: f.cfg.Events.Window}
 	var fw *forwardParts
 	if len(f.cfg.Events.Peers) > 0 {
 		if fw, err = f.startForward(ctx, log); err != nil {

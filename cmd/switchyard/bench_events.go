@@ -17,6 +17,7 @@ func newBenchEventsCmd() *cobra.Command {
 	var cfg bench.EventsConfig
 	var asJSON bool
 	var only string
+	var window time.Duration
 	cmd := &cobra.Command{
 		Use:   "events",
 		Short: "Events WebSocket API (a switchyard up process) vs Centrifugo without and with history",
@@ -45,6 +46,10 @@ same publishes again: it prints the CPU per publish alone (on ours the durable w
 its change feed, on Centrifugo the HTTP API call and its history) and what delivering adds
 per delivery (the fan-out's CPU less those publishes, over the deliveries), with ratios.
 
+Every delivery of ours waits for the end of its coalescing window (250 ms, the seed
+system's), so ours' p50 and p99 are above it. --window 0 runs our up with no window
+(up --events-window 0): what is left is the latency of the machinery.
+
 One event reaches at most ` + strconv.Itoa(events.MaxMatchedPerOwner) + ` subscriptions of one user, so with --shared past that
 many subscribers our up runs with --auth and a bus user per subscriber (tenants of the
 scope bench, made with auth init; --users chooses how many); Centrifugo's are anonymous.
@@ -56,9 +61,18 @@ rest become gap markers), so --rate × --duration (per channel) must stay under 
   switchyard bench events --subscribers 1000 --shared --rate 100 --duration 5s
   switchyard bench events --only ours --subscribers 200 --shared --users 4
   switchyard bench events --only ours --subscribers 1000 --rate 1000 --cross-region
+  switchyard bench events --subscribers 1000 --rate 1000 --window 0
   switchyard bench events --only ours --subscribers 10 --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			switch {
+			case window < 0:
+				return usagef("--window %v: want 0 (none) or more", window)
+			case window == 0:
+				cfg.Window = events.NoCoalescing
+			default:
+				cfg.Window = window
+			}
 			if err := cfg.Check(); err != nil {
 				return usagef("%v", err)
 			}
@@ -102,6 +116,7 @@ rest become gap markers), so --rate × --duration (per channel) must stay under 
 	f.BoolVar(&cfg.CrossRegion, "cross-region", false, "also run ours across two regions on loopback (two up --region): subscribers on one, publishes through the other")
 	f.BoolVar(&cfg.PublishCost, "publish-cost", false, "after each fan-out, publish the same load again with no subscriber: prints CPU per publish alone and what delivering adds per delivery")
 	f.StringVar(&cfg.Dir, "dir", "", "directory for the servers' data, configs and logs (default: a temp dir)")
+	f.DurationVar(&window, "window", events.CoalesceWindowDefault, "our up's coalescing window (its --events-window); 0: none, so that ours' latency is its machinery's alone")
 	return cmd
 }
 

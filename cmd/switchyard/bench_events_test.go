@@ -4,14 +4,17 @@ import (
 	"encoding/json"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/switchyard-dev/switchyard/bench"
+	"github.com/switchyard-dev/switchyard/events"
 )
 
 // TestBenchEventsSmoke runs bench events on our side only, with a few
 // subscribers on their own channels, on a shared one (anonymous, and as
-// bus users of an up --auth), and across two
-// regions (two ups joined by the forward queue): up runs as a child
+// bus users of an up --auth), and across two regions (two ups joined by
+// the forward queue), with up's coalescing window, one of 1 s and none
+// (--window): up runs as a child
 // process, every publish must reach its subscribers and the server's RSS
 // must have been read. Centrifugo is left out (building it is
 // minutes of CI).
@@ -28,12 +31,13 @@ func TestBenchEventsSmoke(t *testing.T) {
 			// and the publishes again with no subscriber
 			args = append(args, "--publish-cost")
 		case "shared":
-			args = append(args, "--shared")
+			// A window longer than the run: no delivery before it ends.
+			args = append(args, "--shared", "--window", "1s")
 		case "shared-users":
 			// up --auth, each subscriber its own bus user.
 			args = append(args, "--shared", "--users", "3")
 		case "cross-region":
-			args = append(args, "--cross-region")
+			args = append(args, "--cross-region", "--window", "0")
 			want = append(want, bench.ServerOursCross)
 		}
 		out, err := cli(t, args...).Output()
@@ -46,6 +50,10 @@ func TestBenchEventsSmoke(t *testing.T) {
 		}
 		if layout == "shared-users" && res.Users != 3 {
 			t.Fatalf("%s: users %d, want 3", layout, res.Users)
+		}
+		wantWindow := map[string]time.Duration{"shared": time.Second, "cross-region": 0}
+		if w, ok := wantWindow[layout]; !ok && res.Window != events.CoalesceWindowDefault || ok && res.Window != w {
+			t.Fatalf("%s: window %v", layout, res.Window)
 		}
 		if len(res.Runs) != len(want) {
 			t.Fatalf("%s: runs %+v, want %v", layout, res.Runs, want)
@@ -61,6 +69,10 @@ func TestBenchEventsSmoke(t *testing.T) {
 			// assert on; the RSS is read in pages.
 			if r.PeakRSS == 0 {
 				t.Errorf("%s %s: peak RSS 0: the server's /proc was not read", layout, r.Server)
+			}
+			// A delivery waits for its window's end: a floor by design.
+			if r.P50 < res.Window {
+				t.Errorf("%s %s: p50 %v under the %v window: up did not take --window", layout, r.Server, r.P50, res.Window)
 			}
 		}
 	}

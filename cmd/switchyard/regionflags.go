@@ -8,29 +8,40 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/switchyard-dev/switchyard/events"
 	"github.com/switchyard-dev/switchyard/fleet"
 )
 
 // regionFlags are --region, --peer, --forward-listen and --forward-secrets:
-// the region a process serves and the peer regions it is joined to.
+// the region a process serves and the peer regions it is joined to; and
+// --events-window, its events router's coalescing window.
 type regionFlags struct {
 	region, listen, secretsFile string
 	peers                       []string
+	window                      time.Duration
 }
 
 func (f *regionFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.region, "region", "", "`NAME` of this region: presence rows say where users are by it, and --peer regions know it by it (default "+fleet.RegionDefault+")")
 	cmd.Flags().StringArrayVar(&f.peers, "peer", nil, "`NAME=URL` of a peer region's forward receiver (its --forward-listen, as http://HOST:PORT); repeatable. Subscriptions on /ws/events then hear the writes made in every region")
 	cmd.Flags().StringVar(&f.listen, "forward-listen", "", "`ADDR` (host:port) where this region's forward receiver takes its peers' signed batches (required with --peer)")
+	cmd.Flags().DurationVar(&f.window, "events-window", events.CoalesceWindowDefault, "`DURATION` of a coalescing window on /ws/events: one delivery per subscription and key per window, with the key's newest value (0: none, every change delivered at once)")
 	cmd.Flags().StringVar(&f.secretsFile, "forward-secrets", "", "`FILE` of NAME=SECRET lines, one per region, this one included (the same file in every region; switchyard events secrets NAME... makes one); required with --peer")
 }
 
 // config checks the flags and reads the secrets into an EventsConfig.
 func (f *regionFlags) config() (fleet.EventsConfig, error) {
-	ec := fleet.EventsConfig{Region: f.region, ForwardListen: f.listen}
+	ec := fleet.EventsConfig{Region: f.region, ForwardListen: f.listen, Window: f.window}
+	switch {
+	case f.window < 0:
+		return ec, usagef("--events-window %v: want 0 (none) or more", f.window)
+	case f.window == 0:
+		ec.Window = events.NoCoalescing
+	}
 	if len(f.peers) == 0 {
 		if f.listen != "" || f.secretsFile != "" {
 			return ec, usagef("--forward-listen and --forward-secrets join this region to --peer regions: give at least one --peer")

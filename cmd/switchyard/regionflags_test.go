@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/switchyard-dev/switchyard/events"
 )
 
 func TestRegionSecrets(t *testing.T) {
@@ -50,10 +53,16 @@ func TestRegionFlags(t *testing.T) {
 		{regionFlags{region: "eu", listen: "h:1", secretsFile: file, peers: []string{"us=http://h:1", "us=http://h:2"}}, "given twice"},
 		{regionFlags{region: "eu", listen: "h:1", secretsFile: file, peers: []string{"ap=http://h:1"}}, `no secret for region "ap"`},
 		{regionFlags{region: "eu", listen: "h:1", secretsFile: file + ".missing", peers: []string{"us=http://h:1"}}, "no such file"},
+		{regionFlags{window: -time.Second}, "want 0 (none) or more"},
 	} {
 		_, err := tc.f.config()
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: %v, want %q", tc.f, err, tc.want)
+		}
+	}
+	for in, want := range map[time.Duration]time.Duration{0: events.NoCoalescing, 100 * time.Millisecond: 100 * time.Millisecond} {
+		if ec, err := (&regionFlags{window: in}).config(); err != nil || ec.Window != want {
+			t.Errorf("--events-window %v: window %v, %v; want %v", in, ec.Window, err, want)
 		}
 	}
 	var ue usageError
