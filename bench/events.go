@@ -166,6 +166,12 @@ type EventsRun struct {
 	DeliveredRate float64       `json:"delivered_per_sec"`
 	P50           time.Duration `json:"p50_ns"`
 	P99           time.Duration `json:"p99_ns"`
+	// PublishP50 and PublishP99 are of the time a publish takes to be
+	// acknowledged (ours: the set committed and answered; Centrifugo: its
+	// HTTP API's answer), from the same clock as P50 and P99: how much of
+	// those the publish alone accounts for.
+	PublishP50 time.Duration `json:"publish_p50_ns"`
+	PublishP99 time.Duration `json:"publish_p99_ns"`
 	// CPUPerDelivery is the server process's CPU time (user and system)
 	// from the first publish to the last delivery, over the deliveries.
 	CPUPerDelivery time.Duration `json:"cpu_per_delivery_ns"`
@@ -458,7 +464,8 @@ func measureEvents(ctx context.Context, cfg EventsConfig, srv eventsServer, warm
 		return run, err
 	}
 	start := time.Now()
-	published, err := publishPaced(ctx, cfg, srv, channel, 0, "publish", p)
+	var rtt []time.Duration
+	published, err := publishPaced(ctx, cfg, srv, channel, 0, "publish", p, &rtt)
 	pubEnd := time.Now()
 	run.Published = published
 	run.PublishRate = float64(published) / pubEnd.Sub(start).Seconds()
@@ -486,6 +493,12 @@ func measureEvents(ctx context.Context, cfg EventsConfig, srv eventsServer, warm
 	if run.Delivered > 0 {
 		slices.Sort(lat)
 		run.P50, run.P99 = pct(lat, 0.50), pct(lat, 0.99)
+	}
+	if len(rtt) > 0 {
+		slices.Sort(rtt)
+		run.PublishP50, run.PublishP99 = pct(rtt, 0.50), pct(rtt, 0.99)
+	}
+	if run.Delivered > 0 {
 		run.DeliveredRate = float64(run.Delivered) / last.Sub(start).Seconds()
 		run.CPUPerDelivery = (cpu1 - cpu0) / time.Duration(run.Delivered)
 	}
@@ -503,7 +516,7 @@ func measureEvents(ctx context.Context, cfg EventsConfig, srv eventsServer, warm
 		if err != nil {
 			return run, err
 		}
-		n, err := publishPaced(ctx, cfg, srv, channel, published, "publish alone", p)
+		n, err := publishPaced(ctx, cfg, srv, channel, published, "publish alone", p, nil)
 		cpuB, cerr := procsCPU(pids)
 		if err == nil {
 			err = cerr
@@ -535,12 +548,20 @@ func procsCPU(pids []int) (time.Duration, error) {
 // cfg.Publishers in flight, each payload carrying its publish time, and
 // returns how many it published. Publish i has the sequence number
 // first+i (on ours, its key).
-func publishPaced(ctx context.Context, cfg EventsConfig, srv eventsServer, channel func(int) string, first int64, what string, p Progress) (int64, error) {
+// rtt, if not nil, gets the time each publish took to be acknowledged
+// (ours: the set committed; Centrifugo: its API's answer).
+func publishPaced(ctx context.Context, cfg EventsConfig, srv eventsServer, channel func(int) string, first int64, what string, p Progress, rtt *[]time.Duration) (int64, error) {
 	total := int(float64(cfg.Rate) * cfg.Duration.Seconds())
 	m := p.start(what, int64(total), "publishes")
 	defer m.Done()
 	period := time.Second / time.Duration(cfg.Rate)
 	start := time.Now()
+	took := make([]time.Duration, total) // each index written by its own publish
+	defer func() {
+		if rtt != nil {
+			*rtt = slices.DeleteFunc(took, func(d time.Duration) bool { return d == 0 })
+		}
+	}()
 	var published atomic.Int64
 	err := forEach(ctx, total, cfg.Publishers, func(ctx context.Context, i int) error {
 		// Publish i is due at start + i × period; a publisher that is
@@ -558,9 +579,11 @@ func publishPaced(ctx context.Context, cfg EventsConfig, srv eventsServer, chann
 		if !cfg.Shared {
 			ch = i % cfg.Subscribers
 		}
-		if err := srv.publish(ctx, channel(ch), first+int64(i), eventsPayload(cfg.Payload, time.Now())); err != nil {
+		at := time.Now()
+		if err := srv.publish(ctx, channel(ch), first+int64(i), eventsPayload(cfg.Payload, at)); err != nil {
 			return fmt.Errorf("publish %d: %w", i, err)
 		}
+		took[i] = max(time.Since(at), 1)
 		published.Add(1)
 		m.Add(1)
 		return nil
@@ -646,10 +669,10 @@ func PrintEventsResult(w io.Writer, res EventsResult, asJSON bool) error {
 		fmt.Fprintf(w, "%d subscribers, %s, %d publishes/s of %d bytes for %s\n", res.Subscribers, layout, res.Rate, res.Payload, res.Duration)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "server\tpublished/s\tdelivered\tdelivered/s\tp50\tp99\tserver CPU/delivery\tpeak RSS\tRSS/idle subscriber\tgaps")
+	fmt.Fprintln(tw, "server\tpublished/s\tdelivered\tdelivered/s\tp50\tp99\tpublish p50/p99\tserver CPU/delivery\tpeak RSS\tRSS/idle subscriber\tgaps")
 	for _, r := range res.Runs {
-		fmt.Fprintf(tw, "%s\t%.0f\t%d/%d\t%.0f\t%s\t%s\t%.1fµs\t%.1f MiB\t%.1f KiB\t%d\n", r.Server, r.PublishRate, r.Delivered, r.Expected, r.DeliveredRate,
-			fmtMs(r.P50), fmtMs(r.P99), float64(r.CPUPerDelivery)/float64(time.Microsecond), float64(r.PeakRSS)/(1<<20), r.IdleRSSPerSub/1024, r.Gaps)
+		fmt.Fprintf(tw, "%s\t%.0f\t%d/%d\t%.0f\t%s\t%s\t%s/%s\t%.1fµs\t%.1f MiB\t%.1f KiB\t%d\n", r.Server, r.PublishRate, r.Delivered, r.Expected, r.DeliveredRate,
+			fmtMs(r.P50), fmtMs(r.P99), fmtMs(r.PublishP50), fmtMs(r.PublishP99), float64(r.CPUPerDelivery)/float64(time.Microsecond), float64(r.PeakRSS)/(1<<20), r.IdleRSSPerSub/1024, r.Gaps)
 	}
 	tw.Flush()
 	ratio := func(a, b float64) string {
