@@ -30,6 +30,10 @@ func (s *Server) serve(h *handle, jobs []*job) (later writeAnswers) {
 	missing := false // this batch found the stream missing; reads need not look again
 	for i := 0; i < len(jobs); {
 		j := jobs[i]
+		if j.checkpoint && h.st == nil {
+			i++ // closed since it was queued: nothing to checkpoint
+			continue
+		}
 		if h.st == nil {
 			create := j.createsStream()
 			if !create && missing {
@@ -255,6 +259,17 @@ func (s *Server) report(h *handle, changes []store.Change) {
 func (s *Server) serveOne(h *handle, st store.Stream, j *job) {
 	if j.archive {
 		s.runArchive(h, st)
+		return
+	}
+	if j.checkpoint {
+		if ck, ok := st.(store.Checkpointer); ok {
+			s.checkpoints.Add(1)
+			if err := ck.Checkpoint(); err != nil {
+				s.ckptFails.Add(1)
+				s.log.Warn("persist: checkpoint", "scope", h.key.scope, "stream", h.key.name, "err", err)
+				s.dropIfStuck(h, err)
+			}
+		}
 		return
 	}
 	if j.expire {

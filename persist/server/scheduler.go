@@ -398,10 +398,19 @@ func (s *Server) admit(h *handle, run []*job) []*job {
 func (s *Server) doneServing(h *handle) {
 	s.noteBytes(h)
 	needs := h.st != nil && h.st.NeedsExpiry()
+	ck, _ := h.st.(store.Checkpointer)
+	due := ck != nil && ck.CheckpointDue()
 	s.mu.Lock()
 	s.inService--
 	h.lastUsed = time.Now()
 	h.needsExpiry = needs
+	if len(h.queue) == 0 && due && !h.cold && s.handles[h.key] == h {
+		// Nothing waits for the stream: its WAL's checkpoint runs now, on
+		// a worker, rather than inside a later commit whose writers would
+		// wait for it. (A cold stream closes instead, which checkpoints or
+		// leaves the WAL for the closer.)
+		h.queue = append(h.queue, &job{checkpoint: true})
+	}
 	if len(h.queue) > 0 {
 		s.ready = append(s.ready, h)
 		s.cond.Signal()

@@ -299,6 +299,8 @@ type Server struct {
 	inlined       atomic.Uint64  // requests served on the subscription's goroutine (scheduler.go), for tests and stats
 	gathered      atomic.Uint64  // sync commits that waited for more writers (gather), for tests
 	coldCloses    atomic.Uint64  // streams closed once idle because their last request said Sy-Cold
+	checkpoints   atomic.Uint64  // WAL checkpoints run between requests (store.Checkpointer)
+	ckptFails     atomic.Uint64  // and those that failed
 	rescued       atomic.Uint64  // evicted streams taken back open before the closer reached them (cache.go)
 	slotCloses    atomic.Uint64  // streams an open closed itself for want of a free slot (takeSlot)
 	compacted     atomic.Uint64  // quickly closed streams compacted by the closer (cache.go)
@@ -375,8 +377,11 @@ type job struct {
 	msg     *nats.Msg
 	req     *request
 	expire  bool
-	archive bool      // back the stream up (archive.go)
-	start   time.Time // arrival, set only with an Observer (see Server.served)
+	archive bool // back the stream up (archive.go)
+	// checkpoint moves the stream's WAL into its database, queued when a
+	// batch left it due and nothing else waited (store.Checkpointer).
+	checkpoint bool
+	start      time.Time // arrival, set only with an Observer (see Server.served)
 }
 
 // New checks cfg and returns a server that is not yet serving.

@@ -84,6 +84,10 @@ type Stats struct {
 	// ColdCloses counts the streams closed once idle, not kept for
 	// IdleClose, because their last request said Sy-Cold.
 	ColdCloses uint64
+	// Checkpoints counts the WAL checkpoints run between requests, when a
+	// stream's WAL had grown to store.IdleCheckpointPages and nothing was
+	// queued for it; CheckpointFails those that failed.
+	Checkpoints, CheckpointFails uint64
 	// Streams is the persistent streams the server holds on disk: the
 	// stream files of the scopes it owned at start, counted by a walk of
 	// the data directory that runs beside the requests (streamcount.go),
@@ -122,6 +126,8 @@ func (s *Server) Stats() Stats {
 		StreamsCompacted: s.compacted.Load(),
 		CompactBacklog:   backlog,
 		ColdCloses:       s.coldCloses.Load(),
+		Checkpoints:      s.checkpoints.Load(),
+		CheckpointFails:  s.ckptFails.Load(),
 		Streams:          s.count.value(),
 	}
 }

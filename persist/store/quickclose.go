@@ -135,19 +135,9 @@ func noCheckpointOnClose(c *sql.Conn) error {
 // gets an error, and each caller then goes on without the option.
 func dbConfig(c *sql.Conn, op int32, args ...any) error {
 	return c.Raw(func(dc any) error {
-		v := reflect.ValueOf(dc)
-		if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
-			return errors.New("sqlite3_db_config: unknown driver connection")
-		}
-		v = v.Elem()
-		db, tls := v.FieldByName("db"), v.FieldByName("tls")
-		if !db.IsValid() || db.Kind() != reflect.Uintptr || !tls.IsValid() || tls.Type() != reflect.TypeFor[*libc.TLS]() {
-			return fmt.Errorf("sqlite3_db_config: driver connection %s has no db and tls fields", v.Type())
-		}
-		handle := uintptr(db.Uint())
-		t := (*libc.TLS)(unsafe.Pointer(tls.Pointer()))
-		if handle == 0 || t == nil {
-			return errors.New("sqlite3_db_config: connection closed")
+		handle, t, err := sqliteHandle(dc)
+		if err != nil {
+			return fmt.Errorf("sqlite3_db_config: %w", err)
 		}
 		// libc.VaList packs each argument in 8 bytes, as the driver's own
 		// dbConfigBool does.
@@ -161,4 +151,25 @@ func dbConfig(c *sql.Conn, op int32, args ...any) error {
 		}
 		return nil
 	})
+}
+
+// sqliteHandle is the SQLite handle and the thread state of a driver
+// connection of modernc.org/sqlite (its db and tls fields), reached by
+// reflection: the driver calls the C API for its own needs only.
+func sqliteHandle(dc any) (uintptr, *libc.TLS, error) {
+	v := reflect.ValueOf(dc)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		return 0, nil, errors.New("unknown driver connection")
+	}
+	v = v.Elem()
+	db, tls := v.FieldByName("db"), v.FieldByName("tls")
+	if !db.IsValid() || db.Kind() != reflect.Uintptr || !tls.IsValid() || tls.Type() != reflect.TypeFor[*libc.TLS]() {
+		return 0, nil, fmt.Errorf("driver connection %s has no db and tls fields", v.Type())
+	}
+	handle := uintptr(db.Uint())
+	t := (*libc.TLS)(unsafe.Pointer(tls.Pointer()))
+	if handle == 0 || t == nil {
+		return 0, nil, errors.New("connection closed")
+	}
+	return handle, t, nil
 }

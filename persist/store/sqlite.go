@@ -440,6 +440,9 @@ type sqliteStream struct {
 	// times never decrease along seq and age and rate queries can walk seq.
 	lastTime int64
 	ttlRows  int64 // rows with a TTL (an upper bound: expired rows are subtracted when seen)
+	// walPages counts the pages committed to the WAL since the last idle
+	// checkpoint (checkpoint.go).
+	walPages int64
 	// syncStale: reloadConfig took a config whose sync mode is not applied
 	// to the connection yet (see endTx).
 	syncStale bool

@@ -37,6 +37,7 @@ func (s *sqliteStream) commit() error {
 	if _, err := s.commitStmt.exec(s.conn); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
+	s.notePages()
 	_ = s.endTx() // committed whatever it says; it retries at the next end
 	return nil
 }

@@ -74,7 +74,9 @@ var (
 	persistCompactWait   = desc("persist_compaction_backlog", "Streams waiting for the closer to compact their WAL: it waits while requests are being served.", "server")
 	persistColdCloses    = desc("persist_streams_cold_closed_total", "Streams closed as soon as they were idle because their last request said Sy-Cold (no more requests soon).", "server")
 	persistReady         = desc("persist_ready", "1 while the server serves, its NATS connection is up and its last commit succeeded.", "server")
-	persistCollectorDesc = []*prometheus.Desc{persistCommits, persistCommitFails, persistFeed, persistFeedFails, persistDedup, persistExpired, persistReplyRefused, persistDeadline, persistOpenStreams, persistOpenBytes, persistOpenStorage, persistMaxOpen, persistStreams, persistRescued, persistWaitCloses, persistCompacted, persistCompactWait, persistColdCloses, persistReady}
+	persistCheckpoints   = desc("persist_checkpoints_total", "WAL checkpoints run between requests (a stream's WAL grown to 500 pages with nothing queued for it), so that no commit waits for one.", "server")
+	persistCkptFails     = desc("persist_checkpoint_failures_total", "Checkpoints between requests that failed (SQLite's own, inside a commit, still bounds the WAL).", "server")
+	persistCollectorDesc = []*prometheus.Desc{persistCheckpoints, persistCkptFails, persistCommits, persistCommitFails, persistFeed, persistFeedFails, persistDedup, persistExpired, persistReplyRefused, persistDeadline, persistOpenStreams, persistOpenBytes, persistOpenStorage, persistMaxOpen, persistStreams, persistRescued, persistWaitCloses, persistCompacted, persistCompactWait, persistColdCloses, persistReady}
 )
 
 func newPersistCollector() *persistCollector {
@@ -147,6 +149,8 @@ func (c *persistCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(ch, persistCompacted, float64(st.StreamsCompacted), s.id)
 		gauge(ch, persistCompactWait, float64(st.CompactBacklog), s.id)
 		counter(ch, persistColdCloses, float64(st.ColdCloses), s.id)
+		counter(ch, persistCheckpoints, float64(st.Checkpoints), s.id)
+		counter(ch, persistCkptFails, float64(st.CheckpointFails), s.id)
 		ready := 0.0
 		if s.srv.Ready() == nil {
 			ready = 1
