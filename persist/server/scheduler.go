@@ -404,11 +404,12 @@ func (s *Server) doneServing(h *handle) {
 	s.inService--
 	h.lastUsed = time.Now()
 	h.needsExpiry = needs
-	if len(h.queue) == 0 && due && !h.cold && s.handles[h.key] == h {
+	if len(h.queue) == 0 && due && !h.cold && !s.quit && s.handles[h.key] == h {
 		// Nothing waits for the stream: its WAL's checkpoint runs now, on
 		// a worker, rather than inside a later commit whose writers would
-		// wait for it. (A cold stream closes instead, which checkpoints or
-		// leaves the WAL for the closer.)
+		// wait for it. (A cold stream closes instead, as every stream does
+		// at Stop: the close checkpoints, or leaves the WAL for the
+		// closer.)
 		h.queue = append(h.queue, &job{checkpoint: true})
 	}
 	if len(h.queue) > 0 {

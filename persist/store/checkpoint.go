@@ -14,14 +14,15 @@ import (
 // SQLite runs that checkpoint itself inside the commit that takes the WAL
 // past wal_autocheckpoint (1,000 pages): an fsync of the WAL, the copy, an
 // fsync of the database, all before that commit's writers hear back, and
-// while the requests queued behind them wait. At 1,000 sets a second that
-// commit is the 99th percentile of a set's latency (docs/benchmarks.md).
+// while the requests queued behind them wait: the tail of a set's latency
+// (docs/benchmarks.md).
 //
 // So a stream asks for its checkpoint earlier, at IdleCheckpointPages, and
 // the server runs it when the stream has nothing queued (Checkpointer):
-// under any load with idle moments no commit pays for one. SQLite's own
-// stays the bound under a load with none, so a WAL is never larger than it
-// was (the disk reserve is sized by it, reserve.go).
+// under a load with idle moments no commit carries one, and only requests
+// arriving during it wait. SQLite's own stays the bound under a load with
+// none, so a WAL is never larger than it was (the disk reserve is sized by
+// it, reserve.go).
 
 // IdleCheckpointPages is the WAL size, in pages, at which a stream asks
 // for a checkpoint between requests: half of SQLite's own
