@@ -65,13 +65,9 @@ rest become gap markers), so --rate × --duration (per channel) must stay under 
   switchyard bench events --only ours --subscribers 10 --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			switch {
-			case window < 0:
-				return usagef("--window %v: want 0 (none) or more", window)
-			case window == 0:
-				cfg.Window = events.NoCoalescing
-			default:
-				cfg.Window = window
+			var err error
+			if cfg.Window, err = coalesceWindow("--window", window); err != nil {
+				return err
 			}
 			if err := cfg.Check(); err != nil {
 				return usagef("%v", err)

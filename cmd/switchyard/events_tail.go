@@ -24,14 +24,16 @@ func newEventsTailCmd() *cobra.Command {
 	var ops []string
 	var glob string
 	var asJSON bool
+	var window time.Duration
 	cmd := &cobra.Command{
 		Use:   "tail ANCHOR",
 		Short: "Print the events at ANCHOR and below it as they happen, until interrupted",
 		Long: `Subscribes to ANCHOR (scope/stream or scope/stream/path) as a /ws/events socket would,
 with a router of its own reading the persist change feeds, and prints one line per
-delivery: the events at the anchor and at every key below it (coalesced per 250 ms per
-key: "(N coalesced)"), and a gap line, with its reason, wherever events were not
-delivered. What the stream held before is not printed: see switchyard watch for that.`,
+delivery: the events at the anchor and at every key below it (coalesced per --window per
+key, 250 ms as a socket's are by default: "(N coalesced)"; --window 0 prints every
+change), and a gap line, with its reason, wherever events were not delivered. What the
+stream held before is not printed: see switchyard watch for that.`,
 		Example: `  switchyard events tail project-1/files/a
   set   project-1/files/a/b/c.txt  #42  = hello
   switchyard events tail project-1/files --ops delete --glob '**/*.tmp' --json`,
@@ -45,12 +47,16 @@ delivered. What the stream held before is not printed: see switchyard watch for 
 			if err != nil {
 				return usagef("%v", err)
 			}
+			coalesce, err := coalesceWindow("--window", window)
+			if err != nil {
+				return err
+			}
 			c, closeClient, err := natsOpts.followClient("switchyard-events-tail")
 			if err != nil {
 				return err
 			}
 			defer closeClient()
-			r, err := events.NewRouter(events.RouterConfig{Client: c})
+			r, err := events.NewRouter(events.RouterConfig{Client: c, Coalesce: coalesce})
 			if err != nil {
 				return err
 			}
@@ -102,6 +108,7 @@ delivered. What the stream held before is not printed: see switchyard watch for 
 	cmd.Flags().StringSliceVar(&ops, "ops", nil, "only these families: set, delete (default both)")
 	cmd.Flags().StringVar(&glob, "glob", "", "only keys below the anchor matching this glob (*, ?, [..] within a segment, ** for any segments)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per line")
+	cmd.Flags().DurationVar(&window, "window", events.CoalesceWindowDefault, "coalescing window: one line per key per window, with its newest value (0: every change)")
 	return cmd
 }
 

@@ -150,7 +150,10 @@ func TestUpMetrics(t *testing.T) {
 	if out, stderr, code := testproc.Run(t, cli(t, "events", "subs", "anonymous", "--nats", url)); code != 0 || !regexp.MustCompile(`(?m)^b1 +broadcast +hub/demo +- +20\S+ +- +-$`).MatchString(out) {
 		t.Errorf("events subs anonymous: exit %d: %s%s", code, out, stderr)
 	}
-	tailLines(t, cli(t, "events", "tail", "hub/demo", "--nats", url), func() {
+	if _, stderr, code := testproc.Run(t, cli(t, "events", "tail", "hub/demo", "--window", "-1s", "--nats", url)); code != exitUsage || !strings.Contains(stderr, "--window") {
+		t.Errorf("events tail --window -1s: exit %d (%s), want a usage error", code, stderr)
+	}
+	tailLines(t, cli(t, "events", "tail", "hub/demo", "--window", "0", "--nats", url), func() {
 		if _, stderr, code := testproc.Run(t, cli(t, "kv", "set", "hub", "demo", "tailed", "v9", "--nats", url)); code != 0 {
 			t.Fatalf("kv set: exit %d: %s", code, stderr)
 		}

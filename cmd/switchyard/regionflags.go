@@ -35,12 +35,10 @@ func (f *regionFlags) register(cmd *cobra.Command) {
 
 // config checks the flags and reads the secrets into an EventsConfig.
 func (f *regionFlags) config() (fleet.EventsConfig, error) {
-	ec := fleet.EventsConfig{Region: f.region, ForwardListen: f.listen, Window: f.window}
-	switch {
-	case f.window < 0:
-		return ec, usagef("--events-window %v: want 0 (none) or more", f.window)
-	case f.window == 0:
-		ec.Window = events.NoCoalescing
+	ec := fleet.EventsConfig{Region: f.region, ForwardListen: f.listen}
+	var err error
+	if ec.Window, err = coalesceWindow("--events-window", f.window); err != nil {
+		return ec, err
 	}
 	if len(f.peers) == 0 {
 		if f.listen != "" || f.secretsFile != "" {
@@ -83,6 +81,18 @@ func (f *regionFlags) config() (fleet.EventsConfig, error) {
 		}
 	}
 	return ec, nil
+}
+
+// coalesceWindow turns a window flag's value into the router's: 0 is
+// events.NoCoalescing (none), a negative value a usage error.
+func coalesceWindow(flag string, d time.Duration) (time.Duration, error) {
+	switch {
+	case d < 0:
+		return 0, usagef("%s %v: want 0 (none) or more", flag, d)
+	case d == 0:
+		return events.NoCoalescing, nil
+	}
+	return d, nil
 }
 
 func keys(m map[string]string) []string {
