@@ -54,8 +54,7 @@ func (s *sqliteStream) Checkpoint() error {
 	// full disk) is tried again after as many pages more, not at every
 	// idle moment; SQLite's own still bounds the WAL meanwhile.
 	s.walPages = 0
-	var busy, log, done int64
-	if err := s.conn.QueryRowContext(context.Background(), `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &log, &done); err != nil {
+	if _, err := s.conn.ExecContext(context.Background(), `PRAGMA wal_checkpoint(PASSIVE)`); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
 	return nil
