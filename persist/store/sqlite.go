@@ -363,6 +363,7 @@ func openStream(dsn, scope, name string, how openHow, now time.Time) (*sqliteStr
 		s.Close()
 		return nil, err
 	}
+	s.opened = true
 	return s, nil
 }
 
@@ -446,6 +447,11 @@ type sqliteStream struct {
 	// syncStale: reloadConfig took a config whose sync mode is not applied
 	// to the connection yet (see endTx).
 	syncStale bool
+	// opened: init succeeded, so the totals are the file's (keepTotals).
+	opened bool
+	// kept is what meta 'totals' holds as far as this handle knows, zero
+	// when it holds none or may hold something else (totals.go).
+	kept totals
 	// dataVersion is PRAGMA data_version when the figures kept here (the
 	// totals above, cfg, the msgIDs' bounds) were last known right; another
 	// connection's commit changes it (see sqlite_shared.go).
@@ -542,13 +548,14 @@ func (s *sqliteStream) init(now time.Time, how openHow) error {
 		cfgJSON []byte
 		metaSeq sql.NullInt64
 		maxSeq  int64
+		kept    []byte
 	)
 	q := openSelectLazy
 	if version == fullSchemaVersion {
 		q = openSelectFull
 	}
 	err = conn.QueryRowContext(ctx, q).Scan(
-		&stored, &cfgJSON, &metaSeq, &s.lastTime, &s.count, &s.bytes, &maxSeq, &s.ttlRows, &s.seqTable, &s.lazy, &s.delidsOldest)
+		&stored, &cfgJSON, &metaSeq, &s.lastTime, &s.count, &s.bytes, &maxSeq, &s.ttlRows, &s.seqTable, &s.lazy, &s.delidsOldest, &kept)
 	if err != nil {
 		return fmt.Errorf("open stream: %w", err)
 	}
@@ -590,6 +597,9 @@ func (s *sqliteStream) init(now time.Time, how openHow) error {
 		}
 		s.lastSeq = max(s.lastSeq, auto)
 	}
+	if err := s.useKeptTotals(ctx, kept); err != nil {
+		return err
+	}
 	if s.lazy&lazyMsgIDs != 0 {
 		if err := s.loadMsgIDs(now); err != nil {
 			return err
@@ -623,13 +633,14 @@ func openSelect(full bool) string {
 		(SELECT v FROM meta WHERE k='config'),
 		(SELECT v FROM meta WHERE k='seq'),
 		COALESCE((SELECT time FROM messages ORDER BY seq DESC LIMIT 1), 0),
-		(SELECT COUNT(*) FROM messages),
-		(SELECT COALESCE(SUM(size), 0) FROM messages),
+		` + unlessKept(`(SELECT COUNT(*) FROM messages)`) + `,
+		` + unlessKept(`(SELECT COALESCE(SUM(size), 0) FROM messages)`) + `,
 		COALESCE((SELECT MAX(seq) FROM messages), 0),
-		` + ttlRows + `,
+		` + unlessKept(ttlRows) + `,
 		EXISTS(SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sqlite_sequence'),
 		` + mask + `,
-		` + delids
+		` + delids + `,
+		` + keptTotalsSQL
 }
 
 // loadMsgIDs fills the dedup window from the msgids table.
@@ -799,6 +810,7 @@ func (s *sqliteStream) applySync() error {
 
 // Close implements Stream.
 func (s *sqliteStream) Close() error {
+	s.keepTotals() // before the archive's backup, which then has them too
 	var first error
 	if s.arch != nil {
 		first = s.arch.backup(s)

@@ -50,6 +50,7 @@ func (s *sqliteStream) reloadIfShared() error {
 	if v == s.dataVersion {
 		return nil
 	}
+	s.kept = totals{} // the other connection may have kept (or dropped) totals
 	// The other connection may have created lazy tables (a file that has
 	// them all keeps them).
 	if s.lazy != lazyAll {
