@@ -446,7 +446,11 @@ func startPersistKeys(ctx context.Context, cfg KeysConfig, dir string) (*keysSid
 			return nil, fmt.Errorf("connect to persist's nats-server: %w", err)
 		}
 		ncs = append(ncs, nc)
-		if clients[i], err = persist.NewClient(persist.ClientConfig{Conn: nc}); err != nil {
+		cc := persist.ClientConfig{Conn: nc}
+		if i == 0 { // the one firstKeyGet asks through
+			cc.Retry = probeRetry
+		}
+		if clients[i], err = persist.NewClient(cc); err != nil {
 			s.close()
 			_, _ = s.proc.stop(time.Minute)
 			_, _ = s.bus.stop(time.Minute)

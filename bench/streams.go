@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/switchyard-dev/switchyard/bus"
 	"github.com/switchyard-dev/switchyard/persist"
 )
 
@@ -560,6 +561,14 @@ func firstGet(ctx context.Context, cfg StreamsConfig, s *streamsSide, started ti
 	}
 }
 
+// probeRetry is the retry policy of the persist client whose gets find
+// the restarted server (firstGet, firstKeyGet): while the server is not
+// subscribed yet its requests fail at once (no responders), and the
+// client's own backoff (20 ms, 40 ms, 80 ms...) would then add up to its
+// step to the figure, where JetStream's side is asked again at the poll's
+// 2 ms. The same 2 ms here, so both figures are the server's.
+var probeRetry = bus.Retry{Min: 2 * time.Millisecond, Max: 2 * time.Millisecond, Jitter: -1}
+
 // clientOptions make a connection that comes back within milliseconds of
 // its server and fails requests at once while it is away (no buffering),
 // so the polls after a restart measure the server, not the client.
@@ -637,7 +646,11 @@ func startPersistSide(ctx context.Context, cfg StreamsConfig, dir string, value 
 			return nil, fmt.Errorf("connect to persist's nats-server: %w", err)
 		}
 		parts = append(parts, nc.Close)
-		if clients[i], err = persist.NewClient(persist.ClientConfig{Conn: nc, OwnerCache: cfg.Streams + 1}); err != nil {
+		cc := persist.ClientConfig{Conn: nc, OwnerCache: cfg.Streams + 1}
+		if i == cfg.Clients {
+			cc.Retry = probeRetry
+		}
+		if clients[i], err = persist.NewClient(cc); err != nil {
 			return nil, err
 		}
 	}
