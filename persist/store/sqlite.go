@@ -541,8 +541,10 @@ func (s *sqliteStream) init(now time.Time, how openHow) error {
 			return fmt.Errorf("open stream: data version: %w", err)
 		}
 	}
-	// What the handle keeps in memory, in one statement (one read
-	// transaction) rather than one each: opens are frequent (see lazyStmt).
+	// What the handle keeps in memory, in two statements (meta's few rows,
+	// then one of the rows and the schema) rather than one each: opens are
+	// frequent (see lazyStmt), and compiling a statement costs more than
+	// running it on a small stream.
 	var (
 		stored  sql.NullString
 		cfgJSON []byte
@@ -550,16 +552,15 @@ func (s *sqliteStream) init(now time.Time, how openHow) error {
 		maxSeq  int64
 		kept    []byte
 	)
-	q := openSelectLazy
-	if version == fullSchemaVersion {
-		q = openSelectFull
+	if err := s.readMeta(ctx, &stored, &cfgJSON, &metaSeq, &kept); err != nil {
+		return err
 	}
-	err = conn.QueryRowContext(ctx, q).Scan(
-		&stored, &cfgJSON, &metaSeq, &s.lastTime, &s.count, &s.bytes, &maxSeq, &s.ttlRows, &s.seqTable, &s.lazy, &s.delidsOldest, &kept)
+	err = conn.QueryRowContext(ctx, openSelectFor(version == fullSchemaVersion, kept != nil)).Scan(
+		&s.lastTime, &s.count, &s.bytes, &maxSeq, &s.ttlRows, &s.seqTable, &s.lazy, &s.delidsOldest)
 	if err != nil {
 		return fmt.Errorf("open stream: %w", err)
 	}
-	if q == openSelectLazy && s.lazy&lazyDelIDs != 0 {
+	if version != fullSchemaVersion && s.lazy&lazyDelIDs != 0 {
 		err := conn.QueryRowContext(ctx, `SELECT COALESCE(MIN(time), 0) FROM delids`).Scan(&s.delidsOldest)
 		if err != nil {
 			return fmt.Errorf("open stream: delete ids: %w", err)
@@ -610,37 +611,85 @@ func (s *sqliteStream) init(now time.Time, how openHow) error {
 	return err
 }
 
-// openSelect is what init reads of the file in one statement (one read
-// transaction) rather than one each: opens are frequent (see lazyStmt).
-// openSelectFull is for a file known to have every lazy table; on any
-// other, the TTL count runs only when the expiry index is there (without
-// it no row has an expiry, and the count would scan the table) and delids
-// is read by a statement of its own when the mask says it exists.
-var (
-	openSelectFull = openSelect(true)
-	openSelectLazy = openSelect(false)
-)
+// openSelectFor(full, kept) is what init reads of the file's rows and schema,
+// in one statement (one read transaction). full is for a file known to
+// have every lazy table; on any other, the TTL count runs only when the
+// expiry index is there (without it no row has an expiry, and the count
+// would scan the table) and delids is read by a statement of its own when
+// the mask says it exists. kept is for a file that keeps its totals in
+// meta (totals.go): the statement reads 0 for them instead of counting.
+func openSelectFor(full, kept bool) string {
+	i := 0
+	if full {
+		i = 2
+	}
+	if kept {
+		i++
+	}
+	return openSelects[i]
+}
 
-func openSelect(full bool) string {
+// openSelects are openSelect's four statements, made once.
+var openSelects = [4]string{openSelect(false, false), openSelect(false, true), openSelect(true, false), openSelect(true, true)}
+
+func openSelect(full, kept bool) string {
 	ttlRows := `CASE WHEN EXISTS(SELECT 1 FROM sqlite_master WHERE name = 'messages_expires') THEN (SELECT COUNT(*) FROM messages WHERE expires IS NOT NULL) ELSE 0 END`
 	mask, delids := lazyMaskSQL, `0`
 	if full {
 		ttlRows = `(SELECT COUNT(*) FROM messages WHERE expires IS NOT NULL)`
 		mask, delids = strconv.Itoa(int(lazyAll)), `COALESCE((SELECT MIN(time) FROM delids), 0)`
 	}
+	count, size := `(SELECT COUNT(*) FROM messages)`, `(SELECT COALESCE(SUM(size), 0) FROM messages)`
+	if kept {
+		count, size, ttlRows = `0`, `0`, `0`
+	}
 	return `SELECT
-		(SELECT v FROM meta WHERE k='name'),
-		(SELECT v FROM meta WHERE k='config'),
-		(SELECT v FROM meta WHERE k='seq'),
 		COALESCE((SELECT time FROM messages ORDER BY seq DESC LIMIT 1), 0),
-		` + unlessKept(`(SELECT COUNT(*) FROM messages)`) + `,
-		` + unlessKept(`(SELECT COALESCE(SUM(size), 0) FROM messages)`) + `,
+		` + count + `,
+		` + size + `,
 		COALESCE((SELECT MAX(seq) FROM messages), 0),
-		` + unlessKept(ttlRows) + `,
+		` + ttlRows + `,
 		EXISTS(SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sqlite_sequence'),
 		` + mask + `,
-		` + delids + `,
-		` + keptTotalsSQL
+		` + delids
+}
+
+// readMeta reads the meta rows init needs: the stream's name, its config,
+// the seq kept apart from the rows, and the kept totals; each stays
+// zero (NULL) when the file has no such row.
+func (s *sqliteStream) readMeta(ctx context.Context, name *sql.NullString, cfgJSON *[]byte, seq *sql.NullInt64, kept *[]byte) error {
+	rows, err := s.conn.QueryContext(ctx, `SELECT k, v FROM meta`)
+	if err != nil {
+		return fmt.Errorf("open stream: meta: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k string
+		var v []byte // a copy, whatever the value's type (SQLite renders numbers as text)
+		if err := rows.Scan(&k, &v); err != nil {
+			return fmt.Errorf("open stream: meta: %w", err)
+		}
+		switch k {
+		case "name":
+			*name = sql.NullString{String: string(v), Valid: v != nil}
+		case "config":
+			*cfgJSON = v
+		case "seq":
+			if v != nil {
+				n, err := strconv.ParseInt(string(v), 10, 64)
+				if err != nil {
+					return fmt.Errorf("open stream: meta seq %q: %w", v, err)
+				}
+				*seq = sql.NullInt64{Int64: n, Valid: true}
+			}
+		case totalsKey:
+			*kept = v
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("open stream: meta: %w", err)
+	}
+	return nil
 }
 
 // loadMsgIDs fills the dedup window from the msgids table.

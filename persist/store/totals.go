@@ -96,7 +96,8 @@ func (s *sqliteStream) countTotals(ctx context.Context) error {
 
 // useKeptTotals takes the totals init read from meta 'totals' (kept: the
 // row, nil when there is none, in which case init's statement counted the
-// rows), or counts them when the row is not current.
+// rows), or counts them when the row is not current (a crash after a write
+// left it behind).
 func (s *sqliteStream) useKeptTotals(ctx context.Context, kept []byte) error {
 	if kept == nil {
 		return nil
@@ -132,14 +133,4 @@ func (s *sqliteStream) keepTotals() {
 	if s.commit() == nil {
 		s.kept = s.current()
 	}
-}
-
-// keptTotalsSQL reads meta 'totals' in init's statement.
-const keptTotalsSQL = `(SELECT v FROM meta WHERE k = '` + totalsKey + `')`
-
-// unlessKept wraps a count of init's statement so that it runs only when
-// the file keeps no totals: SQLite evaluates the scalar subquery of a CASE
-// branch only when the branch is taken.
-func unlessKept(count string) string {
-	return `CASE WHEN ` + keptTotalsSQL + ` IS NULL THEN ` + count + ` ELSE 0 END`
 }
