@@ -9,9 +9,9 @@ import (
 
 // A stream keeps its totals (rows, bytes, rows with a TTL) in memory so that
 // limits need no query per write, and computes them when it opens. Counting
-// is a scan of every row: 0.15-0.4 s at 1,000,000 rows, over a second at
-// 10,000,000, paid by every open (a restart's first request, each reopen
-// after an eviction). So a large stream's clean close keeps them in the file,
+// is a scan of every row: 0.15-0.4 s at 1,000,000 rows, 1.2-4.6 s at
+// 10,000,000 (docs/benchmarks.md), paid by every open (a restart's first
+// request, each reopen after an eviction). So a large stream's clean close keeps them in the file,
 // in meta 'totals', and the next open takes them from there instead.
 //
 // Kept totals are trusted only while they describe the rows:
