@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"text/tabwriter"
@@ -66,6 +67,13 @@ type EventsConfig struct {
 	// means up's default, events.CoalesceWindowDefault; events.NoCoalescing
 	// none, so that the latency is the machinery's alone.
 	Window time.Duration
+	// Rounds is how many times each server is measured, the servers
+	// taking turns (the first of each round the next one along, so no
+	// server is always first after the machine's quiet moment); the
+	// result is each server's median over its rounds (medianRun). On a
+	// shared 2-core machine one run's CPU and p99 spread by a quarter
+	// and more. Zero means 1.
+	Rounds int
 }
 
 // upFlags are the flags of our up that the config sets.
@@ -106,6 +114,9 @@ func (c EventsConfig) withDefaults() EventsConfig {
 	if c.Publishers == 0 {
 		c.Publishers = 16
 	}
+	if c.Rounds == 0 {
+		c.Rounds = 1
+	}
 	if c.Users == 0 && c.Shared && c.Subscribers > events.MaxMatchedPerOwner {
 		c.Users = c.Subscribers
 	}
@@ -131,6 +142,9 @@ func (c EventsConfig) PerSubscription() int {
 // events layer's rate limit within the run (which lasts under a minute).
 func (c EventsConfig) Check() error {
 	c = c.withDefaults()
+	if c.Rounds < 0 {
+		return errors.New("--rounds must not be negative")
+	}
 	if c.Users < 0 {
 		return errors.New("--users must not be negative")
 	}
@@ -212,8 +226,14 @@ type EventsResult struct {
 	Window time.Duration `json:"window_ns"`
 	// Layout, when set, describes the load in the printed table's first
 	// line in place of bench events' own words (bench ws sets it).
-	Layout string      `json:"layout,omitempty"`
+	Layout string `json:"layout,omitempty"`
+	// Runs is each server's figures: with Rounds above 1, the median of
+	// its rounds (medianRun), whose every run is in Each.
 	Runs   []EventsRun `json:"runs"`
+	Rounds int         `json:"rounds"`
+	// Each is every round of every server, Each[i] the rounds of Runs[i]
+	// in order; nil with one round.
+	Each [][]EventsRun `json:"each_round,omitempty"`
 }
 
 // Server names in EventsRun.
@@ -229,7 +249,7 @@ const (
 // separate process each), one after the other, each with a fresh server.
 func RunEvents(ctx context.Context, cfg EventsConfig, p Progress, w io.Writer) (EventsResult, error) {
 	cfg = cfg.withDefaults()
-	res := EventsResult{Subscribers: cfg.Subscribers, Shared: cfg.Shared, Rate: cfg.Rate, Duration: cfg.Duration, Payload: cfg.Payload, Users: cfg.Users, Window: cfg.window()}
+	res := EventsResult{Subscribers: cfg.Subscribers, Shared: cfg.Shared, Rate: cfg.Rate, Duration: cfg.Duration, Payload: cfg.Payload, Users: cfg.Users, Window: cfg.window(), Rounds: cfg.Rounds}
 	if err := cfg.Check(); err != nil {
 		return res, err
 	}
@@ -273,7 +293,7 @@ func RunEvents(ctx context.Context, cfg EventsConfig, p Progress, w io.Writer) (
 	}
 	sides = append(sides, centrifugoSides(ctx, cfg.Centrifugo, cfg.Publishers)...)
 	var err error
-	res.Runs, err = runFanout(ctx, cfg, sides, false, "switchyard-bench-events-", p)
+	res.Runs, res.Each, err = runFanout(ctx, cfg, sides, false, "switchyard-bench-events-", p)
 	return res, err
 }
 
@@ -306,37 +326,101 @@ func centrifugoSides(ctx context.Context, bin string, publishers int) []fanoutSi
 
 // runFanout runs cfg's load on each side in turn, each a fresh server
 // stopped before the next starts, in cfg.Dir or a temp dir named after
-// tmpPrefix. warm: see measureEvents.
-func runFanout(ctx context.Context, cfg EventsConfig, sides []fanoutSide, warm bool, tmpPrefix string, p Progress) ([]EventsRun, error) {
+// tmpPrefix, cfg.Rounds times (see EventsConfig.Rounds). It returns each
+// side's figures (with more than one round, their medians) and, with more
+// than one round, every round of each. warm: see measureEvents.
+func runFanout(ctx context.Context, cfg EventsConfig, sides []fanoutSide, warm bool, tmpPrefix string, p Progress) ([]EventsRun, [][]EventsRun, error) {
 	if len(sides) == 0 {
-		return nil, errors.New("no server to measure")
+		return nil, nil, errors.New("no server to measure")
 	}
+	rounds := max(cfg.Rounds, 1)
 	dir := cfg.Dir
 	if dir == "" {
 		d, err := os.MkdirTemp("", tmpPrefix)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		defer os.RemoveAll(d)
 		dir = d
 	}
-	var runs []EventsRun
-	for _, sd := range sides {
-		srv, err := sd.start(dir)
-		if err != nil {
-			return runs, fmt.Errorf("%s: %w", sd.name, err)
-		}
-		run, err := measureEvents(ctx, cfg, srv, warm, p)
-		run.Server = sd.name
-		if cerr := srv.close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return runs, fmt.Errorf("%s: %w", sd.name, err)
-		}
-		runs = append(runs, run)
+	each := make([][]EventsRun, len(sides))
+	var rm Meter = nopMeter{}
+	if rounds > 1 {
+		rm = p.start("rounds", int64(rounds*len(sides)), "runs")
 	}
-	return runs, nil
+	defer rm.Done()
+	for r := range rounds {
+		for k := range sides {
+			i := (r + k) % len(sides)
+			sd := sides[i]
+			srv, err := sd.start(dir)
+			if err != nil {
+				return nil, nil, fmt.Errorf("%s: %w", sd.name, err)
+			}
+			run, err := measureEvents(ctx, cfg, srv, warm, p)
+			run.Server = sd.name
+			if cerr := srv.close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return nil, nil, fmt.Errorf("%s: %w", sd.name, err)
+			}
+			each[i] = append(each[i], run)
+			rm.Add(1)
+		}
+	}
+	runs := make([]EventsRun, len(sides))
+	for i := range sides {
+		runs[i] = medianRun(each[i])
+	}
+	if rounds == 1 {
+		each = nil
+	}
+	return runs, each, nil
+}
+
+// medianRun is one server's rounds as one run: each figure the median of
+// its rounds (the mean of the middle two for an even number), the counts
+// (published, expected, delivered, gaps) their sums, so that the
+// deliveries a CPU figure is over stay consistent with it.
+func medianRun(rounds []EventsRun) EventsRun {
+	if len(rounds) == 1 {
+		return rounds[0]
+	}
+	out := rounds[0]
+	out.Published, out.Expected, out.Delivered, out.Gaps = 0, 0, 0, 0
+	for _, r := range rounds {
+		out.Published += r.Published
+		out.Expected += r.Expected
+		out.Delivered += r.Delivered
+		out.Gaps += r.Gaps
+	}
+	mf := func(get func(EventsRun) float64) float64 {
+		v := make([]float64, len(rounds))
+		for i, r := range rounds {
+			v[i] = get(r)
+		}
+		slices.Sort(v)
+		n := len(v)
+		if n%2 == 1 {
+			return v[n/2]
+		}
+		return (v[n/2-1] + v[n/2]) / 2
+	}
+	md := func(get func(EventsRun) time.Duration) time.Duration {
+		return time.Duration(mf(func(r EventsRun) float64 { return float64(get(r)) }))
+	}
+	out.PublishRate = mf(func(r EventsRun) float64 { return r.PublishRate })
+	out.DeliveredRate = mf(func(r EventsRun) float64 { return r.DeliveredRate })
+	out.P50 = md(func(r EventsRun) time.Duration { return r.P50 })
+	out.P99 = md(func(r EventsRun) time.Duration { return r.P99 })
+	out.PublishP50 = md(func(r EventsRun) time.Duration { return r.PublishP50 })
+	out.PublishP99 = md(func(r EventsRun) time.Duration { return r.PublishP99 })
+	out.CPUPerDelivery = md(func(r EventsRun) time.Duration { return r.CPUPerDelivery })
+	out.CPUPerPublish = md(func(r EventsRun) time.Duration { return r.CPUPerPublish })
+	out.PeakRSS = int64(mf(func(r EventsRun) float64 { return float64(r.PeakRSS) }))
+	out.IdleRSSPerSub = mf(func(r EventsRun) float64 { return r.IdleRSSPerSub })
+	return out
 }
 
 // settle is how long a server is left alone before a memory reading, so
@@ -668,6 +752,9 @@ func PrintEventsResult(w io.Writer, res EventsResult, asJSON bool) error {
 		}
 		fmt.Fprintf(w, "%d subscribers, %s, %d publishes/s of %d bytes for %s\n", res.Subscribers, layout, res.Rate, res.Payload, res.Duration)
 	}
+	if res.Rounds > 1 {
+		fmt.Fprintf(w, "each figure is the server's median over %d rounds, the servers taking turns (counts are sums)\n", res.Rounds)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "server\tpublished/s\tdelivered\tdelivered/s\tp50\tp99\tpublish p50/p99\tserver CPU/delivery\tpeak RSS\tRSS/idle subscriber\tgaps")
 	for _, r := range res.Runs {
@@ -720,7 +807,26 @@ func PrintEventsResult(w io.Writer, res EventsResult, asJSON bool) error {
 		fmt.Fprintf(tw, "vs %s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Server, ratio(o.DeliveredRate, r.DeliveredRate), ratio(float64(o.P50), float64(r.P50)), ratio(float64(o.P99), float64(r.P99)),
 			ratio(float64(o.CPUPerDelivery), float64(r.CPUPerDelivery)), ratio(float64(o.PeakRSS), float64(r.PeakRSS)), ratio(o.IdleRSSPerSub, r.IdleRSSPerSub))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil || len(res.Each) != len(res.Runs) {
+		return err
+	}
+	// Round by round, how far the ratios of the medians are from each
+	// round's own.
+	for i, r := range res.Runs {
+		if r.Server == ServerOurs || r.Server == ServerOursCross {
+			continue
+		}
+		var cpu, p99 []string
+		for k, t := range res.Each[i] {
+			if k < len(res.Each[ours]) {
+				u := res.Each[ours][k]
+				cpu = append(cpu, ratio(float64(u.CPUPerDelivery), float64(t.CPUPerDelivery)))
+				p99 = append(p99, ratio(float64(u.P99), float64(t.P99)))
+			}
+		}
+		fmt.Fprintf(w, "round by round, ours / %s: CPU/delivery %s; p99 %s\n", r.Server, strings.Join(cpu, " "), strings.Join(p99, " "))
+	}
+	return nil
 }
 
 // fmtMs prints a latency in milliseconds.

@@ -37,6 +37,7 @@ func TestEventsConfigUsers(t *testing.T) {
 			return c
 		}, 19, "give more --users"},
 		{"negative", func(c EventsConfig) EventsConfig { c.Users = -1; return c }, -1, "must not be negative"},
+		{"negative rounds", func(c EventsConfig) EventsConfig { c.Rounds = -1; return c }, 0, "--rounds must not be negative"},
 	} {
 		cfg := tc.cfg(base)
 		err := cfg.Check()
@@ -46,5 +47,26 @@ func TestEventsConfigUsers(t *testing.T) {
 		if got := cfg.withDefaults().Users; got != tc.wantUsers {
 			t.Errorf("%s: users %d, want %d", tc.name, got, tc.wantUsers)
 		}
+	}
+}
+
+// TestMedianRun: a server's rounds become one run whose figures are the
+// medians (the middle two's mean for an even count) and whose counts are
+// sums; one round is itself.
+func TestMedianRun(t *testing.T) {
+	r := func(cpu, p99 time.Duration, rss int64, delivered int64) EventsRun {
+		return EventsRun{Server: "s", CPUPerDelivery: cpu, P99: p99, PeakRSS: rss, Delivered: delivered, Expected: delivered, Published: delivered}
+	}
+	odd := medianRun([]EventsRun{r(300, 9, 30, 10), r(100, 1, 10, 20), r(200, 5, 20, 30)})
+	if odd.CPUPerDelivery != 200 || odd.P99 != 5 || odd.PeakRSS != 20 || odd.Delivered != 60 || odd.Expected != 60 || odd.Published != 60 || odd.Server != "s" {
+		t.Fatalf("three rounds: %+v", odd)
+	}
+	even := medianRun([]EventsRun{r(400, 8, 40, 1), r(100, 2, 10, 1), r(300, 4, 30, 1), r(200, 6, 20, 1)})
+	if even.CPUPerDelivery != 250 || even.P99 != 5 || even.PeakRSS != 25 || even.Delivered != 4 {
+		t.Fatalf("four rounds: %+v", even)
+	}
+	one := r(7, 7, 7, 7)
+	if got := medianRun([]EventsRun{one}); got != one {
+		t.Fatalf("one round: %+v", got)
 	}
 }

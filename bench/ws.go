@@ -85,7 +85,7 @@ func RunWS(ctx context.Context, cfg WSConfig, p Progress) (EventsResult, error) 
 	}
 	sides = append(sides, centrifugoSides(ctx, e.Centrifugo, e.Publishers)...)
 	var err error
-	res.Runs, err = runFanout(ctx, e, sides, true, "switchyard-bench-ws-", p)
+	res.Runs, res.Each, err = runFanout(ctx, e, sides, true, "switchyard-bench-ws-", p)
 	return res, err
 }
 

@@ -46,6 +46,11 @@ same publishes again: it prints the CPU per publish alone (on ours the durable w
 its change feed, on Centrifugo the HTTP API call and its history) and what delivering adds
 per delivery (the fan-out's CPU less those publishes, over the deliveries), with ratios.
 
+--rounds N measures each server N times, the servers taking turns (each round starting
+one server further along), and prints each server's median figures (counts summed) and
+the ratios of every round: one run's CPU and p99 move by a quarter and more between runs
+on a small shared machine.
+
 Every delivery of ours waits for the end of its coalescing window (250 ms, the seed
 system's), so ours' p50 and p99 are above it. --window 0 runs our up with no window
 (up --events-window 0): what is left is the latency of the machinery.
@@ -62,6 +67,7 @@ rest become gap markers), so --rate × --duration (per channel) must stay under 
   switchyard bench events --only ours --subscribers 200 --shared --users 4
   switchyard bench events --only ours --subscribers 1000 --rate 1000 --cross-region
   switchyard bench events --subscribers 1000 --rate 1000 --window 0
+  switchyard bench events --subscribers 1000 --rate 1000 --window 0 --publish-cost --rounds 3
   switchyard bench events --only ours --subscribers 10 --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -112,6 +118,7 @@ rest become gap markers), so --rate × --duration (per channel) must stay under 
 	f.BoolVar(&cfg.CrossRegion, "cross-region", false, "also run ours across two regions on loopback (two up --region): subscribers on one, publishes through the other")
 	f.BoolVar(&cfg.PublishCost, "publish-cost", false, "after each fan-out, publish the same load again with no subscriber: prints CPU per publish alone and what delivering adds per delivery")
 	f.StringVar(&cfg.Dir, "dir", "", "directory for the servers' data, configs and logs (default: a temp dir)")
+	f.IntVar(&cfg.Rounds, "rounds", 1, "measure each server this many times, the servers taking turns, and print each figure's median (and the ratios round by round)")
 	f.DurationVar(&window, "window", events.CoalesceWindowDefault, "our up's coalescing window (its --events-window); 0: none, so that ours' latency is its machinery's alone")
 	return cmd
 }

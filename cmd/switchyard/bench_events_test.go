@@ -28,8 +28,8 @@ func TestBenchEventsSmoke(t *testing.T) {
 		want := []string{bench.ServerOurs}
 		switch layout {
 		case "own":
-			// and the publishes again with no subscriber
-			args = append(args, "--publish-cost")
+			// and the publishes again with no subscriber, twice
+			args = append(args, "--publish-cost", "--rounds", "2")
 		case "shared":
 			// A window longer than the run: no delivery before it ends.
 			args = append(args, "--shared", "--window", "1s")
@@ -47,6 +47,14 @@ func TestBenchEventsSmoke(t *testing.T) {
 		var res bench.EventsResult
 		if err := json.Unmarshal(out, &res); err != nil {
 			t.Fatalf("%s: %v: %s", layout, err, out)
+		}
+		if layout == "own" {
+			if res.Rounds != 2 || len(res.Each) != 1 || len(res.Each[0]) != 2 {
+				t.Fatalf("%s: rounds %d, each %+v: want 2 rounds of one server", layout, res.Rounds, res.Each)
+			}
+			if sum := res.Each[0][0].Delivered + res.Each[0][1].Delivered; res.Runs[0].Delivered != sum {
+				t.Fatalf("%s: delivered %d, want the rounds' sum %d", layout, res.Runs[0].Delivered, sum)
+			}
 		}
 		if layout == "shared-users" && res.Users != 3 {
 			t.Fatalf("%s: users %d, want 3", layout, res.Users)
