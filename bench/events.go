@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -350,10 +351,18 @@ func runFanout(ctx context.Context, cfg EventsConfig, sides []fanoutSide, warm b
 	}
 	defer rm.Done()
 	for r := range rounds {
+		// Each round's servers start on data of their own, as the first's.
+		roundDir := dir
+		if r > 0 {
+			roundDir = filepath.Join(dir, "round"+strconv.Itoa(r+1))
+			if err := os.MkdirAll(roundDir, 0o755); err != nil {
+				return nil, nil, err
+			}
+		}
 		for k := range sides {
 			i := (r + k) % len(sides)
 			sd := sides[i]
-			srv, err := sd.start(dir)
+			srv, err := sd.start(roundDir)
 			if err != nil {
 				return nil, nil, fmt.Errorf("%s: %w", sd.name, err)
 			}

@@ -47,9 +47,10 @@ its change feed, on Centrifugo the HTTP API call and its history) and what deliv
 per delivery (the fan-out's CPU less those publishes, over the deliveries), with ratios.
 
 --rounds N measures each server N times, the servers taking turns (each round starting
-one server further along), and prints each server's median figures (counts summed) and
-the ratios of every round: one run's CPU and p99 move by a quarter and more between runs
-on a small shared machine.
+one server further along, each server on data of its own), and prints each server's
+median figures (counts summed) and the ratios of every round: one run's CPU and p99 move
+by a quarter and more between runs on a small shared machine. --cpuprofile then holds
+the last round's profile.
 
 Every delivery of ours waits for the end of its coalescing window (250 ms, the seed
 system's), so ours' p50 and p99 are above it. --window 0 runs our up with no window
