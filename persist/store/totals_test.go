@@ -249,7 +249,9 @@ func TestKeptTotalsReadOnlyOpenWritesNothing(t *testing.T) {
 // TestKeptTotalsSharedFile: two handles on one file (sqlite_shared.go).
 // One writes and keeps its totals at its close; the other, which opened
 // before and never looked since, must neither keep its stale ones at its
-// own close nor, once it writes, keep totals that miss the first's rows.
+// own close nor, once it writes, keep totals that miss the first's rows,
+// nor, closing after the first only deleted rows (no new seq to give the
+// stale totals away), keep totals that still count them.
 func TestKeptTotalsSharedFile(t *testing.T) {
 	t.Parallel()
 	dir, p, now, want := bigStream(t)
@@ -282,9 +284,29 @@ func TestKeptTotalsSharedFile(t *testing.T) {
 		t.Fatal("no totals kept")
 	}
 	s = reopen(t, dir, now)
-	defer s.Close()
 	if got := totalsOf(t, s); got.Count != want.Count+6 || int64(rows(t, s)) != got.Count {
 		t.Fatalf("count %d, want %d", got.Count, want.Count+6)
+	}
+	s.Close()
+
+	// b only deletes, so the last seq a knows stays the file's: a's close
+	// must reload the totals before it keeps them.
+	a = reopen(t, dir, now)
+	writeN(t, a, 1, now)
+	b = reopen(t, dir, now)
+	if _, _, err := b.Delete(persist.Delete{Seqs: []uint64{5, 6, 7}}, now); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = reopen(t, dir, now)
+	defer s.Close()
+	if got := totalsOf(t, s); got.Count != want.Count+4 || int64(rows(t, s)) != got.Count {
+		t.Fatalf("after the other handle's deletes: count %d, want %d", got.Count, want.Count+4)
 	}
 }
 
