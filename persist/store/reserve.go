@@ -29,8 +29,9 @@ import (
 
 // ReserveBytesDefault is SQLiteConfig.ReserveBytes when zero: twice what a
 // stream's WAL holds before SQLite's automatic checkpoint (1,000 pages of
-// 4 KiB in files made before newFilePageSize, of 2 KiB since), so that the checkpoint a delete on a full disk needs, which can
-// grow the database file by what the WAL holds, can finish. A single
+// 4 KiB in files made before newFilePageSize, of 2 KiB since), so that the
+// checkpoint a delete on a full disk needs, which can grow the database
+// file by what the WAL holds, can finish. A single
 // transaction larger than that leaves a larger WAL, and the operator may
 // have to free space by hand.
 const ReserveBytesDefault = 8 << 20

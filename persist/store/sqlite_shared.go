@@ -58,26 +58,20 @@ func (s *sqliteStream) reloadIfShared() error {
 			return fmt.Errorf("reload tables: %w", err)
 		}
 	}
+	if err := s.countTotals(ctx); err != nil {
+		return fmt.Errorf("reload %w", err)
+	}
 	var lastSeq uint64
-	if err := s.conn.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(size), 0), COALESCE(MAX(seq), 0) FROM messages`).Scan(&s.count, &s.bytes, &lastSeq); err != nil {
-		return fmt.Errorf("reload totals: %w", err)
+	var lastTime int64
+	if err := s.conn.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0), COALESCE((SELECT time FROM messages ORDER BY seq DESC LIMIT 1), 0) FROM messages`).Scan(&lastSeq, &lastTime); err != nil {
+		return fmt.Errorf("reload newest row: %w", err)
 	}
 	seqMax, err := s.storedSeqMax()
 	if err != nil {
 		return fmt.Errorf("reload: %w", err)
 	}
 	s.lastSeq = max(s.lastSeq, lastSeq, seqMax)
-	var lastTime int64
-	if err := s.conn.QueryRowContext(ctx, `SELECT COALESCE((SELECT time FROM messages ORDER BY seq DESC LIMIT 1), 0)`).Scan(&lastTime); err != nil {
-		return fmt.Errorf("reload totals: %w", err)
-	}
 	s.lastTime = max(s.lastTime, lastTime)
-	s.ttlRows = 0 // no row has an expiry without the index (see lazyDefs)
-	if s.lazy&lazyExpires != 0 {
-		if err := s.conn.QueryRowContext(ctx, `SELECT COUNT(*) FROM messages WHERE expires IS NOT NULL`).Scan(&s.ttlRows); err != nil {
-			return fmt.Errorf("reload totals: %w", err)
-		}
-	}
 	if err := s.reloadConfig(); err != nil {
 		return err
 	}

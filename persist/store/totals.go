@@ -80,16 +80,19 @@ func (s *sqliteStream) current() totals {
 	return totals{count: s.count, bytes: s.bytes, ttlRows: s.ttlRows, lastSeq: s.lastSeq}
 }
 
-// countTotals computes the totals from the rows: the scan the kept totals
-// save.
+// countTotals computes the totals from the rows: a scan of them (count and
+// bytes in one pass) and the TTL rows from their index. It is what an open
+// without kept totals does, and what a handle sharing its file does after
+// another connection's commit (reloadIfShared).
 func (s *sqliteStream) countTotals(ctx context.Context) error {
-	ttl := `0` // without the index no row has an expiry (see lazyDefs)
-	if s.lazy&lazyExpires != 0 {
-		ttl = `(SELECT COUNT(*) FROM messages WHERE expires IS NOT NULL)`
+	if err := s.conn.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(size), 0) FROM messages`).Scan(&s.count, &s.bytes); err != nil {
+		return fmt.Errorf("totals: %w", err)
 	}
-	err := s.conn.QueryRowContext(ctx, `SELECT (SELECT COUNT(*) FROM messages), (SELECT COALESCE(SUM(size), 0) FROM messages), `+ttl).Scan(&s.count, &s.bytes, &s.ttlRows)
-	if err != nil {
-		return fmt.Errorf("open stream: totals: %w", err)
+	s.ttlRows = 0 // without the index no row has an expiry (see lazyDefs)
+	if s.lazy&lazyExpires != 0 {
+		if err := s.conn.QueryRowContext(ctx, `SELECT COUNT(*) FROM messages WHERE expires IS NOT NULL`).Scan(&s.ttlRows); err != nil {
+			return fmt.Errorf("totals: %w", err)
+		}
 	}
 	return nil
 }
@@ -107,7 +110,10 @@ func (s *sqliteStream) useKeptTotals(ctx context.Context, kept []byte) error {
 		s.kept = t
 		return nil
 	}
-	return s.countTotals(ctx)
+	if err := s.countTotals(ctx); err != nil {
+		return fmt.Errorf("open stream: %w", err)
+	}
+	return nil
 }
 
 // keepTotals writes the totals into the file for the next open, at close.
