@@ -271,18 +271,18 @@ func RunEvents(ctx context.Context, cfg EventsConfig, p Progress, w io.Writer) (
 		stream = "shared"
 	}
 	if len(cfg.UpCmd) > 0 {
-		sides = append(sides, fanoutSide{ServerOurs, func(dir string) (eventsServer, error) {
+		sides = append(sides, fanoutSide{ServerOurs, func(dir string, round int) (eventsServer, error) {
 			users, err := usersIn(dir)
 			if err != nil {
 				return nil, err
 			}
-			return startOurs(ctx, cfg.UpCmd, dir, "switchyard-up", stream, cfg.UpProfile, users, cfg.upFlags()...)
+			return startOurs(ctx, cfg.UpCmd, dir, "switchyard-up", stream, roundProfile(cfg.UpProfile, round), users, cfg.upFlags()...)
 		}})
 		if cfg.CrossRegion {
-			sides = append(sides, fanoutSide{ServerOursCross, func(dir string) (eventsServer, error) {
+			sides = append(sides, fanoutSide{ServerOursCross, func(dir string, round int) (eventsServer, error) {
 				profile := ""
 				if cfg.UpProfile != "" {
-					profile = cfg.UpProfile + ".cross"
+					profile = roundProfile(cfg.UpProfile+".cross", round)
 				}
 				users, err := usersIn(dir)
 				if err != nil {
@@ -302,8 +302,19 @@ func RunEvents(ctx context.Context, cfg EventsConfig, p Progress, w io.Writer) (
 // measures: its name in the results and how to start a fresh one whose
 // data, configs and logs go in dir.
 type fanoutSide struct {
-	name  string
-	start func(dir string) (eventsServer, error)
+	name string
+	// start starts the server on dir for round (1 for the first).
+	start func(dir string, round int) (eventsServer, error)
+}
+
+// roundProfile is where our up writes its CPU profile in round (1 for
+// the first): path itself in the first round, path.roundN in round N, so
+// that no round's profile overwrites another's. Empty stays empty.
+func roundProfile(path string, round int) string {
+	if path == "" || round <= 1 {
+		return path
+	}
+	return path + ".round" + strconv.Itoa(round)
 }
 
 // centrifugoSides are Centrifugo without and with history, or none when
@@ -318,7 +329,7 @@ func centrifugoSides(ctx context.Context, bin string, publishers int) []fanoutSi
 		if h {
 			name = ServerCentrifugoHistory
 		}
-		sides = append(sides, fanoutSide{name, func(dir string) (eventsServer, error) {
+		sides = append(sides, fanoutSide{name, func(dir string, _ int) (eventsServer, error) {
 			return startCentrifugo(ctx, bin, dir, h, publishers)
 		}})
 	}
@@ -362,7 +373,7 @@ func runFanout(ctx context.Context, cfg EventsConfig, sides []fanoutSide, warm b
 		for k := range sides {
 			i := (r + k) % len(sides)
 			sd := sides[i]
-			srv, err := sd.start(roundDir)
+			srv, err := sd.start(roundDir, r+1)
 			if err != nil {
 				return nil, nil, fmt.Errorf("%s: %w", sd.name, err)
 			}

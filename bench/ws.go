@@ -75,8 +75,8 @@ func RunWS(ctx context.Context, cfg WSConfig, p Progress) (EventsResult, error) 
 	}
 	var sides []fanoutSide
 	if len(e.UpCmd) > 0 {
-		sides = append(sides, fanoutSide{ServerOurs, func(dir string) (eventsServer, error) {
-			s, err := startOurs(ctx, e.UpCmd, dir, "switchyard-up", "", e.UpProfile, nil)
+		sides = append(sides, fanoutSide{ServerOurs, func(dir string, round int) (eventsServer, error) {
+			s, err := startOurs(ctx, e.UpCmd, dir, "switchyard-up", "", roundProfile(e.UpProfile, round), nil)
 			if err != nil {
 				return nil, err
 			}

@@ -49,8 +49,8 @@ per delivery (the fan-out's CPU less those publishes, over the deliveries), with
 --rounds N measures each server N times, the servers taking turns (each round starting
 one server further along, each server on data of its own), and prints each server's
 median figures (counts summed) and the ratios of every round: one run's CPU and p99 move
-by a quarter and more between runs on a small shared machine. --cpuprofile then holds
-the last round's profile.
+by a quarter and more between runs on a small shared machine. --cpuprofile FILE then
+holds the first round's profile, FILE.round2 the second's, and so on.
 
 Every delivery of ours waits for the end of its coalescing window (250 ms, the seed
 system's), so ours' p50 and p99 are above it. --window 0 runs our up with no window
@@ -115,7 +115,7 @@ rest become gap markers), so --rate × --duration (per channel) must stay under 
 	f.BoolVar(&asJSON, "json", false, "print the results as JSON")
 	f.StringVar(&only, "only", "", "run one side: ours or centrifugo")
 	f.StringVar(&cfg.Centrifugo, "centrifugo", "", "Centrifugo binary to run (default: go install it into a temp directory)")
-	f.StringVar(&cfg.UpProfile, "cpuprofile", "", "have our up write a CPU profile of its whole life to this file (read it with go tool pprof BINARY FILE)")
+	f.StringVar(&cfg.UpProfile, "cpuprofile", "", "have our up write a CPU profile of its whole life to this `FILE` (read it with go tool pprof BINARY FILE); with --rounds, round N past the first writes FILE.roundN")
 	f.BoolVar(&cfg.CrossRegion, "cross-region", false, "also run ours across two regions on loopback (two up --region): subscribers on one, publishes through the other")
 	f.BoolVar(&cfg.PublishCost, "publish-cost", false, "after each fan-out, publish the same load again with no subscriber: prints CPU per publish alone and what delivering adds per delivery")
 	f.StringVar(&cfg.Dir, "dir", "", "directory for the servers' data, configs and logs (default: a temp dir)")

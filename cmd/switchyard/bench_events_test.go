@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"runtime"
 	"testing"
 	"time"
@@ -23,13 +25,15 @@ func TestBenchEventsSmoke(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("the server's CPU and RSS are read from /proc")
 	}
+	profile := filepath.Join(t.TempDir(), "cpu.prof")
 	for _, layout := range []string{"own", "shared", "shared-users", "cross-region"} {
 		args := []string{"bench", "events", "--only", "ours", "--subscribers", "3", "--rate", "20", "--duration", "500ms", "--json", "--no-progress"}
 		want := []string{bench.ServerOurs}
 		switch layout {
 		case "own":
-			// and the publishes again with no subscriber, twice
-			args = append(args, "--publish-cost", "--rounds", "2")
+			// and the publishes again with no subscriber, twice, each
+			// round's up profiled to a file of its own
+			args = append(args, "--publish-cost", "--rounds", "2", "--cpuprofile", profile)
 		case "shared":
 			// A window longer than the run: no delivery before it ends.
 			args = append(args, "--shared", "--window", "1s")
@@ -54,6 +58,11 @@ func TestBenchEventsSmoke(t *testing.T) {
 			}
 			if sum := res.Each[0][0].Delivered + res.Each[0][1].Delivered; res.Runs[0].Delivered != sum {
 				t.Fatalf("%s: delivered %d, want the rounds' sum %d", layout, res.Runs[0].Delivered, sum)
+			}
+			for _, f := range []string{profile, profile + ".round2"} {
+				if fi, err := os.Stat(f); err != nil || fi.Size() == 0 {
+					t.Errorf("%s: a round's CPU profile %s: %v (want a profile of its own for each round)", layout, filepath.Base(f), err)
+				}
 			}
 		}
 		if layout == "shared-users" && res.Users != 3 {
