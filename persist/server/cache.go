@@ -199,11 +199,11 @@ func (s *Server) closer() {
 // to a third more sets a second while the backlog covers the burst,
 // docs/benchmarks.md); doneServing wakes it
 // when the last request is done. Past compactMax streams waiting it
-// compacts under load too, which bounds the disk their WALs hold. What
-// the walk found was on disk before this server started: it waits,
-// unbounded.
+// compacts under load too, which bounds the disk their WALs hold; the
+// streams the start's walk found with a WAL count among them, so that a
+// server busy from its start works those down to the same bound.
 func (s *Server) upkeepLocked() bool {
-	return !s.busyLocked() || len(s.toCompact) > s.compactMax
+	return !s.busyLocked() || len(s.toCompact)+len(s.foundWAL) > s.compactMax
 }
 
 // compactBacklog is how many quickly closed streams may wait for

@@ -124,18 +124,21 @@ func TestCompactionWaitsForRequests(t *testing.T) {
 }
 
 // upkeepLocked's rule alone: upkeep waits while requests are in service or
-// queued, unless the backlog is over compactMax.
+// queued, unless the backlog (the streams listed for compaction and those
+// the start's walk found with a WAL) is over compactMax.
 func TestUpkeepRule(t *testing.T) {
 	s := &Server{compactMax: 2}
 	for _, c := range []struct {
-		inService, ready, listed int
-		want                     bool
+		inService, ready, listed, found int
+		want                            bool
 	}{
-		{0, 0, 1, true}, {1, 0, 1, false}, {0, 1, 1, false}, {1, 1, 2, false}, {1, 0, 3, true},
+		{0, 0, 1, 0, true}, {1, 0, 1, 0, false}, {0, 1, 1, 0, false}, {1, 1, 2, 0, false}, {1, 0, 3, 0, true},
+		{0, 0, 0, 1, true}, {1, 0, 0, 2, false}, {1, 0, 0, 3, true}, {1, 0, 1, 2, true}, {0, 1, 2, 1, true},
 	} {
 		s.inService, s.ready, s.toCompact = c.inService, make([]*handle, c.ready), make([]handleKey, c.listed)
+		s.foundWAL = make([]foundWAL, c.found)
 		if got := s.upkeepLocked(); got != c.want {
-			t.Errorf("in service %d, ready %d, listed %d: upkeep %v, want %v", c.inService, c.ready, c.listed, got, c.want)
+			t.Errorf("in service %d, ready %d, listed %d, found %d: upkeep %v, want %v", c.inService, c.ready, c.listed, c.found, got, c.want)
 		}
 	}
 }
