@@ -323,7 +323,8 @@ type Server struct {
 	// the closer leaves its upkeep for later because the server is busy.
 	upkeepWaits func()
 	// noCompact, if set (tests only), keeps the closer from compacting
-	// streams closed quickly, so that they keep their WAL.
+	// streams closed quickly, so that they keep their WAL, and from taking
+	// up those the start's walk found, so that they stay found.
 	noCompact bool
 	// gatherWait, if set (tests only), replaces how long a sync stream's
 	// group commit waits for more writes (gather).

@@ -262,6 +262,9 @@ func (s *Server) nextFoundLocked() (foundWAL, bool) {
 		s.foundWAL = nil
 		return foundWAL{}, false
 	}
+	if s.noCompact {
+		return foundWAL{}, false
+	}
 	if !s.tryTakeSlot() {
 		return foundWAL{}, false
 	}

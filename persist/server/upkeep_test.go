@@ -142,3 +142,107 @@ func TestUpkeepRule(t *testing.T) {
 		}
 	}
 }
+
+// TestFoundWALsCompactedWhileBusy: the streams a start's walk finds with a
+// WAL left by the last run count towards compactMax like the ones this
+// server closed quickly, so a server busy from its start compacts them
+// down to that backlog instead of waiting for an idle moment.
+func TestFoundWALsCompactedWhileBusy(t *testing.T) {
+	t.Parallel()
+	const maxOpen, streams, backlog = 16, 48, 5
+	var (
+		block    sync.Once
+		entered  = make(chan struct{})
+		release  = make(chan struct{})
+		skipped  = make(chan struct{}, 1)
+		holdNext bool // guarded by the server's mu
+	)
+	h := newHarnessHook(t, func(c *Config) { c.MaxOpenStreams = maxOpen }, func(s *Server) {
+		s.noCompact = true
+		s.compactMax = backlog
+		s.beforeWrite = func(int) {
+			s.mu.Lock()
+			hold := holdNext
+			s.mu.Unlock()
+			if hold {
+				block.Do(func() {
+					close(entered)
+					<-release
+				})
+			}
+		}
+		s.upkeepWaits = func() {
+			select {
+			case skipped <- struct{}{}:
+			default:
+			}
+		}
+	})
+	var releaseOnce sync.Once
+	free := func() { releaseOnce.Do(func() { close(release) }) }
+	// Deferred, not a cleanup: the restarted server's stop (a cleanup
+	// registered later, so run first) waits for the held write.
+	defer free()
+
+	// The first server closes the streams past its cap quickly and, not
+	// allowed to compact, stops with their WALs on disk.
+	for i := range streams {
+		h.set(fmt.Sprintf("s%d", i), "v", nil)
+	}
+	h.node.Stop()
+	left := len(walFiles(t, h))
+	if left <= backlog+1 {
+		t.Fatalf("%d -wal files after the stop, want more than %d", left, backlog+1)
+	}
+
+	// The next one finds them all (its walk done), compacts none yet, and
+	// is kept busy by a write held in its commit.
+	h.start()
+	srv := h.srv
+	waitCounted(t, h)
+	srv.mu.Lock()
+	holdNext = true
+	srv.mu.Unlock()
+	srv.mu.Lock()
+	found := len(srv.foundWAL)
+	srv.mu.Unlock()
+	if found != left {
+		t.Fatalf("the walk found %d streams with a WAL, want %d", found, left)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.set("s0", "held", nil)
+	}()
+	<-entered
+	select {
+	case <-skipped:
+	default:
+	}
+
+	// Allowed to compact while busy, the closer works the backlog down to
+	// compactMax and no further.
+	srv.mu.Lock()
+	srv.noCompact = false
+	srv.closeWork.Signal()
+	srv.mu.Unlock()
+	testwait.For(t, "the closer to leave its upkeep for later", func() bool {
+		select {
+		case <-skipped:
+			return true
+		default:
+			return false
+		}
+	})
+	st := srv.Stats()
+	if st.StreamsCompacted == 0 || st.CompactBacklog != backlog {
+		t.Fatalf("while busy: %d compacted, %d still waiting (of %d found); want some compacted and %d waiting", st.StreamsCompacted, st.CompactBacklog, found, backlog)
+	}
+
+	// Idle again, it compacts the rest.
+	free()
+	<-done
+	testwait.For(t, "the rest compacted", func() bool {
+		return srv.Stats().CompactBacklog == 0 && len(walFiles(t, h)) <= 1 // s0 is open again
+	})
+}
