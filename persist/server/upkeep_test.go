@@ -3,6 +3,7 @@ package server
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/switchyard-dev/switchyard/internal/testwait"
@@ -15,37 +16,9 @@ import (
 func TestCompactionWaitsForRequests(t *testing.T) {
 	t.Parallel()
 	const maxOpen, streams, backlog = 64, 90, 5
-	var (
-		block     sync.Once
-		entered   = make(chan struct{})
-		release   = make(chan struct{})
-		skipped   = make(chan struct{}, 1)
-		blockNext bool // guarded by the server's mu, set before the held write
-	)
-	h := newHarnessHook(t, func(c *Config) { c.MaxOpenStreams = maxOpen }, func(s *Server) {
-		s.noCompact = true
-		s.compactMax = backlog
-		s.beforeWrite = func(int) {
-			s.mu.Lock()
-			hold := blockNext
-			s.mu.Unlock()
-			if hold {
-				block.Do(func() {
-					close(entered)
-					<-release
-				})
-			}
-		}
-		s.upkeepWaits = func() {
-			select {
-			case skipped <- struct{}{}:
-			default:
-			}
-		}
-	})
-	var releaseOnce sync.Once
-	free := func() { releaseOnce.Do(func() { close(release) }) }
-	t.Cleanup(free)
+	hw := newHeldWrite()
+	h := newHarnessHook(t, func(c *Config) { c.MaxOpenStreams = maxOpen }, hw.hook(backlog))
+	t.Cleanup(hw.free)
 
 	// Streams past the cap are evicted and closed quickly; the closer may
 	// not compact them yet.
@@ -62,20 +35,18 @@ func TestCompactionWaitsForRequests(t *testing.T) {
 	})
 
 	// A write held in its commit keeps the server busy.
-	srv.mu.Lock()
-	blockNext = true
-	srv.mu.Unlock()
+	hw.holdNext.Store(true)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		h.set("s0", "held", nil)
 	}()
-	<-entered
+	<-hw.entered
 	// The held write's open evicted one more stream; the closer may have
 	// left its upkeep for later before (the writes above were requests
 	// too), but it cannot while this many are listed.
 	select {
-	case <-skipped:
+	case <-hw.skipped:
 	default:
 	}
 
@@ -88,7 +59,7 @@ func TestCompactionWaitsForRequests(t *testing.T) {
 	var left int
 	testwait.For(t, "the closer to leave its upkeep for later, or to run out of work", func() bool {
 		select {
-		case <-skipped:
+		case <-hw.skipped:
 			return true
 		default:
 		}
@@ -111,7 +82,7 @@ func TestCompactionWaitsForRequests(t *testing.T) {
 
 	// Done serving, the server is idle: the rest are compacted (all but
 	// a stream open again since, which leaves the list uncompacted).
-	free()
+	hw.free()
 	<-done
 	testwait.For(t, "the rest compacted", func() bool {
 		srv.mu.Lock()
@@ -150,39 +121,11 @@ func TestUpkeepRule(t *testing.T) {
 func TestFoundWALsCompactedWhileBusy(t *testing.T) {
 	t.Parallel()
 	const maxOpen, streams, backlog = 16, 48, 5
-	var (
-		block    sync.Once
-		entered  = make(chan struct{})
-		release  = make(chan struct{})
-		skipped  = make(chan struct{}, 1)
-		holdNext bool // guarded by the server's mu
-	)
-	h := newHarnessHook(t, func(c *Config) { c.MaxOpenStreams = maxOpen }, func(s *Server) {
-		s.noCompact = true
-		s.compactMax = backlog
-		s.beforeWrite = func(int) {
-			s.mu.Lock()
-			hold := holdNext
-			s.mu.Unlock()
-			if hold {
-				block.Do(func() {
-					close(entered)
-					<-release
-				})
-			}
-		}
-		s.upkeepWaits = func() {
-			select {
-			case skipped <- struct{}{}:
-			default:
-			}
-		}
-	})
-	var releaseOnce sync.Once
-	free := func() { releaseOnce.Do(func() { close(release) }) }
+	hw := newHeldWrite()
+	h := newHarnessHook(t, func(c *Config) { c.MaxOpenStreams = maxOpen }, hw.hook(backlog))
 	// Deferred, not a cleanup: the restarted server's stop (a cleanup
 	// registered later, so run first) waits for the held write.
-	defer free()
+	defer hw.free()
 
 	// The first server closes the streams past its cap quickly and, not
 	// allowed to compact, stops with their WALs on disk.
@@ -201,22 +144,20 @@ func TestFoundWALsCompactedWhileBusy(t *testing.T) {
 	srv := h.srv
 	waitCounted(t, h)
 	srv.mu.Lock()
-	holdNext = true
-	srv.mu.Unlock()
-	srv.mu.Lock()
 	found := len(srv.foundWAL)
 	srv.mu.Unlock()
 	if found != left {
 		t.Fatalf("the walk found %d streams with a WAL, want %d", found, left)
 	}
+	hw.holdNext.Store(true)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		h.set("s0", "held", nil)
 	}()
-	<-entered
+	<-hw.entered
 	select {
-	case <-skipped:
+	case <-hw.skipped:
 	default:
 	}
 
@@ -228,7 +169,7 @@ func TestFoundWALsCompactedWhileBusy(t *testing.T) {
 	srv.mu.Unlock()
 	testwait.For(t, "the closer to leave its upkeep for later", func() bool {
 		select {
-		case <-skipped:
+		case <-hw.skipped:
 			return true
 		default:
 			return false
@@ -240,9 +181,49 @@ func TestFoundWALsCompactedWhileBusy(t *testing.T) {
 	}
 
 	// Idle again, it compacts the rest.
-	free()
+	hw.free()
 	<-done
 	testwait.For(t, "the rest compacted", func() bool {
 		return srv.Stats().CompactBacklog == 0 && len(walFiles(t, h)) <= 1 // s0 is open again
 	})
 }
+
+// heldWrite keeps a server busy for a test: once holdNext is set, the
+// next write waits in its commit (entered closed) until free; skipped
+// hears each time the closer leaves its upkeep for later.
+type heldWrite struct {
+	holdNext           atomic.Bool
+	entered, release   chan struct{}
+	skipped            chan struct{}
+	block, releaseOnce sync.Once
+}
+
+func newHeldWrite() *heldWrite {
+	return &heldWrite{entered: make(chan struct{}), release: make(chan struct{}), skipped: make(chan struct{}, 1)}
+}
+
+// hook sets a new server up for it: no compaction until the test allows
+// it, a backlog of backlog, the held write and the closer's skips.
+func (hw *heldWrite) hook(backlog int) func(*Server) {
+	return func(s *Server) {
+		s.noCompact = true
+		s.compactMax = backlog
+		s.beforeWrite = func(int) {
+			if hw.holdNext.Load() {
+				hw.block.Do(func() {
+					close(hw.entered)
+					<-hw.release
+				})
+			}
+		}
+		s.upkeepWaits = func() {
+			select {
+			case hw.skipped <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// free lets the held write go on; it may be called more than once.
+func (hw *heldWrite) free() { hw.releaseOnce.Do(func() { close(hw.release) }) }
