@@ -34,28 +34,15 @@ func TestCompactionWaitsForRequests(t *testing.T) {
 		return srv.toClose.n == 0 && len(srv.closing) == 0 && listed > backlog
 	})
 
-	// A write held in its commit keeps the server busy.
-	hw.holdNext.Store(true)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		h.set("s0", "held", nil)
-	}()
-	<-hw.entered
-	// The held write's open evicted one more stream; the closer may have
-	// left its upkeep for later before (the writes above were requests
-	// too), but it cannot while this many are listed.
-	select {
-	case <-hw.skipped:
-	default:
-	}
+	// A write held in its commit keeps the server busy. Its open evicted
+	// one more stream; the closer may have left its upkeep for later
+	// before (the writes above were requests too), but it cannot while
+	// this many are listed.
+	done := hw.hold(h, "s0")
 
 	// Allowed to compact while busy, the closer works the list down to the
 	// backlog and no further.
-	srv.mu.Lock()
-	srv.noCompact = false
-	srv.closeWork.Signal()
-	srv.mu.Unlock()
+	allowCompaction(srv)
 	var left int
 	testwait.For(t, "the closer to leave its upkeep for later, or to run out of work", func() bool {
 		select {
@@ -149,24 +136,11 @@ func TestFoundWALsCompactedWhileBusy(t *testing.T) {
 	if found != left {
 		t.Fatalf("the walk found %d streams with a WAL, want %d", found, left)
 	}
-	hw.holdNext.Store(true)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		h.set("s0", "held", nil)
-	}()
-	<-hw.entered
-	select {
-	case <-hw.skipped:
-	default:
-	}
+	done := hw.hold(h, "s0")
 
 	// Allowed to compact while busy, the closer works the backlog down to
 	// compactMax and no further.
-	srv.mu.Lock()
-	srv.noCompact = false
-	srv.closeWork.Signal()
-	srv.mu.Unlock()
+	allowCompaction(srv)
 	testwait.For(t, "the closer to leave its upkeep for later", func() bool {
 		select {
 		case <-hw.skipped:
@@ -225,5 +199,31 @@ func (hw *heldWrite) hook(backlog int) func(*Server) {
 	}
 }
 
+// hold sets a value in stream and keeps that write in its commit; it
+// returns once the write is held (with any skip heard before forgotten),
+// and the channel it returns closes when the write is done (after free).
+func (hw *heldWrite) hold(h *harness, stream string) <-chan struct{} {
+	hw.holdNext.Store(true)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.set(stream, "held", nil)
+	}()
+	<-hw.entered
+	select {
+	case <-hw.skipped:
+	default:
+	}
+	return done
+}
+
 // free lets the held write go on; it may be called more than once.
 func (hw *heldWrite) free() { hw.releaseOnce.Do(func() { close(hw.release) }) }
+
+// allowCompaction lifts the hook's noCompact and wakes the closer.
+func allowCompaction(srv *Server) {
+	srv.mu.Lock()
+	srv.noCompact = false
+	srv.closeWork.Signal()
+	srv.mu.Unlock()
+}
