@@ -2,6 +2,7 @@ package store
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"syscall"
 
@@ -93,21 +94,25 @@ func isFull(err error) bool {
 	return ok && d.Reason == ReasonFull
 }
 
-// removeCreated removes the stream file p that a failed open created, with
-// its -wal, -shm and -journal files, when p is still empty: on a full or
-// read-only disk SQLite creates the file and then fails to write its first
-// page, and an empty file left behind would turn every later failure into a
-// litter of them. A file that holds data is never removed: an open only
-// creates what it removes, and the caller checked p did not exist before.
-func removeCreated(p string) {
+// removeCreated removes the stream file p that a failed open created (a
+// copy of the template, size bytes), with its -wal, -shm and -journal
+// files, while it still holds nothing but the template: no -wal (the open's
+// first commit would have made one) and its size. A stream nobody could
+// open is not left behind to be found by the next walk, and a file that
+// holds data is never removed: only another server sharing the directory
+// could have written to it since, and its commits go to a -wal first.
+func removeCreated(p string, size int64) {
 	fi, err := os.Lstat(p)
-	if err != nil || !fi.Mode().IsRegular() || fi.Size() != 0 {
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() != size {
+		return
+	}
+	if _, err := os.Lstat(p + walSuffix); !errors.Is(err, fs.ErrNotExist) {
 		return
 	}
 	if os.Remove(p) != nil {
 		return
 	}
-	for _, suffix := range []string{"-wal", "-shm", "-journal"} {
+	for _, suffix := range []string{"-shm", "-journal"} {
 		_ = os.Remove(p + suffix) // absent is fine
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/switchyard-dev/switchyard/bus"
 )
@@ -27,7 +28,9 @@ type Lister interface {
 	// ScanScope counts the stream files of scope, reading its directory a
 	// batch at a time without a stat per file, and calls wal with the file
 	// name (StreamFileName) of each that has a -wal beside it. A scope with
-	// no directory holds none.
+	// no directory holds none. It also removes what a create that crashed
+	// left (a copy of the template never linked: template.go), once old
+	// enough not to be a create still running.
 	ScanScope(scope string, wal func(file string)) (int, error)
 	// HasStream reports whether the stream has its file on the local disk
 	// (an archive copy does not count): the server stats it around opens
@@ -93,12 +96,18 @@ func (st *SQLite) ScanScope(scope string, wal func(file string)) (int, error) {
 		return 0, nil
 	}
 	n := 0
-	err := readDirBatches(filepath.Join(st.dir, scope), func(e fs.DirEntry) error {
+	dir, now := filepath.Join(st.dir, scope), time.Now()
+	err := readDirBatches(dir, func(e fs.DirEntry) error {
 		name := e.Name()
-		if isStreamFile(name) {
+		switch db, isWAL := strings.CutSuffix(name, walSuffix); {
+		case isStreamFile(name):
 			n++
-		} else if db, ok := strings.CutSuffix(name, walSuffix); ok && isStreamFile(db) && wal != nil {
-			wal(db)
+		case isWAL && isStreamFile(db):
+			if wal != nil {
+				wal(db)
+			}
+		case isCreateTemp(name):
+			removeStaleCreateTemp(dir, e, now)
 		}
 		return nil
 	})
@@ -168,7 +177,7 @@ func (st *SQLite) StreamName(scope, file string) (string, error) {
 	// that asks must not wait for it. An exclusive storage reads it in
 	// its own locking mode, so that no -shm is made (nothing would remove
 	// it).
-	db, err := sql.Open("sqlite", st.streamDSN(p, false, nameBusyTimeoutMs)+"&mode=rw")
+	db, err := sql.Open("sqlite", st.streamDSN(p, nameBusyTimeoutMs))
 	if err != nil {
 		return "", fmt.Errorf("stream name: %w", err)
 	}

@@ -96,7 +96,7 @@ func (st *SQLite) Compact(scope, name string) error {
 		return nil
 	}
 	// In the storage's own locking mode: an exclusive one makes no -shm.
-	db, err := sql.Open("sqlite", st.streamDSN(p, false, st.busyMs)+"&mode=rw")
+	db, err := sql.Open("sqlite", st.streamDSN(p, st.busyMs))
 	if err != nil {
 		return fmt.Errorf("compact stream: %w", err)
 	}

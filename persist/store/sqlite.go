@@ -174,9 +174,10 @@ func fileURI(p string) string {
 	return "file:" + r.Replace(filepath.ToSlash(p))
 }
 
-// Open implements Storage. A failure of the disk is a *DiskError, and a
-// stream file this call created is removed again when the open fails (see
-// removeCreated), so a full or read-only disk leaves no empty files behind.
+// Open implements Storage. A new stream's file is a copy of the template
+// (template.go). A failure of the disk is a *DiskError, and a stream file
+// this call created is removed again when the open fails (see
+// removeCreated), so a full or read-only disk leaves no files behind.
 func (st *SQLite) Open(scope, name string, now time.Time) (Stream, error) {
 	return st.openClassified(scope, name, true, now)
 }
@@ -246,25 +247,35 @@ func (st *SQLite) open(scope, name string, create bool, now time.Time) (Stream, 
 			return nil, err
 		}
 		created = p
-		defer func() {
-			if created != "" {
-				removeCreated(created)
-			}
-		}()
 	}
 	var arch *streamArchive
 	if st.archive != "" {
 		if arch, err = archiveStream(st.archive, scope, name, p); err != nil {
 			return nil, err
 		}
+		if arch.saved >= 0 {
+			created = "" // the archive's copy was restored to p
+		}
 	}
-	dsn := st.streamDSN(p, created != "", st.busyMs)
-	if !create {
-		// Without "c" SQLite fails on a missing file instead of creating
-		// it: a file removed since exists looked stays removed.
-		dsn += "&mode=rw"
+	var template []byte
+	if created != "" {
+		if template, err = streamTemplate(); err != nil {
+			return nil, err
+		}
+		switch err := createStreamFile(p, template); {
+		case errors.Is(err, fs.ErrExist):
+			created = "" // made meanwhile by another server on this directory
+		case err != nil:
+			return nil, err
+		default:
+			defer func() {
+				if created != "" {
+					removeCreated(created, int64(len(template)))
+				}
+			}()
+		}
 	}
-	s, err := openStream(dsn, scope, name, openHow{fresh: created != "", sp: st.space, full: st.sync, exclusive: st.excl}, now)
+	s, err := openStream(st.streamDSN(p, st.busyMs), scope, name, openHow{sp: st.space, full: st.sync, exclusive: st.excl}, now)
 	if err != nil {
 		if !create {
 			if _, serr := os.Stat(p); errors.Is(serr, fs.ErrNotExist) {
@@ -285,59 +296,35 @@ func (st *SQLite) open(scope, name string, create bool, now time.Time) (Stream, 
 	return s, nil
 }
 
-// streamDSN is the DSN of the stream file p; isNew: this open creates it.
-// The driver runs the pragmas busy_timeout first and then in alphabetical
-// order, and none of them writes to an existing file (journal_mode(WAL) on
-// a file in WAL mode already is a no-op, and converts one that is not, an
-// archive copy). A new file is set up by init instead (newFilePragmas),
-// after synchronous, so its first writes do not pay SQLite's default FULL.
+// streamDSN is the DSN of the stream file p, which exists: the storage
+// makes every stream file (createStreamFile, or an archive copy's
+// restore) and SQLite only opens one (mode=rw), so a file removed since
+// it was looked at is not made again, empty. The driver
+// runs the pragmas busy_timeout first and then in alphabetical order, and
+// none of them writes to an existing file (journal_mode(WAL) on a file in
+// WAL mode already is a no-op, and converts one that is not, an archive
+// copy).
 //
 // An exclusive storage adds locking_mode(EXCLUSIVE), which only keeps the
 // WAL index out of shared memory when it is set before the WAL is first
 // read; the driver would run journal_mode(WAL) before it (the alphabet),
 // so the DSN then leaves journal_mode out and init runs it
 // (openHow.exclusive). busyMs is how long a connection waits for a lock.
-func (st *SQLite) streamDSN(p string, isNew bool, busyMs int) string {
+func (st *SQLite) streamDSN(p string, busyMs int) string {
 	mode := "NORMAL"
 	if st.sync {
 		mode = "FULL"
 	}
-	dsn := fileURI(p) + "?_pragma=busy_timeout(" + strconv.Itoa(busyMs) + ")&_pragma=synchronous(" + mode + ")"
+	dsn := fileURI(p) + "?mode=rw&_pragma=busy_timeout(" + strconv.Itoa(busyMs) + ")&_pragma=synchronous(" + mode + ")"
 	if st.excl {
-		dsn += "&_pragma=locking_mode(EXCLUSIVE)"
-	}
-	if isNew || st.excl {
-		return dsn
+		return dsn + "&_pragma=locking_mode(EXCLUSIVE)"
 	}
 	return dsn + "&_pragma=journal_mode(WAL)"
-}
-
-// newFilePageSize is the page size of new stream files. A small stream
-// (a few keys) holds one page per table and index (three b-trees, more
-// once it uses lazyTables), and its header and pointer-map pages: 2 KiB
-// pages halve its file against SQLite's 4 KiB, and a keyed set writes
-// 2 KiB frames to the WAL instead of 4 KiB (measured in
-// docs/benchmarks.md). Files made before keep theirs.
-const newFilePageSize = 2048
-
-// newFilePragmas run, in this order, on a connection to a new file. The
-// page size only takes before the first page is written, and auto_vacuum
-// writes it (a transaction storing the incremental-vacuum flag, which does
-// not take once the switch to WAL has written the first page). On an
-// existing file auto_vacuum would be that write at every open, so it is
-// set on new files only: with it a delete on a full disk can hand freed
-// pages back to the filesystem (see reserve.go); older files keep NONE
-// (changing it needs a full VACUUM).
-var newFilePragmas = []string{
-	`PRAGMA page_size = ` + strconv.Itoa(newFilePageSize),
-	`PRAGMA auto_vacuum = INCREMENTAL`,
-	`PRAGMA journal_mode = WAL`,
 }
 
 // openHow is how openStream opens a stream's database.
 type openHow struct {
 	memory bool   // a private in-memory database (Memory)
-	fresh  bool   // the file is new (see newFilePragmas)
 	sp     *space // the disk reserve its writes wait on; nil for none
 	full   bool   // the DSN opens it synchronous=FULL whatever its config says
 	// exclusive: the DSN sets locking_mode=EXCLUSIVE and leaves
@@ -510,26 +497,18 @@ type sqliteStream struct {
 }
 
 func (s *sqliteStream) init(now time.Time, how openHow) error {
-	fresh := how.fresh
 	ctx := context.Background()
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("open stream: %w", err)
 	}
 	s.conn = conn
-	if how.exclusive && !fresh {
+	if how.exclusive {
 		if _, err := conn.ExecContext(ctx, `PRAGMA journal_mode = WAL`); err != nil {
 			return fmt.Errorf("open stream: journal mode: %w", err)
 		}
 	}
-	if fresh {
-		for _, p := range newFilePragmas {
-			if _, err := conn.ExecContext(ctx, p); err != nil {
-				return fmt.Errorf("open stream: %s: %w", p, err)
-			}
-		}
-	}
-	version, err := s.ensureSchema(fresh || s.memory)
+	version, err := s.ensureSchema(s.memory)
 	if err != nil {
 		return err
 	}
@@ -793,9 +772,10 @@ const (
 // ensureSchema creates what the file lacks unless its version says it has
 // it, and returns the version: a stream reopened many times (the
 // open-stream cache evicts and reopens) reads one header field instead of
-// running the DDL each time. blank: the database is new (created by this
-// open, or in memory), so it gets coreSchema only; any other file at 0
-// runs fullSchema once, as before lazy tables.
+// running the DDL each time. blank: the database is new (in memory: a
+// new file is a copy of the template, which has its version), so it gets
+// coreSchema only; any other file at 0 runs fullSchema once, as before
+// lazy tables.
 func (s *sqliteStream) ensureSchema(blank bool) (int, error) {
 	ctx := context.Background()
 	var v int
