@@ -2,7 +2,9 @@ package store
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -121,11 +123,10 @@ func buildTemplate() ([]byte, error) {
 // which is then that server's file, whole. Nothing is left behind on
 // failure.
 func createStreamFile(p string, template []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(p), filepath.Base(p)+createTempInfix+"*")
+	f, tmp, err := createTemp(p)
 	if err != nil {
 		return fmt.Errorf("create stream file: %w", err)
 	}
-	tmp := f.Name()
 	defer os.Remove(tmp) // the link is the stream's name now, or failed
 	_, err = f.Write(template)
 	if err == nil {
@@ -151,6 +152,24 @@ func createStreamFile(p string, template []byte) error {
 		}
 	}
 	return nil
+}
+
+// createTemp creates a new file beside p, named p, createTempInfix and a
+// random suffix, with the permissions SQLite gives the files it creates
+// (0644 less the umask; os.CreateTemp's 0600 would lock out the tools an
+// operator reads them with).
+func createTemp(p string) (*os.File, string, error) {
+	for range 10 {
+		var r [8]byte
+		_, _ = rand.Read(r[:]) // crypto/rand.Read never fails on supported platforms
+		name := p + createTempInfix + hex.EncodeToString(r[:])
+		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		return f, name, err
+	}
+	return nil, "", fmt.Errorf("no free temporary name beside %s", filepath.Base(p))
 }
 
 // isCreateTemp reports whether a directory entry's name is a copy being

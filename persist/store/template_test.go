@@ -54,8 +54,8 @@ func fileFacts(t *testing.T, p string) []string {
 // TestTemplateIsWhatSQLiteMakes: a file copied from the template (made in
 // memory, its header switched to WAL by hand) reads as a file SQLite made
 // itself with the same pragmas, WAL mode and schema: same journal mode,
-// page size, vacuum mode, version, pages, schema and a clean integrity
-// check. It fails if the header switch or the build's pragmas are wrong.
+// page size, vacuum mode, version, pages, schema, file permissions and a
+// clean integrity check. It fails if the header switch or the build's pragmas are wrong.
 func TestTemplateIsWhatSQLiteMakes(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -85,6 +85,18 @@ func TestTemplateIsWhatSQLiteMakes(t *testing.T) {
 	}
 
 	want, got := fileFacts(t, made), fileFacts(t, copied)
+	for i, p := range []string{made, copied} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fact := "mode " + fi.Mode().Perm().String()
+		if i == 0 {
+			want = append(want, fact)
+		} else {
+			got = append(got, fact)
+		}
+	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("a copy of the template:\n%s\nSQLite's own file:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
