@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"errors"
 	"io/fs"
 	"os"
@@ -94,19 +95,18 @@ func isFull(err error) bool {
 	return ok && d.Reason == ReasonFull
 }
 
-// removeCreated removes the stream file p that a failed open created (a
-// copy of the template, size bytes), with its -wal, -shm and -journal
-// files, while it still holds nothing but the template: no -wal (the open's
-// first commit would have made one) and its size. A stream nobody could
-// open is not left behind to be found by the next walk, and a file that
-// holds data is never removed: only another server sharing the directory
-// could have written to it since, and its commits go to a -wal first.
-func removeCreated(p string, size int64) {
-	fi, err := os.Lstat(p)
-	if err != nil || !fi.Mode().IsRegular() || fi.Size() != size {
+// removeCreated removes the stream file p that a failed open created from
+// template, with its -shm and -journal files, while it is still byte for
+// byte the template with no -wal beside it: a stream nobody could open is
+// not left behind to be found by the next walk. A file anyone wrote to is
+// never removed (another server sharing the directory may have opened
+// the stream since the link): a commit leaves a -wal or, checkpointed,
+// other bytes.
+func removeCreated(p string, template []byte) {
+	if _, err := os.Lstat(p + walSuffix); !errors.Is(err, fs.ErrNotExist) {
 		return
 	}
-	if _, err := os.Lstat(p + walSuffix); !errors.Is(err, fs.ErrNotExist) {
+	if b, err := os.ReadFile(p); err != nil || !bytes.Equal(b, template) {
 		return
 	}
 	if os.Remove(p) != nil {

@@ -270,7 +270,7 @@ func (st *SQLite) open(scope, name string, create bool, now time.Time) (Stream, 
 		default:
 			defer func() {
 				if created != "" {
-					removeCreated(created, int64(len(template)))
+					removeCreated(created, template)
 				}
 			}()
 		}
@@ -297,13 +297,12 @@ func (st *SQLite) open(scope, name string, create bool, now time.Time) (Stream, 
 }
 
 // streamDSN is the DSN of the stream file p, which exists: the storage
-// makes every stream file (createStreamFile, or an archive copy's
-// restore) and SQLite only opens one (mode=rw), so a file removed since
-// it was looked at is not made again, empty. The driver
-// runs the pragmas busy_timeout first and then in alphabetical order, and
-// none of them writes to an existing file (journal_mode(WAL) on a file in
-// WAL mode already is a no-op, and converts one that is not, an archive
-// copy).
+// makes every stream file (createStreamFile, or an archive copy's restore)
+// and SQLite only opens one (mode=rw), so a file removed since it was
+// looked at is not made again, empty. The driver runs the pragmas
+// busy_timeout first and then in alphabetical order, and none of them
+// writes to an existing file (journal_mode(WAL) on a file in WAL mode
+// already is a no-op, and converts one that is not, an archive copy).
 //
 // An exclusive storage adds locking_mode(EXCLUSIVE), which only keeps the
 // WAL index out of shared memory when it is set before the WAL is first

@@ -219,3 +219,40 @@ func TestScanScopeRemovesStaleCreateTemps(t *testing.T) {
 		t.Fatalf("recent copy: %v, want it kept", err)
 	}
 }
+
+// TestRemoveCreatedOnlyUntouched: a failed open removes the stream file it
+// created only while it is still the template with no -wal; a file with a
+// -wal or other bytes (someone committed to it) stays.
+func TestRemoveCreatedOnlyUntouched(t *testing.T) {
+	t.Parallel()
+	tmpl, err := streamTemplate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name     string
+		contents []byte
+		wal      bool
+		removed  bool
+	}{
+		{"untouched", tmpl, false, true},
+		{"with a wal", tmpl, true, false},
+		{"written to", append(slices.Clone(tmpl[:len(tmpl)-1]), tmpl[len(tmpl)-1]^1), false, false},
+	}
+	for _, c := range cases {
+		p := filepath.Join(t.TempDir(), StreamFileName("s"))
+		if err := os.WriteFile(p, c.contents, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if c.wal {
+			if err := os.WriteFile(p+walSuffix, []byte("frames"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		removeCreated(p, tmpl)
+		_, err := os.Lstat(p)
+		if gone := errors.Is(err, fs.ErrNotExist); gone != c.removed {
+			t.Errorf("%s: removed %v, want %v (%v)", c.name, gone, c.removed, err)
+		}
+	}
+}
