@@ -138,7 +138,7 @@ func createStreamFile(p string, template []byte) error {
 	if err != nil {
 		return fmt.Errorf("create stream file: %w", err)
 	}
-	if err := os.Link(tmp, p); err != nil {
+	if err := linkFile(tmp, p); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			return err
 		}
@@ -171,6 +171,9 @@ func createTemp(p string) (*os.File, string, error) {
 	}
 	return nil, "", fmt.Errorf("no free temporary name beside %s", filepath.Base(p))
 }
+
+// linkFile is os.Link; tests stand in a filesystem without hard links.
+var linkFile = os.Link
 
 // isCreateTemp reports whether a directory entry's name is a copy being
 // written by createStreamFile.

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -254,5 +255,38 @@ func TestRemoveCreatedOnlyUntouched(t *testing.T) {
 		if gone := errors.Is(err, fs.ErrNotExist); gone != c.removed {
 			t.Errorf("%s: removed %v, want %v (%v)", c.name, gone, c.removed, err)
 		}
+	}
+}
+
+// TestCreateStreamFileWithoutLinks: on a filesystem without hard links the
+// copy is renamed to the stream's name instead, and a file already there
+// is still left as it is (fs.ErrExist). Not parallel: it swaps linkFile.
+func TestCreateStreamFileWithoutLinks(t *testing.T) {
+	linkFile = func(string, string) error { return &os.LinkError{Op: "link", Err: syscall.EPERM} }
+	t.Cleanup(func() { linkFile = os.Link })
+	tmpl, err := streamTemplate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	p := filepath.Join(dir, StreamFileName("s"))
+	if err := createStreamFile(p, tmpl); err != nil {
+		t.Fatalf("create by rename: %v", err)
+	}
+	if b, err := os.ReadFile(p); err != nil || !bytes.Equal(b, tmpl) {
+		t.Fatalf("the stream file is not the template (err %v)", err)
+	}
+	if err := createStreamFile(p, []byte("another copy")); !errors.Is(err, fs.ErrExist) {
+		t.Fatalf("create by rename over an existing file: %v, want fs.ErrExist", err)
+	}
+	if b, err := os.ReadFile(p); err != nil || !bytes.Equal(b, tmpl) {
+		t.Fatalf("the existing stream file was replaced (err %v)", err)
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ents) != 1 {
+		t.Fatalf("directory holds %d entries, want the stream file alone", len(ents))
 	}
 }
