@@ -140,30 +140,17 @@ func (s *Store) applyCollections(ctx context.Context, colls []*Collection, now t
 		d := colls[i]
 		var pub []Release
 		var n int
-		tries := 0 // attempts that published
-		final, ch, err := mergeLoop(ctx, s.collections, d.ID, func(cur *Collection) (bool, error) {
+		_, ch, err := s.publishingMerge(ctx, d.ID, func(cur *Collection) (bool, []Release, error) {
 			if !cur.Merge(*d) {
-				return false, nil
+				return false, nil, nil
 			}
 			before := slices.Clone(cur.States)
 			pub = cur.update(s.policy, ms)
 			n = changedStates(before, cur.States)
-			if len(pub) > 0 {
-				tries++
-			}
-			// Before the write: see Apply.
-			return true, s.publish(ctx, pub)
+			return true, pub, nil
 		})
 		if err != nil {
 			return fmt.Errorf("usenet: store collection %s: %w", d.ID, err)
-		}
-		if tries > 1 || !ch && tries > 0 {
-			// An attempt that lost its write published posts another
-			// writer's record does not hold: publish the stored ones
-			// again, so that the stream's last row of each is theirs.
-			if err := s.publish(ctx, final.visible(s.policy)); err != nil {
-				return err
-			}
 		}
 		mu.Lock()
 		defer mu.Unlock()
@@ -188,17 +175,68 @@ func changedStates(before, after []PostState) int {
 	return n
 }
 
+// publishingMerge is mergeLoop on the collection id for a merge that
+// publishes: merge returns whether it changed cur and the posts to publish,
+// which go to the releases stream before the write (see Apply). An attempt
+// that published and then lost its write (another writer's record came
+// first, and mergeLoop tried again) left rows in the stream that the
+// stored record need not hold, at the versions the winner published too;
+// and the attempt that finally writes, or finds nothing to change, may
+// publish nothing. So after any such loss the stored record's visible
+// posts are published again, and the stream's latest row of each post is
+// the stored one.
+func (s *Store) publishingMerge(ctx context.Context, id string, merge func(cur *Collection) (bool, []Release, error)) (*Collection, bool, error) {
+	lost, published := false, false
+	final, ch, err := mergeLoop(ctx, s.collections, id, func(cur *Collection) (bool, error) {
+		lost = lost || published // a second attempt: the last one's write lost
+		published = false
+		ok, pub, err := merge(cur)
+		if err != nil || !ok || len(pub) == 0 {
+			return ok, err
+		}
+		published = true
+		return true, s.publish(ctx, pub)
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	if lost {
+		if err := s.publishAgain(ctx, final.visible(s.policy)); err != nil {
+			return nil, false, err
+		}
+	}
+	return final, ch, nil
+}
+
 // publish writes rels to the releases stream, keyed by id. A retried write
 // of the same record is de-duplicated by a hash of its value.
 func (s *Store) publish(ctx context.Context, rels []Release) error {
+	return s.publishRows(ctx, rels, true)
+}
+
+// publishAgain is publish without the de-duplication: the rows it writes
+// were most likely published before, and then replaced by rows of an
+// attempt that lost its write (publishingMerge), so a msgID seen within
+// the window would leave those in place. A retry of it writes the same
+// rows again, which replace themselves.
+func (s *Store) publishAgain(ctx context.Context, rels []Release) error {
+	return s.publishRows(ctx, rels, false)
+}
+
+// publishRows is publish, with msgIDs (dedup) or without.
+func (s *Store) publishRows(ctx context.Context, rels []Release, dedup bool) error {
 	var entries []persist.Entry
 	for _, r := range rels {
 		v, err := json.Marshal(r)
 		if err != nil {
 			return fmt.Errorf("usenet: encode release %s: %w", r.ID, err)
 		}
-		sum := sha256.Sum256(v)
-		entries = append(entries, persist.Entry{Key: r.ID, Value: v, MsgID: r.ID + "-" + hex.EncodeToString(sum[:8])})
+		e := persist.Entry{Key: r.ID, Value: v}
+		if dedup {
+			sum := sha256.Sum256(v)
+			e.MsgID = r.ID + "-" + hex.EncodeToString(sum[:8])
+		}
+		entries = append(entries, e)
 	}
 	for len(entries) > 0 {
 		n := batchLen(entries)

@@ -188,7 +188,7 @@ func (s *Store) CollectionOfRelease(ctx context.Context, r Release) (string, err
 func (s *Store) SetProcessed(ctx context.Context, coll, id string, p Processed) (Release, bool, error) {
 	var out Release
 	found := false
-	_, _, err := mergeLoop(ctx, s.collections, coll, func(c *Collection) (bool, error) {
+	_, _, err := s.publishingMerge(ctx, coll, func(c *Collection) (bool, []Release, error) {
 		posts, idx, _ := c.resolve(s.policy.gap())
 		for i := range posts {
 			if posts[i].ID != id || idx[i] < 0 {
@@ -198,7 +198,7 @@ func (s *Store) SetProcessed(ctx context.Context, coll, id string, p Processed) 
 			if st.Post != nil && st.Post.equal(p) {
 				found, out = st.Visible, posts[i]
 				st.overlay(&out)
-				return false, nil
+				return false, nil, nil
 			}
 			pc := p
 			st.Post = &pc
@@ -207,12 +207,12 @@ func (s *Store) SetProcessed(ctx context.Context, coll, id string, p Processed) 
 			out = posts[i]
 			st.overlay(&out)
 			if !st.Visible {
-				return true, nil
+				return true, nil, nil
 			}
-			return true, s.publish(ctx, []Release{out})
+			return true, []Release{out}, nil
 		}
 		found = false
-		return false, nil
+		return false, nil, nil
 	})
 	if err != nil {
 		return Release{}, false, fmt.Errorf("usenet: store post-processing of %s: %w", id, err)

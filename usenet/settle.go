@@ -142,12 +142,9 @@ func (s *Store) Settle(ctx context.Context, now time.Time, cfg SettleConfig) (in
 	n := 0
 	for _, id := range due {
 		var pub []Release
-		_, _, err := mergeLoop(ctx, s.collections, id, func(cur *Collection) (bool, error) {
+		_, _, err := s.publishingMerge(ctx, id, func(cur *Collection) (bool, []Release, error) {
 			pub = cur.settle(cfg, now)
-			if len(pub) == 0 {
-				return false, nil
-			}
-			return true, s.publish(ctx, pub)
+			return len(pub) > 0, pub, nil
 		})
 		if err != nil {
 			return n, fmt.Errorf("usenet: settle %s: %w", id, err)
