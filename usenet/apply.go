@@ -176,23 +176,34 @@ func changedStates(before, after []PostState) int {
 }
 
 // publishingMerge is mergeLoop on the collection id for a merge that
-// publishes: merge returns whether it changed cur and the posts to publish,
-// which go to the releases stream before the write (see Apply). An attempt
-// that published and then lost its write (another writer's record came
-// first, and mergeLoop tried again) left rows in the stream that the
-// stored record need not hold, at the versions the winner published too;
-// and the attempt that finally writes, or finds nothing to change, may
-// publish nothing. So after any such loss the stored record's visible
-// posts are published again, and the stream's latest row of each post is
-// the stored one.
+// publishes: merge reports whether it changed cur and returns the posts to
+// publish, which go to the releases stream before the write (see Apply),
+// so that no writer that reads the record after it can publish before it.
+// An attempt that published and then lost its write (another writer's
+// record came first, and mergeLoop tried again) left rows in the stream
+// that the stored record need not hold, at versions the winner may have
+// published too; the next attempt may have nothing of its own to publish.
+// So every attempt after such a loss publishes all the visible posts of
+// the record it writes, without de-duplication (publishAgain), and writes
+// it even when merge changed nothing: the write's compare-and-set orders
+// those rows before any later writer's, as for any publish. It returns the
+// record and whether merge changed it.
 func (s *Store) publishingMerge(ctx context.Context, id string, merge func(cur *Collection) (bool, []Release, error)) (*Collection, bool, error) {
-	lost, published := false, false
-	final, ch, err := mergeLoop(ctx, s.collections, id, func(cur *Collection) (bool, error) {
+	lost, published, changed := false, false, false
+	final, _, err := mergeLoop(ctx, s.collections, id, func(cur *Collection) (bool, error) {
 		lost = lost || published // a second attempt: the last one's write lost
 		published = false
 		ok, pub, err := merge(cur)
-		if err != nil || !ok || len(pub) == 0 {
-			return ok, err
+		if err != nil {
+			return false, err
+		}
+		changed = ok
+		switch {
+		case lost:
+			published = true
+			return true, s.publishAgain(ctx, cur.visible(s.policy))
+		case !ok || len(pub) == 0:
+			return ok, nil
 		}
 		published = true
 		return true, s.publish(ctx, pub)
@@ -200,12 +211,7 @@ func (s *Store) publishingMerge(ctx context.Context, id string, merge func(cur *
 	if err != nil {
 		return nil, false, err
 	}
-	if lost {
-		if err := s.publishAgain(ctx, final.visible(s.policy)); err != nil {
-			return nil, false, err
-		}
-	}
-	return final, ch, nil
+	return final, changed, nil
 }
 
 // publish writes rels to the releases stream, keyed by id. A retried write
@@ -218,7 +224,7 @@ func (s *Store) publish(ctx context.Context, rels []Release) error {
 // were most likely published before, and then replaced by rows of an
 // attempt that lost its write (publishingMerge), so a msgID seen within
 // the window would leave those in place. A retry of it writes the same
-// rows again, which replace themselves.
+// rows again, which replace their own.
 func (s *Store) publishAgain(ctx context.Context, rels []Release) error {
 	return s.publishRows(ctx, rels, false)
 }
