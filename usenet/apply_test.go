@@ -51,6 +51,27 @@ func storedState(t *testing.T, s *Store) (map[string]Binary, map[string]Release)
 	return bins, rels
 }
 
+// publishedReleases reads the releases stream of s as a reader keeping,
+// per release, the record of the highest version it has seen (the later
+// row of two at one version).
+func publishedReleases(t *testing.T, s *Store) map[string]Release {
+	t.Helper()
+	pub := map[string]Release{}
+	if _, err := s.Releases().Scan(context.Background(), persist.Range{}, func(m *persist.Message) error {
+		var r Release
+		if err := json.Unmarshal(m.Value, &r); err != nil {
+			return err
+		}
+		if cur, ok := pub[m.Key]; !ok || r.Version >= cur.Version {
+			pub[m.Key] = r
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return pub
+}
+
 // TestApplyIndependentOfWorkers: several workers applying a random split of
 // the articles concurrently, in random order, some ranges twice, store the
 // same binaries and releases as one pass over all of them; every release
@@ -119,19 +140,7 @@ func TestApplyIndependentOfWorkers(t *testing.T) {
 
 			// Every release is complete, so every one is published, and
 			// the stream's record of each is its stored record.
-			pub := map[string]Release{}
-			if _, err := st.Releases().Scan(ctx, persist.Range{}, func(m *persist.Message) error {
-				var r Release
-				if err := json.Unmarshal(m.Value, &r); err != nil {
-					return err
-				}
-				if cur, ok := pub[m.Key]; !ok || r.Version >= cur.Version {
-					pub[m.Key] = r
-				}
-				return nil
-			}); err != nil {
-				t.Fatal(err)
-			}
+			pub := publishedReleases(t, st)
 			for id, want := range wantRels {
 				got, ok := pub[id]
 				if !ok || !got.Visible {

@@ -2,7 +2,6 @@ package usenet
 
 import (
 	"context"
-	"encoding/json"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -39,21 +38,7 @@ func TestPublishingMergeRepublishesAfterLostWrite(t *testing.T) {
 	if _, err := st.Apply(ctx, b.Binaries(), time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	latest := func() map[string]Release {
-		out := map[string]Release{}
-		if _, err := st.Releases().Scan(ctx, persist.Range{}, func(m *persist.Message) error {
-			var r Release
-			if err := json.Unmarshal(m.Value, &r); err != nil {
-				return err
-			}
-			out[m.Key] = r
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-		return out
-	}
-	published := latest()
+	published := publishedReleases(t, st)
 	if len(published) == 0 {
 		t.Fatal("nothing published")
 	}
@@ -90,7 +75,7 @@ func TestPublishingMergeRepublishesAfterLostWrite(t *testing.T) {
 	if err != nil || !ch || attempts != 2 {
 		t.Fatalf("publishingMerge: changed %v after %d attempts, err %v; want a change after 2", ch, attempts, err)
 	}
-	got := latest()[stored.ID]
+	got := publishedReleases(t, st)[stored.ID]
 	if got.Name != stored.Name || got.Version != stored.Version {
 		t.Fatalf("the stream's latest row of %s is %q version %d, want the stored %q version %d", stored.ID, got.Name, got.Version, stored.Name, stored.Version)
 	}
