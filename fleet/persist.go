@@ -24,6 +24,13 @@ func (f *Fleet) startPersist(ctx context.Context) error {
 			Logger: f.log.With("persist_id", id), Observer: f.http.persistObserver(id),
 			MaxOpenStreams: p.MaxOpenStreams, ExclusiveFiles: p.ExclusiveFiles,
 		}
+		if f.nats != nil {
+			// The watchers of this process (events, the gateways) then
+			// get its feed without the bus.
+			if scfg.FeedInterest, err = f.nats.Interest(nc); err != nil {
+				return err
+			}
+		}
 		if scfg.MaxOpenStreams == 0 {
 			scfg.MaxOpenStreams = server.DefaultMaxOpenStreams(len(p.Serve))
 		}

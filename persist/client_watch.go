@@ -606,6 +606,9 @@ func (w *Watcher) sync(reason string) error {
 			w.errMu.Unlock()
 			continue
 		}
+		// The read was answered, so the NATS server holds the hub's
+		// subscription, sent before it on the same connection.
+		w.hub.confirm()
 		for _, e := range w.epochs {
 			e.n, e.win = 0, nil
 		}

@@ -41,8 +41,12 @@ type feedBatch struct {
 
 // feedHub is one (client, stream) subscription and its watchers.
 type feedHub struct {
-	key feedHubKey
-	sub *nats.Subscription
+	key     feedHubKey
+	subject string
+	sub     *nats.Subscription
+	// confirmed: the NATS server holds sub, and the hub is in localFeed
+	// (client_watch_local.go). Set under feedHubs.mu.
+	confirmed atomic.Bool
 	// watchers is replaced, never modified, under feedHubs.mu, so onMsg
 	// reads it without a lock.
 	watchers atomic.Pointer[[]*Watcher]
@@ -74,8 +78,8 @@ func joinFeedHub(w *Watcher) (*feedHub, error) {
 	defer feedHubs.mu.Unlock()
 	h := feedHubs.m[key]
 	if h == nil {
-		h = &feedHub{key: key}
-		sub, err := nc.Subscribe(FeedSubject(s.c.cfg.Service, s.scope, s.name, s.ephemeral), h.onMsg)
+		h = &feedHub{key: key, subject: FeedSubject(s.c.cfg.Service, s.scope, s.name, s.ephemeral)}
+		sub, err := nc.Subscribe(h.subject, h.onMsg)
 		if err != nil {
 			return nil, fmt.Errorf("watch %q/%q: subscribe: %w", s.scope, s.name, err)
 		}
@@ -102,6 +106,7 @@ func (h *feedHub) leave(w *Watcher) {
 	ws := slices.DeleteFunc(slices.Clone(*h.watchers.Load()), func(x *Watcher) bool { return x == w })
 	h.watchers.Store(&ws)
 	if len(ws) == 0 {
+		h.unlist()
 		_ = h.sub.Unsubscribe()
 		if feedHubs.m[h.key] == h {
 			delete(feedHubs.m, h.key)
@@ -112,15 +117,18 @@ func (h *feedHub) leave(w *Watcher) {
 // onMsg is the subscription's callback: parse and decode once, then offer
 // the result to every watcher without waiting on any.
 func (h *feedHub) onMsg(m *nats.Msg) {
-	ws := *h.watchers.Load()
-	if len(ws) == 0 {
+	if len(*h.watchers.Load()) == 0 {
 		return
 	}
-	b := parseFeedMsg(m)
-	if b == nil {
-		return
+	if b := parseFeedMsg(m); b != nil {
+		h.offer(b)
 	}
-	for _, w := range ws {
+}
+
+// offer hands b to every watcher of h without waiting on any: from onMsg,
+// or from a persist server in this process (DeliverFeedLocally).
+func (h *feedHub) offer(b *feedBatch) {
+	for _, w := range *h.watchers.Load() {
 		w.offer(b)
 	}
 }

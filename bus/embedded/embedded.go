@@ -149,3 +149,32 @@ func (e *Server) ConnectInProcess(cfg bus.ConnectConfig) (*nats.Conn, error) {
 	url := "nats://" + strings.TrimPrefix(e.ClientURL(), "tls://")
 	return bus.Connect(url, cfg)
 }
+
+// Interest returns a function counting the subscriptions this server holds
+// for a subject (plain and queue, from clients, routes and leaf nodes) in
+// the account of nc, a connection to this server: a persist server's
+// FeedInterest, so that its feed skips the bus when only watchers of its own
+// process listen.
+func (e *Server) Interest(nc *nats.Conn) (func(subject string) int, error) {
+	if nc.ConnectedServerId() != e.srv.ID() {
+		return nil, errors.New("interest: the connection is not to this server")
+	}
+	cid, err := nc.GetClientID()
+	if err != nil {
+		return nil, fmt.Errorf("interest: %w", err)
+	}
+	cz, err := e.srv.Connz(&server.ConnzOptions{CID: cid, Username: true})
+	if err != nil {
+		return nil, fmt.Errorf("interest: %w", err)
+	}
+	if len(cz.Conns) != 1 {
+		return nil, fmt.Errorf("interest: connection %d not found", cid)
+	}
+	acc := e.srv.GlobalAccount() // Connz names no account for the global one
+	if name := cz.Conns[0].Account; name != "" {
+		if acc, err = e.srv.LookupAccount(name); err != nil {
+			return nil, fmt.Errorf("interest: account %s: %w", name, err)
+		}
+	}
+	return acc.Interest, nil
+}

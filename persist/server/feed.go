@@ -30,8 +30,14 @@ type feedPublisher struct {
 	mu       sync.Mutex // protects counters
 	counters map[handleKey]uint64
 
+	// interest counts the listeners of a subject on the NATS server of nc
+	// (Config.FeedInterest); nil: publish every message.
+	interest func(subject string) int
+
 	published atomic.Uint64 // feed messages handed to the connection
 	failed    atomic.Uint64 // feed messages the connection refused (counted in Sy-Feed-N all the same)
+	local     atomic.Uint64 // feed messages handed to watchers of this process only, not published
+	unheard   atomic.Uint64 // feed messages not published: nobody listened
 }
 
 func newFeedPublisher(nc *nats.Conn, service, id string, log *slog.Logger) *feedPublisher {
@@ -78,6 +84,18 @@ func (f *feedPublisher) publish(scope, stream string, ephemeral bool, changes []
 			h[persist.HdrEphemeral] = v[6:7:7]
 		}
 		m := &nats.Msg{Subject: subject, Header: h, Data: body}
+		if f.interest != nil {
+			// Both copy the body, which is reused once this returns.
+			if n, handled := persist.DeliverFeedLocally(m, f.nc.ConnectedServerId(), f.interest); handled {
+				if n > 0 {
+					f.local.Add(1)
+				} else {
+					f.unheard.Add(1)
+				}
+				body, first, last = body[:0], 0, 0
+				return
+			}
+		}
 		// PublishMsg copies the body into the connection's buffer.
 		if err := f.nc.PublishMsg(m); err != nil {
 			f.failed.Add(1)

@@ -146,6 +146,13 @@ type Config struct {
 	// the commit. It is called from the stream's worker and must not block
 	// for long. Nil means changes are not reported.
 	OnChange func(scope, stream string, ephemeral bool, changes []store.Change)
+	// FeedInterest, if set, counts the subscriptions the NATS server of
+	// Conn holds for a subject: set when that server runs in this process
+	// (switchyard up). A feed message whose only listeners are watchers of
+	// this process is then handed to them without the bus, and one with no
+	// listener at all is not published (persist.DeliverFeedLocally). Nil
+	// means every feed message is published.
+	FeedInterest func(subject string) int
 	// Storage stores the persistent streams. Nil means store.SQLite under
 	// DataDir (with Archive).
 	Storage store.Storage
@@ -397,6 +404,7 @@ func New(cfg Config) (*Server, error) {
 	s.closeWork = sync.NewCond(&s.mu)
 	s.closed = sync.NewCond(&s.mu)
 	s.feed = newFeedPublisher(cfg.Conn, cfg.Service, cfg.ID, s.log)
+	s.feed.interest = cfg.FeedInterest
 	user := cfg.OnChange
 	s.cfg.OnChange = func(scope, stream string, ephemeral bool, changes []store.Change) {
 		s.feed.publish(scope, stream, ephemeral, changes)

@@ -35,7 +35,12 @@ type Stats struct {
 	CommitFailures uint64 // write transactions the storage refused
 	FeedPublished  uint64 // feed messages handed to the connection
 	FeedFailed     uint64 // feed messages the connection refused
-	Dedup          uint64 // writes answered from the msgID window (nothing written)
+	// FeedLocal counts the feed messages handed to watchers of this
+	// process without the bus, FeedUnheard those not published because
+	// nothing listened (Config.FeedInterest).
+	FeedLocal   uint64
+	FeedUnheard uint64
+	Dedup       uint64 // writes answered from the msgID window (nothing written)
 	// Expired counts the messages the expiry timer (TTL, max_age) and
 	// config changes (tighter limits) removed. Removals inside a write (a
 	// key's older row, a limit tripped by the write) are not counted: the
@@ -111,6 +116,8 @@ func (s *Server) Stats() Stats {
 		CommitFailures:   s.commitFails.Load(),
 		FeedPublished:    s.feed.published.Load(),
 		FeedFailed:       s.feed.failed.Load(),
+		FeedLocal:        s.feed.local.Load(),
+		FeedUnheard:      s.feed.unheard.Load(),
 		Dedup:            s.dedup.Load(),
 		Expired:          s.expired.Load(),
 		ReplyRefused:     s.replyRefused.Load(),

@@ -58,6 +58,8 @@ var (
 	persistCommits       = desc("persist_commits_total", "Write transactions (group commits) committed.", "server")
 	persistCommitFails   = desc("persist_commit_failures_total", "Write transactions the storage refused (disk full, read-only, I/O).", "server")
 	persistFeed          = desc("persist_feed_messages_total", "Change-feed messages published.", "server")
+	persistFeedLocal     = desc("persist_feed_local_total", "Change-feed messages handed to watchers in the server's own process without the bus (only they listened).", "server")
+	persistFeedUnheard   = desc("persist_feed_unheard_total", "Change-feed messages not published: nothing listened on the bus.", "server")
 	persistFeedFails     = desc("persist_feed_publish_failures_total", "Change-feed messages the NATS connection refused (watchers see them as gaps).", "server")
 	persistDedup         = desc("persist_dedup_hits_total", "Writes answered from the msgID de-duplication window (nothing written).", "server")
 	persistExpired       = desc("persist_expired_messages_total", "Messages removed by the expiry timer (TTL, max_age) and by tightened limits.", "server")
@@ -76,7 +78,7 @@ var (
 	persistReady         = desc("persist_ready", "1 while the server serves, its NATS connection is up and its last commit succeeded.", "server")
 	persistCheckpoints   = desc("persist_checkpoints_total", "WAL checkpoints run between requests (a stream's WAL grown to 500 pages with nothing queued for it), so that no commit waits for one.", "server")
 	persistCkptFails     = desc("persist_checkpoint_failures_total", "Checkpoints between requests that failed (SQLite's own, inside a commit, still bounds the WAL).", "server")
-	persistCollectorDesc = []*prometheus.Desc{persistCheckpoints, persistCkptFails, persistCommits, persistCommitFails, persistFeed, persistFeedFails, persistDedup, persistExpired, persistReplyRefused, persistDeadline, persistOpenStreams, persistOpenBytes, persistOpenStorage, persistMaxOpen, persistStreams, persistRescued, persistWaitCloses, persistCompacted, persistCompactWait, persistColdCloses, persistReady}
+	persistCollectorDesc = []*prometheus.Desc{persistCheckpoints, persistCkptFails, persistCommits, persistCommitFails, persistFeed, persistFeedLocal, persistFeedUnheard, persistFeedFails, persistDedup, persistExpired, persistReplyRefused, persistDeadline, persistOpenStreams, persistOpenBytes, persistOpenStorage, persistMaxOpen, persistStreams, persistRescued, persistWaitCloses, persistCompacted, persistCompactWait, persistColdCloses, persistReady}
 )
 
 func newPersistCollector() *persistCollector {
@@ -132,6 +134,8 @@ func (c *persistCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(ch, persistCommits, float64(st.Commits), s.id)
 		counter(ch, persistCommitFails, float64(st.CommitFailures), s.id)
 		counter(ch, persistFeed, float64(st.FeedPublished), s.id)
+		counter(ch, persistFeedLocal, float64(st.FeedLocal), s.id)
+		counter(ch, persistFeedUnheard, float64(st.FeedUnheard), s.id)
 		counter(ch, persistFeedFails, float64(st.FeedFailed), s.id)
 		counter(ch, persistDedup, float64(st.Dedup), s.id)
 		counter(ch, persistExpired, float64(st.Expired), s.id)

@@ -1,0 +1,135 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/switchyard-dev/switchyard/bus"
+	"github.com/switchyard-dev/switchyard/internal/testnats"
+	"github.com/switchyard-dev/switchyard/persist"
+)
+
+// TestFeedSkipsBusForLocalWatchers: with FeedInterest (a NATS server in the
+// process, as in switchyard up), a feed message whose only listener is a
+// watcher of this process reaches it without being published; once a
+// subscriber elsewhere listens too, every message is published and both
+// get it; with nobody listening, nothing is published. The watcher sees
+// every set, in order, across the switches.
+func TestFeedSkipsBusForLocalWatchers(t *testing.T) {
+	h := newHarness(t, nil)
+	interest, err := h.e.Interest(h.cfg.Conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.cfg.FeedInterest = interest
+	h.restart()
+	owner, err := h.nc.Subscribe(bus.IDSubject(bus.DefaultService, "*"), func(m *nats.Msg) { _ = m.Respond([]byte("0")) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer owner.Unsubscribe()
+	cnc := testnats.Conn(t, h.e)
+	pc, err := persist.NewClient(persist.ClientConfig{Conn: cnc, IDs: []string{"0"}, Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	ctx := context.Background()
+	st := pc.Stream(h.scope, "feed")
+	events := make(chan persist.Event, 100)
+	w, err := st.Watch(ctx, persist.WatchOptions{}, func(e persist.Event) { events <- e })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop(ctx)
+	next := func() persist.Event {
+		t.Helper()
+		select {
+		case e := <-events:
+			return e
+		case <-time.After(10 * time.Second):
+			t.Fatal("no event within 10s")
+			return persist.Event{}
+		}
+	}
+	if e := next(); e.Kind != persist.EventCaughtUp {
+		t.Fatalf("first event %v, want caught up", e.Kind)
+	}
+	var lastSeq uint64
+	set := func(n int) {
+		t.Helper()
+		for i := range n {
+			r, err := st.Set(ctx, []byte(fmt.Sprint(i)), persist.SetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := next()
+			if e.Kind != persist.EventSet || e.Msg.Seq != r.Seq || e.Msg.Seq <= lastSeq {
+				t.Fatalf("event %v seq %d after %d, want the set of seq %d", e.Kind, e.Msg.Seq, lastSeq, r.Seq)
+			}
+			lastSeq = e.Msg.Seq
+		}
+	}
+	stats := func(published, local, unheard uint64) {
+		t.Helper()
+		s := h.srv.Stats()
+		if s.FeedPublished != published || s.FeedLocal != local || s.FeedUnheard != unheard {
+			t.Fatalf("feed published %d, local %d, unheard %d; want %d, %d, %d", s.FeedPublished, s.FeedLocal, s.FeedUnheard, published, local, unheard)
+		}
+	}
+
+	// Only the watcher of this process listens: one commit, one feed
+	// message, none of them on the bus.
+	set(20)
+	stats(0, 20, 0)
+
+	// Another process's subscriber: every message takes the bus, and the
+	// watcher gets them from it.
+	other, err := h.e.Interest(h.cfg.Conn) // still the same server's count
+	if err != nil || other(persist.FeedSubject(bus.DefaultService, h.scope, "feed", false)) != 1 {
+		t.Fatalf("interest before the other subscriber: %v", err)
+	}
+	onc := testnats.Conn(t, h.e)
+	sub, err := onc.SubscribeSync(persist.FeedSubject(bus.DefaultService, h.scope, "feed", false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := onc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	set(10)
+	stats(10, 20, 0)
+	for range 10 {
+		if _, err := sub.NextMsg(10 * time.Second); err != nil {
+			t.Fatalf("the other subscriber: %v", err)
+		}
+	}
+
+	// It leaves: back to the watcher alone.
+	if err := sub.Unsubscribe(); err != nil {
+		t.Fatal(err)
+	}
+	if err := onc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	set(5)
+	stats(10, 25, 0)
+
+	// Nobody listens: nothing is published.
+	if err := w.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := cnc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if _, err := st.Set(ctx, []byte(fmt.Sprint(i)), persist.SetOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stats(10, 25, 3)
+}
