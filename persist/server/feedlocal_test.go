@@ -13,14 +13,12 @@ import (
 	"github.com/switchyard-dev/switchyard/persist"
 )
 
-// TestFeedSkipsBusForLocalWatchers: with FeedInterest (a NATS server in the
-// process, as in switchyard up), a feed message whose only listener is a
-// watcher of this process reaches it without being published; once a
-// subscriber elsewhere listens too, every message is published and both
-// get it; with nobody listening, nothing is published. The watcher sees
-// every set, in order, across the switches.
-func TestFeedSkipsBusForLocalWatchers(t *testing.T) {
-	h := newHarness(t, nil)
+// localFeedHarness is a harness whose server has FeedInterest from its NATS
+// server, as up sets it, with the balancer's answer for every scope and a
+// persist client on a connection of its own (cnc).
+func localFeedHarness(t *testing.T) (h *harness, pc *persist.Client, cnc *nats.Conn) {
+	t.Helper()
+	h = newHarness(t, nil)
 	interest, err := h.e.Interest(h.cfg.Conn)
 	if err != nil {
 		t.Fatal(err)
@@ -31,13 +29,24 @@ func TestFeedSkipsBusForLocalWatchers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer owner.Unsubscribe()
-	cnc := testnats.Conn(t, h.e)
-	pc, err := persist.NewClient(persist.ClientConfig{Conn: cnc, IDs: []string{"0"}, Timeout: 10 * time.Second})
+	t.Cleanup(func() { _ = owner.Unsubscribe() })
+	cnc = testnats.Conn(t, h.e)
+	pc, err = persist.NewClient(persist.ClientConfig{Conn: cnc, IDs: []string{"0"}, Timeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer pc.Close()
+	t.Cleanup(func() { pc.Close() })
+	return h, pc, cnc
+}
+
+// TestFeedSkipsBusForLocalWatchers: with FeedInterest (a NATS server in the
+// process, as in switchyard up), a feed message whose only listener is a
+// watcher of this process reaches it without being published; once a
+// subscriber elsewhere listens too, every message is published and both
+// get it; with nobody listening, nothing is published. The watcher sees
+// every set, in order, across the switches.
+func TestFeedSkipsBusForLocalWatchers(t *testing.T) {
+	h, pc, cnc := localFeedHarness(t)
 	ctx := context.Background()
 	st := pc.Stream(h.scope, "feed")
 	events := make(chan persist.Event, 100)
@@ -132,4 +141,81 @@ func TestFeedSkipsBusForLocalWatchers(t *testing.T) {
 		}
 	}
 	stats(10, 25, 3)
+}
+
+// TestFeedLocalAndBusSwitching: while a writer appends, a subscriber in
+// another connection comes and goes, so the feed switches between the bus
+// and in-process delivery many times mid-stream (a message sent by the bus
+// can arrive after a later one handed over directly). The watcher still
+// delivers every seq once, in order, and skips none.
+func TestFeedLocalAndBusSwitching(t *testing.T) {
+	h, pc, _ := localFeedHarness(t)
+	ctx := context.Background()
+	st := pc.Stream(h.scope, "switching")
+	const writes = 600
+	events := make(chan persist.Event, writes+100)
+	w, err := st.Watch(ctx, persist.WatchOptions{Buffer: writes}, func(e persist.Event) { events <- e })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop(ctx)
+	if e := <-events; e.Kind != persist.EventCaughtUp {
+		t.Fatalf("first event %v, want caught up", e.Kind)
+	}
+	done := make(chan struct{})
+	toggled := make(chan int, 1)
+	onc := testnats.Conn(t, h.e)
+	go func() {
+		n := 0
+		defer func() { toggled <- n }()
+		subject := persist.FeedSubject(bus.DefaultService, h.scope, "switching", false)
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			sub, err := onc.Subscribe(subject, func(*nats.Msg) {})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			_ = onc.Flush()
+			_ = sub.Unsubscribe()
+			_ = onc.Flush()
+			n++
+		}
+	}()
+	var seqs []uint64
+	for i := range writes {
+		r, err := st.Set(ctx, []byte(fmt.Sprint(i)), persist.SetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, r.Seq)
+	}
+	close(done)
+	t.Logf("the other subscriber came and went %d times", <-toggled)
+	s := h.srv.Stats()
+	if s.FeedLocal == 0 || s.FeedPublished == 0 {
+		t.Fatalf("feed local %d, published %d: the test never switched", s.FeedLocal, s.FeedPublished)
+	}
+	for i := 0; i < len(seqs); {
+		select {
+		case e := <-events:
+			switch e.Kind {
+			case persist.EventSet:
+				if e.Msg.Seq != seqs[i] {
+					t.Fatalf("set of seq %d, want %d", e.Msg.Seq, seqs[i])
+				}
+				i++
+			case persist.EventSkipped, persist.EventDelete, persist.EventEnded:
+				t.Fatalf("unexpected %v event (%+v)", e.Kind, e)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d of %d sets delivered", i, len(seqs))
+		}
+	}
+	ws := w.Stats()
+	t.Logf("feed local %d, published %d; watcher resyncs %d, gaps %d", s.FeedLocal, s.FeedPublished, ws.Resyncs, ws.Gaps)
 }
