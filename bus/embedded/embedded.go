@@ -151,10 +151,12 @@ func (e *Server) ConnectInProcess(cfg bus.ConnectConfig) (*nats.Conn, error) {
 }
 
 // Interest returns a function counting the subscriptions this server holds
-// for a subject (plain and queue, from clients, routes and leaf nodes) in
-// the account of nc, a connection to this server: a persist server's
-// FeedInterest, so that its feed skips the bus when only watchers of its own
-// process listen.
+// for a subject (plain and queue, internal ones such as a JetStream stream's
+// included) in the account of nc, a connection to this server: a persist
+// server's FeedInterest, so that its feed skips the bus when only watchers
+// of its own process listen. The count is every listener there is because
+// the server is standalone: a gateway would forward to interest it does not
+// list (Config has no routes, gateways or leaf nodes).
 func (e *Server) Interest(nc *nats.Conn) (func(subject string) int, error) {
 	if nc.ConnectedServerId() != e.srv.ID() {
 		return nil, errors.New("interest: the connection is not to this server")
