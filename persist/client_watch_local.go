@@ -36,6 +36,14 @@ var localFeed = struct {
 // connection's messages in order, so by then it holds h's subscription
 // (sent before the read), and a NATS server that counts the subject's
 // listeners counts h among them.
+//
+// That holds if the server accepted the subscription. It refuses one the
+// user may not make, and tells nats.go only in an asynchronous error, so
+// confirm relies on the bus's users: every one that may request a scope
+// may also watch its feed (bus/auth: the client role any scope, a tenant
+// its own; the server and balancer roles request nothing), so a read that
+// was answered says the subscription was allowed. A user allowed one and
+// not the other would get in-process deliveries it could not subscribe to.
 func (h *feedHub) confirm() {
 	if h.confirmed.Load() {
 		return
