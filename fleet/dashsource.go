@@ -82,7 +82,7 @@ func (d *dashParts) Members() []dashboard.Member {
 	var out []dashboard.Member
 	for _, s := range servers {
 		st := s.srv.Stats()
-		m := dashboard.Member{ID: s.id, OpenStreams: st.OpenStreams, OpenBytes: st.OpenBytes, Commits: st.Commits, CommitFailures: st.CommitFailures, FeedPublished: st.FeedPublished}
+		m := dashboard.Member{ID: s.id, OpenStreams: st.OpenStreams, OpenBytes: st.OpenBytes, Commits: st.Commits, CommitFailures: st.CommitFailures, FeedPublished: st.FeedPublished, FeedLocal: st.FeedLocal}
 		if err := s.srv.Ready(); err != nil {
 			m.NotReady = err.Error()
 		}

@@ -118,6 +118,9 @@ type Member struct {
 	Commits        uint64 `json:"commits"`
 	CommitFailures uint64 `json:"commit_failures"`
 	FeedPublished  uint64 `json:"feed_published"`
+	// FeedLocal counts the feed messages handed to watchers of the
+	// server's own process without the bus (up).
+	FeedLocal uint64 `json:"feed_local"`
 }
 
 // Pool is one NNTP connection pool and the grant its share gives it.

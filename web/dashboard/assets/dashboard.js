@@ -188,9 +188,9 @@
     const b = ms.reduce((a, m) => a + m.open_bytes, 0);
     figure("streams-open", open);
     figure("streams-bytes", b, bytes(b));
-    table($("members"), ["server", "state", "#open streams", "open bytes", "#commits", "#commit failures", "#feed messages"],
+    table($("members"), ["server", "state", "#open streams", "open bytes", "#commits", "#commit failures", "#feed on the bus", "#feed in process"],
       ms.map((m) => [m.id, m.not_ready ? { text: m.not_ready, cls: "bad" } : "ready",
-        m.open_streams, bytes(m.open_bytes), m.commits, m.commit_failures, m.feed_published]));
+        m.open_streams, bytes(m.open_bytes), m.commits, m.commit_failures, m.feed_published, m.feed_local || 0]));
   }
 
   function renderPools(ps) {
