@@ -108,3 +108,47 @@ func TestTLS(t *testing.T) {
 }
 
 func writeFile(path string, b []byte) error { return os.WriteFile(path, b, 0o600) }
+
+// TestInterestCountsInTheConnectionsAccount: Interest counts the
+// subscriptions of the account the given connection logged in to (the
+// users of auth init's file are in auth.Account, not the global one), and
+// refuses a connection to another server.
+func TestInterestCountsInTheConnectionsAccount(t *testing.T) {
+	t.Parallel()
+	e, dir := startAuth(t, nil)
+	srvConn, err := connectAs(t, e.ClientURL(), auth.CredsFile(dir, auth.RoleServer+"-0"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	interest, err := e.Interest(srvConn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	subject := bus.ScopeSubject(bus.DefaultService, "account-a", "feed", "notes")
+	if n := interest(subject); n != 0 {
+		t.Fatalf("interest before any subscriber: %d", n)
+	}
+	for i, user := range []string{auth.RoleClient, "acme"} {
+		nc, err := connectAs(t, e.ClientURL(), auth.CredsFile(dir, user), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := nc.SubscribeSync(subject); err != nil {
+			t.Fatal(err)
+		}
+		if err := nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if n := interest(subject); n != i+1 {
+			t.Fatalf("interest after %s subscribed: %d, want %d", user, n, i+1)
+		}
+	}
+	other, err := embedded.Start(embedded.Config{Port: embedded.RandomPort})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(other.Shutdown)
+	if _, err := other.Interest(srvConn); err == nil {
+		t.Fatal("Interest took a connection to another server")
+	}
+}
