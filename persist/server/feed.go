@@ -54,6 +54,16 @@ func (f *feedPublisher) next(k handleKey) uint64 {
 	return f.counters[k]
 }
 
+// deliverLocally hands m to the watchers of this process when they are its
+// only listeners (persist.DeliverFeedLocally); handled false means m is
+// to be published.
+func (f *feedPublisher) deliverLocally(m *nats.Msg) (delivered int, handled bool) {
+	if f.interest == nil {
+		return 0, false
+	}
+	return persist.DeliverFeedLocally(m, f.nc.ConnectedServerId(), f.interest)
+}
+
 // publish sends changes as one or more feed messages. It never blocks on
 // the network beyond what nats.go's buffered Publish does, and a failed
 // publish still consumes its number, so watchers see the loss as a gap.
@@ -84,27 +94,22 @@ func (f *feedPublisher) publish(scope, stream string, ephemeral bool, changes []
 			h[persist.HdrEphemeral] = v[6:7:7]
 		}
 		m := &nats.Msg{Subject: subject, Header: h, Data: body}
-		if f.interest != nil {
-			// Both copy the body, which is reused once this returns.
-			if n, handled := persist.DeliverFeedLocally(m, f.nc.ConnectedServerId(), f.interest); handled {
-				if n > 0 {
-					f.local.Add(1)
-				} else {
-					f.unheard.Add(1)
+		// Each way copies the body, which is reused once flush returns.
+		switch n, handled := f.deliverLocally(m); {
+		case handled && n > 0:
+			f.local.Add(1)
+		case handled:
+			f.unheard.Add(1)
+		default:
+			if err := f.nc.PublishMsg(m); err != nil {
+				f.failed.Add(1)
+				if !errOnce {
+					errOnce = true
+					f.log.Warn("persist: feed publish", "scope", scope, "stream", stream, "err", err)
 				}
-				body, first, last = body[:0], 0, 0
-				return
+			} else {
+				f.published.Add(1)
 			}
-		}
-		// PublishMsg copies the body into the connection's buffer.
-		if err := f.nc.PublishMsg(m); err != nil {
-			f.failed.Add(1)
-			if !errOnce {
-				errOnce = true
-				f.log.Warn("persist: feed publish", "scope", scope, "stream", stream, "err", err)
-			}
-		} else {
-			f.published.Add(1)
 		}
 		body, first, last = body[:0], 0, 0
 	}
