@@ -92,29 +92,27 @@ func DeliverFeedLocally(m *nats.Msg, serverID string, interest func(subject stri
 	localFeed.mu.RLock()
 	hs := localFeed.hubs[m.Subject]
 	localFeed.mu.RUnlock()
-	n := 0
+	var buf [4]*feedHub // a stream has one hub per client of this process
+	on := buf[:0]
 	for _, h := range hs {
 		if h.serverID() == serverID {
-			n++
+			on = append(on, h)
 		}
 	}
-	if interest(m.Subject) != n {
+	if interest(m.Subject) != len(on) {
 		return 0, false
 	}
-	if n == 0 {
+	if len(on) == 0 {
 		return 0, true
 	}
 	b := parseFeedMsg(&nats.Msg{Subject: m.Subject, Header: m.Header, Data: bytes.Clone(m.Data)})
 	if b == nil {
 		return 0, false
 	}
-	for _, h := range hs {
-		if h.serverID() == serverID {
-			h.offer(b)
-			delivered++
-		}
+	for _, h := range on {
+		h.offer(b)
 	}
-	return delivered, true
+	return len(on), true
 }
 
 // serverID is the NATS server h's subscription is on: its connection's,

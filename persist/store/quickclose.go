@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"reflect"
-	"strconv"
 	"unsafe"
 
 	"modernc.org/libc"
@@ -97,7 +96,12 @@ func (st *SQLite) Compact(scope, name string) error {
 		return nil
 	}
 	// In the storage's own locking mode: an exclusive one makes no -shm.
-	db, err := sql.Open("sqlite", st.compactDSN(p))
+	// Only the lock wait and locking mode (lockDSN): no pragma that reads
+	// the schema, so SQLite never parses it. The read of the header opens
+	// the WAL and the close checkpoints it, which needs no schema, and the
+	// checkpoint syncs the WAL and then the database in SQLite's default
+	// FULL as in NORMAL.
+	db, err := sql.Open("sqlite", st.lockDSN(p, st.busyMs))
 	if err != nil {
 		return fmt.Errorf("compact stream: %w", err)
 	}
@@ -121,20 +125,6 @@ func (st *SQLite) Compact(scope, name string) error {
 		}
 	}
 	return nil
-}
-
-// compactDSN is the DSN Compact opens the stream file p with: streamDSN's
-// lock wait and locking mode, without the pragmas that read the schema
-// (synchronous, journal_mode), so SQLite never parses it: the read of the
-// header opens the WAL and the close checkpoints it, which needs no
-// schema. The checkpoint syncs the WAL and then the database whatever the
-// synchronous mode (FULL, SQLite's default here, or NORMAL).
-func (st *SQLite) compactDSN(p string) string {
-	dsn := fileURI(p) + "?mode=rw&_pragma=busy_timeout(" + strconv.Itoa(st.busyMs) + ")"
-	if st.excl {
-		dsn += "&_pragma=locking_mode(EXCLUSIVE)"
-	}
-	return dsn
 }
 
 // noCheckpointOnClose sets SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE on c's

@@ -314,11 +314,24 @@ func (st *SQLite) streamDSN(p string, busyMs int) string {
 	if st.sync {
 		mode = "FULL"
 	}
-	dsn := fileURI(p) + "?mode=rw&_pragma=busy_timeout(" + strconv.Itoa(busyMs) + ")&_pragma=synchronous(" + mode + ")"
+	dsn := st.lockDSN(p, busyMs) + "&_pragma=synchronous(" + mode + ")"
 	if st.excl {
-		return dsn + "&_pragma=locking_mode(EXCLUSIVE)"
+		return dsn
 	}
 	return dsn + "&_pragma=journal_mode(WAL)"
+}
+
+// lockDSN is what every connection to the stream file p opens with: only
+// an existing file (mode=rw), a wait of busyMs for a lock, and the
+// storage's locking mode. Its pragmas do not read the schema (synchronous
+// and journal_mode do), so a connection that needs none, as Compact's,
+// opens with lockDSN alone and SQLite never parses it.
+func (st *SQLite) lockDSN(p string, busyMs int) string {
+	dsn := fileURI(p) + "?mode=rw&_pragma=busy_timeout(" + strconv.Itoa(busyMs) + ")"
+	if st.excl {
+		dsn += "&_pragma=locking_mode(EXCLUSIVE)"
+	}
+	return dsn
 }
 
 // openHow is how openStream opens a stream's database.
