@@ -370,7 +370,34 @@ func RunPersist(ctx context.Context, cfg PersistConfig, w io.Writer) ([]Result, 
 		}
 		fmt.Fprintf(w, "ceiling: the SQLite store alone, %d keyed set(s) per commit: %.0f sets/s (%.2fx JetStream KV put at %d client(s))\n", per, store, store/results[i].Anchor, n)
 	}
+	if cfg.Durable {
+		if err := durableBound(ctx, cfg, env.dir+"/bound", value, results, w); err != nil {
+			return results, fmt.Errorf("durable bound: %w", err)
+		}
+	}
 	return results, nil
+}
+
+// durableBound prints the bound of the durable set ratios: persist's set in
+// its default tier (no fsync at all), on an environment of its own under
+// dir, against JetStream's durable KV put of results. A durable set does
+// all that work and an fsync more, so no way of scheduling the fsyncs
+// (group commit, or a sync overlapping the next commit) can beat it: where
+// it reads under a target, the target is out of reach on that machine.
+func durableBound(ctx context.Context, cfg PersistConfig, dir string, value []byte, results []Result, w io.Writer) error {
+	env, err := startPersistEnv(dir, envOptions{exclusive: cfg.ExclusiveFiles})
+	if err != nil {
+		return err
+	}
+	defer env.Close()
+	for i, n := range cfg.Clients {
+		ours, err := rate(ctx, cfg.Progress, fmt.Sprintf("bound: set x%d without fsync", n), cfg.Duration, n, setOp(env, n, value))
+		if err != nil {
+			return fmt.Errorf("persist set x%d: %w", n, err)
+		}
+		fmt.Fprintf(w, "bound: persist set without any fsync (the default tier), %d client(s): %.0f sets/s (%.2fx JetStream's durable KV put; target %.1fx)\n", n, ours, ours/results[i].Anchor, results[i].Target)
+	}
+	return nil
 }
 
 // storeRate is the keyed sets per second the store alone commits for d,

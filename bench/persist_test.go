@@ -90,6 +90,11 @@ func TestRunPersistSmoke(t *testing.T) {
 		if durable && !strings.Contains(out.String(), "durable tier") {
 			t.Errorf("durable run does not say so:\n%s", out.String())
 		}
+		// The durable run bounds its set ratios by persist without fsync,
+		// one line per client level; the default run has nothing to bound.
+		if got, want := strings.Count(out.String(), "bound: persist set without any fsync"), map[bool]int{false: 0, true: 2}[durable]; got != want {
+			t.Errorf("durable %v: %d bound lines, want %d:\n%s", durable, got, want, out.String())
+		}
 	}
 }
 
