@@ -27,6 +27,7 @@ import (
 	"github.com/switchyard-dev/switchyard/internal/devcert"
 	"github.com/switchyard-dev/switchyard/internal/lifecycle"
 	"github.com/switchyard-dev/switchyard/persist"
+	"github.com/switchyard-dev/switchyard/persist/server"
 	"github.com/switchyard-dev/switchyard/persist/store"
 )
 
@@ -96,6 +97,7 @@ type PersistEnv struct {
 	dir        string
 	clientOpts []nats.Option   // credentials and CA of TCP clients (secure env)
 	parts      lifecycle.Group // what Close stops, newest first: the fleet, then clients
+	clock      setClock        // what the persist server says of its sets' time
 }
 
 // own makes close a part of env, run by Close (newest first).
@@ -154,6 +156,9 @@ func startPersistEnv(dir string, o envOptions) (env *PersistEnv, err error) {
 		Persist:  fleet.PersistConfig{IDs: ids, Serve: ids, DataDir: dir + "/persist", Sync: o.durable, ExclusiveFiles: o.exclusive},
 		Balancer: true,
 	}
+	// No HTTP side here, so no metrics observer to keep: the server reports
+	// its sets' time to the environment's clock (loneSet).
+	cfg.Persist.Tune = func(c *server.Config) { c.Observer = &env.clock }
 	if o.secure {
 		authDir := filepath.Join(dir, "auth")
 		if _, err := auth.Init(authDir, auth.Plan{IDs: ids}, false); err != nil {
@@ -235,11 +240,19 @@ func RunPersist(ctx context.Context, cfg PersistConfig, w io.Writer) ([]Result, 
 	value := testValue(cfg.ValueSize)
 	fmt.Fprintf(w, "persist vs JetStream, one embedded NATS server, %d-byte values, %s per side%s\n", cfg.ValueSize, cfg.Duration, tier)
 
-	var results []Result
+	var (
+		results []Result
+		lone    loneSet
+		hasLone bool
+	)
 	for _, n := range cfg.Clients {
+		before := env.clock.snapshot()
 		ours, err := rate(ctx, cfg.Progress, fmt.Sprintf("set x%d: persist", n), cfg.Duration, n, setOp(env, n, value))
 		if err != nil {
 			return results, fmt.Errorf("persist set x%d: %w", n, err)
+		}
+		if n == 1 {
+			lone, hasLone = loneSetBetween(before, env.clock.snapshot(), ours)
 		}
 		anchor, err := rate(ctx, cfg.Progress, fmt.Sprintf("set x%d: JetStream KV put", n), cfg.Duration, n, func(i int) (func(ctx context.Context, k int) error, error) {
 			nc, err := env.Conn()
@@ -357,6 +370,9 @@ func RunPersist(ctx context.Context, cfg PersistConfig, w io.Writer) ([]Result, 
 		return results, fmt.Errorf("request/reply floor: %w", err)
 	}
 	fmt.Fprintf(w, "floor: core NATS request/reply to an in-process responder that stores nothing, 1 client: %.0f ops/s (%.2fx JetStream KV put)\n", floor, floor/results[0].Anchor)
+	if hasLone {
+		lone.print(w, floor)
+	}
 
 	// The storage ceiling: the SQLite store alone, no bus, no server, doing
 	// the commits a keyed set needs (one per set at 1 client; at n clients,

@@ -90,6 +90,10 @@ func TestRunPersistSmoke(t *testing.T) {
 		if durable && !strings.Contains(out.String(), "durable tier") {
 			t.Errorf("durable run does not say so:\n%s", out.String())
 		}
+		// The server's clock is wired: the 1-client level's set is split.
+		if !strings.Contains(out.String(), "a lone set (1 client): ") {
+			t.Errorf("durable %v: no lone set line:\n%s", durable, out.String())
+		}
 		// The durable run bounds its set ratios by persist without fsync,
 		// one line per client level; the default run has nothing to bound.
 		if got, want := strings.Count(out.String(), "bound: persist set without any fsync"), map[bool]int{false: 0, true: 2}[durable]; got != want {

@@ -30,8 +30,9 @@ balancer, then runs each workload on both sides for --duration:
   --batch pipelined sets (Stream.Pipeline, one future each) vs the same async publish
 and prints ops/s for both and the ratio. Targets (not tests): set >= 0.5x KV put
 at 1 client and >= 0.7x at 16; setMany and pipelined sets >= 1x async publish. Beside the table it
-prints the bus floor (a bare request/reply) and the storage ceiling (the SQLite
-store alone), which bound what persist can reach.
+prints the bus floor (a bare request/reply), where a lone set's time goes (in the
+persist server, its commit, and the bus and clients) and the storage ceiling
+(the SQLite store alone), which bound what persist can reach.
 
 With --auth it measures what securing the bus costs instead: the same persist
 workloads on a bus with per-role NATS users and TLS for clients (as
