@@ -135,21 +135,22 @@ func NewPresence(cfg PresenceConfig) (*Presence, error) {
 // Join counts a connection of user's app. The first one (with no row
 // written, and none pending removal) writes the row; a row older than
 // Refresh is written again. A failed write is returned, and the next Join
-// or Refresh tries again; the connection counts either way.
+// or Refresh tries again; the connection counts either way (after Close
+// too), so every Join is paired with a Leave.
 func (p *Presence) Join(ctx context.Context, user, app string) error {
 	k := presenceUser{user, app}
 	now := p.cfg.Clock.Now()
 	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		return errors.New("events: presence is closed")
-	}
 	st := p.users[k]
 	if st == nil {
 		st = &presenceState{}
 		p.users[k] = st
 	}
 	st.conns++
+	if p.closed {
+		p.mu.Unlock()
+		return errors.New("events: presence is closed")
+	}
 	if st.leave != nil {
 		// A connection came back before the leave: the row stays.
 		p.reloads.Add(1)

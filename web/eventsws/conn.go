@@ -38,10 +38,13 @@ func (g *Gateway) serve(ws *websocket.Conn, cork *wscork.Conn, who web.Principal
 	run := g.base.Run()
 
 	if p := g.cfg.Presence; p != nil {
-		if err := p.Join(run, who.Name, app); err != nil {
+		// Join counts the connection even when its write fails (Refresh
+		// writes the row later), so every Join has its Leave: without it
+		// a failed first write would keep the user present for good.
+		err := p.Join(run, who.Name, app)
+		defer p.Leave(who.Name, app)
+		if err != nil {
 			g.cfg.Logger.Warn("events: presence join", "user", who.Name, "app", app, "err", err)
-		} else {
-			defer p.Leave(who.Name, app)
 		}
 	}
 	c.push(mustJSON(wireCtl{Type: TypeReady, User: who.Name, MaxSubs: events.MaxSessionSubsDefault}))

@@ -1,0 +1,111 @@
+package eventsws
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/switchyard-dev/switchyard/events"
+	"github.com/switchyard-dev/switchyard/internal/testwait"
+	"github.com/switchyard-dev/switchyard/web"
+)
+
+// refusingPresence is a presence store whose writes fail while refuse is
+// set: a persist server away when a user connects.
+type refusingPresence struct {
+	events.PresenceStore
+	refuse atomic.Bool
+}
+
+func (s *refusingPresence) Put(ctx context.Context, k events.PresenceKey, connectedAt int64, ttl time.Duration) error {
+	if s.refuse.Load() {
+		return errors.New("store away")
+	}
+	return s.PresenceStore.Put(ctx, k, connectedAt, ttl)
+}
+
+// presenceGateway is a gateway whose presence writes to store (the
+// router's persist when nil) and removes a row 1-2 ms after the last
+// socket left, with alice and bob as its users.
+func presenceGateway(t *testing.T, store func(events.PresenceStore) events.PresenceStore) (*env, *events.Presence) {
+	t.Helper()
+	var p *events.Presence
+	e := start(t, func(c *Config) {
+		var s events.PresenceStore = events.PersistPresence{Client: c.Router.Client()}
+		if store != nil {
+			s = store(s)
+		}
+		var err error
+		p, err = events.NewPresence(events.PresenceConfig{Region: "eu", Store: s, LeaveMin: time.Millisecond, LeaveMax: 2 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Close)
+		c.Presence = p
+		c.Authorizer = web.Accounts([]web.Account{
+			{Principal: web.Principal{Name: "alice", AllScopes: true}, Password: "a"},
+			{Principal: web.Principal{Name: "bob", AllScopes: true}, Password: "b"},
+		})
+	})
+	return e, p
+}
+
+func login(user, password string) http.Header {
+	h := http.Header{}
+	h.Set("Authorization", "Basic "+basic(user, password))
+	return h
+}
+
+// TestPresenceLeaveMessage: once a user's last socket has closed and the
+// leave's delay passed, a subscriber of presence/USER hears the leave.
+func TestPresenceLeaveMessage(t *testing.T) {
+	t.Parallel()
+	e, _ := presenceGateway(t, nil)
+	bob := e.dial("", login("bob", "b"))
+	if m := bob.subscribe("where", "presence/alice", nil); m.Type != TypeSubscribed {
+		t.Fatalf("subscribe: %+v", m)
+	}
+	alice := e.dial("?app=notes", login("alice", "a"))
+	if m := bob.read(); m.Type != TypePresence || m.Op != "join" || m.User != "alice" || m.App != "notes" {
+		t.Fatalf("message %+v, want alice joined notes", m)
+	}
+	if err := alice.ws.CloseNow(); err != nil {
+		t.Fatal(err)
+	}
+	if m := bob.read(); m.Type != TypePresence || m.Op != "leave" || m.User != "alice" || m.App != "notes" || m.Region != "eu" || m.Sub != "where" {
+		t.Fatalf("message %+v, want alice left notes in eu", m)
+	}
+}
+
+// TestPresenceFailedJoinStillLeaves: a socket whose presence write
+// failed still counts as a connection (the next refresh writes the row),
+// so its close must uncount it: otherwise the user stays present for good.
+func TestPresenceFailedJoinStillLeaves(t *testing.T) {
+	t.Parallel()
+	var store *refusingPresence
+	e, p := presenceGateway(t, func(s events.PresenceStore) events.PresenceStore {
+		store = &refusingPresence{PresenceStore: s}
+		store.refuse.Store(true)
+		return store
+	})
+	alice := e.dial("?app=notes", login("alice", "a")) // ready: its Join has returned
+	if n := p.Connections("alice", "notes"); n != 1 {
+		t.Fatalf("alice has %d connections after a failed write, want 1", n)
+	}
+	if err := alice.ws.CloseNow(); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, "alice's connection uncounted", func() bool { return p.Connections("alice", "notes") == 0 })
+	// Nothing left to write either: a refresh with the store back finds
+	// no connection of alice's.
+	store.refuse.Store(false)
+	if err := p.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if st := p.Stats(); st.Present != 0 || st.Writes != 0 {
+		t.Fatalf("presence %+v after alice left, want nobody present and no row written", st)
+	}
+}
