@@ -38,7 +38,8 @@ func outOfDescriptors(err error) bool {
 
 // descriptorError is the answer to an open that failed for want of file
 // descriptors: unavailable (the caller retries, and a later open succeeds
-// once streams close), saying why and what to change.
-func descriptorError(err error) error {
-	return persist.Errorf(persist.CodeUnavailable, "too many open files: the process is at its file descriptor limit (each open stream holds %d; lower --max-open-streams or raise the limit): %v", FilesPerOpenStream, err)
+// once streams close), saying why and what to change; per is what an open
+// stream of the storage holds.
+func descriptorError(err error, per int) error {
+	return persist.Errorf(persist.CodeUnavailable, "too many open files: the process is at its file descriptor limit (each open stream holds %d; lower --max-open-streams or raise the limit): %v", per, err)
 }

@@ -199,7 +199,11 @@ func (st *SQLite) openClassified(scope, name string, create bool, now time.Time)
 			return nil, err
 		}
 		if outOfDescriptors(err) {
-			return nil, descriptorError(err)
+			per := FilesPerOpenStream
+			if st.excl {
+				per = FilesPerExclusiveStream
+			}
+			return nil, descriptorError(err, per)
 		}
 		if isBusy(err) {
 			// Another connection kept the file locked past busy_timeout:
