@@ -392,6 +392,14 @@ func TestDurableSingleOverSockets(t *testing.T) {
 		st := r.Stats()
 		return st.Subs == 1 && st.Ready == 1, fmt.Sprintf("%+v", st)
 	})
+	// Both sockets also hear the key fence of the same stream, each on a
+	// session subscription: the fence's event comes after anything an
+	// earlier change of the stream sent to that socket.
+	for _, c := range []*client{c1, c2} {
+		if m := c.subscribe("fence", "project-1/jobs/fence", nil); m.Type != TypeSubscribed {
+			t.Fatalf("session subscribe: %+v", m)
+		}
+	}
 	m1, m2 := c1.messages(), c2.messages()
 	next := func(what string) (testMsg, *client, <-chan testMsg) {
 		t.Helper()
@@ -422,13 +430,18 @@ func TestDurableSingleOverSockets(t *testing.T) {
 	if m, _, _ := next("second delivery"); m.Value != "second" || m.Attempt != 1 {
 		t.Fatalf("second delivery %+v", m)
 	}
-	// Exactly one socket got each: nothing else is waiting.
-	select {
-	case m := <-m1:
-		t.Fatalf("an extra message %+v", m)
-	case m := <-m2:
-		t.Fatalf("an extra message %+v", m)
-	default:
+	// Exactly one socket got each: up to the fence, set after them,
+	// neither socket hears anything else.
+	e.set("project-1", "jobs", "fence", []byte("fence"))
+	for i, msgs := range []<-chan testMsg{m1, m2} {
+		select {
+		case m := <-msgs:
+			if m.Type != TypeEvent || m.Sub != "fence" || m.Value != "fence" {
+				t.Fatalf("socket %d: %+v before the fence", i+1, m)
+			}
+		case <-time.After(testwait.Timeout):
+			t.Fatalf("socket %d: no fence", i+1)
+		}
 	}
 	holder.send(map[string]any{"type": "unsubscribe", "id": "jobs", "mode": "single"})
 	if u := <-holderMsgs; u.Type != TypeUnsubscribed {
