@@ -24,11 +24,12 @@ func newEventsCmd() *cobra.Command {
 		Use:   "events",
 		Short: "The events layer: who is connected where, durable subscriptions, a live tail, region secrets",
 		Long: `Commands of the events layer (docs/events.md). Its WebSocket API, /ws/events, is
-served by switchyard up's HTTP side; try it on the /events page.`,
+served by switchyard up's HTTP side, or by events serve beside persist servers
+that run elsewhere; try it on the /events page.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error { return cmd.Help() },
 	}
-	ev.AddCommand(newEventsPresenceCmd(), newEventsSubsCmd(), newEventsTailCmd(), newEventsSecretsCmd())
+	ev.AddCommand(newEventsServeCmd(), newEventsPresenceCmd(), newEventsSubsCmd(), newEventsTailCmd(), newEventsSecretsCmd())
 	return ev
 }
 

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/switchyard-dev/switchyard/internal/testproc"
+)
+
+// TestEventsServe runs the events layer as a role of its own beside an up
+// that holds NATS, persist and the balancer: its /ws/events hears the
+// writes made through the bus (each change feed crosses from up's process
+// to this one), its sockets are presence rows of its own region, and
+// SIGTERM ends it with exit 0.
+func TestEventsServe(t *testing.T) {
+	t.Parallel()
+	port := testproc.FreePort(t)
+	url := "nats://127.0.0.1:" + strconv.Itoa(port)
+	up := cli(t, "up", "--no-work", "--nats-port", strconv.Itoa(port), "--data", t.TempDir())
+	testproc.Start(t, up, "Stop with Ctrl-C")
+	t.Cleanup(func() { _ = up.Process.Kill() })
+
+	hport := testproc.FreePort(t)
+	base := "http://127.0.0.1:" + strconv.Itoa(hport)
+	es := cli(t, "events", "serve", "--nats", url, "--http", "127.0.0.1:"+strconv.Itoa(hport), "--region", "side", "--events-window", "0")
+	testproc.Start(t, es, "events region side ready on")
+	t.Cleanup(func() { _ = es.Process.Kill() })
+
+	events := dialEvents(t, base, "hub/notes")
+	for _, k := range []string{"a", "a/b/c.txt"} {
+		if _, stderr, code := testproc.Run(t, cli(t, "kv", "set", "hub", "notes", k, "v", "--nats", url)); code != 0 {
+			t.Fatalf("kv set: exit %d: %s", code, stderr)
+		}
+	}
+	events.waitSubjects("hub/notes/a", "hub/notes/a/b/c.txt")
+	if out, stderr, code := testproc.Run(t, cli(t, "events", "presence", "anonymous", "--nats", url)); code != 0 || !regexp.MustCompile(`(?m)^web +side +20\d\d-`).MatchString(out) {
+		t.Errorf("events presence anonymous: exit %d: %s%s", code, out, stderr)
+	}
+	if err := es.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := testproc.Wait(t, es); code != 0 {
+		t.Fatalf("events serve exit %d", code)
+	}
+}
+
+// TestEventsServeUsage: what events serve refuses before it connects.
+func TestEventsServeUsage(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--http", ""}, "--http is required"},
+		{[]string{"--http", "0.0.0.0:0"}, "reachable from other machines"},
+		{[]string{"--peer", "us=http://127.0.0.1:7002"}, "--peer needs --region"},
+		{[]string{"--auth", t.TempDir(), "--creds", "x.creds"}, "not both"},
+		{[]string{"--events-window", "-1s"}, "events-window"},
+	} {
+		_, stderr, code := execute(t, append([]string{"events", "serve"}, c.args...)...)
+		if code != exitUsage || !strings.Contains(stderr, c.want) {
+			t.Errorf("events serve %q: exit %d, stderr %q; want %d mentioning %q", c.args, code, stderr, exitUsage, c.want)
+		}
+	}
+}
