@@ -1,12 +1,19 @@
 package main
 
 import (
+	"context"
+	"encoding/base64"
+	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/coder/websocket"
+
+	"github.com/switchyard-dev/switchyard/bus/auth"
 	"github.com/switchyard-dev/switchyard/internal/testproc"
 )
 
@@ -65,4 +72,50 @@ func TestEventsServeUsage(t *testing.T) {
 			t.Errorf("events serve %q: exit %d, stderr %q; want %d mentioning %q", c.args, code, stderr, exitUsage, c.want)
 		}
 	}
+}
+
+// TestEventsServeAuth: with --auth, events serve connects as the auth
+// directory's client user to a secured bus (up --auth, over TLS) and logs
+// sockets in as the bus's users: none is refused, a tenant subscribes to
+// its own scopes only and hears its writes.
+func TestEventsServeAuth(t *testing.T) {
+	t.Parallel()
+	url, dir, ca := authBus(t)
+	hport := testproc.FreePort(t)
+	base := "ws://127.0.0.1:" + strconv.Itoa(hport) + "/ws/events"
+	es := cli(t, "events", "serve", "--nats", url, "--auth", dir, "--tls-ca", ca, "--http", "127.0.0.1:"+strconv.Itoa(hport), "--events-window", "0")
+	testproc.Start(t, es, "ready on")
+	t.Cleanup(func() { _ = es.Process.Kill() })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, resp, err := websocket.Dial(ctx, base, nil); err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("a socket without a login: %v (%v), want 401", err, resp)
+	}
+	c, err := auth.LoadCreds(auth.CredsFile(dir, "acme"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := http.Header{"Authorization": {"Basic " + base64.StdEncoding.EncodeToString([]byte(c.User+":"+c.Password))}}
+	ws, _, err := websocket.Dial(ctx, base, &websocket.DialOptions{HTTPHeader: h})
+	if err != nil {
+		t.Fatalf("acme's socket: %v", err)
+	}
+	t.Cleanup(func() { _ = ws.CloseNow() })
+	s := &eventsSocket{t: t, ws: ws}
+	if m := s.read(); m["type"] != "ready" || m["user"] != "acme" {
+		t.Fatalf("first message %v, want ready for acme", m)
+	}
+	s.send(map[string]string{"type": "subscribe", "id": "theirs", "anchor": "account-b/notes"})
+	if m := s.read(); m["type"] != "error" || m["code"] != "forbidden" {
+		t.Fatalf("acme on bob's scope: %v, want a forbidden error", m)
+	}
+	s.send(map[string]string{"type": "subscribe", "id": "mine", "anchor": "account-a/notes"})
+	if m := s.read(); m["type"] != "subscribed" {
+		t.Fatalf("acme on its own scope: %v", m)
+	}
+	if _, stderr, code := testproc.Run(t, cli(t, "kv", "set", "account-a", "notes", "k", "v", "--nats", url, "--creds", auth.CredsFile(dir, "acme"), "--tls-ca", ca)); code != 0 {
+		t.Fatalf("kv set as acme: exit %d: %s", code, stderr)
+	}
+	s.waitSubjects("account-a/notes/k")
 }
