@@ -90,6 +90,31 @@ func TestTwoRegionsInBrowser(t *testing.T) {
 	if !strings.Contains(text, "= hello from eu ") {
 		t.Errorf("the event lacks its value: %.300s", text)
 	}
+	// An anchor on a path: project-1/files/a hears a/b/c.txt, not a2/x.
+	// Once a write below it has crossed (eu knows the watch), a2/x is
+	// written and then a last key below the anchor: the stream's events
+	// come in order, so when that one shows, a2/x would have too.
+	pageValue[bool](t, b, `document.getElementById('anchor').value = ''; true`)
+	ctx, cancel = context.WithTimeout(b.Context(), pageWait)
+	err = chromedp.Do(ctx,
+		chromedp.SendKeys(chromedp.ID("anchor"), "project-1/files/a"),
+		chromedp.Click(chromedp.CSS(`#sub button[type=submit]`)),
+	)
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitPage(t, b, "the second subscription confirmed", logHas("s2: subscribed"))
+	testwait.Until(t, "a write below project-1/files/a in eu on us's page", func() (bool, string) {
+		kvSet("files", "a/b/c.txt", "deep")
+		return pageValue[bool](t, b, logHas("set project-1/files/a/b/c.txt")), "the page shows no write below the anchor"
+	})
+	kvSet("files", "a2/x", "beside")
+	kvSet("files", "a/last", "fence")
+	waitPage(t, b, "the last write below the anchor", logHas("set project-1/files/a/last"))
+	if pageValue[bool](t, b, logHas("project-1/files/a2")) {
+		t.Error("the page shows a2/x, which is beside project-1/files/a, not below it")
+	}
 	// Presence crosses too: a join in us is an event on presence/USER,
 	// which a subscriber in eu hears. Its announcement must reach us first:
 	// open probe sockets in us (each a new app, so each writes a row) until
