@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -29,29 +30,7 @@ import (
 func TestTwoRegionsInBrowser(t *testing.T) {
 	t.Parallel()
 	b := testbrowser.New(t)
-	dir := t.TempDir()
-	secrets := filepath.Join(dir, "regions.secrets")
-	out, stderr, code := testproc.Run(t, cli(t, "events", "secrets", "eu", "us"))
-	if code != 0 {
-		t.Fatalf("events secrets: exit %d: %s", code, stderr)
-	}
-	if err := os.WriteFile(secrets, []byte(out), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	type region struct{ name, nats, http, forward string }
-	regions := []region{}
-	for _, name := range []string{"eu", "us"} {
-		regions = append(regions, region{name,
-			strconv.Itoa(testproc.FreePort(t)), "127.0.0.1:" + strconv.Itoa(testproc.FreePort(t)), "127.0.0.1:" + strconv.Itoa(testproc.FreePort(t))})
-	}
-	for i, r := range regions {
-		peer := regions[1-i]
-		up := cli(t, "up", "--no-work", "--servers", "1", "--data", filepath.Join(dir, r.name), "--nats-port", r.nats, "--http", r.http,
-			"--region", r.name, "--forward-listen", r.forward, "--peer", peer.name+"=http://"+peer.forward, "--forward-secrets", secrets)
-		testproc.Start(t, up, "Stop with Ctrl-C")
-		t.Cleanup(func() { _ = up.Process.Kill() })
-	}
-	eu, us := regions[0], regions[1]
+	eu, us := startTwoRegions(t)
 	logHas := func(text string) string {
 		return `document.getElementById('log').textContent.includes(` + strconv.Quote(text) + `)`
 	}
@@ -193,4 +172,147 @@ func TestTwoRegionsInBrowser(t *testing.T) {
 	}
 	waitPage(t, b, "the Regions section", `!document.getElementById('sec-peers').hidden && document.getElementById('region-name').textContent === 'this is eu' && document.getElementById('peers').textContent.includes('http://`+us.forward+`')`)
 	b.CheckNoProblems(t)
+}
+
+// region is one up --region of a two-region test: its NATS port, HTTP
+// address and forward receiver's address, and how to start its process
+// (again, after a kill: the same flags on the same data).
+type region struct {
+	name, nats, http, forward string
+	start                     func() *exec.Cmd
+	proc                      *exec.Cmd // the process running now
+}
+
+// restart kills the region's process (SIGKILL: nothing of it is closed
+// cleanly) and starts it again on the same data and addresses.
+func (r *region) restart(t *testing.T) {
+	t.Helper()
+	_ = r.proc.Process.Kill()
+	_ = r.proc.Wait()
+	r.proc = r.start()
+}
+
+// startTwoRegions runs two ups, regions eu and us, each with its own bus
+// and data, joined by signed forward batches.
+func startTwoRegions(t *testing.T) (eu, us *region) {
+	t.Helper()
+	dir := t.TempDir()
+	secrets := filepath.Join(dir, "regions.secrets")
+	out, stderr, code := testproc.Run(t, cli(t, "events", "secrets", "eu", "us"))
+	if code != 0 {
+		t.Fatalf("events secrets: exit %d: %s", code, stderr)
+	}
+	if err := os.WriteFile(secrets, []byte(out), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var regions []*region
+	for _, name := range []string{"eu", "us"} {
+		regions = append(regions, &region{name: name, nats: strconv.Itoa(testproc.FreePort(t)),
+			http: "127.0.0.1:" + strconv.Itoa(testproc.FreePort(t)), forward: "127.0.0.1:" + strconv.Itoa(testproc.FreePort(t))})
+	}
+	for i, r := range regions {
+		peer := regions[1-i]
+		r.start = func() *exec.Cmd {
+			up := cli(t, "up", "--no-work", "--servers", "1", "--data", filepath.Join(dir, r.name), "--nats-port", r.nats, "--http", r.http,
+				"--region", r.name, "--forward-listen", r.forward, "--peer", peer.name+"=http://"+peer.forward, "--forward-secrets", secrets)
+			testproc.Start(t, up, "Stop with Ctrl-C")
+			t.Cleanup(func() { _ = up.Process.Kill() })
+			return up
+		}
+		r.proc = r.start()
+	}
+	return regions[0], regions[1]
+}
+
+// TestRegionRestart: us is killed and started again on its data. A
+// write in eu to what us's sessions watched before goes to us, whose
+// sessions died with it: us answers noWatch and eu prunes the watch. A
+// session of the new us process then subscribes, us announces its watch,
+// and eu's writes reach it again.
+func TestRegionRestart(t *testing.T) {
+	t.Parallel()
+	eu, us := startTwoRegions(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*testwait.Timeout)
+	defer cancel()
+	kvSet := func(value string) {
+		t.Helper()
+		if _, stderr, code := testproc.Run(t, cli(t, "kv", "set", "project-1", "notes", "today", value, "--nats", "nats://127.0.0.1:"+eu.nats)); code != 0 {
+			t.Fatalf("kv set in eu: exit %d: %s", code, stderr)
+		}
+	}
+	// subscribed is a socket of us on project-1/notes, and a channel of
+	// the values of the events it hears.
+	subscribed := func() <-chan string {
+		t.Helper()
+		ws, _, err := websocket.Dial(ctx, "ws://"+us.http+"/ws/events", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = ws.CloseNow() })
+		if err := ws.Write(ctx, websocket.MessageText, []byte(`{"type":"subscribe","id":"n","anchor":"project-1/notes"}`)); err != nil {
+			t.Fatal(err)
+		}
+		values := make(chan string, 64)
+		go func() {
+			defer close(values)
+			for {
+				_, b, err := ws.Read(context.Background())
+				if err != nil {
+					return
+				}
+				var m map[string]any
+				if json.Unmarshal(b, &m) == nil && m["type"] == "event" {
+					v, _ := m["value"].(string)
+					values <- v
+				}
+			}
+		}()
+		return values
+	}
+	// crosses writes in eu until values hears one of them.
+	crosses := func(what string, values <-chan string) {
+		t.Helper()
+		for i := 0; ; i++ {
+			v := what + " " + strconv.Itoa(i)
+			kvSet(v)
+			select {
+			case got, ok := <-values:
+				if !ok {
+					t.Fatalf("the socket of us ended before %s", what)
+				}
+				if strings.HasPrefix(got, what+" ") {
+					return
+				}
+			case <-time.After(time.Second): // this write's turn, not a condition: the next write is the retry
+			case <-ctx.Done():
+				t.Fatalf("no %s in us", what)
+			}
+		}
+	}
+	crosses("before", subscribed())
+	metric := func(base, name string) string {
+		t.Helper()
+		resp, err := http.Get("http://" + base + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		_, rest, _ := strings.Cut(string(body), "\nswitchyard_"+name+" ")
+		v, _, _ := strings.Cut(rest, "\n")
+		return v
+	}
+	if v := metric(eu.http, "events_region_remote_watches"); v != "1" {
+		t.Fatalf("eu holds %s remote watches with us's session subscribed, want 1", v)
+	}
+
+	us.restart(t)
+	// A write in eu to the watch us had: us, back without sessions,
+	// answers noWatch and eu prunes it.
+	testwait.Until(t, "eu pruning us's watch on its noWatch", func() (bool, string) {
+		kvSet("orphan")
+		n, _ := strconv.Atoi(metric(eu.http, "events_region_nowatch_total"))
+		return n >= 1 && metric(eu.http, "events_region_remote_watches") == "0", "nowatch " + metric(eu.http, "events_region_nowatch_total") + ", remote watches " + metric(eu.http, "events_region_remote_watches")
+	})
+	crosses("after", subscribed())
 }
