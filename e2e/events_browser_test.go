@@ -77,3 +77,60 @@ func TestEventsPageInBrowser(t *testing.T) {
 		return strings.Contains(m.Text, "/ws/events") && (strings.Contains(m.Text, "ERR_CONNECTION_REFUSED") || strings.Contains(m.Text, "Unexpected response code: 503"))
 	})
 }
+
+// TestEventsClientResendsAcks: the embedded client (/ws/events.js) keeps
+// an ack its socket could not send and sends it again once it has
+// reconnected; the region settles the `single` delivery on it, so the
+// next delivery comes (one in flight at a time) and the first is never
+// delivered again.
+func TestEventsClientResendsAcks(t *testing.T) {
+	t.Parallel()
+	b := testbrowser.New(t)
+	hport := testproc.FreePort(t)
+	_, jobs := upOnHTTPPort(t, hport, t.TempDir(), "project-1", "jobs")
+	// The client alone on a page of up's origin (the /events page has a
+	// client of its own, a second session of the user that a single
+	// delivery could go to): the script's own document, with the script.
+	ctx, cancel := context.WithTimeout(b.Context(), pageWait)
+	err := chromedp.Do(ctx, chromedp.Navigate("http://127.0.0.1:"+strconv.Itoa(hport)+"/ws/events.js"))
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pageValue[bool](t, b, `const s = document.createElement("script"); s.src = "/ws/events.js"; document.head.appendChild(s); true`)
+	waitPage(t, b, "the client loaded", `typeof SwitchyardEvents === "function"`)
+	// It drops its socket on the first delivery and acks it at once,
+	// while the socket is closing, so that the ack waits for the next
+	// socket.
+	pageValue[bool](t, b, `
+window.tst = {values: [], errs: [], subscribed: false, dropped: false};
+window.tev = new SwitchyardEvents({
+  onSubscribed: (m) => { if (m.id === "jobs") tst.subscribed = true; },
+  onEvent: (m) => {
+    if (m.sub !== "jobs") return;
+    tst.values.push(m.value + "#" + m.attempt);
+    if (!tst.dropped) { tst.dropped = true; tev.ws.close(); }
+    tev.ack(m.sub, m.entry);
+  },
+  onError: (m) => tst.errs.push(m.code + ": " + m.message),
+});
+tev.subscribe("jobs", "project-1/jobs", null, "single");
+true`)
+	waitPage(t, b, "the durable subscription stored", `tst.subscribed`)
+	if _, err := jobs.Set(context.Background(), []byte("first"), persist.SetOptions{Key: "1"}); err != nil {
+		t.Fatal(err)
+	}
+	waitPage(t, b, "the ack sent again on the new socket and answered", `tst.dropped && tev.reconnects >= 1 && tev.ws && tev.ws.readyState === WebSocket.OPEN && tev.acks.size === 0`)
+	if errs := pageValue[[]string](t, b, `tst.errs`); len(errs) > 0 {
+		t.Fatalf("the client heard errors: %v", errs)
+	}
+	if _, err := jobs.Set(context.Background(), []byte("second"), persist.SetOptions{Key: "2"}); err != nil {
+		t.Fatal(err)
+	}
+	waitPage(t, b, "the next delivery", `tst.values.includes("second#1")`)
+	if got := pageValue[[]string](t, b, `tst.values`); len(got) != 2 || got[0] != "first#1" {
+		t.Fatalf("deliveries %q, want first#1 once, then second#1", got)
+	}
+	// The script's document names no icon, so the browser asks for one.
+	b.CheckNoProblems(t, func(m chromedp.ConsoleMessage) bool { return strings.HasSuffix(m.URL, "/favicon.ico") })
+}

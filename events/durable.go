@@ -90,6 +90,12 @@ type DurableRow struct {
 // key is the row's key in the stream.
 func (d DurableRow) key() string { return d.User + "/" + d.ID }
 
+// sameAs reports whether o asks for the subscription d is: the same user,
+// id, anchor, filter and mode, whenever either was made.
+func (d DurableRow) sameAs(o DurableRow) bool {
+	return d.User == o.User && d.ID == o.ID && d.Anchor == o.Anchor && slices.Equal(d.Ops, o.Ops) && d.Glob == o.Glob && d.Mode == o.Mode
+}
+
 // parse checks the row and returns its anchor and filter.
 func (d DurableRow) parse() (Anchor, Filter, error) {
 	if d.User == "" || len(d.User) > 128 || strings.Contains(d.User, "/") {
@@ -126,7 +132,8 @@ func (s DurableStore) kv() *persist.KV {
 }
 
 // Put stores row (its Created set now if zero), replacing the user's row
-// of the same id. A new row past the user's quota is ErrQuota. The quota
+// of the same id; a row that asks for what the stored one does is left as
+// it is (sameAs). A new row past the user's quota is ErrQuota. The quota
 // is checked against the rows stored when Put reads them: two Puts racing
 // from two processes may both pass.
 func (s DurableStore) Put(ctx context.Context, row DurableRow) error {
@@ -139,7 +146,17 @@ func (s DurableStore) Put(ctx context.Context, row DurableRow) error {
 	}
 	replacing := false
 	for _, r := range rows {
-		replacing = replacing || r.ID == row.ID
+		if r.ID != row.ID {
+			continue
+		}
+		if r.sameAs(row) {
+			// The subscription stands as asked: writing it again would
+			// make every router replace it, dropping a `single` one's
+			// delivery in flight and sending it again. A client that
+			// subscribes again after a reconnect changes nothing.
+			return nil
+		}
+		replacing = true
 	}
 	if q := s.Config.withDefaults().Quota; !replacing && len(rows) >= q {
 		return fmt.Errorf("%w (%d for %s)", ErrQuota, q, row.User)

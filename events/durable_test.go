@@ -223,3 +223,51 @@ func sortedStrings(s []string) []string {
 	slices.Sort(out)
 	return out
 }
+
+// TestDurableSubscribeAgainChangesNothing: a row put again as it stands (a
+// client subscribing again after a reconnect) is not written, so a
+// `single` delivery in flight stays in flight: its ack settles it and it
+// is never sent again; a row that changes is written and replaces it.
+func TestDurableSubscribeAgainChangesNothing(t *testing.T) {
+	t.Parallel()
+	e := newRouterEnv(t, func(c *RouterConfig) { c.Durable = &DurableConfig{} })
+	e.warm("jobs")
+	var s sink
+	alice := e.r.Open("alice", s.deliver)
+	row := DurableRow{User: "alice", ID: "q", Anchor: "project-1/jobs", Mode: ModeSingle}
+	e.putDurable(row, 2, 1)
+	from := e.r.Stats().Changes
+	e.set("jobs", "1", "first")
+	e.settle(from, 1)
+	testwait.For(t, "the delivery", func() bool { return len(s.all()) == 1 })
+	ctx := context.Background()
+	rows := e.r.Durables().Client.KV(DurableScopeDefault, DurableStreamDefault)
+	before, err := rows.Get(ctx, "alice/q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.r.Durables().Put(ctx, row); err != nil {
+		t.Fatal(err)
+	}
+	if after, err := rows.Get(ctx, "alice/q"); err != nil || after.Seq != before.Seq {
+		t.Fatalf("the row put again as it stands: seq %d (%v), was %d: written again", after.Seq, err, before.Seq)
+	}
+	if err := alice.Ack(ctx, "q", s.all()[0].Entry); err != nil {
+		t.Fatalf("the ack of the delivery in flight: %v", err)
+	}
+	from = e.r.Stats().Changes
+	e.set("jobs", "2", "second")
+	e.settle(from, 1)
+	testwait.For(t, "the next delivery", func() bool { return len(s.all()) == 2 })
+	if d := s.all()[1]; string(d.Event.Value) != "second" || d.Attempt != 1 {
+		t.Fatalf("after the ack: %+v, want second, attempt 1 (the first never again)", d)
+	}
+	changed := row
+	changed.Glob = "*"
+	if err := e.r.Durables().Put(ctx, changed); err != nil {
+		t.Fatal(err)
+	}
+	if after, err := rows.Get(ctx, "alice/q"); err != nil || after.Seq == before.Seq {
+		t.Fatalf("a changed row: seq %d (%v), was %d: not written", after.Seq, err, before.Seq)
+	}
+}
