@@ -252,6 +252,31 @@ func TestTenantScopes(t *testing.T) {
 	}
 }
 
+// TestAPIKeyLogins: an API key logs a socket in as its account, in the
+// X-Api-Key header or the apikey parameter (a browser cannot set
+// headers on a WebSocket); a wrong key is refused, and the account's
+// scopes bound what it may subscribe to.
+func TestAPIKeyLogins(t *testing.T) {
+	t.Parallel()
+	e := start(t, func(c *Config) {
+		c.Authorizer = web.Accounts([]web.Account{{Principal: web.Principal{Name: "acme", Scopes: []string{"acme"}}, APIKeys: []string{"k3y-acme"}}})
+	})
+	u := "ws" + strings.TrimPrefix(e.ts.URL, "http") + "/ws/events"
+	if _, resp, err := websocket.Dial(context.Background(), u+"?"+web.APIKeyParam+"=wrong", nil); err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("a wrong key: %v %v, want 401", err, resp)
+	}
+	h := http.Header{}
+	h.Set(web.APIKeyHeader, "k3y-acme")
+	for _, c := range []*client{e.dial("", h), e.dial("?"+web.APIKeyParam+"=k3y-acme", nil)} {
+		if m := c.subscribe("mine", "acme/files", nil); m.Type != TypeSubscribed {
+			t.Fatalf("own scope: %+v", m)
+		}
+		if m := c.subscribe("theirs", "project-1/files", nil); m.Type != TypeError || m.Code != CodeForbidden {
+			t.Fatalf("another scope: %+v, want forbidden", m)
+		}
+	}
+}
+
 // TestPresenceMessages: a user's first connection joins, and a
 // subscriber of presence/USER hears it as a presence message.
 func TestPresenceMessages(t *testing.T) {
