@@ -382,3 +382,48 @@ func TestRegionAnnouncementsRefill(t *testing.T) {
 	a.set(t, "notes", "k", "after")
 	testwait.For(t, "the event after the refill", func() bool { return len(got.events()) == 1 })
 }
+
+// TestRegionRemoteWatchesExpire: a peer's announcement that is not
+// renewed (a region gone without a drop, or the drop lost) expires after
+// RemoteTTL (three announcement rounds): the remote watch is forgotten,
+// counted, and the stream no longer watched for it.
+func TestRegionRemoteWatchesExpire(t *testing.T) {
+	t.Parallel()
+	a, _ := twoRegionsWith(t, regionOpts{announce: 50 * time.Millisecond})
+	a.r.Sink().Watch(context.Background(), "b", &forward.Watch{Op: "add", Token: "project-1/stale"})
+	if st := a.r.RegionStats(); st.Expired != 0 {
+		t.Fatalf("expired at once: %+v", st)
+	}
+	testwait.Until(t, "b's unrenewed announcement expired", func() (bool, string) {
+		st := a.r.RegionStats()
+		return st.Remote == 0 && st.Expired == 1, fmt.Sprintf("%+v", st)
+	})
+	testwait.For(t, "a stops watching the stream", func() bool { return a.r.Stats().Watches == 0 })
+}
+
+// TestRegionEventsGoOneHop: an event a region received from a peer is
+// delivered to its own sessions and never forwarded again, not even back
+// to the region it came from, whose sessions watch the same anchor.
+func TestRegionEventsGoOneHop(t *testing.T) {
+	t.Parallel()
+	a, b := twoRegions(t)
+	var inA, inB sink
+	an, _ := ParseAnchor("project-1/notes")
+	for _, s := range []*Session{a.r.Open("alice", inA.deliver), b.r.Open("bob", inB.deliver)} {
+		if err := s.Subscribe(context.Background(), "n", an, Filter{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testwait.Until(t, "each region learns the other's watch", func() (bool, string) {
+		sa, sb := a.r.RegionStats(), b.r.RegionStats()
+		return sa.Remote == 1 && sb.Remote == 1, fmt.Sprintf("a %+v, b %+v", sa, sb)
+	})
+	a.set(t, "notes", "1", "first")
+	a.set(t, "notes", "2", "second") // b handles the first before it: the fence
+	testwait.Until(t, "both writes in both regions", func() (bool, string) {
+		return len(inA.events()) == 2 && len(inB.events()) == 2, fmt.Sprintf("a %v, b %v", inA.all(), inB.all())
+	})
+	if sa, sb := a.r.RegionStats(), b.r.RegionStats(); sb.EventsOut != 0 || sa.EventsIn != 0 || sa.EventsOut != 2 || sb.EventsIn != 2 {
+		t.Fatalf("a %+v, b %+v: want a to send 2 and b to take 2, and nothing back", sa, sb)
+	}
+}
