@@ -4,9 +4,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
-	"io"
-	"net/http"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -49,20 +46,7 @@ func TestPresenceOnTheRealClock(t *testing.T) {
 		return ws
 	}
 	watcher := dial("?app=watcher")
-	heard := make(chan map[string]any, 16)
-	go func() {
-		defer close(heard)
-		for {
-			_, b, err := watcher.Read(context.Background())
-			if err != nil {
-				return
-			}
-			var m map[string]any
-			if json.Unmarshal(b, &m) == nil {
-				heard <- m
-			}
-		}
-	}()
+	heard := messages(watcher)
 	if err := watcher.Write(ctx, websocket.MessageText, []byte(`{"type":"subscribe","id":"p","anchor":"presence/anonymous"}`)); err != nil {
 		t.Fatal(err)
 	}
@@ -91,19 +75,6 @@ func TestPresenceOnTheRealClock(t *testing.T) {
 			}
 		}
 	}
-	metric := func(name string) string {
-		t.Helper()
-		resp, err := http.Get("http://" + addr + "/metrics")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		_, rest, _ := strings.Cut(string(body), "\nswitchyard_"+name+" ")
-		v, _, _ := strings.Cut(rest, "\n")
-		return v
-	}
-
 	first := dial("?app=leaver")
 	if m := next("the join"); m["op"] != "join" {
 		t.Fatalf("presence %v, want leaver's join", m)
@@ -111,9 +82,9 @@ func TestPresenceOnTheRealClock(t *testing.T) {
 	_ = first.CloseNow()
 	// The server has counted the close (the watcher alone is connected)
 	// before the reload comes, so that the reload finds the leave pending.
-	testwait.For(t, "the first socket's close counted", func() bool { return metric("events_presence_connections") == "1" })
+	testwait.For(t, "the first socket's close counted", func() bool { return metric(t, addr, "events_presence_connections") == "1" })
 	second := dial("?app=leaver")
-	testwait.For(t, "the reload counted", func() bool { return metric("events_presence_reloads_total") == "1" })
+	testwait.For(t, "the reload counted", func() bool { return metric(t, addr, "events_presence_reloads_total") == "1" })
 	_ = second.CloseNow()
 	closed := time.Now()
 	m := next("the leave")
@@ -128,7 +99,7 @@ func TestPresenceOnTheRealClock(t *testing.T) {
 		t.Fatalf("the leave came %v after the last close, want %v-%v", took, events.LeaveMinDefault, events.LeaveMaxDefault)
 	}
 	t.Logf("the leave came %v after the last close", took.Round(time.Millisecond))
-	if w, r := metric("events_presence_writes_total"), metric("events_presence_removes_total"); w != "2" || r != "1" {
+	if w, r := metric(t, addr, "events_presence_writes_total"), metric(t, addr, "events_presence_removes_total"); w != "2" || r != "1" {
 		t.Fatalf("presence rows written %s (want 2: the watcher's and the leaver's, none for the reload), removed %s (want 1)", w, r)
 	}
 }

@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 	"os"
@@ -105,20 +104,7 @@ func TestTwoRegionsInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer watcher.CloseNow()
-	heard := make(chan map[string]any, 16)
-	go func() {
-		for {
-			_, b, err := watcher.Read(context.Background())
-			if err != nil {
-				close(heard)
-				return
-			}
-			var m map[string]any
-			if json.Unmarshal(b, &m) == nil {
-				heard <- m
-			}
-		}
-	}()
+	heard := messages(watcher)
 	if err := watcher.Write(ctx2, websocket.MessageText, []byte(`{"type":"subscribe","id":"p","anchor":"presence/anonymous"}`)); err != nil {
 		t.Fatal(err)
 	}
@@ -255,14 +241,8 @@ func TestRegionRestart(t *testing.T) {
 		values := make(chan string, 64)
 		go func() {
 			defer close(values)
-			for {
-				_, b, err := ws.Read(context.Background())
-				if err != nil {
-					return
-				}
-				var m map[string]any
-				if json.Unmarshal(b, &m) == nil && m["type"] == "event" {
-					v, _ := m["value"].(string)
+			for m := range messages(ws) {
+				if v, ok := m["value"].(string); ok && m["type"] == "event" {
 					values <- v
 				}
 			}
@@ -290,19 +270,7 @@ func TestRegionRestart(t *testing.T) {
 		}
 	}
 	crosses("before", subscribed())
-	metric := func(base, name string) string {
-		t.Helper()
-		resp, err := http.Get("http://" + base + "/metrics")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		_, rest, _ := strings.Cut(string(body), "\nswitchyard_"+name+" ")
-		v, _, _ := strings.Cut(rest, "\n")
-		return v
-	}
-	if v := metric(eu.http, "events_region_remote_watches"); v != "1" {
+	if v := metric(t, eu.http, "events_region_remote_watches"); v != "1" {
 		t.Fatalf("eu holds %s remote watches with us's session subscribed, want 1", v)
 	}
 
@@ -311,8 +279,8 @@ func TestRegionRestart(t *testing.T) {
 	// answers noWatch and eu prunes it.
 	testwait.Until(t, "eu pruning us's watch on its noWatch", func() (bool, string) {
 		kvSet("orphan")
-		n, _ := strconv.Atoi(metric(eu.http, "events_region_nowatch_total"))
-		return n >= 1 && metric(eu.http, "events_region_remote_watches") == "0", "nowatch " + metric(eu.http, "events_region_nowatch_total") + ", remote watches " + metric(eu.http, "events_region_remote_watches")
+		n, _ := strconv.Atoi(metric(t, eu.http, "events_region_nowatch_total"))
+		return n >= 1 && metric(t, eu.http, "events_region_remote_watches") == "0", "nowatch " + metric(t, eu.http, "events_region_nowatch_total") + ", remote watches " + metric(t, eu.http, "events_region_remote_watches")
 	})
 	crosses("after", subscribed())
 }

@@ -277,44 +277,6 @@ func TestAPIKeyLogins(t *testing.T) {
 	}
 }
 
-// TestPresenceMessages: a user's first connection joins, and a
-// subscriber of presence/USER hears it as a presence message.
-func TestPresenceMessages(t *testing.T) {
-	t.Parallel()
-	var p *events.Presence
-	e := start(t, func(c *Config) {
-		var err error
-		// The router's client reads the rows the presence writes: one
-		// persist server holds both.
-		p, err = events.NewPresence(events.PresenceConfig{Region: "eu", Store: events.PersistPresence{Client: c.Router.Client()}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(p.Close)
-		c.Presence = p
-		c.Authorizer = web.Accounts([]web.Account{
-			{Principal: web.Principal{Name: "alice", AllScopes: true}, Password: "a"},
-			{Principal: web.Principal{Name: "bob", AllScopes: true}, Password: "b"},
-		})
-	})
-	hb := http.Header{}
-	hb.Set("Authorization", "Basic "+basic("bob", "b"))
-	bob := e.dial("", hb)
-	if m := bob.subscribe("where", "presence/alice", nil); m.Type != TypeSubscribed {
-		t.Fatalf("subscribe: %+v", m)
-	}
-	ha := http.Header{}
-	ha.Set("Authorization", "Basic "+basic("alice", "a"))
-	e.dial("?app=notes", ha)
-	m := bob.read()
-	if m.Type != TypePresence || m.User != "alice" || m.App != "notes" || m.Region != "eu" || m.Op != "join" || m.Sub != "where" {
-		t.Fatalf("message %+v, want alice joined notes in eu", m)
-	}
-	if n := p.Connections("alice", "notes"); n != 1 {
-		t.Fatalf("alice has %d connections, want 1", n)
-	}
-}
-
 // TestStopClosesSockets: Stop ends every socket with going-away.
 func TestStopClosesSockets(t *testing.T) {
 	t.Parallel()

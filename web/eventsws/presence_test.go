@@ -59,18 +59,23 @@ func login(user, password string) http.Header {
 	return h
 }
 
-// TestPresenceLeaveMessage: once a user's last socket has closed and the
-// leave's delay passed, a subscriber of presence/USER hears the leave.
-func TestPresenceLeaveMessage(t *testing.T) {
+// TestPresenceMessages: a user's first connection joins, and a
+// subscriber of presence/USER hears it as a presence message; once the
+// user's last socket has closed and the leave's delay passed, it hears
+// the leave.
+func TestPresenceMessages(t *testing.T) {
 	t.Parallel()
-	e, _ := presenceGateway(t, nil)
+	e, p := presenceGateway(t, nil)
 	bob := e.dial("", login("bob", "b"))
 	if m := bob.subscribe("where", "presence/alice", nil); m.Type != TypeSubscribed {
 		t.Fatalf("subscribe: %+v", m)
 	}
 	alice := e.dial("?app=notes", login("alice", "a"))
-	if m := bob.read(); m.Type != TypePresence || m.Op != "join" || m.User != "alice" || m.App != "notes" {
-		t.Fatalf("message %+v, want alice joined notes", m)
+	if m := bob.read(); m.Type != TypePresence || m.User != "alice" || m.App != "notes" || m.Region != "eu" || m.Op != "join" || m.Sub != "where" {
+		t.Fatalf("message %+v, want alice joined notes in eu", m)
+	}
+	if n := p.Connections("alice", "notes"); n != 1 {
+		t.Fatalf("alice has %d connections, want 1", n)
 	}
 	if err := alice.ws.CloseNow(); err != nil {
 		t.Fatal(err)
