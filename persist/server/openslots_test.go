@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -99,4 +100,49 @@ func TestManyStreamsSmallCache(t *testing.T) {
 	if st := h.srv.Stats(); st.OpenStorage > maxOpen || st.OpenStoragePeak > maxOpen {
 		t.Fatalf("after a restart open streams reached %d, the cap is %d", st.OpenStoragePeak, maxOpen)
 	}
+}
+
+// TestAllOpenStreamsBusy: when every open stream is in service (a write of
+// each held in its commit) and the cap allows no other, a request for
+// another stream is answered unavailable, saying why, rather than opening
+// one more file; once they are done, the same request opens its stream.
+func TestAllOpenStreamsBusy(t *testing.T) {
+	t.Parallel()
+	entered, release := make(chan struct{}, 8), make(chan struct{})
+	var once sync.Once
+	h := newHarnessHook(t, func(c *Config) { c.MaxOpenStreams = 2 }, func(s *Server) {
+		s.beforeWrite = func(int) {
+			select {
+			case entered <- struct{}{}:
+			default:
+			}
+			<-release
+		}
+	})
+	t.Cleanup(func() { once.Do(func() { close(release) }) })
+	held := make(chan error, 2)
+	for _, stream := range []string{"a", "b"} {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			r, err := h.nc.RequestMsgWithContext(ctx, h.msg(persist.CmdSet, stream, nil, []byte("v")))
+			if err == nil && r.Header.Get(persist.HdrError) != "" {
+				err = fmt.Errorf("%s: %s", r.Header.Get(persist.HdrError), r.Data)
+			}
+			held <- err
+		}()
+	}
+	<-entered
+	<-entered
+	r := h.req(persist.CmdSet, "c", nil, []byte("v"))
+	if code := r.Header.Get(persist.HdrError); code != string(persist.CodeUnavailable) || !strings.Contains(string(r.Data), "all 2 open streams are busy") {
+		t.Fatalf("a third stream with both open ones in service: %s %q, want unavailable, all 2 open streams are busy", code, r.Data)
+	}
+	once.Do(func() { close(release) })
+	for range 2 {
+		if err := <-held; err != nil {
+			t.Fatalf("a held write: %v", err)
+		}
+	}
+	h.ok(persist.CmdSet, "c", nil, []byte("v"))
 }
