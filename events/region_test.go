@@ -1,12 +1,15 @@
 package events
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -55,6 +58,41 @@ type regionOpts struct {
 	// through the queue's loss policy instead of queueing it, and queues
 	// the markers the policy returns: what a full queue does to it.
 	shedAToB *atomic.Bool
+	// recordB, when set, keeps every batch b's receiver is sent, as sent.
+	recordB *batchRecorder
+}
+
+// batchRecorder keeps the requests a receiver was sent: their path,
+// headers and body, so that a test can send one again as it was.
+type batchRecorder struct {
+	mu   sync.Mutex
+	reqs []recordedBatch
+}
+
+type recordedBatch struct {
+	path   string
+	header http.Header
+	body   []byte
+}
+
+func (b *batchRecorder) record(req *http.Request) {
+	body, _ := io.ReadAll(req.Body)
+	req.Body = io.NopCloser(bytes.NewReader(body))
+	b.mu.Lock()
+	b.reqs = append(b.reqs, recordedBatch{req.URL.Path, req.Header.Clone(), body})
+	b.mu.Unlock()
+}
+
+// with is the last batch recorded whose body holds text.
+func (b *batchRecorder) with(text string) (recordedBatch, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i := len(b.reqs) - 1; i >= 0; i-- {
+		if bytes.Contains(b.reqs[i].body, []byte(text)) {
+			return b.reqs[i], true
+		}
+	}
+	return recordedBatch{}, false
 }
 
 func twoRegionsWith(t *testing.T, o regionOpts) (a, b *testRegion) {
@@ -68,6 +106,9 @@ func twoRegionsWith(t *testing.T, o regionOpts) (a, b *testRegion) {
 		secrets[name] = s
 		g := &testRegion{name: name, c: persistenv.Start(t, 1).Client()}
 		g.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			if name == "b" && o.recordB != nil {
+				o.recordB.record(req)
+			}
 			if name == "b" && o.gateB != nil {
 				if gate := o.gateB.Load(); gate != nil {
 					<-*gate
@@ -425,5 +466,48 @@ func TestRegionEventsGoOneHop(t *testing.T) {
 	})
 	if sa, sb := a.r.RegionStats(), b.r.RegionStats(); sb.EventsOut != 0 || sa.EventsIn != 0 || sa.EventsOut != 2 || sb.EventsIn != 2 {
 		t.Fatalf("a %+v, b %+v: want a to send 2 and b to take 2, and nothing back", sa, sb)
+	}
+}
+
+// TestRegionRefusesReplayedBatches: a batch a signed and b took, sent to b
+// again as it was (signature, nonce, body), is refused as a replay by b's
+// receiver, and nothing of it is delivered a second time.
+func TestRegionRefusesReplayedBatches(t *testing.T) {
+	t.Parallel()
+	rec := &batchRecorder{}
+	a, b := twoRegionsWith(t, regionOpts{recordB: rec})
+	var got sink
+	an, _ := ParseAnchor("project-1/notes")
+	if err := b.r.Open("alice", got.deliver).Subscribe(context.Background(), "n", an, Filter{}); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, "a learns b's watch, and watches the stream", func() bool { return a.r.RegionStats().Remote == 1 && a.r.Stats().Ready == 1 })
+	a.set(t, "notes", "k", "once")
+	testwait.For(t, "the event in b", func() bool { return len(got.events()) == 1 })
+	batch, ok := rec.with("project-1/notes")
+	if !ok {
+		t.Fatal("no batch of a's event recorded")
+	}
+	req, err := http.NewRequest(http.MethodPost, b.srv.URL+batch.path, bytes.NewReader(batch.body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header = batch.header.Clone()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("the batch sent again: %s, want 403 (a replay)", resp.Status)
+	}
+	// A later event fences the replay's: b delivers in order.
+	a.set(t, "notes", "k", "later")
+	testwait.For(t, "the later event in b", func() bool { return len(got.events()) == 2 })
+	if evs := got.events(); string(evs[0].Value) != "once" || string(evs[1].Value) != "later" {
+		t.Fatalf("b delivered %v, want once then later", got.all())
+	}
+	if st := b.r.RegionStats(); st.EventsIn != 2 {
+		t.Fatalf("b took %d events, want 2 (the replay refused)", st.EventsIn)
 	}
 }
