@@ -64,12 +64,27 @@ func (f *feedPublisher) deliverLocally(m *nats.Msg) (delivered int, handled bool
 	return persist.DeliverFeedLocally(m, f.nc.ConnectedServerId(), f.interest)
 }
 
+// unheardNow reports whether the NATS server of f's connection, in this
+// process, holds no subscription to subject: no message on it would reach
+// anyone. False when it cannot tell (no interest count, not connected).
+func (f *feedPublisher) unheardNow(subject string) bool {
+	return f.interest != nil && f.nc.ConnectedServerId() != "" && f.interest(subject) == 0
+}
+
 // publish sends changes as one or more feed messages. It never blocks on
 // the network beyond what nats.go's buffered Publish does, and a failed
 // publish still consumes its number, so watchers see the loss as a gap.
 func (f *feedPublisher) publish(scope, stream string, ephemeral bool, changes []store.Change) {
 	k := handleKey{scope: scope, name: stream, ephemeral: ephemeral}
 	subject := persist.FeedSubject(f.service, scope, stream, ephemeral)
+	if f.unheardNow(subject) {
+		// Nobody listens, as most streams of a fleet: nothing to build.
+		// The commit still takes its number, as a message nobody heard
+		// does below, so a watcher that comes later sees the jump.
+		f.next(k)
+		f.unheard.Add(1)
+		return
+	}
 	limit := max(int(f.nc.MaxPayload())-4096, 1024) // room for the headers
 	var (
 		body, frame []byte
