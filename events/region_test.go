@@ -450,14 +450,22 @@ func TestRegionEventsGoOneHop(t *testing.T) {
 	a, b := twoRegions(t)
 	var inA, inB sink
 	an, _ := ParseAnchor("project-1/notes")
-	for _, s := range []*Session{a.r.Open("alice", inA.deliver), b.r.Open("bob", inB.deliver)} {
+	subscribe := func(s *Session) {
+		t.Helper()
 		if err := s.Subscribe(context.Background(), "n", an, Filter{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	testwait.Until(t, "each region learns the other's watch", func() (bool, string) {
-		sa, sb := a.r.RegionStats(), b.r.RegionStats()
-		return sa.Remote == 1 && sb.Remote == 1, fmt.Sprintf("a %+v, b %+v", sa, sb)
+	// b's session first: a's router watches the stream for it alone, so
+	// its watcher being ready says the router (not only the region) has
+	// b's watch before a writes.
+	subscribe(b.r.Open("bob", inB.deliver))
+	testwait.Until(t, "a learns b's watch and watches the stream", func() (bool, string) {
+		return a.r.RegionStats().Remote == 1 && a.r.Stats().Ready == 1, fmt.Sprintf("%+v", a.r.RegionStats())
+	})
+	subscribe(a.r.Open("alice", inA.deliver))
+	testwait.Until(t, "b learns a's watch", func() (bool, string) {
+		return b.r.RegionStats().Remote == 1, fmt.Sprintf("%+v", b.r.RegionStats())
 	})
 	a.set(t, "notes", "1", "first")
 	a.set(t, "notes", "2", "second") // b handles the first before it: the fence
