@@ -60,6 +60,10 @@ type regionOpts struct {
 	shedAToB *atomic.Bool
 	// recordB, when set, keeps every batch b's receiver is sent, as sent.
 	recordB *batchRecorder
+	// failB, while true, has b answer every batch 500 without reading it,
+	// counting the refusals in failedB: each such batch is lost to a.
+	failB   *atomic.Bool
+	failedB *atomic.Int64
 }
 
 // batchRecorder keeps the requests a receiver was sent: their path,
@@ -106,6 +110,11 @@ func twoRegionsWith(t *testing.T, o regionOpts) (a, b *testRegion) {
 		secrets[name] = s
 		g := &testRegion{name: name, c: persistenv.Start(t, 1).Client()}
 		g.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			if name == "b" && o.failB != nil && o.failB.Load() {
+				o.failedB.Add(1)
+				http.Error(w, "failing on purpose", http.StatusInternalServerError)
+				return
+			}
 			if name == "b" && o.recordB != nil {
 				o.recordB.record(req)
 			}
@@ -517,5 +526,36 @@ func TestRegionRefusesReplayedBatches(t *testing.T) {
 	}
 	if st := b.r.RegionStats(); st.EventsIn != 2 {
 		t.Fatalf("b took %d events, want 2 (the replay refused)", st.EventsIn)
+	}
+}
+
+// TestRegionLostBatchIsAGap: a batch whose send fails (b answers 500) is
+// lost to a's queue, never retried, and becomes a send_failed marker that
+// goes with the next send: b's subscription gets a gap for the event it
+// lost, then the events after it.
+func TestRegionLostBatchIsAGap(t *testing.T) {
+	t.Parallel()
+	var fail atomic.Bool
+	var failed atomic.Int64
+	a, b := twoRegionsWith(t, regionOpts{failB: &fail, failedB: &failed})
+	var got sink
+	an, _ := ParseAnchor("project-1/log")
+	if err := b.r.Open("alice", got.deliver).Subscribe(context.Background(), "log", an, Filter{}); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, "a watches the stream for b", func() bool { return a.r.RegionStats().Remote == 1 && a.r.Stats().Ready == 1 })
+	fail.Store(true)
+	a.set(t, "log", "1", "lost")
+	testwait.For(t, "a batch refused", func() bool { return failed.Load() >= 1 })
+	fail.Store(false)
+	a.set(t, "log", "2", "after")
+	testwait.Until(t, "the gap and the event after it in b", func() (bool, string) {
+		return len(got.gaps()) == 1 && len(got.events()) == 1, fmt.Sprint(got.all())
+	})
+	if g := got.gaps()[0]; g.Reason != ReasonSendFailed || g.Subject.Stream != "log" || g.Count != 1 {
+		t.Fatalf("gap %+v, want one send_failed on the stream", g)
+	}
+	if ev := got.events()[0]; string(ev.Value) != "after" {
+		t.Fatalf("event %+v, want the write after the loss", ev)
 	}
 }
