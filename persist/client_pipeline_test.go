@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/switchyard-dev/switchyard/bus"
 	"github.com/switchyard-dev/switchyard/internal/testpersist"
 	"github.com/switchyard-dev/switchyard/persist"
+	"github.com/switchyard-dev/switchyard/persist/server"
 )
 
 func newPipeline(t *testing.T, s *persist.Stream, max int) *persist.Pipeline {
@@ -165,25 +167,43 @@ func TestPipelineRetryIsDeduplicated(t *testing.T) {
 // Close waits for every set in flight, and refuses new ones.
 func TestPipelineCloseWaits(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, nil)
+	// A commit held in the server (its observer hears of it before the
+	// answers go out) keeps sets in flight until the test lets it go.
+	hold := &commitGate{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	h := newHarness(t, func(c *server.Config) { c.Observer = hold })
+	t.Cleanup(hold.open)
 	s := h.stream("closing")
 	p, err := s.Pipeline(persist.PipelineConfig{MaxPending: 32})
 	if err != nil {
 		t.Fatal(err)
 	}
-	fs := make([]*persist.SetFuture, 100)
+	hold.armed.Store(true)
+	fs := make([]*persist.SetFuture, 20)
 	for i := range fs {
 		fs[i] = p.Set(context.Background(), []byte("v"), persist.SetOptions{})
 	}
-	if err := p.Close(); err != nil {
-		t.Fatal(err)
+	<-hold.entered // a commit is held: its sets cannot be answered
+	// How many sets were not done at the moment Close returned.
+	unfinished := make(chan int, 1)
+	go func() {
+		if err := p.Close(); err != nil {
+			t.Error(err)
+		}
+		n := 0
+		for _, f := range fs {
+			select {
+			case <-f.Done():
+			default:
+				n++
+			}
+		}
+		unfinished <- n
+	}()
+	hold.open()
+	if n := <-unfinished; n != 0 {
+		t.Fatalf("Close returned with %d sets still in flight", n)
 	}
 	for i, f := range fs {
-		select {
-		case <-f.Done():
-		default:
-			t.Fatalf("set %d still in flight after Close returned", i)
-		}
 		if _, err := f.Result(); err != nil {
 			t.Fatalf("set %d: %v", i, err)
 		}
@@ -200,6 +220,27 @@ func TestPipelineCloseWaits(t *testing.T) {
 	}
 	if inv.Count != int64(len(fs)) {
 		t.Fatalf("stream holds %d messages, want %d", inv.Count, len(fs))
+	}
+}
+
+// commitGate is a persist server Observer that, once armed, holds the
+// first commit it hears of (the worker, before the commit's answers go
+// out) until release is closed.
+type commitGate struct {
+	armed   atomic.Bool
+	held    atomic.Bool
+	entered chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+func (*commitGate) Answered(string, persist.Code) {}
+func (*commitGate) Served(string, time.Duration)  {}
+func (g *commitGate) open()                       { g.once.Do(func() { close(g.release) }) }
+func (g *commitGate) Committed(int, time.Duration) {
+	if g.armed.Load() && g.held.CompareAndSwap(false, true) {
+		g.entered <- struct{}{}
+		<-g.release
 	}
 }
 
