@@ -158,8 +158,27 @@ func (s DurableStore) Put(ctx context.Context, row DurableRow) error {
 		}
 		replacing = true
 	}
-	if q := s.Config.withDefaults().Quota; !replacing && len(rows) >= q {
+	c := s.Config.withDefaults()
+	if q := c.Quota; !replacing && len(rows) >= q {
 		return fmt.Errorf("%w (%d for %s)", ErrQuota, q, row.User)
+	}
+	if !replacing && row.Mode == ModeSingle {
+		// A new `single` row starts its cursor at its stream's end now,
+		// before the row is stored: a router starting the row reads back
+		// from there, so every change committed after Put returns is
+		// delivered, even one made before a router has the row live.
+		a, _, _ := row.parse() // checked above
+		inv, err := s.Client.Stream(a.Scope, a.Stream).Inventory(ctx)
+		if err != nil {
+			return fmt.Errorf("events: store durable subscription: its stream's end: %w", err)
+		}
+		b, err := json.Marshal(cursorRow{Seq: inv.Seq})
+		if err != nil {
+			return err
+		}
+		if _, err := s.Client.KV(c.Scope, c.CursorStream).Set(ctx, row.key(), b, persist.SetOptions{}); err != nil {
+			return fmt.Errorf("events: store durable subscription: its cursor: %w", err)
+		}
 	}
 	if row.Created == 0 {
 		row.Created = time.Now().UnixMilli()

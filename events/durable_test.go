@@ -7,7 +7,9 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/switchyard-dev/switchyard/internal/testpersist/persistenv"
 	"github.com/switchyard-dev/switchyard/internal/testwait"
+	"github.com/switchyard-dev/switchyard/persist"
 )
 
 // putDurable stores a durable row and waits until the router has it
@@ -269,5 +271,43 @@ func TestDurableSubscribeAgainChangesNothing(t *testing.T) {
 	}
 	if after, err := rows.Get(ctx, "alice/q"); err != nil || after.Seq == before.Seq {
 		t.Fatalf("a changed row: seq %d (%v), was %d: not written", after.Seq, err, before.Seq)
+	}
+}
+
+// TestDurableSingleFromItsSubscribe: a `single` subscription takes every
+// change committed after its Put returned, even one made before any
+// router has the row live: here no router runs while the row is stored
+// and the stream written, and the router started after delivers the
+// write.
+func TestDurableSingleFromItsSubscribe(t *testing.T) {
+	t.Parallel()
+	env := persistenv.Start(t, 1)
+	c := env.Client()
+	ctx := context.Background()
+	if _, err := c.Stream("project-1", "jobs").Set(ctx, []byte("before"), persist.SetOptions{Key: "0"}); err != nil {
+		t.Fatal(err)
+	}
+	store := DurableStore{Client: c}
+	if err := store.Put(ctx, DurableRow{User: "alice", ID: "q", Anchor: "project-1/jobs", Mode: ModeSingle}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Stream("project-1", "jobs").Set(ctx, []byte("after"), persist.SetOptions{Key: "1"}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewRouter(RouterConfig{Client: c, Durable: &DurableConfig{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Stop(context.Background()) })
+	var s sink
+	r.Open("alice", s.deliver)
+	testwait.Until(t, "the write made after the subscribe", func() (bool, string) {
+		return len(s.all()) == 1, fmt.Sprint(s.all())
+	})
+	if d := s.all()[0]; d.Event == nil || string(d.Event.Value) != "after" || d.Entry == "" {
+		t.Fatalf("delivery %+v, want the single delivery of after (not before, written ahead of the subscribe)", d)
 	}
 }
