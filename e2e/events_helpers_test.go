@@ -33,8 +33,9 @@ func messages(ws *websocket.Conn) <-chan map[string]any {
 	return out
 }
 
-// metric is the value of the series switchyard_NAME, without labels, on
-// the /metrics of the HTTP side at base (host:port); "" when it has none.
+// metric is the value of the series switchyard_NAME (labels included in
+// NAME, as /metrics writes them) on the /metrics of the HTTP side at base
+// (host:port); "" when it has none.
 func metric(t *testing.T, base, name string) string {
 	t.Helper()
 	resp, err := http.Get("http://" + base + "/metrics")

@@ -4,8 +4,6 @@ package e2e
 
 import (
 	"context"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -133,20 +131,13 @@ func TestTwoRegionsInBrowser(t *testing.T) {
 
 	// What crossed is counted: eu sent events, us took them, and eu's
 	// queue to us is exported by peer.
-	for _, c := range []struct{ base, metric string }{
-		{eu.http, "switchyard_events_region_events_out_total "},
-		{us.http, "switchyard_events_region_events_in_total "},
-		{eu.http, `switchyard_forward_batches_sent_total{peer="us"} `},
+	for _, c := range []struct{ base, series string }{
+		{eu.http, "events_region_events_out_total"},
+		{us.http, "events_region_events_in_total"},
+		{eu.http, `forward_batches_sent_total{peer="us"}`},
 	} {
-		resp, err := http.Get("http://" + c.base + "/metrics")
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		_, rest, ok := strings.Cut(string(body), "\n"+c.metric)
-		if v, _, _ := strings.Cut(rest, "\n"); !ok || v == "0" {
-			t.Errorf("%s/metrics: %s= %q, want > 0", c.base, c.metric, v)
+		if v := metric(t, c.base, c.series); v == "" || v == "0" {
+			t.Errorf("%s/metrics: switchyard_%s = %q, want > 0", c.base, c.series, v)
 		}
 	}
 	// eu's dashboard shows its region, the peer and the queue to it.

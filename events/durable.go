@@ -137,7 +137,8 @@ func (s DurableStore) kv() *persist.KV {
 // is checked against the rows stored when Put reads them: two Puts racing
 // from two processes may both pass.
 func (s DurableStore) Put(ctx context.Context, row DurableRow) error {
-	if _, _, err := row.parse(); err != nil {
+	a, _, err := row.parse()
+	if err != nil {
 		return err
 	}
 	rows, err := s.List(ctx, row.User)
@@ -167,7 +168,6 @@ func (s DurableStore) Put(ctx context.Context, row DurableRow) error {
 		// before the row is stored: a router starting the row reads back
 		// from there, so every change committed after Put returns is
 		// delivered, even one made before a router has the row live.
-		a, _, _ := row.parse() // checked above
 		inv, err := s.Client.Stream(a.Scope, a.Stream).Inventory(ctx)
 		if err != nil {
 			return fmt.Errorf("events: store durable subscription: its stream's end: %w", err)

@@ -79,14 +79,15 @@ func (h *feedHub) unlist() {
 // for its feed message m: it hands m to the feed hubs of this process that
 // listen to m.Subject through the NATS server serverID (the one the
 // server's connection is on), and reports handled when they are all the
-// listeners that server has for the subject (interest: how many
-// subscriptions it holds that match; none at all is handled too, with
+// listeners that server has for the subject (listeners: how many
+// subscriptions matching it the server holds, as the caller just counted
+// them, or -1 when it cannot tell; none at all is handled too, with
 // nothing delivered). handled false means nothing was delivered and m must
 // be published as usual. delivered counts the hubs served.
 //
 // m's body is copied: the caller may reuse it once this returns.
-func DeliverFeedLocally(m *nats.Msg, serverID string, interest func(subject string) int) (delivered int, handled bool) {
-	if serverID == "" || interest == nil {
+func DeliverFeedLocally(m *nats.Msg, serverID string, listeners int) (delivered int, handled bool) {
+	if serverID == "" || listeners < 0 {
 		return 0, false // not connected, or no way to count the listeners
 	}
 	localFeed.mu.RLock()
@@ -99,7 +100,7 @@ func DeliverFeedLocally(m *nats.Msg, serverID string, interest func(subject stri
 			on = append(on, h)
 		}
 	}
-	if interest(m.Subject) != len(on) {
+	if listeners != len(on) {
 		return 0, false
 	}
 	if len(on) == 0 {

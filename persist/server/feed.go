@@ -54,21 +54,14 @@ func (f *feedPublisher) next(k handleKey) uint64 {
 	return f.counters[k]
 }
 
-// deliverLocally hands m to the watchers of this process when they are its
-// only listeners (persist.DeliverFeedLocally); handled false means m is
-// to be published.
-func (f *feedPublisher) deliverLocally(m *nats.Msg) (delivered int, handled bool) {
-	if f.interest == nil {
-		return 0, false
+// listeners is how many subscriptions to subject the NATS server of f's
+// connection, in this process, holds now; -1 when it cannot tell (no
+// interest count, not connected).
+func (f *feedPublisher) listeners(subject string) int {
+	if f.interest == nil || f.nc.ConnectedServerId() == "" {
+		return -1
 	}
-	return persist.DeliverFeedLocally(m, f.nc.ConnectedServerId(), f.interest)
-}
-
-// unheardNow reports whether the NATS server of f's connection, in this
-// process, holds no subscription to subject: no message on it would reach
-// anyone. False when it cannot tell (no interest count, not connected).
-func (f *feedPublisher) unheardNow(subject string) bool {
-	return f.interest != nil && f.nc.ConnectedServerId() != "" && f.interest(subject) == 0
+	return f.interest(subject)
 }
 
 // publish sends changes as one or more feed messages. It never blocks on
@@ -77,7 +70,9 @@ func (f *feedPublisher) unheardNow(subject string) bool {
 func (f *feedPublisher) publish(scope, stream string, ephemeral bool, changes []store.Change) {
 	k := handleKey{scope: scope, name: stream, ephemeral: ephemeral}
 	subject := persist.FeedSubject(f.service, scope, stream, ephemeral)
-	if f.unheardNow(subject) {
+	// Counted once per commit, for all its messages.
+	listeners := f.listeners(subject)
+	if listeners == 0 {
 		// Nobody listens, as most streams of a fleet: nothing to build.
 		// The commit still takes its number, as a message nobody heard
 		// does below, so a watcher that comes later sees the jump.
@@ -110,7 +105,7 @@ func (f *feedPublisher) publish(scope, stream string, ephemeral bool, changes []
 		}
 		m := &nats.Msg{Subject: subject, Header: h, Data: body}
 		// Each way copies the body, which is reused once flush returns.
-		switch n, handled := f.deliverLocally(m); {
+		switch n, handled := persist.DeliverFeedLocally(m, f.nc.ConnectedServerId(), listeners); {
 		case handled && n > 0:
 			f.local.Add(1)
 		case handled:

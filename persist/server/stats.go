@@ -141,11 +141,7 @@ func (s *Server) Stats() Stats {
 
 // openDescriptors is Stats.OpenDescriptors.
 func (s *Server) openDescriptors() int64 {
-	per := int64(store.FilesPerOpenStream)
-	if s.cfg.ExclusiveFiles {
-		per = store.FilesPerExclusiveStream
-	}
-	return max(s.openStreams.Load()-s.openEphemeral.Load(), 0) * per
+	return max(s.openStreams.Load()-s.openEphemeral.Load(), 0) * int64(store.FilesPerStream(s.cfg.ExclusiveFiles))
 }
 
 // serveServer answers a request to the server itself (persist.ServerScope)

@@ -19,6 +19,15 @@ const FilesPerOpenStream = 3
 // storage with SQLiteConfig.Exclusive holds: its database and its -wal.
 const FilesPerExclusiveStream = 2
 
+// FilesPerStream is the file descriptors an open stream holds in a storage
+// with SQLiteConfig.Exclusive set to exclusive.
+func FilesPerStream(exclusive bool) int {
+	if exclusive {
+		return FilesPerExclusiveStream
+	}
+	return FilesPerOpenStream
+}
+
 // outOfDescriptors reports whether err, the failure of an open, came from
 // the process being out of file descriptors. SQLite reports that as "unable
 // to open database file" (SQLITE_CANTOPEN) without the errno, so when the

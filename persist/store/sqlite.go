@@ -199,11 +199,7 @@ func (st *SQLite) openClassified(scope, name string, create bool, now time.Time)
 			return nil, err
 		}
 		if outOfDescriptors(err) {
-			per := FilesPerOpenStream
-			if st.excl {
-				per = FilesPerExclusiveStream
-			}
-			return nil, descriptorError(err, per)
+			return nil, descriptorError(err, FilesPerStream(st.excl))
 		}
 		if isBusy(err) {
 			// Another connection kept the file locked past busy_timeout:
