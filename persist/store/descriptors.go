@@ -28,20 +28,32 @@ func FilesPerStream(exclusive bool) int {
 	return FilesPerOpenStream
 }
 
-// outOfDescriptors reports whether err, the failure of an open, came from
-// the process being out of file descriptors. SQLite reports that as "unable
-// to open database file" (SQLITE_CANTOPEN) without the errno, so when the
-// error itself does not say, one more open tells: a process at its limit
-// cannot open /dev/null either.
-func outOfDescriptors(err error) bool {
+// outOfDescriptors reports whether err, the failure of an open of a
+// stream that holds per descriptors, came from the process being out of
+// file descriptors. SQLite reports that as "unable to open database file"
+// (SQLITE_CANTOPEN) without the errno, so when the error itself does not
+// say, more opens tell. One is not enough: SQLite closes what the failed
+// open had already opened (the database, when its -wal was the one
+// refused), and any other goroutine may close a file meanwhile, so a
+// process at its limit a moment ago may have a descriptor or two free
+// again. A process that cannot open per+2 files more was out of them.
+func outOfDescriptors(err error, per int) bool {
 	if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
 		return true
 	}
-	f, ferr := os.Open(os.DevNull)
-	if ferr != nil {
-		return errors.Is(ferr, syscall.EMFILE) || errors.Is(ferr, syscall.ENFILE)
+	var probes []*os.File
+	defer func() {
+		for _, f := range probes {
+			f.Close()
+		}
+	}()
+	for range per + 2 {
+		f, ferr := os.Open(os.DevNull)
+		if ferr != nil {
+			return errors.Is(ferr, syscall.EMFILE) || errors.Is(ferr, syscall.ENFILE)
+		}
+		probes = append(probes, f)
 	}
-	f.Close()
 	return false
 }
 

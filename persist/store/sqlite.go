@@ -198,8 +198,8 @@ func (st *SQLite) openClassified(scope, name string, create bool, now time.Time)
 		if errors.Is(err, ErrNoStream) {
 			return nil, err
 		}
-		if outOfDescriptors(err) {
-			return nil, descriptorError(err, FilesPerStream(st.excl))
+		if per := FilesPerStream(st.excl); outOfDescriptors(err, per) {
+			return nil, descriptorError(err, per)
 		}
 		if isBusy(err) {
 			// Another connection kept the file locked past busy_timeout:
