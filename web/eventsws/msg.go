@@ -144,15 +144,20 @@ func clip(s string) string {
 }
 
 // wirePresence is a "presence" message: an event on a presence anchor,
-// read as who joined or left where.
+// read as who joined or left where. A durable subscription's delivery
+// carries its mode, and a `single` one its entry and attempt, as an event
+// message does: without the entry it could never be acked.
 type wirePresence struct {
-	Type   string `json:"type"`
-	Sub    string `json:"sub"`
-	User   string `json:"user"`
-	App    string `json:"app"`
-	Region string `json:"region"`
-	Op     string `json:"op"` // "join" or "leave"
-	TS     int64  `json:"ts"`
+	Type    string `json:"type"`
+	Sub     string `json:"sub"`
+	User    string `json:"user"`
+	App     string `json:"app"`
+	Region  string `json:"region"`
+	Op      string `json:"op"` // "join" or "leave"
+	TS      int64  `json:"ts"`
+	Mode    string `json:"mode,omitempty"`
+	Entry   string `json:"entry,omitempty"`
+	Attempt int    `json:"attempt,omitempty"`
 }
 
 // wireCtl is every other message the gateway sends.
@@ -193,7 +198,8 @@ func encodeDelivery(d events.Delivery, presenceScope string, enc *eventEncoder) 
 			if ev.Op == events.OpDelete {
 				op = "leave"
 			}
-			return mustJSON(wirePresence{Type: TypePresence, Sub: d.Sub, User: ev.Subject.Stream, App: app, Region: region, Op: op, TS: ev.TS})
+			return mustJSON(wirePresence{Type: TypePresence, Sub: d.Sub, User: ev.Subject.Stream, App: app, Region: region, Op: op, TS: ev.TS,
+				Mode: d.Mode, Entry: d.Entry, Attempt: d.Attempt})
 		}
 	}
 	return enc.appendEvent(nil, &d)

@@ -3,6 +3,7 @@ package eventsws
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -112,5 +113,36 @@ func TestPresenceFailedJoinStillLeaves(t *testing.T) {
 	}
 	if st := p.Stats(); st.Present != 0 || st.Writes != 0 {
 		t.Fatalf("presence %+v after alice left, want nobody present and no row written", st)
+	}
+}
+
+// TestSinglePresenceDeliveryIsAcked: a durable `single` subscription on a
+// presence anchor (presence/USER) gets its deliveries as presence
+// messages, and each carries the mode, entry and attempt an event message
+// would: without the entry the client could not ack it, the delivery came
+// again at every lease's end and nothing after it was ever delivered.
+func TestSinglePresenceDeliveryIsAcked(t *testing.T) {
+	t.Parallel()
+	e := start(t, nil)
+	c := e.dial("", nil)
+	c.send(map[string]any{"type": "subscribe", "id": "where", "anchor": "presence/bob", "mode": "single"})
+	if m := c.read(); m.Type != TypeSubscribed || m.Mode != "single" {
+		t.Fatalf("durable subscribe: %+v", m)
+	}
+	r := e.g.cfg.Router
+	testwait.Until(t, "the row live", func() (bool, string) {
+		st := r.Stats()
+		return st.Subs == 1 && st.Ready == 1, fmt.Sprintf("%+v", st)
+	})
+	e.set("presence", "bob", "web/eu", []byte(`{"connectedAt":1,"region":"eu","app":"web"}`))
+	e.set("presence", "bob", "web/us", []byte(`{"connectedAt":2,"region":"us","app":"web"}`))
+	first := c.read()
+	if first.Type != TypePresence || first.Region != "eu" || first.Mode != "single" || first.Entry == "" || first.Attempt != 1 {
+		t.Fatalf("the `single` delivery of bob's join in eu: %+v, want a presence message with mode, entry and attempt", first)
+	}
+	// One in flight: the join in us comes once the first is acked.
+	c.send(map[string]any{"type": "ack", "sub": "where", "entry": first.Entry})
+	if m := c.read(); m.Type != TypePresence || m.Region != "us" || m.Entry == "" || m.Entry == first.Entry {
+		t.Fatalf("after the ack: %+v, want bob's join in us", m)
 	}
 }
