@@ -989,7 +989,11 @@ func (r *Router) send(rs *routerSub, d Delivery) {
 	default:
 		now := r.cfg.Clock.Now().UnixMilli()
 		if d.Event != nil {
-			r.single.Push(rs.sub.ID, d.Event.ID, pending{ev: d.Event}, d.Event.TS)
+			if d.Event.Op == OpDelete {
+				r.single.PushNew(rs.sub.ID, d.Event.ID, pending{ev: d.Event}, d.Event.TS)
+			} else {
+				r.single.Push(rs.sub.ID, d.Event.ID, pending{ev: d.Event}, d.Event.TS)
+			}
 			r.noteTop(rs.sub.ID, d.Event.Seq)
 		} else {
 			r.single.Push(rs.sub.ID, "gap-"+strconv.FormatInt(now, 10)+"-"+string(d.Gap.Reason), pending{gap: d.Gap}, now)

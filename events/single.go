@@ -71,7 +71,7 @@ type singleQ[T any] struct {
 	gen        uint64 // of the current lease, to skip stale heap items
 	// resumed holds the ids Resume queued, so that the same entries
 	// pushed again (a change both read back and still on its way) queue
-	// once.
+	// once; Push forgets an id when it comes.
 	resumed map[string]struct{}
 }
 
@@ -124,12 +124,25 @@ func (s *Single[T]) q(sub SubID) *singleQ[T] {
 // backlog's front (made on the first shed, reason backlog_overflow; its
 // From and To are the times of the first and last shed): the marker is
 // delivered in the shed entries' place, and an ack settles it like any
-// entry.
+// entry. An id Resume queued is not queued again, once: that change was
+// both read back and still on its way. Entries that cannot be such a
+// change go through PushNew.
 func (s *Single[T]) Push(sub SubID, id string, v T, ts int64) {
 	q := s.q(sub)
 	if _, dup := q.resumed[id]; dup {
+		delete(q.resumed, id) // a change comes once on its way
 		return
 	}
+	s.PushNew(sub, id, v, ts)
+}
+
+// PushNew is Push for an entry that is none of those Resume read back,
+// whatever its id: a delete, whose id is the seq of the row it removed
+// and so the id of that row's set, which Resume may have read back (it
+// reads back sets only). Through Push, a delete of a row read back at a
+// restart was taken for that set again and lost, with no gap.
+func (s *Single[T]) PushNew(sub SubID, id string, v T, ts int64) {
+	q := s.q(sub)
 	w0, f0 := q.counts()
 	defer s.tally(q, w0, f0)
 	q.queue = append(q.queue, &Entry[T]{ID: id, Value: v})

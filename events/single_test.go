@@ -155,6 +155,24 @@ func TestSingleResume(t *testing.T) {
 	if !slices.Equal(order, []string{"s#3", "s#7", "s#9"}) {
 		t.Fatalf("delivered %v, want the resumed ones first", order)
 	}
+	// The read-back s#7 came on its way once: the same id again is
+	// another change (the delete of row 7, whose id is its seq's), and so
+	// is one through PushNew.
+	s.Push("q", "s#7", "deleted", 10)
+	s.Resume("q", []Resumed[string]{{ID: "s#11", Value: "eleven", TS: 11}})
+	s.PushNew("q", "s#11", "deleted", 12)
+	if got := s.Pending("q"); !slices.Equal(got, []string{"s#11", "s#7", "s#11"}) {
+		t.Fatalf("pending %v, want the read-back s#11 first, then the second s#7 and the other s#11", got)
+	}
+	for {
+		e, ok := s.Next(now, "q")
+		if !ok {
+			break
+		}
+		if _, err := s.Ack("q", e.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
 	// Past the bound, the oldest resumed entries are shed into the marker.
 	s.Resume("q", []Resumed[string]{{ID: "t#1", TS: 1}, {ID: "t#2", TS: 2}, {ID: "t#3", TS: 3}, {ID: "t#4", TS: 4}, {ID: "t#5", TS: 5}})
 	e, ok := s.Next(now, "q")
