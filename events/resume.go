@@ -149,8 +149,17 @@ func (r *Router) saveCursor(id SubID) {
 	cur := r.singleTop[id]
 	lowest := uint64(0)
 	for e := range r.single.Unsettled(id) {
+		if e.Gap != nil && e.Gap.Reason == ReasonBacklogOverflow {
+			// It stands for shed changes it carries no seq of, older
+			// than every entry behind it: until it is acked the cursor
+			// stays where the saves before the shed left it, so that a
+			// restart reads them back (again, at least once) rather
+			// than passing them with no marker.
+			return
+		}
 		// Not in seq order: coalescing windows end in the order they
-		// opened, each with its newest change. Markers carry no seq.
+		// opened, each with its newest change. Other markers (a
+		// region_restart's) stand for changes that cannot be read back.
 		if ev := e.Value.ev; ev != nil && (lowest == 0 || ev.Seq < lowest) {
 			lowest = ev.Seq
 		}
