@@ -125,10 +125,20 @@ func (c *cursorSaver) flush(ctx context.Context) {
 			b, _ := json.Marshal(cursorRow{Seq: *seq})
 			_, err = c.kv.Set(ctx, key, b, persist.SetOptions{})
 		}
-		if err != nil && ctx.Err() == nil {
-			// The next ack writes it again; a restart before that replays
-			// from the older cursor (at least once).
-			c.log.Warn("events: write a single subscription's cursor", "key", key, "err", err)
+		if err != nil {
+			// Wanted again, unless a newer cursor came meanwhile: the
+			// next flush writes it, the stop's last one included (the
+			// run's context ends while a flush is under way, failing its
+			// writes). A restart before any write replays from the older
+			// cursor (at least once).
+			c.mu.Lock()
+			if _, newer := c.want[key]; !newer {
+				c.want[key] = seq
+			}
+			c.mu.Unlock()
+			if ctx.Err() == nil {
+				c.log.Warn("events: write a single subscription's cursor", "key", key, "err", err)
+			}
 		}
 	}
 }
