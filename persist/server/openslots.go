@@ -44,12 +44,12 @@ func (s *Server) takeSlot() error {
 			s.finishClose(victim)
 			continue
 		}
-		if len(s.closing) == 0 {
+		if len(s.closing) == 0 && s.resolving == 0 {
 			s.mu.Unlock()
 			return persist.Errorf(persist.CodeUnavailable, "all %d open streams are busy (the open-stream limit, --max-open-streams); retry later", s.cfg.MaxOpenStreams)
 		}
-		for len(s.closing) > 0 && s.openStreams.Load() >= int64(s.cfg.MaxOpenStreams) {
-			s.closed.Wait() // the closer, or another worker, is closing one
+		for (len(s.closing) > 0 || s.resolving > 0) && s.openStreams.Load() >= int64(s.cfg.MaxOpenStreams) {
+			s.closed.Wait() // the closer, or another worker, is closing one or reading a found one's name
 		}
 		s.mu.Unlock()
 	}

@@ -279,7 +279,12 @@ type Server struct {
 	// foundWAL lists the stream files the start's walk found with a WAL
 	// left by a quick close, for the closer to compact (streamcount.go).
 	foundWAL []foundWAL
-	ready    []*handle // streams with queued work, not being served
+	// resolving counts the closer's reads of a found stream's name, each
+	// holding an open-stream slot (nextFoundLocked); takeSlot waits for
+	// them as it does for closes, rather than refuse an open the slot
+	// will have room for a moment later.
+	resolving int
+	ready     []*handle // streams with queued work, not being served
 	// inService counts the streams a worker (or a subscription's
 	// goroutine, inline) is serving now; with ready, what busyLocked sees.
 	inService int

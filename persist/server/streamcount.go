@@ -268,6 +268,7 @@ func (s *Server) nextFoundLocked() (foundWAL, bool) {
 	if !s.tryTakeSlot() {
 		return foundWAL{}, false
 	}
+	s.resolving++
 	f := s.foundWAL[0]
 	s.foundWAL[0] = foundWAL{}
 	s.foundWAL = s.foundWAL[1:]
@@ -285,6 +286,10 @@ func (s *Server) resolveFound(f foundWAL) {
 		name, err = l.StreamName(f.scope, f.file)
 	}
 	s.giveSlot()
+	s.mu.Lock()
+	s.resolving--
+	s.closed.Broadcast() // an open waiting in takeSlot has its slot
+	s.mu.Unlock()
 	if l == nil || errors.Is(err, store.ErrNoStream) || errors.Is(err, store.ErrInUse) {
 		return // gone, or open: its close decides (finishClose)
 	}
