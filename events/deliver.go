@@ -344,20 +344,46 @@ func (r *Router) deliverRemote(origin, user string, d Delivery) {
 		return
 	}
 	r.remoteIn[remoteKey{origin, user, d.Sub}] = &remoteEntry{entry: d.Entry, at: r.cfg.Clock.Now()}
+	d.Entry = remoteEntryID(origin, d.Entry)
 	sessions[(d.Attempt-1)%len(sessions)].deliver(d)
 }
 
+// remoteEntryID is the entry a peer's `single` delivery is handed out
+// under here: the peer's entry with the peer's name before it. An entry
+// names a change of its home's stream ("scope/stream#seq"), and two
+// regions that both hold a row of the user's subscription (a client
+// subscribes in whichever region it reaches) have streams of the same
+// names with seqs of their own, so the same entry can come from two homes
+// at once; the name keeps the ack of one from being taken for the other.
+// A local entry never begins with "@" (a scope or "gap-" does), and a
+// region's name has no "/".
+func remoteEntryID(peer, entry string) string { return "@" + peer + "/" + entry }
+
+// splitRemoteEntry undoes remoteEntryID; ok is false for a local entry.
+func splitRemoteEntry(id string) (peer, entry string, ok bool) {
+	rest, ok := strings.CutPrefix(id, "@")
+	if !ok {
+		return "", "", false
+	}
+	return strings.Cut(rest, "/")
+}
+
 // ackRemote sends user's ack of entry of subscription sub back to the
-// region that delivered it, if one did: ok is false when no peer's
-// delivery of that entry came to this region for user. A second ack of it
-// is a no-op. It runs on the loop.
+// region that delivered it, if one did: entry is what this region handed
+// out (remoteEntryID), and ok is false when no peer's delivery of that
+// entry came to this region for user. A second ack of it is a no-op. It
+// runs on the loop.
 func (r *Router) ackRemote(user, sub, entry string) bool {
 	if r.region == nil {
 		return false
 	}
+	peer, entry, ok := splitRemoteEntry(entry)
+	if !ok {
+		return false
+	}
 	for _, p := range r.region.cfg.Peers {
 		re := r.remoteIn[remoteKey{p, user, sub}]
-		if re == nil || re.entry != entry {
+		if p != peer || re == nil || re.entry != entry {
 			continue
 		}
 		if !re.acked {

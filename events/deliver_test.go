@@ -105,8 +105,8 @@ func TestRegionsSingleDelivery(t *testing.T) {
 	e.clk.Advance(LeaseDefault)
 	testwait.For(t, "the redelivery in the other region", func() bool { return len(other.all()) == 1 })
 	re := other.all()[0]
-	if re.Entry != d.Entry || re.Attempt != 2 || re.Event == nil || re.Event.Subject != d.Event.Subject || string(re.Event.Value) != "v1" {
-		t.Fatalf("redelivery %+v, want entry %s attempt 2", re, d.Entry)
+	if homeEntry(re.Entry) != homeEntry(d.Entry) || re.Attempt != 2 || re.Event == nil || re.Event.Subject != d.Event.Subject || string(re.Event.Value) != "v1" {
+		t.Fatalf("redelivery %+v, want entry %s (at home) attempt 2", re, homeEntry(d.Entry))
 	}
 	if n := len(first.all()); n != 1 {
 		t.Fatalf("the closed session got %d deliveries", n)
@@ -116,8 +116,10 @@ func TestRegionsSingleDelivery(t *testing.T) {
 	// item naming alice's subscription under another user's number.
 	for _, g := range []*testRegion{e.a, e.b} {
 		var ms sink
-		if err := g.r.Open("mallory", ms.deliver).Ack(ctx, "q", d.Entry); !errors.Is(err, ErrUnknownEntry) {
-			t.Fatalf("mallory's ack in %s: %v, want ErrUnknownEntry", g.name, err)
+		for _, entry := range []string{d.Entry, re.Entry} {
+			if err := g.r.Open("mallory", ms.deliver).Ack(ctx, "q", entry); !errors.Is(err, ErrUnknownEntry) {
+				t.Fatalf("mallory's ack of %s in %s: %v, want ErrUnknownEntry", entry, g.name, err)
+			}
 		}
 	}
 	e.a.r.Sink().Ack(ctx, "b", &forward.Ack{UserID: userKey("mallory"), SubID: "alice/q", EntryID: d.Entry})
@@ -134,7 +136,7 @@ func TestRegionsSingleDelivery(t *testing.T) {
 	}
 	// The real ack, twice (a client resending after a reconnect).
 	for range 2 {
-		if err := otherSess.Ack(ctx, "q", d.Entry); err != nil {
+		if err := otherSess.Ack(ctx, "q", re.Entry); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -374,4 +376,100 @@ func FuzzDecodeDelivery(f *testing.F) {
 			t.Fatalf("%+v did not come back: %+v", d, d2)
 		}
 	})
+}
+
+// TestRegionsSingleEntriesOfTwoHomes: alice's `single` subscription q is
+// stored in both regions (her client subscribed in each, so each region
+// is the home of a q of its own), and her one session is in b. Both
+// streams "project-1/jobs" commit a change at seq 2, and every delivery
+// of them reaches her under an entry of its own: b's own change
+// "project-1/jobs#2"; a's change as a's row delivers it, handed out by b
+// under a's name ("@a/project-1/jobs#2"); and a's change as b's row
+// matches it (the home hears its peers' changes: "project-1/jobs#2@a",
+// whose seq moves no cursor of b's). Each ack settles its own home's
+// lease. The entries were one: the first ack settled b's, the second was
+// b's "acked already", and a's lease was never settled, its subscription
+// stuck behind that delivery for good.
+func TestRegionsSingleEntriesOfTwoHomes(t *testing.T) {
+	t.Parallel()
+	e := newDurableRegions(t, nil, "jobs")
+	ctx := context.Background()
+	row := DurableRow{User: "alice", ID: "q", Anchor: "project-1/jobs", Mode: ModeSingle}
+	e.put(row)
+	// b's own warm-up and row, as newDurableRegions and put do for a.
+	var warm sink
+	an, _ := ParseAnchor("project-1/jobs/warm-up")
+	if err := e.b.r.Open("warm", warm.deliver).Subscribe(ctx, "warm", an, Filter{}); err != nil {
+		t.Fatal(err)
+	}
+	e.b.set(t, "jobs", "warm-up", "1")
+	testwait.For(t, "b's warm-up write", func() bool {
+		e.clk.Advance(CoalesceWindowDefault)
+		return len(warm.events()) == 1
+	})
+	if err := e.b.r.Durables().Put(ctx, row); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, "the row live in b", func() bool {
+		e.b.r.mu.Lock()
+		defer e.b.r.mu.Unlock()
+		return e.b.r.subs[durableID("alice", "q")] != nil
+	})
+
+	var sb sink
+	inB := e.b.r.Open("alice", sb.deliver)
+	e.write("jobs", "1")
+	from := e.b.r.Stats().Changes
+	e.b.set(t, "jobs", "1", "v1 in b")
+	testwait.For(t, "b reads its write", func() bool { return e.b.r.Stats().Changes > from })
+	// Each delivery acked as it comes (b's row may bring the warm-ups
+	// first), until key 1 came from a's home and from b's own stream.
+	acked, fromA := 0, 0
+	var ones []Delivery
+	seen := map[string]bool{}
+	testwait.Until(t, "key 1 from each home", func() (bool, string) {
+		e.clk.Advance(CoalesceWindowDefault)
+		for _, d := range sb.all()[acked:] {
+			if d.Event == nil {
+				t.Fatalf("delivery %+v", d)
+			}
+			if d.Event.Subject.Key == "1" {
+				ones = append(ones, d)
+				if seen[d.Entry] {
+					t.Fatalf("two deliveries of key 1 under the entry %q", d.Entry)
+				}
+				seen[d.Entry] = true
+			}
+			if err := inB.Ack(ctx, "q", d.Entry); err != nil {
+				t.Fatalf("ack of %s: %v", d.Entry, err)
+			}
+			if peer, _, ok := splitRemoteEntry(d.Entry); ok && peer == "a" {
+				fromA++
+			}
+			acked++
+		}
+		return seen["@a/project-1/jobs#2"] && seen["project-1/jobs#2"], fmt.Sprint(seen)
+	})
+	for _, d := range ones {
+		want := "v1"
+		if d.Entry == "project-1/jobs#2" {
+			want = "v1 in b"
+		}
+		if string(d.Event.Value) != want {
+			t.Errorf("entry %s: %q, want %q", d.Entry, d.Event.Value, want)
+		}
+	}
+	testwait.Until(t, "each home's lease settled", func() (bool, string) {
+		a, b := e.a.r.Stats().Acks, e.b.r.Stats().Acks
+		return a == uint64(fromA) && b == uint64(acked-fromA), fmt.Sprintf("acks: a %d of %d, b %d of %d", a, fromA, b, acked-fromA)
+	})
+}
+
+// homeEntry is the entry a delivery has at its home: a peer's is handed
+// out under the peer's name (remoteEntryID).
+func homeEntry(entry string) string {
+	if _, e, ok := splitRemoteEntry(entry); ok {
+		return e
+	}
+	return entry
 }

@@ -448,6 +448,11 @@ func (s *Session) Ack(ctx context.Context, sub, entry string) error {
 	if r.single == nil && r.region == nil {
 		return fmt.Errorf("%w: this region keeps no durable subscriptions", ErrUnknownEntry)
 	}
+	if peer, own, ok := splitRemoteEntry(entry); ok && r.region != nil && peer == r.region.cfg.Self {
+		// This region's own delivery, handed out by a peer under its
+		// name: the client reconnected here and sent its acks again.
+		entry = own
+	}
 	id := durableID(s.owner, sub)
 	done := make(chan error, 1)
 	r.post(routed{do: func() {

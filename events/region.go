@@ -394,11 +394,15 @@ func (r *Router) RegionStats() RegionStats {
 // receive takes a peer's event: it goes to this region's session
 // subscriptions (hop 1), and the reply names the event's anchor tokens no
 // session here watches, so the peer prunes them.
-func (r *Router) receive(ctx context.Context, _ string, e *forward.Event) []string {
+func (r *Router) receive(ctx context.Context, peer string, e *forward.Event) []string {
 	ev, gap, ok := decodeRemote(e)
 	if !ok {
 		return nil
 	}
+	// Named as the peer's change: a home matches it against its durable
+	// rows beside its own stream's changes, whose ids and seqs are of
+	// another stream.
+	ev.ID, ev.Origin = ev.ID+"@"+peer, peer
 	if r.region != nil {
 		r.region.eventsIn.Add(1)
 	}

@@ -169,8 +169,9 @@ func (r *Router) saveCursor(id SubID) {
 		}
 		// Not in seq order: coalescing windows end in the order they
 		// opened, each with its newest change. Other markers (a
-		// region_restart's) stand for changes that cannot be read back.
-		if ev := e.Value.ev; ev != nil && (lowest == 0 || ev.Seq < lowest) {
+		// region_restart's) stand for changes that cannot be read back,
+		// and so do a peer's changes (their seqs are of its stream).
+		if ev := e.Value.ev; ev != nil && ev.Origin == "" && (lowest == 0 || ev.Seq < lowest) {
 			lowest = ev.Seq
 		}
 	}

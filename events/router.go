@@ -65,7 +65,9 @@ type RouterConfig struct {
 // Event is one change as a subscriber gets it.
 type Event struct {
 	// ID names the change: "scope/stream#seq" (the seq of the set, or of
-	// the removed message for a delete).
+	// the removed message for a delete), and "@REGION" after it for a
+	// change committed in a peer's data (Origin): each region's streams
+	// have seqs of their own.
 	ID      string
 	Subject Subject
 	Op      Op
@@ -79,6 +81,10 @@ type Event struct {
 	// Coalesced is how many changes of the subject this delivery stands for
 	// (1 when none was coalesced into it).
 	Coalesced int
+	// Origin is the peer region whose data the change was committed in,
+	// "" for this region's. A remote change's Seq is of the peer's
+	// stream: it moves no cursor here.
+	Origin string
 }
 
 // Delivery is what a session's deliver function gets: an event, or a gap
@@ -994,7 +1000,9 @@ func (r *Router) send(rs *routerSub, d Delivery) {
 			} else {
 				r.single.Push(rs.sub.ID, d.Event.ID, pending{ev: d.Event}, d.Event.TS)
 			}
-			r.noteTop(rs.sub.ID, d.Event.Seq)
+			if d.Event.Origin == "" {
+				r.noteTop(rs.sub.ID, d.Event.Seq)
+			}
 		} else {
 			r.single.Push(rs.sub.ID, "gap-"+strconv.FormatInt(now, 10)+"-"+string(d.Gap.Reason), pending{gap: d.Gap}, now)
 		}
