@@ -396,25 +396,7 @@ func TestRegionsSingleEntriesOfTwoHomes(t *testing.T) {
 	ctx := context.Background()
 	row := DurableRow{User: "alice", ID: "q", Anchor: "project-1/jobs", Mode: ModeSingle}
 	e.put(row)
-	// b's own warm-up and row, as newDurableRegions and put do for a.
-	var warm sink
-	an, _ := ParseAnchor("project-1/jobs/warm-up")
-	if err := e.b.r.Open("warm", warm.deliver).Subscribe(ctx, "warm", an, Filter{}); err != nil {
-		t.Fatal(err)
-	}
-	e.b.set(t, "jobs", "warm-up", "1")
-	testwait.For(t, "b's warm-up write", func() bool {
-		e.clk.Advance(CoalesceWindowDefault)
-		return len(warm.events()) == 1
-	})
-	if err := e.b.r.Durables().Put(ctx, row); err != nil {
-		t.Fatal(err)
-	}
-	testwait.For(t, "the row live in b", func() bool {
-		e.b.r.mu.Lock()
-		defer e.b.r.mu.Unlock()
-		return e.b.r.subs[durableID("alice", "q")] != nil
-	})
+	e.putInB(row)
 
 	var sb sink
 	inB := e.b.r.Open("alice", sb.deliver)
@@ -463,6 +445,79 @@ func TestRegionsSingleEntriesOfTwoHomes(t *testing.T) {
 		a, b := e.a.r.Stats().Acks, e.b.r.Stats().Acks
 		return a == uint64(fromA) && b == uint64(acked-fromA), fmt.Sprintf("acks: a %d of %d, b %d of %d", a, fromA, b, acked-fromA)
 	})
+}
+
+// putInB warms b's stream "jobs" up and stores row in b as well, as
+// newDurableRegions and put do in a: b is then a home of the row too.
+func (e *durableRegions) putInB(row DurableRow) {
+	e.t.Helper()
+	ctx := context.Background()
+	var warm sink
+	an, _ := ParseAnchor("project-1/jobs/warm-up")
+	if err := e.b.r.Open("warm", warm.deliver).Subscribe(ctx, "warm", an, Filter{}); err != nil {
+		e.t.Fatal(err)
+	}
+	e.b.set(e.t, "jobs", "warm-up", "1")
+	testwait.For(e.t, "b's warm-up write", func() bool {
+		e.clk.Advance(CoalesceWindowDefault)
+		return len(warm.events()) == 1
+	})
+	if err := e.b.r.Durables().Put(ctx, row); err != nil {
+		e.t.Fatal(err)
+	}
+	testwait.For(e.t, "the row live in b", func() bool {
+		e.b.r.mu.Lock()
+		defer e.b.r.mu.Unlock()
+		return e.b.r.subs[durableID(row.User, row.ID)] != nil
+	})
+}
+
+// TestHomeCursorIgnoresPeerSeqs: b is a home of alice's `single` row q,
+// and hears a's changes of the same stream name, at seqs far past the
+// end of b's own stream. Acked, they move no cursor of b's: its cursor is
+// a seq of b's stream, and one past that stream's end made the next start
+// take the stream for dropped and made again, starting over past b's own
+// unsettled changes.
+func TestHomeCursorIgnoresPeerSeqs(t *testing.T) {
+	t.Parallel()
+	e := newDurableRegions(t, nil, "jobs")
+	ctx := context.Background()
+	row := DurableRow{User: "alice", ID: "q", Anchor: "project-1/jobs", Mode: ModeSingle}
+	e.putInB(row)
+	// b's two tokens (its warm-up session's and the row's anchor), and
+	// a's stand-ins for them beside a's warm-up session, on a's stream
+	// read: a forwards from then on.
+	testwait.Until(t, "a holds b's watches", func() (bool, string) {
+		rs, st := e.a.r.RegionStats(), e.a.r.Stats()
+		return rs.Remote == 2 && st.Subs == 3 && st.Ready == st.Watches, fmt.Sprintf("%+v %+v", rs, st)
+	})
+	var sb sink
+	inB := e.b.r.Open("alice", sb.deliver)
+	for i := range 6 {
+		e.write("jobs", fmt.Sprint("a", i)) // seqs 2..7 of a's stream
+	}
+	acked, peerSeq := 0, uint64(0)
+	testwait.Until(t, "a's six changes, through b's row", func() (bool, string) {
+		e.clk.Advance(CoalesceWindowDefault)
+		for _, d := range sb.all()[acked:] {
+			if d.Event != nil && d.Event.Origin == "a" {
+				peerSeq = max(peerSeq, d.Event.Seq)
+			}
+			if err := inB.Ack(ctx, "q", d.Entry); err != nil {
+				t.Fatalf("ack of %s: %v", d.Entry, err)
+			}
+			acked++
+		}
+		return peerSeq >= 7, fmt.Sprint(acked, " acked, a's seq ", peerSeq)
+	})
+	e.b.r.Stop(ctx) // writes the cursors of the last acks
+	cur, ok, err := e.b.r.Durables().Cursor(ctx, "alice", "q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok && cur > 1 { // b's stream holds its warm-up, seq 1
+		t.Fatalf("b's cursor %d, past its own stream's end 1 (a's seqs reached %d)", cur, peerSeq)
+	}
 }
 
 // homeEntry is the entry a delivery has at its home: a peer's is handed
