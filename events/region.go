@@ -392,8 +392,9 @@ func (r *Router) RegionStats() RegionStats {
 }
 
 // receive takes a peer's event: it goes to this region's session
-// subscriptions (hop 1), and the reply names the event's anchor tokens no
-// session here watches, so the peer prunes them.
+// subscriptions and the durable rows it is the home of (hop 1: never
+// forwarded again), and the reply names the event's anchor tokens nothing
+// here watches, so the peer prunes them.
 func (r *Router) receive(ctx context.Context, peer string, e *forward.Event) []string {
 	ev, gap, ok := decodeRemote(e)
 	if !ok {
