@@ -34,6 +34,9 @@ type conn struct {
 func (g *Gateway) serve(ws *websocket.Conn, cork *wscork.Conn, who web.Principal, app string) {
 	ws.SetReadLimit(MaxMessageBytes)
 	c := &conn{g: g, ws: ws, cork: cork, who: who, lost: map[string]int{}, wake: make(chan struct{}, 1)}
+	// ready is the first message: queued before the session opens, since
+	// Open hands the user's waiting `single` deliveries out at once.
+	c.push(mustJSON(wireCtl{Type: TypeReady, User: who.Name, MaxSubs: events.MaxSessionSubsDefault}))
 	c.sess = g.cfg.Router.Open(who.Name, c.deliver)
 	run := g.base.Run()
 
@@ -47,7 +50,6 @@ func (g *Gateway) serve(ws *websocket.Conn, cork *wscork.Conn, who web.Principal
 			g.cfg.Logger.Warn("events: presence join", "user", who.Name, "app", app, "err", err)
 		}
 	}
-	c.push(mustJSON(wireCtl{Type: TypeReady, User: who.Name, MaxSubs: events.MaxSessionSubsDefault}))
 
 	// The gateway's stop closes the socket with going-away, which ends
 	// the reader; a cancelled context would end it with no close frame.
@@ -156,6 +158,10 @@ func (c *conn) writeLoop(ctx context.Context) error {
 			return nil
 		case <-ping:
 			if err := c.timed(ctx, c.ws.Ping); err != nil {
+				// No pong in time: the library leaves the socket open,
+				// and with no writer left it would hold its
+				// subscriptions and presence with nothing ever sent.
+				_ = c.ws.CloseNow() // ends the reader too
 				return err
 			}
 		case <-c.wake:

@@ -1,0 +1,118 @@
+package eventsws
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/switchyard-dev/switchyard/internal/testwait"
+)
+
+// rawWS is a hand-made WebSocket client: unlike the library's, it never
+// answers a ping by itself, as a client whose network stalled (or that
+// stopped reading) does not.
+type rawWS struct {
+	t  *testing.T
+	nc net.Conn
+	br *bufio.Reader
+}
+
+func rawDial(t *testing.T, serverURL string) *rawWS {
+	t.Helper()
+	u, err := url.Parse(serverURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := net.Dial("tcp", u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = nc.Close() })
+	req := "GET /ws/events HTTP/1.1\r\nHost: " + u.Host + "\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
+		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+	if _, err := nc.Write([]byte(req)); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(nc)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade: %s", resp.Status)
+	}
+	return &rawWS{t: t, nc: nc, br: br}
+}
+
+// frame reads one frame: its opcode and payload.
+func (c *rawWS) frame(deadline time.Duration) (op byte, payload []byte, err error) {
+	_ = c.nc.SetReadDeadline(time.Now().Add(deadline))
+	var h [2]byte
+	if _, err := io.ReadFull(c.br, h[:]); err != nil {
+		return 0, nil, err
+	}
+	n := uint64(h[1] & 0x7f)
+	switch n {
+	case 126:
+		var b [2]byte
+		if _, err := io.ReadFull(c.br, b[:]); err != nil {
+			return 0, nil, err
+		}
+		n = uint64(binary.BigEndian.Uint16(b[:]))
+	case 127:
+		var b [8]byte
+		if _, err := io.ReadFull(c.br, b[:]); err != nil {
+			return 0, nil, err
+		}
+		n = binary.BigEndian.Uint64(b[:])
+	}
+	payload = make([]byte, n)
+	if _, err := io.ReadFull(c.br, payload); err != nil {
+		return 0, nil, err
+	}
+	return h[0] & 0x0f, payload, nil
+}
+
+// TestUnansweredPingClosesSocket: when a ping's pong does not come within
+// WriteTimeout, the gateway closes the socket. The library's Ping leaves
+// it open, and the writer used to return without closing it: the reader
+// went on taking requests whose answers nobody wrote, and the socket's
+// subscriptions and presence stayed until TCP itself gave up (found by an
+// audit).
+func TestUnansweredPingClosesSocket(t *testing.T) {
+	t.Parallel()
+	e := start(t, func(c *Config) {
+		c.PingInterval = 50 * time.Millisecond
+		c.WriteTimeout = 200 * time.Millisecond
+	})
+	c := rawDial(t, e.ts.URL)
+	op, p, err := c.frame(10 * time.Second)
+	if err != nil || op != 0x1 {
+		t.Fatalf("first frame: op %d %q %v, want ready", op, p, err)
+	}
+	var m testMsg
+	if json.Unmarshal(p, &m) != nil || m.Type != TypeReady {
+		t.Fatalf("first message %s, want ready", p)
+	}
+	// The gateway pings; this client never answers. The socket must end
+	// (a close frame, or the connection closed).
+	for {
+		op, _, err := c.frame(time.Minute)
+		var ne net.Error
+		switch {
+		case errors.As(err, &ne) && ne.Timeout() || errors.Is(err, os.ErrDeadlineExceeded):
+			t.Fatalf("a minute after an unanswered ping the socket is still open; gateway stats %+v", e.g.Stats())
+		case err != nil, op == 0x8:
+			testwait.For(t, "the socket's session gone", func() bool { return e.g.cfg.Router.Stats().Sessions == 0 })
+			return
+		}
+	}
+}
