@@ -440,7 +440,17 @@ func (s *Session) Subscribe(ctx context.Context, id string, anchor Anchor, filte
 	if replacing {
 		s.r.remove(old)
 	}
-	return s.r.add(ctx, &routerSub{sub: &Sub{ID: sid, Owner: s.owner, Anchor: anchor, Filter: filter}, session: s, clientID: id})
+	err := s.r.add(ctx, &routerSub{sub: &Sub{ID: sid, Owner: s.owner, Anchor: anchor, Filter: filter}, session: s, clientID: id})
+	if err != nil && !errors.Is(err, ErrDuplicateSub) {
+		// The router holds nothing of it: neither does the session, so a
+		// failed subscribe takes none of the socket's slots.
+		s.mu.Lock()
+		if s.subs[id] == sid {
+			delete(s.subs, id)
+		}
+		s.mu.Unlock()
+	}
+	return err
 }
 
 // Unsubscribe ends the subscription id and reports whether there was one.
