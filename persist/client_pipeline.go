@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 
@@ -91,6 +92,10 @@ type Pipeline struct {
 	resolving bool              // a goroutine asks the balancer for the owner
 	closed    bool
 	retries   sync.WaitGroup // requests retried through Stream.SetMany
+	// drain lets one Flush or Close at a time take every slot: two of
+	// them taking slots together each held part of them, waiting for the
+	// rest, for good.
+	drain chan struct{}
 }
 
 // batch is one setMany request of a pipeline.
@@ -137,6 +142,7 @@ func (s *Stream) Pipeline(cfg PipelineConfig) (*Pipeline, error) {
 		cfg:     cfg,
 		prefix:  s.c.cfg.Conn.NewInbox() + ".",
 		slots:   make(chan struct{}, cfg.MaxPending),
+		drain:   make(chan struct{}, 1),
 		pending: map[string]*batch{},
 	}
 	sub, err := s.c.cfg.Conn.Subscribe(p.prefix+"*", p.onReply)
@@ -212,7 +218,9 @@ func (p *Pipeline) sendLocked() {
 // MaxBatch, within the connection's max payload, skipping those whose
 // context ended (they fail here, unsent).
 func (p *Pipeline) takeBatchLocked() *batch {
-	limit := int(p.s.c.cfg.Conn.MaxPayload()) - 1024 // room for the headers
+	// Room for the request's headers, the stream's name among them (up
+	// to MaxStreamNameBytes).
+	limit := int(p.s.c.cfg.Conn.MaxPayload()) - 1024 - len(p.s.name)
 	b := &batch{idempotent: true}
 	size, n := 0, 0
 	for ; n < len(p.queue) && len(b.fs) < p.cfg.MaxBatch; n++ {
@@ -236,11 +244,34 @@ func (p *Pipeline) takeBatchLocked() *batch {
 	return b
 }
 
-// entrySize is an upper bound of e's bytes in a setMany body.
+// entrySize is an upper bound of e's bytes in a setMany body. Its strings
+// are JSON there, escapes included: counted at their length, a batch of
+// keys or headers full of '&' went over the max payload, and every set of
+// it failed too-large.
 func entrySize(e *Entry) int {
-	n := 96 + len(e.Key) + len(e.MsgID) + len(e.Value)
+	n := 96 + jsonLen(e.Key) + jsonLen(e.MsgID) + len(e.Value)
 	for k, v := range e.Headers {
-		n += len(k) + len(v) + 8
+		n += jsonLen(k) + jsonLen(v) + 8
+	}
+	return n
+}
+
+// jsonLen is an upper bound of s's bytes as the contents of a JSON string
+// written by encoding/json: '<', '>', '&', control characters, U+2028,
+// U+2029 and bytes that are not UTF-8 take up to 6 bytes each.
+func jsonLen(s string) int {
+	n := 0
+	for i := 0; i < len(s); {
+		r, w := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && w == 1, r < 0x20, r == '<', r == '>', r == '&', r == '\u2028', r == '\u2029':
+			n += 6
+		case r == '"', r == '\\':
+			n += 2
+		default:
+			n += w
+		}
+		i += w
 	}
 	return n
 }
@@ -418,6 +449,12 @@ func (f *SetFuture) finish(res SetResult, err error, slot bool) {
 
 // Flush waits until every set queued before it has its result, or ctx ends.
 func (p *Pipeline) Flush(ctx context.Context) error {
+	select {
+	case p.drain <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-p.drain }()
 	n := cap(p.slots)
 	for i := 0; i < n; i++ {
 		select {
@@ -446,6 +483,8 @@ func (p *Pipeline) Close() error {
 	p.closed = true
 	p.mu.Unlock()
 	// Every set held ends: answered, failed, or at its request's deadline.
+	p.drain <- struct{}{}
+	defer func() { <-p.drain }()
 	for i := 0; i < cap(p.slots); i++ {
 		p.slots <- struct{}{}
 	}
