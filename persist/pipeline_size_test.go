@@ -17,22 +17,8 @@ import (
 // alone (found by an audit).
 func TestPipelineBatchWithinPayloadEscapes(t *testing.T) {
 	t.Parallel()
-	hold := &commitGate{entered: make(chan struct{}, 1), release: make(chan struct{})}
-	h := newHarness(t, func(c *server.Config) { c.Observer = hold })
-	t.Cleanup(hold.open)
-	s := h.stream("escaped")
-	p, err := s.Pipeline(persist.PipelineConfig{MaxPending: 4096, MaxRequests: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Close() })
+	h, hold, p, first := heldPipeline(t, "escaped", persist.PipelineConfig{MaxPending: 4096, MaxRequests: 1})
 	ctx := context.Background()
-
-	// The first set's commit is held, so the pipeline's one request stays
-	// out and every later set queues for the next batch.
-	hold.armed.Store(true)
-	first := p.Set(ctx, []byte("first"), persist.SetOptions{})
-	<-hold.entered
 
 	// A URL-like header value with many '&' (each 6 bytes once escaped).
 	// Sized so that MaxBatch (1,000) of them fill the max payload by the
@@ -65,7 +51,7 @@ func TestPipelineBatchWithinPayloadEscapes(t *testing.T) {
 		t.Fatalf("%d of %d pipelined sets failed (each alone is %d bytes, far under the max payload of %d): %v", failed, n, per, limit, firstErr)
 	}
 	// Each of them alone is fine.
-	if _, err := s.Set(ctx, value, persist.SetOptions{Headers: map[string]string{"url": url}}); err != nil {
+	if _, err := h.stream("escaped").Set(ctx, value, persist.SetOptions{Headers: map[string]string{"url": url}}); err != nil {
 		t.Fatalf("the same set alone: %v", err)
 	}
 }
@@ -77,19 +63,9 @@ func TestPipelineBatchWithinPayloadEscapes(t *testing.T) {
 // the max payload, and both failed too-large.
 func TestPipelineBatchWithinPayloadLongName(t *testing.T) {
 	t.Parallel()
-	hold := &commitGate{entered: make(chan struct{}, 1), release: make(chan struct{})}
-	h := newHarness(t, func(c *server.Config) { c.Observer = hold })
-	t.Cleanup(hold.open)
-	s := h.stream(strings.Repeat("n", 2000)) // MaxStreamNameBytes is 4,000
-	p, err := s.Pipeline(persist.PipelineConfig{MaxRequests: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Close() })
+	name := strings.Repeat("n", 2000) // MaxStreamNameBytes is 4,000
+	h, hold, p, first := heldPipeline(t, name, persist.PipelineConfig{MaxRequests: 1})
 	ctx := context.Background()
-	hold.armed.Store(true)
-	first := p.Set(ctx, []byte("first"), persist.SetOptions{})
-	<-hold.entered
 
 	limit := int(h.Conn().MaxPayload())
 	value := make([]byte, (limit-1024)/2-96) // two fill the batch by the estimate
@@ -101,10 +77,29 @@ func TestPipelineBatchWithinPayloadLongName(t *testing.T) {
 	}
 	for i, f := range []*persist.SetFuture{a, b} {
 		if _, err := f.Result(); err != nil {
-			t.Errorf("pipelined set %d of %d bytes (max payload %d): %s", i, len(value), limit, err.Error()[strings.LastIndex(err.Error(), "too-large"):])
+			t.Errorf("pipelined set %d of %d bytes (max payload %d): %s", i, len(value), limit, persist.CodeOf(err))
 		}
 	}
-	if _, err := s.Set(ctx, value, persist.SetOptions{}); err != nil {
+	if _, err := h.stream(name).Set(ctx, value, persist.SetOptions{}); err != nil {
 		t.Fatalf("the same set alone: %s", persist.CodeOf(err))
 	}
+}
+
+// heldPipeline is a pipeline on stream name whose first set's commit the
+// server holds (until hold.open), so its one request stays out and every
+// later set queues for the next batch.
+func heldPipeline(t *testing.T, name string, cfg persist.PipelineConfig) (*harness, *commitGate, *persist.Pipeline, *persist.SetFuture) {
+	t.Helper()
+	hold := &commitGate{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	h := newHarness(t, func(c *server.Config) { c.Observer = hold })
+	t.Cleanup(hold.open)
+	p, err := h.stream(name).Pipeline(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	hold.armed.Store(true)
+	first := p.Set(context.Background(), []byte("first"), persist.SetOptions{})
+	<-hold.entered
+	return h, hold, p, first
 }
