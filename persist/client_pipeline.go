@@ -473,23 +473,25 @@ func (p *Pipeline) Flush(ctx context.Context) error {
 }
 
 // Close refuses new sets, waits for every set held to have its result and
-// stops listening for answers. It is idempotent.
+// stops listening for answers. It is idempotent: a call while another
+// is under way waits for every set held as well.
 func (p *Pipeline) Close() error {
 	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		return nil
-	}
+	again := p.closed
 	p.closed = true
 	p.mu.Unlock()
 	// Every set held ends: answered, failed, or at its request's deadline.
+	// A second Close waits for that too, whichever takes its turn first.
 	p.drain <- struct{}{}
 	defer func() { <-p.drain }()
 	for i := 0; i < cap(p.slots); i++ {
 		p.slots <- struct{}{}
 	}
 	p.retries.Wait()
-	err := p.sub.Unsubscribe()
+	var err error
+	if !again {
+		err = p.sub.Unsubscribe()
+	}
 	for i := 0; i < cap(p.slots); i++ {
 		<-p.slots
 	}

@@ -84,3 +84,44 @@ func TestPipelineConcurrentFlushes(t *testing.T) {
 		})
 	}
 }
+
+// TestPipelineSecondCloseWaits: a Close called while another is still
+// waiting for the sets held also returns only once they have their
+// results ("Close waits for every set held"); it returned at once.
+func TestPipelineSecondCloseWaits(t *testing.T) {
+	t.Parallel()
+	hold := &commitGate{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	h := newHarness(t, func(c *server.Config) { c.Observer = hold })
+	t.Cleanup(hold.open)
+	p, err := h.stream("closed").Pipeline(persist.PipelineConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hold.armed.Store(true)
+	f := p.Set(context.Background(), []byte("a"), persist.SetOptions{})
+	<-hold.entered
+	first := make(chan error, 1)
+	go func() { first <- p.Close() }()
+	testwait.For(t, "the first Close waiting", func() bool { return parkedInSlots("Close") == 1 })
+	second := make(chan bool, 1) // whether the set was done when it returned
+	go func() {
+		_ = p.Close()
+		select {
+		case <-f.Done():
+			second <- true
+		default:
+			second <- false
+		}
+	}()
+	testwait.For(t, "the second Close waiting or returned", func() bool { return parkedInSlots("Close") == 2 || len(second) == 1 })
+	hold.open()
+	if done := <-second; !done {
+		t.Fatal("the second Close returned with the set still in flight")
+	}
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Result(); err != nil {
+		t.Fatal(err)
+	}
+}
