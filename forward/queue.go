@@ -356,7 +356,7 @@ func (q *PeerQueue) Push(peerName string, it Item) {
 		if q.cfg.OnOverflow != nil {
 			one := append(p.dropped[:0], it)
 			for _, r := range q.cfg.OnOverflow(p.name, one) {
-				if r != nil && q.appendLocked(p, r) {
+				if r != nil && q.appendReplacementLocked(p, r) {
 					p.stats.Replacements++
 				}
 			}
@@ -383,7 +383,7 @@ func (q *PeerQueue) Push(peerName string, it Item) {
 			// Appended past the bound check: a replacement pushed through
 			// the bound would shed the next item, and so on down the queue.
 			for _, r := range q.cfg.OnOverflow(p.name, dropped) {
-				if r != nil && q.appendLocked(p, r) {
+				if r != nil && q.appendReplacementLocked(p, r) {
 					p.stats.Replacements++
 				}
 			}
@@ -627,10 +627,30 @@ func (q *PeerQueue) lostLocked(p *peer, items []Item, err error) {
 			p.stats.Discarded++
 			continue
 		}
-		if q.appendLocked(p, r) {
+		if q.appendReplacementLocked(p, r) {
 			p.stats.LostReplacements++
 		}
 	}
+}
+
+// appendReplacementLocked queues r, a replacement OnOverflow or OnLost
+// returned, and reports whether it did. One too large to queue is handed
+// to OnOverflow alone, as a refused push is: a policy that counted it as
+// its pending marker (GapPolicy) then frees that slot, so the next loss
+// gets a marker of its own instead of being counted under one never sent.
+// What OnOverflow returns for it is queued if it fits, and no further.
+func (q *PeerQueue) appendReplacementLocked(p *peer, r Item) bool {
+	if q.appendLocked(p, r) {
+		return true
+	}
+	if q.cfg.OnOverflow != nil {
+		for _, rr := range q.cfg.OnOverflow(p.name, []Item{r}) {
+			if rr != nil && q.appendLocked(p, rr) {
+				p.stats.Replacements++
+			}
+		}
+	}
+	return false
 }
 
 // Flush ships what is held for one peer now, as far as free send slots

@@ -191,6 +191,13 @@ type ReceiverStats struct {
 type Receiver struct {
 	cfg   ReceiverConfig
 	peers map[string]*receiverPeer
+	// started is the receiver's start, unix seconds: the nonces a
+	// predecessor admitted are forgotten, so nothing signed in an earlier
+	// second is taken (a batch captured before a restart would pass the
+	// timestamp window and the new, empty nonce window). Batches signed
+	// in the start's own second stay open to a replay: refusing them too
+	// would refuse every genuine batch of that second.
+	started int64
 
 	accepted, items, ignored, badRequest, tooLarge, forbidden, replayed, method, stale, skipped, abandoned atomic.Uint64
 
@@ -256,7 +263,7 @@ func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	r := &Receiver{cfg: cfg, peers: make(map[string]*receiverPeer, len(cfg.Peers))}
+	r := &Receiver{cfg: cfg, peers: make(map[string]*receiverPeer, len(cfg.Peers)), started: cfg.Clock.Now().Unix()}
 	for id, secret := range cfg.Peers {
 		if len(secret) == 0 && !cfg.InsecureSkipSignature {
 			return nil, fmt.Errorf("forward receiver: peer %q has no secret", id)
@@ -459,6 +466,14 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	// first itself; the genuine request is then refused as a replay, a
 	// lost batch the sender reports. The sender never reuses a nonce, so
 	// a genuine request whose body then fails loses nothing by it.
+	if a.ts < r.started {
+		// Signed before this receiver started, when a predecessor may
+		// have taken it: its nonce window is gone. A genuine batch
+		// signed then and delayed past the restart is lost, and its
+		// sender reports it.
+		r.reject(w, http.StatusForbidden, &r.replayed, "signed before the receiver started", a.peer)
+		return
+	}
 	if !p.window.admit(a.nonce) {
 		r.reject(w, http.StatusForbidden, &r.replayed, "replayed nonce", a.peer)
 		return
