@@ -3,7 +3,11 @@ package forward
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -105,5 +109,49 @@ func TestSenderLifecycle(t *testing.T) {
 	}
 	if rs := tr.recv.Stats(); rs.Accepted != 0 || rs.BadRequest != 0 {
 		t.Fatalf("the receiver was reached: %+v", rs)
+	}
+}
+
+// TestSenderStopClosesConnectionsOfSendsInFlight: a send still in flight
+// when the sender stops puts its connection back in the pool after Stop
+// closed the idle ones; it must be closed then, not kept for the idle
+// timeout (90 s) by a sender that will never send again.
+func TestSenderStopClosesConnectionsOfSendsInFlight(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	closed := make(chan struct{})
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		close(entered)
+		<-release
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateClosed {
+			close(closed)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	s, err := NewSender(SenderConfig{Self: "eu", InsecureSkipSignature: true, Peers: map[string]string{"us": srv.URL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	sent := make(chan error, 1)
+	go func() { sent <- s.Send(t.Context(), &Outbound{Peer: "us", Body: []byte(`{}`)}) }()
+	<-entered
+	if err := s.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	if err := <-sent; err != nil {
+		t.Fatalf("send in flight at Stop: %v", err)
+	}
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the connection of the send in flight at Stop is still open 10 s after it ended")
 	}
 }
