@@ -174,16 +174,31 @@ func (p *Presence) Join(ctx context.Context, user, app string) error {
 	p.count(err)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	st.writing = false
+	p.wroteLocked(k, st, connectedAt, now, err)
 	if err != nil {
 		return fmt.Errorf("presence of %q (%s): %w", user, app, err)
 	}
-	st.connectedAt, st.written = connectedAt, now
-	if st.conns == 0 && st.leave == nil {
-		// Every connection left while the row was being written.
-		p.scheduleLeaveLocked(k, st)
-	}
 	return nil
+}
+
+// wroteLocked ends a write of k's row that ended with err. Leave leaves a
+// row being written to its writer, so when every connection left
+// meanwhile the writer schedules the removal, whether or not its write
+// succeeded: a failed refresh leaves the row written before it, and a
+// failed first write may have stored the row all the same (the removal
+// only takes the row of this connectedAt).
+func (p *Presence) wroteLocked(k presenceUser, st *presenceState, connectedAt int64, now time.Time, err error) {
+	st.writing = false
+	if err == nil {
+		st.connectedAt, st.written = connectedAt, now
+	}
+	if st.conns > 0 || st.leave != nil {
+		return
+	}
+	if st.connectedAt == 0 {
+		st.connectedAt = connectedAt
+	}
+	p.scheduleLeaveLocked(k, st)
 }
 
 // Leave uncounts a connection of user's app; the last one schedules the
@@ -268,13 +283,7 @@ func (p *Presence) Refresh(ctx context.Context) error {
 		p.count(err)
 		p.mu.Lock()
 		if st := p.users[t.k]; st != nil {
-			st.writing = false
-			if err == nil {
-				st.connectedAt, st.written = t.connectedAt, now
-				if st.conns == 0 && st.leave == nil {
-					p.scheduleLeaveLocked(t.k, st)
-				}
-			}
+			p.wroteLocked(t.k, st, t.connectedAt, now, err)
 		}
 		p.mu.Unlock()
 		if err != nil && first == nil {
