@@ -145,7 +145,7 @@ func (s DurableStore) Put(ctx context.Context, row DurableRow) error {
 	if err != nil {
 		return err
 	}
-	replacing := false
+	var replaced *DurableRow
 	for _, r := range rows {
 		if r.ID != row.ID {
 			continue
@@ -157,17 +157,20 @@ func (s DurableStore) Put(ctx context.Context, row DurableRow) error {
 			// subscribes again after a reconnect changes nothing.
 			return nil
 		}
-		replacing = true
+		replaced = &r
 	}
 	c := s.Config.withDefaults()
-	if q := c.Quota; !replacing && len(rows) >= q {
+	if q := c.Quota; replaced == nil && len(rows) >= q {
 		return fmt.Errorf("%w (%d for %s)", ErrQuota, q, row.User)
 	}
-	if !replacing && row.Mode == ModeSingle {
+	if row.Mode == ModeSingle && !continues(replaced, a) {
 		// A new `single` row starts its cursor at its stream's end now,
 		// before the row is stored: a router starting the row reads back
 		// from there, so every change committed after Put returns is
-		// delivered, even one made before a router has the row live.
+		// delivered, even one made before a router has the row live. A
+		// row that replaces a broadcast one, or a `single` one in another
+		// stream, starts so too: there is no cursor, or one of the other
+		// stream's seqs.
 		inv, err := s.Client.Stream(a.Scope, a.Stream).Inventory(ctx)
 		if err != nil {
 			return fmt.Errorf("events: store durable subscription: its stream's end: %w", err)
@@ -191,6 +194,18 @@ func (s DurableStore) Put(ctx context.Context, row DurableRow) error {
 		return fmt.Errorf("events: store durable subscription: %w", err)
 	}
 	return nil
+}
+
+// continues reports whether a `single` row anchored at a replaces old and
+// takes its cursor over: old is a `single` row in the same stream (with
+// another anchor in it, or another filter), whose unsettled changes the
+// new row delivers as it resumes.
+func continues(old *DurableRow, a Anchor) bool {
+	if old == nil || old.Mode != ModeSingle {
+		return false
+	}
+	oa, _, err := old.parse()
+	return err == nil && oa.Scope == a.Scope && oa.Stream == a.Stream
 }
 
 // Delete removes the user's row id and reports whether there was one.
