@@ -229,6 +229,12 @@ type routed struct {
 type pending struct {
 	ev  *Event
 	gap *Gap
+	// sub is the subscription whose window this is. A subscription
+	// replaced under its id (a session's subscribe again, a durable row
+	// written again) leaves its windows behind until the loop takes its
+	// forget; flush delivers them to nobody rather than to the
+	// subscription that replaced it, anchored elsewhere perhaps.
+	sub *Sub
 }
 
 // NewRouter checks cfg and returns a router to Start.
@@ -858,24 +864,24 @@ func (r *Router) take(rt routed, matches *[]Match) {
 		return
 	case rt.gapAll != nil:
 		r.mu.Lock()
-		var ids []SubID
+		var subs []*Sub
 		var remote []string
-		for id, rs := range r.subs {
+		for _, rs := range r.subs {
 			if rs.sub.Anchor.Scope != rt.gapAll.scope || rs.sub.Anchor.Stream != rt.gapAll.stream {
 				continue
 			}
 			switch {
 			case rs.announced(): // a session's, or a durable row's
-				ids = append(ids, id)
+				subs = append(subs, rs.sub)
 			case !rt.remote:
 				remote = append(remote, rs.sub.Anchor.Token())
 			}
 		}
 		r.mu.Unlock()
 		subj := Subject{Scope: rt.gapAll.scope, Stream: rt.gapAll.stream}
-		for _, id := range ids {
-			g := &Gap{Reason: rt.reason, Subject: subj, Sub: id, Count: rt.count, From: now.UnixMilli(), To: now.UnixMilli()}
-			r.coal.AddMerged(now, id, "\x00gap/"+string(rt.reason), pending{gap: g}, mergeGaps)
+		for _, sub := range subs {
+			g := &Gap{Reason: rt.reason, Subject: subj, Sub: sub.ID, Count: rt.count, From: now.UnixMilli(), To: now.UnixMilli()}
+			r.coal.AddMerged(now, sub.ID, "\x00gap/"+string(rt.reason), pending{gap: g, sub: sub}, mergeGaps)
 		}
 		if len(remote) > 0 {
 			r.region.forwardGap(remote, subj, rt.reason, rt.count, now.UnixMilli())
@@ -901,14 +907,14 @@ func (r *Router) take(rt routed, matches *[]Match) {
 		}
 		if m.Gap != "" {
 			g := &Gap{Reason: m.Gap, Subject: ev.Subject, Sub: m.Sub.ID, Count: 1, From: ev.TS, To: ev.TS}
-			r.coal.AddMerged(now, m.Sub.ID, "\x00gap/"+string(m.Gap)+"/"+subject, pending{gap: g}, mergeGaps)
+			r.coal.AddMerged(now, m.Sub.ID, "\x00gap/"+string(m.Gap)+"/"+subject, pending{gap: g, sub: m.Sub}, mergeGaps)
 			continue
 		}
 		if shared == nil {
 			e := ev
 			shared = &e
 		}
-		r.coal.Add(now, m.Sub.ID, subject, pending{ev: shared})
+		r.coal.Add(now, m.Sub.ID, subject, pending{ev: shared, sub: m.Sub})
 	}
 	if len(remote) > 0 {
 		r.region.forwardEvent(remote, &ev)
@@ -925,7 +931,7 @@ func mergeGaps(old, v pending) pending {
 	g.Count += old.gap.Count
 	g.From = min(g.From, old.gap.From)
 	g.To = max(g.To, old.gap.To)
-	return pending{gap: &g}
+	return pending{gap: &g, sub: v.sub}
 }
 
 // flush delivers every window that ended, within the rate limits.
@@ -937,8 +943,8 @@ func (r *Router) flush(due []Coalesced[pending]) []Coalesced[pending] {
 		r.mu.Lock()
 		rs := r.subs[d.Sub]
 		r.mu.Unlock()
-		if rs == nil {
-			continue // unsubscribed while its window was open
+		if rs == nil || d.Value.sub != nil && d.Value.sub != rs.sub {
+			continue // unsubscribed, or replaced, while its window was open
 		}
 		if d.Value.gap != nil {
 			g := *d.Value.gap // the window's markers, summed (mergeGaps)
