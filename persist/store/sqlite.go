@@ -440,6 +440,10 @@ type sqliteStream struct {
 	// times never decrease along seq and age and rate queries can walk seq.
 	lastTime int64
 	ttlRows  int64 // rows with a TTL (an upper bound: expired rows are subtracted when seen)
+	// rates is what this handle committed in the last second while the
+	// stream has a rate limit; txRate what the write under way stored.
+	rates  rateLog
+	txRate rateWindow
 	// walPages counts the pages committed to the WAL since the last idle
 	// checkpoint (checkpoint.go).
 	walPages int64

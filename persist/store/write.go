@@ -45,6 +45,9 @@ func (s *sqliteStream) Write(ops []WriteOp, now time.Time) ([]WriteResult, []Cha
 		s.rollback(st)
 		return nil, nil, s.fail(fmt.Errorf("write: %w", err))
 	}
+	if s.cfg.MaxMsgsPerSecond >= 0 || s.cfg.MaxBytesPerSecond >= 0 {
+		s.rates.add(nowMs, s.txRate)
+	}
 	return res, changes, nil
 }
 
@@ -62,6 +65,8 @@ func (s *sqliteStream) write(ops []WriteOp, nowMs int64) ([]WriteResult, []Chang
 	if err != nil {
 		return nil, nil, err
 	}
+	before := rate
+	s.txRate = rateWindow{}
 	results := make([]WriteResult, len(ops))
 	// One allocation for every stored message the changes point at.
 	msgs := make([]persist.Frame, 0, len(ops))
@@ -101,6 +106,7 @@ func (s *sqliteStream) write(ops []WriteOp, nowMs int64) ([]WriteResult, []Chang
 	if err != nil {
 		return nil, nil, err
 	}
+	s.txRate = rateWindow{rate.msgs - before.msgs, rate.bytes - before.bytes}
 	return results, append(changes, more...), nil
 }
 
@@ -110,11 +116,55 @@ type rateWindow struct {
 	msgs, bytes int64
 }
 
-// lastSecond counts the rows of the second before nowMs when the stream
-// has a rate limit (else zero: nothing reads it).
+// rateLog is what a stream's handle committed in the last second, by
+// millisecond. The rate limits count writes, and the rows of the last
+// second undercount them: a keyed set deletes its key's older row, and
+// max_msgs the oldest rows.
+type rateLog []rateBucket
+
+type rateBucket struct {
+	ms int64
+	rateWindow
+}
+
+// add records what a commit at ms stored.
+func (l *rateLog) add(ms int64, w rateWindow) {
+	if w.msgs == 0 {
+		return
+	}
+	if n := len(*l); n > 0 && (*l)[n-1].ms == ms {
+		(*l)[n-1].msgs += w.msgs
+		(*l)[n-1].bytes += w.bytes
+		return
+	}
+	*l = append(*l, rateBucket{ms, w})
+}
+
+// since drops what is older than the second before nowMs (as the rows'
+// query does: times after nowMs-1000) and sums the rest.
+func (l *rateLog) since(nowMs int64) rateWindow {
+	i := 0
+	for i < len(*l) && (*l)[i].ms <= nowMs-1000 {
+		i++
+	}
+	*l = append((*l)[:0], (*l)[i:]...)
+	var w rateWindow
+	for _, b := range *l {
+		w.msgs += b.msgs
+		w.bytes += b.bytes
+	}
+	return w
+}
+
+// lastSecond is what the stream stored in the second before nowMs when it
+// has a rate limit (else zero: nothing reads it): the larger of what this
+// handle committed (its rateLog) and the rows of that second, which also
+// hold what other connections to the file wrote and what came before this
+// handle opened.
 func (s *sqliteStream) lastSecond(nowMs int64) (rateWindow, error) {
 	var w rateWindow
 	if s.cfg.MaxMsgsPerSecond < 0 && s.cfg.MaxBytesPerSecond < 0 {
+		s.rates = s.rates[:0]
 		return w, nil
 	}
 	// Times never decrease along seq (see lastTime), so the rows of the
@@ -123,6 +173,8 @@ func (s *sqliteStream) lastSecond(nowMs int64) (rateWindow, error) {
 	if err := s.conn.QueryRowContext(context.Background(), `SELECT COUNT(*), COALESCE(SUM(size), 0) FROM messages WHERE seq > COALESCE((SELECT seq FROM messages WHERE time <= ? ORDER BY seq DESC LIMIT 1), 0)`, nowMs-1000).Scan(&w.msgs, &w.bytes); err != nil {
 		return w, fmt.Errorf("rate: %w", err)
 	}
+	logged := s.rates.since(nowMs)
+	w.msgs, w.bytes = max(w.msgs, logged.msgs), max(w.bytes, logged.bytes)
 	return w, nil
 }
 
