@@ -546,7 +546,7 @@ func (s *Stream) setMsg(value []byte, opts SetOptions) (*nats.Msg, error) {
 	}
 	for k, v := range opts.Headers {
 		if ReservedHeader(k) {
-			return nil, Errorf(CodeBadRequest, "user header %q uses a reserved prefix", k)
+			return nil, Errorf(CodeBadRequest, "user header %q is reserved", k)
 		}
 		m.Header.Set(k, v)
 	}
@@ -674,11 +674,14 @@ func (s *Stream) SetMany(ctx context.Context, msgs []Entry) ([]SetManyResult, er
 func (s *Stream) checkEntry(i int, e *Entry) error {
 	for k := range e.Headers {
 		if ReservedHeader(k) {
-			return Errorf(CodeBadRequest, "setMany %q/%q: message %d: user header %q uses a reserved prefix", s.scope, s.name, i, k)
+			return Errorf(CodeBadRequest, "setMany %q/%q: message %d: user header %q is reserved", s.scope, s.name, i, k)
 		}
 	}
 	if err := ValidKey(e.Key); err != nil {
 		return fmt.Errorf("setMany %q/%q: message %d: %w", s.scope, s.name, i, err)
+	}
+	if e.PrevSeq != nil && e.Key == "" {
+		return Errorf(CodeBadRequest, "setMany %q/%q: message %d: a previous seq needs a key", s.scope, s.name, i)
 	}
 	return nil
 }

@@ -294,3 +294,45 @@ func BenchmarkPipelineSet(b *testing.B) {
 		b.Fatal(err)
 	}
 }
+
+// A set the server would refuse as a whole request (a previous seq with no
+// key) fails alone: the pipeline checked keys and headers but not that,
+// so the setMany of its batch was refused and every set of it failed.
+// The first request's commit is held so that the others form one batch.
+func TestPipelineBadSetFailsAlone(t *testing.T) {
+	t.Parallel()
+	hold := &commitGate{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	h := newHarness(t, func(c *server.Config) { c.Observer = hold })
+	t.Cleanup(hold.open)
+	s := h.stream("poison")
+	ctx := context.Background()
+	// Owner cached, stream open.
+	if _, err := s.Set(ctx, []byte("warm"), persist.SetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.Pipeline(persist.PipelineConfig{MaxRequests: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	hold.armed.Store(true)
+	first := p.Set(ctx, []byte("first"), persist.SetOptions{})
+	<-hold.entered // the first request's commit is held: the others queue behind it
+	zero := uint64(0)
+	good1 := p.Set(ctx, []byte("good1"), persist.SetOptions{})
+	bad := p.Set(ctx, []byte("bad"), persist.SetOptions{PrevSeq: &zero})
+	good2 := p.Set(ctx, []byte("good2"), persist.SetOptions{})
+	hold.open()
+	if _, err := first.Result(); err != nil {
+		t.Fatal(err)
+	}
+	_, badErr := bad.Result()
+	if badErr == nil {
+		t.Fatal("set with PrevSeq and no key succeeded")
+	}
+	for i, f := range []*persist.SetFuture{good1, good2} {
+		if _, err := f.Result(); err != nil {
+			t.Errorf("good set %d failed because of another set of its batch: %v", i+1, err)
+		}
+	}
+}

@@ -55,6 +55,9 @@ const (
 	HdrDeadline  = "Sy-Deadline"  // unix milliseconds after which the caller no longer waits: not applied later (any request)
 	hdrPrefix    = "Sy-"          // headers with this prefix are the protocol's; others are user headers
 	natsPrefix   = "Nats-"        // NATS's own headers are never stored
+	// NATS's status headers, as nats.go reads them on a reply.
+	natsStatusHdr      = "Status"
+	natsDescriptionHdr = "Description"
 )
 
 // Commands.
@@ -130,10 +133,13 @@ const (
 const MaxTTL = 1 << 62
 
 // ReservedHeader reports whether a header name belongs to the protocol
-// ("Sy-...") or to NATS ("Nats-..."), ignoring ASCII case: such headers are
-// never stored as user headers, and a client refuses to send them as one.
+// ("Sy-...") or to NATS ("Nats-...", and its status headers "Status" and
+// "Description"), ignoring ASCII case: such headers are never stored as
+// user headers, and a client refuses to send them as one. A get's reply
+// carrying a stored "Status: 503" would read as "no responders".
 func ReservedHeader(name string) bool {
-	return hasPrefixFold(name, hdrPrefix) || hasPrefixFold(name, natsPrefix)
+	return hasPrefixFold(name, hdrPrefix) || hasPrefixFold(name, natsPrefix) ||
+		strings.EqualFold(name, natsStatusHdr) || strings.EqualFold(name, natsDescriptionHdr)
 }
 
 // hasPrefixFold is strings.HasPrefix ignoring ASCII case, so "sy-cmd" cannot
@@ -522,6 +528,11 @@ func (u ConfigUpdate) MarshalJSON() ([]byte, error) {
 		MaxBytesPerSecond: u.MaxBytesPerSecond, DiscardPolicy: u.DiscardPolicy, AllowMsgTTL: u.AllowMsgTTL, Sync: u.Sync, Desc: u.Desc}
 	if u.MaxAge != nil {
 		ms := ttlMillis(*u.MaxAge)
+		if *u.MaxAge < 0 {
+			// Sent as it is, for the server to refuse: ttlMillis makes
+			// it 0, which is "no limit".
+			ms = min(int64(*u.MaxAge/time.Millisecond), -1)
+		}
 		w.MaxAge = &ms
 	}
 	return json.Marshal(w)

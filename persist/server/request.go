@@ -210,7 +210,7 @@ func decodeSetMany(body []byte) ([]store.WriteOp, error) {
 		}
 		for k := range m.Headers {
 			if persist.ReservedHeader(k) {
-				return persist.Errorf(persist.CodeBadRequest, "message %d: header %q uses a reserved prefix", len(ops), k)
+				return persist.Errorf(persist.CodeBadRequest, "message %d: header %q is reserved", len(ops), k)
 			}
 		}
 		ops = append(ops, store.WriteOp{Key: m.Key, Headers: m.Headers, Value: m.Value, TTL: m.TTL, MsgID: m.MsgID, PrevSeq: m.PrevSeq})
