@@ -18,7 +18,7 @@ import (
 
 // Principal is who an HTTP request proved to be and what it may read.
 // The watch gateway (web/watch) lets it read the scopes it names; the
-// dashboard and /metrics (RequireAuth) admit any principal.
+// dashboard and /metrics (RequireAuth) admit only one that reads them all.
 type Principal struct {
 	// Name is the user's name, for logs.
 	Name string
@@ -71,16 +71,26 @@ func Authorize(w http.ResponseWriter, r *http.Request, authz Authorizer) (p Prin
 	return Principal{}, false
 }
 
-// RequireAuth serves h only to the requests authz admits (any principal);
-// the others are answered as Authorize does. A nil authz is h itself.
+// RequireAuth serves h only to the requests of a principal authz admits
+// that reads every scope (an operator: the bus's client user); the others
+// are answered as Authorize does, and a principal confined to some scopes
+// (a tenant) or to none (a server's user) 403. The dashboard and /metrics
+// show the whole process — releases, work, every stream's figures — so
+// they are not a tenant's. A nil authz is h itself.
 func RequireAuth(authz Authorizer, h http.Handler) http.Handler {
 	if authz == nil {
 		return h
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, ok := Authorize(w, r, authz); ok {
-			h.ServeHTTP(w, r)
+		p, ok := Authorize(w, r, authz)
+		if !ok {
+			return
 		}
+		if !p.AllScopes {
+			http.Error(w, fmt.Sprintf("%v: %s may not read every scope", ErrForbidden, p.Name), http.StatusForbidden)
+			return
+		}
+		h.ServeHTTP(w, r)
 	})
 }
 

@@ -231,5 +231,22 @@ func (h *Hub) Mount(mux interface {
 }) {
 	mux.Handle("GET /{$}", web.RequireAuth(h.cfg.Authorizer, web.StaticPage(page)))
 	mux.Handle("GET /dashboard/", http.StripPrefix("/dashboard/", web.StaticAssets(assetFS)))
-	mux.Handle("GET /ws/dashboard", web.RequireAuth(h.cfg.Authorizer, http.HandlerFunc(h.serveWS)))
+	// A foreign page is refused before credentials are asked for, as on
+	// /ws/watch: 403, not a 401 whose challenge a browser would prompt.
+	mux.Handle("GET /ws/dashboard", h.checkOrigin(web.RequireAuth(h.cfg.Authorizer, http.HandlerFunc(h.serveWS))))
+}
+
+// checkOrigin answers 403 to a request whose Origin is not one of Hosts.
+// The page is served by this server under one of its names; another site
+// must not read the process's state through a visitor's browser. The
+// request's Host proves nothing (a rebinding page sets it to its own
+// name), so the WebSocket library's same-host check is replaced by this.
+func (h *Hub) checkOrigin(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := h.cfg.Hosts.CheckOrigin(r, nil); err != nil {
+			http.Error(w, err.Error(), http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
