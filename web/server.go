@@ -9,6 +9,7 @@
 package web
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -37,15 +38,21 @@ type Server struct {
 	// NewHosts(addr): the loopback names and the listen address's host.
 	Hosts *Hosts
 
+	// IdleTimeout is how long a kept-alive connection may wait for its
+	// next request before the server closes it. Set it before Start.
+	// Zero means 2 minutes (IdleTimeoutDefault).
+	IdleTimeout time.Duration
+
 	addr    string
 	mux     *http.ServeMux
 	anyHost map[string]bool // patterns served whatever the Host
 	base    lifecycle.Base
 
-	mu   sync.Mutex // protects ln, srv and done
-	ln   net.Listener
-	srv  *http.Server
-	done chan error
+	mu    sync.Mutex // protects ln, srv, conns and done
+	ln    net.Listener
+	srv   *http.Server
+	conns *connSet
+	done  chan error
 }
 
 // New returns a server that will listen on addr ("host:port"; port 0
@@ -96,14 +103,19 @@ func (s *Server) Start(ctx context.Context) error {
 		log := lifecycle.Logger(s.Logger, "http")
 		srv := &http.Server{
 			Handler:           s.checkHost(hosts),
-			ReadHeaderTimeout: 10 * time.Second,
-			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+			ReadHeaderTimeout: readHeaderTimeout,
+			// Without it a kept-alive connection waits for its next
+			// request with no deadline: anyone who reaches the port could
+			// hold connections (and their goroutines) for good.
+			IdleTimeout: cmp.Or(s.IdleTimeout, IdleTimeoutDefault),
+			ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 		}
+		conns := newConnSet()
 		done := make(chan error, 1)
 		s.mu.Lock()
-		s.ln, s.srv, s.done = ln, srv, done
+		s.ln, s.srv, s.conns, s.done = ln, srv, conns, done
 		s.mu.Unlock()
-		go func() { done <- srv.Serve(ln) }()
+		go func() { done <- srv.Serve(conns.listener(ln)) }()
 		return nil
 	})
 }
@@ -122,16 +134,20 @@ func (s *Server) Addr() string {
 func (s *Server) URL() string { return "http://" + s.Addr() }
 
 // Stop stops accepting, lets requests in flight finish until ctx ends, then
-// closes what is left (WebSocket connections among them).
+// closes what is left: WebSocket connections among them, which
+// http.Server.Shutdown neither waits for nor closes (a gateway with a Stop
+// of its own has closed its sockets before).
 func (s *Server) Stop(ctx context.Context) error {
 	return s.base.Stop(ctx, func(ctx context.Context) error {
 		s.mu.Lock()
-		srv, done := s.srv, s.done
+		srv, conns, done := s.srv, s.conns, s.done
 		s.mu.Unlock()
 		err := srv.Shutdown(ctx)
 		if err != nil {
 			err = errors.Join(fmt.Errorf("web: shutdown: %w", err), srv.Close())
 		}
+		// What Shutdown left are the connections handlers took over.
+		conns.closeAfter(ctx)
 		if serr := <-done; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
 			err = errors.Join(err, serr)
 		}
