@@ -178,6 +178,15 @@ func (lk *LiveKV) apply(ev Event) {
 	lk.mu.Lock()
 	defer lk.mu.Unlock()
 	switch ev.Kind {
+	case EventSkipped:
+		// Every seq up to Last was delivered or is skipped: a saved write
+		// the feed never showed up to there was removed first.
+		lk.seen = max(lk.seen, ev.Last)
+		for k, p := range lk.pending {
+			if p.wait != 0 && p.wait <= ev.Last {
+				delete(lk.pending, k)
+			}
+		}
 	case EventSet:
 		m := ev.Msg
 		lk.seen = max(lk.seen, m.Seq)

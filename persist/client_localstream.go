@@ -278,6 +278,10 @@ func (l *LocalStream) apply(ev Event) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch ev.Kind {
+	case EventSkipped:
+		// Every seq up to Last was delivered or is skipped: a saved
+		// message the feed never showed up to there was removed first.
+		l.dropVanishedLocked(ev.Last + 1)
 	case EventSet:
 		m := ev.Msg
 		lm := LocalMessage{State: LocalConfirmed, Seq: m.Seq, Time: m.Time, Key: m.Key, Headers: m.Headers, Value: m.Value}

@@ -153,6 +153,10 @@ func (w *Watcher) apply(b *feedBatch) string {
 		}
 	}
 	if len(out) > 0 {
+		// A message's frames name the rows they replace in frame order,
+		// which is not seq order (key x's row 2 replaced before key y's
+		// row 1); Seqs are ascending.
+		slices.Sort(out)
 		seen.deleted = out
 		w.fn(Event{Kind: EventDelete, Seqs: out})
 	}
