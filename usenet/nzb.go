@@ -207,8 +207,8 @@ func PostBinaries(r Release, bins []Binary) []Binary {
 		}
 		f := r.Binaries[i]
 		b.Segments = slices.DeleteFunc(slices.Clone(b.Segments), func(s Segment) bool { return s.Date < f.From || s.Date > f.To })
-		if len(b.Segments) > 0 {
-			b.Date = f.From
+		if len(b.Segments) > 0 && f.From != 0 {
+			b.Date = f.From // the copy's, not the binary's first
 		}
 		out = append(out, b)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"strconv"
 	"strings"
@@ -97,6 +98,11 @@ func (h *handler) parseQuery(req *request, tv bool) (search.Query, *apiError) {
 			return 0
 		}
 		n, err := strconv.Atoi(s)
+		if errors.Is(err, strconv.ErrRange) && s[0] != '-' {
+			// A number past any limit is a number still: limit is
+			// clamped, an offset past the end is an empty page.
+			return math.MaxInt
+		}
 		if err != nil || n < 0 {
 			apiErr = errorf(ErrIncorrectParam, name+": want a number >= 0")
 			return 0
@@ -110,7 +116,9 @@ func (h *handler) parseQuery(req *request, tv bool) (search.Query, *apiError) {
 		}
 	}
 	q.Offset = num("offset")
-	if days := num("maxage"); days > 0 {
+	// Days past what a Duration holds (292 years) are no limit, not a
+	// product that wraps around to minutes.
+	if days := num("maxage"); days > 0 && days <= int(math.MaxInt64/int64(24*time.Hour)) {
 		q.MaxAge = time.Duration(days) * 24 * time.Hour
 	}
 	if tv && apiErr == nil {

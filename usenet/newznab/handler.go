@@ -75,6 +75,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if h.cfg.Observe != nil {
 		fn := req.q.Get("t")
+		if full, ok := aliases[fn]; ok {
+			fn = full
+		}
 		if _, ok := functions[fn]; !ok {
 			fn = "other" // a bounded set: clients cannot invent labels
 		}
@@ -118,10 +121,16 @@ func (h *handler) serve(req *request) (resp response, apiErr *apiError) {
 		req.key = req.q.Get("apikey")
 	}
 	t := req.q.Get("t")
+	if full, ok := aliases[t]; ok {
+		t = full
+	}
 	fn, ok := functions[t]
 	if !ok {
-		if t == "" {
+		switch {
+		case t == "":
 			return response{}, errorf(ErrNoSuchFunction, "missing t")
+		case notAvailable[t]:
+			return response{}, errorf(ErrFunctionNotAvailable, t)
 		}
 		return response{}, errorf(ErrNoSuchFunction, t)
 	}
@@ -135,12 +144,21 @@ func (h *handler) serve(req *request) (resp response, apiErr *apiError) {
 
 var functions map[string]func(*handler, *request) (response, *apiError)
 
+// aliases are the spec's short names of its functions.
+var aliases = map[string]string{
+	"c": "caps", "s": "search", "tv": "tvsearch", "m": "movie", "b": "book",
+	"d": "details", "g": "get", "n": "getnfo",
+}
+
+// notAvailable are the spec's optional functions this indexer does not
+// have: 203 Function not available, where an unknown name is 202.
+var notAvailable = map[string]bool{"music": true, "book": true}
+
 func init() {
 	functions = map[string]func(*handler, *request) (response, *apiError){
 		"caps":     (*handler).capsFn,
 		"search":   (*handler).searchFn,
 		"tvsearch": (*handler).tvSearchFn,
-		"tv":       (*handler).tvSearchFn,
 		"movie":    (*handler).movieFn,
 		"get":      (*handler).getFn,
 		"details":  (*handler).detailsFn,

@@ -89,6 +89,13 @@ func (s *Store) registration(ctx context.Context, q querier) (Registration, erro
 // ErrBadEmail, ErrExists for an address registered before, or a
 // *RegistrationLimitError past Config.RegistrationsPerDay today.
 func (s *Store) Register(ctx context.Context, email string) (string, error) {
+	// The domain of an address is case-insensitive (RFC 5321): the
+	// account is named with it in lower case, so one address is one
+	// account whatever case it is written in. The local part is the
+	// mail server's to interpret, and kept as given.
+	if at := strings.LastIndexByte(email, '@'); at >= 0 {
+		email = email[:at+1] + strings.ToLower(email[at+1:])
+	}
 	if !looksLikeEmail(email) || ValidName(email) != nil {
 		return "", ErrBadEmail
 	}
