@@ -344,3 +344,62 @@ func TestLastAckCursorSavedAtStop(t *testing.T) {
 		e.restart(durable)
 	}
 }
+
+// TestResentSetAckLeavesItsDelete: a client whose ack's answer was lost
+// sends the ack again; by then the row may be deleted and its delete in
+// flight to another session. The delete's entry is its own
+// (STREAM#SEQ/delete), so the old ack is a no-op and the delete stays in
+// flight for its own ack. (They shared STREAM#SEQ: the old ack settled the
+// delete, which was lost without a gap if its session had died.)
+func TestResentSetAckLeavesItsDelete(t *testing.T) {
+	t.Parallel()
+	e := newRouterEnv(t, func(c *RouterConfig) { c.Durable = &DurableConfig{} })
+	e.warm("jobs")
+	var s1, s2 sink
+	first := e.r.Open("alice", s1.deliver)
+	e.putDurable(DurableRow{User: "alice", ID: "q", Anchor: "project-1/jobs/q", Mode: ModeSingle}, 2, 1)
+	from := e.r.Stats().Changes
+	e.set("jobs", "q/k", "v")
+	e.settle(from, 1)
+	testwait.Until(t, "the set's delivery", func() (bool, string) {
+		e.clk.Advance(CoalesceWindowDefault)
+		return len(s1.all()) >= 1, fmt.Sprint(len(s1.all()))
+	})
+	set := s1.all()[0]
+	if err := first.Ack(context.Background(), "q", set.Entry); err != nil {
+		t.Fatal(err)
+	}
+	first.Close() // the first session dies; the user comes back on a second
+	second := e.r.Open("alice", s2.deliver)
+	from = e.r.Stats().Changes
+	if _, err := e.c.KV("project-1", "jobs").Delete(context.Background(), "q/k"); err != nil {
+		t.Fatal(err)
+	}
+	e.settle(from, 1)
+	testwait.Until(t, "the delete's delivery", func() (bool, string) {
+		e.clk.Advance(CoalesceWindowDefault)
+		return len(s2.all()) >= 1, fmt.Sprint(len(s2.all()))
+	})
+	del := s2.all()[0]
+	if del.Event == nil || del.Event.Op != OpDelete {
+		t.Fatalf("delivery %+v, want the delete", del)
+	}
+	if del.Entry == set.Entry {
+		t.Fatalf("the delete's entry is the set's, %q", del.Entry)
+	}
+	// The set's ack again, as the browser client sends it after a
+	// reconnect: answered as a second ack, and the delete stays leased.
+	if err := second.Ack(context.Background(), "q", set.Entry); err != nil {
+		t.Fatalf("the set's ack again: %v", err)
+	}
+	if got := e.r.Stats().Leases; got != 1 {
+		t.Fatalf("%d leases after the set's ack came again, want the delete's still held", got)
+	}
+	if err := second.Ack(context.Background(), "q", del.Entry); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Until(t, "no lease after the delete's ack", func() (bool, string) {
+		st := e.r.Stats()
+		return st.Leases == 0, fmt.Sprintf("%+v", st)
+	})
+}

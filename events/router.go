@@ -726,7 +726,7 @@ func (r *Router) onChange(ctx context.Context, sw *streamWatch, e persist.Event)
 				continue
 			}
 			send(routed{ev: Event{
-				ID: sw.id(seq), Subject: Subject{sw.ref.scope, sw.ref.stream, key},
+				ID: sw.id(seq) + DeleteIDSuffix, Subject: Subject{sw.ref.scope, sw.ref.stream, key},
 				Op: OpDelete, Seq: seq, TS: now,
 			}})
 		}
@@ -742,6 +742,12 @@ func (r *Router) onChange(ctx context.Context, sw *streamWatch, e persist.Event)
 		r.log.Warn("events: a stream's watcher ended", "scope", sw.ref.scope, "stream", sw.ref.stream, "err", e.Err)
 	}
 }
+
+// DeleteIDSuffix ends the id of a delete: the removed row's set is
+// STREAM#SEQ, and its delete STREAM#SEQ/delete. A `single` delivery's entry
+// is its change's id, so an ack of the set sent again (its answer lost)
+// can never settle the delete of the same row, in flight after it.
+const DeleteIDSuffix = "/delete"
 
 func (sw *streamWatch) id(seq uint64) string {
 	return Subject{Scope: sw.ref.scope, Stream: sw.ref.stream}.String() + "#" + strconv.FormatUint(seq, 10)

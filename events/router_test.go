@@ -310,7 +310,7 @@ func TestRouterDeliversDeletes(t *testing.T) {
 		return ev
 	}
 	e.advanceUntil("the delete of a/y", func() bool { y := last("a/y"); return y != nil && y.Op == OpDelete })
-	if y := last("a/y"); y.Value != nil || y.Seq != second.Seq || y.ID != "project-1/files#"+fmt.Sprint(second.Seq) {
+	if y := last("a/y"); y.Value != nil || y.Seq != second.Seq || y.ID != "project-1/files#"+fmt.Sprint(second.Seq)+DeleteIDSuffix {
 		t.Fatalf("a/y: %+v, want the delete of seq %d", y, second.Seq)
 	}
 	for _, ev := range got.events() {
