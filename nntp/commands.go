@@ -160,7 +160,14 @@ func (c *Conn) gzipBlock(ctx context.Context, cmd string, fn func([]byte) error)
 		c.zbr.Reset(c.zr)
 	}
 	zr := lineReader{br: c.zbr, max: c.cfg.MaxLine, long: c.r.long}
+	read := false
+	defer func() {
+		if !read {
+			c.fail(errAbandoned) // as block: fn panicked
+		}
+	}()
 	cbErr, err := readBlock(&zr, fn)
+	read = true
 	c.r.long = zr.long
 	if err == nil {
 		// Consume the zlib trailer (checksum) and demand the stream ends.
@@ -207,13 +214,17 @@ func (c *Conn) Over(ctx context.Context, first, last int64, fn func(Overview) er
 func (c *Conn) OverSeq(ctx context.Context, first, last int64) iter.Seq2[Overview, error] {
 	return func(yield func(Overview, error) bool) {
 		stopped := errors.New("stopped")
+		done := false
 		err := c.Over(ctx, first, last, func(ov Overview) error {
 			if !yield(ov, nil) {
+				done = true
 				return stopped
 			}
 			return nil
 		})
-		if err != nil && err != stopped {
+		// After the loop stopped, a failure to read the rest is not
+		// yielded: the loop's body is over, and yield must not run again.
+		if err != nil && err != stopped && !done {
 			yield(Overview{}, err)
 		}
 	}
@@ -230,8 +241,9 @@ func (c *Conn) OverPipelined(ctx context.Context, ranges []Range, fn func(r Rang
 			return fmt.Errorf("nntp: OVER: bad range %s", r)
 		}
 	}
-	if c.overVerb == "OVER" && len(ranges) > 1 {
-		// Learn whether OVER is known before sending a train of them.
+	if c.overVerb == "OVER" && len(ranges) > 0 {
+		// Learn whether OVER is known (else Over falls back to XOVER)
+		// before sending a train of them.
 		if err := c.Over(ctx, ranges[0].First, ranges[0].Last, func(ov Overview) error { return fn(ranges[0], ov) }); err != nil {
 			return err
 		}
@@ -254,6 +266,11 @@ func (c *Conn) OverPipelined(ctx context.Context, ranges []Range, fn func(r Rang
 			}
 		}
 		if err := c.flush(); err != nil {
+			return c.ioErr(ctx, cmd, err)
+		}
+		// CommandTimeout bounds each command of the train, its answer
+		// included, not the whole train.
+		if err := c.rearm(ctx); err != nil {
 			return c.ioErr(ctx, cmd, err)
 		}
 		err := c.overResponse(ctx, func(line []byte) error {
@@ -434,10 +451,9 @@ func (c *Conn) Post(ctx context.Context, article io.Reader) error {
 			break
 		}
 		if rerr != nil {
-			// The server waits for the article: end it so the connection
-			// stays in step, and report the reader's failure.
-			_ = c.writeLine(".")
-			_ = c.flush()
+			// Closing the connection without the terminator is the only
+			// way to abort a POST: a "." would have the server take the
+			// truncated article.
 			c.fail(rerr)
 			return fmt.Errorf("nntp: POST: read article: %w", rerr)
 		}

@@ -367,6 +367,10 @@ func (c *Conn) Quit(ctx context.Context) error {
 }
 
 // fail marks the connection broken and closes the socket.
+// errAbandoned breaks a connection whose multi-line answer was left
+// half-read: its callback panicked.
+var errAbandoned = errors.New("nntp: a response was left half-read (its callback panicked)")
+
 func (c *Conn) fail(err error) {
 	if c.err == nil {
 		c.err = err
@@ -387,12 +391,8 @@ func (c *Conn) begin(ctx context.Context) (end func(), err error) {
 	if c.counters != nil {
 		c.counters.commands.Add(1)
 	}
-	deadline := time.Now().Add(c.cfg.CommandTimeout)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
-	}
 	nc := c.nc
-	nc.SetDeadline(deadline)
+	nc.SetDeadline(c.deadline(ctx))
 	fired := make(chan struct{})
 	stop := context.AfterFunc(ctx, func() {
 		// Unblocks a read or write in progress; the command then fails and
@@ -408,6 +408,23 @@ func (c *Conn) begin(ctx context.Context) (end func(), err error) {
 			<-fired
 		}
 	}, nil
+}
+
+// deadline is a command's: the earlier of ctx's and CommandTimeout from now.
+func (c *Conn) deadline(ctx context.Context) time.Time {
+	deadline := time.Now().Add(c.cfg.CommandTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	return deadline
+}
+
+// rearm gives the next command of a pipelined train its own deadline,
+// inside begin's arming. A ctx that ended meanwhile has already set (or is
+// setting) the expired deadline: it is reported rather than overwritten.
+func (c *Conn) rearm(ctx context.Context) error {
+	c.nc.SetDeadline(c.deadline(ctx))
+	return ctx.Err()
 }
 
 // ioErr turns a read/write failure into the error returned to the caller and
@@ -511,7 +528,17 @@ func (c *Conn) status(ctx context.Context, cmd string, want ...int) (int, string
 // protocol error breaks the connection; an error from fn does not (the rest
 // of the block is read and dropped) and is returned as is.
 func (c *Conn) block(ctx context.Context, cmd string, fn func([]byte) error) error {
+	// A callback that panics leaves the answer half-read: a program that
+	// recovers must not get the connection back usable, out of step with
+	// its server, nor a pool keep it.
+	read := false
+	defer func() {
+		if !read {
+			c.fail(errAbandoned)
+		}
+	}()
 	cbErr, err := readBlock(&c.r, fn)
+	read = true
 	if err != nil {
 		return c.ioErr(ctx, cmd, err)
 	}

@@ -1,0 +1,252 @@
+package nntp
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"testing/iotest"
+	"time"
+
+	"github.com/switchyard-dev/switchyard/nntp/nntptest"
+)
+
+// scriptedServer is a scripted NNTP server on a loopback listener for one
+// connection: it greets with 200, then hands every command line to handle,
+// which writes the answer. handle returns false to end the session (the
+// connection is then closed). The goroutine is waited for at cleanup.
+func scriptedServer(t *testing.T, handle func(cmd string, r *bufio.Reader, w *bufio.Writer) bool) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conn net.Conn
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		nc, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		mu.Lock()
+		conn = nc
+		mu.Unlock()
+		defer nc.Close()
+		r := bufio.NewReader(nc)
+		w := bufio.NewWriter(nc)
+		w.WriteString("200 audit server ready\r\n")
+		if w.Flush() != nil {
+			return
+		}
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				return
+			}
+			cont := handle(strings.TrimRight(line, "\r\n"), r, w)
+			if w.Flush() != nil || !cont {
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		if conn != nil {
+			conn.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return ln.Addr().String()
+}
+
+// TestOverSeqStopThenCut: OverSeq documents "Stopping the loop
+// early reads the rest of the response and drops it". When the drain after
+// the consumer's break fails (the connection is cut), Over returns an I/O
+// error that is not the internal "stopped" sentinel, and OverSeq calls
+// yield again after it returned false: the Go runtime panics with "range
+// function continued iteration after function for loop body returned
+// false". Expected: no yield after the consumer stopped (the error is only
+// visible through c.Err()).
+func TestOverSeqStopThenCut(t *testing.T) {
+	s := startServer(t, nntptest.Config{}, 100)
+	ctx := context.Background()
+	c := dial(t, Config{Addr: s.Addr()})
+	if _, err := c.Group(ctx, testGroup); err != nil {
+		t.Fatal(err)
+	}
+	s.SetFaults(nntptest.Faults{CutAfter: 5})
+	var panicked any
+	func() {
+		defer func() { panicked = recover() }()
+		for _, err := range c.OverSeq(ctx, 1, 100) {
+			if err != nil {
+				t.Errorf("unexpected error pair: %v", err)
+			}
+			break // stop after the first overview
+		}
+	}()
+	if panicked != nil {
+		t.Fatalf("OverSeq yielded after the loop body returned false: panic %v", panicked)
+	}
+}
+
+// TestOverPipelinedOneRangeFallsBackToXOVER: Over/OverLines fall back
+// to XOVER when a server answers OVER with 500 (an RFC 2980-only server),
+// and OverPipelined "learns whether OVER is known" first, but only when it
+// has more than one range (commands.go:233). With a single range it sends
+// OVER in the pipeline and overResponse's 500 is returned as
+// ErrNotSupported, although the same call with Over works. Expected: the
+// overview via XOVER.
+func TestOverPipelinedOneRangeFallsBackToXOVER(t *testing.T) {
+	addr := scriptedServer(t, func(cmd string, _ *bufio.Reader, w *bufio.Writer) bool {
+		verb, _, _ := strings.Cut(cmd, " ")
+		switch strings.ToUpper(verb) {
+		case "MODE":
+			w.WriteString("200 reader\r\n")
+		case "GROUP":
+			w.WriteString("211 3 1 3 g\r\n")
+		case "XOVER":
+			w.WriteString("224 overview follows\r\n")
+			for n := 1; n <= 3; n++ {
+				fmt.Fprintf(w, "%d\tsubj %d\tfrom\tdate\t<%d@x>\t\t100\t10\r\n", n, n, n)
+			}
+			w.WriteString(".\r\n")
+		case "QUIT":
+			w.WriteString("205 bye\r\n")
+			return false
+		default: // OVER included: an RFC 977/2980 server
+			w.WriteString("500 unknown command\r\n")
+		}
+		return true
+	})
+	ctx := context.Background()
+	c := dial(t, Config{Addr: addr})
+	if _, err := c.Group(ctx, "g"); err != nil {
+		t.Fatal(err)
+	}
+	var got []int64
+	err := c.OverPipelined(ctx, []Range{{1, 3}}, func(_ Range, ov Overview) error {
+		got = append(got, ov.Number)
+		return nil
+	})
+	if err != nil || len(got) != 3 {
+		t.Fatalf("OverPipelined of one range on an XOVER-only server: %d lines, err %v (want 3, nil)", len(got), err)
+	}
+}
+
+// TestPostReaderErrorAborts: when the article reader
+// fails mid-way, Post writes the terminating "." (commands.go:439) before
+// breaking the connection. The server then receives a complete-looking but
+// truncated article and posts it. The connection is closed right after
+// anyway (c.fail), so "staying in step" buys nothing. Expected: the
+// terminator is never sent; the connection is closed so the server drops
+// the partial article (NNTP has no other way to abort a POST).
+func TestPostReaderErrorAborts(t *testing.T) {
+	result := make(chan string, 1)
+	addr := scriptedServer(t, func(cmd string, r *bufio.Reader, w *bufio.Writer) bool {
+		switch strings.ToUpper(cmd) {
+		case "MODE READER":
+			w.WriteString("200 reader\r\n")
+		case "POST":
+			w.WriteString("340 send article\r\n")
+			if w.Flush() != nil {
+				result <- "flush failed"
+				return false
+			}
+			for {
+				line, err := r.ReadString('\n')
+				if err != nil {
+					result <- "aborted" // connection closed before the terminator
+					return false
+				}
+				if strings.TrimRight(line, "\r\n") == "." {
+					result <- "terminated" // a (truncated) article would be posted
+					w.WriteString("240 article received\r\n")
+					return true
+				}
+			}
+		default:
+			w.WriteString("500 unknown\r\n")
+		}
+		return true
+	})
+	c := dial(t, Config{Addr: addr})
+	art := io.MultiReader(
+		strings.NewReader("From: a@example.invalid\r\nNewsgroups: g\r\nSubject: s\r\n\r\nfirst half of the body\r\n"),
+		iotest.ErrReader(errors.New("disk read failed")),
+	)
+	if err := c.Post(context.Background(), art); err == nil {
+		t.Fatal("Post with a failing reader succeeded")
+	}
+	if got := <-result; got != "aborted" {
+		t.Fatalf("server saw the article %s: a truncated article was submitted for posting", got)
+	}
+}
+
+// TestOverPipelinedDeadlinePerCommand: Config.CommandTimeout
+// "bounds one command, its whole response included", but OverPipelined
+// arms one deadline (begin, commands.go:240) for the whole train of OVER
+// commands. A long fetch whose every command answers well within the
+// timeout fails with i/o timeout once the sum exceeds it (the CLI "nntp
+// over" fetches a whole group in one call). Expected: each response gets
+// its own CommandTimeout (re-arm the deadline per command/response).
+func TestOverPipelinedDeadlinePerCommand(t *testing.T) {
+	s := startServer(t, nntptest.Config{}, 200)
+	ctx := context.Background()
+	c := dial(t, Config{Addr: s.Addr(), CommandTimeout: time.Second})
+	if _, err := c.Group(ctx, testGroup); err != nil {
+		t.Fatal(err)
+	}
+	// Each response comes 150 ms after its command is read: the twelve
+	// take about 1.8 s, each well within its second.
+	s.SetFaults(nntptest.Faults{Delay: 150 * time.Millisecond})
+	var ranges []Range
+	for i := int64(0); i < 12; i++ {
+		ranges = append(ranges, Range{i*10 + 1, i*10 + 10})
+	}
+	n := 0
+	start := time.Now()
+	err := c.OverPipelined(ctx, ranges, func(Range, Overview) error { n++; return nil })
+	if err != nil {
+		t.Fatalf("after %v and %d lines: %v (each command answered in ~150ms, CommandTimeout 1s)", time.Since(start).Round(time.Millisecond), n, err)
+	}
+}
+
+// TestPanicInCallbackBreaksConn: when fn panics in the middle of
+// a multi-line response (here inside an Over callback), Pool.Do's deferred
+// Release (pool.go:415) puts the connection back in the idle list because
+// c.Err() is nil, although the rest of the response is still unread. The
+// next caller that gets it reads overview lines as status lines. Expected:
+// a connection abandoned mid-response (panic in a callback) is marked
+// broken and closed, not reused.
+func TestPanicInCallbackBreaksConn(t *testing.T) {
+	s := startServer(t, nntptest.Config{}, 500)
+	p := newPool(t, PoolConfig{Conn: Config{Addr: s.Addr()}, Size: 1, HealthEvery: -1})
+	ctx := context.Background()
+	func() {
+		defer func() { recover() }()
+		_ = p.Do(ctx, func(c *Conn) error {
+			if _, err := c.Group(ctx, testGroup); err != nil {
+				return err
+			}
+			return c.Over(ctx, 1, 500, func(Overview) error { panic("callback bug") })
+		})
+	}()
+	err := p.Do(ctx, func(c *Conn) error {
+		_, err := c.Group(ctx, testGroup)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("next user of the pool got an out-of-step connection: %v", err)
+	}
+}
