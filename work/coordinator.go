@@ -106,6 +106,11 @@ type Coordinator struct {
 	// own: Stop lets its last round finish (chunks in flight written, their
 	// range marked spooled) before it cancels anything.
 	wg sync.WaitGroup
+	// The share loop ends last, apart from the others: it renews the
+	// entry that counts the connections the prefetcher's last round still
+	// holds, which the other processes would take over once it is stale.
+	shareWG     sync.WaitGroup
+	shareCancel context.CancelFunc
 }
 
 // NewCoordinator builds a coordinator on st that fetches through pool. The
@@ -114,6 +119,15 @@ func NewCoordinator(st *Store, pool *nntp.Pool, cfg CoordinatorConfig) (*Coordin
 	cfg = cfg.withDefaults()
 	if cfg.Shard.Count < 1 || cfg.Shard.Index < 1 || cfg.Shard.Index > cfg.Shard.Count {
 		return nil, fmt.Errorf("coordinator: shard %s: want 1 <= i <= n", cfg.Shard)
+	}
+	for name, d := range map[string]time.Duration{
+		"Tick": cfg.Tick, "TailEvery": cfg.TailEvery, "PlanEvery": cfg.PlanEvery, "ProgressEvery": cfg.ProgressEvery,
+		"StopWait": cfg.StopWait, "Share.Every": cfg.Share.Every, "Lease.AbandonedEvery": cfg.Lease.AbandonedEvery,
+	} {
+		// A negative interval would run its loop with no pause at all.
+		if d < 0 {
+			return nil, fmt.Errorf("coordinator: %s %v must not be negative", name, d)
+		}
 	}
 	share, err := NewShare(st, pool, cfg.Share)
 	if err != nil {
@@ -181,13 +195,19 @@ func (c *Coordinator) start(ctx context.Context) error {
 	if shareEvery == 0 {
 		shareEvery = ShareEveryDefault
 	}
-	c.loop(run, "nntp share", shareEvery, func(ctx context.Context) error {
-		r, err := c.share.Round(ctx)
-		if err == nil && r.Granted != r.Was {
-			c.log.Info("nntp share", "granted", r.Granted, "was", r.Was)
-		}
-		return err
-	})
+	shareCtx, shareCancel := context.WithCancel(context.WithoutCancel(run))
+	c.shareCancel = shareCancel
+	c.shareWG.Add(1)
+	go func() {
+		defer c.shareWG.Done()
+		runLoop(shareCtx, c.log, "nntp share", shareEvery, func(ctx context.Context) error {
+			r, err := c.share.Round(ctx)
+			if err == nil && r.Granted != r.Was {
+				c.log.Info("nntp share", "granted", r.Granted, "was", r.Was)
+			}
+			return err
+		})
+	}()
 	if c.cfg.Shard.Main() {
 		c.loop(run, "finishing abandoned leases", c.cfg.Lease.AbandonedEvery, func(ctx context.Context) error {
 			n, err := c.leases.FinishAbandoned(ctx)
@@ -261,7 +281,8 @@ func runLoop(ctx context.Context, log *slog.Logger, what string, every time.Dura
 }
 
 // Stop stops taking work, waits up to StopWait (or ctx) for the chunks in
-// flight, closes the pool and leaves the share. Safe without Start and
+// flight, leaves the share (waiting, its entry renewed, until the pool's
+// connections are closed) and closes the pool. Safe without Start and
 // twice.
 func (c *Coordinator) Stop(ctx context.Context) error {
 	return c.base.Stop(ctx, c.stop)
@@ -278,19 +299,25 @@ func (c *Coordinator) stop(ctx context.Context) error {
 		c.log.Info("closed connections still fetching", "err", err)
 	}
 	wcancel()
+	// The share loop renewed the entry while the chunks were fetched; Leave
+	// renews it while the connections close.
+	if c.shareCancel != nil {
+		c.shareCancel()
+	}
+	c.shareWG.Wait()
 	// Cleanup runs even when ctx is done, each step with its own time: a
 	// slow pool close must not leave the share entry behind.
 	var firstErr error
-	pctx, pcancel := context.WithTimeout(context.WithoutCancel(ctx), closeWait)
-	if err := c.pool.Stop(pctx); err != nil {
-		firstErr = fmt.Errorf("coordinator: close pool: %w", err)
-	}
-	pcancel()
 	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), closeWait)
-	if err := c.share.Leave(sctx); err != nil && firstErr == nil {
+	if err := c.share.Leave(sctx); err != nil {
 		firstErr = fmt.Errorf("coordinator: leave share: %w", err)
 	}
 	scancel()
+	pctx, pcancel := context.WithTimeout(context.WithoutCancel(ctx), closeWait)
+	if err := c.pool.Stop(pctx); err != nil && firstErr == nil {
+		firstErr = fmt.Errorf("coordinator: close pool: %w", err)
+	}
+	pcancel()
 	c.log.Info("coordinator stopped")
 	return firstErr
 }
