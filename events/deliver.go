@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/switchyard-dev/switchyard/forward"
 )
@@ -99,14 +98,7 @@ func encodeDelivery(self, user string, d Delivery) *forward.Delivery {
 		v.ID, v.Subject, v.Seq, v.TS, v.Coalesced, v.Op = ev.ID, ev.Subject.String(), ev.Seq, ev.TS, ev.Coalesced, remoteDel
 		if ev.Op == OpSet {
 			v.Op = remoteSet
-			switch {
-			case len(ev.Value) > MaxRemoteValueBytes:
-				v.Omitted = true
-			case utf8.Valid(ev.Value):
-				v.Value = string(ev.Value)
-			default:
-				v.Value, v.Enc = base64.StdEncoding.EncodeToString(ev.Value), "base64"
-			}
+			v.Value, v.Enc, v.Omitted = crossingValue(ev.Value)
 		}
 	}
 	b, _ := json.Marshal(v) // strings and numbers always encode
@@ -148,11 +140,10 @@ func decodeDelivery(fd *forward.Delivery) (user string, d Delivery, ok bool) {
 	}
 	var subj Subject
 	if v.Subject != "" {
-		a, err := ParseAnchor(v.Subject)
-		if err != nil {
+		var err error
+		if subj, err = ParseSubject(v.Subject); err != nil {
 			return "", Delivery{}, false
 		}
-		subj = a.Subject
 	}
 	switch v.Op {
 	case remoteGap:
@@ -337,6 +328,9 @@ func (r *Router) deliverRemote(origin, user string, d Delivery) {
 		r.gaps[d.Gap.Reason]++
 		r.gapMu.Unlock()
 	}
+	if d.Event != nil {
+		nameOrigin(d.Event, origin)
+	}
 	if d.Mode != ModeSingle {
 		for _, s := range sessions {
 			s.deliver(d)
@@ -346,6 +340,21 @@ func (r *Router) deliverRemote(origin, user string, d Delivery) {
 	r.remoteIn[remoteKey{origin, user, d.Sub}] = &remoteEntry{entry: d.Entry, at: r.cfg.Clock.Now()}
 	d.Entry = remoteEntryID(origin, d.Entry)
 	sessions[(d.Attempt-1)%len(sessions)].deliver(d)
+}
+
+// nameOrigin names ev, a change a peer delivered, as a change of that
+// peer's data: ID@PEER with Origin set, as the session path names a peer's
+// event, so it is never taken for this region's change of the same seq. A
+// change the peer had itself heard from another region keeps that one's
+// name (the "@" after its seq).
+func nameOrigin(ev *Event, peer string) {
+	if i := strings.LastIndexByte(ev.ID, '#'); i >= 0 {
+		if _, from, ok := strings.Cut(ev.ID[i:], "@"); ok {
+			ev.Origin = from
+			return
+		}
+	}
+	ev.ID, ev.Origin = ev.ID+"@"+peer, peer
 }
 
 // remoteEntryID is the entry a peer's `single` delivery is handed out

@@ -1,6 +1,7 @@
 package events
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -27,9 +28,9 @@ const (
 	// region; a larger one crosses without it (the far side reads it with a
 	// get), which keeps every item within the forward queue's bound.
 	MaxRemoteValueBytes = 96 << 10
-	// remoteAddTimeout bounds starting the stream watcher a peer's watch
-	// needs.
-	remoteAddTimeout = 30 * time.Second
+	// StandInTimeoutDefault bounds starting the stream watcher a peer's
+	// watch needs (RegionConfig.StandInTimeout).
+	StandInTimeoutDefault = 30 * time.Second
 )
 
 // RegionConfig joins a router to its peer regions over the forward queue
@@ -61,6 +62,11 @@ type RegionConfig struct {
 	// RemoteTTL is how long a peer's announcement holds without renewal.
 	// Zero means three Announce periods.
 	RemoteTTL time.Duration
+	// StandInTimeout bounds starting the stream watcher of a token a peer
+	// watches (its first read, when persist is slow or down); one that
+	// fails is started again at the peer's next announcement. Zero means
+	// StandInTimeoutDefault.
+	StandInTimeout time.Duration
 }
 
 // RegionStats counts what a region exchanged with its peers.
@@ -240,6 +246,14 @@ func (g *region) drop(peer, tok string) bool {
 	return had
 }
 
+// forget drops every peer's watch of tok, whose stand-in failed to
+// start.
+func (g *region) forget(tok string) {
+	g.mu.Lock()
+	delete(g.remote, tok)
+	g.mu.Unlock()
+}
+
 // wants reports whether some peer still watches tok.
 func (g *region) wants(tok string) bool {
 	g.mu.Lock()
@@ -335,7 +349,7 @@ func (r *Router) addRemote(tok string) {
 	r.bg.Add(1)
 	go func() {
 		defer r.bg.Done()
-		ctx, cancel := context.WithTimeout(r.base.Run(), remoteAddTimeout)
+		ctx, cancel := context.WithTimeout(r.base.Run(), cmp.Or(r.region.cfg.StandInTimeout, StandInTimeoutDefault))
 		defer cancel()
 		err := r.add(ctx, &routerSub{sub: &Sub{ID: id, Owner: string(id), Anchor: a}})
 		switch {
@@ -344,6 +358,10 @@ func (r *Router) addRemote(tok string) {
 			if r.base.Run().Err() == nil {
 				r.log.Warn("events: watching for a peer region", "anchor", tok, "err", err)
 			}
+			// Forgotten, so the peers' next announcement of the token is
+			// a first one again, which starts the stand-in again: kept,
+			// the announcements only renewed a token nothing forwarded.
+			r.region.forget(tok)
 		case !r.region.wants(tok):
 			r.remove(id) // dropped while its watcher started
 		}
@@ -441,7 +459,7 @@ type remoteValue struct {
 	Seq     uint64 `json:"seq,omitempty"`
 	Value   string `json:"value,omitempty"`
 	Enc     string `json:"enc,omitempty"`
-	Omitted bool   `json:"omitted,omitempty"` // the value was over MaxRemoteValueBytes
+	Omitted bool   `json:"omitted,omitempty"` // the value's form was over MaxRemoteValueBytes (crossingValue)
 	Reason  string `json:"reason,omitempty"`
 	Count   int    `json:"count,omitempty"`
 }
@@ -462,17 +480,46 @@ func encodeRemote(ev *Event) *forward.Event {
 	op := remoteDel
 	if ev.Op == OpSet {
 		op = remoteSet
-		switch {
-		case len(ev.Value) > MaxRemoteValueBytes:
-			v.Omitted = true
-		case utf8.Valid(ev.Value):
-			v.Value = string(ev.Value)
-		default:
-			v.Value, v.Enc = base64.StdEncoding.EncodeToString(ev.Value), "base64"
-		}
+		v.Value, v.Enc, v.Omitted = crossingValue(ev.Value)
 	}
 	b, _ := json.Marshal(v) // strings and numbers always encode
 	return &forward.Event{Family: "kv", ID: ev.ID, TS: ev.TS, KV: &forward.KVChange{KVKey: ev.Subject.String(), Op: op, Value: b}}
+}
+
+// crossingValue is how a set's value crosses to a peer: text as it is,
+// anything else in base64, and nothing (omitted: the far side reads it
+// with a get) when that form, escaped as JSON, is over
+// MaxRemoteValueBytes. The bound is on what the item carries, which keeps
+// every item within the forward queue's: a 96 KiB binary value is 128
+// KiB in base64, and each '<' of a text 6 bytes as JSON.
+func crossingValue(value []byte) (text, enc string, omitted bool) {
+	if utf8.Valid(value) {
+		if jsonTextLen(value) > MaxRemoteValueBytes {
+			return "", "", true
+		}
+		return string(value), "", false
+	}
+	if base64.StdEncoding.EncodedLen(len(value)) > MaxRemoteValueBytes {
+		return "", "", true
+	}
+	return base64.StdEncoding.EncodeToString(value), "base64", false
+}
+
+// jsonTextLen bounds from above the length of valid UTF-8 text inside a
+// JSON string as encoding/json writes it (HTML characters escaped).
+func jsonTextLen(b []byte) int {
+	n := len(b)
+	for i, c := range b {
+		switch {
+		case c == '"' || c == '\\':
+			n++
+		case c < 0x20 || c == '<' || c == '>' || c == '&':
+			n += 5 // \u00XX
+		case c == 0xE2 && i+2 < len(b) && b[i+1] == 0x80 && (b[i+2] == 0xA8 || b[i+2] == 0xA9):
+			n += 3 // U+2028 and U+2029 are written \u2028, \u2029
+		}
+	}
+	return n
 }
 
 // gapItem is a marker for subj's stream.
@@ -488,7 +535,8 @@ func decodeRemote(e *forward.Event) (ev Event, gap *Gap, ok bool) {
 	if e.Family != "kv" || e.KV == nil {
 		return Event{}, nil, false
 	}
-	a, err := ParseAnchor(e.KV.KVKey)
+	// Any key persist takes crosses, not only those an anchor may name.
+	subj, err := ParseSubject(e.KV.KVKey)
 	if err != nil {
 		return Event{}, nil, false
 	}
@@ -496,7 +544,7 @@ func decodeRemote(e *forward.Event) (ev Event, gap *Gap, ok bool) {
 	if len(e.KV.Value) > 0 && json.Unmarshal(e.KV.Value, &v) != nil {
 		return Event{}, nil, false
 	}
-	ev = Event{ID: e.ID, Subject: a.Subject, Seq: v.Seq, TS: e.TS}
+	ev = Event{ID: e.ID, Subject: subj, Seq: v.Seq, TS: e.TS}
 	switch e.KV.Op {
 	case remoteSet:
 		ev.Op = OpSet
@@ -518,7 +566,7 @@ func decodeRemote(e *forward.Event) (ev Event, gap *Gap, ok bool) {
 		if !slices.Contains(Reasons, r) || v.Count < 1 {
 			return Event{}, nil, false
 		}
-		return ev, &Gap{Reason: r, Subject: a.Subject, Count: v.Count, From: e.TS, To: e.TS}, true
+		return ev, &Gap{Reason: r, Subject: subj, Count: v.Count, From: e.TS, To: e.TS}, true
 	default:
 		return Event{}, nil, false
 	}

@@ -24,6 +24,7 @@ import (
 // the signed forward stack to its one peer.
 type testRegion struct {
 	name string
+	env  *persistenv.Env // the region's persist, to stop and start
 	c    *persist.Client
 	r    *Router
 	recv atomic.Pointer[forward.Receiver]
@@ -64,6 +65,8 @@ type regionOpts struct {
 	// counting the refusals in failedB: each such batch is lost to a.
 	failB   *atomic.Bool
 	failedB *atomic.Int64
+	// remoteTTL and standIn are the regions' RemoteTTL and StandInTimeout.
+	remoteTTL, standIn time.Duration
 }
 
 // batchRecorder keeps the requests a receiver was sent: their path,
@@ -108,7 +111,8 @@ func twoRegionsWith(t *testing.T, o regionOpts) (a, b *testRegion) {
 		s := make([]byte, 32)
 		_, _ = rand.Read(s)
 		secrets[name] = s
-		g := &testRegion{name: name, c: persistenv.Start(t, 1).Client()}
+		env := persistenv.Start(t, 1)
+		g := &testRegion{name: name, env: env, c: env.Client()}
 		g.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 			if name == "b" && o.failB != nil && o.failB.Load() {
 				o.failedB.Add(1)
@@ -178,7 +182,7 @@ func twoRegionsWith(t *testing.T, o regionOpts) (a, b *testRegion) {
 				q.Push(p, it)
 			}
 		}
-		rcfg := RouterConfig{Client: g.c, Logger: quiet, Clock: o.clk, Region: &RegionConfig{Self: self, Peers: []string{peer}, Push: push, Announce: o.announce}}
+		rcfg := RouterConfig{Client: g.c, Logger: quiet, Clock: o.clk, Region: &RegionConfig{Self: self, Peers: []string{peer}, Push: push, Announce: o.announce, RemoteTTL: o.remoteTTL, StandInTimeout: o.standIn}}
 		if o.durable {
 			rcfg.Durable = &DurableConfig{}
 		}

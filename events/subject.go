@@ -118,36 +118,59 @@ func ParseAnchor(s string) (Anchor, error) {
 	if len(s) > MaxAnchorBytes {
 		return Anchor{}, fmt.Errorf("%w: %d bytes, over %d", ErrBadAnchor, len(s), MaxAnchorBytes)
 	}
+	subj, err := parseSubject(s)
+	if err != nil {
+		return Anchor{}, fmt.Errorf("%w %w", ErrBadAnchor, err)
+	}
+	if strings.HasSuffix(s, "/") {
+		return Anchor{}, fmt.Errorf("%w %q: ends with '/'", ErrBadAnchor, s)
+	}
+	if strings.Contains(subj.Key, "//") {
+		return Anchor{}, fmt.Errorf("%w %q: empty path segment", ErrBadAnchor, s)
+	}
+	return Anchor{subj}, nil
+}
+
+// ParseSubject reads a subject's text (Subject.String): "scope/stream" or
+// "scope/stream/key", where the key is any valid persist key — empty
+// segments, a trailing '/' and any length persist takes included, which
+// an anchor refuses. A peer region's events name their subjects so.
+func ParseSubject(s string) (Subject, error) {
+	subj, err := parseSubject(s)
+	if err != nil {
+		return Subject{}, fmt.Errorf("bad subject %w", err)
+	}
+	return subj, nil
+}
+
+func parseSubject(s string) (Subject, error) {
 	if !utf8.ValidString(s) {
-		return Anchor{}, fmt.Errorf("%w: not valid UTF-8", ErrBadAnchor)
+		return Subject{}, errors.New("(not valid UTF-8)")
 	}
 	scope, rest, ok := strings.Cut(s, "/")
 	if !ok {
-		return Anchor{}, fmt.Errorf("%w %q: want scope/stream or scope/stream/path", ErrBadAnchor, s)
+		return Subject{}, fmt.Errorf("%q: want scope/stream or scope/stream/path", s)
 	}
 	if !bus.ValidScope(scope) {
-		return Anchor{}, fmt.Errorf("%w %q: scope %q is not [a-z0-9][a-z0-9_-]{0,127}", ErrBadAnchor, s, scope)
+		return Subject{}, fmt.Errorf("%q: scope %q is not [a-z0-9][a-z0-9_-]{0,127}", s, scope)
 	}
-	rawStream, key, _ := strings.Cut(rest, "/")
+	rawStream, key, keyed := strings.Cut(rest, "/")
 	stream, err := unescape(rawStream)
 	if err != nil {
-		return Anchor{}, fmt.Errorf("%w %q: %v", ErrBadAnchor, s, err)
+		return Subject{}, fmt.Errorf("%q: %v", s, err)
 	}
 	if err := persist.ValidStreamName(stream); err != nil {
-		return Anchor{}, fmt.Errorf("%w %q: %v", ErrBadAnchor, s, err)
+		return Subject{}, fmt.Errorf("%q: %v", s, err)
 	}
-	if strings.HasSuffix(rest, "/") {
-		return Anchor{}, fmt.Errorf("%w %q: ends with '/'", ErrBadAnchor, s)
-	}
-	if key != "" {
+	if keyed {
+		if key == "" {
+			return Subject{}, fmt.Errorf("%q: ends with '/'", s)
+		}
 		if err := persist.ValidKey(key); err != nil {
-			return Anchor{}, fmt.Errorf("%w %q: %v", ErrBadAnchor, s, err)
-		}
-		if strings.Contains(key, "//") {
-			return Anchor{}, fmt.Errorf("%w %q: empty path segment", ErrBadAnchor, s)
+			return Subject{}, fmt.Errorf("%q: %v", s, err)
 		}
 	}
-	return Anchor{Subject{Scope: scope, Stream: stream, Key: key}}, nil
+	return Subject{Scope: scope, Stream: stream, Key: key}, nil
 }
 
 // Token is the anchor's index token, which Subject.Anchors lists for every
