@@ -74,6 +74,9 @@ close the connections, leave the share, exit 0.`,
 			ccfg := coordinatorConfig(groups, providerOpts.conns, sh, workOpts)
 			wc := fleet.WorkConfig{Source: source, NNTP: ncfg, Coordinator: &ccfg}
 			if usenetOpts.postprocess {
+				if sh.Index > 1 {
+					return usagef("--postprocess runs beside shard 1 only, not --shard %s", shard)
+				}
 				if err := usenet.ValidScope(usenetOpts.scope); err != nil {
 					return usagef("--usenet-scope: %v", err)
 				}

@@ -50,8 +50,8 @@ and go.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			user := args[0]
-			if err := persist.ValidStreamName(user); err != nil {
-				return usagef("user %q: %v", user, err)
+			if err := checkUser(user); err != nil {
+				return err
 			}
 			return natsOpts.with(cmd, func(ctx context.Context, c *persist.Client) error {
 				rows, err := events.PersistPresence{Client: c}.List(ctx, user)
@@ -106,6 +106,15 @@ the file private (mode 0600): whoever has a region's secret can send as that reg
 	}
 }
 
+// checkUser rejects a USER argument that cannot name a user's rows (the
+// rule of persist.ValidStreamName), as a usage error.
+func checkUser(user string) error {
+	if err := persist.ValidStreamName(user); err != nil {
+		return usagef("user %q: %v", user, err)
+	}
+	return nil
+}
+
 // newEventsSubsCmd builds switchyard events subs.
 func newEventsSubsCmd() *cobra.Command {
 	var natsOpts natsFlags
@@ -127,6 +136,9 @@ sessions do not ack.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			user := args[0]
+			if err := checkUser(user); err != nil {
+				return err
+			}
 			return natsOpts.with(cmd, func(ctx context.Context, c *persist.Client) error {
 				store := events.DurableStore{Client: c}
 				rows, err := store.List(ctx, user)

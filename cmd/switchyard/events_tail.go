@@ -142,11 +142,7 @@ func (p tailPrinter) print(d events.Delivery) error {
 		} else {
 			ev := d.Event
 			l.Subject, l.Op, l.Seq, l.TS, l.Coalesced = ev.Subject.String(), string(ev.Op), ev.Seq, ev.TS, ev.Coalesced
-			if utf8.Valid(ev.Value) {
-				l.Value = string(ev.Value)
-			} else {
-				l.Value, l.Enc = fmt.Sprintf("%x", ev.Value), "hex"
-			}
+			l.Value, l.Enc = jsonValue(ev.Value)
 		}
 		b, err := json.Marshal(l)
 		if err != nil {

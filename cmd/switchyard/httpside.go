@@ -1,8 +1,6 @@
 package main
 
 import (
-	"net"
-
 	"github.com/spf13/cobra"
 
 	"github.com/switchyard-dev/switchyard/fleet"
@@ -56,9 +54,9 @@ func (f httpFlags) validate(insecure bool) error {
 	if f.addr == "" {
 		return nil
 	}
-	host, _, err := net.SplitHostPort(f.addr)
+	host, err := checkListenAddr("--http", f.addr)
 	if err != nil {
-		return usagef("--http %q: want host:port: %v", f.addr, err)
+		return err
 	}
 	if !web.IsLoopback(host) && !f.insecure && !insecure {
 		return usagef("--http %q is reachable from other machines, and the HTTP side speaks plain HTTP (credentials and data in the clear; without --auth, open to all): use a loopback address, or --http-insecure to serve it anyway (behind a TLS proxy)", f.addr)

@@ -401,6 +401,20 @@ func TestHTTPNonLoopbackRefused(t *testing.T) {
 	}
 }
 
+// TestHTTPPortChecked: --http's port must be a number in 0-65535, else a
+// usage error naming --http comes before anything connects. Before, only
+// the form host:port was checked, and a bad port failed as a listener
+// error after the role had started.
+func TestHTTPPortChecked(t *testing.T) {
+	t.Parallel()
+	dead := deadNATS(t)
+	for _, addr := range []string{"127.0.0.1:99999", "127.0.0.1:abc", "127.0.0.1:"} {
+		args := []string{"balancer", "--http", addr, "--nats", dead}
+		_, stderr, code := execute(t, args...)
+		wantUsage(t, args, stderr, code, "--http")
+	}
+}
+
 // TestHTTPHostFlag: --http-host must be a name or an IP (a usage error
 // otherwise), and --http-host and --metrics-open reach the fleet's HTTP
 // side.

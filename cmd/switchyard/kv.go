@@ -38,7 +38,7 @@ func newKVSetCmd() *cobra.Command {
   switchyard kv set hub settings theme light --prev-seq 3   # only if theme is still at seq 3`,
 		Args: cobra.ExactArgs(4),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkScopeKey(args[0], args[2]); err != nil {
+			if err := checkScopeStreamKey(args[0], args[1], args[2]); err != nil {
 				return err
 			}
 			value, err := valueArg(cmd, args[3])
@@ -82,7 +82,7 @@ stored bytes and nothing else, so binary values round-trip:
 A key that does not exist exits 3.`,
 		Args: cobra.ExactArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkScopeKey(args[0], args[2]); err != nil {
+			if err := checkScopeStreamKey(args[0], args[1], args[2]); err != nil {
 				return err
 			}
 			return natsOpts.with(cmd, func(ctx context.Context, c *persist.Client) error {
@@ -107,7 +107,7 @@ func newKVDelCmd() *cobra.Command {
 		Short: "Delete KEY (succeeds quietly if it does not exist)",
 		Args:  cobra.ExactArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkScopeKey(args[0], args[2]); err != nil {
+			if err := checkScopeStreamKey(args[0], args[1], args[2]); err != nil {
 				return err
 			}
 			return natsOpts.with(cmd, func(ctx context.Context, c *persist.Client) error {
@@ -129,7 +129,7 @@ func newKVKeysCmd() *cobra.Command {
 		Short: "List the keys of a stream, one per line",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkScope(args[0]); err != nil {
+			if err := checkScopeStream(args[0], args[1]); err != nil {
 				return err
 			}
 			return natsOpts.with(cmd, func(ctx context.Context, c *persist.Client) error {

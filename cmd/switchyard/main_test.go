@@ -111,6 +111,19 @@ func cli(t *testing.T, args ...string) *exec.Cmd {
 	return cmd
 }
 
+// deadNATS is a NATS URL where nothing listens.
+func deadNATS(t *testing.T) string {
+	return "nats://127.0.0.1:" + strconv.Itoa(testproc.FreePort(t))
+}
+
+// wantUsage checks a usage error (exit 2) whose message names want.
+func wantUsage(t *testing.T, args []string, stderr string, code int, want string) {
+	t.Helper()
+	if code != exitUsage || !strings.Contains(stderr, want) {
+		t.Errorf("%q: exit %d, stderr %q; want exit %d naming %q", args, code, strings.TrimSpace(stderr), exitUsage, want)
+	}
+}
+
 func TestExitCodes(t *testing.T) {
 	t.Parallel()
 	dead := "nats://127.0.0.1:" + strconv.Itoa(testproc.FreePort(t))

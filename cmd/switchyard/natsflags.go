@@ -128,8 +128,20 @@ func (f *natsFlags) connect() (*nats.Conn, error) {
 	return nc, nil
 }
 
+// checkTimeout refuses a non-positive --timeout as a usage error, before
+// anything connects.
+func (f *natsFlags) checkTimeout() error {
+	if f.timeout <= 0 {
+		return usagef("--timeout must be positive")
+	}
+	return nil
+}
+
 // client connects and returns a persist client plus a context bounded by --timeout.
 func (f *natsFlags) client(cmd *cobra.Command) (*persist.Client, context.Context, func(), error) {
+	if err := f.checkTimeout(); err != nil {
+		return nil, nil, nil, err
+	}
 	nc, err := f.connect()
 	if err != nil {
 		return nil, nil, nil, err
@@ -198,9 +210,30 @@ func checkKey(key string) error {
 	return nil
 }
 
-// checkScopeKey checks the SCOPE and KEY arguments of a kv command.
-func checkScopeKey(scope, key string) error {
+// checkStream rejects a STREAM argument that is empty or breaks the naming
+// rule (persist.ValidStreamName), as a usage error: the request would be
+// refused anyway.
+func checkStream(stream string) error {
+	if stream == "" {
+		return usagef("STREAM is empty")
+	}
+	if err := persist.ValidStreamName(stream); err != nil {
+		return usagef("STREAM %q: %v", stream, err)
+	}
+	return nil
+}
+
+// checkScopeStream checks the SCOPE and STREAM arguments of a stream command.
+func checkScopeStream(scope, stream string) error {
 	if err := checkScope(scope); err != nil {
+		return err
+	}
+	return checkStream(stream)
+}
+
+// checkScopeStreamKey checks the SCOPE, STREAM and KEY arguments of a kv command.
+func checkScopeStreamKey(scope, stream, key string) error {
+	if err := checkScopeStream(scope, stream); err != nil {
 		return err
 	}
 	return checkKey(key)

@@ -41,8 +41,8 @@ func (f *nntpFlags) config() (nntp.Config, error) {
 	if f.server == "" {
 		return nntp.Config{}, usagef("--server host:port is required")
 	}
-	if !strings.Contains(f.server, ":") {
-		return nntp.Config{}, usagef("--server %q: want host:port", f.server)
+	if err := checkDialAddr("--server", f.server); err != nil {
+		return nntp.Config{}, err
 	}
 	if f.tls && f.starttls {
 		return nntp.Config{}, usagef("--tls and --starttls exclude each other")
@@ -118,22 +118,24 @@ such as 'alt.binaries.*'.`,
 	return cmd
 }
 
-// nntpParseRange parses FIRST-LAST, FIRST- or a single number.
-func nntpParseRange(s string, g nntp.Group) (int64, int64, error) {
+// nntpParseRange parses FIRST-LAST, FIRST- or a single number. FIRST- is
+// open-ended: open is true and last 0, the end being the group's high mark.
+func nntpParseRange(s string) (first, last int64, open bool, err error) {
 	a, b, dash := strings.Cut(s, "-")
-	first, err := strconv.ParseInt(a, 10, 64)
+	first, err = strconv.ParseInt(a, 10, 64)
 	if err != nil || first < 1 {
-		return 0, 0, usagef("range %q: want FIRST-LAST", s)
+		return 0, 0, false, usagef("range %q: want FIRST-LAST", s)
 	}
-	last := first
-	if dash {
-		if b == "" {
-			last = g.High
-		} else if last, err = strconv.ParseInt(b, 10, 64); err != nil || last < first {
-			return 0, 0, usagef("range %q: want FIRST-LAST with FIRST <= LAST", s)
-		}
+	switch {
+	case !dash:
+		return first, first, false, nil
+	case b == "":
+		return first, 0, true, nil
 	}
-	return first, last, nil
+	if last, err = strconv.ParseInt(b, 10, 64); err != nil || last < first {
+		return 0, 0, false, usagef("range %q: want FIRST-LAST with FIRST <= LAST", s)
+	}
+	return first, last, false, nil
 }
 
 func newNNTPOverCmd() *cobra.Command {
@@ -152,6 +154,14 @@ show their progress on stderr (a bar on a terminal, else a line every 5s).`,
 			if chunk < 1 {
 				return usagef("--chunk must be positive")
 			}
+			var first, last int64
+			var open bool
+			if len(args) == 2 {
+				var err error
+				if first, last, open, err = nntpParseRange(args[1]); err != nil {
+					return err
+				}
+			}
 			ctx := cmd.Context()
 			c, err := f.dial(ctx)
 			if err != nil {
@@ -162,11 +172,11 @@ show their progress on stderr (a bar on a terminal, else a line every 5s).`,
 			if err != nil {
 				return err
 			}
-			first, last := max(g.Low, g.High-99), g.High
-			if len(args) == 2 {
-				if first, last, err = nntpParseRange(args[1], g); err != nil {
-					return err
-				}
+			switch {
+			case len(args) == 1:
+				first, last = max(g.Low, g.High-99), g.High
+			case open:
+				last = g.High
 			}
 			if last < first || last < 1 {
 				return nil

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -53,5 +54,44 @@ func TestNNTPCommands(t *testing.T) {
 	// Missing --server is a usage error.
 	if _, stderr, code := execute(t, "nntp", "groups"); code != exitUsage {
 		t.Fatalf("no server: exit %d, stderr %q", code, stderr)
+	}
+}
+
+// TestNNTPServerAddressChecked: the nntp commands refuse a --server without
+// a host or with a port outside 1-65535 as a usage error naming it, as
+// coordinator run does for --nntp. Before, they only looked for a ':', and
+// such an address failed as a dial error.
+func TestNNTPServerAddressChecked(t *testing.T) {
+	t.Parallel()
+	for _, addr := range []string{"127.0.0.1:", ":119", "127.0.0.1:99999", "127.0.0.1:abc"} {
+		args := []string{"nntp", "groups", "--server", addr}
+		_, stderr, code := execute(t, args...)
+		wantUsage(t, args, stderr, code, "--server")
+	}
+}
+
+// TestNNTPOverRangeCheckedBeforeDialing: nntp over refuses a malformed or
+// inverted FIRST-LAST as a usage error before it dials, and an open-ended
+// FIRST- ends at the group's high mark. Before, the range was parsed only
+// once the server answered, so with the server down a bad range failed as
+// "connection refused".
+func TestNNTPOverRangeCheckedBeforeDialing(t *testing.T) {
+	t.Parallel()
+	server := "127.0.0.1:" + strconv.Itoa(testproc.FreePort(t))
+	for _, r := range []string{"abc", "9-3", "0-5"} {
+		args := []string{"nntp", "over", "alt.binaries.x", r, "--server", server}
+		_, stderr, code := execute(t, args...)
+		wantUsage(t, args, stderr, code, "range")
+	}
+
+	srv := nntptest.New(nntptest.Config{})
+	srv.AddGroup("alt.binaries.test", 500)
+	if err := srv.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Stop(context.Background()) })
+	out, stderr, code := execute(t, "nntp", "over", "alt.binaries.test", "496-", "--no-progress", "--server", srv.Addr())
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); code != 0 || len(lines) != 5 || !strings.HasPrefix(lines[4], "500\t") {
+		t.Errorf("over 496-: exit %d, stderr %q, stdout %q; want articles 496 to 500", code, stderr, out)
 	}
 }

@@ -150,7 +150,7 @@ client's credentials (a tenant's cannot reach a server's own subject).`,
 			if cmd.Flags().Changed("ids") {
 				return usagef("--ids goes with persist inventory without SCOPE STREAM")
 			}
-			if err := checkScope(args[0]); err != nil {
+			if err := checkScopeStream(args[0], args[1]); err != nil {
 				return err
 			}
 			return natsOpts.with(cmd, func(ctx context.Context, c *persist.Client) error {

@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 
@@ -125,5 +127,99 @@ func TestNotFoundExitCode(t *testing.T) {
 		if out != "" {
 			t.Errorf("%s: stdout %q, want nothing", c.name, out)
 		}
+	}
+}
+
+// TestClientTimeoutMustBePositive: the client commands refuse a
+// non-positive --timeout as a usage error naming it, before they connect,
+// as watch and events tail do. Before, only those two checked it, and the
+// others reported a misleading run-time error from a live bus ("timeout
+// invalid", "context deadline exceeded").
+func TestClientTimeoutMustBePositive(t *testing.T) {
+	t.Parallel()
+	e, _ := testnats.Start(t) // a live bus: the failure is the flag's alone
+	for _, to := range []string{"-1s", "0"} {
+		args := []string{"kv", "get", "hub", "s", "k", "--nats", e.ClientURL(), "--timeout", to}
+		_, stderr, code := execute(t, args...)
+		wantUsage(t, args, stderr, code, "--timeout")
+	}
+}
+
+// TestStreamArgumentChecked: the kv and stream commands check STREAM
+// (persist.ValidStreamName) and stream pub's --key (persist.ValidKey)
+// before they connect, and refuse a bad one as a usage error naming it.
+// Before, STREAM was not checked at all, so an empty or whitespace-padded
+// name failed as "cannot reach NATS" or as a run-time bad request.
+func TestStreamArgumentChecked(t *testing.T) {
+	t.Parallel()
+	dead := deadNATS(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"kv", "get", "hub", "", "k"}, "STREAM"},
+		{[]string{"kv", "set", "hub", " s", "k", "v"}, "STREAM"},
+		{[]string{"kv", "keys", "hub", "s\n"}, "STREAM"},
+		{[]string{"stream", "pub", "hub", "", "v"}, "STREAM"},
+		{[]string{"stream", "ls", "hub", "s "}, "STREAM"},
+		{[]string{"stream", "pub", "hub", "s", "v", "--key", " k"}, "--key"},
+	} {
+		args := append(tc.args, "--nats", dead)
+		_, stderr, code := execute(t, args...)
+		wantUsage(t, args, stderr, code, tc.want)
+	}
+}
+
+// TestStreamLsRefusesInvertedRange: stream ls refuses --from after --to as
+// a usage error naming them, before it connects, as nntp over refuses an
+// inverted range. Before, it listed nothing and exited 0.
+func TestStreamLsRefusesInvertedRange(t *testing.T) {
+	t.Parallel()
+	args := []string{"stream", "ls", "hub", "s", "--from", "5", "--to", "3", "--nats", deadNATS(t)}
+	_, stderr, code := execute(t, args...)
+	wantUsage(t, args, stderr, code, "--from")
+}
+
+// TestStreamLsJSONBinaryValue: stream ls --json prints a value that is
+// not UTF-8 in hex with "enc":"hex", as events tail --json does, and a
+// UTF-8 value as itself without "enc". Before, a binary value was put in
+// the JSON string as it was, so its bytes became U+FFFD unnoticed.
+func TestStreamLsJSONBinaryValue(t *testing.T) {
+	t.Parallel()
+	sy := startPersist(t)
+	binary := []byte{0xff, 0xfe, 'x', 0x80}
+	mustRun(t, sy, binary, "stream", "pub", "hub", "bin", "-")
+	mustRun(t, sy, nil, "stream", "pub", "hub", "bin", "grüße")
+	out := mustRun(t, sy, nil, "stream", "ls", "hub", "bin", "--json")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("stream ls --json printed %d lines, want 2: %q", len(lines), out)
+	}
+	for i, want := range []map[string]any{
+		{"value": "fffe7880", "enc": "hex"},
+		{"value": "grüße", "enc": nil},
+	} {
+		var l map[string]any
+		if err := json.Unmarshal([]byte(lines[i]), &l); err != nil {
+			t.Fatalf("stream ls --json: %v: %q", err, lines[i])
+		}
+		if l["value"] != want["value"] || l["enc"] != want["enc"] {
+			t.Errorf("stream ls --json line %d = %s, want value %q, enc %v", i+1, lines[i], want["value"], want["enc"])
+		}
+	}
+}
+
+// TestPreviewCutsOnRuneBoundary: preview, the value column of stream ls
+// and watch, cuts a long value between two runes. Before, it cut at a byte
+// offset and could split a multi-byte rune into invalid UTF-8.
+func TestPreviewCutsOnRuneBoundary(t *testing.T) {
+	t.Parallel()
+	v := []byte(strings.Repeat("a", 119) + strings.Repeat("日本語", 10))
+	p := preview(v)
+	if !utf8.ValidString(p) {
+		t.Errorf("preview of a valid UTF-8 value is not valid UTF-8: %q", p)
+	}
+	if !strings.HasPrefix(p, strings.Repeat("a", 119)+"…") {
+		t.Errorf("preview = %q, want the 119 a's, then the cut", p)
 	}
 }

@@ -37,6 +37,14 @@ func (f *regionFlags) register(cmd *cobra.Command) {
 func (f *regionFlags) config() (fleet.EventsConfig, error) {
 	ec := fleet.EventsConfig{Region: f.region, ForwardListen: f.listen}
 	var err error
+	if f.region != "" && !validRegionName(f.region) {
+		return ec, usagef("--region %q: want 1-64 of [a-z0-9_-]", f.region)
+	}
+	if f.listen != "" {
+		if _, err := checkListenAddr("--forward-listen", f.listen); err != nil {
+			return ec, err
+		}
+	}
 	if ec.Window, err = coalesceWindow("--events-window", f.window); err != nil {
 		return ec, err
 	}

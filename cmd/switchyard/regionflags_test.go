@@ -31,11 +31,7 @@ func TestRegionSecrets(t *testing.T) {
 }
 
 func TestRegionFlags(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "secrets")
-	long := strings.Repeat("s", minRegionSecret)
-	if err := os.WriteFile(file, []byte("eu="+long+"\nus="+long+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	file := regionSecrets(t)
 	ok := regionFlags{region: "eu", listen: "127.0.0.1:7001", secretsFile: file, peers: []string{"us=http://127.0.0.1:7002"}}
 	ec, err := ok.config()
 	if err != nil || ec.Peers["us"] != "http://127.0.0.1:7002" || len(ec.Secrets) != 2 || ec.Region != "eu" {
@@ -68,6 +64,43 @@ func TestRegionFlags(t *testing.T) {
 	var ue usageError
 	if _, err := (&regionFlags{peers: []string{"x"}}).config(); !errors.As(err, &ue) {
 		t.Errorf("a bad flag is not a usage error: %v", err)
+	}
+}
+
+// regionSecrets writes a --forward-secrets file for eu and us.
+func regionSecrets(t *testing.T) string {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "regions.secrets")
+	long := strings.Repeat("s", minRegionSecret)
+	if err := os.WriteFile(file, []byte("eu="+long+"\nus="+long+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return file
+}
+
+// TestRegionNameChecked: --region must follow the rule of region names
+// ([a-z0-9_-], 1-64, as in --peer and the secrets file), else a usage
+// error naming --region. Before, it was not checked, and with --peer an
+// upper-case name failed at run time blaming the secrets file ("no secret
+// for region").
+func TestRegionNameChecked(t *testing.T) {
+	t.Parallel()
+	args := []string{"events", "serve", "--http", "127.0.0.1:0", "--nats", deadNATS(t),
+		"--region", "EU", "--forward-listen", "127.0.0.1:7001", "--peer", "us=http://127.0.0.1:7002", "--forward-secrets", regionSecrets(t)}
+	_, stderr, code := execute(t, args...)
+	wantUsage(t, args, stderr, code, "--region")
+}
+
+// TestForwardListenChecked: --forward-listen must be host:port with a port
+// in 0-65535, else a usage error naming it. Before, it was not checked, and
+// the command went on to connect and failed later.
+func TestForwardListenChecked(t *testing.T) {
+	t.Parallel()
+	for _, addr := range []string{"nonsense", "127.0.0.1:99999"} {
+		args := []string{"events", "serve", "--http", "127.0.0.1:0", "--nats", deadNATS(t),
+			"--region", "eu", "--forward-listen", addr, "--peer", "us=http://127.0.0.1:7002", "--forward-secrets", regionSecrets(t)}
+		_, stderr, code := execute(t, args...)
+		wantUsage(t, args, stderr, code, "--forward-listen")
 	}
 }
 

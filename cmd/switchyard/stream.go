@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -40,8 +41,11 @@ func newStreamPubCmd() *cobra.Command {
   echo hi | switchyard stream pub hub log - --msg-id retry-safe-1`,
 		Args: cobra.ExactArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkScope(args[0]); err != nil {
+			if err := checkScopeStream(args[0], args[1]); err != nil {
 				return err
+			}
+			if err := persist.ValidKey(key); err != nil {
+				return usagef("--key %q: %v", key, err)
 			}
 			if ttl < 0 {
 				return usagef("--ttl must not be negative")
@@ -80,7 +84,7 @@ exactly the stored bytes and nothing else, so binary values round-trip
 does not exist (never written, deleted or expired) exits 3.`,
 		Args: cobra.ExactArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkScope(args[0]); err != nil {
+			if err := checkScopeStream(args[0], args[1]); err != nil {
 				return err
 			}
 			seq, err := strconv.ParseUint(args[2], 10, 64)
@@ -112,18 +116,23 @@ func newStreamLsCmd() *cobra.Command {
 		Short: "List messages: seq, time, key and value (one line each)",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkScope(args[0]); err != nil {
+			if err := checkScopeStream(args[0], args[1]); err != nil {
 				return err
 			}
 			if limit < 0 {
 				return usagef("--limit must be >= 0")
+			}
+			if to != 0 && from > to {
+				return usagef("--from %d is after --to %d", from, to)
 			}
 			return natsOpts.with(cmd, func(ctx context.Context, c *persist.Client) error {
 				w := stdout(cmd)
 				enc := json.NewEncoder(w)
 				_, err := c.Stream(args[0], args[1]).Scan(ctx, persist.Range{Start: from, End: to, Limit: limit}, func(m *persist.Message) error {
 					if asJSON {
-						return enc.Encode(lsLine{Seq: m.Seq, Time: m.Time, Key: m.Key, Headers: m.Headers, Value: string(m.Value)})
+						l := lsLine{Seq: m.Seq, Time: m.Time, Key: m.Key, Headers: m.Headers}
+						l.Value, l.Enc = jsonValue(m.Value)
+						return enc.Encode(l)
 					}
 					_, err := fmt.Fprintf(w, "%d\t%s\t%s\t%s\n", m.Seq, time.UnixMilli(m.Time).UTC().Format(time.RFC3339Nano), escapeLine(m.Key), preview(m.Value))
 					return err
@@ -135,7 +144,7 @@ func newStreamLsCmd() *cobra.Command {
 	ls.Flags().Uint64Var(&from, "from", 0, "first seq (default: the first)")
 	ls.Flags().Uint64Var(&to, "to", 0, "last seq, inclusive (default: the last)")
 	ls.Flags().IntVar(&limit, "limit", 0, "at most this many messages (0 = all)")
-	ls.Flags().BoolVar(&asJSON, "json", false, "one JSON object per line")
+	ls.Flags().BoolVar(&asJSON, "json", false, "one JSON object per line (a value that is not UTF-8 in hex, with \"enc\":\"hex\")")
 	natsOpts.registerClient(ls)
 	return ls
 }
@@ -146,6 +155,17 @@ type lsLine struct {
 	Key     string            `json:"key,omitempty"`
 	Headers map[string]string `json:"headers,omitempty"`
 	Value   string            `json:"value"`
+	Enc     string            `json:"enc,omitempty"`
+}
+
+// jsonValue is a message value for --json output: the text itself when it
+// is valid UTF-8 (enc ""), else its bytes in hex with enc "hex", since a
+// JSON string cannot hold them without loss.
+func jsonValue(v []byte) (value, enc string) {
+	if utf8.Valid(v) {
+		return string(v), ""
+	}
+	return hex.EncodeToString(v), "hex"
 }
 
 // preview shows a value on one line: text escaped, binary as its size, long
@@ -157,7 +177,11 @@ func preview(v []byte) string {
 	}
 	s := escapeLine(string(v))
 	if len(s) > max {
-		return s[:max] + fmt.Sprintf("… (%d bytes)", len(v))
+		cut := max
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut-- // never split a rune
+		}
+		return s[:cut] + fmt.Sprintf("… (%d bytes)", len(v))
 	}
 	return s
 }

@@ -37,7 +37,7 @@ Keys:
   switchyard stream config hub log --set discard_policy=new --set desc='audit trail'`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkScope(args[0]); err != nil {
+			if err := checkScopeStream(args[0], args[1]); err != nil {
 				return err
 			}
 			u, err := parseConfigSets(sets)

@@ -29,7 +29,7 @@ the next seq.`,
   switchyard stream del hub log --all`,
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkScope(args[0]); err != nil {
+			if err := checkScopeStream(args[0], args[1]); err != nil {
 				return err
 			}
 			d, err := parseDeleteSelector(args[2:], upTo, cmd.Flags().Changed("up-to"), all)

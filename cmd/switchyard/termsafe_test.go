@@ -41,28 +41,31 @@ func TestExitCodeEscapes(t *testing.T) {
 
 // TestErrorsQuoteNames runs the commands of the terminal injection report
 // with names carrying ESC against a real server: each fails on one line
-// that names the stream quoted, and no control byte reaches stderr raw.
+// that names the stream quoted, and no control byte reaches stderr raw. A
+// stream name is refused before any request (checkStream), as the scope
+// and the key are.
 func TestErrorsQuoteNames(t *testing.T) {
 	t.Parallel()
 	e, _ := startFleet(t, t.TempDir())
 	url := e.ClientURL()
 	const name = "a\x1b[31mRED"
-	const quoted = `"sec"/"a\x1b[31mRED": bad-request`
+	const stream = `switchyard: STREAM "a\x1b[31mRED": bad-request`
 	cases := []struct {
 		args []string
 		want string // stderr starts with it
 	}{
-		{[]string{"stream", "pub", "sec", name, "v"}, "switchyard: set " + quoted},
-		{[]string{"stream", "ls", "sec", name}, "switchyard: getAll " + quoted},
-		{[]string{"stream", "get", "sec", name, "1"}, "switchyard: get " + quoted},
-		{[]string{"stream", "del", "sec", name, "--all"}, "switchyard: delete " + quoted},
-		{[]string{"stream", "config", "sec", name}, "switchyard: config " + quoted},
-		{[]string{"stream", "config", "sec", name, "--set", "max_msgs=5"}, "switchyard: config " + quoted},
-		{[]string{"persist", "inventory", "sec", name}, "switchyard: inventory " + quoted},
-		{[]string{"kv", "set", "sec", name, "k", "v"}, "switchyard: set " + quoted},
-		{[]string{"kv", "get", "sec", name, "k"}, "switchyard: get " + quoted},
-		{[]string{"kv", "del", "sec", name, "k"}, `switchyard: delete key "k": get ` + quoted},
-		{[]string{"kv", "keys", "sec", name}, "switchyard: keys " + quoted},
+		{[]string{"stream", "pub", "sec", name, "v"}, stream},
+		{[]string{"stream", "ls", "sec", name}, stream},
+		{[]string{"stream", "get", "sec", name, "1"}, stream},
+		{[]string{"stream", "del", "sec", name, "--all"}, stream},
+		{[]string{"stream", "config", "sec", name}, stream},
+		{[]string{"stream", "config", "sec", name, "--set", "max_msgs=5"}, stream},
+		{[]string{"persist", "inventory", "sec", name}, stream},
+		{[]string{"kv", "set", "sec", name, "k", "v"}, stream},
+		{[]string{"kv", "get", "sec", name, "k"}, stream},
+		{[]string{"kv", "del", "sec", name, "k"}, stream},
+		{[]string{"kv", "keys", "sec", name}, stream},
+		{[]string{"watch", "sec", name}, stream},
 		{[]string{"kv", "get", "sec", "s", name}, `switchyard: KEY "a\x1b[31mRED"`},
 		{[]string{"kv", "get", name, "s", "k"}, `switchyard: invalid scope "a\x1b[31mRED"`},
 		{[]string{"stream", "pub", "sec", "s", "v", "--" + name}, `switchyard: unknown flag: --a\x1b[31mRED`},
@@ -83,6 +86,17 @@ func TestErrorsQuoteNames(t *testing.T) {
 		body := strings.TrimSuffix(stderr, "\n")
 		if i := strings.IndexFunc(body, func(r rune) bool { return r < 0x20 || r == 0x7f }); i >= 0 {
 			t.Errorf("%q: stderr holds the raw byte %#x: %q", args, body[i], stderr)
+		}
+	}
+}
+
+// noControl fails t if a line of s holds a raw control character (tabs
+// aside, which separate columns).
+func noControl(t *testing.T, what, s string) {
+	t.Helper()
+	for _, line := range strings.Split(strings.TrimRight(s, "\n"), "\n") {
+		if i := strings.IndexFunc(line, func(r rune) bool { return r < 0x20 && r != '\t' || r == 0x7f }); i >= 0 {
+			t.Errorf("%s prints the raw control byte %#x: %q", what, line[i], line)
 		}
 	}
 }

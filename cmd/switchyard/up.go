@@ -80,9 +80,6 @@ carried by signed batches of the forward queue (docs/events.md).`,
 			if (tlsCert == "") != (tlsKey == "") {
 				return usagef("--tls-cert and --tls-key go together")
 			}
-			if err := os.MkdirAll(dataDir, 0o755); err != nil {
-				return fmt.Errorf("data directory: %w", err)
-			}
 			uw.tailSet = cmd.Flags().Changed("tail-every")
 			if err := uw.workOpts.validatePlan(); err != nil {
 				return err
@@ -111,6 +108,10 @@ carried by signed batches of the forward queue (docs/events.md).`,
 			}
 			if len(ec.Peers) > 0 && httpOpts.addr == "" {
 				return usagef("--peer joins the events API of the HTTP side: it needs --http")
+			}
+			// Every flag is checked: only now may up write anything.
+			if err := os.MkdirAll(dataDir, 0o755); err != nil {
+				return fmt.Errorf("data directory: %w", err)
 			}
 			stopProfile, err := startProfiles(cpuProfile, "", "")
 			if err != nil {

@@ -3,8 +3,10 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/switchyard-dev/switchyard/internal/testpersist"
+	"github.com/switchyard-dev/switchyard/usenet"
 )
 
 // TestUsenetCommandsBadInput: the usenet commands refuse bad flags and
@@ -56,5 +58,27 @@ func TestUsenetCommandsEmpty(t *testing.T) {
 	}
 	if out, _, code := execute(t, "usenet", "postprocess", "--json", "--nats", env.URL()); code != 0 || !strings.Contains(out, `"pending": 0`) {
 		t.Fatalf("postprocess --json: exit %d, %q", code, out)
+	}
+}
+
+// TestMinZeroMeansNoMinimum: --min-files 0 and --min-bytes 0 ("at least
+// nothing") turn the minimum off, passed on as -1 since usenet.SettleConfig
+// reads 0 as its default; other values pass unchanged. Before, 0 was passed
+// on as it was and silently became the default (1 file, 1 MiB).
+func TestMinZeroMeansNoMinimum(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		files, wantFiles int
+		bytes, wantBytes int64
+	}{
+		{0, -1, 0, -1},
+		{-1, -1, -1, -1},
+		{3, 3, 5000, 5000},
+	} {
+		f := usenetFlags{scope: usenet.DefaultScope, settle: 2 * time.Hour, completion: 0.95, postGap: time.Hour, minFiles: tc.files, minBytes: tc.bytes}
+		cfg, err := f.settleConfig()
+		if err != nil || cfg.MinFiles != tc.wantFiles || cfg.MinBytes != tc.wantBytes {
+			t.Errorf("--min-files %d --min-bytes %d: MinFiles %d, MinBytes %d, %v; want %d, %d", tc.files, tc.bytes, cfg.MinFiles, cfg.MinBytes, err, tc.wantFiles, tc.wantBytes)
+		}
 	}
 }

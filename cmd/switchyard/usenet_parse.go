@@ -67,19 +67,21 @@ docs/usenet.md describes the rules.`,
 	return cmd
 }
 
+// printParse prints r as a table; the subject and groups are the user's (or
+// a poster's), so their fields are escaped (terminalSafe).
 func printParse(out io.Writer, r parseResult) {
 	w := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
 	file := "-"
 	if r.Files > 0 {
 		file = fmt.Sprintf("%d/%d", r.File, r.Files)
 	}
-	fmt.Fprintf(w, "name\t%s\n", r.Name)
+	fmt.Fprintf(w, "name\t%s\n", terminalSafe(r.Name))
 	fmt.Fprintf(w, "part\t%d/%d\n", r.Part, r.Parts)
 	fmt.Fprintf(w, "file\t%s\n", file)
-	fmt.Fprintf(w, "binary\t%s\n", r.Binary)
-	fmt.Fprintf(w, "base\t%s\n", r.Base)
+	fmt.Fprintf(w, "binary\t%s\n", terminalSafe(r.Binary))
+	fmt.Fprintf(w, "base\t%s\n", terminalSafe(r.Base))
 	for _, g := range r.Groups {
-		fmt.Fprintf(w, "group\t%s\n", g)
+		fmt.Fprintf(w, "group\t%s\n", terminalSafe(g))
 	}
 	fmt.Fprintf(w, "category\t%d %s\n", r.Category, r.CategoryName)
 	w.Flush()

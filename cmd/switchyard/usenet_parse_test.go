@@ -60,3 +60,15 @@ func TestUsenetParseNeedsASubject(t *testing.T) {
 		t.Errorf("stderr %q does not say what is wrong", stderr)
 	}
 }
+
+// TestPrintParseEscapes: usenet parse escapes the fields it prints from the
+// subject and the groups (terminalSafe). Before, it printed them raw, so an
+// escape sequence in a subject reached the terminal.
+func TestPrintParseEscapes(t *testing.T) {
+	t.Parallel()
+	out, stderr, code := execute(t, "usenet", "parse", "[1/2] - \"evil\x1b[2J.rar\" yEnc (1/5)", "--group", "alt.binaries.\x1b]0;x\a")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	noControl(t, "usenet parse", out)
+}

@@ -111,6 +111,8 @@ downloader (NZBGet, SABnzbd) fetches the articles from any provider with it.`,
 	return nzb
 }
 
+// printReleases prints the releases table. A release's name is what a
+// poster chose, so it is escaped (terminalSafe).
 func printReleases(out io.Writer, rels []usenet.Release) {
 	if len(rels) == 0 {
 		fmt.Fprintln(out, "no visible releases")
@@ -119,7 +121,7 @@ func printReleases(out io.Writer, rels []usenet.Release) {
 	w := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "ID\tDATE\tCATEGORY\tSIZE\tFILES\tDONE\tNAME")
 	for _, r := range rels {
-		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%d\t%.0f%%\t%s\n", r.ID, time.Unix(r.Date, 0).UTC().Format("2006-01-02 15:04"), r.Category, humanBytes(r.Size), r.FileCount(), 100*r.Completion(), r.Name)
+		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%d\t%.0f%%\t%s\n", r.ID, time.Unix(r.Date, 0).UTC().Format("2006-01-02 15:04"), r.Category, humanBytes(r.Size), r.FileCount(), 100*r.Completion(), terminalSafe(r.Name))
 	}
 	w.Flush()
 }

@@ -33,3 +33,17 @@ func TestPrintReleasesFileCount(t *testing.T) {
 		}
 	}
 }
+
+// TestPrintReleasesEscapesNames: the releases table escapes each release's
+// name (terminalSafe), which a poster chose and may fill with terminal
+// escape sequences. Before, it printed the name raw, unlike every other
+// table.
+func TestPrintReleasesEscapesNames(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	printReleases(&out, []usenet.Release{{ID: "r1", Name: "evil\x1b]0;pwned\a\x1b[2J.mkv"}})
+	noControl(t, "usenet releases", out.String())
+	if !strings.Contains(out.String(), `evil\x1b]0;pwned\a\x1b[2J.mkv`) {
+		t.Errorf("the escaped name is missing:\n%s", out.String())
+	}
+}

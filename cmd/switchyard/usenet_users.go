@@ -310,19 +310,22 @@ midnight UTC). The address is not mailed: it only names the account.`,
 			if err := lf.validate(); err != nil {
 				return err
 			}
+			limits := cmd.Flags().Changed("requests-per-day") || cmd.Flags().Changed("grabs-per-day")
 			var set *users.Registration
-			if len(args) == 1 {
-				switch args[0] {
-				case "open":
-					set = &users.Registration{Open: true, Limits: lf.limits()}
-				case "closed":
-					if cmd.Flags().Changed("requests-per-day") || cmd.Flags().Changed("grabs-per-day") {
-						return usagef("registration closed: the limits are for registration open")
-					}
-					set = &users.Registration{}
-				default:
-					return usagef("registration %q: want open or closed", args[0])
+			switch {
+			case len(args) == 0:
+				if limits {
+					return usagef("registration without open or closed shows the setting: the limits are for registration open")
 				}
+			case args[0] == "open":
+				set = &users.Registration{Open: true, Limits: lf.limits()}
+			case args[0] == "closed":
+				if limits {
+					return usagef("registration closed: the limits are for registration open")
+				}
+				set = &users.Registration{}
+			default:
+				return usagef("registration %q: want open or closed", args[0])
 			}
 			return uf.with(cmd, set != nil, func(ctx context.Context, s *users.Store) error {
 				if set != nil {

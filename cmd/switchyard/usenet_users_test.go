@@ -134,3 +134,20 @@ func TestUsenetUsersBadInput(t *testing.T) {
 		t.Fatal("list created the directory it did not find")
 	}
 }
+
+// TestRegistrationShowRefusesLimits: registration without open or closed
+// only shows the setting, so it refuses --requests-per-day and
+// --grabs-per-day as a usage error, as registration closed does. Before,
+// it ignored them and exited 0, as if the limits had been set.
+func TestRegistrationShowRefusesLimits(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if _, stderr, code := execute(t, "usenet", "users", "add", "alice", "--data", dir); code != 0 {
+		t.Fatalf("users add: exit %d: %s", code, stderr)
+	}
+	for _, limit := range []string{"--requests-per-day", "--grabs-per-day"} {
+		args := []string{"usenet", "users", "registration", limit, "500", "--data", dir}
+		_, stderr, code := execute(t, args...)
+		wantUsage(t, args, stderr, code, "registration open")
+	}
+}

@@ -41,8 +41,8 @@ func (f *usenetFlags) registerSettle(cmd *cobra.Command) {
 	cmd.Flags().DurationVar(&f.settle, "settle", 2*time.Hour, "an incomplete release shows once unchanged for this `DURATION`...")
 	cmd.Flags().Float64Var(&f.completion, "settle-completion", 0.95, "...if at least this `FRACTION` of its parts is present (complete ones show at once)")
 	cmd.Flags().DurationVar(&f.postGap, "post-gap", usenet.PostGapDefault, "a copy of a post posted after a pause longer than this `DURATION` is a repost, a release of its own")
-	cmd.Flags().IntVar(&f.minFiles, "min-files", usenet.MinFilesDefault, "a release shows only with at least this `N` files (-1: no minimum)")
-	cmd.Flags().Int64Var(&f.minBytes, "min-bytes", usenet.MinBytesDefault, "a release shows only with at least this many `BYTES` (-1: no minimum)")
+	cmd.Flags().IntVar(&f.minFiles, "min-files", usenet.MinFilesDefault, "a release shows only with at least this `N` files (0 or -1: no minimum)")
+	cmd.Flags().Int64Var(&f.minBytes, "min-bytes", usenet.MinBytesDefault, "a release shows only with at least this many `BYTES` (0 or -1: no minimum)")
 }
 
 func (f *usenetFlags) store(c *persist.Client) (*usenet.Store, error) {
@@ -53,8 +53,11 @@ func (f *usenetFlags) store(c *persist.Client) (*usenet.Store, error) {
 	return st, nil
 }
 
+// settleConfig checks the settle flags and returns their config. A
+// minimum of 0 (at least nothing) is passed on as -1, usenet's "no
+// minimum", since usenet reads 0 as its default.
 func (f *usenetFlags) settleConfig() (usenet.SettleConfig, error) {
-	cfg := usenet.SettleConfig{Window: f.settle, MinCompletion: f.completion, PostGap: f.postGap, MinFiles: f.minFiles, MinBytes: f.minBytes}
+	cfg := usenet.SettleConfig{Window: f.settle, MinCompletion: f.completion, PostGap: f.postGap, MinFiles: noMinimum(f.minFiles), MinBytes: noMinimum(f.minBytes)}
 	if f.postGap <= 0 {
 		return cfg, usagef("--post-gap %v: want a positive duration", f.postGap)
 	}
@@ -65,6 +68,14 @@ func (f *usenetFlags) settleConfig() (usenet.SettleConfig, error) {
 		return cfg, usagef("--settle-completion %v: want a fraction in (0, 1]", f.completion)
 	}
 	return cfg, nil
+}
+
+// noMinimum maps a minimum flag's 0 to -1, usenet's "no minimum".
+func noMinimum[T int | int64](n T) T {
+	if n == 0 {
+		return -1
+	}
+	return n
 }
 
 // validateIndexer checks the flags of indexer name before anything

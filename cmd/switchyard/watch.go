@@ -44,17 +44,15 @@ Text lines are tab-separated:
   caught-up
   ended      ERROR
 With --json each line is one object with "event" set to one of those words
-(skipped: "count", "first", "last"; ended: "error").
+(skipped: "count", "first", "last"; ended: "error"); a value that is not
+UTF-8 is given in hex, with "enc":"hex".
 --timeout bounds each request to the server, not the watch.`,
 		Example: `  switchyard watch hub log
   switchyard watch project-42 settings --from 100 --json`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkScope(args[0]); err != nil {
+			if err := checkScopeStream(args[0], args[1]); err != nil {
 				return err
-			}
-			if args[1] == "" {
-				return usagef("STREAM must not be empty")
 			}
 			c, closeClient, err := natsOpts.followClient("switchyard-watch")
 			if err != nil {
@@ -94,6 +92,7 @@ type watchLine struct {
 	Key     string            `json:"key,omitempty"`
 	Headers map[string]string `json:"headers,omitempty"`
 	Value   *string           `json:"value,omitempty"`
+	Enc     string            `json:"enc,omitempty"`
 	Seqs    []uint64          `json:"seqs,omitempty"`
 	Reason  string            `json:"reason,omitempty"`
 	Count   uint64            `json:"count,omitempty"`
@@ -127,8 +126,8 @@ func (p *watchPrinter) print(ev persist.Event) {
 			l.Error = ev.Err.Error()
 		}
 		if m := ev.Msg; m != nil {
-			v := string(m.Value)
-			l.Seq, l.Time, l.Key, l.Headers, l.Value = m.Seq, m.Time, m.Key, m.Headers, &v
+			v, enc := jsonValue(m.Value)
+			l.Seq, l.Time, l.Key, l.Headers, l.Value, l.Enc = m.Seq, m.Time, m.Key, m.Headers, &v, enc
 		}
 		err = p.enc.Encode(l)
 	} else {
@@ -171,8 +170,8 @@ func (p *watchPrinter) error() error {
 // restarts (reconnecting forever, with jitter), and --timeout bounds each
 // request. close closes both.
 func (o *natsFlags) followClient(name string) (c *persist.Client, close func(), err error) {
-	if o.timeout <= 0 {
-		return nil, nil, usagef("--timeout must be positive")
+	if err := o.checkTimeout(); err != nil {
+		return nil, nil, err
 	}
 	nc, err := o.connectRole(name, o.timeout)
 	if err != nil {

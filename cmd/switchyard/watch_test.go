@@ -147,3 +147,19 @@ func TestWatchPrinterNewEvents(t *testing.T) {
 		})
 	}
 }
+
+// TestWatchJSONBinaryValue: watch --json prints a value that is not UTF-8
+// in hex with "enc":"hex", as events tail --json does, and a UTF-8 value
+// as itself without "enc". Before, a binary value was put in the JSON
+// string as it was, so its bytes became U+FFFD unnoticed.
+func TestWatchJSONBinaryValue(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	p := &watchPrinter{w: &b, json: true, enc: json.NewEncoder(&b), cancel: func() {}}
+	p.print(persist.Event{Kind: persist.EventSet, Msg: &persist.Message{Seq: 1, Value: []byte{0xff, 0xfe, 'x', 0x80}}})
+	p.print(persist.Event{Kind: persist.EventSet, Msg: &persist.Message{Seq: 2, Value: []byte("grüße")}})
+	want := `{"event":"set","seq":1,"value":"fffe7880","enc":"hex"}` + "\n" + `{"event":"set","seq":2,"value":"grüße"}` + "\n"
+	if b.String() != want {
+		t.Errorf("watch --json printed %q, want %q", b.String(), want)
+	}
+}

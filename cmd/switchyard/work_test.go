@@ -44,6 +44,17 @@ func TestWorkBadConfig(t *testing.T) {
 	}
 }
 
+// TestCoordinatorPostprocessOnlyWithShardOne: coordinator run refuses
+// --postprocess on a shard other than 1, beside which alone the
+// post-processor runs, as a usage error naming --postprocess. Before,
+// --shard 2/3 --postprocess was accepted and the flag did nothing.
+func TestCoordinatorPostprocessOnlyWithShardOne(t *testing.T) {
+	t.Parallel()
+	args := []string{"coordinator", "run", "--shard", "2/3", "--postprocess", "--nntp", "127.0.0.1:119", "--nats", deadNATS(t)}
+	_, stderr, code := execute(t, args...)
+	wantUsage(t, args, stderr, code, "--postprocess")
+}
+
 // TestWorkStatusSources: without --source, work status shows the source
 // "default" while no coordinator has started, then every source whose
 // coordinator has (the only one, then both); --source still picks one.

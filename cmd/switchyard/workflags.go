@@ -52,10 +52,8 @@ func (f *providerFlags) config() (nntp.Config, work.Groups, error) {
 	if f.addr == "" {
 		return nntp.Config{}, work.Groups{}, usagef("--nntp host:port is required")
 	}
-	if host, port, err := net.SplitHostPort(f.addr); err != nil || host == "" {
-		return nntp.Config{}, work.Groups{}, usagef("--nntp %q: want host:port", f.addr)
-	} else if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return nntp.Config{}, work.Groups{}, usagef("--nntp %q: port %q is not 1-65535", f.addr, port)
+	if err := checkDialAddr("--nntp", f.addr); err != nil {
+		return nntp.Config{}, work.Groups{}, err
 	}
 	if f.conns < 1 || f.conns > 1000 {
 		return nntp.Config{}, work.Groups{}, usagef("--nntp-conns %d: want 1-1000", f.conns)
@@ -73,6 +71,33 @@ func (f *providerFlags) config() (nntp.Config, work.Groups, error) {
 		cfg.ImplicitTLS = true
 	}
 	return cfg, groups, nil
+}
+
+// checkDialAddr checks the host:port a command dials (flag names it in the
+// usage error): a host, and a port of 1-65535.
+func checkDialAddr(flag, addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || host == "" {
+		return usagef("%s %q: want host:port", flag, addr)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return usagef("%s %q: port %q is not 1-65535", flag, addr, port)
+	}
+	return nil
+}
+
+// checkListenAddr checks the host:port a command listens on (flag names it
+// in the usage error): a port of 0-65535, 0 for any free one. It returns
+// the host, which may be empty (every interface).
+func checkListenAddr(flag, addr string) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", usagef("%s %q: want host:port: %v", flag, addr, err)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return "", usagef("%s %q: port %q is not 0-65535", flag, addr, port)
+	}
+	return host, nil
 }
 
 // workFlags tune planning, prefetching and leases.
