@@ -36,6 +36,18 @@ func (l *handleList) pushBack(h *handle) {
 	l.n++
 }
 
+// pushFront puts h, which is on no list, at the head.
+func (l *handleList) pushFront(h *handle) {
+	h.list, h.prev, h.next = l, nil, l.head
+	if l.head != nil {
+		l.head.prev = h
+	} else {
+		l.tail = h
+	}
+	l.head = h
+	l.n++
+}
+
 // remove takes h off l; a handle not on l is left alone.
 func (l *handleList) remove(h *handle) {
 	if h.list != l {
@@ -61,10 +73,18 @@ func (l *handleList) remove(h *handle) {
 // one to compact with.
 func cacheReserve(maxOpen int) int { return maxOpen / 32 }
 
-// idleLocked puts h, just served and left open with nothing queued, at the
-// most recently used end of the idle list.
+// idleLocked puts h, just served and left open with nothing queued, on
+// the idle list by its last use: at the most recently used end, or at
+// the least recently used one when it was used before the head was (it
+// served only the server's own jobs, expiry or a backup, which are no
+// use: the stream idles toward IdleClose and eviction as if they had not
+// run).
 func (s *Server) idleLocked(h *handle) {
 	s.idle.remove(h)
+	if head := s.idle.head; head != nil && h.lastUsed.Before(head.lastUsed) {
+		s.idle.pushFront(h)
+		return
+	}
 	s.idle.pushBack(h)
 }
 

@@ -42,9 +42,18 @@ func (s *Server) serve(h *handle, jobs []*job) (later writeAnswers) {
 				i++
 				continue
 			}
-			if err := s.takeSlot(); err != nil {
-				s.openFailed(h, jobs[i:], err)
-				return writeAnswers{}
+			// With no slot free, taking one closes another stream: a read
+			// of a stream that does not exist must not, as it keeps no
+			// handle either (a made-up name would push open streams out).
+			if !s.tryTakeSlot() {
+				if !create && s.surelyMissing(h.key) {
+					missing = true
+					continue
+				}
+				if err := s.takeSlot(); err != nil {
+					s.openFailed(h, jobs[i:], err)
+					return writeAnswers{}
+				}
 			}
 			if s.cfg.ExclusiveFiles && !h.key.ephemeral {
 				// Its file is locked until an earlier handle's close
@@ -68,6 +77,12 @@ func (s *Server) serve(h *handle, jobs []*job) (later writeAnswers) {
 			h.st = st
 			if h.key.ephemeral {
 				s.openEphemeral.Add(1)
+			}
+			// What aged out while the stream was closed went at its open:
+			// deletes like the timer's, reported as they are.
+			if changes := st.OpenedChanges(); len(changes) > 0 {
+				s.countExpired(changes)
+				s.report(h, changes)
 			}
 			// It exists now: should a disk error close it again later in
 			// this batch, the reads after that must reopen it, not answer

@@ -26,3 +26,15 @@ func TestMaxOpenStreamsFor(t *testing.T) {
 		t.Errorf("MaxOpenStreamsDefault = %d, the docs say 1,248", MaxOpenStreamsDefault)
 	}
 }
+
+// TestMaxOpenStreamsUnlimitedDescriptors: a descriptor limit past int64
+// (RLIM_INFINITY, the BSDs' "unlimited") bounds nothing, as 0 does; it
+// became -1, and the smallest cap.
+func TestMaxOpenStreamsUnlimitedDescriptors(t *testing.T) {
+	t.Parallel()
+	for _, limit := range []uint64{^uint64(0), 1 << 63} {
+		if got := maxOpenStreamsFor(limit, 1); got != MaxOpenStreamsDefault {
+			t.Errorf("maxOpenStreamsFor(%d, 1) = %d, want %d (an unlimited descriptor limit leaves the memory bound)", limit, got, MaxOpenStreamsDefault)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package server
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -180,5 +181,29 @@ func TestWritesOfMissingStreamCreateIt(t *testing.T) {
 		if !found {
 			t.Fatalf("%s of a missing stream did not create it", tc.name)
 		}
+	}
+}
+
+// TestMissingReadEvictsNothing: a read of a stream that does not exist,
+// with every slot taken, is answered as missing without closing an open
+// stream. It took a slot first, closing the least recently used idle
+// stream for it, and only then found nothing.
+func TestMissingReadEvictsNothing(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(c *Config) { c.MaxOpenStreams = 2 })
+	// The start's walk (of an empty directory) is done: it holds no slot.
+	testwait.For(t, "the start's walk", func() bool { return h.srv.Stats().Streams >= 0 })
+	h.set("s0", "0", nil)
+	h.set("s1", "1", nil)
+	if got := cached(h); !slices.Equal(got, []string{"s0", "s1"}) {
+		t.Fatalf("cache holds %v, want [s0 s1]", got)
+	}
+	wantCode(t, h.req(persist.CmdGet, "ghost", map[string]string{persist.HdrSeq: "1"}, nil), persist.CodeNotFound)
+	testwait.Until(t, "the missing stream's handle to go", func() (bool, string) {
+		got := cached(h)
+		return !slices.Contains(got, "ghost"), fmt.Sprintf("cache holds %v", got)
+	})
+	if got := cached(h); !slices.Equal(got, []string{"s0", "s1"}) {
+		t.Fatalf("after a read of a missing stream the cache holds %v, want [s0 s1] (OpenWaitCloses %d)", got, h.srv.Stats().OpenWaitCloses)
 	}
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"github.com/switchyard-dev/switchyard/persist"
+	"github.com/switchyard-dev/switchyard/persist/store"
 )
 
 // The open-stream cache is bounded in file descriptors: each open
@@ -22,13 +23,8 @@ import (
 // than open one more file.
 func (s *Server) takeSlot() error {
 	for {
-		if n := s.openStreams.Load(); n < int64(s.cfg.MaxOpenStreams) {
-			if s.openStreams.CompareAndSwap(n, n+1) {
-				for p := s.openPeak.Load(); n+1 > p && !s.openPeak.CompareAndSwap(p, n+1); p = s.openPeak.Load() {
-				}
-				return nil
-			}
-			continue
+		if s.tryTakeSlot() {
+			return nil
 		}
 		s.mu.Lock()
 		victim := s.takeRetiredLocked()
@@ -63,9 +59,27 @@ func (s *Server) tryTakeSlot() bool {
 			return false
 		}
 		if s.openStreams.CompareAndSwap(n, n+1) {
+			for p := s.openPeak.Load(); n+1 > p && !s.openPeak.CompareAndSwap(p, n+1); p = s.openPeak.Load() {
+			}
 			return true
 		}
 	}
+}
+
+// surelyMissing reports whether the stream of k is known not to exist, so
+// that a read of it needs no slot: a persistent stream whose file is not
+// there, with no archive to restore it from. Anything else (an ephemeral
+// stream, a storage that cannot tell, an error) is not sure.
+func (s *Server) surelyMissing(k handleKey) bool {
+	if k.ephemeral || s.cfg.Archive != "" {
+		return false
+	}
+	l, ok := s.storage(k).(store.Lister)
+	if !ok {
+		return false
+	}
+	exists, err := l.HasStream(k.scope, k.name)
+	return err == nil && !exists
 }
 
 // giveSlot returns a slot taken by takeSlot whose stream did not open (it

@@ -85,6 +85,7 @@ func (s *Server) enqueue(k handleKey, j *job) {
 		// under load messages wait in the subscription, so they take the
 		// queue and its group commit.
 		h.scheduled = true
+		h.lastUsed = time.Now()
 		s.idle.remove(h)
 		s.inService++
 		s.inlined.Add(1)
@@ -402,7 +403,9 @@ func (s *Server) doneServing(h *handle) {
 	due := ck != nil && ck.CheckpointDue()
 	s.mu.Lock()
 	s.inService--
-	h.lastUsed = time.Now()
+	// lastUsed is the last request's (enqueue): the server's own jobs,
+	// the timer's expiry and the archive's backup, are no use, else a
+	// stream with max_age, or any with an archive, never idled out.
 	h.needsExpiry = needs
 	if len(h.queue) == 0 && due && !h.cold && !s.quit && s.handles[h.key] == h {
 		// Nothing waits for the stream: its WAL's checkpoint runs now, on
@@ -504,6 +507,10 @@ func (s *Server) timer() {
 			s.mu.Unlock()
 		case now := <-t.C:
 			s.mu.Lock()
+			// Idle ones first: a stream that needs expiry would be
+			// scheduled for it, off the idle list, and never idle out.
+			// One closed now expires at its next open.
+			s.evictLocked(now, true)
 			for _, h := range s.handles {
 				if h.needsExpiry && !h.expirePending {
 					h.expirePending = true
@@ -511,7 +518,6 @@ func (s *Server) timer() {
 					s.scheduleLocked(h)
 				}
 			}
-			s.evictLocked(now, true)
 			s.mu.Unlock()
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"runtime"
 	"slices"
 	"sync"
@@ -75,7 +76,9 @@ func DefaultMaxOpenStreams(servers int) int {
 func maxOpenStreamsFor(limit uint64, servers int) int {
 	servers = max(1, servers)
 	n := int64(MaxOpenStreamsDefault / servers)
-	if limit > 0 {
+	// A limit past int64 is RLIM_INFINITY (the BSDs' "unlimited"): no
+	// bound, as 0 is, not a negative budget.
+	if limit > 0 && limit <= math.MaxInt64 {
 		budget := int64(limit) - DescriptorReserve
 		n = min(n, budget/int64(servers)/store.FilesPerOpenStream)
 	}

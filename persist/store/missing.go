@@ -81,5 +81,7 @@ func (missingStream) Expire(time.Time) ([]Change, error) { return nil, nil }
 // NeedsExpiry implements Stream.
 func (missingStream) NeedsExpiry() bool { return false }
 
+func (missingStream) OpenedChanges() []Change { return nil }
+
 // Close implements Stream.
 func (missingStream) Close() error { return nil }

@@ -444,6 +444,8 @@ type sqliteStream struct {
 	// stream has a rate limit; txRate what the write under way stored.
 	rates  rateLog
 	txRate rateWindow
+	// openedChanges are the changes of the open's expiry (OpenedChanges).
+	openedChanges []Change
 	// walPages counts the pages committed to the WAL since the last idle
 	// checkpoint (checkpoint.go).
 	walPages int64
@@ -601,9 +603,17 @@ func (s *sqliteStream) init(now time.Time, how openHow) error {
 			return err
 		}
 	}
-	// Expire what aged out while the stream was closed.
-	_, err = s.Expire(now)
+	// Expire what aged out while the stream was closed; the deletes are
+	// the opener's to report (OpenedChanges), as the timer's are.
+	s.openedChanges, err = s.Expire(now)
 	return err
+}
+
+// OpenedChanges implements Stream.
+func (s *sqliteStream) OpenedChanges() []Change {
+	c := s.openedChanges
+	s.openedChanges = nil
+	return c
 }
 
 // openSelectFor(full, kept) is what init reads of the file's rows and schema,

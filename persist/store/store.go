@@ -89,6 +89,10 @@ type Stream interface {
 	// Expire removes messages past their TTL or max_age and forgets msgIDs
 	// and delete ids older than the de-duplication window.
 	Expire(now time.Time) ([]Change, error)
+	// OpenedChanges returns, once, the changes of the open itself: the
+	// deletes of what aged out while the stream was closed, which the open
+	// removed. nil after the first call.
+	OpenedChanges() []Change
 	// NeedsExpiry reports whether Expire could have anything to do now or
 	// later (an age limit, TTL rows, remembered msgIDs or delete ids).
 	NeedsExpiry() bool
