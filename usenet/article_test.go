@@ -60,19 +60,19 @@ var articleCases = []struct {
 	{"full", "1234\tSome.Show [01/15] - \"a.part01.rar\" yEnc (1/50) 716800\tposter <p@x.example>\tThu, 01 Jan 2026 00:00:07 +0000\t<part1of50@x.example>\t\t740000\t5603\tXref: news.example alt.binaries.tv:1234 alt.binaries.hdtv:99 alt.binaries.tv:1234",
 		"alt.binaries.tv", Article{
 			Number: 1234, RawSubject: `Some.Show [01/15] - "a.part01.rar" yEnc (1/50) 716800`,
-			Subject: Subject{Name: "a.part01.rar", Part: 1, Parts: 50, File: 1, Files: 15, Binary: `Some.Show [01/15] - "a.part01.rar" yEnc`, Base: "Some.Show"},
+			Subject: Subject{Name: "a.part01.rar", Part: 1, Parts: 50, Counter: true, File: 1, Files: 15, Binary: `Some.Show [01/15] - "a.part01.rar" yEnc`, Base: "Some.Show"},
 			From:    "poster <p@x.example>", Date: 1767225607, MessageID: "part1of50@x.example", Bytes: 740000,
 			Groups: []string{"alt.binaries.hdtv", "alt.binaries.tv"},
 		}, false},
 	{"no xref, MIME, bad date", "7\t=?UTF-8?Q?Caf=C3=A9?= \"c.nfo\" yEnc (1/1)\t=?ISO-8859-1?Q?J=F6rg?= <j@x>\tsometime\t<m@x>\t\t\t",
 		"alt.binaries.test", Article{
 			Number: 7, RawSubject: `Café "c.nfo" yEnc (1/1)`,
-			Subject: Subject{Name: "c.nfo", Part: 1, Parts: 1, Binary: `Café "c.nfo" yEnc`, Base: "Café"},
+			Subject: Subject{Name: "c.nfo", Part: 1, Parts: 1, Counter: true, Binary: `Café "c.nfo" yEnc`, Base: "Café"},
 			From:    "Jörg <j@x>", MessageID: "m@x", Groups: []string{"alt.binaries.test"},
 		}, false},
 	{"xref without the group read", "8\ts (1/2)\tf\t1 Jan 2026 00:00:07 GMT\t<m2@x>\tr\t10\t1\tXref: h b.group:3",
 		"a.group", Article{
-			Number: 8, RawSubject: "s (1/2)", Subject: Subject{Part: 1, Parts: 2, Binary: "s", Base: "s"},
+			Number: 8, RawSubject: "s (1/2)", Subject: Subject{Part: 1, Parts: 2, Counter: true, Binary: "s", Base: "s"},
 			From: "f", Date: 1767225607, MessageID: "m2@x", Bytes: 10, Groups: []string{"a.group", "b.group"},
 		}, false},
 	{"no message-id", "9\ts\tf\td\t\t\t1\t1", "g", Article{}, true},

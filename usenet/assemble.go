@@ -181,7 +181,7 @@ func (r *Release) derive() {
 // Complete reports whether every announced file is present with every
 // part.
 func (r *Release) Complete() bool {
-	if len(r.Binaries) == 0 || len(r.Binaries) < r.Files {
+	if len(r.Binaries) == 0 || r.filesPresent() < r.Files {
 		return false
 	}
 	for _, f := range r.Binaries {
@@ -204,10 +204,26 @@ func (r *Release) Completion() float64 {
 		return 0
 	}
 	c := float64(have) / float64(want)
-	if r.Files > len(r.Binaries) {
-		c *= float64(len(r.Binaries)) / float64(r.Files)
+	if n := r.filesPresent(); n < r.Files {
+		c *= float64(n) / float64(r.Files)
 	}
 	return c
+}
+
+// filesPresent is the number of r's binaries that are announced files:
+// numbered from 1 ([i/n]; every binary of a post of n files has a
+// counter). Counting every binary would let a file numbered 0 (the .nfo
+// or .nzb of a post of n files, [0/n]) stand in for a missing one; the
+// numbers are not required to be distinct, since some posters number
+// every file alike ([1/5] five times) and their posts are whole.
+func (r *Release) filesPresent() int {
+	n := 0
+	for _, f := range r.Binaries {
+		if f.File >= 1 {
+			n++
+		}
+	}
+	return n
 }
 
 // Batch gathers the articles of one range into binaries, in memory: a
@@ -239,9 +255,14 @@ func (v *batchBinary) binaryKey() string { return v.key }
 // NewBatch returns an empty batch.
 func NewBatch() *Batch { return &Batch{bins: map[batchKey]*batchBinary{}} }
 
-// Add adds one article.
+// Add adds one article. A zero part (Subject.ZeroPart) is counted but
+// joins no binary: it is no part of the file whose name it carries, and
+// as a binary of its own it would stand in the post for that file.
 func (b *Batch) Add(a Article) {
 	b.articles++
+	if a.Subject.ZeroPart {
+		return
+	}
 	seg := Segment{Number: a.Subject.Part, Bytes: a.Bytes, ID: a.MessageID, Date: a.Date}
 	k := batchKey{a.From, a.Subject.Binary, a.Subject.Parts}
 	cur, ok := b.last, b.last != nil && k == b.lastKey

@@ -178,7 +178,7 @@ func TestBinaryMergeCountsArticlesOnce(t *testing.T) {
 
 func TestReleaseCompletion(t *testing.T) {
 	t.Parallel()
-	r := Release{Files: 4, Binaries: []FileSummary{{ID: "a", Parts: 10, Present: 10}, {ID: "b", Parts: 10, Present: 5}}}
+	r := Release{Files: 4, Binaries: []FileSummary{{ID: "a", File: 1, Parts: 10, Present: 10}, {ID: "b", File: 2, Parts: 10, Present: 5}}}
 	if r.Complete() {
 		t.Fatal("half a release is complete")
 	}
@@ -189,6 +189,89 @@ func TestReleaseCompletion(t *testing.T) {
 	r.Binaries[1].Present = 10
 	if !r.Complete() || r.Completion() != 1 {
 		t.Fatalf("full release: complete %v completion %v", r.Complete(), r.Completion())
+	}
+}
+
+// overLine is the OVER line of article n of a post.
+func overLine(n int, subject, date string) []byte {
+	return fmt.Appendf(nil, "%d\t%s\tposter@example.com\t%s\t<a%d@post>\t\t700000\t5000\tXref: h alt.binaries.tv:%d",
+		n, subject, date, n, n)
+}
+
+// linePosts parses lines as a range's indexer does and returns the posts
+// memApply makes of them.
+func linePosts(t *testing.T, lines [][]byte) []Release {
+	t.Helper()
+	var as []Article
+	var p ArticleParser
+	for _, l := range lines {
+		a, err := p.Parse(l, "alt.binaries.tv")
+		if err != nil {
+			t.Fatalf("%q: %v", l, err)
+		}
+		as = append(as, a)
+	}
+	_, rels := memApply([][]Article{as})
+	return slices.Collect(maps.Values(rels))
+}
+
+// TestCompleteNeedsEveryNumberedFile: a post of n files is complete (and
+// its Completion 1) only with every file numbered 1 to n; its .nfo,
+// numbered [0/n], is a file beyond them. Complete and Completion used to
+// count binaries, so the nfo stood in for a missing file.
+func TestCompleteNeedsEveryNumberedFile(t *testing.T) {
+	t.Parallel()
+	date := "Mon, 01 Jan 2024 10:00:00 +0000"
+	var lines [][]byte
+	n := 1
+	lines = append(lines, overLine(n, `Post.S01E01.720p-GRP [0/5] - "Post.S01E01.720p-GRP.nfo" yEnc (1/1)`, date))
+	for f := 1; f <= 4; f++ { // file 5 of 5 is missing
+		for part := 1; part <= 2; part++ {
+			n++
+			lines = append(lines, overLine(n, fmt.Sprintf(`Post.S01E01.720p-GRP [%d/5] - "Post.S01E01.720p-GRP.part%02d.rar" yEnc (%d/2)`, f, f, part), date))
+		}
+	}
+	posts := linePosts(t, lines)
+	if len(posts) != 1 {
+		t.Fatalf("%d posts, want 1", len(posts))
+	}
+	r := posts[0]
+	if r.Complete() || r.Completion() != 0.8 {
+		t.Errorf("post without its file [5/5] (%d binaries: the nfo [0/5] and files 1-4): Complete() = %v, Completion() = %v; want false, 0.8",
+			len(r.Binaries), r.Complete(), r.Completion())
+	}
+}
+
+// TestZeroPartIsNotIndexed: a file's "zero part" ("name.part1.rar" yEnc
+// (0/3), a text article posting tools send ahead of part 1) joins no
+// binary, so the post holds the real file under that name. It used to be
+// a one-part binary of the same name that, earlier by date, took the real
+// file's place in the original post (which then counted as complete) and
+// split the real file off as an incomplete repost.
+func TestZeroPartIsNotIndexed(t *testing.T) {
+	t.Parallel()
+	var lines [][]byte
+	add := func(s string, sec int) {
+		lines = append(lines, overLine(len(lines)+1, s, fmt.Sprintf("Mon, 01 Jan 2024 10:00:%02d +0000", sec)))
+	}
+	add(`Post.S01E01.720p-GRP [1/2] - "Post.S01E01.720p-GRP.part1.rar" yEnc (0/3)`, 0)
+	for f := 1; f <= 2; f++ {
+		for p := 1; p <= 3; p++ {
+			add(fmt.Sprintf(`Post.S01E01.720p-GRP [%d/2] - "Post.S01E01.720p-GRP.part%d.rar" yEnc (%d/3)`, f, f, p), f*10+p)
+		}
+	}
+	posts := linePosts(t, lines)
+	if len(posts) != 1 {
+		t.Fatalf("%d posts, want 1 (the zero part is no repost)", len(posts))
+	}
+	r := posts[0]
+	if len(r.Binaries) != 2 || !r.Complete() {
+		t.Errorf("post of %d binaries, complete %v; want the 2 files, complete", len(r.Binaries), r.Complete())
+	}
+	for _, b := range r.Binaries {
+		if b.Parts != 3 {
+			t.Errorf("binary %s of %d/%d parts: the zero part, not the real file", b.Name, b.Present, b.Parts)
+		}
 	}
 }
 

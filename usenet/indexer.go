@@ -60,8 +60,9 @@ type rangeIndex struct {
 // no file name and no part counter (a subject of random characters, as
 // obfuscating posters send one per article). Its subject shares nothing
 // with its post's other articles, so as a release of its own it would
-// be a one-article "file" named by noise.
-func Unmatched(a Article) bool { return a.Subject.Name == "" && a.Subject.Parts <= 1 }
+// be a one-article "file" named by noise. A part counter is Counter, not
+// Parts > 1: the "(1/1)" of a one-article file counts.
+func Unmatched(a Article) bool { return a.Subject.Name == "" && !a.Subject.Counter }
 
 func (ri *rangeIndex) Line(_ context.Context, _ int64, line []byte) error {
 	a, err := ri.parser.Parse(line, ri.group)

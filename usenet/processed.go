@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"unicode/utf8"
 
 	"github.com/switchyard-dev/switchyard/persist"
 )
@@ -158,7 +159,14 @@ func (s *Store) NFO(ctx context.Context, id string) (string, error) {
 // PutNFO stores text (cut to NFOMax bytes) as the NFO of release id.
 func (s *Store) PutNFO(ctx context.Context, id, text string) error {
 	if len(text) > NFOMax {
-		text = text[:NFOMax]
+		// The cut steps back to the start of the rune NFOMax falls in:
+		// cut inside it, the stored text would end in an invalid byte
+		// sequence, where it is documented and served as UTF-8.
+		n := NFOMax
+		for i := 1; i < utf8.UTFMax && n > 0 && !utf8.RuneStart(text[n]); i++ {
+			n--
+		}
+		text = text[:n]
 	}
 	if _, err := s.c.KV(s.scope, NFOKV).Set(ctx, id, []byte(text), persist.SetOptions{}); err != nil {
 		return fmt.Errorf("usenet: store nfo of %s: %w", id, err)

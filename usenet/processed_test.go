@@ -1,12 +1,15 @@
 package usenet
 
 import (
+	"bytes"
 	"context"
 	"math/rand/v2"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/switchyard-dev/switchyard/internal/testpersist/persistenv"
+	"github.com/switchyard-dev/switchyard/usenet/nfo"
 )
 
 // TestProcessedKeptAcrossPublications: what post-processing found is
@@ -111,6 +114,36 @@ func TestProcessedKeptAcrossPublications(t *testing.T) {
 	}
 	if got, err := st.PostRecord(ctx, r.ID); err != nil || got.Status != PostDone || got.Password != 1 {
 		t.Fatalf("record %+v, %v", got, err)
+	}
+}
+
+// TestPutNFOCutsOnARuneBoundary: an NFO longer than NFOMax bytes is cut
+// at the start of the rune NFOMax falls in, so the stored text stays
+// UTF-8 (CP437 art decodes to 3 bytes a character: an NFO of 22 KiB
+// passes NFOMax). PutNFO used to cut at NFOMax bytes exactly, inside a
+// rune.
+func TestPutNFOCutsOnARuneBoundary(t *testing.T) {
+	t.Parallel()
+	env := persistenv.Start(t, 1)
+	ctx := context.Background()
+	st, err := NewStore(env.Client(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A CP437 NFO of 30,000 bytes of art (0xDB, a full block).
+	text := nfo.Text(bytes.Repeat([]byte{0xdb}, 30000))
+	if !utf8.ValidString(text) || len(text) <= NFOMax {
+		t.Fatalf("nfo.Text gave %d bytes, valid UTF-8 %v", len(text), utf8.ValidString(text))
+	}
+	if err := st.PutNFO(ctx, "rel1", text); err != nil {
+		t.Fatal(err)
+	}
+	got, err := st.NFO(ctx, "rel1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !utf8.ValidString(got) || len(got) < NFOMax-utf8.UTFMax || got != text[:len(got)] {
+		t.Errorf("stored NFO of %d bytes (valid UTF-8 %v) is not the text cut at a rune boundary below %d", len(got), utf8.ValidString(got), NFOMax)
 	}
 }
 

@@ -13,6 +13,14 @@ type Subject struct {
 	// Part and Parts are the part counter (p/t); 1 and 1 for a subject
 	// without one (a single-part file).
 	Part, Parts int
+	// Counter reports a valid part counter (1 <= p <= t): Part and Parts
+	// alone cannot tell a subject's "(1/1)" from no counter at all.
+	Counter bool
+	// ZeroPart reports a part counter (0/t), t >= 1: a file's "zero
+	// part", the text some posting tools send ahead of its part 1 under
+	// the file's name. It is no part of the file (Part and Parts are 1
+	// and 1, as for any impossible counter) and is not indexed.
+	ZeroPart bool
 	// File and Files are the file counter [i/n]; 0 and 0 when absent.
 	File, Files int
 	// Binary is the subject with its part counter (and a trailing size after
@@ -39,7 +47,8 @@ type Subject struct {
 //     nothing inside a quoted pair is read as a counter;
 //   - the part counter is the LAST "(p/t)" outside quotes. An impossible one
 //     (p=0, p>t, t=0, more than 9 digits) makes the article a single-part
-//     file: it stays in Binary but never in Base;
+//     file: it stays in Binary but never in Base. Counter reports a valid
+//     one, ZeroPart one with p=0 and t>=1;
 //   - the file counter is a "[i/n]" (or an earlier "(i/n)"): the last one
 //     before the name, else the first after it. 0 <= i <= n, n >= 1 (posters
 //     number an .nfo or .nzb [0/n]); an impossible one reads as absent.
@@ -101,8 +110,9 @@ func parseStripped(s string) (Subject, span) {
 			masks[nm] = span{pc.end, len(s)}
 			nm++
 		}
+		sub.ZeroPart = pc.a == 0 && pc.b >= 1
 		if pc.a >= 1 && pc.a <= pc.b {
-			sub.Part, sub.Parts = pc.a, pc.b
+			sub.Part, sub.Parts, sub.Counter = pc.a, pc.b, true
 			part = span{pc.start, pc.end}
 			switch {
 			case remSize:

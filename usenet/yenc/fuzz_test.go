@@ -59,6 +59,7 @@ func FuzzReadHeader(f *testing.F) {
 	}
 	f.Add([]byte("=ybegin line=128 size=2 name=x\n\x8b\x8c\n=yend size=2 crc32=9e83486d\n"))
 	f.Add([]byte("junk\r\n=ybegin part=2 total=3 line=128 size=9 name=a b\r\n=ypart begin=4 end=6\r\n"))
+	f.Add(windowEdgeBody())
 	f.Fuzz(func(t *testing.T, body []byte) {
 		h, err := ReadHeader(body)
 		if err == nil && (h.Name == "" || h.Begin < 0 || h.End > h.Size || (h.Part > 0 && h.Total > 0 && h.Part > h.Total)) {
@@ -68,8 +69,8 @@ func FuzzReadHeader(f *testing.F) {
 		if derr != nil {
 			return
 		}
-		if len(body) > maxHeaderSkip {
-			return // Decode may find an =ybegin past what ReadHeader scans
+		if beginAt(body) >= maxHeaderSkip {
+			return // Decode finds an =ybegin past what ReadHeader scans
 		}
 		want := Header{Name: d.Name, Part: d.Part, Total: d.Total, Line: d.Line, Size: d.Size, Begin: d.Begin, End: d.End}
 		if d.Part == 0 {
@@ -79,4 +80,20 @@ func FuzzReadHeader(f *testing.F) {
 			t.Fatalf("ReadHeader = %+v, %v; Decode read %+v", h, err, want)
 		}
 	})
+}
+
+// beginAt is where the first line starting "=ybegin " starts in b, the
+// line Decode reads the header of, or len(b).
+func beginAt(b []byte) int {
+	for off := 0; off < len(b); {
+		if bytes.HasPrefix(b[off:], []byte("=ybegin ")) {
+			return off
+		}
+		i := bytes.IndexByte(b[off:], '\n')
+		if i < 0 {
+			break
+		}
+		off += i + 1
+	}
+	return len(b)
 }

@@ -26,16 +26,33 @@ const maxHeaderSkip = 64 << 10
 // (lines before =ybegin are skipped, CRLF or LF line ends) without
 // decoding or checking the data, so a prefix of a body is enough: the
 // name of a segment's file, its size, part, total and range. Errors wrap
-// ErrFormat: no =ybegin line in the first 64 KiB, malformed fields, or a
-// multipart body whose next line is not =ypart.
+// ErrFormat: no =ybegin line starting in the first 64 KiB, an input that
+// ends inside the =ybegin line (its name= would be read short), a line
+// longer than 64 KiB, malformed fields, or a multipart body whose next
+// line is not =ypart.
 func ReadHeader(b []byte) (Header, error) {
-	scan := b[:min(len(b), maxHeaderSkip)]
-	for off := 0; off < len(scan); {
-		line, n, _ := cutLine(scan[off:])
-		off += n
-		if !bytes.HasPrefix(line, []byte("=ybegin ")) {
+	// Only lines starting in the first maxHeaderSkip bytes are looked at,
+	// but the =ybegin line is cut from b: one that starts in that window
+	// may end past it, and cut at the window's end its name= would be
+	// read short.
+	window := min(len(b), maxHeaderSkip)
+	for off := 0; off < window; {
+		if !bytes.HasPrefix(b[off:], []byte("=ybegin ")) {
+			i := bytes.IndexByte(b[off:window], '\n')
+			if i < 0 {
+				break
+			}
+			off += i + 1
 			continue
 		}
+		line, n, whole, err := boundedLine(b[off:])
+		if err != nil {
+			return Header{}, err
+		}
+		if !whole {
+			return Header{}, fmt.Errorf("%w: input ends inside the =ybegin line", ErrFormat)
+		}
+		off += n
 		h, err := beginLine(line)
 		if err != nil {
 			return Header{}, err
@@ -44,12 +61,10 @@ func ReadHeader(b []byte) (Header, error) {
 			h.Begin, h.End = 1, h.Size
 			return h, nil
 		}
-		// The =ypart line follows; it may lie past the 64 KiB scanned
-		// for =ybegin, so it is cut from b.
-		rest := b[off:]
-		line, _, whole := cutLine(rest[:min(len(rest), maxLine)])
-		if !whole && len(rest) > maxLine {
-			return Header{}, fmt.Errorf("%w: line longer than %d bytes", ErrFormat, maxLine)
+		// The =ypart line follows.
+		line, _, whole, err = boundedLine(b[off:])
+		if err != nil {
+			return Header{}, err
 		}
 		if !bytes.HasPrefix(line, []byte("=ypart ")) {
 			if !whole && bytes.HasPrefix([]byte("=ypart "), line) {
@@ -68,6 +83,16 @@ func ReadHeader(b []byte) (Header, error) {
 		return h, nil
 	}
 	return Header{}, fmt.Errorf("%w: no =ybegin", ErrFormat)
+}
+
+// boundedLine is cutLine of b's first line, which must fit in maxLine
+// bytes, as Decode requires.
+func boundedLine(b []byte) (line []byte, n int, whole bool, err error) {
+	line, n, whole = cutLine(b[:min(len(b), maxLine)])
+	if !whole && len(b) > maxLine {
+		return nil, 0, false, fmt.Errorf("%w: line longer than %d bytes", ErrFormat, maxLine)
+	}
+	return line, n, whole, nil
 }
 
 // cutLine returns b's first line without its line end, the bytes it

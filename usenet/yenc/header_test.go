@@ -27,6 +27,7 @@ func TestReadHeader(t *testing.T) {
 		{"our encoder's segment", enc, multi, nil},
 		{"its first 200 bytes", enc[:200], multi, nil},
 		{"cut after =ybegin", enc[:firstLine], Header{Name: multi.Name, Part: 2, Total: multi.Total, Line: 128, Size: multi.Size}, nil},
+		{"cut inside =ybegin's name", enc[:firstLine-5], Header{}, ErrFormat},
 		{"cut inside =ypart", enc[:firstLine+9], Header{Name: multi.Name, Part: 2, Total: multi.Total, Line: 128, Size: multi.Size}, nil},
 		{"lines before", append([]byte("some text\r\n\r\n"), enc...), multi, nil},
 		{"single part", []byte("=ybegin line=128 size=3 name=a.nfo\n..."), Header{Name: "a.nfo", Line: 128, Size: 3, Begin: 1, End: 3}, nil},
@@ -44,4 +45,34 @@ func TestReadHeader(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestReadHeaderBeginLineAcrossTheScanWindow: an =ybegin line that starts
+// in the first maxHeaderSkip (64 KiB) bytes is read whole, as Decode reads
+// it, wherever it ends. ReadHeader used to cut it at the end of that
+// window, which gave a truncated name= without an error.
+func TestReadHeaderBeginLineAcrossTheScanWindow(t *testing.T) {
+	t.Parallel()
+	body := windowEdgeBody()
+	d, err := Decode(bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("Decode: %v", err)
+	}
+	if idx := bytes.Index(body, []byte("=ybegin")); idx >= maxHeaderSkip || bytes.IndexByte(body[idx:], '\n')+idx < maxHeaderSkip {
+		t.Fatalf("=ybegin at %d does not straddle %d", idx, maxHeaderSkip)
+	}
+	h, err := ReadHeader(body)
+	if err != nil || h.Name != d.Name || h.Size != d.Size {
+		t.Errorf("ReadHeader = %+v, %v; Decode read name %q size %d", h, err, d.Name, d.Size)
+	}
+}
+
+// windowEdgeBody is a single-part body whose =ybegin line starts before
+// maxHeaderSkip and ends after it, the window's end falling in name=.
+func windowEdgeBody() []byte {
+	begin := "=ybegin line=128 size=3 name=Some.Release.Name.nfo\r\n"
+	preLen := maxHeaderSkip - len("=ybegin line=128 size=3 name=Some.R")
+	pre := strings.Repeat("x\r\n", preLen/3-1)
+	pre += strings.Repeat("y", preLen-len(pre)-2) + "\r\n"
+	return []byte(pre + begin + "\x8b\x8c\x8d\r\n=yend size=3\r\n")
 }
