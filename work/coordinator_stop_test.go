@@ -7,42 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchyard-dev/switchyard/internal/testpersist/persistenv"
 	"github.com/switchyard-dev/switchyard/internal/testwait"
-	"github.com/switchyard-dev/switchyard/nntp"
 	"github.com/switchyard-dev/switchyard/nntp/nntptest"
 )
-
-const drainGroup = "alt.binaries.audit"
-
-// drainEnv is a fresh persist (store of source "src"), a test NNTP server
-// with one group of articles, and a pool of 2 connections to it.
-type drainEnv struct {
-	st   *Store
-	srv  *nntptest.Server
-	pool *nntp.Pool
-}
-
-func startDrainEnv(t *testing.T, articles int64) *drainEnv {
-	t.Helper()
-	ctx := context.Background()
-	env := persistenv.Start(t, 1)
-	st, err := NewStore(env.Client(), "src")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Init(ctx); err != nil {
-		t.Fatal(err)
-	}
-	srv := nntptest.Start(t)
-	srv.AddGroup(drainGroup, articles)
-	pool, err := nntp.NewPool(nntp.PoolConfig{Conn: nntp.Config{Addr: srv.Addr()}, Size: 2, HealthEvery: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = pool.Stop(context.Background()) })
-	return &drainEnv{st: st, srv: srv, pool: pool}
-}
 
 func listed(tbl []ShareEntry, name string) bool {
 	for _, e := range tbl {
@@ -63,7 +30,7 @@ func listed(tbl []ShareEntry, name string) bool {
 func TestCoordinatorStopKeepsShareWhileDraining(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	e := startDrainEnv(t, 2_000)
+	e := newPFEnv(t, 2_000, 2)
 	const limit = 2
 	const ttl = time.Second
 	// Another process sharing the provider, at a lower priority: it gets
@@ -75,7 +42,7 @@ func TestCoordinatorStopKeepsShareWhileDraining(t *testing.T) {
 	if _, err := other.Round(ctx); err != nil {
 		t.Fatal(err)
 	}
-	groups, _ := ParseGroups(drainGroup)
+	groups, _ := ParseGroups(pfGroup)
 	co, err := NewCoordinator(e.st, e.pool, CoordinatorConfig{
 		Planner:   PlannerConfig{Groups: groups, RangeSize: 1_000, HistoryDepth: 2_000},
 		Prefetch:  PrefetchConfig{Chunk: 100},
@@ -147,7 +114,7 @@ func TestCoordinatorStopKeepsShareWhileDraining(t *testing.T) {
 // to back); only zero means the default.
 func TestNewCoordinatorRefusesNegativeIntervals(t *testing.T) {
 	t.Parallel()
-	e := startDrainEnv(t, 10)
+	e := newPFEnv(t, 10, 2)
 	for name, set := range map[string]func(*CoordinatorConfig){
 		"Tick":                 func(c *CoordinatorConfig) { c.Tick = -time.Second },
 		"TailEvery":            func(c *CoordinatorConfig) { c.TailEvery = -time.Second },
