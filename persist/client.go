@@ -363,6 +363,9 @@ func (c *Client) retry(ctx context.Context, scope string, attempt func(id string
 		if err == nil {
 			return nil
 		}
+		if f, ok := err.(finalError); ok {
+			return f.err
+		}
 		if errors.Is(err, bus.ErrForbidden) {
 			return forbidden(err)
 		}
@@ -388,6 +391,9 @@ func forbidden(err error) error {
 // store, a different valid name.
 func checkNames(h nats.Header) error {
 	if err := ValidStreamName(h.Get(HdrStream)); err != nil {
+		return err
+	}
+	if err := CheckMsgID(h.Get(HdrMsgID)); err != nil {
 		return err
 	}
 	return ValidKey(h.Get(HdrKey))
@@ -541,12 +547,16 @@ func (s *Stream) setMsg(value []byte, opts SetOptions) (*nats.Msg, error) {
 	if opts.PrevSeq != nil {
 		m.Header.Set(HdrPrevSeq, strconv.FormatUint(*opts.PrevSeq, 10))
 	}
-	if opts.TTL > 0 {
+	switch {
+	case opts.TTL < 0:
+		// ttlMillis would make it 0, "no TTL": a message kept for good.
+		return nil, Errorf(CodeBadRequest, "ttl %v is negative", opts.TTL)
+	case opts.TTL > 0:
 		m.Header.Set(HdrTTL, strconv.FormatInt(ttlMillis(opts.TTL), 10))
 	}
 	for k, v := range opts.Headers {
-		if ReservedHeader(k) {
-			return nil, Errorf(CodeBadRequest, "user header %q is reserved", k)
+		if err := CheckHeader(k, v); err != nil {
+			return nil, err
 		}
 		m.Header.Set(k, v)
 	}
@@ -672,13 +682,20 @@ func (s *Stream) SetMany(ctx context.Context, msgs []Entry) ([]SetManyResult, er
 // checkEntry refuses what would fail a whole setMany request for one of
 // its messages: a reserved user header or an invalid key.
 func (s *Stream) checkEntry(i int, e *Entry) error {
-	for k := range e.Headers {
-		if ReservedHeader(k) {
-			return Errorf(CodeBadRequest, "setMany %q/%q: message %d: user header %q is reserved", s.scope, s.name, i, k)
+	for k, v := range e.Headers {
+		if err := CheckHeader(k, v); err != nil {
+			return fmt.Errorf("setMany %q/%q: message %d: %w", s.scope, s.name, i, err)
 		}
 	}
 	if err := ValidKey(e.Key); err != nil {
 		return fmt.Errorf("setMany %q/%q: message %d: %w", s.scope, s.name, i, err)
+	}
+	// As Set's: the same msgID must mean the same write both ways.
+	if err := CheckMsgID(e.MsgID); err != nil {
+		return fmt.Errorf("setMany %q/%q: message %d: %w", s.scope, s.name, i, err)
+	}
+	if e.TTL < 0 {
+		return Errorf(CodeBadRequest, "setMany %q/%q: message %d: ttl %v is negative", s.scope, s.name, i, e.TTL)
 	}
 	if e.PrevSeq != nil && e.Key == "" {
 		return Errorf(CodeBadRequest, "setMany %q/%q: message %d: a previous seq needs a key", s.scope, s.name, i)
@@ -819,14 +836,26 @@ func (s *Stream) scan(ctx context.Context, r Range, fn func(*Message) error) (ui
 			delivered++
 			return fn(m)
 		})
-		// Retrying after messages reached fn would hand them out twice.
-		return delivered == 0, err
+		if err != nil && delivered > 0 {
+			// Retrying after messages reached fn would hand them out
+			// twice, whatever the error (an unavailable part-way, fn's
+			// own): it is the scan's.
+			return false, finalError{err}
+		}
+		return true, err
 	})
 	if err != nil {
 		return 0, err
 	}
 	return next, nil
 }
+
+// finalError is an attempt's error that retry returns as it is, whatever
+// its code.
+type finalError struct{ err error }
+
+func (f finalError) Error() string { return f.err.Error() }
+func (f finalError) Unwrap() error { return f.err }
 
 // chunkQueue is how many chunks of one answer may wait to be read. The
 // server sends an answer's chunks without waiting, each of up to

@@ -199,9 +199,12 @@ func (c *Client) LocalStream(ctx context.Context, scope, name string, opts Local
 // (LocalPending) at once. It fails only when the handle is closed, too many
 // messages wait, or the headers are invalid.
 func (l *LocalStream) Publish(value []byte, opts LocalPublishOptions) (LocalMessage, error) {
-	for k := range opts.Headers {
-		if ReservedHeader(k) || k == HdrLocalID {
+	for k, v := range opts.Headers {
+		if k == HdrLocalID {
 			return LocalMessage{}, Errorf(CodeBadRequest, "user header %q is reserved", k)
+		}
+		if err := CheckHeader(k, v); err != nil {
+			return LocalMessage{}, err
 		}
 	}
 	// Refused here, not when the batch holding it is sent: there it would

@@ -142,6 +142,58 @@ func ReservedHeader(name string) bool {
 		strings.EqualFold(name, natsStatusHdr) || strings.EqualFold(name, natsDescriptionHdr)
 }
 
+// CheckHeader refuses, as bad-request, a user header that cannot travel
+// as it is: a reserved name; a name NATS headers cannot carry (printable
+// ASCII without space and the separators "(),/:;<=>?@[\]{}), which
+// nats.go refuses to send or to read back (a message stored so by setMany
+// could never be read with get); or a value breaking the naming rule,
+// which the header encoding changes on the way (it trims the ends and turns
+// CR and LF into spaces: " v\n" was stored as "v") or which is not valid
+// UTF-8. An empty value is kept.
+func CheckHeader(name, value string) error {
+	if ReservedHeader(name) {
+		return Errorf(CodeBadRequest, "user header %q is reserved", name)
+	}
+	if !headerNameOK(name) {
+		return Errorf(CodeBadRequest, "user header %q: a name is printable ASCII without space or any of %s", name, headerNameSeparators)
+	}
+	if value != "" {
+		if why := validName(value); why != "" {
+			return Errorf(CodeBadRequest, "user header %q: its value %s", name, why)
+		}
+	}
+	return nil
+}
+
+// headerNameSeparators are the characters nats.go refuses in a header name.
+const headerNameSeparators = `"()/,:;<=>?@[\]{}`
+
+func headerNameOK(name string) bool {
+	if name == "" {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c < 33 || c > 126 || strings.IndexByte(headerNameSeparators, c) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// CheckMsgID refuses, as bad-request, a msgID that breaks the naming rule:
+// in Sy-Msg-Id the header encoding would change it (" order-1" arrives as
+// "order-1", the msgID of another write, and is taken for its retry), and
+// text that is not valid UTF-8 would be converted in a setMany frame.
+func CheckMsgID(id string) error {
+	if id == "" {
+		return nil
+	}
+	if why := validName(id); why != "" {
+		return Errorf(CodeBadRequest, "msgId %q %s", id, why)
+	}
+	return nil
+}
+
 // hasPrefixFold is strings.HasPrefix ignoring ASCII case, so "sy-cmd" cannot
 // sneak in as a user header.
 func hasPrefixFold(s, prefix string) bool {

@@ -208,9 +208,14 @@ func decodeSetMany(body []byte) ([]store.WriteOp, error) {
 		if m.TTL < 0 || m.TTL > persist.MaxTTL {
 			return persist.Errorf(persist.CodeBadRequest, "message %d: ttl %d is not between 0 and %d milliseconds", len(ops), m.TTL, int64(persist.MaxTTL))
 		}
-		for k := range m.Headers {
-			if persist.ReservedHeader(k) {
-				return persist.Errorf(persist.CodeBadRequest, "message %d: header %q is reserved", len(ops), k)
+		for k, v := range m.Headers {
+			// A name NATS cannot carry would make the message unreadable
+			// by get; a value the header encoding changes would read back
+			// otherwise there.
+			if err := persist.CheckHeader(k, v); err != nil {
+				var pe *persist.Error
+				errors.As(err, &pe)
+				return persist.Errorf(persist.CodeBadRequest, "message %d: %s", len(ops), pe.Message)
 			}
 		}
 		ops = append(ops, store.WriteOp{Key: m.Key, Headers: m.Headers, Value: m.Value, TTL: m.TTL, MsgID: m.MsgID, PrevSeq: m.PrevSeq})
