@@ -114,9 +114,12 @@ func (f *Fleet) connect(ctx context.Context, name, user string) (*nats.Conn, err
 	}
 	if err := f.start(ctx, "conn "+name, lifecycle.OnStop(name, func(ctx context.Context) error {
 		// Answers a role queued on its way out go before the close. A
-		// connection that is down has nothing to flush: not an error of
-		// stopping.
-		_ = nc.FlushWithContext(ctx)
+		// connection that is down has nothing to flush, and a flush would
+		// wait for a PONG that cannot come, to the end of Stop's deadline
+		// (every later role then stopping with an expired ctx).
+		if nc.IsConnected() {
+			_ = nc.FlushWithContext(ctx)
+		}
 		nc.Close()
 		return nil
 	})); err != nil {

@@ -149,6 +149,11 @@ func (c *Config) validate() error {
 	if len(c.Events.Peers) > 0 && !c.HTTP.Events {
 		return errors.New("fleet: regions (Events.Peers) join the events API: it needs HTTP.Events")
 	}
+	if len(c.Events.Peers) > 0 && c.HTTP.Addr == "" {
+		// Else the events layer, and the forward receiver with it, would
+		// not start, and the peers' batches would be refused.
+		return errors.New("fleet: regions (Events.Peers) need an HTTP side (HTTP.Addr)")
+	}
 	if err := c.Events.validate(); err != nil {
 		return err
 	}

@@ -511,7 +511,12 @@ func (s *Server) drain(ctx context.Context) error {
 	// Drain: the server forgets the subscription, then every message
 	// already delivered to us goes through onMsg into a queue.
 	closed := sub.StatusChanged(nats.SubscriptionClosed)
-	if err := sub.Drain(); err != nil {
+	if !s.cfg.Conn.IsConnected() {
+		// A drain ends with a flush whose PONG cannot come while the
+		// connection is down: it would wait out ctx. Nothing queued for
+		// us can be answered now either; the clients retry elsewhere.
+		_ = sub.Unsubscribe()
+	} else if err := sub.Drain(); err != nil {
 		first = fmt.Errorf("persist server: drain: %w", err)
 		_ = sub.Unsubscribe()
 	} else {

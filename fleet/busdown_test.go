@@ -1,0 +1,97 @@
+package fleet
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchyard-dev/switchyard/bus/embedded"
+	"github.com/switchyard-dev/switchyard/internal/testwait"
+)
+
+// readyzOf is the status and body of f's /readyz.
+func readyzOf(t *testing.T, f *Fleet) (int, string) {
+	t.Helper()
+	resp, err := http.Get(f.HTTPURL() + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestStopWithBusDown: roles on an external bus stop at once while NATS is
+// down. The connections' stop flushed them, and a persist server drained
+// its subscription, each waiting for a PONG that could not come until
+// Stop's deadline, every later role then stopping with an expired ctx (a
+// role command took its whole 30 s and exited 1).
+func TestStopWithBusDown(t *testing.T) {
+	t.Run("balancer", func(t *testing.T) {
+		stopWithBusDown(t, PersistConfig{IDs: []string{"0"}}, "bus switchyard-balancer")
+	})
+	t.Run("persist server", func(t *testing.T) {
+		stopWithBusDown(t, PersistConfig{IDs: []string{"0"}, Serve: []string{"0"}, DataDir: t.TempDir()}, "bus switchyard-balancer")
+	})
+}
+
+func stopWithBusDown(t *testing.T, pc PersistConfig, down string) {
+	ctx := context.Background()
+	hub, err := embedded.Start(embedded.Config{Port: embedded.RandomPort})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := Start(ctx, Config{
+		NATS:     NATSConfig{URL: hub.ClientURL()},
+		Persist:  pc,
+		Balancer: true, // its Stop needs no bus: only the connection's stop is measured
+		HTTP:     HTTPConfig{Addr: "127.0.0.1:0"},
+	})
+	if err != nil {
+		hub.Shutdown()
+		t.Fatal(err)
+	}
+	hub.Shutdown()
+	testwait.Until(t, "the balancer's connection down (readyz 503)", func() (bool, string) {
+		code, body := readyzOf(t, f)
+		return code == http.StatusServiceUnavailable && strings.Contains(body, down), body
+	})
+	const deadline = 3 * time.Second
+	sctx, cancel := context.WithTimeout(ctx, deadline)
+	defer cancel()
+	start := time.Now()
+	err = f.Stop(sctx)
+	took := time.Since(start)
+	if sctx.Err() != nil {
+		t.Fatalf("Stop with the bus down ran into its %v deadline (took %v, err %v): a stop waited for a flush or drain that cannot complete", deadline, took, err)
+	}
+}
+
+// TestRegionsNeedAnHTTPSide: regions (Events.Peers) without an HTTP side
+// are refused, as the Newznab API is. Start succeeded and ran no events
+// layer and no forward receiver, and the peers' batches were refused.
+func TestRegionsNeedAnHTTPSide(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	listen := ln.Addr().String()
+	ln.Close()
+	cfg := Config{
+		NATS: NATSConfig{Embedded: &embedded.Config{Host: "127.0.0.1", Port: embedded.RandomPort}},
+		HTTP: HTTPConfig{Events: true}, // no Addr: no HTTP side
+		Events: EventsConfig{
+			Region: "a", Peers: map[string]string{"b": "http://127.0.0.1:1"}, ForwardListen: listen,
+			Secrets: map[string][]byte{"a": []byte(strings.Repeat("a", 32)), "b": []byte(strings.Repeat("b", 32))},
+		},
+	}
+	f, err := Start(context.Background(), cfg)
+	if err == nil {
+		defer f.Stop(context.Background())
+		t.Fatalf("Start with Events.Peers and no HTTP side succeeded with roles %q: the region runs no events layer and no forward receiver on %s", f.Roles(), listen)
+	}
+}
