@@ -104,6 +104,12 @@ func (d DurableRow) parse() (Anchor, Filter, error) {
 	if d.ID == "" || len(d.ID) > 128 {
 		return Anchor{}, Filter{}, fmt.Errorf("%w: id: want 1 to 128 bytes", ErrBadRow)
 	}
+	// The row is stored under USER/ID: an id persist refuses in a key (a
+	// control character, whitespace at an end) is the row's fault, not
+	// the store's, and is no better on a retry.
+	if err := persist.ValidKey(d.key()); err != nil {
+		return Anchor{}, Filter{}, fmt.Errorf("%w: id %q: %v", ErrBadRow, d.ID, err)
+	}
 	if d.Mode != ModeBroadcast && d.Mode != ModeSingle {
 		return Anchor{}, Filter{}, fmt.Errorf("%w: mode %q: want %s or %s", ErrBadRow, d.Mode, ModeBroadcast, ModeSingle)
 	}
@@ -210,7 +216,13 @@ func continues(old *DurableRow, a Anchor) bool {
 
 // Delete removes the user's row id and reports whether there was one.
 func (s DurableStore) Delete(ctx context.Context, user, id string) (bool, error) {
-	ok, err := s.kv().Delete(ctx, user+"/"+id)
+	key := DurableRow{User: user, ID: id}.key()
+	if persist.ValidKey(key) != nil {
+		// No row can be stored under it (Put refuses it): asking the
+		// store would only fail, and the failure read as a retry.
+		return false, nil
+	}
+	ok, err := s.kv().Delete(ctx, key)
 	if err != nil {
 		return false, fmt.Errorf("events: delete durable subscription: %w", err)
 	}

@@ -359,6 +359,10 @@ func (r *Router) Stop(ctx context.Context) error {
 // Client is the persist client the router reads the feeds with.
 func (r *Router) Client() *persist.Client { return r.cfg.Client }
 
+// MaxSessionSubs is how many subscriptions one session may hold (the
+// config's, or MaxSessionSubsDefault): what a gateway tells its clients.
+func (r *Router) MaxSessionSubs() int { return r.cfg.MaxSessionSubs }
+
 // Stats returns the router's counters.
 func (r *Router) Stats() RouterStats {
 	st := RouterStats{

@@ -36,7 +36,7 @@ func (g *Gateway) serve(ws *websocket.Conn, cork *wscork.Conn, who web.Principal
 	c := &conn{g: g, ws: ws, cork: cork, who: who, lost: map[string]int{}, wake: make(chan struct{}, 1)}
 	// ready is the first message: queued before the session opens, since
 	// Open hands the user's waiting `single` deliveries out at once.
-	c.push(mustJSON(wireCtl{Type: TypeReady, User: who.Name, MaxSubs: events.MaxSessionSubsDefault}))
+	c.push(mustJSON(wireCtl{Type: TypeReady, User: who.Name, MaxSubs: g.cfg.Router.MaxSessionSubs()}))
 	c.sess = g.cfg.Router.Open(who.Name, c.deliver)
 	run := g.base.Run()
 
@@ -58,7 +58,14 @@ func (g *Gateway) serve(ws *websocket.Conn, cork *wscork.Conn, who web.Principal
 	wctx, stopWriter := context.WithCancel(context.Background())
 	wrote := make(chan error, 1)
 	go func() { wrote <- c.writeLoop(wctx) }()
-	readErr := c.readLoop(run)
+	// The reader reads ahead of the requests' handling (see readAhead);
+	// whatever ends the socket below ends its Read.
+	frames := make(chan frame, readAhead)
+	rctx, stopReader := context.WithCancel(context.Background())
+	read := make(chan struct{}) // closed when the reader is done
+	go func() { defer close(read); c.readLoop(rctx, frames) }()
+	handleErr := c.handleLoop(run, frames, read)
+	stopReader()   // it may be waiting for room in frames
 	c.sess.Close() // no delivery is queued after this, but one in flight
 	stopWriter()
 	<-wrote
@@ -66,11 +73,12 @@ func (g *Gateway) serve(ws *websocket.Conn, cork *wscork.Conn, who web.Principal
 	switch {
 	case run.Err() != nil:
 		// Closed by stopping.
-	case errors.Is(readErr, errTooSlow):
+	case errors.Is(handleErr, errTooSlow):
 		_ = ws.Close(websocket.StatusPolicyViolation, errTooSlow.Error())
 	default:
 		_ = ws.CloseNow()
 	}
+	<-read
 }
 
 // errTooSlow ends a client that sends requests faster than it reads the
@@ -215,22 +223,68 @@ func (c *conn) timed(ctx context.Context, f func(context.Context) error) error {
 	return f(ctx)
 }
 
-// readLoop answers the client's requests, one at a time, until the
-// socket ends.
-func (c *conn) readLoop(ctx context.Context) error {
+// readAhead bounds the messages read but not yet handled. The library
+// reads a ping's pong only inside Read, so reading goes on while a request
+// waits (a subscribe, up to SubscribeTimeout for its stream, past
+// WriteTimeout). The reader used to handle each request before reading
+// the next frame: the writer took a ping sent meanwhile for unanswered and
+// cut a healthy socket. Past readAhead the reader waits for the handler, as
+// a client that sends faster than its requests are handled must. 64 holds
+// what the browser client sends on a reconnect (its subscriptions, up to
+// max_subs, and its acks), and bounds a socket's read-ahead to 512 KiB.
+const readAhead = 64
+
+// frame is one message the client sent.
+type frame struct {
+	text bool
+	b    []byte
+}
+
+// readLoop reads the client's messages into frames, in order, until the
+// socket ends or ctx does.
+func (c *conn) readLoop(ctx context.Context, frames chan<- frame) {
 	for {
-		// Not ctx: its end closes the socket (see serve), which ends Read.
+		// Not ctx: whatever ends the socket (see serve) ends Read.
 		typ, b, err := c.ws.Read(context.Background())
 		if err != nil {
-			return err
+			return
 		}
-		if typ != websocket.MessageText {
-			if !c.answerErr("", CodeBadRequest, "messages are JSON text") {
-				return errTooSlow
-			}
-			continue
+		select {
+		case frames <- frame{text: typ == websocket.MessageText, b: b}:
+		case <-ctx.Done():
+			return
 		}
-		if !c.handle(ctx, b) {
+	}
+}
+
+// handleLoop answers the client's requests, one at a time and in order,
+// until the socket ends (read is closed), the gateway stops (ctx) or an
+// answer cannot be queued (errTooSlow). Requests still waiting when the
+// socket ends are not handled: nobody would read their answers.
+func (c *conn) handleLoop(ctx context.Context, frames <-chan frame, read <-chan struct{}) error {
+	for {
+		select { // the socket's end first, when frames also has some
+		case <-read:
+			return nil
+		case <-ctx.Done():
+			return nil
+		default:
+		}
+		var f frame
+		select {
+		case f = <-frames:
+		case <-read:
+			return nil
+		case <-ctx.Done():
+			return nil
+		}
+		var ok bool
+		if f.text {
+			ok = c.handle(ctx, f.b)
+		} else {
+			ok = c.answerErr("", CodeBadRequest, "messages are JSON text")
+		}
+		if !ok {
 			return errTooSlow
 		}
 	}

@@ -53,9 +53,22 @@ type env struct {
 // start runs a router and a gateway over one real persist server.
 func start(t *testing.T, tune func(*Config)) *env {
 	t.Helper()
+	e, _ := startRouter(t, events.RouterConfig{}, tune)
+	return e
+}
+
+// startRouter is start with a router config of the test's (its Client set,
+// and its Durable when nil), and returns the persist environment too (to
+// stop its server).
+func startRouter(t *testing.T, rcfg events.RouterConfig, tune func(*Config)) (*env, *persistenv.Env) {
+	t.Helper()
 	pe := persistenv.Start(t, 1)
 	c := pe.Client()
-	r, err := events.NewRouter(events.RouterConfig{Client: c, Durable: &events.DurableConfig{}})
+	rcfg.Client = c
+	if rcfg.Durable == nil {
+		rcfg.Durable = &events.DurableConfig{}
+	}
+	r, err := events.NewRouter(rcfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +96,7 @@ func start(t *testing.T, tune func(*Config)) *env {
 			t.Error(err)
 		}
 	})
-	return &env{t: t, c: c, g: g, ts: ts}
+	return &env{t: t, c: c, g: g, ts: ts}, pe
 }
 
 // client is one socket and what it read.
@@ -223,6 +236,44 @@ func TestRequestErrors(t *testing.T) {
 	check("past the socket's limit", c.subscribe("one-more", "project-1/files/x", nil), "one-more", CodeTooMany)
 	if m := c.subscribe("0", "project-1/files/again", nil); m.Type != TypeSubscribed {
 		t.Fatalf("re-subscribing an id: %+v", m)
+	}
+}
+
+// TestAckErrorNamesItsEntry: an error answering an ack names the ack's
+// entry, whatever is wrong with it, a bad mode included; the mode was
+// checked before the ack's entry was read, so that error named "".
+func TestAckErrorNamesItsEntry(t *testing.T) {
+	t.Parallel()
+	e := start(t, nil)
+	c := e.dial("", nil)
+	c.send(map[string]any{"type": "ack", "sub": "jobs", "entry": "project-1/jobs#1", "mode": "bogus"})
+	if m := c.read(); m.Type != TypeError || m.Code != CodeBadRequest || m.ID != "project-1/jobs#1" {
+		t.Fatalf("ack with a bad mode: %+v, want a bad-request naming its entry", m)
+	}
+}
+
+// TestNonUTF8RequestIsBadRequest: a message that is not valid UTF-8 is
+// bad-request, and nothing is subscribed. encoding/json turned each
+// invalid byte into U+FFFD before the id's UTF-8 check, so a subscribe
+// of id "\xff" was taken, silently, for one of "\uFFFD".
+func TestNonUTF8RequestIsBadRequest(t *testing.T) {
+	t.Parallel()
+	e := start(t, nil)
+	r := rawDial(t, e.ts.URL)
+	if _, _, err := r.frame(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	payload := []byte("{\"type\":\"subscribe\",\"id\":\"\xff\",\"anchor\":\"project-1/files\",\"mode\":\"broadcast\"}")
+	fr := append([]byte{0x81, 0x80 | byte(len(payload)), 0, 0, 0, 0}, payload...) // masked with a zero key
+	if _, err := r.nc.Write(fr); err != nil {
+		t.Fatal(err)
+	}
+	op, p, err := r.frame(10 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if op != 0x1 || !strings.Contains(string(p), `"code":"bad-request"`) {
+		t.Fatalf("a subscribe whose id is not UTF-8: op %d %s, want bad-request", op, p)
 	}
 }
 
@@ -433,5 +484,69 @@ func TestDurableSingleOverSockets(t *testing.T) {
 	holder.send(map[string]any{"type": "unsubscribe", "id": "jobs", "mode": "single"})
 	if u := <-holderMsgs; u.Type != TypeUnsubscribed {
 		t.Fatalf("durable unsubscribe: %+v", u)
+	}
+}
+
+// TestLongStreamEntryIsAcked: a `single` delivery's entry is its change's
+// id, SCOPE/STREAM#SEQ, and an ack of it is taken however long its stream's
+// name (up to what an anchor holds). Entries were bounded as ids are, to
+// 128 bytes: a delivery in a stream named with over ~115 bytes could
+// never be acked, and held its subscription's next ones back for good.
+func TestLongStreamEntryIsAcked(t *testing.T) {
+	t.Parallel()
+	e := start(t, nil)
+	c := e.dial("", nil)
+	// About the longest stream an anchor holds, escaped as the entry has
+	// it: each "j/" is "j%2F".
+	stream := strings.Repeat("j/", (events.MaxAnchorBytes-len("project-1/")-1)/4) + "j"
+	anchor := events.Subject{Scope: "project-1", Stream: stream}.String()
+	if len(anchor) > events.MaxAnchorBytes || len(anchor) < events.MaxAnchorBytes-4 {
+		t.Fatalf("anchor of %d bytes", len(anchor))
+	}
+	c.send(map[string]any{"type": "subscribe", "id": "jobs", "anchor": anchor, "mode": "single"})
+	if m := c.read(); m.Type != TypeSubscribed {
+		t.Fatalf("durable subscribe: %+v", m)
+	}
+	msgs := c.messages()
+	// A change made before a router has the row live is read back from
+	// the row's cursor: the first one is delivered either way.
+	e.set("project-1", stream, "1", []byte("first"))
+	var m testMsg
+	select {
+	case m = <-msgs:
+	case <-time.After(testwait.Timeout):
+		t.Fatal("no delivery")
+	}
+	if m.Type != TypeEvent || m.Entry == "" {
+		t.Fatalf("delivery %+v", m)
+	}
+	c.send(map[string]any{"type": "ack", "sub": "jobs", "entry": m.Entry})
+	if a := <-msgs; a.Type != TypeAcked || a.ID != m.Entry {
+		t.Fatalf("ack of the delivery's own entry (%d bytes): %+v, want acked", len(m.Entry), a)
+	}
+}
+
+// TestDurableIDNoRowCanHave: a durable subscription's id ends its row's
+// persist key (USER/ID), and one persist refuses in a key (whitespace at
+// an end, a control character) is bad-request for a subscribe and
+// not-found for an unsubscribe (no row can have it). Both were answered
+// `unavailable`, the store's refusal, which the client retries for ever.
+func TestDurableIDNoRowCanHave(t *testing.T) {
+	t.Parallel()
+	e := start(t, nil)
+	c := e.dial("", nil)
+	for _, id := range []string{"jobs ", "jobs\x01"} {
+		c.send(map[string]any{"type": "subscribe", "id": id, "anchor": "project-1/jobs", "mode": "broadcast"})
+		if m := c.read(); m.Type != TypeError || m.Code != CodeBadRequest || m.ID != id {
+			t.Fatalf("durable subscribe with id %q: %+v, want bad-request", id, m)
+		}
+		c.send(map[string]any{"type": "unsubscribe", "id": id, "mode": "broadcast"})
+		if m := c.read(); m.Type != TypeError || m.Code != CodeNotFound || m.ID != id {
+			t.Fatalf("durable unsubscribe with id %q: %+v, want not-found", id, m)
+		}
+	}
+	c.send(map[string]any{"type": "unsubscribe", "id": "nope", "mode": "broadcast"})
+	if m := c.read(); m.Type != TypeError || m.Code != CodeNotFound {
+		t.Fatalf("durable unsubscribe of nothing: %+v, want not-found", m)
 	}
 }

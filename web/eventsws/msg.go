@@ -33,8 +33,8 @@ const (
 const (
 	CodeBadRequest   = "bad-request"   // malformed message, anchor or filter
 	CodeForbidden    = "forbidden"     // the anchor's scope is not the user's
-	CodeTooMany      = "too-many"      // the socket holds its 50 subscriptions
-	CodeNotFound     = "not-found"     // unsubscribe of an id the socket does not hold
+	CodeTooMany      = "too-many"      // the socket holds its max_subs subscriptions (ready says how many)
+	CodeNotFound     = "not-found"     // unsubscribe of an id the socket (or, durable, the user) does not hold
 	CodeUnknownEntry = "unknown-entry" // ack of an entry this region does not hold
 	CodeUnavailable  = "unavailable"   // the stream's watcher could not start, or the store failed (retry)
 	CodeQuota        = "quota"         // the user holds its durable subscriptions' quota
@@ -78,11 +78,21 @@ var errBad = errors.New("bad request")
 // says what is wrong; the request's id, when it had one, comes back with
 // it so the client can tell which request failed.
 func decodeRequest(b []byte) (request, error) {
+	// encoding/json turns each invalid byte into U+FFFD, so checkID would
+	// never see one: a request for id "\xff" would be taken for "\uFFFD".
+	if !utf8.Valid(b) {
+		return request{}, fmt.Errorf("%w: not UTF-8 text", errBad)
+	}
 	var m clientMsg
 	if err := json.Unmarshal(b, &m); err != nil {
 		return request{}, fmt.Errorf("%w: not a JSON message object: %v", errBad, err)
 	}
 	r := request{typ: m.Type, id: m.ID, mode: m.Mode}
+	if m.Type == TypeAck {
+		// Before any check: an ack's error names its entry, whatever is
+		// wrong with it (its mode included).
+		r.id, r.sub = m.Entry, m.Sub
+	}
 	switch m.Mode {
 	case "", events.ModeBroadcast, events.ModeSingle:
 	default:
@@ -110,11 +120,10 @@ func decodeRequest(b []byte) (request, error) {
 			return r, err
 		}
 	case TypeAck:
-		r.id, r.sub = m.Entry, m.Sub
 		if err := checkID("sub", m.Sub); err != nil {
 			return r, err
 		}
-		if err := checkID("entry", m.Entry); err != nil {
+		if err := checkLen("entry", m.Entry, maxEntryBytes); err != nil {
 			return r, err
 		}
 	case "":
@@ -125,12 +134,24 @@ func decodeRequest(b []byte) (request, error) {
 	return r, nil
 }
 
-// maxIDBytes bounds a subscription id or an entry id.
+// maxIDBytes bounds a subscription id.
 const maxIDBytes = 128
 
-func checkID(field, s string) error {
-	if s == "" || len(s) > maxIDBytes || !utf8.ValidString(s) {
-		return fmt.Errorf("%w: %s: want 1 to %d bytes of UTF-8", errBad, field, maxIDBytes)
+// maxEntryBytes bounds an ack's entry. A `single` delivery's entry is its
+// change's id, SCOPE/STREAM#SEQ, whose part before '#' is its durable
+// row's anchor's (the stream escaped as there, so at most
+// events.MaxAnchorBytes); after the seq may come "/delete" and "@PEER",
+// before it "gap-" (a marker's) and "@HOME/" (a delivery from another
+// region). The rest leaves room for the seq and two region names.
+// maxIDBytes would refuse the entries of every stream name over ~115
+// bytes: such a delivery could never be acked.
+const maxEntryBytes = events.MaxAnchorBytes + 1024
+
+func checkID(field, s string) error { return checkLen(field, s, maxIDBytes) }
+
+func checkLen(field, s string, most int) error {
+	if s == "" || len(s) > most || !utf8.ValidString(s) {
+		return fmt.Errorf("%w: %s: want 1 to %d bytes of UTF-8", errBad, field, most)
 	}
 	return nil
 }

@@ -24,6 +24,9 @@ func TestDecodeRequest(t *testing.T) {
 		{`{"type":"` + strings.Repeat("x", 100) + `"}`, "unknown type"},
 		{`{}`, "missing type"},
 		{`[1]`, "not a JSON message object"},
+		{"{\"type\":\"unsubscribe\",\"id\":\"\xff\"}", "not UTF-8"},
+		{`{"type":"ack","sub":"1","entry":"p/` + strings.Repeat("s", 2000) + `#4"}`, ""},
+		{`{"type":"ack","sub":"1","entry":"` + strings.Repeat("s", maxEntryBytes+1) + `"}`, "entry: want 1 to"},
 	} {
 		_, err := decodeRequest([]byte(tc.in))
 		switch {
@@ -51,8 +54,12 @@ func FuzzDecodeRequest(f *testing.F) {
 			}
 			return
 		}
-		if r.id == "" || len(r.id) > maxIDBytes {
-			t.Fatalf("accepted id %q", r.id)
+		most := maxIDBytes
+		if r.typ == TypeAck { // its id is the entry
+			most = maxEntryBytes
+		}
+		if r.id == "" || len(r.id) > most || (r.typ == TypeAck && (r.sub == "" || len(r.sub) > maxIDBytes)) {
+			t.Fatalf("accepted id %q (sub %q)", r.id, r.sub)
 		}
 		if r.typ == TypeSubscribe && r.anchor.Scope == "" {
 			t.Fatalf("accepted a subscribe without an anchor: %+v", r)

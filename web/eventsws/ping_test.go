@@ -2,6 +2,7 @@ package eventsws
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -10,9 +11,11 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/switchyard-dev/switchyard/events"
 	"github.com/switchyard-dev/switchyard/internal/testwait"
 )
 
@@ -114,5 +117,32 @@ func TestUnansweredPingClosesSocket(t *testing.T) {
 			testwait.For(t, "the socket's session gone", func() bool { return e.g.cfg.Router.Stats().Sessions == 0 })
 			return
 		}
+	}
+}
+
+// TestPingAnsweredWhileRequestWaits: a client that answers every ping
+// keeps its socket while one of its requests waits (a subscribe whose
+// stream cannot be read, up to SubscribeTimeout, past WriteTimeout), and
+// gets the request's answer. The library reads a pong only inside Read,
+// and the reader handled each request before reading again, so the
+// writer took the ping sent meanwhile for unanswered and cut the socket.
+func TestPingAnsweredWhileRequestWaits(t *testing.T) {
+	t.Parallel()
+	e, pe := startRouter(t, events.RouterConfig{}, func(c *Config) {
+		c.PingInterval = 50 * time.Millisecond
+		c.WriteTimeout = 300 * time.Millisecond
+		c.SubscribeTimeout = 2 * time.Second
+	})
+	c := e.dial("", nil) // the library's client: its Read answers pings
+	pe.StopServer("0")   // the stream's watcher cannot read it: the subscribe waits SubscribeTimeout
+	c.send(map[string]any{"type": "subscribe", "id": "a", "anchor": "project-1/slow"})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, b, err := c.ws.Read(ctx)
+	if err != nil {
+		t.Fatalf("the socket ended while its subscribe waited (the client answered every ping): %v; want the subscribe's unavailable answer", err)
+	}
+	if !strings.Contains(string(b), `"code":"unavailable"`) {
+		t.Fatalf("answer %s, want unavailable", b)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/switchyard-dev/switchyard/events"
 	"github.com/switchyard-dev/switchyard/internal/testwait"
 )
 
@@ -49,5 +50,21 @@ func TestReadyComesFirst(t *testing.T) {
 	if first.Type != TypeReady {
 		second := c2.read()
 		t.Fatalf("first message %+v, then %+v: want ready first", first, second)
+	}
+}
+
+// TestReadySaysRoutersMaxSubs: ready's max_subs is the router's limit on
+// a session's subscriptions, which a client is refused past; it was the
+// default (50), whatever the router held to.
+func TestReadySaysRoutersMaxSubs(t *testing.T) {
+	t.Parallel()
+	e, _ := startRouter(t, events.RouterConfig{MaxSessionSubs: 3}, nil)
+	c := rawDial(t, e.ts.URL)
+	_, p, err := c.frame(10 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(p), `"max_subs":3`) {
+		t.Fatalf("ready %s, want max_subs 3 (the router's limit)", p)
 	}
 }

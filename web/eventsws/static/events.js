@@ -3,8 +3,11 @@
 // dropped socket it reconnects with backoff and subscribes again to every
 // anchor it held, and sends again every ack the server has not answered
 // (an ack is idempotent: a second one of an entry is answered like the
-// first). Session subscriptions do not replay what happened while the
-// socket was down; durable ones will.
+// first) and every durable unsubscribe made while it was down. Session
+// subscriptions do not replay what happened while the socket was down;
+// durable ones will. A request over the gateway's 8 KiB is refused (an
+// onError "bad-request") and never sent: the gateway would close the
+// socket on it.
 //
 //   const ev = new SwitchyardEvents({
 //     onEvent: (m) => ..., onGap: (m) => ..., onPresence: (m) => ...,
@@ -18,6 +21,9 @@
 (function (global) {
   "use strict";
 
+  // The gateway's MaxMessageBytes: a larger message closes the socket (1009).
+  const MAX_MESSAGE_BYTES = 8192;
+
   function defaultURL() {
     const proto = location.protocol === "https:" ? "wss:" : "ws:";
     return proto + "//" + location.host + "/ws/events";
@@ -30,6 +36,7 @@
       this.handlers = opts;
       this.subs = new Map();   // id -> {anchor, filter}
       this.acks = new Map();   // sub + "\n" + entry -> {sub, entry}
+      this.unsubs = new Map(); // id -> mode: durable unsubscribes not answered yet
       this.ws = null;
       this.closed = false;
       this.backoff = 500;
@@ -50,8 +57,12 @@
       const ws = new WebSocket(this.url);
       this.ws = ws;
       ws.onopen = () => {
-        this.backoff = 500;
+        // The backoff is reset by "ready", not here: a socket the server
+        // closes right after opening must not be reopened at once, forever.
         this.emit("onState", "open");
+        // Unsubscribes first: a durable id unsubscribed, then subscribed
+        // again while down, ends up subscribed, as asked.
+        for (const [id, mode] of this.unsubs) this.send({type: "unsubscribe", id, mode});
         for (const [id, s] of this.subs) this.send({type: "subscribe", id, anchor: s.anchor, filter: s.filter, mode: s.mode});
         for (const a of this.acks.values()) this.send({type: "ack", sub: a.sub, entry: a.entry});
       };
@@ -79,8 +90,11 @@
         case "presence": this.emit("onPresence", m); break;
         case "gap": this.emit("onGap", m); break;
         case "subscribed": this.emit("onSubscribed", m); break;
-        case "unsubscribed": break;
-        case "ready": this.emit("onReady", m); break;
+        case "unsubscribed": this.unsubs.delete(m.id); break;
+        case "ready":
+          this.backoff = 500; // the socket is up: the next drop retries soon
+          this.emit("onReady", m);
+          break;
         case "acked":
           this.acks.delete(m.sub + "\n" + m.id);
           break;
@@ -89,8 +103,13 @@
             // The region holds no such delivery: acked before, or never
             // ours. Either way, nothing to send again.
             for (const [k, a] of this.acks) if (a.entry === m.id) this.acks.delete(k);
+          } else if (m.id && m.code === "not-found") {
+            // Answers an unsubscribe only: the row is gone already.
+            this.unsubs.delete(m.id);
           } else if (m.id && m.code !== "unavailable") {
-            this.subs.delete(m.id); // refused for good: do not retry it on reconnect
+            // Refused for good: do not retry it on reconnect.
+            this.subs.delete(m.id);
+            this.unsubs.delete(m.id);
           }
           this.emit("onError", m);
           break;
@@ -101,27 +120,49 @@
       if (this.ws && this.ws.readyState === WebSocket.OPEN) this.ws.send(JSON.stringify(m));
     }
 
+    // fits reports whether m is within the gateway's limit, and tells
+    // onError when it is not: sent, it would close the socket, and sent
+    // again on every reconnect, close each one.
+    fits(m, id) {
+      const t = JSON.stringify(m);
+      if (t.length * 3 <= MAX_MESSAGE_BYTES) return true; // a UTF-16 unit is at most 3 bytes of UTF-8
+      const n = new TextEncoder().encode(t).length;
+      if (n <= MAX_MESSAGE_BYTES) return true;
+      this.emit("onError", {type: "error", id, code: "bad-request",
+        message: "the request is " + n + " bytes, over the gateway's limit of " + MAX_MESSAGE_BYTES + " (not sent)"});
+      return false;
+    }
+
     // mode: undefined for a subscription of this socket only, "broadcast"
     // or "single" for a durable one (stored; subscribing again replaces it).
+    // False when refused at once (onError says why), without a request.
     subscribe(id, anchor, filter, mode) {
       const s = {anchor: String(anchor)};
       if (filter && (filter.ops || filter.glob)) s.filter = filter;
       if (mode) s.mode = String(mode);
-      this.subs.set(String(id), s);
-      this.send({type: "subscribe", id: String(id), anchor: s.anchor, filter: s.filter, mode: s.mode});
+      const m = {type: "subscribe", id: String(id), anchor: s.anchor, filter: s.filter, mode: s.mode};
+      if (!this.fits(m, m.id)) return false;
+      this.subs.set(m.id, s);
+      this.send(m);
+      return true;
     }
 
     unsubscribe(id) {
       const s = this.subs.get(String(id));
       if (!s) return;
       this.subs.delete(String(id));
+      // A durable row outlives the socket: its unsubscribe is kept until
+      // answered, and sent again on reconnect (send drops it while down).
+      if (s.mode) this.unsubs.set(String(id), s.mode);
       this.send({type: "unsubscribe", id: String(id), mode: s.mode});
     }
 
     ack(sub, entry) {
       const a = {sub: String(sub), entry: String(entry)};
+      if (!this.fits({type: "ack", sub: a.sub, entry: a.entry}, a.entry)) return false;
       this.acks.set(a.sub + "\n" + a.entry, a);
       this.send({type: "ack", sub: a.sub, entry: a.entry});
+      return true;
     }
 
     close() {

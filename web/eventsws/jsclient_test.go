@@ -1,0 +1,149 @@
+package eventsws
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// nodeHarness is run by node before a scenario: a fake WebSocket the
+// scenario opens and drops by hand, manual timers (their delays kept),
+// and events.js loaded as the browser would.
+const nodeHarness = `
+"use strict";
+const sockets = [];
+class FakeWS {
+  constructor(url) { this.url = url; this.readyState = 0; this.sent = []; sockets.push(this); }
+  send(d) { if (this.readyState !== 1) throw new Error("send on a socket not open"); this.sent.push(JSON.parse(d)); }
+  close(code) { this.readyState = 3; }
+}
+FakeWS.CONNECTING = 0; FakeWS.OPEN = 1; FakeWS.CLOSING = 2; FakeWS.CLOSED = 3;
+globalThis.WebSocket = FakeWS;
+globalThis.location = {protocol: "http:", host: "127.0.0.1:1"};
+const timers = [];
+globalThis.setTimeout = (f, ms) => { timers.push({f, ms}); return timers.length; };
+function runTimers() { const ts = timers.splice(0); for (const t of ts) t.f(); return ts.map((t) => t.ms); }
+function open(ws) { ws.readyState = 1; ws.onopen && ws.onopen({}); }
+function drop(ws, code) { ws.readyState = 3; ws.onclose && ws.onclose({code: code || 1006, reason: ""}); }
+function serverSays(ws, m) { ws.onmessage({data: JSON.stringify(m)}); }
+`
+
+// runClient runs events.js with the harness and scenario in node and
+// returns what the scenario printed. Without node the test is skipped.
+func runClient(t *testing.T, scenario string) string {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("no node on this machine")
+	}
+	js, err := static.ReadFile("static/events.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(t.TempDir(), "scenario.js")
+	if err := os.WriteFile(f, []byte(nodeHarness+string(js)+"\n"+scenario), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, node, f).CombinedOutput()
+	if err != nil {
+		t.Fatalf("node: %v\n%s", err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// TestClientDurableUnsubscribeWhileDown: a durable subscription
+// unsubscribed while the client is reconnecting is unsubscribed once it
+// is connected again, and only until the gateway answers. unsubscribe()
+// forgot the id at once and send() dropped the request on a socket not
+// open, so the row stayed stored for good while the client believed it
+// gone.
+func TestClientDurableUnsubscribeWhileDown(t *testing.T) {
+	t.Parallel()
+	out := runClient(t, `
+const ev = new SwitchyardEvents({});
+open(sockets[0]);
+ev.subscribe("jobs", "project-1/jobs", null, "single");
+serverSays(sockets[0], {type: "subscribed", id: "jobs", mode: "single"});
+drop(sockets[0]);
+ev.unsubscribe("jobs");   // while the client is reconnecting
+runTimers();              // the reconnect
+open(sockets[1]);
+serverSays(sockets[1], {type: "unsubscribed", id: "jobs", mode: "single"});
+drop(sockets[1]);
+runTimers();
+open(sockets[2]);
+console.log(JSON.stringify(sockets.map((s) => s.sent)));
+`)
+	var sent [][]map[string]any
+	if err := json.Unmarshal([]byte(out), &sent); err != nil || len(sent) != 3 {
+		t.Fatalf("%s: %v", out, err)
+	}
+	if got := fmt.Sprint(sent[1]); len(sent[1]) != 1 || sent[1][0]["type"] != "unsubscribe" || sent[1][0]["id"] != "jobs" || sent[1][0]["mode"] != "single" {
+		t.Fatalf("sent once reconnected: %s; want the durable row's unsubscribe alone", got)
+	}
+	if len(sent[2]) != 0 {
+		t.Fatalf("sent after the unsubscribe was answered: %v; want nothing", sent[2])
+	}
+}
+
+// TestClientRefusesOversizedRequest: a request over the gateway's
+// MaxMessageBytes is refused by the client (onError, bad-request) and
+// never sent, and the backoff grows while sockets end right after opening
+// (it is reset by ready). The gateway closes a socket on such a message
+// (1009) and the client sent it again on every open, resetting its
+// backoff each time: it reconnected every ~0.5 s for ever.
+func TestClientRefusesOversizedRequest(t *testing.T) {
+	t.Parallel()
+	js, err := static.ReadFile("static/events.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("MAX_MESSAGE_BYTES = %d;", MaxMessageBytes); !strings.Contains(string(js), want) {
+		t.Fatalf("events.js does not say %q", want)
+	}
+	out := runClient(t, `
+const errors = [];
+const ev = new SwitchyardEvents({onError: (m) => errors.push(m.id + " " + m.code)});
+open(sockets[0]);
+const held = ev.subscribe("big", "project-1/files/" + "a".repeat(9000));
+const waits = [];
+for (let i = 0; i < 6; i++) {
+  drop(sockets[sockets.length - 1], 1006); // dropped right after opening
+  waits.push(...runTimers());
+  open(sockets[sockets.length - 1]);
+}
+serverSays(sockets[sockets.length - 1], {type: "ready", user: "anonymous", max_subs: 50});
+drop(sockets[sockets.length - 1]);
+const afterReady = runTimers();
+const big = sockets.flatMap((s) => s.sent).filter((m) => JSON.stringify(m).length > 8192).length;
+console.log(JSON.stringify({held, errors, big, waits: waits.map(Math.round), afterReady: afterReady.map(Math.round)}));
+`)
+	var r struct {
+		Held       bool      `json:"held"`
+		Errors     []string  `json:"errors"`
+		Big        int       `json:"big"`
+		Waits      []float64 `json:"waits"`
+		AfterReady []float64 `json:"afterReady"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("%s: %v", out, err)
+	}
+	if r.Held || r.Big != 0 || len(r.Errors) != 1 || r.Errors[0] != "big bad-request" {
+		t.Fatalf("a subscribe over 8 KiB: %s; want it refused with one bad-request and never sent", out)
+	}
+	// Jittered: 0.75 to 1.25 times 0.5 s doubling.
+	if len(r.Waits) != 6 || r.Waits[5] < 0.75*16000 {
+		t.Fatalf("waits %v ms, want a backoff doubling from 0.5 s", r.Waits)
+	}
+	if len(r.AfterReady) != 1 || r.AfterReady[0] > 1.25*500 {
+		t.Fatalf("wait after a socket that was ready: %v ms, want the backoff reset to 0.5 s", r.AfterReady)
+	}
+}
