@@ -210,7 +210,7 @@ func TestAuth(t *testing.T) {
 		t.Fatalf("sign in: %d %s", resp.StatusCode, b)
 	}
 	cs := resp.Cookies()
-	if len(cs) != 1 || cs[0].Name != releases.CookieName || cs[0].Value != testKey || !cs[0].HttpOnly ||
+	if len(cs) != 1 || cs[0].Name != releases.CookieName || cs[0].Value == "" || !cs[0].HttpOnly ||
 		cs[0].SameSite != http.SameSiteStrictMode || cs[0].Path != "/" || cs[0].MaxAge <= 0 {
 		t.Fatalf("cookies %+v", cs)
 	}

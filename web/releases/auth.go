@@ -1,9 +1,11 @@
 package releases
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/switchyard-dev/switchyard/web"
@@ -24,9 +26,33 @@ const maxKeyForm = 4 << 10
 // X-Api-Key header (a script or a test). Never a URL parameter.
 func keyOf(r *http.Request) string {
 	if c, err := r.Cookie(CookieName); err == nil && c.Value != "" {
-		return c.Value
+		return cookieKey(c.Value)
 	}
 	return r.Header.Get(web.APIKeyHeader)
+}
+
+// cookieEncoded marks a cookie value holding its key in base64url: a
+// cookie cannot hold every byte a key may have (net/http drops non-ASCII,
+// '"', ';' and '\\' from a value), and a key changed so never signed in.
+const cookieEncoded = "b64."
+
+// cookieValue is key as the cookie holds it.
+func cookieValue(key string) string {
+	if key == "" {
+		return ""
+	}
+	return cookieEncoded + base64.RawURLEncoding.EncodeToString([]byte(key))
+}
+
+// cookieKey is the key a cookie value holds; a value set before keys were
+// encoded is the key itself.
+func cookieKey(v string) string {
+	if enc, ok := strings.CutPrefix(v, cookieEncoded); ok {
+		if b, err := base64.RawURLEncoding.DecodeString(enc); err == nil {
+			return string(b)
+		}
+	}
+	return v
 }
 
 // keyPrincipal is who an API key of the indexer is: a reader of its scope.
@@ -135,7 +161,7 @@ func (p *Page) serveSignOut(w http.ResponseWriter, r *http.Request) {
 // it).
 func keyCookie(r *http.Request, key string, maxAge time.Duration) *http.Cookie {
 	c := &http.Cookie{
-		Name: CookieName, Value: key, Path: "/",
+		Name: CookieName, Value: cookieValue(key), Path: "/",
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
 	}
 	if maxAge < 0 {

@@ -56,6 +56,13 @@ type qItem struct {
 func (c *wsConn) onEvent(ev persist.Event) {
 	switch ev.Kind {
 	case persist.EventSet:
+		if c.catchingUp {
+			// A history or re-read message is this watcher's own
+			// object, which no other connection shares: caching it
+			// would only hold its memory.
+			c.push(encodeMsg(ev.Msg), ev.Msg.Seq+1)
+			break
+		}
 		c.push(c.g.cache.encode(ev.Msg), ev.Msg.Seq+1)
 	case persist.EventDelete:
 		c.push(encodeCtl(wireCtl{Type: TypeDelete, Seqs: ev.Seqs}), 0)
@@ -184,9 +191,25 @@ type ending struct {
 	abrupt bool // no close handshake: the peer is gone or not reading
 }
 
+// readUntilGone reads the browser's side of ws in a goroutine until the
+// socket ends (gone closes) or the browser sends a data message (sentData
+// closes, and reading stops: the writer answers it with 1008).
+func readUntilGone(ws *websocket.Conn) (gone, sentData <-chan struct{}) {
+	g, d := make(chan struct{}), make(chan struct{})
+	go func() {
+		if _, _, err := ws.Reader(context.Background()); err != nil {
+			close(g)
+			return
+		}
+		close(d) // and not g: the writer is to answer it, not cut it
+	}()
+	return g, d
+}
+
 // writeLoop writes what is queued until a final message, the gateway
-// stopping (ctx), the browser leaving (gone) or a write failing.
-func (c *wsConn) writeLoop(ctx, gone context.Context, watchDone <-chan struct{}) ending {
+// stopping (ctx), the browser leaving (gone) or sending data (sentData),
+// or a write failing.
+func (c *wsConn) writeLoop(ctx context.Context, gone, sentData <-chan struct{}, watchDone <-chan struct{}) ending {
 	cfg := &c.g.cfg
 	var ping <-chan time.Time
 	if cfg.PingInterval > 0 {
@@ -198,7 +221,9 @@ func (c *wsConn) writeLoop(ctx, gone context.Context, watchDone <-chan struct{})
 		select {
 		case <-ctx.Done():
 			return ending{status: websocket.StatusGoingAway, reason: "gateway stopping"}
-		case <-gone.Done():
+		case <-sentData:
+			return ending{status: websocket.StatusPolicyViolation, reason: "the browser sends nothing"}
+		case <-gone:
 			return ending{abrupt: true}
 		case <-ping:
 			// Not under ctx, for the same reason as writeBatch: a ping
@@ -303,8 +328,11 @@ func (g *Gateway) serve(ws *websocket.Conn, nc *wscork.Conn, stream *persist.Str
 	// Browsers send nothing; reading still answers pings and the close
 	// handshake, and tells when the browser has gone. Its context is not
 	// ctx: a canceled read closes the socket at once, and Stop wants to
-	// send 1001 first. Closing ws ends the reader.
-	gone := ws.CloseRead(context.WithoutCancel(ctx))
+	// send 1001 first. Closing ws ends the reader. (Not the library's
+	// CloseRead: on a data message its goroutine closes the socket itself
+	// and waits for its own end, 15 s, while the connection's watch and
+	// writer go on.)
+	gone, sentData := readUntilGone(ws)
 	c.push(encodeCtl(wireCtl{Type: TypeReady, From: from}), 0)
 	w, err := stream.Watch(watchCtx, persist.WatchOptions{From: from, Buffer: g.cfg.WatchBuffer}, c.onEvent)
 	var watchDone <-chan struct{}
@@ -316,7 +344,7 @@ func (g *Gateway) serve(ws *websocket.Conn, nc *wscork.Conn, stream *persist.Str
 		g.watchers[w] = struct{}{}
 		g.watchMu.Unlock()
 	}
-	end := c.writeLoop(ctx, gone, watchDone)
+	end := c.writeLoop(ctx, gone, sentData, watchDone)
 	g.cfg.Logger.Debug("watch connection ended", "scope", stream.Scope(), "stream", stream.Name(), "status", int(end.status), "reason", end.reason, "abrupt", end.abrupt)
 	stopWatch()
 	if w != nil {

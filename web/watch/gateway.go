@@ -179,6 +179,12 @@ type Gateway struct {
 	beforeWrite func(ctx context.Context)
 }
 
+// The encode cache's bounds: messages, and bytes of values and encodings.
+const (
+	encodeCacheMessages = 4096
+	encodeCacheBytes    = 4 << 20
+)
+
 // New checks cfg and returns a gateway; mount it with Mount or
 // as an http.Handler on GET /ws/watch.
 func New(cfg Config) (*Gateway, error) {
@@ -186,7 +192,7 @@ func New(cfg Config) (*Gateway, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Gateway{cfg: cfg, cache: newEncodeCache(4096), conns: map[*wsConn]struct{}{}, watchers: map[*persist.Watcher]struct{}{}}, nil
+	return &Gateway{cfg: cfg, cache: newEncodeCache(encodeCacheMessages, encodeCacheBytes), conns: map[*wsConn]struct{}{}, watchers: map[*persist.Watcher]struct{}{}}, nil
 }
 
 // Start opens the gateway to connections. Started twice it returns

@@ -91,17 +91,24 @@ func errorCode(err error) string {
 // watch its stream: the watchers of one persist.Client share each feed
 // message's *persist.Message, so with N browsers on a stream a change is
 // encoded once, not N times. The map holds its keys, so a pointer cannot
-// be freed and reused for another message while it is cached.
+// be freed and reused for another message while it is cached. It holds at
+// most n messages and maxBytes of values and encodings, the oldest going
+// first: what is cached is live changes, seen by every connection within
+// moments, and only their memory counts against the process.
 type encodeCache struct {
-	mu   sync.Mutex // protects m, ring and next
-	m    map[*persist.Message][]byte
-	ring []*persist.Message // insertion order; the oldest entry goes first
-	next int
+	mu       sync.Mutex // protects the rest
+	m        map[*persist.Message][]byte
+	fifo     []*persist.Message // a ring: the oldest at head
+	head, n  int
+	bytes    int
+	maxBytes int
 }
 
-func newEncodeCache(n int) *encodeCache {
-	return &encodeCache{m: make(map[*persist.Message][]byte, n), ring: make([]*persist.Message, n)}
+func newEncodeCache(n, maxBytes int) *encodeCache {
+	return &encodeCache{m: make(map[*persist.Message][]byte, n), fifo: make([]*persist.Message, n), maxBytes: maxBytes}
 }
+
+func cost(m *persist.Message, b []byte) int { return len(m.Value) + len(b) }
 
 func (c *encodeCache) encode(m *persist.Message) []byte {
 	c.mu.Lock()
@@ -111,16 +118,25 @@ func (c *encodeCache) encode(m *persist.Message) []byte {
 		return b
 	}
 	b = encodeMsg(m)
+	if cost(m, b) > c.maxBytes {
+		return b // it would push out everything else
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.m[m]; ok {
 		return b
 	}
-	if old := c.ring[c.next]; old != nil {
+	for c.n == len(c.fifo) || c.bytes+cost(m, b) > c.maxBytes {
+		old := c.fifo[c.head]
+		c.bytes -= cost(old, c.m[old])
 		delete(c.m, old)
+		c.fifo[c.head] = nil
+		c.head = (c.head + 1) % len(c.fifo)
+		c.n--
 	}
-	c.ring[c.next] = m
-	c.next = (c.next + 1) % len(c.ring)
+	c.fifo[(c.head+c.n)%len(c.fifo)] = m
+	c.n++
+	c.bytes += cost(m, b)
 	c.m[m] = b
 	return b
 }
