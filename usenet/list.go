@@ -64,11 +64,34 @@ func (s *Store) List(ctx context.Context, q ListQuery) ([]Release, error) {
 // Words splits s into the lower-case words a release name is searched by:
 // at everything but letters, numbers and private-use characters, as the
 // search index's tokenizer (SQLite's unicode61) splits names, so that
-// spaces, dots, underscores and dashes all separate words.
+// spaces, dots, underscores and dashes all separate words. A combining
+// mark (Mn, Mc) after a letter or number stays in its word: unicode61
+// keeps an accent typed apart (decomposed, e + U+0301) inside its token
+// and folds it, so Ame\u0301lie is one word (the index's amelie), not ame
+// and lie.
 func Words(s string) []string {
-	return strings.FieldsFunc(strings.ToLower(s), func(r rune) bool {
-		return !unicode.IsLetter(r) && !unicode.IsNumber(r) && !unicode.Is(unicode.Co, r)
-	})
+	s = strings.ToLower(s)
+	var words []string
+	start := -1 // of the word being read, -1 between words
+	for i, r := range s {
+		switch {
+		case unicode.IsLetter(r) || unicode.IsNumber(r) || unicode.Is(unicode.Co, r):
+			if start < 0 {
+				start = i
+			}
+		case start >= 0 && (unicode.Is(unicode.Mn, r) || unicode.Is(unicode.Mc, r)):
+			// in the word
+		default:
+			if start >= 0 {
+				words = append(words, s[start:i])
+				start = -1
+			}
+		}
+	}
+	if start >= 0 {
+		words = append(words, s[start:])
+	}
+	return words
 }
 
 // NZB writes the NZB of visible release id to w.

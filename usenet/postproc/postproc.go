@@ -611,8 +611,25 @@ func (l *limited) Write(b []byte) (int, error) {
 }
 
 // isGone says the server answered about the article (no such article,
-// refused): that article's failure, not the connection's.
+// or another 4xx refusal of it, such as a provider's 451 for a removed
+// one): that article's failure, counted, not the connection's. A status
+// that speaks of the server, the connection or the account (400 service
+// unavailable, 480/481 authentication, too many connections, a command not
+// supported) is not: every article would get it, so it is returned and the
+// release is read again by a later scan instead of being recorded failed.
 func isGone(err error) bool {
+	if errors.Is(err, nntp.ErrNoSuchArticle) {
+		return true
+	}
 	var se *nntp.StatusError
-	return errors.As(err, &se)
+	if !errors.As(err, &se) || se.Code < 400 || se.Code >= 500 {
+		return false
+	}
+	for _, notArticle := range []error{nntp.ErrUnavailable, nntp.ErrAuth, nntp.ErrTooManyConnections,
+		nntp.ErrNotSupported, nntp.ErrNoSuchGroup, nntp.ErrPostingNotAllowed} {
+		if errors.Is(se, notArticle) {
+			return false
+		}
+	}
+	return true
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -113,6 +114,41 @@ func TestReadBudget(t *testing.T) {
 		b := budget.withDefaults()
 		if n > b.Articles || res.Articles != n || res.Bytes > b.Bytes {
 			t.Errorf("budget %+v: %d fetched, result %+v", budget, n, res)
+		}
+	}
+}
+
+// TestReadConnectionRefusalIsNotArticleFailure: a fetch refused for a
+// reason of the server, the connection or the account (400 service
+// unavailable, 480 authentication required) makes Read return the error,
+// so the release gets no record and a later scan reads it again, while an
+// answer about the article (430 no such article, a 451 refusal) is its
+// counted failure. isGone used to take every status error for the
+// article's, so such a refusal marked the release failed for good.
+func TestReadConnectionRefusalIsNotArticleFailure(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(9, 9))
+	p := makePost(t, "Some.Show.S01E02.720p-GRP", []yencFile{
+		{"Some.Show.S01E02.720p-GRP.nfo", []byte("Some Show S01E02 720p\r\nnotes\r\n")},
+		{"Some.Show.S01E02.720p-GRP.rar", random(rng, 5000)},
+	}, 4096)
+	for _, tc := range []struct {
+		se   *nntp.StatusError
+		gone bool
+	}{
+		{&nntp.StatusError{Cmd: "BODY", Code: 400, Msg: "service unavailable, closing connection"}, false},
+		{&nntp.StatusError{Cmd: "BODY", Code: 480, Msg: "authentication required"}, false},
+		{&nntp.StatusError{Cmd: "BODY", Code: 430, Msg: "no such article"}, true},
+		{&nntp.StatusError{Cmd: "BODY", Code: 451, Msg: "article removed (DMCA)"}, true},
+	} {
+		fetch := func(context.Context, string, int) ([]byte, error) { return nil, tc.se }
+		res, err := Read(context.Background(), p.rel, p.bins, fetch, isGone, Budget{})
+		switch {
+		case !tc.gone && err == nil:
+			t.Errorf("BODY answered %d: Read returned no error (status %q, failures %v): "+
+				"the release would be recorded and never tried again", tc.se.Code, res.Status, res.Failures)
+		case tc.gone && (err != nil || !slices.Contains(res.Failures, usenet.FailFetch)):
+			t.Errorf("BODY answered %d: Read = %v, failures %v; want a counted fetch failure", tc.se.Code, err, res.Failures)
 		}
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/switchyard-dev/switchyard/usenet"
 )
@@ -89,7 +91,7 @@ type applier struct {
 	ctx context.Context
 	tx  *sql.Tx
 
-	byID, byKey, bySeq, setSeq, insRel, delRel, insFTS, delFTS *sql.Stmt
+	byID, byKey, byKeyRow, group, bySeq, setSeq, insRel, delRel, insFTS, delFTS *sql.Stmt
 }
 
 func (a *applier) prepare() error {
@@ -99,6 +101,8 @@ func (a *applier) prepare() error {
 	}{
 		{&a.byID, `SELECT rk, seq, version FROM rel WHERE id = ?`},
 		{&a.byKey, `SELECT id FROM rel WHERE rk = ?`},
+		{&a.byKeyRow, `SELECT id, seq, version, data FROM rel WHERE rk = ?`},
+		{&a.group, `SELECT rk, id FROM rel WHERE rk BETWEEN ? AND ?`},
 		{&a.bySeq, `SELECT rk FROM rel WHERE seq = ?`},
 		{&a.setSeq, `UPDATE rel SET seq = ? WHERE rk = ?`},
 		{&a.insRel, `INSERT INTO rel(rk, id, seq, version, data) VALUES(?, ?, ?, ?, ?)`},
@@ -116,7 +120,7 @@ func (a *applier) prepare() error {
 }
 
 func (a *applier) close() {
-	for _, st := range []*sql.Stmt{a.byID, a.byKey, a.bySeq, a.setSeq, a.insRel, a.delRel, a.insFTS, a.delFTS} {
+	for _, st := range []*sql.Stmt{a.byID, a.byKey, a.byKeyRow, a.group, a.bySeq, a.setSeq, a.insRel, a.delRel, a.insFTS, a.delFTS} {
 		if st != nil {
 			_ = st.Close()
 		}
@@ -152,36 +156,109 @@ func (a *applier) set(seq uint64, r usenet.Release) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("encode release %s: %w", r.ID, err)
 	}
-	rk, err = a.freeKey(r)
-	if err != nil {
-		return 0, err
-	}
-	if _, err := a.insRel.ExecContext(a.ctx, rk, r.ID, int64(seq), r.Version, data); err != nil {
-		return 0, err
-	}
-	if _, err := a.insFTS.ExecContext(a.ctx, rk, r.Name, tags(r)); err != nil {
+	row := keyedRow{id: r.ID, seq: int64(seq), version: r.Version, data: data, name: r.Name, tags: tags(r)}
+	if err := a.place(r.Date, row); err != nil {
 		return 0, err
 	}
 	return d + 1, nil
 }
 
-// freeKey finds r's row key: its dateKey, or the next free slot of the
-// same second below it when another ID holds that one.
-func (a *applier) freeKey(r usenet.Release) (int64, error) {
-	want := dateKey(r.Date, r.ID)
-	base := dateBase(r.Date)
+// keyedRow is a release's row in rel and fts, but for its key.
+type keyedRow struct {
+	id         string
+	seq        int64
+	version    int64
+	data       []byte
+	name, tags string
+}
+
+func (a *applier) insert(rk int64, row keyedRow) error {
+	if _, err := a.insRel.ExecContext(a.ctx, rk, row.id, row.seq, row.version, row.data); err != nil {
+		return err
+	}
+	_, err := a.insFTS.ExecContext(a.ctx, rk, row.name, row.tags)
+	return err
+}
+
+// place inserts row, of a release dated date, at its key: the first free
+// slot of its group (see groupKey) when the group's rows all have lower
+// IDs, else its rank in ID order, the group's rows being inserted again in
+// that order (rare: two hex IDs that share their first idDigits digits and
+// their second). A full group (more such releases than it has slots: never
+// with hex IDs) leaves the release the next free slot of its second below
+// the group, out of ID order.
+func (a *applier) place(date int64, row keyedRow) error {
+	hi := groupKey(date, row.id)
+	lo := hi - (1<<rankBits - 1)
+	rows, err := a.group.QueryContext(a.ctx, lo, hi)
+	if err != nil {
+		return err
+	}
+	var held []int64 // the group's keys
+	after := false   // one of them has a higher ID than row
+	lowest := hi + 1
+	for rows.Next() {
+		var rk int64
+		var id string
+		if err := rows.Scan(&rk, &id); err != nil {
+			rows.Close()
+			return err
+		}
+		held = append(held, rk)
+		after = after || id > row.id
+		lowest = min(lowest, rk)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	switch {
+	case !after && lowest > lo:
+		return a.insert(lowest-1, row)
+	case len(held) < 1<<rankBits:
+		return a.rankGroup(held, hi, row)
+	}
+	base := dateBase(date)
 	for i := range int64(keySlot + 1) {
-		rk := base | (want-base-i)&keySlot
+		rk := base | (lo-base-1-i)&keySlot
 		var id string
 		err := a.byKey.QueryRowContext(a.ctx, rk).Scan(&id)
 		if errors.Is(err, sql.ErrNoRows) {
-			return rk, nil
+			return a.insert(rk, row)
 		}
 		if err != nil {
-			return 0, err
+			return err
 		}
 	}
-	return 0, fmt.Errorf("no free key for release %s: %d releases dated %d", r.ID, keySlot+1, r.Date)
+	return fmt.Errorf("no free key for release %s: %d releases dated %d", row.id, keySlot+1, date)
+}
+
+// rankGroup inserts row and the rows at keys held again, in ID order, at
+// the keys from hi down.
+func (a *applier) rankGroup(held []int64, hi int64, row keyedRow) error {
+	all := []keyedRow{row}
+	for _, rk := range held {
+		var o keyedRow
+		if err := a.byKeyRow.QueryRowContext(a.ctx, rk).Scan(&o.id, &o.seq, &o.version, &o.data); err != nil {
+			return err
+		}
+		var r usenet.Release
+		if err := json.Unmarshal(o.data, &r); err != nil {
+			return fmt.Errorf("decode release %s: %w", o.id, err)
+		}
+		o.name, o.tags = r.Name, tags(r)
+		if err := a.remove(rk); err != nil {
+			return err
+		}
+		all = append(all, o)
+	}
+	slices.SortFunc(all, func(x, y keyedRow) int { return strings.Compare(x.id, y.id) })
+	for i, o := range all {
+		if err := a.insert(hi-int64(i), o); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (a *applier) remove(rk int64) error {

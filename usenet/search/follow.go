@@ -46,9 +46,10 @@ type Follower struct {
 // error; ctx is used only to start. It starts after
 // LastSeq, so a restarted index resumes exactly where it left off: each
 // batch of events is applied in one transaction together with the seq it
-// brings the index to. At each caught-up point it compares its count of
-// releases with the stream's and removes the releases the stream no longer
-// holds (deleted while the index was not following).
+// brings the index to. At each caught-up point it removes the releases the
+// stream no longer holds (deleted while the index was not following): when
+// its count of releases or its LastSeq differs from the stream's, it
+// compares the stream's keys with its own.
 //
 // A message whose value is not a JSON release is skipped and counted
 // (Malformed). A failure to write the index ends the follower (Err): going
@@ -248,9 +249,14 @@ func (f *Follower) toBatch(evs []persist.Event) (b Batch, caughtUp bool, ended e
 // reconcile removes the releases the stream no longer holds. A watch that
 // resumes after a seq hears of no delete of a message older than that seq,
 // so the releases deleted while the index was away, or since from among
-// those it applied before, are found by comparing counts and, when they
-// differ, the stream's keys. It costs one inventory call when nothing
-// changed.
+// those it applied before, are found by comparing the stream's keys with
+// the index. It costs one inventory call when nothing changed: equal
+// counts say so only when the index has applied every seq the stream
+// assigned (its last seq), since messages not applied yet (published after
+// the caught-up point) can make up for a release deleted while away.
+// Keys read ahead of the index are fine: an id the stream no longer holds
+// goes (its delete, if still to come, then changes nothing), and one the
+// index lacks yet is left to its set, which follows.
 func (f *Follower) reconcile() error {
 	inv, err := f.s.Inventory(f.ctx)
 	if err != nil {
@@ -260,7 +266,7 @@ func (f *Follower) reconcile() error {
 	if err != nil {
 		return err
 	}
-	if int64(n) == inv.Count {
+	if int64(n) == inv.Count && inv.Seq == f.ix.LastSeq() {
 		return nil
 	}
 	keys, err := f.s.Keys(f.ctx)

@@ -2,6 +2,7 @@ package search
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"path/filepath"
 	"testing"
@@ -138,6 +139,74 @@ func TestFollowResumes(t *testing.T) {
 	}
 	if f.Malformed() != 0 {
 		t.Errorf("malformed = %d", f.Malformed())
+	}
+}
+
+// TestFollowRemovesDeletedWhenStreamAhead: a release deleted while the
+// index was not following is removed once the follower catches up, even
+// when a release published meanwhile makes the stream's count equal the
+// index's (index a,b; stream b,d at the reconcile, d not applied yet).
+// The reconcile used to trust equal counts alone, and a stayed indexed for
+// good. The test holds every connection of the index's pool so that the
+// follower's first Apply (the batch carrying the caught-up event) waits,
+// publishes d meanwhile, then lets it go.
+func TestFollowRemovesDeletedWhenStreamAhead(t *testing.T) {
+	env := persistenv.Start(t, 1)
+	c := env.Client()
+	s := c.Stream("usenet", usenet.ReleasesStream)
+	ix, err := Open(filepath.Join(t.TempDir(), "index.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ix.Close() })
+	ix.now = func() time.Time { return testNow }
+	ctx := context.Background()
+
+	publish(t, s, rel("a", "Alpha.One", 8010, 1), rel("b", "Beta.One", 8010, 2))
+	f := follow(t, ix, s)
+	select {
+	case <-f.CaughtUp():
+	case <-time.After(15 * time.Second):
+		t.Fatal("no caught-up")
+	}
+	if err := f.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !hasIDs(t, ix, "a", "b") {
+		t.Fatalf("index: %+v", search(t, ix, Query{}))
+	}
+
+	// While away: a is deleted.
+	if _, err := c.KV("usenet", usenet.ReleasesStream).Delete(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+
+	// Hold the pool so that the follower's first Apply waits.
+	var conns []*sql.Conn
+	for range 4 {
+		cn, err := ix.db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, cn)
+	}
+	waits := ix.db.Stats().WaitCount
+	f = follow(t, ix, s)
+	defer func() { _ = f.Stop(context.Background()) }()
+	testwait.For(t, "the first batch to wait for a connection", func() bool { return ix.db.Stats().WaitCount > waits })
+	// A live write lands before the reconcile reads the stream's count.
+	last := publish(t, s, rel("d", "Delta.One", 8010, 3))
+	for _, cn := range conns {
+		_ = cn.Close()
+	}
+	select {
+	case <-f.CaughtUp():
+	case <-time.After(15 * time.Second):
+		t.Fatal("no caught-up")
+	}
+	testwait.For(t, "d applied", func() bool { return ix.LastSeq() >= last })
+	if !hasIDs(t, ix, "b", "d") {
+		t.Errorf("deleted release a still indexed: %v", ids(search(t, ix, Query{Limit: 100})))
 	}
 }
 

@@ -18,12 +18,18 @@ import (
 	"github.com/switchyard-dev/switchyard/internal/sqlitefile"
 )
 
-// schemaVersion changes when the tables change; an index of another
-// version is refused rather than misread (rebuild it from the stream).
-const schemaVersion = 1
+// schemaVersion changes when the tables change or what they hold does (the
+// row keys, the tags); Open empties an index of another version, which
+// following then rebuilds from the stream, rather than misread it.
+//
+//	1  row keys ordered by 22 bits of the ID's first 3 bytes; episode tags
+//	   missed a marker right after another (S01.S02)
+//	2  row keys ordered by the ID's first 5 hex digits, then ID order
+//	   within a second (see groupKey); every marker tagged
+const schemaVersion = 2
 
 // The schema. rel holds one row per visible release, keyed by rk, a key
-// ordered by date (see dateKey), so "newest first" is a walk down the
+// ordered by date (see groupKey), so "newest first" is a walk down the
 // primary key. fts is a contentless FTS5 table with the same rowids: name
 // holds the release name, tags the filter tokens (category, group, season
 // and episode, see tags), so that every search is one FTS query answered
@@ -71,7 +77,9 @@ type Index struct {
 	closeErr  error
 }
 
-// Open opens (creating it if needed) the index at path.
+// Open opens (creating it if needed) the index at path. An index of
+// another schema version (written by another release of switchyard) is
+// emptied: following rebuilds it from the stream.
 func Open(path string) (*Index, error) {
 	// WAL lets searches read while a batch is applied; a crash loses at
 	// most the last commits, which the stream replays since last_seq goes
@@ -94,10 +102,13 @@ func (ix *Index) init(ctx context.Context) error {
 		return err
 	}
 	defer func() { _ = tx.Rollback() }()
-	if err := sqlitefile.Init(ctx, tx, schema, schemaVersion); err != nil {
-		if errors.Is(err, sqlitefile.ErrVersion) {
-			return fmt.Errorf("%w: delete the file to rebuild it from the stream", err)
-		}
+	err = sqlitefile.Init(ctx, tx, schema, schemaVersion)
+	if errors.Is(err, sqlitefile.ErrVersion) {
+		// The index is derived from the stream: start it again, empty
+		// and at last seq 0, rather than refuse to start.
+		err = reset(ctx, tx)
+	}
+	if err != nil {
 		return err
 	}
 	last, _, err := getMeta(ctx, tx, metaLastSeq)
@@ -109,6 +120,17 @@ func (ix *Index) init(ctx context.Context) error {
 	}
 	ix.lastSeq.Store(uint64(last))
 	return nil
+}
+
+// reset empties an index of another schema version in tx and creates it
+// again at this one.
+func reset(ctx context.Context, tx *sql.Tx) error {
+	for _, stmt := range []string{`DROP TABLE IF EXISTS fts`, `DROP TABLE IF EXISTS rel`, `DELETE FROM meta`} {
+		if _, err := tx.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("reset %q: %w", stmt, err)
+		}
+	}
+	return sqlitefile.Init(ctx, tx, schema, schemaVersion)
 }
 
 // Close closes the database. Stop followers first.

@@ -2,6 +2,7 @@ package search
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -186,6 +187,150 @@ func TestSameSecondSharedPrefix(t *testing.T) {
 		if _, ok, err := ix.Get(context.Background(), id); err != nil || !ok {
 			t.Errorf("Get(%s) = %v, %v", id, ok, err)
 		}
+	}
+}
+
+// TestSameSecondOrderByID: releases of one second come in ID order, by
+// the documented "newest first (by posting date, then release ID)",
+// whatever order they were applied in: IDs that differ in their third hex
+// digit's low bits, IDs that share their first five hex digits (ranked in
+// their group, also after a delete and a new version), and IDs that are
+// not hex. Row keys used to keep 22 bits of the ID's first 3 bytes, and an
+// ID whose slot another held went below it, in arrival order.
+func TestSameSecondOrderByID(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ix := openTest(t)
+	applyAll(t, ix,
+		rel("3a1f000000000000", "Show.One", usenet.CatTVHD, 1),
+		rel("3a0f000000000000", "Show.Two", usenet.CatTVHD, 1),
+		rel("5b5b5ff000000000", "x", usenet.CatTVHD, 1),
+		rel("5b5b5aa000000000", "x", usenet.CatTVHD, 1),
+		rel("5b5b5f0000000000", "x", usenet.CatTVHD, 1),
+		rel("5b5b5a0000000000", "x", usenet.CatTVHD, 1),
+		rel("Zz", "x", usenet.CatTVHD, 1),
+		rel("zz", "x", usenet.CatTVHD, 1),
+		rel("fz", "x", usenet.CatTVHD, 1),
+		rel("f:", "x", usenet.CatTVHD, 1),
+		rel("f", "x", usenet.CatTVHD, 1),
+		rel("9", "x", usenet.CatTVHD, 1),
+	)
+	want := []string{"3a0f000000000000", "3a1f000000000000", "5b5b5a0000000000", "5b5b5aa000000000",
+		"5b5b5f0000000000", "5b5b5ff000000000", "9", "Zz", "f", "f:", "fz", "zz"}
+	if got := ids(search(t, ix, Query{})); !slices.Equal(got, want) {
+		t.Fatalf("same-second order = %q, want %q (by ID)", got, want)
+	}
+	// A new version takes its place again among the others.
+	again := rel("5b5b5aa000000000", "y", usenet.CatTVHD, 1)
+	again.Version = 2
+	if err := ix.Apply(ctx, Batch{Changes: []Change{{Seq: 20, Release: again}}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(search(t, ix, Query{})); !slices.Equal(got, want) {
+		t.Errorf("after a new version: %q, want %q", got, want)
+	}
+	if res := search(t, ix, Query{Words: "y"}); res.Total != 1 || res.Releases[0].ID != "5b5b5aa000000000" {
+		t.Errorf("moved rows lost their words: %+v", res)
+	}
+	// More releases of one second and prefix than a group's slots: all
+	// stored, found by their words.
+	var many []usenet.Release
+	for i := range 1<<rankBits + 3 {
+		many = append(many, rel(fmt.Sprintf("77777%02x", 200-i), fmt.Sprintf("Many.%d", i), usenet.CatTVHD, 2))
+	}
+	applyAll(t, ix, many...)
+	for i, r := range many {
+		if res := search(t, ix, Query{Words: fmt.Sprintf("many %d", i)}); res.Total != 1 || res.Releases[0].ID != r.ID {
+			t.Errorf("release %d of a full group: %+v", i, res)
+		}
+	}
+	if n, _ := ix.Count(ctx); n != len(want)+len(many) {
+		t.Errorf("count = %d, want %d", n, len(want)+len(many))
+	}
+}
+
+// TestSearchDecomposedAccents: a query typed with an accent apart from its
+// letter (NFD, e + U+0301, as macOS input often is) finds the name, as the
+// composed form does. usenet.Words used to split the word at the combining
+// mark ("ame", "lie"), while the index's tokenizer keeps the mark in the
+// token and folds it ("amelie"), so it found nothing.
+func TestSearchDecomposedAccents(t *testing.T) {
+	t.Parallel()
+	ix := openTest(t)
+	applyAll(t, ix,
+		rel("a", "Amélie.2001.1080p.BluRay", usenet.CatMoviesHD, 1),
+		rel("b", "Ame\u0301lie.2001.720p", usenet.CatMoviesHD, 2),
+	)
+	for _, q := range []string{"Amélie", "Ame\u0301lie", "amelie", "AME\u0301LIE 2001"} {
+		if res := search(t, ix, Query{Words: q}); res.Total != 2 {
+			t.Errorf("query %q found %q, want both names", q, ids(res))
+		}
+	}
+	if res := search(t, ix, Query{Words: "ame"}); res.Total != 0 {
+		t.Errorf("query ame found %q: a word cut at the accent", ids(res))
+	}
+}
+
+// TestAdjacentEpisodeMarkers: a marker right after another, with one
+// separator between them, is tagged too: Show.S01.S02.Complete is in
+// seasons 1 and 2, Show.S01E05.S01E06 is episodes 5 and 6. episodeRe's
+// matches used to take the separator after a marker, so the next one had
+// none before it and was missed.
+func TestAdjacentEpisodeMarkers(t *testing.T) {
+	t.Parallel()
+	ix := openTest(t)
+	applyAll(t, ix,
+		rel("a", "Some.Show.S01.S02.Complete.1080p", usenet.CatTVHD, 1),
+		rel("b", "Some.Show.S01E05.S01E06.720p", usenet.CatTVHD, 2),
+		rel("c", "Some.Show.1x07.1x08.720p", usenet.CatTVHD, 3),
+		rel("d", "Some.Show.S03E01E02.720p", usenet.CatTVHD, 4),
+	)
+	for _, tc := range []struct {
+		q    Query
+		want []string
+	}{
+		{Query{Season: 1}, []string{"a", "b", "c"}},
+		{Query{Season: 2}, []string{"a"}},
+		{Query{Season: 1, Episode: 5}, []string{"b"}},
+		{Query{Season: 1, Episode: 6}, []string{"b"}},
+		{Query{Season: 1, Episode: 8}, []string{"c"}},
+		{Query{Season: 3, Episode: 1}, []string{"d"}},
+	} {
+		if got := ids(search(t, ix, tc.q)); !slices.Equal(got, tc.want) {
+			t.Errorf("season %d episode %d: %q, want %q", tc.q.Season, tc.q.Episode, got, tc.want)
+		}
+	}
+}
+
+// TestOpenResetsOtherSchemaVersion: an index written at another schema
+// version (an older layout of row keys and tags) is emptied on Open, at
+// LastSeq 0, so that following rebuilds it from the stream.
+func TestOpenResetsOtherSchemaVersion(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "index.db")
+	ix, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	applyAll(t, ix, rel("a", "Alpha", 8010, 1))
+	if _, err := ix.db.ExecContext(ctx, `UPDATE meta SET v = ? WHERE k = 'schema'`, schemaVersion-1); err != nil {
+		t.Fatal(err)
+	}
+	if err := ix.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ix, err = Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	if n, err := ix.Count(ctx); err != nil || n != 0 || ix.LastSeq() != 0 {
+		t.Fatalf("reopened: count %d (%v), LastSeq %d; want an empty index", n, err, ix.LastSeq())
+	}
+	applyAll(t, ix, rel("b", "Beta", 8010, 1))
+	if got := ids(search(t, ix, Query{})); !slices.Equal(got, []string{"b"}) {
+		t.Errorf("after reset: %q", got)
 	}
 }
 

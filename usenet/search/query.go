@@ -99,7 +99,7 @@ type Query struct {
 	// Words must all occur in the release name, in any order, ignoring
 	// case and diacritics. Words are split on everything but letters and
 	// digits, as names are (Some.Show_S01-E02 is the words some show s01
-	// e02). They are plain words: quotes, *, -, :, AND, NEAR( have no
+	// e02); a combining accent stays with its letter (see usenet.Words). They are plain words: quotes, *, -, :, AND, NEAR( have no
 	// search meaning. Empty matches every release.
 	Words string
 	// Cats keeps releases in any of these categories; a parent (5000)

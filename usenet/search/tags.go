@@ -28,11 +28,8 @@ func tags(r usenet.Release) string {
 	for _, g := range r.Groups {
 		t = append(t, groupTag(g))
 	}
-	for _, m := range episodeRe.FindAllStringSubmatch(r.Name, -1) {
-		season, ep := m[1], m[2]
-		if season == "" {
-			season, ep = m[3], m[4]
-		}
+	for _, m := range episodeMarkers(r.Name) {
+		season, ep := m[0], m[1]
 		s, _ := strconv.Atoi(season)
 		t = append(t, seasonTag(s))
 		if ep != "" {
@@ -44,7 +41,39 @@ func tags(r usenet.Release) string {
 }
 
 // episodeRe finds S01, S01E02, S01.E02 and 1x02 as whole tokens of a name.
-var episodeRe = regexp.MustCompile(`(?i)(?:^|[^a-z0-9])(?:s(\d{1,4})(?:[ ._-]?e(\d{1,4}))?|(\d{1,2})x(\d{1,3}))(?:[^a-z0-9]|$|e\d)`)
+// Its last group is what must follow a marker (a separator, the end, or a
+// further episode as in S01E02E03): it is only checked, not taken, see
+// episodeMarkers.
+var episodeRe = regexp.MustCompile(`(?i)(?:^|[^a-z0-9])(?:s(\d{1,4})(?:[ ._-]?e(\d{1,4}))?|(\d{1,2})x(\d{1,3}))([^a-z0-9]|$|e\d)`)
+
+// episodeMarkers returns the season and episode ("" for none) of each
+// marker episodeRe finds in name. Each search starts again at the last
+// marker's trailing group, so that one separator both ends a marker and
+// starts the next (Show.S01.S02, Show.S01E05.S01E06), which FindAll, going
+// on after the whole match, missed. A restart begins at a separator or an
+// "e", where episodeRe's ^ cannot start a marker.
+func episodeMarkers(name string) [][2]string {
+	var out [][2]string
+	for pos := 0; pos < len(name); {
+		m := episodeRe.FindStringSubmatchIndex(name[pos:])
+		if m == nil {
+			break
+		}
+		sub := func(i int) string {
+			if m[2*i] < 0 {
+				return ""
+			}
+			return name[pos+m[2*i] : pos+m[2*i+1]]
+		}
+		if season := sub(1); season != "" {
+			out = append(out, [2]string{season, sub(2)})
+		} else {
+			out = append(out, [2]string{sub(3), sub(4)})
+		}
+		pos += m[10] // the trailing group, past the marker's own characters
+	}
+	return out
+}
 
 func catTag(c int) string              { return "c" + strconv.Itoa(c) }
 func passwordTag(p int) string         { return "pw" + strconv.Itoa(p) }
@@ -55,26 +84,61 @@ func seasonEpisodeTag(s, e int) string { return "s" + strconv.Itoa(s) + "e" + st
 
 // Row keys: the date in the high bits, so that rowid order is date order,
 // and in the low keyBits a slot that orders releases of the same second by
-// ID (ascending when read newest first), from the ID's first bytes. Two IDs
-// that share those bytes and their second take neighbouring slots (see
-// Apply's probing).
+// ID (ascending when read newest first). Release IDs are hex: the slot's
+// high idBits are the ID's first idDigits hex digits, exactly, and its low
+// rankBits rank, in ID order, the releases of one second whose IDs share
+// those digits (a group; see Apply's placing).
 const (
-	keyBits = 22
-	keySlot = 1<<keyBits - 1
-	maxDate = 1<<(62-keyBits) - 1
+	idDigits = 5
+	idBits   = 4 * idDigits
+	rankBits = 4
+	keyBits  = idBits + rankBits
+	keySlot  = 1<<keyBits - 1
+	maxDate  = 1<<(62-keyBits) - 1
 )
 
 func dateBase(date int64) int64 {
 	return min(max(date, 0), maxDate) << keyBits
 }
 
-func dateKey(date int64, id string) int64 {
-	var p uint32
-	for i := range 3 {
-		p <<= 8
-		if i < len(id) {
-			p |= uint32(id[i])
+// groupKey is the highest key of the group of date and id: that of its
+// lowest ID. The group's keys are the 1<<rankBits from it down.
+func groupKey(date int64, id string) int64 {
+	return dateBase(date) | int64(keySlot-idPrefix(id)<<rankBits)
+}
+
+// idPrefix is the value of id's first idDigits hex digits. It never
+// decreases as id increases (byte order), whatever id holds, so that keys
+// keep the ID order: a shorter id is padded with 0, and the first
+// character that is not a lower-case hex digit counts as 0 (below "0"), a
+// (below "a") or f (above "f") and the rest as 0, 0 or f. IDs that tie are
+// ranked within their group.
+func idPrefix(id string) uint32 {
+	var p, fill uint32
+	cut := false
+	for i := range idDigits {
+		p <<= 4
+		switch {
+		case cut:
+			p |= fill
+		case i >= len(id):
+			cut = true
+		default:
+			switch c := id[i]; {
+			case '0' <= c && c <= '9':
+				p |= uint32(c - '0')
+			case 'a' <= c && c <= 'f':
+				p |= uint32(c-'a') + 10
+			case c < '0':
+				cut = true
+			case c < 'a':
+				p |= 10
+				cut = true
+			default:
+				p |= 0xf
+				fill, cut = 0xf, true
+			}
 		}
 	}
-	return dateBase(date) | int64(keySlot-(p>>(24-keyBits)))
+	return p
 }
