@@ -47,20 +47,34 @@ const (
 // Base.Start and Base.Stop from the type's own Start and Stop with the
 // functions that do the work. The zero value is ready to use.
 type Base struct {
-	transition sync.Mutex // held across start and stop functions: they never overlap
+	mu sync.Mutex // protects the fields below; never held while calling out
+	// transition is a one-slot semaphore held across start and stop
+	// functions, so they never overlap; a channel, so that Stop can give
+	// up waiting for it at its deadline. Made on first use (zero value).
+	transition chan struct{}
+	state      state
+	stopping   bool // Stop was called: a start under way or to come gets an ended run context
+	run        context.Context
+	cancel     context.CancelFunc
+}
 
-	mu     sync.Mutex // protects the fields below; never held while calling out
-	state  state
-	run    context.Context
-	cancel context.CancelFunc
+// sem is the transition semaphore.
+func (b *Base) sem() chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.transition == nil {
+		b.transition = make(chan struct{}, 1)
+	}
+	return b.transition
 }
 
 // Start runs start unless the service already ran: ErrStarted while it
 // runs, ErrStopped once stopped (both wrapped with name). Before start is
 // called, Run returns a fresh run context that Stop cancels.
 func (b *Base) Start(ctx context.Context, name string, start func(ctx context.Context) error) error {
-	b.transition.Lock()
-	defer b.transition.Unlock()
+	sem := b.sem()
+	sem <- struct{}{}
+	defer func() { <-sem }()
 	b.mu.Lock()
 	switch b.state {
 	case running:
@@ -72,6 +86,9 @@ func (b *Base) Start(ctx context.Context, name string, start func(ctx context.Co
 	}
 	run, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	b.run, b.cancel = run, cancel
+	if b.stopping {
+		cancel() // a Stop waits for this Start: what it starts ends at once
+	}
 	b.mu.Unlock()
 	if err := start(ctx); err != nil {
 		cancel()
@@ -88,10 +105,24 @@ func (b *Base) Start(ctx context.Context, name string, start func(ctx context.Co
 
 // Stop cancels the run context and runs stop if the service is running;
 // otherwise it only marks the service stopped. Either way a later Start
-// returns ErrStopped. A concurrent Stop waits for the first to finish.
+// returns ErrStopped. A Start under way gets its run context cancelled at
+// once (a start function may wait on it), and Stop waits for it to end; a
+// concurrent Stop waits for the first to finish. Either wait ends at ctx's
+// end, with an error wrapping ctx.Err().
 func (b *Base) Stop(ctx context.Context, stop func(ctx context.Context) error) error {
-	b.transition.Lock()
-	defer b.transition.Unlock()
+	b.mu.Lock()
+	b.stopping = true
+	if b.cancel != nil {
+		b.cancel()
+	}
+	b.mu.Unlock()
+	sem := b.sem()
+	select {
+	case sem <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("stop: waiting for a start or stop under way: %w", ctx.Err())
+	}
+	defer func() { <-sem }()
 	b.mu.Lock()
 	was, cancel := b.state, b.cancel
 	b.state = stopped

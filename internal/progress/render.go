@@ -15,7 +15,7 @@ func (r *Reporter) barLine(n int64) string {
 	var b strings.Builder
 	r.label(&b, " ")
 	if r.total > 0 {
-		frac := min(float64(n)/float64(r.total), 1)
+		frac := max(min(float64(n)/float64(r.total), 1), 0) // a negative count draws an empty bar
 		filled := int(frac * barWidth)
 		b.WriteByte('[')
 		switch {
@@ -24,7 +24,7 @@ func (r *Reporter) barLine(n int64) string {
 		default:
 			b.WriteString(strings.Repeat("=", filled) + ">" + strings.Repeat(" ", barWidth-filled-1))
 		}
-		fmt.Fprintf(&b, "] %d%% ", int(frac*100))
+		fmt.Fprintf(&b, "] %d%% ", percent(n, r.total))
 	} else {
 		fmt.Fprintf(&b, "%s %s, ", Human(float64(n)), r.unit)
 	}
@@ -41,7 +41,7 @@ func (r *Reporter) plainLine(n int64) string {
 	var b strings.Builder
 	r.label(&b, ": ")
 	if r.total > 0 {
-		fmt.Fprintf(&b, "%d/%d (%d%%)", n, r.total, int(min(float64(n)/float64(r.total), 1)*100))
+		fmt.Fprintf(&b, "%d/%d (%d%%)", n, r.total, percent(n, r.total))
 	} else {
 		fmt.Fprintf(&b, "%d %s,", n, r.unit)
 	}
@@ -60,7 +60,7 @@ func (r *Reporter) finalLine(now time.Time) string {
 	var b strings.Builder
 	r.label(&b, ": ")
 	if r.total > 0 {
-		fmt.Fprintf(&b, "%d/%d (%d%%)", n, r.total, int(min(float64(n)/float64(r.total), 1)*100))
+		fmt.Fprintf(&b, "%d/%d (%d%%)", n, r.total, percent(n, r.total))
 	} else {
 		fmt.Fprintf(&b, "%d %s", n, r.unit)
 	}
@@ -95,14 +95,21 @@ func roundDur(d time.Duration) time.Duration {
 	return d.Round(time.Millisecond)
 }
 
-// Human formats v with a k, M or G suffix and one decimal: 1.2k, 3.4M.
+// percent is n of total in whole percent, at most 100. It multiplies
+// before it divides: 29/100 is 0.28999… as a fraction, which read 28%.
+func percent(n, total int64) int {
+	return int(min(float64(n)*100/float64(total), 100))
+}
+
+// Human formats v with a k, M or G suffix and one decimal: 1.2k, 3.4M. The
+// suffix is chosen by the value as printed: 999,960 is 1.0M, not 1000.0k.
 func Human(v float64) string {
 	switch {
-	case v >= 1e9:
+	case v >= 999.95e6:
 		return fmt.Sprintf("%.1fG", v/1e9)
-	case v >= 1e6:
+	case v >= 999.95e3:
 		return fmt.Sprintf("%.1fM", v/1e6)
-	case v >= 1e3:
+	case v >= 999.5:
 		return fmt.Sprintf("%.1fk", v/1e3)
 	}
 	return fmt.Sprintf("%.0f", v)

@@ -1,0 +1,77 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// TestConcurrentStopHonoursItsDeadline: a Stop behind another whose drain
+// is slow gives up at its own deadline, with an error wrapping ctx.Err(),
+// as the package promises. It waited for the first without a deadline.
+func TestConcurrentStopHonoursItsDeadline(t *testing.T) {
+	var b Base
+	if err := b.Start(context.Background(), "svc", func(context.Context) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	draining := make(chan struct{})
+	firstDone := make(chan error, 1)
+	go func() {
+		firstDone <- b.Stop(context.Background(), func(ctx context.Context) error {
+			close(draining)
+			<-release // a long drain: the first caller waits as long as it takes
+			return nil
+		})
+	}()
+	<-draining
+	defer func() { close(release); <-firstDone }()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	second := make(chan error, 1)
+	go func() { second <- b.Stop(ctx, nil) }()
+	select {
+	case err := <-second:
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("second Stop: %v, want nil or an error wrapping the deadline", err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("a concurrent Stop with a 50ms deadline was still blocked after 2s: Stop ignores its context while it waits for the first Stop")
+	}
+}
+
+// TestStopDuringStartCancelsRun: a Stop during a Start cancels the run
+// context at once, which a start function may wait on, and then waits for
+// the Start. It cancelled only after the Start, so a start function
+// waiting on Run could never be released by Stop.
+func TestStopDuringStartCancelsRun(t *testing.T) {
+	var b Base
+	inStart := make(chan struct{})
+	unstick := make(chan struct{})
+	started := make(chan error, 1)
+	go func() {
+		started <- b.Start(context.Background(), "svc", func(context.Context) error {
+			close(inStart)
+			select {
+			case <-b.Run().Done(): // Stop ends what the service runs
+				return b.Run().Err()
+			case <-unstick: // only the test's cleanup
+				return errors.New("unstuck by the test")
+			}
+		})
+	}()
+	<-inStart
+	defer func() { close(unstick); <-started }()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	stopped := make(chan error, 1)
+	go func() { stopped <- b.Stop(ctx, nil) }()
+	select {
+	case <-stopped:
+	case <-time.After(2 * time.Second):
+		t.Fatal("Stop (50ms deadline) during a Start that waits on Run() was still blocked after 2s: Stop never cancels the run context it promises to cancel, nor honours its deadline")
+	}
+}
