@@ -75,3 +75,26 @@ func TestStopDuringStartCancelsRun(t *testing.T) {
 		t.Fatal("Stop (50ms deadline) during a Start that waits on Run() was still blocked after 2s: Stop never cancels the run context it promises to cancel, nor honours its deadline")
 	}
 }
+
+// TestStopWithEndedContextRunsStop: a Stop whose ctx has already ended,
+// with no start or stop under way, still runs the stop function (which
+// then gives up its own waits at once): callers stop with an expired
+// deadline to cut what is left.
+func TestStopWithEndedContextRunsStop(t *testing.T) {
+	t.Parallel()
+	for range 50 { // the wait for the transition must not race the ended ctx
+		var b Base
+		if err := b.Start(context.Background(), "svc", func(context.Context) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		ran := false
+		if err := b.Stop(ctx, func(context.Context) error { ran = true; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if !ran {
+			t.Fatal("Stop with an ended ctx did not run the stop function")
+		}
+	}
+}

@@ -118,9 +118,13 @@ func (b *Base) Stop(ctx context.Context, stop func(ctx context.Context) error) e
 	b.mu.Unlock()
 	sem := b.sem()
 	select {
-	case sem <- struct{}{}:
-	case <-ctx.Done():
-		return fmt.Errorf("stop: waiting for a start or stop under way: %w", ctx.Err())
+	case sem <- struct{}{}: // free: a ctx already ended still gets its stop run
+	default:
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			return fmt.Errorf("stop: waiting for a start or stop under way: %w", ctx.Err())
+		}
 	}
 	defer func() { <-sem }()
 	b.mu.Lock()
