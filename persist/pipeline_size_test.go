@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/persist/server"
@@ -93,7 +94,15 @@ func heldPipeline(t *testing.T, name string, cfg persist.PipelineConfig) (*harne
 	hold := &commitGate{entered: make(chan struct{}, 1), release: make(chan struct{})}
 	h := newHarness(t, func(c *server.Config) { c.Observer = hold })
 	t.Cleanup(hold.open)
-	p, err := h.stream(name).Pipeline(cfg)
+	// A batch near the max payload takes seconds under the race detector
+	// on a loaded machine: more than the default request timeout, which
+	// this test does not measure.
+	c, err := persist.NewClient(persist.ClientConfig{Conn: h.Conn(), Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	p, err := c.Stream(h.scope, name).Pipeline(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -248,6 +248,24 @@ func ValidKey(key string) error {
 // them, so that the rule reads "no control character, no whitespace at
 // either end" with no exceptions to remember.
 func validName(s string) string {
+	// ASCII, the common case, in one pass over bytes.
+	ascii := true
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= utf8.RuneSelf {
+			ascii = false
+			break
+		}
+		if c < 0x20 || c == 0x7f {
+			return fmt.Sprintf("contains the control character %U", rune(c))
+		}
+	}
+	if ascii {
+		if s != "" && (isASCIISpace(s[0]) || isASCIISpace(s[len(s)-1])) {
+			return "starts or ends with whitespace"
+		}
+		return ""
+	}
 	if !utf8.ValidString(s) {
 		return "is not valid UTF-8"
 	}
@@ -263,6 +281,10 @@ func validName(s string) string {
 	}
 	return ""
 }
+
+// isASCIISpace is unicode.IsSpace for an ASCII byte that is no control
+// character: the space.
+func isASCIISpace(c byte) bool { return c == ' ' }
 
 // Code is a stable error code that crosses the wire. The set is closed.
 type Code string
