@@ -62,6 +62,11 @@ func classifyDisk(err error) error {
 	}
 	var se *sqlite.Error
 	if errors.As(err, &se) {
+		if se.Code() == sqlite3.SQLITE_IOERR_SHMSIZE {
+			// SQLite could not extend the -shm: ENOSPC in an I/O error's
+			// clothes (a new stream's first open on a nearly full disk).
+			return &DiskError{Reason: ReasonFull, Err: err}
+		}
 		switch se.Code() & 0xff {
 		case sqlite3.SQLITE_FULL:
 			// The connection is fine: SQLite rolled the statement back.
@@ -103,7 +108,9 @@ func isFull(err error) bool {
 // the stream since the link): a commit leaves a -wal or, checkpointed,
 // other bytes.
 func removeCreated(p string, template []byte) {
-	if _, err := os.Lstat(p + walSuffix); !errors.Is(err, fs.ErrNotExist) {
+	// A -wal shorter than its 32-byte header holds no commit: SQLite made
+	// it empty before the open failed (a -shm it could not extend).
+	if wal, err := os.Lstat(p + walSuffix); err == nil && wal.Size() >= walHeaderBytes || err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return
 	}
 	if b, err := os.ReadFile(p); err != nil || !bytes.Equal(b, template) {
@@ -112,10 +119,14 @@ func removeCreated(p string, template []byte) {
 	if os.Remove(p) != nil {
 		return
 	}
-	for _, suffix := range []string{"-shm", "-journal"} {
+	for _, suffix := range []string{walSuffix, "-shm", "-journal"} {
 		_ = os.Remove(p + suffix) // absent is fine
 	}
 }
+
+// walHeaderBytes is the size of a WAL file's header, which its first
+// commit writes.
+const walHeaderBytes = 32
 
 // isBusy reports whether err is SQLite's SQLITE_BUSY: another connection
 // held the file's lock past the busy timeout.

@@ -222,8 +222,9 @@ func TestScanScopeRemovesStaleCreateTemps(t *testing.T) {
 }
 
 // TestRemoveCreatedOnlyUntouched: a failed open removes the stream file it
-// created only while it is still the template with no -wal; a file with a
-// -wal or other bytes (someone committed to it) stays.
+// created only while it is still the template with no -wal holding a
+// commit (an empty one, made by an open that failed, goes with it); a
+// file with a written -wal or other bytes (someone committed to it) stays.
 func TestRemoveCreatedOnlyUntouched(t *testing.T) {
 	t.Parallel()
 	tmpl, err := streamTemplate()
@@ -233,20 +234,21 @@ func TestRemoveCreatedOnlyUntouched(t *testing.T) {
 	cases := []struct {
 		name     string
 		contents []byte
-		wal      bool
+		wal      []byte // nil: no -wal
 		removed  bool
 	}{
-		{"untouched", tmpl, false, true},
-		{"with a wal", tmpl, true, false},
-		{"written to", append(slices.Clone(tmpl[:len(tmpl)-1]), tmpl[len(tmpl)-1]^1), false, false},
+		{"untouched", tmpl, nil, true},
+		{"with a wal", tmpl, make([]byte, walHeaderBytes+8), false},
+		{"with an empty wal", tmpl, []byte{}, true},
+		{"written to", append(slices.Clone(tmpl[:len(tmpl)-1]), tmpl[len(tmpl)-1]^1), nil, false},
 	}
 	for _, c := range cases {
 		p := filepath.Join(t.TempDir(), StreamFileName("s"))
 		if err := os.WriteFile(p, c.contents, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if c.wal {
-			if err := os.WriteFile(p+walSuffix, []byte("frames"), 0o644); err != nil {
+		if c.wal != nil {
+			if err := os.WriteFile(p+walSuffix, c.wal, 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}
