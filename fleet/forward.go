@@ -34,7 +34,7 @@ func (f *Fleet) startForward(ctx context.Context, log *slog.Logger) (*forwardPar
 	ec := f.cfg.Events
 	fw := &forwardParts{peers: slices.Sorted(maps.Keys(ec.Peers)), log: log}
 	sender, err := forward.NewSender(forward.SenderConfig{
-		Self: ec.Region, Secret: ec.Secrets[ec.Region], Peers: ec.Peers,
+		Self: ec.Region, Secret: ec.Secrets[ec.Region], Peers: ec.Peers, Logger: log,
 		OnReply: func(peer string, rep forward.Reply) {
 			if r := fw.router.Load(); r != nil {
 				r.OnReply(peer, rep)

@@ -38,7 +38,7 @@ func FuzzDecodeBatch(f *testing.F) {
 		if err != nil {
 			t.Fatalf("re-encoded batch does not decode: %v", err)
 		}
-		if len(again.Items) != len(b.Items) || again.Epoch != b.Epoch || again.Seq != b.Seq || again.Base != b.Base {
+		if len(again.Items) != len(b.Items) || again.Unknown != 0 || again.Epoch != b.Epoch || again.Seq != b.Seq || again.Base != b.Base {
 			t.Fatalf("%+v, then %+v", b, again)
 		}
 		for _, it := range b.Items {

@@ -335,6 +335,9 @@ type Batch struct {
 	// nothing below it is worth waiting for.
 	Epoch, Seq, Base uint64
 	Items            []Item
+	// Unknown is how many items of unknown kinds the body held: they are
+	// skipped, not in Items.
+	Unknown int
 }
 
 type wireBatch struct {
@@ -369,9 +372,10 @@ type wireDelivery struct {
 	AppUID *string `json:"appUid"`
 }
 
-// DecodeBatch parses a batch body. Items of unknown kinds are skipped; a
-// known kind with a missing field or a value outside its set fails the
-// whole batch with [ErrBadItem], since only a broken sender produces one.
+// DecodeBatch parses a batch body. Items of unknown kinds are skipped and
+// counted in Batch.Unknown; a known kind with a missing field or a value
+// outside its set fails the whole batch with [ErrBadItem], since only a
+// broken sender produces one.
 func DecodeBatch(body []byte) (Batch, error) {
 	if b, ok := decodeFlat(body); ok {
 		return b, nil
@@ -392,9 +396,11 @@ func DecodeBatch(body []byte) (Batch, error) {
 		if err != nil {
 			return Batch{}, fmt.Errorf("item %d: %w", i, err)
 		}
-		if it != nil {
-			out.Items = append(out.Items, it)
+		if it == nil {
+			out.Unknown++
+			continue
 		}
+		out.Items = append(out.Items, it)
 	}
 	return out, nil
 }
@@ -502,6 +508,7 @@ func decodeFlat(body []byte) (Batch, bool) {
 		case KindBump:
 			it = &Bump{UserID: w.UserID, Generation: w.Generation, Scope: w.Scope, Durable: w.Durable}
 		default:
+			out.Unknown++
 			continue
 		}
 		if validItem(it) != "" {

@@ -340,7 +340,7 @@ func (q *PeerQueue) Push(peerName string, it Item) {
 		return
 	}
 	if !q.accepting.Load() {
-		q.discarded.Add(1)
+		q.discard(peerName)
 		return
 	}
 	p := q.peerFor(peerName)
@@ -392,6 +392,23 @@ func (q *PeerQueue) Push(peerName string, it Item) {
 	}
 	p.dropped = dropped[:0]
 	q.kickLocked(p)
+}
+
+// discard counts a push refused before Start or after Stop began. A peer
+// the queue knows counts it, so its PeerStats show it; only a peer never
+// seen falls to the queue-wide counter, since refused pushes do not create
+// peers.
+func (q *PeerQueue) discard(peerName string) {
+	q.mu.RLock()
+	p := q.peers[peerName]
+	q.mu.RUnlock()
+	if p == nil {
+		q.discarded.Add(1)
+		return
+	}
+	p.mu.Lock()
+	p.stats.Discarded++
+	p.mu.Unlock()
 }
 
 func (p *peer) count() int { return p.plain.len() + p.marks.len() }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -155,7 +154,8 @@ type ReceiverConfig struct {
 	OrderWait time.Duration
 	// Clock checks timestamps. Nil means the wall clock.
 	Clock Clock
-	// Logger receives rejections at debug level. Nil means slog.Default().
+	// Logger receives rejections, and replies cut to their bound (see
+	// [Reply]), at debug level. Nil means slog.Default().
 	Logger *slog.Logger
 	// InsecureSkipSignature accepts unsigned batches from known peers. It
 	// exists to measure what signing costs and nothing else.
@@ -515,7 +515,8 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		}
 	}
 	r.accepted.Add(1)
-	r.items.Add(uint64(len(batch.Items)))
+	// Batch.Items lacks the items of unknown kinds, which count too.
+	r.items.Add(uint64(len(batch.Items) + batch.Unknown))
 	reply := func() Reply {
 		if batch.Seq != 0 {
 			// The next batch may go as soon as the sink is done with this
@@ -525,10 +526,11 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		}
 		return r.dispatch(req.Context(), a.peer, batch.Items)
 	}()
-	out, err := json.Marshal(reply)
-	if err != nil {
-		http.Error(w, "encode reply", http.StatusInternalServerError)
-		return
+	// Bounded to what the sender reads: a reply cut short there would be
+	// undecodable, and the batch is applied whatever the reply says.
+	out, omitted := reply.appendJSON(nil, maxReplyBytes)
+	if omitted > 0 {
+		r.cfg.Logger.Debug("forward: reply entries left out", "peer", a.peer, "omitted", omitted)
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(out)

@@ -401,3 +401,82 @@ func TestClockNoncesNeverRepeatAcrossRestart(t *testing.T) {
 		t.Fatalf("restarted source gave %d, old one reached %d", n, last)
 	}
 }
+
+// TestReceiverItemsCountUnknownKinds: ReceiverStats.Items counts every item
+// of an accepted batch, those of kinds the receiver does not know (and
+// skips) included, whether the batch decodes in one pass or item by item.
+// Before, it counted the decoded items, from which those were already gone.
+func TestReceiverItemsCountUnknownKinds(t *testing.T) {
+	tr := newTestReceiver(t, nil)
+	now := tr.clk.Now().Unix()
+	for i, unknown := range []string{
+		`{"kind":"future","x":1}`,                   // decodes in one pass
+		`{"kind":"future","userId":"not a number"}`, // sends the decoder item by item
+	} {
+		body := append([]byte(`{"from":"eu","items":[`), unknown...)
+		body = append(AppendJSON(append(body, ','), del("s1", "a")), ']', '}')
+		code, out := tr.do(t, signedReq{peer: "eu", secret: secretEU, ts: now, nonce: uint64(i + 1), body: body})
+		if code != 200 {
+			t.Fatalf("batch %d refused: %d %s", i, code, out)
+		}
+		if st := tr.recv.Stats(); st.Items != uint64(2*(i+1)) {
+			t.Fatalf("ReceiverStats.Items = %d after %d batches of 2 items (1 of an unknown kind), want %d", st.Items, i+1, 2*(i+1))
+		}
+	}
+}
+
+// TestReceiverReplyBoundedAndUnescaped: the reply to an accepted batch is
+// written without HTML escaping (an appUid of <, > and & takes its own
+// bytes, not six each) and never past the bytes its sender reads: entries
+// are kept in order, noSocket first, while the next one fits. Before, the
+// reply was json.Marshal's, escaped and unbounded, so it could outgrow the
+// sender's read and arrive undecodable.
+func TestReceiverReplyBoundedAndUnescaped(t *testing.T) {
+	const tokens = 2000 // of over 1,000 bytes each: about twice the bound
+	pad := strings.Repeat("t", 1000)
+	token := func(i int) string { return fmt.Sprintf("tok-%d-%s", i, pad) }
+	tr := newTestReceiver(t, func(c *ReceiverConfig) {
+		c.Sink = SinkFuncs{
+			DeliverFunc: func(context.Context, string, *Delivery) bool { return true },
+			EventFunc: func(context.Context, string, *Event) []string {
+				out := make([]string, tokens)
+				for i := range out {
+					out[i] = token(i)
+				}
+				return out
+			},
+		}
+	})
+	d := del("s1", "a")
+	d.AppUID = "<R&D>"
+	ev := &Event{Family: "kv", ID: "e1", OwnerUserID: 9, KV: &KVChange{Op: "set"}}
+	code, out := tr.do(t, signedReq{peer: "eu", secret: secretEU, ts: tr.clk.Now().Unix(), nonce: 1, body: batchBody("eu", d, ev)})
+	if code != 200 {
+		t.Fatalf("batch refused: %d %s", code, out)
+	}
+	if len(out) > maxReplyBytes {
+		t.Fatalf("reply of %d bytes, over the %d a sender reads", len(out), maxReplyBytes)
+	}
+	if !bytes.HasPrefix(out, []byte(`{"noSocket":[{"userId":7,"appUid":"<R&D>"}],"noWatch":[`)) {
+		t.Fatalf("reply starts %.80q", out)
+	}
+	var r Reply
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatalf("reply does not decode: %v", err)
+	}
+	if len(r.NoSocket) != 1 || r.NoSocket[0] != (SocketRef{UserID: 7, AppUID: "<R&D>"}) {
+		t.Fatalf("noSocket = %+v", r.NoSocket)
+	}
+	n := len(r.NoWatch)
+	if n == 0 || n >= tokens {
+		t.Fatalf("%d of %d noWatch entries kept, want a prefix cut at the bound", n, tokens)
+	}
+	for i, w := range r.NoWatch {
+		if w != (WatchRef{UserID: 9, Token: token(i)}) {
+			t.Fatalf("noWatch[%d] = %.40v..., want the sink's %d-th token", i, w, i)
+		}
+	}
+	if next := len(WatchRef{UserID: 9, Token: token(n)}.appendJSON([]byte{','})); len(out)+next <= maxReplyBytes {
+		t.Fatalf("reply of %d bytes left out an entry of %d that fits", len(out), next)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"sync/atomic"
@@ -21,7 +22,8 @@ const (
 	SendRequestTimeoutDefault = 10 * time.Second
 	// DialTimeoutDefault bounds connecting to a peer.
 	DialTimeoutDefault = 5 * time.Second
-	// maxReplyBytes caps the reply we read; replies are small lists.
+	// maxReplyBytes caps the reply we read, and a receiver bounds what
+	// it writes to it (see Reply).
 	maxReplyBytes = 1 << 20
 	// idleConnTimeout is how long an idle connection to a peer is kept;
 	// below the receiver's IdleTimeoutDefault, so the sender closes first.
@@ -69,6 +71,9 @@ type SenderConfig struct {
 	// OnReply, if set, receives every peer's answer: the sockets and
 	// watches it holds nothing for.
 	OnReply func(peer string, r Reply)
+	// Logger receives, at warn level, the replies to delivered batches
+	// that could not be read or decoded. Nil means slog.Default().
+	Logger *slog.Logger
 	// InsecureSkipSignature sends no signature and no body hash. It exists
 	// to measure what signing costs and nothing else; a receiver only takes
 	// such batches with the same setting.
@@ -81,11 +86,25 @@ type SenderConfig struct {
 // between Start and Stop; stop it after the queue that sends through it,
 // so the queue's drain still has a way out.
 type Sender struct {
-	cfg     SenderConfig
-	signer  *signer // nil with InsecureSkipSignature
-	clients map[string]*peerClient
-	base    lifecycle.Base
-	running atomic.Bool // Send's cheap check of the base's state
+	cfg        SenderConfig
+	signer     *signer // nil with InsecureSkipSignature
+	clients    map[string]*peerClient
+	base       lifecycle.Base
+	running    atomic.Bool // Send's cheap check of the base's state
+	badReplies atomic.Uint64
+}
+
+// SenderStats counts what a [Sender] noticed beside its sends' results.
+type SenderStats struct {
+	// BadReplies is the 2xx answers whose reply could not be read or
+	// decoded. Their batches were delivered (Send returned nil); only the
+	// reply was lost.
+	BadReplies uint64
+}
+
+// Stats returns the sender's counters.
+func (s *Sender) Stats() SenderStats {
+	return SenderStats{BadReplies: s.badReplies.Load()}
 }
 
 type peerClient struct {
@@ -117,6 +136,9 @@ func NewSender(cfg SenderConfig) (*Sender, error) {
 	}
 	if cfg.Nonces == nil {
 		cfg.Nonces = &ClockNonces{Clock: cfg.Clock}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
 	}
 	s := &Sender{cfg: cfg, clients: make(map[string]*peerClient, len(cfg.Peers))}
 	if !cfg.InsecureSkipSignature {
@@ -161,7 +183,10 @@ func (s *Sender) Stop(ctx context.Context) error {
 
 // Send ships one batch and hands the reply to OnReply. Any failure,
 // including a non-2xx answer ([*StatusError]) and a send outside Start and
-// Stop ([ErrNotRunning]), means the batch is lost.
+// Stop ([ErrNotRunning]), means the batch is lost. A 2xx answer means the
+// receiver applied the batch, so Send returns nil for it even when its
+// reply cannot be read or decoded: that is logged and counted
+// ([SenderStats].BadReplies), and OnReply does not run.
 func (s *Sender) Send(ctx context.Context, b *Outbound) error {
 	if !s.running.Load() {
 		return fmt.Errorf("send to %q: %w", b.Peer, ErrNotRunning)
@@ -189,15 +214,26 @@ func (s *Sender) Send(ctx context.Context, b *Outbound) error {
 	if resp.StatusCode/100 != 2 {
 		return fmt.Errorf("send to %q: %w", b.Peer, &StatusError{Code: resp.StatusCode, Body: string(bytes.TrimSpace(body))})
 	}
+	// From here on the batch is delivered: a receiver answers 2xx only
+	// once it has dealt with the batch (its sink had the items). A bad reply loses the reply, not the
+	// batch; returned as an error, it would have the queue count the
+	// batch lost and its gap policy report losses that did not happen.
 	if err != nil {
-		return fmt.Errorf("send to %q: read reply: %w", b.Peer, err)
+		s.badReply(b.Peer, "read", err)
+		return nil
 	}
 	if s.cfg.OnReply != nil && len(body) > 0 {
 		var r Reply
 		if err := json.Unmarshal(body, &r); err != nil {
-			return fmt.Errorf("send to %q: decode reply: %w", b.Peer, err)
+			s.badReply(b.Peer, "decode", err)
+			return nil
 		}
 		s.cfg.OnReply(b.Peer, r)
 	}
 	return nil
+}
+
+func (s *Sender) badReply(peer, what string, err error) {
+	s.badReplies.Add(1)
+	s.cfg.Logger.Warn("forward: reply to a delivered batch lost", "peer", peer, "failed", what, "err", err)
 }

@@ -69,6 +69,31 @@ func TestStopDiscardsWhatAnUnreachablePeerCannotTake(t *testing.T) {
 	}
 }
 
+// TestPushAfterStopCountsInPeerStats: a push refused after Stop is counted
+// once, in the Discarded of its peer's PeerStats when the queue knows the
+// peer, and only in the queue-wide Stats otherwise. Before, every refused
+// push went to the queue-wide counter, so the peer's own stats missed it.
+func TestPushAfterStopCountsInPeerStats(t *testing.T) {
+	clk, rec := newFakeClock(), newRecorder()
+	q := newTestQueue(t, clk, rec, nil)
+	q.Push("us", del("s", "a"))
+	if err := q.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	rec.next(t) // Stop drained a
+	q.Push("us", del("s", "b"))
+	if s := q.PeerStats("us"); s.Discarded != 1 {
+		t.Fatalf("PeerStats(us).Discarded = %d after a push to us past Stop, want 1", s.Discarded)
+	}
+	q.Push("ap", del("s", "c")) // a peer never seen
+	if s := q.PeerStats("ap"); s != (Stats{}) {
+		t.Fatalf("PeerStats(ap) = %+v, want zero: a refused push makes no peer", s)
+	}
+	if d := q.Stats().Discarded; d != 2 {
+		t.Fatalf("Stats().Discarded = %d after 2 pushes past Stop, want 2", d)
+	}
+}
+
 // TestQueueLifecycle: pushes before Start are discarded; Start twice is
 // ErrStarted, Start after Stop ErrStopped; Stop before Start and twice
 // are no-ops.
