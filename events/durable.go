@@ -406,12 +406,15 @@ func (r *Router) dispatch(id SubID) {
 	if !ok {
 		return
 	}
-	d := Delivery{Sub: rs.clientID, Mode: ModeSingle, Entry: e.ID, Attempt: e.Attempt, Event: e.Value.ev, Gap: e.Value.gap}
+	d := Delivery{Sub: rs.clientID, Mode: ModeSingle, Entry: e.ID, Attempt: e.Attempt, Event: e.Value.ev}
 	if e.Gap != nil {
 		g := *e.Gap
 		g.Sub = SubID(rs.clientID)
 		d.Gap = &g
-		if e.Attempt == 1 {
+		// The lease table's own markers (backlog_overflow, with no value)
+		// are counted when first delivered; the router's (Value.gap) were
+		// when they were made (deliverGap, resume).
+		if e.Attempt == 1 && e.Value.gap == nil {
 			r.gapMu.Lock()
 			r.gaps[ReasonBacklogOverflow]++
 			r.gapMu.Unlock()

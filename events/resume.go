@@ -6,11 +6,14 @@ package events
 // What survives a restart is a cursor per subscription, a row of the
 // durable scope's cursor stream (DurableConfig.CursorStream, key USER/ID):
 // the seq of its stream up to which every change has been settled — the
-// lowest seq still unsettled (in flight or waiting) less one, or, with
-// nothing unsettled, the highest seq the subscription was given. It moves
-// after acks and is written by a saver goroutine of the router, the
-// newest value per subscription at a time, so an ack costs no write in
-// its own path.
+// lowest seq still unsettled (in flight, waiting, or in its coalescing
+// window; a marker counts as the lowest seq it stands for, and one that
+// knows none holds the cursor where it was) less one, or, with nothing
+// unsettled, the highest seq the subscription was given. It moves after
+// acks, and back when a change at or below it comes (a delete of a row
+// settled before: see noteWindow), and is written by a saver goroutine of
+// the router, the newest value per subscription at a time, so an ack
+// costs no write in its own path.
 //
 // When a router starts a `single` row (at its start, or when the row is
 // written), it reads the cursor and the stream's changes after it, up to
@@ -153,32 +156,96 @@ func (r *Router) noteTop(id SubID, seq uint64) {
 	}
 }
 
-// saveCursor hands sub's cursor to the saver when it moved forward. It
+// noteWindow records that the coalescing window of the durable
+// subscription id on key (a coalescer subject) took the change ev of this
+// region's stream: until the window ends, the lowest seq it took holds a
+// `single` subscription's cursor below it (saveCursor), since a stop
+// before then loses the window. A change at or below the cursor saved
+// already — a delete, whose seq is the removed row's, of a row settled
+// before — moves the cursor back below it, so that a restart before it is
+// settled reads back from there (the row gone, a region_restart marker
+// stands for it). It runs on the loop.
+func (r *Router) noteWindow(id SubID, key string, ev *Event) {
+	if r.single == nil || ev.Origin != "" || !strings.HasPrefix(string(id), durablePrefix) {
+		return
+	}
+	w := r.windowLow[id]
+	if w == nil {
+		w = make(map[string]uint64)
+		r.windowLow[id] = w
+	}
+	if low, ok := w[key]; !ok || ev.Seq < low {
+		w[key] = ev.Seq
+	}
+	if saved, ok := r.singleSaved[id]; ok && ev.Seq <= saved {
+		r.singleSaved[id] = ev.Seq - 1
+		r.saver.put(rowKey(id), ev.Seq-1)
+	}
+}
+
+// closeWindow forgets the window of id on key, which ended, and returns
+// the lowest seq it took (0: none noted). It runs on the loop.
+func (r *Router) closeWindow(id SubID, key string) uint64 {
+	w := r.windowLow[id]
+	low := w[key]
+	if w != nil {
+		delete(w, key)
+		if len(w) == 0 {
+			delete(r.windowLow, id)
+		}
+	}
+	return low
+}
+
+// saveCursor hands sub's cursor to the saver when it moved: forward, or
+// back below a change at or under it still unsettled (see noteWindow). It
 // runs on the loop, after an ack.
 func (r *Router) saveCursor(id SubID) {
 	cur := r.singleTop[id]
 	lowest := uint64(0)
+	held := false
+	note := func(seq uint64) {
+		if seq > 0 && (lowest == 0 || seq < lowest) {
+			lowest = seq
+		}
+	}
 	for e := range r.single.Unsettled(id) {
-		if e.Gap != nil && e.Gap.Reason == ReasonBacklogOverflow {
-			// It stands for shed changes it carries no seq of, older
-			// than every entry behind it: until it is acked the cursor
-			// stays where the saves before the shed left it, so that a
-			// restart reads them back (again, at least once) rather
-			// than passing them with no marker.
-			return
+		switch {
+		case e.Gap == nil:
+			// Not in seq order: coalescing windows end in the order they
+			// opened, each with its newest change. A peer's changes
+			// cannot be read back (their seqs are of its stream).
+			if ev := e.Value.ev; ev != nil && ev.Origin == "" {
+				note(ev.Seq)
+			}
+		case e.Gap.Reason == ReasonRegionRestart:
+			// It stands for changes that cannot be read back.
+		case e.Value.low > 0:
+			// A marker of the router's (a rate limit's, a fan-out
+			// limit's) stands for changes from its low on, which a
+			// restart reads back.
+			note(e.Value.low)
+		default:
+			// A backlog_overflow marker stands for shed changes it
+			// carries no seq of, older than every entry behind it (and so
+			// does any marker with no seq known): until it is acked the
+			// cursor stays where the saves before it left it, so that a
+			// restart reads them back (again, at least once) rather than
+			// passing them with no marker.
+			held = true
 		}
-		// Not in seq order: coalescing windows end in the order they
-		// opened, each with its newest change. Other markers (a
-		// region_restart's) stand for changes that cannot be read back,
-		// and so do a peer's changes (their seqs are of its stream).
-		if ev := e.Value.ev; ev != nil && ev.Origin == "" && (lowest == 0 || ev.Seq < lowest) {
-			lowest = ev.Seq
-		}
+	}
+	// And the changes still in their coalescing windows: in neither the
+	// lease table nor singleTop yet.
+	for _, seq := range r.windowLow[id] {
+		note(seq)
 	}
 	if lowest > 0 {
 		cur = min(cur, lowest-1)
 	}
-	if cur <= r.singleSaved[id] {
+	saved, known := r.singleSaved[id]
+	back := known && cur < saved // a change at or below it came (noteWindow)
+	if !back && (held || cur <= saved) {
 		return
 	}
 	r.singleSaved[id] = cur
@@ -215,6 +282,7 @@ func (r *Router) resume(ctx context.Context, rs *routerSub) {
 				r.singleSaved[id] = upTo
 				r.saver.put(rowKey(id), upTo)
 			}
+			r.knowCursor(id, cur)
 		}})
 		return
 	}
@@ -261,7 +329,7 @@ func (r *Router) resume(ctx context.Context, rs *routerSub) {
 	if missing > 0 {
 		now := r.cfg.Clock.Now().UnixMilli()
 		g := &Gap{Reason: ReasonRegionRestart, Sub: SubID(rs.clientID), Count: int(min(missing, 1<<31-1)), From: now, To: now}
-		gapEntry := Resumed[pending]{ID: "gap-restart-" + strconv.FormatUint(cur+1, 10) + "-" + strconv.FormatUint(upTo, 10), Value: pending{gap: g}, TS: now}
+		gapEntry := Resumed[pending]{ID: "gap-restart-" + strconv.FormatUint(cur+1, 10) + "-" + strconv.FormatUint(upTo, 10), Value: pending{gap: g}, TS: now, Marker: g}
 		entries = append([]Resumed[pending]{gapEntry}, entries...)
 		r.gapMu.Lock()
 		r.gaps[ReasonRegionRestart]++
@@ -275,6 +343,18 @@ func (r *Router) resume(ctx context.Context, rs *routerSub) {
 	r.post(routed{do: func() {
 		r.single.Resume(id, entries)
 		r.noteTop(id, upTo)
+		r.knowCursor(id, cur)
 		r.dispatch(id)
 	}})
+}
+
+// knowCursor makes cur, the cursor resume read, the one the loop knows
+// as saved for id, unless it saved one since, so that a change at or
+// below it moves it back (noteWindow), the changes taken before this
+// included. It runs on the loop.
+func (r *Router) knowCursor(id SubID, cur uint64) {
+	if _, known := r.singleSaved[id]; !known {
+		r.singleSaved[id] = cur
+	}
+	r.saveCursor(id)
 }

@@ -403,3 +403,264 @@ func TestResentSetAckLeavesItsDelete(t *testing.T) {
 		return st.Leases == 0, fmt.Sprintf("%+v", st)
 	})
 }
+
+// deliveriesAfterRestart opens a session of alice on e's (restarted)
+// router, writes key "q/after" and acks every delivery until that write's
+// comes, returning what came before it, in order.
+func deliveriesAfterRestart(t *testing.T, e *routerEnv) (before []string) {
+	t.Helper()
+	var s sink
+	alice := e.r.Open("alice", s.deliver)
+	testwait.Until(t, "the row live again", func() (bool, string) {
+		st := e.r.Stats()
+		return st.Subs == 1 && st.Ready == 1, fmt.Sprintf("%+v", st)
+	})
+	from := e.r.Stats().Changes
+	after := e.set("jobs", "q/after", "v")
+	e.settle(from, 1)
+	for i := 1; ; i++ {
+		testwait.Until(t, fmt.Sprintf("delivery %d after the restart", i), func() (bool, string) {
+			if len(s.all()) < i {
+				e.clk.Advance(CoalesceWindowDefault)
+			}
+			return len(s.all()) >= i, fmt.Sprint(before)
+		})
+		d := s.all()[i-1]
+		if d.Event != nil && d.Event.Seq == after.Seq && d.Event.Op == OpSet {
+			return before
+		}
+		switch {
+		case d.Gap != nil:
+			before = append(before, fmt.Sprintf("gap %s %d", d.Gap.Reason, d.Gap.Count))
+		default:
+			before = append(before, fmt.Sprintf("%s %s@%d", d.Event.Op, d.Event.Subject.Key, d.Event.Seq))
+		}
+		if err := alice.Ack(context.Background(), "q", d.Entry); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// changesRead waits until the router has read n changes more than from.
+func changesRead(t *testing.T, e *routerEnv, from, n uint64) {
+	t.Helper()
+	testwait.Until(t, "the router reads the changes", func() (bool, string) {
+		st := e.r.Stats()
+		return st.Changes >= from+n, fmt.Sprint(st.Changes - from)
+	})
+}
+
+// TestSingleCursorStaysBelowAnOpenWindow: key a written at seq A1, key b
+// at B, key a again at A2 > B; a's window (opened first) ends first and
+// delivers A2, which is acked while b@B still waits in its coalescing
+// window, and the region stops before b's window ends. The cursor saved
+// stays below B, so the next router reads b back. (saveCursor looked at
+// the lease table and the highest seq given only, so the ack saved A2 and
+// b was lost with no marker.)
+func TestSingleCursorStaysBelowAnOpenWindow(t *testing.T) {
+	t.Parallel()
+	durable := func(c *RouterConfig) { c.Durable = &DurableConfig{} }
+	e := newRouterEnv(t, durable)
+	e.warm("jobs")
+	var s1 sink
+	alice := e.r.Open("alice", s1.deliver)
+	e.putDurable(DurableRow{User: "alice", ID: "q", Anchor: "project-1/jobs/q", Mode: ModeSingle}, 2, 1)
+
+	from := e.r.Stats().Changes
+	e.set("jobs", "q/a", "1")
+	changesRead(t, e, from, 1)
+	e.clk.Advance(10 * time.Millisecond) // b's window opens 10 ms after a's
+	b := e.set("jobs", "q/b", "1")
+	changesRead(t, e, from, 2)
+	a2 := e.set("jobs", "q/a", "2")
+	changesRead(t, e, from, 3)
+	e.clk.Advance(CoalesceWindowDefault - 10*time.Millisecond) // a's window ends, b's not yet
+
+	testwait.For(t, "a's delivery", func() bool { return len(s1.all()) == 1 })
+	d := s1.all()[0]
+	if d.Event == nil || d.Event.Seq != a2.Seq {
+		t.Fatalf("first delivery %+v, want a@%d", d, a2.Seq)
+	}
+	if err := alice.Ack(context.Background(), "q", d.Entry); err != nil {
+		t.Fatal(err)
+	}
+	e.stopRouter() // b's window still open
+	cur, _, err := e.r.Durables().Cursor(context.Background(), "alice", "q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.restart(durable)
+	before := deliveriesAfterRestart(t, e)
+	covered := false
+	for _, s := range before {
+		if s == fmt.Sprintf("set q/b@%d", b.Seq) || len(s) > 3 && s[:4] == "gap " {
+			covered = true
+		}
+	}
+	if !covered {
+		t.Fatalf("cursor saved %d past b@%d, which was still in its coalescing window; after the restart b never came, nor a gap (before the next write: %v)", cur, b.Seq, before)
+	}
+}
+
+// TestSingleCursorStaysBelowARateLimitMarker: a change refused by the
+// `single` rate limit (120/min) becomes a delivery_rate_limit marker that
+// knows the lowest seq it stands for; while it is unsettled the cursor
+// stays below that seq (and moves up to it with the acks before it), so a
+// restart before the marker's ack reads the refused change back first.
+// (Only backlog_overflow markers held the cursor: the ack of the entry
+// before the marker, a later change queued behind it, saved the cursor
+// past the refused change, lost at the restart with no marker.)
+func TestSingleCursorStaysBelowARateLimitMarker(t *testing.T) {
+	t.Parallel()
+	durable := func(c *RouterConfig) { c.Durable = &DurableConfig{} }
+	e := newRouterEnv(t, durable)
+	e.warm("jobs")
+	var s1 sink
+	alice := e.r.Open("alice", s1.deliver)
+	e.putDurable(DurableRow{User: "alice", ID: "q", Anchor: "project-1/jobs/q", Mode: ModeSingle}, 2, 1)
+
+	from := e.r.Stats().Changes
+	var seqs []uint64
+	for i := 1; i <= SinglePerMinute+1; i++ {
+		seqs = append(seqs, e.set("jobs", fmt.Sprintf("q/%03d", i), "v").Seq)
+	}
+	refused := seqs[SinglePerMinute]
+	e.settle(from, uint64(len(seqs)))
+	testwait.Until(t, "the refused change's marker", func() (bool, string) {
+		st := e.r.Stats()
+		return st.Gaps[ReasonDeliveryRateLimit] == 1, fmt.Sprintf("%+v", st)
+	})
+	// Ack all but the last allowed delivery: it is in flight, the marker
+	// behind it.
+	for i := 1; i < SinglePerMinute; i++ {
+		testwait.For(t, "the next delivery", func() bool { return len(s1.all()) >= i })
+		d := s1.all()[i-1]
+		if err := alice.Ack(context.Background(), "q", d.Entry); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testwait.For(t, "the last allowed delivery", func() bool { return len(s1.all()) >= SinglePerMinute })
+	last := s1.all()[SinglePerMinute-1]
+	if last.Event == nil || last.Event.Seq != seqs[SinglePerMinute-1] {
+		t.Fatalf("delivery %d: %+v, want seq %d", SinglePerMinute, last, seqs[SinglePerMinute-1])
+	}
+	// The limit's minute passes (the lease ends too: the entry comes again,
+	// same entry); a later change is allowed and queued behind the marker.
+	e.clk.Advance(2 * time.Minute)
+	from = e.r.Stats().Changes
+	later := e.set("jobs", "q/later", "v")
+	e.settle(from, 1)
+	testwait.Until(t, "the later change queued", func() (bool, string) {
+		st := e.r.Stats()
+		return st.Backlog == 2, fmt.Sprintf("%+v", st) // marker, later
+	})
+	if err := alice.Ack(context.Background(), "q", last.Entry); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, "the marker's delivery", func() bool {
+		all := s1.all()
+		return all[len(all)-1].Gap != nil
+	})
+	e.stopRouter() // the marker unacked
+	cur, _, err := e.r.Durables().Cursor(context.Background(), "alice", "q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.restart(durable)
+	before := deliveriesAfterRestart(t, e)
+	if len(before) == 0 || before[0] != fmt.Sprintf("set q/%03d@%d", SinglePerMinute+1, refused) && before[0][:4] != "gap " {
+		t.Fatalf("seq %d was refused by the rate limit, its marker unacked at the stop; after the restart (cursor %d), before the next write: %v (later@%d), want the refused change (or a gap) first",
+			refused, cur, before, later.Seq)
+	}
+}
+
+// TestSingleUnackedDeleteSurvivesRestart: a delete's entry carries the
+// removed row's seq, at or below the cursor once that row's set was acked;
+// such a delete moves the cursor back below it, so a delete delivered and
+// not acked when the region stops is covered after the restart by a
+// region_restart marker (the row is gone), read back from there. (The
+// cursor never moved back: the delete was neither read back nor counted
+// missing, lost with no marker.)
+func TestSingleUnackedDeleteSurvivesRestart(t *testing.T) {
+	t.Parallel()
+	durable := func(c *RouterConfig) { c.Durable = &DurableConfig{} }
+	e := newRouterEnv(t, durable)
+	e.warm("jobs")
+	var s1 sink
+	alice := e.r.Open("alice", s1.deliver)
+	e.putDurable(DurableRow{User: "alice", ID: "q", Anchor: "project-1/jobs/q", Mode: ModeSingle}, 2, 1)
+	from := e.r.Stats().Changes
+	k := e.set("jobs", "q/k", "v")
+	e.settle(from, 1)
+	testwait.For(t, "the set's delivery", func() bool { return len(s1.all()) == 1 })
+	if err := alice.Ack(context.Background(), "q", s1.all()[0].Entry); err != nil {
+		t.Fatal(err)
+	}
+	from = e.r.Stats().Changes
+	if _, err := e.c.KV("project-1", "jobs").Delete(context.Background(), "q/k"); err != nil {
+		t.Fatal(err)
+	}
+	e.advanceUntil("the delete's delivery", func() bool { return len(s1.all()) == 2 })
+	if d := s1.all()[1]; d.Event == nil || d.Event.Op != OpDelete {
+		t.Fatalf("second delivery %+v, want the delete of k", d)
+	}
+	e.stopRouter() // the delete unacked
+	cur, _, err := e.r.Durables().Cursor(context.Background(), "alice", "q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.restart(durable)
+	before := deliveriesAfterRestart(t, e)
+	if len(before) == 0 {
+		t.Fatalf("the delete of k (row seq %d) was delivered and not acked when the region stopped; after the restart (cursor %d) it never came again and no gap stood for it", k.Seq, cur)
+	}
+	if before[0] != "gap region_restart 1" {
+		t.Fatalf("after the restart: %v, want a region_restart gap for the delete of k first", before)
+	}
+}
+
+// TestSingleDeleteAfterRestartMovesTheCursorBack: as above, for a delete
+// that comes to a restarted router before any ack there: the cursor that
+// router read when it started the row is the one the delete moves back.
+// (The loop knew no saved cursor until its first ack, so such a delete
+// moved nothing and was lost at the next restart.)
+func TestSingleDeleteAfterRestartMovesTheCursorBack(t *testing.T) {
+	t.Parallel()
+	durable := func(c *RouterConfig) { c.Durable = &DurableConfig{} }
+	e := newRouterEnv(t, durable)
+	e.warm("jobs")
+	var s1 sink
+	alice := e.r.Open("alice", s1.deliver)
+	e.putDurable(DurableRow{User: "alice", ID: "q", Anchor: "project-1/jobs/q", Mode: ModeSingle}, 2, 1)
+	from := e.r.Stats().Changes
+	k := e.set("jobs", "q/k", "v")
+	e.settle(from, 1)
+	testwait.For(t, "the set's delivery", func() bool { return len(s1.all()) == 1 })
+	if err := alice.Ack(context.Background(), "q", s1.all()[0].Entry); err != nil {
+		t.Fatal(err)
+	}
+	e.restart(durable) // the cursor saved at k, nothing to read back
+	var s2 sink
+	e.r.Open("alice", s2.deliver)
+	testwait.Until(t, "the row live again", func() (bool, string) {
+		st := e.r.Stats()
+		return st.Subs == 1 && st.Ready == 1, fmt.Sprintf("%+v", st)
+	})
+	if _, err := e.c.KV("project-1", "jobs").Delete(context.Background(), "q/k"); err != nil {
+		t.Fatal(err)
+	}
+	e.advanceUntil("the delete's delivery", func() bool { return len(s2.all()) == 1 })
+	if d := s2.all()[0]; d.Event == nil || d.Event.Op != OpDelete {
+		t.Fatalf("first delivery after the restart %+v, want the delete of k", d)
+	}
+	e.stopRouter() // the delete unacked
+	cur, _, err := e.r.Durables().Cursor(context.Background(), "alice", "q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.restart(durable)
+	before := deliveriesAfterRestart(t, e)
+	if len(before) == 0 || before[0] != "gap region_restart 1" {
+		t.Fatalf("the delete of k (row seq %d) came to a restarted router and was not acked when it stopped; after the next restart (cursor %d): %v, want a region_restart gap for it first", k.Seq, cur, before)
+	}
+}

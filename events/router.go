@@ -169,12 +169,13 @@ type Router struct {
 	// loop for Stats.
 	singleLeases, singleBacklog atomic.Int64
 
-	durableUsers map[int64]map[string]int   // wire number -> users with durable rows here -> rows, under mu
-	last         map[SubID]target           // `single` subscription -> where its last delivery went; owned by the loop
-	singleTop    map[SubID]uint64           // `single` subscription -> highest seq given it; owned by the loop (resume.go)
-	singleSaved  map[SubID]uint64           // `single` subscription -> the cursor last handed to saver; owned by the loop
-	saver        *cursorSaver               // writes the `single` cursors; nil without durable subscriptions
-	remoteIn     map[remoteKey]*remoteEntry // peers' `single` deliveries given to sessions here; owned by the loop
+	durableUsers map[int64]map[string]int    // wire number -> users with durable rows here -> rows, under mu
+	last         map[SubID]target            // `single` subscription -> where its last delivery went; owned by the loop
+	singleTop    map[SubID]uint64            // `single` subscription -> highest seq given it; owned by the loop (resume.go)
+	singleSaved  map[SubID]uint64            // `single` subscription -> the cursor last handed to saver; owned by the loop
+	windowLow    map[SubID]map[string]uint64 // durable subscription -> its open windows (coalescer subjects) -> the lowest seq each took; owned by the loop (resume.go)
+	saver        *cursorSaver                // writes the `single` cursors; nil without durable subscriptions
+	remoteIn     map[remoteKey]*remoteEntry  // peers' `single` deliveries given to sessions here; owned by the loop
 
 	changes, deliveries, coalesced, rateDrops, acks, redelivered atomic.Uint64
 	gapMu                                                        sync.Mutex
@@ -235,6 +236,10 @@ type pending struct {
 	// forget; flush delivers them to nobody rather than to the
 	// subscription that replaced it, anchored elsewhere perhaps.
 	sub *Sub
+	// low, on a marker the router put in the `single` lease table (gap
+	// set, as the entry's Gap), is the lowest seq of this region's stream
+	// among the changes it stands for (0: none known): see saveCursor.
+	low uint64
 }
 
 // NewRouter checks cfg and returns a router to Start.
@@ -284,6 +289,7 @@ func NewRouter(cfg RouterConfig) (*Router, error) {
 		last:         make(map[SubID]target),
 		singleTop:    make(map[SubID]uint64),
 		singleSaved:  make(map[SubID]uint64),
+		windowLow:    make(map[SubID]map[string]uint64),
 		remoteIn:     make(map[remoteKey]*remoteEntry),
 	}
 	if cfg.Durable != nil {
@@ -870,6 +876,7 @@ func (r *Router) take(rt routed, matches *[]Match) {
 			delete(r.last, id)
 			delete(r.singleTop, id)
 			delete(r.singleSaved, id)
+			delete(r.windowLow, id)
 		}
 		return
 	case rt.gapAll != nil:
@@ -917,7 +924,9 @@ func (r *Router) take(rt routed, matches *[]Match) {
 		}
 		if m.Gap != "" {
 			g := &Gap{Reason: m.Gap, Subject: ev.Subject, Sub: m.Sub.ID, Count: 1, From: ev.TS, To: ev.TS}
-			r.coal.AddMerged(now, m.Sub.ID, "\x00gap/"+string(m.Gap)+"/"+subject, pending{gap: g, sub: m.Sub}, mergeGaps)
+			key := "\x00gap/" + string(m.Gap) + "/" + subject
+			r.coal.AddMerged(now, m.Sub.ID, key, pending{gap: g, sub: m.Sub}, mergeGaps)
+			r.noteWindow(m.Sub.ID, key, &ev)
 			continue
 		}
 		if shared == nil {
@@ -925,6 +934,7 @@ func (r *Router) take(rt routed, matches *[]Match) {
 			shared = &e
 		}
 		r.coal.Add(now, m.Sub.ID, subject, pending{ev: shared, sub: m.Sub})
+		r.noteWindow(m.Sub.ID, subject, &ev)
 	}
 	if len(remote) > 0 {
 		r.region.forwardEvent(remote, &ev)
@@ -950,6 +960,7 @@ func (r *Router) flush(due []Coalesced[pending]) []Coalesced[pending] {
 	due = r.coal.Due(now, due)
 	for _, d := range due {
 		r.coalesced.Add(uint64(d.Events - 1))
+		low := r.closeWindow(d.Sub, d.Subject)
 		r.mu.Lock()
 		rs := r.subs[d.Sub]
 		r.mu.Unlock()
@@ -959,7 +970,7 @@ func (r *Router) flush(due []Coalesced[pending]) []Coalesced[pending] {
 		if d.Value.gap != nil {
 			g := *d.Value.gap // the window's markers, summed (mergeGaps)
 			g.Sub = SubID(rs.clientID)
-			r.deliverGap(rs, &g)
+			r.deliverGap(rs, &g, low)
 			continue
 		}
 		ev := d.Value.ev // shared by the change's windows: never modified
@@ -976,10 +987,10 @@ func (r *Router) flush(due []Coalesced[pending]) []Coalesced[pending] {
 		switch {
 		case ok:
 			r.deliveries.Add(1)
-			r.send(rs, Delivery{Sub: rs.clientID, Event: ev})
+			r.send(rs, Delivery{Sub: rs.clientID, Event: ev}, 0)
 		case gap:
 			r.rateDrops.Add(uint64(d.Events))
-			r.deliverGap(rs, &Gap{Reason: ReasonDeliveryRateLimit, Subject: ev.Subject, Sub: SubID(rs.clientID), Count: d.Events, From: ev.TS, To: ev.TS})
+			r.deliverGap(rs, &Gap{Reason: ReasonDeliveryRateLimit, Subject: ev.Subject, Sub: SubID(rs.clientID), Count: d.Events, From: ev.TS, To: ev.TS}, low)
 		default:
 			r.rateDrops.Add(uint64(d.Events))
 		}
@@ -987,17 +998,20 @@ func (r *Router) flush(due []Coalesced[pending]) []Coalesced[pending] {
 	return due
 }
 
-func (r *Router) deliverGap(rs *routerSub, g *Gap) {
+// deliverGap counts and sends the marker g; low is as send's.
+func (r *Router) deliverGap(rs *routerSub, g *Gap, low uint64) {
 	r.gapMu.Lock()
 	r.gaps[g.Reason]++
 	r.gapMu.Unlock()
-	r.send(rs, Delivery{Sub: rs.clientID, Gap: g})
+	r.send(rs, Delivery{Sub: rs.clientID, Gap: g}, low)
 }
 
 // send hands a delivery to its subscription: a session's own, every open
 // session of a broadcast row's user, or a `single` row's lease table.
-// It runs on the loop.
-func (r *Router) send(rs *routerSub, d Delivery) {
+// low, for a marker, is the lowest seq of this region's stream among the
+// changes it stands for (0: none known), which a `single` subscription's
+// cursor stays below until it is acked (saveCursor). It runs on the loop.
+func (r *Router) send(rs *routerSub, d Delivery, low uint64) {
 	switch {
 	case rs.session != nil:
 		rs.session.deliver(d)
@@ -1030,7 +1044,7 @@ func (r *Router) send(rs *routerSub, d Delivery) {
 				r.noteTop(rs.sub.ID, d.Event.Seq)
 			}
 		} else {
-			r.single.Push(rs.sub.ID, "gap-"+strconv.FormatInt(now, 10)+"-"+string(d.Gap.Reason), pending{gap: d.Gap}, now)
+			r.single.PushMarker(rs.sub.ID, "gap-"+strconv.FormatInt(now, 10)+"-"+string(d.Gap.Reason), d.Gap, pending{gap: d.Gap, low: low}, now)
 		}
 		r.dispatch(rs.sub.ID)
 	}

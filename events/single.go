@@ -38,7 +38,8 @@ type SingleConfig struct {
 type Entry[T any] struct {
 	ID    string
 	Value T
-	// Gap is set on a marker (Value is then the zero T).
+	// Gap is set on a marker (Value is then the zero T, or what PushMarker
+	// or Resume was given with it).
 	Gap *Gap
 	// Attempt counts the times Next handed this entry out: 1 on the first
 	// delivery, more on redeliveries after a lease ran out.
@@ -122,7 +123,7 @@ func (s *Single[T]) q(sub SubID) *singleQ[T] {
 // Push queues an event for sub at ts (unix milliseconds). When the
 // backlog is full, the oldest waiting entry is shed into the marker at the
 // backlog's front (made on the first shed, reason backlog_overflow; its
-// From and To are the times of the first and last shed): the marker is
+// From and To span the times of the entries shed): the marker is
 // delivered in the shed entries' place, and an ack settles it like any
 // entry. An id Resume queued is not queued again, once: that change was
 // both read back and still on its way. Entries that cannot be such a
@@ -149,13 +150,26 @@ func (s *Single[T]) PushNew(sub SubID, id string, v T, ts int64) {
 	s.shedOver(sub, q, ts)
 }
 
+// PushMarker queues the gap marker g for sub at ts, v being what its
+// owner keeps with it. A marker is shed like any entry, but its Count and
+// span add to the backlog marker's, and a region_restart one is never
+// shed (see shedOver).
+func (s *Single[T]) PushMarker(sub SubID, id string, g *Gap, v T, ts int64) {
+	q := s.q(sub)
+	w0, f0 := q.counts()
+	defer s.tally(q, w0, f0)
+	q.queue = append(q.queue, &Entry[T]{ID: id, Value: v, Gap: g})
+	s.shedOver(sub, q, ts)
+}
+
 // Resumed is an entry for Resume: an event read back, with its time.
 type Resumed[T any] struct {
 	ID    string
 	Value T
 	TS    int64 // unix milliseconds
-	// Marker, if set, makes the entry a backlog_overflow marker standing
-	// for entries shed before they reached Resume (Value is then unused).
+	// Marker, if set, makes the entry a gap marker, as PushMarker's: a
+	// backlog_overflow one standing for entries shed before they reached
+	// Resume, or a region_restart one.
 	Marker *Gap
 }
 
@@ -203,30 +217,50 @@ func (s *Single[T]) Resume(sub SubID, entries []Resumed[T]) {
 
 // shedOver sheds q's oldest waiting entry into the backlog marker at its
 // front when the backlog is over its bound, and reports whether it did.
+// A marker shed adds its Count and span to the backlog marker's: counted
+// as one entry, the changes it stood for vanished from what the client
+// gets. A region_restart marker is not shed (it still counts in the
+// bound): it says the changes it stands for cannot be read back, which a
+// backlog_overflow one does not; the oldest entry behind it goes instead.
 func (s *Single[T]) shedOver(sub SubID, q *singleQ[T], ts int64) bool {
 	front := q.queue[q.head]
 	marker := front.Gap != nil && front.Gap.Reason == ReasonBacklogOverflow
 	waiting := len(q.queue) - q.head
+	first := q.head // the oldest entry to shed
 	if marker {
 		waiting-- // the marker is not counted
+		first++
 	}
 	if waiting <= s.cfg.Backlog {
 		return false
 	}
+	for first < len(q.queue) && q.queue[first].Gap != nil && q.queue[first].Gap.Reason == ReasonRegionRestart {
+		first++
+	}
+	if first == len(q.queue) {
+		return false
+	}
 	s.shed++
+	shed := q.queue[first]
+	count, from, to := 1, ts, ts
+	if g := shed.Gap; g != nil {
+		count, from, to = g.Count, g.From, g.To
+	}
+	// The entries kept ahead of it move back one, into its place, and the
+	// backlog marker goes to the front.
+	copy(q.queue[q.head+1:first+1], q.queue[q.head:first])
 	if marker {
-		// The marker absorbs the entry behind it, and moves into its place.
-		q.queue[q.head+1] = front
 		q.queue[q.head] = nil
 		q.head++
-		front.Gap.Count++
-		front.Gap.To = ts
+		front.Gap.Count += count
+		front.Gap.From = min(front.Gap.From, from)
+		front.Gap.To = max(front.Gap.To, to)
 		q.compact()
 		return true
 	}
 	q.queue[q.head] = &Entry[T]{
-		ID:  "gap-" + front.ID,
-		Gap: &Gap{Reason: ReasonBacklogOverflow, Sub: sub, Count: 1, From: ts, To: ts},
+		ID:  "gap-" + shed.ID,
+		Gap: &Gap{Reason: ReasonBacklogOverflow, Sub: sub, Count: count, From: from, To: to},
 	}
 	return true
 }

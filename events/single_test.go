@@ -240,3 +240,50 @@ func TestSingleTotals(t *testing.T) {
 		t.Error("the run never went past the backlog: the shedding paths are untested")
 	}
 }
+
+// TestSingleShedMarkerAddsItsCount: a marker shed into the backlog
+// marker at the front adds its Count and span (From/To) to it: Resume puts
+// its own backlog_overflow marker (for read-back changes it shed) behind
+// the one at the front, and past the bound that marker is shed. A
+// region_restart marker is not shed: it keeps its reason and count, and
+// the entry behind it goes instead. (A shed marker counted as one entry:
+// the changes it stood for vanished from the count, 2 instead of 6 here,
+// and a region_restart marker became a backlog_overflow one for 1.)
+func TestSingleShedMarkerAddsItsCount(t *testing.T) {
+	s := NewSingle[string](SingleConfig{Backlog: 1})
+	s.Push("q", "s#1", "one", 1)
+	s.Push("q", "s#2", "two", 2) // s#1 shed: a marker for 1, then s#2
+	s.Resume("q", []Resumed[string]{
+		{ID: "gap-resumed-1", TS: 3, Marker: &Gap{Reason: ReasonBacklogOverflow, Sub: "q", Count: 5, From: 1, To: 3}},
+	})
+	total := 0
+	for e := range s.Unsettled("q") {
+		if e.Gap != nil {
+			total += e.Gap.Count
+		}
+	}
+	if total != 6 {
+		t.Fatalf("pending %v: markers count %d shed changes, want 6 (1 shed live + 5 shed while reading back)", s.Pending("q"), total)
+	}
+	if e, _ := s.Next(time.Unix(0, 0), "q"); e.Gap == nil || e.Gap.From != 1 || e.Gap.To != 3 {
+		t.Fatalf("front %+v, want the marker spanning 1 to 3", e)
+	}
+
+	// A region_restart marker is kept, the entries behind it shed.
+	s = NewSingle[string](SingleConfig{Backlog: 1})
+	s.Resume("q", []Resumed[string]{
+		{ID: "gap-restart", TS: 1, Marker: &Gap{Reason: ReasonRegionRestart, Sub: "q", Count: 3, From: 1, To: 1}},
+		{ID: "s#2", Value: "two", TS: 2},
+	})
+	s.Push("q", "s#3", "three", 3)
+	var got []string
+	for e := range s.Unsettled("q") {
+		if e.Gap == nil {
+			t.Fatalf("pending %v: entry %s kept past the bound", s.Pending("q"), e.ID)
+		}
+		got = append(got, fmt.Sprintf("%s %d", e.Gap.Reason, e.Gap.Count))
+	}
+	if !slices.Equal(got, []string{"backlog_overflow 2", "region_restart 3"}) {
+		t.Fatalf("markers %v, want backlog_overflow 2 then region_restart 3", got)
+	}
+}
