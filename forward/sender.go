@@ -215,7 +215,7 @@ func (s *Sender) Send(ctx context.Context, b *Outbound) error {
 		return fmt.Errorf("send to %q: %w", b.Peer, &StatusError{Code: resp.StatusCode, Body: string(bytes.TrimSpace(body))})
 	}
 	// From here on the batch is delivered: a receiver answers 2xx only
-	// once it has dealt with the batch (its sink had the items). A bad reply loses the reply, not the
+	// once its sink had the items. A bad reply loses the reply, not the
 	// batch; returned as an error, it would have the queue count the
 	// batch lost and its gap policy report losses that did not happen.
 	if err != nil {
