@@ -596,7 +596,6 @@ func TestSingleUnackedDeleteSurvivesRestart(t *testing.T) {
 	if err := alice.Ack(context.Background(), "q", s1.all()[0].Entry); err != nil {
 		t.Fatal(err)
 	}
-	from = e.r.Stats().Changes
 	if _, err := e.c.KV("project-1", "jobs").Delete(context.Background(), "q/k"); err != nil {
 		t.Fatal(err)
 	}

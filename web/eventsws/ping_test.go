@@ -129,9 +129,11 @@ func TestUnansweredPingClosesSocket(t *testing.T) {
 func TestPingAnsweredWhileRequestWaits(t *testing.T) {
 	t.Parallel()
 	e, pe := startRouter(t, events.RouterConfig{}, func(c *Config) {
-		c.PingInterval = 50 * time.Millisecond
-		c.WriteTimeout = 300 * time.Millisecond
-		c.SubscribeTimeout = 2 * time.Second
+		// Pings well inside the wait, each with a second for its pong:
+		// room for a loaded machine, none for a reader that is not reading.
+		c.PingInterval = 100 * time.Millisecond
+		c.WriteTimeout = time.Second
+		c.SubscribeTimeout = 3 * time.Second
 	})
 	c := e.dial("", nil) // the library's client: its Read answers pings
 	pe.StopServer("0")   // the stream's watcher cannot read it: the subscribe waits SubscribeTimeout
