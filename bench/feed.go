@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strconv"
 	"sync"
@@ -254,11 +255,15 @@ func measureFeedRun(ctx context.Context, m Meter, side feedSide, n, rate int, d 
 	return run, nil
 }
 
+// pct is the nearest-rank p-quantile of sorted: the smallest sample with
+// at least p of the samples at or below it (p99 of 100 samples is the
+// 99th, not the largest); 0 for none.
 func pct(sorted []time.Duration, p float64) time.Duration {
 	if len(sorted) == 0 {
 		return 0
 	}
-	return sorted[min(len(sorted)-1, int(float64(len(sorted))*p))]
+	i := int(math.Ceil(float64(len(sorted))*p)) - 1
+	return sorted[max(0, min(i, len(sorted)-1))]
 }
 
 // oursSide is persist: Stream.Set and Stream.Watch.

@@ -521,11 +521,11 @@ func getWindow(ctx context.Context, n int, s *streamsSide, out *StreamsSide) ([]
 	return lat, errs
 }
 
-// percentile is the q-quantile of lat (which it sorts).
+// percentile is the nearest-rank q-quantile of lat (which it sorts), as
+// pct; 0 for none.
 func percentile(lat []time.Duration, q float64) time.Duration {
 	slices.Sort(lat)
-	i := int(float64(len(lat))*q+0.5) - 1
-	return lat[max(0, min(i, len(lat)-1))]
+	return pct(lat, q)
 }
 
 // restart stops s's server process with SIGTERM and starts it again on
