@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/switchyard-dev/switchyard/internal/testwait"
+	"github.com/switchyard-dev/switchyard/persist"
 )
 
 // stopRouter stops the env's router alone: its region is down.
@@ -574,6 +575,27 @@ func TestSingleCursorStaysBelowARateLimitMarker(t *testing.T) {
 	}
 }
 
+// ackedSingleSet is a router with alice's `single` row q on
+// project-1/jobs/q and one session of hers, s1, which got the set of q/k
+// (k) and acked it; durable is the config to restart the router with.
+func ackedSingleSet(t *testing.T) (e *routerEnv, durable func(*RouterConfig), s1 *sink, k persist.SetResult) {
+	t.Helper()
+	durable = func(c *RouterConfig) { c.Durable = &DurableConfig{} }
+	e = newRouterEnv(t, durable)
+	e.warm("jobs")
+	s1 = &sink{}
+	alice := e.r.Open("alice", s1.deliver)
+	e.putDurable(DurableRow{User: "alice", ID: "q", Anchor: "project-1/jobs/q", Mode: ModeSingle}, 2, 1)
+	from := e.r.Stats().Changes
+	k = e.set("jobs", "q/k", "v")
+	e.settle(from, 1)
+	testwait.For(t, "the set's delivery", func() bool { return len(s1.all()) == 1 })
+	if err := alice.Ack(context.Background(), "q", s1.all()[0].Entry); err != nil {
+		t.Fatal(err)
+	}
+	return e, durable, s1, k
+}
+
 // TestSingleUnackedDeleteSurvivesRestart: a delete's entry carries the
 // removed row's seq, at or below the cursor once that row's set was acked;
 // such a delete moves the cursor back below it, so a delete delivered and
@@ -583,19 +605,7 @@ func TestSingleCursorStaysBelowARateLimitMarker(t *testing.T) {
 // missing, lost with no marker.)
 func TestSingleUnackedDeleteSurvivesRestart(t *testing.T) {
 	t.Parallel()
-	durable := func(c *RouterConfig) { c.Durable = &DurableConfig{} }
-	e := newRouterEnv(t, durable)
-	e.warm("jobs")
-	var s1 sink
-	alice := e.r.Open("alice", s1.deliver)
-	e.putDurable(DurableRow{User: "alice", ID: "q", Anchor: "project-1/jobs/q", Mode: ModeSingle}, 2, 1)
-	from := e.r.Stats().Changes
-	k := e.set("jobs", "q/k", "v")
-	e.settle(from, 1)
-	testwait.For(t, "the set's delivery", func() bool { return len(s1.all()) == 1 })
-	if err := alice.Ack(context.Background(), "q", s1.all()[0].Entry); err != nil {
-		t.Fatal(err)
-	}
+	e, durable, s1, k := ackedSingleSet(t)
 	if _, err := e.c.KV("project-1", "jobs").Delete(context.Background(), "q/k"); err != nil {
 		t.Fatal(err)
 	}
@@ -625,19 +635,7 @@ func TestSingleUnackedDeleteSurvivesRestart(t *testing.T) {
 // moved nothing and was lost at the next restart.)
 func TestSingleDeleteAfterRestartMovesTheCursorBack(t *testing.T) {
 	t.Parallel()
-	durable := func(c *RouterConfig) { c.Durable = &DurableConfig{} }
-	e := newRouterEnv(t, durable)
-	e.warm("jobs")
-	var s1 sink
-	alice := e.r.Open("alice", s1.deliver)
-	e.putDurable(DurableRow{User: "alice", ID: "q", Anchor: "project-1/jobs/q", Mode: ModeSingle}, 2, 1)
-	from := e.r.Stats().Changes
-	k := e.set("jobs", "q/k", "v")
-	e.settle(from, 1)
-	testwait.For(t, "the set's delivery", func() bool { return len(s1.all()) == 1 })
-	if err := alice.Ack(context.Background(), "q", s1.all()[0].Entry); err != nil {
-		t.Fatal(err)
-	}
+	e, durable, _, k := ackedSingleSet(t)
 	e.restart(durable) // the cursor saved at k, nothing to read back
 	var s2 sink
 	e.r.Open("alice", s2.deliver)
