@@ -31,21 +31,28 @@ var bogusSig = strings.Repeat("0", 64)
 // wireHead is a request's head as an attacker writes it. length < 0 sends
 // the body chunked; an empty field leaves its header out.
 type wireHead struct {
-	version, peer, ts, nonce, bodySum, sig string
-	length                                 int64
+	version, peer, to, ts, nonce, bodySum, sig string
+	length                                     int64
 }
 
-// unsignedHead is a well-formed head claiming peer, signed with nothing.
+// unsignedHead is a well-formed head claiming peer, for the receiver us,
+// signed with nothing.
 func unsignedHead(peer string, ts int64, nonce uint64, length int64) wireHead {
-	return wireHead{ProtocolVersion, peer, strconv.FormatInt(ts, 10), strconv.FormatUint(nonce, 10), bogusSig, bogusSig, length}
+	return wireHead{ProtocolVersion, peer, "us", strconv.FormatInt(ts, 10), strconv.FormatUint(nonce, 10), bogusSig, bogusSig, length}
 }
 
-// signedHead is the head a sender writes for a body of length bytes whose
-// SHA-256 is bodySum (hex).
+// signedHead is the head a sender writes to us for a body of length bytes
+// whose SHA-256 is bodySum (hex).
 func signedHead(secret []byte, peer string, ts int64, nonce uint64, length int64, bodySum string) wireHead {
+	return signedHeadTo(secret, peer, "us", ts, nonce, length, bodySum)
+}
+
+// signedHeadTo is signedHead for a request to the peer to.
+func signedHeadTo(secret []byte, peer, to string, ts int64, nonce uint64, length int64, bodySum string) wireHead {
 	h := unsignedHead(peer, ts, nonce, length)
+	h.to = to
 	var sig [32]byte
-	newSigner(secret).sum(&sig, peer, h.ts, h.nonce, length, bodySum)
+	newSigner(secret).sum(&sig, peer, to, h.ts, h.nonce, length, bodySum)
 	h.bodySum, h.sig = bodySum, hex.EncodeToString(sig[:])
 	return h
 }
@@ -64,7 +71,7 @@ func hexSHA256(body []byte) string {
 func (h wireHead) bytes() []byte {
 	var b bytes.Buffer
 	b.WriteString("POST / HTTP/1.1\r\nHost: forward\r\nContent-Type: application/json\r\n")
-	for _, f := range [][2]string{{HeaderVersion, h.version}, {HeaderPeer, h.peer}, {HeaderTimestamp, h.ts}, {HeaderNonce, h.nonce},
+	for _, f := range [][2]string{{HeaderVersion, h.version}, {HeaderPeer, h.peer}, {HeaderTo, h.to}, {HeaderTimestamp, h.ts}, {HeaderNonce, h.nonce},
 		{HeaderBodySHA256, h.bodySum}, {HeaderSignature, h.sig}} {
 		if f[1] != "" {
 			fmt.Fprintf(&b, "%s: %s\r\n", f[0], f[1])
@@ -131,7 +138,9 @@ func TestReceiverRefusesBeforeReading(t *testing.T) {
 		{"unknown peer", signedHead([]byte("guess"), "mallory", now, 1, n, sum), 403},
 		{"missing peer", with(signedHead(secretEU, "eu", now, 1, n, sum), func(h *wireHead) { h.peer = "" }), 403},
 		{"no version (a version 1 request)", with(signedHead(secretEU, "eu", now, 1, n, sum), func(h *wireHead) { h.version = "" }), 400},
-		{"another version", with(signedHead(secretEU, "eu", now, 1, n, sum), func(h *wireHead) { h.version = "3" }), 400},
+		{"another version", with(signedHead(secretEU, "eu", now, 1, n, sum), func(h *wireHead) { h.version = "4" }), 400},
+		{"version 2 (no destination signed)", with(signedHead(secretEU, "eu", now, 1, n, sum), func(h *wireHead) { h.version, h.to = "2", "" }), 400},
+		{"missing destination", with(signedHead(secretEU, "eu", now, 1, n, sum), func(h *wireHead) { h.to = "" }), 400},
 		{"malformed timestamp", with(unsignedHead("eu", now, 1, n), func(h *wireHead) { h.ts = "-5" }), 400},
 		{"timestamp with a leading zero", with(unsignedHead("eu", now, 1, n), func(h *wireHead) { h.ts = "0" + h.ts }), 400},
 		{"malformed nonce", with(unsignedHead("eu", now, 1, n), func(h *wireHead) { h.nonce = "12a" }), 400},
@@ -145,6 +154,8 @@ func TestReceiverRefusesBeforeReading(t *testing.T) {
 		{"signed for another length", with(signedHead(secretEU, "eu", now, 1, n, sum), func(h *wireHead) { h.length = n + 1 }), 403},
 		{"signed for another body", with(signedHead(secretEU, "eu", now, 1, n, sum), func(h *wireHead) { h.bodySum = hexSHA256(nil) }), 403},
 		{"signed as another peer", with(signedHead(secretEU, "eu", now, 1, n, sum), func(h *wireHead) { h.peer = "ap" }), 403},
+		{"signed for another destination", signedHeadTo(secretEU, "eu", "ap", now, 1, n, sum), 403},
+		{"destination changed after signing", with(signedHead(secretEU, "eu", now, 1, n, sum), func(h *wireHead) { h.to = "ap" }), 403},
 		{"stale timestamp", signedHead(secretEU, "eu", now-301, 1, n, sum), 400},
 		{"future timestamp", signedHead(secretEU, "eu", now+61, 1, n, sum), 400},
 		{"chunked", signedHead(secretEU, "eu", now, 1, -1, sum), 411},
@@ -168,7 +179,7 @@ func TestReceiverRefusesBeforeReading(t *testing.T) {
 	}
 	st := tr.recv.Stats()
 	if st.ReadTimeout != 0 || st.Reading != 0 || st.TooLarge != 2 || st.LengthRequired != 1 || st.Replayed != 1 || st.Accepted != 1 ||
-		st.Forbidden != 9 || st.BadRequest != 10 {
+		st.Forbidden != 11 || st.BadRequest != 12 {
 		t.Fatalf("stats = %+v", st)
 	}
 }

@@ -79,7 +79,7 @@ func BenchmarkSign(b *testing.B) {
 	h := http.Header{}
 	b.SetBytes(int64(len(body)))
 	for b.Loop() {
-		s.sign(h, "eu", 1764000000, 1764000000000000000, body)
+		s.sign(h, "eu", "us", 1764000000, 1764000000000000000, body)
 	}
 }
 

@@ -51,15 +51,17 @@ func FuzzDecodeBatch(f *testing.F) {
 
 func FuzzParseAuth(f *testing.F) {
 	const sum = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
-	f.Add("eu", "2", "1764000000", "1", sum, sum)
-	f.Add("", "", "", "", "", "")
-	f.Add("eu", "1", "+1", "-1", "zz", "zz")
-	f.Add("eu", "2", "99999999999999999999", "18446744073709551615", sum, sum)
-	f.Add("eu", "2", "9223372036854775807", "18446744073709551616", sum, sum)
-	f.Add("eu", "2", "0", "007", strings.ToUpper(sum), sum)
-	f.Fuzz(func(t *testing.T, peer, version, ts, nonce, bodySum, sig string) {
+	f.Add("eu", "us", "3", "1764000000", "1", sum, sum)
+	f.Add("", "", "", "", "", "", "")
+	f.Add("eu", "us", "1", "+1", "-1", "zz", "zz")
+	f.Add("eu", "", "2", "1764000000", "1", sum, sum)
+	f.Add("eu", "us", "3", "99999999999999999999", "18446744073709551615", sum, sum)
+	f.Add("eu", "us", "3", "9223372036854775807", "18446744073709551616", sum, sum)
+	f.Add("eu", "us", "3", "0", "007", strings.ToUpper(sum), sum)
+	f.Fuzz(func(t *testing.T, peer, to, version, ts, nonce, bodySum, sig string) {
 		h := http.Header{}
 		h.Set(HeaderPeer, peer)
+		h.Set(HeaderTo, to)
 		h.Set(HeaderVersion, version)
 		h.Set(HeaderTimestamp, ts)
 		h.Set(HeaderNonce, nonce)
@@ -71,7 +73,7 @@ func FuzzParseAuth(f *testing.F) {
 		}
 		// Accepted values have one spelling: the one that was signed, the
 		// shortest decimal of the value and the lowercase hex of the hash.
-		if a.tsText != h.Get(HeaderTimestamp) || a.nonceText != h.Get(HeaderNonce) || a.sumText != h.Get(HeaderBodySHA256) || a.peer == "" {
+		if a.tsText != h.Get(HeaderTimestamp) || a.nonceText != h.Get(HeaderNonce) || a.sumText != h.Get(HeaderBodySHA256) || a.peer == "" || a.to == "" {
 			t.Fatalf("parsed %+v from %q %q %q %q", a, peer, ts, nonce, bodySum)
 		}
 		if a.version != ProtocolVersion || a.ts < 0 ||
@@ -80,10 +82,14 @@ func FuzzParseAuth(f *testing.F) {
 			t.Fatalf("parsed %+v from %q %q %q %q %q", a, version, ts, nonce, bodySum, sig)
 		}
 		// The canonical string reads back into the same fields: after the
-		// prefix and the peer id, four fields none of which can hold a
+		// prefix and the two peer ids (header values, which net/http never
+		// sends with a newline), four fields none of which can hold a
 		// newline, so no value can run into the next.
-		c := string(canonical(nil, a.peer, a.tsText, a.nonceText, 42, a.sumText))
-		rest, ok := strings.CutPrefix(c, "sy-forward/"+ProtocolVersion+"\n"+a.peer+"\n")
+		if strings.ContainsAny(a.peer+a.to, "\n") {
+			return
+		}
+		c := string(canonical(nil, a.peer, a.to, a.tsText, a.nonceText, 42, a.sumText))
+		rest, ok := strings.CutPrefix(c, "sy-forward/"+ProtocolVersion+"\n"+a.peer+"\n"+a.to+"\n")
 		fields := strings.Split(rest, "\n")
 		if !ok || len(fields) != 4 || fields[0] != a.tsText || fields[1] != a.nonceText || fields[2] != "42" || fields[3] != a.sumText {
 			t.Fatalf("canonical string of %+v is %q", a, c)

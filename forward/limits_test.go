@@ -142,7 +142,7 @@ func TestNewReceiverRefusesNegativeLimits(t *testing.T) {
 		func(c *ReceiverConfig) { c.MaxReadingPerPeer = -1 },
 		func(c *ReceiverConfig) { c.BodyReadTimeout = -1 },
 	} {
-		cfg := ReceiverConfig{Peers: map[string][]byte{"eu": secretEU}, Sink: SinkFuncs{}}
+		cfg := ReceiverConfig{Self: "us", Peers: map[string][]byte{"eu": secretEU}, Sink: SinkFuncs{}}
 		mod(&cfg)
 		if _, err := NewReceiver(cfg); err == nil {
 			t.Fatalf("%+v taken", cfg)

@@ -113,8 +113,11 @@ func (s SinkFuncs) Ack(ctx context.Context, peer string, a *Ack) {
 
 // ReceiverConfig configures a [Receiver].
 type ReceiverConfig struct {
-	// Self is this region's own peer id: batches signed as it are answered
-	// and ignored. Empty means none.
+	// Self is this region's own peer id. A signed batch is taken only if
+	// it was signed for Self ([HeaderTo]): a batch captured on its way to
+	// another peer of the same sender is refused. Batches signed as sent
+	// by Self are answered and ignored. Required unless
+	// InsecureSkipSignature.
 	Self string
 	// Peers maps each peer id allowed to send to the secret it signs with.
 	// Required.
@@ -226,6 +229,10 @@ func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
 		return nil, errors.New("forward receiver: peers are required")
 	case cfg.Sink == nil:
 		return nil, errors.New("forward receiver: sink is required")
+	case cfg.Self == "" && !cfg.InsecureSkipSignature:
+		// Without its own id it could not tell a batch signed for it from
+		// one captured on its way to another peer.
+		return nil, errors.New("forward receiver: self is required")
 	case cfg.MaxBodyBytes < 0, cfg.MaxAge < 0, cfg.MaxFuture < 0, cfg.ReplayWindow < 0, cfg.AckConcurrency < 0, cfg.OrderWait < 0,
 		cfg.MaxReading < 0, cfg.MaxReadingPerPeer < 0, cfg.BodyReadTimeout < 0:
 		return nil, errors.New("forward receiver: bounds must not be negative")
@@ -373,11 +380,12 @@ func (r *Receiver) reject(w http.ResponseWriter, code int, counter *atomic.Uint6
 }
 
 // ServeHTTP checks, in this order: the peer is named and known (403), the
-// protocol version is ours (400), the timestamp, nonce and body hash are
-// well formed (400), the signature is well formed (403), the timestamp is
-// within [now-MaxAge, now+MaxFuture] (400), the body has a Content-Length
-// (411) of at most MaxBodyBytes (413), the signature over the headers
-// matches (403), and the nonce is new (403). Only then is a reading slot
+// protocol version is ours (400), the destination, timestamp, nonce and
+// body hash are well formed (400), the signature is well formed (403), the
+// timestamp is within [now-MaxAge, now+MaxFuture] (400), the body has a
+// Content-Length (411) of at most MaxBodyBytes (413), the signature over
+// the headers matches (403), the destination signed for is Self (403), and
+// the nonce is new (403). Only then is a reading slot
 // taken for the peer and in all (503) and the body read, within
 // BodyReadTimeout (408); its SHA-256 must be the signed one (403), and
 // then it is parsed (400). No body byte is read before the request is
@@ -422,7 +430,7 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	case errors.Is(err, errBadVersion):
 		r.reject(w, http.StatusBadRequest, &r.badRequest, versionRefusal(a.version), a.peer)
 		return
-	case errors.Is(err, errBadTimestamp), errors.Is(err, errBadNonce), errors.Is(err, errBadBodyHash):
+	case errors.Is(err, errNoTo), errors.Is(err, errBadTimestamp), errors.Is(err, errBadNonce), errors.Is(err, errBadBodyHash):
 		r.reject(w, http.StatusBadRequest, &r.badRequest, err.Error(), a.peer)
 		return
 	case errors.Is(err, errBadSignature):
@@ -450,9 +458,16 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		// body's SHA-256. Whoever fails here never takes a reading slot,
 		// so a claim of a peer's id costs that peer nothing.
 		var want [sha256.Size]byte
-		p.signer.sum(&want, a.peer, a.tsText, a.nonceText, req.ContentLength, a.sumText)
+		p.signer.sum(&want, a.peer, a.to, a.tsText, a.nonceText, req.ContentLength, a.sumText)
 		if !hmac.Equal(want[:], a.sig[:]) {
 			r.reject(w, http.StatusForbidden, &r.forbidden, "bad signature", a.peer)
+			return
+		}
+		// Genuine, but perhaps not for us: every peer of a sender checks
+		// its signature with the same secret, so one captured on its way
+		// to another peer would pass the check above.
+		if a.to != r.cfg.Self {
+			r.reject(w, http.StatusForbidden, &r.forbidden, "batch signed for another peer", a.peer)
 			return
 		}
 	}

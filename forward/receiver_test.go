@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -93,6 +94,7 @@ func newTestReceiver(t *testing.T, mod func(*ReceiverConfig)) *testReceiver {
 // signedReq is one request as an attacker or a sender would build it.
 type signedReq struct {
 	peer   string
+	to     string // the destination signed for; "" = us, the test receiver
 	secret []byte
 	ts     int64
 	nonce  uint64
@@ -112,7 +114,11 @@ func (tr *testReceiver) do(t *testing.T, r signedReq) (int, []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for k, v := range SignHeaders(r.secret, r.peer, r.ts, r.nonce, r.body) {
+	to := r.to
+	if to == "" {
+		to = "us"
+	}
+	for k, v := range SignHeaders(r.secret, r.peer, to, r.ts, r.nonce, r.body) {
 		req.Header[k] = v
 	}
 	if r.peer == "" {
@@ -166,17 +172,20 @@ func TestReceiverAttacks(t *testing.T) {
 		want int
 	}{
 		{"bad signature", signedReq{peer: "eu", secret: secretEU, ts: now, nonce: next(), body: body,
-			headers: map[string]string{HeaderSignature: SignHeaders(secretEU, "eu", now, 1, body).Get(HeaderSignature)}}, 403},
+			headers: map[string]string{HeaderSignature: SignHeaders(secretEU, "eu", "us", now, 1, body).Get(HeaderSignature)}}, 403},
 		{"no protocol version (version 1)", signedReq{peer: "eu", secret: secretEU, ts: now, nonce: next(), body: body,
 			headers: map[string]string{HeaderVersion: ""}}, 400},
 		{"another protocol version", signedReq{peer: "eu", secret: secretEU, ts: now, nonce: next(), body: body,
-			headers: map[string]string{HeaderVersion: "3"}}, 400},
+			headers: map[string]string{HeaderVersion: "4"}}, 400},
+		{"signed for another peer of the sender", signedReq{peer: "eu", to: "ap", secret: secretEU, ts: now, nonce: next(), body: body}, 403},
+		{"missing destination", signedReq{peer: "eu", secret: secretEU, ts: now, nonce: next(), body: body,
+			headers: map[string]string{HeaderTo: ""}}, 400},
 		{"missing body hash", signedReq{peer: "eu", secret: secretEU, ts: now, nonce: next(), body: body,
 			headers: map[string]string{HeaderBodySHA256: ""}}, 400},
 		{"malformed body hash", signedReq{peer: "eu", secret: secretEU, ts: now, nonce: next(), body: body,
 			headers: map[string]string{HeaderBodySHA256: strings.Repeat("A", 64)}}, 400},
 		{"hash of another body", signedReq{peer: "eu", secret: secretEU, ts: now, nonce: next(), body: body,
-			headers: map[string]string{HeaderBodySHA256: SignHeaders(secretEU, "eu", now, 1, big).Get(HeaderBodySHA256)}}, 403},
+			headers: map[string]string{HeaderBodySHA256: SignHeaders(secretEU, "eu", "us", now, 1, big).Get(HeaderBodySHA256)}}, 403},
 		{"malformed signature", signedReq{peer: "eu", secret: secretEU, ts: now, nonce: next(), body: body,
 			headers: map[string]string{HeaderSignature: "zz"}}, 403},
 		{"other peer's secret", signedReq{peer: "eu", secret: secretAP, ts: now, nonce: next(), body: body}, 403},
@@ -279,7 +288,7 @@ func TestReceiverChunkedBodyRefused(t *testing.T) {
 	// A reader without a length makes the client send it chunked: its size
 	// is unknown before reading, so it is refused unread.
 	req, _ := http.NewRequest(http.MethodPost, tr.srv.URL, io.MultiReader(bytes.NewReader(body)))
-	req.Header = SignHeaders(secretEU, "eu", now, 5, body)
+	req.Header = SignHeaders(secretEU, "eu", "us", now, 5, body)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -478,5 +487,73 @@ func TestReceiverReplyBoundedAndUnescaped(t *testing.T) {
 	}
 	if next := len(WatchRef{UserID: 9, Token: token(n)}.appendJSON([]byte{','})); len(out)+next <= maxReplyBytes {
 		t.Fatalf("reply of %d bytes left out an entry of %d that fits", len(out), next)
+	}
+}
+
+// TestBatchReplayedToAnotherPeerRefused: a sender signs for all its peers
+// with one secret, and each of them checks that secret, so a batch captured
+// on its way to one peer passes the signature check of every other. The
+// signature covers the destination, so the other peer refuses it.
+func TestBatchReplayedToAnotherPeerRefused(t *testing.T) {
+	us := newTestReceiver(t, nil)
+	jp := newTestReceiver(t, func(c *ReceiverConfig) {
+		c.Self, c.Peers = "jp", map[string][]byte{"eu": secretEU}
+	})
+	// A front before us keeps a copy of what passes: someone on the path.
+	var (
+		mu      sync.Mutex
+		head    http.Header
+		payload []byte
+	)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		head, payload = r.Header.Clone(), body
+		mu.Unlock()
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		us.recv.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	s := startSender(t, SenderConfig{Self: "eu", Secret: secretEU, Clock: us.clk,
+		Peers: map[string]string{"us": front.URL, "jp": jp.srv.URL}})
+	if err := s.Send(t.Context(), &Outbound{Peer: "us", Body: batchBody("eu", del("s1", "a"))}); err != nil {
+		t.Fatalf("send to us: %v", err)
+	}
+	if calls, _ := us.log.snapshot(); !slices.Equal(calls, []string{"delivery:s1"}) {
+		t.Fatalf("us got %v", calls)
+	}
+
+	mu.Lock()
+	req, err := http.NewRequest(http.MethodPost, jp.srv.URL, bytes.NewReader(payload))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header = head
+	mu.Unlock()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(out), "signed for another peer") {
+		t.Fatalf("replayed to jp: %d %s", resp.StatusCode, out)
+	}
+	if calls, _ := jp.log.snapshot(); len(calls) != 0 {
+		t.Fatalf("jp applied %v", calls)
+	}
+	if st := jp.recv.Stats(); st.Forbidden != 1 || st.Accepted != 0 {
+		t.Fatalf("jp stats = %+v", st)
+	}
+	// jp still takes what eu signs for it.
+	if err := s.Send(t.Context(), &Outbound{Peer: "jp", Body: batchBody("eu", del("s2", "b"))}); err != nil {
+		t.Fatalf("send to jp: %v", err)
+	}
+	if calls, _ := jp.log.snapshot(); !slices.Equal(calls, []string{"delivery:s2"}) {
+		t.Fatalf("jp got %v", calls)
 	}
 }

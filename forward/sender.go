@@ -202,7 +202,7 @@ func (s *Sender) Send(ctx context.Context, b *Outbound) error {
 	req.Header = http.Header{"Content-Type": {"application/json"}}
 	// bytes.Reader gives the request its Content-Length, len(b.Body),
 	// which the signature covers.
-	s.signer.sign(req.Header, s.cfg.Self, s.cfg.Clock.Now().Unix(), s.cfg.Nonces.Next(), b.Body)
+	s.signer.sign(req.Header, s.cfg.Self, b.Peer, s.cfg.Clock.Now().Unix(), s.cfg.Nonces.Next(), b.Body)
 	resp, err := pc.client.Do(req)
 	if err != nil {
 		return fmt.Errorf("send to %q: %w", b.Peer, err)

@@ -14,12 +14,15 @@ import (
 )
 
 // ProtocolVersion is the version of the forward wire protocol this
-// package speaks, sent in [HeaderVersion]. Version 2 signs the request's
+// package speaks, sent in [HeaderVersion]. Version 3 signs the request's
 // headers, the body's length and SHA-256 included, so a receiver
-// authenticates a request before it reads a byte of its body. Version 1
-// (no [HeaderVersion]) signed the body itself; a receiver refuses it with
-// 400 and says so.
-const ProtocolVersion = "2"
+// authenticates a request before it reads a byte of its body, and the
+// peer the request is for ([HeaderTo]), so a batch captured on its way
+// to one peer is refused by every other peer that trusts the same
+// sender. Version 2 signed the same headers but no destination; version
+// 1 (no [HeaderVersion]) signed the body itself. A receiver refuses both
+// with 400 and says so.
+const ProtocolVersion = "3"
 
 // The signing headers of a batch request.
 const (
@@ -28,6 +31,9 @@ const (
 	// HeaderPeer names the sending peer; the receiver looks its secret up
 	// by it and acts on it, never on the body's "from".
 	HeaderPeer = "Sy-Peer"
+	// HeaderTo names the peer the request is for: a receiver takes only
+	// requests signed for its own id (ReceiverConfig.Self).
+	HeaderTo = "Sy-To"
 	// HeaderTimestamp is the send time in unix seconds: 1 to 19 decimal
 	// digits, no leading zero, at most 2^63-1.
 	HeaderTimestamp = "Sy-Timestamp"
@@ -46,6 +52,7 @@ const (
 // errBadSignature, 400 for the others.
 var (
 	errNoPeer       = errors.New("missing peer id")
+	errNoTo         = errors.New("missing destination peer id (" + HeaderTo + ")")
 	errBadVersion   = errors.New("unsupported protocol version")
 	errBadTimestamp = errors.New("malformed timestamp")
 	errBadNonce     = errors.New("malformed nonce")
@@ -56,6 +63,7 @@ var (
 // auth is the parsed signing headers of one request.
 type auth struct {
 	peer    string
+	to      string // the destination signed for
 	version string
 	ts      int64
 	nonce   uint64
@@ -110,6 +118,9 @@ func parseAuth(h http.Header, needSig bool) (auth, error) {
 	if a.version != ProtocolVersion {
 		return a, errBadVersion
 	}
+	if a.to = h.Get(HeaderTo); a.to == "" && needSig {
+		return a, errNoTo
+	}
 	a.tsText = h.Get(HeaderTimestamp)
 	ts, ok := parseDecimal(a.tsText, math.MaxInt64)
 	if !ok {
@@ -136,16 +147,18 @@ func parseAuth(h http.Header, needSig bool) (auth, error) {
 	return a, nil
 }
 
-// canonical appends the string a version 2 signature covers:
+// canonical appends the string a version 3 signature covers:
 //
-//	"sy-forward/2\n" + peer + "\n" + timestamp + "\n" + nonce + "\n" + content length + "\n" + body SHA-256
+//	"sy-forward/3\n" + peer + "\n" + to + "\n" + timestamp + "\n" + nonce + "\n" + content length + "\n" + body SHA-256
 //
-// with the header values as sent and the length in decimal. Every field
-// after the peer id is digits or hex, and net/http refuses a newline in a
-// header value anyway, so the string has one reading.
-func canonical(b []byte, peer, ts, nonce string, length int64, sum string) []byte {
+// with the header values as sent and the length in decimal. No header
+// value can hold a newline (net/http refuses one), and every field after
+// the two peer ids is digits or hex, so the string has one reading.
+func canonical(b []byte, peer, to, ts, nonce string, length int64, sum string) []byte {
 	b = append(b, "sy-forward/"+ProtocolVersion+"\n"...)
 	b = append(b, peer...)
+	b = append(b, '\n')
+	b = append(b, to...)
 	b = append(b, '\n')
 	b = append(b, ts...)
 	b = append(b, '\n')
@@ -166,9 +179,9 @@ func newSigner(secret []byte) *signer {
 
 // sum writes the signature of the canonical string of the given header
 // values into out.
-func (s *signer) sum(out *[sha256.Size]byte, peer, ts, nonce string, length int64, bodySum string) {
+func (s *signer) sum(out *[sha256.Size]byte, peer, to, ts, nonce string, length int64, bodySum string) {
 	var buf [256]byte
-	msg := canonical(buf[:0], peer, ts, nonce, length, bodySum)
+	msg := canonical(buf[:0], peer, to, ts, nonce, length, bodySum)
 	h := s.pool.Get().(hash.Hash)
 	h.Reset()
 	h.Write(msg)
@@ -176,12 +189,14 @@ func (s *signer) sum(out *[sha256.Size]byte, peer, ts, nonce string, length int6
 	s.pool.Put(h)
 }
 
-// sign sets the signing headers of a request carrying body on h; a nil
-// signer (InsecureSkipSignature) sets no body hash and no signature.
-func (s *signer) sign(h http.Header, peer string, ts int64, nonce uint64, body []byte) {
+// sign sets the signing headers of a request from peer to the peer to
+// carrying body on h; a nil signer (InsecureSkipSignature) sets no body
+// hash and no signature.
+func (s *signer) sign(h http.Header, peer, to string, ts int64, nonce uint64, body []byte) {
 	tsText, nonceText := strconv.FormatInt(ts, 10), strconv.FormatUint(nonce, 10)
 	h.Set(HeaderVersion, ProtocolVersion)
 	h.Set(HeaderPeer, peer)
+	h.Set(HeaderTo, to)
 	h.Set(HeaderTimestamp, tsText)
 	h.Set(HeaderNonce, nonceText)
 	if s == nil {
@@ -190,19 +205,20 @@ func (s *signer) sign(h http.Header, peer string, ts int64, nonce uint64, body [
 	bodySum := sha256.Sum256(body)
 	sumText := hex.EncodeToString(bodySum[:])
 	var sig [sha256.Size]byte
-	s.sum(&sig, peer, tsText, nonceText, int64(len(body)), sumText)
+	s.sum(&sig, peer, to, tsText, nonceText, int64(len(body)), sumText)
 	h.Set(HeaderBodySHA256, sumText)
 	h.Set(HeaderSignature, hex.EncodeToString(sig[:]))
 }
 
-// SignHeaders returns the headers a [Sender] signs a request carrying
-// body with: [HeaderVersion], [HeaderPeer], [HeaderTimestamp],
-// [HeaderNonce], [HeaderBodySHA256] and [HeaderSignature]. The signature
-// covers len(body) as the request's Content-Length, so the request must
-// send body with that length (not chunked).
-func SignHeaders(secret []byte, peer string, ts int64, nonce uint64, body []byte) http.Header {
+// SignHeaders returns the headers a [Sender] signs a request from peer to
+// the peer to carrying body with: [HeaderVersion], [HeaderPeer],
+// [HeaderTo], [HeaderTimestamp], [HeaderNonce], [HeaderBodySHA256] and
+// [HeaderSignature]. The signature covers len(body) as the request's
+// Content-Length, so the request must send body with that length (not
+// chunked).
+func SignHeaders(secret []byte, peer, to string, ts int64, nonce uint64, body []byte) http.Header {
 	h := http.Header{}
-	newSigner(secret).sign(h, peer, ts, nonce, body)
+	newSigner(secret).sign(h, peer, to, ts, nonce, body)
 	return h
 }
 
