@@ -65,7 +65,10 @@ func (f *Fleet) startForward(ctx context.Context, log *slog.Logger) (*forwardPar
 	}
 	fw.queue = q
 	if f.http != nil {
-		f.http.addMetrics(func(m *metrics.Registry) { m.AddForwardQueue(q, fw.peers) })
+		f.http.addMetrics(func(m *metrics.Registry) {
+			m.AddForwardQueue(q, fw.peers)
+			m.AddForwardSender(sender)
+		})
 	}
 	return fw, nil
 }

@@ -7,10 +7,11 @@ import (
 )
 
 // forwardCollector exports forward queues per configured peer, gap
-// policies and receivers (rejections by reason).
+// policies, senders and receivers (rejections by reason).
 type forwardCollector struct {
 	queues    sources[peerQueue]
 	gaps      sources[*forward.GapPolicy]
+	senders   sources[*forward.Sender]
 	receivers sources[*forward.Receiver]
 }
 
@@ -35,11 +36,13 @@ var (
 	fwdMarkers     = desc("forward_gap_markers_total", "Gap markers made for shed or lost deliveries.")
 	fwdMarkersShed = desc("forward_gap_markers_shed_total", "Gap markers shed themselves (nothing else was left to shed).")
 
+	fwdBadReplies = desc("forward_sender_bad_replies_total", "Batches a peer accepted (2xx) whose reply could not be read or decoded: the batch was delivered, its reply (noSocket, noWatch) lost.")
+
 	fwdRecvBatches = desc("forward_receiver_batches_total", "Batches the receiver accepted and handed to its sink.")
 	fwdRecvItems   = desc("forward_receiver_items_total", "Items in the accepted batches.")
 	fwdRecvRejects = desc("forward_receiver_rejections_total", "Batches the receiver refused, by reason.", "reason")
 
-	fwdDescs = []*prometheus.Desc{fwdQueuedItems, fwdQueuedBytes, fwdInFlight, fwdPushed, fwdBatches, fwdSentItems, fwdSentBytes, fwdDropped, fwdFailures, fwdLostItems, fwdOversized, fwdMarkers, fwdMarkersShed, fwdRecvBatches, fwdRecvItems, fwdRecvRejects}
+	fwdDescs = []*prometheus.Desc{fwdQueuedItems, fwdQueuedBytes, fwdInFlight, fwdPushed, fwdBatches, fwdSentItems, fwdSentBytes, fwdDropped, fwdFailures, fwdLostItems, fwdOversized, fwdMarkers, fwdMarkersShed, fwdBadReplies, fwdRecvBatches, fwdRecvItems, fwdRecvRejects}
 )
 
 // AddForwardQueue exports q's counters for each of peers (the peer names of
@@ -50,6 +53,9 @@ func (r *Registry) AddForwardQueue(q *forward.PeerQueue, peers []string) {
 
 // AddForwardGaps exports g's gap markers.
 func (r *Registry) AddForwardGaps(g *forward.GapPolicy) { r.forward.gaps.add(g) }
+
+// AddForwardSender exports s's counters.
+func (r *Registry) AddForwardSender(s *forward.Sender) { r.forward.senders.add(s) }
 
 // AddForwardReceiver exports rc's accepted batches and rejections.
 func (r *Registry) AddForwardReceiver(rc *forward.Receiver) { r.forward.receivers.add(rc) }
@@ -82,6 +88,13 @@ func (c *forwardCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		counter(ch, fwdMarkers, float64(markers))
 		counter(ch, fwdMarkersShed, float64(shed))
+	}
+	if ss := c.senders.snapshot(); len(ss) > 0 {
+		var bad uint64
+		for _, s := range ss {
+			bad += s.Stats().BadReplies
+		}
+		counter(ch, fwdBadReplies, float64(bad))
 	}
 	rs := c.receivers.snapshot()
 	if len(rs) == 0 {

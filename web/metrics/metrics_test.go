@@ -321,7 +321,30 @@ func TestForwardMetrics(t *testing.T) {
 		t.Fatalf("unsigned batch answered %d", rec.Code)
 	}
 
+	// A peer that takes the batch and answers with a reply nobody can
+	// decode: delivered, its reply lost.
+	garbled := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("not json"))
+	}))
+	t.Cleanup(garbled.Close)
+	snd, err := forward.NewSender(forward.SenderConfig{Self: "eu", Secret: []byte("secret"), Peers: map[string]string{"us": garbled.URL},
+		OnReply: func(string, forward.Reply) {}, Logger: discardLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := snd.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = snd.Stop(context.Background()) })
+	r.AddForwardSender(snd)
+	if err := snd.Send(t.Context(), &forward.Outbound{Peer: "us", Body: []byte(`{"from":"eu","items":[]}`)}); err != nil {
+		t.Fatalf("a 2xx answer is a delivered batch: %v", err)
+	}
+
 	fams := gather(t, r)
+	if got := value(t, fams, "switchyard_forward_sender_bad_replies_total"); got != 1 {
+		t.Errorf("bad replies = %v, want 1", got)
+	}
 	if got := value(t, fams, "switchyard_forward_pushed_items_total", "peer", "us"); got != 5 {
 		t.Errorf("pushed = %v, want 5", got)
 	}
