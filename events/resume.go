@@ -218,12 +218,12 @@ func (r *Router) saveCursor(id SubID) {
 			if ev := e.Value.ev; ev != nil && ev.Origin == "" {
 				note(ev.Seq)
 			}
-		case e.Gap.Reason == ReasonRegionRestart:
-			// It stands for changes that cannot be read back.
 		case e.Value.low > 0:
 			// A marker of the router's (a rate limit's, a fan-out
 			// limit's) stands for changes from its low on, which a
-			// restart reads back.
+			// restart reads back; a region_restart one for changes from
+			// its low on that a restart finds gone again, and so marks
+			// again.
 			note(e.Value.low)
 		default:
 			// A backlog_overflow marker stands for shed changes it
@@ -329,7 +329,10 @@ func (r *Router) resume(ctx context.Context, rs *routerSub) {
 	if missing > 0 {
 		now := r.cfg.Clock.Now().UnixMilli()
 		g := &Gap{Reason: ReasonRegionRestart, Sub: SubID(rs.clientID), Count: int(min(missing, 1<<31-1)), From: now, To: now}
-		gapEntry := Resumed[pending]{ID: "gap-restart-" + strconv.FormatUint(cur+1, 10) + "-" + strconv.FormatUint(upTo, 10), Value: pending{gap: g}, TS: now, Marker: g}
+		// Its low holds the cursor below the range until it is acked:
+		// a restart before then reads the range again and marks what is
+		// gone again.
+		gapEntry := Resumed[pending]{ID: "gap-restart-" + strconv.FormatUint(cur+1, 10) + "-" + strconv.FormatUint(upTo, 10), Value: pending{gap: g, low: cur + 1}, TS: now, Marker: g}
 		entries = append([]Resumed[pending]{gapEntry}, entries...)
 		r.gapMu.Lock()
 		r.gaps[ReasonRegionRestart]++

@@ -661,3 +661,52 @@ func TestSingleDeleteAfterRestartMovesTheCursorBack(t *testing.T) {
 		t.Fatalf("the delete of k (row seq %d) came to a restarted router and was not acked when it stopped; after the next restart (cursor %d): %v, want a region_restart gap for it first", k.Seq, cur, before)
 	}
 }
+
+// TestSingleRestartMarkerHoldsTheCursor: a region_restart marker stands
+// for changes a restart found gone; until it is acked it holds the cursor
+// below them, so that a second restart before the ack finds them gone
+// again and delivers a marker for them again. (The cursor moved to just
+// below the first change read back, past the gone ones, so the second
+// restart read nothing missing and the gap was lost with no marker.)
+func TestSingleRestartMarkerHoldsTheCursor(t *testing.T) {
+	t.Parallel()
+	durable := func(c *RouterConfig) { c.Durable = &DurableConfig{} }
+	e := newRouterEnv(t, durable)
+	e.warm("jobs")
+	var s1 sink
+	e.r.Open("alice", s1.deliver)
+	e.putDurable(DurableRow{User: "alice", ID: "q", Anchor: "project-1/jobs/q", Mode: ModeSingle}, 2, 1)
+	from := e.r.Stats().Changes
+	one := e.set("jobs", "q/1", "one")
+	two := e.set("jobs", "q/2", "two")
+	e.settle(from, 2)
+	testwait.For(t, "the first delivery", func() bool { return len(s1.all()) == 1 })
+
+	// Down with q/1 unacked, and q/1 deleted meanwhile: the restart reads
+	// q/2 back and a region_restart marker stands for q/1's seq.
+	e.stopRouter()
+	if _, err := e.c.KV("project-1", "jobs").Delete(context.Background(), "q/1"); err != nil {
+		t.Fatal(err)
+	}
+	e.restart(durable)
+	var s2 sink
+	e.r.Open("alice", s2.deliver)
+	testwait.For(t, "the marker's delivery", func() bool { return len(s2.all()) >= 1 })
+	if d := s2.all()[0]; d.Gap == nil || d.Gap.Reason != ReasonRegionRestart {
+		t.Fatalf("first delivery after the restart %+v, want a region_restart gap for seq %d", d, one.Seq)
+	}
+	e.stopRouter() // the marker unacked
+	cur, _, err := e.r.Durables().Cursor(context.Background(), "alice", "q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cur >= one.Seq {
+		t.Errorf("cursor %d with the region_restart marker for seq %d unacked, want it below", cur, one.Seq)
+	}
+	e.restart(durable)
+	before := deliveriesAfterRestart(t, e)
+	want := []string{"gap region_restart 1", fmt.Sprintf("set q/2@%d", two.Seq)}
+	if fmt.Sprint(before) != fmt.Sprint(want) {
+		t.Fatalf("after a second restart with the marker unacked (cursor %d): %v, want %v", cur, before, want)
+	}
+}
