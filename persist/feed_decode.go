@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+
+	"github.com/switchyard-dev/switchyard/internal/jsonstr"
 )
 
 // decodeFeedBody decodes the frames of a feed message body into one slice,
@@ -28,7 +30,7 @@ func decodeFeedBody(b []byte) ([]Frame, error) {
 		m := &out[len(out)-1]
 		if !parseMetaFast(meta, m) {
 			*m = Frame{}
-			if err := checkJSONText(meta); err != nil {
+			if err := jsonstr.CheckText(meta); err != nil {
 				return out[:len(out)-1], Errorf(CodeBadRequest, "malformed frame metadata: %v", err)
 			}
 			if err := json.Unmarshal(meta, m); err != nil {

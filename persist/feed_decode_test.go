@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"reflect"
 	"testing"
+
+	"github.com/switchyard-dev/switchyard/internal/jsonstr"
 )
 
 // TestParseMetaFastTakesEncoderOutput: what the frame encoders write for
@@ -44,7 +46,7 @@ func TestParseMetaFastTakesEncoderOutput(t *testing.T) {
 // accepts it too and reads the same message, field by field; and
 // decodeFeedBody (fast path or encoding/json) always gives what
 // encoding/json gives, error or message, except that it refuses what
-// checkJSONText refuses (text encoding/json would convert).
+// jsonstr.CheckText refuses (text encoding/json would convert).
 func FuzzParseMetaFast(f *testing.F) {
 	for _, s := range []string{
 		`{"seq":12,"time":1700000000123,"key":"k42"}`,
@@ -62,7 +64,7 @@ func FuzzParseMetaFast(f *testing.F) {
 	f.Fuzz(func(t *testing.T, meta []byte) {
 		var slow Frame
 		slowErr := json.Unmarshal(meta, &slow)
-		textErr := checkJSONText(meta)
+		textErr := jsonstr.CheckText(meta)
 		var fast Frame
 		if parseMetaFast(meta, &fast) {
 			if slowErr != nil || textErr != nil {

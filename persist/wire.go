@@ -26,6 +26,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/switchyard-dev/switchyard/bus"
+	"github.com/switchyard-dev/switchyard/internal/jsonstr"
 )
 
 // Header names of the wire protocol.
@@ -241,7 +242,7 @@ func ValidKey(key string) error {
 // leading spaces of a value. Keys also travel in JSON (setMany and getAll
 // frames, the change feed), where encoding/json would turn invalid UTF-8
 // and lone surrogate escapes into U+FFFD (the frame decoders refuse them on
-// the raw bytes first: see checkJSONText). Any of
+// the raw bytes first: see jsonstr.CheckText). Any of
 // these would store a name other than the one asked for, so that two names
 // would silently share one stream or key; refusing them is the rule. The
 // C1 controls and Unicode spaces are refused too, though the encodings keep
@@ -619,7 +620,7 @@ func (u ConfigUpdate) MarshalJSON() ([]byte, error) {
 // (MaxDescBytes): the server does, for requests only, so that a stream
 // stored with a longer desc by an older version still opens.
 func ParseConfigUpdate(b []byte) (ConfigUpdate, error) {
-	if err := checkJSONText(b); err != nil {
+	if err := jsonstr.CheckText(b); err != nil {
 		return ConfigUpdate{}, Errorf(CodeBadRequest, "config: %v", err)
 	}
 	var w configUpdateWire
@@ -907,7 +908,7 @@ func walkFrames(b []byte, maxFrames int, reuse bool, fn func(*Frame) error) erro
 		}
 		// "{}" (a plain append in setMany) needs no JSON decoder.
 		if len(meta) != 2 || meta[0] != '{' || meta[1] != '}' {
-			if err := checkJSONText(meta); err != nil {
+			if err := jsonstr.CheckText(meta); err != nil {
 				return Errorf(CodeBadRequest, "malformed frame metadata: %v", err)
 			}
 			if err := json.Unmarshal(meta, m); err != nil {

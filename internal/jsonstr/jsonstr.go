@@ -1,6 +1,8 @@
 // Package jsonstr appends strings as JSON without reflection, for the
 // encoders that build their messages from bytes (the forward queue's items,
-// the events gateway's deliveries).
+// the events gateway's deliveries), and checks JSON text from outside for
+// what encoding/json would silently turn into U+FFFD (CheckText), for the
+// decoders where two spellings must not read as one name.
 package jsonstr
 
 import "unicode/utf8"

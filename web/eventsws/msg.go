@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/switchyard-dev/switchyard/events"
+	"github.com/switchyard-dev/switchyard/internal/jsonstr"
 )
 
 // Message types, the "type" field of every message.
@@ -78,10 +79,11 @@ var errBad = errors.New("bad request")
 // says what is wrong; the request's id, when it had one, comes back with
 // it so the client can tell which request failed.
 func decodeRequest(b []byte) (request, error) {
-	// encoding/json turns each invalid byte into U+FFFD, so checkID would
-	// never see one: a request for id "\xff" would be taken for "\uFFFD".
-	if !utf8.Valid(b) {
-		return request{}, fmt.Errorf("%w: not UTF-8 text", errBad)
+	// encoding/json turns each invalid byte, and each lone surrogate
+	// escape, into U+FFFD, so checkID would never see one: requests for ids
+	// "\xff" and "\udcff" would both be taken for "\uFFFD".
+	if err := jsonstr.CheckText(b); err != nil {
+		return request{}, fmt.Errorf("%w: %v", errBad, err)
 	}
 	var m clientMsg
 	if err := json.Unmarshal(b, &m); err != nil {

@@ -24,7 +24,14 @@ func TestDecodeRequest(t *testing.T) {
 		{`{"type":"` + strings.Repeat("x", 100) + `"}`, "unknown type"},
 		{`{}`, "missing type"},
 		{`[1]`, "not a JSON message object"},
-		{"{\"type\":\"unsubscribe\",\"id\":\"\xff\"}", "not UTF-8"},
+		{"{\"type\":\"unsubscribe\",\"id\":\"\xff\"}", "not valid UTF-8"},
+		// encoding/json reads a lone surrogate escape as U+FFFD, so these
+		// two ids would both be "a\ufffd" (and the anchor key "\ufffd").
+		{`{"type":"unsubscribe","id":"a\udcff"}`, "surrogate"},
+		{`{"type":"unsubscribe","id":"a\ud800"}`, "surrogate"},
+		{`{"type":"subscribe","id":"1","anchor":"p/s/\udc00"}`, "surrogate"},
+		{`{"type":"unsubscribe","id":"\ud83d\ude00"}`, ""},
+		{`{"type":"unsubscribe","id":"a\ufffd"}`, ""},
 		{`{"type":"ack","sub":"1","entry":"p/` + strings.Repeat("s", 2000) + `#4"}`, ""},
 		{`{"type":"ack","sub":"1","entry":"` + strings.Repeat("s", maxEntryBytes+1) + `"}`, "entry: want 1 to"},
 	} {
@@ -46,6 +53,7 @@ func FuzzDecodeRequest(f *testing.F) {
 	f.Add([]byte(`{"type":"subscribe","id":"1","anchor":"p/s/a","filter":{"ops":["delete"],"glob":"*"}}`))
 	f.Add([]byte(`{"type":"ack","sub":"s","entry":"e"}`))
 	f.Add([]byte(`{"type":"unsubscribe","id":"\u00ff"}`))
+	f.Add([]byte(`{"type":"unsubscribe","id":"a\udcff"}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := decodeRequest(b)
 		if err != nil {
@@ -57,6 +65,10 @@ func FuzzDecodeRequest(f *testing.F) {
 		most := maxIDBytes
 		if r.typ == TypeAck { // its id is the entry
 			most = maxEntryBytes
+		}
+		// Nothing encoding/json converted: a name reads as it was sent.
+		if strings.ContainsRune(r.id+r.sub, '\ufffd') && !strings.Contains(strings.ToLower(string(b)), "fffd") && !strings.Contains(string(b), "\ufffd") {
+			t.Fatalf("accepted id %q (sub %q) holding a U+FFFD the client did not send: %q", r.id, r.sub, b)
 		}
 		if r.id == "" || len(r.id) > most || (r.typ == TypeAck && (r.sub == "" || len(r.sub) > maxIDBytes)) {
 			t.Fatalf("accepted id %q (sub %q)", r.id, r.sub)

@@ -1,4 +1,4 @@
-package persist
+package jsonstr
 
 import (
 	"bytes"
@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-func TestCheckJSONText(t *testing.T) {
+func TestCheckText(t *testing.T) {
 	t.Parallel()
 	ok := map[string]string{
 		"plain":                   `{"key":"alias"}`,
@@ -46,12 +46,12 @@ func TestCheckJSONText(t *testing.T) {
 		"bad byte outside a string": "{\"key\":1\xff}",
 	}
 	for name, s := range ok {
-		if err := checkJSONText([]byte(s)); err != nil {
+		if err := CheckText([]byte(s)); err != nil {
 			t.Errorf("%s: %q refused: %v", name, s, err)
 		}
 	}
 	for name, s := range bad {
-		if err := checkJSONText([]byte(s)); err == nil {
+		if err := CheckText([]byte(s)); err == nil {
 			t.Errorf("%s: %q passed", name, s)
 		}
 	}
@@ -59,28 +59,28 @@ func TestCheckJSONText(t *testing.T) {
 
 // Every input the check refuses is one encoding/json would have decoded
 // with a U+FFFD in it: the check does exactly its job, and no more.
-func TestCheckJSONTextMatchesDecoder(t *testing.T) {
+func TestCheckTextMatchesDecoder(t *testing.T) {
 	t.Parallel()
 	for _, s := range []string{"alias\xff", "alias\xfe", `alias\udcff`, `alias\ud800`, "alias\xed\xb3\xbf", `\ud800\u0041`} {
 		doc := []byte(`{"key":"` + s + `"}`)
-		var f Frame
+		var f struct{ Key string }
 		if err := json.Unmarshal(doc, &f); err != nil {
 			t.Fatalf("%q: %v", doc, err)
 		}
 		if f.Key == "alias" || !strings.ContainsRune(f.Key, '\ufffd') {
 			t.Fatalf("%q: encoding/json decoded %q, expected a U+FFFD (the conversion the check exists for)", doc, f.Key)
 		}
-		if checkJSONText(doc) == nil {
+		if CheckText(doc) == nil {
 			t.Fatalf("%q passed", doc)
 		}
 	}
 }
 
-// FuzzCheckJSONText: for JSON text with no U+FFFD of its own (neither its
+// FuzzCheckText: for JSON text with no U+FFFD of its own (neither its
 // bytes nor a \ufffd escape), which encoding/json decodes, the check passes
 // exactly when the decoded value holds no U+FFFD, i.e. when encoding/json
 // converted nothing.
-func FuzzCheckJSONText(f *testing.F) {
+func FuzzCheckText(f *testing.F) {
 	for _, s := range []string{
 		`{"key":"alias"}`, "{\"key\":\"alias\xff\"}", `{"key":"alias\udcff"}`, `{"key":"\ud83d\ude00"}`,
 		`{"key":"\\udcff"}`, `{"key":"\\\udcff"}`, `["\ud800\u0041",{"\udbff\udfff":1}]`, "\"\xed\xa0\x80\"",
@@ -89,7 +89,7 @@ func FuzzCheckJSONText(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		err := checkJSONText(b)
+		err := CheckText(b)
 		if bytes.Contains(b, []byte("\ufffd")) || bytes.Contains(bytes.ToLower(b), []byte("fffd")) {
 			return
 		}

@@ -1,4 +1,4 @@
-package persist
+package jsonstr
 
 import (
 	"bytes"
@@ -6,7 +6,7 @@ import (
 	"unicode/utf8"
 )
 
-// checkJSONText reports (as a plain error, for the caller to give a code and
+// CheckText reports (as a plain error, for the caller to give a code and
 // context) whether the JSON text b holds anything encoding/json would
 // replace with U+FFFD while decoding it: a byte sequence that is not valid
 // UTF-8, or a \u escape of a UTF-16 surrogate (U+D800-U+DFFF) that is not
@@ -19,7 +19,7 @@ import (
 // It must run on the raw bytes, before encoding/json sees them. It does not
 // check the JSON syntax: a backslash outside a string is a syntax error the
 // decoder reports anyway.
-func checkJSONText(b []byte) error {
+func CheckText(b []byte) error {
 	if !utf8.Valid(b) {
 		for i := 0; i < len(b); {
 			r, n := utf8.DecodeRune(b[i:])
