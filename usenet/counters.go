@@ -3,8 +3,6 @@ package usenet
 import (
 	"context"
 	"encoding/json"
-	"maps"
-	"sync"
 	"sync/atomic"
 
 	"github.com/switchyard-dev/switchyard/work"
@@ -14,10 +12,7 @@ import (
 // Counted; web/metrics exports them). The zero value is ready; methods are
 // safe for concurrent use.
 type Counters struct {
-	ranges, articles, skipped, binaries, releases, published atomic.Int64
-
-	mu        sync.Mutex       // protects unmatched
-	unmatched map[string]int64 // by group
+	ranges, articles, skipped, binaries, releases, published, unmatched atomic.Int64
 }
 
 // CounterStats is a snapshot of Counters.
@@ -28,9 +23,11 @@ type CounterStats struct {
 	Binaries  int64 // binaries created or changed
 	Releases  int64 // releases created or changed
 	Published int64 // visible releases written to the releases stream
-	// Unmatched counts, per group, the articles left out for having
-	// neither a file name nor a part counter (see Unmatched).
-	Unmatched map[string]int64
+	// Unmatched counts the articles left out for having neither a file
+	// name nor a part counter (see Unmatched). Per group it is in the
+	// ranges' results (work status), not here: group names must not
+	// become metric labels.
+	Unmatched int64
 }
 
 // Stats returns the totals.
@@ -38,14 +35,8 @@ func (c *Counters) Stats() CounterStats {
 	return CounterStats{
 		Ranges: c.ranges.Load(), Articles: c.articles.Load(), Skipped: c.skipped.Load(),
 		Binaries: c.binaries.Load(), Releases: c.releases.Load(), Published: c.published.Load(),
-		Unmatched: c.unmatchedByGroup(),
+		Unmatched: c.unmatched.Load(),
 	}
-}
-
-func (c *Counters) unmatchedByGroup() map[string]int64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return maps.Clone(c.unmatched)
 }
 
 // add counts one range's result.
@@ -56,14 +47,7 @@ func (c *Counters) add(r RangeResult) {
 	c.binaries.Add(int64(r.Binaries))
 	c.releases.Add(int64(r.Releases))
 	c.published.Add(int64(r.Published))
-	if r.Unmatched > 0 {
-		c.mu.Lock()
-		if c.unmatched == nil {
-			c.unmatched = map[string]int64{}
-		}
-		c.unmatched[r.Group] += int64(r.Unmatched)
-		c.mu.Unlock()
-	}
+	c.unmatched.Add(int64(r.Unmatched))
 }
 
 // Counted wraps ix so that every range it indexes to the end adds its

@@ -425,6 +425,50 @@ func TestNNTPAndUsenetMetrics(t *testing.T) {
 	checkLabels(t, fams)
 }
 
+// unmatchedIndexer ends every range with a usenet RangeResult that left
+// some articles unmatched (obfuscated subjects), as the usenet indexer
+// records it.
+type unmatchedIndexer struct{}
+
+func (unmatchedIndexer) Begin(_ context.Context, r work.Range) (work.RangeIndex, error) {
+	return unmatchedRange{group: r.Group}, nil
+}
+
+type unmatchedRange struct{ group string }
+
+func (unmatchedRange) Line(context.Context, int64, []byte) error { return nil }
+
+func (r unmatchedRange) End(context.Context) (json.RawMessage, error) {
+	return json.Marshal(usenet.RangeResult{Articles: 3, Unmatched: 3, Group: r.group})
+}
+
+// TestUnmatchedArticlesHaveNoGroupLabel: the articles an indexer left out
+// are one total, whatever their groups: no group name becomes a label
+// value (a provider has tens of thousands of groups, and they are the
+// data's names). (Was: usenet_articles_unmatched_total{group}, a series
+// per group; the test's unmatched count was 0, so no series showed it.)
+func TestUnmatchedArticlesHaveNoGroupLabel(t *testing.T) {
+	t.Parallel()
+	var uc usenet.Counters
+	ix := usenet.Counted(unmatchedIndexer{}, &uc)
+	for _, g := range []string{"alt.binaries.private-one", "alt.binaries.private-two"} {
+		ri, err := ix.Begin(t.Context(), work.Range{ID: 1, Group: g, First: 1, Last: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ri.End(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := New()
+	r.AddUsenet(&uc)
+	fams := gather(t, r)
+	checkLabels(t, fams)
+	if got := value(t, fams, "switchyard_usenet_articles_unmatched_total"); got != 6 {
+		t.Errorf("unmatched = %v, want 6 (3 in each group)", got)
+	}
+}
+
 // TestNewznabRequests: the constructor registers once; the counter is
 // served with the rest.
 func TestNewznabRequests(t *testing.T) {

@@ -21,7 +21,7 @@ var (
 	usenetBinaries  = desc("usenet_binaries_changed_total", "Binaries created or changed.")
 	usenetReleases  = desc("usenet_releases_changed_total", "Releases created or changed.")
 	usenetPublished = desc("usenet_releases_published_total", "Visible releases written to the releases stream.")
-	usenetUnmatched = desc("usenet_articles_unmatched_total", "Articles left out of every release for having neither a file name nor a part counter (obfuscated subjects), by group.", "group")
+	usenetUnmatched = desc("usenet_articles_unmatched_total", "Articles left out of every release for having neither a file name nor a part counter (obfuscated subjects); per group in work status.")
 	usenetDescs     = []*prometheus.Desc{usenetRanges, usenetArticles, usenetSkipped, usenetBinaries, usenetReleases, usenetPublished, usenetUnmatched}
 
 	ppArticles   = desc("usenet_postprocess_articles_total", "Articles (bodies) post-processing fetched.")
@@ -54,7 +54,6 @@ func (c *usenetCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	var sum usenet.CounterStats
-	unmatched := map[string]int64{}
 	for _, x := range cs {
 		s := x.Stats()
 		sum.Ranges += s.Ranges
@@ -63,9 +62,7 @@ func (c *usenetCollector) Collect(ch chan<- prometheus.Metric) {
 		sum.Binaries += s.Binaries
 		sum.Releases += s.Releases
 		sum.Published += s.Published
-		for g, n := range s.Unmatched {
-			unmatched[g] += n
-		}
+		sum.Unmatched += s.Unmatched
 	}
 	counter(ch, usenetRanges, float64(sum.Ranges))
 	counter(ch, usenetArticles, float64(sum.Articles))
@@ -73,9 +70,7 @@ func (c *usenetCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(ch, usenetBinaries, float64(sum.Binaries))
 	counter(ch, usenetReleases, float64(sum.Releases))
 	counter(ch, usenetPublished, float64(sum.Published))
-	for g, n := range unmatched {
-		counter(ch, usenetUnmatched, float64(n), g)
-	}
+	counter(ch, usenetUnmatched, float64(sum.Unmatched))
 }
 
 func (c *usenetCollector) collectPostProcess(ch chan<- prometheus.Metric) {
