@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"sync/atomic"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -17,6 +17,58 @@ import (
 // tailQueue bounds the deliveries events tail holds while it writes; past
 // it they are counted into one gap line.
 const tailQueue = 4096
+
+// tailFeed hands the router's deliveries to the printer without ever
+// blocking the router: while the printer is behind and the queue full,
+// deliveries are dropped and counted, and one queue_overflow gap takes
+// their place in the order they came, after what was queued before them.
+type tailFeed struct {
+	q       chan events.Delivery
+	mu      sync.Mutex // orders push against drained
+	dropped int        // dropped since the last gap queued
+}
+
+func newTailFeed(size int) *tailFeed { return &tailFeed{q: make(chan events.Delivery, size)} }
+
+// push queues d, or counts it dropped. A count waiting goes in first, as
+// a gap: what follows it came after the drops.
+func (f *tailFeed) push(d events.Delivery) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.dropped > 0 {
+		select {
+		case f.q <- tailGap(f.dropped):
+			f.dropped = 0
+		default:
+			f.dropped++
+			return
+		}
+	}
+	select {
+	case f.q <- d:
+	default:
+		f.dropped++
+	}
+}
+
+// drained returns the gap for the deliveries dropped after everything
+// queued, once the printer has taken all of that (the queue is empty):
+// without it a gap after the last delivery would wait for the next one,
+// which may never come.
+func (f *tailFeed) drained() (events.Delivery, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.dropped == 0 || len(f.q) > 0 {
+		return events.Delivery{}, false
+	}
+	g := tailGap(f.dropped)
+	f.dropped = 0
+	return g, true
+}
+
+func tailGap(n int) events.Delivery {
+	return events.Delivery{Gap: &events.Gap{Reason: events.ReasonQueueOverflow, Count: n}}
+}
 
 // newEventsTailCmd builds switchyard events tail.
 func newEventsTailCmd() *cobra.Command {
@@ -69,15 +121,8 @@ stream held before is not printed: see switchyard watch for that.`,
 				defer cancel()
 				_ = r.Stop(sctx)
 			}()
-			q := make(chan events.Delivery, tailQueue)
-			var dropped atomic.Int64 // deliveries that found the queue full
-			s := r.Open("events-tail", func(d events.Delivery) {
-				select {
-				case q <- d:
-				default:
-					dropped.Add(1)
-				}
-			})
+			feed := newTailFeed(tailQueue)
+			s := r.Open("events-tail", feed.push)
 			defer s.Close()
 			if err := s.Subscribe(ctx, "tail", anchor, filter); err != nil {
 				return err
@@ -90,14 +135,14 @@ stream held before is not printed: see switchyard watch for that.`,
 				select {
 				case <-ctx.Done():
 					return nil
-				case d := <-q:
-					if n := dropped.Swap(0); n > 0 {
-						if err := p.print(events.Delivery{Gap: &events.Gap{Reason: events.ReasonQueueOverflow, Count: int(n)}}); err != nil {
-							return err
-						}
-					}
+				case d := <-feed.q:
 					if err := p.print(d); err != nil {
 						return err
+					}
+					if g, ok := feed.drained(); ok {
+						if err := p.print(g); err != nil {
+							return err
+						}
 					}
 				}
 			}
