@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 )
@@ -19,26 +22,41 @@ var ErrForbidden = errors.New("forbidden")
 type PermissionError struct {
 	Op      string // "publish" or "subscribe"
 	Subject string
+	Queue   string // the queue group of a refused subscription, or ""
 }
 
 func (e *PermissionError) Error() string {
+	if e.Queue != "" {
+		return fmt.Sprintf("NATS refused to %s on %q in queue group %q: this user has no permission for it", e.Op, e.Subject, e.Queue)
+	}
 	return fmt.Sprintf("NATS refused to %s on %q: this user has no permission for it", e.Op, e.Subject)
 }
+
+// key is what the refusal is of, to find who waits on it.
+func (e *PermissionError) key() refusalKey { return refusalKey{e.Op, e.Subject, e.Queue} }
 
 // Is makes errors.Is(err, ErrForbidden) hold.
 func (e *PermissionError) Is(target error) bool { return target == ErrForbidden }
 
-// NATS reports a refused publish only asynchronously ("-ERR Permissions
-// Violation for Publish to ..."), and a request to a refused subject would
-// otherwise just time out. Connections made by Connect route these errors
-// to the requests waiting on that subject, which then fail at once with a
-// PermissionError.
-var permissionRe = regexp.MustCompile(`(?i)permissions violation for (publish|subscription) to "([^"]+)"`)
+// NATS reports a refused publish or subscription only asynchronously
+// ("-ERR Permissions Violation for Publish to ..."), and a request to a
+// refused subject would otherwise just time out, a refused subscription
+// just receive nothing. Connections made by Connect route these errors to
+// the requests and subscriptions waiting on them, which then fail at once
+// with a PermissionError. The server writes the subject and queue group
+// with Go's %q: a '"' or '\' in them (valid subject bytes) comes escaped,
+// so the pattern takes a whole Go string, which strconv.Unquote reads.
+var permissionRe = regexp.MustCompile(`(?i)permissions violation for (publish|subscription) to ("(?:[^"\\]|\\.)*")(?: using queue ("(?:[^"\\]|\\.)*"))?`)
 
-// refusals holds the waiting requests of one connection, by subject.
+// refusalKey is what a refusal is of: a publish on a subject, or a
+// subscription to one in a queue group ("" for none).
+type refusalKey struct{ op, subject, queue string }
+
+// refusals holds the waiting requests and subscriptions of one connection,
+// by what a refusal would be of.
 type refusals struct {
 	mu      sync.Mutex // protects waiting and next
-	waiting map[string]map[uint64]context.CancelCauseFunc
+	waiting map[refusalKey]map[uint64]context.CancelCauseFunc
 	next    uint64
 }
 
@@ -55,30 +73,35 @@ func parsePermissionError(err error) *PermissionError {
 	if m == nil {
 		return nil
 	}
+	subject, serr := strconv.Unquote(m[2])
+	queue, qerr := "", error(nil)
+	if m[3] != "" {
+		queue, qerr = strconv.Unquote(m[3])
+	}
+	if serr != nil || qerr != nil {
+		return nil
+	}
 	op := "publish"
-	if m[1] != "publish" && m[1] != "Publish" {
+	if !strings.EqualFold(m[1], "publish") {
 		op = "subscribe"
 	}
-	return &PermissionError{Op: op, Subject: m[2]}
+	return &PermissionError{Op: op, Subject: subject, Queue: queue}
 }
 
-// refused cancels every request waiting on a refused publish subject.
+// refused cancels every request or subscription waiting on what pe
+// refuses.
 func (r *refusals) refused(pe *PermissionError) {
-	if pe.Op != "publish" {
-		return
-	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, cancel := range r.waiting[pe.Subject] {
+	for _, cancel := range r.waiting[pe.key()] {
 		cancel(pe)
 	}
 }
 
-// Guard returns a context that is canceled, with a *PermissionError as its
-// cause (context.Cause), as soon as the NATS server refuses a publish by nc
-// on subject; call it before publishing, and the CancelFunc when done. On a
-// connection not made by Connect it is context.WithCancel.
-func Guard(ctx context.Context, nc *nats.Conn, subject string) (context.Context, context.CancelFunc) {
+// guard returns ctx, canceled with the *PermissionError as its cause as
+// soon as the NATS server refuses k on nc's connection, or, on a
+// connection not made by Connect, only with ctx.
+func guard(ctx context.Context, nc *nats.Conn, k refusalKey) (context.Context, context.CancelFunc) {
 	v, ok := trackers.Load(nc)
 	if !ok {
 		return context.WithCancel(ctx)
@@ -89,23 +112,95 @@ func Guard(ctx context.Context, nc *nats.Conn, subject string) (context.Context,
 	r.next++
 	id := r.next
 	if r.waiting == nil {
-		r.waiting = map[string]map[uint64]context.CancelCauseFunc{}
+		r.waiting = map[refusalKey]map[uint64]context.CancelCauseFunc{}
 	}
-	if r.waiting[subject] == nil {
-		r.waiting[subject] = map[uint64]context.CancelCauseFunc{}
+	if r.waiting[k] == nil {
+		r.waiting[k] = map[uint64]context.CancelCauseFunc{}
 	}
-	r.waiting[subject][id] = cancel
+	r.waiting[k][id] = cancel
 	r.mu.Unlock()
 	return ctx, func() {
 		r.mu.Lock()
-		delete(r.waiting[subject], id)
-		if len(r.waiting[subject]) == 0 {
-			delete(r.waiting, subject)
+		delete(r.waiting[k], id)
+		if len(r.waiting[k]) == 0 {
+			delete(r.waiting, k)
 		}
 		r.mu.Unlock()
 		cancel(context.Canceled)
 	}
 }
+
+// Guard returns a context that is canceled, with a *PermissionError as its
+// cause (context.Cause), as soon as the NATS server refuses a publish by nc
+// on subject; call it before publishing, and the CancelFunc when done. On a
+// connection not made by Connect it is context.WithCancel.
+func Guard(ctx context.Context, nc *nats.Conn, subject string) (context.Context, context.CancelFunc) {
+	return guard(ctx, nc, refusalKey{"publish", subject, ""})
+}
+
+// SubscriptionGuard watches for the NATS server's refusal of one
+// subscription: without it a refused subscription looks like one nobody
+// publishes to, and a service that made it reports itself serving.
+type SubscriptionGuard struct {
+	nc     *nats.Conn
+	key    refusalKey
+	before error // nc.LastError() when the guard began
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// GuardSubscription begins watching for a refusal of the subscription by
+// nc to subject, in queue group queue ("" for none), that the caller makes
+// next: call it before subscribing, then Confirm, and Release once
+// unsubscribed. Its Context derives from ctx.
+func GuardSubscription(ctx context.Context, nc *nats.Conn, subject, queue string) *SubscriptionGuard {
+	k := refusalKey{"subscribe", subject, queue}
+	g := &SubscriptionGuard{nc: nc, key: k, before: nc.LastError()}
+	g.ctx, g.cancel = guard(ctx, nc, k)
+	return g
+}
+
+// Confirm waits, until ctx ends (5s when it has no deadline), for the NATS
+// server to have the subscriptions made so far (a Flush), and returns its
+// refusal of the guarded one: a *PermissionError, matching ErrForbidden.
+// Otherwise it returns the Flush's error, or nil once the server has the
+// subscription. It works on any connection, not only one made by Connect.
+func (g *SubscriptionGuard) Confirm(ctx context.Context) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+	}
+	if err := g.nc.FlushWithContext(ctx); err != nil {
+		return fmt.Errorf("flush: %w", err)
+	}
+	if pe := Refused(g.ctx); pe != nil {
+		return pe
+	}
+	// The server sends its refusal before it answers the Flush, and
+	// nats.go records it as the connection's last error before reading
+	// that answer; it hands it to the error handler (which cancels the
+	// Context) on another goroutine, which may not have run yet. A
+	// refusal of the same subscription as the last error, other than the
+	// one before the guard began, is then this one. (A refusal nats.go
+	// reports is a wrapped error, a pointer: the comparison cannot panic.)
+	last := g.nc.LastError()
+	if pe := parsePermissionError(last); pe != nil && pe.key() == g.key && last != g.before {
+		return pe
+	}
+	return nil
+}
+
+// Context is the context GuardSubscription derived from ctx, canceled
+// with a *PermissionError as its cause (Refused) as soon as the NATS server
+// refuses the subscription, also later: a reconnect sends it again, to a
+// server whose permissions may have changed. Wait for the subscription's
+// messages under it (Subscription.NextMsgWithContext). On a connection not
+// made by Connect it ends only with ctx or Release.
+func (g *SubscriptionGuard) Context() context.Context { return g.ctx }
+
+// Release ends the watch, and Context.
+func (g *SubscriptionGuard) Release() { g.cancel() }
 
 // Refused returns the *PermissionError that ended a guarded ctx, or nil.
 func Refused(ctx context.Context) error {

@@ -2,6 +2,7 @@ package bus
 
 import (
 	"context"
+	"math"
 	"math/rand/v2"
 	"time"
 )
@@ -33,7 +34,7 @@ func (p Retry) withDefaults() Retry {
 	if p.Max < p.Min {
 		p.Max = p.Min
 	}
-	if p.Factor < 1 {
+	if !(p.Factor >= 1) { // NaN too: it would make every wait NaN
 		p.Factor = 2
 	}
 	switch {
@@ -46,16 +47,24 @@ func (p Retry) withDefaults() Retry {
 }
 
 // Delay is the wait before retry n (1-based): Min·Factor^(n-1), capped at
-// Max, jittered.
+// Max, jittered. It takes the same time for any n: a loop per attempt ran
+// n times when Factor 1 never reaches Max.
 func (p Retry) Delay(n int) time.Duration {
 	p = p.withDefaults()
 	d := float64(p.Min)
-	for i := 1; i < n && d < float64(p.Max); i++ {
-		d *= p.Factor
+	if n > 1 {
+		// Factor ≥ 1, so the power is finite or +Inf, which the cap takes.
+		d *= math.Pow(p.Factor, float64(n-1))
 	}
 	d = min(d, float64(p.Max))
 	if p.Jitter > 0 {
 		d *= 1 + p.Jitter*(2*rand.Float64()-1)
+	}
+	// A Max near the top of time.Duration (a caller's "no cap"), jittered
+	// up or not, rounds to 2^63 as a float64, which converts to a negative
+	// Duration: a wait that ends at once, and a retry loop that spins.
+	if d >= float64(math.MaxInt64) {
+		return math.MaxInt64
 	}
 	return time.Duration(d)
 }

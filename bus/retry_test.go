@@ -3,6 +3,7 @@ package bus_test
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -28,6 +29,44 @@ func TestRetryDelay(t *testing.T) {
 	// A huge attempt number neither overflows nor loops for long.
 	if d := p.Delay(1 << 30); d != 100*time.Millisecond {
 		t.Fatalf("Delay(2^30) = %s", d)
+	}
+}
+
+// TestRetryDelayNeverNegative: a Max at the top of time.Duration (a
+// caller's "no cap") still gives waits of at least Min, jittered or not.
+// (Was: the capped wait, 2^63 as a float64, converted back to a negative
+// Duration, so Backoff.Wait returned at once and the retry loop spun.)
+func TestRetryDelayNeverNegative(t *testing.T) {
+	t.Parallel()
+	for _, p := range []bus.Retry{
+		{Min: time.Second, Max: math.MaxInt64, Jitter: -1},
+		{Min: time.Second, Max: math.MaxInt64},
+	} {
+		for n := 1; n <= 100; n++ {
+			if d := p.Delay(n); d < p.Min/2 {
+				t.Fatalf("Retry%+v.Delay(%d) = %s: below Min (negative or zero wait: a busy retry loop)", p, n, d)
+			}
+		}
+	}
+}
+
+// TestRetryDelayFactorOne: Factor 1 (constant waits) is a valid policy,
+// and Delay of the largest attempt number with it returns Min. (Was: Delay
+// multiplied once per attempt while under Max, which Factor 1 never
+// leaves: Delay(n) ran n steps, about a second for 2^30 and for ever for
+// this one, which the deadline below reports as a hang, not a slowness.)
+func TestRetryDelayFactorOne(t *testing.T) {
+	t.Parallel()
+	p := bus.Retry{Min: 10 * time.Millisecond, Max: time.Second, Factor: 1, Jitter: -1}
+	got := make(chan time.Duration, 1)
+	go func() { got <- p.Delay(math.MaxInt) }()
+	select {
+	case d := <-got:
+		if d != 10*time.Millisecond {
+			t.Fatalf("Delay(MaxInt) with Factor 1 = %s, want 10ms", d)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Delay(MaxInt) with Factor 1 has not returned: it steps once per attempt")
 	}
 }
 
@@ -58,7 +97,7 @@ func TestValidIDs(t *testing.T) {
 			t.Errorf("ValidIDs(%q) = %v", ok, err)
 		}
 	}
-	for _, bad := range [][]string{nil, {""}, {"a.b"}, {"*"}, {">"}, {"a b"}, {"a\tb"}, {"a\x00"}, {"0", "0"}, {"../x"}, {`a\b`}} {
+	for _, bad := range [][]string{nil, {""}, {"a.b"}, {"*"}, {">"}, {"a b"}, {"a\tb"}, {"a\x00"}, {"0", "0"}, {"../x"}, {`a\b`}, {"a,b"}} {
 		if err := bus.ValidIDs(bad); err == nil || strings.TrimSpace(err.Error()) == "" {
 			t.Errorf("ValidIDs(%q) accepted", bad)
 		}

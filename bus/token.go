@@ -38,7 +38,8 @@ func isToken(s string) bool {
 // ValidIDs reports why ids cannot be the member list of a fleet, or nil:
 // at least one id, each a subject token (ValidToken) that is also a safe
 // file-name part (no '/' or '\\': `auth init` names a creds file after
-// each id), no id twice.
+// each id) and holds no ',' (the balancer states its ids comma-separated,
+// HdrIDs, and a client must read back the same list), no id twice.
 func ValidIDs(ids []string) error {
 	if len(ids) == 0 {
 		return fmt.Errorf("no server ids")
@@ -50,6 +51,9 @@ func ValidIDs(ids []string) error {
 		}
 		if strings.ContainsAny(id, `/\`) {
 			return fmt.Errorf("server id %q: no '/' or '\\' (ids name files)", id)
+		}
+		if strings.Contains(id, ",") {
+			return fmt.Errorf("server id %q: no ',' (the balancer lists ids comma-separated in %s)", id, HdrIDs)
 		}
 		if seen[id] {
 			return fmt.Errorf("server ids must be distinct: %q appears twice in %q", id, strings.Join(ids, ","))

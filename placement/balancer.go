@@ -122,27 +122,19 @@ func (b *Balancer) Owner(scope string) string { return b.cfg.Placement(b.cfg.IDs
 // or twice is safe, a stopped balancer does not start again.
 func (b *Balancer) Start(ctx context.Context) error {
 	return b.life.Start(ctx, "balancer", func(ctx context.Context) error {
-		sub, err := b.subscribe()
+		// Start returns once the balancer serves: the NATS server must have
+		// the subscription, or a lookup right after gets no responders, and
+		// must not have refused it, or no lookup is ever answered.
+		run := b.life.Run()
+		sub, guard, err := b.subscribe(run, ctx)
 		if err != nil {
 			return err
-		}
-		// Start returns once the balancer serves: the subscription must have
-		// reached the NATS server, or a lookup right after gets no responders.
-		fctx, fcancel := ctx, context.CancelFunc(func() {})
-		if _, ok := ctx.Deadline(); !ok {
-			fctx, fcancel = context.WithTimeout(ctx, 5*time.Second)
-		}
-		err = b.cfg.Conn.FlushWithContext(fctx)
-		fcancel()
-		if err != nil {
-			_ = sub.Unsubscribe()
-			return fmt.Errorf("balancer: subscribe: %w", err)
 		}
 		b.mu.Lock()
 		b.done, b.sub = make(chan struct{}), sub
 		done := b.done
 		b.mu.Unlock()
-		go b.run(b.life.Run(), sub, done)
+		go b.run(run, sub, guard, done)
 		return nil
 	})
 }
@@ -177,25 +169,39 @@ func (b *Balancer) ReplyRefused() uint64 {
 	return b.refused
 }
 
-func (b *Balancer) subscribe() (*nats.Subscription, error) {
+// subscribe subscribes and waits, until ctx ends, for the NATS server to
+// have the subscription: its refusal is an error matching bus.ErrForbidden.
+// The guard's context, derived from run, ends should the server refuse the
+// subscription later (after a reconnect); serve waits under it.
+func (b *Balancer) subscribe(run, ctx context.Context) (*nats.Subscription, *bus.SubscriptionGuard, error) {
 	subject := b.cfg.Service + ".*.id"
+	guard := bus.GuardSubscription(run, b.cfg.Conn, subject, b.cfg.QueueGroup)
 	sub, err := b.cfg.Conn.QueueSubscribeSync(subject, b.cfg.QueueGroup)
 	if err != nil {
-		return nil, fmt.Errorf("balancer: subscribe %s: %w", subject, err)
+		guard.Release()
+		return nil, nil, fmt.Errorf("balancer: subscribe %s: %w", subject, err)
 	}
 	// Generous pending limits: answers are tiny and cheap, a burst should queue.
 	_ = sub.SetPendingLimits(1<<20, 64<<20)
-	return sub, nil
+	if err := guard.Confirm(ctx); err != nil {
+		_ = sub.Unsubscribe()
+		guard.Release()
+		return nil, nil, fmt.Errorf("balancer: subscribe %s: %w", subject, err)
+	}
+	return sub, guard, nil
 }
 
-// run serves one subscription at a time; any error other than shutdown
-// drops it and subscribes again after a backoff.
-func (b *Balancer) run(ctx context.Context, sub *nats.Subscription, done chan struct{}) {
+// run serves one subscription at a time; any error other than shutdown,
+// a refusal by the NATS server's permissions included, drops it and
+// subscribes again after a backoff. A re-subscription the server refuses
+// is a failed attempt like any other.
+func (b *Balancer) run(ctx context.Context, sub *nats.Subscription, guard *bus.SubscriptionGuard, done chan struct{}) {
 	defer close(done)
 	retry := bus.Retry{Min: b.cfg.RetryMin, Max: b.cfg.RetryMax}.Start()
 	for {
-		err := b.serve(ctx, sub)
+		err := b.serve(guard.Context(), sub)
 		_ = sub.Unsubscribe()
+		guard.Release()
 		if ctx.Err() != nil {
 			return
 		}
@@ -205,7 +211,7 @@ func (b *Balancer) run(ctx context.Context, sub *nats.Subscription, done chan st
 				return
 			}
 			var serr error
-			sub, serr = b.subscribe()
+			sub, guard, serr = b.resubscribe(ctx)
 			if serr == nil {
 				// Serving again: the next failure starts from RetryMin.
 				retry.Reset()
@@ -220,10 +226,24 @@ func (b *Balancer) run(ctx context.Context, sub *nats.Subscription, done chan st
 	}
 }
 
+// resubscribe is subscribe from run, each attempt bounded as Start's is
+// by default.
+func (b *Balancer) resubscribe(ctx context.Context) (*nats.Subscription, *bus.SubscriptionGuard, error) {
+	actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return b.subscribe(ctx, actx)
+}
+
+// serve answers sub's questions until ctx, the subscription's guarded
+// context, ends: with a *bus.PermissionError when the NATS server refused
+// the subscription.
 func (b *Balancer) serve(ctx context.Context, sub *nats.Subscription) error {
 	for {
 		msg, err := sub.NextMsgWithContext(ctx)
 		if err != nil {
+			if pe := bus.Refused(ctx); pe != nil {
+				return fmt.Errorf("balancer: subscription: %w", pe)
+			}
 			return err
 		}
 		// The requester picks the reply subject and allow_responses lets

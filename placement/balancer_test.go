@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -231,6 +232,35 @@ func TestBalancerStatesItsRule(t *testing.T) {
 				t.Errorf("%s: the stated rule does not give the answer %q", tc.name, reply.Data)
 			}
 		}
+	}
+}
+
+// TestBalancerStatesItsIDsUnambiguously: the ids a balancer states in
+// Sy-Ids, comma-separated, read back as its ids, so an id holding a comma
+// is refused. (Was: bus.ValidIDs accepted "a,b", and ["a,b","c"] was
+// stated as "a,b,c": three ids, over which a client computing the stated
+// rule placed scopes on servers that do not exist.)
+func TestBalancerStatesItsIDsUnambiguously(t *testing.T) {
+	t.Parallel()
+	_, nc := testnats.Start(t)
+	ids := []string{"a,b", "c"}
+	b, err := NewBalancer(BalancerConfig{Conn: nc, IDs: ids, Service: "commas"})
+	if err != nil {
+		return // refused: no list to misread
+	}
+	if err := b.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Stop(context.Background()) })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	reply, err := bus.Request(ctx, nc, nats.NewMsg("commas.hub.id"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stated := strings.Split(reply.Header.Get(bus.HdrIDs), ",")
+	if len(stated) != len(ids) {
+		t.Fatalf("balancer over ids %q states %s %q, which reads back as %d ids %q", ids, bus.HdrIDs, reply.Header.Get(bus.HdrIDs), len(stated), stated)
 	}
 }
 

@@ -125,6 +125,32 @@ func publicKey(t *testing.T, c auth.Creds) string {
 	return kp
 }
 
+// TestInitMakesItsDirectoryPrivate: Init leaves its directory mode 0700,
+// as docs/security.md promises ("mode 0600 in a 0700 directory"), also one
+// that already existed. (Was: os.MkdirAll keeps an existing directory's
+// mode, so `mkdir auth && switchyard auth init auth` under umask 022 left
+// a 0755 directory listing every user and tenant name to every account.)
+func TestInitMakesItsDirectoryPrivate(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "auth")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil { // whatever the umask
+		t.Fatal(err)
+	}
+	if _, err := auth.Init(dir, auth.Plan{IDs: []string{"0"}, Tenants: map[string][]string{"acme": {"account-a"}}}, false); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		t.Fatalf("auth directory written by Init has mode %#o, want 0700 (docs: \"mode 0600 in a 0700 directory\")", perm)
+	}
+}
+
 func TestTenantPermissions(t *testing.T) {
 	t.Parallel()
 	u := auth.Tenant("persist", "acme", []string{"account-a"})

@@ -11,8 +11,9 @@ import (
 	"io/fs"
 	"os"
 	"runtime"
-	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
@@ -117,14 +118,48 @@ func (e *ModeError) Error() string {
 }
 
 // shellWord is path as a user can paste it into a shell: as it is when it
-// holds only characters a shell takes literally, else quoted.
+// holds only characters a shell takes literally, else in single quotes,
+// inside which a POSIX shell expands nothing ($HOME and `cmd` stay text;
+// a ' in the path ends the quotes, comes escaped, and opens them again),
+// where in double quotes it would expand $ and ` and name another file. A
+// path holding what a terminal does not print as text (a control
+// character, invalid UTF-8) is $'...' instead (bash, zsh, ksh,
+// POSIX.1-2024), each such byte an octal escape: raw, it would reach the
+// terminal.
 func shellWord(path string) string {
+	literal := path != ""
 	for _, r := range path {
 		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("/._-+,:@%=", r)) {
-			return strconv.Quote(path)
+			literal = false
+			break
 		}
 	}
-	return path
+	if literal {
+		return path
+	}
+	if utf8.ValidString(path) && strings.IndexFunc(path, func(r rune) bool { return !unicode.IsPrint(r) }) < 0 {
+		return "'" + strings.ReplaceAll(path, "'", `'\''`) + "'"
+	}
+	var b strings.Builder
+	b.WriteString("$'")
+	for i := 0; i < len(path); {
+		r, n := utf8.DecodeRuneInString(path[i:])
+		switch {
+		case r == '\\' || r == '\'':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r == utf8.RuneError && n == 1 || !unicode.IsPrint(r):
+			// Three digits always: a digit after the escape stays a digit.
+			for _, c := range []byte(path[i : i+n]) {
+				fmt.Fprintf(&b, `\%03o`, c)
+			}
+		default:
+			b.WriteString(path[i : i+n])
+		}
+		i += n
+	}
+	b.WriteByte('\'')
+	return b.String()
 }
 
 // A LoadOption changes how LoadCreds and ClientOptions treat a creds file.

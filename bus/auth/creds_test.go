@@ -3,6 +3,7 @@ package auth_test
 import (
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -59,11 +60,43 @@ func TestCredsModeIsChecked(t *testing.T) {
 }
 
 // TestCredsModeErrorQuotesOddPaths: the chmod line pastes into a shell,
-// so a path with a space or a control character comes quoted.
+// so a path with a space or a control character comes quoted, and the
+// control character escaped rather than raw on the terminal.
 func TestCredsModeErrorQuotesOddPaths(t *testing.T) {
 	t.Parallel()
 	e := &auth.ModeError{Path: "/tmp/my creds\x1b", Mode: 0o644}
-	if got, want := e.Error(), `creds "/tmp/my creds\x1b" is open to other users (mode 0644): chmod 600 "/tmp/my creds\x1b"`; got != want {
+	if got, want := e.Error(), `creds $'/tmp/my creds\033' is open to other users (mode 0644): chmod 600 $'/tmp/my creds\033'`; got != want {
 		t.Fatalf("%q, want %q", got, want)
+	}
+	e = &auth.ModeError{Path: "/tmp/my creds", Mode: 0o644}
+	if got, want := e.Error(), `creds '/tmp/my creds' is open to other users (mode 0644): chmod 600 '/tmp/my creds'`; got != want {
+		t.Fatalf("%q, want %q", got, want)
+	}
+}
+
+// TestCredsModeErrorChmodLinePastesIntoShell: a shell reads the chmod
+// line's file back as the path, whatever the path holds. (Was: the path
+// came in Go's double quotes, inside which a shell expands $VAR and `cmd`:
+// the pasted line named another file, or ran a command.)
+func TestCredsModeErrorChmodLinePastesIntoShell(t *testing.T) {
+	t.Parallel()
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh")
+	}
+	for _, path := range []string{"/tmp/my $HOME/acme.creds", "/tmp/a`echo x`b/acme.creds", "/tmp/it's/acme.creds"} {
+		msg := (&auth.ModeError{Path: path, Mode: 0o644}).Error()
+		i := strings.LastIndex(msg, "chmod 600 ")
+		if i < 0 {
+			t.Fatalf("%q has no chmod line", msg)
+		}
+		word := msg[i+len("chmod 600 "):]
+		out, err := exec.Command(sh, "-c", "printf '%s' "+word).Output()
+		if err != nil {
+			t.Fatalf("sh could not read %s: %v", word, err)
+		}
+		if string(out) != path {
+			t.Errorf("chmod line %q: a shell reads the file as %q, not %q", "chmod 600 "+word, out, path)
+		}
 	}
 }

@@ -33,6 +33,12 @@ func Init(dir string, plan Plan, nkey bool) ([]User, error) {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("auth dir: %w", err)
 	}
+	// MkdirAll leaves a directory that exists as it is: `mkdir auth` under
+	// umask 022 made it 0755, which lists every user and tenant name to
+	// every account. The credentials go only into a private one.
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("auth dir: %w", err)
+	}
 	logins := make([]Login, 0, len(users))
 	for _, u := range users {
 		l := Login{User: u}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/switchyard-dev/switchyard/bus/auth"
 	"github.com/switchyard-dev/switchyard/bus/embedded"
 	"github.com/switchyard-dev/switchyard/internal/testtls"
+	"github.com/switchyard-dev/switchyard/placement"
 )
 
 // startAuth runs a server enforcing the users of a fresh auth directory.
@@ -65,6 +67,69 @@ func TestRefusedRequestIsForbidden(t *testing.T) {
 	}
 	if _, err := bus.Request(context.Background(), nc, nats.NewMsg("persist.account-a.id")); !errors.Is(err, bus.ErrNoResponders) {
 		t.Fatalf("request to own scope: %v, want no responders", err)
+	}
+}
+
+// TestRefusedRequestOnQuotedSubjectIsForbidden: a refused request fails
+// at once as forbidden also when its subject holds a '"' or a '\' (valid
+// subject bytes). (Was: the NATS server names the subject with Go's %q,
+// which bus read as `"([^"]+)"`: the subject came back cut or still
+// escaped, matched no waiting request, and the request waited out its
+// whole deadline as a timeout.)
+func TestRefusedRequestOnQuotedSubjectIsForbidden(t *testing.T) {
+	t.Parallel()
+	e, dir := startAuth(t, nil)
+	nc, err := connectAs(t, e.ClientURL(), auth.CredsFile(dir, "acme"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, subject := range []string{`persist.account-"b".id`, `persist.account-b\.id`} {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		start := time.Now()
+		_, err := bus.Request(ctx, nc, nats.NewMsg(subject))
+		cancel()
+		var pe *bus.PermissionError
+		if !errors.Is(err, bus.ErrForbidden) || !errors.As(err, &pe) || pe.Subject != subject {
+			t.Errorf("request on %q (not in acme's permissions): %v after %s, want forbidden at once", subject, err, time.Since(start).Round(time.Millisecond))
+		}
+	}
+}
+
+// TestBalancerStartFailsWhenSubscriptionRefused: a balancer whose
+// subscription the NATS server refuses (started with the client's creds
+// instead of the balancer's) fails to Start, forbidden, rather than
+// report itself serving. (Was: the refusal comes asynchronously, Start's
+// Flush did not look at it, and bus.Connect's refusal routing ignored
+// subscriptions: Start returned nil, and no lookup was ever answered.)
+func TestBalancerStartFailsWhenSubscriptionRefused(t *testing.T) {
+	t.Parallel()
+	e, dir := startAuth(t, nil)
+	bc, err := connectAs(t, e.ClientURL(), auth.CredsFile(dir, auth.RoleClient), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := placement.NewBalancer(placement.BalancerConfig{Conn: bc, IDs: []string{"0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	startErr := b.Start(context.Background())
+	t.Cleanup(func() { _ = b.Stop(context.Background()) })
+	if startErr != nil {
+		if !errors.Is(startErr, bus.ErrForbidden) {
+			t.Fatalf("Start of a balancer NATS refuses: %v, want forbidden", startErr)
+		}
+		return // refused at Start: what a caller can act on
+	}
+	client, err := connectAs(t, e.ClientURL(), auth.CredsFile(dir, auth.RoleClient), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err = bus.Request(ctx, client, nats.NewMsg("persist.hub.id"))
+	if err != nil {
+		t.Fatalf("Balancer.Start returned nil, yet NATS refused its subscription (%v); a lookup gets: %v (no responders: %v)",
+			bc.LastError(), err, errors.Is(err, bus.ErrNoResponders))
 	}
 }
 
