@@ -24,17 +24,19 @@ const (
 )
 
 // Text returns the first MaxSize bytes of b as valid UTF-8: kept as they
-// are when they are UTF-8 (a byte order mark dropped), decoded when they
-// start with a UTF-16 byte order mark, and otherwise read as CP437. CRLF
-// and lone CR become LF; ANSI escape sequences (ESC [ … final byte), NUL
-// and every other control character except LF and TAB are removed.
+// are when they are UTF-8 (a byte order mark, and a rune the cap cut
+// short, dropped), decoded when they start with a UTF-16 byte order mark,
+// and otherwise read as CP437. CRLF and lone CR become LF; ANSI escape
+// sequences (ESC [ … final byte), NUL and every other control character
+// except LF and TAB are removed.
 func Text(b []byte) string {
+	capped := len(b) > MaxSize
 	b = b[:min(len(b), MaxSize)]
 	var s string
 	switch {
 	case len(b) >= 2 && (b[0] == 0xff && b[1] == 0xfe || b[0] == 0xfe && b[1] == 0xff):
 		s = fromUTF16(b[2:], b[0] == 0xfe)
-	case validUTF8(b):
+	case validUTF8(b, capped):
 		s = strings.TrimPrefix(string(b), "\ufeff")
 	default:
 		s = fromCP437(b)
@@ -42,11 +44,16 @@ func Text(b []byte) string {
 	return clean(s)
 }
 
-// validUTF8 says whether b is UTF-8, allowing a rune cut at its end (the
-// cap may fall inside one).
-func validUTF8(b []byte) bool {
+// validUTF8 says whether b is UTF-8, allowing a rune cut at its end when
+// capped says the cap cut b there (it may fall inside one). An input the
+// cap did not cut has no such excuse: its last byte is what was posted,
+// and a lone lead byte there (CP437 0xDB, the full block) is not UTF-8.
+func validUTF8(b []byte, capped bool) bool {
 	if utf8.Valid(b) {
 		return true
+	}
+	if !capped {
+		return false
 	}
 	for cut := 1; cut <= 3 && cut < len(b); cut++ {
 		tail := b[len(b)-cut:]
@@ -151,17 +158,19 @@ func Words(text string) []string {
 // have their text and spaces, while random or compressed data has an
 // eighth of its bytes below 0x20 and many more above 0x7E.
 func Looks(b []byte) bool {
+	capped := len(b) > MaxSize
 	b = b[:min(len(b), MaxSize)]
 	if len(b) >= 2 && (b[0] == 0xff && b[1] == 0xfe || b[0] == 0xfe && b[1] == 0xff) {
 		return Looks([]byte(fromUTF16(b[2:], b[0] == 0xfe)))
 	}
 	for len(b) > 0 && b[len(b)-1] == 0 {
 		b = b[:len(b)-1]
+		capped = false // b's end is now the padding's start, not the cap
 	}
 	if len(b) == 0 {
 		return false
 	}
-	if validUTF8(b) {
+	if validUTF8(b, capped) {
 		var ctl, n int
 		for _, r := range string(b) {
 			n++

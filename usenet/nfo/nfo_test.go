@@ -72,6 +72,20 @@ func TestTextCap(t *testing.T) {
 	}
 }
 
+// TestTextShortCP437EndingInLeadByte: an NFO shorter than MaxSize is not
+// cut by the cap, so a last byte that happens to be a UTF-8 lead byte
+// (here CP437 0xDB, the full block) is no cut rune: the text is not UTF-8
+// and is read as CP437, keeping its last character. (Was: a partial rune
+// at the end of any input was taken for one the cap cut, so such an NFO
+// was read as UTF-8 and lost its last byte.)
+func TestTextShortCP437EndingInLeadByte(t *testing.T) {
+	t.Parallel()
+	in := []byte("Release notes\r\n\xdb")
+	if got, want := Text(in), "Release notes\n█"; got != want {
+		t.Fatalf("Text(%q) = %q, want %q", in, got, want)
+	}
+}
+
 func TestWords(t *testing.T) {
 	t.Parallel()
 	got := Words("Movie.2024.1080p BluRay x264-GROUP\n\n██ RELEASE NOTES ██ Größe: 4,37 GB\nmovie x " + strings.Repeat("z", 41) + " Release")

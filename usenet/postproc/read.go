@@ -78,13 +78,15 @@ func (r *Result) Empty() bool {
 
 // reader is the state of one Read.
 type reader struct {
-	fetch   FetchFunc
-	isGone  func(error) bool
-	budget  Budget
-	rel     usenet.Release
-	files   []*file
-	res     Result
-	partLen int64 // decoded bytes of a full part, from a fetched =ypart; 0 unknown
+	fetch  FetchFunc
+	isGone func(error) bool
+	budget Budget
+	rel    usenet.Release
+	files  []*file
+	res    Result
+	// parsed counts the bodies fetched, decoded and read without a
+	// failure: the release is failed only when none was (see finish).
+	parsed int
 	// overhead is article bytes beyond 1.0315 times the data (headers and
 	// yEnc lines), measured on a fetched article; 0 unknown.
 	overhead int64
@@ -272,15 +274,15 @@ func (rd *reader) readFile(ctx context.Context, f *file) (bool, error) {
 			f.hash, f.hashd = md5First16k(d.Data), true
 		}
 	}
-	if d.Total > 1 && d.End > d.Begin && d.Part == 1 {
-		rd.partLen = d.End - d.Begin + 1
-	}
 	n := int64(len(d.Data))
 	if d.End >= d.Begin && d.Begin > 0 {
 		n = d.End - d.Begin + 1 // a prefix was decoded: the part's length
 	}
+	// A part longer than maxArticle, more than an article fetched holds,
+	// is a hostile size= and end=: clamped, n*yencRatio cannot overflow.
+	n = min(n, maxArticle)
 	if n > 0 && seg.Bytes > 0 {
-		rd.overhead = max(seg.Bytes-n*10315/10000, 0)
+		rd.overhead = max(seg.Bytes-n*yencRatio/10000, 0)
 	}
 	if d.Name != "" && d.Name != f.bin.Name && !usenet.Obfuscated(d.Name) && usenet.Obfuscated(f.bin.Name) {
 		// The subject's name is obfuscated, the yEnc header's is not.
@@ -297,6 +299,7 @@ func (rd *reader) readFile(ctx context.Context, f *file) (bool, error) {
 		rd.rename()
 	}
 	lower := strings.ToLower(f.name)
+	failures := len(rd.res.Failures)
 	switch {
 	case isPar2(lower):
 		rd.readPar2(f, d.Data, true)
@@ -314,6 +317,9 @@ func (rd *reader) readFile(ctx context.Context, f *file) (bool, error) {
 		case len(d.Data) <= usenet.NFOMax && nfo.Looks(d.Data) && !rd.res.NFO:
 			rd.readNFO(f, d.Data, false)
 		}
+	}
+	if len(rd.res.Failures) == failures {
+		rd.parsed++
 	}
 	return true, nil
 }
@@ -361,12 +367,23 @@ func (rd *reader) readRAR(f *file, data []byte, named bool) {
 		return
 	}
 	f.kind = kindRAR
-	rd.res.Password = max(rd.res.Password, info.Password())
+	rd.res.Password = combinePassword(rd.res.Password, info.Password())
 	for _, n := range info.Names {
 		if !slices.Contains(rd.res.Inner, n) {
 			rd.res.Inner = append(rd.res.Inner, n)
 		}
 	}
+}
+
+// combinePassword is the Newznab password attr of two findings. Its
+// values are not ordered as numbers: 1 (passworded, encryption seen)
+// wins over 2 (only potentially passworded, an inner archive), which
+// wins over 0.
+func combinePassword(a, b int) int {
+	if a == 1 || b == 1 {
+		return 1
+	}
+	return max(a, b)
 }
 
 // firstVolume is the release's first RAR volume by name: name.part01.rar
@@ -466,7 +483,10 @@ func (rd *reader) finish() {
 	switch {
 	case rd.res.Articles == 0:
 		rd.res.Status = usenet.PostNothing
-	case rd.res.Empty() && len(rd.res.Failures) > 0:
+	case rd.parsed == 0 && len(rd.res.Failures) > 0:
+		// Every body read failed. One read and parsed makes the release
+		// done even when it held nothing to keep (a par2 main packet
+		// alone), as usenet.PostDone says.
 		rd.res.Status = usenet.PostFailed
 	default:
 		rd.res.Status = usenet.PostDone

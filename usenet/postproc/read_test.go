@@ -3,6 +3,8 @@ package postproc
 import (
 	"bytes"
 	"context"
+	"crypto/md5"
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -150,6 +152,109 @@ func TestReadConnectionRefusalIsNotArticleFailure(t *testing.T) {
 		case tc.gone && (err != nil || !slices.Contains(res.Failures, usenet.FailFetch)):
 			t.Errorf("BODY answered %d: Read = %v, failures %v; want a counted fetch failure", tc.se.Code, err, res.Failures)
 		}
+	}
+}
+
+// TestReadPasswordedBeatsPotentially: Newznab's password attr is 1 for
+// passworded (encrypted files seen) and 2 for only potentially passworded
+// (an archive inside). When Read reads two RAR headers, one showing
+// encrypted files and one an inner archive, the release is passworded: 1.
+// (Was: Read combined them with max(), so 2 won over 1.)
+func TestReadPasswordedBeatsPotentially(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(21, 22))
+	encrypted := rartest.RAR5([]rartest.File{{Name: "movie.mkv", Data: random(rng, 3000)}}, rartest.Options{EncryptedFiles: true, Volume: true})
+	inner := rartest.RAR5([]rartest.File{{Name: "extras.rar", Data: random(rng, 2000)}}, rartest.Options{})
+	p := makePost(t, "Some.Movie.2024.1080p-GRP", []yencFile{
+		{"Some.Movie.2024.1080p-GRP.part01.rar", encrypted},
+		// An obfuscated one-article file: sniffed, its bytes are a RAR.
+		{"a1b2c3d4e5f6a7b8c9d0", inner},
+	}, 100<<10)
+	n := 0
+	res, err := Read(context.Background(), p.rel, p.bins, p.fetch(&n), isGone, Budget{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 {
+		t.Fatalf("%d fetches, want both files read; result %+v", n, res)
+	}
+	if res.Password != 1 {
+		t.Fatalf("Password = %d with encrypted files read (inner %q); want 1 (passworded)", res.Password, res.Inner)
+	}
+}
+
+// TestReadStatusDoneWhenABodyParsed: usenet.PostDone is "at least one
+// body was read and parsed", usenet.PostFailed "every body it read
+// failed". Here the .par2 body is fetched, decoded and parsed (a verified
+// PAR2 main packet, no file descriptions), and only the RAR volume's
+// article is gone: the status is done, not failed. (Was: a release that
+// found nothing to keep was failed after any failure, though a body had
+// been read and parsed.)
+func TestReadStatusDoneWhenABodyParsed(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(23, 24))
+	p := makePost(t, "Some.Show.S01E02.720p-GRP", []yencFile{
+		{"Some.Show.S01E02.720p-GRP.par2", par2MainPacket()},
+		{"Some.Show.S01E02.720p-GRP.part01.rar", random(rng, 5000)},
+	}, 100<<10)
+	delete(p.bodies, "1.1@test") // the volume's article is gone
+	n := 0
+	res, err := Read(context.Background(), p.rel, p.bins, p.fetch(&n), isGone, Budget{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 || !slices.Equal(res.Failures, []string{usenet.FailFetch}) {
+		t.Fatalf("%d fetches, failures %v; want 2 and one fetch failure", n, res.Failures)
+	}
+	if res.Status != usenet.PostDone {
+		t.Fatalf("Status = %q with the par2 body read and parsed; want %q", res.Status, usenet.PostDone)
+	}
+}
+
+// par2MainPacket is a PAR 2.0 main packet (slice size 4096, no files)
+// whose MD5 verifies.
+func par2MainPacket() []byte {
+	body := make([]byte, 12)
+	binary.LittleEndian.PutUint64(body, 4096)
+	pkt := []byte("PAR2\x00PKT")
+	pkt = binary.LittleEndian.AppendUint64(pkt, uint64(64+len(body)))
+	pkt = append(pkt, make([]byte, 16)...) // MD5, below
+	pkt = append(pkt, bytes.Repeat([]byte{7}, 16)...)
+	pkt = append(pkt, "PAR 2.0\x00Main\x00\x00\x00\x00"...)
+	pkt = append(pkt, body...)
+	sum := md5.Sum(pkt[32:])
+	copy(pkt[16:32], sum[:])
+	return pkt
+}
+
+// TestReadOverheadOfAHostilePartRange: a large body (decoded as a prefix,
+// its range taken from =ypart) whose size= and end= claim nearly 2^63
+// bytes measures no article overhead: the part claims more data than its
+// article's bytes. (Was: the part's length times 1.0315 overflowed int64,
+// and the wrapped product gave an overhead of hundreds of terabytes per
+// article, which every size estimate of the release then subtracted.)
+func TestReadOverheadOfAHostilePartRange(t *testing.T) {
+	t.Parallel()
+	const huge = 9_000_000_000_000_000_000
+	var body bytes.Buffer
+	fmt.Fprintf(&body, "=ybegin part=1 total=2 line=128 size=%d name=movie.part01.rar\r\n", huge)
+	fmt.Fprintf(&body, "=ypart begin=1 end=%d\r\n", huge)
+	for body.Len() <= wholeMax {
+		body.WriteString(strings.Repeat("a", 128) + "\r\n")
+	}
+	if d, err := decode(body.Bytes()); err != nil || d.Begin != 1 || d.End != huge {
+		t.Fatalf("decode: range %d..%d, %v; want the prefix of 1..%d", d.Begin, d.End, err, huge)
+	}
+	seg := usenet.Segment{Number: 1, Bytes: int64(body.Len() + 400), ID: "0.1@test"}
+	fetch := func(context.Context, string, int) ([]byte, error) { return body.Bytes(), nil }
+	rd := &reader{fetch: fetch, isGone: isGone, budget: Budget{}.withDefaults(), rel: usenet.Release{ID: "r", Name: "Some.Movie.2024.1080p-GRP"}}
+	f := &file{bin: usenet.Binary{ID: "b0", Name: "movie.part01.rar", Parts: 2, Segments: []usenet.Segment{seg}}, name: "movie.part01.rar", bytes: seg.Bytes}
+	rd.files = []*file{f}
+	if fetched, err := rd.readFile(context.Background(), f); !fetched || err != nil {
+		t.Fatalf("readFile = %v, %v", fetched, err)
+	}
+	if rd.overhead != 0 {
+		t.Fatalf("overhead %d of a %d-byte article whose part claims %d bytes; want 0", rd.overhead, seg.Bytes, huge)
 	}
 }
 

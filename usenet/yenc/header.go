@@ -14,7 +14,7 @@ type Header struct {
 	Size  int64 // the whole file's size (size= of =ybegin)
 	// Begin and End are the 1-based inclusive range of =ypart; for a
 	// single-part body 1 and Size. Both are 0 for a multipart body whose
-	// input ends before its =ypart line.
+	// input ends before the end of its =ypart line.
 	Begin, End int64
 }
 
@@ -25,11 +25,12 @@ const maxHeaderSkip = 64 << 10
 // ReadHeader returns the =ybegin (and =ypart, if present) fields of a body
 // (lines before =ybegin are skipped, CRLF or LF line ends) without
 // decoding or checking the data, so a prefix of a body is enough: the
-// name of a segment's file, its size, part, total and range. Errors wrap
-// ErrFormat: no =ybegin line starting in the first 64 KiB, an input that
-// ends inside the =ybegin line (its name= would be read short), a line
-// longer than 64 KiB, malformed fields, or a multipart body whose next
-// line is not =ypart.
+// name of a segment's file, its size, part, total and range (none when
+// the prefix ends before the end of the =ypart line, whose numbers may be
+// cut there). Errors wrap ErrFormat: no =ybegin line starting in the
+// first 64 KiB, an input that ends inside the =ybegin line (its name=
+// would be read short), a line longer than 64 KiB, malformed fields, or a
+// multipart body whose next line is not =ypart.
 func ReadHeader(b []byte) (Header, error) {
 	// Only lines starting in the first maxHeaderSkip bytes are looked at,
 	// but the =ybegin line is cut from b: one that starts in that window
@@ -66,17 +67,17 @@ func ReadHeader(b []byte) (Header, error) {
 		if err != nil {
 			return Header{}, err
 		}
-		if !bytes.HasPrefix(line, []byte("=ypart ")) {
-			if !whole && bytes.HasPrefix([]byte("=ypart "), line) {
-				return h, nil // the input ends inside "=ypart ": no range known
-			}
+		if !whole && (bytes.HasPrefix(line, []byte("=ypart ")) || bytes.HasPrefix([]byte("=ypart "), line)) {
+			// The input ends inside the =ypart line: no range known. Its
+			// last number may be cut (end=1000 read as end=10), and a
+			// shorter range would read as a true one.
+			return h, nil
+		}
+		if !whole || !bytes.HasPrefix(line, []byte("=ypart ")) {
 			return Header{}, fmt.Errorf("%w: multipart body without =ypart", ErrFormat)
 		}
 		begin, end, err := partLine(line, h.Size)
 		if err != nil {
-			if !whole {
-				return h, nil // the input ends inside the =ypart line
-			}
 			return Header{}, err
 		}
 		h.Begin, h.End = begin, end

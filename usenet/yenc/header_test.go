@@ -47,6 +47,35 @@ func TestReadHeader(t *testing.T) {
 	}
 }
 
+// TestReadHeaderCutInsideYpartNumber: a prefix that ends inside the =ypart
+// line's end= value is not read as a shorter range. The first part covers
+// bytes 1..1000; the prefix ends after "end=10". ReadHeader gives either
+// no range (Begin = End = 0, as for a prefix ending inside "=ypart ") or
+// the whole one, never 1..10. (Was: a cut =ypart line was parsed, and a
+// number it cut that still read as one was trusted: 1..10.)
+func TestReadHeaderCutInsideYpartNumber(t *testing.T) {
+	t.Parallel()
+	file := bytes.Repeat(allBytes(), 10)
+	parts := Split("movie.part01.rar", file, 1000)
+	var buf bytes.Buffer
+	if err := Encode(&buf, parts[0].Data(file, 1000), parts[0]); err != nil {
+		t.Fatal(err)
+	}
+	enc := buf.Bytes()
+	at := bytes.Index(enc, []byte("end=1000"))
+	if at < 0 {
+		t.Fatalf("no end=1000 in %q", enc[:100])
+	}
+	prefix := enc[:at+len("end=10")]
+	h, err := ReadHeader(prefix)
+	if err != nil {
+		t.Fatalf("ReadHeader: %v", err)
+	}
+	if !(h.Begin == 0 && h.End == 0) && !(h.Begin == 1 && h.End == 1000) {
+		t.Fatalf("ReadHeader(%q) range = %d..%d, want none or 1..1000", prefix, h.Begin, h.End)
+	}
+}
+
 // TestReadHeaderBeginLineAcrossTheScanWindow: an =ybegin line that starts
 // in the first maxHeaderSkip (64 KiB) bytes is read whole, as Decode reads
 // it, wherever it ends. ReadHeader used to cut it at the end of that
