@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"log"
 	"log/slog"
 	"os"
@@ -114,6 +116,102 @@ func cli(t *testing.T, args ...string) *exec.Cmd {
 // deadNATS is a NATS URL where nothing listens.
 func deadNATS(t *testing.T) string {
 	return "nats://127.0.0.1:" + strconv.Itoa(testproc.FreePort(t))
+}
+
+// watchedChild is a started child whose stdout lines are kept, for a test
+// that must tell a child that exits from one that starts and prints its
+// ready line (testproc.Start fails the test on the first).
+type watchedChild struct {
+	cmd    *exec.Cmd
+	stderr *lockedBuffer
+	mu     sync.Mutex
+	out    bytes.Buffer
+	exited chan struct{}
+	code   int // valid once exited is closed
+}
+
+// startWatched starts cmd, keeps its stdout and stderr, and records its
+// exit code when it ends; the child is killed when the test ends.
+func startWatched(t *testing.T, cmd *exec.Cmd) *watchedChild {
+	t.Helper()
+	c := &watchedChild{cmd: cmd, stderr: &lockedBuffer{}, exited: make(chan struct{})}
+	pipe, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = c.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		sc := bufio.NewScanner(pipe)
+		for sc.Scan() {
+			c.mu.Lock()
+			c.out.WriteString(sc.Text() + "\n")
+			c.mu.Unlock()
+		}
+	}()
+	go func() {
+		// Wait closes the pipe: read all of it first.
+		<-copied
+		err := cmd.Wait()
+		var ee *exec.ExitError
+		switch {
+		case errors.As(err, &ee):
+			c.code = ee.ExitCode()
+		case err != nil:
+			c.code = -1
+		}
+		close(c.exited)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-c.exited:
+		default:
+			_ = cmd.Process.Kill()
+			<-c.exited
+		}
+	})
+	return c
+}
+
+func (c *watchedChild) stdout() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.out.String()
+}
+
+// waitExitOrLine waits until the child exits (true) or prints a line
+// containing line (false), within testproc.Timeout.
+func (c *watchedChild) waitExitOrLine(t *testing.T, line string) (exited bool) {
+	t.Helper()
+	deadline := time.Now().Add(testproc.Timeout)
+	for time.Now().Before(deadline) {
+		select {
+		case <-c.exited:
+			return true
+		case <-time.After(20 * time.Millisecond):
+		}
+		if strings.Contains(c.stdout(), line) {
+			return false
+		}
+	}
+	t.Fatalf("%v neither exited nor printed %q within %v; stderr: %s", c.cmd.Args, line, testproc.Timeout, c.stderr.String())
+	return false
+}
+
+// waitExit waits for the child's exit code (testproc.Timeout).
+func (c *watchedChild) waitExit(t *testing.T) int {
+	t.Helper()
+	select {
+	case <-c.exited:
+		return c.code
+	case <-time.After(testproc.Timeout):
+		t.Fatalf("%v did not exit within %v", c.cmd.Args, testproc.Timeout)
+		return -1
+	}
 }
 
 // wantUsage checks a usage error (exit 2) whose message names want.

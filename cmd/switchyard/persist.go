@@ -79,6 +79,10 @@ closes its files.`,
 			if err != nil {
 				return err
 			}
+			// Every flag is checked: only now may it create the directories.
+			if err := checkDataDirs(dataDir, archiveDir); err != nil {
+				return err
+			}
 			cfg := fleet.Config{
 				Service: natsOpts.service,
 				NATS:    bus,

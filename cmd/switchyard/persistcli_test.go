@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"unicode/utf8"
 
@@ -221,5 +224,40 @@ func TestPreviewCutsOnRuneBoundary(t *testing.T) {
 	}
 	if !strings.HasPrefix(p, strings.Repeat("a", 119)+"…") {
 		t.Errorf("preview = %q, want the 119 a's, then the cut", p)
+	}
+}
+
+// TestPersistServeRefusesUnusableDirs: persist serve stores every stream
+// under --data (and backs it up to --archive), so given a --data or an
+// --archive it cannot use (here: a regular file) it fails at start with a
+// run-time error. (Was: it checked neither, announced "persist server 0
+// ready" and reported ready on /readyz, then answered every persistent
+// request with internal, "open stream: mkdir ...: not a directory".)
+func TestPersistServeRefusesUnusableDirs(t *testing.T) {
+	t.Parallel()
+	e, _ := testnats.Start(t)
+	file := filepath.Join(t.TempDir(), "a-file")
+	if err := os.WriteFile(file, []byte("not a directory"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		args []string
+	}{
+		{"data", []string{"--data", file}},
+		{"archive", []string{"--data", t.TempDir(), "--archive", file}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			args := append([]string{"persist", "serve", "--id", "0", "--ids", "0", "--service", "unusable" + c.name, "--nats", e.ClientURL()}, c.args...)
+			ch := startWatched(t, cli(t, args...))
+			if !ch.waitExitOrLine(t, "ready on") {
+				_ = ch.cmd.Process.Signal(syscall.SIGTERM)
+				ch.waitExit(t)
+				t.Fatalf("%q with --%s a regular file started and printed %q; want a start error and a non-zero exit", args, c.name, strings.TrimSpace(ch.stdout()))
+			}
+			if ch.code != exitRuntime || !strings.Contains(ch.stderr.String(), "--"+c.name) {
+				t.Fatalf("%q: exit %d, stderr %q; want exit %d naming --%s", args, ch.code, ch.stderr.String(), exitRuntime, c.name)
+			}
+		})
 	}
 }

@@ -15,9 +15,19 @@ import (
 // context to end (SIGTERM or Ctrl-C), log stopping (if not ""), then stop
 // the roles in reverse order under fleet.StopTimeoutDefault. A stop cut
 // short by its deadline, or a role that fails to stop, is an error (exit
-// 1): requests in flight may have been answered unavailable.
+// 1): requests in flight may have been answered unavailable. A signal
+// while the roles are still starting is a stop too (exit 0), not a failed
+// start: fleet.Start has stopped what it started.
 func runFleet(cmd *cobra.Command, cfg fleet.Config, announce func(*fleet.Fleet), stopping string, attrs ...any) error {
 	f, err := fleet.Start(cmd.Context(), cfg)
+	if err != nil && cmd.Context().Err() != nil {
+		// The context ends only on a signal, so Start failed because the
+		// signal cut a step short ("context canceled"): the command was
+		// asked to stop, as it may be once started. Any other failure
+		// comes with the context still live and stays exit 1.
+		slog.Info("stopped while starting", append([]any{"err", err}, attrs...)...)
+		return nil
+	}
 	if ue := (*fleet.UnreachableError)(nil); errors.As(err, &ue) {
 		return unreachable(ue.URL, ue.Err)
 	}

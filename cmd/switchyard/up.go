@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -110,8 +109,8 @@ carried by signed batches of the forward queue (docs/events.md).`,
 				return usagef("--peer joins the events API of the HTTP side: it needs --http")
 			}
 			// Every flag is checked: only now may up write anything.
-			if err := os.MkdirAll(dataDir, 0o755); err != nil {
-				return fmt.Errorf("data directory: %w", err)
+			if err := checkDataDirs(dataDir, archiveDir); err != nil {
+				return err
 			}
 			stopProfile, err := startProfiles(cpuProfile, "", "")
 			if err != nil {
@@ -135,7 +134,7 @@ carried by signed batches of the forward queue (docs/events.md).`,
 	cmd.Flags().StringVar(&authDir, "auth", "", "`DIR` written by switchyard auth init: NATS admits only its users, with their role's permissions (required on a non-loopback --host)")
 	cmd.Flags().StringVar(&tlsCert, "tls-cert", "", "PEM `FILE` of the NATS server's TLS certificate; network clients must then use TLS (with --tls-key)")
 	cmd.Flags().StringVar(&tlsKey, "tls-key", "", "PEM `FILE` of the private key of --tls-cert")
-	cmd.Flags().BoolVar(&uw.off, "no-work", false, "run no coordinator, worker or demo NNTP provider")
+	cmd.Flags().BoolVar(&uw.off, "no-work", false, "run no coordinator, worker or demo NNTP provider (the HTTP side still reads the usenet records of --usenet-scope)")
 	cmd.Flags().IntVar(&uw.workers, "workers", 1, "number of workers indexing the spooled ranges")
 	sourceFlag(cmd, &uw.source)
 	uw.providerOpts.register(cmd, false)

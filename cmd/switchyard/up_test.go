@@ -3,7 +3,13 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
+
+	"github.com/switchyard-dev/switchyard/internal/testproc"
+	"github.com/switchyard-dev/switchyard/placement"
 )
 
 // TestUpChecksFlagsBeforeCreatingData: up checks every flag before it
@@ -26,5 +32,64 @@ func TestUpChecksFlagsBeforeCreatingData(t *testing.T) {
 		if _, err := os.Stat(dir); err == nil {
 			t.Errorf("%q: refused as a usage error, but created --data %s", args, dir)
 		}
+	}
+}
+
+// TestUpRefusesUnusableDirs: up, like persist serve, fails at start with
+// a run-time error naming the flag when its --data or --archive is not a
+// directory it can write (here: a regular file). (Was: up made --data but
+// did not check --archive: it started, said it was up, and its persist
+// servers answered every persistent request with internal.)
+func TestUpRefusesUnusableDirs(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "a-file")
+	if err := os.WriteFile(file, []byte("not a directory"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		args []string
+	}{
+		{"data", []string{"--data", file}},
+		{"archive", []string{"--data", t.TempDir(), "--archive", file}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			args := append([]string{"up", "--no-work", "--nats-port", strconv.Itoa(testproc.FreePort(t))}, c.args...)
+			ch := startWatched(t, cli(t, args...))
+			if !ch.waitExitOrLine(t, "switchyard is up") {
+				_ = ch.cmd.Process.Signal(syscall.SIGTERM)
+				ch.waitExit(t)
+				t.Fatalf("%q with --%s a regular file started; want a start error and a non-zero exit", args, c.name)
+			}
+			if ch.code != exitRuntime || !strings.Contains(ch.stderr.String(), "--"+c.name) {
+				t.Fatalf("%q: exit %d, stderr %q; want exit %d naming --%s", args, ch.code, ch.stderr.String(), exitRuntime, c.name)
+			}
+		})
+	}
+}
+
+// TestUpNoWorkKeepsUsenetScope: up --no-work still serves the Newznab
+// API, the releases page and the search index (its HTTP side), which read
+// the usenet records of --usenet-scope (written by the workers of a fleet
+// on up's bus), so the fleet config keeps the scope. (Was: with --no-work
+// up dropped the flag, and the API silently read the default scope
+// "usenet" whatever --usenet-scope said.)
+func TestUpNoWorkKeepsUsenetScope(t *testing.T) {
+	t.Parallel()
+	cfg := upConfig{
+		host: "127.0.0.1", port: 4222, dataDir: t.TempDir(), servers: 1, placementName: "rendezvous",
+		placement: placement.Rendezvous, service: "persist",
+		http: httpFlags{addr: "127.0.0.1:0"},
+		work: upWork{off: true, source: sourceDefault, usenetOpts: usenetFlags{scope: "indexer-eu"}},
+	}
+	fc, err := cfg.fleetConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fc.API.Dir == "" {
+		t.Fatal("up with --http serves no API")
+	}
+	if fc.Work.UsenetScope != "indexer-eu" {
+		t.Fatalf("up --no-work --usenet-scope indexer-eu: the API reads scope %q (\"\" is the default usenet), want indexer-eu", fc.Work.UsenetScope)
 	}
 }

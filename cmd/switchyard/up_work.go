@@ -46,10 +46,12 @@ func (uw upWork) sourceName() string {
 
 // fleetConfig is up's work pipeline: the demo NNTP provider (unless --nntp
 // names a real one), one coordinator (shard 1/1) and --workers usenet
-// workers with their settle sweep.
+// workers with their settle sweep. With --no-work it is only the usenet
+// scope, which the HTTP side (the Newznab API, the releases page and the
+// search index) still reads: other processes' workers may write it.
 func (uw upWork) fleetConfig() (fleet.WorkConfig, error) {
 	if uw.off {
-		return fleet.WorkConfig{}, nil
+		return fleet.WorkConfig{UsenetScope: uw.usenetOpts.scope}, nil
 	}
 	po := uw.providerOpts
 	wo := uw.workOpts

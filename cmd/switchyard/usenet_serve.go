@@ -59,6 +59,10 @@ name, --http's host or a --http-host NAME: with a wildcard --http such as
 			if err != nil {
 				return err
 			}
+			// Every flag is checked: only now may it create --data.
+			if err := checkDataDir("--data", dataDir); err != nil {
+				return err
+			}
 			cfg := fleet.Config{
 				Service: natsOpts.service,
 				NATS:    bus,

@@ -86,13 +86,14 @@ func (f *usenetFlags) validateIndexer(name string) error {
 		if _, err := f.settleConfig(); err != nil {
 			return err
 		}
-		if err := usenet.ValidScope(f.scope); err != nil {
-			return usagef("--usenet-scope: %v", err)
-		}
-		return nil
 	case "count":
-		return nil
 	default:
 		return usagef("--indexer %q: want usenet or count", name)
 	}
+	// Every indexer: fleet validates the scope whatever the indexer, and a
+	// bad one there would be a run-time error (exit 1), not a usage error.
+	if err := usenet.ValidScope(f.scope); err != nil {
+		return usagef("--usenet-scope: %v", err)
+	}
+	return nil
 }

@@ -4,9 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
+	"github.com/nats-io/nats.go"
+
+	"github.com/switchyard-dev/switchyard/internal/testnats"
 	"github.com/switchyard-dev/switchyard/internal/testpersist"
+	"github.com/switchyard-dev/switchyard/internal/testproc"
+	"github.com/switchyard-dev/switchyard/placement"
 	"github.com/switchyard-dev/switchyard/work"
 )
 
@@ -53,6 +60,71 @@ func TestCoordinatorPostprocessOnlyWithShardOne(t *testing.T) {
 	args := []string{"coordinator", "run", "--shard", "2/3", "--postprocess", "--nntp", "127.0.0.1:119", "--nats", deadNATS(t)}
 	_, stderr, code := execute(t, args...)
 	wantUsage(t, args, stderr, code, "--postprocess")
+}
+
+// TestWorkerCountBadScopeIsUsage: an invalid --usenet-scope is a usage
+// error (exit 2) naming the flag with every --indexer, as the README's
+// table and the flag's own commands say of an invalid value. (Was: with
+// --indexer count the command did not check it; fleet's validation caught
+// it and it exited 1 as a run-time error, "fleet: usenet scope: ...".)
+func TestWorkerCountBadScopeIsUsage(t *testing.T) {
+	t.Parallel()
+	args := []string{"worker", "run", "--indexer", "count", "--usenet-scope", "BAD!", "--nats", deadNATS(t)}
+	_, stderr, code := execute(t, args...)
+	wantUsage(t, args, stderr, code, "--usenet-scope")
+}
+
+// TestSignalWhileStartingExitsZero: a SIGTERM that comes while the roles
+// are still starting (here coordinator run waits for a persist server that
+// is slow to answer) is an ordinary stop, exit 0, as coordinator run
+// --help promises of SIGTERM; a start that fails by itself still exits 1.
+// (Was: the command exited 1 with "start coordinator-1/1: ...: context
+// canceled", as if it had failed, and a supervisor stopping it saw a
+// failed unit.)
+func TestSignalWhileStartingExitsZero(t *testing.T) {
+	t.Parallel()
+	e, nc := testnats.Start(t)
+	const service = "signalstart"
+	b, err := placement.NewBalancer(placement.BalancerConfig{Conn: nc, IDs: []string{"0"}, Service: service})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Stop(context.Background()) })
+	// A persist server that takes requests and is slow to answer.
+	asked := make(chan struct{}, 1)
+	sub, err := nc.Subscribe(service+".*.api.0", func(*nats.Msg) {
+		select {
+		case asked <- struct{}{}:
+		default:
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	ch := startWatched(t, cli(t, "coordinator", "run", "--nats", e.ClientURL(), "--service", service, "--nntp", "127.0.0.1:1"))
+	select {
+	case <-asked:
+	case <-ch.exited:
+		t.Fatalf("coordinator run exited %d before asking persist; stderr %s", ch.code, ch.stderr.String())
+	case <-time.After(testproc.Timeout):
+		t.Fatalf("coordinator run asked persist nothing within %v", testproc.Timeout)
+	}
+	if err := ch.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := ch.waitExit(t); code != 0 {
+		t.Fatalf("SIGTERM while starting: exit %d, want 0 (a stop, not a failure); stderr %q", code, strings.TrimSpace(ch.stderr.String()))
+	}
+
+	// No signal: a start that fails (no bus) is still a failure.
+	args := []string{"coordinator", "run", "--nats", deadNATS(t), "--service", service, "--nntp", "127.0.0.1:1"}
+	if _, stderr, code := execute(t, args...); code != exitRuntime || !strings.Contains(stderr, "cannot reach NATS") {
+		t.Fatalf("%q: exit %d, stderr %q; want exit %d, cannot reach NATS", args, code, strings.TrimSpace(stderr), exitRuntime)
+	}
 }
 
 // TestWorkStatusSources: without --source, work status shows the source

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+)
+
+// checkDataDir makes dir, the value of the directory flag flag (--data,
+// --archive), if it is missing, and checks that it is a directory this
+// process can write. A server only opens its files on the first request
+// for them, so without this check a regular file or a read-only directory
+// would let it start, report ready and then fail every write. Commands
+// call it once every flag is checked, as it may create dir.
+func checkDataDir(flag, dir string) error {
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("%s %q: create: %w", flag, dir, err)
+		}
+	case err != nil:
+		return fmt.Errorf("%s %q: %w", flag, dir, err)
+	case !fi.IsDir():
+		return fmt.Errorf("%s %q: not a directory", flag, dir)
+	}
+	// Writing a file is the one check that answers for permissions, a
+	// read-only mount and root alike.
+	f, err := os.CreateTemp(dir, ".switchyard-write-check-*")
+	if err != nil {
+		return fmt.Errorf("%s %q: not writable: %w", flag, dir, err)
+	}
+	name := f.Name()
+	cerr := f.Close()
+	if err := errors.Join(cerr, os.Remove(name)); err != nil {
+		return fmt.Errorf("%s %q: write check: %w", flag, dir, err)
+	}
+	return nil
+}
+
+// checkDataDirs runs checkDataDir on --data and, if given, --archive.
+func checkDataDirs(dataDir, archiveDir string) error {
+	if err := checkDataDir("--data", dataDir); err != nil {
+		return err
+	}
+	if archiveDir == "" {
+		return nil
+	}
+	return checkDataDir("--archive", archiveDir)
+}
