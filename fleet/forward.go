@@ -67,6 +67,7 @@ func (f *Fleet) startForward(ctx context.Context, log *slog.Logger) (*forwardPar
 	if f.http != nil {
 		f.http.addMetrics(func(m *metrics.Registry) {
 			m.AddForwardQueue(q, fw.peers)
+			m.AddForwardGaps(losses)
 			m.AddForwardSender(sender)
 		})
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/base64"
+	"io"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/switchyard-dev/switchyard/bus/auth"
+	"github.com/switchyard-dev/switchyard/internal/testnats"
 	"github.com/switchyard-dev/switchyard/internal/testproc"
 )
 
@@ -118,4 +120,42 @@ func TestEventsServeAuth(t *testing.T) {
 		t.Fatalf("kv set as acme: exit %d: %s", code, stderr)
 	}
 	s.waitSubjects("account-a/notes/k")
+}
+
+// TestRegionExportsForwardFamilies: a region with --peer exports the
+// forward families operations.md lists: the queue's per peer, its gap
+// markers and the sender's bad replies. (Was: the gap markers were never
+// exported: the region's queue makes them through events.QueueLosses,
+// which the registry did not take, wanting a *forward.GapPolicy.)
+func TestRegionExportsForwardFamilies(t *testing.T) {
+	t.Parallel()
+	e, _ := testnats.Start(t)
+	hport, fport, dead := testproc.FreePort(t), testproc.FreePort(t), testproc.FreePort(t)
+	base := "http://127.0.0.1:" + strconv.Itoa(hport)
+	es := cli(t, "events", "serve", "--nats", e.ClientURL(), "--http", "127.0.0.1:"+strconv.Itoa(hport),
+		"--region", "eu", "--forward-listen", "127.0.0.1:"+strconv.Itoa(fport),
+		"--peer", "us=http://127.0.0.1:"+strconv.Itoa(dead), "--forward-secrets", regionSecrets(t))
+	testproc.Start(t, es, "ready on")
+	t.Cleanup(func() {
+		_ = es.Process.Signal(syscall.SIGTERM)
+		testproc.Wait(t, es)
+	})
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(body)
+	if !strings.Contains(text, `switchyard_forward_queued_items{peer="us"}`) {
+		t.Fatalf("no forward queue families for peer us in /metrics:\n%s", text)
+	}
+	for _, name := range []string{"switchyard_forward_gap_markers_total", "switchyard_forward_gap_markers_shed_total", "switchyard_forward_sender_bad_replies_total"} {
+		if !strings.Contains(text, "\n"+name+" ") {
+			t.Errorf("/metrics of a region with --peer has no %s (documented among the Forward families)", name)
+		}
+	}
 }

@@ -10,7 +10,7 @@ import (
 // policies, senders and receivers (rejections by reason).
 type forwardCollector struct {
 	queues    sources[peerQueue]
-	gaps      sources[*forward.GapPolicy]
+	gaps      sources[GapCounter]
 	senders   sources[*forward.Sender]
 	receivers sources[*forward.Receiver]
 }
@@ -51,8 +51,12 @@ func (r *Registry) AddForwardQueue(q *forward.PeerQueue, peers []string) {
 	r.forward.queues.add(peerQueue{q, append([]string(nil), peers...)})
 }
 
+// GapCounter is what makes a forward queue's gap markers and counts them:
+// a *forward.GapPolicy, or the events layer's QueueLosses built on one.
+type GapCounter interface{ Stats() forward.GapStats }
+
 // AddForwardGaps exports g's gap markers.
-func (r *Registry) AddForwardGaps(g *forward.GapPolicy) { r.forward.gaps.add(g) }
+func (r *Registry) AddForwardGaps(g GapCounter) { r.forward.gaps.add(g) }
 
 // AddForwardSender exports s's counters.
 func (r *Registry) AddForwardSender(s *forward.Sender) { r.forward.senders.add(s) }
