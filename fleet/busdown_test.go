@@ -95,3 +95,38 @@ func TestRegionsNeedAnHTTPSide(t *testing.T) {
 		t.Fatalf("Start with Events.Peers and no HTTP side succeeded with roles %q: the region runs no events layer and no forward receiver on %s", f.Roles(), listen)
 	}
 }
+
+// TestReadyzSaysStopping: from the start of Stop, /readyz answers 503
+// "roles: stopping" (the HTTP side answers until it stops, last), so that
+// a load balancer takes the process out of rotation before its roles go.
+// (Was: 200 "ready" until the HTTP side itself closed.)
+func TestReadyzSaysStopping(t *testing.T) {
+	ctx := context.Background()
+	hub, err := embedded.Start(embedded.Config{Port: embedded.RandomPort})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(hub.Shutdown)
+	f, err := Start(ctx, Config{
+		NATS:     NATSConfig{URL: hub.ClientURL()},
+		Persist:  PersistConfig{IDs: []string{"0"}},
+		Balancer: true,
+		HTTP:     HTTPConfig{Addr: "127.0.0.1:0"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testwait.Until(t, "ready", func() (bool, string) {
+		code, body := readyzOf(t, f)
+		return code == http.StatusOK, body
+	})
+	var code int
+	var body string
+	f.beforeStop = func() { code, body = readyzOf(t, f) }
+	if err := f.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, "roles: stopping") {
+		t.Fatalf("/readyz once Stop began: %d %q, want 503 naming roles: stopping", code, body)
+	}
+}

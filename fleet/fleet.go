@@ -175,6 +175,9 @@ type Fleet struct {
 	// apiPersist is the persist client the API and the watch gateway share.
 	apiPersist *persist.Client
 	postproc   *postproc.Processor // nil without one
+	// beforeStop, a test hook, runs in Stop once /readyz says stopping and
+	// before the first role stops.
+	beforeStop func()
 }
 
 // Start starts every role of cfg in the one order, the list below — the
@@ -241,11 +244,17 @@ func Start(ctx context.Context, cfg Config) (_ *Fleet, err error) {
 // flight), the bus connections, the NATS server, the dashboard and last the
 // HTTP side. All share ctx's deadline (StopTimeoutDefault if it has none).
 // The first error is returned, the others logged. Stop twice is a no-op.
+// From its start /readyz answers 503 "roles: stopping", so that a load
+// balancer in front sends nothing more to roles on their way out.
 func (f *Fleet) Stop(ctx context.Context) error {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, StopTimeoutDefault)
 		defer cancel()
+	}
+	f.http.stopping()
+	if f.beforeStop != nil {
+		f.beforeStop()
 	}
 	return f.group.Stop(ctx)
 }

@@ -81,7 +81,8 @@ type httpSide struct {
 	metrics *metrics.Registry
 	health  web.Health
 	started atomic.Bool
-	parts   dashParts // what the dashboard shows
+	stopped atomic.Bool // Stop began
+	parts   dashParts   // what the dashboard shows
 	// late are the routes held from the start for roles that mount after
 	// the server listens (by pattern).
 	late map[string]*lateRoute
@@ -143,7 +144,10 @@ func (f *Fleet) startHTTP(ctx context.Context) error {
 		h.authz = web.Accounts(accounts)
 	}
 	h.health.Add("roles", func() error {
-		if !h.started.Load() {
+		switch {
+		case h.stopped.Load():
+			return errors.New("stopping")
+		case !h.started.Load():
 			return errors.New("starting")
 		}
 		return nil
@@ -244,6 +248,13 @@ func (h *httpSide) addPersistServer(id string, srv *server.Server) {
 func (h *httpSide) rolesStarted() {
 	if h != nil {
 		h.started.Store(true)
+	}
+}
+
+// stopping makes the roles unready for good: the process is stopping.
+func (h *httpSide) stopping() {
+	if h != nil {
+		h.stopped.Store(true)
 	}
 }
 
