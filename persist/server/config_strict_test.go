@@ -1,11 +1,14 @@
 package server
 
 import (
+	"os"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/persist"
+	"github.com/switchyard-dev/switchyard/persist/store"
 )
 
 // A config request names its fields exactly: {"MAX_MSGS":5} is bad-request
@@ -52,5 +55,35 @@ func TestConfigDescBounded(t *testing.T) {
 	h.restart()
 	if c := h.config("s", ""); c.Desc != long {
 		t.Fatalf("after a restart: desc %q", c.Desc)
+	}
+}
+
+// TestRefusedConfigCreatesNoStream: wire.md says a config body with unknown
+// fields, wrong types or invalid values is bad-request and "either way
+// nothing changes". On a stream that does not exist, the refused patch must
+// not bring the stream into being (a file in the data directory, counted in
+// Stats.Streams, which only a drop removes again). (Was: a config with a
+// body opened its stream with create set and was checked only after, so a
+// refused one left a new, empty stream; now the patch is checked on
+// arrival, before any storage work.)
+func TestRefusedConfigCreatesNoStream(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	testwait.For(t, "the walk's count", func() bool { return h.srv.Stats().Streams >= 0 })
+	before := h.srv.Stats().Streams
+	for i, body := range []string{`{"max_msgs":"x"}`, `{"MAX_MSGS":5}`, `{"nope":1}`, `{"discard_policy":"sometimes"}`} {
+		stream := "refused-" + string(rune('a'+i))
+		r := h.req(persist.CmdConfig, stream, nil, []byte(body))
+		wantCode(t, r, persist.CodeBadRequest)
+		p, err := store.StreamPath(h.dir, h.scope, stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("config %s was refused bad-request, yet it created the stream's file", body)
+		}
+	}
+	if got := h.srv.Stats().Streams; got != before {
+		t.Fatalf("Stats.Streams went from %d to %d after refused config requests", before, got)
 	}
 }

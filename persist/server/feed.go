@@ -13,9 +13,20 @@ import (
 	"github.com/switchyard-dev/switchyard/persist/store"
 )
 
-// feedDeleteChunk bounds the seqs of one delete frame: at most 21 bytes each
-// as JSON, so a frame stays under FeedChunkBytes.
+// feedDeleteChunk bounds the seqs of one delete frame (wire.md: at most
+// 8,192). At most feedSeqBytes each as JSON, that is up to 172 KB, under
+// FeedChunkBytes but not under every max payload: publish also bounds a
+// frame's seqs by what one message's body holds.
 const feedDeleteChunk = 8192
+
+const (
+	// feedSeqBytes is the most one seq adds to a delete frame: 20 digits
+	// and a comma.
+	feedSeqBytes = 21
+	// feedDeleteRoom is the rest of a delete frame: its JSON around the
+	// seqs ({"op":"delete","seqs":[]}) and its two length prefixes.
+	feedDeleteRoom = 64
+)
 
 // feedPublisher publishes commits on feed subjects. The server calls it from
 // stream workers; one stream is served by one worker at a time, so the
@@ -81,6 +92,11 @@ func (f *feedPublisher) publish(scope, stream string, ephemeral bool, changes []
 		return
 	}
 	limit := max(int(f.nc.MaxPayload())-4096, 1024) // room for the headers
+	bodyMax := min(persist.FeedChunkBytes, limit)
+	// A delete frame must fit one message's body: only whole frames are
+	// split over messages, and a frame over the max payload failed to
+	// publish, a gap for every watcher.
+	deleteChunk := min(feedDeleteChunk, max(1, (bodyMax-feedDeleteRoom)/feedSeqBytes))
 	var (
 		body, frame []byte
 		first, last uint64
@@ -124,7 +140,7 @@ func (f *feedPublisher) publish(scope, stream string, ephemeral bool, changes []
 		body, first, last = body[:0], 0, 0
 	}
 	emit := func(lo, hi uint64) {
-		if len(body) > 0 && len(body)+len(frame) > min(persist.FeedChunkBytes, limit) {
+		if len(body) > 0 && len(body)+len(frame) > bodyMax {
 			flush()
 		}
 		body = append(body, frame...)
@@ -148,7 +164,7 @@ func (f *feedPublisher) publish(scope, stream string, ephemeral bool, changes []
 		case store.ChangeDelete:
 			// A huge delete (all, up-to) is split so no frame outgrows a message.
 			for seqs := c.Seqs; len(seqs) > 0; {
-				part := seqs[:min(len(seqs), feedDeleteChunk)]
+				part := seqs[:min(len(seqs), deleteChunk)]
 				seqs = seqs[len(part):]
 				frame, _ = persist.AppendFrame(frame[:0], &persist.Frame{Op: persist.FeedOpDelete, Seqs: part})
 				emit(part[0], part[len(part)-1])

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/switchyard-dev/switchyard/bus"
 	"github.com/switchyard-dev/switchyard/internal/testnats"
+	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/persist"
 )
 
@@ -218,4 +220,94 @@ func TestFeedLocalAndBusSwitching(t *testing.T) {
 	}
 	ws := w.Stats()
 	t.Logf("feed local %d, published %d; watcher resyncs %d, gaps %d", s.FeedLocal, s.FeedPublished, ws.Resyncs, ws.Gaps)
+}
+
+// TestFeedSplitsDeleteFramesUnderSmallMaxPayload: wire.md promises that a
+// commit whose frames pass 256 KiB "or the connection's max payload" is
+// split over consecutive messages. A delete of 8,192 seqs is one frame of
+// ~45 KB, over a 32 KiB max payload: every seq must still reach the feed.
+// (Was: only whole frames were split over messages, and a delete frame held
+// up to 8,192 seqs, up to ~172 KB, whatever the max payload: under a small
+// one the frame failed to publish with ErrMaxPayload, a gap for every
+// watcher. A delete frame now holds only the seqs one message's body does.)
+func TestFeedSplitsDeleteFramesUnderSmallMaxPayload(t *testing.T) {
+	e := testnats.Server(t, testnats.Options{MaxPayload: 32 << 10})
+	nc := testnats.Conn(t, e)
+	srv, err := New(Config{Conn: testnats.Conn(t, e), ID: "0", IDs: []string{"0"}, DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Stop(context.Background()) })
+
+	const scope, stream, n = "hub", "big", 8192
+	req := func(cmd string, hdr map[string]string, body []byte) *nats.Msg {
+		t.Helper()
+		m := nats.NewMsg(bus.APISubject(bus.DefaultService, scope, "0"))
+		m.Header.Set(persist.HdrCmd, cmd)
+		m.Header.Set(persist.HdrStream, stream)
+		for k, v := range hdr {
+			m.Header.Set(k, v)
+		}
+		m.Data = body
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		r, err := bus.Request(ctx, nc, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := r.Header.Get(persist.HdrError); c != "" {
+			t.Fatalf("%s: %s: %s", cmd, c, r.Data)
+		}
+		return r
+	}
+	// Write n empty messages, in setMany batches that fit the payload.
+	for written := 0; written < n; {
+		var body []byte
+		k := min(500, n-written)
+		for range k {
+			body, err = persist.AppendFrame(body, &persist.Frame{})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		req(persist.CmdSetMany, nil, body)
+		written += k
+	}
+
+	sub, err := nc.SubscribeSync(persist.FeedSubject(bus.DefaultService, scope, stream, false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	before := srv.Stats().FeedFailed
+	req(persist.CmdDelete, map[string]string{persist.HdrAll: "true"}, nil)
+
+	// Every deleted seq must reach the feed.
+	got := map[uint64]bool{}
+	testwait.Until(t, "the delete's seqs on the feed", func() (bool, string) {
+		for {
+			m, err := sub.NextMsg(10 * time.Millisecond)
+			if err != nil {
+				break
+			}
+			_ = persist.DecodeFrames(m.Data, 0, func(f *persist.Frame) error {
+				for _, q := range f.Seqs {
+					got[q] = true
+				}
+				return nil
+			})
+		}
+		if failed := srv.Stats().FeedFailed - before; failed > 0 {
+			return true, ""
+		}
+		return len(got) == n, strconv.Itoa(len(got))
+	})
+	if failed := srv.Stats().FeedFailed - before; failed > 0 || len(got) != n {
+		t.Fatalf("feed of a delete of %d seqs under a 32 KiB max payload: %d feed messages failed to publish, %d seqs arrived", n, failed, len(got))
+	}
 }

@@ -52,6 +52,8 @@ func FuzzDecodeRequest(f *testing.F) {
 		{"persist.hub.api.0", "Sy-Cmd: delete\nSy-Stream: s\nSy-Up-To: 7", nil},
 		{"persist.hub.api.0", "Sy-Cmd: delete\nSy-Stream: s\nSy-Seq: 4\nSy-Msg-Id: d-1", nil},
 		{"persist.hub.api.0", "Sy-Cmd: config\nSy-Stream: s", []byte(`{"max_msgs": 10}`)},
+		{"persist.hub.api.0", "Sy-Cmd: config\nSy-Stream: s", []byte(`{"discard_policy":"sometimes"}`)},
+		{"persist.hub.api.0", "Sy-Cmd: set\nSy-Stream: s\nX-A: a\x01b\nX(B: v", []byte("v")},
 		{"persist.hub.api.0", "Sy-Cmd: keys\nSy-Stream: ../../etc", nil},
 		{"persist.HUB.api.0", "Sy-Cmd: nope", nil},
 		{"persist.hub.api.0", "Sy-Cmd: setMany\nSy-Stream: s", frames(persist.Frame{Key: " sp "}, persist.Frame{Key: "a\nb"})},
@@ -81,9 +83,23 @@ func FuzzDecodeRequest(f *testing.F) {
 		if _, err := store.StreamPath("/data", r.scope, r.stream); err != nil {
 			t.Fatalf("accepted stream %q does not map: %v", r.stream, err)
 		}
+		// A config patch is checked on arrival: one the worker would
+		// refuse on a new stream must not get that far (it would create
+		// the stream first).
+		if r.configPatch != nil {
+			if _, err := store.MergeConfig(persist.DefaultConfig(), r.configPatch); err != nil {
+				t.Fatalf("accepted config patch %q: %v", r.configPatch, err)
+			}
+		}
 		for _, op := range r.ops {
 			if persist.ValidKey(op.Key) != nil || op.TTL < 0 || (op.PrevSeq != nil && op.Key == "") {
 				t.Fatalf("accepted bad op %+v", op)
+			}
+			// set and setMany hold user headers to one rule.
+			for k, v := range op.Headers {
+				if err := persist.CheckHeader(k, v); err != nil {
+					t.Fatalf("accepted user header %q: %q: %v", k, v, err)
+				}
 			}
 		}
 	})

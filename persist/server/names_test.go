@@ -235,3 +235,29 @@ func TestServerRefusesNamesNotUTF8(t *testing.T) {
 		t.Fatalf("%d messages, want 1: a refused request wrote", inv.Count)
 	}
 }
+
+// TestSetRefusesUserHeadersAsSetManyDoes: wire.md says control characters
+// other than CR and LF in headers reach the server intact "and [are]
+// refused there whatever the client", and that a user header's value
+// follows the naming rule (setMany refuses it with bad-request). A set from
+// a client that does not check (the nats CLI, any other language) must be
+// refused the same way, not stored: setMany refuses this very header.
+// (Was: decodeSet only checked that a user header was valid UTF-8, while
+// decodeSetMany applied persist.CheckHeader; set now applies it too.)
+func TestSetRefusesUserHeadersAsSetManyDoes(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	hdr := map[string]string{"X-A": "a\x01b"}
+
+	var body []byte
+	body, err := persist.AppendFrame(body, &persist.Frame{Headers: hdr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, h.req(persist.CmdSetMany, "hv", nil, body), persist.CodeBadRequest)
+
+	r := h.req(persist.CmdSet, "hv", hdr, []byte("v"))
+	if code := r.Header.Get(persist.HdrError); code != string(persist.CodeBadRequest) {
+		t.Fatalf("set with user header value %q answered %q (%s), want bad-request as setMany answers", hdr["X-A"], code, r.Data)
+	}
+}

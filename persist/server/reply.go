@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 
@@ -106,27 +107,63 @@ func (s *Server) replySet(m *nats.Msg, r store.WriteResult) {
 	s.respond(m, out)
 }
 
-// replySetMany answers a setMany with one SetManyResult per message.
+// setManyEntryMax is the most one success entry of a setMany answer takes,
+// its separating comma included: a seq and a time of 20 characters each.
+// It is every entry's budget: checkSetManyAnswer refuses a setMany whose
+// answer could be longer than its messages times this, and replySetMany
+// shortens the messages of error entries to it when the full answer does
+// not fit.
+const setManyEntryMax = len(`{"seq":18446744073709551615,"time":-9223372036854775808},`)
+
+// checkSetManyAnswer refuses (too-large) a setMany of n messages whose
+// answer could be over the connection's max payload, before anything is
+// applied. The request alone does not tell: an empty message is a 4-byte
+// frame and its answer entry up to setManyEntryMax bytes. Without the check
+// such a batch was committed and then answered too-large (respond): a
+// refusal its caller believes, so that writing the messages again (without
+// msgIDs) stored them twice.
+func (s *Server) checkSetManyAnswer(n int) error {
+	limit := int(s.cfg.Conn.MaxPayload()) - answerRoom
+	if size := 1 + n*setManyEntryMax; size > limit {
+		return persist.Errorf(persist.CodeTooLarge, "%d messages: their answer can take %d bytes (%d each), over the %d it can carry (the NATS max payload less %d); send at most %d per setMany",
+			n, size, setManyEntryMax, limit, answerRoom, max(0, (limit-1)/setManyEntryMax))
+	}
+	return nil
+}
+
+// replySetMany answers a setMany with one SetManyResult per message. An
+// answer over the max payload has its error messages shortened, so that it
+// fits (checkSetManyAnswer): its writes are committed, they must be told.
 func (s *Server) replySetMany(m *nats.Msg, rs []store.WriteResult) {
 	if m.Reply == "" {
 		return
 	}
-	// The JSON of []SetManyResult, built without reflection: a batch's
-	// reply has one entry per message. Errors are rare and take json.Marshal
-	// for their free text.
-	b := make([]byte, 0, 2+len(rs)*36)
+	b, err := appendSetManyAnswer(make([]byte, 0, 2+len(rs)*36), rs, false)
+	if err == nil && len(b) > int(s.cfg.Conn.MaxPayload())-answerRoom {
+		b, err = appendSetManyAnswer(b[:0], rs, true)
+	}
+	if err != nil {
+		s.replyError(m, persist.Errorf(persist.CodeInternal, "encode reply: %v", err))
+		return
+	}
+	s.respond(m, &nats.Msg{Subject: m.Reply, Data: b})
+}
+
+// appendSetManyAnswer appends the JSON of []SetManyResult for rs, built
+// without reflection: a batch's reply has one entry per message. Errors are
+// rare and take json.Marshal for their free text; short cuts their messages
+// so that no entry is over setManyEntryMax.
+func appendSetManyAnswer(b []byte, rs []store.WriteResult, short bool) ([]byte, error) {
 	b = append(b, '[')
 	for i, r := range rs {
 		if i > 0 {
 			b = append(b, ',')
 		}
 		if r.Err != nil {
-			e, err := json.Marshal(persist.SetManyResult{Err: r.Err})
-			if err != nil {
-				s.replyError(m, persist.Errorf(persist.CodeInternal, "encode reply: %v", err))
-				return
+			var err error
+			if b, err = appendSetManyError(b, r.Err, short); err != nil {
+				return b, err
 			}
-			b = append(b, e...)
 			continue
 		}
 		b = append(b, '{')
@@ -141,8 +178,38 @@ func (s *Server) replySetMany(m *nats.Msg, rs []store.WriteResult) {
 		}
 		b = append(b, '}')
 	}
-	b = append(b, ']')
-	s.respond(m, &nats.Msg{Subject: m.Reply, Data: b})
+	return append(b, ']'), nil
+}
+
+// appendSetManyError appends the answer entry of a refused message. With
+// short, its message is cut (ending in "…") until the entry fits
+// setManyEntryMax less its comma; the code, what a caller acts on, stays.
+func appendSetManyError(b []byte, e *persist.Error, short bool) ([]byte, error) {
+	const budget, ellipsis = setManyEntryMax - 1, "…"
+	prefix, msg := e.Message, e.Message
+	for {
+		j, err := json.Marshal(persist.SetManyResult{Err: &persist.Error{Code: e.Code, Message: msg}})
+		if err != nil {
+			return b, err
+		}
+		over := len(j) - budget
+		if !short || over <= 0 || msg == "" {
+			return append(b, j...), nil
+		}
+		// Keep at most what leaves over bytes fewer with the ellipsis:
+		// escapes make some bytes longer in JSON, so it may take a few
+		// rounds.
+		n := len(msg) - over - len(ellipsis)
+		for n > 0 && !utf8.RuneStart(prefix[n]) {
+			n--
+		}
+		if n <= 0 {
+			msg = ""
+			continue
+		}
+		prefix = prefix[:n]
+		msg = prefix + ellipsis
+	}
 }
 
 // replyGet answers a get: the raw value, metadata and user headers in headers.

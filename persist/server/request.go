@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 
@@ -137,6 +136,16 @@ func decodeRequest(m *nats.Msg) (*request, error) {
 	case persist.CmdKeys, persist.CmdInventory:
 	case persist.CmdConfig:
 		if len(strings.TrimSpace(string(m.Data))) > 0 {
+			// Checked here, before any storage work, not only when the
+			// worker applies it: a config with a body creates its stream,
+			// and a patch refused after that open left a new stream file
+			// behind ("either way nothing changes"). A stream that does not
+			// exist yet starts from the defaults, so this is the check its
+			// worker would make; for one that exists the worker merges the
+			// patch with the stream's own config and checks again.
+			if _, err := store.MergeConfig(persist.DefaultConfig(), m.Data); err != nil {
+				return nil, err
+			}
 			r.configPatch = m.Data
 		}
 	default:
@@ -175,10 +184,14 @@ func decodeSet(h nats.Header, body []byte) (store.WriteOp, error) {
 		if len(v) == 0 || persist.ReservedHeader(k) {
 			continue
 		}
-		// Stored as JSON, which would turn bad bytes into U+FFFD: refused
-		// here, before the stream is opened, as setMany refuses its frames.
-		if !utf8.ValidString(k) || !utf8.ValidString(v[0]) {
-			return op, persist.Errorf(persist.CodeBadRequest, "header %q: name or value is not valid UTF-8", k)
+		// The rule setMany applies to its frames' headers, before the
+		// stream is opened: a name NATS cannot carry would make the message
+		// unreadable by get, and a value with a control character, a
+		// trailing space or bytes that are not UTF-8 (stored as JSON, which
+		// turns them into U+FFFD) would read back otherwise, or not at all.
+		// nats.go cleans some of these before sending; other clients do not.
+		if err := persist.CheckHeader(k, v[0]); err != nil {
+			return op, err
 		}
 		if op.Headers == nil {
 			op.Headers = make(map[string]string, len(h))

@@ -655,6 +655,9 @@ func (s *Server) onMsg(m *nats.Msg) {
 	if err == nil && req.isWrite() {
 		err = s.checkAnswerRoom(req.ops)
 	}
+	if err == nil && req.cmd == persist.CmdSetMany {
+		err = s.checkSetManyAnswer(len(req.ops))
+	}
 	if err != nil {
 		s.replyError(m, err)
 		return
