@@ -2,6 +2,7 @@ package work
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -34,8 +35,21 @@ const encS2 = "s2"
 // cannot make a reader allocate without limit.
 const maxChunkBytes = 64 << 20
 
-// chunkKey sorts like the chunk's first article.
+// chunkKey names the chunk that starts at article first. Padded to 12
+// digits, keys sort as strings like their articles up to 10^12; past that
+// they do not (c1000000000001 < c999999999901), so readers order chunks
+// by chunkFirst, not by key.
 func chunkKey(first int64) string { return fmt.Sprintf("c%012d", first) }
+
+// chunkFirst is the first article of the chunk named key (chunkKey), or
+// -1 for a key that is not one.
+func chunkFirst(key string) int64 {
+	n, err := strconv.ParseInt(strings.TrimPrefix(key, "c"), 10, 64)
+	if err != nil || !strings.HasPrefix(key, "c") {
+		return -1
+	}
+	return n
+}
 
 // EncodeChunk joins overview lines (without line ends) into one spool
 // message value: one line per article, '\n' between them.
@@ -176,7 +190,10 @@ func chunkValue(enc string, v, buf []byte) ([]byte, error) {
 	return nil, fmt.Errorf("unknown chunk encoding %q", enc)
 }
 
-// sortByKey orders spool messages by key, which is chunk order.
+// sortByKey orders spool messages in chunk order: by the first article
+// their keys name (then by key, for any that name none).
 func sortByKey(ms []persist.Message) {
-	slices.SortFunc(ms, func(a, b persist.Message) int { return strings.Compare(a.Key, b.Key) })
+	slices.SortFunc(ms, func(a, b persist.Message) int {
+		return cmp.Or(cmp.Compare(chunkFirst(a.Key), chunkFirst(b.Key)), strings.Compare(a.Key, b.Key))
+	})
 }

@@ -118,7 +118,9 @@ func (s *Store) Status(ctx context.Context) (Status, error) {
 			}
 		}
 		if r.State == StateDone && r.Updated >= since {
-			recent += r.Size()
+			// The articles the range held, not its span of numbers: a
+			// group's gaps (expired, cancelled) are no work done.
+			recent += r.Articles
 		}
 		if r.State == StateFailed {
 			st.Failed = append(st.Failed, r)

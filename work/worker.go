@@ -303,13 +303,14 @@ func (w *Worker) process(ctx context.Context, h *Held) error {
 
 // checkArticle checks spool line a, read after article prev, of range r:
 // a spool with a chunk twice, chunks that overlap or lines of another
-// range would otherwise be indexed, and finished, as if right.
+// range would otherwise be indexed, and finished, as if right. Its error
+// comes back through readSpool, which names the spool.
 func checkArticle(r Range, prev, a int64) error {
 	if a < r.First || a > r.Last {
-		return fmt.Errorf("work: spool of range %d: article %d outside the range's %d-%d", r.ID, a, r.First, r.Last)
+		return fmt.Errorf("article %d outside the range's %d-%d", a, r.First, r.Last)
 	}
 	if a <= prev {
-		return fmt.Errorf("work: spool of range %d: article %d after article %d (duplicate or overlapping chunk)", r.ID, a, prev)
+		return fmt.Errorf("article %d after article %d (duplicate or overlapping chunk)", a, prev)
 	}
 	return nil
 }
