@@ -16,6 +16,7 @@ require (
 	github.com/spf13/cobra v1.10.2
 	github.com/spf13/pflag v1.0.9
 	go.uber.org/goleak v1.3.0
+	golang.org/x/text v0.43.0
 	modernc.org/libc v1.80.1
 	modernc.org/sqlite v1.62.0
 )

@@ -4,6 +4,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/switchyard-dev/switchyard/usenet/users"
 )
@@ -11,7 +12,7 @@ import (
 // authorize checks req's key for function t, and counts the request of a
 // user's key against its daily limit. t=get is counted as a grab instead,
 // once its NZB is ready (countGrab), so that a grab of a missing release
-// uses nothing.
+// uses nothing, and only when the NZB is sent (not for a HEAD).
 func (h *handler) authorize(req *request, t string) *apiError {
 	if h.cfg.APIKeys == nil && h.cfg.Users == nil {
 		return nil // an open API
@@ -124,5 +125,16 @@ func (h *handler) registerFn(req *request) (response, *apiError) {
 	default:
 		return response{}, errorf(ErrRegistrationFailed, "")
 	}
-	return encode(req, xmlRegister{Username: email, APIKey: key}, jsonRegister{Username: email, APIKey: key})
+	name := accountName(email)
+	return encode(req, xmlRegister{Username: name, APIKey: key}, jsonRegister{Username: name, APIKey: key})
+}
+
+// accountName is the name users.Store.Register gives the account of a
+// valid address email: its domain in lower case (domains are
+// case-insensitive), its local part as given. Register answers only the
+// key, so its rule is repeated here for the answer to name the account
+// actually made (TestRegisterNamesTheAccountMade holds the two together).
+func accountName(email string) string {
+	at := strings.LastIndexByte(email, '@')
+	return email[:at+1] + strings.ToLower(email[at+1:])
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"encoding/xml"
+	"net/http"
 	"net/url"
 	"path/filepath"
 	"testing"
@@ -163,6 +164,46 @@ func TestGrabsAttr(t *testing.T) {
 	}
 }
 
+// TestHeadGrabCountsNothing: a HEAD of t=get answers the NZB's headers
+// but sends no NZB, so it counts no grab: neither the user's, against its
+// limit, nor the release's grabs attr. The GET after it is the grab.
+// (Was: a HEAD counted as a GET, so a client checking a link used up the
+// user's grabs and raised the release's count without a download.)
+func TestHeadGrabCountsNothing(t *testing.T) {
+	t.Parallel()
+	e, st := newUsersEnv(t, progress.NewFakeClock(time.Now()))
+	key, err := st.Add(context.Background(), "carol", users.Limits{GrabsPerDay: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{key, testKey} {
+		for range 2 {
+			resp, err := http.Head(e.server.URL + "/api?t=get&id=tv1&apikey=" + k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if ct := resp.Header.Get("Content-Type"); resp.StatusCode != http.StatusOK || ct != usenet.NZBContentType {
+				t.Fatalf("HEAD t=get: status %d, content type %q", resp.StatusCode, ct)
+			}
+		}
+	}
+	doc := e.feed("t=details&id=tv1&apikey=" + testKey)
+	if g := doc.Channel.Items[0].attrs("grabs"); len(g) != 1 || g[0] != "0" {
+		t.Fatalf("grabs attr %v after HEADs only, want 0", g)
+	}
+	if resp, body := e.get("t=get&id=tv1&apikey=" + key); resp.Header.Get("Content-Type") != usenet.NZBContentType {
+		t.Fatalf("the user's one grab of the day, after HEADs: %s", body)
+	}
+	if got, _ := e.apiErr("t=get&id=tv1&apikey=" + key); got.Code != 501 {
+		t.Fatalf("the second GET: %+v, want 501", got)
+	}
+	doc = e.feed("t=details&id=tv1&apikey=" + testKey)
+	if g := doc.Channel.Items[0].attrs("grabs"); len(g) != 1 || g[0] != "1" {
+		t.Fatalf("grabs attr %v after one GET, want 1", g)
+	}
+}
+
 // TestRegisterAPI: t=register answers 104 until an operator opens
 // registration, then creates an account with the registration's limits and
 // answers its key, as nZEDb does; the spec's 105, 106, 200 and, past the
@@ -218,6 +259,38 @@ func TestRegisterAPI(t *testing.T) {
 	}
 	if n, _ := st.List(context.Background()); len(n) != 2 {
 		t.Fatalf("%d accounts, want 2", len(n))
+	}
+}
+
+// TestRegisterNamesTheAccountMade: the username of t=register's answer is
+// the account's name as it was made, the address's domain in lower case
+// (its local part as given), in XML and JSON alike, so that a client shows
+// the account the operator finds in users list. (Was: the answer repeated
+// the address as typed, alice@Example.org, while the account made was
+// alice@example.org.)
+func TestRegisterNamesTheAccountMade(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e, st := newUsersEnv(t, progress.NewFakeClock(time.Now()))
+	if err := st.SetRegistration(ctx, users.Registration{Open: true}); err != nil {
+		t.Fatal(err)
+	}
+	var x struct {
+		XMLName  xml.Name `xml:"register"`
+		Username string   `xml:"username,attr"`
+		APIKey   string   `xml:"apikey,attr"`
+	}
+	if _, body := e.get("t=register&email=" + url.QueryEscape("alice@Example.org")); xml.Unmarshal(body, &x) != nil || x.Username != "alice@example.org" {
+		t.Fatalf("register alice@Example.org: %s, want username alice@example.org", body)
+	}
+	var j struct{ Username, APIKey string }
+	if _, body := e.get("t=register&o=json&email=" + url.QueryEscape("Bob@EXAMPLE.Org")); json.Unmarshal(body, &j) != nil || j.Username != "Bob@example.org" {
+		t.Fatalf("register Bob@EXAMPLE.Org: %s, want username Bob@example.org", body)
+	}
+	for _, name := range []string{x.Username, j.Username} {
+		if _, err := st.User(ctx, name); err != nil {
+			t.Errorf("the answer names %q, which is no account: %v", name, err)
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
@@ -259,9 +260,14 @@ func (h *handler) getFn(req *request) (response, *apiError) {
 	case err != nil:
 		return response{}, errorf(ErrUnknown, "store unavailable")
 	}
-	// Counted once the NZB is ready: a grab that fails uses nothing.
-	if apiErr := h.countGrab(req, f.Release.ID); apiErr != nil {
-		return response{}, apiErr
+	// Counted once the NZB is ready: a grab that fails uses nothing. A
+	// HEAD is answered the headers alone, no NZB, so it is no grab: a
+	// client checking a link uses none of the user's grabs and adds none
+	// to the release's.
+	if req.Method != http.MethodHead {
+		if apiErr := h.countGrab(req, f.Release.ID); apiErr != nil {
+			return response{}, apiErr
+		}
 	}
 	return response{
 		contentType: usenet.NZBContentType,

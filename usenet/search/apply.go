@@ -156,7 +156,7 @@ func (a *applier) set(seq uint64, r usenet.Release) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("encode release %s: %w", r.ID, err)
 	}
-	row := keyedRow{id: r.ID, seq: int64(seq), version: r.Version, data: data, name: r.Name, tags: tags(r)}
+	row := keyedRow{id: r.ID, seq: int64(seq), version: r.Version, data: data, name: fold(r.Name), tags: tags(r)}
 	if err := a.place(r.Date, row); err != nil {
 		return 0, err
 	}
@@ -165,10 +165,12 @@ func (a *applier) set(seq uint64, r usenet.Release) (int64, error) {
 
 // keyedRow is a release's row in rel and fts, but for its key.
 type keyedRow struct {
-	id         string
-	seq        int64
-	version    int64
-	data       []byte
+	id      string
+	seq     int64
+	version int64
+	data    []byte
+	// name and tags are the fts columns: the release name folded (see
+	// fold; data keeps it as it is) and its tags.
 	name, tags string
 }
 
@@ -246,7 +248,7 @@ func (a *applier) rankGroup(held []int64, hi int64, row keyedRow) error {
 		if err := json.Unmarshal(o.data, &r); err != nil {
 			return fmt.Errorf("decode release %s: %w", o.id, err)
 		}
-		o.name, o.tags = r.Name, tags(r)
+		o.name, o.tags = fold(r.Name), tags(r)
 		if err := a.remove(rk); err != nil {
 			return err
 		}

@@ -26,7 +26,10 @@ import (
 //	   missed a marker right after another (S01.S02)
 //	2  row keys ordered by the ID's first 5 hex digits, then ID order
 //	   within a second (see groupKey); every marker tagged
-const schemaVersion = 2
+//	3  every episode of a multi-episode marker tagged (S01E01E02,
+//	   S01E04-E05), not only its first; names indexed with their accents
+//	   removed in every script (see fold), not only Latin letters
+const schemaVersion = 3
 
 // The schema. rel holds one row per visible release, keyed by rk, a key
 // ordered by date (see groupKey), so "newest first" is a walk down the
@@ -46,6 +49,9 @@ var schema = []string{
 	`CREATE INDEX IF NOT EXISTS rel_seq ON rel(seq)`,
 	// The separators are unicode61's already (it splits on everything but
 	// letters and digits); naming them says what release names need.
+	// remove_diacritics folds Latin letters only; the name and the words
+	// searched for are folded before (see fold), so that accents of other
+	// scripts are ignored too.
 	`CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(
 		name, tags,
 		content='', contentless_delete=1,

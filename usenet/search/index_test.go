@@ -302,6 +302,100 @@ func TestAdjacentEpisodeMarkers(t *testing.T) {
 	}
 }
 
+// TestMultiEpisodeMarkers: a multi-episode release holds every episode its
+// marker names, which Sonarr reads as the range from the first to the
+// last (S01E07E09 is 7, 8 and 9). Sonarr searches each episode on its own
+// (t=tvsearch&season=S&ep=E) and takes a multi-episode release for any of
+// them, so each one must find it. A marker is read as a range only where
+// it is one: ascending, at most maxMarkerEpisodes long, each part ending a
+// token, after a dash two digits at least; a group, a resolution or a year
+// after a dash is no episode. (Was: only the first episode of S03E01E02
+// and S01E04-E05 was tagged, the trailing E02 being checked as what may
+// follow a marker and never read, so season=3&ep=2 found nothing.)
+func TestMultiEpisodeMarkers(t *testing.T) {
+	t.Parallel()
+	ix := openTest(t)
+	applyAll(t, ix,
+		rel("a", "Some.Show.S03E01E02.720p.HDTV-GRP", usenet.CatTVHD, 1),
+		rel("b", "Some.Show.S01E04-E05.1080p.WEB-GRP", usenet.CatTVHD, 2),
+		rel("c", "Some.Show.S02E07E09.720p", usenet.CatTVHD, 3),
+		rel("d", "Some.Show.S04E01-24.Complete.720p", usenet.CatTVHD, 4),
+		rel("e", "Some.Show.S05E01-E02-E03.1080p", usenet.CatTVHD, 5),
+		rel("f", "Some.Show.S06E01-E2", usenet.CatTVHD, 6),        // group E2
+		rel("g", "Some.Show.S06E05-E03.720p", usenet.CatTVHD, 7),  // descends
+		rel("h", "Some.Show.S06E10-2010.720p", usenet.CatTVHD, 8), // a year
+		rel("i", "Some.Show.S06E20-E80.720p", usenet.CatTVHD, 9),  // over 50
+		rel("j", "Some.Show.S06E30-1080p", usenet.CatTVHD, 10),
+		rel("k", "Some.Show.S06E40-41bit", usenet.CatTVHD, 11),
+		rel("l", "Some.Show.S07E01E02-E03-2010.720p", usenet.CatTVHD, 12),
+	)
+	for _, tc := range []struct {
+		q    Query
+		want []string
+	}{
+		{Query{Season: 3, Episode: 1}, []string{"a"}},
+		{Query{Season: 3, Episode: 2}, []string{"a"}},
+		{Query{Season: 1, Episode: 4}, []string{"b"}},
+		{Query{Season: 1, Episode: 5}, []string{"b"}},
+		{Query{Season: 2, Episode: 8}, []string{"c"}},
+		{Query{Season: 2, Episode: 9}, []string{"c"}},
+		{Query{Season: 4, Episode: 1}, []string{"d"}},
+		{Query{Season: 4, Episode: 12}, []string{"d"}},
+		{Query{Season: 4, Episode: 24}, []string{"d"}},
+		{Query{Season: 4, Episode: 25}, nil},
+		{Query{Season: 5, Episode: 3}, []string{"e"}},
+		{Query{Episode: 3}, []string{"d", "e", "l"}},
+		{Query{Season: 6, Episode: 1}, []string{"f"}},
+		{Query{Season: 6, Episode: 2}, nil},
+		{Query{Season: 6, Episode: 3}, nil},
+		{Query{Season: 6, Episode: 4}, nil},
+		{Query{Season: 6, Episode: 5}, []string{"g"}},
+		{Query{Season: 6, Episode: 11}, nil},
+		{Query{Season: 6, Episode: 20}, []string{"i"}},
+		{Query{Season: 6, Episode: 21}, nil},
+		{Query{Season: 6, Episode: 31}, nil},
+		{Query{Season: 6, Episode: 41}, nil},
+		{Query{Season: 7, Episode: 3}, []string{"l"}},
+		{Query{Season: 7, Episode: 4}, nil},
+	} {
+		if got := ids(search(t, ix, tc.q)); !slices.Equal(got, tc.want) {
+			t.Errorf("season %d episode %d: found %q, want %q", tc.q.Season, tc.q.Episode, got, tc.want)
+		}
+	}
+}
+
+// TestSearchAccentsOfEveryScript: q is matched "ignoring case and
+// accents" (docs/usenet-api.md) in every script: a Greek word with its
+// tonos (ά) or a Russian one with Ё is found by the word typed without
+// them, as people usually type them, and the other way; Latin is folded
+// as before. (Was: the tokenizer's remove_diacritics, the only folding,
+// folds Latin letters only, so σοφια did not find Σοφία nor елки Ёлки.)
+func TestSearchAccentsOfEveryScript(t *testing.T) {
+	t.Parallel()
+	ix := openTest(t)
+	applyAll(t, ix,
+		rel("a", "Η.Σοφία.2020.1080p.WEB", usenet.CatMoviesHD, 1),
+		rel("b", "Ёлки.2010.720p.BluRay", usenet.CatMoviesHD, 2),
+		rel("c", "Amélie.2001.1080p", usenet.CatMoviesHD, 3),
+		rel("d", "Ελενη.2019.720p", usenet.CatMoviesHD, 4),
+	)
+	for q, want := range map[string]string{
+		"amelie":      "c", // Latin: folded, as documented
+		"AMÉLIE":      "c",
+		"σοφια":       "a",
+		"ΣΟΦΙΑ":       "a",
+		"Σοφία":       "a",
+		"σοφι\u0301α": "a", // the accent typed apart
+		"елки":        "b",
+		"ЁЛКИ":        "b",
+		"Ελένη":       "d", // the name without the accent
+	} {
+		if got := ids(search(t, ix, Query{Words: q})); !slices.Equal(got, []string{want}) {
+			t.Errorf("q %q: found %q, want %q (accents ignored)", q, got, want)
+		}
+	}
+}
+
 // TestOpenResetsOtherSchemaVersion: an index written at another schema
 // version (an older layout of row keys and tags) is emptied on Open, at
 // LastSeq 0, so that following rebuilds it from the stream.

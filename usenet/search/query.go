@@ -67,9 +67,10 @@ func (q Query) Check() error {
 	return err
 }
 
-// words checks q's limits and returns its distinct words, in their order.
-// Words is measured in bytes before it is split, so that splitting costs
-// at most MaxWordsBytes.
+// words checks q's limits and returns its distinct words, in their order,
+// folded as the names are (see fold): words that differ only in their
+// accents are one. Words is measured in bytes before it is split, so that
+// splitting costs at most MaxWordsBytes.
 func (q Query) words() ([]string, error) {
 	switch {
 	case len(q.Words) > MaxWordsBytes:
@@ -83,7 +84,7 @@ func (q Query) words() ([]string, error) {
 	seen := make(map[string]bool, len(words))
 	distinct := words[:0]
 	for _, w := range words {
-		if !seen[w] {
+		if w = fold(w); !seen[w] {
 			seen[w] = true
 			distinct = append(distinct, w)
 		}
@@ -97,10 +98,11 @@ func (q Query) words() ([]string, error) {
 // Query selects releases; its conditions all hold for each result.
 type Query struct {
 	// Words must all occur in the release name, in any order, ignoring
-	// case and diacritics. Words are split on everything but letters and
-	// digits, as names are (Some.Show_S01-E02 is the words some show s01
-	// e02); a combining accent stays with its letter (see usenet.Words). They are plain words: quotes, *, -, :, AND, NEAR( have no
-	// search meaning. Empty matches every release.
+	// case and diacritics, in every script (see fold). Words are split on
+	// everything but letters and digits, as names are (Some.Show_S01-E02
+	// is the words some show s01 e02); a combining accent stays with its
+	// letter (see usenet.Words). They are plain words: quotes, *, -, :,
+	// AND, NEAR( have no search meaning. Empty matches every release.
 	Words string
 	// Cats keeps releases in any of these categories; a parent (5000)
 	// matches its subcategories (5040). Empty means any.

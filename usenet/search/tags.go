@@ -29,12 +29,9 @@ func tags(r usenet.Release) string {
 		t = append(t, groupTag(g))
 	}
 	for _, m := range episodeMarkers(r.Name) {
-		season, ep := m[0], m[1]
-		s, _ := strconv.Atoi(season)
-		t = append(t, seasonTag(s))
-		if ep != "" {
-			e, _ := strconv.Atoi(ep)
-			t = append(t, episodeTag(e), seasonEpisodeTag(s, e))
+		t = append(t, seasonTag(m.season))
+		for _, e := range m.episodes {
+			t = append(t, episodeTag(e), seasonEpisodeTag(m.season, e))
 		}
 	}
 	return strings.Join(t, " ")
@@ -46,14 +43,39 @@ func tags(r usenet.Release) string {
 // episodeMarkers.
 var episodeRe = regexp.MustCompile(`(?i)(?:^|[^a-z0-9])(?:s(\d{1,4})(?:[ ._-]?e(\d{1,4}))?|(\d{1,2})x(\d{1,3}))([^a-z0-9]|$|e\d)`)
 
-// episodeMarkers returns the season and episode ("" for none) of each
-// marker episodeRe finds in name. Each search starts again at the last
-// marker's trailing group, so that one separator both ends a marker and
-// starts the next (Show.S01.S02, Show.S01E05.S01E06), which FindAll, going
-// on after the whole match, missed. A restart begins at a separator or an
-// "e", where episodeRe's ^ cannot start a marker.
-func episodeMarkers(name string) [][2]string {
-	var out [][2]string
+// episodePartRe is one further episode of a multi-episode marker, read
+// right after the episode of an SxxEyy: E03 joined to it (S01E02E03), or
+// after a dash -E03 or -03 (S01E02-E03, S01E02-03). After a dash the
+// number has two digits at least, as episode numbers in names are padded:
+// a short token there is the group's (Show.S01E01-E2).
+var episodePartRe = regexp.MustCompile(`(?i)^(?:e(\d{1,4})|-e?(\d{2,4}))`)
+
+// maxMarkerEpisodes is the most episodes one marker may name (S01E01-E24
+// names 24). A wider range is not an episode list but a number that
+// happens to follow (Show.S01E01-2010): only its first episode is tagged.
+const maxMarkerEpisodes = 50
+
+// marker is an episode marker of a name: a season and its episodes, none
+// for a season pack (S01).
+type marker struct {
+	season   int
+	episodes []int
+}
+
+// episodeMarkers returns the markers episodeRe finds in name. Each search
+// starts again at the last marker's trailing group, so that one separator
+// both ends a marker and starts the next (Show.S01.S02, Show.S01E05.S01E06),
+// which FindAll, going on after the whole match, missed. A restart begins
+// at a separator or an "e", where episodeRe's ^ cannot start a marker.
+//
+// An SxxEyy may name further episodes (episodePartRe): S03E01E02,
+// S01E04-E05, S01E04-05. Sonarr reads such a marker as the range from its
+// first episode to its last (S01E01E03 is 1, 2 and 3) and searches each
+// episode on its own, so each one of the range is tagged. The range ends
+// before a part that does not ascend or would make it longer than
+// maxMarkerEpisodes (see episodeRange).
+func episodeMarkers(name string) []marker {
+	var out []marker
 	for pos := 0; pos < len(name); {
 		m := episodeRe.FindStringSubmatchIndex(name[pos:])
 		if m == nil {
@@ -65,14 +87,65 @@ func episodeMarkers(name string) [][2]string {
 			}
 			return name[pos+m[2*i] : pos+m[2*i+1]]
 		}
-		if season := sub(1); season != "" {
-			out = append(out, [2]string{season, sub(2)})
-		} else {
-			out = append(out, [2]string{sub(3), sub(4)})
+		season, ep := sub(1), sub(2)
+		if season == "" {
+			season, ep = sub(3), sub(4)
 		}
-		pos += m[10] // the trailing group, past the marker's own characters
+		next := pos + m[10] // the trailing group, past the marker's own characters
+		mk := marker{season: atoi(season)}
+		if ep != "" {
+			first := atoi(ep)
+			mk.episodes = []int{first}
+			if sub(1) != "" {
+				if last, n := episodeRange(first, name[next:]); n > 0 {
+					for e := first + 1; e <= last; e++ {
+						mk.episodes = append(mk.episodes, e)
+					}
+					next += n // at a separator or the end, like a trailing group
+				}
+			}
+		}
+		out = append(out, mk)
+		pos = next
 	}
 	return out
+}
+
+// episodeRange reads the further episodes of a marker whose episode is
+// first from s, what follows it. It returns the last episode and the
+// bytes read, 0 when s names none. A part that does not ascend, or would
+// make the range longer than maxMarkerEpisodes, ends it, and only parts
+// that end a token count: S01E01-02x is episode 1 alone.
+func episodeRange(first int, s string) (last, n int) {
+	prev := first
+	for at := 0; ; {
+		m := episodePartRe.FindStringSubmatchIndex(s[at:])
+		if m == nil {
+			return last, n
+		}
+		num := m[2:4]
+		if num[0] < 0 {
+			num = m[4:6]
+		}
+		e := atoi(s[at+num[0] : at+num[1]])
+		if e <= prev || e-first >= maxMarkerEpisodes {
+			return last, n // the range ends before it: Show.S01E01-E02-2010
+		}
+		prev, at = e, at+m[1]
+		if at == len(s) || !isAlnum(s[at]) {
+			last, n = e, at
+		}
+	}
+}
+
+func isAlnum(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
+}
+
+// atoi is strconv.Atoi of what episodeRe took: at most four digits.
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
 }
 
 func catTag(c int) string              { return "c" + strconv.Itoa(c) }
