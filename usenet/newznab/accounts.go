@@ -4,7 +4,6 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/switchyard-dev/switchyard/usenet/users"
 )
@@ -125,16 +124,6 @@ func (h *handler) registerFn(req *request) (response, *apiError) {
 	default:
 		return response{}, errorf(ErrRegistrationFailed, "")
 	}
-	name := accountName(email)
+	name := users.AccountName(email)
 	return encode(req, xmlRegister{Username: name, APIKey: key}, jsonRegister{Username: name, APIKey: key})
-}
-
-// accountName is the name users.Store.Register gives the account of a
-// valid address email: its domain in lower case (domains are
-// case-insensitive), its local part as given. Register answers only the
-// key, so its rule is repeated here for the answer to name the account
-// actually made (TestRegisterNamesTheAccountMade holds the two together).
-func accountName(email string) string {
-	at := strings.LastIndexByte(email, '@')
-	return email[:at+1] + strings.ToLower(email[at+1:])
 }

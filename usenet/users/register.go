@@ -84,18 +84,24 @@ func (s *Store) registration(ctx context.Context, q querier) (Registration, erro
 	return r, nil
 }
 
-// Register creates an account named by e-mail address email with the
+// AccountName is the name Register gives the account of address email.
+// The domain of an address is case-insensitive (RFC 5321): the account is
+// named with it in lower case, so one address is one account whatever
+// case it is written in. The local part is the mail server's to
+// interpret, and kept as given.
+func AccountName(email string) string {
+	if at := strings.LastIndexByte(email, '@'); at >= 0 {
+		return email[:at+1] + strings.ToLower(email[at+1:])
+	}
+	return email
+}
+
+// Register creates an account named by e-mail address email (AccountName) with the
 // registration's limits, and returns its key: ErrRegistrationClosed,
 // ErrBadEmail, ErrExists for an address registered before, or a
 // *RegistrationLimitError past Config.RegistrationsPerDay today.
 func (s *Store) Register(ctx context.Context, email string) (string, error) {
-	// The domain of an address is case-insensitive (RFC 5321): the
-	// account is named with it in lower case, so one address is one
-	// account whatever case it is written in. The local part is the
-	// mail server's to interpret, and kept as given.
-	if at := strings.LastIndexByte(email, '@'); at >= 0 {
-		email = email[:at+1] + strings.ToLower(email[at+1:])
-	}
+	email = AccountName(email)
 	if !looksLikeEmail(email) || ValidName(email) != nil {
 		return "", ErrBadEmail
 	}
