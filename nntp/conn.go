@@ -247,13 +247,13 @@ func (c *Conn) setup(ctx context.Context) error {
 // COMPRESS GZIP; a refusal of either leaves the connection plain.
 func (c *Conn) compressAuto(ctx context.Context) error {
 	caps, err := c.Capabilities(ctx)
-	if err != nil && !refused(err) {
+	if err != nil && !c.refused(err) {
 		return err
 	}
 	if hasCap(caps, "COMPRESS", "DEFLATE") {
 		// RFC 8054: 403 (cannot activate) and 502 (not permitted now, e.g.
 		// TLS compression is on) leave the connection usable and plain.
-		if err := c.CompressDeflate(ctx); err == nil || !refused(err) {
+		if err := c.CompressDeflate(ctx); err == nil || !c.refused(err) {
 			return err
 		}
 	}
@@ -264,10 +264,13 @@ func (c *Conn) compressAuto(ctx context.Context) error {
 }
 
 // refused reports whether err is a well-formed refusal after which the
-// connection is still usable.
-func refused(err error) bool {
+// connection is still usable: a status the server answered, and the
+// connection not broken by it (readStatus breaks it on any 400, a "too
+// many connections" one included, which matches ErrTooManyConnections and
+// not ErrUnavailable).
+func (c *Conn) refused(err error) bool {
 	var se *StatusError
-	return errors.As(err, &se) && !errors.Is(err, ErrUnavailable)
+	return errors.As(err, &se) && c.Err() == nil
 }
 
 func (c *Conn) greeting(ctx context.Context) error {
@@ -674,8 +677,9 @@ func (c *Conn) CompressGzip(ctx context.Context) error {
 	code, msg, err := c.expect(ctx, "XFEATURE", "XFEATURE COMPRESS GZIP TERMINATOR", 290)
 	if err != nil {
 		var se *StatusError
-		if errors.As(err, &se) && se.Code < 500 && !errors.Is(err, ErrUnavailable) {
-			// Servers answer unknown XFEATUREs with assorted codes.
+		if errors.As(err, &se) && se.Code < 500 && c.Err() == nil {
+			// Servers answer unknown XFEATUREs with assorted codes. A 400
+			// is no such answer: it broke the connection (readStatus).
 			return fmt.Errorf("nntp: XFEATURE: %d %s: %w", code, msg, ErrNotSupported)
 		}
 		return err

@@ -16,10 +16,11 @@ import (
 	"github.com/switchyard-dev/switchyard/nntp/nntptest"
 )
 
-// scriptedServer is a scripted NNTP server on a loopback listener for one
-// connection: it greets with 200, then hands every command line to handle,
-// which writes the answer. handle returns false to end the session (the
-// connection is then closed). The goroutine is waited for at cleanup.
+// scriptedServer is a scripted NNTP server on a loopback listener: it
+// greets every connection with 200, then hands each command line to
+// handle, which writes the answer. handle returns false to end the session
+// (the connection is then closed). Its goroutines are waited for at
+// cleanup.
 func scriptedServer(t *testing.T, handle func(cmd string, r *bufio.Reader, w *bufio.Writer) bool) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -28,40 +29,46 @@ func scriptedServer(t *testing.T, handle func(cmd string, r *bufio.Reader, w *bu
 	}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	var conn net.Conn
+	conns := map[net.Conn]bool{}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		nc, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		mu.Lock()
-		conn = nc
-		mu.Unlock()
-		defer nc.Close()
-		r := bufio.NewReader(nc)
-		w := bufio.NewWriter(nc)
-		w.WriteString("200 audit server ready\r\n")
-		if w.Flush() != nil {
-			return
-		}
 		for {
-			line, err := r.ReadString('\n')
+			nc, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			cont := handle(strings.TrimRight(line, "\r\n"), r, w)
-			if w.Flush() != nil || !cont {
-				return
-			}
+			mu.Lock()
+			conns[nc] = true
+			mu.Unlock()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer nc.Close()
+				r := bufio.NewReader(nc)
+				w := bufio.NewWriter(nc)
+				w.WriteString("200 scripted server ready\r\n")
+				if w.Flush() != nil {
+					return
+				}
+				for {
+					line, err := r.ReadString('\n')
+					if err != nil {
+						return
+					}
+					cont := handle(strings.TrimRight(line, "\r\n"), r, w)
+					if w.Flush() != nil || !cont {
+						return
+					}
+				}
+			}()
 		}
 	}()
 	t.Cleanup(func() {
 		ln.Close()
 		mu.Lock()
-		if conn != nil {
-			conn.Close()
+		for nc := range conns {
+			nc.Close()
 		}
 		mu.Unlock()
 		wg.Wait()
@@ -248,5 +255,128 @@ func TestPanicInCallbackBreaksConn(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatalf("next user of the pool got an out-of-step connection: %v", err)
+	}
+}
+
+// TestTooManyAfterLoginDuringCompressAuto: RFC 3977 lets a server answer
+// any command with 400 and close; providers that count connections per
+// account after login say "400 Too many connections". Such an answer to
+// XFEATURE COMPRESS GZIP (CompressAuto, no COMPRESS DEFLATE advertised)
+// fails Dial with ErrTooManyConnections. (Was: CompressGzip took every
+// refusal not matching ErrUnavailable for "not supported", and a 400 whose
+// text says "too many" matches ErrTooManyConnections alone: Dial returned a
+// connection already broken, with no error.)
+func TestTooManyAfterLoginDuringCompressAuto(t *testing.T) {
+	t.Parallel()
+	addr := scriptedServer(t, func(cmd string, _ *bufio.Reader, w *bufio.Writer) bool {
+		verb, _, _ := strings.Cut(strings.ToUpper(cmd), " ")
+		switch verb {
+		case "MODE":
+			w.WriteString("200 reader\r\n")
+		case "CAPABILITIES":
+			w.WriteString("101 caps\r\nVERSION 2\r\nREADER\r\nOVER\r\n.\r\n")
+		case "XFEATURE":
+			w.WriteString("400 Too many connections for your account\r\n")
+			return false
+		case "DATE":
+			w.WriteString("111 20240101000000\r\n")
+		case "QUIT":
+			w.WriteString("205 bye\r\n")
+			return false
+		default:
+			w.WriteString("500 unknown\r\n")
+		}
+		return true
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := Dial(ctx, Config{Addr: addr, Compress: CompressAuto})
+	if err == nil {
+		broken := c.Err()
+		c.Close()
+		t.Fatalf("Dial succeeded although the server refused the connection (400 too many connections); the returned Conn is already broken: Err() = %v", broken)
+	}
+	if !errors.Is(err, ErrTooManyConnections) {
+		t.Fatalf("Dial error %v does not match ErrTooManyConnections", err)
+	}
+}
+
+// TestTooManyAfterLoginPoolGate: the same refusal through a pool: Acquire
+// fails and trips the gate. (Was: it handed out the dead connection, and
+// the gate never tripped.)
+func TestTooManyAfterLoginPoolGate(t *testing.T) {
+	t.Parallel()
+	addr := scriptedServer(t, func(cmd string, _ *bufio.Reader, w *bufio.Writer) bool {
+		verb, _, _ := strings.Cut(strings.ToUpper(cmd), " ")
+		switch verb {
+		case "MODE":
+			w.WriteString("200 reader\r\n")
+		case "CAPABILITIES":
+			w.WriteString("101 caps\r\nVERSION 2\r\nREADER\r\n.\r\n")
+		case "XFEATURE":
+			w.WriteString("400 too many connections\r\n")
+			return false
+		case "QUIT":
+			w.WriteString("205 bye\r\n")
+			return false
+		default:
+			w.WriteString("500 unknown\r\n")
+		}
+		return true
+	})
+	p := newPool(t, PoolConfig{Conn: Config{Addr: addr, Compress: CompressAuto}, Size: 2, HealthEvery: -1})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := p.Acquire(ctx)
+	if err == nil {
+		broken := c.Err()
+		p.Release(c)
+		t.Fatalf("Acquire handed out a connection the server had refused (Err() = %v); gate tripped: %v", broken, p.Stats().Gated)
+	}
+	if st := p.Stats(); st.TooMany != 1 || !st.Gated {
+		t.Fatalf("after a too-many refusal: TooMany=%d Gated=%v (want 1, true); err %v", st.TooMany, st.Gated, err)
+	}
+}
+
+// TestOverNineteenDigitNumbers: the article numbers GROUP accepts (up to
+// 2^63-1, 19 digits) are accepted in overview lines too. (Was: overview
+// lines took at most 18 digits, so every line of such a group was "bad
+// article number".)
+func TestOverNineteenDigitNumbers(t *testing.T) {
+	t.Parallel()
+	const n = int64(5000000000000000001) // 19 digits, < 2^63
+	addr := scriptedServer(t, func(cmd string, _ *bufio.Reader, w *bufio.Writer) bool {
+		verb, _, _ := strings.Cut(strings.ToUpper(cmd), " ")
+		switch verb {
+		case "MODE":
+			w.WriteString("200 reader\r\n")
+		case "GROUP":
+			fmt.Fprintf(w, "211 1 %d %d g\r\n", n, n)
+		case "OVER":
+			w.WriteString("224 overview follows\r\n")
+			fmt.Fprintf(w, "%d\tsubject\tfrom\tdate\t<id@x>\t\t100\t10\r\n", n)
+			w.WriteString(".\r\n")
+		case "QUIT":
+			w.WriteString("205 bye\r\n")
+			return false
+		default:
+			w.WriteString("500 unknown\r\n")
+		}
+		return true
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c := dial(t, Config{Addr: addr})
+	g, err := c.Group(ctx, "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []int64
+	err = c.Over(ctx, g.Low, g.High, func(ov Overview) error {
+		got = append(got, ov.Number)
+		return nil
+	})
+	if err != nil || len(got) != 1 || got[0] != n {
+		t.Fatalf("GROUP gave %d-%d; OVER of it: %v, err %v", g.Low, g.High, got, err)
 	}
 }

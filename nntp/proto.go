@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -158,7 +159,7 @@ func ParseOverview(line []byte) (Overview, error) {
 // parseUint parses a non-empty decimal without sign, at most 18 digits (no
 // overflow possible).
 func parseUint(b []byte) (int64, bool) {
-	if len(b) == 0 || len(b) > 18 {
+	if len(b) == 0 || len(b) > 19 {
 		return 0, false
 	}
 	var n int64
@@ -166,7 +167,13 @@ func parseUint(b []byte) (int64, bool) {
 		if c < '0' || c > '9' {
 			return 0, false
 		}
-		n = n*10 + int64(c-'0')
+		// Up to 2^63-1, as GROUP's numbers (parseOptUint): 19 digits may
+		// overflow, which the check before each step refuses.
+		d := int64(c - '0')
+		if n > (math.MaxInt64-d)/10 {
+			return 0, false
+		}
+		n = n*10 + d
 	}
 	return n, true
 }

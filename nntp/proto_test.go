@@ -22,6 +22,10 @@ func TestParseOverview(t *testing.T) {
 		{name: "bad bytes", line: "3\ts\tf\td\t<m>\t\tmany\t2", wantErr: true},
 		{name: "negative lines", line: "3\ts\tf\td\t<m>\t\t1\t-2", wantErr: true},
 		{name: "no tab", line: "garbage", wantErr: true},
+		{name: "largest number", line: "9223372036854775807\ts\tf\td\t<m>\t\t1\t2",
+			want: Overview{Number: 9223372036854775807, Subject: "s", From: "f", Date: "d", MessageID: "<m>", Bytes: 1, Lines: 2}},
+		{name: "number over 2^63-1", line: "9223372036854775808\ts\tf\td\t<m>\t\t1\t2", wantErr: true},
+		{name: "number of 20 digits", line: "10000000000000000000\ts\tf\td\t<m>\t\t1\t2", wantErr: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := ParseOverview([]byte(tc.line))
