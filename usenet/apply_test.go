@@ -13,6 +13,7 @@ import (
 
 	"github.com/switchyard-dev/switchyard/internal/testpersist/persistenv"
 	"github.com/switchyard-dev/switchyard/persist"
+	"github.com/switchyard-dev/switchyard/work"
 )
 
 // storedState reads every binary of a store, and the posts of its
@@ -242,4 +243,65 @@ func TestSettle(t *testing.T) {
 			t.Fatalf("release %s after late parts: %+v, %v", id, r, err)
 		}
 	}
+}
+
+// indexRange runs lines through the usenet indexer as a worker does for
+// one leased range of group, into st, and returns the visible releases.
+func indexRange(t *testing.T, st *Store, group string, lines [][]byte) []Release {
+	t.Helper()
+	ctx := context.Background()
+	ix := &Indexer{Store: st, Now: func() time.Time { return time.Unix(1_800_000_000, 0) }}
+	ri, err := ix.Begin(ctx, work.Range{Group: group, First: 1, Last: int64(len(lines))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, l := range lines {
+		if err := ri.Line(ctx, int64(i+1), l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := ri.End(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rels, err := st.List(ctx, ListQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rels
+}
+
+// testStore is a store of testPolicy on a persist server of its own.
+func testStore(t *testing.T) *Store {
+	t.Helper()
+	env := persistenv.Start(t, 1)
+	st, err := NewStore(env.Client(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.SetPolicy(testPolicy)
+	return st
+}
+
+// postLines is the overview lines of one post, every part present: file
+// i's subject is the format files[i] of its part and part count
+// parts[i], its parts posted a second apart.
+func postLines(files []string, parts []int) [][]byte {
+	var lines [][]byte
+	for i, subj := range files {
+		for p := 1; p <= parts[i]; p++ {
+			n := len(lines) + 1
+			date := time.Unix(1_700_000_000+int64(n), 0).UTC().Format(time.RFC1123Z)
+			lines = append(lines, overLine(n, fmt.Sprintf(subj, p, parts[i]), date))
+		}
+	}
+	return lines
+}
+
+// describeReleases lists rels for a failure message.
+func describeReleases(rels []Release) string {
+	s := ""
+	for _, r := range rels {
+		s += fmt.Sprintf("\n  %q: %d files of %d, complete %v", r.Name, len(r.Binaries), r.Files, r.Complete())
+	}
+	return s
 }

@@ -13,6 +13,20 @@ import (
 // ParseArticle cannot use: not an overview line, or without a message-id.
 var ErrBadArticle = errors.New("usenet: bad overview line")
 
+// maxArticleBytes caps the size an overview line may give an article
+// (Article.Bytes). Posting tools cut files into articles of under 1 MB and
+// servers refuse articles of more than a few, so a larger number is a
+// broken or hostile server's (the field is read up to 2^63-1), and a few
+// such articles would make the int64 sums of a binary's and a release's
+// sizes wrap negative. 1 GiB is far above any real article, and at that
+// size only 2^33 articles, far more than a release's records can hold,
+// overflow a sum. Sums saturate too (addBytes), for records stored before
+// the cap.
+const maxArticleBytes = 1 << 30
+
+// articleBytes is an overview line's bytes as an Article keeps them.
+func articleBytes(n int64) int64 { return min(n, maxArticleBytes) }
+
 // Article is one overview line, read for the indexer.
 type Article struct {
 	Number  int64
@@ -25,7 +39,9 @@ type Article struct {
 	Date int64
 	// MessageID is the message-id without angle brackets; never "".
 	MessageID string
-	Bytes     int64
+	// Bytes is the article's size as the overview gives it, at most
+	// maxArticleBytes.
+	Bytes int64
 	// Groups are the groups of the Xref field, sorted and deduplicated, and
 	// always the group the line was read from.
 	Groups []string
@@ -52,7 +68,7 @@ func ParseArticle(line []byte, group string) (Article, error) {
 		From:       strings.TrimSpace(decodeMIME(ov.From)),
 		Date:       ParseDate(ov.Date),
 		MessageID:  id,
-		Bytes:      ov.Bytes,
+		Bytes:      articleBytes(ov.Bytes),
 		Groups:     xrefGroups(ov.Xref(), group),
 	}, nil
 }

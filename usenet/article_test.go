@@ -107,6 +107,43 @@ func TestParseArticle(t *testing.T) {
 	}
 }
 
+// TestMIMEUndecodableWordLeftAlone: of a subject's or poster's encoded
+// words, only one that cannot be decoded is left as posted: a word in a
+// charset the decoder does not know (ISO-8859-2, common in Polish and
+// Czech posts, or KOI8-R) keeps its encoding, the UTF-8 words beside it
+// are decoded. (Was: mime.WordDecoder's DecodeHeader fails as a whole on
+// an unknown charset and decodeMIME then kept the whole text as posted,
+// so the file was named "=?UTF-8?Q?Caf=C3=A9.mkv?=".)
+func TestMIMEUndecodableWordLeftAlone(t *testing.T) {
+	t.Parallel()
+	const latin2 = `=?ISO-8859-2?Q?Ksi=B1=BFka?=`
+	s := ParseSubject(latin2 + ` [1/2] - "=?UTF-8?Q?Caf=C3=A9.mkv?=" yEnc (1/3)`)
+	if s.Name != "Café.mkv" || s.Base != latin2 {
+		t.Errorf("Name %q, Base %q; want the UTF-8 word decoded (Café.mkv) and the ISO-8859-2 word left as posted (%s)", s.Name, s.Base, latin2)
+	}
+	a, err := ParseArticle([]byte("1\t"+`=?UTF-8?Q?Caf=C3=A9?= [1/2] - "x.mkv" yEnc (1/3)`+"\t=?UTF-8?Q?J=C3=BCrgen?= =?KOI8-R?B?8NLJ18XU?= <j@example.com>\tMon, 01 Jan 2024 10:00:00 +0000\t<a@b>\t\t700000\t5000"), "alt.binaries.x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.RawSubject != `Café [1/2] - "x.mkv" yEnc (1/3)` {
+		t.Errorf("subject %q, want its UTF-8 word decoded", a.RawSubject)
+	}
+	// A word left as posted keeps the space beside it; between two decoded
+	// words the space goes (RFC 2047 6.2).
+	if a.From != "Jürgen =?KOI8-R?B?8NLJ18XU?= <j@example.com>" {
+		t.Errorf("From %q, want the UTF-8 word decoded (Jürgen) and the KOI8-R one as posted", a.From)
+	}
+	for in, want := range map[string]string{
+		"=?UTF-8?Q?a?= =?UTF-8?Q?b?= =?X-UNKNOWN?Q?c?=":                             "ab =?X-UNKNOWN?Q?c?=",
+		"=?X-UNKNOWN?Q?c?= =?UTF-8?Q?a?=\t=?UTF-8?Q?b?= z":                          "=?X-UNKNOWN?Q?c?= ab z",
+		"x =?X-UNKNOWN?Q?c?==?UTF-8?B?w6k=?= =?UTF-8?Q?bad=ZZ?= =?UTF-8?Q?=C3=A9?=": "x =?X-UNKNOWN?Q?c?=é =?UTF-8?Q?bad=ZZ?= é",
+	} {
+		if got := decodeMIME(in); got != want {
+			t.Errorf("decodeMIME(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
 func BenchmarkParseArticle(b *testing.B) {
 	line := []byte(articleCases[0].line)
 	b.ReportAllocs()

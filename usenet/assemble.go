@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -162,18 +163,29 @@ func (b *Binary) Bytes() int64 {
 	last := 0
 	for _, s := range b.Segments {
 		if s.Number != last {
-			n += s.Bytes
+			n = addBytes(n, s.Bytes)
 			last = s.Number
 		}
 	}
 	return n
 }
 
+// addBytes is a+b for sizes (never negative), saturating at the largest
+// int64: an article's size is capped (maxArticleBytes), but a record
+// stored before the cap may hold any size the overview gave, and a sum
+// that wrapped would show a negative size and pass no --min-bytes.
+func addBytes(a, b int64) int64 {
+	if b > math.MaxInt64-a {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
 // derive recomputes the fields that follow from the others.
 func (r *Release) derive() {
 	r.Size = 0
 	for _, f := range r.Binaries {
-		r.Size += f.Bytes
+		r.Size = addBytes(r.Size, f.Bytes)
 	}
 	r.Category = Categorize(r.Groups, r.Name)
 }

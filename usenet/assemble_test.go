@@ -1,14 +1,17 @@
 package usenet
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // testPolicy publishes the generated posts, whose articles are small.
@@ -239,6 +242,95 @@ func TestCompleteNeedsEveryNumberedFile(t *testing.T) {
 	if r.Complete() || r.Completion() != 0.8 {
 		t.Errorf("post without its file [5/5] (%d binaries: the nfo [0/5] and files 1-4): Complete() = %v, Completion() = %v; want false, 0.8",
 			len(r.Binaries), r.Complete(), r.Completion())
+	}
+}
+
+// TestSameNameTwoFilesOnePost: two files of one post may share a name and
+// differ in their file counter: a two-CD album's folder.jpg in each CD's
+// folder, or subjects that quote no name, where every file is named by the
+// dotted title. They are two files of one release, and a repost within the
+// post gap in other part counts is still a release of its own, numbering
+// its files as the original did. (Was: Posts gave the n-th copy of a file
+// NAME in a run to the run's n-th post, so the second folder.jpg was cut
+// off into a one-file "repost", and a title-named post into one release
+// per file, none ever complete.)
+func TestSameNameTwoFilesOnePost(t *testing.T) {
+	t.Parallel()
+	const title = "Artist - Album (2019) (2CD) FLAC"
+	files := []string{
+		title + ` [1/4] - "folder.jpg" yEnc (%d/%d)`,
+		title + ` [2/4] - "Artist - Album CD1.flac" yEnc (%d/%d)`,
+		title + ` [3/4] - "folder.jpg" yEnc (%d/%d)`,
+		title + ` [4/4] - "Artist - Album CD2.flac" yEnc (%d/%d)`,
+	}
+	rels := indexRange(t, testStore(t), "alt.binaries.sounds.flac", postLines(files, []int{1, 3, 1, 3}))
+	if len(rels) != 1 || len(rels[0].Binaries) != 4 || !rels[0].Complete() || rels[0].RepostOf != "" {
+		t.Fatalf("a complete post of 4 files, two named folder.jpg: %d visible releases, want 1 of 4 files:%s", len(rels), describeReleases(rels))
+	}
+
+	titled := []string{
+		`My.Post.Title [1/3] - yEnc (%d/%d)`,
+		`My.Post.Title [2/3] - yEnc (%d/%d)`,
+		`My.Post.Title [3/3] - yEnc (%d/%d)`,
+	}
+	posts := linePosts(t, postLines(titled, []int{2, 2, 1}))
+	if len(posts) != 1 || len(posts[0].Binaries) != 3 || !posts[0].Complete() {
+		t.Fatalf("a complete post of 3 files all named by the title: %d posts, want 1 of 3 files:%s", len(posts), describeReleases(posts))
+	}
+
+	// The album reposted ten minutes later, within the post gap, in other
+	// part counts: its files are other binaries of the same names and
+	// counters, and the repost is a post of its own.
+	lines := postLines(files, []int{1, 3, 1, 3})
+	for i, subj := range files {
+		for p := 1; p <= 2+i%2*2; p++ {
+			n := len(lines) + 1
+			date := time.Unix(1_700_000_600+int64(n), 0).UTC().Format(time.RFC1123Z)
+			lines = append(lines, overLine(n, fmt.Sprintf(subj, p, 2+i%2*2), date))
+		}
+	}
+	posts = linePosts(t, lines)
+	slices.SortFunc(posts, func(a, b Release) int { return cmp.Compare(a.Date, b.Date) })
+	if len(posts) != 2 || posts[1].RepostOf != posts[0].ID {
+		t.Fatalf("a post and its repost within the gap: %d posts, want 2, the second a repost of the first:%s", len(posts), describeReleases(posts))
+	}
+	for _, r := range posts {
+		if len(r.Binaries) != 4 || !r.Complete() {
+			t.Errorf("post of %v: %d files, complete %v; want 4, complete", r.Date, len(r.Binaries), r.Complete())
+		}
+	}
+}
+
+// TestSizeDoesNotOverflow: the overview's bytes field is read up to
+// 2^63-1, and an article's size is capped at maxArticleBytes, so two
+// articles a broken or hostile server reports at 5e18 bytes each make a
+// release of 2 GiB; and the sums saturate, for binaries stored before the
+// cap. (Was: a binary's and a release's sizes were plain int64 sums
+// (Binary.Bytes, Release.derive) and wrapped negative, which the feeds
+// showed and the --min-bytes check compared.)
+func TestSizeDoesNotOverflow(t *testing.T) {
+	t.Parallel()
+	var lines [][]byte
+	for p := 1; p <= 2; p++ {
+		lines = append(lines, fmt.Appendf(nil, "%d\t%s\tposter@example.com\tMon, 01 Jan 2024 10:00:0%d +0000\t<a%d@post>\t\t5000000000000000000\t5000",
+			p, fmt.Sprintf(`[1/1] - "Big.File.2024.mkv" yEnc (%d/2)`, p), p, p))
+	}
+	posts := linePosts(t, lines)
+	if len(posts) != 1 {
+		t.Fatalf("%d posts, want 1", len(posts))
+	}
+	r := posts[0]
+	if r.Size != 2*maxArticleBytes || r.Binaries[0].Bytes != 2*maxArticleBytes {
+		t.Errorf("release of two articles of 5e18 bytes: Size %d, file bytes %d; want each article capped at %d", r.Size, r.Binaries[0].Bytes, maxArticleBytes)
+	}
+
+	stored := Binary{Parts: 2, Segments: []Segment{{Number: 1, Bytes: 5e18, ID: "a"}, {Number: 2, Bytes: 5e18, ID: "b"}}}
+	if got := stored.Bytes(); got != math.MaxInt64 {
+		t.Errorf("Bytes of a stored binary of two segments of 5e18 bytes: %d, want it saturated at %d", got, int64(math.MaxInt64))
+	}
+	rel := Release{Binaries: []FileSummary{{Bytes: 5e18}, {Bytes: 5e18}}}
+	if rel.derive(); rel.Size != math.MaxInt64 {
+		t.Errorf("Size of a release of two files of 5e18 bytes: %d, want it saturated at %d", rel.Size, int64(math.MaxInt64))
 	}
 }
 

@@ -133,11 +133,15 @@ func (c *Collection) Merge(o Collection) bool {
 // Posts are c's releases: its binaries' copies cut into posts. A post is
 // a maximal run of copies, in date order, with no gap longer than gap
 // seconds between one and the next, and within such a run the n-th copy
-// of a file name (by date) belongs to the run's n-th post (a repost made
-// within the gap, of other splits). The first post by date is the
-// original; every other one is a repost of it. Posts is a function of the
-// binaries alone, so it does not depend on the order articles came in;
-// Version, Visible and Updated are left zero (the states hold them).
+// of a file (by date) belongs to the run's n-th post (a repost made
+// within the gap, of other splits). A file is its name (any case) and its
+// file counter: two files of one post may share a name (a folder.jpg in
+// each CD's folder, or subjects without a file name, where every file is
+// named by the title word), and a repost numbers its files as the
+// original did. The first post by date is the original; every other one
+// is a repost of it. Posts is a function of the binaries alone, so it
+// does not depend on the order articles came in; Version, Visible and
+// Updated are left zero (the states hold them).
 func (c *Collection) Posts(gap int64) []Release {
 	posts, _ := c.posts(gap)
 	return posts
@@ -169,12 +173,16 @@ func (c *Collection) posts(gap int64) ([]Release, []int) {
 			hi = max(hi, items[end].c.To)
 			end++
 		}
-		seen := map[string]int{}
+		type file struct {
+			name string
+			num  int
+		}
+		seen := map[file]int{}
 		var gens [][]item
 		for _, it := range items[start:end] {
-			k := strings.ToLower(it.b.Name)
-			if k == "" {
-				k = it.b.ID
+			k := file{strings.ToLower(it.b.Name), it.b.File}
+			if k.name == "" {
+				k.name = it.b.ID
 			}
 			g := seen[k]
 			seen[k] = g + 1

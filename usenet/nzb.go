@@ -134,7 +134,7 @@ func isPar2(name string) bool { return strings.HasSuffix(strings.ToLower(name), 
 func binaryBytes(b Binary) int64 {
 	var n int64
 	for _, s := range b.Segments {
-		n += s.Bytes
+		n = addBytes(n, s.Bytes)
 	}
 	return n
 }

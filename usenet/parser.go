@@ -122,7 +122,7 @@ func (p *ArticleParser) parse(line []byte, group string) (Article, bool) {
 	}
 	id = id[1 : len(id)-1]
 
-	a := Article{Number: num, Bytes: size}
+	a := Article{Number: num, Bytes: articleBytes(size)}
 	if p.haveSubj && string(subject) == p.raw {
 		a.MessageID = p.text(id, nil)
 		a.RawSubject, a.Subject = p.raw, p.sub

@@ -30,9 +30,10 @@ type Subject struct {
 	// Base names the post the file belongs to: with the poster and Files it
 	// keys the release, so every file of one post has the same Base. It is
 	// the file name stripped of volume and recovery suffixes (.partNN.rar,
-	// .rNN, .volNN+NN.par2, .par2, .nfo, .sfv, .nzb, ...), or the subject's
-	// text outside the counters and the name when that is what the files
-	// share (obfuscated names).
+	// .rNN, .sNN, .volNN+NN.par2, .par2, .nfo, .sfv, .nzb, ...) and then of
+	// one media or side-file extension (.mkv, .srt, .cue, .jpg, ...), or the
+	// subject's text outside the counters and the name when that is what
+	// the files share (obfuscated names).
 	Base string
 }
 
@@ -167,7 +168,7 @@ func parseStripped(s string) (Subject, span) {
 	if rest := restText(s, masks[:nm]); rest != "" {
 		sub.Base = rest
 	} else {
-		sub.Base = stripSuffixes(sub.Name)
+		sub.Base = stripSuffixes(sub.Name, sub.Files)
 	}
 	return sub, part
 }
@@ -391,6 +392,20 @@ var mediaExts = map[string]bool{
 	"iso": true, "img": true, "nrg": true, "mdf": true,
 }
 
+// sideExts are the extensions of the small files posted beside a post's
+// main file under its name (subtitles, a CD image's cue sheet and rip log,
+// a playlist, cover art, notes): stripped once, as a media extension is,
+// so that Movie.srt joins Movie.mkv's release. Not known extensions
+// (knownExt): they do not make a word of a subject its file name.
+var sideExts = map[string]bool{
+	"srt": true, "sub": true, "idx": true, "ass": true, "ssa": true, "vtt": true,
+	"smi": true, "sup": true, "lrc": true,
+	"cue": true, "log": true, "m3u": true, "m3u8": true, "pls": true, "ffp": true,
+	"st5": true, "sha1": true,
+	"jpg": true, "jpeg": true, "png": true, "gif": true, "bmp": true, "webp": true,
+	"txt": true, "url": true, "diz": true,
+}
+
 // numberedVolume reports an extension numbering a volume: rNN and rNNN
 // (rar), zNN (split zip), NNN (7z.001, .001 splits).
 func numberedVolume(ext []byte) bool {
@@ -403,6 +418,21 @@ func numberedVolume(ext []byte) bool {
 	return false
 }
 
+// sceneVolume reports sNN and sNNN: the rar volumes after .r99 in the old
+// naming scene releases keep (.rar, .r00-.r99, .s00-.s99). It is not a
+// numberedVolume because "S01" is also a season: as a known extension it
+// would make a title word "Show.Name.S01" a subject's file name, and
+// stripped anywhere it would cut the season off "Show.Name.S01.part01.rar"
+// (see stripSuffixes).
+func sceneVolume(ext []byte) bool {
+	return (len(ext) == 3 || len(ext) == 4) && ext[0] == 's' && isDigits(string(ext[1:]))
+}
+
+// sceneVolumes reports whether a post of files announced files (0: not
+// announced) can hold a .sNN volume: it follows .rar and .r00-.r99, so it
+// is at least the 102nd file.
+func sceneVolumes(files int) bool { return files == 0 || files > 101 }
+
 func knownExt(ext string) bool {
 	var buf [5]byte
 	l := lower(&buf, ext)
@@ -411,16 +441,21 @@ func knownExt(ext string) bool {
 
 // stripSuffixes strips the volume and recovery suffixes of name
 // (.part01.rar, .r00, .7z.001, .vol03+04.par2, .par2, .nfo, ...) as long
-// as one is left, then one media extension; it never strips name to "".
-func stripSuffixes(name string) string {
+// as one is left, then one media or side-file extension (.mkv, .srt,
+// .cue, ...); it never strips name to "". A scene volume .sNN is stripped
+// only as name's last extension and only in a post of files announced
+// files that can hold one (sceneVolumes): elsewhere "S01" is a season,
+// part of the name ("Show.Name.S01.par2", a post of 20 files titled
+// "Show.Name.S01").
+func stripSuffixes(name string, files int) string {
 	var buf [5]byte
-	for {
+	for last := true; ; last = false {
 		ext, ok := extension(name)
 		if !ok {
 			break
 		}
 		l := lower(&buf, ext)
-		if !volumeExts[string(l)] && !numberedVolume(l) {
+		if !volumeExts[string(l)] && !numberedVolume(l) && !(last && sceneVolumes(files) && sceneVolume(l)) {
 			break
 		}
 		stem := name[:len(name)-len(ext)-1]
@@ -435,8 +470,10 @@ func stripSuffixes(name string) string {
 		}
 		name = stem
 	}
-	if ext, ok := extension(name); ok && mediaExts[string(lower(&buf, ext))] {
-		return name[:len(name)-len(ext)-1]
+	if ext, ok := extension(name); ok {
+		if l := lower(&buf, ext); mediaExts[string(l)] || sideExts[string(l)] {
+			return name[:len(name)-len(ext)-1]
+		}
 	}
 	return name
 }
@@ -646,9 +683,10 @@ func trimRest(t string) string {
 }
 
 // BaseName is name without its volume and recovery suffixes and one media
-// extension (Some.Show.part01.rar and Some.Show.mkv are Some.Show), the
-// name a release of the file is known by.
-func BaseName(name string) string { return stripSuffixes(name) }
+// or side-file extension (Some.Show.part01.rar, Some.Show.mkv and
+// Some.Show.srt are Some.Show), the name a release of the file is known
+// by. It knows no file count, so a last .sNN counts as a volume.
+func BaseName(name string) string { return stripSuffixes(name, 0) }
 
 // KnownExtension reports whether name ends in an extension of the files
 // posted to binary groups (archives and their volumes, recovery files,

@@ -42,6 +42,8 @@ var subjectCases = []struct {
 		Subject{Name: "cafe.nfo", Part: 1, Parts: 1, Counter: true, Binary: `Café Show - "cafe.nfo" yEnc`, Base: "Café Show"}},
 	{"MIME windows-1252", `=?windows-1252?Q?=93Quoted=94?= "q.zip" yEnc (1/1)`,
 		Subject{Name: "q.zip", Part: 1, Parts: 1, Counter: true, Binary: "\u201cQuoted\u201d \"q.zip\" yEnc", Base: "\u201cQuoted\u201d"}},
+	{"MIME, a charset not known left as posted", `=?ISO-8859-2?Q?Ksi=B1=BFka?= [1/2] - "=?UTF-8?Q?Caf=C3=A9.mkv?=" yEnc (1/3)`,
+		Subject{Name: "Café.mkv", Part: 1, Parts: 3, Counter: true, File: 1, Files: 2, Binary: `=?ISO-8859-2?Q?Ksi=B1=BFka?= [1/2] - "Café.mkv" yEnc`, Base: "=?ISO-8859-2?Q?Ksi=B1=BFka?="}},
 	{"obfuscated r01", `My.Post.Title [03/15] - "a8f7d6e5c4.r01" yEnc (1/50)`,
 		Subject{Name: "a8f7d6e5c4.r01", Part: 1, Parts: 50, Counter: true, File: 3, Files: 15, Binary: `My.Post.Title [03/15] - "a8f7d6e5c4.r01" yEnc`, Base: "My.Post.Title"}},
 	{"obfuscated r02", `My.Post.Title [04/15] - "k2j3h4g5f6.r02" yEnc (7/50) 52428800`,
@@ -79,6 +81,14 @@ var subjectCases = []struct {
 		Subject{Name: "Movie.2019.1080p.mkv.001", Part: 1, Parts: 9, Counter: true, Binary: `"Movie.2019.1080p.mkv.001" yEnc`, Base: "Movie.2019.1080p"}},
 	{"file counter in parens before the name", `(02/15) "b.part02.rar" yEnc (1/9)`,
 		Subject{Name: "b.part02.rar", Part: 1, Parts: 9, Counter: true, File: 2, Files: 15, Binary: `(02/15) "b.part02.rar" yEnc`, Base: "b"}},
+	{"scene volume after .r99", `[102/170] - "Big.Set-GRP.s00" yEnc (1/70)`,
+		Subject{Name: "Big.Set-GRP.s00", Part: 1, Parts: 70, Counter: true, File: 102, Files: 170, Binary: `[102/170] - "Big.Set-GRP.s00" yEnc`, Base: "Big.Set-GRP"}},
+	{"a season before a suffix is no volume", `[102/170] - "Show.Name.S01.par2" yEnc (1/1)`,
+		Subject{Name: "Show.Name.S01.par2", Part: 1, Parts: 1, Counter: true, File: 102, Files: 170, Binary: `[102/170] - "Show.Name.S01.par2" yEnc`, Base: "Show.Name.S01"}},
+	{"a season in a post too small for .sNN volumes", `Show.Name.S01 [03/20] - yEnc (1/2)`,
+		Subject{Name: "Show.Name.S01", Part: 1, Parts: 2, Counter: true, File: 3, Files: 20, Binary: `Show.Name.S01 [03/20] - yEnc`, Base: "Show.Name.S01"}},
+	{"subtitles beside the film", `[2/3] - "Movie.2019.en-GRP.SRT" yEnc (1/1)`,
+		Subject{Name: "Movie.2019.en-GRP.SRT", Part: 1, Parts: 1, Counter: true, File: 2, Files: 3, Binary: `[2/3] - "Movie.2019.en-GRP.SRT" yEnc`, Base: "Movie.2019.en-GRP"}},
 }
 
 func TestParseSubject(t *testing.T) {
@@ -130,6 +140,75 @@ func TestBaseSharedByAPost(t *testing.T) {
 			}
 			binaries[firstBinary] = true
 		}
+	}
+}
+
+// TestSceneSVolumesStayInTheirRelease: a scene release of more than 101
+// RAR volumes names them .rar, .r00-.r99, then .s00-.s99. Every volume is
+// a file of the one post and shares its Base, so the post is one release,
+// complete. (Was: .sNN was no volume suffix, so each .sNN volume was a
+// collection of its own and the post, lacking them, was never complete
+// nor visible.) Where "S01" is a season it stays in Base: see the
+// subjectCases of seasons.
+func TestSceneSVolumesStayInTheirRelease(t *testing.T) {
+	t.Parallel()
+	const rel = "Movie.Title.2019.1080p.BluRay.x264-GRP"
+	for _, name := range []string{rel + ".s00", rel + ".s17", rel + ".S99", rel + ".s100"} {
+		if got := ParseSubject(`[102/170] - "` + name + `" yEnc (1/70)`).Base; got != rel {
+			t.Errorf("Base of %q = %q, want %q (the .rar and .rNN volumes' Base)", name, got, rel)
+		}
+	}
+
+	// .rar, .r00-.r99, .s00 and .par2: 103 files.
+	names := []string{rel + ".rar"}
+	for i := range 100 {
+		names = append(names, fmt.Sprintf("%s.r%02d", rel, i))
+	}
+	names = append(names, rel+".s00", rel+".par2")
+	files := make([]string, len(names))
+	parts := make([]int, len(names))
+	for i, n := range names {
+		files[i] = fmt.Sprintf(`[%d/%d] - "%s" yEnc (%%d/%%d)`, i+1, len(names), n)
+		parts[i] = 1 + i%2
+	}
+	rels := indexRange(t, testStore(t), "alt.binaries.tv", postLines(files, parts))
+	if len(rels) != 1 || len(rels[0].Binaries) != len(names) || !rels[0].Complete() {
+		t.Fatalf("a complete post of %d files (.rar, .r00-.r99, .s00, .par2): %d visible releases, want 1 of all files:%s", len(names), len(rels), describeReleases(rels))
+	}
+}
+
+// TestSidecarFilesStayInTheirRelease: posts carry small files beside the
+// main one under its name, a film's .srt subtitles, a CD image's .cue and
+// .log. They are files of the post ([i/n]) and share its Base, so the
+// post is one release, complete. (Was: Base stripped only volume and
+// media extensions, so each side file was a collection of its own and
+// the post lacked a file: never complete, and at 2 of 3 files below the
+// settle completion too.)
+func TestSidecarFilesStayInTheirRelease(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ base, main, side string }{
+		{"Movie.Title.2019.1080p.BluRay.x264-GRP", ".mkv", ".srt"},
+		{"Movie.Title.2019.1080p.BluRay.x264-GRP", ".mkv", ".idx"},
+		{"Artist - Album (2019)", ".flac", ".cue"},
+		{"Artist - Album (2019)", ".flac", ".log"},
+		{"Artist - Album (2019)", ".flac", ".jpg"},
+	} {
+		m := ParseSubject(`[1/3] - "` + c.base + c.main + `" yEnc (1/70)`).Base
+		s := ParseSubject(`[2/3] - "` + c.base + c.side + `" yEnc (1/1)`).Base
+		if m != c.base || s != c.base {
+			t.Errorf("one post, Bases %q (%s) and %q (%s); want %q", m, c.main, s, c.side, c.base)
+		}
+	}
+
+	const rel = "Movie.Title.2019.1080p.BluRay.x264-GRP"
+	files := []string{
+		`[1/3] - "` + rel + `.mkv" yEnc (%d/%d)`,
+		`[2/3] - "` + rel + `.srt" yEnc (%d/%d)`,
+		`[3/3] - "` + rel + `.par2" yEnc (%d/%d)`,
+	}
+	rels := indexRange(t, testStore(t), "alt.binaries.moovee", postLines(files, []int{3, 1, 1}))
+	if len(rels) != 1 || len(rels[0].Binaries) != 3 || !rels[0].Complete() {
+		t.Fatalf("a complete post of 3 files (.mkv, .srt, .par2): %d visible releases, want 1 of 3 files:%s", len(rels), describeReleases(rels))
 	}
 }
 
