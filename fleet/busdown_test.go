@@ -96,10 +96,9 @@ func TestRegionsNeedAnHTTPSide(t *testing.T) {
 	}
 }
 
-// TestReadyzSaysStopping: from the start of Stop, /readyz answers 503
-// "roles: stopping" (the HTTP side answers until it stops, last), so that
-// a load balancer takes the process out of rotation before its roles go.
-// (Was: 200 "ready" until the HTTP side itself closed.)
+// TestReadyzSaysStopping: from the start of Stop, before any role stops,
+// /readyz answers 503 "roles: stopping" (the HTTP side answers until it
+// stops, last). (Was: 200 "ready" until the HTTP side itself closed.)
 func TestReadyzSaysStopping(t *testing.T) {
 	ctx := context.Background()
 	hub, err := embedded.Start(embedded.Config{Port: embedded.RandomPort})

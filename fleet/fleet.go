@@ -244,8 +244,9 @@ func Start(ctx context.Context, cfg Config) (_ *Fleet, err error) {
 // flight), the bus connections, the NATS server, the dashboard and last the
 // HTTP side. All share ctx's deadline (StopTimeoutDefault if it has none).
 // The first error is returned, the others logged. Stop twice is a no-op.
-// From its start /readyz answers 503 "roles: stopping", so that a load
-// balancer in front sends nothing more to roles on their way out.
+// From its start /readyz answers 503 "roles: stopping" until the HTTP
+// side, last, stops: a load balancer polling it takes the process out of
+// rotation while the slower roles finish.
 func (f *Fleet) Stop(ctx context.Context) error {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc

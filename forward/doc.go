@@ -10,8 +10,9 @@
 //
 // A [Sender] ships batches over HTTP with one keep-alive connection pool per
 // peer and signs every request's headers with HMAC-SHA256: the peer id,
-// timestamp, nonce, body length and body SHA-256 (wire protocol version 2,
-// [ProtocolVersion]). A [Receiver] checks the signature, the timestamp
+// the destination peer's id, timestamp, nonce, body length and body
+// SHA-256 (wire protocol version 3, [ProtocolVersion]). A [Receiver]
+// checks the signature, that it was signed for itself, the timestamp
 // window and a per-peer nonce window from the headers alone, before it
 // reads a byte of the body; then it checks the body is the one signed and
 // hands the items to a [Sink] in a fixed order.

@@ -156,8 +156,8 @@ func ParseOverview(line []byte) (Overview, error) {
 	return ov, nil
 }
 
-// parseUint parses a non-empty decimal without sign, at most 18 digits (no
-// overflow possible).
+// parseUint parses a non-empty decimal without sign, at most 2^63-1 (19
+// digits), as GROUP's numbers are read.
 func parseUint(b []byte) (int64, bool) {
 	if len(b) == 0 || len(b) > 19 {
 		return 0, false

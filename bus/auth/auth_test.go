@@ -1,6 +1,8 @@
 package auth_test
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -148,6 +150,40 @@ func TestInitMakesItsDirectoryPrivate(t *testing.T) {
 	}
 	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
 		t.Fatalf("auth directory written by Init has mode %#o, want 0700 (docs: \"mode 0600 in a 0700 directory\")", perm)
+	}
+}
+
+// TestInitLeavesASharedDirectoryAlone: a directory that holds other files
+// (auth init ., a shared config directory) is not Init's to chmod: one
+// others can read is refused, naming the fix, with its mode and files as
+// they were; one private already is used. (Was: chmod 0700 on whatever
+// directory was given, locking others out of a shared one.)
+func TestInitLeavesASharedDirectoryAlone(t *testing.T) {
+	t.Parallel()
+	plan := auth.Plan{IDs: []string{"0"}}
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(dir, "other.conf")
+	if err := os.WriteFile(other, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := auth.Init(dir, plan, false)
+	if err == nil || !strings.Contains(err.Error(), "chmod 700") {
+		t.Fatalf("Init into a shared 0755 directory: %v, want a refusal naming chmod 700", err)
+	}
+	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o755 {
+		t.Fatalf("the shared directory's mode after the refusal: %v %v, want 0755 as it was", fi.Mode().Perm(), err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, auth.ConfFile)); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a refused Init wrote %s: %v", auth.ConfFile, err)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := auth.Init(dir, plan, false); err != nil {
+		t.Fatalf("Init into a private directory holding other files: %v", err)
 	}
 }
 

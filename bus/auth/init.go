@@ -24,6 +24,11 @@ func Init(dir string, plan Plan, nkey bool) ([]User, error) {
 	if err != nil {
 		return nil, err
 	}
+	entries, err := os.ReadDir(dir)
+	existed := err == nil
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("auth dir: %w", err)
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("auth dir: %w", err)
 	}
@@ -35,9 +40,12 @@ func Init(dir string, plan Plan, nkey bool) ([]User, error) {
 	}
 	// MkdirAll leaves a directory that exists as it is: `mkdir auth` under
 	// umask 022 made it 0755, which lists every user and tenant name to
-	// every account. The credentials go only into a private one.
-	if err := os.Chmod(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("auth dir: %w", err)
+	// every account. The credentials go only into a private one. An empty
+	// directory is made private here; one that holds other files is not
+	// Init's to change (`auth init .`, a shared config directory): it is
+	// refused unless it is private already.
+	if err := privateDir(dir, existed && len(entries) > 0); err != nil {
+		return nil, err
 	}
 	logins := make([]Login, 0, len(users))
 	for _, u := range users {
@@ -82,6 +90,25 @@ func writeSecret(path string, data []byte) error {
 	}
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// privateDir makes dir mode 0700, or, when it holds files of others
+// (shared), checks that no one else can read or enter it.
+func privateDir(dir string, shared bool) error {
+	if !shared {
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return fmt.Errorf("auth dir: %w", err)
+		}
+		return nil
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("auth dir: %w", err)
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return fmt.Errorf("auth dir %s holds other files and is mode %04o: the credentials need a directory only their owner can read; use a new directory, or chmod 700 %s", dir, fi.Mode().Perm(), shellWord(dir))
 	}
 	return nil
 }
