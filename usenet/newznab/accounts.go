@@ -51,6 +51,15 @@ func (h *handler) countGrab(req *request, release string) *apiError {
 	return usersError(h.cfg.Users.CountGrab(req.Context(), release))
 }
 
+// checkGrab is countGrab's answer without counting (a HEAD's): only a
+// user's key has a limit to refuse.
+func (h *handler) checkGrab(req *request) *apiError {
+	if h.cfg.Users == nil || !req.user {
+		return nil
+	}
+	return usersError(h.cfg.Users.CheckGrab(req.Context(), req.key))
+}
+
 // usersError is the answer to an error of the users store.
 func usersError(err error) *apiError {
 	var le *users.LimitError

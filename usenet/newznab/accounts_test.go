@@ -312,3 +312,33 @@ func TestRegisterWithoutUsers(t *testing.T) {
 		t.Fatalf("caps: %s", body)
 	}
 }
+
+// TestHeadAtGrabLimitAnswersAsGet: a HEAD answers the headers a GET of the
+// same URL answers (RFC 9110 9.3.2): a user at its grab limit gets the
+// GET's error 501 from it too. (Was: a HEAD skipped the limit with the
+// count, and answered 200 with the NZB's headers: a client checking the
+// link was told the download was there.)
+func TestHeadAtGrabLimitAnswersAsGet(t *testing.T) {
+	t.Parallel()
+	e, st := newUsersEnv(t, progress.NewFakeClock(time.Now()))
+	key, err := st.Add(context.Background(), "carol", users.Limits{GrabsPerDay: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.get("t=get&id=tv1&apikey=" + key) // the day's one grab
+	u := e.server.URL + "/api?t=get&id=tv1&apikey=" + key
+	g, err := http.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Body.Close()
+	h, err := http.Head(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Body.Close()
+	if h.StatusCode != g.StatusCode || h.Header.Get("Content-Type") != g.Header.Get("Content-Type") {
+		t.Fatalf("over the grab limit: GET %d %q, HEAD %d %q: HEAD says the NZB is there",
+			g.StatusCode, g.Header.Get("Content-Type"), h.StatusCode, h.Header.Get("Content-Type"))
+	}
+}

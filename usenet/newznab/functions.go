@@ -263,11 +263,14 @@ func (h *handler) getFn(req *request) (response, *apiError) {
 	// Counted once the NZB is ready: a grab that fails uses nothing. A
 	// HEAD is answered the headers alone, no NZB, so it is no grab: a
 	// client checking a link uses none of the user's grabs and adds none
-	// to the release's.
-	if req.Method != http.MethodHead {
-		if apiErr := h.countGrab(req, f.Release.ID); apiErr != nil {
+	// to the release's. It answers what its GET would, though: a user
+	// with no grab left gets the GET's error.
+	if req.Method == http.MethodHead {
+		if apiErr := h.checkGrab(req); apiErr != nil {
 			return response{}, apiErr
 		}
+	} else if apiErr := h.countGrab(req, f.Release.ID); apiErr != nil {
+		return response{}, apiErr
 	}
 	return response{
 		contentType: usenet.NZBContentType,

@@ -80,6 +80,20 @@ func (s *Store) Grab(ctx context.Context, key, release string) error {
 	return nil
 }
 
+// CheckGrab answers as Grab would for key's user, counting nothing: nil
+// while a grab is left today, else ErrUnknownKey or a *LimitError. It is
+// for a HEAD of an NZB, which must answer what its GET would.
+func (s *Store) CheckGrab(ctx context.Context, key string) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("check grab: %w", err)
+	}
+	// The count is made and rolled back: the same question Grab asks,
+	// with the same answer, and nothing kept.
+	defer func() { _ = tx.Rollback() }()
+	return s.count(ctx, tx, key, Grabs)
+}
+
 // CountGrab counts a grab of release by a caller without an account (the
 // admin key, an open API), which no limit applies to.
 func (s *Store) CountGrab(ctx context.Context, release string) error {
