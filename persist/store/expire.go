@@ -7,9 +7,11 @@ import (
 	"time"
 )
 
-// NeedsExpiry implements Stream.
+// NeedsExpiry implements Stream. A stream another connection can write
+// to (two servers sharing its file) always may: that connection's TTL
+// rows, max_age or msgIDs are not known here until Expire revalidates.
 func (s *sqliteStream) NeedsExpiry() bool {
-	return s.cfg.MaxAge > 0 || s.ttlRows > 0 || len(s.dedupFIFO) > 0 || s.msgidsOldest != 0 || s.delidsOldest != 0
+	return !s.alone || s.cfg.MaxAge > 0 || s.ttlRows > 0 || len(s.dedupFIFO) > 0 || s.msgidsOldest != 0 || s.delidsOldest != 0
 }
 
 // removed updates the totals for one deleted row.
@@ -125,6 +127,12 @@ func (s *sqliteStream) enforce() ([]Change, error) {
 
 // Expire implements Stream.
 func (s *sqliteStream) Expire(now time.Time) ([]Change, error) {
+	// What another connection stored (its TTL rows, a max_age it set)
+	// decides whether there is work: known only once reloaded. One query
+	// when nothing changed; nothing on a stream alone on its file.
+	if err := s.Revalidate(); err != nil {
+		return nil, s.fail(err)
+	}
 	nowMs := now.UnixMilli()
 	cut := nowMs - DedupWindow.Milliseconds()
 	n := 0

@@ -179,3 +179,102 @@ func inventory(t *testing.T, s Stream) persist.Inventory {
 	}
 	return inv
 }
+
+// TestSharedFileTimeNeverDecreases: times never decrease along seq (the
+// max_age expiry and the rate window rely on it), also when another handle
+// on the same file wrote a row with a later time than this handle's clock.
+// (Was: Write clamped its time to the handle's lastTime before begin
+// reloaded it from the file, so the other handle's later time was not seen.)
+func TestSharedFileTimeNeverDecreases(t *testing.T) {
+	base := time.UnixMilli(1_000_000)
+	a, b := openShared(t, base)
+	// b's clock runs 10 s ahead of a's.
+	writeOne(t, b, WriteOp{Value: []byte("from b")}, base.Add(10*time.Second))
+	r := writeOne(t, a, WriteOp{Value: []byte("from a")}, base.Add(1*time.Second))
+	m1, err := a.Get(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Time < m1.Time {
+		t.Fatalf("seq %d time %d is before seq 1's time %d: times decrease along seq", r.Seq, r.Time, m1.Time)
+	}
+}
+
+// TestSharedFileMaxAgeAfterForeignWrite: the consequence of the above: no
+// row past max_age stays. (Was: one did, because the expiry, walking seq,
+// stopped at the first (younger) row the other handle wrote.)
+func TestSharedFileMaxAgeAfterForeignWrite(t *testing.T) {
+	base := time.UnixMilli(1_000_000)
+	a, b := openShared(t, base)
+	age := 5 * time.Second
+	cfg := persist.DefaultConfig()
+	cfg.MaxAge = age
+	if _, _, err := a.SetConfig(cfg, base); err != nil {
+		t.Fatal(err)
+	}
+	writeOne(t, b, WriteOp{Value: []byte("from b")}, base.Add(10*time.Second)) // seq 1 at +10s
+	writeOne(t, a, WriteOp{Value: []byte("from a")}, base.Add(1*time.Second))  // seq 2
+	// At +14s: by seq 2's stored time it is 13 s old, past max_age 5 s,
+	// while seq 1 (4 s old) stays. Either seq 2 carries a time not below
+	// seq 1's (and stays, as young as seq 1), or it must go now.
+	if _, err := a.Expire(base.Add(14 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	m2, err := a.Get(2)
+	if err != nil {
+		return // removed: max_age enforced
+	}
+	if now := base.Add(14 * time.Second).UnixMilli(); now-m2.Time >= age.Milliseconds() {
+		t.Fatalf("seq 2 (time %d) is %d ms old at %d, past max_age %v, and was not expired", m2.Time, now-m2.Time, now, age)
+	}
+}
+
+// TestSharedFileExpireSeesForeignTTL: a handle's Expire removes messages
+// past their TTL also when another handle sharing the file wrote them (and
+// went away: the scope moved), and NeedsExpiry asks for it. (Was: Expire
+// decided whether it had work from the handle's ttlRows and config before
+// reloading them, and NeedsExpiry from the same: the idle stream kept the
+// expired message.)
+func TestSharedFileExpireSeesForeignTTL(t *testing.T) {
+	base := time.UnixMilli(1_000_000)
+	a, b := openShared(t, base)
+	cfg := persist.DefaultConfig()
+	cfg.AllowMsgTTL = true
+	if _, _, err := b.SetConfig(cfg, base); err != nil {
+		t.Fatal(err)
+	}
+	writeOne(t, b, WriteOp{Key: "k", Value: []byte("v"), TTL: 1000}, base)
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ch, err := a.Expire(base.Add(5 * time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.GetKey("k"); err == nil {
+		t.Fatalf("key k (TTL 1 s, written at %d) still there after Expire at +5 s (changes %v, NeedsExpiry %v)", base.UnixMilli(), ch, a.NeedsExpiry())
+	}
+}
+
+// TestSharedFileExpireSeesForeignMaxAge: the same for a max_age another
+// handle set.
+func TestSharedFileExpireSeesForeignMaxAge(t *testing.T) {
+	base := time.UnixMilli(1_000_000)
+	a, b := openShared(t, base)
+	writeOne(t, b, WriteOp{Value: []byte("v")}, base)
+	cfg := persist.DefaultConfig()
+	cfg.MaxAge = 2 * time.Second
+	if _, _, err := b.SetConfig(cfg, base); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ch, err := a.Expire(base.Add(5 * time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Get(1); err == nil {
+		t.Fatalf("seq 1 (written at %d) still there after Expire at +5 s with max_age 2 s (changes %v, NeedsExpiry %v)", base.UnixMilli(), ch, a.NeedsExpiry())
+	}
+}

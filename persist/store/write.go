@@ -27,8 +27,6 @@ var insertRuns = [...]int{64, 16, 4}
 
 // Write implements Stream.
 func (s *sqliteStream) Write(ops []WriteOp, now time.Time) ([]WriteResult, []Change, error) {
-	// A clock stepped back must not make times decrease along seq.
-	nowMs := max(now.UnixMilli(), s.lastTime)
 	// On a full disk writes wait for space (see reserve.go).
 	if err := s.space.admit(); err != nil {
 		return nil, nil, fmt.Errorf("write: %w", err)
@@ -37,6 +35,10 @@ func (s *sqliteStream) Write(ops []WriteOp, now time.Time) ([]WriteResult, []Cha
 	if err != nil {
 		return nil, nil, s.fail(err)
 	}
+	// A clock stepped back must not make times decrease along seq, nor a
+	// row another connection wrote (begin reloaded its lastTime) with a
+	// clock ahead of ours: age and rate queries walk seq.
+	nowMs := max(now.UnixMilli(), s.lastTime)
 	res, changes, err := s.write(ops, nowMs)
 	if err == nil {
 		err = s.commit()
