@@ -3,6 +3,7 @@ package releases_test
 import (
 	"context"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -12,7 +13,9 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/switchyard-dev/switchyard/internal/testbrowser"
+	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/usenet"
+	"github.com/switchyard-dev/switchyard/web/releases"
 )
 
 // pageWait bounds one wait for the page to show something.
@@ -193,4 +196,106 @@ func TestBrowser(t *testing.T) {
 		t.Error("no request recorded: the recorder is broken")
 	}
 	tb.b.CheckNoProblems(t)
+}
+
+// TestFreshCountsArrivalsOnly: on a later page the page says how many
+// releases arrived instead of moving the list: a row that leaves the
+// releases stream (a delete: retention, or the older row of an updated
+// release) is no arrival, nor is a newer row of a release counted already.
+// (Was: every delete and skipped run counted as a new release, and so did
+// every update of one.)
+func TestFreshCountsArrivalsOnly(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *releases.Config) { c.PageSize = 1 })
+	e.standard()
+	tb := newTab(t)
+	tb.do(chromedp.Navigate(e.srv.URL + "/releases?offset=1"))
+	tb.wait("the key asked for", `document.body.dataset.view === "key"`)
+	// Before the page connects: note the highest msg seq its WebSocket
+	// delivered, to know when it has handled a given change.
+	value[bool](tb, `(() => {
+		const W = window.WebSocket;
+		window.lastMsgSeq = 0;
+		window.WebSocket = function (u, p) {
+			const ws = p === undefined ? new W(u) : new W(u, p);
+			ws.addEventListener("message", (ev) => {
+				try { const m = JSON.parse(ev.data); if (m.type === "msg") window.lastMsgSeq = Math.max(window.lastMsgSeq, m.seq); } catch (x) {}
+			});
+			return ws;
+		};
+		window.WebSocket.prototype = W.prototype;
+		return true;
+	})()`)
+	tb.do(chromedp.SendKeys(chromedp.ID("key"), testKey), chromedp.Click(chromedp.CSS("#key-form button")))
+	tb.wait("the second page", rows+` === "film"`)
+	tb.wait("the page live", `document.getElementById("conn").dataset.state === "open"`)
+
+	seq1 := e.post(release("live1", "Live.One.S01E01.1080p.WEB-DL-GRP", usenet.CatTVWebDL, 0, 2, "one.mkv"))
+	tb.wait("the first arrival counted", `window.lastMsgSeq >= `+strconv.FormatUint(seq1, 10))
+	// That release's row leaves the stream: nothing arrives.
+	if _, err := e.store.Releases().Delete(context.Background(), persist.Delete{Seqs: []uint64{seq1}}); err != nil {
+		t.Fatal(err)
+	}
+	e.post(release("live2", "Live.Two.S01E02.1080p.WEB-DL-GRP", usenet.CatTVWebDL, 0, 1, "two.mkv"))
+	// More of it posted: the same release updated, no new one.
+	seq4 := e.post(release("live2", "Live.Two.S01E02.1080p.WEB-DL-GRP", usenet.CatTVWebDL, 0, 2, "two.mkv"))
+	tb.wait("the update handled", `window.lastMsgSeq >= `+strconv.FormatUint(seq4, 10))
+	got := value[string](tb, `document.getElementById("fresh-show").textContent`)
+	if want := "2 new releases — show the newest"; got != want {
+		t.Fatalf("after two releases posted, one row deleted and one release updated the page says %q, want %q", got, want)
+	}
+}
+
+// TestLiveSearchDoesNotOverwriteANewerSearch: a live re-search (sent after
+// a change on the releases stream, and waiting up to 2 s for the index on
+// the server) that answers after the person searched for something else
+// does not replace the newer search's list: the list is what the page's
+// URL says is shown. (Was: the page drew whichever answer came back last,
+// and a release's page likewise.)
+func TestLiveSearchDoesNotOverwriteANewerSearch(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	e.standard()
+	tb := newTab(t)
+	tb.do(chromedp.Navigate(e.srv.URL + "/releases"))
+	tb.wait("the key asked for", `document.body.dataset.view === "key"`)
+	tb.do(chromedp.SendKeys(chromedp.ID("key"), testKey), chromedp.Click(chromedp.CSS("#key-form button")))
+	tb.wait("the newest releases", rows+` === "tv,film,album"`)
+	tb.wait("the page live", `document.getElementById("conn").dataset.state === "open"`)
+	// A slow answer to the live re-search (as when the server waits for
+	// its index): held until the test lets it go.
+	value[bool](tb, `(() => {
+		const f = window.fetch;
+		window.liveHeld = 0;
+		let release;
+		const gate = new Promise((r) => { release = r; });
+		window.releaseLive = () => release();
+		window.fetch = function (u, o) {
+			const p = f.call(this, u, o);
+			if (String(u).indexOf("seen=") < 0) return p;
+			window.liveHeld++;
+			// Settled once the page has done with the answer, or with its
+			// failure (an aborted request): its awaits are microtasks,
+			// this timer runs after them.
+			const settle = () => setTimeout(() => { window.liveSettled = true; }, 0);
+			return p.then((r) => gate.then(() => {
+				r.json = () => Response.prototype.json.call(r).then((v) => { settle(); return v; }, (e) => { settle(); throw e; });
+				return r;
+			}), (e) => { settle(); throw e; });
+		};
+		return true;
+	})()`)
+	e.post(release("live", "Live.Show.S02E01.1080p.WEB-DL-GRP", usenet.CatTVWebDL, 0, 2, "live.mkv"))
+	tb.wait("the live re-search sent", `window.liveHeld === 1`)
+
+	// The person searches meanwhile.
+	tb.do(chromedp.Click(chromedp.ID("q")), chromedp.SendKeys(chromedp.ID("q"), "film title"), chromedp.Click(chromedp.CSS("#search-form button")))
+	tb.wait("the search's answer", rows+` === "film"`)
+	value[bool](tb, `(window.releaseLive(), true)`)
+	tb.wait("the held answer handled", `window.liveSettled === true`)
+	url := value[string](tb, `location.search`)
+	got := value[string](tb, rows)
+	if got != "film" {
+		t.Fatalf("the URL says %q but the list shows %q: an older live search's answer replaced the newer search's", url, got)
+	}
 }

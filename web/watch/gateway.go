@@ -251,10 +251,11 @@ func (g *Gateway) Stats() Stats {
 	}
 }
 
-// Stop refuses new connections, closes the open ones with 1001 (going
-// away; browsers reconnect and resume) and waits for their goroutines
-// until ctx ends, then drops what is left without a close handshake. Stop
-// before Start and Stop twice are no-ops.
+// Stop refuses new connections, ends the inventory reads of requests not
+// yet upgraded, closes the open connections with 1001 (going away;
+// browsers reconnect and resume) and waits for their goroutines until ctx
+// ends, then drops what is left without a close handshake and returns an
+// error wrapping ctx.Err(). Stop before Start and Stop twice are no-ops.
 func (g *Gateway) Stop(ctx context.Context) error {
 	return g.base.Stop(ctx, func(ctx context.Context) error {
 		// From here on enter adds nothing to wg, so Wait may begin.
@@ -268,12 +269,14 @@ func (g *Gateway) Stop(ctx context.Context) error {
 			return nil
 		case <-ctx.Done():
 		}
+		// The dropped connections end by themselves, and a request not
+		// yet upgraded has its write deadline: waiting for them would
+		// take Stop past ctx's end.
 		g.mu.Lock()
 		for c := range g.conns {
 			_ = c.ws.CloseNow()
 		}
 		g.mu.Unlock()
-		<-done
 		return fmt.Errorf("watch: stop gateway: %w", ctx.Err())
 	})
 }
@@ -333,9 +336,18 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	stream := g.cfg.Client.Stream(p.scope, p.stream)
 	if !p.hasFrom {
 		// Only new changes: everything after the last seq assigned now.
+		// The read is counted in wg, so Stop waits for it: the gateway's
+		// stop ends it, or a stream's server that does not answer would
+		// hold Stop for the whole timeout.
 		ictx, cancel := context.WithTimeout(r.Context(), InventoryTimeoutDefault)
+		stopping := context.AfterFunc(g.base.Run(), cancel)
 		inv, err := stream.Inventory(ictx)
+		stopping()
 		cancel()
+		if err != nil && g.base.Run().Err() != nil {
+			http.Error(w, "unavailable: the gateway is stopping", http.StatusServiceUnavailable)
+			return
+		}
 		if err != nil {
 			http.Error(w, string(persist.CodeOf(err))+": "+err.Error(), httpStatus(err))
 			return

@@ -17,9 +17,15 @@
   let info = null;
   let watcher = null;
   let lastSeen = 0; // the highest releases-stream seq heard of
-  let fresh = 0; // releases heard of while another page than the first is shown
+  // The keys of the releases that arrived while another page than the
+  // first is shown: a release counts once however often it is updated.
+  let fresh = new Set();
   let shown = new Set(); // ids on the list, to mark the ones that arrive live
   let timer = null, inflight = false, again = false;
+  // latest numbers the requests for what is shown (a list or a release):
+  // an answer to an older one is dropped, so a slow live re-search cannot
+  // replace what the person asked for since.
+  let latest = 0;
 
   // --- state in the URL (never a key) --------------------------------------
 
@@ -194,13 +200,15 @@
     if (s.offset) p.set("offset", String(s.offset));
     p.set("limit", String(info.page_size));
     if (live && lastSeen) p.set("seen", String(lastSeen));
+    const n = ++latest;
     let ans;
     try {
       ans = await api("/releases/api/search?" + p.toString());
     } catch (e) {
-      if (e.message !== "signed out") setError("list-error", "search: " + e.message);
+      if (n === latest && e.message !== "signed out") setError("list-error", "search: " + e.message);
       return;
     }
+    if (n !== latest) return;
     setError("list-error", "");
     renderList(s, ans, live);
   }
@@ -244,7 +252,7 @@
     $("page-of").textContent = ans.total === 0 ? "" : "page " + num(Math.floor(ans.offset / ans.limit) + 1) + " of " + num(Math.ceil(ans.total / ans.limit));
     $("newer").disabled = ans.offset === 0;
     $("older").disabled = last >= ans.total;
-    if (s.offset === 0) { fresh = 0; show("fresh", false); }
+    if (s.offset === 0) { fresh = new Set(); show("fresh", false); }
   }
 
   // pwMark is the mark of a release post-processing found passworded
@@ -258,7 +266,7 @@
 
   function go(s) {
     history.pushState(null, "", listURL(s));
-    fresh = 0;
+    fresh = new Set();
     show("fresh", false);
     shown = new Set();
     loadList(false);
@@ -290,13 +298,15 @@
   // --- one release --------------------------------------------------------
 
   async function loadRelease(id) {
+    const n = ++latest;
     let d;
     try {
       d = await api("/releases/api/release?" + new URLSearchParams({ id: id }).toString());
     } catch (e) {
-      if (e.message !== "signed out") setError("release-error", e.message);
+      if (n === latest && e.message !== "signed out") setError("release-error", e.message);
       return;
     }
+    if (n !== latest) return;
     setError("release-error", "");
     document.title = d.name + " · switchyard";
     $("rel-name").textContent = d.name;
@@ -353,6 +363,8 @@
     }, 150);
   }
 
+  // onLive takes a release row that arrived on the releases stream: a new
+  // release, or a newer row of one (an update).
   function onLive(m) {
     lastSeen = Math.max(lastSeen, m.seq);
     const s = state();
@@ -361,9 +373,22 @@
       return;
     }
     if (s.offset === 0) { refresh(); return; }
-    fresh++;
-    $("fresh-show").textContent = num(fresh) + (fresh === 1 ? " new release" : " new releases") + " — show the newest";
+    // Another page says how many arrived: a release it shows, or one
+    // counted already, updated is no arrival.
+    if (!m.key || shown.has(m.key) || fresh.has(m.key)) return;
+    fresh.add(m.key);
+    $("fresh-show").textContent = num(fresh.size) + (fresh.size === 1 ? " new release" : " new releases") + " — show the newest";
     show("fresh", true);
+  }
+
+  // onGone takes rows that left the releases stream (a delete: retention,
+  // or the older row of an updated release) or came and went unread (a
+  // skipped run): the first page searches again, as the list may have
+  // changed; nothing arrived, so another page counts nothing.
+  function onGone(m) {
+    if (m.type === "skipped") lastSeen = Math.max(lastSeen, m.last || 0);
+    const s = state();
+    if (!s.id && s.offset === 0) refresh();
   }
 
   function setConn(st, info) {
@@ -382,7 +407,7 @@
     watcher = window.SwitchyardWatch.connect({
       scope: info.scope, stream: info.stream, url: "/ws/watch",
       onMessage: onLive,
-      onEvent: (m) => { if (m.type === "delete" || m.type === "skipped") onLive({ seq: m.last || 0 }); },
+      onEvent: (m) => { if (m.type === "delete" || m.type === "skipped") onGone(m); },
       onState: setConn,
     });
   }
