@@ -80,9 +80,10 @@ type Presence struct {
 	// Counters of Stats.
 	writes, removes, reloads, failures atomic.Uint64
 
-	mu     sync.Mutex
-	closed bool
-	users  map[presenceUser]*presenceState
+	mu      sync.Mutex
+	closed  bool
+	users   map[presenceUser]*presenceState
+	refresh forward.Timer // the next Refresh of its own (refreshLoop)
 }
 
 type presenceUser struct{ user, app string }
@@ -129,7 +130,44 @@ func NewPresence(cfg PresenceConfig) (*Presence, error) {
 		cfg.Logger = slog.Default()
 	}
 	ctx, end := context.WithCancel(context.Background())
-	return &Presence{cfg: cfg, ctx: ctx, end: end, users: make(map[presenceUser]*presenceState)}, nil
+	p := &Presence{cfg: cfg, ctx: ctx, end: end, users: make(map[presenceUser]*presenceState)}
+	p.mu.Lock()
+	p.scheduleRefreshLocked()
+	p.mu.Unlock()
+	return p, nil
+}
+
+// refreshEvery is how often a Presence runs Refresh itself: often enough
+// that a Join whose write failed is written within a minute, and a row
+// within a minute of its Refresh, and no more (a pass over its users in
+// memory writes nothing until one is due).
+func (p *Presence) refreshEvery() time.Duration { return min(p.cfg.Refresh/12, time.Minute) }
+
+func (p *Presence) scheduleRefreshLocked() {
+	if !p.closed {
+		p.refresh = p.cfg.Clock.AfterFunc(p.refreshEvery(), p.refreshLoop)
+	}
+}
+
+// refreshLoop runs Refresh and schedules the next one, until Close.
+// Without it a connection that stays lost its row at its TTL (a leave
+// announced for a user still there), and a failed first write was never
+// made again.
+func (p *Presence) refreshLoop() {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return
+	}
+	p.wg.Add(1)
+	p.mu.Unlock()
+	defer p.wg.Done()
+	if err := p.Refresh(p.ctx); err != nil && p.ctx.Err() == nil {
+		p.cfg.Logger.Warn("presence: refresh failed", "err", err)
+	}
+	p.mu.Lock()
+	p.scheduleRefreshLocked()
+	p.mu.Unlock()
 }
 
 // Join counts a connection of user's app. The first one (with no row
@@ -257,7 +295,7 @@ func (p *Presence) expire(k presenceUser, gen uint64) {
 
 // Refresh writes again every row older than Refresh whose connections
 // stay, and every row a Join failed to write; it returns the first error.
-// A region calls it periodically (an hour apart is plenty).
+// A Presence calls it itself every minute (refreshLoop), until Close.
 func (p *Presence) Refresh(ctx context.Context) error {
 	now := p.cfg.Clock.Now()
 	type todo struct {
@@ -342,6 +380,9 @@ func (p *Presence) Connections(user, app string) int {
 func (p *Presence) Close() {
 	p.mu.Lock()
 	p.closed = true
+	if p.refresh != nil {
+		p.refresh.Stop()
+	}
 	for _, st := range p.users {
 		if st.leave != nil {
 			st.leave.Stop()

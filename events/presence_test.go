@@ -3,10 +3,12 @@ package events
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/switchyard-dev/switchyard/internal/testpersist/persistenv"
+	"github.com/switchyard-dev/switchyard/internal/testwait"
 )
 
 // presenceEnv is a Presence over real persist servers, on a fake clock
@@ -53,7 +55,7 @@ func TestPresenceJoinLeave(t *testing.T) {
 		t.Fatalf("rows %v, want app@eu", got)
 	}
 	p.Leave("alice", "app")
-	if clk.Pending() != 0 {
+	if clk.Pending() != 1 { // the Presence's own refresh, no leave
 		t.Fatal("a leave was scheduled while a connection stays")
 	}
 	p.Leave("alice", "app")
@@ -209,4 +211,33 @@ func TestPresenceConfig(t *testing.T) {
 	if _, err := NewPresence(PresenceConfig{Region: "x", Store: PersistPresence{}, LeaveMin: time.Minute, LeaveMax: time.Second}); err == nil {
 		t.Error("LeaveMax below LeaveMin accepted")
 	}
+}
+
+// TestPresenceRowRefreshedWhileConnected: the row is written again every
+// 12 h while connections stay, by the Presence itself, with no call of
+// Refresh. (Was: nothing called Refresh, so a connection that stayed past
+// the 48 h TTL lost its row, and its subscribers heard a leave of a user
+// still there; a failed first write was never made again.)
+func TestPresenceRowRefreshedWhileConnected(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p, store, clk := presenceEnv(t, "eu", 0)
+	if err := p.Join(ctx, "zoe", "app"); err != nil {
+		t.Fatal(err)
+	}
+	key := PresenceRowKey(PresenceKey{"zoe", "app", "eu"})
+	first, err := store.kv("zoe").Get(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The connection stays: an hour at a time, past the refresh interval
+	// and then past the TTL, nobody joining or leaving meanwhile.
+	for range int(PresenceRefreshDefault/time.Hour) + 1 {
+		clk.Advance(time.Hour)
+	}
+	testwait.UntilWithin(t, 10*time.Second, "the row written again once Refresh elapsed, the connection staying", func() (bool, string) {
+		st := p.Stats()
+		m, err := store.kv("zoe").Get(ctx, key)
+		return err == nil && m.Seq != first.Seq && st.Writes >= 2, fmt.Sprintf("writes %d, row seq %d (first %d), err %v", st.Writes, m.Seq, first.Seq, err)
+	})
 }

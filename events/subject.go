@@ -125,7 +125,8 @@ func ParseAnchor(s string) (Anchor, error) {
 	if strings.HasSuffix(s, "/") {
 		return Anchor{}, fmt.Errorf("%w %q: ends with '/'", ErrBadAnchor, s)
 	}
-	if strings.Contains(subj.Key, "//") {
+	// A key starting with '/' is an empty first segment (scope/stream//a).
+	if strings.Contains(subj.Key, "//") || strings.HasPrefix(subj.Key, "/") {
 		return Anchor{}, fmt.Errorf("%w %q: empty path segment", ErrBadAnchor, s)
 	}
 	return Anchor{subj}, nil

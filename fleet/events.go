@@ -119,8 +119,9 @@ func (f *Fleet) startEvents(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// Presence has no goroutine of its own to start; stopping it cancels
-	// the delayed leaves (their rows expire by TTL).
+	// Presence refreshes its rows by itself from NewPresence on; stopping
+	// it ends that and cancels the delayed leaves (their rows expire by
+	// TTL).
 	if err := f.start(ctx, "presence", lifecycle.Funcs("presence", func(context.Context) error { return nil },
 		func(context.Context) error { p.Close(); return nil })); err != nil {
 		return err
