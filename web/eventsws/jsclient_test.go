@@ -147,3 +147,34 @@ console.log(JSON.stringify({held, errors, big, waits: waits.map(Math.round), aft
 		t.Fatalf("wait after a socket that was ready: %v ms, want the backoff reset to 0.5 s", r.AfterReady)
 	}
 }
+
+// TestClientRetriesUnavailableSubscribe: a subscribe answered
+// `unavailable` ("retry") is sent again on the same socket after a
+// backoff. (Was: only on the next reconnect, which a socket that stays up
+// never makes, so the subscription the client held was never made, as
+// after a reconnect to a region whose persist was still starting.)
+func TestClientRetriesUnavailableSubscribe(t *testing.T) {
+	t.Parallel()
+	out := runClient(t, `
+const ev = new SwitchyardEvents({});
+open(sockets[0]);
+serverSays(sockets[0], {type: "ready", user: "anonymous", max_subs: 50});
+ev.subscribe("files", "project-1/files/a");
+serverSays(sockets[0], {type: "error", id: "files", code: "unavailable", message: "events: subscribe project-1/files: context deadline exceeded"});
+for (let i = 0; i < 5; i++) runTimers(); // whatever the client scheduled, the socket staying up
+console.log(JSON.stringify({sockets: sockets.length, subscribes: sockets[0].sent.filter((m) => m.type === "subscribe" && m.id === "files").length}));
+`)
+	var r struct {
+		Sockets    int `json:"sockets"`
+		Subscribes int `json:"subscribes"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("%s: %v", out, err)
+	}
+	if r.Sockets != 1 {
+		t.Fatalf("%s: the socket was replaced; want it kept", out)
+	}
+	if r.Subscribes < 2 {
+		t.Fatalf("subscribes of files on the open socket: %d; want it sent again after the unavailable answer (the client still holds it)", r.Subscribes)
+	}
+}

@@ -37,6 +37,7 @@
       this.subs = new Map();   // id -> {anchor, filter}
       this.acks = new Map();   // sub + "\n" + entry -> {sub, entry}
       this.unsubs = new Map(); // id -> mode: durable unsubscribes not answered yet
+      this.retries = new Map(); // id -> requests answered "unavailable" on this socket
       this.ws = null;
       this.closed = false;
       this.backoff = 500;
@@ -60,6 +61,7 @@
         // The backoff is reset by "ready", not here: a socket the server
         // closes right after opening must not be reopened at once, forever.
         this.emit("onState", "open");
+        this.retries.clear(); // everything held is sent again below
         // Unsubscribes first: a durable id unsubscribed, then subscribed
         // again while down, ends up subscribed, as asked.
         for (const [id, mode] of this.unsubs) this.send({type: "unsubscribe", id, mode});
@@ -89,13 +91,14 @@
         case "event": this.emit("onEvent", m); break;
         case "presence": this.emit("onPresence", m); break;
         case "gap": this.emit("onGap", m); break;
-        case "subscribed": this.emit("onSubscribed", m); break;
-        case "unsubscribed": this.unsubs.delete(m.id); break;
+        case "subscribed": this.retries.delete(m.id); this.emit("onSubscribed", m); break;
+        case "unsubscribed": this.retries.delete(m.id); this.unsubs.delete(m.id); break;
         case "ready":
           this.backoff = 500; // the socket is up: the next drop retries soon
           this.emit("onReady", m);
           break;
         case "acked":
+          this.retries.delete(m.id);
           this.acks.delete(m.sub + "\n" + m.id);
           break;
         case "error":
@@ -106,7 +109,11 @@
           } else if (m.id && m.code === "not-found") {
             // Answers an unsubscribe only: the row is gone already.
             this.unsubs.delete(m.id);
-          } else if (m.id && m.code !== "unavailable") {
+          } else if (m.id && m.code === "unavailable") {
+            // "Retry": on this socket too, not only after the next
+            // reconnect, which a socket that stays up never makes.
+            this.retryLater(m.id);
+          } else if (m.id) {
             // Refused for good: do not retry it on reconnect.
             this.subs.delete(m.id);
             this.unsubs.delete(m.id);
@@ -114,6 +121,24 @@
           this.emit("onError", m);
           break;
       }
+    }
+
+    // retryLater sends the request of id (a subscribe, a durable
+    // unsubscribe, or the ack of entry id) again after a jittered backoff,
+    // 0.5 s doubling to 30 s per id, while this socket stays up and the
+    // client still holds it; a reconnect sends it anyway.
+    retryLater(id) {
+      const ws = this.ws;
+      const n = (this.retries.get(id) || 0) + 1;
+      this.retries.set(id, n);
+      const wait = Math.min(500 * 2 ** (n - 1), 30000) * (0.75 + Math.random() / 2);
+      setTimeout(() => {
+        if (this.closed || this.ws !== ws) return;
+        const s = this.subs.get(id);
+        if (s) return this.send({type: "subscribe", id, anchor: s.anchor, filter: s.filter, mode: s.mode});
+        if (this.unsubs.has(id)) return this.send({type: "unsubscribe", id, mode: this.unsubs.get(id)});
+        for (const a of this.acks.values()) if (a.entry === id) this.send({type: "ack", sub: a.sub, entry: a.entry});
+      }, wait);
     }
 
     send(m) {
