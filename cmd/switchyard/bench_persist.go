@@ -101,6 +101,13 @@ test): RSS <= 0.2x JetStream's.`,
 				if secure || cfg.Durable {
 					return usagef("--streams measures many streams in the default tier; it takes neither --auth nor --durable")
 				}
+				// Its concurrency is fixed (16 clients) and it sends no
+				// batches: a --clients or --batch given would be ignored.
+				for _, f := range []string{"clients", "batch"} {
+					if cmd.Flags().Changed(f) {
+						return usagef("--%s does not go with --streams", f)
+					}
+				}
 				return runBenchStreams(cmd, cfg, streams, asJSON)
 			}
 			for _, f := range []string{"skip-js", "js-timeout", "nats-server", "max-open-streams", "settle", "json"} {

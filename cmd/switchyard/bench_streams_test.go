@@ -138,3 +138,19 @@ func TestBenchPersistKeysSmoke(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchPersistStreamsRefusesIgnoredFlags: bench persist --streams runs
+// a fixed concurrency (16 clients) and sends no batches, so it refuses
+// --clients and --batch as a usage error, as --keys refuses the flags it
+// does not use. (Was: both were silently ignored, so a run measured other
+// than what was asked.) The nats-server path is missing, so a flag let
+// through fails at run time instead (exit 1), not with a benchmark.
+func TestBenchPersistStreamsRefusesIgnoredFlags(t *testing.T) {
+	t.Parallel()
+	missing := t.TempDir() + "/no-nats-server"
+	for _, extra := range [][]string{{"--clients", "4"}, {"--batch", "10"}} {
+		args := append([]string{"bench", "persist", "--streams", "10", "--nats-server", missing, "--no-progress"}, extra...)
+		_, stderr, code := execute(t, args...)
+		wantUsage(t, args, stderr, code, extra[0])
+	}
+}

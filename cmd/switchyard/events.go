@@ -64,7 +64,7 @@ and go.`,
 				tw := tabwriter.NewWriter(stdout(cmd), 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "APP\tREGION\tCONNECTED SINCE")
 				for _, r := range rows {
-					fmt.Fprintf(tw, "%s\t%s\t%s\n", r.App, r.Region, time.UnixMilli(r.ConnectedAt).UTC().Format(time.RFC3339))
+					fmt.Fprintf(tw, "%s\t%s\t%s\n", terminalSafe(r.App), terminalSafe(r.Region), time.UnixMilli(r.ConnectedAt).UTC().Format(time.RFC3339))
 				}
 				return tw.Flush()
 			})
@@ -196,7 +196,7 @@ sessions do not ack.`,
 							}
 						}
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", terminalSafe(r.ID), r.Mode, terminalSafe(r.Anchor), terminalSafe(filter),
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", terminalSafe(r.ID), terminalSafe(r.Mode), terminalSafe(r.Anchor), terminalSafe(filter),
 						time.UnixMilli(r.Created).UTC().Format(time.RFC3339), settled, behind)
 				}
 				return tw.Flush()

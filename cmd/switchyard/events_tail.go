@@ -113,7 +113,14 @@ stream held before is not printed: see switchyard watch for that.`,
 				return err
 			}
 			ctx := cmd.Context()
+			// The context ends only on a signal, so a Start or Subscribe
+			// that fails with it ended was cut short by Ctrl-C or SIGTERM
+			// while waiting for persist: that is how a tail stops (exit 0),
+			// as watch and runFleet treat it, not a failure.
 			if err := r.Start(ctx); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
 				return err
 			}
 			defer func() {
@@ -125,6 +132,9 @@ stream held before is not printed: see switchyard watch for that.`,
 			s := r.Open("events-tail", feed.push)
 			defer s.Close()
 			if err := s.Subscribe(ctx, "tail", anchor, filter); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
 				return err
 			}
 			p := tailPrinter{w: stdout(cmd), json: asJSON}

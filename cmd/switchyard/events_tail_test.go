@@ -2,10 +2,16 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"slices"
 	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/switchyard-dev/switchyard/events"
+	"github.com/switchyard-dev/switchyard/internal/testnats"
+	"github.com/switchyard-dev/switchyard/internal/testproc"
 )
 
 // TestTailFeedGapInOrder: deliveries dropped while events tail's queue is
@@ -57,4 +63,42 @@ func tailName(d events.Delivery) string {
 		return fmt.Sprintf("gap %d", d.Gap.Count)
 	}
 	return d.Event.Subject.Key
+}
+
+// TestTailInterruptWhileSubscribingExitsZero: events tail runs until
+// interrupted, and Ctrl-C is how it ends, also while it still waits for
+// the persist servers to answer (a restart, a slow start): exit 0, as watch
+// in the same state and runFleet on a signal while starting. (Was: a
+// Ctrl-C while Start or Subscribe waited exited 1 with "context canceled".)
+func TestTailInterruptWhileSubscribingExitsZero(t *testing.T) {
+	t.Parallel()
+	e, nc := testnats.Start(t) // a bus with no persist server answering
+	asked := make(chan struct{}, 1)
+	sub, err := nc.Subscribe("persist.>", func(m *nats.Msg) {
+		select {
+		case asked <- struct{}{}:
+		default:
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	c := startWatched(t, cli(t, "events", "tail", "hub/demo", "--timeout", "1s", "--nats", e.ClientURL()))
+	select {
+	case <-asked: // the tail is past connecting, waiting for a persist answer
+	case <-c.exited:
+		t.Fatalf("events tail exited %d before asking persist: %s", c.code, c.stderr.String())
+	case <-time.After(testproc.Timeout):
+		t.Fatal("events tail never asked persist anything")
+	}
+	if err := c.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	if code := c.waitExit(t); code != 0 {
+		t.Errorf("events tail interrupted while subscribing: exit %d, want 0; stderr %q", code, c.stderr.String())
+	}
 }

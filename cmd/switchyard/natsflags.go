@@ -110,10 +110,10 @@ func (f *natsFlags) resolvedURL() string {
 	return defaultLocalURL
 }
 
-// connect dials NATS for a short-lived client command (no endless reconnect).
-// It goes through bus.Connect so a refused subject fails as forbidden at
-// once rather than as a timeout.
-func (f *natsFlags) connect() (*nats.Conn, error) {
+// connect dials NATS for a short-lived client command (no endless reconnect),
+// giving the connect at most timeout. It goes through bus.Connect so a
+// refused subject fails as forbidden at once rather than as a timeout.
+func (f *natsFlags) connect(timeout time.Duration) (*nats.Conn, error) {
 	opts, err := f.authOptions()
 	if err != nil {
 		return nil, err
@@ -121,7 +121,7 @@ func (f *natsFlags) connect() (*nats.Conn, error) {
 	url := f.resolvedURL()
 	// Quiet: a one-shot command has no use for reconnect notices.
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	nc, err := bus.Connect(url, bus.ConnectConfig{Name: "switchyard-cli", Timeout: f.timeout, Logger: quiet, Options: append(opts, nats.NoReconnect())})
+	nc, err := bus.Connect(url, bus.ConnectConfig{Name: "switchyard-cli", Timeout: timeout, Logger: quiet, Options: append(opts, nats.NoReconnect())})
 	if err != nil {
 		return nil, unreachable(url, err)
 	}
@@ -137,21 +137,31 @@ func (f *natsFlags) checkTimeout() error {
 	return nil
 }
 
-// client connects and returns a persist client plus a context bounded by --timeout.
+// client connects and returns a persist client plus a context bounded by
+// --timeout. The one deadline starts before connecting: the connect gets
+// what remains of it and the requests what remains after, so a slow
+// connect does not leave the requests a full --timeout of their own (the
+// command would take up to twice its time limit).
 func (f *natsFlags) client(cmd *cobra.Command) (*persist.Client, context.Context, func(), error) {
 	if err := f.checkTimeout(); err != nil {
 		return nil, nil, nil, err
 	}
-	nc, err := f.connect()
+	ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
+	deadline, _ := ctx.Deadline()
+	// The remainder is never zero, which bus.Connect would read as its
+	// default: a command started past its deadline still gets a
+	// moment to fail to connect.
+	nc, err := f.connect(max(time.Until(deadline), time.Millisecond))
 	if err != nil {
+		cancel()
 		return nil, nil, nil, err
 	}
 	c, err := persist.NewClient(persist.ClientConfig{Conn: nc, Service: f.service})
 	if err != nil {
+		cancel()
 		nc.Close()
 		return nil, nil, nil, err
 	}
-	ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
 	return c, ctx, func() { cancel(); nc.Close() }, nil
 }
 

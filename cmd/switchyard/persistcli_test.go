@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
@@ -145,6 +148,77 @@ func TestClientTimeoutMustBePositive(t *testing.T) {
 		args := []string{"kv", "get", "hub", "s", "k", "--nats", e.ClientURL(), "--timeout", to}
 		_, stderr, code := execute(t, args...)
 		wantUsage(t, args, stderr, code, "--timeout")
+	}
+}
+
+// slowProxy forwards TCP connections to target, holding back the server's
+// first bytes (the NATS INFO) for delay: a bus that is slow to accept a
+// client, as a loaded server is.
+func slowProxy(t *testing.T, target string, delay time.Duration) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			client, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			server, err := net.Dial("tcp", target)
+			if err != nil {
+				client.Close()
+				continue
+			}
+			go func() {
+				defer client.Close()
+				defer server.Close()
+				_, _ = io.Copy(server, client)
+			}()
+			go func() {
+				defer client.Close()
+				defer server.Close()
+				time.Sleep(delay) // the latency simulated, not a wait for an event
+				_, _ = io.Copy(client, server)
+			}()
+		}
+	}()
+	return "nats://" + ln.Addr().String()
+}
+
+// TestTimeoutBoundsWholeCommand: --timeout ("time limit for the whole
+// command") is one deadline from before the connect: a bus slow to accept
+// the client leaves the requests only what remains of it. (Was: the
+// connect got a --timeout of its own and the requests then a full
+// --timeout, so a command could run for twice --timeout.) Here the connect
+// takes 2s of a 3s --timeout and persist never answers: the command must
+// end near 3s, where it took 5s. The ceiling, --timeout plus half, is a
+// bound on overrunning, not a measure of how close the command keeps to it.
+func TestTimeoutBoundsWholeCommand(t *testing.T) {
+	t.Parallel()
+	e, nc := testnats.Start(t)
+	// A persist service that takes requests and never answers.
+	sub, err := nc.Subscribe("persist.>", func(*nats.Msg) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	u, _ := strings.CutPrefix(e.ClientURL(), "nats://")
+	const timeout = 3 * time.Second
+	url := slowProxy(t, u, 2*time.Second)
+	start := time.Now()
+	_, stderr, code := testproc.Run(t, cli(t, "kv", "get", "hub", "demo", "k", "--timeout", timeout.String(), "--nats", url))
+	took := time.Since(start)
+	if code == 0 {
+		t.Fatalf("kv get against a silent persist answered: %s", stderr)
+	}
+	if took > timeout+timeout/2 {
+		t.Errorf("kv get --timeout %v took %v (exit %d, %s): --timeout does not bound the whole command", timeout, took.Round(100*time.Millisecond), code, strings.TrimSpace(stderr))
 	}
 }
 

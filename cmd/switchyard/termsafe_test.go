@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // TestTerminalSafe: the last printer escapes whatever a terminal would act
@@ -90,13 +91,29 @@ func TestErrorsQuoteNames(t *testing.T) {
 	}
 }
 
-// noControl fails t if a line of s holds a raw control character (tabs
-// aside, which separate columns).
+// noControl fails t if a line of s holds a rune a terminal acts on or
+// shows as something else (tabs aside, which separate columns): C0
+// controls, DEL, C1 controls, bidi overrides and isolates.
 func noControl(t *testing.T, what, s string) {
 	t.Helper()
 	for _, line := range strings.Split(strings.TrimRight(s, "\n"), "\n") {
-		if i := strings.IndexFunc(line, func(r rune) bool { return r < 0x20 && r != '\t' || r == 0x7f }); i >= 0 {
-			t.Errorf("%s prints the raw control byte %#x: %q", what, line[i], line)
+		if i := strings.IndexFunc(line, rawControl); i >= 0 {
+			r, _ := utf8.DecodeRuneInString(line[i:])
+			t.Errorf("%s prints the raw %U: %q", what, r, line)
 		}
 	}
+}
+
+// rawControl reports whether a terminal acts on r, or shows it as
+// something else, when printed raw (a tab aside).
+func rawControl(r rune) bool {
+	switch {
+	case r == '\t':
+		return false
+	case r < 0x20 || r == 0x7f || r >= 0x80 && r < 0xa0:
+		return true
+	case r >= 0x202a && r <= 0x202e, r >= 0x2066 && r <= 0x2069:
+		return true
+	}
+	return false
 }

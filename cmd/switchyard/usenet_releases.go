@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"text/tabwriter"
 	"time"
 
@@ -121,9 +122,21 @@ func printReleases(out io.Writer, rels []usenet.Release) {
 	w := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "ID\tDATE\tCATEGORY\tSIZE\tFILES\tDONE\tNAME")
 	for _, r := range rels {
-		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%d\t%.0f%%\t%s\n", r.ID, time.Unix(r.Date, 0).UTC().Format("2006-01-02 15:04"), r.Category, humanBytes(r.Size), r.FileCount(), 100*r.Completion(), terminalSafe(r.Name))
+		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%d\t%d%%\t%s\n", r.ID, time.Unix(r.Date, 0).UTC().Format("2006-01-02 15:04"), r.Category, humanBytes(r.Size), r.FileCount(), percentDone(r.Completion()), terminalSafe(r.Name))
 	}
 	w.Flush()
+}
+
+// percentDone is the fraction done (0 to 1) as a whole percent, rounded
+// down, so 100% is shown only for a complete release: rounding to nearest
+// would show 99.5% (parts missing, not fully downloadable) as 100%. The
+// slack keeps a fraction whose float product falls just short of a whole
+// percent (29/100 is 28.999...) from losing one.
+func percentDone(frac float64) int {
+	if frac >= 1 {
+		return 100
+	}
+	return min(99, int(math.Floor(100*frac+1e-9)))
 }
 
 // humanBytes is n in B, KiB, MiB or GiB, for tables and status lines.

@@ -47,3 +47,29 @@ func TestPrintReleasesEscapesNames(t *testing.T) {
 		t.Errorf("the escaped name is missing:\n%s", out.String())
 	}
 }
+
+// TestPrintReleasesIncompleteNotShownDone: the DONE column rounds the
+// completion down, so 100% is shown only for a complete release, and a
+// whole percent is not lost to float error (29 of 100 parts is 29%).
+// (Was: rounded to the nearest percent, so a release missing parts, 999
+// of 1000 present, showed as 100% done though it cannot be fully
+// downloaded.)
+func TestPrintReleasesIncompleteNotShownDone(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		present, parts int
+		want           string
+	}{{999, 1000, "99%"}, {1000, 1000, "100%"}, {29, 100, "29%"}, {0, 10, "0%"}} {
+		var out strings.Builder
+		printReleases(&out, []usenet.Release{{ID: "r", Name: "Some.Release", Size: 1 << 30,
+			Binaries: []usenet.FileSummary{{Name: "a.rar", Parts: c.parts, Present: c.present}}}})
+		lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+		if len(lines) != 2 {
+			t.Fatalf("want a header and one row, got:\n%s", out.String())
+		}
+		// ID, DATE (two fields), CATEGORY, SIZE, FILES, DONE, NAME
+		if f := strings.Fields(lines[1]); len(f) < 8 || f[6] != c.want {
+			t.Errorf("%d of %d parts: DONE is not %s (row %q)", c.present, c.parts, c.want, lines[1])
+		}
+	}
+}

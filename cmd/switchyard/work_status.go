@@ -98,16 +98,22 @@ several. With none started yet it prints the source "default".`,
 	return status
 }
 
+// printStatus prints the status tables. Group names and a failed range's
+// error come from the NNTP provider (the error is often its own response
+// text), and holders and share ids from the workers, so they are escaped
+// (terminalSafe): none of them may write escapes or lines of its own.
 func printStatus(out io.Writer, s work.Status) {
 	w := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
-	fmt.Fprintf(w, "source %s: %.0f articles/s over the last minute\n\n", s.Source, s.Throughput)
+	fmt.Fprintf(w, "source %s: %.0f articles/s over the last minute\n\n", terminalSafe(s.Source), s.Throughput)
 	fmt.Fprintln(w, "GROUP\tLOW\tHIGH\tPLANNED THROUGH\tDONE\tUNMATCHED")
 	for _, g := range s.Groups {
-		pct := 0.0
+		// Rounded down, so 100% means every planned article is done:
+		// rounding to nearest would show 99.5% as 100%.
+		var pct int64
 		if g.Planned > 0 {
-			pct = 100 * float64(g.Done) / float64(g.Planned)
+			pct = 100 * g.Done / g.Planned
 		}
-		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d of %d (%.0f%%)\t%d\n", g.Name, g.Low, g.High, g.PlannedThrough, g.Done, g.Planned, pct, g.Unmatched)
+		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d of %d (%d%%)\t%d\n", terminalSafe(g.Name), g.Low, g.High, g.PlannedThrough, g.Done, g.Planned, pct, g.Unmatched)
 	}
 	fmt.Fprintln(w, "\nSTATE\tRANGES\tARTICLES")
 	for _, state := range work.States {
@@ -116,17 +122,17 @@ func printStatus(out io.Writer, s work.Status) {
 	if len(s.Leases) > 0 {
 		fmt.Fprintln(w, "\nLEASE\tGROUP\tARTICLES\tHOLDER\tPROGRESS\tEXPIRES IN")
 		for _, l := range s.Leases {
-			fmt.Fprintf(w, "%d\t%s\t%d-%d\t%s\t%d\t%s\n", l.Range, l.Group, l.First, l.Last, l.Holder, l.Progress, time.Until(time.UnixMilli(l.Expires)).Round(time.Second))
+			fmt.Fprintf(w, "%d\t%s\t%d-%d\t%s\t%d\t%s\n", l.Range, terminalSafe(l.Group), l.First, l.Last, terminalSafe(l.Holder), l.Progress, time.Until(time.UnixMilli(l.Expires)).Round(time.Second))
 		}
 	}
 	if len(s.Shares) > 0 {
 		fmt.Fprintln(w, "\nSHARE\tID\tPRIORITY\tMIN\tMAX\tGRANTED\tIN USE\tREFUSALS")
 		for _, e := range s.Shares {
-			fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\n", e.Name, e.ID, e.Priority, e.Min, e.Max, e.Granted, e.Using, e.TooMany)
+			fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\n", terminalSafe(e.Name), terminalSafe(e.ID), e.Priority, e.Min, e.Max, e.Granted, e.Using, e.TooMany)
 		}
 	}
 	for _, r := range s.Failed {
-		fmt.Fprintf(w, "\nfailed: range %d %s %d-%d after %d attempts: %s\n", r.ID, r.Group, r.First, r.Last, r.Attempts, r.Error)
+		fmt.Fprintf(w, "\nfailed: range %d %s %d-%d after %d attempts: %s\n", r.ID, terminalSafe(r.Group), r.First, r.Last, r.Attempts, terminalSafe(r.Error))
 	}
 	w.Flush()
 }

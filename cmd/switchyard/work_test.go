@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"syscall"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/switchyard-dev/switchyard/internal/testnats"
 	"github.com/switchyard-dev/switchyard/internal/testpersist"
 	"github.com/switchyard-dev/switchyard/internal/testproc"
+	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/placement"
 	"github.com/switchyard-dev/switchyard/work"
 )
@@ -167,5 +169,60 @@ func TestWorkStatusSources(t *testing.T) {
 	}
 	if out := status("--source", "eu"); !strings.Contains(out, "source eu:") || strings.Contains(out, "source demo") {
 		t.Fatalf("--source eu: %q", out)
+	}
+}
+
+// TestWorkStatusEscapes: work status escapes what it prints from the NNTP
+// provider and the workers (terminalSafe): a failed range's error holding
+// an escape and a CR LF prints as one escaped line. (Was: the error, often
+// the provider's own response text, printed raw, so a provider could write
+// terminal escapes and forged "failed: range" lines into an operator's
+// terminal.)
+func TestWorkStatusEscapes(t *testing.T) {
+	t.Parallel()
+	e, nc := startFleet(t, t.TempDir())
+	c, err := persist.NewClient(persist.ClientConfig{Conn: nc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	st, err := work.NewStore(c, "esc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.PutGroup(ctx, work.Group{Name: "alt.bin", Low: 1, High: 10}, 0); err != nil {
+		t.Fatal(err)
+	}
+	failed := work.Range{ID: 1, Group: "alt.bin", First: 1, Last: 10, Kind: work.KindHistory, State: work.StateFailed, Attempts: 3,
+		Error: "over: 503 \x1b[31mserver said\r\nfailed: range 2 alt.bin 1-10 after 1 attempts: forged"}
+	if _, err := st.PutRange(ctx, failed, 0); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, code := testproc.Run(t, cli(t, "work", "status", "--source", "esc", "--nats", e.ClientURL()))
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	noControl(t, "work status", out)
+	// The escaped error still holds the forged text, on the line of the
+	// real range: count the lines that start as a failed range's does.
+	if n := strings.Count("\n"+out, "\nfailed: range"); n != 1 {
+		t.Errorf("work status shows %d failed-range lines for one failed range (its error's newline forged one):\n%s", n, out)
+	}
+}
+
+// TestPrintStatusDoneRoundsDown: a group's DONE percentage is rounded
+// down, so 100% means every planned article is done. (Was: rounded to the
+// nearest percent, so 999 of 1000 showed as 100%.)
+func TestPrintStatusDoneRoundsDown(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		done, planned int64
+		want          string
+	}{{999, 1000, "(99%)"}, {1000, 1000, "(100%)"}, {29, 100, "(29%)"}, {0, 0, "(0%)"}} {
+		var out strings.Builder
+		printStatus(&out, work.Status{Source: "s", Groups: []work.GroupStatus{{Name: "alt.bin", Done: c.done, Planned: c.planned}}})
+		if !strings.Contains(out.String(), fmt.Sprintf("%d of %d %s", c.done, c.planned, c.want)) {
+			t.Errorf("%d of %d done: want %s, got:\n%s", c.done, c.planned, c.want, out.String())
+		}
 	}
 }
