@@ -178,3 +178,31 @@ console.log(JSON.stringify({sockets: sockets.length, subscribes: sockets[0].sent
 		t.Fatalf("subscribes of files on the open socket: %d; want it sent again after the unavailable answer (the client still holds it)", r.Subscribes)
 	}
 }
+
+// TestClientDropsAnAckRefusedForGood: an ack the gateway refuses for good
+// (bad-request, its error naming the entry) is not sent again on the next
+// socket. (Was: only unknown-entry forgot the ack; any other refusal left
+// it in the client's list, sent again, and refused again, on every
+// reconnect for the page's life.)
+func TestClientDropsAnAckRefusedForGood(t *testing.T) {
+	t.Parallel()
+	out := runClient(t, `
+const ev = new SwitchyardEvents({});
+open(sockets[0]);
+serverSays(sockets[0], {type: "ready", user: "anonymous", max_subs: 50});
+ev.ack("jobs", "bad entry");
+ev.ack("jobs", "project-1/jobs#7");
+serverSays(sockets[0], {type: "error", id: "bad entry", code: "bad-request", message: "entry: not STREAM#SEQ"});
+drop(sockets[0]);
+runTimers();
+open(sockets[1]);
+console.log(JSON.stringify(sockets[1].sent));
+`)
+	var sent []map[string]any
+	if err := json.Unmarshal([]byte(out), &sent); err != nil {
+		t.Fatalf("%s: %v", out, err)
+	}
+	if len(sent) != 1 || sent[0]["type"] != "ack" || sent[0]["entry"] != "project-1/jobs#7" {
+		t.Fatalf("sent on the next socket: %s; want only the ack still unanswered, not the refused one", out)
+	}
+}

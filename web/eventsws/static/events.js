@@ -114,9 +114,11 @@
             // reconnect, which a socket that stays up never makes.
             this.retryLater(m.id);
           } else if (m.id) {
-            // Refused for good: do not retry it on reconnect.
+            // Refused for good: do not retry it on reconnect. An ack's
+            // error names its entry: that ack is not sent again either.
             this.subs.delete(m.id);
             this.unsubs.delete(m.id);
+            for (const [k, a] of this.acks) if (a.entry === m.id) this.acks.delete(k);
           }
           this.emit("onError", m);
           break;
