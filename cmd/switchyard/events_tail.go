@@ -169,16 +169,16 @@ stream held before is not printed: see switchyard watch for that.`,
 
 // tailLine is one delivery in --json output.
 type tailLine struct {
-	Type      string `json:"type"` // event or gap
-	Subject   string `json:"subject,omitempty"`
-	Op        string `json:"op,omitempty"`
-	Seq       uint64 `json:"seq,omitempty"`
-	TS        int64  `json:"ts,omitempty"`
-	Value     string `json:"value,omitempty"`
-	Enc       string `json:"enc,omitempty"`
-	Coalesced int    `json:"coalesced,omitempty"`
-	Reason    string `json:"reason,omitempty"`
-	Count     int    `json:"count,omitempty"`
+	Type      string  `json:"type"` // event or gap
+	Subject   string  `json:"subject,omitempty"`
+	Op        string  `json:"op,omitempty"`
+	Seq       uint64  `json:"seq,omitempty"`
+	TS        int64   `json:"ts,omitempty"`
+	Value     *string `json:"value,omitempty"` // a set's, "" included (as watch --json prints it)
+	Enc       string  `json:"enc,omitempty"`
+	Coalesced int     `json:"coalesced,omitempty"`
+	Reason    string  `json:"reason,omitempty"`
+	Count     int     `json:"count,omitempty"`
 }
 
 type tailPrinter struct {
@@ -197,7 +197,10 @@ func (p tailPrinter) print(d events.Delivery) error {
 		} else {
 			ev := d.Event
 			l.Subject, l.Op, l.Seq, l.TS, l.Coalesced = ev.Subject.String(), string(ev.Op), ev.Seq, ev.TS, ev.Coalesced
-			l.Value, l.Enc = jsonValue(ev.Value)
+			if ev.Op == events.OpSet {
+				v, enc := jsonValue(ev.Value)
+				l.Value, l.Enc = &v, enc
+			}
 		}
 		b, err := json.Marshal(l)
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -100,5 +101,28 @@ func TestTailInterruptWhileSubscribingExitsZero(t *testing.T) {
 	}
 	if code := c.waitExit(t); code != 0 {
 		t.Errorf("events tail interrupted while subscribing: exit %d, want 0; stderr %q", code, c.stderr.String())
+	}
+}
+
+// TestTailJSONEmptyValue: events tail --json prints a set's value even
+// when it is empty ("value":"", as watch --json does), and no value for a
+// delete. (Was: an empty value was left out, a set read as one without a
+// value.)
+func TestTailJSONEmptyValue(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	p := tailPrinter{w: &b, json: true}
+	subj := events.Subject{Scope: "p", Stream: "s", Key: "k"}
+	for _, ev := range []*events.Event{
+		{Subject: subj, Op: events.OpSet, Seq: 1, Value: []byte{}},
+		{Subject: subj, Op: events.OpDelete, Seq: 1},
+	} {
+		if err := p.print(events.Delivery{Event: ev}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], `"value":""`) || strings.Contains(lines[1], `"value"`) {
+		t.Fatalf("tail --json printed\n%s\nwant the set's empty value and none for the delete", b.String())
 	}
 }
