@@ -152,8 +152,8 @@ func (c EventsConfig) Check() error {
 	if c.Window < 0 && c.Window != events.NoCoalescing {
 		return errors.New("--window must not be negative (0: none)")
 	}
-	if c.Subscribers < 1 || c.Rate < 1 || c.Duration <= 0 || c.Payload < len(eventsMarker)+20 {
-		return fmt.Errorf("--subscribers, --rate and --duration must be positive and --payload at least %d", len(eventsMarker)+20)
+	if c.Subscribers < 1 || c.Rate < 1 || c.Duration <= 0 || c.Publishers < 1 || c.Payload < len(eventsMarker)+20 {
+		return fmt.Errorf("--subscribers, --rate, --duration and --publishers must be positive and --payload at least %d", len(eventsMarker)+20)
 	}
 	if c.Duration > time.Minute {
 		return errors.New("--duration is at most 1m (the rate limit's window; see --help)")

@@ -70,3 +70,15 @@ func TestMedianRun(t *testing.T) {
 		t.Fatalf("one round: %+v", got)
 	}
 }
+
+// TestEventsCheckRefusesNegativePublishers: Check refuses Publishers below
+// zero, as WSConfig.Check does. (Was: accepted, and publishPaced's forEach
+// started no goroutine, so nothing was published and the run reported
+// zeros as a success.)
+func TestEventsCheckRefusesNegativePublishers(t *testing.T) {
+	t.Parallel()
+	cfg := EventsConfig{Subscribers: 10, Rate: 10, Duration: time.Second, Publishers: -1}
+	if err := cfg.Check(); err == nil {
+		t.Fatal("Check accepted Publishers -1: the run would publish nothing and report success")
+	}
+}

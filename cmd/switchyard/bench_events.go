@@ -76,6 +76,9 @@ rest become gap markers), so --rate × --duration (per channel) must stay under 
 			if cfg.Window, err = coalesceWindow("--window", window); err != nil {
 				return err
 			}
+			if err := refuseNonPositive(cmd, "subscribers", "rate", "duration", "payload", "publishers"); err != nil {
+				return err
+			}
 			if err := cfg.Check(); err != nil {
 				return usagef("%v", err)
 			}

@@ -94,3 +94,35 @@ func TestBenchEventsSmoke(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchEventsWSRefuseZeroAndNegative: bench events and bench ws refuse
+// (exit 2, naming the flag) a --subscribers/--watchers, --rate,
+// --duration, --payload/--value-size or --publishers of 0 or below. (Was:
+// their check ran on the config with its defaults applied, so an explicit
+// 0 became the default (1,000 subscribers, 100/s, 5 s...) and the run
+// measured other than what was asked; bench events did not check
+// --publishers at all.) The Centrifugo binary is missing and ours is not
+// run, so a flag let through fails at run time instead (exit 1), without a
+// benchmark.
+func TestBenchEventsWSRefuseZeroAndNegative(t *testing.T) {
+	missing := t.TempDir() + "/no-centrifugo"
+	for _, c := range []struct {
+		cmd  string
+		flag []string
+	}{
+		{"events", []string{"--subscribers", "0"}},
+		{"events", []string{"--rate", "0"}},
+		{"events", []string{"--duration", "0s"}},
+		{"events", []string{"--payload", "0"}},
+		{"events", []string{"--publishers", "0"}},
+		{"events", []string{"--publishers", "-1"}},
+		{"ws", []string{"--watchers", "0"}},
+		{"ws", []string{"--rate", "0"}},
+		{"ws", []string{"--value-size", "0"}},
+		{"ws", []string{"--publishers", "0"}},
+	} {
+		args := append([]string{"bench", c.cmd, "--only", "centrifugo", "--centrifugo", missing, "--no-progress"}, c.flag...)
+		_, stderr, code := execute(t, args...)
+		wantUsage(t, args, stderr, code, c.flag[0])
+	}
+}

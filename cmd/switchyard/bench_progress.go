@@ -56,3 +56,29 @@ func benchProgress(cmd *cobra.Command) bench.Progress {
 		return progress.New(cmd.ErrOrStderr(), total, unit, progress.Options{Label: name + ": " + label, Mode: mode})
 	}
 }
+
+// refuseNonPositive refuses, as a usage error, each named flag given on
+// the command line with a value below 1 (a duration not above 0). The
+// bench configs read a zero as "the default", so an explicit 0 would have
+// measured something other than what was asked (1,000 subscribers for
+// --subscribers 0).
+func refuseNonPositive(cmd *cobra.Command, names ...string) error {
+	for _, n := range names {
+		f := cmd.Flags().Lookup(n)
+		if f == nil || !f.Changed {
+			continue
+		}
+		bad := false
+		if f.Value.Type() == "duration" {
+			d, err := cmd.Flags().GetDuration(n)
+			bad = err == nil && d <= 0
+		} else {
+			v, err := cmd.Flags().GetInt(n)
+			bad = err == nil && v < 1
+		}
+		if bad {
+			return usagef("--%s must be positive, got %s", n, f.Value.String())
+		}
+	}
+	return nil
+}

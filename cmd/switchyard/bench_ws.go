@@ -39,6 +39,9 @@ binary; --only ours leaves it out.`,
   switchyard bench ws --watchers 10000 --rate 10 --centrifugo ./centrifugo`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := refuseNonPositive(cmd, "watchers", "rate", "duration", "value-size", "publishers"); err != nil {
+				return err
+			}
 			// --quick sets what the command line does not.
 			if quick && !cmd.Flags().Changed("watchers") {
 				cfg.Watchers = 100
