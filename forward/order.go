@@ -27,9 +27,30 @@ type linkOrder struct {
 	next    uint64        // the number applied next; lower ones are stale
 	busy    bool          // a batch is in the sink now
 	changed chan struct{} // closed and replaced when the fields change
+	// waiting are the batches in enter now. A batch whose wait ran out
+	// gives up only on the numbers below the lowest of them of this
+	// epoch: a lower one that arrived meanwhile goes first, not stale.
+	waiting map[*Batch]struct{}
+	// skipped: next was moved past numbers never applied, by a batch that
+	// gave up on them for a lower one; that one reports the skip.
+	skipped bool
 }
 
-func newLinkOrder() *linkOrder { return &linkOrder{changed: make(chan struct{})} }
+func newLinkOrder() *linkOrder {
+	return &linkOrder{changed: make(chan struct{}), waiting: make(map[*Batch]struct{})}
+}
+
+// lowestWaitingLocked is the lowest number of the batches waiting in the
+// current epoch at or above next, and whether there is one.
+func (o *linkOrder) lowestWaitingLocked() (uint64, bool) {
+	low, ok := uint64(0), false
+	for w := range o.waiting {
+		if w.Epoch == o.epoch && w.Seq >= o.next && (!ok || w.Seq < low) {
+			low, ok = w.Seq, true
+		}
+	}
+	return low, ok
+}
 
 func (o *linkOrder) bumpLocked() {
 	close(o.changed)
@@ -66,11 +87,26 @@ func (o *linkOrder) enter(ctx context.Context, b *Batch, clk Clock, wait time.Du
 		}
 	}
 	defer stopTimer()
+	o.waiting[b] = struct{}{}
+	defer func() {
+		o.mu.Lock()
+		delete(o.waiting, b)
+		o.mu.Unlock()
+	}()
 	timedOut := false
 	for {
 		if b.Epoch != o.epoch || b.Seq < o.next {
 			o.mu.Unlock()
 			return false, errStale
+		}
+		if !o.busy && timedOut {
+			if low, ok := o.lowestWaitingLocked(); ok && low < b.Seq {
+				// Give up on the missing numbers only: the lowest batch
+				// waiting goes first, then this one in its turn.
+				o.next, o.skipped, timedOut = low, true, false
+				o.bumpLocked()
+				continue
+			}
 		}
 		if !o.busy && (b.Seq == o.next || timedOut) {
 			break
@@ -93,8 +129,8 @@ func (o *linkOrder) enter(ctx context.Context, b *Batch, clk Clock, wait time.Du
 			return false, ctx.Err()
 		}
 	}
-	skipped = b.Seq > o.next
-	o.next, o.busy = b.Seq, true
+	skipped = b.Seq > o.next || o.skipped
+	o.next, o.busy, o.skipped = b.Seq, true, false
 	o.bumpLocked()
 	o.mu.Unlock()
 	return skipped, nil

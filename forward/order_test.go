@@ -214,3 +214,53 @@ func TestBatchOverTheReceiverLimitBecomesMarkers(t *testing.T) {
 		t.Fatalf("gap stats = %+v", gs)
 	}
 }
+
+// TestWaitingLowerBatchNotStaleWhenHigherTimesOut: batch 3 arrives first
+// and waits for 1 and 2; batch 2 arrives later and waits for 1. When 3's
+// OrderWait runs out, 1 is given up on, and 2, waiting, is applied, then
+// 3. (Was: 3 moved the order to itself, and 2 was refused as stale: a
+// batch that arrived in time lost, and its sender queued needless gap
+// markers.)
+func TestWaitingLowerBatchNotStaleWhenHigherTimesOut(t *testing.T) {
+	t.Parallel()
+	tr := newTestReceiver(t, nil)
+	now := tr.clk.Now().Unix()
+	nonce := uint64(0)
+	post := func(body []byte) chan int {
+		nonce++
+		req := signedReq{peer: "eu", secret: secretEU, ts: now, nonce: nonce, body: body}
+		done := make(chan int, 1)
+		go func() {
+			code, _ := tr.do(t, req)
+			done <- code
+		}()
+		return done
+	}
+	answer := func(what string, c chan int) int {
+		t.Helper()
+		select {
+		case code := <-c:
+			return code
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: no answer", what)
+			return 0
+		}
+	}
+
+	c3 := post(numbered(t, 10, 3, 1, del("b3", "x")))
+	testwait.For(t, "3 waits for 1", func() bool { return tr.clk.waiting() == 1 })
+	tr.clk.Advance(OrderWaitDefault / 2)
+	c2 := post(numbered(t, 10, 2, 1, del("b2", "x")))
+	testwait.For(t, "2 waits for 1", func() bool { return tr.clk.waiting() == 2 })
+	tr.clk.Advance(OrderWaitDefault / 2) // 3's OrderWait is over, 2's is not
+
+	code2, code3 := answer("2", c2), answer("3", c3)
+	calls, _ := tr.log.snapshot()
+	if code2 != 200 || code3 != 200 {
+		t.Fatalf("batch 2 (waiting when 3 gave up on 1) answered %d, batch 3 %d; want both 200; sink saw %v; stats %+v",
+			code2, code3, calls, tr.recv.Stats())
+	}
+	if want := []string{"delivery:b2", "delivery:b3"}; !equal(calls, want) {
+		t.Fatalf("sink saw %v, want %v", calls, want)
+	}
+}
