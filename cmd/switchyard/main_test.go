@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -330,5 +331,24 @@ func TestTreesAreIndependent(t *testing.T) {
 	kb, _, _ := b.Find([]string{"kv", "get"})
 	if ka == kb || ka.Flags().Lookup("nats") == kb.Flags().Lookup("nats") {
 		t.Fatal("the two trees share kv get or its --nats flag")
+	}
+}
+
+// unusableDirCase is a --data or --archive a server cannot use.
+type unusableDirCase struct {
+	name string
+	args []string
+}
+
+// unusableDirCases give --data, then --archive, a regular file.
+func unusableDirCases(t *testing.T) []unusableDirCase {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "a-file")
+	if err := os.WriteFile(file, []byte("not a directory"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return []unusableDirCase{
+		{"data", []string{"--data", file}},
+		{"archive", []string{"--data", t.TempDir(), "--archive", file}},
 	}
 }

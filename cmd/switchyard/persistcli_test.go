@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"io"
 	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -310,17 +308,7 @@ func TestPreviewCutsOnRuneBoundary(t *testing.T) {
 func TestPersistServeRefusesUnusableDirs(t *testing.T) {
 	t.Parallel()
 	e, _ := testnats.Start(t)
-	file := filepath.Join(t.TempDir(), "a-file")
-	if err := os.WriteFile(file, []byte("not a directory"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range []struct {
-		name string
-		args []string
-	}{
-		{"data", []string{"--data", file}},
-		{"archive", []string{"--data", t.TempDir(), "--archive", file}},
-	} {
+	for _, c := range unusableDirCases(t) {
 		t.Run(c.name, func(t *testing.T) {
 			args := append([]string{"persist", "serve", "--id", "0", "--ids", "0", "--service", "unusable" + c.name, "--nats", e.ClientURL()}, c.args...)
 			ch := startWatched(t, cli(t, args...))

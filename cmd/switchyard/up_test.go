@@ -42,17 +42,7 @@ func TestUpChecksFlagsBeforeCreatingData(t *testing.T) {
 // servers answered every persistent request with internal.)
 func TestUpRefusesUnusableDirs(t *testing.T) {
 	t.Parallel()
-	file := filepath.Join(t.TempDir(), "a-file")
-	if err := os.WriteFile(file, []byte("not a directory"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range []struct {
-		name string
-		args []string
-	}{
-		{"data", []string{"--data", file}},
-		{"archive", []string{"--data", t.TempDir(), "--archive", file}},
-	} {
+	for _, c := range unusableDirCases(t) {
 		t.Run(c.name, func(t *testing.T) {
 			args := append([]string{"up", "--no-work", "--nats-port", strconv.Itoa(testproc.FreePort(t))}, c.args...)
 			ch := startWatched(t, cli(t, args...))
