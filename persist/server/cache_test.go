@@ -62,6 +62,7 @@ func TestCloserRescueAndStop(t *testing.T) {
 		slow.Storage = store.NewSQLite(store.SQLiteConfig{Dir: c.DataDir})
 		c.Storage = slow
 	})
+	t.Cleanup(slow.releaseClose) // before the harness's Stop, should the test fail first
 	for i := range size {
 		h.set(fmt.Sprintf("s%d", i), fmt.Sprint(i), nil)
 	}
@@ -92,7 +93,7 @@ func TestCloserRescueAndStop(t *testing.T) {
 	for i := size + 2; i < size+6; i++ {
 		h.set(fmt.Sprintf("s%d", i), "new", nil)
 	}
-	close(slow.release)
+	slow.releaseClose()
 	h.node.Stop()
 	if st := h.srv.Stats(); st.OpenStorage != 0 {
 		t.Fatalf("after Stop %d streams are still open", st.OpenStorage)

@@ -301,7 +301,13 @@ type slowCloseStorage struct {
 	removedDuring atomic.Bool
 	inSlowClose   atomic.Bool // the slow close is held
 	openedDuring  atomic.Bool // an open began while it was
+	releaseOnce   sync.Once
 }
+
+// releaseClose lets the held close go on; it may be called more than
+// once (a test that fails before its own call releases it in a cleanup,
+// so that the server's Stop does not wait for it for ever).
+func (s *slowCloseStorage) releaseClose() { s.releaseOnce.Do(func() { close(s.release) }) }
 
 type slowCloseStream struct {
 	store.Stream
@@ -380,7 +386,7 @@ func requestDuringIdleClose(t *testing.T, h *harness, slow *slowCloseStorage, m 
 		hd := h.srv.handles[handleKey{scope: h.scope, name: "s"}]
 		return hd != nil && hd.scheduled
 	})
-	close(slow.release)
+	slow.releaseClose()
 	r := <-answered
 	if r == nil {
 		t.Fatalf("no answer to %s", m.Subject)

@@ -7,11 +7,11 @@ import (
 	"time"
 )
 
-// NeedsExpiry implements Stream. A stream another connection can write
-// to (two servers sharing its file) always may: that connection's TTL
-// rows, max_age or msgIDs are not known here until Expire revalidates.
+// NeedsExpiry implements Stream. It answers from what the handle knows:
+// the TTL rows or max_age of another connection sharing the file count
+// once a request of this handle has reloaded them (every write does).
 func (s *sqliteStream) NeedsExpiry() bool {
-	return !s.alone || s.cfg.MaxAge > 0 || s.ttlRows > 0 || len(s.dedupFIFO) > 0 || s.msgidsOldest != 0 || s.delidsOldest != 0
+	return s.cfg.MaxAge > 0 || s.ttlRows > 0 || len(s.dedupFIFO) > 0 || s.msgidsOldest != 0 || s.delidsOldest != 0
 }
 
 // removed updates the totals for one deleted row.

@@ -231,10 +231,9 @@ func TestSharedFileMaxAgeAfterForeignWrite(t *testing.T) {
 
 // TestSharedFileExpireSeesForeignTTL: a handle's Expire removes messages
 // past their TTL also when another handle sharing the file wrote them (and
-// went away: the scope moved), and NeedsExpiry asks for it. (Was: Expire
-// decided whether it had work from the handle's ttlRows and config before
-// reloading them, and NeedsExpiry from the same: the idle stream kept the
-// expired message.)
+// went away: the scope moved). (Was: Expire decided whether it had work
+// from the handle's ttlRows and config before reloading them, and did
+// nothing.)
 func TestSharedFileExpireSeesForeignTTL(t *testing.T) {
 	base := time.UnixMilli(1_000_000)
 	a, b := openShared(t, base)
