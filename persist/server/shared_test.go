@@ -1,8 +1,11 @@
 package server
 
 import (
+	"fmt"
 	"testing"
+	"time"
 
+	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/persist"
 )
 
@@ -39,5 +42,33 @@ func TestSharedDataDir(t *testing.T) {
 	}
 	if inv := a.inventory("s"); inv.Count != 2 || inv.Seq != last.Seq {
 		t.Fatalf("a's inventory: %+v, want count 2, seq %d", inv, last.Seq)
+	}
+}
+
+// TestSharedReaderExpiresForeignTTL: a server that only reads a stream
+// whose rows another server on the same data directory wrote with a TTL
+// expires them once their TTL has passed, also when the writer has
+// stopped: its gets stop answering them.
+// (Was: the reading server never learned of the other's TTL rows (only its own writes reloaded them), so its expiry timer never visited the stream and its gets answered the expired row for good.)
+func TestSharedReaderExpiresForeignTTL(t *testing.T) {
+	t.Parallel()
+	// a's own timer must not expire the row before it stops.
+	a := newHarness(t, func(c *Config) { c.ExpireEvery = time.Hour })
+	b := newHarness(t, func(c *Config) { c.DataDir = a.dir; c.ExpireEvery = 10 * time.Millisecond; c.IdleClose = time.Hour })
+	a.config("s", `{"allow_msg_ttl":true}`)
+	// b has the stream open before a writes the TTL row.
+	if inv := b.inventory("s"); inv.Count != 0 {
+		t.Fatalf("b's inventory before a's write: %+v", inv)
+	}
+	res := a.set("s", "v", map[string]string{persist.HdrKey: "k", persist.HdrTTL: "1"})
+	a.node.Stop()
+	testwait.For(t, "the TTL to pass", func() bool { return time.Now().UnixMilli() > res.Time+2 })
+	testwait.Until(t, "b's get of the expired key to answer not-found", func() (bool, string) {
+		r := b.req(persist.CmdGet, "s", map[string]string{persist.HdrKey: "k"}, nil)
+		code := r.Header.Get(persist.HdrError)
+		return code == string(persist.CodeNotFound), fmt.Sprintf("error %q, value %q", code, r.Data)
+	})
+	if got := b.srv.Stats().Expired; got != 1 {
+		t.Fatalf("b's Stats.Expired = %d, want 1", got)
 	}
 }

@@ -164,7 +164,12 @@ func localModTime(db string) (t time.Time, ok bool, err error) {
 
 // restoreFile replaces the database local with a copy of src, stamped with
 // mt. A WAL or shared-memory file left by the replaced database would be
-// applied to the copy, so they go first.
+// applied to the copy, so they go first. The copy is written under the
+// temporary name a new stream file is (createTemp), which no walk of the
+// directory counts as a stream, and which ScanScope removes once stale when
+// a crash left it behind; a failure removes it at once. It is stamped once
+// renamed: stamped before, with mt (older than createTempStale), a walk
+// meanwhile would take it for a crash's leftover and remove it.
 func restoreFile(src, local string, mt time.Time) error {
 	dir := filepath.Dir(local)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -175,20 +180,16 @@ func restoreFile(src, local string, mt time.Time) error {
 		return err
 	}
 	defer in.Close()
-	out, err := os.CreateTemp(dir, filepath.Base(local)+".restore-*")
+	out, tmpName, err := createTemp(local)
 	if err != nil {
 		return err
 	}
-	tmpName := out.Name()
 	_, err = io.Copy(out, in)
 	if err == nil {
 		err = out.Sync()
 	}
 	if cerr := out.Close(); err == nil {
 		err = cerr
-	}
-	if err == nil {
-		err = os.Chtimes(tmpName, mt, mt)
 	}
 	for _, suffix := range []string{"-wal", "-shm", "-journal"} {
 		if err == nil {
@@ -198,15 +199,23 @@ func restoreFile(src, local string, mt time.Time) error {
 		}
 	}
 	if err == nil {
-		err = os.Rename(tmpName, local)
+		err = renameFile(tmpName, local)
 	}
 	if err != nil {
 		os.Remove(tmpName)
 		return err
 	}
+	// The copy is whole under its name now: a crash before the stamp
+	// leaves it newer than the archive's, which only costs a backup.
+	if err := os.Chtimes(local, mt, mt); err != nil {
+		return err
+	}
 	syncDir(dir)
 	return nil
 }
+
+// renameFile is os.Rename; a test stands in a crash during a restore.
+var renameFile = os.Rename
 
 func syncFile(name string) error {
 	f, err := os.OpenFile(name, os.O_RDWR, 0)

@@ -12,7 +12,9 @@ import (
 // Config implements Stream.
 func (s *sqliteStream) Config() persist.Config { return s.cfg }
 
-// SetConfig implements Stream.
+// SetConfig implements Stream. It is all or nothing: either the config is
+// committed, in force on the connection and answered without an error, or
+// nothing is stored and the handle keeps the config the file holds.
 func (s *sqliteStream) SetConfig(c persist.Config, now time.Time) (persist.Config, []Change, error) {
 	if s.memory {
 		c = ClampEphemeral(c)
@@ -26,11 +28,25 @@ func (s *sqliteStream) SetConfig(c persist.Config, now time.Time) (persist.Confi
 	if err := s.space.admit(); err != nil {
 		return s.cfg, nil, fmt.Errorf("config: %w", err)
 	}
+	// SQLite refuses to change the sync mode inside a transaction, and
+	// after the commit a failure to change it would answer an error for a
+	// config that is stored. So a new mode is set first (the commit storing
+	// it is then made in it), and put back when nothing is committed.
+	if prev := s.cfg; c.Sync != prev.Sync {
+		s.cfg = c
+		err := s.applySync()
+		s.cfg = prev
+		if err != nil {
+			s.restoreSync()
+			return s.cfg, nil, s.fail(fmt.Errorf("config: %w", err))
+		}
+	}
 	st, err := s.begin()
 	if err != nil {
+		s.restoreSync()
 		return s.cfg, nil, s.fail(err)
 	}
-	old := s.cfg
+	old := s.cfg // as the file holds it: begin re-read it if another connection changed it
 	s.cfg = c
 	var changes, more []Change
 	_, err = s.conn.ExecContext(context.Background(), `INSERT OR REPLACE INTO meta(k, v) VALUES('config', ?)`, b)
@@ -44,16 +60,24 @@ func (s *sqliteStream) SetConfig(c persist.Config, now time.Time) (persist.Confi
 		err = s.commit()
 	}
 	if err != nil {
-		s.rollback(st)
+		// The config goes back before the rollback, whose end puts the
+		// connection's sync mode back to the old config's (the new one's
+		// may be set: above, or by begin's reload of a config another
+		// connection stored).
 		s.cfg = old
+		s.syncStale = true
+		s.rollback(st)
 		return s.cfg, nil, s.fail(fmt.Errorf("config: %w", err))
 	}
-	if c.Sync != old.Sync {
-		if err := s.applySync(); err != nil {
-			return s.cfg, append(changes, more...), err
-		}
-	}
 	return s.cfg, append(changes, more...), nil
+}
+
+// restoreSync sets the connection's sync mode back to the config's after a
+// config change failed outside a transaction; what fails now is retried
+// at the next transaction's end (endTx).
+func (s *sqliteStream) restoreSync() {
+	s.syncStale = true
+	_ = s.endTx()
 }
 
 // MergeConfig applies the config request body patch to cur: only the fields

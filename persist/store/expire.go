@@ -9,7 +9,8 @@ import (
 
 // NeedsExpiry implements Stream. It answers from what the handle knows:
 // the TTL rows or max_age of another connection sharing the file count
-// once a request of this handle has reloaded them (every write does).
+// once a request of this handle has reloaded them (every write and every
+// read does: see readRows).
 func (s *sqliteStream) NeedsExpiry() bool {
 	return s.cfg.MaxAge > 0 || s.ttlRows > 0 || len(s.dedupFIFO) > 0 || s.msgidsOldest != 0 || s.delidsOldest != 0
 }

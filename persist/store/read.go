@@ -55,15 +55,30 @@ func (s *sqliteStream) getOne(st *lazyStmt, what string, arg any) (*persist.Fram
 	return m, nil
 }
 
+// readRows runs before each read of rows. The rows come from the file and
+// are current anyway, but what the handle keeps in memory decides whether
+// the expiry timer visits the stream at all (NeedsExpiry): a handle that
+// only reads, on a file another server writes (sqlite_shared.go), would
+// otherwise never learn of the TTL rows or the max_age the other stored,
+// and once that server went away it would answer their expired rows for
+// good. Revalidated here, the stream expires them at the timer's next
+// visit, as its own. One PRAGMA when nothing changed; nothing on a stream
+// alone on its database.
+func (s *sqliteStream) readRows() error { return s.Revalidate() }
+
 // maxSeq is the largest seq SQLite can hold (a signed 64-bit rowid). Seqs
 // arrive as unsigned decimals, and database/sql refuses a uint64 with the
 // high bit set, so larger ones are mapped to "no such message" before they
 // reach a query.
 const maxSeq = math.MaxInt64
 
-// Get implements Stream.
+// Get implements Stream. Like every read of rows it revalidates first
+// (see readRows).
 func (s *sqliteStream) Get(seq uint64) (_ *persist.Frame, err error) {
 	defer func() { err = classifyDisk(err) }()
+	if err := s.readRows(); err != nil {
+		return nil, err
+	}
 	if seq > maxSeq {
 		return nil, persist.Errorf(persist.CodeNotFound, "no message with seq %d", seq)
 	}
@@ -73,12 +88,18 @@ func (s *sqliteStream) Get(seq uint64) (_ *persist.Frame, err error) {
 // GetKey implements Stream.
 func (s *sqliteStream) GetKey(key string) (_ *persist.Frame, err error) {
 	defer func() { err = classifyDisk(err) }()
+	if err := s.readRows(); err != nil {
+		return nil, err
+	}
 	return s.getOne(&s.getKey, "key "+strconv.Quote(key), key)
 }
 
 // GetAll implements Stream.
 func (s *sqliteStream) GetAll(start, end uint64, limit int, fn func(*persist.Frame) error) (_ uint64, err error) {
 	defer func() { err = classifyDisk(err) }()
+	if err := s.readRows(); err != nil {
+		return 0, err
+	}
 	if end == 0 || end > maxSeq {
 		end = maxSeq
 	}
@@ -117,6 +138,9 @@ func (s *sqliteStream) GetAll(start, end uint64, limit int, fn func(*persist.Fra
 // Keys implements Stream.
 func (s *sqliteStream) Keys() (_ []string, err error) {
 	defer func() { err = classifyDisk(err) }()
+	if err := s.readRows(); err != nil {
+		return nil, err
+	}
 	rows, err := s.conn.QueryContext(context.Background(), `SELECT key FROM messages WHERE key IS NOT NULL ORDER BY key`)
 	if err != nil {
 		return nil, fmt.Errorf("keys: %w", err)

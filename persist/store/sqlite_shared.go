@@ -15,8 +15,9 @@ import (
 // SQLite's PRAGMA data_version, which changes when another connection
 // commits to the file (it is per connection, and a stream has one), tells
 // when: each write transaction checks it (reloadIfShared, in begin), and so
-// does each read answered from memory (Revalidate). Reads of rows query the
-// file and are current anyway.
+// does each read (Revalidate). Reads of rows query the file and are current
+// anyway, but what they reload tells the expiry timer about the other's
+// TTL rows and max_age (readRows).
 //
 // De-duplication across handles looks up the msgids table, inside the write
 // transaction, for each msgID the in-memory window does not hold, for as

@@ -277,3 +277,48 @@ func TestSharedFileExpireSeesForeignMaxAge(t *testing.T) {
 		t.Fatalf("seq 1 (written at %d) still there after Expire at +5 s with max_age 2 s (changes %v, NeedsExpiry %v)", base.UnixMilli(), ch, a.NeedsExpiry())
 	}
 }
+
+// TestSharedFileReadLearnsForeignTTL: a handle that only reads a file
+// another handle writes learns of that handle's TTL rows at each kind of
+// read, so NeedsExpiry asks the expiry timer for a visit, which removes
+// them once their TTL has passed.
+// (Was: only a write (or inventory, config, Expire) reloaded them: a stream only read on this server never asked for expiry, and once the writer went away its expired rows were answered for good.)
+func TestSharedFileReadLearnsForeignTTL(t *testing.T) {
+	t.Parallel()
+	for name, read := range map[string]func(Stream) error{
+		"get":    func(s Stream) error { _, err := s.Get(1); return err },
+		"getKey": func(s Stream) error { _, err := s.GetKey("k"); return err },
+		"getAll": func(s Stream) error {
+			_, err := s.GetAll(1, 0, 0, func(*persist.Frame) error { return nil })
+			return err
+		},
+		"keys": func(s Stream) error { _, err := s.Keys(); return err },
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			base := time.UnixMilli(1_000_000)
+			a, b := openShared(t, base)
+			cfg := persist.DefaultConfig()
+			cfg.AllowMsgTTL = true
+			if _, _, err := b.SetConfig(cfg, base); err != nil {
+				t.Fatal(err)
+			}
+			writeOne(t, b, WriteOp{Key: "k", Value: []byte("v"), TTL: 1000}, base)
+			if err := b.Close(); err != nil { // the writer went away (the scope moved)
+				t.Fatal(err)
+			}
+			if err := read(a); err != nil {
+				t.Fatal(err)
+			}
+			if !a.NeedsExpiry() {
+				t.Fatalf("after a %s of the file holding another handle's TTL row, NeedsExpiry is false: the expiry timer never visits the stream", name)
+			}
+			if _, err := a.Expire(base.Add(5 * time.Second)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := a.GetKey("k"); persist.CodeOf(err) != persist.CodeNotFound {
+				t.Fatalf("key k (TTL 1 s) after the expiry at +5 s: %v, want not-found", err)
+			}
+		})
+	}
+}

@@ -84,7 +84,8 @@ type Stream interface {
 	// (see Revalidate).
 	Config() persist.Config
 	// SetConfig replaces the configuration (already merged and validated by
-	// the caller) and enforces it at once.
+	// the caller) and enforces it at once, in one transaction: on an error
+	// nothing is stored and Config is what the file holds.
 	SetConfig(c persist.Config, now time.Time) (persist.Config, []Change, error)
 	// Expire removes messages past their TTL or max_age and forgets msgIDs
 	// and delete ids older than the de-duplication window.

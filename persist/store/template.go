@@ -30,7 +30,8 @@ import (
 // a whole one, never a file half set up.
 
 // createTempInfix is in the name of a copy being written (the stream
-// file's name, the infix, a random suffix): never a stream file, a WAL or
+// file's name, the infix, a random suffix), of the template or of an
+// archive copy being restored (restoreFile): never a stream file, a WAL or
 // anything else the storage reads, and removed by the walk of a later
 // start (ScanScope) when a crash left it behind.
 const createTempInfix = ".new-"
@@ -176,14 +177,15 @@ func createTemp(p string) (*os.File, string, error) {
 var linkFile = os.Link
 
 // isCreateTemp reports whether a directory entry's name is a copy being
-// written by createStreamFile.
+// written by createStreamFile or restoreFile.
 func isCreateTemp(n string) bool {
 	i := strings.LastIndex(n, createTempInfix)
 	return i >= 0 && isStreamFile(n[:i])
 }
 
 // removeStaleCreateTemp removes the copy e of directory dir if it is older
-// than createTempStale: a create that crashed before its link.
+// than createTempStale: a create that crashed before its link, or a restore
+// before its rename.
 func removeStaleCreateTemp(dir string, e fs.DirEntry, now time.Time) {
 	info, err := e.Info()
 	if err != nil || !info.Mode().IsRegular() || now.Sub(info.ModTime()) < createTempStale {

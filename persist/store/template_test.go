@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/switchyard-dev/switchyard/internal/testdisk"
 )
 
 // fileFacts is what a stream file says of itself, read by a connection of
@@ -218,6 +220,71 @@ func TestScanScopeRemovesStaleCreateTemps(t *testing.T) {
 	}
 	if _, err := os.Lstat(recent); err != nil {
 		t.Fatalf("recent copy: %v, want it kept", err)
+	}
+}
+
+// TestRestoreCrashLeavesNoStrayFile: a restore from the archive that dies
+// before its copy is renamed into place (a crash, a kill) leaves a file
+// that no walk counts as a stream and that ScanScope removes once it is
+// stale; the next open restores the stream again. Not parallel: it swaps
+// renameFile.
+// (Was: the copy was named {stream file}.restore-N, which no walk recognised, so it stayed in the data directory for good.)
+func TestRestoreCrashLeavesNoStrayFile(t *testing.T) {
+	archive := t.TempDir()
+	now := time.Now()
+	first := NewSQLite(SQLiteConfig{Dir: t.TempDir(), Archive: archive, ReserveBytes: -1})
+	s, err := first.Open("hub", "kept", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Write([]WriteOp{{Value: []byte("v")}}, now); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil { // backs the stream up
+		t.Fatal(err)
+	}
+
+	dir := t.TempDir() // the data directory was lost
+	st := NewSQLite(SQLiteConfig{Dir: dir, Archive: archive, ReserveBytes: -1})
+	type crash struct{}
+	renameFile = func(string, string) error { panic(crash{}) }
+	t.Cleanup(func() { renameFile = os.Rename })
+	func() {
+		defer func() {
+			if r := recover(); r != (crash{}) {
+				panic(r)
+			}
+		}()
+		st.OpenExisting("hub", "kept", now)
+		t.Fatal("the restore did not reach its rename")
+	}()
+	renameFile = os.Rename
+	scopeDir := filepath.Join(dir, "hub")
+	left := testdisk.Files(t, scopeDir)
+	if len(left) != 1 {
+		t.Fatalf("after the crashed restore the scope directory holds %v, want the one copy", left)
+	}
+	if n, err := st.ScanScope("hub", nil); err != nil || n != 0 {
+		t.Fatalf("ScanScope after the crashed restore: %d streams (err %v), want 0", n, err)
+	}
+	// Once older than any restore still running, the walk removes it.
+	old := now.Add(-2 * createTempStale)
+	if err := os.Chtimes(left[0], old, old); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := st.ScanScope("hub", nil); err != nil || n != 0 {
+		t.Fatalf("ScanScope: %d streams (err %v), want 0", n, err)
+	}
+	if files := testdisk.Files(t, scopeDir); len(files) != 0 {
+		t.Fatalf("the walk left %v of the crashed restore in the data directory", files)
+	}
+	s, err = st.OpenExisting("hub", "kept", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if inv := inventory(t, s); inv.Count != 1 {
+		t.Fatalf("restored stream holds %d messages, want 1", inv.Count)
 	}
 }
 
