@@ -1,6 +1,7 @@
 package forward
 
 import (
+	"encoding/json"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -231,7 +232,7 @@ func (g *GapPolicy) Stats() GapStats {
 // marker builds d's gap marker: d with its event replaced. Only id, subject
 // and ts are lifted out of the event, without decoding the rest of it.
 func (g *GapPolicy) marker(d *Delivery, reason []byte) *Delivery {
-	id, subject, ts := topLevel(d.Event, "id"), topLevel(d.Event, "subject"), topLevel(d.Event, "ts")
+	id, subject, ts := liftValue(d.Event, "id"), liftValue(d.Event, "subject"), liftValue(d.Event, "ts")
 	ev := make([]byte, 0, 64+len(id)+len(subject)+len(ts)+len(reason))
 	ev = append(ev, '{')
 	if id != nil {
@@ -251,6 +252,21 @@ func (g *GapPolicy) marker(d *Delivery, reason []byte) *Delivery {
 	m := *d
 	m.Event = ev
 	return &m
+}
+
+// liftValue returns the raw value of the event's top-level member key, or
+// nil if there is none or it is not valid JSON. The scanner checks only
+// that brackets balance and strings close, and a marker carrying a value
+// that does not decode fails its batch at the receiver; Lost then queues
+// it again, into every batch after it, and nothing reaches the peer.
+// Values lifted are short (an id, a subject, a timestamp), so checking
+// them costs little, unlike checking every pushed event whole.
+func liftValue(event []byte, key string) []byte {
+	v := topLevel(event, key)
+	if v != nil && !json.Valid(v) {
+		return nil
+	}
+	return v
 }
 
 // warnLocked logs one warning per peer per WarnEvery, carrying the count

@@ -94,6 +94,28 @@ func TestGapMarkerWithoutTimestampUsesClock(t *testing.T) {
 	}
 }
 
+// (Was: a marker lifted id, subject and ts out of its event as the scanner
+// found them, so an event that is not valid JSON (`"id":1e`) gave a marker
+// that is not either: its batch got 400, Lost queued it again, and every
+// batch to the peer after it failed the same way.)
+func TestMarkerOfMalformedEventDecodes(t *testing.T) {
+	clk := newFakeClock()
+	g := NewGapPolicy(GapConfig{Clock: clk, Logger: slog.New(slog.DiscardHandler)})
+	d := &Delivery{SubID: "s", Event: json.RawMessage(`{"id":1e,"subject":"fs:\q","ts":1764000000000}`)}
+	for _, m := range []Item{g.Overflow("us", []Item{d})[0], g.Lost("eu", []Item{d}, nil)[0]} {
+		ev := m.(*Delivery).Event
+		if !json.Valid(ev) {
+			t.Fatalf("marker event %s is not JSON", ev)
+		}
+		if _, err := DecodeBatch(batchBody("eu", m)); err != nil {
+			t.Fatalf("a receiver refuses the marker %s: %v", ev, err)
+		}
+		if !IsGapMarker(m) || topLevel(ev, "id") != nil || string(topLevel(ev, "ts")) != "1764000000000" {
+			t.Fatalf("marker = %s, want op gap, no id, the event's ts", ev)
+		}
+	}
+}
+
 func TestGapPolicyInQueue(t *testing.T) {
 	clk, rec := newFakeClock(), newRecorder()
 	g := NewGapPolicy(GapConfig{Clock: clk, Logger: slog.New(slog.DiscardHandler)})

@@ -519,14 +519,53 @@ func decodeFlat(body []byte) (Batch, bool) {
 	return out, true
 }
 
-// validItem returns why a decoded item of a known kind is unusable, or "".
+// CheckItem returns an error wrapping [ErrBadItem] if a receiver would
+// refuse it: the same checks as [DecodeBatch], which fails the whole batch
+// for one such item. [PeerQueue.Push] refuses the items it reports. It does not
+// parse the pre-encoded payloads (Delivery.Event, KVChange.Value) beyond
+// their first byte: their being valid JSON is left to the caller, as the
+// queue never scans them whole.
+func CheckItem(it Item) error {
+	if isNilItem(it) {
+		return fmt.Errorf("%w: nil %T", ErrBadItem, it)
+	}
+	if why := validItem(it); why != "" {
+		return fmt.Errorf("%w: %s %s", ErrBadItem, it.Kind(), why)
+	}
+	return nil
+}
+
+// isNilItem reports whether it is nil or a nil pointer of a known kind,
+// which has nothing to encode or to name in a gap marker.
+func isNilItem(it Item) bool {
+	switch v := it.(type) {
+	case nil:
+		return true
+	case *Delivery:
+		return v == nil
+	case *Ack:
+		return v == nil
+	case *Watch:
+		return v == nil
+	case *Event:
+		return v == nil
+	case *Bump:
+		return v == nil
+	}
+	return false
+}
+
+// validItem returns why an item of a known kind is unusable, or "": on a
+// decoded item for the receiver, and on a pushed one for the queue.
 func validItem(it Item) string {
 	switch v := it.(type) {
 	case *Delivery:
 		if v.SubID == "" {
 			return "without subId"
 		}
-		if len(v.Event) == 0 || v.Event[0] != '{' {
+		// A decoded event starts at its '{'; a pushed one may carry
+		// whitespace before it, valid JSON that decodes the same.
+		if i := skipWS(v.Event, 0); i >= len(v.Event) || v.Event[i] != '{' {
 			return "without an event object"
 		}
 	case *Ack:

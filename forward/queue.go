@@ -63,7 +63,9 @@ type Outbound struct {
 // SendFunc ships one batch. An error means the batch is lost: the queue
 // counts and logs it, never retries it, and hands its items to
 // [QueueConfig.OnLost]. The Outbound and its slices are
-// reused once SendFunc returns, so it must not keep them.
+// reused once SendFunc returns, so it must not keep them, nor leave them
+// to anything that reads them later: an http.RoundTripper may read a
+// request's body after it returned the answer ([Sender] releases it).
 type SendFunc func(ctx context.Context, b *Outbound) error
 
 // QueueConfig configures a [PeerQueue].
@@ -199,6 +201,9 @@ type Stats struct {
 	// Oversized is the items refused for encoding to more than
 	// MaxItemBytes: pushed ones and OnOverflow/OnLost replacements.
 	Oversized uint64
+	// Invalid is the items refused because a receiver would refuse them
+	// ([CheckItem]): pushed ones and OnOverflow/OnLost replacements.
+	Invalid uint64
 }
 
 func (s *Stats) add(o Stats) {
@@ -215,6 +220,7 @@ func (s *Stats) add(o Stats) {
 	s.LostReplacements += o.LostReplacements
 	s.Discarded += o.Discarded
 	s.Oversized += o.Oversized
+	s.Invalid += o.Invalid
 	s.HeldItems += o.HeldItems
 	s.HeldBytes += o.HeldBytes
 	s.InFlight += o.InFlight
@@ -332,7 +338,10 @@ func (q *PeerQueue) peerFor(name string) *peer {
 
 // Push queues one item for one peer, shipping early once a batch bound
 // trips. Before Start and once Stop began, the item is discarded and
-// counted. The queue keeps it
+// counted. An item a receiver would refuse ([CheckItem]) is refused, logged
+// with the reason and counted (Stats.Invalid), and handed to OnOverflow
+// alone, as an item over MaxItemBytes is (Stats.Oversized): queued, it
+// would fail its whole batch at the receiver. The queue keeps it
 // (and its pre-encoded payload) until it ships or is shed, so the caller
 // must not modify it.
 func (q *PeerQueue) Push(peerName string, it Item) {
@@ -352,8 +361,9 @@ func (q *PeerQueue) Push(peerName string, it Item) {
 	}
 	if !q.appendLocked(p, it) {
 		// Refused like a shed item, so its loss is told the same way (a
-		// gap marker); a replacement as large is refused in turn.
-		if q.cfg.OnOverflow != nil {
+		// gap marker); a replacement as large, or as bad, is refused in
+		// turn. A nil pointer has nothing to tell.
+		if q.cfg.OnOverflow != nil && !isNilItem(it) {
 			one := append(p.dropped[:0], it)
 			for _, r := range q.cfg.OnOverflow(p.name, one) {
 				if r != nil && q.appendReplacementLocked(p, r) {
@@ -414,8 +424,17 @@ func (q *PeerQueue) discard(peerName string) {
 func (p *peer) count() int { return p.plain.len() + p.marks.len() }
 
 // appendLocked encodes it once and queues it, or refuses and counts it if
-// it encodes to more than MaxItemBytes: no batch may outgrow BodyLimit.
+// a receiver would refuse it or it encodes to more than MaxItemBytes: no
+// batch may outgrow BodyLimit, nor be refused whole (a 400, a lost batch)
+// for one bad item. A bad gap marker, once queued, would come back from
+// OnLost into every batch after it, and no batch to the peer would get
+// through.
 func (q *PeerQueue) appendLocked(p *peer, it Item) bool {
+	if err := CheckItem(it); err != nil {
+		p.stats.Invalid++
+		q.cfg.Logger.Warn("forward: item refused at push", "peer", p.name, "err", err)
+		return false
+	}
 	enc, cut, raw := it.appendWire(p.scratch[:0])
 	if cap(enc) <= 64<<10 {
 		p.scratch = enc[:0]
@@ -660,7 +679,7 @@ func (q *PeerQueue) appendReplacementLocked(p *peer, r Item) bool {
 	if q.appendLocked(p, r) {
 		return true
 	}
-	if q.cfg.OnOverflow != nil {
+	if q.cfg.OnOverflow != nil && !isNilItem(r) {
 		for _, rr := range q.cfg.OnOverflow(p.name, []Item{r}) {
 			if rr != nil && q.appendLocked(p, rr) {
 				p.stats.Replacements++

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -195,13 +196,25 @@ func (s *Sender) Send(ctx context.Context, b *Outbound) error {
 	if pc == nil {
 		return fmt.Errorf("send to %q: %w", b.Peer, ErrUnknownPeer)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, pc.url, bytes.NewReader(b.Body))
+	// The transport may read the body after Do returned, and the queue
+	// reuses its bytes once Send returns: released on every return, the
+	// body then fails the transport's reads instead of handing it the
+	// next batch's bytes (see sendBody).
+	sb := &sendBody{buf: b.Body}
+	defer sb.release()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, pc.url, sb.reader())
 	if err != nil {
 		return fmt.Errorf("send to %q: %w", b.Peer, err)
 	}
+	// The Content-Length the signature covers; GetBody lets the transport
+	// send the request again on a fresh connection when a kept-alive one
+	// turns out closed before anything was written.
+	req.ContentLength = int64(len(b.Body))
+	req.GetBody = func() (io.ReadCloser, error) { return sb.reader(), nil }
+	if len(b.Body) == 0 {
+		req.Body, req.GetBody = http.NoBody, nil
+	}
 	req.Header = http.Header{"Content-Type": {"application/json"}}
-	// bytes.Reader gives the request its Content-Length, len(b.Body),
-	// which the signature covers.
 	s.signer.sign(req.Header, s.cfg.Self, b.Peer, s.cfg.Clock.Now().Unix(), s.cfg.Nonces.Next(), b.Body)
 	resp, err := pc.client.Do(req)
 	if err != nil {
@@ -232,6 +245,57 @@ func (s *Sender) Send(ctx context.Context, b *Outbound) error {
 	}
 	return nil
 }
+
+// errBodyReleased is what a transport reads from a batch's body once its
+// Send has returned.
+var errBodyReleased = errors.New("forward: batch body read after its send returned")
+
+// sendBody is a batch's body as the transport reads it. A RoundTripper may
+// keep reading a request's body after it returned the response, and close it
+// later from another goroutine (see [http.RoundTripper]); net/http's
+// transport does when a server answers before it read the whole body. The
+// bytes belong to the queue, which builds its next batch in them once Send
+// returns, so Send releases them before it returns: a read from then on
+// fails (the request was answered, or given up, already) instead of copying
+// another batch's bytes onto the wire, racing the queue's writes. Releasing
+// never waits for the transport.
+type sendBody struct {
+	mu       sync.Mutex // held while a read copies from buf
+	buf      []byte
+	released bool
+}
+
+// reader returns a fresh reader of the whole body: the request's, and one
+// per GetBody call.
+func (b *sendBody) reader() io.ReadCloser { return &sendBodyReader{src: b} }
+
+func (b *sendBody) release() {
+	b.mu.Lock()
+	b.buf, b.released = nil, true
+	b.mu.Unlock()
+}
+
+type sendBodyReader struct {
+	src *sendBody
+	off int
+}
+
+func (r *sendBodyReader) Read(p []byte) (int, error) {
+	r.src.mu.Lock()
+	defer r.src.mu.Unlock()
+	if r.src.released {
+		return 0, errBodyReleased
+	}
+	if r.off >= len(r.src.buf) {
+		return 0, io.EOF
+	}
+	n := copy(p, r.src.buf[r.off:])
+	r.off += n
+	return n, nil
+}
+
+// Close does nothing: the bytes are released by Send, not by the transport.
+func (r *sendBodyReader) Close() error { return nil }
 
 func (s *Sender) badReply(peer, what string, err error) {
 	s.badReplies.Add(1)

@@ -2,11 +2,14 @@ package forward
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -163,5 +166,175 @@ func TestSenderBadReplyIsNotALostBatch(t *testing.T) {
 	}
 	if n := replies.Load(); n != 0 {
 		t.Fatalf("OnReply ran %d times for undecodable replies", n)
+	}
+}
+
+// lateTransport answers every request at once and reads its body only when
+// the next request comes, or at the end: what the RoundTripper contract
+// allows ("the body may be read even after the response is returned"), and
+// what net/http's transport does when a server answers before reading the
+// whole body, though on loopback only in a window too narrow to hit at will.
+type lateTransport struct {
+	mu      sync.Mutex
+	held    *http.Request
+	late    int      // bodies read after their answer
+	corrupt []string // those that were not the bytes signed
+}
+
+func (lt *lateTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	lt.mu.Lock()
+	prev := lt.held
+	lt.held = req
+	lt.mu.Unlock()
+	if prev != nil {
+		lt.read(prev)
+	}
+	return &http.Response{
+		StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}},
+		Body: io.NopCloser(strings.NewReader("{}")), ContentLength: 2, Request: req,
+	}, nil
+}
+
+// read reads and closes what the transport still holds of req's body. The
+// sender's Send returned long ago, and the queue built its next batch: bytes
+// read now must be the ones signed or none at all.
+func (lt *lateTransport) read(req *http.Request) {
+	got, err := io.ReadAll(req.Body)
+	_ = req.Body.Close()
+	lt.mu.Lock()
+	defer lt.mu.Unlock()
+	lt.late++
+	if len(got) > 0 && hexSHA256(got) != req.Header.Get(HeaderBodySHA256) {
+		lt.corrupt = append(lt.corrupt, fmt.Sprintf("read %d bytes (err %v) not matching the signed hash, starting %.60q", len(got), err, got))
+	}
+}
+
+func (lt *lateTransport) finish() {
+	lt.mu.Lock()
+	prev := lt.held
+	lt.held = nil
+	lt.mu.Unlock()
+	if prev != nil {
+		lt.read(prev)
+	}
+}
+
+// (Was: Send returned while the transport could still read the batch body,
+// and the queue built its next batch in the same buffer, so a late read sent
+// that batch's bytes under the previous batch's signature, racing the queue.)
+func TestSenderReleasesBodyWhenSendReturns(t *testing.T) {
+	s := startSender(t, SenderConfig{Self: "eu", Secret: secretEU, Peers: map[string]string{"us": "http://us.invalid"}})
+	lt := &lateTransport{}
+	s.clients["us"].client.Transport = lt
+	// One batch at a time, each item a batch: the second is built in the
+	// buffer of the first, whose send has returned.
+	q := startQueue(t, QueueConfig{From: "eu", Send: s.Send, MaxInFlight: 1, MaxBatchItems: 1, Logger: slog.New(slog.DiscardHandler)})
+	defer q.Stop(context.Background())
+	const n = 4
+	for i := range n {
+		q.Push("us", del("s1", fmt.Sprint("e", i)))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := q.FlushAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lt.finish()
+	if st := q.Stats(); st.Batches != n || st.LostBatches != 0 {
+		t.Fatalf("queue stats = %+v", st)
+	}
+	lt.mu.Lock()
+	defer lt.mu.Unlock()
+	if lt.late != n {
+		t.Fatalf("%d bodies read late, want %d", lt.late, n)
+	}
+	if len(lt.corrupt) > 0 {
+		t.Fatalf("the transport read another batch's bytes from %d of %d bodies after their send returned:\n%s",
+			len(lt.corrupt), n, strings.Join(lt.corrupt, "\n"))
+	}
+}
+
+// (Was: Push queued items a receiver refuses, so their whole batch got 400;
+// a delivery without subId became, through GapPolicy, a marker without one,
+// queued again after every failed send, and no batch reached the peer
+// again.)
+func TestPushRefusesItemsTheReceiverRefuses(t *testing.T) {
+	tr := newTestReceiver(t, func(c *ReceiverConfig) { c.Clock = nil })
+	s := startSender(t, SenderConfig{Self: "eu", Secret: secretEU, Peers: map[string]string{"us": tr.srv.URL}})
+	quiet := slog.New(slog.DiscardHandler)
+	g := NewGapPolicy(GapConfig{Logger: quiet})
+	var refused []Item
+	q := startQueue(t, QueueConfig{
+		From: "eu", Send: s.Send, Logger: quiet, OnTaken: g.Taken, OnLost: g.Lost,
+		OnOverflow: func(peer string, dropped []Item) []Item {
+			refused = append(refused, dropped...)
+			return g.Overflow(peer, dropped)
+		},
+	})
+	defer q.Stop(context.Background())
+
+	noSub := del("", "a")
+	badEvent := &Delivery{UserID: 7, SubID: "s-bad-event", Event: json.RawMessage(`["not","an","object"]`)}
+	bad := []Item{
+		noSub,
+		badEvent,
+		&Delivery{UserID: 7, SubID: "s-no-event"},
+		&Ack{SubID: "s", EntryID: ""},
+		&Ack{SubID: "", EntryID: "e"},
+		&Watch{Op: "keep", Token: "t"},
+		&Watch{Op: "add"},
+		&Event{Family: "fs", ID: "x"},
+		&Event{Family: "kv", FS: &FSChange{Key: "write"}, ID: "x"},
+		&Event{Family: "kv", KV: &KVChange{Op: "set"}},
+		&Bump{Scope: "everything"},
+		(*Delivery)(nil),
+	}
+	spaced := &Delivery{UserID: 7, SubID: "s-spaced", Event: json.RawMessage(" \n{\"id\":\"c\",\"op\":\"write\"}")}
+	good := []Item{
+		del("s1", "a"), spaced, &Ack{SubID: "s", EntryID: "e"}, &Watch{Op: "drop", Token: "t"},
+		&Event{Family: "kv", KV: &KVChange{Op: "set"}, ID: "x"}, &Bump{Scope: "presence"}, del("s2", "b"),
+	}
+	for _, it := range bad {
+		if err := CheckItem(it); !errors.Is(err, ErrBadItem) {
+			t.Errorf("CheckItem(%#v) = %v, want ErrBadItem", it, err)
+		}
+	}
+	for _, it := range good {
+		if err := CheckItem(it); err != nil {
+			t.Errorf("CheckItem(%#v) = %v, want nil", it, err)
+		}
+	}
+	for i := range max(len(bad), len(good)) {
+		if i < len(good) {
+			q.Push("us", good[i])
+		}
+		if i < len(bad) {
+			q.Push("us", bad[i])
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := q.FlushAll(ctx); err != nil {
+		t.Fatalf("%v: stats %+v, receiver %+v", err, q.Stats(), tr.recv.Stats())
+	}
+	st := q.Stats()
+	// The marker made for noSub has no subId either: refused in its turn.
+	if st.LostBatches != 0 || st.Pushed != uint64(len(good)) || st.Invalid != uint64(len(bad))+1 {
+		t.Fatalf("queue stats = %+v, want nothing lost, %d pushed, %d invalid", st, len(good), len(bad)+1)
+	}
+	// Refused like a shed item: each (but the nil one) reached OnOverflow,
+	// noSub's refused marker after it, and the deliveries with a subId but
+	// no event object are named by markers that ship.
+	if len(refused) != len(bad) || refused[0] != noSub || !IsGapMarker(refused[1]) || refused[2] != badEvent {
+		t.Fatalf("OnOverflow got %d items, want the %d non-nil refused ones and noSub's marker", len(refused), len(bad)-1)
+	}
+	if rs := tr.recv.Stats(); rs.BadRequest != 0 || rs.Items != uint64(len(good))+2 {
+		t.Fatalf("receiver stats = %+v, want %d items, no 400", rs, len(good)+2)
+	}
+	calls, _ := tr.log.snapshot()
+	slices.Sort(calls)
+	want := []string{"ack:e", "bump:presence", "delivery:s-bad-event", "delivery:s-no-event", "delivery:s-spaced", "delivery:s1", "delivery:s2", "event:x", "watch:t"}
+	if !slices.Equal(calls, want) {
+		t.Fatalf("sink got %v, want %v", calls, want)
 	}
 }

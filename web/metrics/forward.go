@@ -32,6 +32,7 @@ var (
 	fwdFailures    = desc("forward_send_failures_total", "Batches whose send failed: lost, never retried.", "peer")
 	fwdLostItems   = desc("forward_lost_items_total", "Items in the failed batches.", "peer")
 	fwdOversized   = desc("forward_oversized_items_total", "Items refused for encoding to more than the item limit.", "peer")
+	fwdInvalid     = desc("forward_invalid_items_total", "Items refused at push because the peer's receiver would refuse them (forward.CheckItem).", "peer")
 
 	fwdMarkers     = desc("forward_gap_markers_total", "Gap markers made for shed or lost deliveries.")
 	fwdMarkersShed = desc("forward_gap_markers_shed_total", "Gap markers shed themselves (nothing else was left to shed).")
@@ -42,7 +43,7 @@ var (
 	fwdRecvItems   = desc("forward_receiver_items_total", "Items in the accepted batches.")
 	fwdRecvRejects = desc("forward_receiver_rejections_total", "Batches the receiver refused, by reason.", "reason")
 
-	fwdDescs = []*prometheus.Desc{fwdQueuedItems, fwdQueuedBytes, fwdInFlight, fwdPushed, fwdBatches, fwdSentItems, fwdSentBytes, fwdDropped, fwdFailures, fwdLostItems, fwdOversized, fwdMarkers, fwdMarkersShed, fwdBadReplies, fwdRecvBatches, fwdRecvItems, fwdRecvRejects}
+	fwdDescs = []*prometheus.Desc{fwdQueuedItems, fwdQueuedBytes, fwdInFlight, fwdPushed, fwdBatches, fwdSentItems, fwdSentBytes, fwdDropped, fwdFailures, fwdLostItems, fwdOversized, fwdInvalid, fwdMarkers, fwdMarkersShed, fwdBadReplies, fwdRecvBatches, fwdRecvItems, fwdRecvRejects}
 )
 
 // AddForwardQueue exports q's counters for each of peers (the peer names of
@@ -81,6 +82,7 @@ func (c *forwardCollector) Collect(ch chan<- prometheus.Metric) {
 			counter(ch, fwdFailures, float64(s.LostBatches), p)
 			counter(ch, fwdLostItems, float64(s.LostItems), p)
 			counter(ch, fwdOversized, float64(s.Oversized), p)
+			counter(ch, fwdInvalid, float64(s.Invalid), p)
 		}
 	}
 	if gs := c.gaps.snapshot(); len(gs) > 0 {

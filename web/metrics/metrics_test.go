@@ -304,6 +304,7 @@ func TestForwardMetrics(t *testing.T) {
 	for i := range 5 {
 		q.Push("us", &forward.Delivery{UserID: 1, SubID: "s", Event: json.RawMessage(fmt.Sprintf(`{"id":"e%d","ts":1}`, i))})
 	}
+	q.Push("us", &forward.Delivery{UserID: 1, Event: json.RawMessage(`{"id":"x"}`)}) // no subId: refused at push
 	t.Cleanup(func() { _ = q.Stop(context.Background()) })
 	q.Flush("us")
 	testwait.For(t, "a lost batch and its gap marker", func() bool {
@@ -344,6 +345,10 @@ func TestForwardMetrics(t *testing.T) {
 	fams := gather(t, r)
 	if got := value(t, fams, "switchyard_forward_sender_bad_replies_total"); got != 1 {
 		t.Errorf("bad replies = %v, want 1", got)
+	}
+	// The item, and the gap marker made for it (no subId either).
+	if got := value(t, fams, "switchyard_forward_invalid_items_total", "peer", "us"); got != 2 {
+		t.Errorf("invalid = %v, want 2", got)
 	}
 	if got := value(t, fams, "switchyard_forward_pushed_items_total", "peer", "us"); got != 5 {
 		t.Errorf("pushed = %v, want 5", got)
