@@ -107,7 +107,7 @@ func (f *Fleet) startAPI(ctx context.Context) error {
 		return err
 	}
 	f.api = apiInfo{key: key, created: created, scope: st.Scope()}
-	a := &apiRole{dir: dir, store: st, http: f.http, baseURL: f.cfg.API.BaseURL, hide: f.cfg.API.HidePassworded, keys: apiKeyChecker(key), log: lifecycle.Logger(f.log, "newznab")}
+	a := &apiRole{dir: dir, store: st, http: f.http, baseURL: f.cfg.API.BaseURL, hide: f.cfg.API.HidePassworded, keys: apiKeyChecker(key), log: lifecycle.Logger(f.log, "newznab"), ended: f.roleEnded}
 	if err := f.start(ctx, "newznab", a); err != nil {
 		return err
 	}
@@ -143,6 +143,7 @@ type apiRole struct {
 	hide    bool // HidePassworded
 	keys    func(string) bool
 	log     *slog.Logger
+	ended   func(role string, err error) // Fleet.roleEnded
 
 	ix    *search.Index
 	f     *search.Follower
@@ -171,6 +172,15 @@ func (a *apiRole) Start(ctx context.Context) error {
 			return fmt.Errorf("usenet api: %w", err)
 		}
 		a.ix, a.f, a.users = ix, fl, us
+		// A follower that failed leaves the index behind the releases
+		// for good (the API and the page serve it stale): the role is
+		// gone. It ends, with no error, when Stop stops it.
+		go func() {
+			<-fl.Done()
+			if err := fl.Err(); err != nil {
+				a.ended("newznab", fmt.Errorf("search index: %w", err))
+			}
+		}()
 		var observe func(string, int)
 		if a.http != nil {
 			requests, err := metrics.NewznabRequests(a.http.metrics.Registerer())

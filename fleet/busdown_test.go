@@ -9,8 +9,13 @@ import (
 	"testing"
 	"time"
 
+	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/switchyard-dev/switchyard/bus"
 	"github.com/switchyard-dev/switchyard/bus/embedded"
 	"github.com/switchyard-dev/switchyard/internal/testwait"
+	"github.com/switchyard-dev/switchyard/persist"
 )
 
 // readyzOf is the status and body of f's /readyz.
@@ -127,5 +132,134 @@ func TestReadyzSaysStopping(t *testing.T) {
 	}
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, "roles: stopping") {
 		t.Fatalf("/readyz once Stop began: %d %q, want 503 naming roles: stopping", code, body)
+	}
+}
+
+// passwordBus is an external NATS server that admits the user sy with a
+// password; revoke changes the password (a config reload), as an operator
+// revoking the user would: the server drops the user's connections, and
+// nats.go, refused twice on reconnecting, closes them for good.
+func passwordBus(t *testing.T) (url string, revoke func()) {
+	t.Helper()
+	opts := &natsserver.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true, Username: "sy", Password: "first"}
+	srv, err := natsserver.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		srv.Shutdown()
+		t.Fatal("nats-server not ready")
+	}
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	return srv.ClientURL(), func() {
+		o := opts.Clone()
+		o.Port = srv.Addr().(*net.TCPAddr).Port
+		o.Password = "second"
+		if err := srv.ReloadOptions(o); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestRoleEndedOnItsOwn: a role that ends by itself after Start — its bus
+// connection closed for good, the forward receiver's listener gone, the
+// search index's follower failed — closes Done, Err names it, and /readyz
+// says so; the other roles then still stop. (Was: nothing noticed: the
+// process ran on without the role, and a supervisor never restarted it.)
+func TestRoleEndedOnItsOwn(t *testing.T) {
+	cases := []struct {
+		name string
+		role string // in Err and /readyz
+		cfg  func(t *testing.T) (Config, func(*Fleet))
+	}{
+		{"bus connection closed for good", "conn switchyard-balancer", func(t *testing.T) (Config, func(*Fleet)) {
+			url, revoke := passwordBus(t)
+			return Config{
+				NATS:     NATSConfig{URL: url, Options: []nats.Option{nats.UserInfo("sy", "first")}},
+				Persist:  PersistConfig{IDs: []string{"0"}},
+				Balancer: true,
+				HTTP:     HTTPConfig{Addr: "127.0.0.1:0"},
+			}, func(*Fleet) { revoke() }
+		}},
+		{"forward receiver's listener closed", "forward receiver", func(t *testing.T) (Config, func(*Fleet)) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			listen := ln.Addr().String()
+			ln.Close()
+			return Config{
+				NATS:    NATSConfig{Embedded: &embedded.Config{Host: "127.0.0.1", Port: embedded.RandomPort}},
+				Persist: PersistConfig{IDs: []string{"0"}, Serve: []string{"0"}, DataDir: t.TempDir()},
+				HTTP:    HTTPConfig{Addr: "127.0.0.1:0", Events: true},
+				Events: EventsConfig{
+					Region: "a", Peers: map[string]string{"b": "http://127.0.0.1:1"}, ForwardListen: listen,
+					Secrets: map[string][]byte{"a": []byte(strings.Repeat("a", 32)), "b": []byte(strings.Repeat("b", 32))},
+				},
+			}, func(f *Fleet) { f.forward.ln.Close() }
+		}},
+		{"search index follower failed", "newznab", func(t *testing.T) (Config, func(*Fleet)) {
+			return webConfig(t), func(f *Fleet) {
+				// The index's database gone, the next release cannot be
+				// written into it.
+				f.api.role.ix.Close()
+				nc, err := f.NATS().ConnectInProcess(bus.ConnectConfig{Name: "test"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer nc.Close()
+				c, err := persist.NewClient(persist.ClientConfig{Conn: nc})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				if _, err := c.Stream(f.api.scope, "releases").Set(context.Background(), []byte("{}"), persist.SetOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			cfg, kill := c.cfg(t)
+			f, err := Start(ctx, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stopped := false
+			t.Cleanup(func() {
+				if !stopped {
+					_ = f.Stop(ctx)
+				}
+			})
+			testwait.Until(t, "ready", func() (bool, string) {
+				code, body := readyzOf(t, f)
+				return code == http.StatusOK, body
+			})
+			if err := f.Err(); err != nil {
+				t.Fatalf("Err before any role ended: %v", err)
+			}
+			kill(f)
+			select {
+			case <-f.Done():
+			case <-time.After(testwait.Timeout):
+				code, body := readyzOf(t, f)
+				t.Fatalf("Done not closed %v after the role ended; /readyz: %d %q", testwait.Timeout, code, body)
+			}
+			if err := f.Err(); err == nil || !strings.Contains(err.Error(), c.role) {
+				t.Fatalf("Err: %v, want it to name %q", err, c.role)
+			}
+			code, body := readyzOf(t, f)
+			if code != http.StatusServiceUnavailable || !strings.Contains(body, "roles: failed") || !strings.Contains(body, c.role) {
+				t.Fatalf("/readyz once %s ended: %d %q, want 503 roles: failed naming it", c.role, code, body)
+			}
+			_ = f.Stop(ctx) // the ended role's own Stop may say why it ended
+			stopped = true
+			if got := f.Roles(); len(got) != 0 {
+				t.Fatalf("members left after Stop: %q", got)
+			}
+		})
 	}
 }

@@ -93,6 +93,7 @@ func (f *Fleet) startEvents(ctx context.Context) error {
 			return err
 		}
 		rcfg.Region = &events.RegionConfig{Self: f.cfg.Events.Region, Peers: fw.peers, Push: fw.queue.Push}
+		f.forward = fw
 	}
 	r, err := events.NewRouter(rcfg)
 	if err != nil {

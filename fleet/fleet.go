@@ -17,6 +17,8 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/switchyard-dev/switchyard/bus"
@@ -178,6 +180,15 @@ type Fleet struct {
 	// beforeStop, a test hook, runs in Stop once /readyz says stopping and
 	// before the first role stops.
 	beforeStop func()
+	// forward is the region's links to its peers, nil without peers.
+	forward *forwardParts
+
+	// quitting is set once Stop, or a failed Start's cleanup, begins: a
+	// role ending from then on was stopped, it did not fail.
+	quitting atomic.Bool
+	ended    chan struct{} // closed by the first role that ended on its own (Done)
+	endOnce  sync.Once
+	endErr   error // why ended was closed; written once, before the close
 }
 
 // Start starts every role of cfg in the one order, the list below — the
@@ -188,21 +199,27 @@ type Fleet struct {
 // bus connection is started before it (just before, but for the
 // coordinator's, which the demo provider may open earlier to read the work
 // state), so it closes after it. On
-// failure it stops what started and returns the error. ctx bounds starting
-// only: the roles run until Stop.
+// failure it stops what started and returns the error, with a
+// *CleanupError joined to it when that stop failed too. ctx bounds
+// starting only: the roles run until Stop, or until one ends on its own
+// (Done).
 func Start(ctx context.Context, cfg Config) (_ *Fleet, err error) {
 	cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	f := &Fleet{cfg: cfg, log: cfg.Logger}
+	f := &Fleet{cfg: cfg, log: cfg.Logger, ended: make(chan struct{})}
 	f.group.Logger = cfg.Logger
 	defer func() {
 		if err != nil {
+			f.quitting.Store(true)
 			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), StopTimeoutDefault)
 			defer cancel()
 			if serr := f.group.Stop(sctx); serr != nil {
-				f.log.Warn("fleet: stop after a failed start", "err", serr)
+				// The caller must hear of it: a command stopped by a
+				// signal while starting exits 0 only when what had
+				// started stopped cleanly.
+				err = errors.Join(err, &CleanupError{Err: serr})
 			}
 		}
 	}()
@@ -253,11 +270,58 @@ func (f *Fleet) Stop(ctx context.Context) error {
 		ctx, cancel = context.WithTimeout(ctx, StopTimeoutDefault)
 		defer cancel()
 	}
+	f.quitting.Store(true)
 	f.http.stopping()
 	if f.beforeStop != nil {
 		f.beforeStop()
 	}
 	return f.group.Stop(ctx)
+}
+
+// CleanupError is part of Start's error when stopping what had started
+// failed too (a role's Stop returned an error): what the failed start
+// leaves may not be clean (requests in flight answered unavailable, files
+// not closed).
+type CleanupError struct{ Err error }
+
+func (e *CleanupError) Error() string { return "stop after a failed start: " + e.Err.Error() }
+
+func (e *CleanupError) Unwrap() error { return e.Err }
+
+// Done is closed when a role ended on its own after it started, while
+// the process was to go on running it: a bus connection closed for good
+// (its credentials refused on reconnecting), the forward receiver's
+// listener that stopped serving, the search index's follower that failed.
+// The process then no longer does what its Config asks, and /readyz says
+// so from then on (roles: failed): the caller stops the other roles
+// (Stop) and exits non-zero, so that a supervisor restarts it. It may be
+// closed already when Start returns. Roles ending because Stop stops them
+// do not close it.
+func (f *Fleet) Done() <-chan struct{} { return f.ended }
+
+// Err is why Done was closed: the first role that ended on its own, by
+// name, and its error. Nil while Done is open.
+func (f *Fleet) Err() error {
+	select {
+	case <-f.ended:
+		return f.endErr
+	default:
+		return nil
+	}
+}
+
+// roleEnded records that role ended on its own with err, and logs it
+// under the role's name, unless the fleet is stopping. The first one
+// closes Done; the later ones are logged only.
+func (f *Fleet) roleEnded(role string, err error) {
+	if f.quitting.Load() {
+		return
+	}
+	lifecycle.Logger(f.log, role).Error("role ended on its own: the process no longer runs it", "err", err)
+	f.endOnce.Do(func() {
+		f.endErr = fmt.Errorf("role %s ended: %w", role, err)
+		close(f.ended)
+	})
 }
 
 // Roles lists the running members in start order (what Stop stops, in

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -21,6 +22,7 @@ import (
 	"github.com/switchyard-dev/switchyard/nntp"
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/persist/server"
+	"github.com/switchyard-dev/switchyard/persist/store"
 	"github.com/switchyard-dev/switchyard/usenet/users"
 	"github.com/switchyard-dev/switchyard/work"
 )
@@ -193,6 +195,49 @@ func TestFailedStartStopsWhatStarted(t *testing.T) {
 	cfg.Work.Indexer = "grep"
 	if _, err := Start(context.Background(), cfg); err == nil {
 		t.Fatal("Start with an unknown indexer succeeded")
+	}
+}
+
+// closeFails is SQLite storage whose Close fails (after closing): the
+// persist server's Stop then fails, as on a disk that went away.
+type closeFails struct{ store.Storage }
+
+func (c closeFails) Close() error {
+	_ = c.Storage.Close()
+	return errors.New("close storage: the disk went away")
+}
+
+// cleanupFailsConfig is a fleet whose Start fails (the API's directory
+// is a regular file) after its persist server started, and whose cleanup
+// then fails (the server's storage cannot close).
+func cleanupFailsConfig(t *testing.T) Config {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "not-a-dir")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return Config{
+		NATS: NATSConfig{Embedded: &embedded.Config{Host: "127.0.0.1", Port: embedded.RandomPort}},
+		Persist: PersistConfig{IDs: []string{"0"}, Serve: []string{"0"}, DataDir: t.TempDir(), Tune: func(c *server.Config) {
+			c.Storage = closeFails{store.NewSQLite(store.SQLiteConfig{Dir: c.DataDir})}
+		}},
+		HTTP: HTTPConfig{Addr: "127.0.0.1:0"},
+		API:  APIConfig{Dir: file},
+	}
+}
+
+// TestFailedStartReportsFailedCleanup: when stopping what had started
+// after a failed start fails too, Start's error says so (a CleanupError)
+// beside the start's own. (Was: the stop's error was only logged, and a
+// command stopped by a signal while starting exited 0 whatever it left.)
+func TestFailedStartReportsFailedCleanup(t *testing.T) {
+	_, err := Start(context.Background(), cleanupFailsConfig(t))
+	var ce *CleanupError
+	if !errors.As(err, &ce) || !strings.Contains(ce.Error(), "persist-0") || !strings.Contains(ce.Error(), "the disk went away") {
+		t.Fatalf("Start: %v, want a CleanupError naming persist-0's failed stop", err)
+	}
+	if !strings.Contains(err.Error(), "api key") {
+		t.Fatalf("Start: %v, want the start's own error too", err)
 	}
 }
 

@@ -27,6 +27,7 @@ type forwardParts struct {
 	queue  *forward.PeerQueue
 	router atomic.Pointer[events.Router] // set once made: the sender's replies and the receiver's items go to it
 	log    *slog.Logger
+	ln     net.Listener // the receiver's, once it listens
 }
 
 // startForward starts the sender and the queue to Events.Peers.
@@ -92,8 +93,17 @@ func (fw *forwardParts) listen(ctx context.Context, f *Fleet, r *events.Router) 
 		if err != nil {
 			return fmt.Errorf("forward receiver: %w", err)
 		}
+		fw.ln = ln
 		served = make(chan error, 1)
-		go func() { served <- srv.Serve(ln) }()
+		go func() {
+			err := srv.Serve(ln)
+			if !errors.Is(err, http.ErrServerClosed) {
+				// The listener failed: the peers' batches are refused
+				// from now on, and nothing here would listen again.
+				f.roleEnded("forward receiver", fmt.Errorf("serve %s: %w", ec.ForwardListen, err))
+			}
+			served <- err
+		}()
 		return nil
 	}
 	stop := func(ctx context.Context) error {

@@ -144,6 +144,11 @@ func (f *Fleet) startHTTP(ctx context.Context) error {
 		h.authz = web.Accounts(accounts)
 	}
 	h.health.Add("roles", func() error {
+		// A role that ended on its own comes first: the stop it leads to
+		// must not hide why the process went unready.
+		if err := f.Err(); err != nil {
+			return fmt.Errorf("failed: %w", err)
+		}
 		switch {
 		case h.stopped.Load():
 			return errors.New("stopping")

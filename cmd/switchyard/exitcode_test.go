@@ -1,16 +1,27 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
+	"github.com/switchyard-dev/switchyard/bus/embedded"
+	"github.com/switchyard-dev/switchyard/fleet"
+	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/persist"
+	"github.com/switchyard-dev/switchyard/persist/server"
+	"github.com/switchyard-dev/switchyard/persist/store"
 )
 
 // TestRuntimeErrorWordsAreNotUsage: a run-time failure whose text happens to
@@ -77,5 +88,101 @@ func TestRootHelpListsExitCodes(t *testing.T) {
 		if !strings.Contains(string(readme), row) {
 			t.Errorf("README lacks the row %q", row)
 		}
+	}
+}
+
+// TestRoleEndedExitsNonZero: a role that ends on its own after start (the
+// balancer's bus connection closed for good: its password was changed on
+// the server) stops the command, which prints why, naming the role, and
+// exits 1, so a supervisor restarts it. (Was: the command ran on without
+// the role, and its /readyz said unready for ever.)
+func TestRoleEndedExitsNonZero(t *testing.T) {
+	opts := &natsserver.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true, Username: "sy", Password: "first"}
+	srv, err := natsserver.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		srv.Shutdown()
+		t.Fatal("nats-server not ready")
+	}
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	port := srv.Addr().(*net.TCPAddr).Port
+	type result struct {
+		stderr string
+		code   int
+	}
+	done := make(chan result, 1)
+	go func() {
+		_, stderr, code := execute(t, "balancer", "--ids", "0", "--nats", fmt.Sprintf("nats://sy:first@127.0.0.1:%d", port))
+		done <- result{stderr, code}
+	}()
+	nc, err := nats.Connect(srv.ClientURL(), nats.UserInfo("sy", "first"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, "the balancer answering", func() bool {
+		_, err := nc.Request("persist.hub.id", nil, time.Second)
+		return err == nil
+	})
+	nc.Close()
+	revoked := opts.Clone()
+	revoked.Port, revoked.Password = port, "second"
+	if err := srv.ReloadOptions(revoked); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-done:
+		if r.code != exitRuntime || !strings.Contains(r.stderr, "switchyard: role conn switchyard-balancer ended") {
+			t.Fatalf("exit %d, stderr %q; want exit %d and the error naming the role", r.code, r.stderr, exitRuntime)
+		}
+	case <-time.After(testwait.Timeout):
+		t.Fatalf("the balancer still ran %v after its connection was closed for good", testwait.Timeout)
+	}
+}
+
+// closeFails is SQLite storage whose Close fails (after closing): the
+// persist server's Stop then fails, as on a disk that went away.
+type closeFails struct{ store.Storage }
+
+func (c closeFails) Close() error {
+	_ = c.Storage.Close()
+	return errors.New("close storage: the disk went away")
+}
+
+// TestSignalDuringStartWithFailedCleanup: a signal while the roles start
+// is a clean stop (nil, exit 0) only when what had started stopped
+// cleanly; a failed stop is the command's error. (Was: exit 0 whatever
+// the cleanup returned, which was only logged.)
+func TestSignalDuringStartWithFailedCleanup(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "not-a-dir")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, signal := context.WithCancel(t.Context())
+	defer signal()
+	cfg := fleet.Config{
+		NATS: fleet.NATSConfig{Embedded: &embedded.Config{Host: "127.0.0.1", Port: embedded.RandomPort}},
+		Persist: fleet.PersistConfig{IDs: []string{"0", "1"}, Serve: []string{"0", "1"}, DataDir: t.TempDir(), Tune: func(c *server.Config) {
+			switch c.ID {
+			case "0": // started, then stopped by the cleanup, which fails
+				c.Storage = closeFails{store.NewSQLite(store.SQLiteConfig{Dir: c.DataDir})}
+			case "1": // the signal comes once server 0 runs
+				signal()
+			}
+		}},
+		HTTP: fleet.HTTPConfig{Addr: "127.0.0.1:0"},
+		API:  fleet.APIConfig{Dir: file}, // the start fails here if the signal did not cut it short
+	}
+	cmd := &cobra.Command{}
+	cmd.SetContext(ctx)
+	err := runFleet(cmd, cfg, func(*fleet.Fleet) { t.Error("announced a fleet that failed to start") }, "")
+	if err == nil || !strings.Contains(err.Error(), "the disk went away") {
+		t.Fatalf("runFleet: %v, want the failed stop of persist-0", err)
+	}
+	if code := exitCode(io.Discard, err); code != exitRuntime {
+		t.Fatalf("exit %d, want %d", code, exitRuntime)
 	}
 }
