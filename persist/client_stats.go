@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 
@@ -46,3 +48,38 @@ func (c *Client) ServerStats(ctx context.Context, id string) (ServerStats, error
 	}
 	return st, nil
 }
+
+// ServerIDs returns the ids of the persist servers the fleet places scopes
+// over: the client's own Config.IDs when it has them, else the list the
+// balancer's answers state (bus.HdrIDs), asked for once here. A balancer
+// that states no list is an error, as is one that does not answer.
+func (c *Client) ServerIDs(ctx context.Context) ([]string, error) {
+	if len(c.cfg.IDs) > 0 {
+		return slices.Clone(c.cfg.IDs), nil
+	}
+	if c.ctx.Err() != nil {
+		return nil, ErrClosed
+	}
+	actx, cancel := c.attemptContext(ctx)
+	defer cancel()
+	// Any scope does: every answer states the rule, whatever it places.
+	reply, err := bus.Request(actx, c.cfg.Conn, nats.NewMsg(bus.IDSubject(c.cfg.Service, serverIDsProbe)))
+	if err != nil {
+		return nil, fmt.Errorf("ask balancer: %w", err)
+	}
+	if err := replyError(reply); err != nil {
+		return nil, fmt.Errorf("ask balancer: %w", err)
+	}
+	list := reply.Header.Get(bus.HdrIDs)
+	if list == "" {
+		return nil, errors.New("ask balancer: its answer lists no server ids (a balancer older than this client)")
+	}
+	ids := strings.Split(list, ",")
+	if err := bus.ValidIDs(ids); err != nil {
+		return nil, fmt.Errorf("ask balancer: its server ids %q: %w", list, err)
+	}
+	return ids, nil
+}
+
+// serverIDsProbe is the scope ServerIDs asks the balancer to place.
+const serverIDsProbe = "switchyard"

@@ -122,8 +122,9 @@ func newPersistInventoryCmd() *cobra.Command {
 		Long: `With SCOPE STREAM, prints that stream's message count, bytes, last seq and
 non-default limits as JSON.
 
-Without arguments, asks each persist server of --ids for its own figures and
-prints one line per server: the persistent streams it holds on disk (counted
+Without arguments, asks each persist server for its own figures (the servers
+the balancer places scopes over, or those of --ids) and prints one line per
+server: the persistent streams it holds on disk (counted
 by a walk of its data directory at start, "counting" until that is done, then
 kept up by its creates and drops), the streams whose files are open now and
 at most since it started, its cap (--max-open-streams), the file descriptors
@@ -143,11 +144,22 @@ client's credentials (a tenant's cannot reach a server's own subject).`,
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
-				ids, err := parseIDs(idsFlag)
-				if err != nil {
-					return err
+				var ids []string
+				if cmd.Flags().Changed("ids") {
+					var err error
+					if ids, err = parseIDs(idsFlag); err != nil {
+						return err
+					}
 				}
 				return natsOpts.with(cmd, func(ctx context.Context, c *persist.Client) error {
+					if ids == nil {
+						// The fleet's servers, as many as it runs (up
+						// --servers N), not a default list.
+						var err error
+						if ids, err = c.ServerIDs(ctx); err != nil {
+							return fmt.Errorf("which persist servers to ask (give --ids to say): %w", err)
+						}
+					}
 					return printServerInventory(ctx, stdout(cmd), c, ids, asJSON)
 				})
 			}
@@ -169,7 +181,7 @@ client's credentials (a tenant's cannot reach a server's own subject).`,
 		},
 	}
 	natsOpts.registerClient(cmd)
-	cmd.Flags().StringVar(&idsFlag, "ids", "0,1", "without SCOPE STREAM: the persist server ids to ask")
+	cmd.Flags().StringVar(&idsFlag, "ids", "", "without SCOPE STREAM: the persist server ids to ask (default: those the balancer places over)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "without SCOPE STREAM: print the servers' answers as a JSON array")
 	return cmd
 }

@@ -40,6 +40,13 @@ func TestPersistInventoryServers(t *testing.T) {
 	if f := strings.Fields(lines[1]); len(f) != 8 || f[0] != "0" || f[1] != "3" || f[2] != "3" || f[5] != "9" || f[7] != "0" {
 		t.Fatalf("server 0's line %q: want 3 streams, 3 open, 9 descriptors, none to compact", lines[1])
 	}
+	// Without --ids, the servers the balancer places over: here 0 alone.
+	// (Was: 0 and 1 by default, so a fleet of one server failed, and one
+	// of four was asked about half of its servers.)
+	out = mustRun(t, sy, nil, "persist", "inventory")
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) != 2 || strings.Fields(lines[1])[0] != "0" {
+		t.Fatalf("without --ids:\n%s", out)
+	}
 	// Server 1 is not running: no responders, reported on its line.
 	out, _, code := sy(nil, "persist", "inventory", "--ids", "0,1")
 	if code == 0 || !strings.Contains(out, "no answer") || !strings.Contains(out, "\n0 ") {
