@@ -185,7 +185,7 @@ func (d *dashParts) Releases(ctx context.Context, limit int) (*dashboard.Release
 	}
 	rel := &dashboard.Releases{Total: res.Total, Items: []dashboard.Release{}}
 	for _, r := range res.Releases {
-		rel.Items = append(rel.Items, dashboard.Release{ID: r.ID, Name: r.Name, Category: r.Category, CategoryName: usenet.CategoryName(r.Category), Size: r.Size, Date: r.Date, Files: r.FileCount()})
+		rel.Items = append(rel.Items, dashboard.Release{ID: r.ID, Name: r.Name, Category: r.Category, CategoryName: usenet.CategoryName(r.Category), Size: r.Size, Date: r.Date, Files: r.FileCount(), Password: r.Password})
 	}
 	d.rel, d.relSeq = rel, seq
 	return rel, nil

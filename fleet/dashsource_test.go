@@ -18,7 +18,9 @@ import (
 
 // TestDashReleasesFiles: the dashboard's files column is the count the
 // Newznab feed shows, the announced count or the files present, whichever
-// is higher (a release posted without [i/n] announces 0).
+// is higher (a release posted without [i/n] announces 0); and a release's
+// password attr goes along, for the list to mark it. (Was: left out, so the
+// dashboard showed passworded releases unmarked.)
 func TestDashReleasesFiles(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -36,7 +38,7 @@ func TestDashReleasesFiles(t *testing.T) {
 	}
 	rels := []usenet.Release{
 		{ID: "unannounced", Name: "Unannounced", Files: 0, Binaries: bins(3), Date: 100},
-		{ID: "partial", Name: "Partial", Files: 5, Binaries: bins(2), Date: 200},
+		{ID: "partial", Name: "Partial", Files: 5, Binaries: bins(2), Date: 200, Password: 1},
 	}
 	var b search.Batch
 	for i, r := range rels {
@@ -54,12 +56,16 @@ func TestDashReleasesFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]int{"unannounced": 3, "partial": 5}
+	wantPassword := map[string]int{"unannounced": 0, "partial": 1}
 	if len(got.Items) != len(want) {
 		t.Fatalf("releases: got %d, want %d: %+v", len(got.Items), len(want), got.Items)
 	}
 	for _, r := range got.Items {
 		if r.Files != want[r.ID] {
 			t.Errorf("%s: files %d, want %d", r.ID, r.Files, want[r.ID])
+		}
+		if r.Password != wantPassword[r.ID] {
+			t.Errorf("%s: password %d, want %d", r.ID, r.Password, wantPassword[r.ID])
 		}
 	}
 }

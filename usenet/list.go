@@ -16,8 +16,10 @@ import (
 type ListQuery struct {
 	// Group keeps releases posted to this group.
 	Group string
-	// Words keeps releases whose name holds every word, case-insensitively,
-	// with . _ - and spaces as separators on both sides.
+	// Words keeps releases whose name holds every word, ignoring case and
+	// accents (Fold), with . _ - and spaces as separators on both sides,
+	// as the search index's Query.Words does: empty (or spaces alone)
+	// keeps every release, text that holds no word ("...", "-") none.
 	Words string
 	// Limit bounds the result; 0 means no bound.
 	Limit int
@@ -27,7 +29,10 @@ type ListQuery struct {
 // It reads the whole stream: fine for a command line, while the Newznab
 // API searches a derived index instead.
 func (s *Store) List(ctx context.Context, q ListQuery) ([]Release, error) {
-	words := Words(q.Words)
+	words := foldWords(q.Words)
+	if len(words) == 0 && strings.TrimSpace(q.Words) != "" {
+		return nil, nil // words no name holds, as the index answers them
+	}
 	var out []Release
 	_, err := s.releases.Scan(ctx, persist.Range{}, func(m *persist.Message) error {
 		if m.Key == "" {
@@ -41,7 +46,7 @@ func (s *Store) List(ctx context.Context, q ListQuery) ([]Release, error) {
 			return nil
 		}
 		if len(words) > 0 {
-			have := Words(r.Name)
+			have := foldWords(r.Name)
 			for _, w := range words {
 				if !slices.Contains(have, w) {
 					return nil
@@ -59,6 +64,15 @@ func (s *Store) List(ctx context.Context, q ListQuery) ([]Release, error) {
 		out = out[:q.Limit]
 	}
 	return out, nil
+}
+
+// foldWords is Words(s), each word folded (Fold).
+func foldWords(s string) []string {
+	words := Words(s)
+	for i, w := range words {
+		words[i] = Fold(w)
+	}
+	return words
 }
 
 // Words splits s into the lower-case words a release name is searched by:

@@ -406,6 +406,88 @@ var sideExts = map[string]bool{
 	"txt": true, "url": true, "diz": true,
 }
 
+// subtitleExts are the side-file extensions of subtitles, which players
+// and Sonarr/Radarr name after the film with language tags between
+// (Movie.en.srt, Movie.eng.forced.srt): subtitleTags strips those.
+var subtitleExts = map[string]bool{
+	"srt": true, "sub": true, "idx": true, "ass": true, "ssa": true, "vtt": true,
+	"smi": true, "sup": true,
+}
+
+// subtitleLangs are the language codes a subtitle's name carries: ISO
+// 639-1 and 639-2 (both forms) of the languages subtitles are posted in.
+var subtitleLangs = map[string]bool{}
+
+func init() {
+	for _, l := range strings.Fields(`en eng fr fre fra de ger deu es spa esp it ita nl dut nld
+		pt por ru rus ja jpn zh chi zho ko kor sv swe da dan fi fin no nor nb nob nn nno
+		pl pol hu hun cs cze ces sk slo slk tr tur ar ara he heb el gre ell hi hin th tha
+		vi vie id ind ms may msa ro rum ron bg bul hr hrv sr srp scc sl slv uk ukr et est
+		lv lav lt lit fa per fas is ice isl ca cat eu baq eus gl glg bs bos mk mac mkd
+		sq alb sqi ta tam te tel bn ben ur urd tl tgl fil ml mal cy wel cym ga gle`) {
+		subtitleLangs[l] = true
+	}
+}
+
+// subtitleQualifiers are the words beside a subtitle's language: forced
+// (only the foreign dialogue), SDH/HI/CC (for the deaf), default.
+var subtitleQualifiers = map[string]bool{
+	"forced": true, "sdh": true, "hi": true, "cc": true, "default": true,
+	"full": true, "signs": true,
+}
+
+// subtitleTags strips up to three language tags and qualifiers from the
+// end of a subtitle's name without its extension: Movie.en,
+// Movie.eng.forced, Movie.pt-BR and Movie.zh-Hans are Movie. A language
+// code counts in one case only (en, EN, eng), so that a title's last word
+// ("Movie.It", "Movie.Dan") stays; it never strips stem to "".
+func subtitleTags(stem string) string {
+	for range 3 {
+		dot := strings.LastIndexByte(stem, '.')
+		if dot <= 0 || !subtitleTag(stem[dot+1:]) {
+			break
+		}
+		stem = stem[:dot]
+	}
+	return stem
+}
+
+// subtitleTag reports a language tag (a code in one case, with a region,
+// area or script after - or _: pt-BR, es-419, zh-Hans) or a qualifier.
+func subtitleTag(t string) bool {
+	if subtitleQualifiers[strings.ToLower(t)] {
+		return true
+	}
+	lang, sub, ok := strings.Cut(t, "-")
+	if !ok {
+		lang, sub, ok = strings.Cut(t, "_")
+	}
+	if lang != strings.ToLower(lang) && lang != strings.ToUpper(lang) || !subtitleLangs[strings.ToLower(lang)] {
+		return false
+	}
+	if !ok {
+		return true
+	}
+	switch len(sub) {
+	case 2: // a region: BR, US
+		return asciiLetters(sub)
+	case 3: // an area: 419
+		return isDigits(sub)
+	case 4: // a script, title case: Hans, Latn (NL-SUBS is a word)
+		return asciiLetters(sub) && sub[0] <= 'Z' && sub[1:] == strings.ToLower(sub[1:])
+	}
+	return false
+}
+
+func asciiLetters(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i] | 0x20; c < 'a' || c > 'z' {
+			return false
+		}
+	}
+	return true
+}
+
 // numberedVolume reports an extension numbering a volume: rNN and rNNN
 // (rar), zNN (split zip), NNN (7z.001, .001 splits).
 func numberedVolume(ext []byte) bool {
@@ -418,20 +500,32 @@ func numberedVolume(ext []byte) bool {
 	return false
 }
 
-// sceneVolume reports sNN and sNNN: the rar volumes after .r99 in the old
-// naming scene releases keep (.rar, .r00-.r99, .s00-.s99). It is not a
-// numberedVolume because "S01" is also a season: as a known extension it
-// would make a title word "Show.Name.S01" a subject's file name, and
-// stripped anywhere it would cut the season off "Show.Name.S01.part01.rar"
-// (see stripSuffixes).
-func sceneVolume(ext []byte) bool {
-	return (len(ext) == 3 || len(ext) == 4) && ext[0] == 's' && isDigits(string(ext[1:]))
+// oldVolume reports the volumes of the old naming that are stripped only
+// as a name's last extension, in a post of files announced files (0: not
+// announced) that can hold one:
+//   - sNN, tNN and uNN (and sNNN, ...): the rar volumes after .r99 in the
+//     old naming scene releases keep (.rar, .r00-.r99, .s00-.s99,
+//     .t00-.t99, .u00-...). A .s00 is at least the 102nd file, a .t00 the
+//     202nd and a .u00 the 302nd. The letters after u (v01, x264) are left
+//     alone: no post reaches them, and they are versions and codecs;
+//   - pNN: a PAR1 set's recovery volumes beside name.par (.p01-.p99).
+//
+// They are not numberedVolumes because "S01" is also a season (and "P01"
+// a title's part): as known extensions they would make a title word
+// "Show.Name.S01" a subject's file name, and stripped anywhere they would
+// cut the season off "Show.Name.S01.part01.rar" (see stripSuffixes).
+func oldVolume(ext []byte, files int) bool {
+	if len(ext) < 3 || !isDigits(string(ext[1:])) {
+		return false
+	}
+	switch ext[0] {
+	case 's', 't', 'u':
+		return len(ext) <= 4 && (files == 0 || files > 100*int(ext[0]-'r')+1)
+	case 'p':
+		return len(ext) == 3
+	}
+	return false
 }
-
-// sceneVolumes reports whether a post of files announced files (0: not
-// announced) can hold a .sNN volume: it follows .rar and .r00-.r99, so it
-// is at least the 102nd file.
-func sceneVolumes(files int) bool { return files == 0 || files > 101 }
 
 func knownExt(ext string) bool {
 	var buf [5]byte
@@ -442,11 +536,12 @@ func knownExt(ext string) bool {
 // stripSuffixes strips the volume and recovery suffixes of name
 // (.part01.rar, .r00, .7z.001, .vol03+04.par2, .par2, .nfo, ...) as long
 // as one is left, then one media or side-file extension (.mkv, .srt,
-// .cue, ...); it never strips name to "". A scene volume .sNN is stripped
-// only as name's last extension and only in a post of files announced
-// files that can hold one (sceneVolumes): elsewhere "S01" is a season,
-// part of the name ("Show.Name.S01.par2", a post of 20 files titled
-// "Show.Name.S01").
+// .cue, ...) and, after a subtitle's, its language tags (subtitleTags);
+// it never strips name to "". An old volume .sNN, .tNN, .uNN or .pNN is
+// stripped only as name's last extension and only in a post of files
+// announced files that can hold one (oldVolume): elsewhere "S01" is a
+// season, part of the name ("Show.Name.S01.par2", a post of 20 files
+// titled "Show.Name.S01").
 func stripSuffixes(name string, files int) string {
 	var buf [5]byte
 	for last := true; ; last = false {
@@ -455,7 +550,7 @@ func stripSuffixes(name string, files int) string {
 			break
 		}
 		l := lower(&buf, ext)
-		if !volumeExts[string(l)] && !numberedVolume(l) && !(last && sceneVolumes(files) && sceneVolume(l)) {
+		if !volumeExts[string(l)] && !numberedVolume(l) && !(last && oldVolume(l, files)) {
 			break
 		}
 		stem := name[:len(name)-len(ext)-1]
@@ -472,7 +567,11 @@ func stripSuffixes(name string, files int) string {
 	}
 	if ext, ok := extension(name); ok {
 		if l := lower(&buf, ext); mediaExts[string(l)] || sideExts[string(l)] {
-			return name[:len(name)-len(ext)-1]
+			stem := name[:len(name)-len(ext)-1]
+			if subtitleExts[string(l)] {
+				stem = subtitleTags(stem)
+			}
+			return stem
 		}
 	}
 	return name
@@ -685,7 +784,8 @@ func trimRest(t string) string {
 // BaseName is name without its volume and recovery suffixes and one media
 // or side-file extension (Some.Show.part01.rar, Some.Show.mkv and
 // Some.Show.srt are Some.Show), the name a release of the file is known
-// by. It knows no file count, so a last .sNN counts as a volume.
+// by. It knows no file count, so a last .sNN, .tNN, .uNN or .pNN counts
+// as a volume.
 func BaseName(name string) string { return stripSuffixes(name, 0) }
 
 // KnownExtension reports whether name ends in an extension of the files

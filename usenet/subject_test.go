@@ -212,6 +212,116 @@ func TestSidecarFilesStayInTheirRelease(t *testing.T) {
 	}
 }
 
+// TestOldRARVolumesStayInTheirRelease: the old RAR naming goes on past
+// .s99 with .t00-.t99 and .u00-.u99 (a set of more than 201 and 301
+// volumes), and a PAR1 set's recovery volumes beside name.par are
+// .p01-.p99. Every one is a file of the post and shares its Base, so the
+// post is one release, complete. Where the same words are a title's last
+// word in a post too small to hold such a volume, they stay. (Was: only
+// .sNN was stripped, so each .tNN, .uNN and .pNN volume was a collection
+// of its own and the post, lacking them, was never complete nor visible.)
+func TestOldRARVolumesStayInTheirRelease(t *testing.T) {
+	t.Parallel()
+	const rel = "Movie.Title.2019.1080p.BluRay.x264-GRP"
+	for _, c := range []struct {
+		name        string
+		file, files int
+	}{
+		{rel + ".t00", 202, 250}, {rel + ".T42", 244, 250}, {rel + ".t99", 301, 350},
+		{rel + ".u00", 302, 350}, {rel + ".u07", 0, 0},
+		{rel + ".p01", 3, 12}, {rel + ".P12", 14, 14},
+	} {
+		subj := fmt.Sprintf(`[%d/%d] - "%s" yEnc (1/70)`, c.file, c.files, c.name)
+		if c.files == 0 {
+			subj = fmt.Sprintf(`"%s" yEnc (1/70)`, c.name)
+		}
+		if got := ParseSubject(subj).Base; got != rel {
+			t.Errorf("Base of %q = %q, want %q (the .rar and .rNN volumes' Base)", subj, got, rel)
+		}
+	}
+	for _, c := range []struct {
+		subj, want string
+	}{
+		// A .t00 is at least the 202nd file, a .u00 the 302nd.
+		{`Show.Name.T01 [03/150] - yEnc (1/2)`, "Show.Name.T01"},
+		{`Show.Name.U01 [03/250] - yEnc (1/2)`, "Show.Name.U01"},
+		// Only the last extension is a volume.
+		{`[1/3] - "Show.Name.P01.mkv" yEnc (1/9)`, "Show.Name.P01"},
+		// Neither a letter the old naming does not reach, nor a codec.
+		{`[1/900] - "Movie.2019.x26" yEnc (1/9)`, "Movie.2019.x26"},
+		{`"Movie.2019.1080p.x264" yEnc (1/9)`, "Movie.2019.1080p.x264"},
+	} {
+		if got := ParseSubject(c.subj).Base; got != c.want {
+			t.Errorf("Base of %q = %q, want %q", c.subj, got, c.want)
+		}
+	}
+
+	// .rar, .r00-.r99, .s00-.s99, .t00 and .par2: 203 files.
+	names := []string{rel + ".rar"}
+	for _, l := range "rs" {
+		for i := range 100 {
+			names = append(names, fmt.Sprintf("%s.%c%02d", rel, l, i))
+		}
+	}
+	names = append(names, rel+".t00", rel+".par2")
+	files := make([]string, len(names))
+	parts := make([]int, len(names))
+	for i, n := range names {
+		files[i] = fmt.Sprintf(`[%d/%d] - "%s" yEnc (%%d/%%d)`, i+1, len(names), n)
+		parts[i] = 1
+	}
+	rels := indexRange(t, testStore(t), "alt.binaries.tv", postLines(files, parts))
+	if len(rels) != 1 || len(rels[0].Binaries) != len(names) || !rels[0].Complete() {
+		t.Fatalf("a complete post of %d files (.rar, .r00-.s99, .t00, .par2): %d visible releases, want 1 of all files:%s", len(names), len(rels), describeReleases(rels))
+	}
+}
+
+// TestTaggedSubtitlesStayInTheirRelease: subtitles are posted beside a
+// film under its name with a language tag and qualifiers, as players and
+// Sonarr/Radarr name them (Movie.en.srt, Movie.eng.forced.srt,
+// Movie.pt-BR.srt). They share the film's Base, so the post is one
+// release named by the film. A title's own last word stays: a tag is a
+// language code in one case (en, ENG; "It" is a word) or a qualifier.
+// (Was: only the .srt was stripped, so Movie.en.srt was a release
+// "Movie.en" of its own and the film's post was never complete.)
+func TestTaggedSubtitlesStayInTheirRelease(t *testing.T) {
+	t.Parallel()
+	const rel = "Movie.Title.2019.1080p.BluRay.x264-GRP"
+	for _, tag := range []string{".en", ".eng", ".EN", ".eng.forced", ".en.sdh", ".de.forced", ".pt-BR", ".pt_BR", ".zh-Hans", ".es-419", ".forced", ".en.hi", ".nl.default"} {
+		for _, ext := range []string{".srt", ".ass", ".sub", ".idx", ".vtt", ".SRT"} {
+			name := rel + tag + ext
+			if got := ParseSubject(`[2/3] - "` + name + `" yEnc (1/1)`).Base; got != rel {
+				t.Errorf("Base of %q = %q, want %q (the film's)", name, got, rel)
+			}
+		}
+	}
+	for name, want := range map[string]string{
+		"Movie.Title.It.srt":           "Movie.Title.It",  // a title word, not Italian
+		"Movie.Title.Dan.srt":          "Movie.Title.Dan", // a name, not Danish
+		"It.srt":                       "It",              // never stripped to nothing
+		"en.srt":                       "en",              // never stripped to nothing
+		"Movie.Title.en.mkv":           "Movie.Title.en",  // only a subtitle's tags
+		"Movie.Title.en.jpg":           "Movie.Title.en",  // only a subtitle's tags
+		"Movie.Title.2019.en-GRP.srt":  "Movie.Title.2019.en-GRP",
+		"Movie.Title.2019.NL-SUBS.srt": "Movie.Title.2019.NL-SUBS",
+	} {
+		if got := ParseSubject(`[2/3] - "` + name + `" yEnc (1/1)`).Base; got != want {
+			t.Errorf("Base of %q = %q, want %q", name, got, want)
+		}
+	}
+
+	files := []string{
+		`[1/4] - "` + rel + `.mkv" yEnc (%d/%d)`,
+		`[2/4] - "` + rel + `.en.srt" yEnc (%d/%d)`,
+		`[3/4] - "` + rel + `.eng.forced.srt" yEnc (%d/%d)`,
+		`[4/4] - "` + rel + `.par2" yEnc (%d/%d)`,
+	}
+	rels := indexRange(t, testStore(t), "alt.binaries.moovee", postLines(files, []int{3, 1, 1, 1}))
+	if len(rels) != 1 || len(rels[0].Binaries) != 4 || !rels[0].Complete() || rels[0].Name != rel {
+		t.Fatalf("a complete post of 4 files (.mkv, .en.srt, .eng.forced.srt, .par2): %d visible releases, want 1 of 4 files named %q:%s", len(rels), rel, describeReleases(rels))
+	}
+}
+
 // TestUnmatchedNeedsNoNameAndNoPartCounter: only an article with neither
 // a file name nor a valid part counter is left out. The "(1/1)" of a
 // one-article file is a part counter: Unmatched used to test Parts <= 1,

@@ -28,8 +28,9 @@ func newUsenetReleasesCmd() *cobra.Command {
 		Long: `Lists the releases the indexer made visible (complete, or settled with enough
 of them present), newest first: id, date, category, size, files, completion
 and name. --group keeps those posted to a group; --q keeps those whose name
-holds every word (case-insensitive; . _ - separate words). --json prints the
-records as a JSON array for scripts.`,
+holds every word, ignoring case and accents as the Newznab API's q does
+(Amelie finds Amélie; . _ - separate words; punctuation alone finds
+nothing). --json prints the records as a JSON array for scripts.`,
 		Example: `  switchyard usenet releases
   switchyard usenet releases --q "show s01e02" --group alt.binaries.teevee
   switchyard usenet releases --json --limit 5`,

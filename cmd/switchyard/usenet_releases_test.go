@@ -2,9 +2,13 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/switchyard-dev/switchyard/internal/testpersist"
+	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/usenet"
 )
 
@@ -70,6 +74,65 @@ func TestPrintReleasesIncompleteNotShownDone(t *testing.T) {
 		// ID, DATE (two fields), CATEGORY, SIZE, FILES, DONE, NAME
 		if f := strings.Fields(lines[1]); len(f) < 8 || f[6] != c.want {
 			t.Errorf("%d of %d parts: DONE is not %s (row %q)", c.present, c.parts, c.want, lines[1])
+		}
+	}
+}
+
+// TestUsenetReleasesQueryFoldsAccents: --q matches words as the Newznab
+// API's q does, ignoring accents in every script, typed either way, and
+// composed or not: Amelie finds Amélie and the other way, σοφια finds
+// Σοφία; and a --q of punctuation alone finds nothing, as q does. (Was:
+// the command compared lower-cased words only, so Amelie did not find
+// Amélie in the CLI though it did in the API, and --q ... listed every
+// release.)
+func TestUsenetReleasesQueryFoldsAccents(t *testing.T) {
+	t.Parallel()
+	env := testpersist.Start(t, 1)
+	st, err := usenet.NewStore(env.Client(), usenet.DefaultScope)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []usenet.Release{
+		{ID: "amelie", Name: "Le.Fabuleux.Destin.d.Amélie.Poulain.2001.1080p", Date: 1_700_000_000},
+		{ID: "plain", Name: "Amelie.Plain.Title.2001.720p", Date: 1_700_000_100},
+		{ID: "decomposed", Name: "Ame\u0301lie.Decomposed.2001", Date: 1_700_000_200},
+		{ID: "greek", Name: "Σοφία.S01E01.720p", Date: 1_700_000_300},
+	} {
+		r.Visible, r.Version = true, 1
+		v, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Releases().Set(t.Context(), v, persist.SetOptions{Key: r.ID}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		q    string
+		want []string
+	}{
+		{"Amelie", []string{"decomposed", "plain", "amelie"}},
+		{"amélie", []string{"decomposed", "plain", "amelie"}},
+		{"AMÉLIE poulain", []string{"amelie"}},
+		{"σοφια", []string{"greek"}},
+		{"ΣΟΦΊΑ s01e01", []string{"greek"}},
+		{"...", nil},
+		{"-", nil},
+	} {
+		out, stderr, code := execute(t, "usenet", "releases", "--json", "--q", tc.q, "--nats", env.URL())
+		if code != 0 {
+			t.Fatalf("--q %q: exit %d, %s", tc.q, code, stderr)
+		}
+		var rels []usenet.Release
+		if err := json.Unmarshal([]byte(out), &rels); err != nil {
+			t.Fatalf("--q %q: %v\n%s", tc.q, err, out)
+		}
+		var got []string
+		for _, r := range rels {
+			got = append(got, r.ID)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("--q %q: found %q, want %q", tc.q, got, tc.want)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package newznab
 
 import (
+	"context"
 	"encoding/xml"
 	"errors"
 	"fmt"
@@ -9,9 +10,10 @@ import (
 )
 
 // authorize checks req's key for function t, and counts the request of a
-// user's key against its daily limit. t=get is counted as a grab instead,
-// once its NZB is ready (countGrab), so that a grab of a missing release
-// uses nothing, and only when the NZB is sent (not for a HEAD).
+// user's key against its daily limit (refunded if the function then
+// refuses its parameters, see refundable). t=get is counted as a grab
+// instead, once its NZB is ready (countGrab), so that a grab of a missing
+// release uses nothing, and only when the NZB is sent (not for a HEAD).
 func (h *handler) authorize(req *request, t string) *apiError {
 	if h.cfg.APIKeys == nil && h.cfg.Users == nil {
 		return nil // an open API
@@ -36,7 +38,21 @@ func (h *handler) authorize(req *request, t string) *apiError {
 		}
 		return nil
 	}
-	return usersError(h.cfg.Users.Request(req.Context(), req.key))
+	if apiErr := usersError(h.cfg.Users.Request(req.Context(), req.key)); apiErr != nil {
+		return apiErr
+	}
+	req.counted = true
+	return nil
+}
+
+// refundRequest takes back the request authorize counted, for one refused
+// for its parameters (see refundable). The count was taken first so that
+// the limit holds for requests made at once; a refund that fails leaves
+// the request counted, as every request was before refunds, and the
+// answer is the parameter's error either way.
+func (h *handler) refundRequest(req *request) {
+	// Refunded even when the client has gone: its request was refused.
+	_ = h.cfg.Users.RefundRequest(context.WithoutCancel(req.Context()), req.key)
 }
 
 // countGrab counts a grab of release: the user's (refused past its limit)

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -128,6 +129,68 @@ func TestUserLimits(t *testing.T) {
 	cfg := newznab.Config{APIKeys: newznab.KeyChecker(testKey), Users: st}
 	if !cfg.ValidKey(ctx, testKey) || cfg.ValidKey(ctx, key) || cfg.ValidKey(ctx, "") {
 		t.Fatal("ValidKey: want the admin key valid, the replaced key and no key not")
+	}
+}
+
+// TestRefusedParametersCountNoRequest: a request refused for its
+// parameters (200 Missing parameter, 201 Incorrect parameter) did none of
+// the work it asked for, and uses none of the user's requests, as nZEDb
+// checks a function's parameters before it counts the request; a request
+// answered counts, one that finds nothing (300 No such item) too. The
+// order of the answers stays nZEDb's: the key, then the limit, then the
+// parameters. (Was: every request was counted when its key was checked,
+// before its parameters were, so a client sending a bad cat or limit
+// used up the day's requests on errors.)
+func TestRefusedParametersCountNoRequest(t *testing.T) {
+	t.Parallel()
+	clk := progress.NewFakeClock(time.Date(2026, 3, 14, 12, 0, 0, 0, time.UTC))
+	e, st := newUsersEnv(t, clk)
+	ctx := context.Background()
+	key, err := st.Add(ctx, "alice", users.Limits{RequestsPerDay: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := "&apikey=" + key
+	for params, code := range map[string]int{
+		"t=search&cat=abc":                           201,
+		"t=search&limit=-1":                          201,
+		"t=search&q=" + strings.Repeat("word+", 200): 201,
+		"t=tvsearch&season=x":                        201,
+		"t=tvsearch&season=1&ep=12/40":               201,
+		"t=movie&imdbid=abc":                         201,
+		"t=details":                                  200,
+		"t=getnfo":                                   200,
+	} {
+		if got, _ := e.apiErr(params + k); got.Code != code {
+			t.Fatalf("%s: %+v, want code %d", params, got, code)
+		}
+	}
+	requestsToday := func() int {
+		t.Helper()
+		list, err := st.List(ctx)
+		if err != nil || len(list) != 1 {
+			t.Fatalf("List: %v, %v", list, err)
+		}
+		return list[0].RequestsToday
+	}
+	if n := requestsToday(); n != 0 {
+		t.Fatalf("after 8 requests refused for their parameters: %d requests counted, want 0", n)
+	}
+	if got, _ := e.apiErr("t=details&id=missing" + k); got.Code != 300 {
+		t.Fatalf("details of a missing release: %+v", got)
+	}
+	if doc := e.feed("t=search" + k); len(doc.Channel.Items) != 1 {
+		t.Fatalf("a user's search found %v", titles(doc))
+	}
+	if n := requestsToday(); n != 2 {
+		t.Fatalf("after a details of a missing release and a search: %d requests counted, want 2", n)
+	}
+	// At the limit the limit is the answer, whatever the parameters.
+	if got, _ := e.apiErr("t=search&cat=abc" + k); got.Code != 500 {
+		t.Fatalf("past the limit, a bad cat: %+v, want 500", got)
+	}
+	if n := requestsToday(); n != 2 {
+		t.Fatalf("after a refused request past the limit: %d requests counted, want 2", n)
 	}
 }
 

@@ -46,6 +46,9 @@ type request struct {
 	// user says key is a user's (Config.Users), whose grabs count against
 	// its limit; false for the admin's key and an open API.
 	user bool
+	// counted says authorize counted the request against the user's
+	// limit, so that serve can refund it (see refundable).
+	counted bool
 }
 
 // response is an answer built in memory before anything is written, so
@@ -139,8 +142,18 @@ func (h *handler) serve(req *request) (resp response, apiErr *apiError) {
 			return response{}, apiErr
 		}
 	}
-	return fn(h, req)
+	resp, apiErr = fn(h, req)
+	if apiErr != nil && req.counted && refundable[apiErr.Code] {
+		h.refundRequest(req)
+	}
+	return resp, apiErr
 }
+
+// refundable are the errors of a request refused for its parameters,
+// before any of the work it asked for: it uses none of the user's
+// requests, as nZEDb checks a function's parameters before it counts the
+// request. An answered request counts, one that finds nothing (300) too.
+var refundable = map[int]bool{ErrMissingParam: true, ErrIncorrectParam: true}
 
 var functions map[string]func(*handler, *request) (response, *apiError)
 

@@ -29,7 +29,9 @@ import (
 //	3  every episode of a multi-episode marker tagged (S01E01E02,
 //	   S01E04-E05), not only its first; names indexed with their accents
 //	   removed in every script (see fold), not only Latin letters
-const schemaVersion = 3
+//	4  every episode of a multi-episode NxMM marker tagged too (1x01-02,
+//	   1x01-1x03, 2x04x05), not only its first
+const schemaVersion = 4
 
 // The schema. rel holds one row per visible release, keyed by rk, a key
 // ordered by date (see groupKey), so "newest first" is a walk down the

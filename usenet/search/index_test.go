@@ -137,6 +137,29 @@ func TestSearchSyntaxIsPlainText(t *testing.T) {
 	}
 }
 
+// TestPunctuationOnlyFindsNothing: Words of nothing but punctuation or
+// symbols (q=..., q=-, q=") holds no word to find, and finds nothing, as a
+// word no name holds does; only Words empty or of spaces alone is no
+// query, which lists every release (what the *arr apps' RSS and Test
+// send). (Was: such Words folded to no term and the search listed the
+// whole index, newest first, as if no q had been given.)
+func TestPunctuationOnlyFindsNothing(t *testing.T) {
+	t.Parallel()
+	ix := fixture(t)
+	for _, words := range []string{"...", "-", `"`, "*", "--- ...", "!?", "★", "\u0301"} {
+		for _, q := range []Query{{Words: words}, {Words: words, Cats: []int{usenet.CatTV}}, {Words: words, HidePassworded: true}, {Words: words, Season: 1}} {
+			if res := search(t, ix, q); res.Total != 0 || len(res.Releases) != 0 {
+				t.Errorf("Search(%+v): total %d, %q; want nothing", q, res.Total, ids(res))
+			}
+		}
+	}
+	for _, words := range []string{"", " ", "\t \u00a0"} {
+		if res := search(t, ix, Query{Words: words}); res.Total != 6 {
+			t.Errorf("Search(Words %q): total %d, want all 6 releases", words, res.Total)
+		}
+	}
+}
+
 func TestSearchPaging(t *testing.T) {
 	t.Parallel()
 	ix := openTest(t)
@@ -357,6 +380,64 @@ func TestMultiEpisodeMarkers(t *testing.T) {
 		{Query{Season: 6, Episode: 41}, nil},
 		{Query{Season: 7, Episode: 3}, []string{"l"}},
 		{Query{Season: 7, Episode: 4}, nil},
+	} {
+		if got := ids(search(t, ix, tc.q)); !slices.Equal(got, tc.want) {
+			t.Errorf("season %d episode %d: found %q, want %q", tc.q.Season, tc.q.Episode, got, tc.want)
+		}
+	}
+}
+
+// TestMultiEpisodeNxMMMarkers: the NxMM form names several episodes as
+// SxxEyy does, in Sonarr's forms: 1x01-02, 1x01-1x02, 1x01-x03, 2x04x05
+// (a range from the first to the last, as 2x09-2x10 and 1x01-x03 are to
+// Sonarr). Each episode must be found by its own tvsearch, season=1&ep=2.
+// The same limits hold: ascending, at most maxMarkerEpisodes, each part
+// ending a token, after a bare dash two digits; a full NxMM part that
+// does not extend the range (another season, descending) is a marker of
+// its own, as adjacent markers are. (Was: only SxxEyy read further episodes:
+// 1x01-02 was episode 1 alone, 1x01-1x03 episodes 1 and 3, and 2x04x05,
+// its trailing x05 no separator, no episode at all.)
+func TestMultiEpisodeNxMMMarkers(t *testing.T) {
+	t.Parallel()
+	ix := openTest(t)
+	applyAll(t, ix,
+		rel("a", "Some.Show.1x01-02.720p.HDTV-GRP", usenet.CatTVHD, 1),
+		rel("b", "Some Show - 2x01-2x03 - Title [HDTV]", usenet.CatTVHD, 2),
+		rel("c", "Some.Show.3x01-x03.720p", usenet.CatTVHD, 3),
+		rel("d", "Some.Show.4x04x05.720p.BluRay-GRP", usenet.CatTVHD, 4),
+		rel("e", "Some Show - 5x9-5x10 - Title", usenet.CatTVHD, 5),
+		rel("f", "Some.Show.10x01-10x02.720p", usenet.CatTVHD, 6),
+		rel("g", "Some.Show.6x01-2", usenet.CatTVHD, 7),          // a bare digit
+		rel("h", "Some.Show.6x10-2010.720p", usenet.CatTVHD, 8),  // a year
+		rel("i", "Some.Show.6x20-1080p", usenet.CatTVHD, 9),      // a resolution
+		rel("j", "Some.Show.6x30-6x28.720p", usenet.CatTVHD, 10), // two markers
+		rel("k", "Some.Show.7x01-8x02.720p", usenet.CatTVHD, 11), // two seasons
+	)
+	for _, tc := range []struct {
+		q    Query
+		want []string
+	}{
+		{Query{Season: 1, Episode: 1}, []string{"a"}},
+		{Query{Season: 1, Episode: 2}, []string{"a"}},
+		{Query{Season: 1, Episode: 3}, nil},
+		{Query{Season: 2, Episode: 2}, []string{"b"}},
+		{Query{Season: 2, Episode: 3}, []string{"b"}},
+		{Query{Season: 3, Episode: 2}, []string{"c"}},
+		{Query{Season: 3, Episode: 3}, []string{"c"}},
+		{Query{Season: 4, Episode: 4}, []string{"d"}},
+		{Query{Season: 4, Episode: 5}, []string{"d"}},
+		{Query{Season: 5, Episode: 10}, []string{"e"}},
+		{Query{Season: 10, Episode: 2}, []string{"f"}},
+		{Query{Season: 6, Episode: 1}, []string{"g"}},
+		{Query{Season: 6, Episode: 2}, nil},
+		{Query{Season: 6, Episode: 11}, nil},
+		{Query{Season: 6, Episode: 21}, nil},
+		{Query{Season: 6, Episode: 30}, []string{"j"}},
+		{Query{Season: 6, Episode: 28}, []string{"j"}},
+		{Query{Season: 6, Episode: 29}, nil},
+		{Query{Season: 7, Episode: 1}, []string{"k"}},
+		{Query{Season: 7, Episode: 2}, nil},
+		{Query{Season: 8, Episode: 2}, []string{"k"}},
 	} {
 		if got := ids(search(t, ix, tc.q)); !slices.Equal(got, tc.want) {
 			t.Errorf("season %d episode %d: found %q, want %q", tc.q.Season, tc.q.Episode, got, tc.want)

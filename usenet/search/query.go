@@ -102,7 +102,9 @@ type Query struct {
 	// everything but letters and digits, as names are (Some.Show_S01-E02
 	// is the words some show s01 e02); a combining accent stays with its
 	// letter (see usenet.Words). They are plain words: quotes, *, -, :,
-	// AND, NEAR( have no search meaning. Empty matches every release.
+	// AND, NEAR( have no search meaning. Empty (or spaces alone) matches
+	// every release; text that holds no word (punctuation or symbols
+	// alone: "...", "-") matches none.
 	Words string
 	// Cats keeps releases in any of these categories; a parent (5000)
 	// matches its subcategories (5040). Empty means any.
@@ -157,6 +159,12 @@ func (ix *Index) Search(ctx context.Context, q Query) (res Result, err error) {
 	words, err := q.words()
 	if err != nil {
 		return Result{}, err
+	}
+	if len(words) == 0 && strings.TrimSpace(q.Words) != "" {
+		// Text that holds no word (q=..., q=-) is a search for words no
+		// name holds, not the absence of one: listing every release for
+		// it answered a typo with the whole index.
+		return Result{}, nil
 	}
 	// An interrupted statement fails with SQLite's own "interrupted"; the
 	// caller is told why, so it can tell a deadline from a failure.

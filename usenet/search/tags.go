@@ -39,16 +39,21 @@ func tags(r usenet.Release) string {
 
 // episodeRe finds S01, S01E02, S01.E02 and 1x02 as whole tokens of a name.
 // Its last group is what must follow a marker (a separator, the end, or a
-// further episode as in S01E02E03): it is only checked, not taken, see
-// episodeMarkers.
-var episodeRe = regexp.MustCompile(`(?i)(?:^|[^a-z0-9])(?:s(\d{1,4})(?:[ ._-]?e(\d{1,4}))?|(\d{1,2})x(\d{1,3}))([^a-z0-9]|$|e\d)`)
+// further episode as in S01E02E03 and 1x02x03): it is only checked, not
+// taken, see episodeMarkers.
+var episodeRe = regexp.MustCompile(`(?i)(?:^|[^a-z0-9])(?:s(\d{1,4})(?:[ ._-]?e(\d{1,4}))?|(\d{1,2})x(\d{1,3}))([^a-z0-9]|$|[ex]\d)`)
 
 // episodePartRe is one further episode of a multi-episode marker, read
 // right after the episode of an SxxEyy: E03 joined to it (S01E02E03), or
 // after a dash -E03 or -03 (S01E02-E03, S01E02-03). After a dash the
 // number has two digits at least, as episode numbers in names are padded:
 // a short token there is the group's (Show.S01E01-E2).
-var episodePartRe = regexp.MustCompile(`(?i)^(?:e(\d{1,4})|-e?(\d{2,4}))`)
+var episodePartRe = regexp.MustCompile(`(?i)^(?:e(?P<ep>\d{1,4})|-e?(?P<ep>\d{2,4}))`)
+
+// crossPartRe is episodePartRe for an NxMM marker, in Sonarr's forms:
+// x05 joined to it (2x04x05), after a dash the marker again -2x05 (of
+// the same season), -x05, or a bare -05 of two digits at least (2x04-05).
+var crossPartRe = regexp.MustCompile(`(?i)^(?:x(?P<ep>\d{1,3})|-(?P<season>\d{1,2})x(?P<ep>\d{1,3})|-x(?P<ep>\d{1,3})|-(?P<ep>\d{2,3}))`)
 
 // maxMarkerEpisodes is the most episodes one marker may name (S01E01-E24
 // names 24). A wider range is not an episode list but a number that
@@ -69,11 +74,12 @@ type marker struct {
 // at a separator or an "e", where episodeRe's ^ cannot start a marker.
 //
 // An SxxEyy may name further episodes (episodePartRe): S03E01E02,
-// S01E04-E05, S01E04-05. Sonarr reads such a marker as the range from its
-// first episode to its last (S01E01E03 is 1, 2 and 3) and searches each
-// episode on its own, so each one of the range is tagged. The range ends
-// before a part that does not ascend or would make it longer than
-// maxMarkerEpisodes (see episodeRange).
+// S01E04-E05, S01E04-05; so may an NxMM (crossPartRe): 1x01x02, 1x01-02,
+// 1x01-x02, 1x01-1x02. Sonarr reads such a marker as the range from its
+// first episode to its last (S01E01E03 and 1x01-1x03 are 1, 2 and 3) and
+// searches each episode on its own, so each one of the range is tagged.
+// The range ends before a part that does not ascend, is of another season
+// or would make it longer than maxMarkerEpisodes (see episodeRange).
 func episodeMarkers(name string) []marker {
 	var out []marker
 	for pos := 0; pos < len(name); {
@@ -96,13 +102,15 @@ func episodeMarkers(name string) []marker {
 		if ep != "" {
 			first := atoi(ep)
 			mk.episodes = []int{first}
-			if sub(1) != "" {
-				if last, n := episodeRange(first, name[next:]); n > 0 {
-					for e := first + 1; e <= last; e++ {
-						mk.episodes = append(mk.episodes, e)
-					}
-					next += n // at a separator or the end, like a trailing group
+			parts := episodePartRe
+			if sub(1) == "" {
+				parts = crossPartRe
+			}
+			if last, n := episodeRange(first, mk.season, parts, name[next:]); n > 0 {
+				for e := first + 1; e <= last; e++ {
+					mk.episodes = append(mk.episodes, e)
 				}
+				next += n // at a separator or the end, like a trailing group
 			}
 		}
 		out = append(out, mk)
@@ -111,24 +119,33 @@ func episodeMarkers(name string) []marker {
 	return out
 }
 
-// episodeRange reads the further episodes of a marker whose episode is
-// first from s, what follows it. It returns the last episode and the
-// bytes read, 0 when s names none. A part that does not ascend, or would
+// episodeRange reads the further episodes of a marker of season whose
+// episode is first from s, what follows it, with parts (episodePartRe or
+// crossPartRe). It returns the last episode and the bytes read, 0 when s
+// names none. A part that does not ascend, names another season or would
 // make the range longer than maxMarkerEpisodes, ends it, and only parts
 // that end a token count: S01E01-02x is episode 1 alone.
-func episodeRange(first int, s string) (last, n int) {
+func episodeRange(first, season int, parts *regexp.Regexp, s string) (last, n int) {
 	prev := first
 	for at := 0; ; {
-		m := episodePartRe.FindStringSubmatchIndex(s[at:])
+		m := parts.FindStringSubmatchIndex(s[at:])
 		if m == nil {
 			return last, n
 		}
-		num := m[2:4]
-		if num[0] < 0 {
-			num = m[4:6]
+		e, ok := -1, true
+		for i, name := range parts.SubexpNames() {
+			if i == 0 || m[2*i] < 0 {
+				continue
+			}
+			v := atoi(s[at+m[2*i] : at+m[2*i+1]])
+			switch name {
+			case "ep":
+				e = v
+			case "season":
+				ok = v == season
+			}
 		}
-		e := atoi(s[at+num[0] : at+num[1]])
-		if e <= prev || e-first >= maxMarkerEpisodes {
+		if !ok || e <= prev || e-first >= maxMarkerEpisodes {
 			return last, n // the range ends before it: Show.S01E01-E02-2010
 		}
 		prev, at = e, at+m[1]

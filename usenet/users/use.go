@@ -59,6 +59,20 @@ func (s *Store) Request(ctx context.Context, key string) error {
 	return s.count(ctx, s.db, key, Requests)
 }
 
+// RefundRequest takes back one request that Request counted today for
+// key's user. The API counts a request before it reads its parameters, so
+// that the limit holds for requests made at once, and refunds one it then
+// refuses for them (which did none of the work asked). A request counted
+// before midnight UTC is not refunded after it: the day it counted in is
+// over. A key no user has refunds nothing.
+func (s *Store) RefundRequest(ctx context.Context, key string) error {
+	if _, err := s.db.ExecContext(ctx, `UPDATE users SET requests = requests - 1 WHERE key_hash = ? AND day = ? AND requests > 0`,
+		hashKey(key), day(s.cfg.Now())); err != nil {
+		return fmt.Errorf("refund request: %w", err)
+	}
+	return nil
+}
+
 // Grab counts a grab of release by key's user, and one of release (see
 // Grabs), in one transaction: ErrUnknownKey, or a *LimitError once the user
 // made GrabsPerDay today, and then neither is counted.

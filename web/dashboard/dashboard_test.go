@@ -12,11 +12,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/coder/websocket"
 	"go.uber.org/goleak"
 
 	"github.com/switchyard-dev/switchyard/internal/lifecycle"
 	"github.com/switchyard-dev/switchyard/internal/lifecycle/lifecycletest"
+	"github.com/switchyard-dev/switchyard/internal/testbrowser"
 	"github.com/switchyard-dev/switchyard/internal/testnet"
 	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/web"
@@ -475,4 +477,42 @@ func TestOriginAndAuth(t *testing.T) {
 			t.Errorf("GET %s: 401 without a Basic challenge", c.path)
 		}
 	}
+}
+
+// TestReleasesMarkPassworded: the newest releases list marks a release
+// post-processing found passworded, or maybe passworded (an archive
+// inside), as the releases page and the API's password attr do, in
+// headless Chromium. (Was: a Release carried no password, so the list
+// showed a passworded release like any other, which the API flags and can
+// hide.)
+func TestReleasesMarkPassworded(t *testing.T) {
+	// Not parallel: Chromium's load beside TestStalledClientIsClosed (on
+	// two cores, under the race detector) slowed its reading client until
+	// it was closed as stalled too.
+	src := Funcs{ReleasesFunc: func(context.Context, int) (*Releases, error) {
+		return &Releases{Total: 3, Items: []Release{
+			{ID: "locked", Name: "Locked.Release.2026", Password: 1},
+			{ID: "inner", Name: "Inner.Archive.2026", Password: 2},
+			{ID: "open", Name: "Open.Release.2026"},
+		}}, nil
+	}}
+	_, base := startHub(t, Config{Source: src, Every: 50 * time.Millisecond})
+	b := testbrowser.New(t, testbrowser.PinLoopback)
+	ctx, cancel := context.WithTimeout(b.Context(), 30*time.Second)
+	defer cancel()
+	const names = `[...document.querySelectorAll("#releases tbody td.name")].map((td) => td.textContent).join("|")`
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.querySelectorAll("#releases tbody tr").length === 3`, chromedp.WithPollingInterval(50*time.Millisecond))); err != nil {
+		t.Fatalf("waiting for the releases list: %v", err)
+	}
+	got, err := chromedp.Run(ctx, chromedp.Evaluate[string](names))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "Locked.Release.2026passworded|Inner.Archive.2026maybe passworded|Open.Release.2026"; got != want {
+		t.Errorf("release names %q, want %q", got, want)
+	}
+	b.CheckNoProblems(t)
 }

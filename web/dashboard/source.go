@@ -172,4 +172,7 @@ type Release struct {
 	Size         int64  `json:"size"`
 	Date         int64  `json:"date"` // unix seconds
 	Files        int    `json:"files"`
+	// Password is the Newznab password attr post-processing found: 0
+	// none, 1 passworded, 2 potentially (an archive inside the archive).
+	Password int `json:"password,omitempty"`
 }

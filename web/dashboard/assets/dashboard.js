@@ -222,12 +222,22 @@
     figure("releases-published", t.published);
   }
 
-  // releaseLink is a release's name linking to its page on /releases.
+  // releaseLink is a release's name linking to its page on /releases,
+  // and the mark of one post-processing found passworded (1) or maybe
+  // passworded (2: an archive inside the archive), as /releases marks it.
   function releaseLink(x) {
+    const frag = document.createDocumentFragment();
     const a = document.createElement("a");
     a.href = "/releases?" + new URLSearchParams({ id: x.id }).toString();
     a.textContent = x.name;
-    return a;
+    frag.appendChild(a);
+    if (x.password) {
+      const m = document.createElement("span");
+      m.className = "pw";
+      m.textContent = x.password === 1 ? "passworded" : "maybe passworded";
+      frag.appendChild(m);
+    }
+    return frag;
   }
 
   function renderReleases(r, err) {
