@@ -304,8 +304,18 @@ func (l *Leases) takeLeased(ctx context.Context, r Versioned[Range], le Lease, t
 			continue
 		}
 		if err != nil {
-			drop()
-			return nil, err
+			// The write may have landed though its answer never came (a
+			// slow persist timed out, or ctx ended while it was applied).
+			// Dropping our lease then would leave the range leased to us
+			// with no lease: the next taker would count it as an expiry on
+			// top of our attempt, and a slow persist alone would fail
+			// ranges no worker ever failed. If it landed, it is ours.
+			cur, ok := l.landed(ctx, nr, r.Seq, tok)
+			if !ok {
+				drop()
+				return nil, err
+			}
+			seq, nr = cur.Seq, cur.Val
 		}
 		if expired {
 			l.expired.Add(1)
@@ -318,6 +328,28 @@ func (l *Leases) takeLeased(ctx context.Context, r Versioned[Range], le Lease, t
 		l.acquired.Add(1)
 		return &Held{Range: nr, Token: tok, Holder: holder, rangeSeq: seq, lease: le}, nil
 	}
+}
+
+// landed reports whether take's write of nr over the range record at seq
+// prev was applied though its caller got an error, and returns the record
+// it wrote. It reads with a context of its own, since ctx may be what
+// ended. A leased range counts as ours only while our lease (token tok) is
+// still the range's: otherwise it expired meanwhile, and the range is left
+// to whoever takes it next, as any expired one.
+func (l *Leases) landed(ctx context.Context, nr Range, prev, tok uint64) (Versioned[Range], bool) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	cur, err := l.st.Range(cctx, nr.ID)
+	if err != nil || cur.Seq == prev || cur.Val.State != nr.State || cur.Val.Holder != nr.Holder || cur.Val.Attempts != nr.Attempts {
+		return cur, false
+	}
+	if nr.State == StateLeased {
+		le, err := l.st.Lease(cctx, nr.ID)
+		if err != nil || le.Seq != tok {
+			return cur, false
+		}
+	}
+	return cur, true
 }
 
 // renew writes h's lease changed by fn under h.Token and moves the token.

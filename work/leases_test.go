@@ -1,15 +1,23 @@
 package work_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
+	"github.com/switchyard-dev/switchyard/bus"
+	"github.com/switchyard-dev/switchyard/internal/testpersist"
 	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/persist"
+	"github.com/switchyard-dev/switchyard/persist/server"
+	"github.com/switchyard-dev/switchyard/persist/store"
 	"github.com/switchyard-dev/switchyard/work"
 )
 
@@ -547,5 +555,72 @@ func TestLeasesFinishAbandonedSweepsSpools(t *testing.T) {
 	}
 	if s := l.Stats(); s.Swept != 4 {
 		t.Errorf("stats %+v: want 4 spools swept", s)
+	}
+}
+
+// (Was: a take whose range write landed but whose answer came too late dropped its lease, so the range looked expired and the next taker counted the attempt again: with a slow persist, ranges were failed without any worker failing them.)
+func TestLeasesTakeLandedLate(t *testing.T) {
+	t.Parallel()
+	scope := work.Scope("src")
+	var armed atomic.Bool
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	free := func() { releaseOnce.Do(func() { close(release) }) }
+	// The persist server commits the take's range write and then holds
+	// its answer until the taker has given up waiting (its next request
+	// is on the bus): a write that times out but lands.
+	env := testpersist.Start(t, 1, testpersist.Tune(func(cfg *server.Config) {
+		cfg.OnChange = func(sc, stream string, _ bool, _ []store.Change) {
+			if sc == scope && stream == "ranges" && armed.CompareAndSwap(true, false) {
+				<-release
+			}
+		}
+	}))
+	t.Cleanup(free) // before the servers stop: a failed test must not hold one
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	e := &ltEnv{env: env, st: ltStoreOn(t, ctx, env.Client()), ctx: ctx}
+	r, _ := e.ltSpooled(t, "alt.x", work.KindTail, 1, 10, nil)
+
+	// The bus shows when the taker gave up on the write: the first request
+	// of the scope after that write's.
+	nc := env.Conn()
+	var sawSet atomic.Bool
+	sub, err := nc.Subscribe(bus.APISubject(bus.DefaultService, scope, "*"), func(m *nats.Msg) {
+		if m.Header.Get(persist.HdrCmd) == persist.CmdSet && m.Header.Get(persist.HdrStream) == "ranges" {
+			sawSet.Store(true)
+		} else if sawSet.Load() {
+			free()
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	slow, err := persist.NewClient(persist.ClientConfig{Conn: env.Conn(), Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = slow.Close() })
+	l := ltLeases(t, ltStoreOn(t, ctx, slow), work.LeaseConfig{MaxAttempts: 1})
+
+	armed.Store(true)
+	h, err := l.Acquire(ctx, "w")
+	if err != nil {
+		_, again := l.Acquire(ctx, "w")
+		t.Fatalf("Acquire whose range write landed after its timeout: %v; a second Acquire: %v, range %+v (want the first Acquire to hold the range, its one attempt unused by anyone else)",
+			err, again, e.ltRange(t, r.ID).Val)
+	}
+	if h.Range.ID != r.ID || h.Range.Attempts != 1 {
+		t.Fatalf("held %+v, want range %d on its first attempt", h.Range, r.ID)
+	}
+	if err := l.Finish(ctx, h, json.RawMessage(`{"n":10}`)); err != nil {
+		t.Fatalf("Finish of the range taken late: %v", err)
+	}
+	if got := e.ltRange(t, r.ID).Val; got.State != work.StateDone || got.Attempts != 1 {
+		t.Fatalf("range %+v: want done on its one attempt", got)
 	}
 }
