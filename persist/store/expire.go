@@ -22,6 +22,9 @@ func (s *sqliteStream) removed(size int64, hadTTL bool) {
 	if hadTTL {
 		s.ttlRows--
 	}
+	if s.memory {
+		s.freed += size + memoryRowBytes
+	}
 }
 
 // deleteWhere runs a DELETE ... RETURNING seq, size, expires IS NOT NULL and

@@ -449,6 +449,10 @@ type sqliteStream struct {
 	// walPages counts the pages committed to the WAL since the last idle
 	// checkpoint (checkpoint.go).
 	walPages int64
+	// freed is, in memory, what the rows removed since shrinkMemory last
+	// looked at the free pages may have freed (see memoryShrinkMinBytes);
+	// 0 on a file, whose free pages cost no memory.
+	freed int64
 	// syncStale: reloadConfig took a config whose sync mode is not applied
 	// to the connection yet (see endTx).
 	syncStale bool

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"crypto/rand"
 	"strconv"
 	"testing"
 	"time"
@@ -179,4 +180,49 @@ func BenchmarkSharedMsgIDLookup(b *testing.B) {
 		}
 		i++
 	}
+}
+
+// BenchmarkMemoryWrite is the write path of an ephemeral stream (Memory)
+// where every commit removes something, so the check of its free pages
+// (memoryShrink) is in play: one keyed set per commit over 1,000 keys (each
+// replaces a row), and a group commit of 16 appends of 4 KiB to a stream
+// held at a max_bytes of 1 MiB (each commit's appends push out as much).
+func BenchmarkMemoryWrite(b *testing.B) {
+	open := func(b *testing.B, maxBytes int64) Stream {
+		s, err := NewMemory().Open("bench", "m", time.Now())
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { s.Close() })
+		c := s.Config()
+		c.MaxBytes = maxBytes
+		if _, _, err := s.SetConfig(c, time.Now()); err != nil {
+			b.Fatal(err)
+		}
+		return s
+	}
+	b.Run("keyed", func(b *testing.B) {
+		s := open(b, EphemeralMaxBytes)
+		value := make([]byte, 128)
+		i := 0
+		for b.Loop() {
+			if _, _, err := s.Write([]WriteOp{{Key: "k" + strconv.Itoa(i%1000), Value: value}}, time.Now()); err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+	})
+	b.Run("append-at-cap", func(b *testing.B) {
+		s := open(b, 1<<20)
+		ops := make([]WriteOp, 16)
+		for i := range ops {
+			ops[i].Value = make([]byte, 4<<10)
+			rand.Read(ops[i].Value) // incompressible: stored at its size
+		}
+		for b.Loop() {
+			if _, _, err := s.Write(ops, time.Now()); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

@@ -8,6 +8,7 @@ import (
 // txState is what a rollback must restore of the in-memory state.
 type txState struct {
 	count, bytes, ttlRows int64
+	freed                 int64
 	lastSeq               uint64
 	lastTime              int64
 	fifoLen               int
@@ -23,7 +24,7 @@ func (s *sqliteStream) begin() (txState, error) {
 		return txState{}, fmt.Errorf("begin: %w", err)
 	}
 	s.newestGone = false
-	return txState{count: s.count, bytes: s.bytes, ttlRows: s.ttlRows, lastSeq: s.lastSeq, lastTime: s.lastTime, fifoLen: len(s.dedupFIFO), lazy: s.lazy}, nil
+	return txState{count: s.count, bytes: s.bytes, ttlRows: s.ttlRows, freed: s.freed, lastSeq: s.lastSeq, lastTime: s.lastTime, fifoLen: len(s.dedupFIFO), lazy: s.lazy}, nil
 }
 
 func (s *sqliteStream) commit() error {
@@ -39,6 +40,11 @@ func (s *sqliteStream) commit() error {
 	}
 	s.notePages()
 	_ = s.endTx() // committed whatever it says; it retries at the next end
+	// Only an ephemeral stream counts what its deletes freed: most commits
+	// pass here without a statement (see memoryShrinkMinBytes).
+	if s.freed >= memoryShrinkMinBytes {
+		s.shrinkMemory()
+	}
 	return nil
 }
 
@@ -47,6 +53,7 @@ func (s *sqliteStream) rollback(st txState) {
 	_, _ = s.conn.ExecContext(context.Background(), "ROLLBACK")
 	_ = s.endTx() // best effort: it retries at the next end
 	s.count, s.bytes, s.ttlRows, s.lastSeq, s.lastTime = st.count, st.bytes, st.ttlRows, st.lastSeq, st.lastTime
+	s.freed = st.freed
 	s.lazy = st.lazy
 	for _, it := range s.dedupFIFO[st.fifoLen:] {
 		delete(s.msgids, it.id)
