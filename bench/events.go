@@ -577,7 +577,7 @@ func measureEvents(ctx context.Context, cfg EventsConfig, srv eventsServer, warm
 	if cfg.Shared {
 		run.Expected = published * int64(cfg.Subscribers)
 	}
-	last := drain(ctx, &delivered, run.Expected)
+	last := drain(ctx, &delivered, run.Expected, cfg.drainWait())
 	cpu1, cerr := procsCPU(pids)
 	close(stopSampling)
 	run.PeakRSS = <-sampled
@@ -695,17 +695,26 @@ func publishPaced(ctx context.Context, cfg EventsConfig, srv eventsServer, chann
 	return published.Load(), err
 }
 
-// drainIdle is how long drain waits with no new delivery before it gives
-// up on the rest: longer than our coalescing window.
+// drainIdle is how long drain waits past a coalescing window with no new
+// delivery before it gives up on the rest: the path's own time after the
+// window closes, with room for a loaded machine.
 const drainIdle = 3 * time.Second
 
-// drain waits until delivered reaches want or stops growing for
-// drainIdle, and returns when the last delivery was seen.
-func drain(ctx context.Context, delivered *atomic.Int64, want int64) time.Time {
+// drainWait is how long drain waits with no new delivery: a coalescing
+// window that opened with the last publish holds its delivery for the
+// whole window, so the wait is the window and drainIdle past it. The
+// window is our up's; a server without one (Centrifugo, the watch
+// gateway) delivers sooner, and waits that much longer only when a
+// delivery is missing.
+func (c EventsConfig) drainWait() time.Duration { return c.window() + drainIdle }
+
+// drain waits until delivered reaches want or stops growing for idle, and
+// returns when the last delivery was seen.
+func drain(ctx context.Context, delivered *atomic.Int64, want int64, idle time.Duration) time.Time {
 	t := time.NewTicker(5 * time.Millisecond)
 	defer t.Stop()
 	last, lastAt := delivered.Load(), time.Now()
-	for last < want && time.Since(lastAt) < drainIdle {
+	for last < want && time.Since(lastAt) < idle {
 		select {
 		case <-ctx.Done():
 			return lastAt

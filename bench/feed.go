@@ -107,7 +107,7 @@ func RunFeed(ctx context.Context, cfg FeedConfig, w io.Writer) ([]FeedResult, er
 				name = "max rate"
 			}
 			res := FeedResult{Workload: name, Watchers: n}
-			ours, err := newOursSide(env, "feed-"+strconv.Itoa(run), cfg.Conns)
+			ours, err := newOursSide(ctx, env, "feed-"+strconv.Itoa(run), cfg.Conns)
 			if err != nil {
 				return results, err
 			}
@@ -241,9 +241,16 @@ func measureFeedRun(ctx context.Context, m Meter, side feedSide, n, rate int, d 
 		r := &received[i]
 		r.mu.Lock()
 		for _, id := range ids {
+			at, ok := r.m[id]
+			if !ok {
+				// The wait above ended on a count that took in a
+				// delivery of no timed write: its figures would be wrong.
+				r.mu.Unlock()
+				return run, fmt.Errorf("watcher %d never got write %d, but %d of %d deliveries were counted", i, id, delivered.Load(), want)
+			}
 			// A watcher can hear of a write before the writer hears it
 			// returned: that counts as zero.
-			lat = append(lat, max(0, r.m[id].Sub(returned[id])))
+			lat = append(lat, max(0, at.Sub(returned[id])))
 		}
 		r.mu.Unlock()
 	}
@@ -272,10 +279,14 @@ type oursSide struct {
 	readers []*persist.Client // watcher i uses readers[i%len(readers)]
 	scope   string
 	name    string
+	from    uint64 // the watchers' WatchOptions.From: after the set that made the stream
 	k       int
 }
 
-func newOursSide(env *PersistEnv, name string, conns int) (*oursSide, error) {
+// newOursSide makes the stream before anything is timed, as newJSSide
+// makes its bucket: a persist stream's file is made by its first write,
+// which would otherwise be the first timed set, on this side alone.
+func newOursSide(ctx context.Context, env *PersistEnv, name string, conns int) (*oursSide, error) {
 	wnc, err := env.Conn()
 	if err != nil {
 		return nil, err
@@ -285,6 +296,14 @@ func newOursSide(env *PersistEnv, name string, conns int) (*oursSide, error) {
 		return nil, err
 	}
 	o := &oursSide{writer: wc.Stream("bench", name), scope: "bench", name: name}
+	// Key k0 is one of the keys the writes cycle over, so the stream keeps
+	// the same bounded set as the bucket. The watchers start after it: it
+	// is none of the writes they are timed on.
+	made, err := o.writer.Set(ctx, []byte("made before the clock starts"), persist.SetOptions{Key: "k0"})
+	if err != nil {
+		return nil, fmt.Errorf("make stream bench/%s: %w", name, err)
+	}
+	o.from = made.Seq + 1
 	for range conns {
 		rnc, err := env.Conn()
 		if err != nil {
@@ -308,7 +327,7 @@ func (o *oursSide) watch(ctx context.Context, n int, got func(int, uint64, time.
 		}
 	}
 	for i := 0; i < n; i++ {
-		w, err := o.readers[i%len(o.readers)].Stream(o.scope, o.name).Watch(ctx, persist.WatchOptions{}, func(ev persist.Event) {
+		w, err := o.readers[i%len(o.readers)].Stream(o.scope, o.name).Watch(ctx, persist.WatchOptions{From: o.from}, func(ev persist.Event) {
 			switch ev.Kind {
 			case persist.EventSet:
 				got(i, ev.Msg.Seq, time.Now())

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"text/tabwriter"
@@ -153,7 +154,9 @@ type keysSide struct {
 }
 
 // RunKeys runs the many-keys benchmark and writes its table (or, with
-// asJSON, the result as JSON) to w.
+// asJSON, the result as JSON) to w. When a phase of a side failed it still
+// writes what was measured, and returns the result and an error that says
+// what failed.
 func RunKeys(ctx context.Context, cfg KeysConfig, w io.Writer, asJSON bool) (*KeysResult, error) {
 	cfg = cfg.withDefaults()
 	if cfg.Keys < 1 {
@@ -181,20 +184,56 @@ func RunKeys(ctx context.Context, cfg KeysConfig, w io.Writer, asJSON bool) (*Ke
 	}
 	res.Persist = runKeysSide(ctx, cfg, ps)
 	if !cfg.SkipJS {
-		js, err := startJetStreamKeys(ctx, cfg, filepath.Join(dir, "jetstream"))
-		if err != nil {
-			return nil, fmt.Errorf("jetstream side: %w", err)
+		// A JetStream that does not start is that side's failure, not the
+		// run's: persist's figures are measured, and printed.
+		side := KeysSide{Name: "JetStream"}
+		if js, err := startJetStreamKeys(ctx, cfg, filepath.Join(dir, "jetstream")); err != nil {
+			side.Error = "start: " + err.Error()
+		} else {
+			side = runKeysSide(ctx, cfg, js)
 		}
-		side := runKeysSide(ctx, cfg, js)
 		res.JetStream = &side
 	}
 	if asJSON {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		return res, enc.Encode(res)
+		if err := enc.Encode(res); err != nil {
+			return res, err
+		}
+	} else {
+		PrintKeys(w, res)
 	}
-	PrintKeys(w, res)
-	return res, nil
+	return res, res.failed()
+}
+
+// failed is nil when every phase of both sides went through, else an
+// error naming each side's failures: the figures are printed either way,
+// and a script that reads the exit code must not take such a run for a
+// good one.
+func (r *KeysResult) failed() error {
+	var parts []string
+	for _, s := range []*KeysSide{&r.Persist, r.JetStream} {
+		if s == nil {
+			continue
+		}
+		var p []string
+		if s.Error != "" {
+			p = append(p, s.Error) // a timeout's too
+		}
+		if s.LoadErrors > 0 {
+			p = append(p, fmt.Sprintf("%d keys failed to load (first: %s)", s.LoadErrors, s.LoadError))
+		}
+		if s.GetErrors > 0 {
+			p = append(p, fmt.Sprintf("%d gets failed (first: %s)", s.GetErrors, s.GetError))
+		}
+		if len(p) > 0 {
+			parts = append(parts, s.Name+": "+strings.Join(p, ", "))
+		}
+	}
+	if len(parts) == 0 {
+		return nil
+	}
+	return fmt.Errorf("keys: a phase failed (the figures printed are what was measured): %s", strings.Join(parts, "; "))
 }
 
 // runKeysSide measures one side in order: load, RSS, restart to the first
@@ -427,7 +466,31 @@ func startPersistKeys(ctx context.Context, cfg KeysConfig, dir string) (*keysSid
 	s := &keysSide{name: ps.name, server: ps.server, proc: ps.proc, bus: ps.bus, dirs: ps.dirs, close: ps.close}
 	// The clients startPersistSide made are behind its closures; these are
 	// ours, on the same bus, closed with the rest.
-	url := ps.url
+	if err := persistKeysOps(ctx, s, ps.url, conns); err != nil {
+		s.close()
+		_, _ = s.proc.stop(time.Minute)
+		_, _ = s.bus.stop(time.Minute)
+		return nil, err
+	}
+	return s, nil
+}
+
+// keysScope and keysStream are the persist stream of the many-keys
+// benchmark; keysBucket is its JetStream KV bucket.
+const (
+	keysScope  = "keys"
+	keysStream = "kv"
+	keysBucket = "keys"
+)
+
+// persistKeysOps makes s's load and get: conns persist clients, each on a
+// connection of its own to url (closed by s.close). Each client knows the
+// stream's owner before it returns (Client.Owner: the balancer's answer,
+// which is what a persist client asks first, as a JetStream client first
+// asks for its bucket's handle), so no timed load or get pays that
+// round trip. The balancer is not restarted, so the owner holds across
+// persist serve's restart.
+func persistKeysOps(ctx context.Context, s *keysSide, url string, conns int) error {
 	clients := make([]*persist.Client, conns)
 	var ncs []*nats.Conn
 	closeAll := s.close
@@ -437,13 +500,12 @@ func startPersistKeys(ctx context.Context, cfg KeysConfig, dir string) (*keysSid
 		}
 		closeAll()
 	}
+	octx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
 	for i := range clients {
 		nc, err := nats.Connect(url, clientOptions("bench-keys-"+strconv.Itoa(i))...)
 		if err != nil {
-			s.close()
-			_, _ = s.proc.stop(time.Minute)
-			_, _ = s.bus.stop(time.Minute)
-			return nil, fmt.Errorf("connect to persist's nats-server: %w", err)
+			return fmt.Errorf("connect to persist's nats-server: %w", err)
 		}
 		ncs = append(ncs, nc)
 		cc := persist.ClientConfig{Conn: nc}
@@ -451,13 +513,13 @@ func startPersistKeys(ctx context.Context, cfg KeysConfig, dir string) (*keysSid
 			cc.Retry = probeRetry
 		}
 		if clients[i], err = persist.NewClient(cc); err != nil {
-			s.close()
-			_, _ = s.proc.stop(time.Minute)
-			_, _ = s.bus.stop(time.Minute)
-			return nil, err
+			return err
+		}
+		if _, err := clients[i].Owner(octx, keysScope); err != nil {
+			return fmt.Errorf("owner of scope %s: %w", keysScope, err)
 		}
 	}
-	kv := func(c int) *persist.KV { return clients[c].KV("keys", "kv") }
+	kv := func(c int) *persist.KV { return clients[c].KV(keysScope, keysStream) }
 	s.load = func(ctx context.Context, w, from, to int) (int, error) {
 		msgs := make([]persist.Entry, 0, to-from)
 		for i := from; i < to; i++ {
@@ -487,7 +549,7 @@ func startPersistKeys(ctx context.Context, cfg KeysConfig, dir string) (*keysSid
 		}
 		return len(m.Value), nil
 	}
-	return s, nil
+	return nil
 }
 
 // startJetStreamKeys starts nats-server -js as a process, creates the KV
@@ -499,37 +561,33 @@ func startJetStreamKeys(ctx context.Context, cfg KeysConfig, dir string) (*keysS
 		return nil, err
 	}
 	s := &keysSide{name: "JetStream", dirs: []string{j.store}, server: j.server, proc: j.proc, close: j.closeConns}
-	ok := false
-	defer func() {
-		if !ok {
-			s.close()
-			_, _ = s.proc.stop(time.Minute)
-		}
-	}()
-	jss := j.jss
-	const bucket = "keys"
+	if err := jetStreamKeysOps(ctx, s, j.jss); err != nil {
+		s.close()
+		_, _ = s.proc.stop(time.Minute)
+		return nil, err
+	}
+	return s, nil
+}
+
+// jetStreamKeysOps creates the bucket (file storage, history 1) and makes
+// s's load and get on jss, one client each. Each client's KV handle is
+// made here: it asks the server for the bucket's info, a round trip that
+// a timed get must not pay (persist's clients learn their stream's owner
+// here too). A handle is the bucket's name and its connection, so it
+// holds across the server's restart.
+func jetStreamKeysOps(ctx context.Context, s *keysSide, jss []jetstream.JetStream) error {
 	kvCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	if _, err := jss[0].CreateKeyValue(kvCtx, jetstream.KeyValueConfig{Bucket: bucket, History: 1, Storage: jetstream.FileStorage}); err != nil {
-		return nil, fmt.Errorf("create bucket: %w", err)
+	if _, err := jss[0].CreateKeyValue(kvCtx, jetstream.KeyValueConfig{Bucket: keysBucket, History: 1, Storage: jetstream.FileStorage}); err != nil {
+		return fmt.Errorf("create bucket: %w", err)
 	}
-	// A KV handle is the bucket's name and its connection; each client's
-	// own handle is made once (it asks for the bucket's info), again after
-	// a restart when the first get fails.
-	handles := make([]jetstream.KeyValue, n)
-	var mu sync.Mutex
-	handle := func(ctx context.Context, c int) (jetstream.KeyValue, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if handles[c] != nil {
-			return handles[c], nil
-		}
-		kv, err := jss[c].KeyValue(ctx, bucket)
+	handles := make([]jetstream.KeyValue, len(jss))
+	for c, js := range jss {
+		kv, err := js.KeyValue(kvCtx, keysBucket)
 		if err != nil {
-			return nil, err
+			return fmt.Errorf("bucket %s: %w", keysBucket, err)
 		}
 		handles[c] = kv
-		return kv, nil
 	}
 	// A KV put is a JetStream publish to $KV.<bucket>.<key>: async, so a
 	// batch is in flight at once, as setMany's is.
@@ -537,7 +595,7 @@ func startJetStreamKeys(ctx context.Context, cfg KeysConfig, dir string) (*keysS
 		futs := make([]jetstream.PubAckFuture, 0, to-from)
 		var first error
 		for i := from; i < to; i++ {
-			f, err := jss[w].PublishAsync("$KV."+bucket+"."+keyName(i), keyValues[:keyValueSize(i)])
+			f, err := jss[w].PublishAsync("$KV."+keysBucket+"."+keyName(i), keyValues[:keyValueSize(i)])
 			if err != nil {
 				first = err
 				break
@@ -560,18 +618,13 @@ func startJetStreamKeys(ctx context.Context, cfg KeysConfig, dir string) (*keysS
 		return n, first
 	}
 	s.get = func(ctx context.Context, c, i int) (int, error) {
-		kv, err := handle(ctx, c)
-		if err != nil {
-			return 0, err
-		}
-		e, err := kv.Get(ctx, keyName(i))
+		e, err := handles[c].Get(ctx, keyName(i))
 		if err != nil {
 			return 0, err
 		}
 		return len(e.Value()), nil
 	}
-	ok = true
-	return s, nil
+	return nil
 }
 
 // PrintKeys writes res as a table: each figure for both sides and the

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"text/tabwriter"
@@ -187,7 +188,9 @@ type streamsSide struct {
 }
 
 // RunStreams runs the many-streams benchmark and writes its table (or,
-// with asJSON, the result as JSON) to w.
+// with asJSON, the result as JSON) to w. When a phase of a side failed it
+// still writes what was measured, and returns the result and an error
+// that says what failed.
 func RunStreams(ctx context.Context, cfg StreamsConfig, w io.Writer, asJSON bool) (*StreamsResult, error) {
 	cfg = cfg.withDefaults()
 	if cfg.Streams < 1 {
@@ -214,20 +217,66 @@ func RunStreams(ctx context.Context, cfg StreamsConfig, w io.Writer, asJSON bool
 	}
 	res.Persist = runSide(ctx, cfg, ps, false)
 	if !cfg.SkipJS {
-		js, err := startJetStreamSide(ctx, cfg, filepath.Join(dir, "jetstream"), value)
-		if err != nil {
-			return nil, fmt.Errorf("jetstream side: %w", err)
+		// A JetStream that does not start is that side's failure, not the
+		// run's: persist's figures are measured, and printed.
+		side := StreamsSide{Name: "JetStream"}
+		if js, err := startJetStreamSide(ctx, cfg, filepath.Join(dir, "jetstream"), value); err != nil {
+			side.Error = "start: " + err.Error()
+		} else {
+			side = runSide(ctx, cfg, js, true)
 		}
-		side := runSide(ctx, cfg, js, true)
 		res.JetStream = &side
 	}
 	if asJSON {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		return res, enc.Encode(res)
+		if err := enc.Encode(res); err != nil {
+			return res, err
+		}
+	} else {
+		PrintStreams(w, res)
 	}
-	PrintStreams(w, res)
-	return res, nil
+	return res, res.failed()
+}
+
+// failed is nil when every phase of both sides went through, else an
+// error naming each side's failures: the figures are printed either way,
+// and a script that reads the exit code must not take such a run for a
+// good one. The gets that fail while a server comes back after its
+// restart (RestartGetErrors) are part of that figure, not failures.
+func (r *StreamsResult) failed() error {
+	var parts []string
+	for _, s := range []*StreamsSide{&r.Persist, r.JetStream} {
+		if s == nil {
+			continue
+		}
+		var p []string
+		if s.Error != "" {
+			p = append(p, s.Error)
+		}
+		if s.CreateTimedOut {
+			p = append(p, fmt.Sprintf("create passed the timeout with %d of %d streams", s.Streams, r.Streams))
+		}
+		if s.RestartTimedOut {
+			p = append(p, "a wait after a restart passed the timeout")
+		}
+		if s.CreateErrors > 0 {
+			p = append(p, fmt.Sprintf("%d streams failed to create", s.CreateErrors))
+		}
+		if s.WriteErrors > 0 {
+			p = append(p, fmt.Sprintf("%d spread writes failed (first: %s)", s.WriteErrors, s.WriteError))
+		}
+		if s.GetErrors > 0 {
+			p = append(p, fmt.Sprintf("%d gets failed (first: %s)", s.GetErrors, s.GetError))
+		}
+		if len(p) > 0 {
+			parts = append(parts, s.Name+": "+strings.Join(p, ", "))
+		}
+	}
+	if len(parts) == 0 {
+		return nil
+	}
+	return fmt.Errorf("streams: a phase failed (the figures printed are what was measured): %s", strings.Join(parts, "; "))
 }
 
 // runSide measures one side in order: create, spread writes, the p99

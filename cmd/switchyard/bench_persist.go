@@ -68,7 +68,12 @@ reports for both sides and the ratio: the load (4 loaders, each with one
 setMany of --batch keys / --batch async KV puts in flight), RSS of the
 serving process after the load, after a restart idle and after --gets gets
 of random keys (16 clients), the get p50 and p99, and disk. Target (not a
-test): RSS <= 0.2x JetStream's.`,
+test): RSS <= 0.2x JetStream's.
+
+With --streams or --keys, a phase that failed on either side (an error, a
+get that failed, a wait past --js-timeout, a server that did not start or
+come back) still leaves the figures measured printed, then the command
+says what failed and exits 1.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var err error

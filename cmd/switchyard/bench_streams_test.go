@@ -2,6 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/switchyard-dev/switchyard/bench"
@@ -152,5 +156,98 @@ func TestBenchPersistStreamsRefusesIgnoredFlags(t *testing.T) {
 		args := append([]string{"bench", "persist", "--streams", "10", "--nats-server", missing, "--no-progress"}, extra...)
 		_, stderr, code := execute(t, args...)
 		wantUsage(t, args, stderr, code, extra[0])
+	}
+}
+
+// refusingNATSServer is a nats-server BIN for --nats-server that runs the
+// real one but refuses (exit 1, at once) every JetStream start (-js) past
+// the first allow: allow 1 is a JetStream that does not come back after
+// its restart, allow 0 one that never starts. persist's own nats-server
+// (no -js) always runs.
+func refusingNATSServer(t *testing.T, real string, allow int) string {
+	t.Helper()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "nats-server")
+	script := fmt.Sprintf(`#!/bin/sh
+case " $* " in *" -js "*)
+	n=$(cat %[1]q 2>/dev/null || echo 0); n=$((n+1)); echo $n > %[1]q
+	if [ $n -gt %[2]d ]; then echo "test: JetStream start $n refused" >&2; exit 1; fi;;
+esac
+exec %[3]q "$@"
+`, filepath.Join(dir, "js-starts"), allow, real)
+	if err := os.WriteFile(bin, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// TestBenchPersistStreamsKeysFailedPhaseExits1: when a phase of bench
+// persist --streams or --keys fails (here JetStream's restart, or its
+// start), the run still prints what it measured (persist's figures in
+// full, JetStream's up to the failure) and exits 1 with the failure said.
+// (Was: a failed phase was only a line of the table, or a field of the
+// JSON, and the run exited 0; a JetStream side that did not start dropped
+// persist's figures.)
+func TestBenchPersistStreamsKeysFailedPhaseExits1(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts server processes")
+	}
+	natsServer, err := bench.FindNATSServer(t.Context(), "")
+	if err != nil {
+		t.Skipf("no nats-server binary to run JetStream's side: %v", err)
+	}
+	for _, c := range []struct {
+		mode  string
+		args  []string
+		allow int
+		want  string // in JetStream's error and the command's
+	}{
+		{"streams", []string{"--streams", "20", "--duration", "100ms"}, 1, "restart: "},
+		{"keys", []string{"--keys", "500", "--gets", "50", "--batch", "100"}, 1, "restart: "},
+		{"streams", []string{"--streams", "20", "--duration", "100ms"}, 0, "start: "},
+		{"keys", []string{"--keys", "500", "--gets", "50", "--batch", "100"}, 0, "start: "},
+	} {
+		name := fmt.Sprintf("%s, JetStream starts allowed %d", c.mode, c.allow)
+		args := append([]string{"bench", "persist", "--settle", "10ms", "--json", "--no-progress",
+			"--nats-server", refusingNATSServer(t, natsServer, c.allow), "--dir", t.TempDir()}, c.args...)
+		out, stderr, code := testproc.Run(t, cli(t, args...))
+		if code != exitRuntime {
+			t.Errorf("%s: exit %d, want %d; stderr: %s", name, code, exitRuntime, stderr)
+		}
+		if !strings.Contains(stderr, "JetStream: "+c.want) {
+			t.Errorf("%s: stderr %q does not say JetStream's %q failure", name, stderr, c.want)
+		}
+		var persistSide, jsSide struct {
+			Name  string `json:"name"`
+			Error string `json:"error"`
+		}
+		var res struct {
+			Persist   json.RawMessage `json:"persist"`
+			JetStream json.RawMessage `json:"jetstream"`
+		}
+		if err := json.Unmarshal([]byte(out), &res); err != nil {
+			t.Errorf("%s: stdout is not the JSON result: %v\n%s", name, err, out)
+			continue
+		}
+		if err := json.Unmarshal(res.Persist, &persistSide); err != nil || persistSide.Name != "persist" || persistSide.Error != "" {
+			t.Errorf("%s: persist side %s (%v): want its figures, no error", name, res.Persist, err)
+		}
+		if err := json.Unmarshal(res.JetStream, &jsSide); err != nil || !strings.HasPrefix(jsSide.Error, c.want) {
+			t.Errorf("%s: JetStream side %s (%v): want an error starting %q", name, res.JetStream, err, c.want)
+		}
+		// persist's side ran to its end: its figures are there.
+		if c.mode == "keys" {
+			var p bench.KeysSide
+			_ = json.Unmarshal(res.Persist, &p)
+			if p.Gets != 50 || !(p.GetP99 > 0) {
+				t.Errorf("%s: persist gets %d, p99 %v: want its figures", name, p.Gets, p.GetP99)
+			}
+		} else {
+			var p bench.StreamsSide
+			_ = json.Unmarshal(res.Persist, &p)
+			if p.Streams != 20 || !(p.FirstGetMemory > 0) {
+				t.Errorf("%s: persist streams %d, memory first get %v: want its figures", name, p.Streams, p.FirstGetMemory)
+			}
+		}
 	}
 }
