@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"time"
 
 	"github.com/switchyard-dev/switchyard/persist"
 )
@@ -62,9 +63,29 @@ func (s *sqliteStream) getOne(st *lazyStmt, what string, arg any) (*persist.Fram
 // otherwise never learn of the TTL rows or the max_age the other stored,
 // and once that server went away it would answer their expired rows for
 // good. Revalidated here, the stream expires them at the timer's next
-// visit, as its own. One PRAGMA when nothing changed; nothing on a stream
-// alone on its database.
-func (s *sqliteStream) readRows() error { return s.Revalidate() }
+// visit, as its own. Nothing on a stream alone on its database; on a
+// shared one at most once every readRevalidateEvery: the PRAGMA takes a
+// read lock of its own (the -shm file's), which made a get half as dear
+// again when run before each, and the expiry timer it informs visits
+// about as often.
+func (s *sqliteStream) readRows() error {
+	if s.alone {
+		return nil
+	}
+	now := time.Now()
+	if !s.readChecked.IsZero() && now.Sub(s.readChecked) < readRevalidateEvery {
+		return nil
+	}
+	if err := s.Revalidate(); err != nil {
+		return err
+	}
+	s.readChecked = now
+	return nil
+}
+
+// readRevalidateEvery is how often, at most, a read of a shared stream
+// checks whether another connection committed (readRows).
+const readRevalidateEvery = time.Second
 
 // maxSeq is the largest seq SQLite can hold (a signed 64-bit rowid). Seqs
 // arrive as unsigned decimals, and database/sql refuses a uint64 with the

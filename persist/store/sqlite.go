@@ -449,6 +449,8 @@ type sqliteStream struct {
 	// walPages counts the pages committed to the WAL since the last idle
 	// checkpoint (checkpoint.go).
 	walPages int64
+	// readChecked is when a read last revalidated (readRows); zero: never.
+	readChecked time.Time
 	// freed is, in memory, what the rows removed since shrinkMemory last
 	// looked at the free pages may have freed (see memoryShrinkMinBytes);
 	// 0 on a file, whose free pages cost no memory.
