@@ -357,11 +357,77 @@ func (l *Leases) renew(ctx context.Context, h *Held, what string, fn func(*Lease
 	le := h.lease
 	fn(&le)
 	tok, err := l.st.PutLease(ctx, le, h.Token, l.ttlFor(le))
+	if err != nil && !errors.Is(err, ErrConflict) {
+		// The write may have landed though its answer never came (a slow
+		// persist timed out, or ctx ended while it was applied). Keeping
+		// the old token then fences our next call, and the lease runs out
+		// and counts as an expiry: a slow Heartbeat cost its holder the
+		// range, a slow Release the attempt it was giving back. If it
+		// landed, the token moved.
+		if cur, ok := l.renewLanded(ctx, h, le); ok {
+			tok, err = cur, nil
+		}
+	}
 	if err != nil {
 		return fenceErr(what, h.Range.ID, err)
 	}
 	h.Token, h.lease = tok, le
 	return nil
+}
+
+// renewLanded reports whether renew's write of le under h.Token was
+// applied though its caller got an error, and returns the token it moved
+// the lease to. It reads with a context of its own, since ctx may be what
+// ended. The lease is ours only if it was written since h.Token with
+// exactly le (only its expiry, set by the write, is not compared) and the
+// range is still as we last wrote it: any other holder would have taken
+// it, and so written it, first.
+func (l *Leases) renewLanded(ctx context.Context, h *Held, le Lease) (uint64, bool) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	cur, err := l.st.Lease(cctx, h.Range.ID)
+	if err != nil || cur.Seq <= h.Token {
+		return 0, false
+	}
+	got := cur.Val
+	got.Expires, le.Expires = 0, 0
+	if !sameJSON(got, le) {
+		return 0, false
+	}
+	r, err := l.st.Range(cctx, h.Range.ID)
+	if err != nil || r.Seq != h.rangeSeq {
+		return 0, false
+	}
+	return cur.Seq, true
+}
+
+// rangeLanded reports whether a compare-and-set of range nr on prev, made
+// under the range's lease, was applied though its caller got an error, and
+// returns the record it wrote. It reads with a context of its
+// own, since ctx may be what ended. Only the time of the change, set by
+// the write, is not compared.
+func (l *Leases) rangeLanded(ctx context.Context, nr Range, prev uint64) (Versioned[Range], bool) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	cur, err := l.st.Range(cctx, nr.ID)
+	if err != nil || cur.Seq <= prev {
+		return cur, false
+	}
+	got := cur.Val
+	got.Updated, nr.Updated = 0, 0
+	return cur, sameJSON(got, nr)
+}
+
+// sameJSON reports whether a and b are stored alike: it compares what was
+// written with what a read gave back (a json.RawMessage comes back
+// compacted, an empty slice as nil).
+func sameJSON(a, b any) bool {
+	ja, err := json.Marshal(a)
+	if err != nil {
+		return false
+	}
+	jb, err := json.Marshal(b)
+	return err == nil && bytes.Equal(ja, jb)
 }
 
 // Heartbeat renews h's lease with the last article handed to the indexer;
@@ -412,6 +478,15 @@ func (l *Leases) Finish(ctx context.Context, h *Held, result json.RawMessage) er
 	r.Result = result
 	r.Error = ""
 	seq, err := l.st.PutRange(ctx, r, h.rangeSeq)
+	if err != nil && !errors.Is(err, ErrConflict) {
+		// The write may have landed though its answer never came: then the
+		// range is done as we wanted, and only the clean-up is left. (An
+		// error here made the caller take a done range for lost, and left
+		// its Finished lease and spool to FinishAbandoned.)
+		if cur, ok := l.rangeLanded(ctx, r, h.rangeSeq); ok {
+			seq, err = cur.Seq, nil
+		}
+	}
 	if errors.Is(err, ErrConflict) {
 		// A Settle may have completed it from our Finished lease.
 		cur, ok := l.doneAs(ctx, h, result)
@@ -459,6 +534,14 @@ func (l *Leases) giveBack(ctx context.Context, h *Held, what string, fn func(*Ra
 	r := h.Range
 	fn(&r)
 	seq, err := l.st.PutRange(ctx, r, h.rangeSeq)
+	if err != nil && !errors.Is(err, ErrConflict) {
+		// The write may have landed though its answer never came: then the
+		// range is given back, and our lease (which kept anyone from taking
+		// it until it ran out) is to be dropped as if the answer had come.
+		if cur, ok := l.rangeLanded(ctx, r, h.rangeSeq); ok {
+			seq, err = cur.Seq, nil
+		}
+	}
 	if err != nil {
 		return fenceErr(what, r.ID, err)
 	}
@@ -562,7 +645,12 @@ func (l *Leases) settle(ctx context.Context, r Versioned[Range], le Versioned[Le
 			continue
 		}
 		if err != nil {
-			return false, fmt.Errorf("work: settle range %d: %w", id, err)
+			// The write may have landed though its answer never came: then
+			// the range is settled, and its Finished lease and spool are
+			// to be dropped now, not left to FinishAbandoned.
+			if _, ok := l.rangeLanded(ctx, nr, r.Seq); !ok {
+				return false, fmt.Errorf("work: settle range %d: %w", id, err)
+			}
 		}
 		l.settled.Add(1)
 		return true, l.cleanup(ctx, id, le.Seq)

@@ -7,11 +7,18 @@ import (
 	"io/fs"
 	"os"
 	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
+	"github.com/switchyard-dev/switchyard/bus"
 	"github.com/switchyard-dev/switchyard/internal/testpersist"
 	"github.com/switchyard-dev/switchyard/persist"
+	"github.com/switchyard-dev/switchyard/persist/server"
 	"github.com/switchyard-dev/switchyard/persist/store"
 	"github.com/switchyard-dev/switchyard/work"
 )
@@ -163,4 +170,77 @@ func ltSpans(rs []work.Range) []string {
 		out = append(out, fmt.Sprintf("%d:%d-%d", r.ID, r.First, r.Last))
 	}
 	return out
+}
+
+// ltLate is a persist whose server commits one armed write and then holds
+// its answer until the writer has given up waiting on it (its next request
+// of the scope is on the bus): a write that times out but lands. slow is
+// the store of a client that gives up after 1 s.
+type ltLate struct {
+	*ltEnv
+	slow *work.Store
+
+	stream   string // the armed write's stream and prev seq, set before watching
+	prev     string
+	watching atomic.Bool // the bus watch looks for the armed write's request
+	armed    atomic.Bool // the server holds the stream's next change
+	free     func()
+}
+
+func ltStartLate(t *testing.T) *ltLate {
+	t.Helper()
+	scope := work.Scope("src")
+	x := &ltLate{}
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	x.free = func() { releaseOnce.Do(func() { close(release) }) }
+	env := testpersist.Start(t, 1, testpersist.Tune(func(cfg *server.Config) {
+		cfg.OnChange = func(sc, stream string, _ bool, _ []store.Change) {
+			if sc == scope && x.armed.Load() && stream == x.stream && x.armed.CompareAndSwap(true, false) {
+				<-release
+			}
+		}
+	}))
+	t.Cleanup(x.free) // before the servers stop: a failed test must not hold one
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	x.ltEnv = &ltEnv{env: env, st: ltStoreOn(t, ctx, env.Client()), ctx: ctx}
+
+	// The bus shows when the writer gave up on the armed write: the first
+	// request of the scope after that write's, which is told from earlier
+	// ones still on their way to this watch by its stream and prev seq.
+	nc := env.Conn()
+	saw := false // only the subscription's goroutine uses it
+	sub, err := nc.Subscribe(bus.APISubject(bus.DefaultService, scope, "*"), func(m *nats.Msg) {
+		switch {
+		case !x.watching.Load():
+		case saw:
+			x.free()
+		default:
+			saw = m.Header.Get(persist.HdrCmd) == persist.CmdSet && m.Header.Get(persist.HdrStream) == x.stream &&
+				m.Header.Get(persist.HdrPrevSeq) == x.prev
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	slow, err := persist.NewClient(persist.ClientConfig{Conn: env.Conn(), Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = slow.Close() })
+	x.slow = ltStoreOn(t, ctx, slow)
+	return x
+}
+
+// arm makes the server hold the answer of the next write of stream, a
+// compare-and-set on prev (once per ltLate).
+func (x *ltLate) arm(stream string, prev uint64) {
+	x.stream, x.prev = stream, strconv.FormatUint(prev, 10)
+	x.watching.Store(true)
+	x.armed.Store(true)
 }

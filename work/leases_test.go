@@ -1,23 +1,15 @@
 package work_test
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
-	"github.com/switchyard-dev/switchyard/bus"
-	"github.com/switchyard-dev/switchyard/internal/testpersist"
 	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/persist"
-	"github.com/switchyard-dev/switchyard/persist/server"
-	"github.com/switchyard-dev/switchyard/persist/store"
 	"github.com/switchyard-dev/switchyard/work"
 )
 
@@ -561,66 +553,171 @@ func TestLeasesFinishAbandonedSweepsSpools(t *testing.T) {
 // (Was: a take whose range write landed but whose answer came too late dropped its lease, so the range looked expired and the next taker counted the attempt again: with a slow persist, ranges were failed without any worker failing them.)
 func TestLeasesTakeLandedLate(t *testing.T) {
 	t.Parallel()
-	scope := work.Scope("src")
-	var armed atomic.Bool
-	release := make(chan struct{})
-	var releaseOnce sync.Once
-	free := func() { releaseOnce.Do(func() { close(release) }) }
-	// The persist server commits the take's range write and then holds
-	// its answer until the taker has given up waiting (its next request
-	// is on the bus): a write that times out but lands.
-	env := testpersist.Start(t, 1, testpersist.Tune(func(cfg *server.Config) {
-		cfg.OnChange = func(sc, stream string, _ bool, _ []store.Change) {
-			if sc == scope && stream == "ranges" && armed.CompareAndSwap(true, false) {
-				<-release
-			}
-		}
-	}))
-	t.Cleanup(free) // before the servers stop: a failed test must not hold one
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	e := &ltEnv{env: env, st: ltStoreOn(t, ctx, env.Client()), ctx: ctx}
-	r, _ := e.ltSpooled(t, "alt.x", work.KindTail, 1, 10, nil)
+	x := ltStartLate(t)
+	r, _ := x.ltSpooled(t, "alt.x", work.KindTail, 1, 10, nil)
+	l := ltLeases(t, x.slow, work.LeaseConfig{MaxAttempts: 1})
 
-	// The bus shows when the taker gave up on the write: the first request
-	// of the scope after that write's.
-	nc := env.Conn()
-	var sawSet atomic.Bool
-	sub, err := nc.Subscribe(bus.APISubject(bus.DefaultService, scope, "*"), func(m *nats.Msg) {
-		if m.Header.Get(persist.HdrCmd) == persist.CmdSet && m.Header.Get(persist.HdrStream) == "ranges" {
-			sawSet.Store(true)
-		} else if sawSet.Load() {
-			free()
-		}
-	})
+	x.arm("ranges", x.ltRange(t, r.ID).Seq)
+	h, err := l.Acquire(x.ctx, "w")
 	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sub.Unsubscribe() })
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	slow, err := persist.NewClient(persist.ClientConfig{Conn: env.Conn(), Timeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = slow.Close() })
-	l := ltLeases(t, ltStoreOn(t, ctx, slow), work.LeaseConfig{MaxAttempts: 1})
-
-	armed.Store(true)
-	h, err := l.Acquire(ctx, "w")
-	if err != nil {
-		_, again := l.Acquire(ctx, "w")
+		_, again := l.Acquire(x.ctx, "w")
 		t.Fatalf("Acquire whose range write landed after its timeout: %v; a second Acquire: %v, range %+v (want the first Acquire to hold the range, its one attempt unused by anyone else)",
-			err, again, e.ltRange(t, r.ID).Val)
+			err, again, x.ltRange(t, r.ID).Val)
 	}
 	if h.Range.ID != r.ID || h.Range.Attempts != 1 {
 		t.Fatalf("held %+v, want range %d on its first attempt", h.Range, r.ID)
 	}
-	if err := l.Finish(ctx, h, json.RawMessage(`{"n":10}`)); err != nil {
+	if err := l.Finish(x.ctx, h, json.RawMessage(`{"n":10}`)); err != nil {
 		t.Fatalf("Finish of the range taken late: %v", err)
 	}
-	if got := e.ltRange(t, r.ID).Val; got.State != work.StateDone || got.Attempts != 1 {
+	if got := x.ltRange(t, r.ID).Val; got.State != work.StateDone || got.Attempts != 1 {
 		t.Fatalf("range %+v: want done on its one attempt", got)
+	}
+}
+
+// ltLateHeld is a range of x leased by "w" through x's slow client.
+func ltLateHeld(t *testing.T, x *ltLate, cfg work.LeaseConfig) (*work.Leases, *work.Held) {
+	t.Helper()
+	r, _ := x.ltSpooled(t, "alt.x", work.KindTail, 1, 10, nil)
+	l := ltLeases(t, x.slow, cfg)
+	h, err := l.Acquire(x.ctx, "w")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Range.ID != r.ID {
+		t.Fatalf("held %+v, want range %d", h.Range, r.ID)
+	}
+	return l, h
+}
+
+// (Was: a Heartbeat whose lease write landed but whose answer came too late kept the old token: its holder's next call was fenced, and the lease ran out and counted as an expiry, so a slow persist cost a worker its range.)
+func TestLeasesHeartbeatLandedLate(t *testing.T) {
+	t.Parallel()
+	x := ltStartLate(t)
+	l, h := ltLateHeld(t, x, work.LeaseConfig{})
+	id, tok := h.Range.ID, h.Token
+
+	x.arm("leases", tok)
+	if err := l.Heartbeat(x.ctx, h, 5); err != nil {
+		again := l.Heartbeat(x.ctx, h, 6)
+		t.Fatalf("Heartbeat whose write landed after its timeout: %v; the next Heartbeat: %v (want the first to move the token as if its answer had come)", err, again)
+	}
+	le, err := x.st.Lease(x.ctx, id)
+	if err != nil || le.Seq == tok || le.Seq != h.Token || le.Val.Progress != 5 {
+		t.Fatalf("lease %+v (%v), held token %d: want the renewed lease (progress 5) under the held token, not %d", le, err, h.Token, tok)
+	}
+	if err := l.Heartbeat(x.ctx, h, 6); err != nil {
+		t.Fatalf("the next Heartbeat: %v", err)
+	}
+	if err := l.Finish(x.ctx, h, json.RawMessage(`{"n":10}`)); err != nil {
+		t.Fatalf("Finish after the late Heartbeat: %v", err)
+	}
+	if got := x.ltRange(t, id).Val; got.State != work.StateDone || got.Attempts != 1 {
+		t.Fatalf("range %+v: want done on its first attempt", got)
+	}
+	if s := l.Stats(); s.Fenced != 0 {
+		t.Fatalf("stats %+v: want nothing fenced", s)
+	}
+}
+
+// (Was: a Release whose lease write, or whose range write, landed but whose answer came too late failed: the range stayed leased to a lease that only ran out (counted as an expiry, the attempt the Release gave back), or stayed spooled under a lease nobody dropped, taken by nobody until it ran out.)
+func TestLeasesReleaseLandedLate(t *testing.T) {
+	t.Parallel()
+	for _, stream := range []string{"leases", "ranges"} {
+		t.Run(stream, func(t *testing.T) {
+			t.Parallel()
+			x := ltStartLate(t)
+			l, h := ltLateHeld(t, x, work.LeaseConfig{})
+			id := h.Range.ID
+
+			prev := h.Token
+			if stream == "ranges" {
+				prev = x.ltRange(t, id).Seq
+			}
+			x.arm(stream, prev)
+			if err := l.Release(x.ctx, h); err != nil {
+				le, lerr := x.st.Lease(x.ctx, id)
+				t.Fatalf("Release whose %s write landed after its timeout: %v; range %+v, lease %+v (%v) (want the range given back as if the answer had come)",
+					stream, err, x.ltRange(t, id).Val, le, lerr)
+			}
+			if got := x.ltRange(t, id).Val; got.State != work.StateSpooled || got.Attempts != 0 {
+				t.Fatalf("range %+v: want spooled with its attempt given back", got)
+			}
+			if _, err := x.st.Lease(x.ctx, id); !errors.Is(err, persist.ErrNotFound) {
+				t.Fatalf("lease after Release: %v, want none", err)
+			}
+			if s := l.Stats(); s.Released != 1 || s.Fenced != 0 {
+				t.Fatalf("stats %+v: want 1 released, nothing fenced", s)
+			}
+			// The next taker gets it at once, on its first attempt.
+			h2, err := ltLeases(t, x.st, work.LeaseConfig{}).Acquire(x.ctx, "w2")
+			if err != nil || h2.Range.ID != id || h2.Range.Attempts != 1 {
+				t.Fatalf("Acquire after Release: %+v, %v; want range %d on its first attempt", h2, err, id)
+			}
+		})
+	}
+}
+
+// (Was: a Finish whose range write landed but whose answer came too late failed: the caller took the done range for lost, and its spool and Finished lease stayed until FinishAbandoned.)
+func TestLeasesFinishLandedLate(t *testing.T) {
+	t.Parallel()
+	x := ltStartLate(t)
+	l, h := ltLateHeld(t, x, work.LeaseConfig{})
+	id := h.Range.ID
+	res := json.RawMessage(`{"n":10}`)
+
+	x.arm("ranges", x.ltRange(t, id).Seq)
+	if err := l.Finish(x.ctx, h, res); err != nil {
+		t.Fatalf("Finish whose range write landed after its timeout: %v; held %+v, range %+v (want it finished as if the answer had come)",
+			err, h.Range, x.ltRange(t, id).Val)
+	}
+	if h.Range.State != work.StateDone {
+		t.Fatalf("held %+v: want done", h.Range)
+	}
+	if got := x.ltRange(t, id).Val; got.State != work.StateDone || string(got.Result) != string(res) {
+		t.Fatalf("range %+v: want done with %s", got, res)
+	}
+	if _, err := x.st.Lease(x.ctx, id); !errors.Is(err, persist.ErrNotFound) {
+		t.Fatalf("lease after Finish: %v, want none", err)
+	}
+	if n := x.ltSpoolLen(t, id); n != 0 {
+		t.Fatalf("spool holds %d lines after Finish, want none", n)
+	}
+	if s := l.Stats(); s.Finished != 1 {
+		t.Fatalf("stats %+v: want 1 finished", s)
+	}
+}
+
+// (Was: a Settle whose range write landed but whose answer came too late failed, and left the Finished lease and the spool of the done range to FinishAbandoned.)
+func TestLeasesSettleLandedLate(t *testing.T) {
+	t.Parallel()
+	x := ltStartLate(t)
+	_, h := ltLateHeld(t, x, work.LeaseConfig{})
+	id := h.Range.ID
+	res := json.RawMessage(`{"n":10}`)
+	// The holder dies between marking its lease finished and the range.
+	if _, err := x.st.PutLease(x.ctx, work.Lease{Range: id, Holder: "w", Progress: h.Range.Last, ReadAll: true, Finished: true, Result: res}, h.Token, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	l := ltLeases(t, x.slow, work.LeaseConfig{})
+
+	x.arm("ranges", x.ltRange(t, id).Seq)
+	ok, err := l.Settle(x.ctx, id)
+	if err != nil || !ok {
+		le, lerr := x.st.Lease(x.ctx, id)
+		t.Fatalf("Settle whose range write landed after its timeout: %v, %v; range %+v, lease %+v (%v) (want it settled as if the answer had come)",
+			ok, err, x.ltRange(t, id).Val, le, lerr)
+	}
+	if got := x.ltRange(t, id).Val; got.State != work.StateDone || string(got.Result) != string(res) {
+		t.Fatalf("range %+v: want done with %s", got, res)
+	}
+	if _, err := x.st.Lease(x.ctx, id); !errors.Is(err, persist.ErrNotFound) {
+		t.Fatalf("lease after Settle: %v, want none", err)
+	}
+	if n := x.ltSpoolLen(t, id); n != 0 {
+		t.Fatalf("spool holds %d lines after Settle, want none", n)
+	}
+	if s := l.Stats(); s.Settled != 1 {
+		t.Fatalf("stats %+v: want 1 settled", s)
 	}
 }

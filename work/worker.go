@@ -355,8 +355,9 @@ func (w *Worker) heartbeat(ctx context.Context, cancel context.CancelCauseFunc, 
 			// answer we stopped waiting for would leave us a stale token.
 			// But bounded by the interval, not the TTL: Stop waits for this
 			// call, and its deadline must hold. A renewal cut off this way
-			// that did land costs the range (the next one is fenced), not
-			// its correctness.
+			// that did land is read back (Leases.renew), so it keeps the
+			// range unless persist stays unreachable; it never costs the
+			// range's correctness.
 			hctx, hcancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.Heartbeat)
 			renew := w.leases.Heartbeat
 			if w.heartbeatCall != nil {
