@@ -507,7 +507,7 @@ func TestErrors(t *testing.T) {
 		{"t=search&offset=1.5" + k, 201},
 		{"t=search&maxage=old" + k, 201},
 		{"t=search&cat=5000,tv" + k, 201},
-		{"t=tvsearch&season=S01" + k, 201},
+		{"t=tvsearch&season=SS01" + k, 201},
 		{"t=tvsearch&ep=two" + k, 201},
 		{"t=nope" + k, 202},
 		{"apikey=" + testKey, 202},
@@ -657,6 +657,52 @@ func TestFeedNamespaces(t *testing.T) {
 		}
 		if err != nil {
 			t.Fatalf("feed not well-formed: %v", err)
+		}
+	}
+}
+
+// (Was: season=S13 and ep=E13, the forms the Newznab spec gives for tvsearch, "Season string, e.g S13 or 13", were refused with 201.)
+func TestTVSearchSeasonAndEpisodeWithLetters(t *testing.T) {
+	e := newEnv(t)
+	e.fixture()
+	k := "&apikey=" + testKey
+	for _, tc := range []struct {
+		params string
+		want   []string
+	}{
+		{"t=tvsearch&q=show&season=S01&ep=E03", []string{"Some_Other-Show.S01E03.480p"}},
+		{"t=tvsearch&season=s1&ep=e2", []string{"Some.Show.S01E02.720p.HDTV-GRP"}},
+		{"t=tvsearch&season=1&ep=E02", []string{"Some.Show.S01E02.720p.HDTV-GRP"}},
+		{"t=tvsearch&season=S02", []string{"Some.Show.S02.Complete.1080p"}},
+	} {
+		doc := e.feed(tc.params + k)
+		if got := titles(doc); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: titles = %q, want %q", tc.params, got, tc.want)
+		}
+	}
+	// A letter is a prefix of a number, not a number itself.
+	for _, p := range []string{"season=S", "ep=E", "season=SS01", "season=S-1", "ep=EE2", "season=E01", "ep=S02"} {
+		_, body := e.get("t=tvsearch&" + p + k)
+		var got specError
+		if err := xml.Unmarshal(body, &got); err != nil || got.Code != 201 {
+			t.Errorf("%s: %s, want error 201", p, body)
+		}
+	}
+}
+
+// (Was: t=details&guid=ID, the spec's form of DETAILS, answered 200 Missing parameter (id).)
+func TestDetailsByGUID(t *testing.T) {
+	e := newEnv(t)
+	e.fixture()
+	doc := e.feed("t=details&guid=tv1&apikey=" + testKey)
+	if got := titles(doc); !slices.Equal(got, []string{"Some.Show.S01E02.720p.HDTV-GRP"}) {
+		t.Errorf("details by guid: titles = %q", got)
+	}
+	for params, code := range map[string]int{"t=details&guid=missing": 300, "t=details&guid=": 200} {
+		_, body := e.get(params + "&apikey=" + testKey)
+		var got specError
+		if err := xml.Unmarshal(body, &got); err != nil || got.Code != code {
+			t.Errorf("%s: %s, want error %d", params, body, code)
 		}
 	}
 }

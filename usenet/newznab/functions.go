@@ -145,17 +145,22 @@ func (h *handler) parseQuery(req *request, tv bool) (search.Query, *apiError) {
 
 // parseEpisode sets q's season and episode from Sonarr's forms: season=1
 // and ep=2; season=00 (season 0, the specials); season=1 alone (the whole
-// season); a daily show's season=2026&ep=12/02 (the day).
+// season); a daily show's season=2026&ep=12/02 (the day). The spec's
+// season=S13 and ep=E13 are the same numbers: its text gives them ("Season
+// string, e.g S13 or 13") and NNTmux strips the letter.
 func parseEpisode(q *search.Query, season, ep string) *apiError {
-	number := func(name, s string) (int, *apiError) {
+	number := func(name, s string, letter byte) (int, *apiError) {
+		if len(s) > 1 && (s[0] == letter || s[0] == letter+'a'-'A') {
+			s = s[1:]
+		}
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 0 {
-			return 0, errorf(ErrIncorrectParam, name+": want a number >= 0")
+			return 0, errorf(ErrIncorrectParam, fmt.Sprintf("%s: want a number >= 0 (13 or %c13)", name, letter))
 		}
 		return n, nil
 	}
 	if season != "" {
-		n, e := number("season", season)
+		n, e := number("season", season, 'S')
 		if e != nil {
 			return e
 		}
@@ -172,7 +177,7 @@ func parseEpisode(q *search.Query, season, ep string) *apiError {
 		return nil
 	}
 	if ep != "" {
-		n, e := number("ep", ep)
+		n, e := number("ep", ep, 'E')
 		if e != nil {
 			return e
 		}
@@ -230,9 +235,13 @@ func limitError(err error) *apiError {
 	return errorf(ErrIncorrectParam, fmt.Sprintf("%s: %s %d %s", params[le.Field], what, le.Limit, unit))
 }
 
-// release reads the release the id parameter names.
+// release reads the release the id parameter names, or guid: the spec
+// gives DETAILS as t=details&guid=ID, nZEDb and NNTmux read id.
 func (h *handler) release(req *request) (usenet.Release, *apiError) {
 	id := req.q.Get("id")
+	if id == "" {
+		id = req.q.Get("guid")
+	}
 	if id == "" {
 		return usenet.Release{}, errorf(ErrMissingParam, "id")
 	}
