@@ -36,7 +36,11 @@ func (r Range) String() string { return fmt.Sprintf("%d-%d", r.First, r.Last) }
 
 // Group selects a newsgroup (211).
 func (c *Conn) Group(ctx context.Context, name string) (Group, error) {
-	_, msg, err := c.expect(ctx, "GROUP", "GROUP "+name, 211)
+	var msg string
+	err := c.relogin(ctx, func() (err error) {
+		_, msg, err = c.expect(ctx, "GROUP", "GROUP "+name, 211)
+		return err
+	})
 	if err != nil {
 		return Group{}, err
 	}
@@ -79,6 +83,10 @@ func (c *Conn) OverviewFormat(ctx context.Context) ([]string, error) {
 
 // multi runs a command whose success answer is a multi-line block.
 func (c *Conn) multi(ctx context.Context, cmd, line string, want []int, fn func([]byte) error) error {
+	return c.relogin(ctx, func() error { return c.multiOnce(ctx, cmd, line, want, fn) })
+}
+
+func (c *Conn) multiOnce(ctx context.Context, cmd, line string, want []int, fn func([]byte) error) error {
 	end, err := c.begin(ctx)
 	if err != nil {
 		return err
@@ -102,6 +110,10 @@ func (c *Conn) OverLines(ctx context.Context, first, last int64, fn func(line []
 	if first < 1 || last < first {
 		return fmt.Errorf("nntp: OVER: bad range %d-%d", first, last)
 	}
+	return c.relogin(ctx, func() error { return c.overLines(ctx, first, last, fn) })
+}
+
+func (c *Conn) overLines(ctx context.Context, first, last int64, fn func(line []byte) error) error {
 	end, err := c.begin(ctx)
 	if err != nil {
 		return err
@@ -249,29 +261,43 @@ func (c *Conn) OverPipelined(ctx context.Context, ranges []Range, fn func(r Rang
 		}
 		ranges = ranges[1:]
 	}
+	// A 480 to one range is answered to every command behind it too; fn
+	// has had the ranges before it in full and nothing after it: after a
+	// new login the train goes on from that range.
+	return c.relogin(ctx, func() error {
+		done, err := c.overTrain(ctx, ranges, fn)
+		ranges = ranges[done:]
+		return err
+	})
+}
+
+// overTrain is OverPipelined's train of commands. done counts the ranges
+// whose lines fn has had in full when the first failure came.
+func (c *Conn) overTrain(ctx context.Context, ranges []Range, fn func(r Range, ov Overview) error) (done int, err error) {
 	end, err := c.begin(ctx)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer end()
 	cmd := c.overVerb
 	sent := 0
+	done = len(ranges)
 	var first error
 	// An index loop: after a failure ranges is cut to those already sent.
 	for i := 0; i < len(ranges); i++ {
 		r := ranges[i]
 		for ; sent < len(ranges) && sent < i+c.cfg.PipelineDepth; sent++ {
 			if err := c.writeLine(cmd + " " + ranges[sent].String()); err != nil {
-				return c.ioErr(ctx, cmd, err)
+				return i, c.ioErr(ctx, cmd, err)
 			}
 		}
 		if err := c.flush(); err != nil {
-			return c.ioErr(ctx, cmd, err)
+			return i, c.ioErr(ctx, cmd, err)
 		}
 		// CommandTimeout bounds each command of the train, its answer
 		// included, not the whole train.
 		if err := c.rearm(ctx); err != nil {
-			return c.ioErr(ctx, cmd, err)
+			return i, c.ioErr(ctx, cmd, err)
 		}
 		err := c.overResponse(ctx, func(line []byte) error {
 			if first != nil {
@@ -285,16 +311,16 @@ func (c *Conn) OverPipelined(ctx context.Context, ranges []Range, fn func(r Rang
 		})
 		if err != nil {
 			if c.err != nil {
-				return err
+				return i, err
 			}
 			if first == nil {
-				first = err
+				first, done = err, i
 			}
 			// Answers to the commands already sent must still be read.
 			ranges = ranges[:sent]
 		}
 	}
-	return first
+	return done, first
 }
 
 // ArticleInfo identifies an article in a 220-223 response.
@@ -341,6 +367,15 @@ func (c *Conn) article(ctx context.Context, verb, id string, want int, fn func([
 	if id != "" {
 		line += " " + id
 	}
+	var info ArticleInfo
+	err := c.relogin(ctx, func() (err error) {
+		info, err = c.articleOnce(ctx, verb, line, want, fn)
+		return err
+	})
+	return info, err
+}
+
+func (c *Conn) articleOnce(ctx context.Context, verb, line string, want int, fn func([]byte) error) (ArticleInfo, error) {
 	end, err := c.begin(ctx)
 	if err != nil {
 		return ArticleInfo{}, err
@@ -424,6 +459,10 @@ func copyLines(w io.Writer) func([]byte) error {
 // Post sends an article (headers, blank line, body; LF or CRLF line ends)
 // with POST: 340, then the dot-stuffed text, then 240.
 func (c *Conn) Post(ctx context.Context, article io.Reader) error {
+	return c.relogin(ctx, func() error { return c.post(ctx, article) })
+}
+
+func (c *Conn) post(ctx context.Context, article io.Reader) error {
 	end, err := c.begin(ctx)
 	if err != nil {
 		return err
@@ -465,5 +504,10 @@ func (c *Conn) Post(ctx context.Context, article io.Reader) error {
 		return c.ioErr(ctx, "POST", err)
 	}
 	_, _, err = c.status(ctx, "POST", 240)
+	if c.authRequired(err) {
+		// Not to be sent again after a new login: the article is spent.
+		c.fail(err)
+		return fmt.Errorf("%w (after the article; connection retired)", err)
+	}
 	return err
 }

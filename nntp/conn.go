@@ -128,7 +128,10 @@ func (c Config) validate() error {
 // Conn is one connection to a news server. It runs one command at a time
 // and is not safe for concurrent use; share connections through a Pool.
 // After an I/O or protocol error the Conn is broken: Err reports why and
-// every later command fails with ErrClosed.
+// every later command fails with ErrClosed. A command answered 480
+// (authentication required) mid-session logs in again, with the configured
+// credentials, and is run once more; when that cannot help, the Conn is
+// retired (broken) the same way.
 type Conn struct {
 	cfg Config
 	nc  net.Conn
@@ -141,16 +144,17 @@ type Conn struct {
 	zbr  *bufio.Reader
 	gzip bool // XFEATURE COMPRESS GZIP active
 
-	posting  bool     // greeting was 200
-	caps     []string // CAPABILITIES lines, nil until asked
-	overVerb string   // "OVER", or "XOVER" when OVER is unknown or gzip is on
-	err      error    // sticky: why the connection is broken
+	posting  bool         // greeting was 200
+	caps     []string     // CAPABILITIES lines, nil until asked
+	overVerb string       // "OVER", or "XOVER" when OVER is unknown or gzip is on
+	denied   *StatusError // the last 480 status read (relogin)
+	err      error        // sticky: why the connection is broken
 
 	counters *ioCounters // the pool's, nil for a connection of no pool
 }
 
 // Dial connects, reads the greeting and runs the setup the config asks for
-// (STARTTLS, AUTHINFO, MODE READER, compression). A refusing greeting
+// (STARTTLS, MODE READER, AUTHINFO, compression). A refusing greeting
 // returns a *StatusError matching ErrUnavailable or ErrTooManyConnections.
 func Dial(ctx context.Context, cfg Config) (*Conn, error) {
 	cfg = cfg.withDefaults()
@@ -222,15 +226,8 @@ func (c *Conn) setup(ctx context.Context) error {
 			return err
 		}
 	}
-	if c.cfg.User != "" {
-		if err := c.Auth(ctx, c.cfg.User, c.cfg.Pass); err != nil {
-			return err
-		}
-	}
-	if !c.cfg.SkipModeReader {
-		if err := c.ModeReader(ctx); err != nil {
-			return err
-		}
+	if err := c.login(ctx); err != nil {
+		return err
 	}
 	switch c.cfg.Compress {
 	case CompressDeflate:
@@ -239,6 +236,38 @@ func (c *Conn) setup(ctx context.Context) error {
 		return c.CompressGzip(ctx)
 	case CompressAuto:
 		return c.compressAuto(ctx)
+	}
+	return nil
+}
+
+// login sends MODE READER, then AUTHINFO. In that order: RFC 4643
+// section 2.2 forbids MODE READER after a login, and a mode-switching
+// server (INN's innd, towards a host it feeds) starts a new session on
+// MODE READER (innd hands the connection to nnrpd), which forgets a login
+// made before it; innd may also refuse AUTHINFO outright in transit mode.
+// A server that answers MODE READER with 480 wants the login first: it gets
+// the login, then MODE READER again.
+func (c *Conn) login(ctx context.Context) error {
+	modeAfterLogin := false
+	if !c.cfg.SkipModeReader {
+		err := c.ModeReader(ctx)
+		var se *StatusError
+		switch {
+		case err == nil:
+		case c.cfg.User != "" && errors.As(err, &se) && se.Code == 480 && c.Err() == nil:
+			modeAfterLogin = true
+		default:
+			return err
+		}
+	}
+	if c.cfg.User == "" {
+		return nil
+	}
+	if err := c.Auth(ctx, c.cfg.User, c.cfg.Pass); err != nil {
+		return err
+	}
+	if modeAfterLogin {
+		return c.ModeReader(ctx)
 	}
 	return nil
 }
@@ -513,6 +542,44 @@ func (c *Conn) expect(ctx context.Context, cmd, line string, want ...int) (int, 
 	return c.status(ctx, cmd, want...)
 }
 
+// relogin runs a command, and handles a 480 ("authentication required")
+// answered to it: the server's login expired, or what the command asks
+// for needs one. With credentials configured it logs in again and runs the
+// command once more; without, when that login fails, or when the command
+// is refused again, the connection is retired (marked broken: a pool closes
+// it rather than hand it to the next caller, who would get the same 480)
+// and the error, matching ErrAuth, says so. run must not have passed any
+// data to the caller when it returns a 480, and must be safe to run again.
+func (c *Conn) relogin(ctx context.Context, run func() error) error {
+	err := run()
+	if !c.authRequired(err) {
+		return err
+	}
+	if c.cfg.User == "" {
+		c.fail(err)
+		return fmt.Errorf("%w (no login configured; connection retired)", err)
+	}
+	if aerr := c.Auth(ctx, c.cfg.User, c.cfg.Pass); aerr != nil {
+		c.fail(err)
+		return fmt.Errorf("%w; logging in again failed (connection retired): %w", err, aerr)
+	}
+	err = run()
+	if c.authRequired(err) {
+		c.fail(err)
+		return fmt.Errorf("%w (again after logging in again; connection retired)", err)
+	}
+	return err
+}
+
+// authRequired: err is the server's latest 480 to a command, on a
+// connection still usable; not a 480 a caller's callback returned (from
+// another connection), after which running the command again would hand
+// the caller its data twice.
+func (c *Conn) authRequired(err error) bool {
+	se, ok := err.(*StatusError)
+	return ok && se == c.denied && c.Err() == nil
+}
+
 // status reads a status line and checks its code against want.
 func (c *Conn) status(ctx context.Context, cmd string, want ...int) (int, string, error) {
 	code, msg, err := c.readStatus(ctx, cmd)
@@ -524,7 +591,11 @@ func (c *Conn) status(ctx context.Context, cmd string, want ...int) (int, string
 			return code, msg, nil
 		}
 	}
-	return code, msg, &StatusError{Cmd: cmd, Code: code, Msg: msg}
+	se := &StatusError{Cmd: cmd, Code: code, Msg: msg}
+	if code == 480 {
+		c.denied = se
+	}
+	return code, msg, se
 }
 
 // block streams the body of a multi-line response to fn. An I/O or
@@ -692,11 +763,15 @@ func (c *Conn) CompressGzip(ctx context.Context) error {
 // Date runs DATE (111) and returns the server's clock; the pool uses it
 // as a cheap health check.
 func (c *Conn) Date(ctx context.Context) (time.Time, error) {
-	_, msg, err := c.expect(ctx, "DATE", "DATE", 111)
+	var msg string
+	err := c.relogin(ctx, func() (err error) {
+		_, msg, err = c.expect(ctx, "DATE", "DATE", 111)
+		return err
+	})
 	if err != nil {
 		return time.Time{}, err
 	}
-	t, perr := time.Parse("20060102150405", strings.TrimSpace(msg))
+	t, perr := parseDate(msg)
 	if perr != nil {
 		return time.Time{}, protoErr("DATE", []byte(msg), "bad timestamp", perr)
 	}

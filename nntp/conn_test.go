@@ -309,6 +309,133 @@ func TestAuth(t *testing.T) {
 	}
 }
 
+// TestModeReaderBeforeLogin: against a mode-switching server (INN's innd
+// towards a peer), which starts a new session on MODE READER, Dial sends
+// MODE READER first and logs in after it, so the connection it returns is
+// logged in and in reader mode.
+// (Was: Dial logged in before MODE READER, against RFC 4643 section 2.2; the server's hand-over forgot the login and every reader command got 480.)
+func TestModeReaderBeforeLogin(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, nntptest.Config{Users: map[string]string{"alice": "secret"}, ModeSwitching: true}, 5)
+	ctx := context.Background()
+	c := dial(t, Config{Addr: s.Addr(), User: "alice", Pass: "secret"})
+	caps, err := c.Capabilities(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// RFC 4643: a server lists no AUTHINFO once the client has logged in.
+	if !hasCap(caps, "READER") || hasCap(caps, "AUTHINFO") {
+		t.Fatalf("after Dial the server lists %q: want reader mode and logged in (no AUTHINFO)", caps)
+	}
+	if g, err := c.Group(ctx, testGroup); err != nil || g.High != 5 {
+		t.Fatalf("GROUP after Dial: %+v %v", g, err)
+	}
+}
+
+// TestModeReaderAfterLoginWhenAsked: a server that answers MODE READER
+// with 480 gets the login first, then MODE READER again; without a login
+// configured the 480 fails Dial.
+func TestModeReaderAfterLoginWhenAsked(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, nntptest.Config{Users: map[string]string{"alice": "secret"}, ModeReaderNeedsAuth: true}, 5)
+	ctx := context.Background()
+	c := dial(t, Config{Addr: s.Addr(), User: "alice", Pass: "secret"})
+	if g, err := c.Group(ctx, testGroup); err != nil || g.High != 5 {
+		t.Fatalf("GROUP after Dial: %+v %v", g, err)
+	}
+	if _, err := Dial(ctx, Config{Addr: s.Addr()}); !errors.Is(err, ErrAuth) {
+		t.Fatalf("Dial without a login: %v, want ErrAuth", err)
+	}
+}
+
+// TestReloginAfterExpiry: when the server's login expires mid-session,
+// each kind of command answered 480 logs in again and is run once more on
+// the same connection.
+// (Was: the 480 was returned and the connection kept as healthy, so every later command on it failed the same way.)
+func TestReloginAfterExpiry(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, nntptest.Config{Users: map[string]string{"alice": "secret"}}, 30)
+	ctx := context.Background()
+	c := dial(t, Config{Addr: s.Addr(), User: "alice", Pass: "secret", PipelineDepth: 2})
+	steps := []struct {
+		name string
+		run  func() error
+	}{
+		{"GROUP", func() error {
+			g, err := c.Group(ctx, testGroup)
+			if err == nil && g.High != 30 {
+				err = fmt.Errorf("group %+v", g)
+			}
+			return err
+		}},
+		{"OVER", func() error {
+			n := 0
+			err := c.Over(ctx, 1, 10, func(Overview) error { n++; return nil })
+			if err == nil && n != 10 {
+				err = fmt.Errorf("%d overview lines, want 10", n)
+			}
+			return err
+		}},
+		{"pipelined OVER", func() error {
+			// The first range goes alone (Over learns OVER is known), the
+			// rest in a train; the login expires again mid-train: the
+			// ranges behind are answered 480 and fetched after a new login.
+			var got []int64
+			err := c.OverPipelined(ctx, []Range{{1, 5}, {6, 10}, {11, 15}, {16, 20}}, func(_ Range, ov Overview) error {
+				if ov.Number == 6 {
+					s.ExpireLogins()
+				}
+				got = append(got, ov.Number)
+				return nil
+			})
+			for i, n := range got {
+				if n != int64(i+1) {
+					return fmt.Errorf("lines %v, want 1..20 once each in order", got)
+				}
+			}
+			if err == nil && len(got) != 20 {
+				err = fmt.Errorf("lines %v, want 1..20", got)
+			}
+			return err
+		}},
+		{"HEAD", func() error { _, err := c.Head(ctx, "3"); return err }},
+		{"LIST ACTIVE", func() error { return c.ListActive(ctx, "", func(ActiveGroup) error { return nil }) }},
+		{"POST", func() error {
+			return c.Post(ctx, strings.NewReader("From: a@b\r\nNewsgroups: "+testGroup+"\r\nSubject: s\r\n\r\nbody\r\n"))
+		}},
+	}
+	for _, st := range steps {
+		s.ExpireLogins()
+		if err := st.run(); err != nil {
+			t.Fatalf("%s after the login expired: %v", st.name, err)
+		}
+		if c.Err() != nil {
+			t.Fatalf("%s: connection broken: %v", st.name, c.Err())
+		}
+	}
+	if a := s.Stats().Accepted; a != 1 {
+		t.Fatalf("%d connections accepted, want the one", a)
+	}
+}
+
+// TestAuthRequiredWithoutLoginRetires: a 480 on a connection with no login
+// configured fails the command with ErrAuth and retires the connection.
+// (Was: the connection stayed usable, so a pool handed it out again and every request routed to it got the same 480.)
+func TestAuthRequiredWithoutLoginRetires(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, nntptest.Config{Users: map[string]string{"alice": "secret"}}, 5)
+	ctx := context.Background()
+	c := dial(t, Config{Addr: s.Addr()})
+	_, err := c.Group(ctx, testGroup)
+	var se *StatusError
+	if !errors.Is(err, ErrAuth) || !errors.As(err, &se) || se.Code != 480 {
+		t.Fatalf("GROUP without a login: %v, want the 480", err)
+	}
+	if c.Err() == nil {
+		t.Fatal("the connection is still usable after a 480 with no login to give")
+	}
+}
+
 func TestTLS(t *testing.T) {
 	t.Parallel()
 	srvTLS, roots, err := nntptest.SelfSignedTLS()

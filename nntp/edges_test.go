@@ -380,3 +380,80 @@ func TestOverNineteenDigitNumbers(t *testing.T) {
 		t.Fatalf("GROUP gave %d-%d; OVER of it: %v, err %v", g.Low, g.High, got, err)
 	}
 }
+
+// TestAuthRequiredAfterReloginRetires: a command answered 480 again after
+// a new login (the server wants more than this login) is tried twice in
+// all, then fails with ErrAuth and retires the connection.
+// (Was: the connection was kept, and every command on it got the 480.)
+func TestAuthRequiredAfterReloginRetires(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var logins, groups int
+	addr := scriptedServer(t, func(cmd string, _ *bufio.Reader, w *bufio.Writer) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		f := strings.Fields(strings.ToUpper(cmd))
+		switch {
+		case f[0] == "MODE":
+			w.WriteString("200 reader\r\n")
+		case f[0] == "AUTHINFO" && len(f) > 1 && f[1] == "USER":
+			w.WriteString("381 password required\r\n")
+		case f[0] == "AUTHINFO":
+			logins++
+			w.WriteString("281 ok\r\n")
+		case f[0] == "GROUP":
+			groups++
+			w.WriteString("480 this group needs another account\r\n")
+		case f[0] == "QUIT":
+			w.WriteString("205 bye\r\n")
+			return false
+		default:
+			w.WriteString("500 unknown\r\n")
+		}
+		return true
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c := dial(t, Config{Addr: addr, User: "u", Pass: "p"})
+	_, err := c.Group(ctx, "alt.restricted")
+	if !errors.Is(err, ErrAuth) {
+		t.Fatalf("GROUP: %v, want ErrAuth", err)
+	}
+	if c.Err() == nil {
+		t.Fatal("the connection is still usable after a 480 that a new login did not cure")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if groups != 2 || logins != 2 {
+		t.Fatalf("%d GROUP commands and %d logins (Dial's included), want 2 and 2", groups, logins)
+	}
+}
+
+// TestDateTrailingText: RFC 3977 section 3.2 lets a server add text after
+// the last argument of a status line: "111 yyyymmddhhmmss text" is a valid
+// answer to DATE, in UTC.
+// (Was: the text after the timestamp made Date fail with "bad timestamp".)
+func TestDateTrailingText(t *testing.T) {
+	t.Parallel()
+	addr := scriptedServer(t, func(cmd string, _ *bufio.Reader, w *bufio.Writer) bool {
+		switch strings.ToUpper(cmd) {
+		case "MODE READER":
+			w.WriteString("200 reader\r\n")
+		case "DATE":
+			w.WriteString("111 20240229235958 Server date and time\r\n")
+		case "QUIT":
+			w.WriteString("205 bye\r\n")
+			return false
+		default:
+			w.WriteString("500 unknown\r\n")
+		}
+		return true
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c := dial(t, Config{Addr: addr})
+	got, err := c.Date(ctx)
+	if want := time.Date(2024, 2, 29, 23, 59, 58, 0, time.UTC); err != nil || !got.Equal(want) || got.Location() != time.UTC {
+		t.Fatalf("Date = %v, %v; want %v", got, err, want)
+	}
+}

@@ -17,7 +17,9 @@ var (
 	// text says so). A pool reacts by lowering its size for a while.
 	ErrTooManyConnections = errors.New("nntp: too many connections")
 	// ErrAuth: the credentials were rejected (481), or the server wants
-	// authentication the caller did not configure (480).
+	// authentication (480) the caller did not configure, or that logging
+	// in again did not satisfy; after such a 480 the connection is retired
+	// (broken).
 	ErrAuth = errors.New("nntp: authentication failed")
 	// ErrNoSuchGroup: 411.
 	ErrNoSuchGroup = errors.New("nntp: no such group")

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 )
 
 func FuzzParseStatus(f *testing.F) {
@@ -22,6 +23,28 @@ func FuzzParseStatus(f *testing.F) {
 		}
 		if len(line) > 4 && msg != string(line[4:]) {
 			t.Fatalf("text %q from %q", msg, line)
+		}
+	})
+}
+
+// FuzzParseDate: a 111 answer is taken only when it starts with a real
+// UTC date and time written as 14 digits, ending there or followed by a
+// space.
+func FuzzParseDate(f *testing.F) {
+	for _, s := range []string{"20240229235958", "20240229235958 Server date and time", "2024022923595", "+0240229235958", "20230229000000", " 20240229235958", "20240229235958\tx", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, msg string) {
+		got, err := parseDate(msg)
+		if err != nil {
+			return
+		}
+		if got.Location() != time.UTC {
+			t.Fatalf("%q: %v is not UTC", msg, got)
+		}
+		// The timestamp is all of the text up to the first space.
+		if arg, _, _ := strings.Cut(msg, " "); got.Format("20060102150405") != arg {
+			t.Fatalf("%q: parsed as %v", msg, got)
 		}
 	})
 }

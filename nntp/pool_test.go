@@ -192,6 +192,37 @@ func TestPoolHealthCheckDropsDeadConnections(t *testing.T) {
 	}
 }
 
+// TestPoolReloginAfterExpiry: a pooled connection whose login expired logs
+// in again on the 480 and stays in the pool; one with no login to give is
+// retired, not handed to the next caller.
+// (Was: the 480 reached the caller and the connection went back to the pool as healthy, failing every request routed to it.)
+func TestPoolReloginAfterExpiry(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, nntptest.Config{Users: map[string]string{"alice": "secret"}}, 10)
+	ctx := context.Background()
+	group := func(c *Conn) error { _, err := c.Group(ctx, testGroup); return err }
+
+	p := newPool(t, PoolConfig{Conn: Config{Addr: s.Addr(), User: "alice", Pass: "secret"}, Size: 1, HealthEvery: -1})
+	if err := p.Do(ctx, group); err != nil {
+		t.Fatal(err)
+	}
+	s.ExpireLogins()
+	if err := p.Do(ctx, group); err != nil {
+		t.Fatalf("after the login expired: %v", err)
+	}
+	if st := p.Stats(); st.Dials != 1 || st.Idle != 1 || st.Errors != 0 {
+		t.Fatalf("want the one connection kept: %+v", st)
+	}
+
+	anon := newPool(t, PoolConfig{Conn: Config{Addr: s.Addr()}, Size: 1, HealthEvery: -1})
+	if err := anon.Do(ctx, group); !errors.Is(err, ErrAuth) {
+		t.Fatalf("without a login: %v, want ErrAuth", err)
+	}
+	if st := anon.Stats(); st.Idle != 0 || st.Errors != 1 {
+		t.Fatalf("want the connection retired: %+v", st)
+	}
+}
+
 func TestPoolStop(t *testing.T) {
 	t.Parallel()
 	s := startServer(t, nntptest.Config{}, 10)

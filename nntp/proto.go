@@ -8,6 +8,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // lineReader reads CRLF-terminated lines with a length limit. The slices it
@@ -88,6 +89,24 @@ func ParseStatus(line []byte) (code int, msg string, err error) {
 		msg = string(line[4:])
 	}
 	return code, msg, nil
+}
+
+// parseDate parses the text of a 111 answer to DATE: "yyyymmddhhmmss",
+// the server's clock in UTC (RFC 3977 section 7.1), then possibly a space
+// and any text, which section 3.2 lets a server add after the last
+// argument.
+func parseDate(msg string) (time.Time, error) {
+	arg, _, _ := strings.Cut(msg, " ")
+	if len(arg) != 14 {
+		return time.Time{}, errors.New("timestamp is not 14 digits")
+	}
+	for i := 0; i < len(arg); i++ {
+		if arg[i] < '0' || arg[i] > '9' {
+			return time.Time{}, errors.New("timestamp is not 14 digits")
+		}
+	}
+	// time.ParseInLocation refuses impossible dates (February 30, hour 24).
+	return time.ParseInLocation("20060102150405", arg, time.UTC)
 }
 
 // Overview is one line of an OVER/XOVER response: the fields of RFC 3977

@@ -1,6 +1,9 @@
 package nntp
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 func TestParseOverview(t *testing.T) {
 	t.Parallel()
@@ -60,6 +63,38 @@ func TestParseStatus(t *testing.T) {
 		code, msg, err := ParseStatus([]byte(tc.line))
 		if (err == nil) != tc.ok || code != tc.code || msg != tc.msg {
 			t.Errorf("%q: %d %q %v", tc.line, code, msg, err)
+		}
+	}
+}
+
+// TestParseDate: the text of a 111 answer is the 14-digit UTC timestamp,
+// then possibly a space and free text; nothing else is a timestamp.
+// (Was: text after the timestamp, which RFC 3977 section 3.2 allows, was refused.)
+func TestParseDate(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		msg string
+		ok  bool
+	}{
+		{"20240229235958", true},
+		{"20240229235958 Server date and time", true},
+		{"20240229235958 ", true},
+		{"2024022923595", false},
+		{"202402292359589", false},
+		{"20240229235958x", false},
+		{"+0240229235958", false},
+		{"20230229000000", false}, // no February 29 in 2023
+		{"20240229240000", false},
+		{" 20240229235958", false},
+		{"", false},
+	} {
+		got, err := parseDate(tc.msg)
+		if (err == nil) != tc.ok {
+			t.Errorf("%q: %v, %v", tc.msg, got, err)
+			continue
+		}
+		if want := time.Date(2024, 2, 29, 23, 59, 58, 0, time.UTC); tc.ok && (!got.Equal(want) || got.Location() != time.UTC) {
+			t.Errorf("%q: %v, want %v", tc.msg, got, want)
 		}
 	}
 }

@@ -8,7 +8,8 @@
 // subjects, posters, dates, message-ids, byte and line counts) that cost no
 // memory, plus whatever is posted; they can grow while clients read.
 // Faults can be injected: refusing greetings, slow responses, connections
-// cut mid-response and garbage lines.
+// cut mid-response and garbage lines. It can act as a mode-switching server
+// (INN's innd towards a peer) and expire its sessions' logins.
 package nntptest
 
 import (
@@ -31,6 +32,16 @@ type Config struct {
 	Addr string
 	// Users, when non-empty, makes AUTHINFO USER/PASS mandatory.
 	Users map[string]string
+	// ModeSwitching makes the server mode-switching (RFC 3977 section
+	// 5.3) as INN's innd is towards a peer: it greets in transit mode,
+	// CAPABILITIES lists MODE-READER instead of READER, reader commands
+	// are answered "401 MODE-READER", and MODE READER starts a new reader
+	// session, as innd hands the connection to nnrpd: a login made before
+	// it is forgotten.
+	ModeSwitching bool
+	// ModeReaderNeedsAuth answers MODE READER with 480 until the client
+	// has logged in, as some providers do.
+	ModeReaderNeedsAuth bool
 	// MaxConns caps concurrent connections; a connection beyond it is
 	// greeted with "502 too many connections" and closed. Zero means none.
 	MaxConns int
@@ -108,6 +119,9 @@ type Server struct {
 	connMu sync.Mutex
 	conns  map[net.Conn]struct{}
 	active atomic.Int64
+	// logins counts ExpireLogins: a session's login holds while it is the
+	// value the session logged in under.
+	logins atomic.Int64
 	peakMu sync.Mutex // orders peak updates with ResetPeak
 	peak   int64
 	st     struct{ accepted, refused, commands atomic.Int64 }
@@ -331,7 +345,11 @@ func (s *Server) serve(nc net.Conn) {
 	}
 	s.st.accepted.Add(1)
 	sess := newSession(s, nc)
-	sess.printf("200 nntptest ready (posting ok)")
+	if s.cfg.ModeSwitching {
+		sess.printf("200 nntptest ready (transit mode)")
+	} else {
+		sess.printf("200 nntptest ready (posting ok)")
+	}
 	if sess.flush() != nil {
 		return
 	}
@@ -362,6 +380,11 @@ func (s *Server) wait(d time.Duration) {
 	case <-s.done:
 	}
 }
+
+// ExpireLogins forgets the login of every session open now, as a provider
+// whose authentication expired: their next command that needs a login is
+// answered 480 until they log in again.
+func (s *Server) ExpireLogins() { s.logins.Add(1) }
 
 // CloseConns cuts every client connection now, as a server restart or a
 // network failure would; the server keeps accepting new ones.

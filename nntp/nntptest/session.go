@@ -31,13 +31,15 @@ type session struct {
 
 	user    string
 	authed  bool
+	login   int64  // Server.logins when the session logged in
+	transit bool   // a ModeSwitching server before MODE READER
 	group   *group // a snapshot pointer; its high is read under the lock
 	current int64
 	closed  bool
 }
 
 func newSession(s *Server, nc net.Conn) *session {
-	se := &session{s: s, buf: make([]byte, 0, 1024)}
+	se := &session{s: s, buf: make([]byte, 0, 1024), transit: s.cfg.ModeSwitching}
 	se.attach(nc)
 	return se
 }
@@ -91,7 +93,30 @@ func (se *session) loop() {
 }
 
 func (se *session) needAuth() bool {
-	return len(se.s.cfg.Users) > 0 && !se.authed
+	return len(se.s.cfg.Users) > 0 && !se.loggedIn()
+}
+
+// loggedIn: AUTHINFO succeeded, and ExpireLogins has not run since.
+func (se *session) loggedIn() bool {
+	return se.authed && se.login == se.s.logins.Load()
+}
+
+// modeReader answers MODE READER. On a mode-switching server it starts the
+// reader session afresh, as innd's hand-over to nnrpd does: nnrpd knows
+// nothing of a login made with innd.
+func (se *session) modeReader(args string) {
+	switch {
+	case !strings.EqualFold(args, "READER"):
+		se.printf("501 unknown mode")
+	case se.s.cfg.ModeReaderNeedsAuth && se.needAuth():
+		se.printf("480 authentication required")
+	case se.transit:
+		se.transit = false
+		se.user, se.authed = "", false
+		se.printf("200 nntptest reader ready (posting ok)")
+	default:
+		se.printf("200 reader mode, posting ok")
+	}
 }
 
 func (se *session) handle(line string, f Faults) {
@@ -108,11 +133,7 @@ func (se *session) handle(line string, f Faults) {
 		se.capabilities()
 		return
 	case "MODE":
-		if strings.EqualFold(args, "READER") {
-			se.printf("200 reader mode, posting ok")
-		} else {
-			se.printf("501 unknown mode")
-		}
+		se.modeReader(args)
 		return
 	case "AUTHINFO":
 		se.authinfo(args)
@@ -122,6 +143,16 @@ func (se *session) handle(line string, f Faults) {
 		return
 	case "DATE":
 		se.printf("111 %s", time.Now().UTC().Format("20060102150405"))
+		return
+	}
+	if se.transit {
+		switch verb {
+		case "COMPRESS", "XFEATURE", "GROUP", "LIST", "OVER", "XOVER", "HEAD", "BODY", "ARTICLE", "STAT", "POST":
+			// innd's answer to reader commands from a peer.
+			se.printf("401 MODE-READER")
+		default:
+			se.printf("500 unknown command")
+		}
 		return
 	}
 	if se.needAuth() {
@@ -156,11 +187,15 @@ func (se *session) handle(line string, f Faults) {
 func (se *session) capabilities() {
 	se.printf("101 capability list follows")
 	se.printf("VERSION 2")
-	se.printf("READER")
-	se.printf("POST")
-	se.printf("OVER")
-	se.printf("HDR")
-	se.printf("LIST ACTIVE OVERVIEW.FMT")
+	if se.transit {
+		se.printf("MODE-READER")
+	} else {
+		se.printf("READER")
+		se.printf("POST")
+		se.printf("OVER")
+		se.printf("HDR")
+		se.printf("LIST ACTIVE OVERVIEW.FMT")
+	}
 	if se.needAuth() {
 		se.printf("AUTHINFO USER")
 	}
@@ -169,7 +204,7 @@ func (se *session) capabilities() {
 			se.printf("STARTTLS")
 		}
 	}
-	if !se.s.cfg.NoCompress && !se.s.cfg.NoDeflate && se.fw == nil {
+	if !se.s.cfg.NoCompress && !se.s.cfg.NoDeflate && se.fw == nil && !se.transit {
 		se.printf("COMPRESS DEFLATE")
 	}
 	se.printf("IMPLEMENTATION nntptest")
@@ -180,7 +215,7 @@ func (se *session) authinfo(args string) {
 	sub, val, _ := strings.Cut(args, " ")
 	switch strings.ToUpper(sub) {
 	case "USER":
-		if se.authed {
+		if se.loggedIn() {
 			se.printf("502 already authenticated")
 			return
 		}
@@ -192,7 +227,7 @@ func (se *session) authinfo(args string) {
 			return
 		}
 		if pass, ok := se.s.cfg.Users[se.user]; ok && pass == val {
-			se.authed = true
+			se.authed, se.login = true, se.s.logins.Load()
 			se.printf("281 authentication accepted")
 			return
 		}
