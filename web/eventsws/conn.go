@@ -282,7 +282,10 @@ func (c *conn) handleLoop(ctx context.Context, frames <-chan frame, read <-chan 
 		if f.text {
 			ok = c.handle(ctx, f.b)
 		} else {
-			ok = c.answerErr("", CodeBadRequest, "messages are JSON text")
+			// Refused whatever it holds, but named when it holds a
+			// request: a client library may send bytes as binary.
+			req, _ := decodeRequest(f.b)
+			ok = c.answerErr(req.id, CodeBadRequest, "messages are JSON text, not binary frames")
 		}
 		if !ok {
 			return errTooSlow

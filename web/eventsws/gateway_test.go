@@ -239,6 +239,240 @@ func TestRequestErrors(t *testing.T) {
 	}
 }
 
+// TestSubscriptionSlotsAndIDs: an unsubscribed id frees its slot of the
+// socket's max_subs and may be subscribed again, on another anchor, which
+// is what it hears from then on; the old anchor's changes made after the
+// unsubscribe reach nobody.
+func TestSubscriptionSlotsAndIDs(t *testing.T) {
+	t.Parallel()
+	e := start(t, nil)
+	c := e.dial("", nil)
+	for i := 0; i < events.MaxSessionSubsDefault; i++ {
+		if m := c.subscribe(fmt.Sprint(i), "project-1/files/"+fmt.Sprint(i), nil); m.Type != TypeSubscribed {
+			t.Fatalf("subscription %d: %+v", i, m)
+		}
+	}
+	if m := c.subscribe("one-more", "project-1/files/x", nil); m.Type != TypeError || m.Code != CodeTooMany || m.ID != "one-more" {
+		t.Fatalf("subscription %d: %+v, want too-many", events.MaxSessionSubsDefault+1, m)
+	}
+	c.send(map[string]any{"type": "unsubscribe", "id": "0"})
+	if m := c.read(); m.Type != TypeUnsubscribed || m.ID != "0" {
+		t.Fatalf("unsubscribe: %+v", m)
+	}
+	if m := c.subscribe("one-more", "project-1/files/x", nil); m.Type != TypeSubscribed {
+		t.Fatalf("subscribe after an unsubscribe freed a slot: %+v", m)
+	}
+	c.send(map[string]any{"type": "unsubscribe", "id": "one-more"})
+	if m := c.read(); m.Type != TypeUnsubscribed {
+		t.Fatalf("unsubscribe: %+v", m)
+	}
+	if m := c.subscribe("0", "project-1/files/again", nil); m.Type != TypeSubscribed || m.ID != "0" {
+		t.Fatalf("the same id after its unsubscribe: %+v", m)
+	}
+	e.set("project-1", "files", "0/k", []byte("old anchor"))
+	e.set("project-1", "files", "x/k", []byte("unsubscribed anchor"))
+	e.set("project-1", "files", "again/k", []byte("new anchor"))
+	if m := c.read(); m.Type != TypeEvent || m.Sub != "0" || m.Value != "new anchor" {
+		t.Fatalf("first delivery %+v, want the new anchor's change", m)
+	}
+	if st := e.g.cfg.Router.Stats(); st.Subs != events.MaxSessionSubsDefault {
+		t.Fatalf("router %+v, want the socket's %d", st, events.MaxSessionSubsDefault)
+	}
+}
+
+// TestMessageSizeLimit: a client message of 8 KiB is answered; one byte
+// more closes the socket with 1009.
+func TestMessageSizeLimit(t *testing.T) {
+	t.Parallel()
+	e := start(t, nil)
+	c := e.dial("", nil)
+	msg := func(size int) []byte {
+		head := `{"type":"unsubscribe","id":"big","pad":"`
+		return []byte(head + strings.Repeat("x", size-len(head)-2) + `"}`)
+	}
+	if err := c.ws.Write(context.Background(), websocket.MessageText, msg(MaxMessageBytes)); err != nil {
+		t.Fatal(err)
+	}
+	if m := c.read(); m.Type != TypeError || m.Code != CodeNotFound || m.ID != "big" {
+		t.Fatalf("a message of %d bytes: %+v, want its answer (not-found)", MaxMessageBytes, m)
+	}
+	if err := c.ws.Write(context.Background(), websocket.MessageText, msg(MaxMessageBytes+1)); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, b, err := c.ws.Read(ctx); websocket.CloseStatus(err) != websocket.StatusMessageTooBig {
+		t.Fatalf("a message of %d bytes: %s %v, want the socket closed with 1009", MaxMessageBytes+1, b, err)
+	}
+	testwait.For(t, "the socket's session gone", func() bool { return e.g.cfg.Router.Stats().Sessions == 0 })
+}
+
+// TestNothingAnsweredAfterClose: a request the client sends after its close
+// frame is not handled, and the socket's subscriptions end with it.
+func TestNothingAnsweredAfterClose(t *testing.T) {
+	t.Parallel()
+	e := start(t, nil)
+	c := rawDial(t, e.ts.URL)
+	if op, p, err := c.frame(10 * time.Second); err != nil || op != 0x1 {
+		t.Fatalf("first frame: op %d %s %v, want ready", op, p, err)
+	}
+	c.write(0x1, []byte(`{"type":"subscribe","id":"a","anchor":"project-1/files"}`))
+	if op, p, err := c.frame(30 * time.Second); err != nil || op != 0x1 || !strings.Contains(string(p), `"subscribed"`) {
+		t.Fatalf("subscribe: op %d %s %v", op, p, err)
+	}
+	c.write(0x8, []byte{0x03, 0xe8}) // close, 1000
+	c.write(0x1, []byte(`{"type":"subscribe","id":"b","anchor":"project-1/other"}`))
+	for {
+		op, p, err := c.frame(30 * time.Second)
+		if err != nil || op == 0x8 {
+			break // the close answered, or the connection closed
+		}
+		if op == 0x1 {
+			t.Fatalf("after the client's close: %s", p)
+		}
+	}
+	testwait.Until(t, "the socket's subscriptions gone", func() (bool, string) {
+		st := e.g.cfg.Router.Stats()
+		return st.Sessions == 0 && st.Subs == 0 && st.Watches == 0, fmt.Sprintf("%+v", st)
+	})
+}
+
+// TestTooSlowClientClosed: a client that sends requests and does not read
+// their answers is closed with 1008 once its answers' queue is full.
+func TestTooSlowClientClosed(t *testing.T) {
+	t.Parallel()
+	e := start(t, func(c *Config) {
+		c.QueueMessages = 1
+		c.PingInterval = -1
+		c.WriteTimeout = time.Minute // the client reads only once the gateway gave up
+	})
+	c := e.dial("", nil)
+	stop := make(chan struct{})
+	sent := make(chan struct{})
+	go func() {
+		defer close(sent)
+		b := []byte(`{"type":"unsubscribe","id":"none"}`)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if c.ws.Write(context.Background(), websocket.MessageText, b) != nil {
+				return
+			}
+		}
+	}()
+	testwait.For(t, "the gateway giving up on the socket", func() bool { return e.g.cfg.Router.Stats().Sessions == 0 })
+	close(stop)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var err error
+	for err == nil {
+		_, _, err = c.ws.Read(ctx)
+	}
+	<-sent
+	if websocket.CloseStatus(err) != websocket.StatusPolicyViolation {
+		t.Fatalf("the socket ended with %v, want 1008", err)
+	}
+}
+
+// TestAckOfAnotherUsersEntry: an ack of an entry delivered to another
+// user is unknown-entry, for a subscription id the acker holds too.
+func TestAckOfAnotherUsersEntry(t *testing.T) {
+	t.Parallel()
+	e := start(t, func(c *Config) {
+		c.Authorizer = web.Accounts([]web.Account{
+			{Principal: web.Principal{Name: "alice", Scopes: []string{"project-1"}}, Password: "pa"},
+			{Principal: web.Principal{Name: "bob", Scopes: []string{"project-1"}}, Password: "pb"},
+		})
+	})
+	login := func(user, pw string) http.Header {
+		h := http.Header{}
+		h.Set("Authorization", "Basic "+basic(user, pw))
+		return h
+	}
+	alice, bob := e.dial("", login("alice", "pa")), e.dial("", login("bob", "pb"))
+	for _, c := range []*client{alice, bob} {
+		// Bob's row is on another stream: nothing of it is in flight.
+		anchor := map[*client]string{alice: "project-1/jobs", bob: "project-1/bobs-jobs"}[c]
+		c.send(map[string]any{"type": "subscribe", "id": "jobs", "anchor": anchor, "mode": "single"})
+		if m := c.read(); m.Type != TypeSubscribed {
+			t.Fatalf("durable subscribe: %+v", m)
+		}
+	}
+	e.set("project-1", "jobs", "1", []byte("alice's"))
+	m := alice.read()
+	if m.Type != TypeEvent || m.Entry == "" {
+		t.Fatalf("alice's delivery %+v", m)
+	}
+	bob.send(map[string]any{"type": "ack", "sub": "jobs", "entry": m.Entry})
+	if a := bob.read(); a.Type != TypeError || a.Code != CodeUnknownEntry || a.ID != m.Entry {
+		t.Fatalf("bob's ack of alice's entry: %+v, want unknown-entry naming it", a)
+	}
+	alice.send(map[string]any{"type": "ack", "sub": "jobs", "entry": m.Entry})
+	if a := alice.read(); a.Type != TypeAcked || a.ID != m.Entry {
+		t.Fatalf("alice's ack: %+v", a)
+	}
+}
+
+// (Was: a request with a field of the wrong JSON type — a filter's ops as
+// a string, an anchor as a number — was answered bad-request with no id,
+// so a client could not tell which subscribe failed, and the browser
+// client kept it and sent it again on every reconnect.)
+func TestWrongTypedFieldErrorNamesItsRequest(t *testing.T) {
+	t.Parallel()
+	e := start(t, nil)
+	c := e.dial("", nil)
+	for _, tc := range []struct{ msg, id, says string }{
+		{`{"type":"subscribe","id":"files","anchor":"project-1/files","filter":{"ops":"set"}}`, "files", "filter.ops"},
+		{`{"type":"subscribe","id":"globs","anchor":"project-1/files","filter":{"glob":["*.txt"]}}`, "globs", "filter.glob"},
+		{`{"type":"subscribe","id":"num","anchor":7}`, "num", "anchor"},
+		{`{"type":"unsubscribe","id":"files","mode":true}`, "files", "mode"},
+		{`{"type":"ack","sub":7,"entry":"project-1/jobs#7"}`, "project-1/jobs#7", "sub"},
+		{`{"type":1,"id":"typed"}`, "typed", "type"},
+	} {
+		if err := c.ws.Write(context.Background(), websocket.MessageText, []byte(tc.msg)); err != nil {
+			t.Fatal(err)
+		}
+		if m := c.read(); m.Type != TypeError || m.Code != CodeBadRequest || m.ID != tc.id || !strings.Contains(m.Message, tc.says) {
+			t.Fatalf("%s: answer %+v, want bad-request naming %q and saying %q", tc.msg, m, tc.id, tc.says)
+		}
+	}
+	// The socket is still usable.
+	if m := c.subscribe("files", "project-1/files", map[string]any{"ops": []string{"set"}}); m.Type != TypeSubscribed || m.ID != "files" {
+		t.Fatalf("subscribe after the errors: %+v", m)
+	}
+}
+
+// (Was: a request sent in a binary frame was answered bad-request with no
+// id: a client whose library sends bytes as binary could not tell which of
+// its requests were refused.)
+func TestBinaryFrameErrorNamesItsRequest(t *testing.T) {
+	t.Parallel()
+	e := start(t, nil)
+	c := e.dial("", nil)
+	for _, tc := range []struct{ msg, id string }{
+		{`{"type":"subscribe","id":"files","anchor":"project-1/files"}`, "files"},
+		{`{"type":"ack","sub":"jobs","entry":"project-1/jobs#7"}`, "project-1/jobs#7"},
+		{`not json`, ""},
+	} {
+		if err := c.ws.Write(context.Background(), websocket.MessageBinary, []byte(tc.msg)); err != nil {
+			t.Fatal(err)
+		}
+		if m := c.read(); m.Type != TypeError || m.Code != CodeBadRequest || m.ID != tc.id || !strings.Contains(m.Message, "text") {
+			t.Fatalf("binary %s: answer %+v, want bad-request naming %q", tc.msg, m, tc.id)
+		}
+	}
+	// Nothing was subscribed, and the socket is still usable.
+	if st := e.g.cfg.Router.Stats(); st.Subs != 0 {
+		t.Fatalf("a binary subscribe was taken: router %+v", st)
+	}
+	if m := c.subscribe("files", "project-1/files", nil); m.Type != TypeSubscribed {
+		t.Fatalf("subscribe after a binary frame: %+v", m)
+	}
+}
+
 // TestAckErrorNamesItsEntry: an error answering an ack names the ack's
 // entry, whatever is wrong with it, a bad mode included; the mode was
 // checked before the ack's entry was read, so that error named "".
@@ -300,6 +534,41 @@ func TestTenantScopes(t *testing.T) {
 	e.set("acme", "files", "k", []byte("v"))
 	if m := c.read(); m.Sub != "mine" || m.Subject != "acme/files/k" {
 		t.Fatalf("event %+v", m)
+	}
+}
+
+// TestOriginAndCredentialsRefused: a browser page of another origin is
+// refused (403) before its credentials are looked at, and a wrong
+// password is 401, both before the upgrade.
+func TestOriginAndCredentialsRefused(t *testing.T) {
+	t.Parallel()
+	e := start(t, func(c *Config) {
+		c.Authorizer = web.Accounts([]web.Account{{Principal: web.Principal{Name: "acme", Scopes: []string{"acme"}}, Password: "pw"}})
+	})
+	u := "ws" + strings.TrimPrefix(e.ts.URL, "http") + "/ws/events"
+	good := http.Header{}
+	good.Set("Authorization", "Basic "+basic("acme", "pw"))
+	bad := http.Header{}
+	bad.Set("Authorization", "Basic "+basic("acme", "wrong"))
+	evil := good.Clone()
+	evil.Set("Origin", "http://evil.example")
+	for _, tc := range []struct {
+		what string
+		h    http.Header
+		want int
+	}{{"another origin", evil, http.StatusForbidden}, {"a wrong password", bad, http.StatusUnauthorized}} {
+		if _, resp, err := websocket.Dial(context.Background(), u, &websocket.DialOptions{HTTPHeader: tc.h}); err == nil || resp == nil || resp.StatusCode != tc.want {
+			t.Fatalf("%s: %v %v, want %d", tc.what, err, resp, tc.want)
+		}
+	}
+	c := e.dial("", good)
+	if m := c.subscribe("mine", "acme/files", nil); m.Type != TypeSubscribed {
+		t.Fatalf("own scope: %+v", m)
+	}
+	// A durable subscription is bound by the scopes as a session's is.
+	c.send(map[string]any{"type": "subscribe", "id": "theirs", "anchor": "project-1/jobs", "mode": "single"})
+	if m := c.read(); m.Type != TypeError || m.Code != CodeForbidden || m.ID != "theirs" {
+		t.Fatalf("durable subscribe in another scope: %+v, want forbidden", m)
 	}
 }
 

@@ -206,3 +206,68 @@ console.log(JSON.stringify(sockets[1].sent));
 		t.Fatalf("sent on the next socket: %s; want only the ack still unanswered, not the refused one", out)
 	}
 }
+
+// (Was: the /events page took every error naming an id for the end of that
+// subscription and removed it from its list, `unavailable` included, which
+// the client retries: the subscription came back live with no item to
+// unsubscribe it by.)
+func TestPageKeepsSubscriptionItRetries(t *testing.T) {
+	t.Parallel()
+	html, err := static.ReadFile("static/events.html")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const open = "<script>\n"
+	i := strings.LastIndex(string(html), open)
+	j := strings.LastIndex(string(html), "</script>")
+	if i < 0 || j < i {
+		t.Fatal("no inline script in events.html")
+	}
+	// A fake of the few DOM calls the page makes; the page's script in a
+	// block of its own, so that its names do not meet the harness's.
+	page := `
+class El {
+  constructor() { this.children = []; this.dataset = {}; this.listeners = {}; this.value = ""; this.checked = false; this.textContent = ""; this.parent = null; }
+  addEventListener(t, f) { this.listeners[t] = f; }
+  append(...cs) { for (const c of cs) { c.parent = this; this.children.push(c); } }
+  prepend(c) { c.parent = this; this.children.unshift(c); }
+  remove() { if (this.parent) this.parent.children.splice(this.parent.children.indexOf(this), 1); }
+  get childElementCount() { return this.children.length; }
+  get lastChild() { return this.children[this.children.length - 1]; }
+}
+const els = {};
+globalThis.document = {
+  getElementById: (id) => els[id] || (els[id] = new El()),
+  createElement: () => new El(),
+  querySelector: (sel) => els.subs.children.find((li) => sel === 'li[data-id="' + li.dataset.id + '"]') || null,
+};
+globalThis.CSS = {escape: (s) => s};
+{
+` + string(html[i+len(open):j]) + `
+}
+`
+	out := runClient(t, page+`
+open(sockets[0]);
+serverSays(sockets[0], {type: "ready", user: "anonymous", max_subs: 50});
+const submit = (anchor) => { document.getElementById("anchor").value = anchor; els.sub.listeners.submit({preventDefault() {}}); };
+submit("project-1/files");
+serverSays(sockets[0], {type: "error", id: "s1", code: "unavailable", message: "retry"});
+const afterUnavailable = els.subs.children.map((li) => li.dataset.id);
+submit("other/files");
+serverSays(sockets[0], {type: "error", id: "s2", code: "forbidden", message: "no"});
+console.log(JSON.stringify({afterUnavailable, afterForbidden: els.subs.children.map((li) => li.dataset.id)}));
+`)
+	var r struct {
+		AfterUnavailable []string `json:"afterUnavailable"`
+		AfterForbidden   []string `json:"afterForbidden"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("%s: %v", out, err)
+	}
+	if len(r.AfterUnavailable) != 1 || r.AfterUnavailable[0] != "s1" {
+		t.Fatalf("listed after an unavailable answer: %v; want s1 kept (the client retries it)", r.AfterUnavailable)
+	}
+	if len(r.AfterForbidden) != 1 || r.AfterForbidden[0] != "s1" {
+		t.Fatalf("listed after a forbidden answer: %v; want s2 dropped, s1 kept", r.AfterForbidden)
+	}
+}

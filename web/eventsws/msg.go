@@ -86,7 +86,9 @@ func decodeRequest(b []byte) (request, error) {
 		return request{}, fmt.Errorf("%w: %v", errBad, err)
 	}
 	var m clientMsg
-	if err := json.Unmarshal(b, &m); err != nil {
+	err := json.Unmarshal(b, &m)
+	var te *json.UnmarshalTypeError
+	if err != nil && (!errors.As(err, &te) || te.Field == "") {
 		return request{}, fmt.Errorf("%w: not a JSON message object: %v", errBad, err)
 	}
 	r := request{typ: m.Type, id: m.ID, mode: m.Mode}
@@ -94,6 +96,11 @@ func decodeRequest(b []byte) (request, error) {
 		// Before any check: an ack's error names its entry, whatever is
 		// wrong with it (its mode included).
 		r.id, r.sub = m.Entry, m.Sub
+	}
+	if te != nil {
+		// A field of the wrong type (a filter's ops as a string): the
+		// decoder read the others, so the error still names the request.
+		return r, fmt.Errorf("%w: %s: a JSON %s, want %s", errBad, te.Field, te.Value, jsonKind(te.Type.String()))
 	}
 	switch m.Mode {
 	case "", events.ModeBroadcast, events.ModeSingle:
@@ -134,6 +141,17 @@ func decodeRequest(b []byte) (request, error) {
 		return r, fmt.Errorf("%w: unknown type %q (want subscribe, unsubscribe or ack)", errBad, clip(m.Type))
 	}
 	return r, nil
+}
+
+// jsonKind names, for a client, the JSON a field of Go type typ takes.
+func jsonKind(typ string) string {
+	switch typ {
+	case "string":
+		return "a string"
+	case "[]string":
+		return "an array of strings"
+	}
+	return "an object"
 }
 
 // maxIDBytes bounds a subscription id.

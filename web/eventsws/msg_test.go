@@ -24,6 +24,7 @@ func TestDecodeRequest(t *testing.T) {
 		{`{"type":"` + strings.Repeat("x", 100) + `"}`, "unknown type"},
 		{`{}`, "missing type"},
 		{`[1]`, "not a JSON message object"},
+		{`{"type":"subscribe","id":"1","anchor":"p/s","filter":{"ops":"set"}}`, "filter.ops: a JSON string, want an array of strings"},
 		{"{\"type\":\"unsubscribe\",\"id\":\"\xff\"}", "not valid UTF-8"},
 		// encoding/json reads a lone surrogate escape as U+FFFD, so these
 		// two ids would both be "a\ufffd" (and the anchor key "\ufffd").

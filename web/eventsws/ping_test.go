@@ -84,6 +84,18 @@ func (c *rawWS) frame(deadline time.Duration) (op byte, payload []byte, err erro
 	return h[0] & 0x0f, payload, nil
 }
 
+// write sends one frame of op, masked (with a zero key), of under 126 bytes.
+func (c *rawWS) write(op byte, payload []byte) {
+	c.t.Helper()
+	if len(payload) > 125 {
+		c.t.Fatalf("frame of %d bytes", len(payload))
+	}
+	fr := append([]byte{0x80 | op, 0x80 | byte(len(payload)), 0, 0, 0, 0}, payload...)
+	if _, err := c.nc.Write(fr); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
 // TestUnansweredPingClosesSocket: when a ping's pong does not come within
 // WriteTimeout, the gateway closes the socket. The library's Ping leaves
 // it open, and the writer used to return without closing it: the reader
