@@ -74,4 +74,31 @@ func TestDataMessageEndsTheConnection(t *testing.T) {
 		st := g.Stats()
 		return st.Open == 0 && n == 0, fmt.Sprintf("%d connections open, %d watches running", st.Open, n)
 	})
+
+	// Any data message is one: binary, or larger than the server's read
+	// limit (it is not read, only seen).
+	for name, msg := range map[string]struct {
+		typ websocket.MessageType
+		b   []byte
+	}{
+		"binary":   {websocket.MessageBinary, []byte{0, 1, 2}},
+		"oversize": {websocket.MessageText, make([]byte, 1<<20)},
+	} {
+		ws := dial(t, ts, params("hub", "log", 1), nil)
+		for {
+			if m := mustRead(t, ws); m.Type == TypeCaughtUp {
+				break
+			}
+		}
+		if err := ws.Write(context.Background(), msg.typ, msg.b); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		var err error
+		for err == nil {
+			_, err = read(ws)
+		}
+		if st := websocket.CloseStatus(err); st != websocket.StatusPolicyViolation {
+			t.Fatalf("after a %s message: %v, want close 1008", name, err)
+		}
+	}
 }

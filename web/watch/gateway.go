@@ -349,7 +349,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if err != nil {
-			http.Error(w, string(persist.CodeOf(err))+": "+err.Error(), httpStatus(err))
+			http.Error(w, string(refusalCode(err))+": "+err.Error(), httpStatus(err))
 			return
 		}
 		p.from = inv.Seq + 1
@@ -373,6 +373,19 @@ func (g *Gateway) enter() bool {
 	}
 	g.wg.Add(1)
 	return true
+}
+
+// refusalCode is the code a refusal's body starts with for a persist error
+// met before the upgrade: the server's own code, or unavailable for a
+// failure on the way there (no responders, a timeout, the gateway's client
+// closed), which is what its 503 means; persist.CodeOf would call those
+// internal, a bug's code.
+func refusalCode(err error) persist.Code {
+	var e *persist.Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return persist.CodeUnavailable
 }
 
 // httpStatus maps a persist error met before the upgrade to a status.

@@ -2,9 +2,12 @@ package watch
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,6 +18,7 @@ import (
 	"github.com/switchyard-dev/switchyard/internal/testpersist/persistenv"
 	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/persist"
+	"github.com/switchyard-dev/switchyard/persist/server"
 )
 
 // TestWatchInOrderAcrossReconnect: 1,000 writes, made while the browser
@@ -291,15 +295,20 @@ func TestWatchBadParams(t *testing.T) {
 		{"control char in stream", "scope=hub&stream=a%01b"},
 		{"from not a number", "scope=hub&stream=log&from=x"},
 		{"negative from", "scope=hub&stream=log&from=-1"},
+		{"from past uint64", "scope=hub&stream=log&from=18446744073709551616"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			resp, err := http.Get(ts.URL + "/ws/watch?" + c.query)
 			if err != nil {
 				t.Fatal(err)
 			}
+			body, err := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			if resp.StatusCode != http.StatusBadRequest {
-				t.Errorf("status %d, want 400", resp.StatusCode)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.StatusCode != http.StatusBadRequest || !strings.HasPrefix(string(body), CodeBadRequest+": ") {
+				t.Errorf("HTTP %d %q, want 400 starting with %q", resp.StatusCode, body, CodeBadRequest+": ")
 			}
 		})
 	}
@@ -351,4 +360,211 @@ func TestWatchEndedSaysWhy(t *testing.T) {
 		t.Errorf("ended with %v, want close %d", err, CloseUnavailable)
 	}
 	testwait.For(t, "the connection to end", func() bool { return g.Stats().Open == 0 })
+}
+
+// TestWatchUnreachableServerSaysUnavailable: a request without from whose
+// stream's server cannot be reached is refused 503 with a body that starts
+// with unavailable, as every refusal's body starts with its code. (Was: the
+// body started with internal, the code of a bug, for a server that is
+// merely down.)
+func TestWatchUnreachableServerSaysUnavailable(t *testing.T) {
+	t.Parallel()
+	env := persistenv.Start(t, 1)
+	_, ts := gateway(t, env.Client(), nil)
+	env.StopServer("0")
+	resp, err := http.Get(ts.URL + "/ws/watch?scope=hub&stream=log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.HasPrefix(string(body), CodeUnavailable+": ") {
+		t.Fatalf("HTTP %d %q, want 503 starting with %q", resp.StatusCode, body, CodeUnavailable+": ")
+	}
+}
+
+// TestWatchOnClosedClientSaysUnavailable: a connection made after the
+// gateway's persist client closed ends as one open at that moment does:
+// error unavailable, close 1013; a request without from is 503
+// unavailable. (Was: the error's code was internal, a bug's, for the same
+// cause that mid-watch is unavailable.)
+func TestWatchOnClosedClientSaysUnavailable(t *testing.T) {
+	t.Parallel()
+	env := persistenv.Start(t, 1)
+	c := env.Client()
+	_, ts := gateway(t, c, nil)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ws := dial(t, ts, params("hub", "log", 1), nil)
+	if m := mustRead(t, ws); m.Type != TypeReady {
+		t.Fatalf("first message %+v, want ready", m)
+	}
+	m := mustRead(t, ws)
+	if m.Type != TypeError || m.Code != CodeUnavailable {
+		t.Errorf("got %+v, want an error with code %s", m, CodeUnavailable)
+	}
+	if _, err := read(ws); websocket.CloseStatus(err) != CloseUnavailable {
+		t.Errorf("ended with %v, want close %d", err, CloseUnavailable)
+	}
+
+	resp, err := http.Get(ts.URL + "/ws/watch?scope=hub&stream=log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.HasPrefix(string(body), CodeUnavailable+": ") {
+		t.Errorf("without from: HTTP %d %q, want 503 starting with %q", resp.StatusCode, body, CodeUnavailable+": ")
+	}
+}
+
+// TestWatchFromPastTheEnd: a from beyond the stream's next seq is taken as
+// asked: ready names it, the history is empty, and the first message is
+// that seq once it is written; the seqs before it are not reported.
+func TestWatchFromPastTheEnd(t *testing.T) {
+	t.Parallel()
+	env := persistenv.Start(t, 1)
+	s := env.Client().Stream("hub", "log")
+	writeN(t, s, 1, 3, 4)
+	_, ts := gateway(t, env.Client(), nil)
+	ws := dial(t, ts, params("hub", "log", 10), nil)
+	for _, want := range []string{TypeReady, TypeCaughtUp} {
+		if m := mustRead(t, ws); m.Type != want || (want == TypeReady && m.From != 10) {
+			t.Fatalf("got %+v, want %s (from 10)", m, want)
+		}
+	}
+	writeN(t, s, 4, 9, 4)
+	if m := mustRead(t, ws); m.Type != TypeMsg || m.Seq != 10 {
+		t.Fatalf("got %+v, want msg 10", m)
+	}
+}
+
+// TestWatchFromDeletedRange: resuming from a seq whose rows are gone
+// passes over them to the first row that exists (they are history to the
+// new connection, not skipped), and a stream emptied altogether is just
+// ready and caught-up.
+func TestWatchFromDeletedRange(t *testing.T) {
+	t.Parallel()
+	env := persistenv.Start(t, 1)
+	s := env.Client().Stream("hub", "log")
+	writeN(t, s, 1, 10, 4)
+	ctx := context.Background()
+	if _, err := s.Delete(ctx, persist.Delete{Seqs: []uint64{3, 4, 5, 6}}); err != nil {
+		t.Fatal(err)
+	}
+	_, ts := gateway(t, env.Client(), nil)
+	ws := dial(t, ts, params("hub", "log", 3), nil)
+	var got []string
+	for {
+		m := mustRead(t, ws)
+		if m.Type == TypeMsg {
+			got = append(got, m.Value)
+		} else {
+			got = append(got, m.Type)
+		}
+		if m.Type == TypeCaughtUp {
+			break
+		}
+	}
+	if want := "ready v7.. v8.. v9.. v10. caught-up"; strings.Join(got, " ") != want {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+	if _, err := s.Delete(ctx, persist.Delete{UpTo: 10}); err != nil {
+		t.Fatal(err)
+	}
+	ws = dial(t, ts, params("hub", "log", 3), nil)
+	for _, want := range []string{TypeReady, TypeCaughtUp} {
+		if m := mustRead(t, ws); m.Type != want {
+			t.Fatalf("emptied stream: got %+v, want %s", m, want)
+		}
+	}
+}
+
+// TestWatchMissingStream: a stream that does not exist yet is watched as an
+// empty one, with or without from, and its first write arrives.
+func TestWatchMissingStream(t *testing.T) {
+	t.Parallel()
+	env := persistenv.Start(t, 1)
+	_, ts := gateway(t, env.Client(), nil)
+	for _, from := range []uint64{0, 1} {
+		name := fmt.Sprintf("new%d", from)
+		ws := dial(t, ts, params("hub", name, from), nil)
+		if m := mustRead(t, ws); m.Type != TypeReady || m.From != 1 {
+			t.Fatalf("from %d: first message %+v, want ready from 1", from, m)
+		}
+		if m := mustRead(t, ws); m.Type != TypeCaughtUp {
+			t.Fatalf("from %d: got %+v, want caught-up", from, m)
+		}
+		writeN(t, env.Client().Stream("hub", name), 1, 1, 4)
+		if m := mustRead(t, ws); m.Type != TypeMsg || m.Seq != 1 {
+			t.Fatalf("from %d: got %+v, want msg 1", from, m)
+		}
+	}
+}
+
+// TestWatchPermanentErrorEndsForGood: a watch the stream's server refuses
+// for good (a persistent stream on a server without a data directory) ends
+// with an error message carrying its code, then close 4002; asked without
+// from, the same refusal is a 400 before the upgrade.
+func TestWatchPermanentErrorEndsForGood(t *testing.T) {
+	t.Parallel()
+	env := persistenv.Start(t, 1, persistenv.Tune(func(cfg *server.Config) { cfg.DataDir = "" }))
+	_, ts := gateway(t, env.Client(), nil)
+	ws := dial(t, ts, params("hub", "log", 1), nil)
+	if m := mustRead(t, ws); m.Type != TypeReady {
+		t.Fatalf("first message %+v, want ready", m)
+	}
+	if m := mustRead(t, ws); m.Type != TypeError || m.Code != CodeBadRequest || m.Message == "" {
+		t.Fatalf("got %+v, want an error with code %s and a message", m, CodeBadRequest)
+	}
+	if _, err := read(ws); websocket.CloseStatus(err) != CloseEnded {
+		t.Fatalf("ended with %v, want close %d", err, CloseEnded)
+	}
+	resp, err := http.Get(ts.URL + "/ws/watch?scope=hub&stream=log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusBadRequest || !strings.HasPrefix(string(body), CodeBadRequest+": ") {
+		t.Fatalf("without from: HTTP %d %q, want 400 starting with %q", resp.StatusCode, body, CodeBadRequest+": ")
+	}
+}
+
+// TestWatchUnansweredPingCutsOff: a client that stops reading answers no
+// ping; once a ping has waited WriteTimeout for its pong the connection is
+// dropped without a close message, counted as a write failure.
+func TestWatchUnansweredPingCutsOff(t *testing.T) {
+	t.Parallel()
+	env := persistenv.Start(t, 1)
+	g, ts := gateway(t, env.Client(), func(cfg *Config, _ *httptest.Server) {
+		// Short, so the test does not wait out the defaults; no timing
+		// is asserted.
+		cfg.PingInterval = 20 * time.Millisecond
+		cfg.WriteTimeout = time.Second
+	})
+	ws := dial(t, ts, params("hub", "log", 1), nil)
+	for _, want := range []string{TypeReady, TypeCaughtUp} {
+		if m := mustRead(t, ws); m.Type != want {
+			t.Fatalf("got %+v, want %s", m, want)
+		}
+	}
+	// The coder/websocket client answers pings only while it reads.
+	testwait.For(t, "the connection to be dropped", func() bool { return g.Stats().Open == 0 })
+	if st := g.Stats(); st.WriteFailures != 1 || st.Resyncs != 0 {
+		t.Errorf("stats %+v: want one write failure (the ping), no resync", st)
+	}
+	if _, err := read(ws); err == nil || websocket.CloseStatus(err) != -1 {
+		t.Errorf("after the drop: %v, want the connection cut without a close message", err)
+	}
 }

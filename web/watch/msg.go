@@ -7,6 +7,8 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/switchyard-dev/switchyard/persist"
 )
 
@@ -79,9 +81,12 @@ func encodeCtl(c wireCtl) []byte {
 	return b
 }
 
-// errorCode is the code of the error a watch ended with.
+// errorCode is the code of the error a watch ended with. The gateway's
+// bus connection or persist client closed is unavailable whether the watch
+// was running (ErrWatchConnClosed) or could not start (ErrClosed, or the
+// feed subscription refused on a closed connection).
 func errorCode(err error) string {
-	if errors.Is(err, persist.ErrWatchConnClosed) {
+	if errors.Is(err, persist.ErrWatchConnClosed) || errors.Is(err, persist.ErrClosed) || errors.Is(err, nats.ErrConnectionClosed) {
 		return CodeUnavailable
 	}
 	return string(persist.CodeOf(err))
