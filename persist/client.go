@@ -129,9 +129,10 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 
 // Close ends the client's watchers (LiveKVs built on them stop following the
 // stream) and waits for their callbacks to return; later requests fail with
-// ErrClosed. It does not close the NATS connection, which the caller owns,
-// nor LocalStreams, which have their own Close. It is idempotent and must not
-// be called from a watcher's callback.
+// ErrClosed, Pipeline sets included. It does not close the NATS connection,
+// which the caller owns, nor LocalStreams, which have their own Close (theirs
+// stop saving: their Close returns at once with what is left unsaved). It is
+// idempotent and must not be called from a watcher's callback.
 func (c *Client) Close() error {
 	c.closeMu.Lock()
 	c.cancel()
@@ -344,7 +345,9 @@ func (c *Client) retry(ctx context.Context, scope string, attempt func(id string
 	for n := 0; n < c.cfg.Attempts; n++ {
 		if n > 0 {
 			if err := b.Wait(ctx); err != nil {
-				return fmt.Errorf("%w (last error: %v)", err, last)
+				// Both stay testable: the caller's context ended, and
+				// what the attempts met (errors.Is, CodeOf).
+				return fmt.Errorf("%w (last error: %w)", err, last)
 			}
 		}
 		id, err := c.Owner(ctx, scope)
@@ -364,18 +367,31 @@ func (c *Client) retry(ctx context.Context, scope string, attempt func(id string
 			return nil
 		}
 		if f, ok := err.(finalError); ok {
-			return f.err
+			return withContext(ctx, f.err)
 		}
 		if errors.Is(err, bus.ErrForbidden) {
 			return forbidden(err)
 		}
 		if !retryable(err, repeatable) || ctx.Err() != nil {
-			return err
+			return withContext(ctx, err)
 		}
 		c.forget(scope, id)
 		last = err
 	}
 	return last
+}
+
+// withContext is err, an attempt's failure, made to match ctx's error too
+// when the caller's context ended meanwhile: an attempt cut short by the
+// caller's deadline fails as a timeout (bus.ErrTimeout), which
+// errors.Is(err, context.DeadlineExceeded) would not see, while the same
+// deadline met between attempts gives the context's error.
+func withContext(ctx context.Context, err error) error {
+	cerr := ctx.Err()
+	if cerr == nil || errors.Is(err, cerr) {
+		return err
+	}
+	return fmt.Errorf("%w (%w)", err, cerr)
 }
 
 // forbidden turns the NATS server's refusal of a subject (bus.ErrForbidden)

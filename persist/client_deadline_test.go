@@ -2,6 +2,7 @@ package persist_test
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"sync"
 	"testing"
@@ -9,8 +10,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/switchyard-dev/switchyard/bus"
 	"github.com/switchyard-dev/switchyard/internal/testnats"
 	"github.com/switchyard-dev/switchyard/persist"
+	"github.com/switchyard-dev/switchyard/persist/server"
 )
 
 // seenRequest is what a stand-in server saw of one request.
@@ -153,5 +156,41 @@ func TestClientDeadlinePerAttempt(t *testing.T) {
 	// The second starts once the first timed out, at first's deadline or later.
 	if lo, hi := first+timeout.Milliseconds(), seen[1].at.Add(timeout).UnixMilli(); second < lo || second > hi {
 		t.Errorf("second attempt's Sy-Deadline %d, want between %d and %d", second, lo, hi)
+	}
+}
+
+// (Was: a call whose context's deadline passed during an attempt failed as
+// bus.ErrTimeout, which errors.Is(err, context.DeadlineExceeded) did not
+// match, while one whose deadline passed between attempts matched it but
+// lost what the attempts had met: which of the two a caller got depended on
+// timing.)
+func TestClientErrorsMatchTheContext(t *testing.T) {
+	t.Parallel()
+	hold := &commitGate{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	h := newHarness(t, func(c *server.Config) { c.Observer = hold })
+	t.Cleanup(hold.open)
+	h.set("ctx", "first", nil) // the stream is open and its owner known
+	// During an attempt: the commit is held until the set gave up, so the
+	// set ends by its deadline whenever that comes.
+	hold.armed.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_, err := h.stream("ctx").Set(ctx, []byte("held"), persist.SetOptions{})
+	hold.open()
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, bus.ErrTimeout) {
+		t.Errorf("deadline during an attempt: %v, want it to match context.DeadlineExceeded and bus.ErrTimeout", err)
+	}
+	// Between attempts: the next attempt would come only after an hour.
+	c, err := persist.NewClient(persist.ClientConfig{Conn: h.Conn(), Attempts: 10, Retry: bus.Retry{Min: time.Hour, Max: time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	h.stop()
+	ctx, cancel = context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err = c.Stream(h.scope, "ctx").Set(ctx, []byte("down"), persist.SetOptions{MsgID: "m1"})
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, bus.ErrNoResponders) {
+		t.Errorf("deadline between attempts: %v, want it to match context.DeadlineExceeded and bus.ErrNoResponders", err)
 	}
 }

@@ -141,6 +141,7 @@ type LocalStream struct {
 	unsaved   int             // LocalPending messages in local
 	events    []LocalMessage  // OnChange queue
 	closing   bool            // no more Publish
+	gone      error           // why no save can ever succeed (Client or NATS connection closed); the sender stopped
 	wake      chan struct{}   // capacity 1: the sender has work
 	cbWake    chan struct{}   // capacity 1: events queued
 	flushed   chan struct{}   // closed when the sender has nothing left after closing
@@ -196,8 +197,9 @@ func (c *Client) LocalStream(ctx context.Context, scope, name string, opts Local
 }
 
 // Publish queues value for saving and returns the message as it stands
-// (LocalPending) at once. It fails only when the handle is closed, too many
-// messages wait, or the headers are invalid.
+// (LocalPending) at once. It fails only when the handle is closed (or its
+// Client, or saving stopped for a closed NATS connection), too many messages
+// wait, or the headers are invalid.
 func (l *LocalStream) Publish(value []byte, opts LocalPublishOptions) (LocalMessage, error) {
 	for k, v := range opts.Headers {
 		if k == HdrLocalID {
@@ -224,8 +226,11 @@ func (l *LocalStream) Publish(value []byte, opts LocalPublishOptions) (LocalMess
 	m := &LocalMessage{ID: id, State: LocalPending, Key: opts.Key, Headers: hdr, Value: value, ttl: opts.TTL, prevSeq: opts.PrevSeq}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.closing {
+	if l.closing || l.s.c.ctx.Err() != nil {
 		return LocalMessage{}, ErrClosed
+	}
+	if l.gone != nil {
+		return LocalMessage{}, fmt.Errorf("local stream: cannot save: %w", l.gone)
 	}
 	if l.unsaved >= l.opts.MaxPending {
 		return LocalMessage{}, ErrTooManyPending
@@ -411,6 +416,12 @@ func (l *LocalStream) sender() {
 		if l.saveCtx.Err() != nil {
 			return
 		}
+		if unsavable(err) {
+			// Retrying would go on for ever, and Close would wait for
+			// it as long as its ctx lets it (for good without a deadline).
+			l.giveUp(err)
+			return
+		}
 		if refused(err) {
 			if len(own) > 1 {
 				single = true // find the one message the server refuses
@@ -442,6 +453,27 @@ func refused(err error) bool {
 		return false
 	}
 	return true
+}
+
+// unsavable says whether err means that no save through this handle can
+// ever succeed: its Client was closed, or its NATS connection.
+func unsavable(err error) bool {
+	return errors.Is(err, ErrClosed) || errors.Is(err, nats.ErrConnectionClosed)
+}
+
+// giveUp stops saving for good: every message still pending keeps err as
+// its Err (it was not saved and will not be), later Publishes fail with it,
+// and Close returns without waiting.
+func (l *LocalStream) giveUp(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.gone = err
+	for _, m := range l.local {
+		if m.State == LocalPending {
+			m.Err = err
+			l.emitLocked(*m)
+		}
+	}
 }
 
 // saved records the results of one setMany.
@@ -532,8 +564,10 @@ func (l *LocalStream) callbacks() {
 func (l *LocalStream) Watcher() *Watcher { return l.w }
 
 // Close stops taking messages and waits until every pending message is
-// saved or refused, or ctx ends; then it stops following the feed. It
-// returns an error when messages were left unsaved.
+// saved or refused, or ctx ends, or saving became impossible (the Client
+// or the NATS connection was closed first); then it stops following the
+// feed. It returns an error when messages were left unsaved, wrapping
+// ctx's error or ErrClosed (nats.ErrConnectionClosed) for the reason.
 func (l *LocalStream) Close(ctx context.Context) error {
 	var err error
 	l.closeOnce.Do(func() {
@@ -560,8 +594,14 @@ func (l *LocalStream) Close(ctx context.Context) error {
 				l.opts.OnChange(ev)
 			}
 		}
-		if n := l.Pending(); n > 0 {
-			err = fmt.Errorf("local stream: %d messages not saved: %w", n, ctx.Err())
+		l.mu.Lock()
+		n, why := l.unsaved, l.gone
+		l.mu.Unlock()
+		if why == nil {
+			why = ctx.Err()
+		}
+		if n > 0 {
+			err = fmt.Errorf("local stream: %d messages not saved: %w", n, why)
 		}
 	})
 	return err

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/persist/server"
@@ -293,5 +295,53 @@ func TestLocalStreamWatcherEnds(t *testing.T) {
 	case <-l.Watcher().Done():
 	default:
 		t.Fatal("watcher still running after Client.Close returned")
+	}
+}
+
+// (Was: a LocalStream whose Client or NATS connection was closed retried its
+// pending saves for ever, so Close waited until its ctx ended, for good
+// without a deadline, and Publish kept queueing messages no one would save.)
+func TestLocalStreamCloseAfterClientClose(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		end  func(c *persist.Client, nc *nats.Conn)
+		want error
+	}{
+		{"client", func(c *persist.Client, _ *nats.Conn) { _ = c.Close() }, persist.ErrClosed},
+		{"connection", func(_ *persist.Client, nc *nats.Conn) { nc.Close() }, nats.ErrConnectionClosed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, nil)
+			nc := h.Conn()
+			c, err := persist.NewClient(persist.ClientConfig{Conn: nc, Timeout: 2 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = c.Close() })
+			ev := &events{}
+			l := openLocal(t, c, "gone", ev)
+			h.stop() // the message stays pending
+			m, err := l.Publish([]byte("x"), persist.LocalPublishOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.end(c, nc)
+			// Long enough that a Close that waits for its ctx is told
+			// apart by its error, not by how long it took.
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			err = l.Close(ctx)
+			if !errors.Is(err, tc.want) || errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("Close: %v, want an error wrapping %v", err, tc.want)
+			}
+			if !ev.any(func(e persist.LocalMessage) bool { return e.ID == m.ID && errors.Is(e.Err, tc.want) }) {
+				t.Errorf("the pending message was not told why it is not saved")
+			}
+			if _, err := l.Publish([]byte("y"), persist.LocalPublishOptions{}); err == nil {
+				t.Error("Publish after the handle gave up succeeded")
+			}
+		})
 	}
 }

@@ -183,7 +183,9 @@ func (p *Pipeline) Set(ctx context.Context, value []byte, opts SetOptions) *SetF
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed {
+	// After Client.Close as after the pipeline's own: a set the client
+	// would refuse alone (and does refuse on a retry) is not sent.
+	if p.closed || p.s.c.ctx.Err() != nil {
 		f.finish(SetResult{}, ErrClosed, true)
 		return f
 	}

@@ -336,3 +336,22 @@ func TestPipelineBadSetFailsAlone(t *testing.T) {
 		}
 	}
 }
+
+// (Was: a pipeline kept sending sets after its Client was closed, while
+// every other call of that client, the pipeline's own retries included,
+// failed with ErrClosed.)
+func TestPipelineSetAfterClientClose(t *testing.T) {
+	t.Parallel()
+	_, c := newClientHarness(t, nil, nil, 2*time.Second)
+	s := c.Stream("hub", "closed-client")
+	p := newPipeline(t, s, 0)
+	if _, err := p.Set(context.Background(), []byte("before"), persist.SetOptions{}).Result(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Set(context.Background(), []byte("after"), persist.SetOptions{}).Result(); !errors.Is(err, persist.ErrClosed) {
+		t.Fatalf("set after Client.Close: err %v, want ErrClosed", err)
+	}
+}
