@@ -25,6 +25,8 @@ Both sides spread their watchers over --conns NATS connections the same way:
 one persist client per connection on ours (a client's watchers of a stream
 share one feed subscription), one KV handle per connection on JetStream's.
 Target (not a test): our p99 no worse than JetStream's (ratio <= 1.0).`,
+		Example: `  switchyard bench feed
+  switchyard bench feed --watchers 1,100,1000 --conns 4 --duration 5s`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var err error

@@ -37,6 +37,8 @@ Then it measures loopback HTTP send throughput, signed vs unsigned, with 1 and
 Targets (not tests): >= 3x the anchor on steady, >= 10x on both bound
 workloads; on slow-peer, delivered >= 1.0x and shed <= 1.0x the anchor's;
 signed >= 0.8x unsigned.`,
+		Example: `  switchyard bench forward
+  switchyard bench forward --only queue --runs 1`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cfg.LoopItems < 1000 {

@@ -49,6 +49,8 @@ index and NFO as up does) and prints a second table: the ingest rate with it
 on against off (target: within 10 %), how many releases it processed while
 the ingest ran and how long it took to finish the rest, and its cost per
 release (articles, KiB fetched, milliseconds).`,
+		Example: `  switchyard bench ingest --articles 200000 --conns 1,4 --delays 0
+  switchyard bench ingest --indexer usenet --postprocess`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg.Conns = nil

@@ -21,6 +21,8 @@ with compression off and COMPRESS DEFLATE, over 1 and 4 connections (the
 range split between them). Each case runs --rounds times, alternating raw
 and ours; the best round of each is printed with the ratio ours/raw in
 lines/s. Target (not a test): ours >= 0.9x raw.`,
+		Example: `  switchyard bench nntp
+  switchyard bench nntp --lines 500000 --chunk 5000 --rounds 1`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cfg.Lines < 1000 || cfg.Chunk < 1 || cfg.Rounds < 1 {

@@ -74,6 +74,8 @@ With --streams or --keys, a phase that failed on either side (an error, a
 get that failed, a wait past --js-timeout, a server that did not start or
 come back) still leaves the figures measured printed, then the command
 says what failed and exits 1.`,
+		Example: `  switchyard bench persist --duration 1s --clients 1,16
+  switchyard bench persist --streams 10000 --skip-js --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var err error

@@ -109,6 +109,11 @@ the file private (mode 0600): whoever has a region's secret can send as that reg
 // checkUser rejects a USER argument that cannot name a user's rows (the
 // rule of persist.ValidStreamName), as a usage error.
 func checkUser(user string) error {
+	// ValidStreamName words the empty name for the wire ("missing stream
+	// name (Sy-Stream)"), which names no argument of this command.
+	if user == "" {
+		return usagef("USER is empty")
+	}
 	if err := persist.ValidStreamName(user); err != nil {
 		return usagef("user %q: %v", user, err)
 	}

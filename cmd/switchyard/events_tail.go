@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -12,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/switchyard-dev/switchyard/events"
+	"github.com/switchyard-dev/switchyard/persist"
 )
 
 // tailQueue bounds the deliveries events tail holds while it writes; past
@@ -85,7 +88,9 @@ with a router of its own reading the persist change feeds, and prints one line p
 delivery: the events at the anchor and at every key below it (coalesced per --window per
 key, 250 ms as a socket's are by default: "(N coalesced)"; --window 0 prints every
 change), and a gap line, with its reason, wherever events were not delivered. What the
-stream held before is not printed: see switchyard watch for that.`,
+stream held before is not printed: see switchyard watch for that. Until the anchor's
+stream can be read it waits (the "following" line comes once it can), with a warning
+on stderr saying why (no balancer or persist server answering, a timeout).`,
 		Example: `  switchyard events tail project-1/files/a
   set   project-1/files/a/b/c.txt  #42  = hello
   switchyard events tail project-1/files --ops delete --glob '**/*.tmp' --json`,
@@ -131,7 +136,11 @@ stream held before is not printed: see switchyard watch for that.`,
 			feed := newTailFeed(tailQueue)
 			s := r.Open("events-tail", feed.push)
 			defer s.Close()
-			if err := s.Subscribe(ctx, "tail", anchor, filter); err != nil {
+			subscribed := make(chan struct{})
+			go noteTailWaits(ctx, c, anchor, subscribed, time.Second)
+			err = s.Subscribe(ctx, "tail", anchor, filter)
+			close(subscribed)
+			if err != nil {
 				if ctx.Err() != nil {
 					return nil
 				}
@@ -165,6 +174,39 @@ stream held before is not printed: see switchyard watch for that.`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per line")
 	cmd.Flags().DurationVar(&window, "window", events.CoalesceWindowDefault, "coalescing window: one line per key per window, with its newest value (0: every change)")
 	return cmd
+}
+
+// noteTailWaits logs a warning, once per reason, while a subscribe has
+// not returned (subscribed not closed) and the anchor's stream cannot be
+// read, looking every period: the router retries its read for ever and
+// says nothing, so a tail on a bus where nothing answers (a wrong --nats
+// or --service) waited in silence. It asks the stream's inventory, a
+// request the router's own read needs the same servers for.
+func noteTailWaits(ctx context.Context, c *persist.Client, anchor events.Anchor, subscribed <-chan struct{}, period time.Duration) {
+	tick := time.NewTicker(period)
+	defer tick.Stop()
+	var said string
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-subscribed:
+			return
+		case <-tick.C:
+		}
+		_, err := c.Stream(anchor.Scope, anchor.Stream).Inventory(ctx)
+		if err == nil || errors.Is(err, persist.ErrNotFound) || ctx.Err() != nil || err.Error() == said {
+			continue
+		}
+		select {
+		case <-subscribed: // it got through meanwhile
+			return
+		default:
+		}
+		said = err.Error()
+		slog.Warn("events tail cannot read the anchor's stream yet, retrying until it can (Ctrl-C stops)",
+			"anchor", anchor.String(), "err", said)
+	}
 }
 
 // tailLine is one delivery in --json output.

@@ -13,7 +13,28 @@ import (
 	"github.com/switchyard-dev/switchyard/events"
 	"github.com/switchyard-dev/switchyard/internal/testnats"
 	"github.com/switchyard-dev/switchyard/internal/testproc"
+	"github.com/switchyard-dev/switchyard/internal/testwait"
 )
+
+// TestEventsTailSaysWhyItWaits: events tail on a bus where nothing answers
+// for the anchor's stream (no balancer, no persist server) keeps waiting,
+// and says why on stderr.
+// (Was: it printed nothing at all until interrupted, not even its
+// "following" line, so a wrong --nats or --service looked like a hang.)
+func TestEventsTailSaysWhyItWaits(t *testing.T) {
+	t.Parallel()
+	e, _ := testnats.Start(t)
+	c := startWatched(t, cli(t, "events", "tail", "hub/demo", "--nats", e.ClientURL()))
+	testwait.For(t, "a warning saying why the tail waits", func() bool {
+		select {
+		case <-c.exited:
+			t.Fatalf("events tail exited (%d): %s", c.code, c.stderr.String())
+		default:
+		}
+		s := c.stderr.String()
+		return strings.Contains(s, "retrying until it can") && strings.Contains(s, "no responders")
+	})
+}
 
 // TestTailFeedGapInOrder: deliveries dropped while events tail's queue is
 // full print as one queue_overflow gap where they came, after what was

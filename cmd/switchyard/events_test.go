@@ -20,7 +20,26 @@ func TestEventsSubsChecksUser(t *testing.T) {
 		for _, sub := range []string{"subs", "presence"} {
 			args := []string{"events", sub, user, "--nats", deadNATS(t)}
 			_, stderr, code := execute(t, args...)
-			wantUsage(t, args, stderr, code, "user")
+			want := "user"
+			if user == "" {
+				want = "USER is empty"
+			}
+			wantUsage(t, args, stderr, code, want)
+		}
+	}
+}
+
+// TestEventsEmptyUserSaysSo: an empty USER is refused in the words kv and
+// stream use for an empty argument, naming the argument.
+// (Was: "user "": bad-request: missing stream name (Sy-Stream)", the wire's
+// header name, which names nothing the user typed.)
+func TestEventsEmptyUserSaysSo(t *testing.T) {
+	t.Parallel()
+	for _, sub := range []string{"subs", "presence"} {
+		args := []string{"events", sub, "", "--nats", deadNATS(t)}
+		_, stderr, code := execute(t, args...)
+		if want := "switchyard: USER is empty\n"; code != exitUsage || stderr != want {
+			t.Errorf("%q: exit %d, stderr %q; want exit %d and %q", args, code, stderr, exitUsage, want)
 		}
 	}
 }

@@ -120,3 +120,41 @@ func helpFlags(help string) map[string]string {
 	}
 	return flags
 }
+
+// TestEveryCommandHasAnExample: each command that runs something shows at
+// least one example, and each example line is a command of this tree with
+// the flags and argument count it has (checkDocLine, as for the docs).
+// (Was: kv del, kv keys, stream get, stream ls, the nntp commands, the
+// bench commands and usenet users list, remove and reset had none, so a
+// new user had to guess how to write their arguments.)
+func TestEveryCommandHasAnExample(t *testing.T) {
+	t.Parallel()
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		for _, sub := range c.Commands() {
+			if !sub.Hidden && sub.Name() != "help" && sub.Name() != "completion" {
+				walk(sub)
+			}
+		}
+		if c.RunE == nil || c.HasAvailableSubCommands() {
+			return // only a group of commands: its help lists them
+		}
+		// A line ending in a backslash goes on on the next.
+		example := strings.ReplaceAll(c.Example, "\\\n", " ")
+		seen := 0
+		for _, line := range strings.Split(example, "\n") {
+			line = strings.TrimSpace(line)
+			if !strings.HasPrefix(line, "switchyard ") {
+				continue // output the example shows, or another program's line
+			}
+			seen++
+			if err := checkDocLine(line); err != nil {
+				t.Errorf("%s: example %q: %v", c.CommandPath(), line, err)
+			}
+		}
+		if seen == 0 {
+			t.Errorf("%s has no example", c.CommandPath())
+		}
+	}
+	walk(newRootCmd())
+}

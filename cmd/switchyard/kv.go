@@ -80,6 +80,8 @@ stored bytes and nothing else, so binary values round-trip:
   switchyard kv set hub blobs logo - < logo.png
   switchyard kv get hub blobs logo --raw > copy.png
 A key that does not exist exits 3.`,
+		Example: `  switchyard kv get hub demo greeting
+  switchyard kv get hub blobs logo --raw > copy.png`,
 		Args: cobra.ExactArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkScopeStreamKey(args[0], args[1], args[2]); err != nil {
@@ -103,9 +105,10 @@ A key that does not exist exits 3.`,
 func newKVDelCmd() *cobra.Command {
 	var natsOpts natsFlags
 	del := &cobra.Command{
-		Use:   "del SCOPE STREAM KEY",
-		Short: "Delete KEY (succeeds quietly if it does not exist)",
-		Args:  cobra.ExactArgs(3),
+		Use:     "del SCOPE STREAM KEY",
+		Short:   "Delete KEY (succeeds quietly if it does not exist)",
+		Example: `  switchyard kv del hub demo greeting`,
+		Args:    cobra.ExactArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkScopeStreamKey(args[0], args[1], args[2]); err != nil {
 				return err
@@ -125,9 +128,10 @@ func newKVKeysCmd() *cobra.Command {
 	var natsOpts natsFlags
 	var asJSON bool
 	keys := &cobra.Command{
-		Use:   "keys SCOPE STREAM",
-		Short: "List the keys of a stream, one per line",
-		Args:  cobra.ExactArgs(2),
+		Use:     "keys SCOPE STREAM",
+		Short:   "List the keys of a stream, one per line",
+		Example: `  switchyard kv keys hub demo`,
+		Args:    cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkScopeStream(args[0], args[1]); err != nil {
 				return err

@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/usenet"
@@ -89,7 +90,7 @@ Run everything embedded in one process with:  switchyard up
 	)
 	// Flag parse errors are usage errors.
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
-		return usageError{err}
+		return usageError{flagValueError(err)}
 	})
 	markArgErrors(root)
 	return root
@@ -157,6 +158,40 @@ func terminalSafe(s string) string {
 		i += n
 	}
 	return b.String()
+}
+
+// flagValueError rewords pflag's error for a value its parser refused
+// (`invalid argument "abc" for "--from" flag: strconv.ParseUint: parsing
+// "abc": invalid syntax`) as the commands word their own checks: the flag,
+// the value and what it wants, with no Go function names. Other errors,
+// and values of types this does not know, keep pflag's words.
+func flagValueError(err error) error {
+	var ive *pflag.InvalidValueError
+	if !errors.As(err, &ive) {
+		return err
+	}
+	f := ive.GetFlag()
+	var want string
+	switch f.Value.Type() {
+	case "int", "int8", "int16", "int32", "int64":
+		want = "a whole number"
+	case "uint", "uint8", "uint16", "uint32", "uint64":
+		want = "a whole number, 0 or more"
+	case "intSlice", "int64Slice", "int32Slice":
+		want = "whole numbers separated by commas"
+	case "float32", "float64":
+		want = "a number"
+	case "bool":
+		want = "true or false"
+	case "duration":
+		want = "a duration with its unit, such as 500ms, 5s, 2m or 1h"
+	default:
+		return err
+	}
+	if errors.Is(err, strconv.ErrRange) {
+		return fmt.Errorf("--%s %q: out of range (want %s)", f.Name, ive.GetValue(), want)
+	}
+	return fmt.Errorf("--%s %q: want %s", f.Name, ive.GetValue(), want)
 }
 
 // markArgErrors makes the argument validators of cmd and its subcommands

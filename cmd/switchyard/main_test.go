@@ -262,6 +262,34 @@ func TestExitCodes(t *testing.T) {
 	}
 }
 
+// TestFlagValueErrorsSayWhatIsWanted: a flag value its type's parser
+// refuses is a one-line usage error naming the flag, the value and what
+// it wants, in the words the commands' own checks use.
+// (Was: pflag's text with Go's, "invalid argument "abc" for "--from" flag:
+// strconv.ParseUint: parsing "abc": invalid syntax".)
+func TestFlagValueErrorsSayWhatIsWanted(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"stream", "ls", "hub", "log", "--from", "abc"}, `--from "abc": want a whole number, 0 or more`},
+		{[]string{"watch", "hub", "log", "--from", "-1"}, `--from "-1": want a whole number, 0 or more`},
+		{[]string{"stream", "ls", "hub", "log", "--from", "99999999999999999999"}, `--from "99999999999999999999": out of range (want a whole number, 0 or more)`},
+		{[]string{"usenet", "releases", "--limit", "ten"}, `--limit "ten": want a whole number`},
+		{[]string{"usenet", "releases", "--json=maybe"}, `--json "maybe": want true or false`},
+		{[]string{"kv", "get", "hub", "s", "k", "--timeout", "5"}, `--timeout "5": want a duration with its unit, such as 500ms, 5s, 2m or 1h`},
+		{[]string{"up", "--settle-completion", "most"}, `--settle-completion "most": want a number`},
+		// A flag type of the project's own keeps the words its Set chose.
+		{[]string{"bench", "index", "--search", "a"}, `--search "a": want a list of release counts`},
+	} {
+		_, stderr, code := execute(t, c.args...)
+		if code != exitUsage || !strings.HasPrefix(stderr, "switchyard: "+c.want) || strings.Count(stderr, "\n") != 1 {
+			t.Errorf("%q: exit %d, stderr %q; want exit %d and the line %q", c.args, code, stderr, exitUsage, "switchyard: "+c.want)
+		}
+	}
+}
+
 // TestEveryCommandHasHelp walks the command tree: each command must describe
 // itself and answer --help with exit 0.
 func TestEveryCommandHasHelp(t *testing.T) {

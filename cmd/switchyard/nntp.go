@@ -99,6 +99,8 @@ func newNNTPGroupsCmd() *cobra.Command {
 		Long: `Lists newsgroups with their low and high water marks and posting status,
 one per line, tab-separated. --pattern narrows the list with a wildmat
 such as 'alt.binaries.*'.`,
+		Example: `  switchyard nntp groups --server 127.0.0.1:1119 --pattern 'alt.binaries.*'   # a serve-demo's
+  switchyard nntp groups --server news.example.com:563 --tls --user me`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := f.dial(cmd.Context())
@@ -149,6 +151,8 @@ func newNNTPOverCmd() *cobra.Command {
 100 articles) as number, subject, from, date, message-id, bytes and lines,
 tab-separated. Long ranges are fetched in pipelined chunks of --chunk and
 show their progress on stderr (a bar on a terminal, else a line every 5s).`,
+		Example: `  switchyard nntp over alt.binaries.demo.1 --server 127.0.0.1:1119
+  switchyard nntp over alt.binaries.demo.1 1-50000 --server 127.0.0.1:1119 > over.tsv`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if chunk < 1 {
@@ -212,6 +216,8 @@ func newNNTPHeadCmd() *cobra.Command {
 		Short: "Print the headers of one article (HEAD)",
 		Long: `Prints the headers of an article named by message-id (in angle brackets) or
 by number; a number needs --group.`,
+		Example: `  switchyard nntp head 42 --group alt.binaries.demo.1 --server 127.0.0.1:1119
+  switchyard nntp head '<part1of50.x@example.invalid>' --server news.example.com:119`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id := args[0]
@@ -265,6 +271,8 @@ posters, dates and sizes; OVER, HEAD, BODY, POST, COMPRESS DEFLATE,
 XFEATURE COMPRESS GZIP) on --addr, prints its address on stdout and serves
 until interrupted. Every group gains --grow-by articles each --grow-every.
 With --user, AUTHINFO is required and the password is $SWITCHYARD_NNTP_PASS.`,
+		Example: `  switchyard nntp serve-demo
+  switchyard nntp serve-demo --addr 127.0.0.1:0 --groups 2 --articles 10000 --grow-every 0`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if groups < 1 || articles < 0 || growBy < 0 || growEvery < 0 || maxConns < 0 {

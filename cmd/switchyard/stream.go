@@ -82,6 +82,8 @@ func newStreamGetCmd() *cobra.Command {
 exactly the stored bytes and nothing else, so binary values round-trip
 (switchyard stream pub SCOPE STREAM - reads a value from stdin). A message that
 does not exist (never written, deleted or expired) exits 3.`,
+		Example: `  switchyard stream get hub log 1
+  switchyard stream get hub blobs 7 --raw > value.bin`,
 		Args: cobra.ExactArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkScopeStream(args[0], args[1]); err != nil {
@@ -114,7 +116,9 @@ func newStreamLsCmd() *cobra.Command {
 	ls := &cobra.Command{
 		Use:   "ls SCOPE STREAM",
 		Short: "List messages: seq, time, key and value (one line each)",
-		Args:  cobra.ExactArgs(2),
+		Example: `  switchyard stream ls hub log
+  switchyard stream ls hub log --from 100 --limit 20 --json`,
+		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkScopeStream(args[0], args[1]); err != nil {
 				return err

@@ -161,6 +161,8 @@ func newUsersListCmd() *cobra.Command {
 		Long: `Lists every user: name, daily limits and today's requests and grabs (since
 midnight UTC), and who made the account (an operator, or t=register). Keys are
 never shown: the store does not have them.`,
+		Example: `  switchyard usenet users list
+  switchyard usenet users list --data ./switchyard-data/_usenet-api   # up's`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return uf.with(cmd, false, func(ctx context.Context, s *users.Store) error {
@@ -253,7 +255,8 @@ func newUsersResetCmd() *cobra.Command {
 		Short: "Give a user a new API key (printed once); the old one stops working",
 		Long: `Replaces the API key of user NAME and prints the new one alone on stdout. The
 old key is refused from the next request on (error 100). Today's counts are kept.`,
-		Args: userNameArg,
+		Example: `  switchyard usenet users reset alice`,
+		Args:    userNameArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return uf.with(cmd, false, func(ctx context.Context, s *users.Store) error {
 				key, err := s.Reset(ctx, args[0])
@@ -273,9 +276,10 @@ old key is refused from the next request on (error 100). Today's counts are kept
 func newUsersRemoveCmd() *cobra.Command {
 	var uf usersFlags
 	cmd := &cobra.Command{
-		Use:   "remove NAME",
-		Short: "Remove a user; its key stops working",
-		Args:  userNameArg,
+		Use:     "remove NAME",
+		Short:   "Remove a user; its key stops working",
+		Example: `  switchyard usenet users remove alice`,
+		Args:    userNameArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return uf.with(cmd, false, func(ctx context.Context, s *users.Store) error {
 				if err := s.Remove(ctx, args[0]); err != nil {

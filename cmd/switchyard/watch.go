@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -32,7 +34,8 @@ seq order. A skipped line counts the messages written and removed again
 (a key rewritten, a limit) while the watcher could not read them: those are
 never printed. Ctrl-C ends it.
 
-A server that cannot be reached is retried for ever; an error retrying cannot
+A server that cannot be reached is retried for ever, with a warning on stderr
+saying why (no balancer or persist server answering, a timeout); an error retrying cannot
 fix (an invalid scope, a persistent stream on a server without a data
 directory, forbidden) prints an ended line and exits 1.
 
@@ -66,6 +69,7 @@ UTF-8 is given in hex, with "enc":"hex".
 			if err != nil {
 				return err
 			}
+			go noteWatchRetries(w, p.caughtUp.Load, args[0], args[1], time.Second)
 			<-w.Done()
 			if err := p.error(); err != nil {
 				return fmt.Errorf("write output: %w", err)
@@ -108,11 +112,16 @@ type watchPrinter struct {
 	enc    *json.Encoder
 	cancel context.CancelFunc
 
+	caughtUp atomic.Uint64 // caught-up events printed
+
 	mu  sync.Mutex // protects err
 	err error
 }
 
 func (p *watchPrinter) print(ev persist.Event) {
+	if ev.Kind == persist.EventCaughtUp {
+		p.caughtUp.Add(1)
+	}
 	if p.error() != nil {
 		return
 	}
@@ -163,6 +172,39 @@ func (p *watchPrinter) error() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.err
+}
+
+// noteWatchRetries logs a warning when the watcher retries, once per
+// reason it gives until it next catches up (caughtUp counts its
+// caught-up events), looking every period: a watch that cannot read its
+// stream (nothing answers on the bus, a wrong --service) retries for ever
+// by design, and without this it waited in silence.
+func noteWatchRetries(w *persist.Watcher, caughtUp func() uint64, scope, stream string, period time.Duration) {
+	tick := time.NewTicker(period)
+	defer tick.Stop()
+	var retries, caught uint64
+	var said string
+	for {
+		select {
+		case <-w.Done():
+			return
+		case <-tick.C:
+		}
+		if n := caughtUp(); n != caught {
+			caught, said = n, "" // read the stream since: a new retry is news again
+		}
+		st := w.Stats()
+		if st.Retries == retries || st.LastRetryErr == nil {
+			continue
+		}
+		retries = st.Retries
+		if st.LastRetryErr.Error() == said {
+			continue
+		}
+		said = st.LastRetryErr.Error()
+		slog.Warn("watch cannot read the stream yet, retrying until it can (Ctrl-C stops)",
+			"scope", scope, "stream", stream, "retries", retries, "err", said)
+	}
 }
 
 // followClient is the persist client of a command that follows changes

@@ -9,9 +9,34 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-dev/switchyard/internal/testnats"
 	"github.com/switchyard-dev/switchyard/internal/testproc"
+	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/persist"
 )
+
+// TestWatchSaysWhyItWaits: a watch on a bus where nothing answers for its
+// stream (no balancer, no persist server) keeps retrying, as documented,
+// and says so on stderr with the reason.
+// (Was: it printed nothing at all, so a wrong --nats or --service looked
+// like a stream with no changes.)
+func TestWatchSaysWhyItWaits(t *testing.T) {
+	t.Parallel()
+	e, _ := testnats.Start(t)
+	c := startWatched(t, cli(t, "watch", "hub", "log", "--nats", e.ClientURL()))
+	testwait.For(t, "a warning saying why the watch waits", func() bool {
+		select {
+		case <-c.exited:
+			t.Fatalf("watch exited (%d): %s", c.code, c.stderr.String())
+		default:
+		}
+		s := c.stderr.String()
+		return strings.Contains(s, "retrying until it can") && strings.Contains(s, "no responders")
+	})
+	if out := c.stdout(); out != "" {
+		t.Errorf("watch printed %q on stdout before it could read the stream", out)
+	}
+}
 
 // TestWatchCommand runs `switchyard watch --json` as a child process against
 // an in-test persist server: it prints the history, caught-up, live changes,
