@@ -73,3 +73,20 @@ func TestInboxesOfClientsAreInboxes(t *testing.T) {
 		nc.Close()
 	}
 }
+
+// TestValidService: a service whose subjects would pass IsInbox is no
+// service. (Was: any token, "_INBOX" included, under which responders
+// took every service subject for a reply inbox.)
+func TestValidService(t *testing.T) {
+	t.Parallel()
+	for _, s := range []string{"persist", "_INBOXES", "_inbox", "INBOX", "$svc"} {
+		if err := bus.ValidService(s); err != nil {
+			t.Errorf("ValidService(%q) = %v", s, err)
+		}
+	}
+	for _, s := range []string{"", "a.b", "*", ">", "a b", "_INBOX", "_INBOX_acme", "_INBOX_client"} {
+		if err := bus.ValidService(s); err == nil {
+			t.Errorf("ValidService(%q) accepted", s)
+		}
+	}
+}

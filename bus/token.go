@@ -20,6 +20,22 @@ func ValidToken(s string) error {
 	return nil
 }
 
+// ValidService reports why s cannot be the first subject token of a
+// service (persist's, the balancer's), or nil: a token (ValidToken) that
+// does not make the service's subjects inboxes. Responders answer any
+// reply subject IsInbox accepts, so under a service "_INBOX" or
+// "_INBOX_<name>" a tenant could aim an answer at another scope's feed or
+// API subject ("_INBOX.account-b.feed.log") and have it published there.
+func ValidService(s string) error {
+	if err := ValidToken(s); err != nil {
+		return err
+	}
+	if IsInbox(s + ".x") {
+		return fmt.Errorf("%q names reply inboxes (%s or %s_<name>): its subjects would be answered on as inboxes", s, InboxRoot, InboxRoot)
+	}
+	return nil
+}
+
 // isToken says whether s is one non-empty subject token with no wildcard:
 // what a subject published on may hold. ValidToken's test, without an
 // error to allocate (IsInbox runs it on every request).

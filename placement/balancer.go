@@ -72,7 +72,7 @@ func (c BalancerConfig) validate() error {
 	if err := bus.ValidIDs(c.IDs); err != nil {
 		return fmt.Errorf("balancer: %w", err)
 	}
-	if err := bus.ValidToken(c.Service); err != nil {
+	if err := bus.ValidService(c.Service); err != nil {
 		return fmt.Errorf("balancer: service: %w", err)
 	}
 	return nil
@@ -240,6 +240,15 @@ func (b *Balancer) resubscribe(ctx context.Context) (*nats.Subscription, *bus.Su
 func (b *Balancer) serve(ctx context.Context, sub *nats.Subscription) error {
 	for {
 		msg, err := sub.NextMsgWithContext(ctx)
+		if errors.Is(err, nats.ErrSlowConsumer) {
+			// Questions came faster than they were answered and nats.go
+			// dropped some (their askers time out and ask again); the
+			// subscription itself is fine. Dropping it would throw away
+			// every question still queued and answer none until the
+			// re-subscription: a flood would keep the balancer deaf.
+			b.cfg.Logger.Debug("balancer: questions dropped (slow consumer)", "err", err)
+			continue
+		}
 		if err != nil {
 			if pe := bus.Refused(ctx); pe != nil {
 				return fmt.Errorf("balancer: subscription: %w", pe)
@@ -267,7 +276,7 @@ func (b *Balancer) serve(ctx context.Context, sub *nats.Subscription) error {
 			// The refusal is in the persist wire's error form, so a client
 			// decodes it as it decodes a server's.
 			out := &nats.Msg{Subject: msg.Reply, Header: nats.Header{bus.HdrError: []string{bus.CodeBadRequest}},
-				Data: []byte(fmt.Sprintf("invalid scope %q: want [a-z0-9][a-z0-9_-]{0,127}", scope))}
+				Data: []byte(fmt.Sprintf("invalid scope %s: want [a-z0-9][a-z0-9_-]{0,127}", quoteScope(scope)))}
 			if err := msg.RespondMsg(out); err != nil {
 				b.cfg.Logger.Debug("balancer respond", "err", err)
 			}
@@ -287,4 +296,18 @@ func (b *Balancer) currentSub() *nats.Subscription {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.sub
+}
+
+// scopeQuoteMax is the most of an invalid scope a refusal quotes: a valid
+// scope's length. Quoted, each byte at most 4 ("\xff"), it keeps the
+// message within an error's 1,024 bytes (docs/wire.md) whatever the token.
+const scopeQuoteMax = 128
+
+// quoteScope is scope quoted for a refusal, cut to scopeQuoteMax bytes
+// and marked as cut with its length.
+func quoteScope(scope string) string {
+	if len(scope) <= scopeQuoteMax {
+		return fmt.Sprintf("%q", scope)
+	}
+	return fmt.Sprintf("%q… (%d bytes)", scope[:scopeQuoteMax], len(scope))
 }

@@ -272,3 +272,52 @@ func TestNameOf(t *testing.T) {
 		t.Fatalf("NameOf(a closure) = %q, want \"\"", got)
 	}
 }
+
+// TestBalancerKeepsItsSubscriptionWhenQuestionsAreDropped: a flood that
+// outruns the balancer makes nats.go drop questions (a slow consumer);
+// the balancer goes on serving the same subscription. (Was: NextMsg's
+// ErrSlowConsumer was taken for a failed subscription: the balancer
+// unsubscribed, throwing away every question still queued, and answered
+// nobody, "no responders", until it re-subscribed after a backoff; a
+// tenant sending questions fast enough kept it doing so.)
+func TestBalancerKeepsItsSubscriptionWhenQuestionsAreDropped(t *testing.T) {
+	t.Parallel()
+	_, nc := testnats.Start(t)
+	nc.SetErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}) // the drops are the point
+	b := startBalancer(t, nc, BalancerConfig{})
+	sub := b.currentSub()
+	// A queue of one question stands for a flood the default limits
+	// would need gigabytes to show.
+	if err := sub.SetPendingLimits(1, -1); err != nil {
+		t.Fatal(err)
+	}
+	flood := nats.NewInbox()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		dropped, err := sub.Dropped()
+		if err != nil {
+			t.Fatalf("the balancer gave up its subscription during the flood: %v", err)
+		}
+		if dropped > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no question dropped")
+		}
+		for i := 0; i < 500; i++ {
+			if err := nc.PublishRequest("persist.hub.id", flood, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Answered after the drops: the balancer has read past them.
+	if got, err := ask(t, nc, "persist.hub.id"); err != nil || got != b.Owner("hub") {
+		t.Fatalf("a question after the flood: %q, %v", got, err)
+	}
+	if _, resubs := b.Stats(); resubs != 0 || b.currentSub() != sub {
+		t.Fatalf("the balancer re-subscribed %d times after dropped questions", resubs)
+	}
+}

@@ -120,7 +120,7 @@ func (p Plan) Users() ([]User, error) {
 	if p.Service == "" {
 		p.Service = bus.DefaultService
 	}
-	if err := bus.ValidToken(p.Service); err != nil {
+	if err := bus.ValidService(p.Service); err != nil {
 		return nil, fmt.Errorf("service: %w", err)
 	}
 	if err := bus.ValidIDs(p.IDs); err != nil {

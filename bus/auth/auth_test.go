@@ -242,3 +242,21 @@ func TestParseCreds(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanRefusesInboxService: a service named like an inbox ("_INBOX",
+// "_INBOX_bob") is refused. (Was: accepted, and then every service subject
+// passes bus.IsInbox: acme asked the balancer about its own scope with
+// reply subject "_INBOX.account-b.feed.log", and the balancer published
+// its answer on bob's feed, a forged change bob's watcher reads.)
+func TestPlanRefusesInboxService(t *testing.T) {
+	t.Parallel()
+	for _, service := range []string{"_INBOX", "_INBOX_bob", "_INBOX_client"} {
+		p := auth.Plan{Service: service, IDs: []string{"0"}, Tenants: map[string][]string{"acme": {"account-a"}, "bob": {"account-b"}}}
+		if _, err := p.Users(); err == nil || !strings.Contains(err.Error(), "_INBOX") {
+			t.Errorf("service %q: %v, want a refusal naming _INBOX", service, err)
+		}
+		if _, err := auth.Init(filepath.Join(t.TempDir(), "auth"), p, false); err == nil {
+			t.Errorf("Init with service %q wrote an auth directory", service)
+		}
+	}
+}

@@ -1,10 +1,17 @@
 package embedded_test
 
 import (
+	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
+	"fmt"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -21,8 +28,14 @@ import (
 // startAuth runs a server enforcing the users of a fresh auth directory.
 func startAuth(t *testing.T, tlsFiles *testtls.Files) (*embedded.Server, string) {
 	t.Helper()
+	return startAuthPlan(t, auth.Plan{IDs: []string{"0"}, Tenants: map[string][]string{"acme": {"account-a"}}}, tlsFiles)
+}
+
+// startAuthPlan runs a server enforcing the users of plan, written by Init.
+func startAuthPlan(t *testing.T, plan auth.Plan, tlsFiles *testtls.Files) (*embedded.Server, string) {
+	t.Helper()
 	dir := filepath.Join(t.TempDir(), "auth")
-	if _, err := auth.Init(dir, auth.Plan{IDs: []string{"0"}, Tenants: map[string][]string{"acme": {"account-a"}}}, false); err != nil {
+	if _, err := auth.Init(dir, plan, false); err != nil {
 		t.Fatal(err)
 	}
 	cfg := embedded.Config{Port: embedded.RandomPort, AuthConf: filepath.Join(dir, auth.ConfFile)}
@@ -215,5 +228,203 @@ func TestInterestCountsInTheConnectionsAccount(t *testing.T) {
 	t.Cleanup(other.Shutdown)
 	if _, err := other.Interest(srvConn); err == nil {
 		t.Fatal("Interest took a connection to another server")
+	}
+}
+
+// TestTLSHasNoPlaintextPath: with TLS configured, a TCP client that speaks
+// plain NATS after the server's INFO is refused before any PONG, a TLS
+// handshake below 1.2 fails, and a client given a CA (--tls-ca) refuses a
+// server that offers no TLS instead of sending its password in the clear.
+func TestTLSHasNoPlaintextPath(t *testing.T) {
+	t.Parallel()
+	f := testtls.New(t)
+	e, dir := startAuth(t, &f)
+	client, err := auth.LoadCreds(auth.CredsFile(dir, auth.RoleClient))
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(e.Port()))
+
+	dial := func(t *testing.T) (net.Conn, *bufio.Reader) {
+		t.Helper()
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		if err := c.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		r := bufio.NewReader(c)
+		info, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(info, "INFO ") || !strings.Contains(info, `"tls_required":true`) {
+			t.Fatalf("server's INFO does not require TLS: %s", info)
+		}
+		return c, r
+	}
+
+	t.Run("plain CONNECT", func(t *testing.T) {
+		c, r := dial(t)
+		connect := fmt.Sprintf("CONNECT {\"verbose\":false,\"user\":%q,\"pass\":%q}\r\nPING\r\n", client.User, client.Password)
+		if _, err := io.WriteString(c, connect); err != nil {
+			t.Fatal(err)
+		}
+		// The server reads the CONNECT as a broken TLS handshake and
+		// closes the connection; whatever it writes first, never a PONG
+		// or an +OK.
+		rest, err := io.ReadAll(r)
+		if err != nil && !errors.Is(err, net.ErrClosed) && !strings.Contains(err.Error(), "reset") {
+			t.Fatalf("reading after a plaintext CONNECT: %v (got %q)", err, rest)
+		}
+		if strings.Contains(string(rest), "PONG") || strings.Contains(string(rest), "+OK") {
+			t.Fatalf("a plaintext client was answered: %q", rest)
+		}
+	})
+
+	pool := x509.NewCertPool()
+	pem, err := os.ReadFile(f.CA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool.AppendCertsFromPEM(pem)
+	for _, tc := range []struct {
+		name   string
+		max    uint16
+		refuse bool
+	}{{"TLS 1.0", tls.VersionTLS10, true}, {"TLS 1.1", tls.VersionTLS11, true}, {"TLS 1.2", tls.VersionTLS12, false}, {"TLS 1.3", tls.VersionTLS13, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, _ := dial(t)
+			tc2 := tls.Client(c, &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS10, MaxVersion: tc.max})
+			err := tc2.Handshake()
+			if tc.refuse && err == nil {
+				t.Fatalf("handshake at %s accepted (version %#x)", tc.name, tc2.ConnectionState().Version)
+			}
+			if !tc.refuse && err != nil {
+				t.Fatalf("handshake at %s: %v", tc.name, err)
+			}
+		})
+	}
+
+	t.Run("client with a CA, server without TLS", func(t *testing.T) {
+		plain, dir := startAuth(t, nil)
+		nc, err := connectAs(t, plain.ClientURL(), auth.CredsFile(dir, auth.RoleClient), f.CA)
+		if err == nil {
+			t.Fatalf("connected in the clear (TLS %v) though given a CA", nc.TLSRequired())
+		}
+		if !errors.Is(err, nats.ErrSecureConnWanted) {
+			t.Fatalf("got %v, want %v", err, nats.ErrSecureConnWanted)
+		}
+	})
+}
+
+// TestPermissionMatrix probes every role from outside: what each user may
+// not subscribe to or publish on is refused by the NATS server, wildcards,
+// '>' tricks, other inboxes and odd tokens included; and the publishes the
+// permissions let through with a wildcard token ("persist.account-a.api.*",
+// which NATS matches as a literal token) reach no server or balancer.
+func TestPermissionMatrix(t *testing.T) {
+	t.Parallel()
+	e, dir := startAuthPlan(t, auth.Plan{IDs: []string{"0", "1"}, Tenants: map[string][]string{"acme": {"account-a"}, "bob": {"account-b"}}}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conns := map[string]*nats.Conn{}
+	for _, user := range []string{"acme", "bob", auth.RoleClient, auth.RoleBalancer, "server-0"} {
+		nc, err := connectAs(t, e.ClientURL(), auth.CredsFile(dir, user), "")
+		if err != nil {
+			t.Fatalf("connect as %s: %v", user, err)
+		}
+		conns[user] = nc
+	}
+
+	subRefused := map[string][]string{
+		"acme": {">", "*", "*.>", "_INBOX.>", "_INBOX.*", "_INBOX_bob.>", "_INBOX_bob.*.*", "_INBOX_client.>", "_INBOX_*.>",
+			"_INBOX_acme", "_INBOX_acmex.>", "persist.>", "persist.*.feed.>", "persist.account-b.feed.>", "persist.account-b.feed.log",
+			"persist.*.api.*", "persist.account-a.api.*", "persist.account-a.api.0", "persist.account-a.id", "persist.*.id",
+			"$SYS.>", "$JS.API.>", "persist.account-a.>", "persist.account-a.*.>"},
+		auth.RoleClient:   {">", "_INBOX.>", "_INBOX_acme.>", "persist.*.api.*", "persist.*.id", "persist.>", "$SYS.>"},
+		auth.RoleBalancer: {">", "_INBOX.>", "persist.*.feed.>", "persist.*.api.*", "persist.>"},
+		"server-0":        {">", "_INBOX.>", "persist.*.api.1", "persist.*.api.*", "persist.*.id", "persist.*.feed.>"},
+	}
+	for user, subjects := range subRefused {
+		nc := conns[user]
+		for _, s := range subjects {
+			g := bus.GuardSubscription(ctx, nc, s, "")
+			sub, err := nc.SubscribeSync(s)
+			if err != nil {
+				t.Fatalf("%s subscribe %q: %v", user, s, err)
+			}
+			if err := g.Confirm(ctx); !errors.Is(err, bus.ErrForbidden) {
+				t.Errorf("%s may subscribe to %q (%v)", user, s, err)
+			}
+			_ = sub.Unsubscribe()
+			g.Release()
+		}
+	}
+
+	pubRefused := map[string][]string{
+		"acme": {"persist.account-b.id", "persist.account-b.api.0", "persist.*.id", "persist.*.api.0", "persist.>", "persist.account-a.feed.log",
+			"persist.account-b.feed.log", "persist.account-a.api.0.x", "persist.account-a.id.x", "persist._server.api.0", "_INBOX_bob.x.1",
+			"_INBOX.x", "_INBOX_acme.x", "_INBOX_client.x.1", "$JS.API.STREAM.CREATE.x", "$SYS.REQ.SERVER.PING", "news.today"},
+		auth.RoleClient:   {"persist.account-a.feed.log", "_INBOX_acme.x", "_INBOX.x", "$JS.API.STREAM.CREATE.x"},
+		auth.RoleBalancer: {"persist.account-a.feed.log", "persist.account-a.api.0", "persist.account-a.id", "_INBOX_acme.x", "news.today"},
+		"server-0":        {"persist.account-a.api.1", "persist.account-a.id", "_INBOX_acme.x", "news.today"},
+	}
+	for user, subjects := range pubRefused {
+		nc := conns[user]
+		for _, s := range subjects {
+			gctx, gcancel := bus.Guard(ctx, nc, s)
+			if err := nc.Publish(s, []byte("probe")); err != nil {
+				t.Fatalf("%s publish %q: %v", user, s, err)
+			}
+			wctx, wcancel := context.WithTimeout(gctx, 5*time.Second)
+			<-wctx.Done()
+			if bus.Refused(wctx) == nil {
+				t.Errorf("%s may publish on %q", user, s)
+			}
+			wcancel()
+			gcancel()
+		}
+	}
+
+	// The permissions take a wildcard token of a published subject as a
+	// literal token (NATS does not refuse the publish); such a message
+	// must reach no responder. The server's and the balancer's users
+	// subscribe as they do in service; acme then publishes each probe and
+	// a real question after it, which arrives after any probe delivered.
+	srvSub, err := conns["server-0"].SubscribeSync(bus.APISubject(bus.DefaultService, "*", "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	balSub, err := conns[auth.RoleBalancer].SubscribeSync(bus.IDSubject(bus.DefaultService, "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, nc := range []*nats.Conn{conns["server-0"], conns[auth.RoleBalancer]} {
+		if err := nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	acme := conns["acme"]
+	for _, probe := range []string{"persist.account-a.api.*", "persist.account-a.api.>"} {
+		if err := acme.Publish(probe, []byte("probe")); err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range []string{"persist.account-a.api.0", "persist.account-a.id"} {
+			if err := acme.Publish(s, []byte("real")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, sub := range []*nats.Subscription{srvSub, balSub} {
+			m, err := sub.NextMsgWithContext(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(m.Data) != "real" {
+				t.Fatalf("acme's publish on %q reached %s", probe, m.Subject)
+			}
+		}
 	}
 }
