@@ -87,3 +87,21 @@ func TestRefusedConfigCreatesNoStream(t *testing.T) {
 		t.Fatalf("Stats.Streams went from %d to %d after refused config requests", before, got)
 	}
 }
+
+// (Was: a config body of JSON null, which encoding/json decodes into a
+// struct without a word, was taken for an empty change: it created the
+// stream and answered the defaults, where wire.md asks for a JSON object.)
+func TestConfigBodyMustBeAnObject(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	for _, body := range []string{"null", " null\n", `"x"`, "[]", "true"} {
+		wantCode(t, h.req(persist.CmdConfig, "s", nil, []byte(body)), persist.CodeBadRequest)
+	}
+	if files := streamFiles(t, h.dir); len(files) != 0 {
+		t.Fatalf("refused config bodies created %v", files)
+	}
+	// An empty object is a change of nothing, which creates the stream.
+	if c := h.config("s", " {} "); c != persist.DefaultConfig() {
+		t.Fatalf("config {}: %+v", c)
+	}
+}

@@ -299,3 +299,18 @@ func TestBadInput(t *testing.T) {
 	// The server still works.
 	h.set("s", "fine", nil)
 }
+
+// (Was: undocumented: a header sent twice counts with its first value; wire.md now says so.)
+func TestDuplicateHeaderFirstValueCounts(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	h.set("s", "one", nil)
+	h.set("s", "two", nil)
+	m := h.msg(persist.CmdGet, "s", nil, nil)
+	m.Header.Add(persist.HdrStream, "other")
+	m.Header.Add(persist.HdrSeq, "1")
+	m.Header.Add(persist.HdrSeq, "2")
+	if r := h.do(m); r.Header.Get(persist.HdrError) != "" || string(r.Data) != "one" {
+		t.Fatalf("get with two streams and two seqs: %q %q, want seq 1 of s", r.Header.Get(persist.HdrError), r.Data)
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -270,5 +272,60 @@ func TestStopDeadlineFailsQueued(t *testing.T) {
 	h.start()
 	if inv := h.inventory("s"); inv.Count != 1 || inv.Seq != 1 {
 		t.Fatalf("inventory after restart %+v, want the one committed write", inv)
+	}
+}
+
+// (Was: when Stop's context ended while a write served on the subscription's
+// goroutine held it, the requests waiting in the subscription behind that
+// write were dropped with it, unanswered: received, never applied, and their
+// callers timed out not knowing it.)
+func TestStopDeadlineAnswersBufferedRequests(t *testing.T) {
+	t.Parallel()
+	const n = 5
+	var hold, held atomic.Bool
+	release := make(chan struct{})
+	h := newHarnessHook(t, nil, func(s *Server) {
+		s.beforeWrite = func(int) {
+			if hold.Load() && held.CompareAndSwap(false, true) {
+				<-release
+			}
+		}
+	})
+	var once sync.Once
+	open := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(open)
+	h.set("s", "open", nil) // an open, idle stream: the next lone write is served inline
+	hold.Store(true)
+	p := h.pending()
+	p.set(0, "s", "held")
+	testwait.For(t, "the write to hold the subscription", held.Load)
+	if h.srv.inlined.Load() != 1 {
+		t.Fatalf("%d requests served inline, want the held one", h.srv.inlined.Load())
+	}
+	for i := 1; i <= n; i++ {
+		p.set(i, "s", fmt.Sprint("v", i))
+	}
+	// The message being handled counts as pending until its handler returns.
+	testwait.For(t, "the writes to wait in the subscription", func() bool {
+		got, _, err := h.srv.sub.Pending()
+		return err == nil && got == n+1
+	})
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	stopped := make(chan error, 1)
+	go func() { stopped <- h.srv.Stop(ctx) }()
+	testwait.For(t, "stop to begin", h.srv.base.Stopped)
+	open()
+	got := p.answers(n + 1)
+	wantSeq(t, 0, got[0], 2)
+	for i := 1; i <= n; i++ {
+		wantCode(t, got[i], persist.CodeUnavailable)
+	}
+	if err := <-stopped; !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Stop returned %v, want an error wrapping %v", err, context.DeadlineExceeded)
+	}
+	h.start()
+	if inv := h.inventory("s"); inv.Count != 2 || inv.Seq != 2 {
+		t.Fatalf("inventory after restart %+v, want the two committed writes", inv)
 	}
 }

@@ -27,8 +27,30 @@ func (s *Server) replyError(m *nats.Msg, err error) {
 	if errors.As(err, &e) {
 		msg = e.Message
 	}
+	msg = shortMessage(msg, min(errorMessageMax, int(s.cfg.Conn.MaxPayload())-answerRoom))
 	out := &nats.Msg{Subject: m.Reply, Header: nats.Header{persist.HdrError: []string{string(code)}}, Data: []byte(msg)}
 	s.respond(m, out)
+}
+
+// errorMessageMax bounds the message of an error answer, in bytes. A
+// message quotes what it refuses (a header's value, a config field's
+// name), which a client that does not check before sending can make
+// megabytes long: over the max payload the answer could not be sent, and
+// its caller waited out its timeout instead of hearing bad-request.
+const errorMessageMax = 1024
+
+// shortMessage is msg cut to at most n bytes, ending in "…" when cut, and
+// never inside a UTF-8 sequence.
+func shortMessage(msg string, n int) string {
+	if len(msg) <= n {
+		return msg
+	}
+	const ellipsis = "…"
+	cut := max(0, n-len(ellipsis))
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut] + ellipsis
 }
 
 // respond publishes out, the reply to m. A reply over the connection's max

@@ -183,3 +183,50 @@ func TestSetManyErrorEntryShortened(t *testing.T) {
 		}
 	}
 }
+
+// (Was: an error answer quoting a huge malformed value, a header of junk or
+// a config field's name, was over the max payload and never sent: the
+// caller waited out its timeout instead of hearing bad-request.)
+func TestErrorOverMaxPayloadIsAnswered(t *testing.T) {
+	t.Parallel()
+	const maxPayload = 64 << 10
+	_, nc := smallPayloadServer(t, maxPayload)
+	// Quoted in the messages as \xff (4 bytes a byte) and \u0085 (6 bytes
+	// for 2): each message would be over the 64 KiB max payload.
+	junk := strings.Repeat("\xff", 20<<10)
+	c1 := strings.Repeat("\u0085", 12<<10)
+	tests := []struct {
+		name string
+		cmd  string
+		hdr  map[string]string
+		body string
+	}{
+		{"number header", persist.CmdGet, map[string]string{persist.HdrSeq: junk}, ""},
+		{"bool header", persist.CmdSet, map[string]string{persist.HdrEphemeral: junk}, "v"},
+		{"deadline", persist.CmdSet, map[string]string{persist.HdrDeadline: junk}, "v"},
+		{"seqs", persist.CmdDelete, map[string]string{persist.HdrSeqs: junk}, ""},
+		{"command", junk, nil, ""},
+		{"config field", persist.CmdConfig, nil, `{"` + c1 + `":1}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := nats.NewMsg(bus.APISubject(bus.DefaultService, "hub", "0"))
+			m.Header.Set(persist.HdrCmd, tt.cmd)
+			m.Header.Set(persist.HdrStream, "s")
+			for k, v := range tt.hdr {
+				m.Header.Set(k, v)
+			}
+			m.Data = []byte(tt.body)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			r, err := bus.Request(ctx, nc, m)
+			if err != nil {
+				t.Fatalf("no answer: %v", err)
+			}
+			wantCode(t, r, persist.CodeBadRequest)
+			if len(r.Data) > errorMessageMax || !utf8.Valid(r.Data) {
+				t.Fatalf("message of %d bytes (valid UTF-8: %v), want at most %d", len(r.Data), utf8.Valid(r.Data), errorMessageMax)
+			}
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"errors"
 	"math"
 	"strconv"
@@ -145,6 +146,12 @@ func decodeRequest(m *nats.Msg) (*request, error) {
 			// patch with the stream's own config and checks again.
 			if _, err := store.MergeConfig(persist.DefaultConfig(), m.Data); err != nil {
 				return nil, err
+			}
+			// JSON null is the one value besides an object that
+			// encoding/json decodes into the patch without a word (as a
+			// change of nothing, which would create the stream).
+			if bytes.TrimLeft(m.Data, " \t\r\n")[0] != '{' {
+				return nil, persist.Errorf(persist.CodeBadRequest, "config: the body is not a JSON object")
 			}
 			r.configPatch = m.Data
 		}

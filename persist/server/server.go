@@ -293,6 +293,12 @@ type Server struct {
 	inService int
 	quit      bool // workers exit once ready is empty
 	sub       *nats.Subscription
+	// refusing is set when Stop gave up waiting for the subscription's
+	// drain: onMsg then closes bufferEmpty (once, emptyOnce) after the
+	// last request the subscription held (refuseBuffered).
+	refusing    atomic.Bool
+	bufferEmpty chan struct{}
+	emptyOnce   sync.Once
 
 	wg      sync.WaitGroup // workers and the timer loop
 	stopTim chan struct{}
@@ -406,7 +412,7 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: lifecycle.Logger(cfg.Logger, "persist"), handles: map[handleKey]*handle{}, closing: map[handleKey]int{}, retired: map[handleKey]*handle{}, compacting: map[handleKey]struct{}{}, count: newStreamCount()}
+	s := &Server{cfg: cfg, log: lifecycle.Logger(cfg.Logger, "persist"), handles: map[handleKey]*handle{}, closing: map[handleKey]int{}, retired: map[handleKey]*handle{}, compacting: map[handleKey]struct{}{}, count: newStreamCount(), bufferEmpty: make(chan struct{})}
 	s.compactMax = compactBacklog(s.cfg.MaxOpenStreams)
 	s.cond = sync.NewCond(&s.mu)
 	s.closeWork = sync.NewCond(&s.mu)
@@ -484,9 +490,10 @@ func (s *Server) start(ctx context.Context) error {
 
 // Stop stops taking requests, answers those already received (writes are
 // committed and answered), then closes every stream. It is idempotent and
-// safe without Start. When ctx ends first, requests still queued are answered
-// unavailable, requests NATS had not yet delivered are dropped (their callers
-// time out and retry), the streams are closed anyway, and Stop returns an
+// safe without Start. When ctx ends first, requests still queued, or still
+// waiting in the subscription, are answered unavailable, requests NATS had
+// not yet delivered are dropped (their callers time out and retry), the
+// streams are closed anyway, and Stop returns an
 // error wrapping ctx.Err(); it returns nil only when everything received was
 // served. A write a worker is committing is finished, not cut short, so Stop
 // may return after ctx ends. A stopped server does not start again.
@@ -523,7 +530,7 @@ func (s *Server) drain(ctx context.Context) error {
 		select {
 		case <-closed:
 		case <-ctx.Done():
-			_ = sub.Unsubscribe()
+			s.refuseBuffered(sub, closed)
 			gaveUp = true
 		}
 	}
@@ -551,6 +558,45 @@ func (s *Server) drain(ctx context.Context) error {
 		first = fmt.Errorf("persist server: stop: %w", ctx.Err())
 	}
 	return first
+}
+
+// refuseBuffered ends the subscription of a Stop whose ctx ended before its
+// drain did. The requests still in the subscription's buffer, received but
+// not yet handed to onMsg, would go with it unanswered, and their callers
+// would wait out their timeouts not knowing that nothing was applied (a
+// write without a msgID is then not retried). So quit is set first, which
+// makes onMsg answer each unavailable at once, with no storage work
+// (enqueue), and the subscription ends once its buffer is empty: the wait
+// is for the request being handled now (a write served inline, whose commit
+// Stop waits for anyway), not for the drain's end, which takes a flush and
+// nats.go's polling. Requests NATS delivers after that are dropped with
+// the subscription.
+func (s *Server) refuseBuffered(sub *nats.Subscription, closed <-chan nats.SubStatus) {
+	s.mu.Lock()
+	s.quit = true
+	s.mu.Unlock()
+	s.refusing.Store(true)
+	// A handler returning from now on sees refusing: if one is running,
+	// its request is counted here and it reports the buffer empty.
+	if n, _, err := sub.Pending(); err == nil && n > 0 {
+		select {
+		case <-closed:
+		case <-s.bufferEmpty:
+		}
+	}
+	_ = sub.Unsubscribe()
+}
+
+// noteBufferEmpty, deferred by onMsg, tells refuseBuffered when the request
+// just handled was the last the subscription held.
+func (s *Server) noteBufferEmpty() {
+	if !s.refusing.Load() {
+		return
+	}
+	// The request being handled counts as pending until onMsg returns.
+	if n, _, err := s.sub.Pending(); err != nil || n <= 1 {
+		s.emptyOnce.Do(func() { close(s.bufferEmpty) })
+	}
 }
 
 // closeStreams is the last phase of Stop: it closes every stream and the
@@ -626,6 +672,7 @@ func (s *Server) closeAll(hs []*handle) error {
 // which check ownership again, and the request's deadline, just before
 // applying it (admit).
 func (s *Server) onMsg(m *nats.Msg) {
+	defer s.noteBufferEmpty()
 	// The requester picks the reply subject, and allow_responses lets this
 	// server publish there whatever its own permissions: anywhere but an
 	// inbox ($JS.API.…, another scope's feed or API, a subject some tenant
