@@ -1,7 +1,10 @@
 package nntptest
 
 import (
+	"encoding/binary"
+	"hash/crc32"
 	"hash/fnv"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -20,6 +23,9 @@ const (
 	filesPerRelease = 4
 	// baseTime is the date of article 1; each article is 7 s younger.
 	baseUnix = 1767225600 // 2026-01-01T00:00:00Z
+	// passwordedEvery: one release in about this many holds an encrypted
+	// file (post-processing's password=1), as some real posts do.
+	passwordedEvery = 10
 )
 
 var words = []string{
@@ -199,10 +205,16 @@ func (a genArticle) bodyLines() int64 {
 }
 
 // bodyBytes is the size of the body as stored (CRLF line ends, not
-// dot-stuffed): the generator never escapes, so it is known without
-// generating the data.
+// dot-stuffed): random data is drawn from characters that need no escape,
+// so only the escapes of a volume's headers count beyond the data, and the
+// size is known without generating the data.
 func (a genArticle) bodyBytes(b []byte) int64 {
 	n := int64(a.partSize) + 2*int64((a.partSize+yencLineLen-1)/yencLineLen)
+	for _, c := range a.head() {
+		if yencEscaped(c + 42) {
+			n++
+		}
+	}
 	b = a.appendYBegin(b[:0])
 	n += int64(len(b)) + 2
 	b = a.appendYPart(b[:0])
@@ -264,12 +276,25 @@ func (a genArticle) eachBodyLine(fn func(line []byte) error) error {
 	if err := fn(a.appendYPart(buf[:0])); err != nil {
 		return err
 	}
+	head := a.head()
 	state := mix(a.seed ^ uint64(a.n)<<1)
 	for left := a.partSize; left > 0; left -= yencLineLen {
 		n := min(left, yencLineLen)
 		buf = buf[:0]
 		for i := 0; i < n; i++ {
 			state = state*6364136223846793005 + 1442695040888963407
+			if len(head) > 0 {
+				// A line holds yencLineLen bytes of data whatever its
+				// escapes, so the line count is known without them.
+				c := head[0] + 42
+				head = head[1:]
+				if yencEscaped(c) {
+					buf = append(buf, '=')
+					c += 64
+				}
+				buf = append(buf, c)
+				continue
+			}
 			buf = append(buf, yencAlphabet[(state>>33)%uint64(len(yencAlphabet))])
 		}
 		if err := fn(buf); err != nil {
@@ -277,4 +302,104 @@ func (a genArticle) eachBodyLine(fn func(line []byte) error) error {
 		}
 	}
 	return fn(a.appendYEnd(buf[:0]))
+}
+
+// yencEscaped reports whether the generator escapes encoded character c:
+// NUL, LF, CR and '=' as yEnc requires, and TAB and SPACE wherever they
+// fall (a line is cut by its data's length, so any may be its last).
+func yencEscaped(c byte) bool {
+	switch c {
+	case 0, '\n', '\r', '=', '\t', ' ':
+		return true
+	}
+	return false
+}
+
+// head returns the decoded bytes a generated article's data starts with:
+// for the first part of a rar volume, the headers of a RAR 4 volume, so
+// that post-processing reads what it reads of a real post's first volume
+// (the inner file's name; for one release in passwordedEvery, that the
+// file is encrypted); nil for the other parts. The data after them stays
+// random. Derived from (seed, n) like the rest; at most partSize bytes.
+func (a genArticle) head() []byte {
+	file, part := a.part()
+	if part != 1 {
+		return nil
+	}
+	idx, name := a.release()
+	inner := innerName(name)
+	b := make([]byte, 0, 64+len(inner))
+	b = append(b, "Rar!\x1a\x07\x00"...)
+	// The archive header: a volume of a set named .partNN.rar.
+	const mhdVolume, mhdNewNumbering, mhdFirstVolume = 0x0001, 0x0010, 0x0100
+	flags := uint16(mhdVolume | mhdNewNumbering)
+	if file == 1 {
+		flags |= mhdFirstVolume
+	}
+	b = appendRAR4Block(b, 0x73, flags, make([]byte, 6))
+	// The file header of the one file the set holds, stored (RAR's -m0,
+	// as posts of compressed media are), split across the volumes.
+	const lhdSplitBefore, lhdSplitAfter, lhdPassword, longBlock = 0x0001, 0x0002, 0x0004, 0x8000
+	flags = longBlock
+	if file > 1 {
+		flags |= lhdSplitBefore
+	}
+	if file < filesPerRelease {
+		flags |= lhdSplitAfter
+	}
+	if mix(a.seed^uint64(idx)^0x70617373)%passwordedEvery == 0 {
+		flags |= lhdPassword
+	}
+	const fixed = 25 // PACK_SIZE .. ATTR
+	pack := max(int64(a.partSize)*partsPerFile-int64(len(b)+7+fixed+len(inner)), 0)
+	f := make([]byte, fixed, fixed+len(inner))
+	binary.LittleEndian.PutUint32(f[0:], uint32(min(pack, math.MaxUint32)))
+	binary.LittleEndian.PutUint32(f[4:], uint32(min(pack*filesPerRelease, math.MaxUint32)))
+	f[8] = 2 // host OS: Windows
+	// The data's CRC: made up, as the data is.
+	binary.LittleEndian.PutUint32(f[9:], uint32(mix(a.seed^uint64(idx)<<3^uint64(file))))
+	first := time.Unix(baseUnix+(idx*partsPerFile*filesPerRelease+1)*7, 0).UTC()
+	binary.LittleEndian.PutUint32(f[13:], dosTime(first))
+	f[17] = 29   // version needed to extract: 2.9
+	f[18] = 0x30 // method: store
+	binary.LittleEndian.PutUint16(f[19:], uint16(len(inner)))
+	binary.LittleEndian.PutUint32(f[21:], 0x20) // the archive attribute
+	b = appendRAR4Block(b, 0x74, flags, append(f, inner...))
+	return b[:min(len(b), a.partSize)]
+}
+
+// appendRAR4Block appends a RAR 4 block of type typ: HEAD_CRC (the low 16
+// bits of the CRC32 of what follows it), HEAD_TYPE, HEAD_FLAGS, HEAD_SIZE
+// and body.
+func appendRAR4Block(b []byte, typ byte, flags uint16, body []byte) []byte {
+	start := len(b)
+	b = append(b, 0, 0, typ)
+	b = binary.LittleEndian.AppendUint16(b, flags)
+	b = binary.LittleEndian.AppendUint16(b, uint16(7+len(body)))
+	b = append(b, body...)
+	binary.LittleEndian.PutUint16(b[start:], uint16(crc32.ChecksumIEEE(b[start+2:])))
+	return b
+}
+
+// dosTime is t as an MS-DOS date and time, RAR 4's FTIME.
+func dosTime(t time.Time) uint32 {
+	return uint32(t.Year()-1980)<<25 | uint32(t.Month())<<21 | uint32(t.Day())<<16 |
+		uint32(t.Hour())<<11 | uint32(t.Minute())<<5 | uint32(t.Second()/2)
+}
+
+// innerName is the name of the file inside a generated release's volumes:
+// the release's name with the extension of what its name says it is.
+func innerName(release string) string {
+	ext := ".mkv"
+	switch {
+	case strings.Contains(release, "-FLAC-"):
+		ext = ".flac"
+	case strings.Contains(release, "-MP3"):
+		ext = ".mp3"
+	case strings.Contains(release, ".EPUB."):
+		ext = ".epub"
+	case strings.Contains(release, ".CBZ-"):
+		ext = ".cbz"
+	}
+	return release + ext
 }

@@ -2,7 +2,9 @@ package postproc
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/nntp"
 	"github.com/switchyard-dev/switchyard/nntp/nntptest"
+	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/usenet"
 )
 
@@ -130,6 +133,80 @@ func TestProcessorLosesNothing(t *testing.T) {
 	}
 	if peak := srv.Stats().Peak; peak > 1 {
 		t.Errorf("peak %d connections, want 1: the pool's", peak)
+	}
+}
+
+// TestGeneratedReleasesAreRead: the generated groups, which up's demo
+// provider serves, post releases whose first RAR volume post-processing
+// reads: every release is done with its inner file named, a share of them
+// passworded, and no body fails.
+// (Was: every demo release was recorded failed, a "rar" failure each: the
+// .part01.rar bodies decoded to random bytes, no RAR headers.)
+func TestGeneratedReleasesAreRead(t *testing.T) {
+	t.Parallel()
+	env := persistenv.Start(t, 1)
+	srv := nntptest.Start(t, nntptest.Config{PartSize: 2000})
+	const group, articles, releases = "alt.binaries.demo.1", 20000, 100 // 200 articles a release
+	srv.AddGroup(group, articles)
+	st, err := usenet.NewStore(env.Client(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.SetPolicy(usenet.SettleConfig{MinBytes: -1})
+	ctx := context.Background()
+	index(t, st, srv.Addr(), group, 1, articles)
+
+	pool, err := nntp.NewPool(nntp.PoolConfig{Conn: nntp.Config{Addr: srv.Addr()}, Size: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := New(Config{Store: st, Pool: pool, Workers: 1, Duty: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop(ctx)
+	var sum usenet.PostSummary
+	testwait.Until(t, "every release processed", func() (bool, string) {
+		sum, err = st.PostSummary(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		var n int64
+		for _, k := range sum.Releases {
+			n += k
+		}
+		return n == releases && sum.Pending == 0, fmt.Sprintf("%+v", sum)
+	})
+	if sum.Releases[usenet.PostDone] != releases || len(sum.Failures) != 0 {
+		t.Errorf("summary %+v: want all %d releases done, no failure", sum, releases)
+	}
+	if sum.Passworded == 0 || sum.Passworded == releases {
+		t.Errorf("%d of %d releases passworded: want a share of them", sum.Passworded, releases)
+	}
+	// Each release's inner file is named after it.
+	seen := 0
+	if _, err := st.Releases().Scan(ctx, persist.Range{}, func(m *persist.Message) error {
+		var r usenet.Release
+		if m.Key == "" || json.Unmarshal(m.Value, &r) != nil {
+			return nil
+		}
+		seen++
+		rec, err := st.PostRecord(ctx, r.ID)
+		if err != nil {
+			return err
+		}
+		if len(rec.Inner) != 1 || !strings.HasPrefix(rec.Inner[0], r.Name+".") {
+			t.Errorf("release %s: inner names %q, want one named after the release", r.Name, rec.Inner)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if seen != releases {
+		t.Errorf("%d releases in the stream, want %d", seen, releases)
 	}
 }
 
