@@ -115,7 +115,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if cfg.Retry.Max == 0 {
 		cfg.Retry.Max = ClientRetryDefault.Max
 	}
-	if err := bus.ValidToken(cfg.Service); err != nil {
+	if err := bus.ValidService(cfg.Service); err != nil {
 		return nil, fmt.Errorf("persist client: service: %w", err)
 	}
 	if cfg.OwnerCache <= 0 {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-dev/switchyard/internal/testnats"
 	"github.com/switchyard-dev/switchyard/persist"
 )
 
@@ -27,5 +28,19 @@ func TestUpdateConfigNegativeMaxAge(t *testing.T) {
 	}
 	if persist.CodeOf(err) != persist.CodeBadRequest {
 		t.Fatalf("err %v, want bad-request", err)
+	}
+}
+
+// A client refuses a service named like a reply inbox: servers answer on
+// any inbox, and every subject of such a service would pass for one.
+// (Was: accepted.)
+func TestClientRefusesInboxService(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	for _, svc := range []string{"_INBOX", "_INBOX_acme"} {
+		if c, err := persist.NewClient(persist.ClientConfig{Conn: testnats.Conn(t, h.NATS), Service: svc}); err == nil {
+			_ = c.Close()
+			t.Errorf("service %q accepted", svc)
+		}
 	}
 }

@@ -227,7 +227,10 @@ func TestConfigValidate(t *testing.T) {
 		"dotted id":   {Conn: nc, ID: "a.b", IDs: []string{"a.b"}},
 		"spaced id":   {Conn: nc, ID: "0", IDs: []string{"0", "a b"}},
 		"bad service": {Conn: nc, ID: "0", IDs: []string{"0"}, Service: "p.q"},
-		"negative":    {Conn: nc, ID: "0", IDs: []string{"0"}, Workers: -1},
+		// (Was: accepted, though its subjects pass for reply inboxes.)
+		"inbox service":       {Conn: nc, ID: "0", IDs: []string{"0"}, Service: "_INBOX"},
+		"named inbox service": {Conn: nc, ID: "0", IDs: []string{"0"}, Service: "_INBOX_acme"},
+		"negative":            {Conn: nc, ID: "0", IDs: []string{"0"}, Workers: -1},
 	} {
 		if _, err := New(c); err == nil {
 			t.Errorf("%s: New accepted %+v", name, c)

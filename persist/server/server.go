@@ -225,7 +225,9 @@ func (c Config) validate() error {
 	if !slices.Contains(c.IDs, c.ID) {
 		return fmt.Errorf("persist server: id %q is not in ids %v", c.ID, c.IDs)
 	}
-	if err := bus.ValidToken(c.Service); err != nil {
+	// Not an inbox's name: the server answers on any inbox, and under such a
+	// service every subject of its would pass for one (bus.ValidService).
+	if err := bus.ValidService(c.Service); err != nil {
 		return fmt.Errorf("persist server: service: %w", err)
 	}
 	if c.MaxOpenStreams < 0 || c.IdleClose < 0 || c.ExpireEvery < 0 || c.Workers < 0 || c.MaxQueue < 0 || c.MaxCommitOps < 0 || c.ArchiveEvery < 0 {
