@@ -311,3 +311,47 @@ func TestDurableSingleFromItsSubscribe(t *testing.T) {
 		t.Fatalf("delivery %+v, want the single delivery of after (not before, written ahead of the subscribe)", d)
 	}
 }
+
+// TestDeletedRowAckLeavesNoCursor: a `single` delivery is acked while its
+// row is being deleted, and the router's loop takes the ack only after the
+// row's cursor was deleted. The ack is the delivery in flight, so it is
+// accepted, but the row is gone: its cursor stays deleted.
+// (Was: the ack's cursor was saved after the delete, leaving a cursor row
+// for a subscription that no longer exists.)
+func TestDeletedRowAckLeavesNoCursor(t *testing.T) {
+	t.Parallel()
+	e := newRouterEnv(t, func(c *RouterConfig) { c.Durable = &DurableConfig{} })
+	e.putDurable(DurableRow{User: "alice", ID: "q", Anchor: "project-1/jobs/q", Mode: ModeSingle}, 1, 1)
+	var s sink
+	alice := e.r.Open("alice", s.deliver)
+	from := e.r.Stats().Changes
+	e.set("jobs", "q/1", "v")
+	e.settle(from, 1)
+	testwait.For(t, "the delivery", func() bool { return len(s.all()) == 1 })
+	d := s.all()[0]
+
+	// Hold the loop, so that the ack waits in its queue while the row is
+	// deleted.
+	held, release := make(chan struct{}), make(chan struct{})
+	e.r.post(routed{do: func() { close(held); <-release }})
+	<-held
+	acked := make(chan error, 1)
+	go func() { acked <- alice.Ack(context.Background(), "q", d.Entry) }()
+	testwait.For(t, "the ack queued", func() bool { return len(e.r.in) == 1 })
+	if ok, err := e.r.Durables().Delete(context.Background(), "alice", "q"); err != nil || !ok {
+		t.Fatalf("delete: %v %v", ok, err)
+	}
+	ctx := context.Background()
+	testwait.Until(t, "the row's cursor deleted", func() (bool, string) {
+		cur, ok, err := e.r.Durables().Cursor(ctx, "alice", "q")
+		return !ok && err == nil, fmt.Sprint(cur, ok, err)
+	})
+	close(release)
+	if err := <-acked; err != nil {
+		t.Fatalf("the ack of the delivery in flight: %v", err)
+	}
+	e.stopRouter() // the saver writes what it holds
+	if cur, ok, err := e.r.Durables().Cursor(ctx, "alice", "q"); err != nil || ok {
+		t.Fatalf("the deleted row's cursor: %d %v %v, want none", cur, ok, err)
+	}
+}
