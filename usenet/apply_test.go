@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -304,4 +305,160 @@ func describeReleases(rels []Release) string {
 		s += fmt.Sprintf("\n  %q: %d files of %d, complete %v", r.Name, len(r.Binaries), r.Files, r.Complete())
 	}
 	return s
+}
+
+// TestIndexerAssemblyAcrossRanges: posts indexed as workers do, range by
+// range (the ranges out of order, one indexed twice as after an expired
+// lease): a post crossposted to two groups, the same subjects from a
+// second poster, a post whose files went to two groups, parts with a
+// yEnc counter but no file counter, and a file longer than a range. Each
+// is one complete release, every part counted once. (Was: no failure;
+// these cases were not tested through the indexer's ranges.)
+func TestIndexerAssemblyAcrossRanges(t *testing.T) {
+	t.Parallel()
+	st := testStore(t)
+	type line struct {
+		group string
+		text  []byte
+	}
+	nums := map[string]int{}
+	var all []line
+	id := 0
+	add := func(group, poster, subject string, date int64, xref ...string) {
+		id++
+		var x string
+		for _, g := range xref {
+			nums[g]++
+			x += fmt.Sprintf(" %s:%d", g, nums[g])
+		}
+		d := time.Unix(date, 0).UTC().Format(time.RFC1123Z)
+		all = append(all, line{group, fmt.Appendf(nil, "%d\t%s\t%s\t%s\t<m%d@post>\t\t1000\t10\tXref: h%s",
+			nums[group], subject, poster, d, id, x)})
+	}
+	const t0 = 1_700_000_000
+	// A crosspost: each article once, listed in both groups' ranges.
+	for f := 1; f <= 3; f++ {
+		for p := 1; p <= 4; p++ {
+			subj := fmt.Sprintf(`Cross.Post.2024 [%d/3] - "Cross.Post.2024.part%d.rar" yEnc (%d/4)`, f, f, p)
+			add("alt.binaries.a", "alice <a@x>", subj, t0+int64(f*10+p), "alt.binaries.a", "alt.binaries.b")
+			all = append(all, line{"alt.binaries.b", all[len(all)-1].text})
+		}
+	}
+	// The same subjects from another poster, in one group.
+	for f := 1; f <= 3; f++ {
+		for p := 1; p <= 4; p++ {
+			subj := fmt.Sprintf(`Cross.Post.2024 [%d/3] - "Cross.Post.2024.part%d.rar" yEnc (%d/4)`, f, f, p)
+			add("alt.binaries.a", "bob <b@x>", subj, t0+int64(f*10+p), "alt.binaries.a")
+		}
+	}
+	// A post whose files went to two groups, not crossposted.
+	for f := 1; f <= 2; f++ {
+		g := []string{"alt.binaries.a", "alt.binaries.b"}[f-1]
+		for p := 1; p <= 3; p++ {
+			add(g, "carol <c@x>", fmt.Sprintf(`Split.Post [%d/2] - "Split.Post.part%d.rar" yEnc (%d/3)`, f, f, p), t0+int64(f*10+p), g)
+		}
+	}
+	// A yEnc part counter, no file counter; and a file of more parts than
+	// a range holds.
+	for p := 1; p <= 5; p++ {
+		add("alt.binaries.b", "dave <d@x>", fmt.Sprintf(`"Lone.File.mkv" yEnc (%d/5)`, p), t0+int64(p), "alt.binaries.b")
+	}
+	const long = 45_000
+	for p := 1; p <= long; p++ {
+		add("alt.binaries.b", "erin <e@x>", fmt.Sprintf(`Long.File [1/1] - "Long.File.mkv" yEnc (%d/%d)`, p, long), t0+int64(p/1000), "alt.binaries.b")
+	}
+
+	// Ranges of at most 20,000 lines of one group, indexed last first,
+	// and the first of them again.
+	byGroup := map[string][][]byte{}
+	for _, l := range all {
+		byGroup[l.group] = append(byGroup[l.group], l.text)
+	}
+	type rng struct {
+		group string
+		lines [][]byte
+	}
+	var rs []rng
+	for _, g := range []string{"alt.binaries.a", "alt.binaries.b"} {
+		ls := byGroup[g]
+		for len(ls) > 0 {
+			n := min(len(ls), 20_000)
+			if len(rs) == 0 {
+				n = 7 // a range that ends inside the crosspost
+			}
+			rs = append(rs, rng{g, ls[:n]})
+			ls = ls[n:]
+		}
+	}
+	slices.Reverse(rs)
+	rs = append(rs, rs[len(rs)-1], rs[0])
+	var rels []Release
+	for _, r := range rs {
+		rels = indexRange(t, st, r.group, r.lines)
+	}
+
+	want := map[string]struct {
+		poster string
+		files  int
+		parts  int
+		groups []string
+	}{
+		"alice <a@x>": {"alice", 3, 12, []string{"alt.binaries.a", "alt.binaries.b"}},
+		"bob <b@x>":   {"bob", 3, 12, []string{"alt.binaries.a"}},
+		"carol <c@x>": {"carol", 2, 6, []string{"alt.binaries.a", "alt.binaries.b"}},
+		"dave <d@x>":  {"dave", 1, 5, []string{"alt.binaries.b"}},
+		"erin <e@x>":  {"erin", 1, long, []string{"alt.binaries.b"}},
+	}
+	if len(rels) != len(want) {
+		t.Fatalf("%d releases, want %d:%s", len(rels), len(want), describeReleases(rels))
+	}
+	ctx := context.Background()
+	for _, r := range rels {
+		w, ok := want[r.Poster]
+		if !ok {
+			t.Fatalf("release of %q: %+v", r.Poster, r)
+		}
+		present := 0
+		for _, f := range r.Binaries {
+			present += f.Present
+		}
+		if !r.Complete() || len(r.Binaries) != w.files || present != w.parts || r.Size != int64(w.parts)*1000 ||
+			!slices.Equal(r.Groups, w.groups) || r.RepostOf != "" {
+			t.Errorf("%s: complete %v, %d files, %d parts, %d bytes, groups %v, repost_of %q; want %d files, %d parts, %d bytes, groups %v",
+				w.poster, r.Complete(), len(r.Binaries), present, r.Size, r.Groups, r.RepostOf, w.files, w.parts, w.parts*1000, w.groups)
+		}
+		var nzb strings.Builder
+		if _, err := st.NZB(ctx, r.ID, &nzb); err != nil {
+			t.Fatal(err)
+		}
+		if n := strings.Count(nzb.String(), "<segment "); n != w.parts {
+			t.Errorf("%s: NZB of %d segments, want %d", w.poster, n, w.parts)
+		}
+	}
+}
+
+// TestCrosspostWithoutXrefListsEveryGroup: a server whose overview has no
+// Xref names only the range's group, so a crosspost's groups are learnt
+// one range at a time; the release lists every group it was seen in.
+// (Was: the second group reached the binary, but its collection kept the
+// summary it had, of as many segments, so the release listed one group.)
+func TestCrosspostWithoutXrefListsEveryGroup(t *testing.T) {
+	t.Parallel()
+	st := testStore(t)
+	var lines [][]byte
+	for p := 1; p <= 3; p++ {
+		d := time.Unix(1_700_000_000+int64(p), 0).UTC().Format(time.RFC1123Z)
+		lines = append(lines, fmt.Appendf(nil, "%d\t%s\tposter@example.com\t%s\t<x%d@post>\t\t700000\t5000",
+			p, fmt.Sprintf(`Cross.Post.2024 [1/1] - "Cross.Post.2024.mkv" yEnc (%d/3)`, p), d, p))
+	}
+	indexRange(t, st, "alt.binaries.a", lines)
+	rels := indexRange(t, st, "alt.binaries.b", lines)
+	want := []string{"alt.binaries.a", "alt.binaries.b"}
+	if len(rels) != 1 || !slices.Equal(rels[0].Groups, want) {
+		t.Fatalf("releases: %+v; want one in groups %v", rels, want)
+	}
+	bins, err := st.Binaries(context.Background(), []string{rels[0].Binaries[0].ID})
+	if err != nil || len(bins) != 1 || !slices.Equal(bins[0].Groups, want) || len(bins[0].Segments) != 3 {
+		t.Fatalf("binary: %+v, %v", bins, err)
+	}
 }

@@ -122,9 +122,22 @@ func (c *Collection) Merge(o Collection) bool {
 			c.Binaries = slices.Insert(slices.Clone(c.Binaries), i, f)
 			changed = true
 		case c.Binaries[i].Segments < f.Segments:
+			g, _ := unionSorted(f.Groups, c.Binaries[i].Groups)
 			c.Binaries = slices.Clone(c.Binaries)
 			c.Binaries[i] = f
+			c.Binaries[i].Groups = g
 			changed = true
+		default:
+			// A binary gains groups without gaining segments when a
+			// crosspost's groups are learnt one range at a time (an
+			// overview without Xref names only the range's group): the
+			// summary of as many segments may be the newer, so groups
+			// are a union whichever summary is kept.
+			if g, ok := unionSorted(c.Binaries[i].Groups, f.Groups); ok {
+				c.Binaries = slices.Clone(c.Binaries)
+				c.Binaries[i].Groups = g
+				changed = true
+			}
 		}
 	}
 	return changed
