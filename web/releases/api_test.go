@@ -3,11 +3,13 @@ package releases_test
 import (
 	"context"
 	"encoding/xml"
+	"mime"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/switchyard-dev/switchyard/usenet"
 	"github.com/switchyard-dev/switchyard/web"
@@ -319,5 +321,75 @@ func TestPostProcessed(t *testing.T) {
 	if d.Password != 1 || d.NFO != "Locked Film\nRipped by GRP\n" || len(d.Par2) != 1 || d.Par2[0].Name != "locked.part01.rar" ||
 		len(d.Inner) != 1 || d.Inner[0] != r.Inner[0] {
 		t.Fatalf("detail %+v", d)
+	}
+}
+
+// TestNZBOddNames: a release whose name holds quotes, markup, control
+// characters, non-ASCII and bytes that are not UTF-8 downloads as an NZB
+// that is well-formed XML 1.0 with its title intact (control characters
+// and bad bytes replaced), under a Content-Disposition that parses
+// (RFC 6266): a printable ASCII filename and a UTF-8 filename* of the
+// name.
+func TestNZBOddNames(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	// fix is s as stored (each byte that is not UTF-8 a U+FFFD) and, for
+	// XML, with the characters XML 1.0 forbids replaced too.
+	fix := func(s string, xml bool) string {
+		var b strings.Builder
+		for _, c := range s {
+			if xml && c < 0x20 && c != '\t' && c != '\n' && c != '\r' {
+				c = utf8.RuneError
+			}
+			b.WriteRune(c)
+		}
+		return b.String()
+	}
+	for i, name := range []string{
+		`<script>alert(1)</script>"onmouseover="x" 'a' & b`,
+		"Café \"Crème\" ✓ 😀 (2021)",
+		"ctl\x00\x01\x1b\x7f tab\there nl\ncr\r",
+		"bad\xff\xfe utf\xc3 é",
+	} {
+		id := "odd" + strconv.Itoa(i)
+		r, bins := release(id, name, usenet.CatOtherMisc, 1, 2, "f.bin")
+		bins[0].Poster = name
+		bins[0].Subject = name + ` "f.bin" yEnc (1/2)`
+		e.add(r, bins)
+		resp, body := e.do("GET", "/releases/nzb/"+id, nil, web.APIKeyHeader, testKey)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%q: nzb %d %s", name, resp.StatusCode, body)
+		}
+		cd := resp.Header.Get("Content-Disposition")
+		disp, params, err := mime.ParseMediaType(cd)
+		if err != nil || disp != "attachment" {
+			t.Errorf("%q: Content-Disposition %q: %v", name, cd, err)
+		}
+		want := fix(name, false) + ".nzb"
+		// mime puts filename*'s decoded value in "filename" when present.
+		if got := params["filename"]; !utf8.ValidString(got) || (got != want && got != usenet.NZBFileName(r)) {
+			t.Errorf("%q: Content-Disposition %q gives filename %q, want %q or %q", name, cd, got, want, usenet.NZBFileName(r))
+		}
+		for _, c := range cd {
+			if c < 0x20 || c >= 0x7f {
+				t.Errorf("%q: Content-Disposition %q holds %q", name, cd, c)
+			}
+		}
+		var doc struct {
+			Meta []struct {
+				Type  string `xml:"type,attr"`
+				Value string `xml:",chardata"`
+			} `xml:"head>meta"`
+			Files []struct {
+				Poster  string `xml:"poster,attr"`
+				Subject string `xml:"subject,attr"`
+			} `xml:"file"`
+		}
+		if err := xml.Unmarshal(body, &doc); err != nil || len(doc.Meta) == 0 || len(doc.Files) != 1 {
+			t.Fatalf("%q: nzb: %v\n%s", name, err, body)
+		}
+		if doc.Meta[0].Value != fix(name, true) || doc.Files[0].Poster != fix(name, true) || doc.Files[0].Subject != fix(bins[0].Subject, true) {
+			t.Errorf("%q: nzb title %q poster %q subject %q", name, doc.Meta[0].Value, doc.Files[0].Poster, doc.Files[0].Subject)
+		}
 	}
 }

@@ -299,3 +299,54 @@ func TestLiveSearchDoesNotOverwriteANewerSearch(t *testing.T) {
 		t.Fatalf("the URL says %q but the list shows %q: an older live search's answer replaced the newer search's", url, got)
 	}
 }
+
+// TestHostileNamesAndPastTheEnd: names of markup show as text, nothing in
+// them runs; a page past the last release (a stale link, or releases gone
+// since) says so and offers the way back, and an offset that is not a
+// whole number is read as the page it falls in, not refused.
+// (Was: past the end the page said "3–2 of 2 releases" and "page 3 of
+// 2", Newer went one page back (still past the end), and offset=1.5
+// answered a bad-request error.)
+func TestHostileNamesAndPastTheEnd(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *releases.Config) { c.PageSize = 1 })
+	xss := `<img src=x onerror="window.pwned=1"><script>window.pwned=2</script>`
+	attr := `x" onmouseover="window.pwned=3" data-x="`
+	e.add(release("xss", xss, usenet.CatOtherMisc, 2, 2, "a.bin"))
+	e.add(release("attr", attr, usenet.CatOtherMisc, 1, 2, "b.bin"))
+	tb := newTab(t)
+	tb.do(chromedp.Navigate(e.srv.URL + "/releases"))
+	tb.wait("the key asked for", `document.body.dataset.view === "key"`)
+	tb.do(chromedp.SendKeys(chromedp.ID("key"), testKey), chromedp.Click(chromedp.CSS("#key-form button")))
+	tb.wait("the newest release", rows+` === "attr"`)
+
+	tb.do(chromedp.Navigate(e.srv.URL + "/releases?offset=1.5"))
+	tb.wait("the older release", rows+` === "xss"`)
+	if got := value[string](tb, `document.querySelector("#results tbody a").textContent`); got != xss {
+		t.Errorf("name shown %q, want %q", got, xss)
+	}
+	value[bool](tb, `(() => { document.querySelector("#results tbody a").dispatchEvent(new MouseEvent("mouseover", {bubbles: true})); return true; })()`)
+	tb.do(chromedp.Click(chromedp.CSS(`#results tbody a`)))
+	tb.wait("the release's page", `document.body.dataset.view === "release" && document.getElementById("rel-name").textContent === `+strconv.Quote(xss))
+	if n := value[int](tb, `document.querySelectorAll("img, script:not([src])").length`); n != 0 {
+		t.Errorf("%d elements made of a name", n)
+	}
+
+	tb.do(chromedp.Navigate(e.srv.URL + "/releases?offset=2"))
+	tb.wait("the page past the end", `document.getElementById("summary").dataset.total === "2"`)
+	summary := value[string](tb, `document.getElementById("summary").textContent + " | " + document.getElementById("page-of").textContent`)
+	if strings.Contains(summary, "3–2") || strings.Contains(summary, "page 3") || !strings.Contains(summary, "2") {
+		t.Errorf("past the end the page says %q", summary)
+	}
+	if !value[bool](tb, `document.getElementById("older").disabled && !document.getElementById("newer").disabled`) {
+		t.Error("past the end: Older should be disabled, Newer enabled")
+	}
+	tb.do(chromedp.Navigate(e.srv.URL + "/releases?offset=5"))
+	tb.wait("the page past the end", `document.getElementById("summary").dataset.total === "2" && !document.getElementById("newer").disabled`)
+	tb.do(chromedp.Click(chromedp.ID("newer")))
+	tb.wait("the last page", rows+` === "xss" && location.search === "?offset=1"`)
+	if p := value[any](tb, `window.pwned || null`); p != nil {
+		t.Errorf("a name ran: window.pwned = %v", p)
+	}
+	tb.b.CheckNoProblems(t)
+}

@@ -31,7 +31,7 @@
 
   function state() {
     const p = new URLSearchParams(location.search);
-    return { id: p.get("id") || "", q: p.get("q") || "", cat: p.get("cat") || "", group: p.get("group") || "", offset: Math.max(0, Number(p.get("offset")) || 0) };
+    return { id: p.get("id") || "", q: p.get("q") || "", cat: p.get("cat") || "", group: p.get("group") || "", offset: Math.max(0, Math.floor(Number(p.get("offset"))) || 0) };
   }
   function listURL(s) {
     const p = new URLSearchParams();
@@ -247,9 +247,14 @@
     const first = ans.total === 0 ? 0 : ans.offset + 1;
     const last = ans.offset + ans.items.length;
     $("summary").dataset.total = String(ans.total);
+    // A page past the last release (a stale link, or releases gone since)
+    // has no range to name: it says how many there are instead, and Newer
+    // leads back.
+    const past = ans.total > 0 && ans.items.length === 0;
     $("summary").textContent = ans.total === 0 ? "No release matches." :
+      past ? "No release on this page: " + num(ans.total) + (ans.total === 1 ? " release" : " releases") + " in all, see newer ones." :
       num(first) + "–" + num(last) + " of " + num(ans.total) + " releases, newest first";
-    $("page-of").textContent = ans.total === 0 ? "" : "page " + num(Math.floor(ans.offset / ans.limit) + 1) + " of " + num(Math.ceil(ans.total / ans.limit));
+    $("page-of").textContent = ans.total === 0 || past ? "" : "page " + num(Math.floor(ans.offset / ans.limit) + 1) + " of " + num(Math.ceil(ans.total / ans.limit));
     $("newer").disabled = ans.offset === 0;
     $("older").disabled = last >= ans.total;
     if (s.offset === 0) { fresh = new Set(); show("fresh", false); }
@@ -277,7 +282,12 @@
     go({ q: $("q").value.trim(), cat: $("cat").value, group: $("group").value.trim(), offset: 0 });
   });
   $("cat").addEventListener("change", () => $("search-form").requestSubmit());
-  $("newer").addEventListener("click", () => { const s = state(); s.offset = Math.max(0, s.offset - info.page_size); go(s); });
+  // Newer from past the end goes to the last page, not one page back.
+  $("newer").addEventListener("click", () => {
+    const s = state(), total = Number($("summary").dataset.total) || 0;
+    s.offset = Math.max(0, Math.min(s.offset - info.page_size, (Math.ceil(total / info.page_size) - 1) * info.page_size));
+    go(s);
+  });
   $("older").addEventListener("click", () => { const s = state(); s.offset += info.page_size; go(s); });
   $("fresh-show").addEventListener("click", () => { const s = state(); s.offset = 0; go(s); });
   window.addEventListener("popstate", () => route());
