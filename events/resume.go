@@ -179,7 +179,7 @@ func (r *Router) noteWindow(id SubID, key string, ev *Event) {
 	}
 	if saved, ok := r.singleSaved[id]; ok && ev.Seq <= saved {
 		r.singleSaved[id] = ev.Seq - 1
-		r.putCursor(id, ev.Seq-1)
+		r.saver.put(rowKey(id), ev.Seq-1)
 	}
 }
 
@@ -249,23 +249,7 @@ func (r *Router) saveCursor(id SubID) {
 		return
 	}
 	r.singleSaved[id] = cur
-	r.putCursor(id, cur)
-}
-
-// putCursor hands id's cursor to the saver while the router still holds
-// id's row. Deleting a row removes it from the router, then deletes its
-// cursor (onRow); an ack, window or resume the loop takes after that, of
-// work queued before the row's forget, would write the cursor back, for a
-// row that no longer exists. r.subs is checked and the cursor handed over
-// under r.mu, so the delete comes either before (and nothing is written)
-// or after (and wins). It runs on the loop.
-func (r *Router) putCursor(id SubID, seq uint64) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.subs[id] == nil {
-		return
-	}
-	r.saver.put(rowKey(id), seq)
+	r.saver.put(rowKey(id), cur)
 }
 
 // resume starts the `single` row rs where its cursor left it (see the top
@@ -296,7 +280,7 @@ func (r *Router) resume(ctx context.Context, rs *routerSub) {
 			r.noteTop(id, upTo)
 			if fresh {
 				r.singleSaved[id] = upTo
-				r.putCursor(id, upTo)
+				r.saver.put(rowKey(id), upTo)
 			}
 			r.knowCursor(id, cur)
 		}})
