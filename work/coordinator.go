@@ -216,7 +216,12 @@ func (c *Coordinator) start(ctx context.Context) error {
 			}
 			return err
 		})
-		c.loop(run, "planning history", c.cfg.PlanEvery, func(ctx context.Context) error {
+		// A failed history round is tried again at the tail's pace, not an
+		// hour later: PlanTail plans only groups with a record, so a
+		// provider unreachable at start (or a pooled connection it closed
+		// while idle) would otherwise leave new groups unplanned for the
+		// whole PlanEvery.
+		c.loopRetry(run, "planning history", c.cfg.PlanEvery, min(c.cfg.TailEvery, c.cfg.PlanEvery), func(ctx context.Context) error {
 			st, err := c.planner.PlanAll(ctx)
 			if st.Ranges > 0 {
 				c.log.Info("planned history", "ranges", st.Ranges, "groups", st.Groups)
@@ -255,16 +260,26 @@ func (c *Coordinator) start(ctx context.Context) error {
 
 // loop runs runLoop in a goroutine that Stop waits for.
 func (c *Coordinator) loop(ctx context.Context, what string, every time.Duration, round func(context.Context) error) {
+	c.loopRetry(ctx, what, every, every, round)
+}
+
+// loopRetry is loop with the round after a failed one due in retry.
+func (c *Coordinator) loopRetry(ctx context.Context, what string, every, retry time.Duration, round func(context.Context) error) {
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		runLoop(ctx, c.log, what, every, round)
+		runLoopRetry(ctx, c.log, what, every, retry, round)
 	}()
 }
 
 // runLoop runs round at once and then every interval until ctx ends; a
 // failed round is logged and the loop goes on.
 func runLoop(ctx context.Context, log *slog.Logger, what string, every time.Duration, round func(context.Context) error) {
+	runLoopRetry(ctx, log, what, every, every, round)
+}
+
+// runLoopRetry is runLoop with the round after a failed one due in retry.
+func runLoopRetry(ctx context.Context, log *slog.Logger, what string, every, retry time.Duration, round func(context.Context) error) {
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
@@ -273,10 +288,12 @@ func runLoop(ctx context.Context, log *slog.Logger, what string, every time.Dura
 			return
 		case <-t.C:
 		}
+		next := every
 		if err := round(ctx); err != nil && ctx.Err() == nil {
 			log.Error(what+" failed", "err", err)
+			next = retry
 		}
-		t.Reset(every)
+		t.Reset(next)
 	}
 }
 

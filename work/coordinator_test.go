@@ -2,11 +2,15 @@ package work_test
 
 import (
 	"context"
+	"io"
+	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/switchyard-dev/switchyard/internal/lifecycle/lifecycletest"
 	"github.com/switchyard-dev/switchyard/internal/testpersist"
+	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/nntp"
 	"github.com/switchyard-dev/switchyard/nntp/nntptest"
 	"github.com/switchyard-dev/switchyard/work"
@@ -110,4 +114,72 @@ func TestCoordinatorEndToEnd(t *testing.T) {
 	if len(table.Val) != 0 {
 		t.Errorf("share table after Stop: %+v", table.Val)
 	}
+}
+
+// msgCounter is a quiet slog handler that counts the records of one
+// message.
+type msgCounter struct {
+	slog.Handler
+	msg string
+	n   *atomic.Int64
+}
+
+func (h msgCounter) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		h.n.Add(1)
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h msgCounter) WithAttrs(as []slog.Attr) slog.Handler {
+	return msgCounter{Handler: h.Handler.WithAttrs(as), msg: h.msg, n: h.n}
+}
+
+func (h msgCounter) WithGroup(name string) slog.Handler {
+	return msgCounter{Handler: h.Handler.WithGroup(name), msg: h.msg, n: h.n}
+}
+
+// A history round that failed (the provider refused connections at start)
+// is tried again at the tail's pace, and the group gets planned once the
+// provider answers.
+// (Was: the next history round came PlanEvery, an hour, later, and PlanTail
+// plans only groups with a record: nothing was planned for an hour.)
+func TestCoordinatorRetriesFailedHistory(t *testing.T) {
+	t.Parallel()
+	env := testpersist.Start(t, 1)
+	srv := nntptest.Start(t)
+	const group = "alt.binaries.retry"
+	srv.AddGroup(group, 1_000)
+	srv.SetFaults(nntptest.Faults{Greeting: 400})
+	ctx := context.Background()
+	st, err := work.NewStore(env.Client(), "retry")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := nntp.NewPool(nntp.PoolConfig{Conn: nntp.Config{Addr: srv.Addr()}, HealthEvery: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var failed atomic.Int64
+	log := slog.New(msgCounter{Handler: slog.NewTextHandler(io.Discard, nil), msg: "planning history failed", n: &failed})
+	groups, _ := work.ParseGroups(group)
+	co, err := work.NewCoordinator(st, pool, work.CoordinatorConfig{
+		Planner:   work.PlannerConfig{Groups: groups, RangeSize: 500, HistoryDepth: 1_000},
+		Share:     work.ShareConfig{Limit: 2, Every: 50 * time.Millisecond},
+		Tick:      20 * time.Millisecond,
+		TailEvery: 50 * time.Millisecond,
+		PlanEvery: time.Hour,
+		Logger:    log,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lifecycletest.Start(t, co)
+	testwait.For(t, "the first history round to fail", func() bool { return failed.Load() > 0 })
+	srv.SetFaults(nntptest.Faults{})
+	testwait.For(t, "the group's history to be planned", func() bool {
+		g, err := st.Group(ctx, group)
+		return err == nil && g.Val.PlannedThrough == 1_000
+	})
+	lifecycletest.Stop(t, co)
 }

@@ -106,7 +106,11 @@ func (p *Planner) groupProbe(ctx context.Context, name string) (probe, bool, err
 }
 
 // resolve lists the selected groups with their marks: LIST ACTIVE for the
-// globs, GROUP for each exact name LIST ACTIVE did not already answer.
+// globs, GROUP for each exact name LIST ACTIVE did not already answer. A
+// name whose GROUP fails is left out and its error returned with the
+// groups that answered, as PlanTail does: one failing probe (a pooled
+// connection the provider closed while idle, a group the account may not
+// read) must not hold up every other group's history until the next round.
 func (p *Planner) resolve(ctx context.Context) ([]probe, error) {
 	seen := map[string]bool{}
 	var out []probe
@@ -127,6 +131,7 @@ func (p *Planner) resolve(ctx context.Context) ([]probe, error) {
 			return nil, fmt.Errorf("work: plan: list active: %w", err)
 		}
 	}
+	var errs []error
 	for _, name := range p.cfg.Groups.Patterns {
 		if isGlob(name) || seen[name] {
 			continue
@@ -134,13 +139,17 @@ func (p *Planner) resolve(ctx context.Context) ([]probe, error) {
 		seen[name] = true
 		pr, ok, err := p.groupProbe(ctx, name)
 		if err != nil {
-			return nil, err
+			if ctx.Err() != nil {
+				return nil, err
+			}
+			errs = append(errs, err)
+			continue
 		}
 		if ok {
 			out = append(out, pr)
 		}
 	}
-	return out, nil
+	return out, errors.Join(errs...)
 }
 
 // PlanAll plans the history of every selected group that has no record
@@ -152,12 +161,12 @@ func (p *Planner) PlanAll(ctx context.Context) (PlanStats, error) {
 	if ctx.Err() != nil {
 		return PlanStats{}, cerr
 	}
-	probes, err := p.resolve(ctx)
-	if err != nil {
-		return PlanStats{}, errors.Join(cerr, err)
+	probes, rerr := p.resolve(ctx)
+	if ctx.Err() != nil {
+		return PlanStats{}, errors.Join(cerr, rerr)
 	}
 	st, err := p.planEach(ctx, probes, KindHistory)
-	return st, errors.Join(cerr, err)
+	return st, errors.Join(cerr, rerr, err)
 }
 
 // completeClaims writes out the ranges every group record still claims

@@ -2,6 +2,7 @@ package work_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 
@@ -293,4 +294,36 @@ func TestPlannerCompletesClaimOfUnprobedGroup(t *testing.T) {
 		t.Fatalf("PlanAll = %+v, %v; want alt.kept's 1 range (completed claims are not counted)", st, err)
 	}
 	check("PlanAll, group no longer selected", left)
+}
+
+// One exact name's failing GROUP leaves that group for the next round and
+// plans the others' history now.
+// (Was: PlanAll gave up on the first failing probe, so a pooled connection
+// the provider had closed while idle cost every group its history until the
+// next round, an hour later.)
+func TestPlannerGoesOnPastAFailedProbe(t *testing.T) {
+	t.Parallel()
+	e := ltStart(t)
+	srv := ltNNTP(t, map[string]int64{"alt.first": 500, "alt.second": 300})
+	pool := ltPool(t, srv)
+	// One connection, used and then idle in the pool, which the provider
+	// closes: the next probe gets it and fails.
+	if err := pool.Do(e.ctx, func(c *nntp.Conn) error { _, err := c.Group(e.ctx, "alt.first"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	srv.CloseConns()
+	p := ltPlanner(t, e.st, pool, "alt.first", "alt.second")
+	st, err := p.PlanAll(e.ctx)
+	if err == nil || !strings.Contains(err.Error(), "alt.first") {
+		t.Fatalf("PlanAll error %v, want alt.first's failed probe", err)
+	}
+	if st != (work.PlanStats{Groups: 1, Ranges: 1}) {
+		t.Fatalf("PlanAll = %+v; want alt.second planned all the same", st)
+	}
+	ltCover(t, e.ltRanges(t), "alt.second", 1, 300, 400)
+	// The broken connection is gone: the next round plans alt.first.
+	if st, err := p.PlanAll(e.ctx); err != nil || st != (work.PlanStats{Groups: 1, Ranges: 2}) {
+		t.Fatalf("PlanAll again = %+v, %v; want alt.first's 2 ranges", st, err)
+	}
+	ltCover(t, e.ltRanges(t), "alt.first", 1, 500, 400)
 }
