@@ -156,6 +156,10 @@ func parseSubject(s string) (Subject, error) {
 		return Subject{}, fmt.Errorf("%q: scope %q is not [a-z0-9][a-z0-9_-]{0,127}", s, scope)
 	}
 	rawStream, key, keyed := strings.Cut(rest, "/")
+	if rawStream == "" {
+		// Said here: persist's own refusal names its wire header.
+		return Subject{}, fmt.Errorf("%q: empty stream name", s)
+	}
 	stream, err := unescape(rawStream)
 	if err != nil {
 		return Subject{}, fmt.Errorf("%q: %v", s, err)

@@ -54,6 +54,13 @@ func TestParseAnchor(t *testing.T) {
 			t.Errorf("ParseAnchor(%q): %v, want ErrBadAnchor", in, err)
 		}
 	}
+	// An empty stream is said in the anchor's words. (Was: persist's
+	// refusal, naming its wire header Sy-Stream.)
+	for _, in := range []string{"p//k", "p/"} {
+		if _, err := ParseAnchor(in); err == nil || !strings.Contains(err.Error(), "empty stream name") || strings.Contains(err.Error(), "Sy-Stream") {
+			t.Errorf("ParseAnchor(%q): %v, want it to say the stream name is empty", in, err)
+		}
+	}
 }
 
 func TestAnchorRest(t *testing.T) {

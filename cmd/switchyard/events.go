@@ -38,12 +38,12 @@ func newEventsPresenceCmd() *cobra.Command {
 	var natsOpts natsFlags
 	cmd := &cobra.Command{
 		Use:   "presence USER",
-		Short: "Print where USER is connected: app, region, since when (exit 3 if nowhere)",
+		Short: "Print where USER is connected in this region: app, since when (exit 3 if not)",
 		Long: `Prints USER's presence rows, one per app and region the user has a connection
 in: the first connection of an app in a region writes the row, and the last one's close
 removes it 30 to 60 seconds later (so a reload writes nothing). Rows are persist data in
 scope "presence", stream USER; a subscription on the anchor presence/USER hears them come
-and go.`,
+and go. Each region keeps its own rows: this lists those of the region whose bus it asks.`,
 		Example: `  switchyard events presence alice
   APP    REGION   CONNECTED SINCE
   notes  eu-west  2026-12-02T14:03:11Z`,
@@ -59,7 +59,7 @@ and go.`,
 					return fmt.Errorf("presence of %q: %w", user, err)
 				}
 				if len(rows) == 0 {
-					return fmt.Errorf("%q is not connected anywhere: %w", user, persist.ErrNotFound)
+					return fmt.Errorf("%q is not connected in this region: %w", user, persist.ErrNotFound)
 				}
 				tw := tabwriter.NewWriter(stdout(cmd), 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "APP\tREGION\tCONNECTED SINCE")
