@@ -49,6 +49,10 @@ type ConnectConfig struct {
 	// Options are extra nats.go options applied after switchyard's own (an
 	// in-process dialer, credentials, TLS). Nil means none.
 	Options []nats.Option
+	// OnClosed, if set, runs when the connection is closed for good (after
+	// a ClosedHandler among Options): nats.go gave up on it, or it was
+	// closed.
+	OnClosed func(*nats.Conn)
 }
 
 // Connect dials url and keeps reconnecting forever after a lost connection
@@ -115,6 +119,9 @@ func connect(url string, cfg ConnectConfig) (*nats.Conn, error) {
 			trackers.Delete(c)
 			if userClosed != nil {
 				userClosed(c)
+			}
+			if cfg.OnClosed != nil {
+				cfg.OnClosed(c)
 			}
 		}),
 	)

@@ -99,24 +99,15 @@ func (f *Fleet) connect(ctx context.Context, name, user string) (*nats.Conn, err
 	// Closed for good (nats.go gives up after the server refused its
 	// credentials twice, or someone closed it), the connection takes the
 	// role on it down for ever: the fleet hears of it. Its own Stop closes
-	// it too, which then counts for nothing. A ClosedHandler among the
-	// options still runs.
-	var given nats.Options
-	for _, o := range opts {
-		_ = o(&given)
-	}
-	userClosed := given.ClosedCB
-	opts = append(opts, nats.ClosedHandler(func(nc *nats.Conn) {
-		if userClosed != nil {
-			userClosed(nc)
-		}
+	// it too, which then counts for nothing.
+	onClosed := func(nc *nats.Conn) {
 		err := nc.LastError()
 		if err == nil {
 			err = errors.New("closed")
 		}
 		f.roleEnded("conn "+name, fmt.Errorf("NATS connection closed for good: %w", err))
-	}))
-	cfg := bus.ConnectConfig{Name: name, Options: opts, Logger: f.log}
+	}
+	cfg := bus.ConnectConfig{Name: name, Options: opts, Logger: f.log, OnClosed: onClosed}
 	var nc *nats.Conn
 	var err error
 	if f.nats != nil {
