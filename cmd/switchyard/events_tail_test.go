@@ -13,7 +13,6 @@ import (
 	"github.com/switchyard-dev/switchyard/events"
 	"github.com/switchyard-dev/switchyard/internal/testnats"
 	"github.com/switchyard-dev/switchyard/internal/testproc"
-	"github.com/switchyard-dev/switchyard/internal/testwait"
 )
 
 // TestEventsTailSaysWhyItWaits: events tail on a bus where nothing answers
@@ -23,17 +22,7 @@ import (
 // "following" line, so a wrong --nats or --service looked like a hang.)
 func TestEventsTailSaysWhyItWaits(t *testing.T) {
 	t.Parallel()
-	e, _ := testnats.Start(t)
-	c := startWatched(t, cli(t, "events", "tail", "hub/demo", "--nats", e.ClientURL()))
-	testwait.For(t, "a warning saying why the tail waits", func() bool {
-		select {
-		case <-c.exited:
-			t.Fatalf("events tail exited (%d): %s", c.code, c.stderr.String())
-		default:
-		}
-		s := c.stderr.String()
-		return strings.Contains(s, "retrying until it can") && strings.Contains(s, "no responders")
-	})
+	saysWhyItWaits(t, "events", "tail", "hub/demo")
 }
 
 // TestTailFeedGapInOrder: deliveries dropped while events tail's queue is

@@ -22,20 +22,29 @@ import (
 // like a stream with no changes.)
 func TestWatchSaysWhyItWaits(t *testing.T) {
 	t.Parallel()
+	c := saysWhyItWaits(t, "watch", "hub", "log")
+	if out := c.stdout(); out != "" {
+		t.Errorf("watch printed %q on stdout before it could read the stream", out)
+	}
+}
+
+// saysWhyItWaits runs the command args on a bus where nothing answers (no
+// balancer, no persist server) and waits for its warning on stderr: still
+// running, retrying, with the reason.
+func saysWhyItWaits(t *testing.T, args ...string) *watchedChild {
+	t.Helper()
 	e, _ := testnats.Start(t)
-	c := startWatched(t, cli(t, "watch", "hub", "log", "--nats", e.ClientURL()))
-	testwait.For(t, "a warning saying why the watch waits", func() bool {
+	c := startWatched(t, cli(t, append(args, "--nats", e.ClientURL())...))
+	testwait.For(t, "a warning saying why "+args[0]+" waits", func() bool {
 		select {
 		case <-c.exited:
-			t.Fatalf("watch exited (%d): %s", c.code, c.stderr.String())
+			t.Fatalf("%s exited (%d): %s", args[0], c.code, c.stderr.String())
 		default:
 		}
 		s := c.stderr.String()
 		return strings.Contains(s, "retrying until it can") && strings.Contains(s, "no responders")
 	})
-	if out := c.stdout(); out != "" {
-		t.Errorf("watch printed %q on stdout before it could read the stream", out)
-	}
+	return c
 }
 
 // TestWatchCommand runs `switchyard watch --json` as a child process against
