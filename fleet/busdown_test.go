@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
-	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"github.com/switchyard-dev/switchyard/bus"
 	"github.com/switchyard-dev/switchyard/bus/embedded"
+	"github.com/switchyard-dev/switchyard/internal/testnats"
 	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/persist"
 )
@@ -135,33 +135,6 @@ func TestReadyzSaysStopping(t *testing.T) {
 	}
 }
 
-// passwordBus is an external NATS server that admits the user sy with a
-// password; revoke changes the password (a config reload), as an operator
-// revoking the user would: the server drops the user's connections, and
-// nats.go, refused twice on reconnecting, closes them for good.
-func passwordBus(t *testing.T) (url string, revoke func()) {
-	t.Helper()
-	opts := &natsserver.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true, Username: "sy", Password: "first"}
-	srv, err := natsserver.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		srv.Shutdown()
-		t.Fatal("nats-server not ready")
-	}
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
-	return srv.ClientURL(), func() {
-		o := opts.Clone()
-		o.Port = srv.Addr().(*net.TCPAddr).Port
-		o.Password = "second"
-		if err := srv.ReloadOptions(o); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 // TestRoleEndedOnItsOwn: a role that ends by itself after Start — its bus
 // connection closed for good, the forward receiver's listener gone, the
 // search index's follower failed — closes Done, Err names it, and /readyz
@@ -174,7 +147,7 @@ func TestRoleEndedOnItsOwn(t *testing.T) {
 		cfg  func(t *testing.T) (Config, func(*Fleet))
 	}{
 		{"bus connection closed for good", "conn switchyard-balancer", func(t *testing.T) (Config, func(*Fleet)) {
-			url, revoke := passwordBus(t)
+			url, revoke := testnats.PasswordBus(t)
 			return Config{
 				NATS:     NATSConfig{URL: url, Options: []nats.Option{nats.UserInfo("sy", "first")}},
 				Persist:  PersistConfig{IDs: []string{"0"}},

@@ -5,19 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
 	"github.com/switchyard-dev/switchyard/bus/embedded"
 	"github.com/switchyard-dev/switchyard/fleet"
+	"github.com/switchyard-dev/switchyard/internal/testnats"
 	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/persist/server"
@@ -97,28 +96,18 @@ func TestRootHelpListsExitCodes(t *testing.T) {
 // exits 1, so a supervisor restarts it. (Was: the command ran on without
 // the role, and its /readyz said unready for ever.)
 func TestRoleEndedExitsNonZero(t *testing.T) {
-	opts := &natsserver.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true, Username: "sy", Password: "first"}
-	srv, err := natsserver.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		srv.Shutdown()
-		t.Fatal("nats-server not ready")
-	}
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
-	port := srv.Addr().(*net.TCPAddr).Port
+	url, revoke := testnats.PasswordBus(t)
+	port := strings.TrimPrefix(url, "nats://127.0.0.1:")
 	type result struct {
 		stderr string
 		code   int
 	}
 	done := make(chan result, 1)
 	go func() {
-		_, stderr, code := execute(t, "balancer", "--ids", "0", "--nats", fmt.Sprintf("nats://sy:first@127.0.0.1:%d", port))
+		_, stderr, code := execute(t, "balancer", "--ids", "0", "--nats", "nats://sy:first@127.0.0.1:"+port)
 		done <- result{stderr, code}
 	}()
-	nc, err := nats.Connect(srv.ClientURL(), nats.UserInfo("sy", "first"))
+	nc, err := nats.Connect(url, nats.UserInfo("sy", "first"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,11 +116,7 @@ func TestRoleEndedExitsNonZero(t *testing.T) {
 		return err == nil
 	})
 	nc.Close()
-	revoked := opts.Clone()
-	revoked.Port, revoked.Password = port, "second"
-	if err := srv.ReloadOptions(revoked); err != nil {
-		t.Fatal(err)
-	}
+	revoke()
 	select {
 	case r := <-done:
 		if r.code != exitRuntime || !strings.Contains(r.stderr, "switchyard: role conn switchyard-balancer ended") {

@@ -3,8 +3,11 @@
 package testnats
 
 import (
+	"net"
 	"testing"
+	"time"
 
+	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"github.com/switchyard-dev/switchyard/bus/embedded"
@@ -49,4 +52,32 @@ func Start(t testing.TB) (*embedded.Server, *nats.Conn) {
 	t.Helper()
 	e := Server(t, Options{})
 	return e, Conn(t, e)
+}
+
+// PasswordBus starts a nats-server on loopback whose one user is sy with
+// password "first", and returns its URL (without the credentials) and
+// revoke, which changes the password as revoking the user would: the
+// server drops the user's connections, and nats.go, refused twice on
+// reconnecting, closes them for good.
+func PasswordBus(t testing.TB) (url string, revoke func()) {
+	t.Helper()
+	opts := &natsserver.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true, Username: "sy", Password: "first"}
+	srv, err := natsserver.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		srv.Shutdown()
+		t.Fatal("nats-server not ready")
+	}
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	return srv.ClientURL(), func() {
+		o := opts.Clone()
+		o.Port = srv.Addr().(*net.TCPAddr).Port
+		o.Password = "second"
+		if err := srv.ReloadOptions(o); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
