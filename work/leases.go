@@ -337,13 +337,13 @@ func (l *Leases) takeLeased(ctx context.Context, r Versioned[Range], le Lease, t
 // still the range's: otherwise it expired meanwhile, and the range is left
 // to whoever takes it next, as any expired one.
 func (l *Leases) landed(ctx context.Context, nr Range, prev, tok uint64) (Versioned[Range], bool) {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-	defer cancel()
-	cur, err := l.st.Range(cctx, nr.ID)
-	if err != nil || cur.Seq == prev || cur.Val.State != nr.State || cur.Val.Holder != nr.Holder || cur.Val.Attempts != nr.Attempts {
+	cur, ok := l.rangeLanded(ctx, nr, prev)
+	if !ok {
 		return cur, false
 	}
 	if nr.State == StateLeased {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
 		le, err := l.st.Lease(cctx, nr.ID)
 		if err != nil || le.Seq != tok {
 			return cur, false
