@@ -119,6 +119,12 @@ type ServerStats struct {
 const (
 	// MaxKeyBytes bounds a key; longer keys are too-large.
 	MaxKeyBytes = 4096
+	// MaxMsgIDBytes bounds a msgID (Sy-Msg-Id, setMany's msgId); longer
+	// ids are too-large. Every id is held for the de-duplication window
+	// (two minutes) in the stream's file and in the server's memory, so an
+	// unbounded one is memory a client can take; 1,024 bytes is more than
+	// any UUID, ULID or content hash needs.
+	MaxMsgIDBytes = 1024
 	// MaxStreamNameBytes bounds a stream name; longer names are bad-request.
 	MaxStreamNameBytes = 4000
 	// MaxDescBytes bounds a stream's desc: a config request setting a
@@ -184,10 +190,15 @@ func headerNameOK(name string) bool {
 // CheckMsgID refuses, as bad-request, a msgID that breaks the naming rule:
 // in Sy-Msg-Id the header encoding would change it (" order-1" arrives as
 // "order-1", the msgID of another write, and is taken for its retry), and
-// text that is not valid UTF-8 would be converted in a setMany frame.
+// text that is not valid UTF-8 would be converted in a setMany frame. One
+// longer than MaxMsgIDBytes is too-large. The client checks before sending
+// and the server on arrival (other clients send what they like).
 func CheckMsgID(id string) error {
 	if id == "" {
 		return nil
+	}
+	if len(id) > MaxMsgIDBytes {
+		return Errorf(CodeTooLarge, "msgId is %d bytes, over %d", len(id), MaxMsgIDBytes)
 	}
 	if why := validName(id); why != "" {
 		return Errorf(CodeBadRequest, "msgId %q %s", id, why)

@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/url"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 
@@ -259,5 +261,50 @@ func TestSetRefusesUserHeadersAsSetManyDoes(t *testing.T) {
 	r := h.req(persist.CmdSet, "hv", hdr, []byte("v"))
 	if code := r.Header.Get(persist.HdrError); code != string(persist.CodeBadRequest) {
 		t.Fatalf("set with user header value %q answered %q (%s), want bad-request as setMany answers", hdr["X-A"], code, r.Data)
+	}
+}
+
+// (Was: the server stored any msgID it was sent: control characters, bytes
+// that are not UTF-8 and ids of any length, which the client refuses and
+// the msgID window then held for two minutes.)
+func TestServerRefusesBadMsgIDs(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	long := strings.Repeat("i", persist.MaxMsgIDBytes+1)
+	for _, tc := range []struct {
+		id   string
+		code persist.Code
+	}{
+		{"a\x01b", persist.CodeBadRequest},
+		{"a\tb", persist.CodeBadRequest},
+		{"id\xff", persist.CodeBadRequest},
+		{long, persist.CodeTooLarge},
+	} {
+		wantCode(t, h.req(persist.CmdSet, "s", map[string]string{persist.HdrKey: "k", persist.HdrMsgID: tc.id}, []byte("v")), tc.code)
+		wantCode(t, h.req(persist.CmdDelete, "s", map[string]string{persist.HdrAll: "true", persist.HdrMsgID: tc.id}, nil), tc.code)
+		meta, err := json.Marshal(map[string]string{"key": "k", "msgId": tc.id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !utf8.Valid([]byte(tc.id)) {
+			meta = []byte(`{"key":"k","msgId":"` + tc.id + `"}`)
+		}
+		r := h.req(persist.CmdSetMany, "s", nil, append(rawFrame(`{"key":"fine"}`, "v"), rawFrame(string(meta), "v")...))
+		wantCode(t, r, tc.code)
+		// (Bytes that are not UTF-8 are refused by the frame decoder,
+		// before the frames are counted.)
+		if utf8.ValidString(tc.id) && !strings.HasPrefix(string(r.Data), "message 1: ") {
+			t.Fatalf("setMany with msgId %.40q: %q does not name the message", tc.id, r.Data)
+		}
+	}
+	if files := testdisk.Files(t, h.dir); len(files) != 0 {
+		t.Fatalf("refused requests left %v", files)
+	}
+	// The longest id the bound allows is a msgID like any other.
+	id := long[1:]
+	first := h.ok(persist.CmdSet, "s", map[string]string{persist.HdrKey: "k", persist.HdrMsgID: id}, []byte("v"))
+	again := h.ok(persist.CmdSet, "s", map[string]string{persist.HdrKey: "k", persist.HdrMsgID: id}, []byte("v"))
+	if again.Header.Get(persist.HdrDup) != "true" || again.Header.Get(persist.HdrSeq) != first.Header.Get(persist.HdrSeq) {
+		t.Fatalf("a retry with a %d-byte msgID was not answered as the first write: %v", len(id), again.Header)
 	}
 }

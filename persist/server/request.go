@@ -167,6 +167,9 @@ func decodeSet(h nats.Header, body []byte) (store.WriteOp, error) {
 	if err := persist.ValidKey(op.Key); err != nil {
 		return op, err
 	}
+	if err := persist.CheckMsgID(op.MsgID); err != nil {
+		return op, err
+	}
 	prev, has, err := uintHeader(h, persist.HdrPrevSeq)
 	if err != nil {
 		return op, err
@@ -218,6 +221,11 @@ func decodeSetMany(body []byte) ([]store.WriteOp, error) {
 		// Frames carry keys in JSON, which keeps what headers would mangle;
 		// the rule is the same anyway, so a key valid here is valid in a set.
 		if err := persist.ValidKey(m.Key); err != nil {
+			var pe *persist.Error
+			errors.As(err, &pe)
+			return persist.Errorf(pe.Code, "message %d: %s", len(ops), pe.Message)
+		}
+		if err := persist.CheckMsgID(m.MsgID); err != nil {
 			var pe *persist.Error
 			errors.As(err, &pe)
 			return persist.Errorf(pe.Code, "message %d: %s", len(ops), pe.Message)
@@ -289,6 +297,9 @@ func decodeDelete(h nats.Header) (persist.Delete, error) {
 		return d, persist.Errorf(persist.CodeBadRequest, "delete needs exactly one of %s, %s, %s and %s", persist.HdrSeq, persist.HdrSeqs, persist.HdrUpTo, persist.HdrAll)
 	}
 	d.MsgID = h.Get(persist.HdrMsgID)
+	if err := persist.CheckMsgID(d.MsgID); err != nil {
+		return d, err
+	}
 	return d, nil
 }
 
