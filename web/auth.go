@@ -26,6 +26,10 @@ type Principal struct {
 	AllScopes bool
 	// Scopes are the scopes a tenant may read; ignored with AllScopes.
 	Scopes []string
+	// Anonymous: no credentials were asked (Open). Every request is then
+	// this one principal, so it is no one's in particular: per-user bounds
+	// (the watch gateway's TenantConnections) do not apply to it.
+	Anonymous bool
 }
 
 // CanRead reports whether p may watch streams of scope.
@@ -98,7 +102,7 @@ func RequireAuth(authz Authorizer, h http.Handler) http.Handler {
 // scope. Use it only where the bus itself runs without auth.
 func Open() Authorizer {
 	return func(*http.Request) (Principal, error) {
-		return Principal{Name: "anonymous", AllScopes: true}, nil
+		return Principal{Name: "anonymous", AllScopes: true, Anonymous: true}, nil
 	}
 }
 

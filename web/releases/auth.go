@@ -89,7 +89,7 @@ func (p *Page) who(r *http.Request) (web.Principal, error) {
 		return p.cfg.Authorizer(r)
 	}
 	if p.cfg.APIKeys == nil && p.cfg.Authorizer == nil {
-		return web.Principal{Name: "anonymous", AllScopes: true}, nil
+		return web.Principal{Name: "anonymous", AllScopes: true, Anonymous: true}, nil
 	}
 	return web.Principal{}, fmt.Errorf("%w: sign in with the indexer's API key", web.ErrUnauthorized)
 }

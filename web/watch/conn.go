@@ -2,7 +2,9 @@ package watch
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"time"
 
@@ -206,17 +208,43 @@ func readUntilGone(ws *websocket.Conn) (gone, sentData <-chan struct{}) {
 	return g, d
 }
 
-// writeLoop writes what is queued until a final message, the gateway
-// stopping (ctx), the browser leaving (gone) or sending data (sentData),
-// or a write failing.
-func (c *wsConn) writeLoop(ctx context.Context, gone, sentData <-chan struct{}, watchDone <-chan struct{}) ending {
-	cfg := &c.g.cfg
-	var ping <-chan time.Time
-	if cfg.PingInterval > 0 {
-		t := time.NewTicker(cfg.PingInterval)
-		defer t.Stop()
-		ping = t.C
+// keepAlive pings the browser every PingInterval until stop closes, so
+// that a peer that vanished is noticed (and proxies keep the connection
+// open). It runs beside the writer, not in it: a ping waits up to
+// WriteTimeout for its pong, and live changes must not wait behind it. A
+// pong that does not come in time closes dead, and the writer drops the
+// connection. A ping waiting for its pong when the connection ends
+// returns once the socket is closed.
+func (c *wsConn) keepAlive(stop <-chan struct{}, dead chan<- struct{}) {
+	t := time.NewTicker(c.g.cfg.PingInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		// Not under the connection's context: the library closes the
+		// socket when a write's context ends, and the gateway stopping
+		// must end the connection with 1001, not a cut.
+		ctx, cancel := context.WithTimeout(context.Background(), c.g.cfg.WriteTimeout)
+		err := c.ws.Ping(ctx)
+		cancel()
+		switch {
+		case err == nil:
+		case errors.Is(err, net.ErrClosed):
+			return // the connection ended: the writer knows why
+		default:
+			close(dead)
+			return
+		}
 	}
+}
+
+// writeLoop writes what is queued until a final message, the gateway
+// stopping (ctx), the browser leaving (gone), sending data (sentData) or
+// not answering a ping (dead), or a write failing.
+func (c *wsConn) writeLoop(ctx context.Context, gone, sentData, dead <-chan struct{}, watchDone <-chan struct{}) ending {
 	for {
 		select {
 		case <-ctx.Done():
@@ -225,14 +253,10 @@ func (c *wsConn) writeLoop(ctx context.Context, gone, sentData <-chan struct{}, 
 			return ending{status: websocket.StatusPolicyViolation, reason: "the browser sends nothing"}
 		case <-gone:
 			return ending{abrupt: true}
-		case <-ping:
-			// Not under ctx, for the same reason as writeBatch: a ping
-			// in flight when the gateway stops waits for its pong (at
-			// most WriteTimeout) rather than cut the connection.
-			if err := c.timed(context.WithoutCancel(ctx), func(ctx context.Context) error { return c.ws.Ping(ctx) }); err != nil {
-				return c.failed(ctx)
-			}
-			continue
+		case <-dead:
+			// Counted as a write that timed out: the peer is gone or
+			// does not read.
+			return c.failed(ctx)
 		case <-watchDone:
 			// Ended without EventEnded (its client was closed), or stopped
 			// by a final message already queued (then this is a no-op).
@@ -283,13 +307,6 @@ func (c *wsConn) writeBatch(ctx context.Context, items []qItem) (end ending, ok 
 	}
 	c.g.sent.Add(uint64(len(items)))
 	return end, end.status == 0
-}
-
-// timed runs one ping under the write timeout.
-func (c *wsConn) timed(ctx context.Context, f func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, c.g.cfg.WriteTimeout)
-	defer cancel()
-	return f(ctx)
 }
 
 // failed is the ending after a failed write: the gateway stopping, or a
@@ -344,7 +361,20 @@ func (g *Gateway) serve(ws *websocket.Conn, nc *wscork.Conn, stream *persist.Str
 		g.watchers[w] = struct{}{}
 		g.watchMu.Unlock()
 	}
-	end := c.writeLoop(ctx, gone, sentData, watchDone)
+	dead, stopPings := make(chan struct{}), make(chan struct{})
+	var pinging sync.WaitGroup
+	if g.cfg.PingInterval > 0 {
+		pinging.Add(1)
+		go func() {
+			defer pinging.Done()
+			c.keepAlive(stopPings, dead)
+		}()
+	}
+	end := c.writeLoop(ctx, gone, sentData, dead, watchDone)
+	close(stopPings)
+	// Closing the socket (below, whichever way) ends a ping waiting for
+	// its pong; the pinger is then waited for.
+	defer pinging.Wait()
 	g.cfg.Logger.Debug("watch connection ended", "scope", stream.Scope(), "stream", stream.Name(), "status", int(end.status), "reason", end.reason, "abrupt", end.abrupt)
 	stopWatch()
 	if w != nil {

@@ -45,6 +45,12 @@ const (
 	// InventoryTimeoutDefault bounds the inventory read that resolves an
 	// absent from before the upgrade.
 	InventoryTimeoutDefault = 10 * time.Second
+	// TenantConnectionsDefault bounds the connections one principal may
+	// have open at once. A page holds one per stream it shows, so a user
+	// with a few tabs of dashboards stays well below it, while one tenant
+	// (a leaked key, a reconnect loop that never closes) holds at most
+	// this many descriptors and about 100 × 35 KiB of the gateway's heap.
+	TenantConnectionsDefault = 100
 )
 
 // Close codes the gateway ends a connection with (besides the standard
@@ -95,6 +101,14 @@ type Config struct {
 	// WatchBuffer is each watch's persist.WatchOptions.Buffer. Zero means
 	// WatchBufferDefault.
 	WatchBuffer int
+	// TenantConnections bounds the connections one principal (by its
+	// web.Principal.Name: a user, whether it signs in with its password
+	// or one of its API keys) may have open; a request past it is refused
+	// 429 before the upgrade. The anonymous principal of web.Open is not
+	// bounded: on an open bus everyone is it, so its bound would be the
+	// whole gateway's. Zero means TenantConnectionsDefault; negative means
+	// no bound.
+	TenantConnections int
 	// Logger receives one line per connection that ends abnormally. Nil
 	// means slog.Default() (through lifecycle.Logger, as role watch).
 	Logger *slog.Logger
@@ -115,6 +129,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.WatchBuffer == 0 {
 		c.WatchBuffer = WatchBufferDefault
+	}
+	if c.TenantConnections == 0 {
+		c.TenantConnections = TenantConnectionsDefault
 	}
 	c.Logger = lifecycle.Logger(c.Logger, "watch")
 	return c
@@ -144,6 +161,9 @@ type Stats struct {
 	WriteFailures uint64
 	// Sent counts messages written.
 	Sent uint64
+	// TenantRefusals counts requests refused (429) because their principal
+	// had Config.TenantConnections open.
+	TenantRefusals uint64
 	// QueueHighBytes and QueueHighMessages are the most any one
 	// connection ever had queued.
 	QueueHighBytes    int64
@@ -162,9 +182,12 @@ type Gateway struct {
 
 	wg sync.WaitGroup // one per connection being served
 
-	mu      sync.Mutex // protects conns and closing; held across enter's check and wg.Add
+	mu      sync.Mutex // protects conns, closing and tenants; held across enter's check and wg.Add
 	conns   map[*wsConn]struct{}
 	closing bool // Stop is waiting for the connections
+	// tenants counts each bounded principal's requests past the tenant
+	// check, upgraded or about to be, by name; a name leaves at zero.
+	tenants map[string]int
 
 	watchMu  sync.Mutex // protects watchers and endedWS
 	watchers map[*persist.Watcher]struct{}
@@ -172,7 +195,7 @@ type Gateway struct {
 
 	open, highBytes, highMsgs   atomic.Int64
 	accepted, resyncs, failures atomic.Uint64
-	sent                        atomic.Uint64
+	sent, tenantRefusals        atomic.Uint64
 
 	// beforeWrite, when set (tests), runs before each write to a browser:
 	// a test blocks it to stand for a browser that does not read.
@@ -192,7 +215,7 @@ func New(cfg Config) (*Gateway, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Gateway{cfg: cfg, cache: newEncodeCache(encodeCacheMessages, encodeCacheBytes), conns: map[*wsConn]struct{}{}, watchers: map[*persist.Watcher]struct{}{}}, nil
+	return &Gateway{cfg: cfg, cache: newEncodeCache(encodeCacheMessages, encodeCacheBytes), conns: map[*wsConn]struct{}{}, tenants: map[string]int{}, watchers: map[*persist.Watcher]struct{}{}}, nil
 }
 
 // Start opens the gateway to connections. Started twice it returns
@@ -246,7 +269,7 @@ func addWatchStats(sum *persist.WatchStats, st persist.WatchStats) {
 func (g *Gateway) Stats() Stats {
 	return Stats{
 		Open: g.open.Load(), Accepted: g.accepted.Load(), Resyncs: g.resyncs.Load(),
-		WriteFailures: g.failures.Load(), Sent: g.sent.Load(),
+		WriteFailures: g.failures.Load(), Sent: g.sent.Load(), TenantRefusals: g.tenantRefusals.Load(),
 		QueueHighBytes: g.highBytes.Load(), QueueHighMessages: g.highMsgs.Load(),
 	}
 }
@@ -308,8 +331,9 @@ func parseWatchParams(r *http.Request) (watchParams, error) {
 }
 
 // ServeHTTP answers one watch request: parameters (400), the browser
-// page's Origin (403), credentials (401), scope (403), then the upgrade
-// and the watch until either side ends it.
+// page's Origin (403), credentials (401), scope (403), the gateway running
+// (503), the principal's open connections (429), then the upgrade and the
+// watch until either side ends it.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p, err := parseWatchParams(r)
 	if err != nil {
@@ -333,6 +357,15 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer g.wg.Done()
+	// Before the inventory read, which holds the request a while too;
+	// released when the connection has ended, however it ended (serve
+	// runs in this call).
+	if !g.admit(who) {
+		g.tenantRefusals.Add(1)
+		http.Error(w, fmt.Sprintf("%s: %s has %d watch connections open, the most one user may (TenantConnections); close one or retry later", CodeTooManyConnections, who.Name, g.cfg.TenantConnections), http.StatusTooManyRequests)
+		return
+	}
+	defer g.leave(who)
 	stream := g.cfg.Client.Stream(p.scope, p.stream)
 	if !p.hasFrom {
 		// Only new changes: everything after the last seq assigned now.
@@ -373,6 +406,39 @@ func (g *Gateway) enter() bool {
 	}
 	g.wg.Add(1)
 	return true
+}
+
+// bounded reports whether who's connections count against
+// TenantConnections: not the anonymous principal of web.Open, which is
+// every request's on an open bus.
+func (g *Gateway) bounded(who web.Principal) bool {
+	return g.cfg.TenantConnections > 0 && !who.Anonymous
+}
+
+// admit takes one of who's TenantConnections, unless they are all taken.
+func (g *Gateway) admit(who web.Principal) bool {
+	if !g.bounded(who) {
+		return true
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.tenants[who.Name] >= g.cfg.TenantConnections {
+		return false
+	}
+	g.tenants[who.Name]++
+	return true
+}
+
+// leave gives back the connection admit took.
+func (g *Gateway) leave(who web.Principal) {
+	if !g.bounded(who) {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.tenants[who.Name]--; g.tenants[who.Name] <= 0 {
+		delete(g.tenants, who.Name)
+	}
 }
 
 // refusalCode is the code a refusal's body starts with for a persist error

@@ -2,6 +2,7 @@ package watch
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -566,5 +567,64 @@ func TestWatchUnansweredPingCutsOff(t *testing.T) {
 	}
 	if _, err := read(ws); err == nil || websocket.CloseStatus(err) != -1 {
 		t.Errorf("after the drop: %v, want the connection cut without a close message", err)
+	}
+}
+
+// TestWatchChangeNotHeldBehindPing: a change written while a ping waits
+// for its pong reaches the browser at once; a peer that never answers is
+// still dropped once the pong is WriteTimeout late, without a close
+// message, counted as a write failure.
+// (Was: the writer sent each ping and waited for its pong before writing anything else.)
+func TestWatchChangeNotHeldBehindPing(t *testing.T) {
+	t.Parallel()
+	env := persistenv.Start(t, 1)
+	g, ts := gateway(t, env.Client(), func(cfg *Config, _ *httptest.Server) {
+		// A ping soon after the connection, and a pong deadline long
+		// enough for a loaded machine to write and deliver one change
+		// before it passes. No timing is asserted.
+		cfg.PingInterval = 20 * time.Millisecond
+		cfg.WriteTimeout = 5 * time.Second
+	})
+	c := rawDial(t, ts, params("hub", "log", 1))
+	var pinged, caughtUp, wrote bool
+change:
+	for {
+		op, p, err := c.frame()
+		if err != nil {
+			t.Fatalf("the connection ended (%v) before the change written while a ping waited for its pong (pinged %v, caught up %v, change written %v); stats %+v", err, pinged, caughtUp, wrote, g.Stats())
+		}
+		switch op {
+		case opPing:
+			pinged = true
+		case opText:
+			var m testMsg
+			if err := json.Unmarshal(p, &m); err != nil {
+				t.Fatal(err)
+			}
+			caughtUp = caughtUp || m.Type == TypeCaughtUp
+			if m.Type == TypeMsg && m.Seq == 1 {
+				break change
+			}
+		case opClose:
+			t.Fatalf("close frame %q before the change", p)
+		}
+		if pinged && caughtUp && !wrote {
+			// The ping is out and will never be answered.
+			writeN(t, env.Client().Stream("hub", "log"), 1, 1, 4)
+			wrote = true
+		}
+	}
+	for {
+		op, _, err := c.frame()
+		if err != nil {
+			break
+		}
+		if op == opClose {
+			t.Fatal("a peer that answers no ping got a close message, want the connection cut")
+		}
+	}
+	testwait.For(t, "the connection to end", func() bool { return g.Stats().Open == 0 })
+	if st := g.Stats(); st.WriteFailures != 1 || st.Resyncs != 0 {
+		t.Errorf("stats %+v: want one write failure (the unanswered ping), no resync", st)
 	}
 }

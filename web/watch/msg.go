@@ -34,6 +34,11 @@ const (
 	CodeInternal    = string(persist.CodeInternal)
 )
 
+// CodeTooManyConnections starts the body of a 429 refusal: the principal
+// has Config.TenantConnections open already. It is never an "error"
+// message's code (the refusal comes before the upgrade).
+const CodeTooManyConnections = "too-many-connections"
+
 // wireMsg is a "msg" message.
 type wireMsg struct {
 	Type    string            `json:"type"`
