@@ -329,6 +329,58 @@ func TestSearchParameters(t *testing.T) {
 	}
 }
 
+// TestSearchSizeAndMinAge: minsize and maxsize (bytes, as NNTmux reads
+// them; both ends kept) and minage (days, as maxage) bound t=search,
+// tvsearch and movie, totals included; a value that is not a number >= 0
+// is 201, as for maxage, and one past 64 bits is the largest there is.
+// (Was: the three were ignored, so a search for at least 2000 bytes
+// listed the 1000-byte releases too.)
+func TestSearchSizeAndMinAge(t *testing.T) {
+	e := newEnv(t)
+	h := func(hours int) int64 { return e.now.Add(-time.Duration(hours) * time.Hour).Unix() }
+	// Each file is 1000 bytes (see add).
+	e.add(usenet.Release{ID: "s1", Name: "Show.S01E01.720p", Category: usenet.CatTVHD, Date: h(1)}, "a.rar")
+	e.add(usenet.Release{ID: "s2", Name: "Show.S01E02.720p", Category: usenet.CatTVHD, Date: h(24 * 3)}, "a.rar", "b.rar")
+	e.add(usenet.Release{ID: "s3", Name: "Show.S01E03.720p", Category: usenet.CatTVHD, Date: h(24 * 10)}, "a.rar", "b.rar", "c.rar")
+	e.add(usenet.Release{ID: "m1", Name: "Film.2020.1080p", Category: usenet.CatMoviesHD, Date: h(2)}, "a.mkv", "b.mkv")
+	k := "&apikey=" + testKey
+	for _, tc := range []struct {
+		name, params string
+		want         []string
+	}{
+		{"minsize", "t=search&minsize=2000", []string{"Film.2020.1080p", "Show.S01E02.720p", "Show.S01E03.720p"}},
+		{"maxsize", "t=search&maxsize=2000", []string{"Show.S01E01.720p", "Film.2020.1080p", "Show.S01E02.720p"}},
+		{"both", "t=search&minsize=1500&maxsize=2500", []string{"Film.2020.1080p", "Show.S01E02.720p"}},
+		{"zero is no bound", "t=search&minsize=0&maxsize=0", []string{"Show.S01E01.720p", "Film.2020.1080p", "Show.S01E02.720p", "Show.S01E03.720p"}},
+		{"with q", "t=search&q=show&minsize=2000", []string{"Show.S01E02.720p", "Show.S01E03.720p"}},
+		{"tvsearch", "t=tvsearch&season=1&maxsize=2000", []string{"Show.S01E01.720p", "Show.S01E02.720p"}},
+		{"tvsearch ep", "t=tvsearch&season=1&ep=3&maxsize=2000", nil},
+		{"movie", "t=movie&minsize=2000", []string{"Film.2020.1080p"}},
+		{"movie too small", "t=movie&minsize=2001", nil},
+		{"minage", "t=search&minage=2", []string{"Show.S01E02.720p", "Show.S01E03.720p"}},
+		{"minage and maxage", "t=search&minage=2&maxage=5", []string{"Show.S01E02.720p"}},
+		{"minage and size", "t=tvsearch&minage=1&minsize=3000", []string{"Show.S01E03.720p"}},
+		{"minsize past 64 bits", "t=search&minsize=99999999999999999999", nil},
+		{"maxsize past 64 bits", "t=search&maxsize=99999999999999999999", []string{"Show.S01E01.720p", "Film.2020.1080p", "Show.S01E02.720p", "Show.S01E03.720p"}},
+		{"minage past 292 years", "t=search&minage=99999999999999999999", nil},
+		{"minage of 300 years", "t=search&minage=109500", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			doc := e.feed(tc.params + k)
+			if got := titles(doc); !slices.Equal(got, tc.want) || doc.Channel.Response.Total != len(tc.want) {
+				t.Errorf("titles = %q (total %d), want %q", got, doc.Channel.Response.Total, tc.want)
+			}
+		})
+	}
+	for _, params := range []string{"t=search&minsize=big", "t=tvsearch&maxsize=-1", "t=movie&minsize=1.5", "t=search&minage=old", "t=search&maxsize=1e9"} {
+		_, body := e.get(params + k)
+		var got specError
+		if err := xml.Unmarshal(body, &got); err != nil || got.Code != 201 || !strings.HasPrefix(got.Description, specText[201]) {
+			t.Errorf("%q: error %d %q (%v), want 201", params, got.Code, got.Description, err)
+		}
+	}
+}
+
 func TestSearchItemAndPaging(t *testing.T) {
 	e := newEnv(t)
 	e.fixture()

@@ -119,9 +119,20 @@ func (h *handler) parseQuery(req *request, tv bool) (search.Query, *apiError) {
 	q.Offset = num("offset")
 	// Days past what a Duration holds (292 years) are no limit, not a
 	// product that wraps around to minutes.
-	if days := num("maxage"); days > 0 && days <= int(math.MaxInt64/int64(24*time.Hour)) {
+	const maxDays = int(math.MaxInt64 / int64(24*time.Hour))
+	if days := num("maxage"); days > 0 && days <= maxDays {
 		q.MaxAge = time.Duration(days) * 24 * time.Hour
 	}
+	// minage, minsize and maxsize are what NNTmux added to the spec's
+	// search (sizes in bytes) and Prowlarr passes on from its own
+	// clients. A minage past 292 years is the longest a Duration holds,
+	// which leaves nothing, as the days asked would.
+	if days := num("minage"); days > maxDays {
+		q.MinAge = math.MaxInt64
+	} else if days > 0 {
+		q.MinAge = time.Duration(days) * 24 * time.Hour
+	}
+	q.MinSize, q.MaxSize = int64(num("minsize")), int64(num("maxsize"))
 	if tv && apiErr == nil {
 		apiErr = parseEpisode(&q, v.Get("season"), v.Get("ep"))
 	}

@@ -105,7 +105,7 @@ func (a *applier) prepare() error {
 		{&a.group, `SELECT rk, id FROM rel WHERE rk BETWEEN ? AND ?`},
 		{&a.bySeq, `SELECT rk FROM rel WHERE seq = ?`},
 		{&a.setSeq, `UPDATE rel SET seq = ? WHERE rk = ?`},
-		{&a.insRel, `INSERT INTO rel(rk, id, seq, version, data) VALUES(?, ?, ?, ?, ?)`},
+		{&a.insRel, `INSERT INTO rel(rk, id, seq, version, size, data) VALUES(?, ?, ?, ?, ?, ?)`},
 		{&a.delRel, `DELETE FROM rel WHERE rk = ?`},
 		{&a.insFTS, `INSERT INTO fts(rowid, name, tags) VALUES(?, ?, ?)`},
 		{&a.delFTS, `DELETE FROM fts WHERE rowid = ?`},
@@ -156,7 +156,7 @@ func (a *applier) set(seq uint64, r usenet.Release) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("encode release %s: %w", r.ID, err)
 	}
-	row := keyedRow{id: r.ID, seq: int64(seq), version: r.Version, data: data, name: fold(r.Name), tags: tags(r)}
+	row := keyedRow{id: r.ID, seq: int64(seq), version: r.Version, size: r.Size, data: data, name: fold(r.Name), tags: tags(r)}
 	if err := a.place(r.Date, row); err != nil {
 		return 0, err
 	}
@@ -168,6 +168,7 @@ type keyedRow struct {
 	id      string
 	seq     int64
 	version int64
+	size    int64 // the release's bytes, which Query.MinSize and MaxSize compare
 	data    []byte
 	// name and tags are the fts columns: the release name folded (see
 	// fold; data keeps it as it is) and its tags.
@@ -175,7 +176,7 @@ type keyedRow struct {
 }
 
 func (a *applier) insert(rk int64, row keyedRow) error {
-	if _, err := a.insRel.ExecContext(a.ctx, rk, row.id, row.seq, row.version, row.data); err != nil {
+	if _, err := a.insRel.ExecContext(a.ctx, rk, row.id, row.seq, row.version, row.size, row.data); err != nil {
 		return err
 	}
 	_, err := a.insFTS.ExecContext(a.ctx, rk, row.name, row.tags)
@@ -248,7 +249,7 @@ func (a *applier) rankGroup(held []int64, hi int64, row keyedRow) error {
 		if err := json.Unmarshal(o.data, &r); err != nil {
 			return fmt.Errorf("decode release %s: %w", o.id, err)
 		}
-		o.name, o.tags = fold(r.Name), tags(r)
+		o.size, o.name, o.tags = r.Size, fold(r.Name), tags(r)
 		if err := a.remove(rk); err != nil {
 			return err
 		}

@@ -31,7 +31,10 @@ import (
 //	   removed in every script (see fold), not only Latin letters
 //	4  every episode of a multi-episode NxMM marker tagged too (1x01-02,
 //	   1x01-1x03, 2x04x05), not only its first
-const schemaVersion = 4
+//	5  every episode of a range written with the whole marker again
+//	   tagged (S01E01-S01E03 is 1, 2 and 3, not 1 and 3); rel holds each
+//	   release's size, which a search by size compares
+const schemaVersion = 5
 
 // The schema. rel holds one row per visible release, keyed by rk, a key
 // ordered by date (see groupKey), so "newest first" is a walk down the
@@ -46,6 +49,7 @@ var schema = []string{
 		id      TEXT    NOT NULL UNIQUE,
 		seq     INTEGER NOT NULL,
 		version INTEGER NOT NULL,
+		size    INTEGER NOT NULL,
 		data    BLOB    NOT NULL
 	)`,
 	`CREATE INDEX IF NOT EXISTS rel_seq ON rel(seq)`,

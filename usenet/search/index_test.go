@@ -445,6 +445,54 @@ func TestMultiEpisodeNxMMMarkers(t *testing.T) {
 	}
 }
 
+// TestMultiEpisodeFullMarkerRange: scene names write a range of one
+// season as S01E01-S01E03 as well as S01E01-E03, and Sonarr reads both as
+// episodes 1 to 3; the same limits as for the short form hold (ascending,
+// at most maxMarkerEpisodes, ending a token), and a full marker of another
+// season or one that does not ascend is a marker of its own.
+// (Was: S01E01-S01E03 was read as two markers, episodes 1 and 3, so a
+// tvsearch for season=1&ep=2 did not find it.)
+func TestMultiEpisodeFullMarkerRange(t *testing.T) {
+	t.Parallel()
+	ix := openTest(t)
+	applyAll(t, ix,
+		rel("a", "Some.Show.S01E01-S01E03.720p.HDTV-GRP", usenet.CatTVHD, 1),
+		rel("b", "Some.Show.s02e04-s02e05-S02E06.1080p", usenet.CatTVHD, 2),
+		rel("c", "Some.Show.S03E01-S03.E02.720p", usenet.CatTVHD, 3),
+		rel("d", "Some.Show.S04E09-S05E01.720p", usenet.CatTVHD, 4),  // two seasons
+		rel("e", "Some.Show.S06E05-S06E03.720p", usenet.CatTVHD, 5),  // descends
+		rel("f", "Some.Show.S07E01-S07E80.720p", usenet.CatTVHD, 6),  // over 50
+		rel("g", "Some.Show.S08E01-S08E03x.720p", usenet.CatTVHD, 7), // not a token's end
+	)
+	for _, tc := range []struct {
+		q    Query
+		want []string
+	}{
+		{Query{Season: 1, Episode: 1}, []string{"a"}},
+		{Query{Season: 1, Episode: 2}, []string{"a"}},
+		{Query{Season: 1, Episode: 3}, []string{"a"}},
+		{Query{Season: 1, Episode: 4}, nil},
+		{Query{Season: 2, Episode: 4}, []string{"b"}},
+		{Query{Season: 2, Episode: 6}, []string{"b"}},
+		{Query{Season: 3, Episode: 2}, []string{"c"}},
+		{Query{Season: 4, Episode: 9}, []string{"d"}},
+		{Query{Season: 4, Episode: 10}, nil},
+		{Query{Season: 5, Episode: 1}, []string{"d"}},
+		{Query{Season: 6, Episode: 5}, []string{"e"}},
+		{Query{Season: 6, Episode: 4}, nil},
+		{Query{Season: 6, Episode: 3}, []string{"e"}},
+		{Query{Season: 7, Episode: 1}, []string{"f"}},
+		{Query{Season: 7, Episode: 2}, nil},
+		{Query{Season: 7, Episode: 80}, []string{"f"}},
+		{Query{Season: 8, Episode: 1}, []string{"g"}},
+		{Query{Season: 8, Episode: 2}, nil},
+	} {
+		if got := ids(search(t, ix, tc.q)); !slices.Equal(got, tc.want) {
+			t.Errorf("season %d episode %d: found %q, want %q", tc.q.Season, tc.q.Episode, got, tc.want)
+		}
+	}
+}
+
 // TestSearchAccentsOfEveryScript: q is matched "ignoring case and
 // accents" (docs/usenet-api.md) in every script: a Greek word with its
 // tonos (ά) or a Russian one with Ё is found by the word typed without
@@ -628,6 +676,57 @@ func TestSeasonZeroAndDaily(t *testing.T) {
 			res := search(t, ix, tc.q)
 			if got := ids(res); !slices.Equal(got, tc.want) {
 				t.Errorf("ids = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestSearchSizeAndMinAge: MinSize and MaxSize bound the release's bytes
+// (both ends kept) and MinAge its age, with and without words, with
+// passworded releases hidden, and paged: the total counts only what they
+// keep, and a page is full while more remain.
+// (Was: Query had neither, so the API's minsize, maxsize and minage,
+// which NNTmux and Prowlarr send, could not be honoured.)
+func TestSearchSizeAndMinAge(t *testing.T) {
+	t.Parallel()
+	ix := openTest(t)
+	sized := func(id string, size int64, ageHours, password int) usenet.Release {
+		r := rel(id, "Some.Show.S01E0"+id[1:]+".720p", usenet.CatTVHD, ageHours)
+		r.Size, r.Password = size, password
+		return r
+	}
+	applyAll(t, ix,
+		sized("r1", 100, 1, 0),
+		sized("r2", 200, 2, 1),
+		sized("r3", 300, 30, 0),
+		sized("r4", 400, 50, 0),
+		sized("r5", 500, 70, 0),
+	)
+	for _, tc := range []struct {
+		name  string
+		q     Query
+		want  []string
+		total int
+	}{
+		{"min size", Query{MinSize: 300}, []string{"r3", "r4", "r5"}, 3},
+		{"max size", Query{MaxSize: 200}, []string{"r1", "r2"}, 2},
+		{"both, ends kept", Query{MinSize: 200, MaxSize: 400}, []string{"r2", "r3", "r4"}, 3},
+		{"none between", Query{MinSize: 201, MaxSize: 299}, nil, 0},
+		{"words and size", Query{Words: "some show", MinSize: 250}, []string{"r3", "r4", "r5"}, 3},
+		{"episode and size", Query{Season: 1, Episode: 2, MaxSize: 150}, nil, 0},
+		{"hidden and size", Query{HidePassworded: true, MaxSize: 300}, []string{"r1", "r3"}, 2},
+		{"hidden, words and size", Query{Words: "show", HidePassworded: true, MaxSize: 300}, []string{"r1", "r3"}, 2},
+		{"size paged", Query{MinSize: 200, Limit: 2, Offset: 1}, []string{"r3", "r4"}, 4},
+		{"words, size paged", Query{Words: "show", MinSize: 200, Limit: 2, Offset: 2}, []string{"r4", "r5"}, 4},
+		{"min age", Query{MinAge: 24 * time.Hour}, []string{"r3", "r4", "r5"}, 3},
+		{"min and max age", Query{MinAge: 24 * time.Hour, MaxAge: 60 * time.Hour}, []string{"r3", "r4"}, 2},
+		{"min age and words", Query{Words: "show", MinAge: 60 * time.Hour}, []string{"r5"}, 1},
+		{"min age, size, hidden", Query{MinAge: time.Hour, MaxSize: 300, HidePassworded: true}, []string{"r1", "r3"}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := search(t, ix, tc.q)
+			if got := ids(res); !slices.Equal(got, tc.want) || res.Total != tc.total {
+				t.Errorf("ids = %q (total %d), want %q (total %d)", got, res.Total, tc.want, tc.total)
 			}
 		})
 	}

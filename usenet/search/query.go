@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -113,6 +114,11 @@ type Query struct {
 	Group string
 	// MaxAge keeps releases posted at most this long ago. Zero means any.
 	MaxAge time.Duration
+	// MinAge keeps releases posted at least this long ago. Zero means any.
+	MinAge time.Duration
+	// MinSize and MaxSize keep releases of at least and at most this many
+	// bytes (usenet.Release.Size). Zero means no bound.
+	MinSize, MaxSize int64
 	// Season and Episode keep releases whose name has S01E02 (or S01.E02,
 	// 1x02) with these numbers; a Season alone matches the whole season:
 	// its packs (S01) and its episodes. Zero means any, except for a
@@ -177,10 +183,38 @@ func (ix *Index) Search(ctx context.Context, q Query) (res Result, err error) {
 		return Result{}, fmt.Errorf("search: %w", err)
 	}
 	match := matchExpr(q, words)
-	var minKey int64
+	// The ages are a range of row keys, which start with the date.
+	minKey, maxKey := int64(0), int64(math.MaxInt64)
 	if q.MaxAge > 0 {
 		minKey = dateBase(ix.now().Add(-q.MaxAge).Unix())
 	}
+	if q.MinAge > 0 {
+		maxKey = dateBase(ix.now().Add(-q.MinAge).Unix()) | keySlot
+	}
+	// The sizes are rel's: a search with them reads rel's row of each
+	// match, one without them does not.
+	var sized string
+	var sizeArgs []any
+	if q.MinSize > 0 {
+		sized += ` AND rel.size >= ?`
+		sizeArgs = append(sizeArgs, q.MinSize)
+	}
+	if q.MaxSize > 0 {
+		sized += ` AND rel.size <= ?`
+		sizeArgs = append(sizeArgs, q.MaxSize)
+	}
+	relWhere := `rk BETWEEN ? AND ?` + sized
+	relArgs := append([]any{minKey, maxKey}, sizeArgs...)
+	// matching is the rows of fts that match m and meet the other
+	// conditions, as "FROM ..." and its arguments.
+	matching := func(m string) (string, []any) {
+		if sized == "" {
+			return `FROM fts WHERE fts MATCH ? AND rowid BETWEEN ? AND ?`, []any{m, minKey, maxKey}
+		}
+		return `FROM fts JOIN rel ON rel.rk = fts.rowid WHERE fts MATCH ? AND fts.rowid BETWEEN ? AND ?` + sized,
+			append([]any{m, minKey, maxKey}, sizeArgs...)
+	}
+	page := func(args ...any) []any { return append(slices.Clip(args), q.Limit, q.Offset) }
 	// One read transaction, so the total and the page agree.
 	tx, err := ix.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
@@ -197,39 +231,46 @@ func (ix *Index) Search(ctx context.Context, q Query) (res Result, err error) {
 		// FTS5 has no NOT without a positive term: count and page the
 		// rows that are not among the passworded ones.
 		var all, pw int
-		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM rel WHERE rk >= ?`, minKey).Scan(&all); err != nil {
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM rel WHERE `+relWhere, relArgs...).Scan(&all); err != nil {
 			return Result{}, fmt.Errorf("search: count: %w", err)
 		}
-		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM fts WHERE fts MATCH ? AND rowid >= ?`, hidden, minKey).Scan(&pw); err != nil {
+		from, args := matching(hidden)
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) `+from, args...).Scan(&pw); err != nil {
 			return Result{}, fmt.Errorf("search: count: %w", err)
 		}
 		res.Total = all - pw
-		rows, err = tx.QueryContext(ctx, `SELECT data FROM rel WHERE rk >= ? AND rk NOT IN (
-			SELECT rowid FROM fts WHERE fts MATCH ? AND rowid >= ?
-		) ORDER BY rk DESC LIMIT ? OFFSET ?`, minKey, hidden, minKey, q.Limit, q.Offset)
+		rows, err = tx.QueryContext(ctx, `SELECT data FROM rel WHERE `+relWhere+` AND rk NOT IN (
+			SELECT rowid FROM fts WHERE fts MATCH ? AND rowid BETWEEN ? AND ?
+		) ORDER BY rk DESC LIMIT ? OFFSET ?`, page(append(relArgs, hidden, minKey, maxKey)...)...)
 	case match == "":
-		if minKey == 0 {
+		if minKey == 0 && maxKey == math.MaxInt64 && sized == "" {
 			n, _, err := getMeta(ctx, tx, metaCount)
 			if err != nil {
 				return Result{}, fmt.Errorf("search: %w", err)
 			}
 			res.Total = int(n)
-		} else if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM rel WHERE rk >= ?`, minKey).Scan(&res.Total); err != nil {
+		} else if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM rel WHERE `+relWhere, relArgs...).Scan(&res.Total); err != nil {
 			return Result{}, fmt.Errorf("search: count: %w", err)
 		}
-		rows, err = tx.QueryContext(ctx, `SELECT data FROM rel WHERE rk >= ? ORDER BY rk DESC LIMIT ? OFFSET ?`, minKey, q.Limit, q.Offset)
+		rows, err = tx.QueryContext(ctx, `SELECT data FROM rel WHERE `+relWhere+` ORDER BY rk DESC LIMIT ? OFFSET ?`, page(relArgs...)...)
 	default:
 		if hidden != "" {
 			match = "(" + match + ") NOT " + hidden
 		}
-		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM fts WHERE fts MATCH ? AND rowid >= ?`, match, minKey).Scan(&res.Total); err != nil {
+		from, args := matching(match)
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) `+from, args...).Scan(&res.Total); err != nil {
 			return Result{}, fmt.Errorf("search %q: count: %w", match, err)
 		}
 		// FTS5 walks its doclists in rowid order, so this reads only the
-		// page, not every match.
-		rows, err = tx.QueryContext(ctx, `SELECT data FROM rel WHERE rk IN (
-			SELECT rowid FROM fts WHERE fts MATCH ? AND rowid >= ? ORDER BY rowid DESC LIMIT ? OFFSET ?
-		) ORDER BY rk DESC`, match, minKey, q.Limit, q.Offset)
+		// page, not every match (with sizes, only the matches up to the
+		// page's end, each joined to its rel row by key).
+		if sized == "" {
+			rows, err = tx.QueryContext(ctx, `SELECT data FROM rel WHERE rk IN (
+				SELECT rowid `+from+` ORDER BY rowid DESC LIMIT ? OFFSET ?
+			) ORDER BY rk DESC`, page(args...)...)
+		} else {
+			rows, err = tx.QueryContext(ctx, `SELECT rel.data `+from+` ORDER BY fts.rowid DESC LIMIT ? OFFSET ?`, page(args...)...)
+		}
 	}
 	if err != nil {
 		return Result{}, fmt.Errorf("search: %w", err)

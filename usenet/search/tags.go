@@ -45,10 +45,12 @@ var episodeRe = regexp.MustCompile(`(?i)(?:^|[^a-z0-9])(?:s(\d{1,4})(?:[ ._-]?e(
 
 // episodePartRe is one further episode of a multi-episode marker, read
 // right after the episode of an SxxEyy: E03 joined to it (S01E02E03), or
-// after a dash -E03 or -03 (S01E02-E03, S01E02-03). After a dash the
-// number has two digits at least, as episode numbers in names are padded:
-// a short token there is the group's (Show.S01E01-E2).
-var episodePartRe = regexp.MustCompile(`(?i)^(?:e(?P<ep>\d{1,4})|-e?(?P<ep>\d{2,4}))`)
+// after a dash -E03 or -03 (S01E02-E03, S01E02-03), or the whole marker
+// again, of the same season (S01E01-S01E03, as scene names write it and
+// Sonarr reads it: episodes 1 to 3). After a dash the number has two
+// digits at least, as episode numbers in names are padded: a short token
+// there is the group's (Show.S01E01-E2).
+var episodePartRe = regexp.MustCompile(`(?i)^(?:e(?P<ep>\d{1,4})|-s(?P<season>\d{1,4})[ ._-]?e(?P<ep>\d{1,4})|-e?(?P<ep>\d{2,4}))`)
 
 // crossPartRe is episodePartRe for an NxMM marker, in Sonarr's forms:
 // x05 joined to it (2x04x05), after a dash the marker again -2x05 (of
@@ -74,7 +76,7 @@ type marker struct {
 // at a separator or an "e", where episodeRe's ^ cannot start a marker.
 //
 // An SxxEyy may name further episodes (episodePartRe): S03E01E02,
-// S01E04-E05, S01E04-05; so may an NxMM (crossPartRe): 1x01x02, 1x01-02,
+// S01E04-E05, S01E04-05, S01E04-S01E05; so may an NxMM (crossPartRe): 1x01x02, 1x01-02,
 // 1x01-x02, 1x01-1x02. Sonarr reads such a marker as the range from its
 // first episode to its last (S01E01E03 and 1x01-1x03 are 1, 2 and 3) and
 // searches each episode on its own, so each one of the range is tagged.
