@@ -352,7 +352,14 @@ func (d *durables) onRow(ctx context.Context, r *Router, e persist.Event) {
 			delete(d.keySeq, key)
 			if user, id, ok := strings.Cut(key, "/"); ok {
 				r.remove(durableID(user, id))
-				r.saver.del(key) // a row made again later starts afresh
+				// The cursor goes too (a row made again later starts
+				// afresh), handed to the saver by the loop, behind the
+				// row's forget: every cursor of the row is saved on the
+				// loop, by work queued before the forget (an ack, a
+				// window, a resume), so the removal comes after the last
+				// of them. Handed over from here it could come before
+				// one, which then wrote the deleted row's cursor back.
+				r.post(routed{do: func() { r.saver.del(key) }})
 				if r.region != nil {
 					// The peers forget the deliveries of the user's they
 					// hold for acks: this row's can no longer be settled.

@@ -311,3 +311,54 @@ func TestDurableSingleFromItsSubscribe(t *testing.T) {
 		t.Fatalf("delivery %+v, want the single delivery of after (not before, written ahead of the subscribe)", d)
 	}
 }
+
+// TestDeletedRowLeavesNoCursor: a `single` delivery is acked while its row
+// is being deleted, the ack waiting on the router's loop behind other work
+// until the rows' follower has handled the delete. The ack is of the
+// delivery in flight, so it is accepted, but the row is gone: it leaves no
+// cursor.
+// (Was: the follower handed the cursor's removal to the saver at once, and
+// the ack's cursor, saved by the loop after it, wrote the deleted row's
+// cursor back.)
+func TestDeletedRowLeavesNoCursor(t *testing.T) {
+	t.Parallel()
+	e := newRouterEnv(t, func(c *RouterConfig) { c.Durable = &DurableConfig{} })
+	e.putDurable(DurableRow{User: "alice", ID: "q", Anchor: "project-1/jobs/q", Mode: ModeSingle}, 1, 1)
+	var s sink
+	alice := e.r.Open("alice", s.deliver)
+	from := e.r.Stats().Changes
+	e.set("jobs", "q/1", "v")
+	e.settle(from, 1)
+	testwait.For(t, "the delivery", func() bool { return len(s.all()) == 1 })
+	d := s.all()[0]
+	ctx := context.Background()
+
+	// Hold the loop, so that the ack waits in its queue while the row is
+	// deleted.
+	held, release := make(chan struct{}), make(chan struct{})
+	e.r.post(routed{do: func() { close(held); <-release }})
+	<-held
+	acked := make(chan error, 1)
+	go func() { acked <- alice.Ack(ctx, "q", d.Entry) }()
+	testwait.For(t, "the ack queued", func() bool { return len(e.r.in) == 1 })
+	if ok, err := e.r.Durables().Delete(ctx, "alice", "q"); err != nil || !ok {
+		t.Fatalf("delete: %v %v", ok, err)
+	}
+	// The follower handles the rows in order: once a row written after
+	// the delete is live, the delete has been handled in full. (A
+	// broadcast row: starting it posts nothing to the held loop.)
+	e.putDurable(DurableRow{User: "bob", ID: "other", Anchor: "project-1/other", Mode: ModeBroadcast}, 1, 1)
+	close(release)
+	if err := <-acked; err != nil {
+		t.Fatalf("the ack of the delivery in flight: %v", err)
+	}
+	// What was queued behind the ack has run once a probe queued after
+	// it has.
+	probe := make(chan struct{})
+	e.r.post(routed{do: func() { close(probe) }})
+	<-probe
+	e.stopRouter() // the saver writes what it holds
+	if cur, ok, err := e.r.Durables().Cursor(ctx, "alice", "q"); err != nil || ok {
+		t.Fatalf("the deleted row's cursor: %d %v %v, want none", cur, ok, err)
+	}
+}

@@ -405,9 +405,31 @@ func TestResentSetAckLeavesItsDelete(t *testing.T) {
 	})
 }
 
+// resumed reports whether the router's loop has taken the resume of
+// user's `single` row id (its read-back, or the cursor it starts from):
+// the first of the row's work to set the cursor the loop knows as saved,
+// before any ack of the row.
+func (e *routerEnv) resumed(user, id string) bool {
+	got := make(chan bool, 1)
+	e.r.post(routed{do: func() {
+		_, known := e.r.singleSaved[durableID(user, id)]
+		got <- known
+	}})
+	select {
+	case known := <-got:
+		return known
+	case <-e.r.base.Run().Done():
+		return false
+	}
+}
+
 // deliveriesAfterRestart opens a session of alice on e's (restarted)
-// router, writes key "q/after" and acks every delivery until that write's
-// comes, returning what came before it, in order.
+// router, waits until her row q has resumed, writes key "q/after" and acks
+// every delivery until that write's comes, returning what came before it,
+// in order.
+// (Was: it waited for the row's watcher only, and under load "q/after"
+// could reach the loop, and be handed out, before the read-back that goes
+// ahead of the backlog: what came before it was then [].)
 func deliveriesAfterRestart(t *testing.T, e *routerEnv) (before []string) {
 	t.Helper()
 	var s sink
@@ -416,6 +438,7 @@ func deliveriesAfterRestart(t *testing.T, e *routerEnv) (before []string) {
 		st := e.r.Stats()
 		return st.Subs == 1 && st.Ready == 1, fmt.Sprintf("%+v", st)
 	})
+	testwait.For(t, "the row resumed", func() bool { return e.resumed("alice", "q") })
 	from := e.r.Stats().Changes
 	after := e.set("jobs", "q/after", "v")
 	e.settle(from, 1)
