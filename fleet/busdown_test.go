@@ -236,3 +236,57 @@ func TestRoleEndedOnItsOwn(t *testing.T) {
 		})
 	}
 }
+
+// (Was: the HTTP side's Serve that ended on its own, its listener closed under it, closed no Done: up ran on with no HTTP side.)
+func TestHTTPSideEndedOnItsOwn(t *testing.T) {
+	start := func(t *testing.T) *Fleet {
+		t.Helper()
+		f, err := Start(context.Background(), Config{
+			NATS:     NATSConfig{Embedded: &embedded.Config{Host: "127.0.0.1", Port: embedded.RandomPort}},
+			Persist:  PersistConfig{IDs: []string{"0"}},
+			Balancer: true,
+			HTTP:     HTTPConfig{Addr: "127.0.0.1:0"},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		testwait.Until(t, "ready", func() (bool, string) {
+			code, body := readyzOf(t, f)
+			return code == http.StatusOK, body
+		})
+		return f
+	}
+	t.Run("listener closed from outside", func(t *testing.T) {
+		f := start(t)
+		stopped := false
+		t.Cleanup(func() {
+			if !stopped {
+				_ = f.Stop(context.Background())
+			}
+		})
+		addr := f.http.ln.Addr().String()
+		_ = f.http.ln.Close()
+		select {
+		case <-f.Done():
+		case <-time.After(testwait.Timeout):
+			t.Fatalf("Done not closed %v after the HTTP side's listener was closed", testwait.Timeout)
+		}
+		if err := f.Err(); err == nil || !strings.HasPrefix(err.Error(), "role http ended: ") || !strings.Contains(err.Error(), addr) {
+			t.Fatalf("Err: %v, want the HTTP side's end (role http) naming %s", err, addr)
+		}
+		_ = f.Stop(context.Background()) // the HTTP side's Stop says again why it ended
+		stopped = true
+		if got := f.Roles(); len(got) != 0 {
+			t.Fatalf("members left after Stop: %q", got)
+		}
+	})
+	t.Run("stopped", func(t *testing.T) {
+		f := start(t)
+		if err := f.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Err(); err != nil {
+			t.Fatalf("Err after Stop: %v, want nil (stopped, not ended on its own)", err)
+		}
+	})
+}

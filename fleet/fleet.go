@@ -291,9 +291,11 @@ func (e *CleanupError) Unwrap() error { return e.Err }
 // Done is closed when a role ended on its own after it started, while
 // the process was to go on running it: a bus connection closed for good
 // (its credentials refused on reconnecting), the forward receiver's
-// listener that stopped serving, the search index's follower that failed.
-// The process then no longer does what its Config asks, and /readyz says
-// so from then on (roles: failed): the caller stops the other roles
+// listener that stopped serving, the search index's follower that failed,
+// the HTTP side's server that stopped serving (its listener failed or was
+// closed under it). The process then no longer does what its Config asks,
+// and /readyz says so from then on (roles: failed; unless the HTTP side
+// is what ended, and nothing answers): the caller stops the other roles
 // (Stop) and exits non-zero, so that a supervisor restarts it. It may be
 // closed already when Start returns. Roles ending because Stop stops them
 // do not close it.

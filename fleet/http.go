@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"sync/atomic"
 
@@ -81,8 +82,9 @@ type httpSide struct {
 	metrics *metrics.Registry
 	health  web.Health
 	started atomic.Bool
-	stopped atomic.Bool // Stop began
-	parts   dashParts   // what the dashboard shows
+	stopped atomic.Bool  // Stop began
+	parts   dashParts    // what the dashboard shows
+	ln      net.Listener // the server's, once it listens
 	// late are the routes held from the start for roles that mount after
 	// the server listens (by pattern).
 	late map[string]*lateRoute
@@ -182,9 +184,30 @@ func (f *Fleet) startHTTP(ctx context.Context) error {
 		h.srv.Handle(p, r)
 	}
 	if err := f.start(ctx, "http", lifecycle.Funcs("http", func(ctx context.Context) error {
+		// The fleet listens and keeps the listener, as it does the
+		// forward receiver's, so that what closes it under the server
+		// can be shown to end the role; the server takes it over (its
+		// Stop closes it).
+		ln, err := net.Listen("tcp", f.cfg.HTTP.Addr)
+		if err != nil {
+			return fmt.Errorf("http: listen %s: %w", f.cfg.HTTP.Addr, err)
+		}
+		h.srv.Listener = ln
 		if err := h.srv.Start(ctx); err != nil {
+			_ = ln.Close()
 			return fmt.Errorf("http: %w", err)
 		}
+		h.ln = ln
+		// A server that stopped serving on its own (its listener failed
+		// or was closed under it) leaves the process with no HTTP side:
+		// no /metrics, no API, no /readyz to say so. It ends with no
+		// error when Stop stops it.
+		go func() {
+			<-h.srv.Done()
+			if err := h.srv.Err(); err != nil {
+				f.roleEnded("http", err)
+			}
+		}()
 		return nil
 	}, h.srv.Stop)); err != nil {
 		return err

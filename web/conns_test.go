@@ -8,8 +8,11 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/switchyard-dev/switchyard/internal/testwait"
 )
 
 // TestIdleConnectionsAreClosed: a kept-alive connection that sends no
@@ -113,4 +116,59 @@ func TestStopWaitsForTakenOverConnections(t *testing.T) {
 	if err := <-stopped; err != nil {
 		t.Fatal(err)
 	}
+}
+
+// (Was: a Serve that ended on its own, its listener closed under it, went unheard: the process ran on with no HTTP side.)
+func TestServeEndedOnItsOwn(t *testing.T) {
+	t.Parallel()
+	t.Run("listener closed from outside", func(t *testing.T) {
+		t.Parallel()
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := New("127.0.0.1:0")
+		s.Listener = ln
+		s.Handle("GET /", http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+		if err := s.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if code, body := get(t, s.URL()+"/"); code != http.StatusOK {
+			t.Fatalf("GET / on the given listener: %d %q", code, body)
+		}
+		if err := s.Err(); err != nil {
+			t.Fatalf("Err while serving: %v", err)
+		}
+		_ = ln.Close()
+		select {
+		case <-s.Done():
+		case <-time.After(testwait.Timeout):
+			t.Fatalf("Done still open %v after the listener was closed", testwait.Timeout)
+		}
+		if err := s.Err(); !errors.Is(err, net.ErrClosed) || !strings.Contains(err.Error(), "web: serve "+ln.Addr().String()) {
+			t.Fatalf("Err: %v, want the closed listener, naming the address", err)
+		}
+		// Stop still stops what is left, and says why it ended.
+		if err := s.Stop(context.Background()); !errors.Is(err, net.ErrClosed) {
+			t.Fatalf("Stop: %v, want the serve error", err)
+		}
+	})
+	t.Run("stopped", func(t *testing.T) {
+		t.Parallel()
+		s := New("127.0.0.1:0")
+		if err := s.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-s.Done():
+		default:
+			t.Fatal("Done open after Stop returned")
+		}
+		if err := s.Err(); err != nil {
+			t.Fatalf("Err after Stop: %v, want nil (stopped, not ended on its own)", err)
+		}
+	})
 }

@@ -43,22 +43,33 @@ type Server struct {
 	// Zero means 2 minutes (IdleTimeoutDefault).
 	IdleTimeout time.Duration
 
+	// Listener, if set before Start, is served instead of a listener of
+	// the server's own on addr (addr then only names the server for
+	// Hosts' default and errors): for a caller that must hold the
+	// listener. A Start that succeeds takes it over (Stop closes it); a
+	// failed one leaves it to the caller. Nil means listen on addr.
+	Listener net.Listener
+
 	addr    string
 	mux     *http.ServeMux
 	anyHost map[string]bool // patterns served whatever the Host
 	base    lifecycle.Base
 
-	mu    sync.Mutex // protects ln, srv, conns and done
+	// served is closed once Serve returned, serveErr (written before the
+	// close) saying why when Stop was not it.
+	served   chan struct{}
+	serveErr error
+
+	mu    sync.Mutex // protects ln, srv and conns
 	ln    net.Listener
 	srv   *http.Server
 	conns *connSet
-	done  chan error
 }
 
 // New returns a server that will listen on addr ("host:port"; port 0
 // picks a free one).
 func New(addr string) *Server {
-	return &Server{addr: addr, mux: http.NewServeMux(), anyHost: map[string]bool{}}
+	return &Server{addr: addr, mux: http.NewServeMux(), anyHost: map[string]bool{}, served: make(chan struct{})}
 }
 
 // Handle mounts h on pattern (http.ServeMux patterns, such as "GET /api").
@@ -87,17 +98,22 @@ func (s *Server) checkHost(hosts *Hosts) http.Handler {
 	})
 }
 
-// Start listens and serves in its own goroutine until Stop.
+// Start listens and serves in its own goroutine until Stop, or until the
+// listener fails (Done).
 func (s *Server) Start(ctx context.Context) error {
 	return s.base.Start(ctx, "web server", func(context.Context) error {
-		ln, err := net.Listen("tcp", s.addr)
-		if err != nil {
-			return fmt.Errorf("web: listen %s: %w", s.addr, err)
-		}
 		hosts := s.Hosts
 		if hosts == nil {
+			var err error
 			if hosts, err = NewHosts(s.addr); err != nil {
 				return fmt.Errorf("web: %w", err)
+			}
+		}
+		ln := s.Listener
+		if ln == nil {
+			var err error
+			if ln, err = net.Listen("tcp", s.addr); err != nil {
+				return fmt.Errorf("web: listen %s: %w", s.addr, err)
 			}
 		}
 		log := lifecycle.Logger(s.Logger, "http")
@@ -111,13 +127,36 @@ func (s *Server) Start(ctx context.Context) error {
 			ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 		}
 		conns := newConnSet()
-		done := make(chan error, 1)
 		s.mu.Lock()
-		s.ln, s.srv, s.conns, s.done = ln, srv, conns, done
+		s.ln, s.srv, s.conns = ln, srv, conns
 		s.mu.Unlock()
-		go func() { done <- srv.Serve(conns.listener(ln)) }()
+		go func() {
+			err := srv.Serve(conns.listener(ln))
+			if !errors.Is(err, http.ErrServerClosed) {
+				// Not our Stop: the listener failed or was closed under
+				// us, and nothing listens again.
+				s.serveErr = fmt.Errorf("web: serve %s: %w", ln.Addr(), err)
+			}
+			close(s.served)
+		}()
 		return nil
 	})
+}
+
+// Done is closed once the started server stopped serving: on Stop, or on
+// its own when its listener failed or was closed by something else
+// (Err then says why). It stays open on a server that did not start.
+func (s *Server) Done() <-chan struct{} { return s.served }
+
+// Err is why the server stopped serving on its own: nil while Done is
+// open, and nil when Stop stopped it.
+func (s *Server) Err() error {
+	select {
+	case <-s.served:
+		return s.serveErr
+	default:
+		return nil
+	}
 }
 
 // Addr is the address the server listens on, once started.
@@ -140,7 +179,7 @@ func (s *Server) URL() string { return "http://" + s.Addr() }
 func (s *Server) Stop(ctx context.Context) error {
 	return s.base.Stop(ctx, func(ctx context.Context) error {
 		s.mu.Lock()
-		srv, conns, done := s.srv, s.conns, s.done
+		srv, conns := s.srv, s.conns
 		s.mu.Unlock()
 		err := srv.Shutdown(ctx)
 		if err != nil {
@@ -148,9 +187,7 @@ func (s *Server) Stop(ctx context.Context) error {
 		}
 		// What Shutdown left are the connections handlers took over.
 		conns.closeAfter(ctx)
-		if serr := <-done; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
-			err = errors.Join(err, serr)
-		}
-		return err
+		<-s.served
+		return errors.Join(err, s.serveErr)
 	})
 }
