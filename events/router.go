@@ -716,12 +716,8 @@ func (r *Router) onChange(ctx context.Context, sw *streamWatch, e persist.Event)
 		}})
 	case persist.EventDelete:
 		// A row replaced by a newer one of its key comes as a delete
-		// after the set that replaced it (the feed's order), and is no
-		// event: the set is. A re-read (after a resync, or when the
-		// watcher checks a feed message against the server) reports the
-		// older row's delete before the set instead; that delete is
-		// routed, and the set, in the same coalescing window, replaces it
-		// there, so the subscriber still sees one set.
+		// after the set that replaced it (the watcher's order, whether
+		// the feed or a read brought them), and is no event: the set is.
 		now := r.cfg.Clock.Now().UnixMilli()
 		for _, seq := range e.Seqs {
 			key, ok := sw.seqKey[seq]

@@ -796,7 +796,10 @@ func (w *Watcher) scanPaged(start, end uint64, fn func(*Message) error) error {
 // deliverSet hands m to fn unless it was already accounted for; the seqs
 // it passes over were removed before the watcher could see them. read says
 // m comes from a getAll rather than the feed: the feed brings the delete of
-// a row m's key replaced in the same commit, a read does not.
+// a row m's key replaced in the same commit, a read does not, so a read's
+// set is followed here by that delete, in the feed's order (the set, then
+// the replaced row's delete): an application sees a replace the same way
+// whichever path brought it.
 func (w *Watcher) deliverSet(m *Message, read bool) {
 	last := w.last.Load()
 	if m.Seq <= last {
@@ -816,9 +819,10 @@ func (w *Watcher) deliverSet(m *Message, read bool) {
 		// forgery, or another server's row.
 		w.forged.Add(1)
 	}
+	var replaced uint64 // the row of m's key m replaced, when read
 	if m.Key != "" {
 		if old, ok := w.keySeq[m.Key]; ok && read && w.live.Remove(old) {
-			w.fn(Event{Kind: EventDelete, Seqs: []uint64{old}})
+			replaced = old
 		}
 		if _, ok := w.keySeq[m.Key]; !ok && len(w.keySeq) >= watchMaxKeys {
 			clear(w.keySeq)
@@ -827,6 +831,9 @@ func (w *Watcher) deliverSet(m *Message, read bool) {
 	}
 	w.live.Append(m.Seq)
 	w.fn(Event{Kind: EventSet, Msg: m})
+	if replaced != 0 {
+		w.fn(Event{Kind: EventDelete, Seqs: []uint64{replaced}})
+	}
 }
 
 // passTo accounts for the seqs after LastSeq up to q as removed before the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -550,4 +551,57 @@ func TestWatchRefGoneCountedSkipped(t *testing.T) {
 		return w.LastSeq() == res.Seq && w.Stats().Skipped == 1
 	})
 	col.check(t, seqs(1, 3))
+}
+
+// A keyed set the watcher reads from the server (here its first feed
+// message, which a watcher checks against the server) comes as the set and
+// then the delete of the row it replaced: the order the feed itself uses,
+// so that an application (the events router) tells the replaced row's
+// delete from a real one the same way on both paths.
+// (Was: a read delivered the replaced row's delete first, which the events
+// router took for a delete of the key and sent on, "coalesced": 2, beside
+// the set.)
+func TestWatchReadReplaceOrder(t *testing.T) {
+	t.Parallel()
+	c, _ := watchEnv(t)
+	ctx := context.Background()
+	s := c.Stream("project-w", "kv")
+	if _, err := s.Set(ctx, []byte("v1"), persist.SetOptions{Key: "k"}); err != nil { // 1
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var got []string
+	w, err := s.Watch(ctx, persist.WatchOptions{}, func(ev persist.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch ev.Kind {
+		case persist.EventSet:
+			got = append(got, fmt.Sprintf("set %d", ev.Msg.Seq))
+		case persist.EventDelete:
+			got = append(got, fmt.Sprintf("delete %v", ev.Seqs))
+		case persist.EventCaughtUp:
+			got = append(got, "caught-up")
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Stop(context.Background()) })
+	snapshot := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(got)
+	}
+	testwait.For(t, "caught up", func() bool { return slices.Contains(snapshot(), "caught-up") })
+	if _, err := s.Set(ctx, []byte("v2"), persist.SetOptions{Key: "k"}); err != nil { // 2, replaces 1
+		t.Fatal(err)
+	}
+	testwait.For(t, "the replace", func() bool { return len(snapshot()) >= 4 })
+	want := []string{"set 1", "caught-up", "set 2", "delete [1]"}
+	if g := snapshot(); !slices.Equal(g, want) {
+		t.Fatalf("events %q, want %q", g, want)
+	}
+	if w.Stats().Resyncs != 0 {
+		t.Fatalf("the watcher re-read: %+v", w.Stats())
+	}
 }
