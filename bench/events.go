@@ -196,12 +196,21 @@ type EventsRun struct {
 	// IdleRSSPerSub is the server's RSS growth per subscriber, connected
 	// and subscribed but idle, before the fan-out.
 	IdleRSSPerSub float64 `json:"idle_rss_per_subscriber_bytes"`
-	Gaps          int64   `json:"gaps"`
+	Gaps          int64   `json:"gaps"` // gap messages (ours: gap, resync, skipped)
+	// GapEvents is how many events the gap messages stand for: the sum of
+	// their counts (1 for a message without one).
+	GapEvents int64 `json:"gap_events"`
 	// CPUPerPublish (with EventsConfig.PublishCost) is the server's CPU
 	// time per publish of the same load published again with no
 	// subscriber: on ours the durable write and its change feed, on
 	// Centrifugo its HTTP API call (and history).
 	CPUPerPublish time.Duration `json:"cpu_per_publish_ns,omitempty"`
+}
+
+// Missing is how many of the deliveries r's publishes called for neither
+// arrived nor were named by a gap marker: lost without a word.
+func (r EventsRun) Missing() int64 {
+	return max(r.Expected-r.Delivered-r.GapEvents, 0)
 }
 
 // FanoutCPUPerDelivery is what delivering adds to publishing, per
@@ -235,6 +244,38 @@ type EventsResult struct {
 	// Each is every round of every server, Each[i] the rounds of Runs[i]
 	// in order; nil with one round.
 	Each [][]EventsRun `json:"each_round,omitempty"`
+}
+
+// Lost is nil when every server delivered, in every round, each delivery
+// its publishes called for or a gap marker for it; else an error naming
+// each server (and round, with more than one) and how many it lost. Every
+// server is expected to deliver every publish at the loads Check allows,
+// so a loss is a broken server, not a slow one: the figures are printed
+// either way, and a script that reads the exit code must not take such a
+// run for a good one.
+func (r EventsResult) Lost() error {
+	var parts []string
+	for i, run := range r.Runs {
+		rounds := []EventsRun{run}
+		if i < len(r.Each) {
+			rounds = r.Each[i]
+		}
+		for k, rr := range rounds {
+			n := rr.Missing()
+			if n == 0 {
+				continue
+			}
+			name := run.Server
+			if len(rounds) > 1 {
+				name += fmt.Sprintf(" round %d", k+1)
+			}
+			parts = append(parts, fmt.Sprintf("%s lost %d of %d deliveries (%d delivered, %d named by gap markers)", name, n, rr.Expected, rr.Delivered, rr.GapEvents))
+		}
+	}
+	if len(parts) == 0 {
+		return nil
+	}
+	return fmt.Errorf("events: deliveries lost (the figures printed are what was measured): %s", strings.Join(parts, "; "))
 }
 
 // Server names in EventsRun.
@@ -408,12 +449,13 @@ func medianRun(rounds []EventsRun) EventsRun {
 		return rounds[0]
 	}
 	out := rounds[0]
-	out.Published, out.Expected, out.Delivered, out.Gaps = 0, 0, 0, 0
+	out.Published, out.Expected, out.Delivered, out.Gaps, out.GapEvents = 0, 0, 0, 0, 0
 	for _, r := range rounds {
 		out.Published += r.Published
 		out.Expected += r.Expected
 		out.Delivered += r.Delivered
 		out.Gaps += r.Gaps
+		out.GapEvents += r.GapEvents
 	}
 	mf := func(get func(EventsRun) float64) float64 {
 		v := make([]float64, len(rounds))
@@ -589,9 +631,10 @@ func measureEvents(ctx context.Context, cfg EventsConfig, srv eventsServer, warm
 	}
 	var lat []time.Duration
 	for _, s := range subs {
-		l, g := s.take()
+		l, g, ge := s.take()
 		lat = append(lat, l...)
 		run.Gaps += g
+		run.GapEvents += ge
 	}
 	run.Delivered = int64(len(lat))
 	if run.Delivered > 0 {

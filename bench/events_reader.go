@@ -43,9 +43,10 @@ var gapTypes = [][]byte{[]byte(`"type":"gap"`), []byte(`"type":"resync"`), []byt
 type subscriber struct {
 	c *websocket.Conn
 
-	mu   sync.Mutex
-	lat  []time.Duration // publish to receive, one per delivery
-	gaps int64           // gap, resync and skipped messages (ours only)
+	mu        sync.Mutex
+	lat       []time.Duration // publish to receive, one per delivery
+	gaps      int64           // gap, resync and skipped messages (ours only)
+	gapEvents int64           // the events those messages stand for (gapEvents)
 }
 
 // ping is Centrifugo's JSON protocol ping, a frame of "{}", answered with
@@ -87,7 +88,7 @@ func (s *subscriber) read(delivered *atomic.Int64) {
 			}
 			continue
 		}
-		got, gaps := 0, int64(0)
+		got, gaps, gapped := 0, int64(0), int64(0)
 		s.mu.Lock()
 		for b := buf; ; {
 			i := bytes.Index(b, eventsMarker)
@@ -108,9 +109,11 @@ func (s *subscriber) read(delivered *atomic.Int64) {
 		for _, g := range gapTypes {
 			if bytes.Contains(buf, g) {
 				gaps++
+				gapped += gapEvents(buf)
 			}
 		}
 		s.gaps += gaps
+		s.gapEvents += gapped
 		s.mu.Unlock()
 		if got > 0 {
 			delivered.Add(int64(got))
@@ -118,13 +121,37 @@ func (s *subscriber) read(delivered *atomic.Int64) {
 	}
 }
 
-// take returns the latencies and gaps recorded so far and forgets them.
-func (s *subscriber) take() ([]time.Duration, int64) {
+// gapCountField is how a gap marker of ours says how many events it
+// stands for.
+var gapCountField = []byte(`"count":`)
+
+// gapEvents is how many events the gap message msg stands for: its count
+// (a marker merges the events it covers into it), 1 for a message without
+// one (the watch gateway's resync and skipped). Gap messages are rare, so
+// this look at their bytes costs the reader loop nothing it measures.
+func gapEvents(msg []byte) int64 {
+	i := bytes.Index(msg, gapCountField)
+	if i < 0 {
+		return 1
+	}
+	var n int64
+	for _, c := range msg[i+len(gapCountField):] {
+		if c < '0' || c > '9' {
+			break
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return max(n, 1)
+}
+
+// take returns the latencies, gap messages and the events those stand for
+// recorded so far and forgets them.
+func (s *subscriber) take() ([]time.Duration, int64, int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	lat, gaps := s.lat, s.gaps
-	s.lat, s.gaps = nil, 0
-	return lat, gaps
+	lat, gaps, gapped := s.lat, s.gaps, s.gapEvents
+	s.lat, s.gaps, s.gapEvents = nil, 0, 0
+	return lat, gaps, gapped
 }
 
 // warmMarker is the payload of the warm-up publish: no eventsMarker, so

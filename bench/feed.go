@@ -142,9 +142,10 @@ func fmtDur(d time.Duration) string {
 	return fmt.Sprintf("%.0fµs", float64(d)/float64(time.Microsecond))
 }
 
-// measureFeed starts n watchers, writes for d (paced at rate per second, or
-// as fast as one writer goes when rate is 0), waits until every watcher has
-// every write, and returns the write rate and the p50 and p99 latency over
+// measureFeed starts n watchers, has each get one warm-up write before the
+// clock starts, writes for d (paced at rate per second, or as fast as one
+// writer goes when rate is 0), waits until every watcher has every write,
+// and returns the write rate and the p50 and p99 latency over
 // all (watcher, write) pairs. m counts the writes and is done at return.
 func measureFeed(ctx context.Context, m Meter, side feedSide, n, rate int, d time.Duration, value []byte) (float64, time.Duration, time.Duration, error) {
 	r, err := measureFeedRun(ctx, m, side, n, rate, d, value)
@@ -153,7 +154,10 @@ func measureFeed(ctx context.Context, m Meter, side feedSide, n, rate int, d tim
 
 // feedRun is what measureFeedRun measured.
 type feedRun struct {
-	rate     float64
+	rate float64
+	// writes is how many writes were timed: the last ones the side was
+	// given (a warm-up write goes before them).
+	writes   int
 	p50, p99 time.Duration
 	// cpuPerDelivery is this process's CPU time from the first write to
 	// the last delivery over the deliveries: a figure that holds steadier
@@ -193,6 +197,22 @@ func measureFeedRun(ctx context.Context, m Meter, side feedSide, n, rate int, d 
 	}
 	defer stop()
 
+	// One warm-up write that every watcher must have before the clock
+	// starts: a persist watcher takes nothing on the feed's word after its
+	// start until it has confirmed the first change with a read of the
+	// stream (Watcher.apply), so n watchers' first change costs n reads, a
+	// start-up cost that is not the feed's latency (bench ws warms up for
+	// the same reason). JetStream's watchers get the same write, so both
+	// sides are timed from the same state. The watchers start after the
+	// write that made the stream, so the warm-up is the first change each
+	// gets; it is none of the timed writes.
+	if _, err := side.write(ctx, value); err != nil {
+		return run, fmt.Errorf("warm-up write: %w", err)
+	}
+	if err := awaitDeliveries(ctx, &delivered, int64(n)); err != nil {
+		return run, fmt.Errorf("warm-up: %w", err)
+	}
+
 	returned := map[uint64]time.Time{}
 	var ids []uint64
 	start, cpu0 := time.Now(), processCPU()
@@ -219,21 +239,10 @@ func measureFeedRun(ctx context.Context, m Meter, side feedSide, n, rate int, d 
 	}
 	writeRate := float64(len(ids)) / time.Since(start).Seconds()
 
-	// Wait (bounded) until every watcher has every write.
-	want := n * len(ids)
-	for waited := time.Duration(0); ; waited += 10 * time.Millisecond {
-		got := int(delivered.Load())
-		if got >= want {
-			break
-		}
-		if waited > 30*time.Second {
-			return run, fmt.Errorf("%d of %d deliveries after 30s", got, want)
-		}
-		select {
-		case <-time.After(10 * time.Millisecond):
-		case <-ctx.Done():
-			return run, ctx.Err()
-		}
+	// Every watcher has every write, the warm-up's included.
+	want := n * (len(ids) + 1)
+	if err := awaitDeliveries(ctx, &delivered, int64(want)); err != nil {
+		return run, err
 	}
 	cpu := processCPU() - cpu0
 	lat := make([]time.Duration, 0, n*len(ids))
@@ -255,11 +264,29 @@ func measureFeedRun(ctx context.Context, m Meter, side feedSide, n, rate int, d 
 		r.mu.Unlock()
 	}
 	slices.Sort(lat)
-	run = feedRun{rate: writeRate, p50: pct(lat, 0.50), p99: pct(lat, 0.99)}
+	run = feedRun{rate: writeRate, writes: len(ids), p50: pct(lat, 0.50), p99: pct(lat, 0.99)}
 	if len(lat) > 0 {
 		run.cpuPerDelivery = cpu / time.Duration(len(lat))
 	}
 	return run, nil
+}
+
+// awaitDeliveries waits (for 30 s at most) until delivered reaches want.
+func awaitDeliveries(ctx context.Context, delivered *atomic.Int64, want int64) error {
+	for waited := time.Duration(0); ; waited += 10 * time.Millisecond {
+		got := delivered.Load()
+		if got >= want {
+			return nil
+		}
+		if waited > 30*time.Second {
+			return fmt.Errorf("%d of %d deliveries after 30s", got, want)
+		}
+		select {
+		case <-time.After(10 * time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // pct is the nearest-rank p-quantile of sorted: the smallest sample with
@@ -281,6 +308,18 @@ type oursSide struct {
 	name    string
 	from    uint64 // the watchers' WatchOptions.From: after the set that made the stream
 	k       int
+	// watchers are the last watch's, kept for their Stats (reads).
+	watchers []*persist.Watcher
+}
+
+// reads is how many messages the last watch's watchers read from the
+// server rather than took from the feed.
+func (o *oursSide) reads() uint64 {
+	var n uint64
+	for _, w := range o.watchers {
+		n += w.Stats().Read
+	}
+	return n
 }
 
 // newOursSide makes the stream before anything is timed, as newJSSide
@@ -352,6 +391,7 @@ func (o *oursSide) watch(ctx context.Context, n int, got func(int, uint64, time.
 			return nil, ctx.Err()
 		}
 	}
+	o.watchers = ws
 	return stop, nil
 }
 

@@ -10,8 +10,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// firstWriteCheck is a feed side that, at its first write (the first one
-// measureFeedRun times), records whether the stream or bucket it writes
+// firstWriteCheck is a feed side that, at its first write (the warm-up,
+// before the ones measureFeedRun times), records whether the stream or bucket it writes
 // to existed already, and that records the ids of its writes and of what
 // its watchers got.
 type firstWriteCheck struct {
@@ -108,9 +108,60 @@ func TestFeedTimesNoCreation(t *testing.T) {
 		side.mu.Lock()
 		for id := range side.got {
 			if !side.written[id] {
-				t.Errorf("%T: a watcher got write %d, which is none of the %d timed writes", side.feedSide, id, len(side.written))
+				t.Errorf("%T: a watcher got write %d, which is none of the %d writes measureFeedRun made", side.feedSide, id, len(side.written))
 			}
 		}
 		side.mu.Unlock()
+	}
+}
+
+// readsAtWrite is ours' feed side recording, at each write, how many
+// messages its watchers had read from the server so far.
+type readsAtWrite struct {
+	*oursSide
+	at []uint64
+}
+
+func (r *readsAtWrite) write(ctx context.Context, value []byte) (uint64, error) {
+	r.at = append(r.at, r.oursSide.reads())
+	return r.oursSide.write(ctx, value)
+}
+
+// TestFeedTimesNoWatcherStartRead: persist's watchers confirm the first
+// change after their start with a read of the stream; bench feed has them
+// do so on a warm-up write before its clock starts, so every timed write
+// reaches them through the feed alone, with no read. (Was: the first
+// timed write was each watcher's first change, and its n reads of the
+// stream were in persist's figures.)
+func TestFeedTimesNoWatcherStartRead(t *testing.T) {
+	env, err := StartPersistEnv(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(env.Close)
+	ctx := t.Context()
+	ours, err := newOursSide(ctx, env, "feed-1", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	side := &readsAtWrite{oursSide: ours}
+	const watchers = 3
+	run, err := measureFeedRun(ctx, nopMeter{}, side, watchers, 200, 100*time.Millisecond, testValue(128))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.writes < 1 || run.writes > len(side.at) {
+		t.Fatalf("%d timed writes of %d made", run.writes, len(side.at))
+	}
+	// The timed writes are the last run.writes: the clock started just
+	// before the first of them.
+	first := len(side.at) - run.writes
+	before, total := side.at[first], ours.reads()
+	if total != before {
+		t.Errorf("the watchers read %d messages from the server after the clock started (%d before it, timed writes %d..%d of %d): their start-up read was timed",
+			total-before, before, first+1, len(side.at), len(side.at))
+	}
+	if before < watchers {
+		t.Errorf("%d messages read before the clock started: want each of the %d watchers' confirming read there", before, watchers)
 	}
 }

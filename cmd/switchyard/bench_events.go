@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"time"
@@ -62,7 +63,12 @@ scope bench, made with auth init; --users chooses how many); Centrifugo's are an
 
 Centrifugo is built with go install into a temp directory unless --centrifugo names a
 binary. The events layer delivers at most 600 events per subscription a minute (the
-rest become gap markers), so --rate × --duration (per channel) must stay under it.`,
+rest become gap markers), so --rate × --duration (per channel) must stay under it.
+
+At those loads every server is expected to deliver every publish: when one (in any
+round) delivered fewer than its publishes called for, beyond what its gap markers
+name, the figures are still printed, then the command says which server lost how
+many and exits 1.`,
 		Example: `  switchyard bench events --subscribers 1000 --rate 1000 --duration 5s
   switchyard bench events --subscribers 1000 --shared --rate 100 --duration 5s
   switchyard bench events --only ours --subscribers 200 --shared --users 4
@@ -104,7 +110,7 @@ rest become gap markers), so --rate × --duration (per channel) must stay under 
 			if err != nil {
 				return err
 			}
-			return bench.PrintEventsResult(stdout(cmd), res, asJSON)
+			return reportEvents(stdout(cmd), res, asJSON)
 		},
 	}
 	f := cmd.Flags()
@@ -125,6 +131,16 @@ rest become gap markers), so --rate × --duration (per channel) must stay under 
 	f.IntVar(&cfg.Rounds, "rounds", 1, "measure each server this many times, the servers taking turns, and print each figure's median (and the ratios round by round)")
 	f.DurationVar(&window, "window", events.CoalesceWindowDefault, "our up's coalescing window (its --events-window); 0: none, so that ours' latency is its machinery's alone")
 	return cmd
+}
+
+// reportEvents prints res (see bench.PrintEventsResult), then fails when
+// a server lost deliveries: printed first, since the figures of such a
+// run are still what it measured.
+func reportEvents(w io.Writer, res bench.EventsResult, asJSON bool) error {
+	if err := bench.PrintEventsResult(w, res, asJSON); err != nil {
+		return err
+	}
+	return res.Lost()
 }
 
 // centrifugoFor settles the Centrifugo binary of bench events and bench

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -158,5 +160,53 @@ func TestBenchEventsDrainCoversWindow(t *testing.T) {
 	}
 	if r.Delivered > 0 && r.P50 < window {
 		t.Errorf("p50 %v under the %v window: up did not take --window", r.P50, window)
+	}
+}
+
+// TestBenchEventsLostDeliveriesExit1: bench events prints a run's figures
+// in full, as a table or JSON, and then, when a server lost deliveries,
+// fails with a line naming it (exit 1); a full run succeeds. (Was: the
+// figures were printed and the command exited 0 whatever was lost.)
+func TestBenchEventsLostDeliveriesExit1(t *testing.T) {
+	t.Parallel()
+	run := func(server string, delivered int64) bench.EventsRun {
+		return bench.EventsRun{Server: server, Subscribers: 3, Published: 10, Expected: 30, Delivered: delivered}
+	}
+	for _, asJSON := range []bool{false, true} {
+		for _, c := range []struct {
+			name     string
+			runs     []bench.EventsRun
+			wantCode int
+		}{
+			{"full", []bench.EventsRun{run(bench.ServerOurs, 30), run(bench.ServerCentrifugo, 30)}, 0},
+			{"centrifugo short", []bench.EventsRun{run(bench.ServerOurs, 30), run(bench.ServerCentrifugo, 28)}, exitRuntime},
+		} {
+			name := c.name
+			if asJSON {
+				name += ", JSON"
+			}
+			res := bench.EventsResult{Subscribers: 3, Rate: 20, Duration: time.Second, Payload: 128, Rounds: 1, Runs: c.runs}
+			var out, stderr bytes.Buffer
+			code := exitCode(&stderr, reportEvents(&out, res, asJSON))
+			if code != c.wantCode {
+				t.Errorf("%s: exit %d, want %d; stderr %q", name, code, c.wantCode, stderr.String())
+			}
+			if c.wantCode != 0 && !strings.Contains(stderr.String(), "centrifugo lost 2 of 30 deliveries") {
+				t.Errorf("%s: stderr %q does not say which server lost how many", name, stderr.String())
+			}
+			// The figures are printed either way: every server's.
+			if asJSON {
+				var got bench.EventsResult
+				if err := json.Unmarshal(out.Bytes(), &got); err != nil || len(got.Runs) != len(c.runs) {
+					t.Errorf("%s: stdout is not the result (%v): %s", name, err, out.String())
+				}
+				continue
+			}
+			for _, r := range c.runs {
+				if !strings.Contains(out.String(), r.Server+" ") {
+					t.Errorf("%s: the table does not show %s:\n%s", name, r.Server, out.String())
+				}
+			}
+		}
 	}
 }
