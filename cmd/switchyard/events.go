@@ -9,7 +9,6 @@ import (
 	"io"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -61,7 +60,7 @@ and go. Each region keeps its own rows: this lists those of the region whose bus
 				if len(rows) == 0 {
 					return fmt.Errorf("%q is not connected in this region: %w", user, persist.ErrNotFound)
 				}
-				tw := tabwriter.NewWriter(stdout(cmd), 0, 4, 2, ' ', 0)
+				tw := newTable(stdout(cmd))
 				fmt.Fprintln(tw, "APP\tREGION\tCONNECTED SINCE")
 				for _, r := range rows {
 					fmt.Fprintf(tw, "%s\t%s\t%s\n", terminalSafe(r.App), terminalSafe(r.Region), time.UnixMilli(r.ConnectedAt).UTC().Format(time.RFC3339))
@@ -174,7 +173,7 @@ sessions do not ack.`,
 					lastSeq[k] = inv.Seq
 					return inv.Seq, true, nil
 				}
-				tw := tabwriter.NewWriter(stdout(cmd), 0, 4, 2, ' ', 0)
+				tw := newTable(stdout(cmd))
 				fmt.Fprintln(tw, "ID\tMODE\tANCHOR\tFILTER\tCREATED\tSETTLED\tBEHIND")
 				for _, r := range rows {
 					filter := strings.Join(r.Ops, ",")

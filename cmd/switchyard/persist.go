@@ -7,7 +7,6 @@ import (
 	"io"
 	"slices"
 	"strconv"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -215,7 +214,7 @@ func printServerInventory(ctx context.Context, out io.Writer, c *persist.Client,
 		}
 		return first
 	}
-	w := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+	w := newTable(out)
 	fmt.Fprintln(w, "SERVER\tSTREAMS\tOPEN\tPEAK\tCAP\tDESCRIPTORS\tCOMPACTED\tTO-COMPACT")
 	next := 0
 	for _, id := range ids {

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -70,7 +69,7 @@ docs/usenet.md describes the rules.`,
 // printParse prints r as a table; the subject and groups are the user's (or
 // a poster's), so their fields are escaped (terminalSafe).
 func printParse(out io.Writer, r parseResult) {
-	w := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+	w := newTable(out)
 	file := "-"
 	if r.Files > 0 {
 		file = fmt.Sprintf("%d/%d", r.File, r.Files)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -63,7 +62,7 @@ running totals). --json for scripts.`,
 }
 
 func printPostSummary(out io.Writer, s usenet.PostSummary) {
-	w := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+	w := newTable(out)
 	var total int64
 	for _, n := range s.Releases {
 		total += n

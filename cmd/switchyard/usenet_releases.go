@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -120,7 +119,7 @@ func printReleases(out io.Writer, rels []usenet.Release) {
 		fmt.Fprintln(out, "no visible releases")
 		return
 	}
-	w := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+	w := newTable(out)
 	fmt.Fprintln(w, "ID\tDATE\tCATEGORY\tSIZE\tFILES\tDONE\tNAME")
 	for _, r := range rels {
 		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%d\t%d%%\t%s\n", r.ID, time.Unix(r.Date, 0).UTC().Format("2006-01-02 15:04"), r.Category, humanBytes(r.Size), r.FileCount(), percentDone(r.Completion()), terminalSafe(r.Name))

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -192,7 +191,7 @@ func printUsers(w io.Writer, list []users.User) {
 		fmt.Fprintln(w, "no users (add one with: switchyard usenet users add NAME)")
 		return
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	tw := newTable(w)
 	fmt.Fprintln(tw, "NAME\tREQUESTS/DAY\tGRABS/DAY\tREQUESTS TODAY\tGRABS TODAY\tCREATED\tBY")
 	for _, u := range list {
 		by := "operator"

@@ -5,7 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"text/tabwriter"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -43,7 +44,11 @@ articles per second finished over the last minute. --json for scripts.
 Without --source it prints every source whose coordinator has started (up's
 is "demo" with its demo provider), one after the other; with --json, one
 object when there is one source and an array of them when there are
-several. With none started yet it prints the source "default".`,
+several. With none started yet it prints the source "default".
+
+A --source whose coordinator has never started and that holds no work is
+an error (exit 3) listing the sources that have started; a source whose
+coordinator has started but not planned yet says "no groups planned yet".`,
 		Example: `  switchyard work status
   switchyard work status --source eu-provider --json | jq .ranges`,
 		Args: cobra.NoArgs,
@@ -52,15 +57,14 @@ several. With none started yet it prints the source "default".`,
 				return err
 			}
 			return natsOpts.with(cmd, func(ctx context.Context, c *persist.Client) error {
+				listed, err := work.ListSources(ctx, c)
+				if err != nil {
+					return err
+				}
+				named := cmd.Flags().Changed("source")
 				sources := []string{source}
-				if !cmd.Flags().Changed("source") {
-					all, err := work.ListSources(ctx, c)
-					if err != nil {
-						return err
-					}
-					if len(all) > 0 {
-						sources = all
-					}
+				if !named && len(listed) > 0 {
+					sources = listed
 				}
 				var all []work.Status
 				for _, src := range sources {
@@ -71,6 +75,15 @@ several. With none started yet it prints the source "default".`,
 					s, err := st.Status(ctx)
 					if err != nil {
 						return fmt.Errorf("source %s: %w", src, err)
+					}
+					// A source is known once its coordinator has started
+					// (it is listed from then on, before it plans
+					// anything) or once it holds work (state written by a
+					// coordinator of a build that did not list sources
+					// yet). Anything else is a name no process used: a
+					// typo would otherwise print empty tables and exit 0.
+					if named && !slices.Contains(listed, src) && noWorkState(s) {
+						return fmt.Errorf("source %q is not known: no coordinator of it has started and it holds no work (%s): %w", src, knownSources(listed), persist.ErrNotFound)
 					}
 					all = append(all, s)
 				}
@@ -98,14 +111,41 @@ several. With none started yet it prints the source "default".`,
 	return status
 }
 
+// noWorkState reports whether s shows nothing of a source: no groups,
+// ranges, leases or shares.
+func noWorkState(s work.Status) bool {
+	for _, n := range s.Ranges {
+		if n > 0 {
+			return false
+		}
+	}
+	return len(s.Groups) == 0 && len(s.Leases) == 0 && len(s.Shares) == 0 && len(s.Failed) == 0
+}
+
+// knownSources words the sources whose coordinator has started, for an
+// error naming a source that is not one of them.
+func knownSources(listed []string) string {
+	if len(listed) == 0 {
+		return "no coordinator has started yet"
+	}
+	return "known: " + strings.Join(listed, ", ")
+}
+
 // printStatus prints the status tables. Group names and a failed range's
 // error come from the NNTP provider (the error is often its own response
 // text), and holders and share ids from the workers, so they are escaped
 // (terminalSafe): none of them may write escapes or lines of its own.
 func printStatus(out io.Writer, s work.Status) {
-	w := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+	w := newTable(out)
 	fmt.Fprintf(w, "source %s: %.0f articles/s over the last minute\n\n", terminalSafe(s.Source), s.Throughput)
-	fmt.Fprintln(w, "GROUP\tLOW\tHIGH\tPLANNED THROUGH\tDONE\tUNMATCHED")
+	if len(s.Groups) == 0 {
+		// A started coordinator writes its groups once it has reached
+		// the provider and planned them: say so rather than print a
+		// table with no rows, which reads as a source nobody runs.
+		fmt.Fprintln(w, "no groups planned yet (a coordinator plans them once it has started and reached the NNTP provider)")
+	} else {
+		fmt.Fprintln(w, "GROUP\tLOW\tHIGH\tPLANNED THROUGH\tDONE\tUNMATCHED")
+	}
 	for _, g := range s.Groups {
 		// Rounded down, so 100% means every planned article is done:
 		// rounding to nearest would show 99.5% as 100%.

@@ -172,6 +172,43 @@ func TestWorkStatusSources(t *testing.T) {
 	}
 }
 
+// TestWorkStatusUnknownSource: a --source no coordinator has started and
+// that holds no work is an error naming it and the sources that have
+// started, exit 3; a started source that has planned nothing says so.
+// (Was: work status --source nosuch printed the empty tables of a source
+// nobody runs and exited 0, so a typo looked like an idle source.)
+func TestWorkStatusUnknownSource(t *testing.T) {
+	t.Parallel()
+	env := testpersist.Start(t, 1)
+	run := func(args ...string) (string, string, int) {
+		return execute(t, append([]string{"work", "status", "--nats", env.URL()}, args...)...)
+	}
+	for _, args := range [][]string{{"--source", "nosuch"}, {"--source", "nosuch", "--json"}} {
+		out, stderr, code := run(args...)
+		if code != exitNotFound || !strings.Contains(stderr, `"nosuch"`) || !strings.Contains(stderr, "no coordinator has started yet") || out != "" {
+			t.Errorf("nothing started, %v: exit %d, stdout %q, stderr %q; want exit %d naming the source, no output", args, code, out, stderr, exitNotFound)
+		}
+	}
+	for _, src := range []string{"demo", "eu"} {
+		st, err := work.NewStore(env.Client(), src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Init(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, stderr, code := run("--source", "nosuch"); code != exitNotFound || !strings.Contains(stderr, `"nosuch"`) || !strings.Contains(stderr, "known: demo, eu") {
+		t.Errorf("two started, --source nosuch: exit %d, stdout %q, stderr %q; want exit %d listing demo, eu", code, out, stderr, exitNotFound)
+	}
+	// Started, not planned yet: not an error, and the output says why it
+	// is empty.
+	out, stderr, code := run("--source", "eu")
+	if code != 0 || !strings.Contains(out, "source eu:") || !strings.Contains(out, "no groups planned yet") {
+		t.Errorf("--source eu (started, nothing planned): exit %d, stderr %q, stdout:\n%s", code, stderr, out)
+	}
+}
+
 // TestWorkStatusEscapes: work status escapes what it prints from the NNTP
 // provider and the workers (terminalSafe): a failed range's error holding
 // an escape and a CR LF prints as one escaped line. (Was: the error, often
