@@ -28,7 +28,8 @@ type Principal struct {
 	Scopes []string
 	// Anonymous: no credentials were asked (Open). Every request is then
 	// this one principal, so it is no one's in particular: per-user bounds
-	// (the watch gateway's TenantConnections) do not apply to it.
+	// (the watch and events gateways' TenantConnections) do not apply to
+	// it.
 	Anonymous bool
 }
 

@@ -58,6 +58,12 @@ func (g *Gateway) serve(ws *websocket.Conn, cork *wscork.Conn, who web.Principal
 	wctx, stopWriter := context.WithCancel(context.Background())
 	wrote := make(chan error, 1)
 	go func() { wrote <- c.writeLoop(wctx) }()
+	stopPings := make(chan struct{})
+	var pinging sync.WaitGroup
+	if g.cfg.PingInterval > 0 {
+		pinging.Add(1)
+		go func() { defer pinging.Done(); c.keepAlive(stopPings) }()
+	}
 	// The reader reads ahead of the requests' handling (see readAhead);
 	// whatever ends the socket below ends its Read.
 	frames := make(chan frame, readAhead)
@@ -69,6 +75,7 @@ func (g *Gateway) serve(ws *websocket.Conn, cork *wscork.Conn, who web.Principal
 	c.sess.Close() // no delivery is queued after this, but one in flight
 	stopWriter()
 	<-wrote
+	close(stopPings)
 
 	switch {
 	case run.Err() != nil:
@@ -79,6 +86,9 @@ func (g *Gateway) serve(ws *websocket.Conn, cork *wscork.Conn, who web.Principal
 		_ = ws.CloseNow()
 	}
 	<-read
+	// The socket is closed or closing: a ping waiting for its pong ends
+	// with it, or at WriteTimeout.
+	pinging.Wait()
 }
 
 // errTooSlow ends a client that sends requests faster than it reads the
@@ -153,25 +163,47 @@ func (c *conn) take() [][]byte {
 	return out
 }
 
-func (c *conn) writeLoop(ctx context.Context) error {
-	var ping <-chan time.Time
-	if c.g.cfg.PingInterval > 0 {
-		t := time.NewTicker(c.g.cfg.PingInterval)
-		defer t.Stop()
-		ping = t.C
+// keepAlive pings the client every PingInterval until stop closes, so
+// that a peer that vanished is noticed (and proxies keep the socket open).
+// It runs beside the writer, not in it: a ping waits up to WriteTimeout
+// for its pong, and deliveries must not wait behind it. A pong that does
+// not come in time closes the socket, which ends the reader and so the
+// connection: the library's Ping leaves the socket open, which would hold
+// its subscriptions and presence with nothing ever sent.
+func (c *conn) keepAlive(stop <-chan struct{}) {
+	t := time.NewTicker(c.g.cfg.PingInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		// Not under the connection's context: the library closes the
+		// socket when a write's context ends, and the gateway stopping
+		// must end the socket with 1001, not a cut.
+		ctx, cancel := context.WithTimeout(context.Background(), c.g.cfg.WriteTimeout)
+		err := c.ws.Ping(ctx)
+		cancel()
+		if err == nil {
+			continue
+		}
+		select {
+		case <-stop:
+			// The connection is ending, and serve closes the socket its
+			// own way (a 1008 or 1001 handshake is not cut short).
+		default:
+			_ = c.ws.CloseNow() // ends the reader, and so the connection
+		}
+		return
 	}
+}
+
+func (c *conn) writeLoop(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-ping:
-			if err := c.timed(ctx, c.ws.Ping); err != nil {
-				// No pong in time: the library leaves the socket open,
-				// and with no writer left it would hold its
-				// subscriptions and presence with nothing ever sent.
-				_ = c.ws.CloseNow() // ends the reader too
-				return err
-			}
 		case <-c.wake:
 			if err := c.writeAll(ctx, c.take()); err != nil {
 				_ = c.ws.CloseNow() // ends the reader too
@@ -199,8 +231,8 @@ func (c *conn) writeAll(ctx context.Context, msgs [][]byte) error {
 	n := 0
 	for _, b := range msgs {
 		// Corked, a write only fills memory; what could hold it is the
-		// library's lock on the frame writer, whose other holders (a pong,
-		// a close) are bounded by their own timeouts and a closed
+		// library's lock on the frame writer, whose other holders (a ping,
+		// a pong, a close) are bounded by their own timeouts and a closed
 		// connection releases. So no context: one per message would cost
 		// a timer each.
 		if err = c.ws.Write(context.Background(), websocket.MessageText, b); err != nil {

@@ -35,6 +35,12 @@ const (
 	// AppDefault is a connection's app for presence when its URL names
 	// none (?app=NAME).
 	AppDefault = "web"
+	// TenantConnectionsDefault bounds the sockets one principal may have
+	// open at once, as the watch gateway's: a page holds one, so a user
+	// with many tabs and devices stays well below it, while one tenant (a
+	// leaked key, a reconnect loop that never closes) holds at most this
+	// many descriptors, sessions and queues.
+	TenantConnectionsDefault = 100
 )
 
 // Config configures a Gateway.
@@ -67,6 +73,14 @@ type Config struct {
 	// SubscribeTimeout bounds a subscribe. Zero means
 	// SubscribeTimeoutDefault.
 	SubscribeTimeout time.Duration
+	// TenantConnections bounds the sockets one principal (by its
+	// web.Principal.Name: a user, whether it signs in with its password
+	// or one of its API keys) may have open; a request past it is refused
+	// 429 before the upgrade. The anonymous principal of web.Open is not
+	// bounded: on an open bus everyone is it, so its bound would be the
+	// whole gateway's. Zero means TenantConnectionsDefault; negative means
+	// no bound.
+	TenantConnections int
 	// Logger receives connections that end abnormally. Nil means
 	// slog.Default() (role events).
 	Logger *slog.Logger
@@ -87,6 +101,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.SubscribeTimeout == 0 {
 		c.SubscribeTimeout = SubscribeTimeoutDefault
+	}
+	if c.TenantConnections == 0 {
+		c.TenantConnections = TenantConnectionsDefault
 	}
 	c.Logger = lifecycle.Logger(c.Logger, "events")
 	return c
@@ -112,6 +129,9 @@ type Stats struct {
 	Dropped  uint64 // deliveries dropped for a full queue (each under a queue_overflow gap)
 	Errors   uint64 // error messages sent for requests
 	Gaps     uint64 // queue_overflow gaps sent
+	// TenantRefusals counts requests refused (429) because their principal
+	// had Config.TenantConnections open.
+	TenantRefusals uint64
 }
 
 // Gateway serves GET /ws/events: one events.Session per socket.
@@ -122,11 +142,14 @@ type Gateway struct {
 	cfg  Config
 
 	wg      sync.WaitGroup
-	mu      sync.Mutex // protects closing, held across enter's check and wg.Add
+	mu      sync.Mutex // protects closing and tenants; held across enter's check and wg.Add
 	closing bool
+	// tenants counts each bounded principal's requests past the tenant
+	// check, upgraded or about to be, by name; a name leaves at zero.
+	tenants map[string]int
 
-	open                                atomic.Int64
-	accepted, sent, dropped, errs, gaps atomic.Uint64
+	open                                                atomic.Int64
+	accepted, sent, dropped, errs, gaps, tenantRefusals atomic.Uint64
 
 	enc eventEncoder // a change's common part, shared by its deliveries to every socket
 }
@@ -137,7 +160,7 @@ func New(cfg Config) (*Gateway, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Gateway{cfg: cfg}, nil
+	return &Gateway{cfg: cfg, tenants: map[string]int{}}, nil
 }
 
 // Patterns are the routes Mount registers: the socket, the JS client and
@@ -175,7 +198,10 @@ func (g *Gateway) Stop(ctx context.Context) error {
 
 // Stats returns the gateway's counters.
 func (g *Gateway) Stats() Stats {
-	return Stats{Open: g.open.Load(), Accepted: g.accepted.Load(), Sent: g.sent.Load(), Dropped: g.dropped.Load(), Errors: g.errs.Load(), Gaps: g.gaps.Load()}
+	return Stats{
+		Open: g.open.Load(), Accepted: g.accepted.Load(), Sent: g.sent.Load(), Dropped: g.dropped.Load(),
+		Errors: g.errs.Load(), Gaps: g.gaps.Load(), TenantRefusals: g.tenantRefusals.Load(),
+	}
 }
 
 // EventsGaps is the gap markers the gateway itself left, by reason (for
@@ -184,8 +210,10 @@ func (g *Gateway) EventsGaps() map[events.Reason]uint64 {
 	return map[events.Reason]uint64{events.ReasonQueueOverflow: g.gaps.Load()}
 }
 
-// ServeHTTP checks the browser page's Origin (403) and the credentials
-// (401), then upgrades and serves the socket until either side ends it.
+// ServeHTTP checks the browser page's Origin (403), the credentials
+// (401), the app (400), the gateway running (503) and the principal's open
+// sockets (429), then upgrades and serves the socket until either side
+// ends it.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err := g.cfg.Hosts.CheckOrigin(r, g.cfg.OriginPatterns); err != nil {
 		http.Error(w, err.Error(), http.StatusForbidden)
@@ -208,6 +236,15 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer g.wg.Done()
+	// Before the upgrade, so a refused request costs no session and no
+	// presence (serve joins it); released when the socket has ended,
+	// however it ended (serve runs in this call).
+	if !g.admit(who) {
+		g.tenantRefusals.Add(1)
+		http.Error(w, fmt.Sprintf("%s: %s has %d event sockets open, the most one user may (TenantConnections); close one or retry later", CodeTooManyConnections, who.Name, g.cfg.TenantConnections), http.StatusTooManyRequests)
+		return
+	}
+	defer g.leave(who)
 	// The Origin was checked above against the server's hosts, not the
 	// request's Host (which a rebinding page sets to its own).
 	// Through the cork: a socket's waiting messages go out in one write.
@@ -230,6 +267,39 @@ func (g *Gateway) enter() bool {
 	}
 	g.wg.Add(1)
 	return true
+}
+
+// bounded reports whether who's sockets count against TenantConnections:
+// not the anonymous principal of web.Open, which is every request's on an
+// open bus.
+func (g *Gateway) bounded(who web.Principal) bool {
+	return g.cfg.TenantConnections > 0 && !who.Anonymous
+}
+
+// admit takes one of who's TenantConnections, unless they are all taken.
+func (g *Gateway) admit(who web.Principal) bool {
+	if !g.bounded(who) {
+		return true
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.tenants[who.Name] >= g.cfg.TenantConnections {
+		return false
+	}
+	g.tenants[who.Name]++
+	return true
+}
+
+// leave gives back the socket admit took.
+func (g *Gateway) leave(who web.Principal) {
+	if !g.bounded(who) {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.tenants[who.Name]--; g.tenants[who.Name] <= 0 {
+		delete(g.tenants, who.Name)
+	}
 }
 
 func validApp(s string) bool {

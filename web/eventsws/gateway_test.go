@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -594,6 +595,92 @@ func TestAPIKeyLogins(t *testing.T) {
 		if m := c.subscribe("theirs", "project-1/files", nil); m.Type != TypeError || m.Code != CodeForbidden {
 			t.Fatalf("another scope: %+v, want forbidden", m)
 		}
+	}
+}
+
+// TestTenantConnections: a user with TenantConnections sockets open is
+// refused the next one (429 before the upgrade, the body naming the
+// bound, and no presence written for it), whether it signs in with its
+// password or a key; another user is not; a socket that ends, closed or
+// dropped, gives its place back; the anonymous principal of an open
+// gateway is not bounded.
+// (Was: one user could open any number of sockets, each with its session and queue.)
+func TestTenantConnections(t *testing.T) {
+	t.Parallel()
+	const bound = 3
+	e, p := presenceGateway(t, nil, func(c *Config) {
+		c.Authorizer = web.Accounts([]web.Account{
+			{Principal: web.Principal{Name: "alice", AllScopes: true}, Password: "a", APIKeys: []string{"alice-key"}},
+			{Principal: web.Principal{Name: "bob", AllScopes: true}, Password: "b"},
+		})
+		c.TenantConnections = bound
+	})
+	alice := func(i int) http.Header {
+		if i%2 == 0 {
+			return login("alice", "a")
+		}
+		return http.Header{web.APIKeyHeader: {"alice-key"}}
+	}
+	u := "ws" + strings.TrimPrefix(e.ts.URL, "http") + "/ws/events"
+	refused := func(i int) {
+		t.Helper()
+		// Its own app: a presence join for it would show.
+		ws, resp, err := websocket.Dial(context.Background(), u+"?app=refused", &websocket.DialOptions{HTTPHeader: alice(i)})
+		if ws != nil {
+			_ = ws.CloseNow()
+			t.Fatalf("socket %d of a user bounded to %d was upgraded", bound+1, bound)
+		}
+		if resp == nil {
+			t.Fatalf("no response: %v", err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		want := CodeTooManyConnections + ": alice has 3 "
+		if resp.StatusCode != http.StatusTooManyRequests || !strings.HasPrefix(string(body), want) {
+			t.Fatalf("socket %d: HTTP %d %q, want 429 starting with %q", bound+1, resp.StatusCode, body, want)
+		}
+		if n := p.Connections("alice", "refused"); n != 0 {
+			t.Fatalf("a refused socket counts as %d presence connections, want 0", n)
+		}
+	}
+	placeBack := func(want int) {
+		t.Helper()
+		testwait.For(t, "alice's socket to give its place back", func() bool {
+			e.g.mu.Lock()
+			defer e.g.mu.Unlock()
+			return e.g.tenants["alice"] == want
+		})
+	}
+
+	var conns []*client
+	for i := range bound {
+		conns = append(conns, e.dial("", alice(i)))
+	}
+	refused(0)
+	refused(1)
+	if got := e.g.Stats().TenantRefusals; got != 2 {
+		t.Errorf("TenantRefusals %d, want 2", got)
+	}
+	if st := p.Stats(); st.Present != 1 {
+		t.Errorf("presence %+v, want alice's one app present", st)
+	}
+	e.dial("", login("bob", "b"))
+
+	// Closed with a handshake, then dropped: each gives its place back.
+	if err := conns[0].ws.Close(websocket.StatusNormalClosure, ""); err != nil {
+		t.Fatal(err)
+	}
+	placeBack(bound - 1)
+	e.dial("", alice(0))
+	refused(0)
+	_ = conns[1].ws.CloseNow()
+	placeBack(bound - 1)
+	e.dial("", alice(1))
+
+	// On an open gateway everyone is web.Open's one anonymous principal:
+	// no bound (it would be the whole gateway's).
+	open := start(t, func(c *Config) { c.TenantConnections = 1 })
+	for range 3 {
+		open.dial("", nil)
 	}
 }
 

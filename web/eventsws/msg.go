@@ -41,6 +41,11 @@ const (
 	CodeQuota        = "quota"         // the user holds its durable subscriptions' quota
 )
 
+// CodeTooManyConnections starts the body of a 429 refusal: the principal
+// has Config.TenantConnections open already. It is never an "error"
+// message's code (the refusal comes before the upgrade).
+const CodeTooManyConnections = "too-many-connections"
+
 // MaxMessageBytes bounds one client message; a larger one ends the
 // connection (1009).
 const MaxMessageBytes = 8 << 10

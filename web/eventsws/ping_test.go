@@ -160,3 +160,64 @@ func TestPingAnsweredWhileRequestWaits(t *testing.T) {
 		t.Fatalf("answer %s, want unavailable", b)
 	}
 }
+
+// TestEventNotHeldBehindPing: an event delivered while a ping waits for
+// its pong reaches the client at once; a client that never answers is
+// still cut off once the pong is WriteTimeout late, and its session ends.
+// (Was: the writer sent each ping and waited for its pong before writing anything else.)
+func TestEventNotHeldBehindPing(t *testing.T) {
+	t.Parallel()
+	e := start(t, func(c *Config) {
+		// A ping soon after the connection, and a pong deadline long
+		// enough for a loaded machine to write and deliver one event
+		// before it passes. No timing is asserted.
+		c.PingInterval = 20 * time.Millisecond
+		c.WriteTimeout = 5 * time.Second
+	})
+	c := rawDial(t, e.ts.URL)
+	c.write(0x1, []byte(`{"type":"subscribe","id":"files","anchor":"project-1/files"}`))
+	var pinged, subscribed, wrote bool
+event:
+	for {
+		op, p, err := c.frame(time.Minute)
+		if err != nil {
+			t.Fatalf("the socket ended (%v) before the event set while a ping waited for its pong (pinged %v, subscribed %v, event set %v); stats %+v", err, pinged, subscribed, wrote, e.g.Stats())
+		}
+		switch op {
+		case 0x9:
+			pinged = true
+		case 0x1:
+			var m testMsg
+			if err := json.Unmarshal(p, &m); err != nil {
+				t.Fatal(err)
+			}
+			subscribed = subscribed || m.Type == TypeSubscribed
+			if m.Type == TypeEvent && m.Subject == "project-1/files/a" {
+				break event
+			}
+		case 0x8:
+			t.Fatalf("close frame %q before the event", p)
+		}
+		if pinged && subscribed && !wrote {
+			// The ping is out and will never be answered.
+			e.set("project-1", "files", "a", []byte("hello"))
+			wrote = true
+		}
+	}
+	for {
+		op, _, err := c.frame(time.Minute)
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			t.Fatalf("a minute after an unanswered ping the socket is still open; gateway stats %+v", e.g.Stats())
+		}
+		if err != nil {
+			break
+		}
+		if op == 0x8 {
+			t.Fatal("a client that answers no ping got a close frame, want the socket cut")
+		}
+	}
+	testwait.For(t, "the socket's session gone", func() bool {
+		return e.g.cfg.Router.Stats().Sessions == 0 && e.g.Stats().Open == 0
+	})
+}

@@ -30,8 +30,9 @@ func (s *refusingPresence) Put(ctx context.Context, k events.PresenceKey, connec
 
 // presenceGateway is a gateway whose presence writes to store (the
 // router's persist when nil) and removes a row 1-2 ms after the last
-// socket left, with alice and bob as its users.
-func presenceGateway(t *testing.T, store func(events.PresenceStore) events.PresenceStore) (*env, *events.Presence) {
+// socket left, with alice and bob as its users; tune, if any, changes its
+// config after that.
+func presenceGateway(t *testing.T, store func(events.PresenceStore) events.PresenceStore, tune ...func(*Config)) (*env, *events.Presence) {
 	t.Helper()
 	var p *events.Presence
 	e := start(t, func(c *Config) {
@@ -50,6 +51,9 @@ func presenceGateway(t *testing.T, store func(events.PresenceStore) events.Prese
 			{Principal: web.Principal{Name: "alice", AllScopes: true}, Password: "a"},
 			{Principal: web.Principal{Name: "bob", AllScopes: true}, Password: "b"},
 		})
+		for _, f := range tune {
+			f(c)
+		}
 	})
 	return e, p
 }
