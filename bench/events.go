@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/switchyard-dev/switchyard/events"
+	"github.com/switchyard-dev/switchyard/web/eventsws"
 )
 
 // EventsConfig configures bench events.
@@ -160,6 +161,9 @@ func (c EventsConfig) Check() error {
 	}
 	if c.Shared && c.Users > 0 && (c.Subscribers+c.Users-1)/c.Users > events.MaxMatchedPerOwner {
 		return fmt.Errorf("%d subscribers of one anchor as %d users: one event reaches at most %d subscriptions of one user (the rest get gap markers); give more --users", c.Subscribers, c.Users, events.MaxMatchedPerOwner)
+	}
+	if c.Users > 0 && (c.Subscribers+c.Users-1)/c.Users > eventsws.TenantConnectionsDefault {
+		return fmt.Errorf("%d subscribers as %d users: the events gateway takes at most %d sockets of one user (the rest are refused 429); give more --users", c.Subscribers, c.Users, eventsws.TenantConnectionsDefault)
 	}
 	if n := c.PerSubscription(); n > EventsRateLimit-10 {
 		return fmt.Errorf("%d deliveries per subscription in %s: the events layer delivers at most %d per subscription a minute and turns the rest into gap markers; lower --rate or --duration", n, c.Duration, EventsRateLimit)

@@ -36,6 +36,16 @@ func TestEventsConfigUsers(t *testing.T) {
 			c.Subscribers, c.Shared, c.Users = 1000, true, 19
 			return c
 		}, 19, "give more --users"},
+		// (Was: measured, with the sockets past the gateway's bound per
+		// user refused.)
+		{"own channels, too many sockets per user", func(c EventsConfig) EventsConfig {
+			c.Subscribers, c.Users = 1000, 9
+			return c
+		}, 9, "sockets of one user"},
+		{"own channels, users enough for the sockets", func(c EventsConfig) EventsConfig {
+			c.Subscribers, c.Users = 1000, 10
+			return c
+		}, 10, ""},
 		{"negative", func(c EventsConfig) EventsConfig { c.Users = -1; return c }, -1, "must not be negative"},
 		{"negative rounds", func(c EventsConfig) EventsConfig { c.Rounds = -1; return c }, 0, "--rounds must not be negative"},
 	} {
