@@ -129,10 +129,12 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 
 // Close ends the client's watchers (LiveKVs built on them stop following the
 // stream) and waits for their callbacks to return; later requests fail with
-// ErrClosed, Pipeline sets included. It does not close the NATS connection,
-// which the caller owns, nor LocalStreams, which have their own Close (theirs
-// stop saving: their Close returns at once with what is left unsaved). It is
-// idempotent and must not be called from a watcher's callback.
+// ErrClosed, Pipeline sets included, and so do requests waiting to retry
+// (one already sent gets its answer first). It does not close the NATS
+// connection, which the caller owns, nor LocalStreams, which have their own
+// Close (theirs stop saving: their Close returns at once with what is left
+// unsaved). It is idempotent and must not be called from a watcher's
+// callback.
 func (c *Client) Close() error {
 	c.closeMu.Lock()
 	c.cancel()
@@ -335,18 +337,32 @@ func (c *Client) call(ctx context.Context, scope string, msg *nats.Msg, idempote
 // the client's Retry policy. attempt reports whether a timeout may be retried
 // (the request is safe to repeat and nothing of it reached the caller); a
 // wrong-owner, no-responders or unavailable answer is always retried after
-// forgetting the cached owner.
+// forgetting the cached owner. Close ends the wait between two attempts
+// with ErrClosed; an attempt already sent runs to its answer, which is
+// the truth about a request the server may have applied.
 func (c *Client) retry(ctx context.Context, scope string, attempt func(id string) (repeatable bool, err error)) error {
 	if c.ctx.Err() != nil {
 		return ErrClosed
 	}
 	var last error
 	b := c.cfg.Retry.Start()
+	var wait context.Context // ctx, ended by Close too; made at the first retry
 	for n := 0; n < c.cfg.Attempts; n++ {
 		if n > 0 {
-			if err := b.Wait(ctx); err != nil {
-				// Both stay testable: the caller's context ended, and
-				// what the attempts met (errors.Is, CodeOf).
+			if wait == nil {
+				var stop func()
+				wait, stop = c.untilClosed(ctx)
+				defer stop()
+			}
+			if err := b.Wait(wait); err != nil {
+				if ctx.Err() == nil {
+					// Only Close ends wait otherwise: the call fails as
+					// one made after Close does.
+					err = ErrClosed
+				}
+				// Both stay testable: why the call stopped (the caller's
+				// context or Close), and what the attempts met
+				// (errors.Is, CodeOf).
 				return fmt.Errorf("%w (last error: %w)", err, last)
 			}
 		}
@@ -379,6 +395,17 @@ func (c *Client) retry(ctx context.Context, scope string, attempt func(id string
 		last = err
 	}
 	return last
+}
+
+// untilClosed returns a context that ends with ctx or at Close, whichever
+// comes first, and the func that releases it.
+func (c *Client) untilClosed(ctx context.Context) (context.Context, func()) {
+	wait, cancel := context.WithCancel(ctx)
+	stopAfter := context.AfterFunc(c.ctx, cancel)
+	return wait, func() {
+		stopAfter()
+		cancel()
+	}
 }
 
 // withContext is err, an attempt's failure, made to match ctx's error too

@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
+	"github.com/switchyard-dev/switchyard/bus"
 	"github.com/switchyard-dev/switchyard/internal/testnats"
 	"github.com/switchyard-dev/switchyard/persist"
 )
@@ -72,5 +75,58 @@ func TestClientOwnerCacheBounded(t *testing.T) {
 		if _, err := c.Stream(fmt.Sprintf("scope-%d", i), "s").Set(ctx, []byte("v"), persist.SetOptions{}); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// Close cuts short a call waiting to retry an owner nobody serves: the call
+// returns ErrClosed at once, not at the end of its own deadline.
+// (Was: the call kept waiting and retrying until its context's deadline after Close.)
+func TestClientCloseEndsRetryingCall(t *testing.T) {
+	t.Parallel()
+	e, nc := testnats.Start(t)
+	// A balancer naming server "0", which is not there: every attempt
+	// meets no responders. Its first question says the call has started.
+	asked := make(chan struct{}, 1)
+	sub, err := nc.Subscribe("persist.*.id", func(m *nats.Msg) {
+		select {
+		case asked <- struct{}{}:
+		default:
+		}
+		_ = m.Respond([]byte("0"))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := persist.NewClient(persist.ClientConfig{
+		Conn:     testnats.Conn(t, e),
+		Attempts: 100,
+		// Every wait between attempts outlasts the test's bound below.
+		Retry: bus.Retry{Min: time.Minute, Max: time.Minute},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Stream("hub", "s").Get(ctx, 1)
+		done <- err
+	}()
+	<-asked
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, persist.ErrClosed) {
+			t.Fatalf("call after Close: %v, want ErrClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("call still retrying 10s after Close (its own deadline is a minute)")
 	}
 }

@@ -315,11 +315,17 @@ func (p *Pipeline) resolve() {
 	defer p.retries.Done()
 	ctx, cancel := context.WithTimeout(context.Background(), p.s.c.cfg.Timeout*time.Duration(p.s.c.cfg.Attempts))
 	defer cancel()
+	// Client.Close ends the waits between questions, as it ends a call's.
+	wait, stop := p.s.c.untilClosed(ctx)
+	defer stop()
 	var err error
 	b := p.s.c.cfg.Retry.Start()
 	for n := 0; n < p.s.c.cfg.Attempts; n++ {
 		if n > 0 {
-			if b.Wait(ctx) != nil {
+			if b.Wait(wait) != nil {
+				if ctx.Err() == nil {
+					err = ErrClosed
+				}
 				break
 			}
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/switchyard-dev/switchyard/bus"
+	"github.com/switchyard-dev/switchyard/internal/testnats"
 	"github.com/switchyard-dev/switchyard/internal/testpersist"
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/persist/server"
@@ -353,5 +354,37 @@ func TestPipelineSetAfterClientClose(t *testing.T) {
 	}
 	if _, err := p.Set(context.Background(), []byte("after"), persist.SetOptions{}).Result(); !errors.Is(err, persist.ErrClosed) {
 		t.Fatalf("set after Client.Close: err %v, want ErrClosed", err)
+	}
+}
+
+// Client.Close cuts short a pipeline asking a balancer nobody serves for its
+// owner: the sets queued meanwhile fail with ErrClosed at once.
+// (Was: the pipeline kept asking until Timeout×Attempts after Close, and its sets then failed with no responders.)
+func TestPipelineClientCloseEndsOwnerRetry(t *testing.T) {
+	t.Parallel()
+	e, _ := testnats.Start(t) // no balancer, no server: every question meets no responders
+	c, err := persist.NewClient(persist.ClientConfig{
+		Conn:     testnats.Conn(t, e),
+		Timeout:  time.Minute,
+		Attempts: 2,
+		// The wait before the second question outlasts the test's bound
+		// below.
+		Retry: bus.Retry{Min: time.Minute, Max: time.Minute},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newPipeline(t, c.Stream("hub", "s"), 0)
+	f := p.Set(context.Background(), []byte("v"), persist.SetOptions{})
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-f.Done():
+		if _, err := f.Result(); !errors.Is(err, persist.ErrClosed) {
+			t.Fatalf("set queued before Client.Close: %v, want ErrClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("set still waiting for its owner 10s after Client.Close (the pipeline waits a minute to ask again)")
 	}
 }

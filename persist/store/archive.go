@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -115,7 +116,7 @@ func (a *streamArchive) backup(s *sqliteStream) error {
 	}
 	// VACUUM INTO accepts an existing empty file, so CreateTemp's unique
 	// name keeps two writers (say a misrouted second server) apart.
-	tmp, err := os.CreateTemp(dir, filepath.Base(a.path)+".tmp-*")
+	tmp, err := os.CreateTemp(dir, filepath.Base(a.path)+archiveTempInfix+"*")
 	if err != nil {
 		return fmt.Errorf("archive: %w", err)
 	}
@@ -143,6 +144,55 @@ func (a *streamArchive) backup(s *sqliteStream) error {
 	syncDir(dir)
 	a.saved = n
 	return nil
+}
+
+// archiveTempInfix is in the name of an archive copy being written (the
+// stream file's name, the infix, CreateTemp's random digits): never a
+// stream file, and removed by the walk of a later start (ScanScope) when a
+// crash left it behind.
+const archiveTempInfix = ".tmp-"
+
+// archiveTempStale is how old an archive copy left behind must be before
+// ScanScope removes it: older than any backup still writing one, of this
+// server or of another sharing the archive directory. Until its rename a
+// copy's time is no older than its backup's start: VACUUM INTO writes it,
+// and the stamp just before the rename is the stream's time right after
+// the checkpoint that starts the backup, which touches the WAL (even an
+// empty one, truncating it). Copying a whole stream to an archive disk
+// that may be slower than the data directory (a network mount), then
+// syncing it, takes longer than a create's template copy
+// (createTempStale); a leftover kept longer costs only its space until a
+// later start.
+const archiveTempStale = 10 * time.Minute
+
+// isArchiveTemp reports whether a directory entry's name is an archive copy
+// being written by backup.
+func isArchiveTemp(n string) bool {
+	i := strings.LastIndex(n, archiveTempInfix)
+	return i >= 0 && isStreamFile(n[:i])
+}
+
+// removeStaleArchiveTemps removes from the archive's directory of scope the
+// copies a backup that crashed before its rename left, once older than
+// archiveTempStale. It is best effort, as the removal of a create's
+// leftovers is: an archive that cannot be read now (a mount away) fails
+// the backups that need it, not the walk counting the local streams.
+func (st *SQLite) removeStaleArchiveTemps(scope string, now time.Time) {
+	if st.archive == "" {
+		return
+	}
+	dir := filepath.Join(st.archive, scope)
+	_ = readDirBatches(dir, func(e fs.DirEntry) error {
+		if !isArchiveTemp(e.Name()) {
+			return nil
+		}
+		info, err := e.Info()
+		if err != nil || !info.Mode().IsRegular() || now.Sub(info.ModTime()) < archiveTempStale {
+			return nil
+		}
+		_ = os.Remove(filepath.Join(dir, e.Name())) // gone meanwhile is fine
+		return nil
+	})
 }
 
 // localModTime is the newest modification time of a stream's database and

@@ -29,8 +29,10 @@ type Lister interface {
 	// batch at a time without a stat per file, and calls wal with the file
 	// name (StreamFileName) of each that has a -wal beside it. A scope with
 	// no directory holds none. It also removes what a create that crashed
-	// left (a copy of the template never linked: template.go), once old
-	// enough not to be a create still running.
+	// left (a copy of the template never linked: template.go), and what a
+	// backup that crashed left in the scope's archive directory (a copy
+	// never renamed: archive.go), once old enough not to be a create or
+	// a backup still running.
 	ScanScope(scope string, wal func(file string)) (int, error)
 	// HasStream reports whether the stream has its file on the local disk
 	// (an archive copy does not count): the server stats it around opens
@@ -111,6 +113,7 @@ func (st *SQLite) ScanScope(scope string, wal func(file string)) (int, error) {
 		}
 		return nil
 	})
+	st.removeStaleArchiveTemps(scope, now)
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, nil
 	}

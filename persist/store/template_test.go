@@ -288,6 +288,53 @@ func TestRestoreCrashLeavesNoStrayFile(t *testing.T) {
 	}
 }
 
+// TestScanScopeRemovesStaleArchiveTemps: the walk of a scope also removes,
+// from the scope's archive directory, a copy a backup that crashed before
+// its rename left, once it is older than archiveTempStale, and leaves a
+// recent one (a backup of another server sharing the archive still
+// writing it) and the archive copies themselves.
+// (Was: nothing ever removed a {stream file}.tmp-N copy a crashed backup left in the archive.)
+func TestScanScopeRemovesStaleArchiveTemps(t *testing.T) {
+	t.Parallel()
+	dir, archive := t.TempDir(), t.TempDir()
+	st := NewSQLite(SQLiteConfig{Dir: dir, Archive: archive, ReserveBytes: -1})
+	now := time.Now()
+	s, err := st.Open("hub", "kept", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Write([]WriteOp{{Value: []byte("v")}}, now); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil { // backs the stream up
+		t.Fatal(err)
+	}
+	scopeArchive := filepath.Join(archive, "hub")
+	stale := filepath.Join(scopeArchive, StreamFileName("crashed")+archiveTempInfix+"123")
+	recent := filepath.Join(scopeArchive, StreamFileName("running")+archiveTempInfix+"456")
+	for _, p := range []string{stale, recent} {
+		if err := os.WriteFile(p, []byte("half a copy"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := now.Add(-2 * archiveTempStale)
+	if err := os.Chtimes(stale, old, old); err != nil {
+		t.Fatal(err)
+	}
+	n, err := st.ScanScope("hub", nil)
+	if err != nil || n != 1 {
+		t.Fatalf("ScanScope: %d streams (err %v), want 1", n, err)
+	}
+	if _, err := os.Lstat(stale); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("stale archive copy: %v, want it removed", err)
+	}
+	want := []string{recent, filepath.Join(scopeArchive, StreamFileName("kept"))}
+	slices.Sort(want)
+	if got := testdisk.Files(t, scopeArchive); !slices.Equal(got, want) {
+		t.Fatalf("archive directory holds %v after the walk, want %v", got, want)
+	}
+}
+
 // TestRemoveCreatedOnlyUntouched: a failed open removes the stream file it
 // created only while it is still the template with no -wal holding a
 // commit (an empty one, made by an open that failed, goes with it); a
