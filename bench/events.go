@@ -202,7 +202,8 @@ type EventsRun struct {
 	IdleRSSPerSub float64 `json:"idle_rss_per_subscriber_bytes"`
 	Gaps          int64   `json:"gaps"` // gap messages (ours: gap, resync, skipped)
 	// GapEvents is how many events the gap messages stand for: the sum of
-	// their counts (1 for a message without one).
+	// their counts (1 for a message without one; 0 for the watch
+	// gateway's resync, after which its watcher gets nothing more).
 	GapEvents int64 `json:"gap_events"`
 	// CPUPerPublish (with EventsConfig.PublishCost) is the server's CPU
 	// time per publish of the same load published again with no

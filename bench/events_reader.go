@@ -36,7 +36,10 @@ func eventsPayload(n int, at time.Time) []byte {
 // delivered: the events API's gap marker, the watch gateway's resync (the
 // watcher fell behind) and skipped (changes gone before they were read).
 // None can occur in a payload or a Centrifugo frame.
-var gapTypes = [][]byte{[]byte(`"type":"gap"`), []byte(`"type":"resync"`), []byte(`"type":"skipped"`)}
+var gapTypes = [][]byte{[]byte(`"type":"gap"`), resyncType, []byte(`"type":"skipped"`)}
+
+// resyncType is the watch gateway's resync: the watcher's last message.
+var resyncType = []byte(`"type":"resync"`)
 
 // subscriber is one WebSocket subscriber of bench events and what its
 // reader saw.
@@ -126,10 +129,16 @@ func (s *subscriber) read(delivered *atomic.Int64) {
 var gapCountField = []byte(`"count":`)
 
 // gapEvents is how many events the gap message msg stands for: its count
-// (a marker merges the events it covers into it), 1 for a message without
-// one (the watch gateway's resync and skipped). Gap messages are rare, so
-// this look at their bytes costs the reader loop nothing it measures.
+// (a gap marker merges the events it covers into it; a skipped message
+// counts the seqs it passes over), 1 for a message without one. A resync
+// stands for none: it ends the connection and the watch, and the reader
+// does not reconnect from its from, so every change after it is lost to
+// that watcher, not named. Gap messages are rare, so this look at their
+// bytes costs the reader loop nothing it measures.
 func gapEvents(msg []byte) int64 {
+	if bytes.Contains(msg, resyncType) {
+		return 0
+	}
 	i := bytes.Index(msg, gapCountField)
 	if i < 0 {
 		return 1

@@ -150,13 +150,16 @@ func TestEventsLost(t *testing.T) {
 }
 
 // TestGapEvents: a gap message stands for the events its count names (a
-// marker merges what it covers), or one without a count.
+// marker merges what it covers; skipped counts the seqs it passes over),
+// or one without a count; the watch gateway's resync, which ends the
+// watch, for none.
 func TestGapEvents(t *testing.T) {
 	t.Parallel()
 	for msg, want := range map[string]int64{
 		`{"type":"gap","sub":"files","reason":"delivery_rate_limit","subject":"a/c.txt","count":17,"from":1,"to":2}`: 17,
 		`{"type":"gap","sub":"s","reason":"matched_subscription_limit","count":1}`:                                   1,
-		`{"type":"resync","reason":"slow consumer"}`:                                                                 1,
+		`{"type":"resync","from":3,"reason":"slow consumer"}`:                                                        0,
+		`{"type":"skipped","count":4,"first":5,"last":8}`:                                                            4,
 		`{"type":"gap","count":0}`: 1,
 	} {
 		if got := gapEvents([]byte(msg)); got != want {

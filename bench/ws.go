@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/coder/websocket"
@@ -87,6 +88,41 @@ func RunWS(ctx context.Context, cfg WSConfig, p Progress) (EventsResult, error) 
 	var err error
 	res.Runs, res.Each, err = runFanout(ctx, e, sides, true, "switchyard-bench-ws-", p)
 	return res, err
+}
+
+// WSLost is nil when every server of a bench ws result delivered every
+// write to every watcher, or a watch gateway's skipped message named it;
+// else an error naming each server (and round, with more than one) and
+// how many deliveries it lost. A resync names none (see gapEvents): it
+// ends its watcher's watch and bench ws does not reconnect, so what
+// follows it is lost to that watcher. The gateway has no rate limit and
+// every server is expected to keep up, so a loss is a broken run, not a
+// slow one: the figures are printed either way, and a script that reads
+// the exit code must not take such a run for a good one.
+func WSLost(r EventsResult) error {
+	var parts []string
+	for i, run := range r.Runs {
+		rounds := []EventsRun{run}
+		if i < len(r.Each) {
+			rounds = r.Each[i]
+		}
+		for k, rr := range rounds {
+			n := rr.Missing()
+			if n == 0 {
+				continue
+			}
+			name := run.Server
+			if len(rounds) > 1 {
+				name += fmt.Sprintf(" round %d", k+1)
+			}
+			parts = append(parts, fmt.Sprintf("%s lost %d of %d deliveries (%d delivered, %d named by skipped messages; resync and skipped messages: %d)",
+				name, n, rr.Expected, rr.Delivered, rr.GapEvents, rr.Gaps))
+		}
+	}
+	if len(parts) == 0 {
+		return nil
+	}
+	return fmt.Errorf("ws: deliveries lost (the figures printed are what was measured): %s", strings.Join(parts, "; "))
 }
 
 // watchServer is `switchyard up --no-work --servers 1` and its watch

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"os"
 	"time"
 
@@ -33,7 +34,13 @@ the server process's CPU time per delivery and its peak RSS during the fan-out (
 per delivery, p99 and idle RSS <= 1.0x Centrifugo with history).
 
 Centrifugo is built with go install into a temp directory unless --centrifugo names a
-binary; --only ours leaves it out.`,
+binary; --only ours leaves it out.
+
+Every server is expected to deliver every write to every watcher: when one delivered fewer
+than the writes called for, beyond the seqs the watch gateway's skipped messages name, the
+figures are still printed, then the command says which server lost how many and exits 1.
+A resync names none: it ends its watcher's watch, and bench ws does not reconnect, so the
+writes after it are lost to that watcher.`,
 		Example: `  switchyard bench ws
   switchyard bench ws --quick --only ours
   switchyard bench ws --watchers 10000 --rate 10 --centrifugo ./centrifugo`,
@@ -71,7 +78,7 @@ binary; --only ours leaves it out.`,
 			if err != nil {
 				return err
 			}
-			return bench.PrintEventsResult(stdout(cmd), res, asJSON)
+			return reportWS(stdout(cmd), res, asJSON)
 		},
 	}
 	f := cmd.Flags()
@@ -87,4 +94,14 @@ binary; --only ours leaves it out.`,
 	f.StringVar(&cfg.UpProfile, "cpuprofile", "", "have our up write a CPU profile of its whole life to this file (read it with go tool pprof BINARY FILE)")
 	f.StringVar(&cfg.Dir, "dir", "", "directory for the servers' data, configs and logs (default: a temp dir)")
 	return cmd
+}
+
+// reportWS prints res (see bench.PrintEventsResult), then fails when a
+// server lost deliveries (bench.WSLost): printed first, since the figures
+// of such a run are still what it measured.
+func reportWS(w io.Writer, res bench.EventsResult, asJSON bool) error {
+	if err := bench.PrintEventsResult(w, res, asJSON); err != nil {
+		return err
+	}
+	return bench.WSLost(res)
 }

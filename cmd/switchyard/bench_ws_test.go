@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"os/exec"
 	"runtime"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/switchyard-dev/switchyard/bench"
 )
@@ -67,5 +70,60 @@ func TestBenchWSSmoke(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestBenchWSLostDeliveriesExit1: bench ws prints a run's figures in
+// full, as a table or JSON, and then, when a server lost deliveries (a
+// resync names none), fails with a line naming it (exit 1); a full run,
+// or one whose shortfall skipped messages name, succeeds. (Was: the
+// figures were printed and the command exited 0 whatever was lost.)
+func TestBenchWSLostDeliveriesExit1(t *testing.T) {
+	t.Parallel()
+	run := func(server string, delivered, skipped, gaps int64) bench.EventsRun {
+		return bench.EventsRun{Server: server, Subscribers: 3, Channels: 1, Published: 10, Expected: 30, Delivered: delivered, GapEvents: skipped, Gaps: gaps}
+	}
+	for _, asJSON := range []bool{false, true} {
+		for _, c := range []struct {
+			name     string
+			runs     []bench.EventsRun
+			wantCode int
+			wantErr  string
+		}{
+			{"full", []bench.EventsRun{run(bench.ServerOurs, 30, 0, 0), run(bench.ServerCentrifugo, 30, 0, 0)}, 0, ""},
+			{"skipped names the shortfall", []bench.EventsRun{run(bench.ServerOurs, 27, 3, 1)}, 0, ""},
+			{"ours resynced", []bench.EventsRun{run(bench.ServerOurs, 29, 0, 1), run(bench.ServerCentrifugo, 30, 0, 0)}, exitRuntime,
+				"switchyard lost 1 of 30 deliveries"},
+			{"centrifugo short", []bench.EventsRun{run(bench.ServerOurs, 30, 0, 0), run(bench.ServerCentrifugoHistory, 28, 0, 0)}, exitRuntime,
+				"centrifugo+history lost 2 of 30 deliveries"},
+		} {
+			name := c.name
+			if asJSON {
+				name += ", JSON"
+			}
+			res := bench.EventsResult{Subscribers: 3, Shared: true, Rate: 20, Duration: time.Second, Payload: 128, Runs: c.runs,
+				Layout: "3 watchers of one stream"}
+			var out, stderr bytes.Buffer
+			code := exitCode(&stderr, reportWS(&out, res, asJSON))
+			if code != c.wantCode {
+				t.Errorf("%s: exit %d, want %d; stderr %q", name, code, c.wantCode, stderr.String())
+			}
+			if c.wantErr != "" && !strings.Contains(stderr.String(), c.wantErr) {
+				t.Errorf("%s: stderr %q does not say %q", name, stderr.String(), c.wantErr)
+			}
+			// The figures are printed either way: every server's.
+			if asJSON {
+				var got bench.EventsResult
+				if err := json.Unmarshal(out.Bytes(), &got); err != nil || len(got.Runs) != len(c.runs) {
+					t.Errorf("%s: stdout is not the result (%v): %s", name, err, out.String())
+				}
+				continue
+			}
+			for _, r := range c.runs {
+				if !strings.Contains(out.String(), r.Server+" ") {
+					t.Errorf("%s: the table does not show %s:\n%s", name, r.Server, out.String())
+				}
+			}
+		}
 	}
 }
