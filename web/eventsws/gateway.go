@@ -142,11 +142,11 @@ type Gateway struct {
 	cfg  Config
 
 	wg      sync.WaitGroup
-	mu      sync.Mutex // protects closing and tenants; held across enter's check and wg.Add
+	mu      sync.Mutex // protects closing; held across enter's check and wg.Add
 	closing bool
-	// tenants counts each bounded principal's requests past the tenant
-	// check, upgraded or about to be, by name; a name leaves at zero.
-	tenants map[string]int
+	// limit counts each principal's requests past the check of
+	// TenantConnections, upgraded or about to be.
+	limit *web.ConnLimit
 
 	open                                                atomic.Int64
 	accepted, sent, dropped, errs, gaps, tenantRefusals atomic.Uint64
@@ -160,7 +160,7 @@ func New(cfg Config) (*Gateway, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Gateway{cfg: cfg, tenants: map[string]int{}}, nil
+	return &Gateway{cfg: cfg, limit: web.NewConnLimit(cfg.TenantConnections)}, nil
 }
 
 // Patterns are the routes Mount registers: the socket, the JS client and
@@ -239,12 +239,12 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Before the upgrade, so a refused request costs no session and no
 	// presence (serve joins it); released when the socket has ended,
 	// however it ended (serve runs in this call).
-	if !g.admit(who) {
+	if !g.limit.Admit(who) {
 		g.tenantRefusals.Add(1)
 		http.Error(w, fmt.Sprintf("%s: %s has %d event sockets open, the most one user may (TenantConnections); close one or retry later", CodeTooManyConnections, who.Name, g.cfg.TenantConnections), http.StatusTooManyRequests)
 		return
 	}
-	defer g.leave(who)
+	defer g.limit.Leave(who)
 	// The Origin was checked above against the server's hosts, not the
 	// request's Host (which a rebinding page sets to its own).
 	// Through the cork: a socket's waiting messages go out in one write.
@@ -267,39 +267,6 @@ func (g *Gateway) enter() bool {
 	}
 	g.wg.Add(1)
 	return true
-}
-
-// bounded reports whether who's sockets count against TenantConnections:
-// not the anonymous principal of web.Open, which is every request's on an
-// open bus.
-func (g *Gateway) bounded(who web.Principal) bool {
-	return g.cfg.TenantConnections > 0 && !who.Anonymous
-}
-
-// admit takes one of who's TenantConnections, unless they are all taken.
-func (g *Gateway) admit(who web.Principal) bool {
-	if !g.bounded(who) {
-		return true
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.tenants[who.Name] >= g.cfg.TenantConnections {
-		return false
-	}
-	g.tenants[who.Name]++
-	return true
-}
-
-// leave gives back the socket admit took.
-func (g *Gateway) leave(who web.Principal) {
-	if !g.bounded(who) {
-		return
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.tenants[who.Name]--; g.tenants[who.Name] <= 0 {
-		delete(g.tenants, who.Name)
-	}
 }
 
 func validApp(s string) bool {

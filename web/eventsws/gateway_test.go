@@ -645,9 +645,7 @@ func TestTenantConnections(t *testing.T) {
 	placeBack := func(want int) {
 		t.Helper()
 		testwait.For(t, "alice's socket to give its place back", func() bool {
-			e.g.mu.Lock()
-			defer e.g.mu.Unlock()
-			return e.g.tenants["alice"] == want
+			return e.g.limit.Open("alice") == want
 		})
 	}
 

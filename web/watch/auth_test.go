@@ -173,9 +173,7 @@ func TestWatchTenantConnections(t *testing.T) {
 	placeBack := func(want int) {
 		t.Helper()
 		testwait.For(t, "acme's connection to give its place back", func() bool {
-			g.mu.Lock()
-			defer g.mu.Unlock()
-			return g.tenants["acme"] == want
+			return g.limit.Open("acme") == want
 		})
 	}
 

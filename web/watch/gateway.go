@@ -182,12 +182,12 @@ type Gateway struct {
 
 	wg sync.WaitGroup // one per connection being served
 
-	mu      sync.Mutex // protects conns, closing and tenants; held across enter's check and wg.Add
+	mu      sync.Mutex // protects conns and closing; held across enter's check and wg.Add
 	conns   map[*wsConn]struct{}
 	closing bool // Stop is waiting for the connections
-	// tenants counts each bounded principal's requests past the tenant
-	// check, upgraded or about to be, by name; a name leaves at zero.
-	tenants map[string]int
+	// limit counts each principal's requests past the check of
+	// TenantConnections, upgraded or about to be.
+	limit *web.ConnLimit
 
 	watchMu  sync.Mutex // protects watchers and endedWS
 	watchers map[*persist.Watcher]struct{}
@@ -215,7 +215,7 @@ func New(cfg Config) (*Gateway, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Gateway{cfg: cfg, cache: newEncodeCache(encodeCacheMessages, encodeCacheBytes), conns: map[*wsConn]struct{}{}, tenants: map[string]int{}, watchers: map[*persist.Watcher]struct{}{}}, nil
+	return &Gateway{cfg: cfg, cache: newEncodeCache(encodeCacheMessages, encodeCacheBytes), conns: map[*wsConn]struct{}{}, limit: web.NewConnLimit(cfg.TenantConnections), watchers: map[*persist.Watcher]struct{}{}}, nil
 }
 
 // Start opens the gateway to connections. Started twice it returns
@@ -360,12 +360,12 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Before the inventory read, which holds the request a while too;
 	// released when the connection has ended, however it ended (serve
 	// runs in this call).
-	if !g.admit(who) {
+	if !g.limit.Admit(who) {
 		g.tenantRefusals.Add(1)
 		http.Error(w, fmt.Sprintf("%s: %s has %d watch connections open, the most one user may (TenantConnections); close one or retry later", CodeTooManyConnections, who.Name, g.cfg.TenantConnections), http.StatusTooManyRequests)
 		return
 	}
-	defer g.leave(who)
+	defer g.limit.Leave(who)
 	stream := g.cfg.Client.Stream(p.scope, p.stream)
 	if !p.hasFrom {
 		// Only new changes: everything after the last seq assigned now.
@@ -406,39 +406,6 @@ func (g *Gateway) enter() bool {
 	}
 	g.wg.Add(1)
 	return true
-}
-
-// bounded reports whether who's connections count against
-// TenantConnections: not the anonymous principal of web.Open, which is
-// every request's on an open bus.
-func (g *Gateway) bounded(who web.Principal) bool {
-	return g.cfg.TenantConnections > 0 && !who.Anonymous
-}
-
-// admit takes one of who's TenantConnections, unless they are all taken.
-func (g *Gateway) admit(who web.Principal) bool {
-	if !g.bounded(who) {
-		return true
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.tenants[who.Name] >= g.cfg.TenantConnections {
-		return false
-	}
-	g.tenants[who.Name]++
-	return true
-}
-
-// leave gives back the connection admit took.
-func (g *Gateway) leave(who web.Principal) {
-	if !g.bounded(who) {
-		return
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.tenants[who.Name]--; g.tenants[who.Name] <= 0 {
-		delete(g.tenants, who.Name)
-	}
 }
 
 // refusalCode is the code a refusal's body starts with for a persist error
