@@ -71,7 +71,8 @@ forward queue, exit 0.`,
 			}
 			return runFleet(cmd, cfg, func(f *fleet.Fleet) {
 				// A line other processes (and the tests) can wait for.
-				fmt.Fprintf(stdout(cmd), "events region %s ready on %s: /ws/events on %s (try %s/events)\n", region, f.BusURL(), f.HTTPURL(), f.HTTPURL())
+				base := httpOpts.shownURL(f.HTTPURL())
+				fmt.Fprintf(stdout(cmd), "events region %s ready on %s: /ws/events on %s (try %s/events)\n", region, f.BusURL(), base, base)
 			}, "events stopping", "region", region)
 		},
 	}

@@ -88,6 +88,24 @@ func TestRootHelpListsExitCodes(t *testing.T) {
 			t.Errorf("README lacks the row %q", row)
 		}
 	}
+	// Every command that exits 3 is named where code 3 is explained, so a
+	// script's author knows to expect it (events presence and subs and
+	// work status --source were missing).
+	help := strings.Join(strings.Fields(newRootCmd().Long), " ")
+	var row string
+	for _, l := range strings.Split(string(readme), "\n") {
+		if strings.HasPrefix(l, fmt.Sprintf("| %d |", exitNotFound)) {
+			row = l
+		}
+	}
+	for _, cmd := range []string{"kv get", "stream get", "usenet nzb", "usenet users", "events presence", "events subs", "work status --source"} {
+		if !strings.Contains(help, cmd) {
+			t.Errorf("root help's exit code %d does not name %s", exitNotFound, cmd)
+		}
+		if !strings.Contains(row, cmd) {
+			t.Errorf("README's row of exit code %d does not name %s", exitNotFound, cmd)
+		}
+	}
 }
 
 // TestRoleEndedExitsNonZero: a role that ends on its own after start (the

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"net"
+	"strings"
+
 	"github.com/spf13/cobra"
 
 	"github.com/switchyard-dev/switchyard/fleet"
@@ -45,6 +48,28 @@ func (f *httpFlags) registerMetricsOpen(cmd *cobra.Command) {
 // fleetHTTP is the HTTP side the flags describe.
 func (f httpFlags) fleetHTTP() fleet.HTTPConfig {
 	return fleet.HTTPConfig{Addr: f.addr, Hosts: f.hosts, MetricsOpen: f.metricsOpen}
+}
+
+// shownURL is base, the HTTP side's URL as it listens ("" without one), as
+// a client must call it: a wildcard --http (0.0.0.0, ::) is no host a
+// client can name, and the HTTP side answers a Host that is not one of its
+// names with 421, so the URL names the first --http-host instead, or
+// 127.0.0.1 without one (a wildcard listens on loopback too, and loopback
+// is always answered).
+func (f httpFlags) shownURL(base string) string {
+	hostPort, ok := strings.CutPrefix(base, "http://")
+	if !ok {
+		return base
+	}
+	host, port, err := net.SplitHostPort(hostPort)
+	if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsUnspecified() {
+		return base
+	}
+	host = "127.0.0.1"
+	if len(f.hosts) > 0 {
+		host = f.hosts[0]
+	}
+	return "http://" + net.JoinHostPort(host, port)
 }
 
 // validate refuses a non-loopback address without --http-insecure (or, in

@@ -438,3 +438,57 @@ func TestHTTPHostFlag(t *testing.T) {
 		t.Errorf("up's HTTP side: %+v", h)
 	}
 }
+
+// TestShownURL: the URL a command prints for its HTTP side names a host a
+// client can call: a wildcard --http becomes the first --http-host, or
+// 127.0.0.1 without one; any other address is printed as it listens.
+func TestShownURL(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name, base string
+		hosts      []string
+		want       string
+	}{
+		{"loopback", "http://127.0.0.1:8080", []string{"box.lan"}, "http://127.0.0.1:8080"},
+		{"named address", "http://10.0.0.5:8080", nil, "http://10.0.0.5:8080"},
+		{"ipv4 wildcard", "http://0.0.0.0:8080", nil, "http://127.0.0.1:8080"},
+		{"ipv6 wildcard", "http://[::]:8080", nil, "http://127.0.0.1:8080"},
+		{"wildcard with --http-host", "http://[::]:8080", []string{"indexer.lan", "10.0.0.5"}, "http://indexer.lan:8080"},
+		{"wildcard with an ipv6 --http-host", "http://[::]:8080", []string{"fd00::5"}, "http://[fd00::5]:8080"},
+		{"no HTTP side", "", []string{"box.lan"}, ""},
+	} {
+		if got := (httpFlags{hosts: c.hosts}).shownURL(c.base); got != c.want {
+			t.Errorf("%s: shownURL(%q) with --http-host %v = %q, want %q", c.name, c.base, c.hosts, got, c.want)
+		}
+	}
+}
+
+// TestUpWildcardHTTPPrintsCallableURLs: every URL up prints for its HTTP
+// side answers when called as printed. Before, with --http 0.0.0.0:PORT up
+// printed http://[::]:PORT/..., whose Host the HTTP side refuses (421), so
+// the newznab URL copied into an app, or the events page opened from the
+// summary, failed.
+func TestUpWildcardHTTPPrintsCallableURLs(t *testing.T) {
+	t.Parallel()
+	port, hport := testproc.FreePort(t), testproc.FreePort(t)
+	up := startWatched(t, cli(t, "up", "--no-work", "--nats-port", strconv.Itoa(port), "--data", t.TempDir(),
+		"--http", "0.0.0.0:"+strconv.Itoa(hport), "--http-insecure"))
+	if up.waitExitOrLine(t, "Stop with Ctrl-C") {
+		t.Fatalf("up exited %d: %s", up.code, up.stderr.String())
+	}
+	urls := regexp.MustCompile(`http://\S+`).FindAllString(up.stdout(), -1)
+	if len(urls) < 5 {
+		t.Fatalf("want the HTTP, newznab, releases, watch and events URLs, found %q in:\n%s", urls, up.stdout())
+	}
+	for _, u := range urls {
+		if code, body := httpGet(t, u); code != http.StatusOK {
+			t.Errorf("GET %s (as up printed it): %d %s", u, code, strings.TrimSpace(body))
+		}
+	}
+	if err := up.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := up.waitExit(t); code != 0 {
+		t.Fatalf("up exit %d: %s", code, up.stderr.String())
+	}
+}

@@ -38,8 +38,9 @@ const exitCodesHelp = `Exit codes:
   0  success
   1  run-time error (NATS unreachable, a server refused the request, ...)
   2  usage error (unknown command or flag, wrong arguments, invalid value)
-  3  not found (kv get, stream get, usenet nzb, usenet users: no such key,
-     message, release or user)
+  3  not found (kv get, stream get, usenet nzb, usenet users, events presence,
+     events subs, work status --source: no such key, message, release or user,
+     a user not connected or without durable subscriptions, an unknown source)
 Errors print one line on stderr.`
 
 // usageError marks an error as the caller's mistake in invoking a command.

@@ -89,7 +89,7 @@ closes its files.`,
 				HTTP:    httpOpts.fleetHTTP(),
 			}
 			return runFleet(cmd, cfg, func(f *fleet.Fleet) {
-				if u := f.HTTPURL(); u != "" {
+				if u := httpOpts.shownURL(f.HTTPURL()); u != "" {
 					fmt.Fprintf(stdout(cmd), "persist server %s: http %s\n", id, u)
 				}
 				// A line other processes (and the durability test) can wait for.

@@ -125,7 +125,7 @@ carried by signed batches of the forward queue (docs/events.md).`,
 	}
 	cmd.Flags().StringVar(&host, "host", "127.0.0.1", "address the embedded NATS server listens on")
 	cmd.Flags().IntVar(&port, "nats-port", 4222, "port of the embedded NATS server")
-	cmd.Flags().StringVar(&dataDir, "data", "./switchyard-data", "directory for the SQLite files")
+	cmd.Flags().StringVar(&dataDir, "data", upDataDefault, "directory for the SQLite files")
 	cmd.Flags().StringVar(&archiveDir, "archive", "", "directory for backup copies of the streams (optional, see persist serve --help)")
 	cmd.Flags().BoolVar(&exclusive, "exclusive-files", true, "lock each stream file while it is open (see persist serve --help): up's servers are the only ones on --data and never move scopes between them; turn it off (--exclusive-files=false) if another process shares --data")
 	cmd.Flags().IntVar(&servers, "servers", 2, "number of persist servers (ids 0..N-1)")
@@ -177,6 +177,9 @@ func (cfg upConfig) ids() []string {
 // and search index. A scope cannot start with '_', so no persist scope's
 // directory can be this one.
 const upAPIDir = "_usenet-api"
+
+// upDataDefault is up's --data default.
+const upDataDefault = "./switchyard-data"
 
 // fleetConfig is up's set of roles: an embedded NATS server, --servers
 // persist servers sharing the data directory, the balancer, the work
@@ -236,7 +239,7 @@ func printUp(w io.Writer, cfg upConfig, fc fleet.Config, f *fleet.Fleet) {
 %s%s%s%s
 %s
 Stop with Ctrl-C.
-`, url, bus.EnvURL, url, cfg.servers, strings.Join(fc.Persist.IDs, ","), cfg.placementName, cfg.dataDir, cfg.service, workLine(cfg.work, fc.Work, f), httpLine(f), apiLine(f), regionLine(cfg.events), upTry(cfg, url))
+`, url, bus.EnvURL, url, cfg.servers, strings.Join(fc.Persist.IDs, ","), cfg.placementName, cfg.dataDir, cfg.service, workLine(cfg.work, fc.Work, f), httpLine(cfg.http.shownURL(f.HTTPURL())), apiLine(f, cfg.http.shownURL(f.HTTPURL())), regionLine(cfg.events), upTry(cfg, url))
 }
 
 // regionLine is up's line about its region and peers, "" for a region of
@@ -252,17 +255,17 @@ func regionLine(ec fleet.EventsConfig) string {
 	return fmt.Sprintf("  region     %s, forward receiver %s, peers %s\n", ec.Region, ec.ForwardListen, strings.Join(peers, " "))
 }
 
-// httpLine is up's line about its HTTP side, "" without one.
-func httpLine(f *fleet.Fleet) string {
-	if f.HTTPURL() == "" {
+// httpLine is up's line about its HTTP side at base, "" without one.
+func httpLine(base string) string {
+	if base == "" {
 		return ""
 	}
-	return fmt.Sprintf("  HTTP       %s   (dashboard /, /metrics, /healthz, /readyz)\n", f.HTTPURL())
+	return fmt.Sprintf("  HTTP       %s   (dashboard /, /metrics, /healthz, /readyz)\n", base)
 }
 
 // apiLine is up's lines about the Newznab API, the releases page, and the
-// watch and events pages, "" without an HTTP side.
-func apiLine(f *fleet.Fleet) string {
+// watch and events pages at base, "" without an HTTP side.
+func apiLine(f *fleet.Fleet, base string) string {
 	key, created := f.APIKey()
 	if key == "" {
 		return ""
@@ -272,7 +275,7 @@ func apiLine(f *fleet.Fleet) string {
 		how = "key created in " + f.APIKeyFile()
 	}
 	return fmt.Sprintf("  newznab    %s/api?apikey=%s   (%s)\n  releases   %s/releases   (search and download NZBs in a browser; sign in with the key)\n  watch      %s/watch?scope=hub&stream=log   (any stream, live in a browser)\n"+
-		"  events     %s/events   (subscribe to keys and everything below them)\n", f.HTTPURL(), key, how, f.HTTPURL(), f.HTTPURL(), f.HTTPURL())
+		"  events     %s/events   (subscribe to keys and everything below them)\n", base, key, how, base, base, base)
 }
 
 // workTry is up's hint for following the work pipeline, "" without one.

@@ -72,8 +72,9 @@ name, --http's host or a --http-host NAME: with a wildcard --http such as
 			}
 			return runFleet(cmd, cfg, func(f *fleet.Fleet) {
 				key, created := f.APIKey()
-				printAPIKey(cmd, f.HTTPURL(), key, created, dataDir)
-				slog.Info("usenet api listening", "url", f.HTTPURL()+"/api", "scope", usenetOpts.scope)
+				base := httpOpts.shownURL(f.HTTPURL())
+				printAPIKey(cmd, base, key, created, dataDir)
+				slog.Info("usenet api listening", "url", base+"/api", "scope", usenetOpts.scope)
 			}, "")
 		},
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/switchyard-dev/switchyard/usenet/newznab"
 	"github.com/switchyard-dev/switchyard/usenet/users"
 )
 
@@ -28,24 +29,40 @@ func (f *usersFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.dir, "data", usersDataDefault, "the API's data `DIR` (usenet serve's --data; for up, DATA/_usenet-api)")
 }
 
+// path is the users store's file in --data.
+func (f *usersFlags) path() string { return filepath.Join(f.dir, users.File) }
+
 // open opens the users store in --data; create says a missing store is
 // made (add, registration), else it is an error naming the directory, so
-// that a wrong --data is not taken for a store without users.
-func (f *usersFlags) open(create bool) (*users.Store, error) {
-	path := filepath.Join(f.dir, users.File)
+// that a wrong --data is not taken for a store without users. A store made
+// in a directory no API has used (no admin key file) is one no API reads
+// yet: most often --data was left at usenet serve's default while the API
+// is up's, so a note on stderr says where up's is.
+func (f *usersFlags) open(stderr io.Writer, create bool) (*users.Store, error) {
+	path := f.path()
+	_, statErr := os.Stat(path)
+	missing := errors.Is(statErr, fs.ErrNotExist)
 	if create {
 		if err := os.MkdirAll(f.dir, 0o755); err != nil {
 			return nil, fmt.Errorf("users: %w", err)
 		}
-	} else if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+	} else if missing {
 		return nil, fmt.Errorf("no users store %s: check --data (usenet serve's --data, or up's DATA/_usenet-api)", path)
 	}
-	return users.Open(path, users.Config{})
+	s, err := users.Open(path, users.Config{})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(filepath.Join(f.dir, newznab.KeyFile)); missing && errors.Is(err, fs.ErrNotExist) {
+		fmt.Fprintf(stderr, "note: made a new users store %s in a directory no API has used yet (no %s there); up's API reads DATA/%s (--data %s for up's default data), usenet serve's its --data\n",
+			path, newznab.KeyFile, upAPIDir, upDataDefault+"/"+upAPIDir)
+	}
+	return s, nil
 }
 
 // with runs fn on the store in --data (see open), closed after it.
 func (f *usersFlags) with(cmd *cobra.Command, create bool, fn func(ctx context.Context, s *users.Store) error) error {
-	s, err := f.open(create)
+	s, err := f.open(cmd.ErrOrStderr(), create)
 	if err != nil {
 		return err
 	}
@@ -142,7 +159,7 @@ copy it now into the user's Sonarr, Radarr, Prowlarr or NZBGet.`,
 					return err
 				}
 				fmt.Fprintln(stdout(cmd), key)
-				fmt.Fprintf(cmd.ErrOrStderr(), "user %s added (requests/day %s, grabs/day %s); its key is shown only now\n", args[0], limitText(lf.requests), limitText(lf.grabs))
+				fmt.Fprintf(cmd.ErrOrStderr(), "user %s added to %s (requests/day %s, grabs/day %s); its key is shown only now\n", args[0], uf.path(), limitText(lf.requests), limitText(lf.grabs))
 				return nil
 			})
 		},

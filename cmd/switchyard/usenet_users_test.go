@@ -151,3 +151,40 @@ func TestRegistrationShowRefusesLimits(t *testing.T) {
 		wantUsage(t, args, stderr, code, "registration open")
 	}
 }
+
+// TestUsersAddSaysWhichStore: add names the store it wrote, and a store it
+// made where no API has run (no admin key file) comes with a note naming
+// up's directory. Before, with up running, the README's
+// 'usenet users add alice' wrote ./switchyard-usenet/users.db, which up's
+// API (./switchyard-data/_usenet-api) never reads, said only "user alice
+// added", and alice's key was refused with error 100.
+func TestUsersAddSaysWhichStore(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name   string
+		apiKey bool // an API has run in the directory
+		note   bool
+	}{
+		{"a directory no API has used", false, true},
+		{"an API's directory", true, false},
+	} {
+		dir := t.TempDir()
+		if c.apiKey {
+			if err := os.WriteFile(filepath.Join(dir, "apikey"), []byte("0123456789abcdef0123456789abcdef\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, stderr, code := execute(t, "usenet", "users", "add", "alice", "--data", dir)
+		if code != 0 || !strings.Contains(stderr, "added to "+filepath.Join(dir, users.File)) {
+			t.Errorf("%s: add: exit %d, stderr %q; want it to name the store", c.name, code, stderr)
+		}
+		if got := strings.Contains(stderr, "no API has used") && strings.Contains(stderr, "switchyard-data/_usenet-api"); got != c.note {
+			t.Errorf("%s: note about up's directory = %v, want %v; stderr %q", c.name, got, c.note, stderr)
+		}
+		// A store that exists is not new, whatever the directory holds.
+		_, stderr, code = execute(t, "usenet", "users", "add", "bob", "--data", dir)
+		if code != 0 || strings.Contains(stderr, "no API has used") {
+			t.Errorf("%s: second add: exit %d, stderr %q; want no note", c.name, code, stderr)
+		}
+	}
+}
