@@ -127,10 +127,17 @@ func (h *Hosts) CheckOrigin(r *http.Request, patterns []string) error {
 	return fmt.Errorf("forbidden: Origin %q is not one of this server's hosts (%s)", origin, h.describe())
 }
 
-// refuse answers a request whose Host is not allowed.
+// refuse answers a request whose Host is not allowed, with what to do:
+// name it with --http-host, unless it is a wildcard address (0.0.0.0, ::),
+// which names no host (a URL copied from a listen address): then call the
+// server by one of its names instead.
 func (h *Hosts) refuse(w http.ResponseWriter, r *http.Request) {
-	http.Error(w, fmt.Sprintf("misdirected request: Host %q is not one of this server's hosts (%s); "+
-		"to serve it under that name, give --http-host %s", r.Host, h.describe(), normalHost(stripPort(r.Host))),
+	host := normalHost(stripPort(r.Host))
+	fix := "to serve it under that name, give --http-host " + host
+	if ip := net.ParseIP(strings.Trim(host, "[]")); ip != nil && ip.IsUnspecified() {
+		fix = "it is a listen address, not a host: call the server by one of its names"
+	}
+	http.Error(w, fmt.Sprintf("misdirected request: Host %q is not one of this server's hosts (%s); %s", r.Host, h.describe(), fix),
 		http.StatusMisdirectedRequest)
 }
 

@@ -173,6 +173,14 @@ func TestServerChecksHost(t *testing.T) {
 			t.Errorf("GET /data: %q", body)
 		}
 	}
+	// (Was: a wildcard Host, a listen address copied into a URL, was told
+	// to give --http-host ::, which names no host either.)
+	for _, host := range []string{"0.0.0.0:8080", "[::]:8080"} {
+		code, body := do("/data", host)
+		if code != http.StatusMisdirectedRequest || strings.Contains(body, "--http-host") || !strings.Contains(body, "listen address") {
+			t.Errorf("GET /data Host %q: %d %q, want 421 saying it is a listen address", host, code, body)
+		}
+	}
 }
 
 // TestServerDefaultHosts: without Hosts, a server allows the loopback
