@@ -117,9 +117,14 @@ type Account struct {
 	APIKeys []string
 }
 
+// NoLoginsMessage is why Accounts refuses every request when none of its
+// accounts has a password or an API key.
+const NoLoginsMessage = "no user can log in over HTTP here: no account has a password or API key (an auth directory of NKey users has none: switchyard auth init without --nkey makes password users; up --metrics-open serves /metrics without one)"
+
 // Accounts is an Authorizer over a fixed set of accounts: HTTP Basic auth
 // (name and password) or an API key. Secrets are compared as SHA-256
-// digests in constant time.
+// digests in constant time. With no password and no key among accts it
+// refuses every request with NoLoginsMessage.
 func Accounts(accts []Account) Authorizer {
 	type entry struct {
 		p   Principal
@@ -135,6 +140,13 @@ func Accounts(accts []Account) Authorizer {
 			if k != "" {
 				byKey[sha256.Sum256([]byte(k))] = a.Principal
 			}
+		}
+	}
+	if len(byName) == 0 && len(byKey) == 0 {
+		// Nothing can pass: say so, rather than ask for credentials no
+		// one holds (an auth directory of NKey users gives no accounts).
+		return func(*http.Request) (Principal, error) {
+			return Principal{}, fmt.Errorf("%w: %s", ErrUnauthorized, NoLoginsMessage)
 		}
 	}
 	return func(r *http.Request) (Principal, error) {

@@ -1,8 +1,10 @@
 package web
 
 import (
+	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/switchyard-dev/switchyard/bus/auth"
@@ -67,5 +69,38 @@ func TestAuthDirAccountsNkey(t *testing.T) {
 	r.SetBasicAuth("client", "")
 	if p, err := Accounts(accts)(r); err == nil {
 		t.Errorf("an empty password logs in as %+v", p)
+	}
+}
+
+// TestAccountsWithoutLoginsSaySo: when no account has a password or key
+// (an auth directory of NKey users), every request is refused 401 with a
+// message that says no one can log in and what to do, not one asking for
+// Basic auth or an API key that nobody holds.
+func TestAccountsWithoutLoginsSaySo(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if _, err := auth.Init(dir, auth.Plan{IDs: []string{"0"}, Tenants: map[string][]string{"acme": {"account-a"}}}, true); err != nil {
+		t.Fatal(err)
+	}
+	accts, err := AuthDirAccounts(dir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	authz := Accounts(accts)
+	for name, set := range map[string]func(*http.Request){
+		"none":   func(*http.Request) {},
+		"basic":  func(r *http.Request) { r.SetBasicAuth("client", "pw") },
+		"header": func(r *http.Request) { r.Header.Set(APIKeyHeader, "k") },
+	} {
+		r := httptest.NewRequest("GET", "/metrics", nil)
+		set(r)
+		rec := httptest.NewRecorder()
+		if _, ok := Authorize(rec, r, authz); ok {
+			t.Fatalf("%s: admitted", name)
+		}
+		body := rec.Body.String()
+		if rec.Code != http.StatusUnauthorized || !strings.Contains(body, "no user can log in") || !strings.Contains(body, "without --nkey") {
+			t.Errorf("%s: %d %q, want 401 saying no user can log in and naming --nkey", name, rec.Code, body)
+		}
 	}
 }
