@@ -4,13 +4,17 @@ package e2e
 
 import (
 	"context"
+	"net/url"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/switchyard-dev/switchyard/bus/auth"
 
 	"github.com/switchyard-dev/switchyard/internal/testbrowser"
 	"github.com/switchyard-dev/switchyard/internal/testproc"
@@ -133,4 +137,52 @@ true`)
 	}
 	// The script's document names no icon, so the browser asks for one.
 	b.CheckNoProblems(t, func(m chromedp.ConsoleMessage) bool { return strings.HasSuffix(m.URL, "/favicon.ico") })
+}
+
+// TestEventsPageInBrowserAuth: under up --auth the /events page, which a
+// browser loads without credentials, connects with the key of its own URL
+// (?apikey=, here the client user's bus password) and shows a write.
+// (Was: the page's client sent no key, and under --auth it stayed
+// "connecting" for good.)
+func TestEventsPageInBrowserAuth(t *testing.T) {
+	t.Parallel()
+	b := testbrowser.New(t)
+	dir := filepath.Join(t.TempDir(), "auth")
+	if _, stderr, code := testproc.Run(t, cli(t, "auth", "init", dir)); code != 0 {
+		t.Fatalf("auth init: exit %d: %s", code, stderr)
+	}
+	creds, err := auth.LoadCreds(auth.CredsFile(dir, auth.RoleClient))
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, hport := testproc.FreePort(t), testproc.FreePort(t)
+	base := "http://127.0.0.1:" + strconv.Itoa(hport)
+	up := cli(t, "up", "--nats-port", strconv.Itoa(port), "--data", t.TempDir(), "--servers", "1", "--no-work", "--auth", dir, "--http", "127.0.0.1:"+strconv.Itoa(hport))
+	testproc.Start(t, up, "Stop with Ctrl-C")
+	t.Cleanup(func() { _ = up.Process.Kill() })
+
+	ctx, cancel := context.WithTimeout(b.Context(), pageWait)
+	err = chromedp.Do(ctx,
+		chromedp.Navigate(base+"/events?"+url.Values{"apikey": {creds.Password}}.Encode()),
+		chromedp.WaitVisible(chromedp.ID("anchor")),
+		chromedp.SendKeys(chromedp.ID("anchor"), "hub/files"),
+		chromedp.Click(chromedp.CSS(`#sub button[type=submit]`)),
+	)
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitPage(t, b, "the subscription confirmed", `document.getElementById('log').textContent.includes('s1: subscribed')`)
+	set := cli(t, "kv", "set", "--nats", "nats://127.0.0.1:"+strconv.Itoa(port), "--creds", auth.CredsFile(dir, auth.RoleClient), "hub", "files", "a.txt", "hello")
+	if _, stderr, code := testproc.Run(t, set); code != 0 {
+		t.Fatalf("kv set: exit %d: %s", code, stderr)
+	}
+	waitPage(t, b, "the write", `document.getElementById('log').textContent.includes('set hub/files/a.txt')`)
+	b.CheckNoProblems(t)
+	if err := up.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := testproc.Wait(t, up); code != 0 {
+		t.Fatalf("up exit %d", code)
+	}
 }

@@ -271,3 +271,18 @@ console.log(JSON.stringify({afterUnavailable, afterForbidden: els.subs.children.
 		t.Fatalf("listed after a forbidden answer: %v; want s2 dropped, s1 kept", r.AfterForbidden)
 	}
 }
+
+// (Was: the client had no way to send a key, so under up --auth the
+// /events page, which a browser loads without credentials, never
+// connected.)
+func TestClientSendsKeyAndApp(t *testing.T) {
+	t.Parallel()
+	out := runClient(t, `
+new SwitchyardEvents({apikey: "k&1", app: "notes"});
+new SwitchyardEvents({});
+console.log(sockets.map((s) => s.url).join("\n"));
+`)
+	if want := "ws://127.0.0.1:1/ws/events?app=notes&apikey=k%261\nws://127.0.0.1:1/ws/events"; out != want {
+		t.Fatalf("urls %q, want %q", out, want)
+	}
+}

@@ -10,6 +10,8 @@
 // socket on it.
 //
 //   const ev = new SwitchyardEvents({
+//     apikey: "...",   // optional, sent as ?apikey= (a browser cannot set headers on a WebSocket)
+//     app: "notes",    // optional, sent as ?app= (the app presence records; default web)
 //     onEvent: (m) => ..., onGap: (m) => ..., onPresence: (m) => ...,
 //     onError: (m) => ..., onState: (state) => ...,   // "connecting" | "open" | "closed"
 //   });
@@ -24,15 +26,18 @@
   // The gateway's MaxMessageBytes: a larger message closes the socket (1009).
   const MAX_MESSAGE_BYTES = 8192;
 
-  function defaultURL() {
+  function defaultURL(opts) {
     const proto = location.protocol === "https:" ? "wss:" : "ws:";
-    return proto + "//" + location.host + "/ws/events";
+    const u = new URL(proto + "//" + location.host + "/ws/events");
+    if (opts.app) u.searchParams.set("app", opts.app);
+    if (opts.apikey) u.searchParams.set("apikey", opts.apikey);
+    return u.toString();
   }
 
   class SwitchyardEvents {
     constructor(opts) {
       opts = opts || {};
-      this.url = opts.url || defaultURL();
+      this.url = opts.url || defaultURL(opts);
       this.handlers = opts;
       this.subs = new Map();   // id -> {anchor, filter}
       this.acks = new Map();   // sub + "\n" + entry -> {sub, entry}
