@@ -16,7 +16,7 @@ import (
 // A feed message's body is frames (AppendFrame): one per change. Its headers
 // let a watcher notice loss without decoding anything:
 //
-//	Sy-Feed-Epoch  the publisher's epoch: random, new each time a server starts
+//	Sy-Feed-Epoch  the publisher's epoch: random, new each time a server starts (and, suffixed, for a stream whose numbering it forgot)
 //	Sy-Feed-N      1, 2, 3... per stream within an epoch; a missing number is a lost message
 //	Sy-Server      the publishing server's id
 //	Sy-Stream      the stream's name (the subject may carry a hash of it)

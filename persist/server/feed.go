@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -38,8 +39,18 @@ type feedPublisher struct {
 	epoch   string
 	log     *slog.Logger
 
-	mu       sync.Mutex // protects counters
-	counters map[handleKey]uint64
+	mu       sync.Mutex // protects counters, closedQ, marks and forgotten
+	counters map[handleKey]*feedCounter
+	// closedQ lists the counters of closed streams in the order their
+	// streams closed, each with the mark of its close; past keepClosed of
+	// them the oldest is forgotten (see closed).
+	closedQ    []closedCounter
+	keepClosed int
+	marks      uint64 // closes so far: the next close's mark is marks+1
+	// forgotten counts the counters forgotten so far: a counter made now
+	// takes it as its gen, so a stream whose counter was forgotten never
+	// numbers a second time under an epoch it used (see feedCounter).
+	forgotten uint64
 
 	// interest counts the listeners of a subject on the NATS server of nc
 	// (Config.FeedInterest); nil: publish every message.
@@ -51,18 +62,93 @@ type feedPublisher struct {
 	unheard   atomic.Uint64 // feed messages not published: nobody listened
 }
 
+// feedClosedCounters is how many closed streams' feed counters a server
+// keeps (feedPublisher.closed): about 160 bytes each and 48 in closedQ, so
+// at most about 3.3 MiB beside the open streams' own, where a counter for
+// every stream written since the start held 133 MiB after a million
+// streams (measured). 16,384 closes is about thirteen times the default
+// open-stream cap: a stream closed for room and written again soon keeps
+// its numbering.
+const feedClosedCounters = 1 << 14
+
+// feedCounter numbers the feed messages of one stream. The numbers run
+// under the publisher's epoch when gen is 0, else under the epoch
+// followed by "." and gen: a counter forgotten and made again starts at 1
+// under an epoch the stream has not used, which its watchers take for a
+// new publisher (they re-read the stream), never for a replay of numbers
+// they have seen.
+type feedCounter struct {
+	n      uint64 // the number of the last message
+	gen    uint64
+	closed uint64 // the mark of the close that listed it in closedQ; 0 once written again
+}
+
+// closedCounter is one entry of feedPublisher.closedQ.
+type closedCounter struct {
+	k    handleKey
+	mark uint64
+}
+
 func newFeedPublisher(nc *nats.Conn, service, id string, log *slog.Logger) *feedPublisher {
 	var b [8]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
-	return &feedPublisher{nc: nc, service: service, id: id, epoch: hex.EncodeToString(b[:]), log: log, counters: map[handleKey]uint64{}}
+	return &feedPublisher{nc: nc, service: service, id: id, epoch: hex.EncodeToString(b[:]), log: log, counters: map[handleKey]*feedCounter{}, keepClosed: feedClosedCounters}
 }
 
-// next returns the next message number of stream k.
-func (f *feedPublisher) next(k handleKey) uint64 {
+// next returns the next message number of stream k and the gen of the
+// epoch it is numbered under (see feedCounter).
+func (f *feedPublisher) next(k handleKey) (gen, n uint64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.counters[k]++
-	return f.counters[k]
+	c := f.counters[k]
+	if c == nil {
+		c = &feedCounter{gen: f.forgotten}
+		f.counters[k] = c
+	}
+	c.closed = 0
+	c.n++
+	return c.gen, c.n
+}
+
+// epochOf is the epoch string of gen.
+func (f *feedPublisher) epochOf(gen uint64) string {
+	if gen == 0 {
+		return f.epoch
+	}
+	return f.epoch + "." + strconv.FormatUint(gen, 10)
+}
+
+// closed is told that the server closed stream k. Its counter is kept
+// while the stream is among the last keepClosed closed ones, so that a
+// stream closed and opened again soon (the open-stream cache evicts idle
+// streams) numbers on and its watchers notice nothing; past that it is
+// forgotten, so that what the counters hold follows the open streams, not
+// every stream written since the start. A stream written again after that
+// numbers under a new gen, and its watchers re-read it once. A close
+// racing a newer handle's writes (a stream reopened before its old
+// handle's close) may forget a counter in use: the next message then
+// starts a new gen, a re-read, never a wrong number.
+func (f *feedPublisher) closed(k handleKey) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := f.counters[k]
+	if c == nil {
+		return
+	}
+	f.marks++
+	c.closed = f.marks
+	f.closedQ = append(f.closedQ, closedCounter{k: k, mark: f.marks})
+	for len(f.closedQ) > f.keepClosed {
+		q := f.closedQ[0]
+		f.closedQ[0] = closedCounter{}
+		f.closedQ = f.closedQ[1:]
+		// A counter written since its close, or closed again later (a
+		// newer entry stands for it), is not this entry's to forget.
+		if c := f.counters[q.k]; c != nil && c.closed == q.mark {
+			delete(f.counters, q.k)
+			f.forgotten++
+		}
+	}
 }
 
 // listeners is how many subscriptions to subject the NATS server of f's
@@ -108,7 +194,8 @@ func (f *feedPublisher) publish(scope, stream string, ephemeral bool, changes []
 		}
 		// Every commit publishes: the header values share one array
 		// instead of a slice each (Header.Set).
-		v := [...]string{f.epoch, itoa(f.next(k)), f.id, stream, itoa(first), itoa(last), "true"}
+		gen, n := f.next(k)
+		v := [...]string{f.epochOf(gen), itoa(n), f.id, stream, itoa(first), itoa(last), "true"}
 		h := make(nats.Header, len(v))
 		h[persist.HdrFeedEpoch] = v[0:1:1]
 		h[persist.HdrFeedN] = v[1:2:2]

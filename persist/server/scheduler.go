@@ -49,6 +49,7 @@ func (s *Server) closeHandleHow(h *handle, quick bool) error {
 	}
 	h.walKept = kept
 	h.st = nil
+	s.feed.closed(h.key)
 	if h.key.ephemeral {
 		s.openEphemeral.Add(-1)
 	}
