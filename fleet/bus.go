@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 
 	"github.com/nats-io/nats.go"
@@ -32,20 +33,28 @@ type NATSConfig struct {
 	// client). "" means the roles connect with Options alone.
 	AuthDir string
 
+	// AnyCredsMode loads AuthDir's credentials files whatever their
+	// permission bits (auth.AnyMode; --insecure-creds): for a file system
+	// without modes. False means a file that group or others may read or
+	// write is refused (auth.ModeError).
+	AnyCredsMode bool
+
 	// Options are added to every role's connection: the credentials and
 	// TLS CA of a role command's --creds and --tls-ca.
 	Options []nats.Option
 }
 
-// UnreachableError is Start's error when a role cannot reach the external
-// NATS server at URL (a command adds how to point it elsewhere).
+// UnreachableError is Start's error when a role's connection to the
+// external NATS server at URL fails: nothing answered there, or the server
+// answered and refused the role (its credentials, TLS; Err says which). A
+// command adds how to point it elsewhere, or what to give.
 type UnreachableError struct {
 	URL string
 	Err error
 }
 
 func (e *UnreachableError) Error() string {
-	return "cannot reach NATS at " + e.URL + ": " + e.Err.Error()
+	return "connect to NATS at " + e.URL + ": " + e.Err.Error()
 }
 
 func (e *UnreachableError) Unwrap() error { return e.Err }
@@ -86,9 +95,18 @@ func (f *Fleet) startBus(ctx context.Context) error {
 func (f *Fleet) connect(ctx context.Context, name, user string) (*nats.Conn, error) {
 	opts := append([]nats.Option(nil), f.cfg.NATS.Options...)
 	if dir := f.cfg.NATS.AuthDir; dir != "" {
-		c, err := auth.LoadCreds(auth.CredsFile(dir, user))
-		if err != nil {
+		var load []auth.LoadOption
+		if f.cfg.NATS.AnyCredsMode {
+			load = append(load, auth.AnyMode())
+		}
+		c, err := auth.LoadCreds(auth.CredsFile(dir, user), load...)
+		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("%s: %w (does the auth directory hold credentials for %s? see switchyard auth init --ids)", name, err, user)
+		}
+		if err != nil {
+			// A *auth.ModeError ends with its chmod; a command adds its
+			// flag to use the file anyway.
+			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 		copts, err := c.Options()
 		if err != nil {

@@ -141,7 +141,7 @@ func (f *Fleet) startHTTP(ctx context.Context) error {
 		}
 		if len(accounts) == 0 {
 			f.log.Warn("http: the auth directory has no password users (NKey users cannot log in over HTTP): " +
-				"the dashboard, /ws/watch and /metrics refuse every request; /metrics opens with --metrics-open")
+				"the dashboard, /ws/watch, /ws/events and /metrics refuse every request; /metrics opens with --metrics-open")
 		}
 		h.authz = web.Accounts(accounts)
 	}

@@ -593,3 +593,28 @@ func TestUpRefusesOpenNetworkBus(t *testing.T) {
 		t.Fatalf("up --host 0.0.0.0: exit %d, stderr %q", code, stderr)
 	}
 }
+
+// TestUpRefusesClearTextNetworkBus: up --auth on a non-loopback address
+// without --tls-cert would take its users' passwords in the clear: it is
+// refused, saying what to give, unless --insecure. Before, it started
+// without a word.
+func TestUpRefusesClearTextNetworkBus(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "auth")
+	args := []string{"up", "--host", "0.0.0.0", "--auth", dir, "--nats-port", strconv.Itoa(testproc.FreePort(t)), "--data", t.TempDir()}
+	_, stderr, code := execute(t, args...)
+	if code != exitUsage || !strings.Contains(stderr, "--tls-cert FILE --tls-key FILE") || !strings.Contains(stderr, "--insecure") || !strings.Contains(stderr, "in the clear") {
+		t.Fatalf("up --host 0.0.0.0 --auth without TLS: exit %d, stderr %q", code, stderr)
+	}
+	// --insecure lets it past that check: the next one (an out-of-range
+	// --workers, checked later) is what stops it, before it listens.
+	_, stderr, code = execute(t, append(args, "--insecure", "--workers", "99")...)
+	if code != exitUsage || !strings.Contains(stderr, "--workers") {
+		t.Fatalf("with --insecure: exit %d, stderr %q; want the --workers usage error", code, stderr)
+	}
+	// So does TLS.
+	_, stderr, code = execute(t, append(args, "--tls-cert", "c.pem", "--tls-key", "k.pem", "--workers", "99")...)
+	if code != exitUsage || !strings.Contains(stderr, "--workers") {
+		t.Fatalf("with --tls-cert: exit %d, stderr %q; want the --workers usage error", code, stderr)
+	}
+}

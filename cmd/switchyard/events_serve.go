@@ -62,6 +62,7 @@ forward queue, exit 0.`,
 				return err
 			}
 			bus.AuthDir = authDir
+			bus.AnyCredsMode = natsOpts.insecureCreds
 			hc := httpOpts.fleetHTTP()
 			hc.Events = true
 			cfg := fleet.Config{Service: natsOpts.service, NATS: bus, HTTP: hc, Events: ec}

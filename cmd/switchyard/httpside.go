@@ -35,7 +35,7 @@ func (f *httpFlags) registerServing(cmd *cobra.Command, def, serves string) {
 		off = `; "" turns it off`
 	}
 	cmd.Flags().StringVar(&f.addr, "http", def, "`ADDR` (host:port) to serve "+serves+" on"+off+" (loopback only unless --http-insecure)")
-	cmd.Flags().BoolVar(&f.insecure, "http-insecure", false, "allow a non-loopback --http: the endpoints have no authentication yet, anyone who reaches the port can read them")
+	cmd.Flags().BoolVar(&f.insecure, "http-insecure", false, "allow a non-loopback --http: the HTTP side speaks plain HTTP, so its data and any credentials sent to it (a bus user's password or an API key) cross the network in the clear, and what takes no login is open to anyone who reaches the port; put it behind a TLS proxy")
 	cmd.Flags().StringArrayVar(&f.hosts, "http-host", nil, "`NAME` (DNS name or IP) the HTTP side answers to besides localhost, 127.0.0.0/8, ::1 and --http's host (a wildcard --http such as 0.0.0.0 names none: give the names clients use); repeatable. A request with any other Host is refused (421), and a WebSocket from a page of any other origin (403): this keeps DNS-rebinding pages out")
 }
 

@@ -17,6 +17,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"github.com/spf13/cobra"
 
 	"github.com/switchyard-dev/switchyard/bus/embedded"
 	"github.com/switchyard-dev/switchyard/internal/testproc"
@@ -398,6 +399,32 @@ func TestHTTPNonLoopbackRefused(t *testing.T) {
 		if code != exitUsage || !strings.Contains(stderr, "--http-insecure") {
 			t.Errorf("%v: exit %d, %q; want a usage error naming --http-insecure", args, code, stderr)
 		}
+	}
+}
+
+// TestHTTPInsecureHelpSaysWhatItAccepts: every command's --http-insecure
+// says what serving plain HTTP off loopback gives away (data and
+// credentials in the clear) and what to do (a TLS proxy). It said "the
+// endpoints have no authentication yet", untrue under up --auth, whose
+// HTTP side then asks for credentials.
+func TestHTTPInsecureHelpSaysWhatItAccepts(t *testing.T) {
+	t.Parallel()
+	var seen int
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if f := c.Flags().Lookup("http-insecure"); f != nil {
+			seen++
+			if strings.Contains(f.Usage, "no authentication") || !strings.Contains(f.Usage, "credentials") || !strings.Contains(f.Usage, "in the clear") || !strings.Contains(f.Usage, "TLS proxy") {
+				t.Errorf("%s --http-insecure: %q; want credentials and data in the clear, behind a TLS proxy", c.CommandPath(), f.Usage)
+			}
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(newRootCmd())
+	if seen < 3 {
+		t.Fatalf("found --http-insecure on %d commands, want up, balancer, persist serve and more", seen)
 	}
 }
 

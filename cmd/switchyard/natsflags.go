@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -90,10 +91,66 @@ func (f *natsFlags) connectRole(name string, timeout time.Duration) (*nats.Conn,
 	return nc, nil
 }
 
-// unreachable is the error of a command that cannot reach NATS at url,
-// with how to point it elsewhere.
+// unreachable is the error of a command whose connection to NATS at url
+// failed: when the server answered but refused the client (its
+// credentials, or TLS), what it refused and what to give; otherwise that
+// nothing was reached, with how to point it elsewhere.
 func unreachable(url string, err error) error {
+	if refused := refusedConnect(url, err); refused != nil {
+		return refused
+	}
 	return fmt.Errorf("cannot reach NATS at %s (is `switchyard up` running? otherwise set --nats or %s): %w", url, bus.EnvURL, err)
+}
+
+// connectRefusedError is a connection that reached a NATS server which
+// answered and refused it. Its text is msg; it wraps the nats.go error.
+type connectRefusedError struct {
+	msg string
+	err error
+}
+
+func (e *connectRefusedError) Error() string { return e.msg }
+func (e *connectRefusedError) Unwrap() error { return e.err }
+
+// refusedConnect is the error of a connection to url that the server
+// answered and refused (its credentials, a TLS certificate or handshake,
+// TLS wanted on one side only), nil for any other failure.
+func refusedConnect(url string, err error) error {
+	var (
+		uae x509.UnknownAuthorityError
+		hne x509.HostnameError
+		cie x509.CertificateInvalidError
+		why string
+	)
+	switch {
+	case errors.Is(err, nats.ErrAuthorization), errors.Is(err, nats.ErrAuthExpired), errors.Is(err, nats.ErrAuthRevoked), errors.Is(err, nats.ErrAccountAuthExpired):
+		why = fmt.Sprintf("NATS at %s refused the credentials (give the creds file of one of its users with --creds or $%s)", url, auth.EnvCreds)
+	case errors.As(err, &uae), errors.As(err, &hne), errors.As(err, &cie):
+		why = fmt.Sprintf("NATS at %s answered with a TLS certificate this client does not trust (give the CA that signed it with --tls-ca or $%s)", url, auth.EnvTLSCA)
+	case errors.Is(err, nats.ErrTLS):
+		why = fmt.Sprintf("the TLS handshake with NATS at %s failed (check the CA of --tls-ca or $%s)", url, auth.EnvTLSCA)
+	case errors.Is(err, nats.ErrSecureConnWanted):
+		why = fmt.Sprintf("NATS at %s offers no TLS, and --tls-ca (or $%s) asks for it: nothing was sent (drop --tls-ca for a bus without TLS, or run the bus with TLS: up --tls-cert FILE --tls-key FILE)", url, auth.EnvTLSCA)
+	case errors.Is(err, nats.ErrSecureConnRequired):
+		why = fmt.Sprintf("NATS at %s requires TLS (give the CA that signed its certificate with --tls-ca or $%s)", url, auth.EnvTLSCA)
+	default:
+		return nil
+	}
+	return &connectRefusedError{msg: why + ": " + natsCause(err).Error(), err: err}
+}
+
+// natsCause is the end of err's chain of single wraps: the nats.go error
+// (or its TLS error, which wraps two), without the hints and the
+// "connect nats URL" that bus.Connect put before it and the refusal's
+// message says again.
+func natsCause(err error) error {
+	for {
+		next := errors.Unwrap(err)
+		if next == nil {
+			return err
+		}
+		err = next
+	}
 }
 
 // registerClient adds registerServer's flags and --timeout, for client

@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 
 	"github.com/spf13/cobra"
 
+	"github.com/switchyard-dev/switchyard/bus/auth"
 	"github.com/switchyard-dev/switchyard/fleet"
 )
 
@@ -37,6 +39,11 @@ func runFleet(cmd *cobra.Command, cfg fleet.Config, announce func(*fleet.Fleet),
 	}
 	if ue := (*fleet.UnreachableError)(nil); errors.As(err, &ue) {
 		return unreachable(ue.URL, ue.Err)
+	}
+	if me := (*auth.ModeError)(nil); errors.As(err, &me) {
+		// A creds file of --auth DIR (up, events serve): the commands
+		// that take one have --insecure-creds, as for --creds.
+		return fmt.Errorf("%w (or --insecure-creds to use it anyway)", err)
 	}
 	if err != nil {
 		return err

@@ -25,7 +25,7 @@ func newUpCmd() *cobra.Command {
 		host, dataDir, archiveDir, placementName, service string
 		authDir, tlsCert, tlsKey, cpuProfile              string
 		port, servers                                     int
-		insecure, exclusive                               bool
+		insecure, exclusive, insecureCreds                bool
 		uw                                                upWork
 		httpOpts                                          httpFlags
 		regionOpts                                        regionFlags
@@ -47,9 +47,9 @@ SQLite file is closed.
 With --auth DIR (made by switchyard auth init) NATS admits only the users in
 DIR/nats-server.conf, each confined to its role's subjects; the roles inside
 this process log in as DIR/server-ID.creds and DIR/balancer.creds. On a
-non-loopback --host, up refuses to start without --auth unless --insecure.
-With --tls-cert and --tls-key, network clients must use TLS (give them the CA
-with --tls-ca).
+non-loopback --host, up refuses to start without --auth, or with --auth but
+without --tls-cert, unless --insecure. With --tls-cert and --tls-key, network
+clients must use TLS (give them the CA with --tls-ca).
 
 Regions: with --region NAME, --forward-listen ADDR, --peer NAME=URL... and
 --forward-secrets FILE, this up is one region of several, each with its own bus
@@ -72,6 +72,9 @@ carried by signed batches of the forward queue (docs/events.md).`,
 			}
 			if authDir == "" && !insecure && !web.IsLoopback(host) {
 				return usagef("--host %q is reachable from other machines: give --auth DIR (see switchyard auth init) or, to run an open bus anyway, --insecure", host)
+			}
+			if authDir != "" && tlsCert == "" && !insecure && !web.IsLoopback(host) {
+				return usagef("--host %q is reachable from other machines, and without --tls-cert the bus speaks plain NATS (its users' passwords and every message in the clear): give --tls-cert FILE --tls-key FILE (clients then trust it with --tls-ca), or --insecure to run it in the clear anyway", host)
 			}
 			if err := httpOpts.validate(insecure); err != nil {
 				return err
@@ -116,7 +119,7 @@ carried by signed batches of the forward queue (docs/events.md).`,
 			if err != nil {
 				return err
 			}
-			err = runUp(cmd, upConfig{events: ec, work: uw, host: host, port: port, dataDir: dataDir, archiveDir: archiveDir, servers: servers, exclusive: exclusive, placement: fn, placementName: placementName, service: service, authDir: authDir, tlsCert: tlsCert, tlsKey: tlsKey, http: httpOpts})
+			err = runUp(cmd, upConfig{events: ec, work: uw, host: host, port: port, dataDir: dataDir, archiveDir: archiveDir, servers: servers, exclusive: exclusive, placement: fn, placementName: placementName, service: service, authDir: authDir, insecureCreds: insecureCreds, tlsCert: tlsCert, tlsKey: tlsKey, http: httpOpts})
 			if perr := stopProfile(); err == nil {
 				err = perr
 			}
@@ -132,6 +135,7 @@ carried by signed batches of the forward queue (docs/events.md).`,
 	cmd.Flags().StringVar(&placementName, "placement", placement.NameRendezvous, "placement function: rendezvous or modulo")
 	cmd.Flags().StringVar(&service, "service", bus.DefaultService, "first subject token of the persist service")
 	cmd.Flags().StringVar(&authDir, "auth", "", "`DIR` written by switchyard auth init: NATS admits only its users, with their role's permissions (required on a non-loopback --host)")
+	cmd.Flags().BoolVar(&insecureCreds, "insecure-creds", false, "use --auth's creds files even if group or others may read them (a file system without modes)")
 	cmd.Flags().StringVar(&tlsCert, "tls-cert", "", "PEM `FILE` of the NATS server's TLS certificate; network clients must then use TLS (with --tls-key)")
 	cmd.Flags().StringVar(&tlsKey, "tls-key", "", "PEM `FILE` of the private key of --tls-cert")
 	cmd.Flags().BoolVar(&uw.off, "no-work", false, "run no coordinator, worker or demo NNTP provider (the HTTP side still reads the usenet records of --usenet-scope)")
@@ -146,7 +150,7 @@ carried by signed batches of the forward queue (docs/events.md).`,
 	httpOpts.registerServing(cmd, upHTTPDefault, "the dashboard /, /metrics, /healthz, /readyz, the Newznab /api, the watch gateway /ws/watch and the events API /ws/events")
 	httpOpts.registerMetricsOpen(cmd)
 	regionOpts.register(cmd)
-	cmd.Flags().BoolVar(&insecure, "insecure", false, "allow a non-loopback --host without --auth: anyone who reaches the port can read and write everything")
+	cmd.Flags().BoolVar(&insecure, "insecure", false, "allow a non-loopback --host without --auth (anyone who reaches the port can read and write everything) or without --tls-cert (passwords and messages in the clear), and a non-loopback --http (plain HTTP)")
 	// For bench events, which profiles the up it measures.
 	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of this process to `FILE` when it stops")
 	_ = cmd.Flags().MarkHidden("cpuprofile")
@@ -158,6 +162,7 @@ type upConfig struct {
 	authDir, tlsCert, tlsKey                          string
 	port, servers                                     int
 	exclusive                                         bool // stream files locked while open
+	insecureCreds                                     bool // --insecure-creds: authDir's creds files whatever their mode
 	placement                                         placement.Func
 	work                                              upWork
 	http                                              httpFlags
@@ -199,7 +204,7 @@ func (cfg upConfig) fleetConfig() (fleet.Config, error) {
 	hc.Dashboard, hc.Watch, hc.Events = true, true, true
 	fc := fleet.Config{
 		Service:  cfg.service,
-		NATS:     fleet.NATSConfig{Embedded: ecfg, AuthDir: cfg.authDir},
+		NATS:     fleet.NATSConfig{Embedded: ecfg, AuthDir: cfg.authDir, AnyCredsMode: cfg.insecureCreds},
 		Persist:  fleet.PersistConfig{IDs: ids, Serve: ids, Placement: cfg.placement, DataDir: cfg.dataDir, Archive: cfg.archiveDir, ExclusiveFiles: cfg.exclusive},
 		Balancer: true,
 		HTTP:     hc,

@@ -61,7 +61,11 @@ func upNATSTry(cfg upConfig, url string) string {
 	var pre string
 	if cfg.authDir != "" {
 		file := auth.CredsFile(cfg.authDir, auth.RoleClient)
-		c, err := auth.LoadCreds(file)
+		var load []auth.LoadOption
+		if cfg.insecureCreds {
+			load = append(load, auth.AnyMode())
+		}
+		c, err := auth.LoadCreds(file, load...)
 		if err != nil {
 			return "  # nats req: " + err.Error() + "\n"
 		}

@@ -37,7 +37,8 @@ never printed. Ctrl-C ends it.
 A server that cannot be reached is retried for ever, with a warning on stderr
 saying why (no balancer or persist server answering, a timeout); an error retrying cannot
 fix (an invalid scope, a persistent stream on a server without a data
-directory, forbidden) prints an ended line and exits 1.
+directory, forbidden) prints an ended line and exits 1: the ended line gives
+its code, the error itself is the one line on stderr.
 
 Text lines are tab-separated:
   set        SEQ  TIME  KEY  VALUE
@@ -45,10 +46,10 @@ Text lines are tab-separated:
   resynced   REASON
   skipped    COUNT  FIRST-LAST
   caught-up
-  ended      ERROR
+  ended      CODE   (bad-request, forbidden, too-large; closed: the NATS connection)
 With --json each line is one object with "event" set to one of those words
-(skipped: "count", "first", "last"; ended: "error"); a value that is not
-UTF-8 is given in hex, with "enc":"hex".
+(skipped: "count", "first", "last"; ended: "code" and "error", the error's
+text); a value that is not UTF-8 is given in hex, with "enc":"hex".
 --timeout bounds each request to the server, not the watch.`,
 		Example: `  switchyard watch hub log
   switchyard watch project-42 settings --from 100 --json`,
@@ -102,6 +103,7 @@ type watchLine struct {
 	Count   uint64            `json:"count,omitempty"`
 	First   uint64            `json:"first,omitempty"`
 	Last    uint64            `json:"last,omitempty"`
+	Code    string            `json:"code,omitempty"`
 	Error   string            `json:"error,omitempty"`
 }
 
@@ -132,7 +134,7 @@ func (p *watchPrinter) print(ev persist.Event) {
 			l.Count, l.First, l.Last = ev.Count, ev.First, ev.Last
 		}
 		if ev.Err != nil {
-			l.Error = ev.Err.Error()
+			l.Code, l.Error = endedCode(ev.Err), ev.Err.Error()
 		}
 		if m := ev.Msg; m != nil {
 			v, enc := jsonValue(m.Value)
@@ -155,7 +157,9 @@ func (p *watchPrinter) print(ev persist.Event) {
 		case persist.EventSkipped:
 			_, err = fmt.Fprintf(p.w, "skipped\t%d\t%d-%d\n", ev.Count, ev.First, ev.Last)
 		case persist.EventEnded:
-			_, err = fmt.Fprintf(p.w, "ended\t%s\n", escapeLine(fmt.Sprint(ev.Err)))
+			// The code only: the error's text is the command's error,
+			// on stderr (in the text format it was here too, escaped).
+			_, err = fmt.Fprintf(p.w, "ended\t%s\n", endedCode(ev.Err))
 		default:
 			_, err = fmt.Fprintln(p.w, ev.Kind.String())
 		}
@@ -166,6 +170,16 @@ func (p *watchPrinter) print(ev persist.Event) {
 		p.mu.Unlock()
 		p.cancel()
 	}
+}
+
+// endedCode is the word of an ended line for err, why a watcher ended:
+// closed for a NATS connection closed for good, else the error's wire
+// code (persist.CodeOf: bad-request, forbidden, too-large end a watcher).
+func endedCode(err error) string {
+	if errors.Is(err, persist.ErrWatchConnClosed) {
+		return "closed"
+	}
+	return string(persist.CodeOf(err))
 }
 
 func (p *watchPrinter) error() error {

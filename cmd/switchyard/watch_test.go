@@ -106,12 +106,14 @@ func TestWatchCommand(t *testing.T) {
 	if _, err := s.Set(ctx, []byte("new"), persist.SetOptions{Key: "a"}); err != nil {
 		t.Fatal(err)
 	}
-	// A keyed replace is one commit: the older row's delete, then the set.
-	if l := next(); l.Event != "delete" || len(l.Seqs) != 1 || l.Seqs[0] != 1 {
-		t.Fatalf("replace should delete seq 1, got %+v", l)
-	}
+	// A keyed replace is one commit: the set, then the older row's delete
+	// (the feed's order, also when the watcher reads it from the server,
+	// as it does the first change after it caught up).
 	if l := next(); l.Event != "set" || l.Seq != 2 || *l.Value != "new" {
 		t.Fatalf("live line %+v", l)
+	}
+	if l := next(); l.Event != "delete" || len(l.Seqs) != 1 || l.Seqs[0] != 1 {
+		t.Fatalf("replace should delete seq 1, got %+v", l)
 	}
 	if err := cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
@@ -137,7 +139,10 @@ func TestWatchUsage(t *testing.T) {
 
 // TestWatchCommandPermanentError: a watch that can never succeed (a
 // persistent stream on a server without a data directory) prints an ended
-// line and exits 1 instead of retrying for ever.
+// line and exits 1 instead of retrying for ever. In text the ended line is
+// its code alone and the error is said once, on stderr, as written; before,
+// stdout carried the error again with its quotes backslash-escaped
+// (ended\twatch \"hub\"/\"events\": ...).
 func TestWatchCommandPermanentError(t *testing.T) {
 	e, _ := startFleet(t, "") // no data directory
 
@@ -146,11 +151,19 @@ func TestWatchCommandPermanentError(t *testing.T) {
 		t.Fatalf("exit %d, want 1 (stderr %q)", code, stderr)
 	}
 	var l watchLine
-	if err := json.Unmarshal([]byte(strings.TrimSpace(stdout)), &l); err != nil || l.Event != "ended" || !strings.Contains(l.Error, "bad-request") {
-		t.Errorf("stdout %q: want one ended line with the bad-request error (%v)", stdout, err)
+	if err := json.Unmarshal([]byte(strings.TrimSpace(stdout)), &l); err != nil || l.Event != "ended" || l.Code != "bad-request" || !strings.Contains(l.Error, "bad-request") {
+		t.Errorf("stdout %q: want one ended line with the bad-request code and error (%v)", stdout, err)
 	}
 	if !strings.Contains(stderr, "data directory") {
 		t.Errorf("stderr %q does not say why", stderr)
+	}
+
+	stdout, stderr, code = testproc.Run(t, cli(t, "watch", "hub", "events", "--nats", e.ClientURL()))
+	if code != 1 || stdout != "ended\tbad-request\n" {
+		t.Errorf("text: exit %d, stdout %q; want exit 1, %q", code, stdout, "ended\tbad-request\n")
+	}
+	if !strings.HasPrefix(stderr, `switchyard: watch "hub"/"events": `) || !strings.Contains(stderr, "data directory") || strings.Count(stderr, "\n") != 1 {
+		t.Errorf("text: stderr %q; want the error once, on one line", stderr)
 	}
 }
 
@@ -166,8 +179,8 @@ func TestWatchPrinterNewEvents(t *testing.T) {
 		json bool
 		want string
 	}{
-		{"text", false, "skipped\t3\t10-14\nended\tforbidden: no\\taccess\n"},
-		{"json", true, `{"event":"skipped","count":3,"first":10,"last":14}` + "\n" + `{"event":"ended","error":"forbidden: no\taccess"}` + "\n"},
+		{"text", false, "skipped\t3\t10-14\nended\tforbidden\n"},
+		{"json", true, `{"event":"skipped","count":3,"first":10,"last":14}` + "\n" + `{"event":"ended","code":"forbidden","error":"forbidden: no\taccess"}` + "\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var b strings.Builder
