@@ -398,6 +398,9 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	// with no deadline, which a client that never sends it stretches out
 	// forever.
 	w.Header().Set("Connection", "close")
+	// Every answer says it comes from a receiver, so that a sender whose
+	// URL reaches some other server can say so (see [StatusError]).
+	w.Header().Set(HeaderVersion, ProtocolVersion)
 	bodyRead := false
 	defer func() {
 		if !bodyRead && req.ContentLength != 0 {
@@ -423,7 +426,7 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	p := r.peers[a.peer]
 	if p == nil {
-		r.reject(w, http.StatusForbidden, &r.forbidden, "unknown peer", a.peer)
+		r.reject(w, http.StatusForbidden, &r.forbidden, fmt.Sprintf("unknown peer %q: this receiver holds no secret for it (it is not one of its peers)", a.peer), a.peer)
 		return
 	}
 	switch {
@@ -434,12 +437,13 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		r.reject(w, http.StatusBadRequest, &r.badRequest, err.Error(), a.peer)
 		return
 	case errors.Is(err, errBadSignature):
-		r.reject(w, http.StatusForbidden, &r.forbidden, "bad signature", a.peer)
+		r.reject(w, http.StatusForbidden, &r.forbidden, "missing or malformed signature", a.peer)
 		return
 	}
 	now := r.cfg.Clock.Now().Unix()
 	if a.ts < now-int64(r.cfg.MaxAge/time.Second) || a.ts > now+int64(r.cfg.MaxFuture/time.Second) {
-		r.reject(w, http.StatusBadRequest, &r.badRequest, "timestamp outside the window", a.peer)
+		r.reject(w, http.StatusBadRequest, &r.badRequest, fmt.Sprintf("timestamp %d is outside the window: this receiver's clock says %d and takes from %d s before it to %d s after it; the two clocks differ (keep them in sync, as with NTP)",
+			a.ts, now, int64(r.cfg.MaxAge/time.Second), int64(r.cfg.MaxFuture/time.Second)), a.peer)
 		return
 	}
 	switch {
@@ -460,14 +464,14 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		var want [sha256.Size]byte
 		p.signer.sum(&want, a.peer, a.to, a.tsText, a.nonceText, req.ContentLength, a.sumText)
 		if !hmac.Equal(want[:], a.sig[:]) {
-			r.reject(w, http.StatusForbidden, &r.forbidden, "bad signature", a.peer)
+			r.reject(w, http.StatusForbidden, &r.forbidden, fmt.Sprintf("bad signature: the secret this receiver holds for %q is not the one the request was signed with", a.peer), a.peer)
 			return
 		}
 		// Genuine, but perhaps not for us: every peer of a sender checks
 		// its signature with the same secret, so one captured on its way
 		// to another peer would pass the check above.
 		if a.to != r.cfg.Self {
-			r.reject(w, http.StatusForbidden, &r.forbidden, "batch signed for another peer", a.peer)
+			r.reject(w, http.StatusForbidden, &r.forbidden, fmt.Sprintf("batch signed for another peer (%q; this receiver is %q): the sender's URL for %q reaches another peer's receiver", a.to, r.cfg.Self, a.to), a.peer)
 			return
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,10 +41,23 @@ var ErrNotRunning = errors.New("forward: sender not running")
 // StatusError is a receiver's non-2xx answer.
 type StatusError struct {
 	Code int
-	Body string
+	Body string // at most maxStatusBody bytes of the answer's body
+	// NotReceiver is set when the answer lacks the HeaderVersion every
+	// Receiver of this version sets: it came from some other server (a
+	// peer URL naming the peer's web side, a proxy's error page) or a
+	// receiver of an older version.
+	NotReceiver bool
 }
 
+// maxStatusBody is how much of a refusal's body a StatusError keeps: a
+// receiver's reasons are one line; another server's page is cut.
+const maxStatusBody = 512
+
 func (e *StatusError) Error() string {
+	if e.NotReceiver {
+		return fmt.Sprintf("forward: peer answered %d, not as a forward receiver (no %s: %s in its answer): check that the peer's URL is its receiver's: %s",
+			e.Code, HeaderVersion, ProtocolVersion, e.Body)
+	}
 	return fmt.Sprintf("forward: peer answered %d: %s", e.Code, e.Body)
 }
 
@@ -225,7 +239,13 @@ func (s *Sender) Send(ctx context.Context, b *Outbound) error {
 	// Drain what is left so the connection goes back to the pool.
 	_, _ = io.Copy(io.Discard, resp.Body)
 	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("send to %q: %w", b.Peer, &StatusError{Code: resp.StatusCode, Body: string(bytes.TrimSpace(body))})
+		body = bytes.TrimSpace(body)
+		text := string(body)
+		if len(text) > maxStatusBody {
+			text = strings.ToValidUTF8(text[:maxStatusBody], "") + "…"
+		}
+		return fmt.Errorf("send to %q: %w", b.Peer, &StatusError{Code: resp.StatusCode, Body: text,
+			NotReceiver: resp.Header.Get(HeaderVersion) != ProtocolVersion})
 	}
 	// From here on the batch is delivered: a receiver answers 2xx only
 	// once its sink had the items. A bad reply loses the reply, not the
