@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -98,7 +99,20 @@ var configKeys = []configKey{
 		}},
 	boolKey("allow_msg_ttl", "accept per-message TTLs (stream pub --ttl)", func(u *persist.ConfigUpdate) **bool { return &u.AllowMsgTTL }),
 	boolKey("sync", "SQLite synchronous=FULL for this stream (fsync on every commit)", func(u *persist.ConfigUpdate) **bool { return &u.Sync }),
-	{"desc", "free text", func(u *persist.ConfigUpdate, v string) error { u.Desc = &v; return nil }},
+	{"desc", "free text, at most " + strconv.Itoa(persist.MaxDescBytes) + " bytes of UTF-8",
+		func(u *persist.ConfigUpdate, v string) error {
+			// The server (and the client before sending) refuses these as
+			// too-large and bad-request, which would exit 1: they are bad
+			// values, refused here before anything connects.
+			if len(v) > persist.MaxDescBytes {
+				return fmt.Errorf("%d bytes, over the limit of %d", len(v), persist.MaxDescBytes)
+			}
+			if !utf8.ValidString(v) {
+				return fmt.Errorf("not valid UTF-8")
+			}
+			u.Desc = &v
+			return nil
+		}},
 }
 
 // limitKey is a count, byte or rate limit: an integer, -1 for unlimited.

@@ -55,6 +55,9 @@ func TestParseConfigSets(t *testing.T) {
 		{name: "bad policy", sets: []string{"discard_policy=newest"}, wantErr: `want "old" or "new"`},
 		{name: "bad bool", sets: []string{"allow_msg_ttl=yes"}, wantErr: "true or false"},
 		{name: "twice", sets: []string{"max_msgs=1", "max_msgs=2"}, wantErr: "set twice"},
+		{name: "desc at its limit", sets: []string{"desc=" + strings.Repeat("d", persist.MaxDescBytes)}, want: persist.ConfigUpdate{Desc: str(strings.Repeat("d", persist.MaxDescBytes))}},
+		{name: "desc over its limit", sets: []string{"desc=" + strings.Repeat("d", persist.MaxDescBytes+1)}, wantErr: "over the limit of 4096"},
+		{name: "desc not UTF-8", sets: []string{"desc=a\xffb"}, wantErr: "not valid UTF-8"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -29,7 +29,7 @@ func TestFeedCountersFollowOpenStreams(t *testing.T) {
 	}
 	f.closed(k("a"))
 	f.closed(k("b"))
-	f.next(k("b")) // b written again since its close: in service
+	f.next(k("b"))   // b written again since its close: in service
 	f.closed(k("c")) // a's close is pushed out: a is forgotten
 	f.closed(k("d")) // b's first close is pushed out, but b was written since
 	if _, ok := f.counters[k("a")]; ok {

@@ -16,9 +16,15 @@ import (
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 )
 
-// busyTimeoutMs lets a stream reopened while its previous handle is still
-// closing (checkpointing) wait for the lock instead of failing.
-const busyTimeoutMs = 5000
+// busyTimeoutMs is how long a connection waits for a lock another one
+// holds: a stream reopened while its previous handle is still closing
+// (checkpointing), or a file another server on the data directory holds
+// open with Exclusive. A wait past it fails the request unavailable, which
+// clients retry; it is well under the client's attempt timeout
+// (persist.ClientTimeoutDefault, 5 s) so that the answer reaches the client
+// while the attempt still waits. At 5 s the attempt always ended first, and
+// a set without a msgID is not retried after a timeout.
+const busyTimeoutMs = 2000
 
 // The seq is always given by us (lastSeq + 1). Files created before
 // keep AUTOINCREMENT, whose sqlite_sequence row costs every commit one
