@@ -89,7 +89,7 @@ func (f *Fleet) startEvents(ctx context.Context) error {
 	rcfg := events.RouterConfig{Client: c, Logger: log, Durable: &events.DurableConfig{}, Coalesce: f.cfg.Events.Window}
 	var fw *forwardParts
 	if len(f.cfg.Events.Peers) > 0 {
-		if fw, err = f.startForward(ctx, log); err != nil {
+		if fw, err = f.startForward(ctx); err != nil {
 			return err
 		}
 		rcfg.Region = &events.RegionConfig{Self: f.cfg.Events.Region, Peers: fw.peers, Push: fw.queue.Push}

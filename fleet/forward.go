@@ -30,9 +30,12 @@ type forwardParts struct {
 	ln     net.Listener // the receiver's, once it listens
 }
 
-// startForward starts the sender and the queue to Events.Peers.
-func (f *Fleet) startForward(ctx context.Context, log *slog.Logger) (*forwardParts, error) {
+// startForward starts the sender and the queue to Events.Peers. Its parts
+// log as role forward; the queue names its role itself, so it is given
+// the fleet's logger (a second "role" would be a duplicate key).
+func (f *Fleet) startForward(ctx context.Context) (*forwardParts, error) {
 	ec := f.cfg.Events
+	log := lifecycle.Logger(f.log, "forward")
 	fw := &forwardParts{peers: slices.Sorted(maps.Keys(ec.Peers)), log: log}
 	sender, err := forward.NewSender(forward.SenderConfig{
 		Self: ec.Region, Secret: ec.Secrets[ec.Region], Peers: ec.Peers, Logger: log,
@@ -50,7 +53,7 @@ func (f *Fleet) startForward(ctx context.Context, log *slog.Logger) (*forwardPar
 	// delivery stays leased at home and comes again.
 	losses := events.NewQueueLosses(forward.GapConfig{Logger: log})
 	q, err := forward.NewPeerQueue(forward.QueueConfig{
-		From: ec.Region, Send: sender.Send, Logger: log,
+		From: ec.Region, Send: sender.Send, Logger: f.log,
 		OnOverflow: losses.Overflow, OnTaken: losses.Taken, OnLost: losses.Lost,
 	})
 	if err != nil {
