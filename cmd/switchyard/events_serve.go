@@ -50,7 +50,7 @@ forward queue, exit 0.`,
 			if err := httpOpts.validate(false); err != nil {
 				return err
 			}
-			ec, err := regionOpts.config()
+			ec, err := regionOpts.config(natsOpts.insecureCreds)
 			if err != nil {
 				return err
 			}

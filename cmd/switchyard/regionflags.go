@@ -34,7 +34,10 @@ func (f *regionFlags) register(cmd *cobra.Command) {
 }
 
 // config checks the flags and reads the secrets into an EventsConfig.
-func (f *regionFlags) config() (fleet.EventsConfig, error) {
+// anyMode (--insecure-creds) reads a secrets file whatever its mode; else
+// one that group or others may read or write is refused, as creds files
+// are: whoever reads it can sign batches any region accepts.
+func (f *regionFlags) config(anyMode bool) (fleet.EventsConfig, error) {
 	ec := fleet.EventsConfig{Region: f.region, ForwardListen: f.listen}
 	var err error
 	if f.region != "" && !validRegionName(f.region) {
@@ -80,6 +83,11 @@ func (f *regionFlags) config() (fleet.EventsConfig, error) {
 		return ec, fmt.Errorf("--forward-secrets: %w", err)
 	}
 	defer file.Close()
+	if !anyMode {
+		if fi, err := file.Stat(); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o077 != 0 {
+			return ec, fmt.Errorf("--forward-secrets %s is open to other users (mode %#o), and whoever reads it can sign batches every region accepts: chmod 600 %s (or --insecure-creds to use it anyway)", f.secretsFile, fi.Mode().Perm(), f.secretsFile)
+		}
+	}
 	if ec.Secrets, err = parseRegionSecrets(file); err != nil {
 		return ec, fmt.Errorf("--forward-secrets %s: %w", f.secretsFile, err)
 	}

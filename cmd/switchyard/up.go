@@ -104,7 +104,7 @@ carried by signed batches of the forward queue (docs/events.md).`,
 					return err
 				}
 			}
-			ec, err := regionOpts.config()
+			ec, err := regionOpts.config(insecureCreds)
 			if err != nil {
 				return err
 			}
@@ -135,7 +135,7 @@ carried by signed batches of the forward queue (docs/events.md).`,
 	cmd.Flags().StringVar(&placementName, "placement", placement.NameRendezvous, "placement function: rendezvous or modulo")
 	cmd.Flags().StringVar(&service, "service", bus.DefaultService, "first subject token of the persist service")
 	cmd.Flags().StringVar(&authDir, "auth", "", "`DIR` written by switchyard auth init: NATS admits only its users, with their role's permissions (required on a non-loopback --host)")
-	cmd.Flags().BoolVar(&insecureCreds, "insecure-creds", false, "use --auth's creds files even if group or others may read them (a file system without modes)")
+	cmd.Flags().BoolVar(&insecureCreds, "insecure-creds", false, "use --auth's creds files and --forward-secrets even if group or others may read them (a file system without modes)")
 	cmd.Flags().StringVar(&tlsCert, "tls-cert", "", "PEM `FILE` of the NATS server's TLS certificate; network clients must then use TLS (with --tls-key)")
 	cmd.Flags().StringVar(&tlsKey, "tls-key", "", "PEM `FILE` of the private key of --tls-cert")
 	cmd.Flags().BoolVar(&uw.off, "no-work", false, "run no coordinator, worker or demo NNTP provider (the HTTP side still reads the usenet records of --usenet-scope)")
