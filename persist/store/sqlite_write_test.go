@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -496,5 +497,20 @@ func TestWriteRefusesNamesNotUTF8(t *testing.T) {
 	}
 	if len(keys) != 1 || keys[0] != "alias\ufffd" {
 		t.Fatalf("keys %q, want only %q", keys, "alias\ufffd")
+	}
+}
+
+// (Was: a compare-and-set on a key that does not exist said it "is at
+// seq 0", a seq no row ever has.)
+func TestPrevSeqOfMissingKeySaysSo(t *testing.T) {
+	t.Parallel()
+	st := benchStreamT(t)
+	prev := uint64(7)
+	res, _, err := st.Write([]WriteOp{{Key: "k", Value: []byte("v"), PrevSeq: &prev}}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := res[0].Err; e == nil || e.Code != persist.CodeWrongLastSequence || !strings.Contains(e.Message, `key "k" does not exist`) {
+		t.Fatalf("result %+v, want wrong-last-sequence saying the key does not exist", res[0])
 	}
 }

@@ -269,7 +269,11 @@ func (s *sqliteStream) admit(op *WriteOp, r *WriteResult, nowMs int64, rate rate
 			r.Err = persist.Errorf(persist.CodeWrongLastSequence, "key %q exists at seq %d", op.Key, oldSeq)
 			return admitted{}, false, nil
 		}
-		if *op.PrevSeq != 0 && (!found || oldSeq != *op.PrevSeq) {
+		if *op.PrevSeq != 0 && !found {
+			r.Err = persist.Errorf(persist.CodeWrongLastSequence, "key %q does not exist, not at seq %d", op.Key, *op.PrevSeq)
+			return admitted{}, false, nil
+		}
+		if *op.PrevSeq != 0 && oldSeq != *op.PrevSeq {
 			r.Err = persist.Errorf(persist.CodeWrongLastSequence, "key %q is at seq %d, not %d", op.Key, oldSeq, *op.PrevSeq)
 			return admitted{}, false, nil
 		}
