@@ -615,6 +615,7 @@ func (s *Stream) setResult(reply *nats.Msg) (SetResult, error) {
 			return SetResult{}, fmt.Errorf("set %q/%q: bad reply: %w", s.scope, s.name, err)
 		}
 	}
+	res.Dup = reply.Header.Get(HdrDup) == "true"
 	return res, nil
 }
 

@@ -379,6 +379,10 @@ func ValidCode(c Code) bool {
 type SetResult struct {
 	Seq  uint64 `json:"seq"`
 	Time int64  `json:"time"` // unix milliseconds
+	// Dup: the set carried a msgID the stream saw within the
+	// de-duplication window, and the answer is the first write's; nothing
+	// was written now (Sy-Duplicate on the wire, not in the body).
+	Dup bool `json:"-"`
 }
 
 // SetManyResult is the outcome of one message of a setMany: where it landed,

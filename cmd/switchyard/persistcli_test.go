@@ -323,3 +323,20 @@ func TestPersistServeRefusesUnusableDirs(t *testing.T) {
 		})
 	}
 }
+
+// TestStreamPubSaysDuplicate: a pub repeated with its --msg-id prints the
+// first write's seq, as before, and says on stderr that nothing was
+// written now.
+// (Was: the repeat looked like a write of its own.)
+func TestStreamPubSaysDuplicate(t *testing.T) {
+	t.Parallel()
+	sy := startPersist(t)
+	first := mustRun(t, sy, nil, "stream", "pub", "hub", "log", "one", "--msg-id", "order-1")
+	out, stderr, code := sy(nil, "stream", "pub", "hub", "log", "one", "--msg-id", "order-1")
+	if code != 0 || out != first || !strings.Contains(stderr, "duplicate: --msg-id order-1") {
+		t.Fatalf("repeat: exit %d, stdout %q (first %q), stderr %q; want the first seq and a duplicate note", code, out, first, stderr)
+	}
+	if _, stderr, _ := sy(nil, "stream", "pub", "hub", "log", "two", "--msg-id", "order-2"); stderr != "" {
+		t.Fatalf("a new msg id: stderr %q, want nothing", stderr)
+	}
+}

@@ -60,6 +60,10 @@ func newStreamPubCmd() *cobra.Command {
 					return err
 				}
 				fmt.Fprintln(stdout(cmd), res.Seq)
+				if res.Dup {
+					// stdout stays the seq alone, for scripts.
+					fmt.Fprintf(cmd.ErrOrStderr(), "duplicate: --msg-id %s was written within the last 2 minutes; nothing was written now, and %d is that write's seq\n", msgID, res.Seq)
+				}
 				return nil
 			})
 		},
