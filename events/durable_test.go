@@ -344,20 +344,27 @@ func TestDeletedRowLeavesNoCursor(t *testing.T) {
 	if ok, err := e.r.Durables().Delete(ctx, "alice", "q"); err != nil || !ok {
 		t.Fatalf("delete: %v %v", ok, err)
 	}
-	// The follower handles the rows in order: once a row written after
-	// the delete is live, the delete has been handled in full. (A
-	// broadcast row: starting it posts nothing to the held loop.)
-	e.putDurable(DurableRow{User: "bob", ID: "other", Anchor: "project-1/other", Mode: ModeBroadcast}, 1, 1)
+	// The rows' follower has handled the delete (the row is gone from
+	// the router's subscriptions) while the loop still holds the ack. (A
+	// later row's being live does not say so: the follower may confirm a
+	// delete with the server after the rows written behind it.)
+	id := durableID("alice", "q")
+	testwait.For(t, "the delete handled", func() bool {
+		e.r.mu.Lock()
+		defer e.r.mu.Unlock()
+		_, ok := e.r.subs[id]
+		return !ok
+	})
 	close(release)
 	if err := <-acked; err != nil {
 		t.Fatalf("the ack of the delivery in flight: %v", err)
 	}
-	// What was queued behind the ack has run once a probe queued after
-	// it has.
-	probe := make(chan struct{})
-	e.r.post(routed{do: func() { close(probe) }})
-	<-probe
-	e.stopRouter() // the saver writes what it holds
+	noCursor := func() bool {
+		_, ok, err := e.r.Durables().Cursor(ctx, "alice", "q")
+		return err == nil && !ok
+	}
+	testwait.For(t, "the deleted row's cursor removed", noCursor)
+	e.stopRouter() // the saver writes what it still holds
 	if cur, ok, err := e.r.Durables().Cursor(ctx, "alice", "q"); err != nil || ok {
 		t.Fatalf("the deleted row's cursor: %d %v %v, want none", cur, ok, err)
 	}
