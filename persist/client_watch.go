@@ -264,6 +264,17 @@ type skipRun struct{ n, first, last uint64 }
 // ErrWatchConnClosed ends a watcher whose NATS connection was closed.
 var ErrWatchConnClosed = errors.New("watch: NATS connection closed")
 
+// connClosed is ErrWatchConnClosed, with why the connection closed when
+// NATS said (a user revoked or whose password changed: the server's
+// authorization violation on reconnecting), so that the watcher's end
+// names the cause rather than only the effect.
+func (w *Watcher) connClosed() error {
+	if err := w.nc.LastError(); err != nil {
+		return fmt.Errorf("%w: %v", ErrWatchConnClosed, err)
+	}
+	return ErrWatchConnClosed
+}
+
 // Watch follows the stream: fn receives the messages with seq >= opts.From
 // that exist now, EventCaughtUp, then every change as it is committed. fn is
 // called from one goroutine, in seq order, each set seq at most once, and
@@ -527,7 +538,7 @@ func (w *Watcher) follow() (string, error) {
 			return "", w.ctx.Err()
 		case st := <-w.status:
 			if st == nats.CLOSED || w.nc.IsClosed() {
-				return "", ErrWatchConnClosed
+				return "", w.connClosed()
 			}
 			// CONNECTED after a reconnect: the loop head compares counts.
 		case <-w.kick:
@@ -580,7 +591,7 @@ func (w *Watcher) sync(reason string) error {
 			}
 		}
 		if w.nc.IsClosed() {
-			return ErrWatchConnClosed
+			return w.connClosed()
 		}
 		if err := w.ctx.Err(); err != nil {
 			return err
@@ -595,7 +606,7 @@ func (w *Watcher) sync(reason string) error {
 				return cerr
 			}
 			if w.nc.IsClosed() {
-				return ErrWatchConnClosed
+				return w.connClosed()
 			}
 			if permanentWatchErr(err) {
 				return &WatchError{Scope: w.s.scope, Stream: w.s.name, Err: err}

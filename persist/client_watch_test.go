@@ -3,15 +3,18 @@ package persist_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/switchyard-dev/switchyard/bus"
 	"github.com/switchyard-dev/switchyard/internal/testnats"
 	"github.com/switchyard-dev/switchyard/internal/testpersist"
 	"github.com/switchyard-dev/switchyard/internal/testwait"
@@ -603,5 +606,64 @@ func TestWatchReadReplaceOrder(t *testing.T) {
 	}
 	if w.Stats().Resyncs != 0 {
 		t.Fatalf("the watcher re-read: %+v", w.Stats())
+	}
+}
+
+// A watcher whose connection NATS closed for good (its user's password
+// changed, as a revocation does) ends with ErrWatchConnClosed and says
+// why the connection closed.
+// (Was: "watch: NATS connection closed", which hid the refused
+// credentials from the operator.)
+func TestWatchEndNamesWhyConnClosed(t *testing.T) {
+	t.Parallel()
+	url, revoke := testnats.PasswordBus(t)
+	connect := func() *nats.Conn {
+		t.Helper()
+		nc, err := nats.Connect(url, nats.UserInfo("sy", "first"), nats.ReconnectWait(10*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		return nc
+	}
+	srvConn := connect()
+	srv, err := server.New(server.Config{Conn: srvConn, ID: "0", IDs: []string{"0"}, DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := srv.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Stop(ctx) })
+	owner, err := srvConn.Subscribe(bus.IDSubject(bus.DefaultService, "*"), func(m *nats.Msg) { _ = m.Respond([]byte("0")) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer owner.Unsubscribe()
+	c := newClient(t, connect())
+	ended := make(chan error, 1)
+	caught := make(chan struct{})
+	w, err := c.Stream("hub", "log").Watch(ctx, persist.WatchOptions{}, func(ev persist.Event) {
+		switch ev.Kind {
+		case persist.EventCaughtUp:
+			close(caught)
+		case persist.EventEnded:
+			ended <- ev.Err
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop(ctx)
+	<-caught
+	revoke()
+	select {
+	case err := <-ended:
+		if !errors.Is(err, persist.ErrWatchConnClosed) || !strings.Contains(strings.ToLower(err.Error()), "authorization") {
+			t.Fatalf("ended with %v, want ErrWatchConnClosed naming the authorization violation", err)
+		}
+	case <-time.After(testwait.Timeout):
+		t.Fatalf("the watcher did not end %v after its connection's password was changed", testwait.Timeout)
 	}
 }
