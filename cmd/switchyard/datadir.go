@@ -40,7 +40,14 @@ func checkDataDir(flag, dir string) error {
 }
 
 // checkDataDirs runs checkDataDir on --data and, if given, --archive.
+// A flag naming something that is not a directory is refused before
+// either is created, so a refused start leaves nothing behind.
 func checkDataDirs(dataDir, archiveDir string) error {
+	for _, d := range [...]struct{ flag, dir string }{{"--data", dataDir}, {"--archive", archiveDir}} {
+		if fi, err := os.Stat(d.dir); d.dir != "" && err == nil && !fi.IsDir() {
+			return fmt.Errorf("%s %q: not a directory", d.flag, d.dir)
+		}
+	}
 	if err := checkDataDir("--data", dataDir); err != nil {
 		return err
 	}

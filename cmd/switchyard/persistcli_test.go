@@ -4,8 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"io/fs"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -338,5 +342,22 @@ func TestStreamPubSaysDuplicate(t *testing.T) {
 	}
 	if _, stderr, _ := sy(nil, "stream", "pub", "hub", "log", "two", "--msg-id", "order-2"); stderr != "" {
 		t.Fatalf("a new msg id: stderr %q, want nothing", stderr)
+	}
+}
+
+// (Was: persist serve with --archive naming a regular file created a
+// missing --data, then refused to start.)
+func TestDataDirsCreateNothingWhenRefused(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "a-file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(t.TempDir(), "data")
+	if err := checkDataDirs(data, file); err == nil || !strings.Contains(err.Error(), "--archive") {
+		t.Fatalf("checkDataDirs with --archive a file: %v, want an error naming --archive", err)
+	}
+	if _, err := os.Stat(data); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the refused start left --data %s: %v", data, err)
 	}
 }
