@@ -345,6 +345,11 @@ func (c *Client) retry(ctx context.Context, scope string, attempt func(id string
 		return ErrClosed
 	}
 	var last error
+	// answered is the last refusal a server answered on the way
+	// (unavailable, wrong-owner): when the call ends on a timeout it says
+	// why the attempts before it failed (such as a stream file another
+	// server holds locked), which the timeout alone hides.
+	var answered *Error
 	b := c.cfg.Retry.Start()
 	var wait context.Context // ctx, ended by Close too; made at the first retry
 	for n := 0; n < c.cfg.Attempts; n++ {
@@ -363,7 +368,7 @@ func (c *Client) retry(ctx context.Context, scope string, attempt func(id string
 				// Both stay testable: why the call stopped (the caller's
 				// context or Close), and what the attempts met
 				// (errors.Is, CodeOf).
-				return fmt.Errorf("%w (last error: %w)", err, last)
+				return withAnswer(fmt.Errorf("%w (last error: %w)", err, last), answered)
 			}
 		}
 		id, err := c.Owner(ctx, scope)
@@ -389,12 +394,30 @@ func (c *Client) retry(ctx context.Context, scope string, attempt func(id string
 			return forbidden(err)
 		}
 		if !retryable(err, repeatable) || ctx.Err() != nil {
-			return withContext(ctx, err)
+			return withAnswer(withContext(ctx, err), answered)
+		}
+		if pe := (*Error)(nil); errors.As(err, &pe) {
+			answered = pe
 		}
 		c.forget(scope, id)
 		last = err
 	}
-	return last
+	return withAnswer(last, answered)
+}
+
+// withAnswer is err, the end of a call, followed by the refusal a server
+// answered before it (answered, nil for none) when err is not itself a
+// server's answer: a call whose last attempt timed out says what the
+// server said to the ones before. The answer is text only: errors.Is and
+// CodeOf see err as it was.
+func withAnswer(err error, answered *Error) error {
+	if answered == nil || err == nil {
+		return err
+	}
+	if pe := (*Error)(nil); errors.As(err, &pe) {
+		return err
+	}
+	return fmt.Errorf("%w (before that the server answered %s)", err, answered)
 }
 
 // untilClosed returns a context that ends with ctx or at Close, whichever

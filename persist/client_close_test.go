@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -128,5 +129,48 @@ func TestClientCloseEndsRetryingCall(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("call still retrying 10s after Close (its own deadline is a minute)")
+	}
+}
+
+// A call whose last attempt timed out says what the server answered the
+// attempts before it.
+// (Was: "request timed out" alone, so a write to a stream another server
+// held locked read as a slow server, not a locked file.)
+func TestCallEndingInTimeoutSaysTheServersAnswer(t *testing.T) {
+	t.Parallel()
+	e, nc := testnats.Start(t)
+	owner, err := nc.Subscribe(bus.IDSubject(bus.DefaultService, "*"), func(m *nats.Msg) { _ = m.Respond([]byte("0")) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer owner.Unsubscribe()
+	// A stand-in server: the first request is refused unavailable, the
+	// others never answered. (The handler runs on nc's one goroutine.)
+	first := true
+	api, err := nc.Subscribe(bus.APISubject(bus.DefaultService, "hub", "0"), func(m *nats.Msg) {
+		if !first {
+			return
+		}
+		first = false
+		r := nats.NewMsg(m.Reply)
+		r.Header.Set(persist.HdrError, string(persist.CodeUnavailable))
+		r.Data = []byte("stream file is locked by another connection; retry later")
+		_ = m.RespondMsg(r)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer api.Unsubscribe()
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := persist.NewClient(persist.ClientConfig{Conn: testnats.Conn(t, e), Timeout: 200 * time.Millisecond, Attempts: 3, Retry: bus.Retry{Min: time.Millisecond, Max: time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, err = c.Stream("hub", "s").Get(context.Background(), 1)
+	if !errors.Is(err, bus.ErrTimeout) || !strings.Contains(err.Error(), "stream file is locked") {
+		t.Fatalf("get: %v; want a timeout that says the server answered the file is locked", err)
 	}
 }
