@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -181,14 +182,20 @@ func TestDashboardBrowser(t *testing.T) {
 	}
 }
 
-// TestDashboardBrowserAuth opens the dashboard of up --auth in headless
-// Chromium as a user would: the page answers 401 with a Basic challenge,
-// the browser is given the client user's bus password when it asks, and
-// the page's WebSocket goes live with the credentials the browser then
-// holds.
-func TestDashboardBrowserAuth(t *testing.T) {
-	t.Parallel()
-	b := testbrowser.New(t)
+// authUp is an up --auth of startAuthUp: its auth directory, the client
+// user's creds, its NATS port, its HTTP side's base URL and its process.
+type authUp struct {
+	dir   string
+	creds auth.Creds
+	port  int
+	base  string
+	up    *exec.Cmd
+}
+
+// startAuthUp runs auth init into a temp directory and an up --auth on it
+// (one persist server, no work, an HTTP side), owned by t.
+func startAuthUp(t *testing.T) authUp {
+	t.Helper()
 	dir := filepath.Join(t.TempDir(), "auth")
 	if _, stderr, code := testproc.Run(t, cli(t, "auth", "init", dir)); code != 0 {
 		t.Fatalf("auth init: exit %d: %s", code, stderr)
@@ -198,10 +205,22 @@ func TestDashboardBrowserAuth(t *testing.T) {
 		t.Fatal(err)
 	}
 	port, hport := testproc.FreePort(t), testproc.FreePort(t)
-	base := "http://127.0.0.1:" + strconv.Itoa(hport)
 	up := cli(t, "up", "--nats-port", strconv.Itoa(port), "--data", t.TempDir(), "--servers", "1", "--no-work", "--auth", dir, "--http", "127.0.0.1:"+strconv.Itoa(hport))
 	testproc.Start(t, up, "Stop with Ctrl-C")
 	t.Cleanup(func() { _ = up.Process.Kill() })
+	return authUp{dir: dir, creds: creds, port: port, base: "http://127.0.0.1:" + strconv.Itoa(hport), up: up}
+}
+
+// TestDashboardBrowserAuth opens the dashboard of up --auth in headless
+// Chromium as a user would: the page answers 401 with a Basic challenge,
+// the browser is given the client user's bus password when it asks, and
+// the page's WebSocket goes live with the credentials the browser then
+// holds.
+func TestDashboardBrowserAuth(t *testing.T) {
+	t.Parallel()
+	b := testbrowser.New(t)
+	a := startAuthUp(t)
+	creds, base, up := a.creds, a.base, a.up
 
 	// The browser's prompt, answered with the bus user; every other
 	// request paused by the Fetch domain goes on unchanged. The two

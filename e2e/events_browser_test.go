@@ -6,7 +6,6 @@ import (
 	"context"
 	"net/url"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -147,23 +146,11 @@ true`)
 func TestEventsPageInBrowserAuth(t *testing.T) {
 	t.Parallel()
 	b := testbrowser.New(t)
-	dir := filepath.Join(t.TempDir(), "auth")
-	if _, stderr, code := testproc.Run(t, cli(t, "auth", "init", dir)); code != 0 {
-		t.Fatalf("auth init: exit %d: %s", code, stderr)
-	}
-	creds, err := auth.LoadCreds(auth.CredsFile(dir, auth.RoleClient))
-	if err != nil {
-		t.Fatal(err)
-	}
-	port, hport := testproc.FreePort(t), testproc.FreePort(t)
-	base := "http://127.0.0.1:" + strconv.Itoa(hport)
-	up := cli(t, "up", "--nats-port", strconv.Itoa(port), "--data", t.TempDir(), "--servers", "1", "--no-work", "--auth", dir, "--http", "127.0.0.1:"+strconv.Itoa(hport))
-	testproc.Start(t, up, "Stop with Ctrl-C")
-	t.Cleanup(func() { _ = up.Process.Kill() })
+	a := startAuthUp(t)
 
 	ctx, cancel := context.WithTimeout(b.Context(), pageWait)
-	err = chromedp.Do(ctx,
-		chromedp.Navigate(base+"/events?"+url.Values{"apikey": {creds.Password}}.Encode()),
+	err := chromedp.Do(ctx,
+		chromedp.Navigate(a.base+"/events?"+url.Values{"apikey": {a.creds.Password}}.Encode()),
 		chromedp.WaitVisible(chromedp.ID("anchor")),
 		chromedp.SendKeys(chromedp.ID("anchor"), "hub/files"),
 		chromedp.Click(chromedp.CSS(`#sub button[type=submit]`)),
@@ -173,16 +160,16 @@ func TestEventsPageInBrowserAuth(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitPage(t, b, "the subscription confirmed", `document.getElementById('log').textContent.includes('s1: subscribed')`)
-	set := cli(t, "kv", "set", "--nats", "nats://127.0.0.1:"+strconv.Itoa(port), "--creds", auth.CredsFile(dir, auth.RoleClient), "hub", "files", "a.txt", "hello")
+	set := cli(t, "kv", "set", "--nats", "nats://127.0.0.1:"+strconv.Itoa(a.port), "--creds", auth.CredsFile(a.dir, auth.RoleClient), "hub", "files", "a.txt", "hello")
 	if _, stderr, code := testproc.Run(t, set); code != 0 {
 		t.Fatalf("kv set: exit %d: %s", code, stderr)
 	}
 	waitPage(t, b, "the write", `document.getElementById('log').textContent.includes('set hub/files/a.txt')`)
 	b.CheckNoProblems(t)
-	if err := up.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := a.up.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if code := testproc.Wait(t, up); code != 0 {
+	if code := testproc.Wait(t, a.up); code != 0 {
 		t.Fatalf("up exit %d", code)
 	}
 }
