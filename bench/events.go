@@ -259,6 +259,14 @@ type EventsResult struct {
 // either way, and a script that reads the exit code must not take such a
 // run for a good one.
 func (r EventsResult) Lost() error {
+	return r.lost("events", func(rr EventsRun) string {
+		return fmt.Sprintf("%d delivered, %d named by gap markers", rr.Delivered, rr.GapEvents)
+	})
+}
+
+// lost is Lost's and WSLost's error, prefixed by bench, each server's (and
+// round's) loss followed by detail in parentheses; nil when none lost any.
+func (r EventsResult) lost(bench string, detail func(EventsRun) string) error {
 	var parts []string
 	for i, run := range r.Runs {
 		rounds := []EventsRun{run}
@@ -274,13 +282,13 @@ func (r EventsResult) Lost() error {
 			if len(rounds) > 1 {
 				name += fmt.Sprintf(" round %d", k+1)
 			}
-			parts = append(parts, fmt.Sprintf("%s lost %d of %d deliveries (%d delivered, %d named by gap markers)", name, n, rr.Expected, rr.Delivered, rr.GapEvents))
+			parts = append(parts, fmt.Sprintf("%s lost %d of %d deliveries (%s)", name, n, rr.Expected, detail(rr)))
 		}
 	}
 	if len(parts) == 0 {
 		return nil
 	}
-	return fmt.Errorf("events: deliveries lost (the figures printed are what was measured): %s", strings.Join(parts, "; "))
+	return fmt.Errorf("%s: deliveries lost (the figures printed are what was measured): %s", bench, strings.Join(parts, "; "))
 }
 
 // Server names in EventsRun.

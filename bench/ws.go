@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/coder/websocket"
@@ -100,29 +99,9 @@ func RunWS(ctx context.Context, cfg WSConfig, p Progress) (EventsResult, error) 
 // slow one: the figures are printed either way, and a script that reads
 // the exit code must not take such a run for a good one.
 func WSLost(r EventsResult) error {
-	var parts []string
-	for i, run := range r.Runs {
-		rounds := []EventsRun{run}
-		if i < len(r.Each) {
-			rounds = r.Each[i]
-		}
-		for k, rr := range rounds {
-			n := rr.Missing()
-			if n == 0 {
-				continue
-			}
-			name := run.Server
-			if len(rounds) > 1 {
-				name += fmt.Sprintf(" round %d", k+1)
-			}
-			parts = append(parts, fmt.Sprintf("%s lost %d of %d deliveries (%d delivered, %d named by skipped messages; resync and skipped messages: %d)",
-				name, n, rr.Expected, rr.Delivered, rr.GapEvents, rr.Gaps))
-		}
-	}
-	if len(parts) == 0 {
-		return nil
-	}
-	return fmt.Errorf("ws: deliveries lost (the figures printed are what was measured): %s", strings.Join(parts, "; "))
+	return r.lost("ws", func(rr EventsRun) string {
+		return fmt.Sprintf("%d delivered, %d named by skipped messages; resync and skipped messages: %d", rr.Delivered, rr.GapEvents, rr.Gaps)
+	})
 }
 
 // watchServer is `switchyard up --no-work --servers 1` and its watch
