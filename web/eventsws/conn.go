@@ -5,12 +5,12 @@ import (
 	"errors"
 	"sort"
 	"sync"
-	"time"
 
 	"github.com/coder/websocket"
 
 	"github.com/switchyard-dev/switchyard/events"
 	"github.com/switchyard-dev/switchyard/internal/wscork"
+	"github.com/switchyard-dev/switchyard/internal/wsping"
 	"github.com/switchyard-dev/switchyard/web"
 )
 
@@ -163,39 +163,14 @@ func (c *conn) take() [][]byte {
 	return out
 }
 
-// keepAlive pings the client every PingInterval until stop closes, so
-// that a peer that vanished is noticed (and proxies keep the socket open).
-// It runs beside the writer, not in it: a ping waits up to WriteTimeout
-// for its pong, and deliveries must not wait behind it. A pong that does
-// not come in time closes the socket, which ends the reader and so the
-// connection: the library's Ping leaves the socket open, which would hold
-// its subscriptions and presence with nothing ever sent.
+// keepAlive pings the client every PingInterval until stop closes (see
+// wsping.Run). A pong that does not come within WriteTimeout closes the
+// socket, which ends the reader and so the connection: the library's Ping
+// leaves the socket open, which would hold its subscriptions and presence
+// with nothing ever sent.
 func (c *conn) keepAlive(stop <-chan struct{}) {
-	t := time.NewTicker(c.g.cfg.PingInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-		}
-		// Not under the connection's context: the library closes the
-		// socket when a write's context ends, and the gateway stopping
-		// must end the socket with 1001, not a cut.
-		ctx, cancel := context.WithTimeout(context.Background(), c.g.cfg.WriteTimeout)
-		err := c.ws.Ping(ctx)
-		cancel()
-		if err == nil {
-			continue
-		}
-		select {
-		case <-stop:
-			// The connection is ending, and serve closes the socket its
-			// own way (a 1008 or 1001 handshake is not cut short).
-		default:
-			_ = c.ws.CloseNow() // ends the reader, and so the connection
-		}
-		return
+	if wsping.Run(c.ws, c.g.cfg.PingInterval, c.g.cfg.WriteTimeout, stop) != nil {
+		_ = c.ws.CloseNow() // ends the reader, and so the connection
 	}
 }
 

@@ -2,15 +2,13 @@ package watch
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
 	"sync"
-	"time"
 
 	"github.com/coder/websocket"
 
 	"github.com/switchyard-dev/switchyard/internal/wscork"
+	"github.com/switchyard-dev/switchyard/internal/wsping"
 	"github.com/switchyard-dev/switchyard/persist"
 )
 
@@ -208,36 +206,12 @@ func readUntilGone(ws *websocket.Conn) (gone, sentData <-chan struct{}) {
 	return g, d
 }
 
-// keepAlive pings the browser every PingInterval until stop closes, so
-// that a peer that vanished is noticed (and proxies keep the connection
-// open). It runs beside the writer, not in it: a ping waits up to
-// WriteTimeout for its pong, and live changes must not wait behind it. A
-// pong that does not come in time closes dead, and the writer drops the
-// connection. A ping waiting for its pong when the connection ends
-// returns once the socket is closed.
+// keepAlive pings the browser every PingInterval until stop closes (see
+// wsping.Run): a pong that does not come within WriteTimeout closes dead,
+// and the writer drops the connection.
 func (c *wsConn) keepAlive(stop <-chan struct{}, dead chan<- struct{}) {
-	t := time.NewTicker(c.g.cfg.PingInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-		}
-		// Not under the connection's context: the library closes the
-		// socket when a write's context ends, and the gateway stopping
-		// must end the connection with 1001, not a cut.
-		ctx, cancel := context.WithTimeout(context.Background(), c.g.cfg.WriteTimeout)
-		err := c.ws.Ping(ctx)
-		cancel()
-		switch {
-		case err == nil:
-		case errors.Is(err, net.ErrClosed):
-			return // the connection ended: the writer knows why
-		default:
-			close(dead)
-			return
-		}
+	if wsping.Run(c.ws, c.g.cfg.PingInterval, c.g.cfg.WriteTimeout, stop) != nil {
+		close(dead)
 	}
 }
 
