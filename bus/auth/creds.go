@@ -104,17 +104,34 @@ func ParseCreds(data []byte) (Creds, error) {
 	return c, nil
 }
 
-// ModeError is the error of a creds file that group or others may read or
-// write: its password is then no secret. Callers that offer a way round it
-// (a flag) say so next to the error.
+// ModeError is the error of a secret's file (a creds file, a region
+// secrets file) that group or others may read or write: its secret is then
+// no secret. Callers that offer a way round it (a flag) say so next to the
+// error.
 type ModeError struct {
 	Path string
 	Mode fs.FileMode // the permission bits found
+	What string      // what the file is, for the message; "" means creds
 }
 
 func (e *ModeError) Error() string {
-	p := shellWord(e.Path)
-	return fmt.Sprintf("creds %s is open to other users (mode %#o): chmod 600 %s", p, e.Mode, p)
+	p, what := shellWord(e.Path), e.What
+	if what == "" {
+		what = "creds"
+	}
+	return fmt.Sprintf("%s %s is open to other users (mode %#o): chmod 600 %s", what, p, e.Mode, p)
+}
+
+// CheckMode refuses, with a *ModeError naming the file as what, a secret's
+// file that group or others may read or write, as creds files are
+// refused; fi is the file's. Pipes, devices and Windows pass (see
+// checkMode).
+func CheckMode(what, path string, fi os.FileInfo) error {
+	err := checkMode(path, fi)
+	if me, ok := err.(*ModeError); ok {
+		me.What = what
+	}
+	return err
 }
 
 // shellWord is path as a user can paste it into a shell: as it is when it

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/switchyard-dev/switchyard/bus/auth"
 	"github.com/switchyard-dev/switchyard/events"
 	"github.com/switchyard-dev/switchyard/fleet"
 )
@@ -84,8 +85,12 @@ func (f *regionFlags) config(anyMode bool) (fleet.EventsConfig, error) {
 	}
 	defer file.Close()
 	if !anyMode {
-		if fi, err := file.Stat(); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o077 != 0 {
-			return ec, fmt.Errorf("--forward-secrets %s is open to other users (mode %#o), and whoever reads it can sign batches every region accepts: chmod 600 %s (or --insecure-creds to use it anyway)", f.secretsFile, fi.Mode().Perm(), f.secretsFile)
+		fi, err := file.Stat()
+		if err != nil {
+			return ec, fmt.Errorf("--forward-secrets: %w", err)
+		}
+		if err := auth.CheckMode("--forward-secrets", f.secretsFile, fi); err != nil {
+			return ec, fmt.Errorf("%w (or --insecure-creds to use it anyway): whoever reads it can sign batches every region accepts", err)
 		}
 	}
 	if ec.Secrets, err = parseRegionSecrets(file); err != nil {
