@@ -314,17 +314,17 @@ func TestNothingAnsweredAfterClose(t *testing.T) {
 	t.Parallel()
 	e := start(t, nil)
 	c := rawDial(t, e.ts.URL)
-	if op, p, err := c.frame(10 * time.Second); err != nil || op != 0x1 {
+	if op, p, err := c.Frame(10 * time.Second); err != nil || op != 0x1 {
 		t.Fatalf("first frame: op %d %s %v, want ready", op, p, err)
 	}
-	c.write(0x1, []byte(`{"type":"subscribe","id":"a","anchor":"project-1/files"}`))
-	if op, p, err := c.frame(30 * time.Second); err != nil || op != 0x1 || !strings.Contains(string(p), `"subscribed"`) {
+	c.Write(0x1, []byte(`{"type":"subscribe","id":"a","anchor":"project-1/files"}`))
+	if op, p, err := c.Frame(30 * time.Second); err != nil || op != 0x1 || !strings.Contains(string(p), `"subscribed"`) {
 		t.Fatalf("subscribe: op %d %s %v", op, p, err)
 	}
-	c.write(0x8, []byte{0x03, 0xe8}) // close, 1000
-	c.write(0x1, []byte(`{"type":"subscribe","id":"b","anchor":"project-1/other"}`))
+	c.Write(0x8, []byte{0x03, 0xe8}) // close, 1000
+	c.Write(0x1, []byte(`{"type":"subscribe","id":"b","anchor":"project-1/other"}`))
 	for {
-		op, p, err := c.frame(30 * time.Second)
+		op, p, err := c.Frame(30 * time.Second)
 		if err != nil || op == 0x8 {
 			break // the close answered, or the connection closed
 		}
@@ -495,15 +495,15 @@ func TestNonUTF8RequestIsBadRequest(t *testing.T) {
 	t.Parallel()
 	e := start(t, nil)
 	r := rawDial(t, e.ts.URL)
-	if _, _, err := r.frame(10 * time.Second); err != nil {
+	if _, _, err := r.Frame(10 * time.Second); err != nil {
 		t.Fatal(err)
 	}
 	payload := []byte("{\"type\":\"subscribe\",\"id\":\"\xff\",\"anchor\":\"project-1/files\",\"mode\":\"broadcast\"}")
 	fr := append([]byte{0x81, 0x80 | byte(len(payload)), 0, 0, 0, 0}, payload...) // masked with a zero key
-	if _, err := r.nc.Write(fr); err != nil {
+	if _, err := r.NC.Write(fr); err != nil {
 		t.Fatal(err)
 	}
-	op, p, err := r.frame(10 * time.Second)
+	op, p, err := r.Frame(10 * time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

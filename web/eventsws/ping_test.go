@@ -1,15 +1,10 @@
 package eventsws
 
 import (
-	"bufio"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
-	"io"
 	"net"
-	"net/http"
-	"net/url"
 	"os"
 	"strings"
 	"testing"
@@ -17,83 +12,13 @@ import (
 
 	"github.com/switchyard-dev/switchyard/events"
 	"github.com/switchyard-dev/switchyard/internal/testwait"
+	"github.com/switchyard-dev/switchyard/internal/testws"
 )
 
-// rawWS is a hand-made WebSocket client: unlike the library's, it never
-// answers a ping by itself, as a client whose network stalled (or that
-// stopped reading) does not.
-type rawWS struct {
-	t  *testing.T
-	nc net.Conn
-	br *bufio.Reader
-}
-
-func rawDial(t *testing.T, serverURL string) *rawWS {
-	t.Helper()
-	u, err := url.Parse(serverURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nc, err := net.Dial("tcp", u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = nc.Close() })
-	req := "GET /ws/events HTTP/1.1\r\nHost: " + u.Host + "\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
-		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
-	if _, err := nc.Write([]byte(req)); err != nil {
-		t.Fatal(err)
-	}
-	br := bufio.NewReader(nc)
-	resp, err := http.ReadResponse(br, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != http.StatusSwitchingProtocols {
-		t.Fatalf("upgrade: %s", resp.Status)
-	}
-	return &rawWS{t: t, nc: nc, br: br}
-}
-
-// frame reads one frame: its opcode and payload.
-func (c *rawWS) frame(deadline time.Duration) (op byte, payload []byte, err error) {
-	_ = c.nc.SetReadDeadline(time.Now().Add(deadline))
-	var h [2]byte
-	if _, err := io.ReadFull(c.br, h[:]); err != nil {
-		return 0, nil, err
-	}
-	n := uint64(h[1] & 0x7f)
-	switch n {
-	case 126:
-		var b [2]byte
-		if _, err := io.ReadFull(c.br, b[:]); err != nil {
-			return 0, nil, err
-		}
-		n = uint64(binary.BigEndian.Uint16(b[:]))
-	case 127:
-		var b [8]byte
-		if _, err := io.ReadFull(c.br, b[:]); err != nil {
-			return 0, nil, err
-		}
-		n = binary.BigEndian.Uint64(b[:])
-	}
-	payload = make([]byte, n)
-	if _, err := io.ReadFull(c.br, payload); err != nil {
-		return 0, nil, err
-	}
-	return h[0] & 0x0f, payload, nil
-}
-
-// write sends one frame of op, masked (with a zero key), of under 126 bytes.
-func (c *rawWS) write(op byte, payload []byte) {
-	c.t.Helper()
-	if len(payload) > 125 {
-		c.t.Fatalf("frame of %d bytes", len(payload))
-	}
-	fr := append([]byte{0x80 | op, 0x80 | byte(len(payload)), 0, 0, 0, 0}, payload...)
-	if _, err := c.nc.Write(fr); err != nil {
-		c.t.Fatal(err)
-	}
+// rawDial opens /ws/events with a client that never answers a ping by
+// itself (testws).
+func rawDial(t *testing.T, serverURL string) *testws.Conn {
+	return testws.Dial(t, serverURL, "/ws/events")
 }
 
 // TestUnansweredPingClosesSocket: when a ping's pong does not come within
@@ -109,7 +34,7 @@ func TestUnansweredPingClosesSocket(t *testing.T) {
 		c.WriteTimeout = 200 * time.Millisecond
 	})
 	c := rawDial(t, e.ts.URL)
-	op, p, err := c.frame(10 * time.Second)
+	op, p, err := c.Frame(10 * time.Second)
 	if err != nil || op != 0x1 {
 		t.Fatalf("first frame: op %d %q %v, want ready", op, p, err)
 	}
@@ -120,7 +45,7 @@ func TestUnansweredPingClosesSocket(t *testing.T) {
 	// The gateway pings; this client never answers. The socket must end
 	// (a close frame, or the connection closed).
 	for {
-		op, _, err := c.frame(time.Minute)
+		op, _, err := c.Frame(time.Minute)
 		var ne net.Error
 		switch {
 		case errors.As(err, &ne) && ne.Timeout() || errors.Is(err, os.ErrDeadlineExceeded):
@@ -175,11 +100,11 @@ func TestEventNotHeldBehindPing(t *testing.T) {
 		c.WriteTimeout = 5 * time.Second
 	})
 	c := rawDial(t, e.ts.URL)
-	c.write(0x1, []byte(`{"type":"subscribe","id":"files","anchor":"project-1/files"}`))
+	c.Write(0x1, []byte(`{"type":"subscribe","id":"files","anchor":"project-1/files"}`))
 	var pinged, subscribed, wrote bool
 event:
 	for {
-		op, p, err := c.frame(time.Minute)
+		op, p, err := c.Frame(time.Minute)
 		if err != nil {
 			t.Fatalf("the socket ended (%v) before the event set while a ping waited for its pong (pinged %v, subscribed %v, event set %v); stats %+v", err, pinged, subscribed, wrote, e.g.Stats())
 		}
@@ -205,7 +130,7 @@ event:
 		}
 	}
 	for {
-		op, _, err := c.frame(time.Minute)
+		op, _, err := c.Frame(time.Minute)
 		var ne net.Error
 		if errors.As(err, &ne) && ne.Timeout() {
 			t.Fatalf("a minute after an unanswered ping the socket is still open; gateway stats %+v", e.g.Stats())

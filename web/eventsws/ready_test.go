@@ -60,7 +60,7 @@ func TestReadySaysRoutersMaxSubs(t *testing.T) {
 	t.Parallel()
 	e, _ := startRouter(t, events.RouterConfig{MaxSessionSubs: 3}, nil)
 	c := rawDial(t, e.ts.URL)
-	_, p, err := c.frame(10 * time.Second)
+	_, p, err := c.Frame(10 * time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/switchyard-dev/switchyard/internal/testnet"
 	"github.com/switchyard-dev/switchyard/internal/testpersist/persistenv"
 	"github.com/switchyard-dev/switchyard/internal/testwait"
+	"github.com/switchyard-dev/switchyard/internal/testws"
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/persist/server"
 )
@@ -589,14 +590,14 @@ func TestWatchChangeNotHeldBehindPing(t *testing.T) {
 	var pinged, caughtUp, wrote bool
 change:
 	for {
-		op, p, err := c.frame()
+		op, p, err := c.Frame(time.Minute)
 		if err != nil {
 			t.Fatalf("the connection ended (%v) before the change written while a ping waited for its pong (pinged %v, caught up %v, change written %v); stats %+v", err, pinged, caughtUp, wrote, g.Stats())
 		}
 		switch op {
-		case opPing:
+		case testws.OpPing:
 			pinged = true
-		case opText:
+		case testws.OpText:
 			var m testMsg
 			if err := json.Unmarshal(p, &m); err != nil {
 				t.Fatal(err)
@@ -605,7 +606,7 @@ change:
 			if m.Type == TypeMsg && m.Seq == 1 {
 				break change
 			}
-		case opClose:
+		case testws.OpClose:
 			t.Fatalf("close frame %q before the change", p)
 		}
 		if pinged && caughtUp && !wrote {
@@ -615,11 +616,11 @@ change:
 		}
 	}
 	for {
-		op, _, err := c.frame()
+		op, _, err := c.Frame(time.Minute)
 		if err != nil {
 			break
 		}
-		if op == opClose {
+		if op == testws.OpClose {
 			t.Fatal("a peer that answers no ping got a close message, want the connection cut")
 		}
 	}

@@ -1,13 +1,9 @@
 package watch
 
 import (
-	"bufio"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -18,6 +14,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/switchyard-dev/switchyard/internal/testws"
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/web"
 )
@@ -163,76 +160,8 @@ func (l *seqLog) add(m testMsg) {
 	l.last = m.Seq
 }
 
-// rawWS is a hand-made WebSocket client: unlike the library's, it never
-// answers a ping by itself, as a client whose pong is held up on a slow
-// link (or that vanished) does not.
-type rawWS struct {
-	nc net.Conn
-	br *bufio.Reader
-}
-
-// rawDial opens a watch with a rawWS; the connection is dropped when the
-// test ends.
-func rawDial(t *testing.T, ts *httptest.Server, q url.Values) *rawWS {
-	t.Helper()
-	u, err := url.Parse(ts.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nc, err := net.Dial("tcp", u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = nc.Close() })
-	req := "GET /ws/watch?" + q.Encode() + " HTTP/1.1\r\nHost: " + u.Host + "\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
-		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
-	if _, err := nc.Write([]byte(req)); err != nil {
-		t.Fatal(err)
-	}
-	br := bufio.NewReader(nc)
-	resp, err := http.ReadResponse(br, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != http.StatusSwitchingProtocols {
-		t.Fatalf("upgrade: %s", resp.Status)
-	}
-	return &rawWS{nc: nc, br: br}
-}
-
-// WebSocket opcodes the raw client tells apart.
-const (
-	opText  = 0x1
-	opClose = 0x8
-	opPing  = 0x9
-)
-
-// frame reads one frame (the server sends them unfragmented and
-// unmasked): its opcode and payload.
-func (c *rawWS) frame() (op byte, payload []byte, err error) {
-	_ = c.nc.SetReadDeadline(time.Now().Add(time.Minute))
-	var h [2]byte
-	if _, err := io.ReadFull(c.br, h[:]); err != nil {
-		return 0, nil, err
-	}
-	n := uint64(h[1] & 0x7f)
-	switch n {
-	case 126:
-		var b [2]byte
-		if _, err := io.ReadFull(c.br, b[:]); err != nil {
-			return 0, nil, err
-		}
-		n = uint64(binary.BigEndian.Uint16(b[:]))
-	case 127:
-		var b [8]byte
-		if _, err := io.ReadFull(c.br, b[:]); err != nil {
-			return 0, nil, err
-		}
-		n = binary.BigEndian.Uint64(b[:])
-	}
-	payload = make([]byte, n)
-	if _, err := io.ReadFull(c.br, payload); err != nil {
-		return 0, nil, err
-	}
-	return h[0] & 0x0f, payload, nil
+// rawDial opens a watch with a client that never answers a ping by
+// itself (testws); the connection is dropped when the test ends.
+func rawDial(t *testing.T, ts *httptest.Server, q url.Values) *testws.Conn {
+	return testws.Dial(t, ts.URL, "/ws/watch?"+q.Encode())
 }
