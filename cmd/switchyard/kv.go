@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -31,11 +32,13 @@ holds the current value of each key. They talk to a running ` + "`switchyard up`
 func newKVSetCmd() *cobra.Command {
 	var natsOpts natsFlags
 	var prev int64
+	var ttl time.Duration
 	set := &cobra.Command{
 		Use:   "set SCOPE STREAM KEY VALUE",
 		Short: "Store VALUE under KEY (VALUE '-' reads stdin); prints the new seq",
 		Example: `  switchyard kv set hub settings theme dark
-  switchyard kv set hub settings theme light --prev-seq 3   # only if theme is still at seq 3`,
+  switchyard kv set hub settings theme light --prev-seq 3   # only if theme is still at seq 3
+  switchyard kv set hub sessions s-42 alice --ttl 30m        # gone after 30 minutes (the stream must allow_msg_ttl)`,
 		Args: cobra.ExactArgs(4),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkScopeStreamKey(args[0], args[1], args[2]); err != nil {
@@ -45,7 +48,10 @@ func newKVSetCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var opts persist.SetOptions
+			if ttl < 0 {
+				return usagef("--ttl must not be negative")
+			}
+			opts := persist.SetOptions{TTL: ttl}
 			if cmd.Flags().Changed("prev-seq") {
 				if prev < 0 {
 					return usagef("--prev-seq must be >= 0 (0 = the key must not exist)")
@@ -64,6 +70,7 @@ func newKVSetCmd() *cobra.Command {
 		},
 	}
 	set.Flags().Int64Var(&prev, "prev-seq", 0, "compare-and-set: write only if the key's current seq is this (0 = key must not exist)")
+	set.Flags().DurationVar(&ttl, "ttl", 0, "expire the value after this long (the stream must allow_msg_ttl: switchyard stream config SCOPE STREAM --set allow_msg_ttl=true)")
 	natsOpts.registerClient(set)
 	return set
 }

@@ -138,7 +138,7 @@ func newStreamLsCmd() *cobra.Command {
 				enc := json.NewEncoder(w)
 				_, err := c.Stream(args[0], args[1]).Scan(ctx, persist.Range{Start: from, End: to, Limit: limit}, func(m *persist.Message) error {
 					if asJSON {
-						l := lsLine{Seq: m.Seq, Time: m.Time, Key: m.Key, Headers: m.Headers}
+						l := lsLine{Seq: m.Seq, Time: m.Time, Key: m.Key, Headers: m.Headers, TTL: m.TTL.Milliseconds()}
 						l.Value, l.Enc = jsonValue(m.Value)
 						return enc.Encode(l)
 					}
@@ -162,6 +162,7 @@ type lsLine struct {
 	Time    int64             `json:"time"`
 	Key     string            `json:"key,omitempty"`
 	Headers map[string]string `json:"headers,omitempty"`
+	TTL     int64             `json:"ttl,omitempty"` // milliseconds, as the wire and stream config print durations
 	Value   string            `json:"value"`
 	Enc     string            `json:"enc,omitempty"`
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"maps"
 	"math"
 	"reflect"
 	"strconv"
@@ -175,5 +176,41 @@ func TestStreamConfigCommand(t *testing.T) {
 	// The refused invocations changed nothing, not even their valid --set.
 	if got := config(mustRun(t, sy, nil, "stream", "config", "hub", "log")); got != want {
 		t.Fatalf("after refused --set: %+v, want %+v", got, want)
+	}
+}
+
+// TestKVSetTTL sets a value with a TTL through kv set and reads the TTL
+// back from stream ls --json.
+// (Was: kv set had no --ttl, and stream ls --json dropped every message's TTL.)
+func TestKVSetTTL(t *testing.T) {
+	t.Parallel()
+	sy := startPersist(t)
+	if _, stderr, code := sy(nil, "kv", "set", "hub", "sessions", "s-1", "alice", "--ttl", "-1s"); code != exitUsage || !strings.Contains(stderr, "--ttl") {
+		t.Fatalf("kv set --ttl -1s: exit %d (%s), want %d naming --ttl", code, stderr, exitUsage)
+	}
+	mustRun(t, sy, nil, "kv", "set", "hub", "sessions", "s-0", "bob") // creates the stream
+	if _, stderr, code := sy(nil, "kv", "set", "hub", "sessions", "s-1", "alice", "--ttl", "30m"); code != exitRuntime || !strings.Contains(stderr, "ttl") {
+		t.Fatalf("kv set --ttl before allow_msg_ttl: exit %d (%s), want %d", code, stderr, exitRuntime)
+	}
+	mustRun(t, sy, nil, "stream", "config", "hub", "sessions", "--set", "allow_msg_ttl=true")
+	mustRun(t, sy, nil, "kv", "set", "hub", "sessions", "s-1", "alice", "--ttl", "30m")
+	if got := strings.TrimSpace(mustRun(t, sy, nil, "kv", "get", "hub", "sessions", "s-1")); got != "alice" {
+		t.Fatalf("kv get s-1 = %q, want alice", got)
+	}
+	ttls := map[string]int64{}
+	for line := range strings.SplitSeq(strings.TrimSpace(mustRun(t, sy, nil, "stream", "ls", "hub", "sessions", "--json")), "\n") {
+		var l struct {
+			Key string `json:"key"`
+			TTL *int64 `json:"ttl"`
+		}
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			t.Fatalf("ls --json line %q: %v", line, err)
+		}
+		if l.TTL != nil {
+			ttls[l.Key] = *l.TTL
+		}
+	}
+	if want := map[string]int64{"s-1": 30 * 60 * 1000}; !maps.Equal(ttls, want) {
+		t.Fatalf("ls --json TTLs %v, want %v (s-0 has none)", ttls, want)
 	}
 }
