@@ -58,7 +58,7 @@ and go. Each region keeps its own rows: this lists those of the region whose bus
 					return fmt.Errorf("presence of %q: %w", user, err)
 				}
 				if len(rows) == 0 {
-					return fmt.Errorf("%q is not connected in this region: %w", user, persist.ErrNotFound)
+					return notFoundf("%q is not connected in this region", user)
 				}
 				tw := newTable(stdout(cmd))
 				fmt.Fprintln(tw, "APP\tREGION\tCONNECTED SINCE")
@@ -150,7 +150,7 @@ sessions do not ack.`,
 					return err
 				}
 				if len(rows) == 0 {
-					return fmt.Errorf("%q has no durable subscriptions: %w", user, persist.ErrNotFound)
+					return notFoundf("%q has no durable subscriptions", user)
 				}
 				// The last seq of each anchor's stream, read once a stream.
 				lastSeq := map[events.Subject]uint64{}

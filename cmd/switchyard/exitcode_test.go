@@ -42,11 +42,25 @@ func TestRuntimeErrorWordsAreNotUsage(t *testing.T) {
 		{"not-found", fmt.Errorf("get hub/s: %w", persist.Errorf(persist.CodeNotFound, "no key \"k\"")), exitNotFound},
 		{"other persist code", fmt.Errorf("set hub/s: %w", persist.Errorf(persist.CodeReject, "full")), exitRuntime},
 		{"not found in words only", errors.New("open /x: no such file or directory (not found)"), exitRuntime},
+		{"notFoundf", notFoundf("%q has no durable subscriptions", "alice"), exitNotFound},
+		{"wrapped notFoundf", fmt.Errorf("events: %w", notFoundf("gone")), exitNotFound},
 	}
 	for _, c := range cases {
 		if got := exitCode(io.Discard, c.err); got != c.code {
 			t.Errorf("%s: exit %d, want %d", c.name, got, c.code)
 		}
+	}
+}
+
+// TestNotFoundfWording: a not-found the CLI words itself prints its own
+// sentence, not the wire code after it.
+// (Was: "\"alice\" has no durable subscriptions: not-found".)
+func TestNotFoundfWording(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	exitCode(&b, notFoundf("%q has no durable subscriptions", "alice"))
+	if got, want := b.String(), "switchyard: \"alice\" has no durable subscriptions\n"; got != want {
+		t.Fatalf("stderr %q, want %q", got, want)
 	}
 }
 

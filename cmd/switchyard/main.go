@@ -121,6 +121,17 @@ func exitCode(stderr io.Writer, err error) int {
 	return exitRuntime
 }
 
+// notFound is a not-found answer a command gives itself (exit 3), worded for
+// its user: it matches persist.ErrNotFound for exitCode, but its message does
+// not end in the wire code (": not-found") as a wrapped ErrNotFound's would.
+type notFound struct{ msg string }
+
+func (e notFound) Error() string        { return e.msg }
+func (e notFound) Is(target error) bool { return target == persist.ErrNotFound }
+
+// notFoundf is a notFound with a formatted message.
+func notFoundf(format string, a ...any) error { return notFound{fmt.Sprintf(format, a...)} }
+
 // oneLine is err's message on one line. The one multi-line error is
 // cobra's unknown command with its "Did you mean this?" list, which becomes
 // "(did you mean kv?)"; the suggestions are names of this command tree.

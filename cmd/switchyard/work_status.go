@@ -83,7 +83,7 @@ coordinator has started but not planned yet says "no groups planned yet".`,
 					// yet). Anything else is a name no process used: a
 					// typo would otherwise print empty tables and exit 0.
 					if named && !slices.Contains(listed, src) && noWorkState(s) {
-						return fmt.Errorf("source %q is not known: no coordinator of it has started and it holds no work (%s): %w", src, knownSources(listed), persist.ErrNotFound)
+						return notFoundf("source %q is not known: no coordinator of it has started and it holds no work (%s)", src, knownSources(listed))
 					}
 					all = append(all, s)
 				}

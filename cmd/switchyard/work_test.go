@@ -198,7 +198,7 @@ func TestWorkStatusUnknownSource(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if out, stderr, code := run("--source", "nosuch"); code != exitNotFound || !strings.Contains(stderr, `"nosuch"`) || !strings.Contains(stderr, "known: demo, eu") {
+	if out, stderr, code := run("--source", "nosuch"); code != exitNotFound || !strings.Contains(stderr, `"nosuch"`) || !strings.Contains(stderr, "known: demo, eu") || strings.Contains(stderr, "not-found") {
 		t.Errorf("two started, --source nosuch: exit %d, stdout %q, stderr %q; want exit %d listing demo, eu", code, out, stderr, exitNotFound)
 	}
 	// Started, not planned yet: not an error, and the output says why it
