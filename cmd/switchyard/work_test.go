@@ -263,3 +263,31 @@ func TestPrintStatusDoneRoundsDown(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkerLogsItsStop: worker run says when it stops on a signal, as the
+// other roles do, then exits 0.
+// (Was: a worker logged "worker started" and then nothing at all when
+// SIGTERM stopped it.)
+func TestWorkerLogsItsStop(t *testing.T) {
+	t.Parallel()
+	env := testpersist.Start(t, 1)
+	ch := startWatched(t, cli(t, "worker", "run", "--indexer", "count", "--name", "w-stop", "--nats", env.URL()))
+	pollUntil(t, "worker started", func() (bool, string) {
+		select {
+		case <-ch.exited:
+			t.Fatalf("worker run exited %d before starting; stderr %s", ch.code, ch.stderr.String())
+		default:
+		}
+		s := ch.stderr.String()
+		return strings.Contains(s, "worker started"), s
+	})
+	if err := ch.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := ch.waitExit(t); code != 0 {
+		t.Fatalf("SIGTERM: exit %d, want 0; stderr %q", code, ch.stderr.String())
+	}
+	if s := ch.stderr.String(); !strings.Contains(s, "worker stopping") || !strings.Contains(s, "w-stop") {
+		t.Fatalf("stderr says nothing of the stop: %q", s)
+	}
+}
