@@ -91,7 +91,7 @@ writes after it are lost to that watcher.`,
 	f.BoolVar(&asJSON, "json", false, "print the results as JSON")
 	f.StringVar(&only, "only", "", "run one side: ours or centrifugo")
 	f.StringVar(&cfg.Centrifugo, "centrifugo", "", "Centrifugo binary to run (default: go install it into a temp directory)")
-	f.StringVar(&cfg.UpProfile, "cpuprofile", "", "have our up write a CPU profile of its whole life to this file (read it with go tool pprof BINARY FILE)")
+	f.StringVar(&cfg.UpProfile, "cpuprofile", "", "have our up write a CPU profile of its whole life to this `FILE` (read it with go tool pprof BINARY FILE)")
 	f.StringVar(&cfg.Dir, "dir", "", "directory for the servers' data, configs and logs (default: a temp dir)")
 	return cmd
 }
