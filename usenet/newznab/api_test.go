@@ -595,6 +595,41 @@ func TestErrors(t *testing.T) {
 	}
 }
 
+// (Was: a pair the query parser could not decode was dropped and the rest answered, so q=Film% or q=Law;Order listed the newest releases of every category.)
+func TestMalformedQueryRefused(t *testing.T) {
+	e := newEnv(t)
+	e.fixture()
+	k := "&apikey=" + testKey
+	for _, tc := range []struct{ params, desc string }{
+		{"t=search&q=Film%" + k, `Incorrect parameter (malformed query: invalid URL escape "%")`},
+		{"t=search&q=Nothing%zz" + k, `Incorrect parameter (malformed query: invalid URL escape "%zz")`},
+		{"t=search&q=Law;Order" + k, "Incorrect parameter (malformed query: invalid semicolon separator in query)"},
+		{"t=movie&cat=2000;" + k, "Incorrect parameter (malformed query: invalid semicolon separator in query)"},
+	} {
+		_, body := e.get(tc.params)
+		if code, desc := decodeError(t, body); code != newznab.ErrIncorrectParam || desc != tc.desc {
+			t.Errorf("%s: error %d %q, want 201 %q", tc.params, code, desc, tc.desc)
+		}
+	}
+	// A POSTed form names what it could not decode as well.
+	resp, err := http.Post(e.server.URL+"/api", "application/x-www-form-urlencoded", strings.NewReader("t=search&q=Film%&apikey="+testKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, desc := decodeError(t, body); code != newznab.ErrIncorrectParam || desc != `Incorrect parameter (malformed form: invalid URL escape "%")` {
+		t.Errorf("POST: error %d %q", code, desc)
+	}
+	// Escaped, the same characters are words like any other.
+	if got := titles(e.feed("t=search&q=" + url.QueryEscape("Film;100%") + k)); len(got) != 0 {
+		t.Errorf("q=Film;100%% found %q, want nothing (no name holds 100)", got)
+	}
+}
+
 func TestPanicIs900(t *testing.T) {
 	e := newEnv(t)
 	h := newznab.Handler(newznab.Config{Index: e.index, Store: panicStore{}})

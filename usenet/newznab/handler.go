@@ -49,6 +49,10 @@ type request struct {
 	// counted says authorize counted the request against the user's
 	// limit, so that serve can refund it (see refundable).
 	counted bool
+	// queryErr is why the URL's query could not be decoded whole. q then
+	// lacks the pairs it could not read, so the request is refused
+	// rather than answered without them (a q dropped is the whole index).
+	queryErr error
 }
 
 // response is an answer built in memory before anything is written, so
@@ -63,7 +67,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodPost {
 		r.Body = http.MaxBytesReader(w, r.Body, MaxFormBytes)
 	}
-	req := &request{Request: r, q: r.URL.Query()}
+	q, queryErr := url.ParseQuery(r.URL.RawQuery)
+	req := &request{Request: r, q: q, queryErr: queryErr}
 	req.json = req.q.Get("o") == "json"
 	req.key = req.q.Get("apikey")
 	req.base = h.baseURL(r)
@@ -117,11 +122,16 @@ func (h *handler) serve(req *request) (resp response, apiErr *apiError) {
 			if errors.As(err, new(*http.MaxBytesError)) {
 				return response{}, errorf(ErrIncorrectParam, fmt.Sprintf("form larger than %d bytes", MaxFormBytes))
 			}
-			return response{}, errorf(ErrIncorrectParam, "malformed form")
+			return response{}, errorf(ErrIncorrectParam, "malformed form: "+err.Error())
 		}
 		req.q = req.Form
 		req.json = req.q.Get("o") == "json"
 		req.key = req.q.Get("apikey")
+	} else if req.queryErr != nil {
+		// url.ParseQuery skips a pair it cannot decode (a '%' not followed
+		// by two hex digits, a ';') and keeps the rest: answered, q=Film%
+		// or q=Law;Order would list the newest releases of every category.
+		return response{}, errorf(ErrIncorrectParam, "malformed query: "+req.queryErr.Error())
 	}
 	t := req.q.Get("t")
 	if full, ok := aliases[t]; ok {

@@ -180,8 +180,25 @@ func (p *Page) searchQuery(v url.Values) (q search.Query, seen uint64, err error
 	return q, seen, nil
 }
 
+// query is r's URL query, or the answer 400 naming what could not be
+// decoded: url.ParseQuery skips such a pair (a '%' not followed by two hex
+// digits, a ';') and keeps the rest, and a search without its q would list
+// every release.
+func query(w http.ResponseWriter, r *http.Request) (url.Values, bool) {
+	v, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "bad-request", "malformed query: "+err.Error())
+		return nil, false
+	}
+	return v, true
+}
+
 func (p *Page) serveSearch(w http.ResponseWriter, r *http.Request) {
-	q, seen, err := p.searchQuery(r.URL.Query())
+	v, ok := query(w, r)
+	if !ok {
+		return
+	}
+	q, seen, err := p.searchQuery(v)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "bad-request", err.Error())
 		return
@@ -254,7 +271,11 @@ func (p *Page) release(w http.ResponseWriter, r *http.Request, id string) (rel u
 }
 
 func (p *Page) serveRelease(w http.ResponseWriter, r *http.Request) {
-	rel, ok := p.release(w, r, r.URL.Query().Get("id"))
+	v, ok := query(w, r)
+	if !ok {
+		return
+	}
+	rel, ok := p.release(w, r, v.Get("id"))
 	if !ok {
 		return
 	}

@@ -98,6 +98,23 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
+// (Was: a pair the query parser could not decode was dropped and the rest answered, so q=Film% or q=x;y listed every release.)
+func TestMalformedQueryRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	e.standard()
+	for _, c := range []struct{ path, msg string }{
+		{"/releases/api/search?q=Film%", `malformed query: invalid URL escape "%"`},
+		{"/releases/api/search?q=x;y", "malformed query: invalid semicolon separator in query"},
+		{"/releases/api/release?id=tv;", "malformed query: invalid semicolon separator in query"},
+	} {
+		resp, b := e.do("GET", c.path, nil, web.APIKeyHeader, testKey)
+		if code, msg := apiError(t, b); resp.StatusCode != http.StatusBadRequest || code != "bad-request" || msg != c.msg {
+			t.Errorf("%s: %d %s %q, want 400 bad-request %q", c.path, resp.StatusCode, code, msg, c.msg)
+		}
+	}
+}
+
 // distinct is n distinct words.
 func distinct(n int) string {
 	var w []string
