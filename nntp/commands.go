@@ -74,10 +74,10 @@ func (c *Conn) ListActive(ctx context.Context, wildmat string, fn func(ActiveGro
 // "Xref:full".
 func (c *Conn) OverviewFormat(ctx context.Context) ([]string, error) {
 	var out []string
-	err := c.multi(ctx, "LIST OVERVIEW.FMT", "LIST OVERVIEW.FMT", []int{215}, func(l []byte) error {
+	err := c.multi(ctx, "LIST OVERVIEW.FMT", "LIST OVERVIEW.FMT", []int{215}, c.held("LIST OVERVIEW.FMT", func(l []byte) error {
 		out = append(out, string(l))
 		return nil
-	})
+	}))
 	return out, err
 }
 
@@ -283,6 +283,7 @@ func (c *Conn) overTrain(ctx context.Context, ranges []Range, fn func(r Range, o
 	sent := 0
 	done = len(ranges)
 	var first error
+	var denied *StatusError // first, when it is this connection's 480
 	// An index loop: after a failure ranges is cut to those already sent.
 	for i := 0; i < len(ranges); i++ {
 		r := ranges[i]
@@ -315,10 +316,20 @@ func (c *Conn) overTrain(ctx context.Context, ranges []Range, fn func(r Range, o
 			}
 			if first == nil {
 				first, done = err, i
+				if se, ok := err.(*StatusError); ok && se == c.denied {
+					denied = se
+				}
 			}
 			// Answers to the commands already sent must still be read.
 			ranges = ranges[:sent]
 		}
+	}
+	if denied != nil {
+		// The commands behind a 480 are refused too, and each such answer
+		// replaced c.denied: relogin must see the first one, from which
+		// the train resumes, as the latest, or it takes it for a refusal
+		// of no login to renew.
+		c.denied = denied
 	}
 	return done, first
 }
@@ -404,16 +415,31 @@ func (c *Conn) Stat(ctx context.Context, id string) (ArticleInfo, error) {
 	return c.article(ctx, "STAT", id, 223, nil)
 }
 
-// Head fetches an article's headers (221).
+// Head fetches an article's headers (221); more than 1 MiB of them is a
+// *ProtocolError that breaks the connection.
 func (c *Conn) Head(ctx context.Context, id string) (Header, error) {
 	var h Header
 	var bad []byte
-	info, err := c.article(ctx, "HEAD", id, 221, func(l []byte) error {
+	// folded is the value of the last field while continuation lines are
+	// added to it, made a string once the field is complete: appending
+	// each line to the string would copy the value every time, quadratic
+	// in the number of lines a server sends.
+	var folded []byte
+	unfold := func() {
+		if folded != nil {
+			h.Fields[len(h.Fields)-1].Value = string(folded)
+			folded = nil
+		}
+	}
+	info, err := c.article(ctx, "HEAD", id, 221, c.held("HEAD", func(l []byte) error {
 		if len(l) > 0 && (l[0] == ' ' || l[0] == '\t') && len(h.Fields) > 0 {
-			last := &h.Fields[len(h.Fields)-1]
-			last.Value += " " + strings.TrimSpace(string(l))
+			if folded == nil {
+				folded = append(folded, h.Fields[len(h.Fields)-1].Value...)
+			}
+			folded = append(append(folded, ' '), bytes.TrimSpace(l)...)
 			return nil
 		}
+		unfold()
 		name, value, ok := bytes.Cut(l, []byte(":"))
 		if !ok || len(name) == 0 {
 			if bad == nil {
@@ -423,10 +449,11 @@ func (c *Conn) Head(ctx context.Context, id string) (Header, error) {
 		}
 		h.Fields = append(h.Fields, HeaderField{Name: string(name), Value: strings.TrimSpace(string(value))})
 		return nil
-	})
+	}))
 	if err != nil {
 		return Header{}, err
 	}
+	unfold()
 	if bad != nil {
 		return Header{}, protoErr("HEAD", bad, "malformed header line", nil)
 	}

@@ -30,6 +30,11 @@ const (
 	// readBufSize is the size of the read buffers; lines longer than it are
 	// assembled in a scratch buffer up to MaxLine.
 	readBufSize = 64 << 10
+	// maxHeld bounds the multi-line answers kept whole in memory
+	// (CAPABILITIES, LIST OVERVIEW.FMT, HEAD), line ends included. Real
+	// ones are a few KiB; without a bound a server that never ends one
+	// grows memory at the speed of the link until the deadline.
+	maxHeld = 1 << 20
 )
 
 // Compression selects how a Conn compresses traffic after login.
@@ -614,9 +619,32 @@ func (c *Conn) block(ctx context.Context, cmd string, fn func([]byte) error) err
 	cbErr, err := readBlock(&c.r, fn)
 	read = true
 	if err != nil {
+		if errors.Is(cbErr, errTooLarge) {
+			// held closed the connection to stop the read: the read
+			// error that followed is its doing, not the cause.
+			return cbErr
+		}
 		return c.ioErr(ctx, cmd, err)
 	}
 	return cbErr
+}
+
+// errTooLarge: an answer kept whole went past maxHeld.
+var errTooLarge = errors.New("nntp: response too large")
+
+// held wraps the callback of a multi-line answer kept whole in memory:
+// past maxHeld bytes it breaks the connection and fails, instead of
+// holding more or reading on to a "." that may never come.
+func (c *Conn) held(cmd string, fn func([]byte) error) func([]byte) error {
+	n := 0
+	return func(l []byte) error {
+		if n += len(l) + 2; n > maxHeld {
+			err := protoErr(cmd, nil, fmt.Sprintf("response longer than %d bytes", maxHeld), errTooLarge)
+			c.fail(err)
+			return err
+		}
+		return fn(l)
+	}
 }
 
 func hasCap(caps []string, words ...string) bool {
@@ -656,10 +684,10 @@ func (c *Conn) Capabilities(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	var caps []string
-	if err := c.block(ctx, "CAPABILITIES", func(l []byte) error {
+	if err := c.block(ctx, "CAPABILITIES", c.held("CAPABILITIES", func(l []byte) error {
 		caps = append(caps, string(l))
 		return nil
-	}); err != nil {
+	})); err != nil {
 		return nil, err
 	}
 	if caps == nil {

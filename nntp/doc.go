@@ -6,8 +6,9 @@
 // COMPRESS DEFLATE, or XFEATURE COMPRESS GZIP for overview data), and the
 // reader commands an indexer needs: GROUP, LIST ACTIVE, LIST OVERVIEW.FMT,
 // OVER/XOVER, HEAD, BODY, ARTICLE, STAT and POST. Multi-line responses are
-// streamed line by line to the caller and never held whole in memory; a
-// 20,000-line OVER costs one line of buffer.
+// streamed line by line to the caller; a 20,000-line OVER costs one line of
+// buffer. The few kept whole (CAPABILITIES, LIST OVERVIEW.FMT, HEAD) are
+// bounded at 1 MiB.
 //
 // A [Pool] shares connections to one server among goroutines. Its size can
 // change at run time ([Pool.Resize]); when the server answers "too many

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -455,5 +456,197 @@ func TestDateTrailingText(t *testing.T) {
 	got, err := c.Date(ctx)
 	if want := time.Date(2024, 2, 29, 23, 59, 58, 0, time.UTC); err != nil || !got.Equal(want) || got.Location() != time.UTC {
 		t.Fatalf("Date = %v, %v; want %v", got, err, want)
+	}
+}
+
+// (Was: with three or more OVER commands in flight, a login expiring mid-train got every command behind it a 480; the last one, not the first, was taken as the latest refusal, so OverPipelined failed with ErrAuth without logging in again and left the connection in the pool.)
+func TestOverPipelinedReloginWithSeveralRefused(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var authed bool
+	var logins, overs int
+	addr := scriptedServer(t, func(cmd string, _ *bufio.Reader, w *bufio.Writer) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		f := strings.Fields(strings.ToUpper(cmd))
+		switch {
+		case f[0] == "MODE":
+			w.WriteString("200 reader\r\n")
+		case f[0] == "AUTHINFO" && len(f) > 1 && f[1] == "USER":
+			w.WriteString("381 password required\r\n")
+		case f[0] == "AUTHINFO":
+			logins++
+			authed = true
+			w.WriteString("281 ok\r\n")
+		case f[0] == "OVER" && len(f) > 1:
+			if !authed {
+				w.WriteString("480 authentication required\r\n")
+				return true
+			}
+			var first, last int
+			fmt.Sscanf(f[1], "%d-%d", &first, &last)
+			w.WriteString("224 overview follows\r\n")
+			for n := first; n <= last; n++ {
+				fmt.Fprintf(w, "%d\tsubj %d\tfrom\tdate\t<%d@x>\t\t100\t10\r\n", n, n, n)
+			}
+			w.WriteString(".\r\n")
+			// The login expires after the first command of the train
+			// (the first range goes alone): the three behind it get 480.
+			if overs++; overs == 2 {
+				authed = false
+			}
+		case f[0] == "QUIT":
+			w.WriteString("205 bye\r\n")
+			return false
+		default:
+			w.WriteString("500 unknown\r\n")
+		}
+		return true
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c := dial(t, Config{Addr: addr, User: "u", Pass: "p", PipelineDepth: 4})
+	var got []int64
+	err := c.OverPipelined(ctx, []Range{{1, 2}, {3, 4}, {5, 6}, {7, 8}, {9, 10}}, func(_ Range, ov Overview) error {
+		got = append(got, ov.Number)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("OverPipelined after the login expired mid-train: %v (lines %v, conn err %v)", err, got, c.Err())
+	}
+	for i, n := range got {
+		if n != int64(i+1) {
+			t.Fatalf("lines %v, want 1..10 once each in order", got)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 10 || logins != 2 {
+		t.Fatalf("%d lines and %d logins (Dial's included), want 10 and 2", len(got), logins)
+	}
+}
+
+// (Was: each continuation line of a header was appended to the field's value string, copying it every time: a 4 MB header of 20,000 folded lines kept a CPU busy for half a minute.)
+func TestHeadManyContinuationLinesLinear(t *testing.T) {
+	const lines = 20000
+	var resp []byte // built before measuring: the server runs in this process
+	resp = append(resp, "221 1 <a@b>\r\nSubject: start\r\n"...)
+	for range lines {
+		resp = append(resp, " yy\r\n"...)
+	}
+	resp = append(resp, "X-Next: after\r\n.\r\n"...)
+	addr := scriptedServer(t, func(cmd string, _ *bufio.Reader, w *bufio.Writer) bool {
+		verb, _, _ := strings.Cut(strings.ToUpper(cmd), " ")
+		switch verb {
+		case "MODE":
+			w.WriteString("200 reader\r\n")
+		case "HEAD":
+			w.Write(resp)
+		case "QUIT":
+			w.WriteString("205 bye\r\n")
+			return false
+		default:
+			w.WriteString("500 unknown\r\n")
+		}
+		return true
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := dial(t, Config{Addr: addr})
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	h, err := c.Head(ctx, "1")
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "start" + strings.Repeat(" yy", lines); h.Get("Subject") != want || h.Get("X-Next") != "after" {
+		t.Fatalf("Subject of %d bytes, X-Next %q: not unfolded as sent", len(h.Get("Subject")), h.Get("X-Next"))
+	}
+	// Linear work allocates a small multiple of the 60 KB value (and the
+	// connection's buffers); copying it per line allocates ~600 MB.
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 16<<20 {
+		t.Fatalf("HEAD of a %d-byte header allocated %d MB: the unfolding is quadratic", len(resp), alloc>>20)
+	}
+}
+
+// (Was: the answers kept whole, CAPABILITIES (asked by Dial with CompressAuto), LIST OVERVIEW.FMT and HEAD, were held however long: a server sending lines without end grew the client's memory at the speed of the link until the deadline.)
+func TestHeldResponsesBounded(t *testing.T) {
+	t.Parallel()
+	// A header line too; 64 MiB of them, more than socket buffers hold, so
+	// a client that stops reading early makes the server's writes fail.
+	line := "X-Pad: " + strings.Repeat("x", 1000) + "\r\n"
+	const lines = 64 << 10
+	type result struct{ cmd, outcome string }
+	results := make(chan result, 8)
+	addr := scriptedServer(t, func(cmd string, _ *bufio.Reader, w *bufio.Writer) bool {
+		verb, _, _ := strings.Cut(strings.ToUpper(cmd), " ")
+		switch verb {
+		case "MODE":
+			w.WriteString("200 reader\r\n")
+			return true
+		case "CAPABILITIES":
+			w.WriteString("101 capabilities\r\n")
+		case "LIST":
+			w.WriteString("215 overview format\r\n")
+		case "HEAD":
+			w.WriteString("221 1 <a@b>\r\nSubject: s\r\n")
+		case "XFEATURE":
+			w.WriteString("500 unknown\r\n")
+			return true
+		case "QUIT":
+			w.WriteString("205 bye\r\n")
+			return false
+		default:
+			w.WriteString("500 unknown\r\n")
+			return true
+		}
+		for range lines {
+			if _, err := w.WriteString(line); err != nil {
+				results <- result{verb, "stopped"}
+				return false
+			}
+		}
+		w.WriteString(".\r\n")
+		results <- result{verb, "sent all"}
+		return true
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, tc := range []struct {
+		name, verb string
+		run        func() (*Conn, error)
+	}{
+		{"CAPABILITIES at Dial", "CAPABILITIES", func() (*Conn, error) {
+			c, err := Dial(ctx, Config{Addr: addr, Compress: CompressAuto})
+			if c != nil {
+				t.Cleanup(func() { c.Close() })
+			}
+			return c, err
+		}},
+		{"LIST OVERVIEW.FMT", "LIST", func() (*Conn, error) {
+			c := dial(t, Config{Addr: addr})
+			_, err := c.OverviewFormat(ctx)
+			return c, err
+		}},
+		{"HEAD", "HEAD", func() (*Conn, error) {
+			c := dial(t, Config{Addr: addr})
+			_, err := c.Head(ctx, "1")
+			return c, err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := tc.run()
+			var pe *ProtocolError
+			if !errors.As(err, &pe) || !errors.Is(err, errTooLarge) {
+				t.Fatalf("a %d MiB answer: %v, want a *ProtocolError for a response too large", lines>>10, err)
+			}
+			if c != nil && c.Err() == nil {
+				t.Fatal("connection still usable after an answer past the bound")
+			}
+			if r := <-results; r.cmd != tc.verb || r.outcome != "stopped" {
+				t.Fatalf("server: %s %s, want %s stopped (the client read on instead of closing)", r.cmd, r.outcome, tc.verb)
+			}
+		})
 	}
 }
