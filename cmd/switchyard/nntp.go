@@ -110,7 +110,7 @@ such as 'alt.binaries.*'.`,
 			defer c.Close()
 			out := cmd.OutOrStdout()
 			return c.ListActive(cmd.Context(), pattern, func(g nntp.ActiveGroup) error {
-				_, err := fmt.Fprintf(out, "%s\t%d\t%d\t%s\n", g.Name, g.Low, g.High, g.Status)
+				_, err := fmt.Fprintf(out, "%s\t%d\t%d\t%s\n", terminalSafe(g.Name), g.Low, g.High, terminalSafe(g.Status))
 				return err
 			})
 		},
@@ -197,7 +197,10 @@ show their progress on stderr (a bar on a terminal, else a line every 5s).`,
 			out := cmd.OutOrStdout()
 			return c.OverPipelined(ctx, ranges, func(r nntp.Range, ov nntp.Overview) error {
 				bar.Set(ov.Number - first + 1)
-				_, err := fmt.Fprintf(out, "%d\t%s\t%s\t%s\t%s\t%d\t%d\n", ov.Number, ov.Subject, ov.From, ov.Date, ov.MessageID, ov.Bytes, ov.Lines)
+				// The server's text is escaped (terminalSafe): a tab or a
+				// control character in a field would shift the columns or
+				// reach the terminal.
+				_, err := fmt.Fprintf(out, "%d\t%s\t%s\t%s\t%s\t%d\t%d\n", ov.Number, terminalSafe(ov.Subject), terminalSafe(ov.From), terminalSafe(ov.Date), terminalSafe(ov.MessageID), ov.Bytes, ov.Lines)
 				return err
 			})
 		},
@@ -246,7 +249,7 @@ by number; a number needs --group.`,
 			}
 			out := cmd.OutOrStdout()
 			for _, fl := range h.Fields {
-				fmt.Fprintf(out, "%s: %s\n", fl.Name, fl.Value)
+				fmt.Fprintf(out, "%s: %s\n", terminalSafe(fl.Name), terminalSafe(fl.Value))
 			}
 			return nil
 		},

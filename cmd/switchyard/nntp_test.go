@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/switchyard-dev/switchyard/internal/testproc"
+	"github.com/switchyard-dev/switchyard/nntp"
 	"github.com/switchyard-dev/switchyard/nntp/nntptest"
 )
 
@@ -93,5 +94,43 @@ func TestNNTPOverRangeCheckedBeforeDialing(t *testing.T) {
 	out, stderr, code := execute(t, "nntp", "over", "alt.binaries.test", "496-", "--no-progress", "--server", srv.Addr())
 	if lines := strings.Split(strings.TrimSpace(out), "\n"); code != 0 || len(lines) != 5 || !strings.HasPrefix(lines[4], "500\t") {
 		t.Errorf("over 496-: exit %d, stderr %q, stdout %q; want articles 496 to 500", code, stderr, out)
+	}
+}
+
+// TestNNTPOutputEscapesServerText: a subject holding a terminal escape
+// sequence and a tab is printed escaped by nntp over and nntp head, so it
+// neither reaches the terminal nor shifts over's tab-separated columns.
+// (Was: both printed the server's bytes as they came.)
+func TestNNTPOutputEscapesServerText(t *testing.T) {
+	t.Parallel()
+	srv := nntptest.New(nntptest.Config{})
+	srv.AddGroup("alt.test", 0)
+	if err := srv.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Stop(context.Background()) })
+	ctx := context.Background()
+	c, err := nntp.Dial(ctx, nntp.Config{Addr: srv.Addr()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	art := "From: t <t@example.invalid>\nNewsgroups: alt.test\nSubject: red \x1b[31mtext\x1b[0m and\ttab\nMessage-ID: <esc@example.invalid>\n\nbody\n"
+	if err := c.Post(ctx, strings.NewReader(art)); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"nntp", "over", "alt.test", "1-1", "--no-progress"}, {"nntp", "head", "<esc@example.invalid>"}} {
+		out, stderr, code := testproc.Run(t, cli(t, append(args, "--server", srv.Addr())...))
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, stderr)
+		}
+		if strings.ContainsRune(out, '\x1b') || !strings.Contains(out, `\x1b[31mtext`) {
+			t.Errorf("%v printed the escape raw or not at all: %q", args, out)
+		}
+		if args[1] == "over" {
+			if f := strings.Split(strings.TrimSpace(out), "\t"); len(f) != 7 {
+				t.Errorf("over line has %d tab-separated fields, want 7: %q", len(f), out)
+			}
+		}
 	}
 }
