@@ -212,7 +212,7 @@ func (a *apiRole) mountPage(ix *search.Index) error {
 	if a.http == nil {
 		return nil
 	}
-	p, err := releases.New(releases.Config{Index: ix, Store: a.store, Scope: a.store.Scope(), APIKeys: a.validKey, HidePassworded: a.hide,
+	p, err := releases.New(releases.Config{Index: ix, Store: a.store, Scope: a.store.Scope(), APIKeys: a.validKey, Grab: a.cfg.Grab, HidePassworded: a.hide,
 		Authorizer: a.http.authz, Hosts: a.http.hosts, Logger: a.log})
 	if err != nil {
 		return fmt.Errorf("usenet api: %w", err)

@@ -149,3 +149,23 @@ func (c Config) ValidKey(ctx context.Context, key string) bool {
 	ok, err := c.Users.Valid(ctx, key)
 	return err == nil && ok
 }
+
+// Grab counts a grab of release made with key outside the API (the releases
+// page's NZB download) as t=get counts one: a user's key against its daily
+// grab limit (a *users.LimitError past it, counting nothing), and the
+// release's grab count (its grabs attribute) for every key. A key that is
+// neither the admin's nor a user's (a bus user's, which the page also
+// admits) counts the release's only. Without Users there is nothing to
+// count.
+func (c Config) Grab(ctx context.Context, key, release string) error {
+	if c.Users == nil {
+		return nil
+	}
+	if key != "" && (c.APIKeys == nil || !c.APIKeys(key)) {
+		err := c.Users.Grab(ctx, key, release)
+		if !errors.Is(err, users.ErrUnknownKey) {
+			return err
+		}
+	}
+	return c.Users.CountGrab(ctx, release)
+}

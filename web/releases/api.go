@@ -14,6 +14,7 @@ import (
 	"github.com/switchyard-dev/switchyard/usenet"
 	"github.com/switchyard-dev/switchyard/usenet/newznab"
 	"github.com/switchyard-dev/switchyard/usenet/search"
+	"github.com/switchyard-dev/switchyard/usenet/users"
 )
 
 // Item is one release of a search answer.
@@ -317,6 +318,19 @@ func (p *Page) serveNZB(w http.ResponseWriter, r *http.Request) {
 		p.cfg.Logger.Warn("releases: nzb", "id", id, "err", err)
 		writeError(w, http.StatusServiceUnavailable, "unavailable", "the store did not answer")
 		return
+	}
+	if p.cfg.Grab != nil && r.Method != http.MethodHead {
+		if err := p.cfg.Grab(r.Context(), keyOf(r), id); err != nil {
+			var le *users.LimitError
+			if errors.As(err, &le) {
+				w.Header().Set("Retry-After", strconv.FormatInt(int64(max((le.Wait+time.Second-1)/time.Second, 1)), 10))
+				writeError(w, http.StatusTooManyRequests, "limit", "download limit reached: "+le.Error())
+				return
+			}
+			p.cfg.Logger.Warn("releases: count grab", "id", id, "err", err)
+			writeError(w, http.StatusServiceUnavailable, "unavailable", "the accounts did not answer")
+			return
+		}
 	}
 	// The details link is the release's page, which names no key.
 	for k, v := range f.Header("") {

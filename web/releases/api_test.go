@@ -6,12 +6,15 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
 	"github.com/switchyard-dev/switchyard/usenet"
+	"github.com/switchyard-dev/switchyard/usenet/newznab"
+	"github.com/switchyard-dev/switchyard/usenet/users"
 	"github.com/switchyard-dev/switchyard/web"
 	"github.com/switchyard-dev/switchyard/web/releases"
 )
@@ -408,5 +411,58 @@ func TestNZBOddNames(t *testing.T) {
 		if doc.Meta[0].Value != fix(name, true) || doc.Files[0].Poster != fix(name, true) || doc.Files[0].Subject != fix(bins[0].Subject, true) {
 			t.Errorf("%q: nzb title %q poster %q subject %q", name, doc.Meta[0].Value, doc.Files[0].Poster, doc.Files[0].Subject)
 		}
+	}
+}
+
+// TestNZBCountsGrabs: an NZB downloaded from the page with a user's key is
+// a grab, as t=get is: past the user's daily limit it is refused (429 with
+// Retry-After) and counts nothing; a HEAD counts nothing; the admin's key
+// has no limit; every grab counts for the release.
+// (Was: the page sent NZBs to a user whose grab limit was used up, as often
+// as asked, and counted none of them.)
+func TestNZBCountsGrabs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	us, err := users.Open(filepath.Join(t.TempDir(), users.File), users.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = us.Close() })
+	userKey, err := us.Add(ctx, "alice", users.Limits{GrabsPerDay: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nz := newznab.Config{APIKeys: keys, Users: us}
+	e := newEnv(t, func(c *releases.Config) {
+		c.APIKeys = func(k string) bool { return nz.ValidKey(context.Background(), k) }
+		c.Grab = nz.Grab
+	})
+	e.standard()
+	get := func(method, key string) *http.Response {
+		t.Helper()
+		resp, _ := e.do(method, "/releases/nzb/tv", nil, web.APIKeyHeader, key)
+		return resp
+	}
+	if resp := get("HEAD", userKey); resp.StatusCode != http.StatusOK {
+		t.Fatalf("HEAD: %d", resp.StatusCode)
+	}
+	if resp := get("GET", userKey); resp.StatusCode != http.StatusOK {
+		t.Fatalf("first grab: %d", resp.StatusCode)
+	}
+	resp := get("GET", userKey)
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("grab past the limit: %d, Retry-After %q; want 429 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	for range 2 {
+		if resp := get("GET", testKey); resp.StatusCode != http.StatusOK {
+			t.Fatalf("admin grab: %d", resp.StatusCode)
+		}
+	}
+	g, err := us.Grabs(ctx, []string{"tv"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g["tv"] != 3 {
+		t.Fatalf("release tv counted %d grabs, want 3 (the user's one and the admin's two; not the HEAD nor the refused one)", g["tv"])
 	}
 }

@@ -14,6 +14,7 @@
 package releases
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -77,6 +78,13 @@ type Config struct {
 	// seen (seen=N, sent after a live change) waits for the index to
 	// apply it before it searches anyway. Zero means CatchUpWaitDefault.
 	CatchUpWait time.Duration
+	// Grab counts an NZB download of release made with key (the page's
+	// cookie or X-Api-Key; "" for Basic auth), before the NZB is sent:
+	// newznab.Config.Grab, so that a user's daily grab limit holds on the
+	// page as on t=get. A *users.LimitError refuses the download (429 with
+	// Retry-After); another error, 503. A HEAD counts nothing. Nil counts
+	// nothing.
+	Grab func(ctx context.Context, key, release string) error
 	// Logger gets the failures a page is answered 500 for. Nil means
 	// slog.Default() (through lifecycle.Logger, as role releases).
 	Logger *slog.Logger
