@@ -45,8 +45,12 @@ func (s *Server) serve(h *handle, jobs []*job) (later writeAnswers) {
 			// With no slot free, taking one closes another stream: a read
 			// of a stream that does not exist must not, as it keeps no
 			// handle either (a made-up name would push open streams out).
+			// An ephemeral stream that is not open does not exist (its
+			// storage's OpenExisting says so for every name): closing an
+			// idle stream to look would close, for a made-up name, an
+			// ephemeral stream of someone else, and its messages with it.
 			if !s.tryTakeSlot() {
-				if !create && s.surelyMissing(h.key) {
+				if !create && (h.key.ephemeral || s.surelyMissing(h.key)) {
 					missing = true
 					continue
 				}

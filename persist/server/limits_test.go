@@ -314,3 +314,66 @@ func TestDuplicateHeaderFirstValueCounts(t *testing.T) {
 		t.Fatalf("get with two streams and two seqs: %q %q, want seq 1 of s", r.Header.Get(persist.HdrError), r.Data)
 	}
 }
+
+// (Was: a number or boolean header sent with an empty value ("Sy-Prev-Seq:", a script's unset variable) counted as absent: a compare-and-set was a plain write, a TTL was dropped, and a drop of an ephemeral stream dropped the persistent one.)
+func TestEmptyHeaderValueIsBadRequest(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	first := h.set("s", "v1", map[string]string{persist.HdrKey: "k"})
+	h.set("p", "persistent", nil)
+	h.ok(persist.CmdSet, "p", map[string]string{persist.HdrEphemeral: "true"}, []byte("ephemeral"))
+	tests := []struct {
+		name   string
+		cmd    string
+		stream string
+		hdr    map[string]string
+		empty  string // the header sent with an empty value
+	}{
+		{"prev seq", persist.CmdSet, "s", map[string]string{persist.HdrKey: "k"}, persist.HdrPrevSeq},
+		{"ttl", persist.CmdSet, "s", nil, persist.HdrTTL},
+		{"ephemeral", persist.CmdDelete, "p", map[string]string{persist.HdrAll: "true", persist.HdrDrop: "true"}, persist.HdrEphemeral},
+		{"cold", persist.CmdKeys, "s", nil, persist.HdrCold},
+		{"deadline", persist.CmdKeys, "s", nil, persist.HdrDeadline},
+		{"get seq", persist.CmdGet, "s", map[string]string{persist.HdrKey: "k"}, persist.HdrSeq},
+		{"start seq", persist.CmdGetAll, "s", nil, persist.HdrStartSeq},
+		{"end seq", persist.CmdGetAll, "s", nil, persist.HdrEndSeq},
+		{"limit", persist.CmdGetAll, "s", nil, persist.HdrLimit},
+		{"delete seq", persist.CmdDelete, "s", map[string]string{persist.HdrAll: "true"}, persist.HdrSeq},
+		{"seqs", persist.CmdDelete, "s", map[string]string{persist.HdrAll: "true"}, persist.HdrSeqs},
+		{"up to", persist.CmdDelete, "s", map[string]string{persist.HdrAll: "true"}, persist.HdrUpTo},
+		{"all", persist.CmdDelete, "s", map[string]string{persist.HdrUpTo: "100"}, persist.HdrAll},
+		{"drop", persist.CmdDelete, "p", map[string]string{persist.HdrAll: "true"}, persist.HdrDrop},
+	}
+	for _, tt := range tests {
+		for _, value := range []string{"", "  "} { // nats.go sends "  " as ""
+			m := h.msg(tt.cmd, tt.stream, tt.hdr, []byte("v2"))
+			m.Header.Set(tt.empty, value)
+			r := h.do(m)
+			if got := persist.Code(r.Header.Get(persist.HdrError)); got != persist.CodeBadRequest {
+				t.Fatalf("%s: %s: %q: answered %q %q, want %s", tt.name, tt.cmd, tt.empty+":"+value, got, r.Data, persist.CodeBadRequest)
+			}
+		}
+	}
+	// The first value counts, empty too: not the second one's CAS.
+	m := h.msg(persist.CmdSet, "s", map[string]string{persist.HdrKey: "k"}, []byte("v3"))
+	m.Header.Add(persist.HdrPrevSeq, "")
+	m.Header.Add(persist.HdrPrevSeq, itoa(first.Seq))
+	wantCode(t, h.do(m), persist.CodeBadRequest)
+	// Nothing was written, deleted or dropped.
+	if r := h.ok(persist.CmdGet, "s", map[string]string{persist.HdrKey: "k"}, nil); string(r.Data) != "v1" || r.Header.Get(persist.HdrSeq) != itoa(first.Seq) {
+		t.Fatalf("key k holds %q at seq %s, want v1 at %d", r.Data, r.Header.Get(persist.HdrSeq), first.Seq)
+	}
+	for _, c := range []struct {
+		hdr  map[string]string
+		want int64
+	}{{nil, 1}, {map[string]string{persist.HdrEphemeral: "true"}, 1}} {
+		var inv persist.Inventory
+		mustJSON(t, h.ok(persist.CmdInventory, "p", c.hdr, nil).Data, &inv)
+		if inv.Count != c.want {
+			t.Fatalf("stream p (%v) holds %d messages, want %d", c.hdr, inv.Count, c.want)
+		}
+	}
+	if inv := h.inventory("s"); inv.Count != 1 || inv.Seq != first.Seq {
+		t.Fatalf("stream s: %+v, want its one message", inv)
+	}
+}

@@ -207,3 +207,29 @@ func TestMissingReadEvictsNothing(t *testing.T) {
 		t.Fatalf("after a read of a missing stream the cache holds %v, want [s0 s1] (OpenWaitCloses %d)", got, h.srv.Stats().OpenWaitCloses)
 	}
 }
+
+// (Was: with every slot taken, a read of an ephemeral stream that was not open closed the least recently used idle stream to take a slot, and only then found nothing: an inventory of a made-up ephemeral name wiped another ephemeral stream's messages.)
+func TestMissingEphemeralReadEvictsNothing(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(c *Config) { c.MaxOpenStreams = 2 })
+	testwait.For(t, "the start's walk", func() bool { return h.srv.Stats().Streams >= 0 })
+	eph := map[string]string{persist.HdrEphemeral: "true"}
+	h.ok(persist.CmdSet, "e0", eph, []byte("kept"))
+	h.ok(persist.CmdSet, "e1", eph, []byte("kept"))
+	for _, cmd := range []string{persist.CmdInventory, persist.CmdKeys, persist.CmdGetAll} {
+		if cmd == persist.CmdGetAll {
+			if msgs, _, _ := h.getAll("ghost", eph); len(msgs) != 0 {
+				t.Fatalf("getAll of a missing ephemeral stream: %d messages", len(msgs))
+			}
+			continue
+		}
+		h.ok(cmd, "ghost", eph, nil)
+	}
+	wantCode(t, h.req(persist.CmdGet, "ghost", map[string]string{persist.HdrEphemeral: "true", persist.HdrSeq: "1"}, nil), persist.CodeNotFound)
+	for _, s := range []string{"e0", "e1"} {
+		r := h.req(persist.CmdGet, s, map[string]string{persist.HdrEphemeral: "true", persist.HdrSeq: "1"}, nil)
+		if r.Header.Get(persist.HdrError) != "" || string(r.Data) != "kept" {
+			t.Fatalf("ephemeral stream %s after reads of a missing one: %q %q, want its message", s, r.Header.Get(persist.HdrError), r.Data)
+		}
+	}
+}

@@ -186,7 +186,7 @@ func decodeSet(h nats.Header, body []byte) (store.WriteOp, error) {
 	}
 	if has {
 		if ttl == 0 || ttl > persist.MaxTTL {
-			return op, persist.Errorf(persist.CodeBadRequest, "%s must be a positive number of milliseconds", persist.HdrTTL)
+			return op, persist.Errorf(persist.CodeBadRequest, "%s: %d is not between 1 and %d milliseconds", persist.HdrTTL, ttl, uint64(persist.MaxTTL))
 		}
 		op.TTL = int64(ttl)
 	}
@@ -267,7 +267,7 @@ func decodeDelete(h nats.Header) (persist.Delete, error) {
 		d.Seqs = []uint64{seq}
 		n++
 	}
-	if list := h.Get(persist.HdrSeqs); list != "" {
+	if list, has := header(h, persist.HdrSeqs); has {
 		parts := strings.Split(list, ",")
 		if len(parts) > persist.MaxBatch {
 			return d, persist.Errorf(persist.CodeTooLarge, "%s lists more than %d seqs", persist.HdrSeqs, persist.MaxBatch)
@@ -303,10 +303,24 @@ func decodeDelete(h nats.Header) (persist.Delete, error) {
 	return d, nil
 }
 
-// uintHeader parses an optional unsigned decimal header.
+// header returns the first value of header name and whether the request
+// carries the header at all. Header.Get answers "" for both, but a header
+// sent with an empty value ("Sy-Prev-Seq:", a script's unset variable; the
+// header encoding makes a value of spaces empty too) is not an absent one:
+// taken for absent, a compare-and-set was a plain write, a TTL was dropped,
+// and a drop meant for an ephemeral stream dropped the persistent one.
+func header(h nats.Header, name string) (string, bool) {
+	if v := h[name]; len(v) > 0 {
+		return v[0], true
+	}
+	return "", false
+}
+
+// uintHeader parses an optional unsigned decimal header; present, it must
+// be one, even empty.
 func uintHeader(h nats.Header, name string) (uint64, bool, error) {
-	v := h.Get(name)
-	if v == "" {
+	v, has := header(h, name)
+	if !has {
 		return 0, false, nil
 	}
 	n, err := strconv.ParseUint(v, 10, 64)
@@ -329,12 +343,14 @@ func deadlineHeader(h nats.Header) (time.Time, error) {
 	return time.UnixMilli(int64(ms)), nil
 }
 
-// boolHeader parses an optional "true"/"false" header.
+// boolHeader parses an optional "true"/"false" header; present, it must be
+// one of them, even empty (see header).
 func boolHeader(h nats.Header, name string) (bool, error) {
-	switch v := h.Get(name); v {
-	case "", "false":
+	v, has := header(h, name)
+	switch {
+	case !has, v == "false":
 		return false, nil
-	case "true":
+	case v == "true":
 		return true, nil
 	default:
 		return false, persist.Errorf(persist.CodeBadRequest, "%s: %q is not true or false", name, v)
