@@ -119,8 +119,9 @@ func (x *Index) Watched(tok string) bool {
 // each ancestor's (Subject.Anchors), never by scanning, nearest anchor
 // first and by ID within one. Within one owner's subscriptions, at most
 // MaxMatchedPerOwner get the event and at most MaxFilterEvaluations filters
-// are evaluated; past either limit every further subscription of that
-// owner on the path gets a gap marker with the limit's reason instead
+// are evaluated (a costly one counting as several: Filter.cost); past
+// either limit every further subscription of that owner on the path gets
+// a gap marker with the limit's reason instead
 // (its filter unevaluated: a marker says "you may have missed something",
 // which is true whether or not the filter would have taken the event).
 func (x *Index) Match(dst []Match, subject Subject, op Op) []Match {
@@ -150,7 +151,7 @@ func (x *Index) Match(dst []Match, subject Subject, op Op) []Match {
 			}
 			rest, _ := s.Anchor.Rest(subject)
 			if len(s.Filter.Ops) > 0 || s.Filter.Glob != "" {
-				b.evals++
+				b.evals += s.Filter.cost(rest)
 			}
 			if s.Filter.Match(op, rest) {
 				b.matched++

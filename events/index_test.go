@@ -2,6 +2,8 @@ package events
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -124,6 +126,39 @@ func TestIndexFilterEvaluationLimit(t *testing.T) {
 	}
 	if gaps[0] != "s-200:"+string(ReasonFilterEvaluationLimit) {
 		t.Errorf("gap %q", gaps[0])
+	}
+}
+
+// (Was: every filter evaluation counted one against the owner's 200, but a
+// '*' followed by a long pattern tries it at every position of the path's
+// segment: 200 such 256-byte globs on a 4,000-byte key took ~400 ms of the
+// router's loop per event, 8,000 times 200 ordinary evaluations.)
+func TestIndexCostlyFiltersUseTheBudget(t *testing.T) {
+	x := NewIndex()
+	glob := "*" + strings.Repeat("a", MaxGlobBytes-2) + "b"
+	for i := range MaxFilterEvaluations {
+		x.Add(mustSub(t, fmt.Sprintf("u-%03d", i), "u", "p/files", glob))
+	}
+	x.Add(mustSub(t, "v", "v", "p/files", "*.txt"))
+	long := strings.Repeat("a", 4000) + ".txt"
+	events, gaps := ids(x.Match(nil, Subject{"p", "files", long}, OpSet))
+	evaluated := MaxFilterEvaluations - len(gaps)
+	// The budget's work, and the one evaluation that may overrun it.
+	if most := 1 + MaxFilterEvaluations*filterEvalUnit/(len(glob)*len(long)); evaluated > most {
+		t.Fatalf("%d of u's filters evaluated on a %d-byte path, want at most %d", evaluated, len(long), most)
+	}
+	for _, g := range gaps {
+		if !strings.HasPrefix(g, "u-") || !strings.HasSuffix(g, ":"+string(ReasonFilterEvaluationLimit)) {
+			t.Errorf("gap %q, want u's, filter_evaluation_limit", g)
+		}
+	}
+	// Another owner's budget is its own.
+	if !slices.Equal(events, []string{"v"}) {
+		t.Fatalf("events %v, want v's only", events)
+	}
+	// On a short path the same globs cost one each: every one is evaluated.
+	if _, gaps := ids(x.Match(nil, Subject{"p", "files", "x"}, OpSet)); len(gaps) != 0 {
+		t.Fatalf("on a one-byte path: gaps %v, want every filter evaluated", gaps)
 	}
 }
 

@@ -25,6 +25,7 @@ type conn struct {
 
 	mu   sync.Mutex
 	q    [][]byte       // messages to write, in order
+	qLen int            // their bytes
 	lost map[string]int // per subscription: deliveries dropped while the queue was full
 	wake chan struct{}  // capacity 1: the queue has something
 }
@@ -96,8 +97,9 @@ func (g *Gateway) serve(ws *websocket.Conn, cork *wscork.Conn, who web.Principal
 var errTooSlow = errors.New("requests faster than their answers are read")
 
 // deliver queues one delivery; it runs on the router's loop and never
-// blocks. Past the queue's bound the delivery is dropped and counted for
-// its subscription, which gets one gap for all it lost once there is room.
+// blocks. Past the queue's bounds (its messages, or its bytes unless it is
+// empty) the delivery is dropped and counted for its subscription, which
+// gets one gap for all it lost once there is room.
 func (c *conn) deliver(d events.Delivery) {
 	n := 1
 	switch {
@@ -108,13 +110,14 @@ func (c *conn) deliver(d events.Delivery) {
 	}
 	b := encodeDelivery(d, c.g.cfg.PresenceScope, &c.g.enc)
 	c.mu.Lock()
-	if len(c.q) >= c.g.cfg.QueueMessages {
+	if len(c.q) >= c.g.cfg.QueueMessages || len(c.q) > 0 && c.qLen+len(b) > c.g.cfg.QueueBytes {
 		c.lost[d.Sub] += n
 		c.mu.Unlock()
 		c.g.dropped.Add(uint64(n))
 		return
 	}
 	c.q = append(c.q, b)
+	c.qLen += len(b)
 	c.mu.Unlock()
 	c.signal()
 }
@@ -127,8 +130,9 @@ func (c *conn) signal() {
 }
 
 // push queues an answer to a request (or the ready message). Answers are
-// never dropped: they go in past the deliveries' bound, up to twice it,
-// and beyond that push reports false and the client is cut off.
+// never dropped: they go in past the deliveries' bounds, up to twice
+// QueueMessages, and beyond that push reports false and the client is cut
+// off.
 func (c *conn) push(b []byte) bool {
 	c.mu.Lock()
 	if len(c.q) >= 2*c.g.cfg.QueueMessages {
@@ -136,6 +140,7 @@ func (c *conn) push(b []byte) bool {
 		return false
 	}
 	c.q = append(c.q, b)
+	c.qLen += len(b)
 	c.mu.Unlock()
 	c.signal()
 	return true
@@ -147,7 +152,7 @@ func (c *conn) take() [][]byte {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := c.q
-	c.q = nil
+	c.q, c.qLen = nil, 0
 	if len(c.lost) > 0 {
 		subs := make([]string, 0, len(c.lost))
 		for s := range c.lost {

@@ -24,6 +24,13 @@ const (
 	// one socket; past it deliveries are dropped, and each subscription
 	// that lost some gets one queue_overflow gap once the queue has room.
 	QueueMessagesDefault = 1024
+	// QueueBytesDefault bounds the bytes of the messages waiting for one
+	// socket, as QueueMessagesDefault their number (1,024 messages of
+	// 1 KiB): a value may be megabytes, and each subscription it reaches
+	// queues a copy, so a socket that stops reading would otherwise hold
+	// up to 1,024 of them until WriteTimeout. A delivery larger than it
+	// still passes an empty queue.
+	QueueBytesDefault = 1 << 20
 	// WriteTimeoutDefault bounds one write to a socket; a peer that stops
 	// reading is cut off by it.
 	WriteTimeoutDefault = 10 * time.Second
@@ -65,6 +72,9 @@ type Config struct {
 	// QueueMessages bounds one socket's queue. Zero means
 	// QueueMessagesDefault.
 	QueueMessages int
+	// QueueBytes bounds the bytes of one socket's queue, the same way.
+	// Zero means QueueBytesDefault.
+	QueueBytes int
 	// WriteTimeout bounds each write. Zero means WriteTimeoutDefault.
 	WriteTimeout time.Duration
 	// PingInterval spaces pings. Zero means PingIntervalDefault; negative
@@ -93,6 +103,9 @@ func (c Config) withDefaults() Config {
 	if c.QueueMessages == 0 {
 		c.QueueMessages = QueueMessagesDefault
 	}
+	if c.QueueBytes == 0 {
+		c.QueueBytes = QueueBytesDefault
+	}
 	if c.WriteTimeout == 0 {
 		c.WriteTimeout = WriteTimeoutDefault
 	}
@@ -115,8 +128,8 @@ func (c Config) validate() error {
 		return errors.New("eventsws: Config.Router is required")
 	case c.Authorizer == nil:
 		return errors.New("eventsws: Config.Authorizer is required (web.Open() for an open loopback bus)")
-	case c.QueueMessages < 1 || c.WriteTimeout < 0 || c.SubscribeTimeout < 0:
-		return errors.New("eventsws: Config queue bound and timeouts must be positive")
+	case c.QueueMessages < 1 || c.QueueBytes < 1 || c.WriteTimeout < 0 || c.SubscribeTimeout < 0:
+		return errors.New("eventsws: Config queue bounds and timeouts must be positive")
 	}
 	return nil
 }

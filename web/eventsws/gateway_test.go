@@ -1,6 +1,7 @@
 package eventsws
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -743,6 +744,50 @@ func TestQueueOverflowLeavesOneGapPerSubscription(t *testing.T) {
 	}
 	if len(c.take()) != 0 {
 		t.Fatal("a gap was sent twice")
+	}
+}
+
+// (Was: the queue was bounded by its count only, so a socket that stopped
+// reading held up to 1,024 copies of whatever values came: 16 sets of
+// 1 MiB on an anchor its 50 subscriptions shared held 833 MiB.)
+func TestQueueBoundedInBytes(t *testing.T) {
+	t.Parallel()
+	g := &Gateway{cfg: Config{}.withDefaults()}
+	c := &conn{g: g, lost: map[string]int{}, wake: make(chan struct{}, 1)}
+	big := func(sub string, size int) events.Delivery {
+		return events.Delivery{Sub: sub, Event: &events.Event{Subject: events.Subject{Scope: "p", Stream: "s", Key: "k"}, Op: events.OpSet,
+			Value: bytes.Repeat([]byte("x"), size), Coalesced: 1}}
+	}
+	// One delivery larger than the bound still passes an empty queue.
+	c.deliver(big("a", 2*QueueBytesDefault))
+	if out := c.take(); len(out) != 1 || len(out[0]) < 2*QueueBytesDefault {
+		t.Fatalf("a delivery over the bound, queue empty: took %d messages, want it", len(out))
+	}
+	const size = 64 << 10
+	for range 64 { // 4 MiB
+		c.deliver(big("a", size))
+	}
+	c.deliver(big("b", size))
+	out := c.take()
+	queued, taken, gaps := 0, 0, map[string]int{}
+	for _, b := range out {
+		var m testMsg
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		switch m.Type {
+		case TypeEvent:
+			queued += len(b)
+			taken++
+		case TypeGap:
+			gaps[m.Sub] = m.Count
+		}
+	}
+	if queued > QueueBytesDefault {
+		t.Fatalf("queued %d events, %d bytes, over QueueBytes (%d)", taken, queued, QueueBytesDefault)
+	}
+	if dropped := 65 - taken; gaps["a"]+gaps["b"] != dropped || gaps["b"] != 1 {
+		t.Fatalf("queued %d of 65 events, gaps %v: want one queue_overflow gap per subscription counting the rest", taken, gaps)
 	}
 }
 
