@@ -341,11 +341,11 @@ type Batch struct {
 }
 
 type wireBatch struct {
-	From  *string           `json:"from"`
-	Epoch uint64            `json:"epoch"`
-	Seq   uint64            `json:"seq"`
-	Base  uint64            `json:"base"`
-	Items []json.RawMessage `json:"items"`
+	From  *string     `json:"from"`
+	Epoch uint64      `json:"epoch"`
+	Seq   uint64      `json:"seq"`
+	Base  uint64      `json:"base"`
+	Items *batchItems `json:"items"`
 }
 
 // checkOrder says why a batch's numbering is unusable, or "".
@@ -377,9 +377,6 @@ type wireDelivery struct {
 // outside its set fails the whole batch with [ErrBadItem], since only a
 // broken sender produces one.
 func DecodeBatch(body []byte) (Batch, error) {
-	if b, ok := decodeFlat(body); ok {
-		return b, nil
-	}
 	var wb wireBatch
 	if err := json.Unmarshal(body, &wb); err != nil {
 		return Batch{}, fmt.Errorf("%w: %v", ErrMalformed, err)
@@ -387,22 +384,74 @@ func DecodeBatch(body []byte) (Batch, error) {
 	if wb.From == nil || wb.Items == nil {
 		return Batch{}, fmt.Errorf("%w: needs from and items", ErrMalformed)
 	}
-	out := Batch{From: *wb.From, Epoch: wb.Epoch, Seq: wb.Seq, Base: wb.Base, Items: make([]Item, 0, len(wb.Items))}
+	out := Batch{From: *wb.From, Epoch: wb.Epoch, Seq: wb.Seq, Base: wb.Base, Items: wb.Items.items, Unknown: wb.Items.unknown}
 	if why := out.checkOrder(); why != "" {
 		return Batch{}, fmt.Errorf("%w: %s", ErrMalformed, why)
 	}
-	for i, raw := range wb.Items {
-		it, err := decodeItem(raw)
-		if err != nil {
-			return Batch{}, fmt.Errorf("item %d: %w", i, err)
-		}
-		if it == nil {
-			out.Unknown++
-			continue
-		}
-		out.Items = append(out.Items, it)
+	if wb.Items.err != nil {
+		return Batch{}, wb.Items.err
 	}
 	return out, nil
+}
+
+// batchItems decodes a batch's items one at a time, as json.Unmarshal
+// reaches them, each into one reused wireFlat, and keeps only the items
+// they make. Decoded all at once, into a []wireFlat (about 250 bytes an
+// element) or a []json.RawMessage, a signed body at the default cap made
+// of 131,000 `{}` items took about 190 MiB to decode, and a body is decoded
+// after its reading slot, which bounds the memory of bodies, is released.
+type batchItems struct {
+	items   []Item
+	unknown int
+	err     error // the first item that does not decode; the rest are not read
+}
+
+// UnmarshalJSON implements [json.Unmarshaler]. json.Unmarshal has checked
+// the whole body's syntax before it calls this.
+func (bi *batchItems) UnmarshalJSON(b []byte) error {
+	// A repeated "items" replaces the earlier one, as it did a slice.
+	*bi = batchItems{items: []Item{}}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
+		return errors.New("items is not an array")
+	}
+	var w wireFlat
+	for i := 0; dec.More(); i++ {
+		start := dec.InputOffset()
+		// Cleared for each item: the one before may hold its Event's
+		// bytes and its FS and KV, which its item keeps.
+		w = wireFlat{}
+		err := dec.Decode(&w)
+		if err == nil {
+			it, known := w.item()
+			if !known {
+				bi.unknown++
+				continue
+			}
+			if validItem(it) == "" {
+				bi.items = append(bi.items, it)
+				continue
+			}
+		} else if ute := (*json.UnmarshalTypeError)(nil); !errors.As(err, &ute) {
+			return err
+		}
+		// A field whose type clashes with a known kind's (a newer kind,
+		// or a broken item), or a bad item: decoded on its own, which
+		// keeps a newer kind's item as unknown and says what is wrong
+		// with a bad one.
+		raw := bytes.TrimLeft(b[start:dec.InputOffset()], ", \t\r\n")
+		it, err := decodeItem(raw)
+		switch {
+		case err != nil:
+			bi.err = fmt.Errorf("item %d: %w", i, err)
+			return nil
+		case it == nil:
+			bi.unknown++
+		default:
+			bi.items = append(bi.items, it)
+		}
+	}
+	return nil
 }
 
 func decodeItem(raw []byte) (Item, error) {
@@ -445,9 +494,9 @@ func decodeItem(raw []byte) (Item, error) {
 }
 
 // wireFlat holds the fields of every known kind at once. No two kinds use
-// one name with different types, so a batch of known kinds decodes in one
-// pass; anything else (a newer kind with clashing fields, a malformed
-// body) falls back to decoding item by item.
+// one name with different types, so an item of a known kind decodes in one
+// pass; an item that does not (a newer kind with clashing fields, a bad
+// item) is decoded again on its own (decodeItem).
 type wireFlat struct {
 	Kind         string          `json:"kind"`
 	UserID       int64           `json:"userId"`
@@ -472,51 +521,26 @@ type wireFlat struct {
 	Durable      bool            `json:"durable"`
 }
 
-type wireFlatBatch struct {
-	From  *string    `json:"from"`
-	Epoch uint64     `json:"epoch"`
-	Seq   uint64     `json:"seq"`
-	Base  uint64     `json:"base"`
-	Items []wireFlat `json:"items"`
-}
-
-func decodeFlat(body []byte) (Batch, bool) {
-	var wb wireFlatBatch
-	if json.Unmarshal(body, &wb) != nil || wb.From == nil || wb.Items == nil {
-		return Batch{}, false
-	}
-	out := Batch{From: *wb.From, Epoch: wb.Epoch, Seq: wb.Seq, Base: wb.Base, Items: make([]Item, 0, len(wb.Items))}
-	if out.checkOrder() != "" {
-		return Batch{}, false
-	}
-	for i := range wb.Items {
-		w := &wb.Items[i]
-		var it Item
-		switch Kind(w.Kind) {
-		case KindDelivery:
-			d := &Delivery{UserID: w.UserID, SubID: w.SubID, Event: w.Event, AckRequired: w.AckRequired, AckID: w.AckID, Origin: w.Origin}
-			if w.AppUID != nil {
-				d.AppUID = *w.AppUID
-			}
-			it = d
-		case KindAck:
-			it = &Ack{UserID: w.UserID, SubID: w.SubID, EntryID: w.EntryID}
-		case KindWatch:
-			it = &Watch{Op: w.Op, UserID: w.UserID, Token: w.Token}
-		case KindEvent:
-			it = &Event{Family: w.Family, OwnerUserID: w.OwnerUserID, ActingUserID: w.ActingUserID, ID: w.ID, TS: w.TS, FS: w.FS, KV: w.KV}
-		case KindBump:
-			it = &Bump{UserID: w.UserID, Generation: w.Generation, Scope: w.Scope, Durable: w.Durable}
-		default:
-			out.Unknown++
-			continue
+// item is the item w holds, and false for a kind this package does not
+// know.
+func (w *wireFlat) item() (Item, bool) {
+	switch Kind(w.Kind) {
+	case KindDelivery:
+		d := &Delivery{UserID: w.UserID, SubID: w.SubID, Event: w.Event, AckRequired: w.AckRequired, AckID: w.AckID, Origin: w.Origin}
+		if w.AppUID != nil {
+			d.AppUID = *w.AppUID
 		}
-		if validItem(it) != "" {
-			return Batch{}, false // the slow path reports which and why
-		}
-		out.Items = append(out.Items, it)
+		return d, true
+	case KindAck:
+		return &Ack{UserID: w.UserID, SubID: w.SubID, EntryID: w.EntryID}, true
+	case KindWatch:
+		return &Watch{Op: w.Op, UserID: w.UserID, Token: w.Token}, true
+	case KindEvent:
+		return &Event{Family: w.Family, OwnerUserID: w.OwnerUserID, ActingUserID: w.ActingUserID, ID: w.ID, TS: w.TS, FS: w.FS, KV: w.KV}, true
+	case KindBump:
+		return &Bump{UserID: w.UserID, Generation: w.Generation, Scope: w.Scope, Durable: w.Durable}, true
 	}
-	return out, true
+	return nil, false
 }
 
 // CheckItem returns an error wrapping [ErrBadItem] if a receiver would

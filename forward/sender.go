@@ -47,6 +47,10 @@ type StatusError struct {
 	// peer URL naming the peer's web side, a proxy's error page) or a
 	// receiver of an older version.
 	NotReceiver bool
+	// Location is a redirect's target. A receiver never redirects, and
+	// the sender follows no redirect: a signed batch goes to its peer's
+	// URL and nowhere else.
+	Location string
 }
 
 // maxStatusBody is how much of a refusal's body a StatusError keeps: a
@@ -54,6 +58,11 @@ type StatusError struct {
 const maxStatusBody = 512
 
 func (e *StatusError) Error() string {
+	if e.Location != "" {
+		// A redirect's body is empty or a link to the same place.
+		return fmt.Sprintf("forward: peer answered %d, a redirect to %s, which is not followed: check that the peer's URL is its receiver's",
+			e.Code, e.Location)
+	}
 	if e.NotReceiver {
 		return fmt.Sprintf("forward: peer answered %d, not as a forward receiver (no %s: %s in its answer): check that the peer's URL is its receiver's: %s",
 			e.Code, HeaderVersion, ProtocolVersion, e.Body)
@@ -169,7 +178,13 @@ func NewSender(cfg SenderConfig) (*Sender, error) {
 			IdleConnTimeout:       idleConnTimeout,
 			ResponseHeaderTimeout: cfg.Timeout,
 		}
-		s.clients[id] = &peerClient{url: url, transport: t, client: &http.Client{Transport: t, Timeout: cfg.Timeout}}
+		s.clients[id] = &peerClient{url: url, transport: t, client: &http.Client{Transport: t, Timeout: cfg.Timeout,
+			// Followed, a redirect to a page that answers 200 made a lost
+			// batch count as delivered (a 301, 302 or 303 turns the POST
+			// into a GET without its body), and a 307 or 308 sent the
+			// signed batch on to whatever host it named.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		}}
 	}
 	return s, nil
 }
@@ -235,22 +250,35 @@ func (s *Sender) Send(ctx context.Context, b *Outbound) error {
 		return fmt.Errorf("send to %q: %w", b.Peer, err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxReplyBytes))
-	// Drain what is left so the connection goes back to the pool.
-	_, _ = io.Copy(io.Discard, resp.Body)
+	// One byte past the bound tells a reply too long. The rest is not
+	// read: draining it kept the send reading for as long as the peer
+	// wrote, up to Timeout. A reply read to its end has put the
+	// connection back in the pool; closing the body of a longer one
+	// drops the connection instead.
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxReplyBytes+1))
+	tooLong := len(body) > maxReplyBytes
+	if tooLong {
+		body = body[:maxReplyBytes]
+	}
 	if resp.StatusCode/100 != 2 {
 		body = bytes.TrimSpace(body)
 		text := string(body)
 		if len(text) > maxStatusBody {
 			text = strings.ToValidUTF8(text[:maxStatusBody], "") + "…"
 		}
-		return fmt.Errorf("send to %q: %w", b.Peer, &StatusError{Code: resp.StatusCode, Body: text,
-			NotReceiver: resp.Header.Get(HeaderVersion) != ProtocolVersion})
+		se := &StatusError{Code: resp.StatusCode, Body: text, NotReceiver: resp.Header.Get(HeaderVersion) != ProtocolVersion}
+		if resp.StatusCode/100 == 3 {
+			se.Location = resp.Header.Get("Location")
+		}
+		return fmt.Errorf("send to %q: %w", b.Peer, se)
 	}
 	// From here on the batch is delivered: a receiver answers 2xx only
 	// once its sink had the items. A bad reply loses the reply, not the
 	// batch; returned as an error, it would have the queue count the
 	// batch lost and its gap policy report losses that did not happen.
+	if err == nil && tooLong {
+		err = fmt.Errorf("reply longer than %d bytes, the most a receiver writes", maxReplyBytes)
+	}
 	if err != nil {
 		s.badReply(b.Peer, "read", err)
 		return nil

@@ -1,6 +1,7 @@
 package forward
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -336,5 +338,74 @@ func TestPushRefusesItemsTheReceiverRefuses(t *testing.T) {
 	want := []string{"ack:e", "bump:presence", "delivery:s-bad-event", "delivery:s-no-event", "delivery:s-spaced", "delivery:s1", "delivery:s2", "event:x", "watch:t"}
 	if !slices.Equal(calls, want) {
 		t.Fatalf("sink got %v, want %v", calls, want)
+	}
+}
+
+// (Was: the sender followed redirects: to a page answering 200 a lost batch counted as delivered, and a 307 or 308 sent the signed batch to another host.)
+func TestSenderFollowsNoRedirect(t *testing.T) {
+	var elsewhere atomic.Int32
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		elsewhere.Add(1)
+		_, _ = w.Write([]byte("<html>sign in</html>"))
+	}))
+	defer other.Close()
+	target := other.URL + "/login"
+	for _, code := range []int{301, 302, 303, 307, 308} {
+		t.Run(strconv.Itoa(code), func(t *testing.T) {
+			redirector := httptest.NewServer(http.RedirectHandler(target, code))
+			defer redirector.Close()
+			s := startSender(t, SenderConfig{Self: "eu", Secret: secretEU, Peers: map[string]string{"us": redirector.URL}})
+			err := s.Send(context.Background(), &Outbound{Peer: "us", Body: batchBody("eu", del("s", "a"))})
+			var se *StatusError
+			if !errors.As(err, &se) || se.Code != code || se.Location != target || !strings.Contains(err.Error(), target) {
+				t.Fatalf("Send through a %d redirect: %v; want a StatusError %d naming %s", code, err, code, target)
+			}
+			if n := elsewhere.Load(); n != 0 {
+				t.Fatalf("the sender followed the redirect: %d requests reached %s", n, target)
+			}
+		})
+	}
+}
+
+// (Was: after the 1 MiB reply it reads, the sender drained the rest of an answer, however long, until its Timeout.)
+func TestSenderStopsReadingALongReply(t *testing.T) {
+	const long = 256 << 20
+	type result struct {
+		wrote int
+		err   error
+	}
+	done := make(chan result, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		chunk := bytes.Repeat([]byte(" "), 64<<10)
+		wrote := 0
+		for wrote < long {
+			n, err := w.Write(chunk)
+			wrote += n
+			if err != nil {
+				done <- result{wrote, err}
+				return
+			}
+		}
+		done <- result{wrote, nil}
+	}))
+	defer srv.Close()
+	s := startSender(t, SenderConfig{Self: "eu", Secret: secretEU, Peers: map[string]string{"us": srv.URL},
+		Timeout: time.Hour, OnReply: func(string, Reply) {}, Logger: slog.New(slog.DiscardHandler)})
+	if err := s.Send(context.Background(), &Outbound{Peer: "us", Body: batchBody("eu", del("s", "a"))}); err != nil {
+		t.Fatalf("Send answered 200: %v, want nil (delivered)", err)
+	}
+	if got := s.Stats().BadReplies; got != 1 {
+		t.Fatalf("BadReplies = %d after a reply over the bound, want 1", got)
+	}
+	select {
+	case r := <-done:
+		// What the sender read, and what the connection's buffers took
+		// before it hung up: far below the answer's length.
+		if r.err == nil || r.wrote > 64<<20 {
+			t.Fatalf("the peer wrote %d bytes of a %d-byte reply (write error %v): the sender read on past its %d-byte bound",
+				r.wrote, long, r.err, maxReplyBytes)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the peer is still writing a minute after Send returned")
 	}
 }
