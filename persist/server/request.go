@@ -100,7 +100,9 @@ func decodeRequest(m *nats.Msg) (*request, error) {
 		if r.seq, r.hasSeq, err = uintHeader(h, persist.HdrSeq); err != nil {
 			return nil, err
 		}
-		r.key = h.Get(persist.HdrKey)
+		if r.key, err = textHeader(h, persist.HdrKey); err != nil {
+			return nil, err
+		}
 		if r.hasSeq == (r.key != "") {
 			return nil, persist.Errorf(persist.CodeBadRequest, "get needs exactly one of %s and %s", persist.HdrSeq, persist.HdrKey)
 		}
@@ -163,7 +165,14 @@ func decodeRequest(m *nats.Msg) (*request, error) {
 
 // decodeSet reads a set's parameters from its headers; the body is the value.
 func decodeSet(h nats.Header, body []byte) (store.WriteOp, error) {
-	op := store.WriteOp{Key: h.Get(persist.HdrKey), MsgID: h.Get(persist.HdrMsgID), Value: body}
+	op := store.WriteOp{Value: body}
+	var err error
+	if op.Key, err = textHeader(h, persist.HdrKey); err != nil {
+		return op, err
+	}
+	if op.MsgID, err = textHeader(h, persist.HdrMsgID); err != nil {
+		return op, err
+	}
 	if err := persist.ValidKey(op.Key); err != nil {
 		return op, err
 	}
@@ -296,7 +305,9 @@ func decodeDelete(h nats.Header) (persist.Delete, error) {
 	if n != 1 {
 		return d, persist.Errorf(persist.CodeBadRequest, "delete needs exactly one of %s, %s, %s and %s", persist.HdrSeq, persist.HdrSeqs, persist.HdrUpTo, persist.HdrAll)
 	}
-	d.MsgID = h.Get(persist.HdrMsgID)
+	if d.MsgID, err = textHeader(h, persist.HdrMsgID); err != nil {
+		return d, err
+	}
 	if err := persist.CheckMsgID(d.MsgID); err != nil {
 		return d, err
 	}
@@ -314,6 +325,18 @@ func header(h nats.Header, name string) (string, bool) {
 		return v[0], true
 	}
 	return "", false
+}
+
+// textHeader is a text header's first value, "" when absent. Sent empty it
+// is bad-request, as a number's is: "Sy-Key:" from a script's unset
+// variable made an unkeyed write (no replace, no compare-and-set's key),
+// and "Sy-Msg-Id:" one without the de-duplication its sender counted on.
+func textHeader(h nats.Header, name string) (string, error) {
+	v, has := header(h, name)
+	if has && v == "" {
+		return "", persist.Errorf(persist.CodeBadRequest, "%s is empty: leave the header out for none", name)
+	}
+	return v, nil
 }
 
 // uintHeader parses an optional unsigned decimal header; present, it must
