@@ -88,6 +88,24 @@ func (s *Server) idleLocked(h *handle) {
 	s.idle.pushBack(h)
 }
 
+// sizeLocked counts h, which is in the cache, toward the cache's size
+// (handle.sized).
+func (s *Server) sizeLocked(h *handle) {
+	if !h.sized {
+		h.sized = true
+		s.sized++
+	}
+}
+
+// dropLocked takes h out of the cache, and out of its size.
+func (s *Server) dropLocked(h *handle) {
+	delete(s.handles, h.key)
+	if h.sized {
+		h.sized = false
+		s.sized--
+	}
+}
+
 // retireLocked takes the idle handle h out of the cache and queues it for
 // the closer, to close quickly or not (see closer). Until it is closed it
 // counts in closing (a drop of the stream waits for it) and in the
@@ -95,7 +113,7 @@ func (s *Server) idleLocked(h *handle) {
 func (s *Server) retireLocked(h *handle, quick bool) {
 	h.quickClose = quick
 	s.idle.remove(h)
-	delete(s.handles, h.key)
+	s.dropLocked(h)
 	s.closing[h.key]++
 	s.retired[h.key] = h
 	s.toClose.pushBack(h)
@@ -125,6 +143,7 @@ func (s *Server) rescueLocked(k handleKey) *handle {
 	s.toClose.remove(h)
 	delete(s.retired, k)
 	s.handles[k] = h
+	s.sizeLocked(h) // still open
 	s.doneClosingLocked(k)
 	s.rescued.Add(1)
 	return h

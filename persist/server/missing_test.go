@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -231,5 +232,117 @@ func TestMissingEphemeralReadEvictsNothing(t *testing.T) {
 		if r.Header.Get(persist.HdrError) != "" || string(r.Data) != "kept" {
 			t.Fatalf("ephemeral stream %s after reads of a missing one: %q %q, want its message", s, r.Header.Get(persist.HdrError), r.Data)
 		}
+	}
+}
+
+// (Was: with an archive configured, a read of a made-up persistent name with every slot taken was not known to miss (the archive might have held a copy), so it closed the least recently used idle stream, an ephemeral one with its messages, to look.)
+func TestMissingReadWithArchiveEvictsNothing(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(c *Config) { c.MaxOpenStreams = 2; c.Archive = t.TempDir() })
+	testwait.For(t, "the start's walk", func() bool { return h.srv.Stats().Streams >= 0 })
+	eph := map[string]string{persist.HdrEphemeral: "true"}
+	h.ok(persist.CmdSet, "e0", eph, []byte("kept"))
+	h.ok(persist.CmdSet, "e1", eph, []byte("kept"))
+	if inv := h.inventory("ghost"); inv.Count != 0 {
+		t.Fatalf("inventory of a missing stream: %+v", inv)
+	}
+	wantCode(t, h.req(persist.CmdGet, "ghost", map[string]string{persist.HdrKey: "k"}, nil), persist.CodeNotFound)
+	for _, s := range []string{"e0", "e1"} {
+		r := h.req(persist.CmdGet, s, map[string]string{persist.HdrEphemeral: "true", persist.HdrSeq: "1"}, nil)
+		if r.Header.Get(persist.HdrError) != "" || string(r.Data) != "kept" {
+			t.Fatalf("ephemeral stream %s after reads of a missing persistent one: %q %q, want its message (OpenWaitCloses %d)", s, r.Header.Get(persist.HdrError), r.Data, h.srv.Stats().OpenWaitCloses)
+		}
+	}
+	if files := testdisk.Files(t, h.dir); len(files) != 0 {
+		t.Fatalf("reads of a missing stream left %v", files)
+	}
+	// A stream whose only copy is the archive's exists: its read, with
+	// every slot still taken, restores and answers it.
+	a, err := store.NewSQLite(store.SQLiteConfig{Dir: h.cfg.Archive}).Open(h.scope, "archived", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := a.Write([]store.WriteOp{{Value: []byte("restored")}}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if inv := h.inventory("archived"); inv.Count != 1 {
+		t.Fatalf("inventory of a stream kept only in the archive: %+v, want its message", inv)
+	}
+}
+
+// (Was: eviction counted every handle in the cache, those of queued reads of streams that do not exist too: 200 pipelined inventories of made-up names closed the 60 idle ephemeral streams of a 64-stream cache, and their messages were lost.)
+func TestQueuedMissingReadsEvictNothing(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		hdr  map[string]string // of the reads of made-up names
+	}{
+		{"persistent names", nil},
+		{"ephemeral names", map[string]string{persist.HdrEphemeral: "true"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			const kept, reads = 60, 200
+			// One worker, held by the commit of a set on a new stream, so
+			// that every read is queued, each on a handle of its own, before
+			// any is served and before the next eviction looks.
+			var armed, held atomic.Bool
+			release := make(chan struct{})
+			h := newHarnessHook(t, func(c *Config) { c.MaxOpenStreams = 64; c.Workers = 1 }, func(s *Server) {
+				s.beforeWrite = func(int) {
+					if armed.Load() && held.CompareAndSwap(false, true) {
+						<-release
+					}
+				}
+			})
+			t.Cleanup(func() {
+				if armed.CompareAndSwap(true, false) {
+					close(release)
+				}
+			})
+			testwait.For(t, "the start's walk", func() bool { return h.srv.Stats().Streams >= 0 })
+			eph := map[string]string{persist.HdrEphemeral: "true"}
+			for i := range kept {
+				h.ok(persist.CmdSet, fmt.Sprint("e", i), eph, []byte("kept"))
+			}
+			armed.Store(true)
+			p := h.pending()
+			p.set(0, "w", "held")
+			testwait.For(t, "the write to hold the worker", held.Load)
+			for i := 1; i <= reads; i++ {
+				p.publish(i, h.msg(persist.CmdInventory, fmt.Sprint("ghost-", i), tc.hdr, nil))
+			}
+			testwait.Until(t, "every read to be queued", func() (bool, string) {
+				h.srv.mu.Lock()
+				n := len(h.srv.handles)
+				h.srv.mu.Unlock()
+				return n == kept+1+reads, fmt.Sprintf("%d handles", n)
+			})
+			armed.Store(false)
+			close(release)
+			for i, r := range p.answers(reads + 1) {
+				if c := r.Header.Get(persist.HdrError); c != "" {
+					t.Fatalf("request %d: %s %s", i, c, r.Data)
+				}
+			}
+			testwait.Until(t, "the reads' handles to go", func() (bool, string) {
+				h.srv.mu.Lock()
+				defer h.srv.mu.Unlock()
+				return len(h.srv.handles) == kept+1 && h.srv.sized == kept+1, fmt.Sprintf("%d handles, %d sized", len(h.srv.handles), h.srv.sized)
+			})
+			lost := 0
+			for i := range kept {
+				r := h.req(persist.CmdGet, fmt.Sprint("e", i), map[string]string{persist.HdrEphemeral: "true", persist.HdrSeq: "1"}, nil)
+				if r.Header.Get(persist.HdrError) != "" || string(r.Data) != "kept" {
+					lost++
+				}
+			}
+			if lost > 0 {
+				t.Fatalf("%d of %d idle ephemeral streams lost their message to %d queued reads of made-up names", lost, kept, reads)
+			}
+		})
 	}
 }

@@ -1,6 +1,10 @@
 package server
 
 import (
+	"errors"
+	"io/fs"
+	"os"
+
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/persist/store"
 )
@@ -68,18 +72,34 @@ func (s *Server) tryTakeSlot() bool {
 
 // surelyMissing reports whether the stream of k is known not to exist, so
 // that a read of it needs no slot: a persistent stream whose file is not
-// there, with no archive to restore it from. Anything else (an ephemeral
-// stream, a storage that cannot tell, an error) is not sure.
+// there, nor its archive copy when there is an archive (the open would
+// restore it from that). Anything else (an ephemeral stream, a storage
+// that cannot tell, an error) is not sure.
 func (s *Server) surelyMissing(k handleKey) bool {
-	if k.ephemeral || s.cfg.Archive != "" {
+	if k.ephemeral {
 		return false
 	}
 	l, ok := s.storage(k).(store.Lister)
 	if !ok {
 		return false
 	}
-	exists, err := l.HasStream(k.scope, k.name)
-	return err == nil && !exists
+	if exists, err := l.HasStream(k.scope, k.name); err != nil || exists {
+		return false
+	}
+	if s.cfg.Archive == "" {
+		return true
+	}
+	// Not sure without a look at the archive: a read with no slot free
+	// would close an idle stream (an ephemeral one loses its messages)
+	// for every made-up name. An archive needs the default storage
+	// (validateArchive), which keeps the copy where StreamPath says and
+	// restores from it on open.
+	p, err := store.StreamPath(s.cfg.Archive, k.scope, k.name)
+	if err != nil {
+		return false
+	}
+	_, err = os.Stat(p)
+	return errors.Is(err, fs.ErrNotExist)
 }
 
 // giveSlot returns a slot taken by takeSlot whose stream did not open (it

@@ -146,6 +146,68 @@ func TestMaxQueue(t *testing.T) {
 	}
 }
 
+// (Was: queued requests were bounded by count per stream only (MaxQueue): with the worker held, 400 sets of 900 KiB over a few streams queued 350 MiB of bodies, none refused, and every stream could hold 10,000 requests of the max payload.)
+func TestMaxQueueBytes(t *testing.T) {
+	t.Parallel()
+	const budget, value, sent, streams = 1 << 20, 100 << 10, 40, 4
+	g := newGate()
+	h := newHarnessHook(t, func(c *Config) { c.MaxQueueBytes = budget; c.Workers = 1 }, g.hook)
+	t.Cleanup(g.open)
+	p := h.pending()
+	p.set(0, "held", "v")
+	testwait.For(t, "the first write to hold the worker", g.held.Load)
+	big := strings.Repeat("x", value)
+	// Spread over new streams, so each request is queued (none served on
+	// arrival): the bound is the server's, not a stream's.
+	for i := 1; i <= sent; i++ {
+		p.set(i, fmt.Sprint("s", i%streams), big)
+	}
+	// Nothing is committed while the gate is shut: every answer until it
+	// opens is a refusal.
+	queued, refused := 0, 0
+	testwait.Until(t, "every set to be queued or refused", func() (bool, string) {
+		for {
+			if n, _, err := p.sub.Pending(); err != nil || n == 0 {
+				break
+			}
+			i, r := p.next()
+			wantCode(t, r, persist.CodeUnavailable)
+			if !strings.Contains(string(r.Data), "MaxQueueBytes") {
+				t.Fatalf("request %d refused with %q, which does not name the bound", i, r.Data)
+			}
+			refused++
+		}
+		if held := h.srv.queuedBytes.Load(); held > budget {
+			t.Fatalf("requests held %d bytes, over MaxQueueBytes %d", held, budget)
+		}
+		queued = 0
+		h.srv.mu.Lock()
+		for _, hd := range h.srv.handles {
+			queued += len(hd.queue)
+		}
+		h.srv.mu.Unlock()
+		return queued+refused == sent, fmt.Sprintf("%d queued, %d refused", queued, refused)
+	})
+	if queued == sent {
+		t.Fatalf("all %d sets of %d bytes were queued under MaxQueueBytes %d; none refused", sent, value, budget)
+	}
+	if queued == 0 || int64(queued)*value > budget {
+		t.Fatalf("%d sets of %d bytes queued under MaxQueueBytes %d", queued, value, budget)
+	}
+	g.open()
+	for i, r := range p.answers(queued + 1) {
+		if c := r.Header.Get(persist.HdrError); c != "" {
+			t.Fatalf("request %d: %s %s", i, c, r.Data)
+		}
+	}
+	// Answered, they hold nothing.
+	testwait.Until(t, "the answered requests' bytes to be let go", func() (bool, string) {
+		n := h.srv.queuedBytes.Load()
+		return n == 0, fmt.Sprintf("%d bytes held", n)
+	})
+	h.set("after", big, nil)
+}
+
 // TestMaxCommitOpsSplits: writes queued behind a held commit are committed
 // in several transactions of at most MaxCommitOps messages each, without
 // splitting a request, in queue order, and every caller is answered.

@@ -21,6 +21,7 @@ func (s *Server) failQueuedLocked() int {
 				n++
 			}
 		}
+		s.queuedBytes.Add(-jobsBytes(h.queue))
 		h.queue = nil
 	}
 	for _, h := range s.ready {
@@ -66,6 +67,15 @@ func (s *Server) enqueue(k handleKey, j *job) {
 		s.replyError(j.msg, persist.Errorf(persist.CodeUnavailable, "server stopping"))
 		return
 	}
+	// Checked before the stream's handle is made, which a refused request
+	// would leave behind. Additions are made under mu, so the bound holds;
+	// one request is taken when none is held, however large.
+	size := int64(j.msg.Size()) + jobOverhead + int64(len(j.req.ops))*opOverhead
+	if held := s.queuedBytes.Load(); held > 0 && held+size > s.cfg.MaxQueueBytes {
+		s.mu.Unlock()
+		s.replyError(j.msg, persist.Errorf(persist.CodeUnavailable, "requests waiting on this server hold %d bytes, and this one's %d would pass the bound of %d (MaxQueueBytes); retry later", held, size, s.cfg.MaxQueueBytes))
+		return
+	}
 	h := s.handles[k]
 	if h == nil {
 		if h = s.rescueLocked(k); h == nil {
@@ -77,6 +87,11 @@ func (s *Server) enqueue(k handleKey, j *job) {
 		s.mu.Unlock()
 		s.replyError(j.msg, persist.Errorf(persist.CodeUnavailable, "stream has %d requests waiting; retry later", s.cfg.MaxQueue))
 		return
+	}
+	if !h.sized && j.createsStream() {
+		// It will open the stream: eviction makes room for it ahead of
+		// the open.
+		s.sizeLocked(h)
 	}
 	if !h.scheduled && h.st != nil && inlineable(j) && !s.syncs(h) && s.subIdle() {
 		// Nothing waits on this stream or behind this message: serve it
@@ -95,6 +110,8 @@ func (s *Server) enqueue(k handleKey, j *job) {
 		s.serveInline(h, j)
 		return
 	}
+	j.bytes = size
+	s.queuedBytes.Add(size)
 	h.queue = append(h.queue, j)
 	h.lastUsed = time.Now()
 	s.scheduleLocked(h)
@@ -105,6 +122,15 @@ func (s *Server) enqueue(k handleKey, j *job) {
 		}
 	}
 	s.mu.Unlock()
+}
+
+// jobsBytes is what jobs count in Server.queuedBytes.
+func jobsBytes(jobs []*job) int64 {
+	var n int64
+	for _, j := range jobs {
+		n += j.bytes
+	}
+	return n
 }
 
 // syncs reports whether h's commits wait for the disk: the server's Sync,
@@ -266,9 +292,12 @@ func (s *Server) worker() {
 			jobs = s.gather(h, jobs)
 		}
 
+		held := jobsBytes(jobs) // before apply, which reuses jobs' array
 		later := s.apply(h, jobs)
 		s.doneServing(h)
 		s.answerWrites(later)
+		// Every job is answered (or dropped past its deadline) by now.
+		s.queuedBytes.Add(-held)
 		clear(jobs)
 		spare = jobs
 	}
@@ -408,6 +437,11 @@ func (s *Server) doneServing(h *handle) {
 	// the timer's expiry and the archive's backup, are no use, else a
 	// stream with max_age, or any with an archive, never idled out.
 	h.needsExpiry = needs
+	if !h.sized && h.st != nil && s.handles[h.key] == h {
+		// Opened by a read (a write counted at enqueue): the stream
+		// exists, and counts toward the cache's size from now on.
+		s.sizeLocked(h)
+	}
 	if len(h.queue) == 0 && due && !h.cold && !s.quit && s.handles[h.key] == h {
 		// Nothing waits for the stream: its WAL's checkpoint runs now, on
 		// a worker, rather than inside a later commit whose writers would
@@ -429,7 +463,7 @@ func (s *Server) doneServing(h *handle) {
 			// No longer the cache's handle of its stream (only idle
 			// handles leave the cache, so not expected): not idle.
 		case h.st == nil:
-			delete(s.handles, h.key)
+			s.dropLocked(h)
 		case h.cold:
 			// Its last request said none would follow soon: an open
 			// stream holds its file and ~200 KiB until IdleClose, which
@@ -453,8 +487,9 @@ func (s *Server) doneServing(h *handle) {
 func (s *Server) busyLocked() bool { return s.inService > 0 || len(s.ready) > 0 }
 
 // evictLocked retires idle streams to the closer (retireLocked): beyond
-// the cache's size (MaxOpenStreams less cacheReserve) the least recently
-// used first, to be closed quickly, and (when idle is set) those unused for
+// the cache's size (MaxOpenStreams less cacheReserve, of the handles that
+// count toward it: handle.sized) the least recently used first, to be
+// closed quickly, and (when idle is set) those unused for
 // IdleClose, to be closed fully. Streams
 // with queued or running work stay. Both walk the idle list from its least
 // recently used end and stop at the first stream that stays.
@@ -465,7 +500,7 @@ func (s *Server) evictLocked(now time.Time, idle bool) {
 		}
 	}
 	size := s.cfg.MaxOpenStreams - cacheReserve(s.cfg.MaxOpenStreams)
-	for len(s.handles) > size && s.idle.head != nil {
+	for s.sized > size && s.idle.head != nil {
 		s.retireLocked(s.idle.head, true)
 	}
 }

@@ -54,6 +54,14 @@ const (
 	// MaxQueueDefault bounds the requests waiting on one stream; more are
 	// answered unavailable.
 	MaxQueueDefault = 10000
+	// MaxQueueBytesDefault bounds the bytes of the requests a server holds
+	// queued or being served, over all its streams: 256 MiB, what the
+	// subscription may hold before they are queued (subPendingBytes), so
+	// that requests received take at most twice that. MaxQueue alone let a
+	// stream hold 10,000 requests of the max payload (80 GiB under up's
+	// 8 MiB), and every stream as much; a group commit needs far less (a
+	// stream's full queue of 10,000 small sets counts about 17 MiB).
+	MaxQueueBytesDefault = subPendingBytes
 	// MaxCommitOpsDefault bounds the messages of one group-commit transaction.
 	MaxCommitOpsDefault = 10000
 )
@@ -61,6 +69,23 @@ const (
 // flushTimeout bounds Start's wait for the subscription to reach NATS when
 // ctx has no deadline.
 const flushTimeout = 5 * time.Second
+
+// subPendingBytes bounds the requests the subscription holds before onMsg
+// queues them: past it nats.go drops them (a slow consumer), unanswered.
+const subPendingBytes = 256 << 20
+
+// jobOverhead and opOverhead are what a queued request holds besides its
+// message's bytes (nats.Msg.Size), as Config.MaxQueueBytes counts it: each
+// request its message's header map, the decoded request, its job and its
+// place in the queue; and each message it writes its store.WriteOp
+// (80 bytes) and the strings decoded from its frame. Rounded up from the
+// heap held by requests queued behind a held worker: 1,257 bytes per
+// set of 123 bytes, 870 KB per setMany of 10,000 empty frames (40 KB),
+// 1.2 MB per one of 10,000 keyed frames (169 KB).
+const (
+	jobOverhead = 1536
+	opOverhead  = 112
+)
 
 // DefaultMaxOpenStreams is the open-stream cap for each of servers
 // sharing one process when none is configured, the lower of two bounds,
@@ -141,6 +166,16 @@ type Config struct {
 	// MaxQueue bounds the requests waiting on one stream. Zero means
 	// MaxQueueDefault.
 	MaxQueue int
+	// MaxQueueBytes bounds the bytes of the requests the server holds
+	// queued or being served, over all its streams, each counted at its
+	// message's size (subject, reply, headers and body) plus what decoding
+	// it took (jobOverhead, and opOverhead per message it writes) until
+	// it is answered: a request that would go past it is answered
+	// unavailable, as one past MaxQueue is. One request is always taken
+	// when none is held, however large. (A request served on arrival,
+	// on the subscription's goroutine, is not queued and not counted.)
+	// Zero means MaxQueueBytesDefault.
+	MaxQueueBytes int64
 	// MaxCommitOps bounds the messages in one group-commit transaction. Zero
 	// means MaxCommitOpsDefault.
 	MaxCommitOps int
@@ -200,6 +235,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxQueue == 0 {
 		c.MaxQueue = MaxQueueDefault
 	}
+	if c.MaxQueueBytes == 0 {
+		c.MaxQueueBytes = MaxQueueBytesDefault
+	}
 	if c.MaxCommitOps == 0 {
 		c.MaxCommitOps = MaxCommitOpsDefault
 	}
@@ -230,7 +268,7 @@ func (c Config) validate() error {
 	if err := bus.ValidService(c.Service); err != nil {
 		return fmt.Errorf("persist server: service: %w", err)
 	}
-	if c.MaxOpenStreams < 0 || c.IdleClose < 0 || c.ExpireEvery < 0 || c.Workers < 0 || c.MaxQueue < 0 || c.MaxCommitOps < 0 || c.ArchiveEvery < 0 {
+	if c.MaxOpenStreams < 0 || c.IdleClose < 0 || c.ExpireEvery < 0 || c.Workers < 0 || c.MaxQueue < 0 || c.MaxQueueBytes < 0 || c.MaxCommitOps < 0 || c.ArchiveEvery < 0 {
 		return errors.New("persist server: limits must not be negative")
 	}
 	if err := c.validateArchive(); err != nil {
@@ -258,6 +296,10 @@ type Server struct {
 	mu      sync.Mutex // protects everything below it
 	cond    *sync.Cond // workers wait on it for ready streams
 	handles map[handleKey]*handle
+	// sized counts the handles in handles that count toward the cache's
+	// size (handle.sized): eviction keeps it, not len(handles), below
+	// MaxOpenStreams less cacheReserve (evictLocked).
+	sized int
 	// idle lists the handles in the cache with nothing queued or being
 	// served, least recently used first (cache.go).
 	idle handleList
@@ -310,6 +352,11 @@ type Server struct {
 	count    *streamCount
 	walkStop context.CancelFunc
 	walkDone chan struct{}
+
+	// queuedBytes is what the requests queued or being served hold, as
+	// MaxQueueBytes counts it (job.bytes): added under mu by enqueue,
+	// taken back without it once they are answered.
+	queuedBytes atomic.Int64
 
 	// openStreams counts the streams whose storage is open, being opened
 	// or still closing: the slots of openslots.go, at most MaxOpenStreams.
@@ -381,6 +428,12 @@ type handle struct {
 	// quickClose: the closer closes h quickly (evicted for room, not
 	// idle); walKept: its close left the WAL for compaction (cache.go).
 	quickClose, walKept bool
+	// sized: h counts toward the cache's size (Server.sized), as its
+	// stream is open or a write queued on it will open it; a handle of
+	// reads only, of a stream that may not exist, does not, else reads
+	// of made-up names would push open streams out of the cache. Guarded
+	// by Server.mu; cleared when h leaves the cache (dropLocked).
+	sized bool
 	// cold: the last request served said none would follow soon (Sy-Cold),
 	// so h is closed once idle instead of kept for IdleClose. Set by the
 	// worker serving h, read by it in doneServing.
@@ -406,6 +459,10 @@ type job struct {
 	// batch left it due and nothing else waited (store.Checkpointer).
 	checkpoint bool
 	start      time.Time // arrival, set only with an Observer (see Server.served)
+	// bytes is what j counts in Server.queuedBytes until it is answered
+	// (enqueue); 0 for the server's own jobs and a request served on
+	// arrival.
+	bytes int64
 }
 
 // New checks cfg and returns a server that is not yet serving.
@@ -448,8 +505,8 @@ func (s *Server) start(ctx context.Context) error {
 		return fmt.Errorf("persist server: subscribe %s: %w", subject, err)
 	}
 	// Large setMany bursts must queue here rather than be dropped as a slow
-	// consumer; the per-stream MaxQueue is the real bound.
-	if err := sub.SetPendingLimits(-1, 256<<20); err != nil {
+	// consumer; MaxQueue and MaxQueueBytes are the real bounds.
+	if err := sub.SetPendingLimits(-1, subPendingBytes); err != nil {
 		_ = sub.Unsubscribe()
 		return fmt.Errorf("persist server: %w", err)
 	}
@@ -620,6 +677,7 @@ func (s *Server) closeStreams() error {
 		hs = append(hs, h)
 	}
 	s.handles = map[handleKey]*handle{}
+	s.sized = 0
 	s.mu.Unlock()
 	if err := s.closeAll(hs); err != nil {
 		first = err
