@@ -7,10 +7,11 @@ import (
 	"testing"
 )
 
-// FuzzFiles feeds Files arbitrary input: it must not panic, and every file
-// it returns must come from a packet whose MD5 verifies, so its id is the
-// one the packet's own fields give when the packet was built honestly; the
-// list is sorted and has one entry per id.
+// FuzzFiles feeds Files arbitrary input: it must not panic, it hashes at
+// most hashBudget of it, and every file it returns must come from a packet
+// whose MD5 verifies, so its id is the one the packet's own fields give
+// when the packet was built honestly; the list is sorted and has one entry
+// per id.
 func FuzzFiles(f *testing.F) {
 	set := [16]byte{9}
 	a := fileDescPacket(set, "a.rar", []byte("data"))
@@ -21,7 +22,10 @@ func FuzzFiles(f *testing.F) {
 	f.Add(packet(set, "PAR 2.0\x00Main\x00\x00\x00\x00\x00\x00\x00\x00", make([]byte, 28)))
 	f.Add([]byte("PAR2\x00PKT"))
 	f.Fuzz(func(t *testing.T, in []byte) {
-		files, err := Files(in)
+		files, hashed, err := scan(in)
+		if hashed > hashBudget(len(in)) {
+			t.Fatalf("hashed %d bytes of a %d-byte input", hashed, len(in))
+		}
 		if err != nil {
 			if files != nil {
 				t.Fatalf("files %v with error %v", files, err)

@@ -32,10 +32,17 @@ func decode(b []byte) (yenc.Decoded, error) {
 		return yenc.Decoded{}, err
 	}
 	d := yenc.Decoded{Name: h.Name, Part: h.Part, Total: h.Total, Line: h.Line, Size: h.Size, Begin: h.Begin, End: h.End}
-	// The data starts after =ybegin, and =ypart for a multipart body.
-	i := bytes.Index(b, []byte("=ybegin "))
-	if i < 0 {
-		return d, fmt.Errorf("%w: no =ybegin", yenc.ErrFormat)
+	// The data starts after =ybegin, and =ypart for a multipart body. The
+	// =ybegin line is the one ReadHeader read: the first that starts with
+	// it, not a "=ybegin " inside an earlier line of text, which would
+	// start the data at the header (garbage for the RAR signature and the
+	// 16 KiB hash, while a downloader decodes the body right).
+	i := 0
+	if !bytes.HasPrefix(b, []byte("=ybegin ")) {
+		if i = bytes.Index(b, []byte("\n=ybegin ")); i < 0 {
+			return d, fmt.Errorf("%w: no =ybegin", yenc.ErrFormat)
+		}
+		i++
 	}
 	b = b[i:]
 	skip := 1

@@ -1,7 +1,10 @@
 package postproc
 
 import (
+	"bytes"
 	"context"
+	"crypto/md5"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -10,7 +13,9 @@ import (
 
 	"github.com/switchyard-dev/switchyard/internal/lifecycle"
 	"github.com/switchyard-dev/switchyard/internal/lifecycle/lifecycletest"
+	"github.com/switchyard-dev/switchyard/internal/testnats"
 	"github.com/switchyard-dev/switchyard/internal/testpersist/persistenv"
+	"github.com/switchyard-dev/switchyard/internal/testpost"
 	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/nntp"
 	"github.com/switchyard-dev/switchyard/nntp/nntptest"
@@ -209,6 +214,100 @@ func TestGeneratedReleasesAreRead(t *testing.T) {
 	if seen != releases {
 		t.Errorf("%d releases in the stream, want %d", seen, releases)
 	}
+}
+
+// TestProcessBoundsNamesFromBodies: a release whose par2 index (one
+// article of 230 KiB) names its files with a thousand '&' each (6 bytes
+// each as JSON) is processed, with the bus at NATS's default max payload
+// of 1 MiB: the names kept are bounded, so its record and its publication
+// fit. (Was: every name was kept, the release's publication took 1.27 MB
+// and failed too-large, so Process failed and the release was read again
+// at every scan, for good.)
+func TestProcessBoundsNamesFromBodies(t *testing.T) {
+	t.Parallel()
+	env := persistenv.Start(t, 1, persistenv.NATS(testnats.Options{MaxPayload: 1 << 20}))
+	srv := nntptest.Start(t)
+	const group, title = "alt.binaries.postproc.names", "Some.Show.S01E02.720p-GRP"
+	srv.AddGroup(group, 0)
+	st, err := usenet.NewStore(env.Client(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.SetPolicy(usenet.SettleConfig{MinBytes: -1})
+	ctx := context.Background()
+
+	var idx []byte
+	for i := 0; len(idx) < 230<<10; i++ {
+		idx = append(idx, par2FileDescPacket(fmt.Sprintf("%04d%s.mkv", i, strings.Repeat("&", 1000)), 1000, i)...)
+	}
+	c, err := nntp.Dial(ctx, nntp.Config{Addr: srv.Addr()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := []testpost.File{{Name: title + ".par2", Data: idx}, {Name: title + ".part01.rar", Data: make([]byte, 5000)}}
+	_, err = testpost.PostFiles(ctx, c, group, "Poster <poster@switchyard.test>", files, testpost.Options{Title: title, PartSize: 300 << 10})
+	c.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	index(t, st, srv.Addr(), group, 1, 2)
+	var rel usenet.Release
+	if _, err := st.Releases().Scan(ctx, persist.Range{}, func(m *persist.Message) error {
+		if m.Key != "" {
+			return json.Unmarshal(m.Value, &rel)
+		}
+		return nil
+	}); err != nil || rel.ID == "" {
+		t.Fatalf("no release indexed (%v)", err)
+	}
+
+	pool, err := nntp.NewPool(nntp.PoolConfig{Conn: nntp.Config{Addr: srv.Addr()}, Size: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Stop(ctx)
+	p, err := New(Config{Store: st, Pool: pool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Process(ctx, rel); err != nil {
+		t.Fatalf("Process: %v", err)
+	}
+	rec, err := st.PostRecord(ctx, rel.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Status != usenet.PostDone || len(rec.Par2) == 0 {
+		t.Fatalf("record %s with %d par2 files; want done, with some", rec.Status, len(rec.Par2))
+	}
+	var names int
+	for _, f := range rec.Par2 {
+		names += jsonLen(f.Name)
+	}
+	if names > par2ListMax {
+		t.Fatalf("%d par2 names of %d bytes as JSON; want at most %d", len(rec.Par2), names, par2ListMax)
+	}
+}
+
+// par2FileDescPacket is a PAR 2.0 file description packet for name, size
+// and file id number id, whose MD5 verifies.
+func par2FileDescPacket(name string, size uint64, id int) []byte {
+	body := binary.LittleEndian.AppendUint64(make([]byte, 8), uint64(id)) // file id
+	body = append(body, make([]byte, 32)...)                              // MD5s of the file and of its first 16 KiB
+	body = binary.LittleEndian.AppendUint64(body, size)
+	body = append(body, name...)
+	for len(body)%4 != 0 {
+		body = append(body, 0)
+	}
+	pkt := []byte("PAR2\x00PKT")
+	pkt = binary.LittleEndian.AppendUint64(pkt, uint64(64+len(body)))
+	pkt = append(pkt, make([]byte, 16)...) // MD5, below
+	pkt = append(pkt, bytes.Repeat([]byte{7}, 16)...)
+	pkt = append(pkt, "PAR 2.0\x00FileDesc"...)
+	pkt = append(pkt, body...)
+	sum := md5.Sum(pkt[32:])
+	copy(pkt[16:32], sum[:])
+	return pkt
 }
 
 // TestProcessorLifecycle: the lifecycle rules.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
@@ -37,6 +38,31 @@ const (
 	// yEnc's overhead and the headers.
 	nfoArticleMax = usenet.NFOMax + usenet.NFOMax/8 + 4<<10
 )
+
+// Bounds on the names a release keeps from its bodies. What Read finds is
+// published with the release (and every later publication of it) as
+// JSON, where '&', '<', '>' and control characters take 6 bytes each: a
+// par2 index of one 230 KiB article, its names made of '&', gave a release
+// record of 1.27 MB, over NATS's default max payload (1 MiB), so storing
+// it failed at every scan, for good.
+const (
+	// nameMax is the longest name from a body (a par2 file name, a yEnc
+	// name=, a RAR inner name) that is used: no downloader writes a
+	// longer path.
+	nameMax = 1 << 10
+	// par2ListMax bounds the par2 files kept, and matched to the
+	// binaries, by the bytes of their names as JSON: the first ones by
+	// name that fit.
+	par2ListMax = 128 << 10
+	// innerMax bounds the inner names kept the same way.
+	innerMax = 32 << 10
+)
+
+// jsonLen is the length of s as a JSON string, as the records hold it.
+func jsonLen(s string) int {
+	b, _ := json.Marshal(s)
+	return len(b)
+}
 
 func (b Budget) withDefaults() Budget {
 	if b.Articles <= 0 {
@@ -92,6 +118,8 @@ type reader struct {
 	overhead int64
 	par2     []par2.File // the index's files, once read
 	index    *file       // the file they were read from
+	// innerLen is the JSON length of res.Inner's names (innerMax).
+	innerLen int
 }
 
 // file is one binary of the release as Read sees it.
@@ -284,7 +312,7 @@ func (rd *reader) readFile(ctx context.Context, f *file) (bool, error) {
 	if n > 0 && seg.Bytes > 0 {
 		rd.overhead = max(seg.Bytes-n*yencRatio/10000, 0)
 	}
-	if d.Name != "" && d.Name != f.bin.Name && !usenet.Obfuscated(d.Name) && usenet.Obfuscated(f.bin.Name) {
+	if d.Name != "" && len(d.Name) <= nameMax && d.Name != f.bin.Name && !usenet.Obfuscated(d.Name) && usenet.Obfuscated(f.bin.Name) {
 		// The subject's name is obfuscated, the yEnc header's is not.
 		f.yname = d.Name
 	}
@@ -333,6 +361,7 @@ func (rd *reader) readPar2(f *file, data []byte, named bool) {
 		return
 	}
 	f.kind = kindPar2
+	files = boundPar2(files)
 	if len(files) == 0 {
 		return // a recovery volume's first packets, or the main packet only
 	}
@@ -344,6 +373,23 @@ func (rd *reader) readPar2(f *file, data []byte, named bool) {
 		rd.res.Par2, rd.index = list, f
 	}
 	rd.matchPar2(files)
+}
+
+// boundPar2 is files (sorted by name) without names over nameMax, cut
+// where their names pass par2ListMax.
+func boundPar2(files []par2.File) []par2.File {
+	out := make([]par2.File, 0, len(files))
+	total := 0
+	for _, f := range files {
+		if len(f.Name) > nameMax {
+			continue
+		}
+		if total += jsonLen(f.Name); total > par2ListMax {
+			break
+		}
+		out = append(out, f)
+	}
+	return out
 }
 
 func (rd *reader) readNFO(f *file, data []byte, named bool) {
@@ -369,9 +415,13 @@ func (rd *reader) readRAR(f *file, data []byte, named bool) {
 	f.kind = kindRAR
 	rd.res.Password = combinePassword(rd.res.Password, info.Password())
 	for _, n := range info.Names {
-		if !slices.Contains(rd.res.Inner, n) {
-			rd.res.Inner = append(rd.res.Inner, n)
+		if len(n) > nameMax || slices.Contains(rd.res.Inner, n) {
+			continue
 		}
+		if rd.innerLen += jsonLen(n); rd.innerLen > innerMax {
+			break
+		}
+		rd.res.Inner = append(rd.res.Inner, n)
 	}
 }
 

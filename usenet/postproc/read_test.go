@@ -278,6 +278,96 @@ func TestDecodePrefix(t *testing.T) {
 	}
 }
 
+// TestReadPrefixAfterTextMentioningYbegin: a large body (decoded as a
+// prefix) whose text before the header mentions "=ybegin " inside a line
+// decodes from the data, as yenc.Decode and downloaders read it: an
+// encrypted RAR posted under an obfuscated name is sniffed and found
+// passworded.
+// (Was: the prefix started at the first "=ybegin " anywhere, so the
+// header lines were decoded as data: no RAR signature, password 0.)
+func TestReadPrefixAfterTextMentioningYbegin(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(25, 26))
+	vol := rartest.RAR5([]rartest.File{{Name: "movie.mkv", Data: random(rng, 300<<10)}}, rartest.Options{EncryptedFiles: true, Volume: true})
+	p := makePost(t, "Some.Movie.2024.1080p-GRP", []yencFile{{"a1b2c3d4e5f6a7b8c9d0", vol}}, 400<<10)
+	id := p.bins[0].Segments[0].ID
+	p.bodies[id] = append([]byte("posted by a tool whose =ybegin line follows\r\n"), p.bodies[id]...)
+	if len(p.bodies[id]) <= wholeMax {
+		t.Fatalf("body of %d bytes: want one over %d, decoded as a prefix", len(p.bodies[id]), wholeMax)
+	}
+	if d, err := yenc.Decode(bytes.NewReader(p.bodies[id])); err != nil || !bytes.Equal(d.Data, vol) {
+		t.Fatalf("yenc.Decode of the body: %v; want the volume", err)
+	}
+	n := 0
+	res, err := Read(context.Background(), p.rel, p.bins, p.fetch(&n), isGone, Budget{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Password != 1 || !slices.Equal(res.Inner, []string{"movie.mkv"}) {
+		t.Fatalf("password %d, inner %q (failures %v); want 1 and movie.mkv", res.Password, res.Inner, res.Failures)
+	}
+}
+
+// TestReadIgnoresLongYencNames: the =ybegin name= of a file posted under
+// an obfuscated name is used only up to nameMax bytes. (Was: any name a
+// line held was kept: three articles whose names were 60 KiB of '&' gave
+// the release 1.1 MB of names as JSON, past NATS's default max payload.)
+func TestReadIgnoresLongYencNames(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("&", 60<<10) + ".mkv"
+	var files []yencFile
+	for i := range 3 {
+		files = append(files, yencFile{fmt.Sprintf("%020x", 1_000_000_000_000_000+i), []byte("some data")})
+	}
+	p := makePost(t, "Some.Movie.2024.1080p-GRP", files, 4096)
+	for i, b := range p.bins {
+		var buf bytes.Buffer
+		part := yenc.Split(fmt.Sprintf("%d%s", i, long), files[i].data, 4096)[0]
+		if err := yenc.Encode(&buf, files[i].data, part); err != nil {
+			t.Fatal(err)
+		}
+		p.bodies[b.Segments[0].ID] = buf.Bytes()
+	}
+	n := 0
+	res, err := Read(context.Background(), p.rel, p.bins, p.fetch(&n), isGone, Budget{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 3 {
+		t.Fatalf("%d fetches, want the 3 yEnc headers read", n)
+	}
+	for id, name := range res.Files {
+		if len(name) > nameMax {
+			t.Fatalf("binary %s named with %d bytes; want at most %d", id, len(name), nameMax)
+		}
+	}
+}
+
+// TestReadBoundsInnerNames: the inner names kept are bounded by innerMax
+// as JSON. (Was: every name the first 64 KiB held was kept, 6 bytes of
+// JSON for each '&' of them: 330 KiB of record per RAR volume read.)
+func TestReadBoundsInnerNames(t *testing.T) {
+	t.Parallel()
+	var inner []rartest.File
+	for i := range 60 {
+		inner = append(inner, rartest.File{Name: fmt.Sprintf("%02d%s.mkv", i, strings.Repeat("&", 900)), Data: []byte("x")})
+	}
+	vol := rartest.RAR5(inner, rartest.Options{})
+	p := makePost(t, "Some.Movie.2024.1080p-GRP", []yencFile{{"Some.Movie.2024.1080p-GRP.part01.rar", vol}}, 100<<10)
+	n := 0
+	res, err := Read(context.Background(), p.rel, p.bins, p.fetch(&n), isGone, Budget{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for _, name := range res.Inner {
+		total += jsonLen(name)
+	}
+	if len(res.Inner) == 0 || total > innerMax {
+		t.Fatalf("%d inner names of %d bytes as JSON; want some, at most %d", len(res.Inner), total, innerMax)
+	}
+}
+
 // FuzzRead: whatever the bodies, Read neither panics nor fetches past
 // its budget.
 func FuzzRead(f *testing.F) {
