@@ -194,6 +194,10 @@ func TestMaxQueueBytes(t *testing.T) {
 	if queued == 0 || int64(queued)*value > budget {
 		t.Fatalf("%d sets of %d bytes queued under MaxQueueBytes %d", queued, value, budget)
 	}
+	// What is held and what was refused show in Stats (and so /metrics).
+	if st := h.srv.Stats(); st.QueueRefused != uint64(refused) || st.QueuedBytes < int64(queued)*value || st.QueuedBytes > budget {
+		t.Fatalf("Stats: %d refused, %d bytes queued; want %d refused, %d sets of %d bytes queued", st.QueueRefused, st.QueuedBytes, refused, queued, value)
+	}
 	g.open()
 	for i, r := range p.answers(queued + 1) {
 		if c := r.Header.Get(persist.HdrError); c != "" {

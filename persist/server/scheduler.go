@@ -73,6 +73,7 @@ func (s *Server) enqueue(k handleKey, j *job) {
 	size := int64(j.msg.Size()) + jobOverhead + int64(len(j.req.ops))*opOverhead
 	if held := s.queuedBytes.Load(); held > 0 && held+size > s.cfg.MaxQueueBytes {
 		s.mu.Unlock()
+		s.queueRefused.Add(1)
 		s.replyError(j.msg, persist.Errorf(persist.CodeUnavailable, "requests waiting on this server hold %d bytes, and this one's %d would pass the bound of %d (MaxQueueBytes); retry later", held, size, s.cfg.MaxQueueBytes))
 		return
 	}
@@ -85,6 +86,7 @@ func (s *Server) enqueue(k handleKey, j *job) {
 	}
 	if len(h.queue) >= s.cfg.MaxQueue {
 		s.mu.Unlock()
+		s.queueRefused.Add(1)
 		s.replyError(j.msg, persist.Errorf(persist.CodeUnavailable, "stream has %d requests waiting; retry later", s.cfg.MaxQueue))
 		return
 	}

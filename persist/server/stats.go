@@ -53,8 +53,15 @@ type Stats struct {
 	// because their Sy-Deadline had passed when their turn came: the
 	// caller had stopped waiting (and may have retried elsewhere).
 	DeadlineDropped uint64
-	OpenStreams     int   // streams in the server's cache (open or being opened)
-	OpenBytes       int64 // bytes stored in the open streams (Inventory.Bytes summed)
+	// QueueRefused counts the requests answered unavailable on arrival
+	// because their stream had MaxQueue requests waiting or the server's
+	// queued requests would have passed MaxQueueBytes.
+	QueueRefused uint64
+	// QueuedBytes is what the requests queued or being served hold now,
+	// as MaxQueueBytes counts it.
+	QueuedBytes int64
+	OpenStreams int   // streams in the server's cache (open or being opened)
+	OpenBytes   int64 // bytes stored in the open streams (Inventory.Bytes summed)
 	// OpenStorage counts the streams whose storage is open, being opened or
 	// still closing: at most MaxOpenStreams. A persistent one holds
 	// store.FilesPerOpenStream file descriptors.
@@ -122,6 +129,8 @@ func (s *Server) Stats() Stats {
 		Expired:          s.expired.Load(),
 		ReplyRefused:     s.replyRefused.Load(),
 		DeadlineDropped:  s.deadlineDropped.Load(),
+		QueueRefused:     s.queueRefused.Load(),
+		QueuedBytes:      s.queuedBytes.Load(),
 		OpenStreams:      open,
 		OpenBytes:        s.openBytes.Load(),
 		OpenStorage:      s.openStreams.Load(),
@@ -198,6 +207,9 @@ type serverStats struct {
 	replyRefused atomic.Uint64
 	// deadlineDropped counts requests dropped for their deadline (admit).
 	deadlineDropped atomic.Uint64
+	// queueRefused counts requests refused for MaxQueue or MaxQueueBytes
+	// (enqueue).
+	queueRefused atomic.Uint64
 	// writeFailure is set by a failed commit and cleared by a good one.
 	writeFailure atomic.Pointer[writeFailure]
 }

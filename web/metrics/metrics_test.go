@@ -231,7 +231,8 @@ func TestPersistMetrics(t *testing.T) {
 	}
 	for _, n := range []string{"switchyard_persist_dedup_hits_total", "switchyard_persist_expired_messages_total", "switchyard_persist_commit_failures_total", "switchyard_persist_feed_publish_failures_total",
 		"switchyard_persist_streams_rescued_total", "switchyard_persist_open_wait_closes_total", "switchyard_persist_streams_compacted_total", "switchyard_persist_streams_cold_closed_total",
-		"switchyard_persist_compaction_backlog", "switchyard_persist_checkpoints_total", "switchyard_persist_checkpoint_failures_total"} {
+		"switchyard_persist_compaction_backlog", "switchyard_persist_checkpoints_total", "switchyard_persist_checkpoint_failures_total",
+		"switchyard_persist_queue_refused_total", "switchyard_persist_queued_request_bytes"} {
 		value(t, fams, n, "server", "0")
 	}
 	checkLabels(t, fams)

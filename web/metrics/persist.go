@@ -65,6 +65,8 @@ var (
 	persistExpired       = desc("persist_expired_messages_total", "Messages removed by the expiry timer (TTL, max_age) and by tightened limits.", "server")
 	persistReplyRefused  = desc("persist_reply_refused_total", "Requests dropped unanswered: their reply subject was missing or not an inbox.", "server")
 	persistDeadline      = desc("persist_deadline_dropped_total", "Requests dropped unanswered and unapplied: their Sy-Deadline had passed when their turn came.", "server")
+	persistQueueRefused  = desc("persist_queue_refused_total", "Requests answered unavailable on arrival: their stream had 10,000 requests waiting (MaxQueue) or the server's queued requests would have passed MaxQueueBytes.", "server")
+	persistQueuedBytes   = desc("persist_queued_request_bytes", "Bytes the requests queued or being served hold, as MaxQueueBytes counts them.", "server")
 	persistOpenStreams   = desc("persist_open_streams", "Streams in the server's cache of open streams.", "server")
 	persistOpenBytes     = desc("persist_open_stream_bytes", "Bytes stored in the open streams.", "server")
 	persistOpenStorage   = desc("persist_open_stream_storage", "Streams whose storage is open, opening or closing; a persistent one holds 3 file descriptors (its database, -wal and -shm).", "server")
@@ -78,7 +80,7 @@ var (
 	persistReady         = desc("persist_ready", "1 while the server serves, its NATS connection is up and its last commit succeeded.", "server")
 	persistCheckpoints   = desc("persist_checkpoints_total", "WAL checkpoints run between requests (a stream's WAL grown to 500 pages with nothing queued for it), so that no commit waits for one.", "server")
 	persistCkptFails     = desc("persist_checkpoint_failures_total", "Checkpoints between requests that failed (SQLite's own, inside a commit, still bounds the WAL).", "server")
-	persistCollectorDesc = []*prometheus.Desc{persistCheckpoints, persistCkptFails, persistCommits, persistCommitFails, persistFeed, persistFeedLocal, persistFeedUnheard, persistFeedFails, persistDedup, persistExpired, persistReplyRefused, persistDeadline, persistOpenStreams, persistOpenBytes, persistOpenStorage, persistMaxOpen, persistStreams, persistRescued, persistWaitCloses, persistCompacted, persistCompactWait, persistColdCloses, persistReady}
+	persistCollectorDesc = []*prometheus.Desc{persistCheckpoints, persistCkptFails, persistCommits, persistCommitFails, persistFeed, persistFeedLocal, persistFeedUnheard, persistFeedFails, persistDedup, persistExpired, persistReplyRefused, persistDeadline, persistQueueRefused, persistQueuedBytes, persistOpenStreams, persistOpenBytes, persistOpenStorage, persistMaxOpen, persistStreams, persistRescued, persistWaitCloses, persistCompacted, persistCompactWait, persistColdCloses, persistReady}
 )
 
 func newPersistCollector() *persistCollector {
@@ -141,6 +143,8 @@ func (c *persistCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(ch, persistExpired, float64(st.Expired), s.id)
 		counter(ch, persistReplyRefused, float64(st.ReplyRefused), s.id)
 		counter(ch, persistDeadline, float64(st.DeadlineDropped), s.id)
+		counter(ch, persistQueueRefused, float64(st.QueueRefused), s.id)
+		gauge(ch, persistQueuedBytes, float64(st.QueuedBytes), s.id)
 		gauge(ch, persistOpenStreams, float64(st.OpenStreams), s.id)
 		gauge(ch, persistOpenBytes, float64(st.OpenBytes), s.id)
 		gauge(ch, persistOpenStorage, float64(st.OpenStorage), s.id)
