@@ -459,7 +459,12 @@ func TestDateTrailingText(t *testing.T) {
 	}
 }
 
-// (Was: with three or more OVER commands in flight, a login expiring mid-train got every command behind it a 480; the last one, not the first, was taken as the latest refusal, so OverPipelined failed with ErrAuth without logging in again and left the connection in the pool.)
+// TestOverPipelinedReloginWithSeveralRefused: a login that expires with
+// four OVER commands in flight gets each of them a 480; OverPipelined logs
+// in again and goes on from the first refused range.
+// (Was: the last 480, not the first, was taken as the latest refusal, so
+// OverPipelined failed with ErrAuth without logging in again and left the
+// connection in the pool.)
 func TestOverPipelinedReloginWithSeveralRefused(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
@@ -526,7 +531,11 @@ func TestOverPipelinedReloginWithSeveralRefused(t *testing.T) {
 	}
 }
 
-// (Was: each continuation line of a header was appended to the field's value string, copying it every time: a 4 MB header of 20,000 folded lines kept a CPU busy for half a minute.)
+// TestHeadManyContinuationLinesLinear: HEAD unfolds a field of many
+// continuation lines in allocations linear in its size.
+// (Was: each continuation line was appended to the field's value string,
+// copying it every time: a 4 MB header of 20,000 folded lines kept a CPU
+// busy for half a minute.)
 func TestHeadManyContinuationLinesLinear(t *testing.T) {
 	const lines = 20000
 	var resp []byte // built before measuring: the server runs in this process
@@ -570,7 +579,11 @@ func TestHeadManyContinuationLinesLinear(t *testing.T) {
 	}
 }
 
-// (Was: the answers kept whole, CAPABILITIES (asked by Dial with CompressAuto), LIST OVERVIEW.FMT and HEAD, were held however long: a server sending lines without end grew the client's memory at the speed of the link until the deadline.)
+// TestHeldResponsesBounded: the answers kept whole (CAPABILITIES, which
+// Dial asks with CompressAuto, LIST OVERVIEW.FMT and HEAD) fail past 1 MiB
+// with a ProtocolError and a broken connection.
+// (Was: they were held however long: a server sending lines without end
+// grew the client's memory at the speed of the link until the deadline.)
 func TestHeldResponsesBounded(t *testing.T) {
 	t.Parallel()
 	// A header line too; 64 MiB of them, more than socket buffers hold, so

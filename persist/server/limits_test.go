@@ -315,7 +315,10 @@ func TestDuplicateHeaderFirstValueCounts(t *testing.T) {
 	}
 }
 
-// (Was: a number or boolean header sent with an empty value ("Sy-Prev-Seq:", a script's unset variable) counted as absent: a compare-and-set was a plain write, a TTL was dropped, and a drop of an ephemeral stream dropped the persistent one.)
+// (Was: a number or boolean header sent with an empty value ("Sy-Prev-Seq:",
+// a script's unset variable) counted as absent: a compare-and-set was a
+// plain write, a TTL was dropped, and a drop of an ephemeral stream dropped
+// the persistent one.)
 func TestEmptyHeaderValueIsBadRequest(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, nil)

@@ -209,7 +209,10 @@ func TestMissingReadEvictsNothing(t *testing.T) {
 	}
 }
 
-// (Was: with every slot taken, a read of an ephemeral stream that was not open closed the least recently used idle stream to take a slot, and only then found nothing: an inventory of a made-up ephemeral name wiped another ephemeral stream's messages.)
+// (Was: with every slot taken, a read of an ephemeral stream that was not
+// open closed the least recently used idle stream to take a slot, and only
+// then found nothing: an inventory of a made-up ephemeral name wiped another
+// ephemeral stream's messages.)
 func TestMissingEphemeralReadEvictsNothing(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.MaxOpenStreams = 2 })
@@ -235,7 +238,10 @@ func TestMissingEphemeralReadEvictsNothing(t *testing.T) {
 	}
 }
 
-// (Was: with an archive configured, a read of a made-up persistent name with every slot taken was not known to miss (the archive might have held a copy), so it closed the least recently used idle stream, an ephemeral one with its messages, to look.)
+// (Was: with an archive configured, a read of a made-up persistent name with
+// every slot taken was not known to miss (the archive might have held a
+// copy), so it closed the least recently used idle stream, an ephemeral one
+// with its messages, to look.)
 func TestMissingReadWithArchiveEvictsNothing(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.MaxOpenStreams = 2; c.Archive = t.TempDir() })
@@ -273,7 +279,10 @@ func TestMissingReadWithArchiveEvictsNothing(t *testing.T) {
 	}
 }
 
-// (Was: eviction counted every handle in the cache, those of queued reads of streams that do not exist too: 200 pipelined inventories of made-up names closed the 60 idle ephemeral streams of a 64-stream cache, and their messages were lost.)
+// (Was: eviction counted every handle in the cache, those of queued reads of
+// streams that do not exist too: 200 pipelined inventories of made-up names
+// closed the 60 idle ephemeral streams of a 64-stream cache, and their
+// messages were lost.)
 func TestQueuedMissingReadsEvictNothing(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {

@@ -146,7 +146,10 @@ func TestMaxQueue(t *testing.T) {
 	}
 }
 
-// (Was: queued requests were bounded by count per stream only (MaxQueue): with the worker held, 400 sets of 900 KiB over a few streams queued 350 MiB of bodies, none refused, and every stream could hold 10,000 requests of the max payload.)
+// (Was: queued requests were bounded by count per stream only (MaxQueue):
+// with the worker held, 400 sets of 900 KiB over a few streams queued 350
+// MiB of bodies, none refused, and every stream could hold 10,000 requests
+// of the max payload.)
 func TestMaxQueueBytes(t *testing.T) {
 	t.Parallel()
 	const budget, value, sent, streams = 1 << 20, 100 << 10, 40, 4
