@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/switchyard-dev/switchyard/internal/lifecycle"
 	"github.com/switchyard-dev/switchyard/persist"
 )
 
@@ -31,6 +32,15 @@ type ApplyResult struct {
 	Binaries  int `json:"binaries"`  // binaries created or changed
 	Releases  int `json:"releases"`  // releases (posts) created or changed
 	Published int `json:"published"` // visible releases written to the releases stream
+	// TooLarge counts the records left as they were because their new
+	// state did not fit the bus's largest message (persist.ErrTooLarge):
+	// a binary of some 100,000 parts or of very long message-ids, a
+	// collection or release of tens of thousands of files. The articles
+	// that would have grown them are left out; the rest of the range is
+	// written. Failing the range instead failed it on every attempt, with
+	// every other post in it, and every later range that added to the
+	// record.
+	TooLarge int `json:"too_large,omitempty"`
 }
 
 // Apply merges bins (a range's binaries, as a Batch gathered them) into the
@@ -46,16 +56,20 @@ type ApplyResult struct {
 // keeps, per release, the record of the highest Version it has seen.
 func (s *Store) Apply(ctx context.Context, bins []*Binary, now time.Time) (ApplyResult, error) {
 	var res ApplyResult
-	finals, changed, err := s.applyBinaries(ctx, bins)
+	finals, changed, tooLarge, err := s.applyBinaries(ctx, bins)
 	if err != nil {
 		return res, err
 	}
 	res.Binaries = changed
+	res.TooLarge = tooLarge
 
 	gap := s.policy.gap()
 	deltas := map[string]*Collection{}
 	var order []string
 	for _, b := range finals {
+		if b == nil {
+			continue // not stored (too large): its collection keeps what it had
+		}
 		c := CollectionOf(b, gap)
 		if d, ok := deltas[c.ID]; ok {
 			d.Merge(c)
@@ -68,44 +82,67 @@ func (s *Store) Apply(ctx context.Context, bins []*Binary, now time.Time) (Apply
 	for _, id := range order {
 		colls = append(colls, deltas[id])
 	}
-	res.Releases, res.Published, err = s.applyCollections(ctx, colls, now)
+	var n int
+	res.Releases, res.Published, n, err = s.applyCollections(ctx, colls, now)
+	res.TooLarge += n
 	return res, err
 }
 
+// tooLarge logs a record left as it was because its new state did not fit
+// the bus's largest message; err says how large it was.
+func (s *Store) tooLarge(kind, key string, err error) {
+	lifecycle.Logger(s.policy.Logger, "indexer").Warn("usenet: record too large for the bus, left as it was",
+		"scope", s.scope, "record", kind, "key", key, "err", err)
+}
+
 // applyBinaries merges bins into the binaries KV and returns the stored
-// state of each afterwards, and how many it changed.
-func (s *Store) applyBinaries(ctx context.Context, bins []*Binary) ([]*Binary, int, error) {
-	conflicts, err := createAll(ctx, s.binaries, len(bins), func(i int) (string, any) { return bins[i].ID, bins[i] })
+// state of each afterwards (nil for one left out as too large), how many
+// it changed and how many it left out.
+func (s *Store) applyBinaries(ctx context.Context, bins []*Binary) ([]*Binary, int, int, error) {
+	conflicts, large, err := createAll(ctx, s.binaries, len(bins), func(i int) (string, any) { return bins[i].ID, bins[i] })
 	if err != nil {
-		return nil, 0, fmt.Errorf("usenet: store binaries: %w", err)
+		return nil, 0, 0, fmt.Errorf("usenet: store binaries: %w", err)
 	}
-	created := len(bins) - len(conflicts)
+	created := len(bins) - len(conflicts) - len(large)
 	// The created ones are stored as they are; the others as merged below.
 	finals := slices.Clone(bins)
+	for _, l := range large {
+		finals[l.i] = nil
+		s.tooLarge("binary", bins[l.i].ID, l.err)
+	}
 	var mu sync.Mutex
-	changed := created
+	changed, tooLarge := created, len(large)
 	err = parallel(ctx, conflicts, func(ctx context.Context, i int) error {
 		b := bins[i]
 		final, ch, err := mergeLoop(ctx, s.binaries, b.ID, func(cur *Binary) (bool, error) { return cur.Merge(*b), nil })
+		if errors.Is(err, persist.ErrTooLarge) {
+			s.tooLarge("binary", b.ID, err)
+			mu.Lock()
+			finals[i] = nil
+			tooLarge++
+			mu.Unlock()
+			return nil
+		}
 		if err != nil {
 			return fmt.Errorf("usenet: store binary %s: %w", b.ID, err)
 		}
 		final.base = b.base
+		mu.Lock()
 		finals[i] = final
 		if ch {
-			mu.Lock()
 			changed++
-			mu.Unlock()
 		}
+		mu.Unlock()
 		return nil
 	})
-	return finals, changed, err
+	return finals, changed, tooLarge, err
 }
 
 // applyCollections merges colls into the collections KV, publishing the
 // posts that are visible and changed after it; it returns how many posts
-// it changed and published.
-func (s *Store) applyCollections(ctx context.Context, colls []*Collection, now time.Time) (int, int, error) {
+// it changed and published, and how many collections it left as they were
+// for being too large (the record, or a release it would publish).
+func (s *Store) applyCollections(ctx context.Context, colls []*Collection, now time.Time) (int, int, int, error) {
 	ms := now.UnixMilli()
 	// New collections with nothing to publish first, in batches: most of
 	// a range's are. One with a post to publish goes through mergeLoop,
@@ -123,17 +160,21 @@ func (s *Store) applyCollections(ctx context.Context, colls []*Collection, now t
 		fresh = append(fresh, f)
 		freshOf = append(freshOf, i)
 	}
-	conflicts, err := createAll(ctx, s.collections, len(fresh), func(i int) (string, any) { return fresh[i].ID, &fresh[i] })
+	conflicts, large, err := createAll(ctx, s.collections, len(fresh), func(i int) (string, any) { return fresh[i].ID, &fresh[i] })
 	if err != nil {
-		return 0, 0, fmt.Errorf("usenet: store collections: %w", err)
+		return 0, 0, 0, fmt.Errorf("usenet: store collections: %w", err)
 	}
-	changed, published := 0, 0
+	changed, published, tooLarge := 0, 0, len(large)
 	for _, f := range fresh {
 		changed += len(f.States)
 	}
 	for _, i := range conflicts {
 		changed -= len(fresh[i].States) // not new after all: merged below
 		rest = append(rest, freshOf[i])
+	}
+	for _, l := range large {
+		changed -= len(fresh[l.i].States)
+		s.tooLarge("collection", fresh[l.i].ID, l.err)
 	}
 	var mu sync.Mutex
 	err = parallel(ctx, rest, func(ctx context.Context, i int) error {
@@ -149,6 +190,15 @@ func (s *Store) applyCollections(ctx context.Context, colls []*Collection, now t
 			n = changedStates(before, cur.States)
 			return true, pub, nil
 		})
+		if errors.Is(err, persist.ErrTooLarge) {
+			// The record, or a release it was to publish first. A release
+			// published before a record refused stays in the stream.
+			s.tooLarge("collection", d.ID, err)
+			mu.Lock()
+			tooLarge++
+			mu.Unlock()
+			return nil
+		}
 		if err != nil {
 			return fmt.Errorf("usenet: store collection %s: %w", d.ID, err)
 		}
@@ -160,7 +210,7 @@ func (s *Store) applyCollections(ctx context.Context, colls []*Collection, now t
 		}
 		return nil
 	})
-	return changed, published, err
+	return changed, published, tooLarge, err
 }
 
 // changedStates counts the states of after that are new or of another
@@ -244,9 +294,17 @@ func (s *Store) publishRows(ctx context.Context, rels []Release, dedup bool) err
 		}
 		entries = append(entries, e)
 	}
+	single := false // after a batch too large: one release per request
 	for len(entries) > 0 {
-		n := batchLen(entries)
+		n := 1
+		if !single {
+			n = batchLen(entries)
+		}
 		out, err := s.releases.SetMany(ctx, entries[:n])
+		if errors.Is(err, persist.ErrTooLarge) && n > 1 {
+			single = true
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("usenet: publish releases: %w", err)
 		}
@@ -272,38 +330,62 @@ func batchLen(entries []persist.Entry) int {
 	return len(entries)
 }
 
+// refused is a record createAll did not write, and why.
+type refused struct {
+	i   int
+	err error
+}
+
 // createAll writes n records that must not exist yet (compare-and-set on
-// seq 0), in batches, and returns the indexes of those that did exist.
-func createAll(ctx context.Context, kv *persist.KV, n int, rec func(i int) (key string, v any)) ([]int, error) {
+// seq 0), in batches, and returns the indexes of those that did exist and
+// of those too large for the bus (persist.ErrTooLarge), which it leaves
+// out. A batch refused as too large is written again one record at a
+// time, so that one record too large refuses only itself.
+func createAll(ctx context.Context, kv *persist.KV, n int, rec func(i int) (key string, v any)) ([]int, []refused, error) {
 	entries := make([]persist.Entry, n)
 	zero := uint64(0)
 	for i := range n {
 		key, v := rec(i)
 		b, hdr, err := encodeRecord(v)
 		if err != nil {
-			return nil, fmt.Errorf("encode %s: %w", key, err)
+			return nil, nil, fmt.Errorf("encode %s: %w", key, err)
 		}
 		entries[i] = persist.Entry{Key: key, Value: b, Headers: hdr, PrevSeq: &zero}
 	}
 	var conflicts []int
+	var large []refused
+	singlesTo := 0 // entries before it go one per request
 	for off := 0; off < n; {
-		k := batchLen(entries[off:])
+		k := 1
+		if off >= singlesTo {
+			k = batchLen(entries[off:])
+		}
 		out, err := kv.Stream().SetMany(ctx, entries[off:off+k])
-		if err != nil {
-			return nil, err
+		switch {
+		case errors.Is(err, persist.ErrTooLarge) && k > 1:
+			singlesTo = off + k
+			continue
+		case errors.Is(err, persist.ErrTooLarge):
+			large = append(large, refused{off, err})
+			off++
+			continue
+		case err != nil:
+			return nil, nil, err
 		}
 		for j, o := range out {
 			switch {
 			case o.Err == nil:
 			case errors.Is(o.Err, persist.ErrWrongLastSequence):
 				conflicts = append(conflicts, off+j)
+			case errors.Is(o.Err, persist.ErrTooLarge):
+				large = append(large, refused{off + j, o.Err})
 			default:
-				return nil, fmt.Errorf("%s: %w", entries[off+j].Key, o.Err)
+				return nil, nil, fmt.Errorf("%s: %w", entries[off+j].Key, o.Err)
 			}
 		}
 		off += k
 	}
-	return conflicts, nil
+	return conflicts, large, nil
 }
 
 // mergeLoop reads key, applies merge to it and writes it back under

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-dev/switchyard/internal/testnats"
 	"github.com/switchyard-dev/switchyard/internal/testpersist/persistenv"
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/work"
@@ -460,5 +461,104 @@ func TestCrosspostWithoutXrefListsEveryGroup(t *testing.T) {
 	bins, err := st.Binaries(context.Background(), []string{rels[0].Binaries[0].ID})
 	if err != nil || len(bins) != 1 || !slices.Equal(bins[0].Groups, want) || len(bins[0].Segments) != 3 {
 		t.Fatalf("binary: %+v, %v", bins, err)
+	}
+}
+
+// (Was: a record that outgrew the bus's max payload failed the range with too-large on every attempt, with every other post in it.)
+func TestRecordTooLargeLeavesTheRestOfTheRange(t *testing.T) {
+	t.Parallel()
+	// A max payload of 256 KiB stands for the 8 MiB of a real bus: the
+	// records reach it with fewer articles.
+	env := persistenv.Start(t, 1, persistenv.NATS(testnats.Options{MaxPayload: 256 << 10}))
+	st, err := NewStore(env.Client(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.SetPolicy(testPolicy)
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(3, 4))
+	var lines [][]byte
+	line := func(poster, subject, id string, date int64) {
+		d := time.Unix(date, 0).UTC().Format(time.RFC1123Z)
+		lines = append(lines, fmt.Appendf(nil, "%d\t%s\t%s\t%s\t<%s>\t\t700000\t5000", len(lines)+1, subject, poster, d, id))
+	}
+	// A message-id of 8,000 random characters: 20 of them fit a record,
+	// 40 do not.
+	longID := func() string {
+		b := make([]byte, 8000)
+		for i := range b {
+			b[i] = "0123456789abcdefghijklmnopqrstuvwxyz"[rng.IntN(36)]
+		}
+		return string(b) + "@flood"
+	}
+	good := func(title string) {
+		for p := 1; p <= 3; p++ {
+			line("good@example.com", fmt.Sprintf(`%s [1/1] - "%s.mkv" yEnc (%d/3)`, title, title, p), fmt.Sprintf("%s.%d@good", title, p), 1_700_000_000+int64(p))
+		}
+	}
+	flood := func(name string, n int) {
+		for range n {
+			line("flood@example.com", fmt.Sprintf(`"%s.mkv" yEnc (1/2)`, name), longID(), 1_700_000_000)
+		}
+	}
+	index := func() RangeResult {
+		t.Helper()
+		ix := &Indexer{Store: st, Now: func() time.Time { return time.Unix(1_800_000_000, 0) }}
+		ri, err := ix.Begin(ctx, work.Range{Group: "alt.binaries.a", First: 1, Last: int64(len(lines))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, l := range lines {
+			if err := ri.Line(ctx, int64(i+1), l); err != nil {
+				t.Fatal(err)
+			}
+		}
+		raw, err := ri.End(ctx)
+		if err != nil {
+			t.Fatalf("range: %v", err)
+		}
+		var res RangeResult
+		if err := json.Unmarshal(raw, &res); err != nil {
+			t.Fatal(err)
+		}
+		lines = nil
+		return res
+	}
+
+	good("First.Post")
+	flood("Grown", 20)
+	if res := index(); res.TooLarge != 0 {
+		t.Fatalf("first range: %+v, want nothing too large", res)
+	}
+	// The second range grows that binary past the limit, starts one over
+	// it, and holds a post of 400 files whose release is over it.
+	good("Second.Post")
+	flood("Grown", 20)
+	flood("Born.Large", 40)
+	pad := strings.Repeat("x", 600)
+	for f := 1; f <= 400; f++ {
+		line("big@example.com", fmt.Sprintf(`Many.Files [%d/400] - "Many.Files.%s.%03d.mkv" yEnc (1/1)`, f, pad, f), fmt.Sprintf("many.%d@big", f), 1_700_000_000)
+	}
+	res := index()
+	if res.TooLarge != 3 {
+		t.Errorf("second range: %+v, want 3 records too large (the grown and the new binary, the post of 400 files)", res)
+	}
+	rels, err := st.List(ctx, ListQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, r := range rels {
+		names = append(names, r.Name)
+	}
+	slices.Sort(names)
+	if !slices.Equal(names, []string{"First.Post", "Second.Post"}) {
+		t.Fatalf("visible releases %q, want First.Post and Second.Post", names)
+	}
+	bins, _ := storedState(t, st)
+	for _, b := range bins {
+		if b.Poster == "flood@example.com" && (b.Name != "Grown.mkv" || len(b.Segments) != 20) {
+			t.Errorf("flood binary %s with %d segments stored, want Grown.mkv as the first range left it (20)", b.Name, len(b.Segments))
+		}
 	}
 }

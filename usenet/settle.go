@@ -2,6 +2,7 @@ package usenet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -146,6 +147,14 @@ func (s *Store) Settle(ctx context.Context, now time.Time, cfg SettleConfig) (in
 			pub = cur.settle(cfg, now)
 			return len(pub) > 0, pub, nil
 		})
+		if errors.Is(err, persist.ErrTooLarge) {
+			// A release too large to publish (or its record to write):
+			// it stays as it was, and the sweep goes on to the others,
+			// which it would otherwise never reach again.
+			lifecycle.Logger(cfg.Logger, "settler").Warn("usenet: record too large for the bus, left as it was",
+				"scope", s.scope, "record", "collection", "key", id, "err", err)
+			continue
+		}
 		if err != nil {
 			return n, fmt.Errorf("usenet: settle %s: %w", id, err)
 		}

@@ -3,6 +3,7 @@ package usenet
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/switchyard-dev/switchyard/internal/lifecycle/lifecycletest"
+	"github.com/switchyard-dev/switchyard/internal/testnats"
 	"github.com/switchyard-dev/switchyard/internal/testpersist/persistenv"
 	"github.com/switchyard-dev/switchyard/internal/testwait"
 )
@@ -91,5 +93,52 @@ func TestMinimumsDefaults(t *testing.T) {
 	}
 	if (SettleConfig{MinFiles: 2, MinBytes: -1}.withDefaults()).passes(one("x.mkv", 4<<30)) {
 		t.Error("MinFiles 2 lets one file in")
+	}
+}
+
+// (Was: a settled release too large to publish failed every sweep there, and the collections after it never settled.)
+func TestSettleGoesOnPastAReleaseTooLarge(t *testing.T) {
+	t.Parallel()
+	env := persistenv.Start(t, 1, persistenv.NATS(testnats.Options{MaxPayload: 256 << 10}))
+	st, err := NewStore(env.Client(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.SetPolicy(testPolicy)
+	ctx := context.Background()
+	var p ArticleParser
+	b := NewBatch()
+	add := func(poster, subject, id string) {
+		line := fmt.Appendf(nil, "1\t%s\t%s\tSat, 14 Nov 2023 22:13:20 +0000\t<%s>\t\t700000\t5000", subject, poster, id)
+		a, err := p.Parse(line, "alt.binaries.a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Add(a)
+	}
+	// Incomplete posts, two parts of three: five small ones, and one of
+	// 400 files whose release is over the max payload.
+	for i := range 5 {
+		for part := 1; part <= 2; part++ {
+			add("good@example.com", fmt.Sprintf(`Post.%d [1/1] - "Post.%d.mkv" yEnc (%d/3)`, i, i, part), fmt.Sprintf("%d.%d@good", i, part))
+		}
+	}
+	pad := strings.Repeat("x", 600)
+	for f := 1; f <= 400; f++ {
+		for part := 1; part <= 2; part++ {
+			add("big@example.com", fmt.Sprintf(`Many.Files [%d/400] - "Many.Files.%s.%03d.mkv" yEnc (%d/3)`, f, pad, f, part), fmt.Sprintf("%d.%d@big", f, part))
+		}
+	}
+	t0 := time.Unix(1_800_000_000, 0)
+	if res, err := st.Apply(ctx, b.Binaries(), t0); err != nil || res.Published != 0 || res.TooLarge != 0 {
+		t.Fatalf("apply: %+v, %v; want nothing published, nothing too large", res, err)
+	}
+	cfg := SettleConfig{Window: time.Hour, MinCompletion: 0.5, MinBytes: -1}
+	n, err := st.Settle(ctx, t0.Add(2*time.Hour), cfg)
+	if err != nil || n != 5 {
+		t.Fatalf("settle published %d, %v; want the 5 small posts", n, err)
+	}
+	if pub := publishedReleases(t, st); len(pub) != 5 {
+		t.Fatalf("%d releases published, want 5", len(pub))
 	}
 }

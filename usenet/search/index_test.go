@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -768,5 +769,27 @@ func TestSearchHidePassworded(t *testing.T) {
 		if !slices.Equal(got, tc.want) || res.Total != wantTotal {
 			t.Errorf("%s: %v (total %d), want %v (total %d)", tc.name, got, res.Total, tc.want, wantTotal)
 		}
+	}
+}
+
+// (Was: a name written of episode markers made a tag per episode of each, 735,000 tags and megabytes of FTS index for one release.)
+func TestTagsBoundedPerName(t *testing.T) {
+	t.Parallel()
+	var distinct strings.Builder
+	for s := 1; distinct.Len() < 64<<10; s++ {
+		fmt.Fprintf(&distinct, "S%dE01-50.", s)
+	}
+	bound := 3 + maxMarkers*(1+2*maxMarkerEpisodes) // category, parent, group, markers
+	ix := openTest(t)
+	for i, name := range []string{strings.Repeat("S1E01-50.", 64<<10/9), distinct.String()} {
+		r := rel(fmt.Sprintf("%032x", i+1), name, usenet.CatTVHD, i+1)
+		if n := len(strings.Fields(tags(r))); n > bound {
+			t.Errorf("name %d: %d tags, want at most %d", i, n, bound)
+		}
+		applyAll(t, ix, r)
+	}
+	// The first markers are still tagged.
+	if got := ids(search(t, ix, Query{Season: 1, Episode: 50})); len(got) != 2 {
+		t.Errorf("season 1 episode 50: found %q, want both", got)
 	}
 }

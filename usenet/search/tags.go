@@ -62,6 +62,12 @@ var crossPartRe = regexp.MustCompile(`(?i)^(?:x(?P<ep>\d{1,3})|-(?P<season>\d{1,
 // happens to follow (Show.S01E01-2010): only its first episode is tagged.
 const maxMarkerEpisodes = 50
 
+// maxMarkers is the most markers of one name that are tagged: a real name
+// has one or two (Show.S01E01, Show.S01.S02), and without a bound a name
+// of tens of KiB written of markers (S1E01-50, S2E01-50, ...) made
+// hundreds of thousands of tags, megabytes of FTS index for one release.
+const maxMarkers = 8
+
 // marker is an episode marker of a name: a season and its episodes, none
 // for a season pack (S01).
 type marker struct {
@@ -81,10 +87,11 @@ type marker struct {
 // first episode to its last (S01E01E03 and 1x01-1x03 are 1, 2 and 3) and
 // searches each episode on its own, so each one of the range is tagged.
 // The range ends before a part that does not ascend, is of another season
-// or would make it longer than maxMarkerEpisodes (see episodeRange).
+// or would make it longer than maxMarkerEpisodes (see episodeRange). Only
+// the first maxMarkers markers are returned.
 func episodeMarkers(name string) []marker {
 	var out []marker
-	for pos := 0; pos < len(name); {
+	for pos := 0; pos < len(name) && len(out) < maxMarkers; {
 		m := episodeRe.FindStringSubmatchIndex(name[pos:])
 		if m == nil {
 			break
