@@ -10,6 +10,10 @@ import (
 const (
 	// readHeaderTimeout bounds the reading of a request's headers.
 	readHeaderTimeout = 10 * time.Second
+	// readTimeout bounds the reading of a whole request, headers and body.
+	// The bodies sent here are small forms (the Newznab API's, the
+	// releases page's key).
+	readTimeout = 20 * time.Second
 	// IdleTimeoutDefault is Server.IdleTimeout's default.
 	IdleTimeoutDefault = 2 * time.Minute
 )

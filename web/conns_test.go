@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -169,6 +170,97 @@ func TestServeEndedOnItsOwn(t *testing.T) {
 		}
 		if err := s.Err(); err != nil {
 			t.Fatalf("Err after Stop: %v, want nil (stopped, not ended on its own)", err)
+		}
+	})
+}
+
+// (Was: a request that declared a body and sent none held its connection and goroutine for good, unanswered, on any route and any Host.)
+func TestBodyThatNeverComesIsCutOff(t *testing.T) {
+	t.Parallel()
+	s := New("127.0.0.1:0")
+	s.readTimeout = 50 * time.Millisecond
+	var h Health
+	h.Mount(s)
+	read := make(chan error, 1)
+	s.Handle("POST /form", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, err := io.ReadAll(r.Body)
+		read <- err
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusRequestTimeout)
+		}
+	}))
+	// A handler that read its whole body keeps its context for as long as
+	// it runs: net/http lifts the deadline once the body is read.
+	kept := make(chan error, 1)
+	s.Handle("POST /long", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.ReadAll(r.Body); err != nil {
+			kept <- err
+			return
+		}
+		select {
+		case <-r.Context().Done():
+			kept <- fmt.Errorf("context ended while the handler ran: %w", context.Cause(r.Context()))
+		case <-time.After(20 * s.readTimeout): // well past the body's deadline
+			kept <- nil
+		}
+	}))
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Stop(context.Background()) })
+	// exchange sends req and returns the answer's status, then checks that
+	// the server closed the connection.
+	exchange := func(t *testing.T, req string) int {
+		t.Helper()
+		c, err := net.Dial("tcp", s.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := io.WriteString(c, req); err != nil {
+			t.Fatal(err)
+		}
+		// The answer and the close come once the body's deadline passed,
+		// long before this one.
+		_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		br := bufio.NewReader(c)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("no answer to a request whose body never came: %v", err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if _, err := br.ReadByte(); !errors.Is(err, io.EOF) {
+			t.Fatalf("read after the answer: %v, want EOF (closed by the server)", err)
+		}
+		return resp.StatusCode
+	}
+	for _, c := range []struct{ name, req string }{
+		{"probe", "GET /healthz HTTP/1.1\r\nHost: localhost\r\nContent-Length: 10\r\n\r\n"},
+		{"refused Host", "GET /healthz/x HTTP/1.1\r\nHost: evil.example\r\nContent-Length: 10\r\n\r\n"},
+		{"chunked", "GET /healthz HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab"},
+	} {
+		t.Run(c.name, func(t *testing.T) { exchange(t, c.req) })
+	}
+	t.Run("handler reading it", func(t *testing.T) {
+		if code := exchange(t, "POST /form HTTP/1.1\r\nHost: localhost\r\nContent-Length: 10\r\n\r\nabc"); code != http.StatusRequestTimeout {
+			t.Errorf("status %d, want 408 from the handler", code)
+		}
+		if err := <-read; !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Errorf("handler's read: %v, want a deadline", err)
+		}
+	})
+	t.Run("body in time, long handler", func(t *testing.T) {
+		c, err := net.Dial("tcp", s.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := io.WriteString(c, "POST /long HTTP/1.1\r\nHost: localhost\r\nContent-Length: 3\r\n\r\nabc"); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-kept; err != nil {
+			t.Fatal(err)
 		}
 	})
 }

@@ -50,6 +50,9 @@ type Server struct {
 	// failed one leaves it to the caller. Nil means listen on addr.
 	Listener net.Listener
 
+	// readTimeout is readTimeout (the constant) but in tests.
+	readTimeout time.Duration
+
 	addr    string
 	mux     *http.ServeMux
 	anyHost map[string]bool // patterns served whatever the Host
@@ -120,6 +123,13 @@ func (s *Server) Start(ctx context.Context) error {
 		srv := &http.Server{
 			Handler:           s.checkHost(hosts),
 			ReadHeaderTimeout: readHeaderTimeout,
+			// Without it a body is read with no deadline: a request that
+			// declares one and never sends it held its connection and
+			// goroutine for good, unanswered (net/http reads what a
+			// handler left of a body before it answers), on any route
+			// and whatever its Host or credentials. net/http lifts the
+			// deadline once the body is read, so a handler may run longer.
+			ReadTimeout: cmp.Or(s.readTimeout, readTimeout),
 			// Without it a kept-alive connection waits for its next
 			// request with no deadline: anyone who reaches the port could
 			// hold connections (and their goroutines) for good.

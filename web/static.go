@@ -3,6 +3,7 @@ package web
 import (
 	"io/fs"
 	"net/http"
+	"path"
 )
 
 // PageCSP is the Content-Security-Policy of the pages the gateways embed:
@@ -54,7 +55,10 @@ func StaticPage(html []byte) http.Handler {
 func StaticAssets(fsys fs.FS) http.Handler {
 	files := http.FileServerFS(fsys)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "index.html" || r.URL.Path == "" {
+		// Cleaned, as the file server cleans it: "%2e/" (which the mux
+		// does not clean) or "%2findex.html" named the page too, served
+		// without its route's credentials and PagePolicy.
+		if p := path.Clean("/" + r.URL.Path); p == "/" || p == "/index.html" {
 			http.NotFound(w, r)
 			return
 		}

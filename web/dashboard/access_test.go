@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -79,5 +80,40 @@ func TestDashboardForeignOriginBeforeCredentials(t *testing.T) {
 	if resp.StatusCode != http.StatusForbidden || resp.Header.Get("WWW-Authenticate") != "" {
 		t.Fatalf("foreign Origin without credentials: %d, WWW-Authenticate %q; want 403 without a challenge",
 			resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+	}
+}
+
+// (Was: /dashboard/%2e/ served the page, without the credentials GET / asks for and without its PagePolicy.)
+func TestDashboardPageOnlyAtItsRoute(t *testing.T) {
+	t.Parallel()
+	authz := web.Accounts([]web.Account{{Principal: web.Principal{Name: "client", AllScopes: true}, Password: "pw"}})
+	_, base := startHub(t, Config{Source: Funcs{}, Authorizer: authz})
+	get := func(p string) (int, string) {
+		t.Helper()
+		resp, err := http.Get(base + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, string(b)
+	}
+	if code, _ := get("/"); code != http.StatusUnauthorized {
+		t.Fatalf("GET / without credentials: %d, want 401", code)
+	}
+	for _, p := range []string{
+		"/dashboard/", "/dashboard/index.html", "/dashboard/%2e/", "/dashboard/%2e",
+		"/dashboard/%2findex.html", "/dashboard/index.html/", "/dashboard/.%2findex.html",
+	} {
+		if code, body := get(p); strings.Contains(body, `id="conn"`) {
+			t.Errorf("GET %s without credentials: %d, the page", p, code)
+		}
+	}
+	// The assets still are served.
+	if code, body := get("/dashboard/dashboard.js"); code != http.StatusOK || !strings.Contains(body, "/ws/dashboard") {
+		t.Errorf("GET /dashboard/dashboard.js: %d", code)
 	}
 }
