@@ -49,7 +49,8 @@ const (
 	// have open at once. A page holds one per stream it shows, so a user
 	// with a few tabs of dashboards stays well below it, while one tenant
 	// (a leaked key, a reconnect loop that never closes) holds at most
-	// this many descriptors and about 100 × 35 KiB of the gateway's heap.
+	// this many descriptors and of the gateway's heap about 100 × 35 KiB
+	// idle, at most 100 × QueueBytesDefault (25 MiB) if none of them reads.
 	TenantConnectionsDefault = 100
 )
 
