@@ -482,10 +482,11 @@ func TestRecordTooLargeLeavesTheRestOfTheRange(t *testing.T) {
 		d := time.Unix(date, 0).UTC().Format(time.RFC1123Z)
 		lines = append(lines, fmt.Appendf(nil, "%d\t%s\t%s\t%s\t<%s>\t\t700000\t5000", len(lines)+1, subject, poster, d, id))
 	}
-	// A message-id of 8,000 random characters: 20 of them fit a record,
-	// 40 do not.
+	// A message-id of 240 random characters and "@flood", within the 250
+	// bytes an article's may have: 600 of them fit a record, 1,200 do not
+	// (s2 does not shrink random text).
 	longID := func() string {
-		b := make([]byte, 8000)
+		b := make([]byte, 240)
 		for i := range b {
 			b[i] = "0123456789abcdefghijklmnopqrstuvwxyz"[rng.IntN(36)]
 		}
@@ -526,15 +527,15 @@ func TestRecordTooLargeLeavesTheRestOfTheRange(t *testing.T) {
 	}
 
 	good("First.Post")
-	flood("Grown", 20)
+	flood("Grown", 600)
 	if res := index(); res.TooLarge != 0 {
 		t.Fatalf("first range: %+v, want nothing too large", res)
 	}
 	// The second range grows that binary past the limit, starts one over
 	// it, and holds a post of 400 files whose release is over it.
 	good("Second.Post")
-	flood("Grown", 20)
-	flood("Born.Large", 40)
+	flood("Grown", 600)
+	flood("Born.Large", 1200)
 	pad := strings.Repeat("x", 600)
 	for f := 1; f <= 400; f++ {
 		line("big@example.com", fmt.Sprintf(`Many.Files [%d/400] - "Many.Files.%s.%03d.mkv" yEnc (1/1)`, f, pad, f), fmt.Sprintf("many.%d@big", f), 1_700_000_000)
@@ -557,8 +558,8 @@ func TestRecordTooLargeLeavesTheRestOfTheRange(t *testing.T) {
 	}
 	bins, _ := storedState(t, st)
 	for _, b := range bins {
-		if b.Poster == "flood@example.com" && (b.Name != "Grown.mkv" || len(b.Segments) != 20) {
-			t.Errorf("flood binary %s with %d segments stored, want Grown.mkv as the first range left it (20)", b.Name, len(b.Segments))
+		if b.Poster == "flood@example.com" && (b.Name != "Grown.mkv" || len(b.Segments) != 600) {
+			t.Errorf("flood binary %s with %d segments stored, want Grown.mkv as the first range left it (600)", b.Name, len(b.Segments))
 		}
 	}
 }

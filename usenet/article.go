@@ -10,8 +10,18 @@ import (
 )
 
 // ErrBadArticle is returned (wrapped, with the reason) for an overview line
-// ParseArticle cannot use: not an overview line, or without a message-id.
+// ParseArticle cannot use: not an overview line, without a message-id, or
+// with a message-id longer than maxMessageIDBytes.
 var ErrBadArticle = errors.New("usenet: bad overview line")
+
+// maxMessageIDBytes is the longest message-id, angle brackets included, an
+// article may have: RFC 3977 (3.6) and RFC 5536 (3.1.3) cap it at 250
+// octets, so a longer one is outside the protocol (a downloader's
+// "BODY <id>" for it is a command a conforming server need not take).
+// Without the cap a poster could make each segment, which keeps its
+// message-id, cost up to the 64 KiB of an overview line in every record,
+// merge and NZB of its binary.
+const maxMessageIDBytes = 250
 
 // maxArticleBytes caps the size an overview line may give an article
 // (Article.Bytes). Posting tools cut files into articles of under 1 MB and
@@ -49,7 +59,7 @@ type Article struct {
 
 // ParseArticle reads one OVER/XOVER line of group. A bad date is 0, not an
 // error; the errors (ErrBadArticle) are for a line that is not an overview
-// line or has no message-id.
+// line, has no message-id or has one of more than 250 bytes.
 func ParseArticle(line []byte, group string) (Article, error) {
 	ov, err := nntp.ParseOverview(line)
 	if err != nil {
@@ -59,6 +69,9 @@ func ParseArticle(line []byte, group string) (Article, error) {
 	id = strings.TrimSpace(strings.TrimSuffix(strings.TrimPrefix(id, "<"), ">"))
 	if id == "" {
 		return Article{}, fmt.Errorf("%w: article %d has no message-id", ErrBadArticle, ov.Number)
+	}
+	if len(id)+2 > maxMessageIDBytes {
+		return Article{}, fmt.Errorf("%w: article %d has a message-id of %d bytes, more than %d", ErrBadArticle, ov.Number, len(id)+2, maxMessageIDBytes)
 	}
 	raw := decodeMIME(ov.Subject)
 	return Article{

@@ -1,11 +1,16 @@
 package usenet
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/switchyard-dev/switchyard/work"
 )
 
 func TestParseDate(t *testing.T) {
@@ -151,5 +156,56 @@ func BenchmarkParseArticle(b *testing.B) {
 		if _, err := ParseArticle(line, "alt.binaries.tv"); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// (Was: a message-id of any length, up to the 64 KiB of an overview line, was indexed: each segment kept it in its binary's record, merges and NZBs.)
+func TestMessageIDOver250BytesIsBad(t *testing.T) {
+	t.Parallel()
+	line := func(n int, id string) []byte {
+		return fmt.Appendf(nil, "%d\tPost [1/1] - \"Post.mkv\" yEnc (%d/3)\tp@example.com\tSat, 14 Nov 2023 22:13:20 +0000\t<%s>\t\t700000\t5000", n, n, id)
+	}
+	// 250 bytes with the angle brackets is the most RFC 3977 allows.
+	atLimit := strings.Repeat("a", 248-len("@x")) + "@x"
+	over := "b" + atLimit
+	var p ArticleParser
+	for i, c := range []struct {
+		id string
+		ok bool
+	}{{atLimit, true}, {over, false}, {atLimit, true}, {over, false}} {
+		l := line(i+1, c.id)
+		for name, parse := range map[string]func([]byte, string) (Article, error){"ParseArticle": ParseArticle, "ArticleParser": p.Parse} {
+			a, err := parse(l, "alt.binaries.a")
+			switch {
+			case c.ok && (err != nil || a.MessageID != c.id):
+				t.Errorf("%s of a message-id of %d bytes: one of %d bytes, %v; want it read", name, len(c.id)+2, len(a.MessageID), err)
+			case !c.ok && !errors.Is(err, ErrBadArticle):
+				t.Errorf("%s of a message-id of %d bytes: one of %d bytes, %v; want ErrBadArticle", name, len(c.id)+2, len(a.MessageID), err)
+			}
+		}
+	}
+
+	// The indexer counts it as it counts every bad line: skipped.
+	st := testStore(t)
+	ix := &Indexer{Store: st, Now: func() time.Time { return time.Unix(1_800_000_000, 0) }}
+	ri, err := ix.Begin(t.Context(), work.Range{Group: "alt.binaries.a", First: 1, Last: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n, id := range []string{"1@x", over, "3@x"} {
+		if err := ri.Line(t.Context(), int64(n+1), line(n+1, id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw, err := ri.End(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res RangeResult
+	if err := json.Unmarshal(raw, &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Skipped != 1 || res.Articles != 2 {
+		t.Errorf("range result %+v, want 1 skipped and 2 articles", res)
 	}
 }

@@ -405,3 +405,134 @@ func TestBatchSegmentsAnyOrder(t *testing.T) {
 		}
 	}
 }
+
+// resolveByScan is resolve as it was, a scan of the states for each post:
+// the reference its results must equal.
+func resolveByScan(c *Collection, gap int64) ([]Release, []int, []int) {
+	posts, gens := c.posts(gap)
+	idx := make([]int, len(posts))
+	used := make([]bool, len(c.States))
+	for i := range posts {
+		idx[i] = -1
+		for j, st := range c.States {
+			if !used[j] && st.ID == posts[i].ID {
+				idx[i], used[j] = j, true
+				break
+			}
+		}
+	}
+	for i := range posts {
+		if idx[i] >= 0 {
+			continue
+		}
+		from, to := postSpan(&posts[i])
+		for j, st := range c.States {
+			if !used[j] && st.Visible && st.Gen == gens[i] && st.From <= to+gap && from <= st.To+gap {
+				posts[i].ID = st.ID
+				idx[i], used[j] = j, true
+				break
+			}
+		}
+	}
+	for i := 1; i < len(posts); i++ {
+		posts[i].RepostOf = posts[0].ID
+	}
+	return posts, idx, gens
+}
+
+// scanCollection is a collection of n posts of one file, two hours apart,
+// resolved and updated once, so that every post has its state.
+func scanCollection(n int) Collection {
+	c := Collection{ID: "c", Name: "Some.Name", Poster: "p", Files: 1}
+	b := CollectedBinary{ID: "b", Name: "Some.Name.mkv", File: 1, Parts: 1, Groups: []string{"alt.binaries.a"}, Segments: n}
+	for i := range n {
+		d := 1_700_000_000 + int64(i)*7200
+		b.Copies = append(b.Copies, Copy{From: d, To: d, Present: 1, Bytes: 10})
+	}
+	c.Binaries = []CollectedBinary{b}
+	c.update(testPolicy, 1)
+	return c
+}
+
+// (Was: resolve scanned the states for each post, posts x states on every merge and settle sweep of a collection: 0.2 s for one of 8,000 posts.)
+func TestResolveMatchesScan(t *testing.T) {
+	t.Parallel()
+	gap := testPolicy.gap()
+	moved := 0 // posts that kept a state's id after their first date moved
+	for seed := range uint64(300) {
+		rng := rand.New(rand.NewPCG(seed, 11))
+		c := Collection{ID: "c", Name: "Name", Poster: "p", Files: 1 + rng.IntN(3)}
+		for step := range 6 {
+			// New copies of some files' splits; a split's new summary
+			// replaces its copies, so first dates move and posts split,
+			// join and change generation between steps.
+			for range 1 + rng.IntN(4) {
+				f := 1 + rng.IntN(c.Files)
+				var cps []Copy
+				for range 1 + rng.IntN(3) {
+					d := int64(rng.IntN(12)) * gap / 2
+					cps = append(cps, Copy{From: d, To: d + int64(rng.IntN(60)), Present: 1 + rng.IntN(2), Bytes: 10})
+				}
+				slices.SortFunc(cps, func(x, y Copy) int { return cmp.Compare(x.From, y.From) })
+				c.Merge(Collection{ID: c.ID, Name: c.Name, Poster: c.Poster, Files: c.Files, Binaries: []CollectedBinary{{
+					ID: fmt.Sprintf("b%d.%d", f, rng.IntN(2)), Name: fmt.Sprintf("f%d.rar", f), File: f, Parts: 2,
+					Groups: []string{"alt.binaries.a"}, Segments: step + 1, Copies: cps,
+				}}})
+			}
+			want, wantIdx, wantGens := resolveByScan(&c, gap)
+			got, gotIdx, gotGens := c.resolve(gap)
+			if !reflect.DeepEqual(got, want) || !slices.Equal(gotIdx, wantIdx) || !slices.Equal(gotGens, wantGens) {
+				t.Fatalf("seed %d step %d: resolve gives %v %v, the scan %v %v", seed, step, gotIdx, gotGens, wantIdx, wantGens)
+			}
+			fresh, _ := c.posts(gap)
+			for i := range got {
+				if gotIdx[i] >= 0 && got[i].ID != fresh[i].ID {
+					moved++
+				}
+			}
+			c.update(testPolicy, int64(step))
+		}
+	}
+	if moved == 0 {
+		t.Fatal("no post kept the id of a state after its first date moved: the second lookup went untested")
+	}
+
+	// Every post of a large collection, and every one after its first
+	// date moved (each keeps its state's id).
+	c := scanCollection(2000)
+	for _, shift := range []int64{0, -600} {
+		for i := range c.Binaries[0].Copies {
+			c.Binaries[0].Copies[i].From += shift
+			c.Binaries[0].Copies[i].To += shift
+		}
+		want, wantIdx, _ := resolveByScan(&c, gap)
+		got, gotIdx, _ := c.resolve(gap)
+		if !reflect.DeepEqual(got, want) || !slices.Equal(gotIdx, wantIdx) || slices.Contains(gotIdx, -1) {
+			t.Fatalf("shift %d: resolve and the scan differ, or a post lost its state", shift)
+		}
+	}
+}
+
+// BenchmarkResolve: a collection of n posts, each matched by its id
+// (same) or, after its first date moved, by its span (moved).
+func BenchmarkResolve(b *testing.B) {
+	for _, n := range []int{1000, 8000} {
+		for _, moved := range []bool{false, true} {
+			name := fmt.Sprintf("posts=%d/same", n)
+			if moved {
+				name = fmt.Sprintf("posts=%d/moved", n)
+			}
+			b.Run(name, func(b *testing.B) {
+				c := scanCollection(n)
+				if moved {
+					for i := range c.Binaries[0].Copies {
+						c.Binaries[0].Copies[i].From -= 600
+					}
+				}
+				for b.Loop() {
+					c.resolve(testPolicy.gap())
+				}
+			})
+		}
+	}
+}

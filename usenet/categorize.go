@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // catRule gives id to a release whose groups and name match it. A rule
@@ -15,12 +16,19 @@ type catRule struct {
 	// alt.binaries.hdtv.x264, "tv" matches alt.binaries.multimedia.tv but
 	// not alt.binaries.tvseries).
 	groups []string
+	// dotted are groups as ".pattern.", made once (init) rather than for
+	// every group of every release.
+	dotted []string
 	// names are lists of name markers; the name must hold a marker of
 	// every list. A marker is a word of the name, compared case-
 	// insensitively after splitting the name at every rune that is not a
 	// letter or digit; "web-dl" is two words in a row; "<episode>",
 	// "<year>" are the patterns below.
 	names [][]string
+	// parts are names' markers split at "-", made once (init): split for
+	// every marker of every release, they were most of Categorize's
+	// allocations.
+	parts [][][]string
 }
 
 // Marker lists the rules share.
@@ -124,10 +132,49 @@ var catRules = []catRule{
 	{id: CatMoviesOther, names: [][]string{{"<year>"}}},
 }
 
+func init() {
+	for i := range catRules {
+		r := &catRules[i]
+		for _, p := range r.groups {
+			r.dotted = append(r.dotted, "."+p+".")
+		}
+		for _, list := range r.names {
+			var ps [][]string
+			for _, m := range list {
+				ps = append(ps, strings.Split(m, "-"))
+			}
+			r.parts = append(r.parts, ps)
+		}
+	}
+}
+
+// Bounds of what Categorize reads. Its work is rules x markers x words of
+// the name and rules x patterns x groups, and both come from strangers: a
+// subject (a name is its Base) and an Xref may fill the 64 KiB of an
+// overview line, and Collection.posts categorizes every post of a
+// collection on every merge and every settle sweep. Unbounded, a
+// 4,000-byte name made a collection of 8,000 posts cost seconds each time.
+const (
+	// maxCategorizeBytes is how much of a name Categorize reads: its whole
+	// words within the first 512 bytes. A release is named after its files,
+	// and a file name is at most 255 bytes on Linux file systems (255
+	// UTF-16 units on NTFS); twice that leaves room for the subject text
+	// around a name when the name comes from the subject. The test data's
+	// names run to under 60 bytes. A group name longer than this is no
+	// real group's and is not read either.
+	maxCategorizeBytes = 512
+	// maxCategorizeGroups is how many groups Categorize reads: the first
+	// 32 in sorted order. A binary post goes to a handful of groups (the
+	// test data's to at most three).
+	maxCategorizeGroups = 32
+)
+
 // Categorize assigns a category from the groups a release was posted to
 // and its name, by the first rule of catRules that matches. It returns
 // CatOtherMisc when none does. The result depends on the set of groups,
-// not their order.
+// not their order. It reads the first maxCategorizeGroups groups in
+// sorted order and the whole words of the first maxCategorizeBytes of the
+// name, so its work is bounded whatever a poster sends.
 func Categorize(groups []string, name string) int {
 	id, _ := categorize(groups, name)
 	return id
@@ -136,13 +183,14 @@ func Categorize(groups []string, name string) int {
 // categorize is Categorize that also returns the index of the rule that
 // matched (-1 for none), for the test that every rule is reachable.
 func categorize(groups []string, name string) (int, int) {
-	dotted := make([]string, len(groups))
-	for i, g := range groups {
-		dotted[i] = "." + strings.ToLower(g) + "."
+	groups = categorizeGroups(groups)
+	dotted := make([]string, 0, len(groups))
+	for _, g := range groups {
+		if len(g) <= maxCategorizeBytes {
+			dotted = append(dotted, "."+strings.ToLower(g)+".")
+		}
 	}
-	words := strings.FieldsFunc(strings.ToLower(name), func(r rune) bool {
-		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
-	})
+	words := nameWords(name)
 	for i, r := range catRules {
 		if r.matchGroups(dotted) && r.matchName(words) {
 			return r.id, i
@@ -151,13 +199,66 @@ func categorize(groups []string, name string) (int, int) {
 	return CatOtherMisc, -1
 }
 
+// categorizeGroups is the groups Categorize reads: all of them, or the
+// first maxCategorizeGroups in sorted order, distinct. A release's groups
+// come sorted and distinct (unionSorted), so it is usually a slice of
+// groups.
+func categorizeGroups(groups []string) []string {
+	if len(groups) <= maxCategorizeGroups {
+		return groups
+	}
+	if !slices.IsSorted(groups) {
+		groups = slices.Sorted(slices.Values(groups))
+	}
+	out := make([]string, 0, maxCategorizeGroups)
+	for _, g := range groups {
+		if len(out) == maxCategorizeGroups {
+			break
+		}
+		if len(out) == 0 || out[len(out)-1] != g {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// nameWords is the words of name Categorize reads, lower-cased: those that
+// lie whole within its first maxCategorizeBytes. A word the bound cuts is
+// left out, so that no cut word matches a marker the whole one does not
+// ("s01e0234", no episode, cut to "s01e023").
+func nameWords(name string) []string {
+	if len(name) > maxCategorizeBytes {
+		cut := maxCategorizeBytes
+		for cut > 0 && !utf8.RuneStart(name[cut]) {
+			cut--
+		}
+		if r, _ := utf8.DecodeRuneInString(name[cut:]); isWordRune(r) {
+			// Back to the start of the word the cut is in: after the
+			// last rune before it that is no word's.
+			i := strings.LastIndexFunc(name[:cut], notWordRune)
+			size := 1 // i = -1: no such rune, nothing is read
+			if i >= 0 {
+				_, size = utf8.DecodeRuneInString(name[i:])
+			}
+			cut = i + size
+		}
+		name = name[:cut]
+	}
+	return strings.FieldsFunc(strings.ToLower(name), notWordRune)
+}
+
+// isWordRune is a rune of a name's words: a letter or a digit.
+func isWordRune(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }
+
+func notWordRune(r rune) bool { return !isWordRune(r) }
+
 func (r *catRule) matchGroups(dotted []string) bool {
 	if r.groups == nil {
 		return true
 	}
-	for _, p := range r.groups {
+	for _, p := range r.dotted {
 		for _, g := range dotted {
-			if strings.Contains(g, "."+p+".") {
+			if strings.Contains(g, p) {
 				return true
 			}
 		}
@@ -166,7 +267,7 @@ func (r *catRule) matchGroups(dotted []string) bool {
 }
 
 func (r *catRule) matchName(words []string) bool {
-	for _, list := range r.names {
+	for _, list := range r.parts {
 		found := false
 		for _, m := range list {
 			if hasMarker(words, m) {
@@ -181,12 +282,14 @@ func (r *catRule) matchName(words []string) bool {
 	return true
 }
 
-// hasMarker reports whether words hold the marker m.
-func hasMarker(words []string, m string) bool {
-	switch m {
-	case "<episode>":
+// hasMarker reports whether words hold the marker of parts (the marker
+// split at "-").
+func hasMarker(words []string, parts []string) bool {
+	switch m := parts[0]; {
+	case len(parts) > 1:
+	case m == "<episode>":
 		return hasEpisode(words)
-	case "<year>":
+	case m == "<year>":
 		for _, w := range words {
 			if isYear(w) {
 				return true
@@ -194,7 +297,6 @@ func hasMarker(words []string, m string) bool {
 		}
 		return false
 	}
-	parts := strings.Split(m, "-")
 	for i := 0; i+len(parts) <= len(words); i++ {
 		if slices.Equal(words[i:i+len(parts)], parts) {
 			return true

@@ -1,6 +1,12 @@
 package usenet
 
-import "testing"
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
 
 // categoryCases cover every rule of catRules; TestEveryRuleIsTested
 // checks that.
@@ -108,6 +114,67 @@ func TestEveryRuleIsTested(t *testing.T) {
 	for i, ok := range hit {
 		if !ok {
 			t.Errorf("rule %d (%+v) decides no case", i, catRules[i])
+		}
+	}
+}
+
+// (Was: Categorize read every word of a name and every group, so a name or Xref filling an overview line made each post of a collection cost milliseconds on every merge and settle sweep.)
+func TestCategorizeReadsABoundedPart(t *testing.T) {
+	// Not parallel: testing.AllocsPerRun refuses to run in a parallel test.
+	// The words of a name of 64 KiB are those of its first
+	// maxCategorizeBytes, and categorizing it allocates no more than
+	// categorizing those: its work stops growing at the bound.
+	long := strings.Repeat("a.", 32<<10)
+	if got, want := nameWords(long), nameWords(long[:maxCategorizeBytes]); !slices.Equal(got, want) {
+		t.Errorf("%d words read of a 64 KiB name, want the %d of its first %d bytes", len(got), len(want), maxCategorizeBytes)
+	}
+	allocs := func(groups []string, name string) float64 {
+		return testing.AllocsPerRun(10, func() { Categorize(groups, name) })
+	}
+	if at, far := allocs(nil, long[:maxCategorizeBytes]), allocs(nil, long); far != at {
+		t.Errorf("%v allocations for a 64 KiB name, %v at the bound: the work grows with the name", far, at)
+	}
+	// So for groups: 10,000 (a release's groups come sorted) cost what
+	// one past the bound do.
+	var groups []string
+	for i := range 10_000 {
+		groups = append(groups, fmt.Sprintf("alt.binaries.g%05d", i))
+	}
+	if at, far := allocs(groups[:maxCategorizeGroups+1], "Name"), allocs(groups, "Name"); far != at {
+		t.Errorf("%v allocations for 10,000 groups, %v at the bound: the work grows with the groups", far, at)
+	}
+	// The result is a function of the set of groups still.
+	tv := append(slices.Clone(groups[:maxCategorizeGroups+5]), "alt.binaries.aaa.tv")
+	rev := slices.Clone(tv)
+	slices.Reverse(rev)
+	if got, want := Categorize(rev, "Name"), Categorize(tv, "Name"); got != want || want != CatTVOther {
+		t.Errorf("Categorize of %d groups = %d, reversed %d; want %d either way", len(tv), want, got, CatTVOther)
+	}
+
+	// A word the bound cuts is left out, not read cut: "S01E0234" is no
+	// episode, "S01E023" would be one.
+	cut := strings.Repeat("x", maxCategorizeBytes-6) + ".S01E0234"
+	if got := Categorize(nil, cut); got != CatOtherMisc {
+		t.Errorf("Categorize of a name cut in its last word = %d, want %d", got, CatOtherMisc)
+	}
+	// A name within the bound is read whole; one past it keeps the
+	// markers of its first 512 bytes.
+	pad := strings.Repeat(".Word", (maxCategorizeBytes-40)/5)
+	for name, want := range map[string]int{
+		"Show.Name.S01E02" + pad + ".1080p":                                 CatTVHD,
+		"Show.Name.S01E02.1080p" + pad + strings.Repeat(".Word", 1000):      CatTVHD,
+		"Show.Name.S01E02" + pad + strings.Repeat(".Word", 1000) + ".1080p": CatTVOther,
+		// Cut at a rune, not in one (byte 512 is inside the 171st é).
+		strings.Repeat("é", maxCategorizeBytes): CatOtherMisc,
+		strings.Repeat(".é", 171) + ".1080p":    CatOtherMisc,
+	} {
+		if got := Categorize(nil, name); got != want {
+			t.Errorf("Categorize of a name of %d bytes = %d, want %d", len(name), got, want)
+		}
+		for _, w := range nameWords(name) {
+			if !utf8.ValidString(w) {
+				t.Errorf("word %q of a name of %d bytes is not UTF-8", w, len(name))
+			}
 		}
 	}
 }

@@ -242,30 +242,54 @@ func postSpan(r *Release) (from, to int64) {
 // published post of the same generation keeps that post's id (its first
 // date moved because an earlier part arrived late), and every post after
 // the first is marked a repost of it. It returns each post's state index
-// in c.States (or -1) and generation.
+// in c.States (or -1) and generation. A post takes the first state (in
+// c.States) not taken yet of its id, else the first of those published
+// that overlaps it; states are looked up by id and by generation, not
+// scanned for each post, since update and visible resolve every post of a
+// collection on every merge and settle sweep.
 func (c *Collection) resolve(gap int64) ([]Release, []int, []int) {
 	posts, gens := c.posts(gap)
 	idx := make([]int, len(posts))
+	byID := make(map[string][]int, len(c.States)) // states by id, in order
+	for j, st := range c.States {
+		byID[st.ID] = append(byID[st.ID], j)
+	}
 	used := make([]bool, len(c.States))
+	unmatched := false
 	for i := range posts {
 		idx[i] = -1
-		for j, st := range c.States {
-			if !used[j] && st.ID == posts[i].ID {
-				idx[i], used[j] = j, true
-				break
-			}
+		if js := byID[posts[i].ID]; len(js) > 0 {
+			idx[i], used[js[0]] = js[0], true
+			byID[posts[i].ID] = js[1:]
+		} else {
+			unmatched = true
 		}
 	}
-	for i := range posts {
-		if idx[i] >= 0 {
-			continue
-		}
-		from, to := postSpan(&posts[i])
+	if unmatched {
+		// The published states left, by generation, in order.
+		open := map[int][]int{}
 		for j, st := range c.States {
-			if !used[j] && st.Visible && st.Gen == gens[i] && st.From <= to+gap && from <= st.To+gap {
-				posts[i].ID = st.ID
-				idx[i], used[j] = j, true
-				break
+			if !used[j] && st.Visible {
+				open[st.Gen] = append(open[st.Gen], j)
+			}
+		}
+		for i := range posts {
+			if idx[i] >= 0 {
+				continue
+			}
+			from, to := postSpan(&posts[i])
+			js := open[gens[i]]
+			for k, j := range js {
+				if st := c.States[j]; st.From <= to+gap && from <= st.To+gap {
+					posts[i].ID = st.ID
+					idx[i] = j
+					if k == 0 { // the usual case: posts and states both go by date
+						open[gens[i]] = js[1:]
+					} else {
+						open[gens[i]] = slices.Delete(js, k, k+1)
+					}
+					break
+				}
 			}
 		}
 	}

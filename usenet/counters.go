@@ -12,7 +12,7 @@ import (
 // Counted; web/metrics exports them). The zero value is ready; methods are
 // safe for concurrent use.
 type Counters struct {
-	ranges, articles, skipped, binaries, releases, published, unmatched atomic.Int64
+	ranges, articles, skipped, binaries, releases, published, unmatched, tooLarge atomic.Int64
 }
 
 // CounterStats is a snapshot of Counters.
@@ -28,6 +28,10 @@ type CounterStats struct {
 	// ranges' results (work status), not here: group names must not
 	// become metric labels.
 	Unmatched int64
+	// TooLarge counts the records left as they were because their new
+	// state did not fit the bus's largest message (see
+	// ApplyResult.TooLarge): each means articles left out.
+	TooLarge int64
 }
 
 // Stats returns the totals.
@@ -35,7 +39,7 @@ func (c *Counters) Stats() CounterStats {
 	return CounterStats{
 		Ranges: c.ranges.Load(), Articles: c.articles.Load(), Skipped: c.skipped.Load(),
 		Binaries: c.binaries.Load(), Releases: c.releases.Load(), Published: c.published.Load(),
-		Unmatched: c.unmatched.Load(),
+		Unmatched: c.unmatched.Load(), TooLarge: c.tooLarge.Load(),
 	}
 }
 
@@ -48,6 +52,7 @@ func (c *Counters) add(r RangeResult) {
 	c.releases.Add(int64(r.Releases))
 	c.published.Add(int64(r.Published))
 	c.unmatched.Add(int64(r.Unmatched))
+	c.tooLarge.Add(int64(r.TooLarge))
 }
 
 // Counted wraps ix so that every range it indexes to the end adds its

@@ -24,9 +24,11 @@ func (f fixedRange) End(context.Context) (json.RawMessage, error) { return f.res
 
 // TestCountedAddsRangeResults: each range ended adds its RangeResult; the
 // result is passed on unchanged.
+// (Was: the records a range left as they were for being too large were in
+// its result (too_large) but in no counter.)
 func TestCountedAddsRangeResults(t *testing.T) {
 	t.Parallel()
-	res, err := json.Marshal(RangeResult{Articles: 10, Skipped: 1, ApplyResult: ApplyResult{Binaries: 3, Releases: 2, Published: 1}})
+	res, err := json.Marshal(RangeResult{Articles: 10, Skipped: 1, Unmatched: 2, ApplyResult: ApplyResult{Binaries: 3, Releases: 2, Published: 1, TooLarge: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +44,7 @@ func TestCountedAddsRangeResults(t *testing.T) {
 			t.Fatalf("End = %s, %v; want %s", got, err, res)
 		}
 	}
-	want := CounterStats{Ranges: 2, Articles: 20, Skipped: 2, Binaries: 6, Releases: 4, Published: 2}
+	want := CounterStats{Ranges: 2, Articles: 20, Skipped: 2, Binaries: 6, Releases: 4, Published: 2, Unmatched: 4, TooLarge: 2}
 	if got := c.Stats(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("Stats = %+v, want %+v", got, want)
 	}

@@ -115,8 +115,9 @@ func (p *ArticleParser) parse(line []byte, group string) (Article, bool) {
 	_, ok2 := optDigits(f[6])
 	subject, id := f[0], f[3]
 	// The message-id: "<...>" whose inside starts and ends with a byte
-	// TrimSpace keeps (ASCII, not a space), so trimming changes nothing.
-	if !ok1 || !ok2 || len(id) < 3 || id[0] != '<' || id[len(id)-1] != '>' ||
+	// TrimSpace keeps (ASCII, not a space), so trimming changes nothing;
+	// one too long is ParseArticle's error.
+	if !ok1 || !ok2 || len(id) < 3 || len(id) > maxMessageIDBytes || id[0] != '<' || id[len(id)-1] != '>' ||
 		!plainEdge(id[1]) || !plainEdge(id[len(id)-2]) || bytes.Contains(subject, []byte("=?")) {
 		return Article{}, false
 	}

@@ -475,6 +475,41 @@ func TestUnmatchedArticlesHaveNoGroupLabel(t *testing.T) {
 	}
 }
 
+// resultIndexer ends every range with res, as the usenet indexer records
+// its result.
+type resultIndexer struct{ res usenet.RangeResult }
+
+func (ix resultIndexer) Begin(context.Context, work.Range) (work.RangeIndex, error) {
+	return ix, nil
+}
+
+func (resultIndexer) Line(context.Context, int64, []byte) error { return nil }
+
+func (ix resultIndexer) End(context.Context) (json.RawMessage, error) { return json.Marshal(ix.res) }
+
+// (Was: the records a range left as they were for being too large for the bus were counted in its result only, in no metric.)
+func TestUsenetRecordsTooLarge(t *testing.T) {
+	t.Parallel()
+	var uc usenet.Counters
+	ix := usenet.Counted(resultIndexer{usenet.RangeResult{Articles: 5, ApplyResult: usenet.ApplyResult{TooLarge: 2}}}, &uc)
+	for range 2 {
+		ri, err := ix.Begin(t.Context(), work.Range{ID: 1, Group: "alt.binaries.a", First: 1, Last: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ri.End(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := New()
+	r.AddUsenet(&uc)
+	fams := gather(t, r)
+	checkLabels(t, fams)
+	if got := value(t, fams, "switchyard_usenet_records_too_large_total"); got != 4 {
+		t.Errorf("records too large = %v, want 4 (2 in each range)", got)
+	}
+}
+
 // TestNewznabRequests: the constructor registers once; the counter is
 // served with the rest.
 func TestNewznabRequests(t *testing.T) {

@@ -22,7 +22,8 @@ var (
 	usenetReleases  = desc("usenet_releases_changed_total", "Releases created or changed.")
 	usenetPublished = desc("usenet_releases_published_total", "Visible releases written to the releases stream.")
 	usenetUnmatched = desc("usenet_articles_unmatched_total", "Articles left out of every release for having neither a file name nor a part counter (obfuscated subjects); per group in work status.")
-	usenetDescs     = []*prometheus.Desc{usenetRanges, usenetArticles, usenetSkipped, usenetBinaries, usenetReleases, usenetPublished, usenetUnmatched}
+	usenetTooLarge  = desc("usenet_records_too_large_total", "Records (binaries, collections, or a release to publish) left as they were for not fitting the bus's largest message; the articles that would have grown them are left out.")
+	usenetDescs     = []*prometheus.Desc{usenetRanges, usenetArticles, usenetSkipped, usenetBinaries, usenetReleases, usenetPublished, usenetUnmatched, usenetTooLarge}
 
 	ppArticles   = desc("usenet_postprocess_articles_total", "Articles (bodies) post-processing fetched.")
 	ppBytes      = desc("usenet_postprocess_bytes_total", "Bytes of the articles post-processing fetched, as the overview announced them.")
@@ -63,6 +64,7 @@ func (c *usenetCollector) Collect(ch chan<- prometheus.Metric) {
 		sum.Releases += s.Releases
 		sum.Published += s.Published
 		sum.Unmatched += s.Unmatched
+		sum.TooLarge += s.TooLarge
 	}
 	counter(ch, usenetRanges, float64(sum.Ranges))
 	counter(ch, usenetArticles, float64(sum.Articles))
@@ -71,6 +73,7 @@ func (c *usenetCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(ch, usenetReleases, float64(sum.Releases))
 	counter(ch, usenetPublished, float64(sum.Published))
 	counter(ch, usenetUnmatched, float64(sum.Unmatched))
+	counter(ch, usenetTooLarge, float64(sum.TooLarge))
 }
 
 func (c *usenetCollector) collectPostProcess(ch chan<- prometheus.Metric) {
