@@ -286,3 +286,36 @@ console.log(sockets.map((s) => s.url).join("\n"));
 		t.Fatalf("urls %q, want %q", out, want)
 	}
 }
+
+// TestClientKeepsSubscriptionARefusedReplacementLeft: a subscribe that
+// would replace a confirmed subscription of its id, refused for good,
+// leaves the gateway holding the old one; the client keeps it too and
+// subscribes to it again after a reconnect. A subscribe refused with no
+// subscription before it is forgotten, as before.
+// (Was: the client forgot the id on the refusal, so after the next
+// reconnect the old subscription was gone, which the gateway had kept.)
+func TestClientKeepsSubscriptionARefusedReplacementLeft(t *testing.T) {
+	t.Parallel()
+	out := runClient(t, `
+const ev = new SwitchyardEvents({});
+open(sockets[0]);
+serverSays(sockets[0], {type: "ready", user: "acme", max_subs: 50});
+ev.subscribe("files", "project-1/files/a");
+serverSays(sockets[0], {type: "subscribed", id: "files"});
+ev.subscribe("files", "other/secrets");
+ev.subscribe("new", "other/more");
+serverSays(sockets[0], {type: "error", id: "files", code: "forbidden", message: "acme may not read scope other"});
+serverSays(sockets[0], {type: "error", id: "new", code: "forbidden", message: "acme may not read scope other"});
+drop(sockets[0]);
+runTimers();
+open(sockets[1]);
+console.log(JSON.stringify(sockets[1].sent));
+`)
+	var sent []map[string]any
+	if err := json.Unmarshal([]byte(out), &sent); err != nil {
+		t.Fatalf("%s: %v", out, err)
+	}
+	if len(sent) != 1 || sent[0]["type"] != "subscribe" || sent[0]["id"] != "files" || sent[0]["anchor"] != "project-1/files/a" {
+		t.Fatalf("sent on the next socket: %s; want only the subscribe of files to project-1/files/a, the one the gateway kept", out)
+	}
+}

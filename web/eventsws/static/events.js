@@ -1,7 +1,8 @@
 // SwitchyardEvents: the browser client of GET /ws/events (docs/events.md,
 // "WebSocket API"). It keeps its subscriptions across reconnects: after a
 // dropped socket it reconnects with backoff and subscribes again to every
-// anchor it held, and sends again every ack the server has not answered
+// anchor it held (a replacement the gateway refused leaves the one it
+// kept), and sends again every ack the server has not answered
 // (an ack is idempotent: a second one of an entry is answered like the
 // first) and every durable unsubscribe made while it was down. Session
 // subscriptions do not replay what happened while the socket was down;
@@ -43,6 +44,12 @@
       this.acks = new Map();   // sub + "\n" + entry -> {sub, entry}
       this.unsubs = new Map(); // id -> mode: durable unsubscribes not answered yet
       this.retries = new Map(); // id -> requests answered "unavailable" on this socket
+      // A subscribe refused for good leaves the gateway holding what it held
+      // for its id, so the client must too: pending keeps the subscribes of
+      // each id sent on this socket and not answered yet, oldest first, and
+      // live what the gateway last confirmed for it (both reset per socket).
+      this.pending = new Map(); // id -> [{anchor, filter, mode}]
+      this.live = new Map();    // id -> {anchor, filter, mode}
       this.ws = null;
       this.closed = false;
       this.backoff = 500;
@@ -67,10 +74,12 @@
         // closes right after opening must not be reopened at once, forever.
         this.emit("onState", "open");
         this.retries.clear(); // everything held is sent again below
+        this.pending.clear();
+        this.live.clear();
         // Unsubscribes first: a durable id unsubscribed, then subscribed
         // again while down, ends up subscribed, as asked.
         for (const [id, mode] of this.unsubs) this.send({type: "unsubscribe", id, mode});
-        for (const [id, s] of this.subs) this.send({type: "subscribe", id, anchor: s.anchor, filter: s.filter, mode: s.mode});
+        for (const [id, s] of this.subs) this.sendSub(id, s);
         for (const a of this.acks.values()) this.send({type: "ack", sub: a.sub, entry: a.entry});
       };
       ws.onmessage = (e) => {
@@ -96,8 +105,14 @@
         case "event": this.emit("onEvent", m); break;
         case "presence": this.emit("onPresence", m); break;
         case "gap": this.emit("onGap", m); break;
-        case "subscribed": this.retries.delete(m.id); this.emit("onSubscribed", m); break;
-        case "unsubscribed": this.retries.delete(m.id); this.unsubs.delete(m.id); break;
+        case "subscribed": {
+          this.retries.delete(m.id);
+          const s = this.answered(m.id);
+          if (s) this.live.set(m.id, s);
+          this.emit("onSubscribed", m);
+          break;
+        }
+        case "unsubscribed": this.retries.delete(m.id); this.unsubs.delete(m.id); this.live.delete(m.id); break;
         case "ready":
           this.backoff = 500; // the socket is up: the next drop retries soon
           this.emit("onReady", m);
@@ -117,7 +132,17 @@
           } else if (m.id && m.code === "unavailable") {
             // "Retry": on this socket too, not only after the next
             // reconnect, which a socket that stays up never makes.
+            this.answered(m.id);
             this.retryLater(m.id);
+          } else if (m.id && this.answered(m.id)) {
+            // A subscribe refused for good. The gateway keeps what it held
+            // for the id (a replaced subscription stays as it was), and so
+            // does the client, to subscribe to it again after a reconnect;
+            // unless a later subscribe of the id is still to be answered.
+            if (!this.pending.has(m.id)) {
+              const old = this.live.get(m.id);
+              if (old) this.subs.set(m.id, old); else this.subs.delete(m.id);
+            }
           } else if (m.id) {
             // Refused for good: do not retry it on reconnect. An ack's
             // error names its entry: that ack is not sent again either.
@@ -142,14 +167,34 @@
       setTimeout(() => {
         if (this.closed || this.ws !== ws) return;
         const s = this.subs.get(id);
-        if (s) return this.send({type: "subscribe", id, anchor: s.anchor, filter: s.filter, mode: s.mode});
+        if (s) return this.sendSub(id, s);
         if (this.unsubs.has(id)) return this.send({type: "unsubscribe", id, mode: this.unsubs.get(id)});
         for (const a of this.acks.values()) if (a.entry === id) this.send({type: "ack", sub: a.sub, entry: a.entry});
       }, wait);
     }
 
+    // send sends m if the socket is open, and reports whether it did.
     send(m) {
-      if (this.ws && this.ws.readyState === WebSocket.OPEN) this.ws.send(JSON.stringify(m));
+      if (!this.ws || this.ws.readyState !== WebSocket.OPEN) return false;
+      this.ws.send(JSON.stringify(m));
+      return true;
+    }
+
+    // sendSub sends the subscribe of id, and notes it to be answered.
+    sendSub(id, s) {
+      if (!this.send({type: "subscribe", id, anchor: s.anchor, filter: s.filter, mode: s.mode})) return;
+      const q = this.pending.get(id);
+      if (q) q.push(s); else this.pending.set(id, [s]);
+    }
+
+    // answered takes the oldest subscribe of id still to be answered, and
+    // returns it (undefined when none is: the answer is another request's).
+    answered(id) {
+      const q = this.pending.get(id);
+      if (!q) return undefined;
+      const s = q.shift();
+      if (q.length === 0) this.pending.delete(id);
+      return s;
     }
 
     // fits reports whether m is within the gateway's limit, and tells
@@ -175,7 +220,7 @@
       const m = {type: "subscribe", id: String(id), anchor: s.anchor, filter: s.filter, mode: s.mode};
       if (!this.fits(m, m.id)) return false;
       this.subs.set(m.id, s);
-      this.send(m);
+      this.sendSub(m.id, s);
       return true;
     }
 
@@ -183,6 +228,7 @@
       const s = this.subs.get(String(id));
       if (!s) return;
       this.subs.delete(String(id));
+      this.live.delete(String(id));
       // A durable row outlives the socket: its unsubscribe is kept until
       // answered, and sent again on reconnect (send drops it while down).
       if (s.mode) this.unsubs.set(String(id), s.mode);
