@@ -2,6 +2,7 @@ package events
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -85,6 +86,14 @@ type DurableRow struct {
 	Glob    string   `json:"glob,omitempty"`
 	Mode    string   `json:"mode"`
 	Created int64    `json:"created"` // unix milliseconds
+	// Gen names a `single` row's cursor: Put sets a new one on a row that
+	// starts its cursor afresh and keeps the replaced row's on one that
+	// takes its cursor over (continues). The cursor row carries it, and a
+	// router's save of a cursor of another Gen is dropped: the row it was
+	// made for is gone, replaced or deleted, and its last saves may still
+	// be on their way. Put ignores the Gen it is given; "" (a row stored
+	// before Gen was) matches a cursor without one.
+	Gen string `json:"gen,omitempty"`
 }
 
 // key is the row's key in the stream.
@@ -169,7 +178,10 @@ func (s DurableStore) Put(ctx context.Context, row DurableRow) error {
 	if q := c.Quota; replaced == nil && len(rows) >= q {
 		return fmt.Errorf("%w (%d for %s)", ErrQuota, q, row.User)
 	}
-	if row.Mode == ModeSingle && !continues(replaced, a) {
+	row.Gen = "" // Put's to set: the cursor's, of a `single` row
+	if row.Mode == ModeSingle && continues(replaced, a) {
+		row.Gen = replaced.Gen // the same cursor, saved on by the new row
+	} else if row.Mode == ModeSingle {
 		// A new `single` row starts its cursor at its stream's end now,
 		// before the row is stored: a router starting the row reads back
 		// from there, so every change committed after Put returns is
@@ -181,7 +193,11 @@ func (s DurableStore) Put(ctx context.Context, row DurableRow) error {
 		if err != nil {
 			return fmt.Errorf("events: store durable subscription: its stream's end: %w", err)
 		}
-		b, err := json.Marshal(cursorRow{Seq: inv.Seq})
+		// A cursor of its own: the saves still on their way for the row
+		// it replaces (or a deleted one of its id) are of another Gen, and
+		// are dropped rather than written over it.
+		row.Gen = rand.Text()
+		b, err := json.Marshal(cursorRow{Seq: inv.Seq, Gen: row.Gen})
 		if err != nil {
 			return err
 		}
@@ -269,10 +285,12 @@ type durables struct {
 	mu sync.Mutex
 	w  *persist.Watcher
 
-	// Owned by the watcher's callback: the key of each live row's seq, and
-	// the seq of each key's live row.
+	// Owned by the watcher's callback: the key of each live row's seq, the
+	// seq of each key's live row, and the Gen of each key's last `single`
+	// row (the cursor a delete of the key removes).
 	seqKey map[uint64]string
 	keySeq map[string]uint64
+	keyGen map[string]string
 }
 
 func newDurables(c *persist.Client, cfg DurableConfig) (*durables, error) {
@@ -280,7 +298,7 @@ func newDurables(c *persist.Client, cfg DurableConfig) (*durables, error) {
 		return nil, errors.New("events: negative DurableConfig field")
 	}
 	cfg = cfg.withDefaults()
-	return &durables{cfg: cfg, store: DurableStore{Client: c, Config: cfg}, seqKey: map[uint64]string{}, keySeq: map[string]uint64{}}, nil
+	return &durables{cfg: cfg, store: DurableStore{Client: c, Config: cfg}, seqKey: map[uint64]string{}, keySeq: map[string]uint64{}, keyGen: map[string]string{}}, nil
 }
 
 // follow watches the rows' stream: every row (the history included) is
@@ -327,6 +345,14 @@ func (d *durables) onRow(ctx context.Context, r *Router, e persist.Event) {
 		}
 		id := durableID(row.User, row.ID)
 		r.remove(id) // a row written again replaces the one before
+		if row.Mode == ModeSingle {
+			d.keyGen[e.Msg.Key] = row.Gen
+			// The loop saves the new row's cursor under its Gen from
+			// here on: after the old row's forget, before any change
+			// of the new row reaches it. What it saves before, for the
+			// old row, carries the old row's.
+			r.post(routed{do: func() { r.singleGen[id] = row.Gen }})
+		}
 		rs := &routerSub{sub: &Sub{ID: id, Owner: row.User, Anchor: a, Filter: f}, durable: &row, clientID: row.ID}
 		if err := r.add(ctx, rs); err != nil {
 			if ctx.Err() == nil {
@@ -350,6 +376,8 @@ func (d *durables) onRow(ctx context.Context, r *Router, e persist.Event) {
 				continue
 			}
 			delete(d.keySeq, key)
+			gen, single := d.keyGen[key]
+			delete(d.keyGen, key)
 			if user, id, ok := strings.Cut(key, "/"); ok {
 				r.remove(durableID(user, id))
 				// The cursor goes too (a row made again later starts
@@ -359,7 +387,15 @@ func (d *durables) onRow(ctx context.Context, r *Router, e persist.Event) {
 				// window, a resume), so the removal comes after the last
 				// of them. Handed over from here it could come before
 				// one, which then wrote the deleted row's cursor back.
-				r.post(routed{do: func() { r.saver.del(key) }})
+				// The saver holds it as accepted meanwhile: a stop that
+				// ends the loop first still removes the cursor, after
+				// the loop's last save (cursorSaver.finish). Only the
+				// deleted row's Gen is removed, not the cursor of a row
+				// stored again since.
+				if single {
+					r.saver.accept(key, gen)
+					r.post(routed{do: func() { r.saver.del(key, gen) }})
+				}
 				if r.region != nil {
 					// The peers forget the deliveries of the user's they
 					// hold for acks: this row's can no longer be settled.

@@ -100,3 +100,66 @@ func TestDurableReplacedSingleCursor(t *testing.T) {
 		})
 	}
 }
+
+// TestReplacedSingleRowsLateSaveKeepsTheNewCursor: alice's `single` row q
+// on project-1/old/q is replaced by one on project-1/jobs/q while an ack of
+// the old row's delivery waits on the router's loop. The ack is taken
+// before the old row's forget and saves the old row's cursor, a seq of
+// project-1/old; the new row's cursor, which Put started at jobs' end,
+// stays as it is, and after a restart jobs' history is not delivered.
+// (Was: the old row's save was written over the new row's cursor, so the
+// new row resumed from a seq of another stream and delivered jobs'
+// history, written before it was subscribed.)
+func TestReplacedSingleRowsLateSaveKeepsTheNewCursor(t *testing.T) {
+	t.Parallel()
+	durable := func(c *RouterConfig) { c.Durable = &DurableConfig{} }
+	e := newRouterEnv(t, durable)
+	e.warm("old")
+	var s sink
+	alice := e.r.Open("alice", s.deliver)
+	e.putDurable(DurableRow{User: "alice", ID: "q", Anchor: "project-1/old/q", Mode: ModeSingle}, 2, 1)
+	from := e.r.Stats().Changes
+	e.set("old", "q/1", "v")
+	e.settle(from, 1)
+	testwait.For(t, "the old row's delivery", func() bool { return len(s.all()) == 1 })
+	d := s.all()[0]
+	var jobsEnd uint64
+	for i := range 5 {
+		jobsEnd = e.set("jobs", fmt.Sprintf("q/h%d", i), "history").Seq // before the new row
+	}
+	ctx := context.Background()
+
+	// Hold the loop, so that the old row's ack waits in its queue while
+	// the row is replaced.
+	held, release := make(chan struct{}), make(chan struct{})
+	e.r.post(routed{do: func() { close(held); <-release }})
+	<-held
+	acked := make(chan error, 1)
+	go func() { acked <- alice.Ack(ctx, "q", d.Entry) }()
+	testwait.For(t, "the ack queued", func() bool { return len(e.r.in) == 1 })
+	if err := e.r.Durables().Put(ctx, DurableRow{User: "alice", ID: "q", Anchor: "project-1/jobs/q", Mode: ModeSingle}); err != nil {
+		t.Fatal(err)
+	}
+	id := durableID("alice", "q")
+	testwait.For(t, "the new row started", func() bool {
+		e.r.mu.Lock()
+		defer e.r.mu.Unlock()
+		rs := e.r.subs[id]
+		return rs != nil && rs.sub.Anchor.Stream == "jobs"
+	})
+	close(release)
+	if err := <-acked; err != nil {
+		t.Fatalf("the ack of the old row's delivery in flight: %v", err)
+	}
+	testwait.For(t, "the new row resumed", func() bool { return e.resumed("alice", "q") })
+	e.stopRouter() // the saver writes what it still holds
+	cur, ok, err := e.r.Durables().Cursor(ctx, "alice", "q")
+	if err != nil || !ok || cur != jobsEnd {
+		t.Fatalf("the new row's cursor: %d %v %v, want %d (jobs' end when it was stored); %d is the old row's delivery's seq in project-1/old",
+			cur, ok, err, jobsEnd, d.Event.Seq)
+	}
+	e.restart(durable)
+	if before := deliveriesAfterRestart(t, e); len(before) != 0 {
+		t.Fatalf("after a restart the new row delivered %v, written before it was stored", before)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/switchyard-dev/switchyard/internal/testpersist/persistenv"
 	"github.com/switchyard-dev/switchyard/internal/testwait"
@@ -367,5 +368,59 @@ func TestDeletedRowLeavesNoCursor(t *testing.T) {
 	e.stopRouter() // the saver writes what it still holds
 	if cur, ok, err := e.r.Durables().Cursor(ctx, "alice", "q"); err != nil || ok {
 		t.Fatalf("the deleted row's cursor: %d %v %v, want none", cur, ok, err)
+	}
+}
+
+// TestDeletedRowCursorRemovedAtStop: a `single` row is deleted while the
+// router's loop is busy and its queue full, and the router stops before
+// the loop takes the cursor's removal. The stop still removes the deleted
+// row's cursor.
+// (Was: the removal was queued on the loop alone, and a stop dropped it —
+// not queued once the run had ended, or left in the queue of a loop that
+// ended, or handed to the saver after its last flush: the deleted row's
+// cursor stayed in the cursor stream until the id was stored again.)
+func TestDeletedRowCursorRemovedAtStop(t *testing.T) {
+	t.Parallel()
+	e := newRouterEnv(t, func(c *RouterConfig) { c.Durable = &DurableConfig{} })
+	e.putDurable(DurableRow{User: "alice", ID: "q", Anchor: "project-1/jobs/q", Mode: ModeSingle}, 1, 1)
+	ctx := context.Background()
+	testwait.For(t, "the row resumed", func() bool { return e.resumed("alice", "q") })
+	if _, ok, err := e.r.Durables().Cursor(ctx, "alice", "q"); err != nil || !ok {
+		t.Fatalf("the row's cursor before the delete: %v %v", ok, err)
+	}
+
+	// Hold the loop and fill its queue: the rows' follower, handling the
+	// delete, waits to queue the row's forget until the stop ends the
+	// run, and then queues neither it nor the removal.
+	held, release := make(chan struct{}), make(chan struct{})
+	e.r.post(routed{do: func() { close(held); <-release }})
+	<-held
+	for len(e.r.in) < cap(e.r.in) {
+		e.r.in <- routed{do: func() {}}
+	}
+	if ok, err := e.r.Durables().Delete(ctx, "alice", "q"); err != nil || !ok {
+		t.Fatalf("delete: %v %v", ok, err)
+	}
+	id := durableID("alice", "q")
+	testwait.For(t, "the follower handling the delete", func() bool {
+		e.r.mu.Lock()
+		defer e.r.mu.Unlock()
+		_, ok := e.r.subs[id]
+		return !ok
+	})
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	stopped := make(chan error, 1)
+	go func() { stopped <- e.r.Stop(sctx) }()
+	e.r.durable.mu.Lock()
+	follower := e.r.durable.w
+	e.r.durable.mu.Unlock()
+	<-follower.Done() // done with the delete
+	close(release)
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+	if cur, ok, err := e.r.Durables().Cursor(ctx, "alice", "q"); err != nil || ok {
+		t.Fatalf("the deleted row's cursor after the stop: %d %v %v, want none", cur, ok, err)
 	}
 }

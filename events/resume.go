@@ -13,7 +13,9 @@ package events
 // acks, and back when a change at or below it comes (a delete of a row
 // settled before: see noteWindow), and is written by a saver goroutine of
 // the router, the newest value per subscription at a time, so an ack
-// costs no write in its own path.
+// costs no write in its own path; it is written only over a cursor of the
+// same row (DurableRow.Gen), so a save of a row replaced or deleted since
+// never lands on its successor's.
 //
 // When a router starts a `single` row (at its start, or when the row is
 // written), it reads the cursor and the stream's changes after it, up to
@@ -42,21 +44,50 @@ import (
 // cursorRow is a cursor's stored value.
 type cursorRow struct {
 	Seq uint64 `json:"seq"`
+	// Gen is the DurableRow.Gen of the row the cursor is of.
+	Gen string `json:"gen,omitempty"`
 }
 
 // cursorSaver writes cursors in the background: the newest value per key,
-// or its removal.
+// or its removal. A write is of one generation of the key's row (Gen), and
+// is made only over a cursor of that generation (or one without a Gen, or
+// none): a compare-and-set, so that a save of a row replaced meanwhile —
+// queued before the router knew, or on its way — never lands on the
+// cursor Put started for the new row, nor does a removal of a deleted
+// row's on the cursor of a row stored again under its key.
 type cursorSaver struct {
 	kv  *persist.KV
 	log *slog.Logger
 
 	mu   sync.Mutex
-	want map[string]*uint64 // nil: remove the key
-	wake chan struct{}
+	want map[string]cursorWrite
+	// removing holds the removals of deleted rows' cursors accepted and
+	// not yet handed over by the loop (see onRow): finish makes them.
+	removing map[string]string // key -> Gen
+	// wrote is, per key, the cursor row this saver last wrote (its seq,
+	// the compare-and-set's, and its Gen): the next save of that Gen
+	// tries it without reading the cursor first. Owned by flush.
+	wrote map[string]cursorWrote
+	wake  chan struct{}
+}
+
+// cursorWrite is a cursor to write: seq, or a removal (nil), of gen's.
+type cursorWrite struct {
+	seq *uint64
+	gen string
+}
+
+type cursorWrote struct {
+	seq uint64 // of the cursor row in its stream
+	gen string
 }
 
 func newCursorSaver(kv *persist.KV, log *slog.Logger) *cursorSaver {
-	return &cursorSaver{kv: kv, log: log, want: make(map[string]*uint64), wake: make(chan struct{}, 1)}
+	return &cursorSaver{
+		kv: kv, log: log,
+		want: make(map[string]cursorWrite), removing: make(map[string]string), wrote: make(map[string]cursorWrote),
+		wake: make(chan struct{}, 1),
+	}
 }
 
 // Cursor is the seq of the stream of user's `single` subscription id up
@@ -83,12 +114,29 @@ func readCursor(ctx context.Context, kv *persist.KV, key string) (seq uint64, ok
 	return row.Seq, true, nil
 }
 
-func (c *cursorSaver) put(key string, seq uint64) { c.set(key, &seq) }
-func (c *cursorSaver) del(key string)             { c.set(key, nil) }
+func (c *cursorSaver) put(key, gen string, seq uint64) { c.set(key, cursorWrite{seq: &seq, gen: gen}) }
 
-func (c *cursorSaver) set(key string, seq *uint64) {
+// del removes key's cursor of gen, an accepted removal handed over.
+func (c *cursorSaver) del(key, gen string) {
 	c.mu.Lock()
-	c.want[key] = seq
+	if g, ok := c.removing[key]; ok && g == gen {
+		delete(c.removing, key)
+	}
+	c.mu.Unlock()
+	c.set(key, cursorWrite{gen: gen})
+}
+
+// accept records the removal of key's cursor of gen, to be handed over
+// by del; a stop before then makes it in finish.
+func (c *cursorSaver) accept(key, gen string) {
+	c.mu.Lock()
+	c.removing[key] = gen
+	c.mu.Unlock()
+}
+
+func (c *cursorSaver) set(key string, w cursorWrite) {
+	c.mu.Lock()
+	c.want[key] = w
 	c.mu.Unlock()
 	select {
 	case c.wake <- struct{}{}:
@@ -96,17 +144,14 @@ func (c *cursorSaver) set(key string, seq *uint64) {
 	}
 }
 
-// run writes what is wanted until ctx ends, then once more under a short
-// deadline of its own: the cursors of the last acks before a stop.
+// run writes what is wanted until ctx ends. What is wanted then, and
+// what the loop hands over before it ends, finish writes.
 func (c *cursorSaver) run(ctx context.Context) {
 	for {
 		select {
 		case <-c.wake:
 			c.flush(ctx)
 		case <-ctx.Done():
-			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cursorFlushTimeout)
-			c.flush(fctx)
-			cancel()
 			return
 		}
 	}
@@ -115,20 +160,34 @@ func (c *cursorSaver) run(ctx context.Context) {
 // cursorFlushTimeout bounds the last writes of a stopping router.
 const cursorFlushTimeout = 2 * time.Second
 
+// finish writes, under a short deadline of its own, what is still wanted
+// once the router's loop has ended and run has returned: the cursors of
+// the last acks before a stop, and the removals accepted that the loop
+// never handed over (it saves no cursor any more, so a removal comes
+// after the last save of its row).
+func (c *cursorSaver) finish(ctx context.Context) {
+	c.mu.Lock()
+	for key, gen := range c.removing {
+		// A save of another Gen wanted is of a row stored again since,
+		// which the removal would not touch anyway.
+		if w, ok := c.want[key]; !ok || w.gen == gen {
+			c.want[key] = cursorWrite{gen: gen}
+		}
+	}
+	clear(c.removing)
+	c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cursorFlushTimeout)
+	defer cancel()
+	c.flush(ctx)
+}
+
 func (c *cursorSaver) flush(ctx context.Context) {
 	c.mu.Lock()
 	want := c.want
-	c.want = make(map[string]*uint64)
+	c.want = make(map[string]cursorWrite)
 	c.mu.Unlock()
-	for key, seq := range want {
-		var err error
-		if seq == nil {
-			_, err = c.kv.Delete(ctx, key)
-		} else {
-			b, _ := json.Marshal(cursorRow{Seq: *seq})
-			_, err = c.kv.Set(ctx, key, b, persist.SetOptions{})
-		}
-		if err != nil {
+	for key, w := range want {
+		if err := c.write(ctx, key, w); err != nil {
 			// Wanted again, unless a newer cursor came meanwhile: the
 			// next flush writes it, the stop's last one included (the
 			// run's context ends while a flush is under way, failing its
@@ -136,13 +195,71 @@ func (c *cursorSaver) flush(ctx context.Context) {
 			// cursor (at least once).
 			c.mu.Lock()
 			if _, newer := c.want[key]; !newer {
-				c.want[key] = seq
+				c.want[key] = w
 			}
 			c.mu.Unlock()
 			if ctx.Err() == nil {
 				c.log.Warn("events: write a single subscription's cursor", "key", key, "err", err)
 			}
 		}
+	}
+}
+
+// write makes w: over the cursor this saver last wrote of w's Gen if it is
+// still there, else over the one stored if it is of w's Gen (or has none);
+// a cursor of another Gen is left as it is, and w dropped.
+func (c *cursorSaver) write(ctx context.Context, key string, w cursorWrite) error {
+	last, known := c.wrote[key]
+	for {
+		var prev uint64 // the cursor row's seq; 0: there is none
+		if known && last.gen == w.gen && w.seq != nil {
+			prev = last.seq // tried first: a wrong guess fails the set
+		} else {
+			m, err := c.kv.Get(ctx, key)
+			switch {
+			case errors.Is(err, persist.ErrNotFound):
+			case err != nil:
+				return fmt.Errorf("events: read the cursor of %s: %w", key, err)
+			default:
+				var row cursorRow
+				if json.Unmarshal(m.Value, &row) == nil && row.Gen != "" && row.Gen != w.gen {
+					// Put started another row's cursor (a replacement, a
+					// row stored again after a delete) after w was made.
+					delete(c.wrote, key)
+					return nil
+				}
+				prev = m.Seq
+			}
+		}
+		known = false // a guess that failed is read next time
+		if w.seq == nil {
+			if prev == 0 {
+				return nil
+			}
+			seqs, err := c.kv.Stream().Delete(ctx, persist.Delete{Seqs: []uint64{prev}})
+			if err != nil {
+				return fmt.Errorf("events: remove the cursor of %s: %w", key, err)
+			}
+			if len(seqs) == 1 {
+				delete(c.wrote, key)
+				return nil
+			}
+			continue // replaced meanwhile: look again
+		}
+		b, err := json.Marshal(cursorRow{Seq: *w.seq, Gen: w.gen})
+		if err != nil {
+			return err
+		}
+		res, err := c.kv.Set(ctx, key, b, persist.SetOptions{PrevSeq: &prev})
+		if errors.Is(err, persist.ErrWrongLastSequence) {
+			continue // written meanwhile: look again
+		}
+		if err != nil {
+			delete(c.wrote, key)
+			return fmt.Errorf("events: write the cursor of %s: %w", key, err)
+		}
+		c.wrote[key] = cursorWrote{seq: res.Seq, gen: w.gen}
+		return nil
 	}
 }
 
@@ -179,7 +296,7 @@ func (r *Router) noteWindow(id SubID, key string, ev *Event) {
 	}
 	if saved, ok := r.singleSaved[id]; ok && ev.Seq <= saved {
 		r.singleSaved[id] = ev.Seq - 1
-		r.saver.put(rowKey(id), ev.Seq-1)
+		r.putCursor(id, ev.Seq-1)
 	}
 }
 
@@ -249,7 +366,16 @@ func (r *Router) saveCursor(id SubID) {
 		return
 	}
 	r.singleSaved[id] = cur
-	r.saver.put(rowKey(id), cur)
+	r.putCursor(id, cur)
+}
+
+// putCursor hands id's cursor to the saver, as of the generation of id's
+// row the loop is at (singleGen): until the loop takes a replaced row's
+// forget, its work saves the old row's cursor, under the old row's Gen,
+// which the saver then drops rather than write over the new row's. It
+// runs on the loop.
+func (r *Router) putCursor(id SubID, seq uint64) {
+	r.saver.put(rowKey(id), r.singleGen[id], seq)
 }
 
 // resume starts the `single` row rs where its cursor left it (see the top
@@ -280,7 +406,7 @@ func (r *Router) resume(ctx context.Context, rs *routerSub) {
 			r.noteTop(id, upTo)
 			if fresh {
 				r.singleSaved[id] = upTo
-				r.saver.put(rowKey(id), upTo)
+				r.putCursor(id, upTo)
 			}
 			r.knowCursor(id, cur)
 		}})

@@ -107,8 +107,8 @@ func TestSingleResumesAfterRestart(t *testing.T) {
 	// Everything acked: the cursor reaches the last seq given, and a
 	// router after the next restart delivers nothing again.
 	testwait.For(t, "the cursor saved", func() bool {
-		m, err := e.c.KV(DurableScopeDefault, DurableCursorStreamDefault).Get(context.Background(), "alice/q")
-		return err == nil && string(m.Value) == fmt.Sprintf(`{"seq":%d}`, three.Seq)
+		cur, ok, err := e.r.Durables().Cursor(context.Background(), "alice", "q")
+		return err == nil && ok && cur == three.Seq
 	})
 	e.restart(durable)
 	var s3 sink

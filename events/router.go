@@ -173,6 +173,7 @@ type Router struct {
 	last         map[SubID]target            // `single` subscription -> where its last delivery went; owned by the loop
 	singleTop    map[SubID]uint64            // `single` subscription -> highest seq given it; owned by the loop (resume.go)
 	singleSaved  map[SubID]uint64            // `single` subscription -> the cursor last handed to saver; owned by the loop
+	singleGen    map[SubID]string            // `single` subscription -> its row's Gen, what its cursor is saved as; owned by the loop
 	windowLow    map[SubID]map[string]uint64 // durable subscription -> its open windows (coalescer subjects) -> the lowest seq each took; owned by the loop (resume.go)
 	saver        *cursorSaver                // writes the `single` cursors; nil without durable subscriptions
 	remoteIn     map[remoteKey]*remoteEntry  // peers' `single` deliveries given to sessions here; owned by the loop
@@ -289,6 +290,7 @@ func NewRouter(cfg RouterConfig) (*Router, error) {
 		last:         make(map[SubID]target),
 		singleTop:    make(map[SubID]uint64),
 		singleSaved:  make(map[SubID]uint64),
+		singleGen:    make(map[SubID]string),
 		windowLow:    make(map[SubID]map[string]uint64),
 		remoteIn:     make(map[remoteKey]*remoteEntry),
 	}
@@ -319,6 +321,11 @@ func (r *Router) Start(ctx context.Context) error {
 			go func() {
 				defer r.bg.Done()
 				r.saver.run(r.base.Run())
+				// The last writes come after the loop's end, which hands
+				// the saver its last cursors and removals, or leaves the
+				// removals it accepted unhanded: finish makes them.
+				<-r.done
+				r.saver.finish(r.base.Run())
 			}()
 			if err := r.durable.follow(r.base.Run(), r); err != nil {
 				return err
@@ -872,6 +879,7 @@ func (r *Router) take(rt routed, matches *[]Match) {
 			delete(r.last, id)
 			delete(r.singleTop, id)
 			delete(r.singleSaved, id)
+			delete(r.singleGen, id)
 			delete(r.windowLow, id)
 		}
 		return
