@@ -5,6 +5,10 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
+	"syscall"
+
+	"github.com/switchyard-dev/switchyard/bus/auth"
 )
 
 // checkDataDir makes dir, the value of the directory flag flag (--data,
@@ -14,6 +18,10 @@ import (
 // would let it start, report ready and then fail every write. Commands
 // call it once every flag is checked, as it may create dir.
 func checkDataDir(flag, dir string) error {
+	if dir == "" {
+		// Not "." by accident: a script's unset variable.
+		return usagef("%s is empty: give a directory", flag)
+	}
 	fi, err := os.Stat(dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -55,4 +63,23 @@ func checkDataDirs(dataDir, archiveDir string) error {
 		return nil
 	}
 	return checkDataDir("--archive", archiveDir)
+}
+
+// checkAuthDir checks that dir, the value of --auth, holds the
+// nats-server.conf that switchyard auth init writes, before anything starts
+// or is created: else the first role to read it failed in words that named
+// neither --auth nor the fix ("http: read auth dir: error opening config
+// file: ..."), and up had made its --data already.
+func checkAuthDir(dir string) error {
+	conf := filepath.Join(dir, auth.ConfFile)
+	fi, err := os.Stat(conf)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR):
+		return fmt.Errorf("--auth %q: no %s in it: make the directory with switchyard auth init DIR", dir, auth.ConfFile)
+	case err != nil:
+		return fmt.Errorf("--auth %q: %w", dir, err)
+	case !fi.Mode().IsRegular():
+		return fmt.Errorf("--auth %q: %s is not a file", dir, conf)
+	}
+	return nil
 }

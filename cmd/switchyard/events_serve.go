@@ -57,6 +57,11 @@ forward queue, exit 0.`,
 			if authDir != "" && (natsOpts.creds != "" || os.Getenv(auth.EnvCreds) != "") {
 				return usagef("--auth connects as its client user: give --creds (or $%s) or --auth, not both", auth.EnvCreds)
 			}
+			if authDir != "" {
+				if err := checkAuthDir(authDir); err != nil {
+					return err
+				}
+			}
 			bus, err := natsOpts.fleetNATS()
 			if err != nil {
 				return err

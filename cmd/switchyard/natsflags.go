@@ -64,6 +64,11 @@ func (f *natsFlags) authOptions() ([]nats.Option, error) {
 	if tlsCA == "" {
 		tlsCA = os.Getenv(auth.EnvTLSCA)
 	}
+	if tlsCA != "" {
+		if err := checkTLSCA(tlsCA, f.tlsCA == ""); err != nil {
+			return nil, err
+		}
+	}
 	var load []auth.LoadOption
 	if f.insecureCreds {
 		load = append(load, auth.AnyMode())
@@ -74,6 +79,26 @@ func (f *natsFlags) authOptions() ([]nats.Option, error) {
 		return nil, fmt.Errorf("%w (or --insecure-creds to use it anyway)", err)
 	}
 	return opts, err
+}
+
+// checkTLSCA checks that path, of --tls-ca (or $SWITCHYARD_TLS_CA when
+// fromEnv), is a file holding a PEM certificate before anything dials:
+// nats.go reads it only while connecting, and its failure then read as
+// "cannot reach NATS ... is switchyard up running?" with the bus up and
+// the CA file the one thing wrong.
+func checkTLSCA(path string, fromEnv bool) error {
+	name := "--tls-ca"
+	if fromEnv {
+		name = "$" + auth.EnvTLSCA
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("%s %q: %w", name, path, err)
+	}
+	if !x509.NewCertPool().AppendCertsFromPEM(b) {
+		return fmt.Errorf("%s %q: no PEM certificate in it: give the file of the CA that signed the NATS server's certificate", name, path)
+	}
+	return nil
 }
 
 // connectRole dials NATS for a long-running role or a watch: it reconnects

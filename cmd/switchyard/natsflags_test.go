@@ -1,11 +1,14 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/switchyard-dev/switchyard/bus/embedded"
 	"github.com/switchyard-dev/switchyard/internal/testnats"
+	"github.com/switchyard-dev/switchyard/internal/testproc"
 	"github.com/switchyard-dev/switchyard/internal/testtls"
 )
 
@@ -52,5 +55,46 @@ func TestConnectRefusedIsNotUnreachable(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestTLSCAFileCheckedFirst: a --tls-ca (or $SWITCHYARD_TLS_CA) that is a
+// directory, missing, or holds no PEM certificate fails the command in one
+// line naming where it came from and the path, before it dials, as a
+// client command and as a role.
+// (Was: "cannot reach NATS at URL (is `switchyard up` running? ...): ... failed to parse root certificate", with the bus up.)
+func TestTLSCAFileCheckedFirst(t *testing.T) {
+	t.Parallel()
+	url := testnats.Server(t, testnats.Options{}).ClientURL()
+	dir := t.TempDir()
+	notPEM := filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(notPEM, []byte("not a certificate\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, ca, want string
+	}{
+		{"not PEM", notPEM, `--tls-ca "` + notPEM + `": no PEM certificate in it`},
+		{"directory", dir, `--tls-ca "` + dir + `": read ` + dir + `: is a directory`},
+		{"missing", filepath.Join(dir, "nope.pem"), `--tls-ca "` + filepath.Join(dir, "nope.pem") + `": open `},
+	} {
+		for _, cmd := range [][]string{
+			{"kv", "get", "hub", "s", "k"},
+			{"balancer", "--ids", "0"},
+		} {
+			t.Run(tc.name+"/"+cmd[0], func(t *testing.T) {
+				args := append(append([]string(nil), cmd...), "--nats", url, "--tls-ca", tc.ca)
+				_, stderr, code := execute(t, args...)
+				if code != exitRuntime || !strings.HasPrefix(stderr, "switchyard: "+tc.want) || strings.Count(stderr, "\n") != 1 {
+					t.Fatalf("%q: exit %d, stderr\n%q\nwant exit %d, one line starting\n%q", args, code, stderr, exitRuntime, "switchyard: "+tc.want)
+				}
+			})
+		}
+	}
+	c := cli(t, "kv", "get", "hub", "s", "k", "--nats", url)
+	c.Env = append(c.Env, "SWITCHYARD_TLS_CA="+notPEM)
+	_, stderr, code := testproc.Run(t, c)
+	if want := `switchyard: $SWITCHYARD_TLS_CA "` + notPEM + `": no PEM certificate in it`; code != exitRuntime || !strings.HasPrefix(stderr, want) {
+		t.Fatalf("$SWITCHYARD_TLS_CA: exit %d, stderr %q; want exit %d and %q", code, stderr, exitRuntime, want)
 	}
 }

@@ -345,6 +345,26 @@ func TestStreamPubSaysDuplicate(t *testing.T) {
 	}
 }
 
+// TestStreamPubRefusesEmptyKeyAndMsgID: --key "" and --msg-id "" (a
+// script's unset variable) are usage errors naming the flag, and nothing
+// is written.
+// (Was: the CLI sent no key or msg id for them, so the value was written unkeyed, or without de-duplication, and the command exited 0.)
+func TestStreamPubRefusesEmptyKeyAndMsgID(t *testing.T) {
+	t.Parallel()
+	sy := startPersist(t)
+	for _, flag := range []string{"--key", "--msg-id"} {
+		args := []string{"stream", "pub", "hub", "log", "v", flag, ""}
+		_, stderr, code := sy(nil, args...)
+		wantUsage(t, args, stderr, code, flag+" is empty")
+		args = []string{"stream", "pub", "hub", "log", "v", flag + "="}
+		_, stderr, code = sy(nil, args...)
+		wantUsage(t, args, stderr, code, flag+" is empty")
+	}
+	if out := mustRun(t, sy, nil, "stream", "ls", "hub", "log"); out != "" {
+		t.Fatalf("the refused pubs wrote:\n%s", out)
+	}
+}
+
 // (Was: persist serve with --archive naming a regular file created a
 // missing --data, then refused to start.)
 func TestDataDirsCreateNothingWhenRefused(t *testing.T) {

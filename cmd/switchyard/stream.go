@@ -44,6 +44,15 @@ func newStreamPubCmd() *cobra.Command {
 			if err := checkScopeStream(args[0], args[1]); err != nil {
 				return err
 			}
+			// Given but empty is refused, as the server refuses an empty
+			// Sy-Key or Sy-Msg-Id: it is a script's unset variable
+			// (--key "$K"), and sent as no key the value would be written
+			// unkeyed beside the key's row, or without de-duplication.
+			for _, name := range []string{"key", "msg-id"} {
+				if f := cmd.Flags().Lookup(name); f.Changed && f.Value.String() == "" {
+					return usagef("--%s is empty: give a value, or leave the flag out", name)
+				}
+			}
 			if err := persist.ValidKey(key); err != nil {
 				return usagef("--key %q: %v", key, err)
 			}

@@ -111,6 +111,18 @@ carried by signed batches of the forward queue (docs/events.md).`,
 			if len(ec.Peers) > 0 && httpOpts.addr == "" {
 				return usagef("--peer joins the events API of the HTTP side: it needs --http")
 			}
+			if authDir != "" {
+				if err := checkAuthDir(authDir); err != nil {
+					return err
+				}
+			}
+			cfg := upConfig{events: ec, work: uw, host: host, port: port, dataDir: dataDir, archiveDir: archiveDir, servers: servers, exclusive: exclusive, placement: fn, placementName: placementName, service: service, authDir: authDir, insecureCreds: insecureCreds, tlsCert: tlsCert, tlsKey: tlsKey, http: httpOpts}
+			// It reads the --tls-cert and --tls-key files: one that cannot
+			// be read is refused before --data is made.
+			fc, err := cfg.fleetConfig()
+			if err != nil {
+				return err
+			}
 			// Every flag is checked: only now may up write anything.
 			if err := checkDataDirs(dataDir, archiveDir); err != nil {
 				return err
@@ -119,7 +131,7 @@ carried by signed batches of the forward queue (docs/events.md).`,
 			if err != nil {
 				return err
 			}
-			err = runUp(cmd, upConfig{events: ec, work: uw, host: host, port: port, dataDir: dataDir, archiveDir: archiveDir, servers: servers, exclusive: exclusive, placement: fn, placementName: placementName, service: service, authDir: authDir, insecureCreds: insecureCreds, tlsCert: tlsCert, tlsKey: tlsKey, http: httpOpts})
+			err = runUp(cmd, cfg, fc)
 			if perr := stopProfile(); err == nil {
 				err = perr
 			}
@@ -195,7 +207,7 @@ func (cfg upConfig) fleetConfig() (fleet.Config, error) {
 	if cfg.tlsCert != "" {
 		cert, err := tls.LoadX509KeyPair(cfg.tlsCert, cfg.tlsKey)
 		if err != nil {
-			return fleet.Config{}, fmt.Errorf("tls certificate: %w", err)
+			return fleet.Config{}, fmt.Errorf("--tls-cert %q and --tls-key %q: %w", cfg.tlsCert, cfg.tlsKey, err)
 		}
 		ecfg.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
@@ -221,14 +233,10 @@ func (cfg upConfig) fleetConfig() (fleet.Config, error) {
 	return fc, nil
 }
 
-// runUp starts every role, prints how to use them, waits for the command's
-// context to end (a signal), then stops them in the reverse order (see
-// fleet.Fleet.Stop).
-func runUp(cmd *cobra.Command, cfg upConfig) error {
-	fc, err := cfg.fleetConfig()
-	if err != nil {
-		return err
-	}
+// runUp starts every role of fc (cfg.fleetConfig), prints how to use them,
+// waits for the command's context to end (a signal), then stops them in
+// the reverse order (see fleet.Fleet.Stop).
+func runUp(cmd *cobra.Command, cfg upConfig, fc fleet.Config) error {
 	return runFleet(cmd, fc, func(f *fleet.Fleet) {
 		printUp(stdout(cmd), cfg, fc, f)
 	}, "switchyard stopping: the roles stop in the reverse order of starting, workers first, NATS and the HTTP side last")

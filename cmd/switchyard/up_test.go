@@ -83,3 +83,58 @@ func TestUpNoWorkKeepsUsenetScope(t *testing.T) {
 		t.Fatalf("up --no-work --usenet-scope indexer-eu: the API reads scope %q (\"\" is the default usenet), want indexer-eu", fc.Work.UsenetScope)
 	}
 }
+
+// TestUpRefusesUnreadableAuthAndTLSFirst: an --auth DIR without the
+// nats-server.conf of switchyard auth init, or a --tls-cert and --tls-key
+// that cannot be read, fail the start in one line naming the flag (and,
+// for --auth, the command that makes the directory), before up (or events
+// serve, for --auth) has started anything or made its --data.
+// (Was: "http: read auth dir: error opening config file: ..." or "tls certificate: open ...", with --data made.)
+func TestUpRefusesUnreadableAuthAndTLSFirst(t *testing.T) {
+	t.Parallel()
+	emptyAuth := t.TempDir()
+	missing := filepath.Join(t.TempDir(), "missing.pem")
+	for _, c := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"up auth", []string{"up", "--auth", emptyAuth}, []string{`--auth "` + emptyAuth + `": no nats-server.conf in it`, "switchyard auth init DIR"}},
+		{"up tls", []string{"up", "--tls-cert", missing, "--tls-key", missing}, []string{`--tls-cert "` + missing + `"`, "no such file"}},
+		{"events serve auth", []string{"events", "serve", "--auth", emptyAuth, "--http", "127.0.0.1:0", "--nats", deadNATS(t)}, []string{`--auth "` + emptyAuth + `": no nats-server.conf in it`}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "new-data")
+			args := append(c.args, "--no-work", "--data", dir, "--nats-port", strconv.Itoa(testproc.FreePort(t)), "--http", "127.0.0.1:0")
+			if c.args[0] == "events" {
+				args = c.args
+			}
+			_, stderr, code := execute(t, args...)
+			if code != exitRuntime || strings.Count(stderr, "\n") != 1 {
+				t.Fatalf("%q: exit %d, stderr %q; want exit %d and one line", args, code, stderr, exitRuntime)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(stderr, w) {
+					t.Errorf("%q: stderr %q does not say %q", args, stderr, w)
+				}
+			}
+			if _, err := os.Stat(dir); err == nil {
+				t.Errorf("%q: refused, but created --data %s", args, dir)
+			}
+		})
+	}
+}
+
+// TestDataDirEmptyIsUsage: an empty --data (a script's unset variable) is a
+// usage error naming it.
+// (Was: up and usenet serve tried to make it: "--data \"\": create: mkdir : no such file or directory", exit 1.)
+func TestDataDirEmptyIsUsage(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"up", "--no-work", "--data", "", "--http", ""},
+		{"usenet", "serve", "--data", "", "--nats", deadNATS(t)},
+	} {
+		_, stderr, code := execute(t, args...)
+		wantUsage(t, args, stderr, code, "--data is empty")
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -58,6 +59,27 @@ func TestUsenetCommandsEmpty(t *testing.T) {
 	}
 	if out, _, code := execute(t, "usenet", "postprocess", "--json", "--nats", env.URL()); code != 0 || !strings.Contains(out, `"pending": 0`) {
 		t.Fatalf("postprocess --json: exit %d, %q", code, out)
+	}
+}
+
+// TestUsenetServeLogsItsStop: usenet serve says when it stops on a signal,
+// as the other long-running commands do, then exits 0.
+// (Was: it logged "usenet api listening" and then nothing at all when SIGTERM stopped it.)
+func TestUsenetServeLogsItsStop(t *testing.T) {
+	t.Parallel()
+	env := testpersist.Start(t, 1)
+	ch := startWatched(t, cli(t, "usenet", "serve", "--http", "127.0.0.1:0", "--data", t.TempDir(), "--nats", env.URL()))
+	if ch.waitExitOrLine(t, "newznab api") {
+		t.Fatalf("usenet serve exited %d before serving; stderr %s", ch.code, ch.stderr.String())
+	}
+	if err := ch.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := ch.waitExit(t); code != 0 {
+		t.Fatalf("SIGTERM: exit %d, want 0; stderr %q", code, ch.stderr.String())
+	}
+	if s := ch.stderr.String(); !strings.Contains(s, "usenet api stopping") {
+		t.Fatalf("stderr says nothing of the stop: %q", s)
 	}
 }
 

@@ -41,7 +41,10 @@ only that key and reads only --usenet-scope.
 authentication, so a non-loopback --http needs --http-insecure. Every
 endpoint but /healthz and /readyz answers only a Host that is a loopback
 name, --http's host or a --http-host NAME: with a wildcard --http such as
-0.0.0.0:8080, give the names the downloaders use.`,
+0.0.0.0:8080, give the names the downloaders use.
+
+SIGTERM or Ctrl-C: stop serving (requests in flight are answered), close the
+search index and the users store, exit 0.`,
 		Example: `  switchyard usenet serve
   switchyard usenet serve --http 0.0.0.0:8080 --http-insecure --http-host indexer.example.org --base-url https://indexer.example.org --data /var/lib/switchyard-usenet`,
 		Args: cobra.NoArgs,
@@ -75,7 +78,7 @@ name, --http's host or a --http-host NAME: with a wildcard --http such as
 				base := httpOpts.shownURL(f.HTTPURL())
 				printAPIKey(cmd, base, key, created, dataDir)
 				slog.Info("usenet api listening", "url", base+"/api", "scope", usenetOpts.scope)
-			}, "")
+			}, "usenet api stopping", "scope", usenetOpts.scope)
 		},
 	}
 	httpOpts.registerServing(serve, "127.0.0.1:8080", "the Newznab /api, /metrics, /healthz and /readyz")

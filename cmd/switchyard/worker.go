@@ -77,7 +77,7 @@ digest of the article numbers: the exactly-once check the tests use).`,
 			cfg := fleet.Config{Service: natsOpts.service, NATS: bus, Work: wc, HTTP: httpOpts.fleetHTTP()}
 			return runFleet(cmd, cfg, func(*fleet.Fleet) {
 				slog.Info("worker started", "source", source, "name", name, "indexer", indexer)
-			}, "worker stopping: a range in progress is given back whole", "source", source, "name", name)
+			}, "worker stopping: no new range is taken; the one in hand is finished if it completes within 10 s, else released whole", "source", source, "name", name)
 		},
 	}
 	sourceFlag(run, &source)
