@@ -243,6 +243,9 @@ func TestExitCodes(t *testing.T) {
 		{"id not in ids", []string{"persist", "serve", "--id", "7", "--ids", "0,1"}, exitUsage, "not one of"},
 		{"bad placement", []string{"balancer", "--placement", "random"}, exitUsage, "placement"},
 		{"bad port", []string{"up", "--nats-port", "0"}, exitUsage, "nats-port"},
+		{"bad service", []string{"kv", "get", "hub", "s", "k", "--service", "a b", "--nats", dead}, exitUsage, `--service "a b"`},
+		{"bad service of a role", []string{"balancer", "--service", "a.b", "--nats", dead}, exitUsage, `--service "a.b"`},
+		{"empty release", []string{"usenet", "nzb", "", "--nats", dead}, exitUsage, "RELEASE is empty"},
 		{"no nats", []string{"kv", "get", "hub", "s", "k", "--nats", dead, "--timeout", "2s"}, exitRuntime, "cannot reach NATS"},
 	}
 	for _, c := range cases {

@@ -228,6 +228,9 @@ func (f *natsFlags) client(cmd *cobra.Command) (*persist.Client, context.Context
 	if err := f.checkTimeout(); err != nil {
 		return nil, nil, nil, err
 	}
+	if err := f.checkService(); err != nil {
+		return nil, nil, nil, err
+	}
 	ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
 	deadline, _ := ctx.Deadline()
 	// The remainder is never zero, which bus.Connect would read as its
@@ -350,9 +353,22 @@ func stdout(cmd *cobra.Command) io.Writer { return cmd.OutOrStdout() }
 // (else $SWITCHYARD_NATS_URL, else where up listens) with the role's
 // --creds and --tls-ca.
 func (f *natsFlags) fleetNATS() (fleet.NATSConfig, error) {
+	if err := f.checkService(); err != nil {
+		return fleet.NATSConfig{}, err
+	}
 	opts, err := f.authOptions()
 	if err != nil {
 		return fleet.NATSConfig{}, err
 	}
 	return fleet.NATSConfig{URL: f.resolvedURL(), Options: opts}, nil
+}
+
+// checkService refuses a --service that is not one subject token as a
+// usage error, before anything dials (it was the persist client's
+// run-time error, exit 1, after the connect).
+func (f *natsFlags) checkService() error {
+	if err := bus.ValidService(f.service); err != nil {
+		return usagef("--service %q: %v", f.service, err)
+	}
+	return nil
 }

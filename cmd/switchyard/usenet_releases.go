@@ -88,6 +88,9 @@ downloader (NZBGet, SABnzbd) fetches the articles from any provider with it.`,
 			if len(args) != 1 {
 				return usagef("want one RELEASE id, got %d arguments", len(args))
 			}
+			if args[0] == "" {
+				return usagef("RELEASE is empty: give a release id, as usenet releases shows it")
+			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
