@@ -582,7 +582,8 @@ func TestReceiverFlood(t *testing.T) {
 	}
 }
 
-// (Was: a signed body of tiny items took some 500 times its size to decode, after its reading slot was released.)
+// (Was: a signed body of tiny items took some 500 times its size to decode,
+// after its reading slot was released.)
 func TestReceiverDecodeMemoryBoundedByBody(t *testing.T) {
 	tr := newTestReceiver(t, nil)
 	now := tr.clk.Now().Unix()

@@ -341,7 +341,9 @@ func TestPushRefusesItemsTheReceiverRefuses(t *testing.T) {
 	}
 }
 
-// (Was: the sender followed redirects: to a page answering 200 a lost batch counted as delivered, and a 307 or 308 sent the signed batch to another host.)
+// (Was: the sender followed redirects: to a page answering 200 a lost batch
+// counted as delivered, and a 307 or 308 sent the signed batch to another
+// host.)
 func TestSenderFollowsNoRedirect(t *testing.T) {
 	var elsewhere atomic.Int32
 	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
@@ -367,7 +369,8 @@ func TestSenderFollowsNoRedirect(t *testing.T) {
 	}
 }
 
-// (Was: after the 1 MiB reply it reads, the sender drained the rest of an answer, however long, until its Timeout.)
+// (Was: after the 1 MiB reply it reads, the sender drained the rest of an
+// answer, however long, until its Timeout.)
 func TestSenderStopsReadingALongReply(t *testing.T) {
 	const long = 256 << 20
 	type result struct {

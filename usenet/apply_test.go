@@ -464,17 +464,11 @@ func TestCrosspostWithoutXrefListsEveryGroup(t *testing.T) {
 	}
 }
 
-// (Was: a record that outgrew the bus's max payload failed the range with too-large on every attempt, with every other post in it.)
+// (Was: a record that outgrew the bus's max payload failed the range with
+// too-large on every attempt, with every other post in it.)
 func TestRecordTooLargeLeavesTheRestOfTheRange(t *testing.T) {
 	t.Parallel()
-	// A max payload of 256 KiB stands for the 8 MiB of a real bus: the
-	// records reach it with fewer articles.
-	env := persistenv.Start(t, 1, persistenv.NATS(testnats.Options{MaxPayload: 256 << 10}))
-	st, err := NewStore(env.Client(), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	st.SetPolicy(testPolicy)
+	st := storeOnSmallBus(t)
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(3, 4))
 	var lines [][]byte
@@ -562,4 +556,18 @@ func TestRecordTooLargeLeavesTheRestOfTheRange(t *testing.T) {
 			t.Errorf("flood binary %s with %d segments stored, want Grown.mkv as the first range left it (600)", b.Name, len(b.Segments))
 		}
 	}
+}
+
+// storeOnSmallBus is a Store (testPolicy) on a bus whose max payload is
+// 256 KiB, standing for the 8 MiB of a real one: records outgrow it with
+// fewer articles.
+func storeOnSmallBus(t *testing.T) *Store {
+	t.Helper()
+	env := persistenv.Start(t, 1, persistenv.NATS(testnats.Options{MaxPayload: 256 << 10}))
+	st, err := NewStore(env.Client(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.SetPolicy(testPolicy)
+	return st
 }

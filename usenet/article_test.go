@@ -159,7 +159,8 @@ func BenchmarkParseArticle(b *testing.B) {
 	}
 }
 
-// (Was: a message-id of any length, up to the 64 KiB of an overview line, was indexed: each segment kept it in its binary's record, merges and NZBs.)
+// (Was: a message-id of any length, up to the 64 KiB of an overview line, was
+// indexed: each segment kept it in its binary's record, merges and NZBs.)
 func TestMessageIDOver250BytesIsBad(t *testing.T) {
 	t.Parallel()
 	line := func(n int, id string) []byte {

@@ -454,7 +454,8 @@ func scanCollection(n int) Collection {
 	return c
 }
 
-// (Was: resolve scanned the states for each post, posts x states on every merge and settle sweep of a collection: 0.2 s for one of 8,000 posts.)
+// (Was: resolve scanned the states for each post, posts x states on every
+// merge and settle sweep of a collection: 0.2 s for one of 8,000 posts.)
 func TestResolveMatchesScan(t *testing.T) {
 	t.Parallel()
 	gap := testPolicy.gap()

@@ -118,7 +118,9 @@ func TestEveryRuleIsTested(t *testing.T) {
 	}
 }
 
-// (Was: Categorize read every word of a name and every group, so a name or Xref filling an overview line made each post of a collection cost milliseconds on every merge and settle sweep.)
+// (Was: Categorize read every word of a name and every group, so a name or
+// Xref filling an overview line made each post of a collection cost
+// milliseconds on every merge and settle sweep.)
 func TestCategorizeReadsABoundedPart(t *testing.T) {
 	// Not parallel: testing.AllocsPerRun refuses to run in a parallel test.
 	// The words of a name of 64 KiB are those of its first

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/switchyard-dev/switchyard/internal/lifecycle/lifecycletest"
-	"github.com/switchyard-dev/switchyard/internal/testnats"
 	"github.com/switchyard-dev/switchyard/internal/testpersist/persistenv"
 	"github.com/switchyard-dev/switchyard/internal/testwait"
 )
@@ -96,15 +95,11 @@ func TestMinimumsDefaults(t *testing.T) {
 	}
 }
 
-// (Was: a settled release too large to publish failed every sweep there, and the collections after it never settled.)
+// (Was: a settled release too large to publish failed every sweep there, and
+// the collections after it never settled.)
 func TestSettleGoesOnPastAReleaseTooLarge(t *testing.T) {
 	t.Parallel()
-	env := persistenv.Start(t, 1, persistenv.NATS(testnats.Options{MaxPayload: 256 << 10}))
-	st, err := NewStore(env.Client(), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	st.SetPolicy(testPolicy)
+	st := storeOnSmallBus(t)
 	ctx := context.Background()
 	var p ArticleParser
 	b := NewBatch()

@@ -119,7 +119,8 @@ func TestStopWaitsForTakenOverConnections(t *testing.T) {
 	}
 }
 
-// (Was: a Serve that ended on its own, its listener closed under it, went unheard: the process ran on with no HTTP side.)
+// (Was: a Serve that ended on its own, its listener closed under it, went
+// unheard: the process ran on with no HTTP side.)
 func TestServeEndedOnItsOwn(t *testing.T) {
 	t.Parallel()
 	t.Run("listener closed from outside", func(t *testing.T) {
@@ -174,7 +175,8 @@ func TestServeEndedOnItsOwn(t *testing.T) {
 	})
 }
 
-// (Was: a request that declared a body and sent none held its connection and goroutine for good, unanswered, on any route and any Host.)
+// (Was: a request that declared a body and sent none held its connection and
+// goroutine for good, unanswered, on any route and any Host.)
 func TestBodyThatNeverComesIsCutOff(t *testing.T) {
 	t.Parallel()
 	s := New("127.0.0.1:0")

@@ -62,7 +62,8 @@ func TestConnectRefusedIsNotUnreachable(t *testing.T) {
 // directory, missing, or holds no PEM certificate fails the command in one
 // line naming where it came from and the path, before it dials, as a
 // client command and as a role.
-// (Was: "cannot reach NATS at URL (is `switchyard up` running? ...): ... failed to parse root certificate", with the bus up.)
+// (Was: "cannot reach NATS at URL (is `switchyard up` running? ...): ...
+// failed to parse root certificate", with the bus up.)
 func TestTLSCAFileCheckedFirst(t *testing.T) {
 	t.Parallel()
 	url := testnats.Server(t, testnats.Options{}).ClientURL()

@@ -348,7 +348,8 @@ func TestStreamPubSaysDuplicate(t *testing.T) {
 // TestStreamPubRefusesEmptyKeyAndMsgID: --key "" and --msg-id "" (a
 // script's unset variable) are usage errors naming the flag, and nothing
 // is written.
-// (Was: the CLI sent no key or msg id for them, so the value was written unkeyed, or without de-duplication, and the command exited 0.)
+// (Was: the CLI sent no key or msg id for them, so the value was written
+// unkeyed, or without de-duplication, and the command exited 0.)
 func TestStreamPubRefusesEmptyKeyAndMsgID(t *testing.T) {
 	t.Parallel()
 	sy := startPersist(t)

@@ -89,7 +89,8 @@ func TestUpNoWorkKeepsUsenetScope(t *testing.T) {
 // that cannot be read, fail the start in one line naming the flag (and,
 // for --auth, the command that makes the directory), before up (or events
 // serve, for --auth) has started anything or made its --data.
-// (Was: "http: read auth dir: error opening config file: ..." or "tls certificate: open ...", with --data made.)
+// (Was: "http: read auth dir: error opening config file: ..." or "tls
+// certificate: open ...", with --data made.)
 func TestUpRefusesUnreadableAuthAndTLSFirst(t *testing.T) {
 	t.Parallel()
 	emptyAuth := t.TempDir()
@@ -127,7 +128,8 @@ func TestUpRefusesUnreadableAuthAndTLSFirst(t *testing.T) {
 
 // TestDataDirEmptyIsUsage: an empty --data (a script's unset variable) is a
 // usage error naming it.
-// (Was: up and usenet serve tried to make it: "--data \"\": create: mkdir : no such file or directory", exit 1.)
+// (Was: up and usenet serve tried to make it: "--data \"\": create: mkdir : no
+// such file or directory", exit 1.)
 func TestDataDirEmptyIsUsage(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{

@@ -22,7 +22,9 @@ func TestSetManyHugeTTL(t *testing.T) {
 	wantCode(t, h.req(persist.CmdSetMany, "s", nil, body), persist.CodeBadRequest)
 }
 
-// (Was: a Sy-Ttl over 2^62 was refused with "must be a positive number of milliseconds", which a positive number cannot fix: the message hid the upper bound.)
+// (Was: a Sy-Ttl over 2^62 was refused with "must be a positive number of
+// milliseconds", which a positive number cannot fix: the message hid the upper
+// bound.)
 func TestSetTTLRefusalNamesTheBound(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, nil)

@@ -595,7 +595,9 @@ func TestErrors(t *testing.T) {
 	}
 }
 
-// (Was: a pair the query parser could not decode was dropped and the rest answered, so q=Film% or q=Law;Order listed the newest releases of every category.)
+// (Was: a pair the query parser could not decode was dropped and the rest
+// answered, so q=Film% or q=Law;Order listed the newest releases of every
+// category.)
 func TestMalformedQueryRefused(t *testing.T) {
 	e := newEnv(t)
 	e.fixture()
@@ -748,7 +750,8 @@ func TestFeedNamespaces(t *testing.T) {
 	}
 }
 
-// (Was: season=S13 and ep=E13, the forms the Newznab spec gives for tvsearch, "Season string, e.g S13 or 13", were refused with 201.)
+// (Was: season=S13 and ep=E13, the forms the Newznab spec gives for tvsearch,
+// "Season string, e.g S13 or 13", were refused with 201.)
 func TestTVSearchSeasonAndEpisodeWithLetters(t *testing.T) {
 	e := newEnv(t)
 	e.fixture()

@@ -772,7 +772,8 @@ func TestSearchHidePassworded(t *testing.T) {
 	}
 }
 
-// (Was: a name written of episode markers made a tag per episode of each, 735,000 tags and megabytes of FTS index for one release.)
+// (Was: a name written of episode markers made a tag per episode of each,
+// 735,000 tags and megabytes of FTS index for one release.)
 func TestTagsBoundedPerName(t *testing.T) {
 	t.Parallel()
 	var distinct strings.Builder

@@ -487,7 +487,8 @@ func (resultIndexer) Line(context.Context, int64, []byte) error { return nil }
 
 func (ix resultIndexer) End(context.Context) (json.RawMessage, error) { return json.Marshal(ix.res) }
 
-// (Was: the records a range left as they were for being too large for the bus were counted in its result only, in no metric.)
+// (Was: the records a range left as they were for being too large for the bus
+// were counted in its result only, in no metric.)
 func TestUsenetRecordsTooLarge(t *testing.T) {
 	t.Parallel()
 	var uc usenet.Counters

@@ -101,7 +101,8 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
-// (Was: a pair the query parser could not decode was dropped and the rest answered, so q=Film% or q=x;y listed every release.)
+// (Was: a pair the query parser could not decode was dropped and the rest
+// answered, so q=Film% or q=x;y listed every release.)
 func TestMalformedQueryRefused(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
