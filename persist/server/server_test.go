@@ -53,7 +53,14 @@ func newHarness(t *testing.T, tune func(*Config)) *harness {
 
 func newHarnessHook(t *testing.T, tune func(*Config), onNew func(*Server)) *harness {
 	t.Helper()
-	e, nc := testnats.Start(t)
+	return newHarnessOn(t, testnats.Options{}, tune, onNew)
+}
+
+// newHarnessOn is newHarnessHook on an embedded NATS started with opts.
+func newHarnessOn(t *testing.T, opts testnats.Options, tune func(*Config), onNew func(*Server)) *harness {
+	t.Helper()
+	e := testnats.Server(t, opts)
+	nc := testnats.Conn(t, e)
 	h := &harness{t: t, e: e, nc: nc, dir: t.TempDir(), scope: "hub", onNew: onNew}
 	h.cfg = Config{Conn: testnats.Conn(t, e), ID: "0", IDs: []string{"0"}, DataDir: h.dir}
 	h.cfg.OnChange = func(_, _ string, _ bool, ch []store.Change) {
