@@ -537,3 +537,32 @@ func BenchmarkResolve(b *testing.B) {
 		}
 	}
 }
+
+// TestFutureDateTakenAsUnknown: a posting date more than MaxFutureDate
+// ahead of the indexer's clock is taken as unknown (0), as one that does
+// not parse; one an hour ahead (a clock off) is kept.
+// (Was: a post dated in the year 9999 kept its date, and so sorted first
+// in every feed and search for good.)
+func TestFutureDateTakenAsUnknown(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1_800_000_000, 0) // indexRange's clock
+	post := func(name string, date time.Time) [][]byte {
+		var lines [][]byte
+		for p := 1; p <= 2; p++ {
+			subj := fmt.Sprintf(`%s [1/1] - "%s.mkv" yEnc (%d/2)`, name, name, p)
+			lines = append(lines, fmt.Appendf(nil, "%d\t%s\tposter@example.com\t%s\t<%s%d@post>\t\t700000\t5000\tXref: h alt.binaries.tv:%d",
+				p, subj, date.UTC().Format(time.RFC1123Z), name, p, p))
+		}
+		return lines
+	}
+	st := testStore(t)
+	indexRange(t, st, "alt.binaries.tv", post("Pinned.Forever", time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)))
+	rels := indexRange(t, st, "alt.binaries.tv", post("Clock.Off", now.Add(time.Hour)))
+	dates := map[string]int64{}
+	for _, r := range rels {
+		dates[r.Name] = r.Date
+	}
+	if want := map[string]int64{"Pinned.Forever": 0, "Clock.Off": now.Add(time.Hour).Unix()}; !maps.Equal(dates, want) {
+		t.Fatalf("release dates %v, want %v", dates, want)
+	}
+}

@@ -22,6 +22,13 @@ type Indexer struct {
 	Now func() time.Time
 }
 
+// MaxFutureDate is how far ahead of the indexer's clock an article's
+// posting date may be. A poster's clock, or a server's, may be hours off;
+// a date further ahead is forged (a release dated in the year 9999 would
+// sort first in every feed and search for good) and is taken as one that
+// does not parse: 0, unknown.
+const MaxFutureDate = 24 * time.Hour
+
 // RangeResult is what a range records of its indexing.
 type RangeResult struct {
 	Articles int `json:"articles"`
@@ -42,7 +49,7 @@ func (ix *Indexer) Begin(_ context.Context, r work.Range) (work.RangeIndex, erro
 	if ix.Store == nil {
 		return nil, fmt.Errorf("usenet: indexer has no store")
 	}
-	return &rangeIndex{ix: ix, group: r.Group, batch: NewBatch()}, nil
+	return &rangeIndex{ix: ix, group: r.Group, batch: NewBatch(), future: ix.now().Add(MaxFutureDate).Unix()}, nil
 }
 
 type rangeIndex struct {
@@ -54,6 +61,8 @@ type rangeIndex struct {
 	batch     *Batch
 	skipped   int
 	unmatched int
+	// future is the latest posting date taken as it is (MaxFutureDate).
+	future int64
 }
 
 // Unmatched reports whether a is an article no release can be made of:
@@ -74,16 +83,15 @@ func (ri *rangeIndex) Line(_ context.Context, _ int64, line []byte) error {
 		ri.unmatched++
 		return nil
 	}
+	if a.Date > ri.future {
+		a.Date = 0
+	}
 	ri.batch.Add(a)
 	return nil
 }
 
 func (ri *rangeIndex) End(ctx context.Context) (json.RawMessage, error) {
-	now := time.Now
-	if ri.ix.Now != nil {
-		now = ri.ix.Now
-	}
-	res, err := ri.ix.Store.Apply(ctx, ri.batch.Binaries(), now())
+	res, err := ri.ix.Store.Apply(ctx, ri.batch.Binaries(), ri.ix.now())
 	if err != nil {
 		return nil, err
 	}
@@ -94,4 +102,12 @@ func (ri *rangeIndex) End(ctx context.Context) (json.RawMessage, error) {
 		return nil, fmt.Errorf("usenet: encode range result: %w", err)
 	}
 	return b, nil
+}
+
+// now is the indexer's clock (Now, else time.Now).
+func (ix *Indexer) now() time.Time {
+	if ix.Now != nil {
+		return ix.Now()
+	}
+	return time.Now()
 }
