@@ -431,33 +431,26 @@ func TestNNTPAndUsenetMetrics(t *testing.T) {
 	checkLabels(t, fams)
 }
 
-// unmatchedIndexer ends every range with a usenet RangeResult that left
-// some articles unmatched (obfuscated subjects), as the usenet indexer
-// records it.
-type unmatchedIndexer struct{}
+// resultIndexer ends every range with res, its Group the range's, as the
+// usenet indexer records its result.
+type resultIndexer struct{ res usenet.RangeResult }
 
-func (unmatchedIndexer) Begin(_ context.Context, r work.Range) (work.RangeIndex, error) {
-	return unmatchedRange{group: r.Group}, nil
+func (ix resultIndexer) Begin(_ context.Context, r work.Range) (work.RangeIndex, error) {
+	ix.res.Group = r.Group
+	return ix, nil
 }
 
-type unmatchedRange struct{ group string }
+func (resultIndexer) Line(context.Context, int64, []byte) error { return nil }
 
-func (unmatchedRange) Line(context.Context, int64, []byte) error { return nil }
+func (ix resultIndexer) End(context.Context) (json.RawMessage, error) { return json.Marshal(ix.res) }
 
-func (r unmatchedRange) End(context.Context) (json.RawMessage, error) {
-	return json.Marshal(usenet.RangeResult{Articles: 3, Unmatched: 3, Group: r.group})
-}
-
-// TestUnmatchedArticlesHaveNoGroupLabel: the articles an indexer left out
-// are one total, whatever their groups: no group name becomes a label
-// value (a provider has tens of thousands of groups, and they are the
-// data's names). (Was: usenet_articles_unmatched_total{group}, a series
-// per group; the test's unmatched count was 0, so no series showed it.)
-func TestUnmatchedArticlesHaveNoGroupLabel(t *testing.T) {
-	t.Parallel()
+// gatherRanges counts one range of each group through usenet.Counted,
+// every range ending with res, and gathers the usenet families.
+func gatherRanges(t *testing.T, res usenet.RangeResult, groups ...string) map[string]*dto.MetricFamily {
+	t.Helper()
 	var uc usenet.Counters
-	ix := usenet.Counted(unmatchedIndexer{}, &uc)
-	for _, g := range []string{"alt.binaries.private-one", "alt.binaries.private-two"} {
+	ix := usenet.Counted(resultIndexer{res}, &uc)
+	for _, g := range groups {
 		ri, err := ix.Begin(t.Context(), work.Range{ID: 1, Group: g, First: 1, Last: 3})
 		if err != nil {
 			t.Fatal(err)
@@ -470,42 +463,27 @@ func TestUnmatchedArticlesHaveNoGroupLabel(t *testing.T) {
 	r.AddUsenet(&uc)
 	fams := gather(t, r)
 	checkLabels(t, fams)
+	return fams
+}
+
+// TestUnmatchedArticlesHaveNoGroupLabel: the articles an indexer left out
+// are one total, whatever their groups: no group name becomes a label
+// value (a provider has tens of thousands of groups, and they are the
+// data's names). (Was: usenet_articles_unmatched_total{group}, a series
+// per group; the test's unmatched count was 0, so no series showed it.)
+func TestUnmatchedArticlesHaveNoGroupLabel(t *testing.T) {
+	t.Parallel()
+	fams := gatherRanges(t, usenet.RangeResult{Articles: 3, Unmatched: 3}, "alt.binaries.private-one", "alt.binaries.private-two")
 	if got := value(t, fams, "switchyard_usenet_articles_unmatched_total"); got != 6 {
 		t.Errorf("unmatched = %v, want 6 (3 in each group)", got)
 	}
 }
 
-// resultIndexer ends every range with res, as the usenet indexer records
-// its result.
-type resultIndexer struct{ res usenet.RangeResult }
-
-func (ix resultIndexer) Begin(context.Context, work.Range) (work.RangeIndex, error) {
-	return ix, nil
-}
-
-func (resultIndexer) Line(context.Context, int64, []byte) error { return nil }
-
-func (ix resultIndexer) End(context.Context) (json.RawMessage, error) { return json.Marshal(ix.res) }
-
 // (Was: the records a range left as they were for being too large for the bus
 // were counted in its result only, in no metric.)
 func TestUsenetRecordsTooLarge(t *testing.T) {
 	t.Parallel()
-	var uc usenet.Counters
-	ix := usenet.Counted(resultIndexer{usenet.RangeResult{Articles: 5, ApplyResult: usenet.ApplyResult{TooLarge: 2}}}, &uc)
-	for range 2 {
-		ri, err := ix.Begin(t.Context(), work.Range{ID: 1, Group: "alt.binaries.a", First: 1, Last: 5})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := ri.End(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	r := New()
-	r.AddUsenet(&uc)
-	fams := gather(t, r)
-	checkLabels(t, fams)
+	fams := gatherRanges(t, usenet.RangeResult{Articles: 5, ApplyResult: usenet.ApplyResult{TooLarge: 2}}, "alt.binaries.a", "alt.binaries.a")
 	if got := value(t, fams, "switchyard_usenet_records_too_large_total"); got != 4 {
 		t.Errorf("records too large = %v, want 4 (2 in each range)", got)
 	}
