@@ -58,13 +58,7 @@ func (h *handler) refundRequest(req *request) {
 // countGrab counts a grab of release: the user's (refused past its limit)
 // and the release's, which the grabs attr shows.
 func (h *handler) countGrab(req *request, release string) *apiError {
-	if h.cfg.Users == nil {
-		return nil
-	}
-	if req.user {
-		return usersError(h.cfg.Users.Grab(req.Context(), req.key, release))
-	}
-	return usersError(h.cfg.Users.CountGrab(req.Context(), release))
+	return usersError(h.cfg.Grab(req.Context(), req.key, release))
 }
 
 // checkGrab is countGrab's answer without counting (a HEAD's): only a

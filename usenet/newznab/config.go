@@ -150,8 +150,8 @@ func (c Config) ValidKey(ctx context.Context, key string) bool {
 	return err == nil && ok
 }
 
-// Grab counts a grab of release made with key outside the API (the releases
-// page's NZB download) as t=get counts one: a user's key against its daily
+// Grab counts a grab of release made with key, by t=get or the releases
+// page's NZB download alike: a user's key against its daily
 // grab limit (a *users.LimitError past it, counting nothing), and the
 // release's grab count (its grabs attribute) for every key. A key that is
 // neither the admin's nor a user's (a bus user's, which the page also
