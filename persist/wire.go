@@ -13,6 +13,7 @@ package persist
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -356,11 +357,17 @@ func Errorf(code Code, format string, args ...any) *Error {
 }
 
 // CodeOf returns the wire code of err: its own when it is (or wraps) an
-// *Error, else internal.
+// *Error; unavailable for a request that timed out or found no server
+// (bus.ErrTimeout, bus.ErrNoResponders, a context's deadline), which a
+// retry may get through; else internal, which says a bug or a storage
+// failure, not a slow or absent peer.
 func CodeOf(err error) Code {
 	var e *Error
 	if errors.As(err, &e) {
 		return e.Code
+	}
+	if errors.Is(err, bus.ErrTimeout) || errors.Is(err, bus.ErrNoResponders) || errors.Is(err, context.DeadlineExceeded) {
+		return CodeUnavailable
 	}
 	return CodeInternal
 }

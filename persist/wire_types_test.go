@@ -1,14 +1,18 @@
 package persist
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/switchyard-dev/switchyard/bus"
 )
 
 // Config travels with max_age in milliseconds; a Duration in Go.
@@ -187,6 +191,29 @@ func TestDeleteResultForms(t *testing.T) {
 		var back DeleteResult
 		if err := json.Unmarshal(AppendDeleteRuns(nil, seqs), &back); err != nil || !slices.Equal(back.Seqs, seqs) && len(seqs) > 0 {
 			t.Fatalf("round trip of %v: %v, %v", seqs, back.Seqs, err)
+		}
+	}
+}
+
+// (Was: a request that timed out or found no server read as internal, "a
+// bug or a storage failure", to a watch's client and in an ended line.)
+func TestCodeOfTimeoutsUnavailable(t *testing.T) {
+	ctx, cancel := context.WithDeadline(context.Background(), time.Unix(1, 0))
+	defer cancel()
+	cases := []struct {
+		err  error
+		want Code
+	}{
+		{fmt.Errorf("get: %w", bus.ErrTimeout), CodeUnavailable},
+		{fmt.Errorf("owner: %w", bus.ErrNoResponders), CodeUnavailable},
+		{fmt.Errorf("watch: %w", ctx.Err()), CodeUnavailable},
+		{Errorf(CodeForbidden, "no"), CodeForbidden},
+		{fmt.Errorf("wrapped: %w", Errorf(CodeNotFound, "gone")), CodeNotFound},
+		{errors.New("disk on fire"), CodeInternal},
+	}
+	for _, c := range cases {
+		if got := CodeOf(c.err); got != c.want {
+			t.Errorf("CodeOf(%v) = %s, want %s", c.err, got, c.want)
 		}
 	}
 }
