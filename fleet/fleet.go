@@ -94,6 +94,11 @@ type PersistConfig struct {
 	// and memory budgets shared by its servers.
 	MaxOpenStreams int
 
+	// MaxQueue and MaxQueueBytes bound the requests each server holds
+	// (see server.Config). Zero means the server's defaults.
+	MaxQueue      int
+	MaxQueueBytes int64
+
 	// Sync makes every stream of these servers synchronous=FULL (see
 	// server.Config.Sync).
 	Sync bool

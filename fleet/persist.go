@@ -23,6 +23,7 @@ func (f *Fleet) startPersist(ctx context.Context) error {
 			DataDir: p.DataDir, Archive: p.Archive, ArchiveEvery: p.ArchiveEvery, Sync: p.Sync,
 			Logger: f.log.With("persist_id", id), Observer: f.http.persistObserver(id),
 			MaxOpenStreams: p.MaxOpenStreams, ExclusiveFiles: p.ExclusiveFiles,
+			MaxQueue: p.MaxQueue, MaxQueueBytes: p.MaxQueueBytes,
 		}
 		if f.nats != nil {
 			// The watchers of this process (events, the gateways) then

@@ -114,6 +114,14 @@ type ServerStats struct {
 	// CompactBacklog is the streams waiting for a compaction now (the
 	// closer leaves them while requests are being served).
 	CompactBacklog int `json:"compact_backlog"`
+	// MaxQueue and MaxQueueBytes are the server's queue bounds (requests
+	// waiting on one stream; bytes of requests held over all streams),
+	// QueuedBytes what it holds now, QueueRefused the requests refused
+	// unavailable since it started because of either.
+	MaxQueue      int    `json:"max_queue"`
+	MaxQueueBytes int64  `json:"max_queue_bytes"`
+	QueuedBytes   int64  `json:"queued_bytes"`
+	QueueRefused  uint64 `json:"queue_refused"`
 }
 
 // Wire limits.

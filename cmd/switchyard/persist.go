@@ -33,7 +33,8 @@ func newPersistCmd() *cobra.Command {
 func newPersistServeCmd() *cobra.Command {
 	var natsOpts natsFlags
 	var archiveEvery time.Duration
-	var maxOpen int
+	var maxOpen, maxQueue int
+	maxQueueBytes := int64(server.MaxQueueBytesDefault)
 	var syncAll, exclusive bool
 	var id, idsFlag, dataDir, archiveDir, placementName string
 	var httpOpts httpFlags
@@ -68,6 +69,9 @@ closes its files.`,
 			if maxOpen < 0 {
 				return usagef("--max-open-streams %d: must not be negative", maxOpen)
 			}
+			if maxQueue < 1 || maxQueueBytes < 1 {
+				return usagef("--max-queue %d and --max-queue-bytes %d must be at least 1", maxQueue, maxQueueBytes)
+			}
 			if archiveEvery < 0 {
 				return usagef("--archive-every %s: must not be negative", archiveEvery)
 			}
@@ -85,7 +89,7 @@ closes its files.`,
 			cfg := fleet.Config{
 				Service: natsOpts.service,
 				NATS:    bus,
-				Persist: fleet.PersistConfig{IDs: ids, Serve: []string{id}, Placement: fn, DataDir: dataDir, Archive: archiveDir, ArchiveEvery: archiveEvery, MaxOpenStreams: maxOpen, Sync: syncAll, ExclusiveFiles: exclusive},
+				Persist: fleet.PersistConfig{IDs: ids, Serve: []string{id}, Placement: fn, DataDir: dataDir, Archive: archiveDir, ArchiveEvery: archiveEvery, MaxOpenStreams: maxOpen, MaxQueue: maxQueue, MaxQueueBytes: maxQueueBytes, Sync: syncAll, ExclusiveFiles: exclusive},
 				HTTP:    httpOpts.fleetHTTP(),
 			}
 			return runFleet(cmd, cfg, func(f *fleet.Fleet) {
@@ -104,6 +108,8 @@ closes its files.`,
 	cmd.Flags().StringVar(&archiveDir, "archive", "", "directory for backup copies of the streams (optional; may be shared by servers)")
 	cmd.Flags().DurationVar(&archiveEvery, "archive-every", server.ArchiveEveryDefault, "how often streams changed since their last backup are copied to --archive")
 	cmd.Flags().IntVar(&maxOpen, "max-open-streams", 0, fmt.Sprintf("streams kept open at once, %d file descriptors and about %d KiB of memory each; 0 derives it from the descriptor limit and a memory budget of %d MiB (now %d): the lower of (limit - %d) / %d and %d", store.FilesPerOpenStream, server.OpenStreamMemory>>10, server.OpenStreamsMemoryDefault>>20, server.DefaultMaxOpenStreams(1), server.DescriptorReserve, store.FilesPerOpenStream, server.MaxOpenStreamsDefault))
+	cmd.Flags().IntVar(&maxQueue, "max-queue", server.MaxQueueDefault, "requests that may wait on one stream; more are answered unavailable (clients retry)")
+	cmd.Flags().Var(sizeValue{&maxQueueBytes}, "max-queue-bytes", "bytes of requests the server may hold queued or being served, over all its streams (each counted at its message's size plus what decoding it took); a request past it is answered unavailable. A number of bytes or with KiB, MiB, GiB")
 	cmd.Flags().BoolVar(&syncAll, "sync", false, "fsync every commit of every stream (synchronous=FULL) before answering its writes: an acknowledged write survives power loss, at the cost of one fsync per group commit; without it only streams whose config says \"sync\": true do")
 	cmd.Flags().BoolVar(&exclusive, "exclusive-files", false, "lock each stream file for as long as it is open (SQLite locking_mode=EXCLUSIVE): opens, closes and commits cost about a third less, but no other process can read a stream this server holds open; for a server alone on --data (servers sharing it must leave it off, or a scope moving between them waits until the old owner closes the stream)")
 	cmd.Flags().StringVar(&placementName, "placement", placement.NameRendezvous, "placement function: rendezvous or modulo (must match the balancer)")

@@ -21,6 +21,7 @@ import (
 	"github.com/switchyard-dev/switchyard/bus/embedded"
 	"github.com/switchyard-dev/switchyard/internal/testnats"
 	"github.com/switchyard-dev/switchyard/internal/testproc"
+	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/persist/server"
 	"github.com/switchyard-dev/switchyard/placement"
 )
@@ -380,5 +381,37 @@ func TestDataDirsCreateNothingWhenRefused(t *testing.T) {
 	}
 	if _, err := os.Stat(data); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("the refused start left --data %s: %v", data, err)
+	}
+}
+
+// TestPersistServeQueueFlags: --max-queue and --max-queue-bytes reach the
+// server (its stats, as persist inventory --json prints them), sizes take
+// binary units, and a size that is not one is a usage error.
+// (Was: the bounds had no flag; an operator could not change them.)
+func TestPersistServeQueueFlags(t *testing.T) {
+	t.Parallel()
+	e, _ := testnats.Start(t)
+	url := e.ClientURL()
+	ch := startWatched(t, cli(t, "persist", "serve", "--id", "0", "--ids", "0", "--service", "queueflags", "--data", t.TempDir(),
+		"--max-queue", "7", "--max-queue-bytes", "3MiB", "--nats", url))
+	if ch.waitExitOrLine(t, "ready on") {
+		t.Fatalf("persist serve exited %d: %s", ch.code, ch.stderr.String())
+	}
+	out, stderr, code := testproc.Run(t, cli(t, "persist", "inventory", "--ids", "0", "--service", "queueflags", "--json", "--nats", url))
+	if code != 0 {
+		t.Fatalf("inventory: exit %d: %s", code, stderr)
+	}
+	var got []persist.ServerStats
+	if err := json.Unmarshal([]byte(out), &got); err != nil || len(got) != 1 {
+		t.Fatalf("inventory --json %q: %v", out, err)
+	}
+	if got[0].MaxQueue != 7 || got[0].MaxQueueBytes != 3<<20 {
+		t.Fatalf("server's bounds: max_queue %d, max_queue_bytes %d; want 7 and %d", got[0].MaxQueue, got[0].MaxQueueBytes, 3<<20)
+	}
+	for _, bad := range [][]string{{"--max-queue-bytes", "12XB"}, {"--max-queue-bytes", "-1"}, {"--max-queue-bytes", "0"}, {"--max-queue", "0"}} {
+		args := append([]string{"persist", "serve", "--id", "0", "--ids", "0", "--data", t.TempDir(), "--nats", url}, bad...)
+		if _, stderr, code := testproc.Run(t, cli(t, args...)); code != exitUsage {
+			t.Errorf("%q: exit %d (%s), want usage (%d)", bad, code, stderr, exitUsage)
+		}
 	}
 }

@@ -77,6 +77,10 @@ type Stats struct {
 	// MaxOpenStreams is the server's open-stream cap (Config.MaxOpenStreams
 	// after defaults).
 	MaxOpenStreams int
+	// MaxQueue and MaxQueueBytes are the server's queue bounds
+	// (Config.MaxQueue and Config.MaxQueueBytes after defaults).
+	MaxQueue      int
+	MaxQueueBytes int64
 	// StreamsRescued counts evicted streams taken back, still open, by a
 	// request that came before the closer reached them (cache.go).
 	StreamsRescued uint64
@@ -137,6 +141,8 @@ func (s *Server) Stats() Stats {
 		OpenStoragePeak:  s.openPeak.Load(),
 		OpenDescriptors:  s.openDescriptors(),
 		MaxOpenStreams:   s.cfg.MaxOpenStreams,
+		MaxQueue:         s.cfg.MaxQueue,
+		MaxQueueBytes:    s.cfg.MaxQueueBytes,
 		StreamsRescued:   s.rescued.Load(),
 		OpenWaitCloses:   s.slotCloses.Load(),
 		StreamsCompacted: s.compacted.Load(),
@@ -168,6 +174,7 @@ func (s *Server) serveServer(m *nats.Msg) {
 		OpenStreams: st.OpenStreams, OpenBytes: st.OpenBytes,
 		StreamsRescued: st.StreamsRescued, OpenWaitCloses: st.OpenWaitCloses, StreamsCompacted: st.StreamsCompacted,
 		CompactBacklog: st.CompactBacklog,
+		MaxQueue:       st.MaxQueue, MaxQueueBytes: st.MaxQueueBytes, QueuedBytes: st.QueuedBytes, QueueRefused: st.QueueRefused,
 	})
 }
 
