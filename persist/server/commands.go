@@ -337,7 +337,9 @@ func (s *Server) serveOne(h *handle, st store.Stream, j *job) {
 		s.report(h, changes)
 		s.replyDelete(m, res)
 	case persist.CmdKeys:
-		keys, err := st.Keys()
+		// The reply is the JSON list alone: it must fit the connection's
+		// max payload, and a list past it is refused before it is built.
+		keys, err := st.Keys(int(s.cfg.Conn.MaxPayload()))
 		if err != nil {
 			s.replyError(m, storageError(err))
 			s.dropIfStuck(h, err)

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/switchyard-dev/switchyard/bus"
+	"github.com/switchyard-dev/switchyard/internal/testnats"
 	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/persist/store"
@@ -378,5 +379,28 @@ func TestEmptyHeaderValueIsBadRequest(t *testing.T) {
 	}
 	if inv := h.inventory("s"); inv.Count != 1 || inv.Seq != first.Seq {
 		t.Fatalf("stream s: %+v, want its one message", inv)
+	}
+}
+
+// TestKeysOverMaxPayloadTooLarge: a keys answer that cannot fit the
+// connection's max payload is too-large, said by the store before it
+// builds the list, and the stream still answers a list that fits.
+// (Was: the server built every key into one list, then refused the reply.)
+func TestKeysOverMaxPayloadTooLarge(t *testing.T) {
+	t.Parallel()
+	h := newHarnessOn(t, testnats.Options{MaxPayload: 64 << 10}, nil, nil)
+	for i := range 800 {
+		h.set("many", "v", map[string]string{persist.HdrKey: fmt.Sprintf("%03d-%s", i, strings.Repeat("k", 96))})
+	}
+	r := h.req(persist.CmdKeys, "many", nil, nil)
+	wantCode(t, r, persist.CodeTooLarge)
+	if !strings.Contains(string(r.Data), "keys are more than") {
+		t.Fatalf("keys over the max payload: %q, want the store's refusal", r.Data)
+	}
+	var keys []string
+	h.set("few", "v", map[string]string{persist.HdrKey: "a"})
+	mustJSON(t, h.ok(persist.CmdKeys, "few", nil, nil).Data, &keys)
+	if len(keys) != 1 || keys[0] != "a" {
+		t.Fatalf("keys of a small stream: %q", keys)
 	}
 }

@@ -53,7 +53,7 @@ func (m missingStream) Delete(persist.Delete, time.Time) (DeleteResult, []Change
 }
 
 // Keys implements Stream.
-func (missingStream) Keys() ([]string, error) { return []string{}, nil }
+func (missingStream) Keys(int) ([]string, error) { return []string{}, nil }
 
 // Inventory implements Stream.
 func (m missingStream) Inventory() (persist.Inventory, error) {

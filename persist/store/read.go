@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/switchyard-dev/switchyard/internal/jsonstr"
 	"github.com/switchyard-dev/switchyard/persist"
 )
 
@@ -157,7 +158,7 @@ func (s *sqliteStream) GetAll(start, end uint64, limit int, fn func(*persist.Fra
 }
 
 // Keys implements Stream.
-func (s *sqliteStream) Keys() (_ []string, err error) {
+func (s *sqliteStream) Keys(maxJSON int) (_ []string, err error) {
 	defer func() { err = classifyDisk(err) }()
 	if err := s.readRows(); err != nil {
 		return nil, err
@@ -168,10 +169,19 @@ func (s *sqliteStream) Keys() (_ []string, err error) {
 	}
 	defer rows.Close()
 	keys := []string{}
+	size := 1 // the array's brackets, less the comma the first key does not have
+	var enc []byte
 	for rows.Next() {
 		var k string
 		if err := rows.Scan(&k); err != nil {
 			return nil, fmt.Errorf("keys: %w", err)
+		}
+		if maxJSON > 0 {
+			// As json.Marshal writes it (HTML escaped), and a comma.
+			enc = jsonstr.Append(enc[:0], k, true)
+			if size += len(enc) + 1; size > maxJSON {
+				return nil, persist.Errorf(persist.CodeTooLarge, "the stream's keys are more than %d bytes as JSON (%d keys read so far): over what one answer may carry", maxJSON, len(keys))
+			}
 		}
 		keys = append(keys, k)
 	}

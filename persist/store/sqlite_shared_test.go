@@ -292,7 +292,7 @@ func TestSharedFileReadLearnsForeignTTL(t *testing.T) {
 			_, err := s.GetAll(1, 0, 0, func(*persist.Frame) error { return nil })
 			return err
 		},
-		"keys": func(s Stream) error { _, err := s.Keys(); return err },
+		"keys": func(s Stream) error { _, err := s.Keys(0); return err },
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

@@ -2,9 +2,11 @@ package store
 
 import (
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -491,7 +493,7 @@ func TestWriteRefusesNamesNotUTF8(t *testing.T) {
 			t.Errorf("op %d (%q, %q): %+v, want bad-request", i, ops[i].Key, ops[i].Headers, r)
 		}
 	}
-	keys, err := st.Keys()
+	keys, err := st.Keys(0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -512,5 +514,48 @@ func TestPrevSeqOfMissingKeySaysSo(t *testing.T) {
 	}
 	if e := res[0].Err; e == nil || e.Code != persist.CodeWrongLastSequence || !strings.Contains(e.Message, `key "k" does not exist`) {
 		t.Fatalf("result %+v, want wrong-last-sequence saying the key does not exist", res[0])
+	}
+}
+
+// TestKeysBoundedAsJSON: Keys(maxJSON) answers a list whose JSON is
+// maxJSON bytes, refuses one a byte over it too-large, and stops reading
+// when it passes the bound instead of building the whole list first.
+// (Was: a stream of many keys built every key, then the server refused
+// the answer as over the connection's max payload.)
+func TestKeysBoundedAsJSON(t *testing.T) {
+	st, err := NewSQLite(SQLiteConfig{Dir: t.TempDir()}).Open("hub", "many", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var ops []WriteOp
+	for i := range 20000 {
+		// Quotes and '<' grow in JSON: the bound is the encoding's, not the bytes'.
+		ops = append(ops, WriteOp{Key: fmt.Sprintf("key-%05d-\"<%s", i, strings.Repeat("x", 90)), Value: []byte("v")})
+	}
+	if _, _, err := st.Write(ops, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	all, err := st.Keys(0)
+	if err != nil || len(all) != len(ops) {
+		t.Fatalf("keys: %d, %v", len(all), err)
+	}
+	enc, _ := json.Marshal(all)
+	if got, err := st.Keys(len(enc)); err != nil || len(got) != len(all) {
+		t.Fatalf("Keys(%d), the list's exact size: %d keys, %v", len(enc), len(got), err)
+	}
+	if _, err := st.Keys(len(enc) - 1); persist.CodeOf(err) != persist.CodeTooLarge {
+		t.Fatalf("Keys(%d), a byte short: %v, want too-large", len(enc)-1, err)
+	}
+	allocs := func(maxJSON int) uint64 {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		_, _ = st.Keys(maxJSON)
+		runtime.ReadMemStats(&after)
+		return after.TotalAlloc - before.TotalAlloc
+	}
+	whole, bounded := allocs(0), allocs(4096)
+	if bounded*10 > whole {
+		t.Fatalf("Keys(4096) allocated %d bytes, Keys(0) %d: the bounded list should stop reading early", bounded, whole)
 	}
 }

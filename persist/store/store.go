@@ -66,8 +66,11 @@ type Stream interface {
 	// whose d.MsgID was seen within DedupWindow removes nothing and returns
 	// the first one's seqs with Dup set.
 	Delete(d persist.Delete, now time.Time) (DeleteResult, []Change, error)
-	// Keys lists every key, sorted.
-	Keys() ([]string, error)
+	// Keys lists every key, sorted. maxJSON > 0 bounds the list as JSON
+	// (json.Marshal's encoding, an array of strings): past it Keys stops
+	// reading and returns a too-large *Error, so an answer that could not
+	// be sent is not built first. 0 means no bound.
+	Keys(maxJSON int) ([]string, error)
 	// Inventory summarises the stream: its count, bytes, seq and limits as
 	// the stream's file holds them now, revalidated first (see Revalidate).
 	Inventory() (persist.Inventory, error)
