@@ -82,7 +82,7 @@ func connect(url string, cfg ConnectConfig) (*nats.Conn, error) {
 	for _, o := range cfg.Options {
 		_ = o(&given)
 	}
-	userErr, userClosed := given.AsyncErrorCB, given.ClosedCB
+	userErr, userClosed, userReconnected := given.AsyncErrorCB, given.ClosedCB, given.ReconnectedCB
 	opts := append([]nats.Option{
 		nats.Name(cfg.Name),
 		nats.Timeout(cfg.Timeout),
@@ -95,9 +95,6 @@ func connect(url string, cfg ConnectConfig) (*nats.Conn, error) {
 				log.Warn("nats disconnected", "err", err)
 			}
 		}),
-		nats.ReconnectHandler(func(c *nats.Conn) {
-			log.Info("nats reconnected", "url", c.ConnectedUrlRedacted())
-		}),
 	}, cfg.Options...)
 	opts = append(opts,
 		nats.ErrorHandler(func(c *nats.Conn, sub *nats.Subscription, err error) {
@@ -106,14 +103,23 @@ func connect(url string, cfg ConnectConfig) (*nats.Conn, error) {
 			}
 			if pe := parsePermissionError(err); pe != nil {
 				// Requests on that subject fail at once (see Guard);
-				// the refusal is theirs to report.
-				track.refused(pe)
+				// the refusal is theirs to report. A refused reply
+				// subscription fails every request (see Request).
+				track.refused(pe, pe.Op == "subscribe" && pe.Queue == "" && pe.Subject == track.replySubject(c))
 				log.Debug("nats refused", "op", pe.Op, "subject", pe.Subject)
 				return
 			}
 			// Slow-consumer and similar notices: before this handler existed
 			// nats.go dropped them silently; keep them out of command output.
 			log.Debug("nats async error", "err", err)
+		}),
+		nats.ReconnectHandler(func(c *nats.Conn) {
+			track.reconnected()
+			if userReconnected != nil {
+				userReconnected(c)
+				return
+			}
+			log.Info("nats reconnected", "url", c.ConnectedUrlRedacted())
 		}),
 		nats.ClosedHandler(func(c *nats.Conn) {
 			trackers.Delete(c)
@@ -136,19 +142,26 @@ func connect(url string, cfg ConnectConfig) (*nats.Conn, error) {
 // Request sends msg and waits for one reply until ctx ends. A missing
 // deadline on ctx gets the default of 5s so a request never waits forever.
 // Failures map to ErrNoResponders, ErrTimeout and, when the NATS server
-// refuses the publish on a connection made by Connect, a *PermissionError
-// (ErrForbidden) at once instead of a timeout; each wrapped with the subject.
+// refuses the publish, or the subscription to the connection's replies,
+// on a connection made by Connect, a *PermissionError (ErrForbidden) at
+// once instead of a timeout; each wrapped with the subject.
 func Request(ctx context.Context, nc *nats.Conn, msg *nats.Msg) (*nats.Msg, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 	}
-	gctx, cancel := Guard(ctx, nc, msg.Subject)
+	// The replies' subscription is guarded too: refused (an inbox prefix
+	// the user may not read), no reply would ever come.
+	gctx, cancel := guard(ctx, nc, refusalKey{"publish", msg.Subject, ""}, true)
 	defer cancel()
 	reply, err := nc.RequestMsgWithContext(gctx, msg)
 	if err != nil {
-		if pe := Refused(gctx); pe != nil {
+		var pe *PermissionError
+		if errors.As(context.Cause(gctx), &pe) {
+			if pe.Op == "subscribe" {
+				return nil, fmt.Errorf("request %q: replies: %w (the inbox of the creds file must be its user's, %s_<user>)", msg.Subject, pe, InboxRoot)
+			}
 			return nil, fmt.Errorf("request %q: %w", msg.Subject, pe)
 		}
 		return nil, fmt.Errorf("request %q: %w", msg.Subject, MapError(err))
@@ -179,6 +192,11 @@ func describeConnectError(err error) error {
 		return fmt.Errorf("TLS certificate not trusted (give the CA that signed the server's certificate with --tls-ca or $SWITCHYARD_TLS_CA): %w", err)
 	case errors.Is(err, nats.ErrAuthorization), errors.Is(err, nats.ErrAuthExpired), errors.Is(err, nats.ErrAuthRevoked):
 		return fmt.Errorf("NATS refused the credentials (give a creds file with --creds or $SWITCHYARD_CREDS): %w", err)
+	case errors.Is(err, nats.ErrNkeysNotSupported):
+		// nats.go refuses before sending anything: the server's users log
+		// in with passwords (or it has none), so an NKey is the wrong
+		// credentials for it, not a server that cannot be reached.
+		return fmt.Errorf("NATS takes no NKey logins (give the creds file of one of its users with --creds or $SWITCHYARD_CREDS): %w", err)
 	case errors.Is(err, nats.ErrSecureConnRequired):
 		return fmt.Errorf("the NATS server requires TLS: %w", err)
 	}

@@ -55,9 +55,19 @@ type refusalKey struct{ op, subject, queue string }
 // refusals holds the waiting requests and subscriptions of one connection,
 // by what a refusal would be of.
 type refusals struct {
-	mu      sync.Mutex // protects waiting and next
+	mu      sync.Mutex // protects waiting, next and replies
 	waiting map[refusalKey]map[uint64]context.CancelCauseFunc
 	next    uint64
+	// replies is the NATS server's refusal of the subscription nats.go
+	// makes once, at the first request, for the replies of every request
+	// (refusals.replySubject): until a reconnect sends it again, no reply reaches
+	// the connection, and each request fails with it at once instead of
+	// waiting out its deadline. A creds file whose inbox is missing or not
+	// its user's gets it.
+	replies *PermissionError
+
+	replyOnce sync.Once // computes replySubj
+	replySubj string
 }
 
 // trackers maps each *nats.Conn made by Connect to its *refusals; the
@@ -89,24 +99,54 @@ func parsePermissionError(err error) *PermissionError {
 }
 
 // refused cancels every request or subscription waiting on what pe
-// refuses.
-func (r *refusals) refused(pe *PermissionError) {
+// refuses; replies says pe refuses the connection's reply subscription,
+// which stays refused until reconnected.
+func (r *refusals) refused(pe *PermissionError, replies bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if replies {
+		r.replies = pe
+	}
 	for _, cancel := range r.waiting[pe.key()] {
 		cancel(pe)
 	}
 }
 
+// reconnected forgets the refusal of the reply subscription: nats.go sends
+// it again on a reconnect (before it reports the reconnect), to a server
+// whose permissions may have changed, which reports a refusal again.
+func (r *refusals) reconnected() {
+	r.mu.Lock()
+	r.replies = nil
+	r.mu.Unlock()
+}
+
+// replySubject is the wildcard subject nats.go subscribes to, once per
+// connection nc, for the replies of all requests: a reply inbox
+// ("{prefix}.{nuid}.{token}") with its last token a wildcard. It is the
+// same for the connection's life, reconnects included.
+func (r *refusals) replySubject(nc *nats.Conn) string {
+	r.replyOnce.Do(func() {
+		inbox := nc.NewRespInbox()
+		r.replySubj = inbox[:strings.LastIndexByte(inbox, '.')+1] + "*"
+	})
+	return r.replySubj
+}
+
 // guard returns ctx, canceled with the *PermissionError as its cause as
-// soon as the NATS server refuses k on nc's connection, or, on a
+// soon as the NATS server refuses k on nc's connection, or, with replies,
+// its reply subscription (at once when it has been refused already); on a
 // connection not made by Connect, only with ctx.
-func guard(ctx context.Context, nc *nats.Conn, k refusalKey) (context.Context, context.CancelFunc) {
+func guard(ctx context.Context, nc *nats.Conn, k refusalKey, replies bool) (context.Context, context.CancelFunc) {
 	v, ok := trackers.Load(nc)
 	if !ok {
 		return context.WithCancel(ctx)
 	}
 	r := v.(*refusals)
+	keys := []refusalKey{k}
+	if replies {
+		keys = append(keys, refusalKey{"subscribe", r.replySubject(nc), ""})
+	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	r.mu.Lock()
 	r.next++
@@ -114,16 +154,23 @@ func guard(ctx context.Context, nc *nats.Conn, k refusalKey) (context.Context, c
 	if r.waiting == nil {
 		r.waiting = map[refusalKey]map[uint64]context.CancelCauseFunc{}
 	}
-	if r.waiting[k] == nil {
-		r.waiting[k] = map[uint64]context.CancelCauseFunc{}
+	for _, k := range keys {
+		if r.waiting[k] == nil {
+			r.waiting[k] = map[uint64]context.CancelCauseFunc{}
+		}
+		r.waiting[k][id] = cancel
 	}
-	r.waiting[k][id] = cancel
+	if replies && r.replies != nil {
+		cancel(r.replies)
+	}
 	r.mu.Unlock()
 	return ctx, func() {
 		r.mu.Lock()
-		delete(r.waiting[k], id)
-		if len(r.waiting[k]) == 0 {
-			delete(r.waiting, k)
+		for _, k := range keys {
+			delete(r.waiting[k], id)
+			if len(r.waiting[k]) == 0 {
+				delete(r.waiting, k)
+			}
 		}
 		r.mu.Unlock()
 		cancel(context.Canceled)
@@ -135,7 +182,7 @@ func guard(ctx context.Context, nc *nats.Conn, k refusalKey) (context.Context, c
 // on subject; call it before publishing, and the CancelFunc when done. On a
 // connection not made by Connect it is context.WithCancel.
 func Guard(ctx context.Context, nc *nats.Conn, subject string) (context.Context, context.CancelFunc) {
-	return guard(ctx, nc, refusalKey{"publish", subject, ""})
+	return guard(ctx, nc, refusalKey{"publish", subject, ""}, false)
 }
 
 // SubscriptionGuard watches for the NATS server's refusal of one
@@ -156,7 +203,7 @@ type SubscriptionGuard struct {
 func GuardSubscription(ctx context.Context, nc *nats.Conn, subject, queue string) *SubscriptionGuard {
 	k := refusalKey{"subscribe", subject, queue}
 	g := &SubscriptionGuard{nc: nc, key: k, before: nc.LastError()}
-	g.ctx, g.cancel = guard(ctx, nc, k)
+	g.ctx, g.cancel = guard(ctx, nc, k, false)
 	return g
 }
 

@@ -108,6 +108,135 @@ func TestRefusedRequestOnQuotedSubjectIsForbidden(t *testing.T) {
 	}
 }
 
+// (Was: a creds file whose inbox line was missing or another user's made every request time out, the refusal of its reply subscription unsaid.)
+func TestRequestWhoseRepliesAreRefusedIsForbidden(t *testing.T) {
+	t.Parallel()
+	e, dir := startAuth(t, nil)
+	// The balancer's user answers every question, so a request that
+	// fails did not fail for want of a responder.
+	bc, err := connectAs(t, e.ClientURL(), auth.CredsFile(dir, auth.RoleBalancer), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bc.Subscribe(bus.IDSubject(bus.DefaultService, "*"), func(m *nats.Msg) { _ = m.Respond([]byte("0")) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := bc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	acme, err := auth.LoadCreds(auth.CredsFile(dir, "acme"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, inbox := range []string{acme.Inbox, "", auth.InboxPrefix("bob"), "persist"} {
+		c := acme
+		c.Inbox = inbox
+		path := filepath.Join(t.TempDir(), "acme.creds")
+		if err := writeFile(path, c.Marshal("acme, inbox edited")); err != nil {
+			t.Fatal(err)
+		}
+		nc, err := connectAs(t, e.ClientURL(), path, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Twice: the refusal comes once, at the first request, and holds
+		// for every later one on the connection.
+		for try := 1; try <= 2; try++ {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			reply, err := bus.Request(ctx, nc, nats.NewMsg(bus.IDSubject(bus.DefaultService, "account-a")))
+			cancel()
+			if inbox == acme.Inbox {
+				if err != nil || string(reply.Data) != "0" {
+					t.Fatalf("request with acme's own creds: %v", err)
+				}
+				continue
+			}
+			var pe *bus.PermissionError
+			if !errors.Is(err, bus.ErrForbidden) || !errors.As(err, &pe) || pe.Op != "subscribe" {
+				t.Errorf("inbox %q, request %d: %v, want forbidden: the reply subscription refused", inbox, try, err)
+			}
+		}
+	}
+}
+
+// (Was: with the refusal of a reply subscription kept for good, a connection's requests stayed forbidden after it reconnected to a server that takes it.)
+func TestRepliesRefusalEndsWithReconnect(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "auth")
+	if _, err := auth.Init(dir, auth.Plan{IDs: []string{"0"}, Tenants: map[string][]string{"acme": {"account-a"}}}, false); err != nil {
+		t.Fatal(err)
+	}
+	conf, err := os.ReadFile(filepath.Join(dir, auth.ConfFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The second server lets acme read nats.go's default inbox too.
+	lax := filepath.Join(t.TempDir(), "lax.conf")
+	if err := writeFile(lax, []byte(strings.Replace(string(conf), `"_INBOX_acme.>"`, `"_INBOX_acme.>", "_INBOX.>"`, 1))); err != nil {
+		t.Fatal(err)
+	}
+	start := func(conf string, port int) *embedded.Server {
+		e, err := embedded.Start(embedded.Config{Port: port, AuthConf: conf})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	answer := func(e *embedded.Server) {
+		bc, err := connectAs(t, e.ClientURL(), auth.CredsFile(dir, auth.RoleBalancer), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := bc.Subscribe(bus.IDSubject(bus.DefaultService, "*"), func(m *nats.Msg) { _ = m.Respond([]byte("0")) }); err != nil {
+			t.Fatal(err)
+		}
+		if err := bc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := start(filepath.Join(dir, auth.ConfFile), embedded.RandomPort)
+	t.Cleanup(e.Shutdown) // Shutdown may run twice
+	port := e.Port()
+	answer(e)
+	acme, err := auth.LoadCreds(auth.CredsFile(dir, "acme"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	acme.Inbox = ""
+	opts, err := acme.Options()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reconnected := make(chan struct{}, 1)
+	opts = append(opts, nats.ReconnectHandler(func(*nats.Conn) { reconnected <- struct{}{} }))
+	nc, err := bus.Connect(e.ClientURL(), bus.ConnectConfig{Options: opts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	ask := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err := bus.Request(ctx, nc, nats.NewMsg(bus.IDSubject(bus.DefaultService, "account-a")))
+		return err
+	}
+	if err := ask(); !errors.Is(err, bus.ErrForbidden) {
+		t.Fatalf("request with replies on _INBOX.: %v, want forbidden", err)
+	}
+	e.Shutdown()
+	e = start(lax, port)
+	t.Cleanup(e.Shutdown)
+	answer(e)
+	select {
+	case <-reconnected:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no reconnect")
+	}
+	if err := ask(); err != nil {
+		t.Fatalf("request after reconnecting to a server that lets acme read _INBOX.>: %v", err)
+	}
+}
+
 // TestBalancerStartFailsWhenSubscriptionRefused: a balancer whose
 // subscription the NATS server refuses (started with the client's creds
 // instead of the balancer's) fails to Start, forbidden, rather than
@@ -159,6 +288,24 @@ func TestWrongPasswordIsRefused(t *testing.T) {
 	}
 	if _, err := connectAs(t, e.ClientURL(), "", ""); err == nil {
 		t.Fatal("connected without credentials")
+	}
+}
+
+// (Was: an NKey creds file given to a bus whose users have passwords failed with nats.go's bare "nkeys not supported by the server", no word of the credentials.)
+func TestNkeyCredsOnPasswordBusNamesTheCreds(t *testing.T) {
+	t.Parallel()
+	e, _ := startAuth(t, nil)
+	seed, _, err := auth.NewNkey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "nkey.creds")
+	if err := writeFile(path, auth.Creds{Seed: seed, Inbox: auth.InboxPrefix("acme")}.Marshal("an NKey user of another bus")); err != nil {
+		t.Fatal(err)
+	}
+	_, err = connectAs(t, e.ClientURL(), path, "")
+	if !errors.Is(err, nats.ErrNkeysNotSupported) || !strings.Contains(err.Error(), "--creds") {
+		t.Fatalf("NKey creds on a password bus: %v, want a refusal naming --creds", err)
 	}
 }
 
