@@ -122,7 +122,9 @@ func TestUpMetrics(t *testing.T) {
 	url := "nats://127.0.0.1:" + strconv.Itoa(port)
 	base := "http://127.0.0.1:" + strconv.Itoa(hport)
 	data := t.TempDir()
-	up := cli(t, "up", "--nats-port", strconv.Itoa(port), "--data", data, "--http", "127.0.0.1:"+strconv.Itoa(hport))
+	// The feeds' links start with --base-url, as behind a proxy.
+	const proxied = "https://indexer.example.org/sy"
+	up := cli(t, "up", "--nats-port", strconv.Itoa(port), "--data", data, "--http", "127.0.0.1:"+strconv.Itoa(hport), "--base-url", proxied)
 	testproc.Start(t, up, "Stop with Ctrl-C")
 	t.Cleanup(func() { _ = up.Process.Kill() })
 
@@ -245,6 +247,10 @@ func TestUpMetrics(t *testing.T) {
 		_, body := httpGet(t, base+"/api?t=search&apikey="+key)
 		return strings.Contains(body, "<item>"), body
 	})
+	// (Was: up had no --base-url; only usenet serve did.)
+	if _, body := httpGet(t, base+"/api?t=search&apikey="+key); !strings.Contains(body, proxied+"/api?apikey=") {
+		t.Fatalf("search under --base-url %s: no link starting with it in %.600s", proxied, body)
+	}
 	// What Sonarr's and Radarr's "Test" and RSS sync send: an empty search
 	// in their default categories must find items on the demo data, or the
 	// app refuses the indexer.

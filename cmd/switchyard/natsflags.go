@@ -150,6 +150,8 @@ func refusedConnect(url string, err error) error {
 	switch {
 	case errors.Is(err, nats.ErrAuthorization), errors.Is(err, nats.ErrAuthExpired), errors.Is(err, nats.ErrAuthRevoked), errors.Is(err, nats.ErrAccountAuthExpired):
 		why = fmt.Sprintf("NATS at %s refused the credentials (give the creds file of one of its users with --creds or $%s)", url, auth.EnvCreds)
+	case errors.Is(err, nats.ErrNkeysNotSupported):
+		why = fmt.Sprintf("NATS at %s takes no NKey logins (give the creds file of one of its users with --creds or $%s)", url, auth.EnvCreds)
 	case errors.As(err, &uae), errors.As(err, &hne), errors.As(err, &cie):
 		why = fmt.Sprintf("NATS at %s answered with a TLS certificate this client does not trust (give the CA that signed it with --tls-ca or $%s)", url, auth.EnvTLSCA)
 	case errors.Is(err, nats.ErrTLS):

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/switchyard-dev/switchyard/bus/auth"
 	"github.com/switchyard-dev/switchyard/bus/embedded"
 	"github.com/switchyard-dev/switchyard/internal/testnats"
 	"github.com/switchyard-dev/switchyard/internal/testproc"
@@ -29,6 +30,15 @@ func TestConnectRefusedIsNotUnreachable(t *testing.T) {
 	t.Cleanup(tlsBus.Shutdown)
 	plainURL := testnats.Server(t, testnats.Options{}).ClientURL()
 	tlsURL := tlsBus.ClientURL()
+	// An NKey user's creds file, given to a bus whose users have passwords.
+	seed, _, err := auth.NewNkey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nkeyCreds := filepath.Join(t.TempDir(), "nkey.creds")
+	if err := os.WriteFile(nkeyCreds, auth.Creds{Seed: seed, Inbox: auth.InboxPrefix("acme")}.Marshal("an NKey user"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 
 	for _, tc := range []struct {
 		name, url string
@@ -37,6 +47,9 @@ func TestConnectRefusedIsNotUnreachable(t *testing.T) {
 	}{
 		{"credentials", passwordURL, nil,
 			"switchyard: NATS at " + passwordURL + " refused the credentials (give the creds file of one of its users with --creds or $SWITCHYARD_CREDS): nats: "},
+		// (Was: "cannot reach NATS at URL (is switchyard up running?)".)
+		{"NKey creds on a password bus", passwordURL, []string{"--creds", nkeyCreds},
+			"switchyard: NATS at " + passwordURL + " takes no NKey logins (give the creds file of one of its users with --creds or $SWITCHYARD_CREDS): nats: "},
 		{"untrusted certificate", tlsURL, nil,
 			"switchyard: NATS at " + tlsURL + " answered with a TLS certificate this client does not trust (give the CA that signed it with --tls-ca or $SWITCHYARD_TLS_CA): nats: tls error: "},
 		{"TLS wanted, none offered", plainURL, []string{"--tls-ca", tlsFiles.CA},

@@ -95,6 +95,9 @@ carried by signed batches of the forward queue (docs/events.md).`,
 			if err := uw.usenetOpts.validateIndexer("usenet"); err != nil {
 				return err
 			}
+			if err := uw.usenetOpts.validateBaseURL(); err != nil {
+				return err
+			}
 			if !uw.off {
 				demo := uw.providerOpts
 				if demo.addr == "" {
@@ -159,6 +162,7 @@ carried by signed batches of the forward queue (docs/events.md).`,
 	uw.usenetOpts.registerSettle(cmd)
 	uw.usenetOpts.registerPostProcess(cmd)
 	uw.usenetOpts.registerHidePassworded(cmd)
+	uw.usenetOpts.registerBaseURL(cmd)
 	httpOpts.registerServing(cmd, upHTTPDefault, "the dashboard /, /metrics, /healthz, /readyz, the Newznab /api, the watch gateway /ws/watch and the events API /ws/events")
 	httpOpts.registerMetricsOpen(cmd)
 	regionOpts.register(cmd)
@@ -223,7 +227,7 @@ func (cfg upConfig) fleetConfig() (fleet.Config, error) {
 		Events:   cfg.events,
 	}
 	if cfg.http.addr != "" {
-		fc.API = fleet.APIConfig{Dir: filepath.Join(cfg.dataDir, upAPIDir), HidePassworded: cfg.work.usenetOpts.hidePassworded}
+		fc.API = fleet.APIConfig{Dir: filepath.Join(cfg.dataDir, upAPIDir), HidePassworded: cfg.work.usenetOpts.hidePassworded, BaseURL: cfg.work.usenetOpts.baseURL}
 	}
 	w, err := cfg.work.fleetConfig()
 	if err != nil {

@@ -30,6 +30,12 @@ func TestUsenetCommandsBadInput(t *testing.T) {
 		{[]string{"bench", "ingest", "--indexer", "nope"}, `"nope"`},
 		{[]string{"bench", "ingest", "--postprocess"}, "--postprocess needs --indexer usenet"},
 		{[]string{"usenet", "postprocess", "--usenet-scope", "Bad Scope"}, "Bad Scope"},
+		// (Was: a --base-url without a scheme or host was taken, and every
+		// feed link built on it was broken.)
+		{[]string{"usenet", "serve", "--base-url", "indexer.lan"}, `"indexer.lan"`},
+		{[]string{"usenet", "serve", "--base-url", "ftp://indexer.lan"}, "--base-url"},
+		{[]string{"up", "--base-url", "https://indexer.lan/?x=1"}, "--base-url"},
+		{[]string{"up", "--base-url", "https://u:p@indexer.lan"}, "--base-url"},
 	} {
 		_, stderr, code := execute(t, tc.args...)
 		if code != exitUsage || !strings.Contains(stderr, tc.want) {

@@ -15,17 +15,17 @@ func newUsenetServeCmd() *cobra.Command {
 	var natsOpts natsFlags
 	var usenetOpts usenetFlags
 	var httpOpts httpFlags
-	var dataDir, baseURL string
+	var dataDir string
 	serve := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve the Newznab API (/api) and the releases page (/releases) of the usenet indexer over HTTP",
 		Long: `Serves the Newznab API that Sonarr, Radarr, Prowlarr, NZBHydra, SABnzbd and
-NZBGet use, at http://ADDR/api: t=caps, search, tvsearch, movie, get (the NZB)
-and details. Searches are answered from a SQLite full-text index in --data,
+NZBGet use, at http://ADDR/api: t=caps, search, tvsearch, movie, get (the NZB),
+details, getnfo and register. Searches are answered from a SQLite full-text index in --data,
 kept current from the releases stream of --usenet-scope; after a restart it
 resumes from the last change it applied.
 
-Every function but t=caps needs an API key (apikey=KEY). The admin key, which
+Every function but t=caps and t=register needs an API key (apikey=KEY). The admin key, which
 has no limits, is created on first start, stored in --data/apikey (mode 0600)
 and printed; copy it into the downloader's indexer settings. Users with keys
 and daily limits of their own are kept in --data/users.db: see 'switchyard
@@ -58,6 +58,9 @@ search index and the users store, exit 0.`,
 			if err := usenet.ValidScope(usenetOpts.scope); err != nil {
 				return usagef("--usenet-scope: %v", err)
 			}
+			if err := usenetOpts.validateBaseURL(); err != nil {
+				return err
+			}
 			bus, err := natsOpts.fleetNATS()
 			if err != nil {
 				return err
@@ -70,7 +73,7 @@ search index and the users store, exit 0.`,
 				Service: natsOpts.service,
 				NATS:    bus,
 				Work:    fleet.WorkConfig{UsenetScope: usenetOpts.scope},
-				API:     fleet.APIConfig{Dir: dataDir, BaseURL: baseURL, HidePassworded: usenetOpts.hidePassworded},
+				API:     fleet.APIConfig{Dir: dataDir, BaseURL: usenetOpts.baseURL, HidePassworded: usenetOpts.hidePassworded},
 				HTTP:    httpOpts.fleetHTTP(),
 			}
 			return runFleet(cmd, cfg, func(f *fleet.Fleet) {
@@ -83,7 +86,7 @@ search index and the users store, exit 0.`,
 	}
 	httpOpts.registerServing(serve, "127.0.0.1:8080", "the Newznab /api, /metrics, /healthz and /readyz")
 	serve.Flags().StringVar(&dataDir, "data", "switchyard-usenet", "`DIR` of the search index, the admin API key and the users")
-	serve.Flags().StringVar(&baseURL, "base-url", "", "`URL` the links in feeds start with (default: the request's own host)")
+	usenetOpts.registerBaseURL(serve)
 	usenetOpts.registerScope(serve)
 	usenetOpts.registerHidePassworded(serve)
 	natsOpts.registerServer(serve)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net/url"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -22,6 +23,26 @@ type usenetFlags struct {
 	// found passworded from searches and feeds.
 	postprocess    bool
 	hidePassworded bool
+	// baseURL is what the links of the API's feeds start with; "" means
+	// the request's own scheme and host.
+	baseURL string
+}
+
+func (f *usenetFlags) registerBaseURL(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.baseURL, "base-url", "", "`URL` the links in the Newznab API's feeds (the NZB downloads) start with, for apps that reach it through a proxy: http(s)://HOST[:PORT][/PATH] (default: the request's own host)")
+}
+
+// validateBaseURL checks --base-url: an absolute http or https URL with a
+// host and no query or fragment, which the feeds' links are built on.
+func (f *usenetFlags) validateBaseURL() error {
+	if f.baseURL == "" {
+		return nil
+	}
+	u, err := url.Parse(f.baseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return usagef("--base-url %q: want http(s)://HOST[:PORT][/PATH], with no user, query or fragment", f.baseURL)
+	}
+	return nil
 }
 
 func (f *usenetFlags) registerPostProcess(cmd *cobra.Command) {
