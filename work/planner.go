@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"path"
 	"strings"
 	"time"
@@ -255,10 +256,35 @@ func (p *Planner) planEach(ctx context.Context, probes []probe, kind string) (Pl
 // cut splits first..last into ranges of at most RangeSize articles.
 func (p *Planner) cut(name, kind string, first, last int64) []Range {
 	var out []Range
-	for a := first; a <= last; a += p.cfg.RangeSize {
-		out = append(out, Range{Group: name, First: a, Last: min(a+p.cfg.RangeSize-1, last), Kind: kind, State: StatePlanned})
+	for lo, hi := range spans(first, last, p.cfg.RangeSize) {
+		out = append(out, Range{Group: name, First: lo, Last: hi, Kind: kind, State: StatePlanned})
 	}
 	return out
+}
+
+// spans cuts first..last into runs of at most size article numbers, in
+// order. It never computes a number past last: the provider's high mark
+// may be as high as 2^63-1 (what NNTP's parser takes), and a start
+// stepped by size past it wraps around to a negative number, below last
+// again, so the walk never ended (the planner and the prefetcher appended
+// until they ran out of memory); an end of lo+size-1 with a size that
+// large wrapped below its start. A size below 1 counts as 1.
+func spans(first, last, size int64) iter.Seq2[int64, int64] {
+	return func(yield func(lo, hi int64) bool) {
+		size = max(size, 1)
+		for lo := first; lo <= last; {
+			hi := last
+			// last-lo in uint64 is exact for lo <= last, however far
+			// apart they are.
+			if uint64(last)-uint64(lo) >= uint64(size) {
+				hi = lo + size - 1
+			}
+			if !yield(lo, hi) || hi == last {
+				return
+			}
+			lo = hi + 1
+		}
+	}
 }
 
 // planGroup runs the write-ahead protocol for one group (see

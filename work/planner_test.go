@@ -2,6 +2,7 @@ package work_test
 
 import (
 	"context"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -326,4 +327,31 @@ func TestPlannerGoesOnPastAFailedProbe(t *testing.T) {
 		t.Fatalf("PlanAll again = %+v, %v; want alt.first's 2 ranges", st, err)
 	}
 	ltCover(t, e.ltRanges(t), "alt.first", 1, 500, 400)
+}
+
+// (Was: cutting a group whose high mark is at the top of int64 stepped past 2^63-1 to a negative start, again below the high mark, and PlanAll appended ranges until it ran out of memory; a range size that large gave a range ending below its start.)
+func TestPlannerNumbersAtTopOfInt64(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name              string
+		articles, size    int64
+		first, last, want int64 // the ranges' cover, and how many
+	}{
+		{"high mark 2^63-1", math.MaxInt64, 400, math.MaxInt64 - 999, math.MaxInt64, 3},
+		{"range size 2^63-1", 2500, math.MaxInt64, 1501, 2500, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			e := ltStart(t)
+			srv := ltNNTP(t, map[string]int64{"alt.top": c.articles})
+			p, err := work.NewPlanner(e.st, ltPool(t, srv), work.PlannerConfig{Groups: work.Groups{Patterns: []string{"alt.top"}}, RangeSize: c.size, HistoryDepth: 1000})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st, err := p.PlanAll(e.ctx); err != nil || st != (work.PlanStats{Groups: 1, Ranges: int(c.want)}) {
+				t.Fatalf("PlanAll = %+v, %v; want 1 group, %d ranges", st, err, c.want)
+			}
+			ltCover(t, e.ltRanges(t), "alt.top", c.first, c.last, min(c.size, c.last-c.first+1))
+		})
+	}
 }

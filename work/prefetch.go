@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -326,8 +327,8 @@ func (p *Prefetcher) Tick(ctx context.Context) (TickStats, error) {
 			continue
 		}
 		n := int64(0)
-		for lo := v.Val.First; lo <= v.Val.Last; lo += p.cfg.Chunk {
-			rd.jobs = append(rd.jobs, job{t: t, first: lo, last: min(lo+p.cfg.Chunk-1, v.Val.Last)})
+		for lo, hi := range spans(v.Val.First, v.Val.Last, p.cfg.Chunk) {
+			rd.jobs = append(rd.jobs, job{t: t, first: lo, last: hi})
 			n++
 		}
 		t.left.Store(n)
@@ -522,7 +523,7 @@ func (p *Prefetcher) prepare(ctx context.Context, v Versioned[Range]) (*target, 
 		return t, nil
 	}
 	want := map[string]bool{}
-	for lo := v.Val.First; lo <= v.Val.Last; lo += p.cfg.Chunk {
+	for lo := range spans(v.Val.First, v.Val.Last, p.cfg.Chunk) {
 		want[chunkKey(lo)] = true
 	}
 	t.stale = map[string]bool{}
@@ -676,10 +677,18 @@ func lineArticle(line []byte) (int64, bool) {
 	i := 0
 	for ; i < len(line) && line[i] != '\t'; i++ {
 		c := line[i]
-		if c < '0' || c > '9' || n > (1<<63-1-9)/10 {
+		if c < '0' || c > '9' {
 			return 0, false
 		}
-		n = n*10 + int64(c-'0')
+		// Exactly up to 2^63-1, the highest number GROUP and DecodeChunk
+		// take: a bound that left room for any digit refused the last
+		// eight, and their lines were dropped though the range was
+		// planned up to them.
+		d := int64(c - '0')
+		if n > (math.MaxInt64-d)/10 {
+			return 0, false
+		}
+		n = n*10 + d
 	}
 	return n, i > 0 && n > 0
 }

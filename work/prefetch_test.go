@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -330,6 +331,33 @@ func TestPrefetchAfterCutServer(t *testing.T) {
 	}
 }
 
+// (Was: a range ending within a chunk of 2^63-1 stepped its next chunk's start past it to a negative number, again below the range's last article, so the round, and its check of an earlier round's chunk keys, appended until they ran out of memory; and the lines of the articles from 2^63-8 on were dropped as not overview lines.)
+func TestPrefetchNumbersAtTopOfInt64(t *testing.T) {
+	t.Parallel()
+	// The server's high mark is one below the top: it counts its OVER
+	// lines up to the last asked for, and so does a real one.
+	e := newPFEnv(t, math.MaxInt64-1, 2)
+	r := Range{ID: 1, Group: pfGroup, First: math.MaxInt64 - 150, Last: math.MaxInt64 - 1, Kind: KindTail, State: StatePlanned}
+	ctx := context.Background()
+	if _, err := e.st.PutRange(ctx, r, 0); err != nil {
+		t.Fatal(err)
+	}
+	// An earlier round cut off after its first chunk: this round checks
+	// the chunk's key against its own.
+	if err := e.st.WriteChunk(ctx, r.ID, r.First, r.First+99, e.direct(t, r.First, r.First+99)); err != nil {
+		t.Fatal(err)
+	}
+	p := e.prefetcher(t, PrefetchConfig{Chunk: 100})
+	ts, err := p.Tick(ctx)
+	if err != nil || ts != (TickStats{Spooled: 1, Chunks: 2, Articles: 150}) {
+		t.Fatalf("tick = %+v, %v; want the range spooled in 2 chunks of 150 articles", ts, err)
+	}
+	e.checkSpooled(t, r)
+	if n := countKeys(t, e.st, r.ID); n != 2 {
+		t.Errorf("spool holds %d chunks, want 2", n)
+	}
+}
+
 // A round canceled mid-range, then a prefetcher with another chunk size
 // (a restart with a new config): every article is spooled exactly once.
 func TestPrefetchAfterCanceledRound(t *testing.T) {
@@ -510,7 +538,8 @@ func TestNewPrefetcherChecksConfig(t *testing.T) {
 func TestLineArticle(t *testing.T) {
 	for line, want := range map[string]int64{
 		"12\tsubject": 12, "7": 7, "0\tx": -1, "\tx": -1, "": -1, "x1\t": -1,
-		"+3\tx": -1, "99999999999999999999\tx": -1, "9223372036854775807\t": -1,
+		"+3\tx": -1, "99999999999999999999\tx": -1, "9223372036854775808\t": -1,
+		"9223372036854775807\t": math.MaxInt64, "9223372036854775800\tx": math.MaxInt64 - 7,
 	} {
 		n, ok := lineArticle([]byte(line))
 		if !ok {

@@ -250,7 +250,12 @@ func (s *Share) roundLocked(ctx context.Context) (ShareResult, error) {
 		g := Grants(append(entries, own), s.cfg.Limit)[s.id]
 		others := 0
 		for _, e := range entries {
-			others += e.Using
+			// Each entry counts between nothing and the whole limit, and
+			// so does the sum: a negative Using, or Usings whose sum
+			// overflows, written by a broken or hostile participant would
+			// otherwise count the others as holding less than they do,
+			// and this process would grow into connections still open.
+			others = min(others+min(max(e.Using, 0), s.cfg.Limit), s.cfg.Limit)
 		}
 		target := max(min(g, s.cfg.Limit-others), 0)
 		if s.pool == nil {

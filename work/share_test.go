@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -761,5 +762,53 @@ func TestShareRoundDeadline(t *testing.T) {
 	}
 	if d := time.Since(start); d > every+time.Second {
 		t.Fatalf("the round took %v, its deadline is %v", d, every)
+	}
+}
+
+// (Was: a share entry with a negative Using, or Usings whose sum overflowed, lowered what the others were counted as holding: a newcomer grew into connections another process still held, and the processes together held more than the limit.)
+func TestShareCountsOthersWithinTheLimit(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name  string
+		using []int // the Using of the entries a broken or hostile writer added
+	}{
+		{"negative using", []int{-4}},
+		{"usings that overflow the sum", []int{math.MaxInt, math.MaxInt}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			st := shareStore(t)
+			holder, err := work.NewShare(st, nil, work.ShareConfig{Name: "holder", Priority: 1, Limit: 4})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := holder.Round(ctx); err != nil || holder.Using() != 4 {
+				t.Fatalf("holder alone: %v, using %d; want 4", err, holder.Using())
+			}
+			tbl, err := st.ShareTable(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			es := tbl.Val
+			for i, u := range c.using {
+				id := fmt.Sprintf("bogus%d", i)
+				es = append(es, work.ShareEntry{Name: id, ID: id, Using: u, Seen: time.Now().UnixMilli(), TTL: time.Hour.Milliseconds()})
+			}
+			if _, err := st.PutShareTable(ctx, es, tbl.Seq); err != nil {
+				t.Fatal(err)
+			}
+			pool := sharePool(t, shareServer(t, 100), time.Hour)
+			sh, err := work.NewShare(st, pool, work.ShareConfig{Name: "newcomer", Priority: 1, Limit: 4})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The holder still holds all 4: the newcomer is granted 2 but
+			// may grow into none of them until the holder gives them back.
+			if res, err := sh.Round(ctx); err != nil || res.Granted != 2 || sh.Using() != 0 || pool.Stats().Size != 0 {
+				t.Fatalf("newcomer's round beside a holder of all 4: %+v %v, using %d, pool size %d; want granted 2, using 0, pool size 0",
+					res, err, sh.Using(), pool.Stats().Size)
+			}
+		})
 	}
 }
