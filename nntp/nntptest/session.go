@@ -456,7 +456,8 @@ func (se *session) overLines(first, last int64, f Faults, emit func([]byte) bool
 			b, scratch = appendGenOverview(b, scratch, rc.gen(n, g.seed, partSize), g.name)
 		}
 		se.buf = b
-		if !emit(b) {
+		// n == last ends the walk before n++ could wrap past 2^63-1.
+		if !emit(b) || n == last {
 			return
 		}
 	}
