@@ -3,6 +3,8 @@
 package store
 
 import (
+	"context"
+	"database/sql"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -225,6 +227,85 @@ func BenchmarkCompact(b *testing.B) {
 				}
 				b.StartTimer()
 				if err := st.Compact("bench", "s"); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+		})
+	}
+}
+
+// BenchmarkSQLiteFloorOpenWriteClose is the floor under
+// BenchmarkStreamOpenWriteClose/locking=exclusive/close=quick: the same
+// files (existing 3-key streams, 64 of them cycled, exclusive locking, the
+// WAL kept by quick closes) opened through database/sql with the store's
+// DSN, one statement or one keyed write transaction, and a close without
+// checkpoint, with none of the store's own work (its meta read, totals,
+// statements' caching, checks). What a stream per SQLite file costs to
+// bring into service whatever the code around it does: "read" is the open
+// alone (the first statement loads the schema and rebuilds the WAL index),
+// "write" adds the keyed set's delete and insert in one transaction.
+func BenchmarkSQLiteFloorOpenWriteClose(b *testing.B) {
+	for _, op := range []string{"read", "write"} {
+		b.Run(op, func(b *testing.B) {
+			dir := b.TempDir()
+			st := NewSQLite(SQLiteConfig{Dir: dir, ReserveBytes: -1, Exclusive: true})
+			value := make([]byte, 64)
+			paths := make([]string, openCycleStreams)
+			for i := range openCycleStreams {
+				s, err := st.Open("bench", "s"+strconv.Itoa(i), time.Now())
+				if err != nil {
+					b.Fatal(err)
+				}
+				for k := range 3 {
+					if _, _, err := s.Write([]WriteOp{{Key: "k" + strconv.Itoa(k), Value: value}}, time.Now()); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if _, err := s.(QuickCloser).CloseQuick(); err != nil {
+					b.Fatal(err)
+				}
+				if paths[i], err = StreamPath(dir, "bench", "s"+strconv.Itoa(i)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			ctx := context.Background()
+			i := 0
+			for b.Loop() {
+				db, err := sql.Open("sqlite", st.streamDSN(paths[i%openCycleStreams], st.busyMs))
+				if err != nil {
+					b.Fatal(err)
+				}
+				c, err := db.Conn(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				key := "k" + strconv.Itoa(i%3)
+				if op == "read" {
+					var seq int64
+					err = c.QueryRowContext(ctx, `SELECT seq FROM messages WHERE key = ?`, key).Scan(&seq)
+				} else {
+					_, err = c.ExecContext(ctx, `BEGIN IMMEDIATE`)
+					if err == nil {
+						_, err = c.ExecContext(ctx, `DELETE FROM messages WHERE key = ?`, key)
+					}
+					if err == nil {
+						_, err = c.ExecContext(ctx, `INSERT INTO messages(seq, key, time, raw, size) VALUES((SELECT COALESCE(MAX(seq), 0) + 1 FROM messages), ?, ?, ?, ?)`, key, time.Now().UnixMilli(), value, len(value))
+					}
+					if err == nil {
+						_, err = c.ExecContext(ctx, `COMMIT`)
+					}
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := noCheckpointOnClose(c); err != nil {
+					b.Fatal(err)
+				}
+				if err := c.Close(); err != nil {
+					b.Fatal(err)
+				}
+				if err := db.Close(); err != nil {
 					b.Fatal(err)
 				}
 				i++

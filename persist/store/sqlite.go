@@ -174,10 +174,14 @@ func NewSQLite(cfg SQLiteConfig) *SQLite {
 // Close implements Storage; open streams are closed by their owner.
 func (st *SQLite) Close() error { return nil }
 
+// uriEscaper escapes what SQLite URIs reserve. Made once: a Replacer
+// builds its tables at its first use, which cost every open as much as
+// some of its statements.
+var uriEscaper = strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23")
+
 // fileURI turns a path into a SQLite URI, escaping what URIs reserve.
 func fileURI(p string) string {
-	r := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23")
-	return "file:" + r.Replace(filepath.ToSlash(p))
+	return "file:" + uriEscaper.Replace(filepath.ToSlash(p))
 }
 
 // Open implements Storage. A new stream's file is a copy of the template
@@ -550,10 +554,13 @@ func (s *sqliteStream) init(now time.Time, how openHow) error {
 			return fmt.Errorf("open stream: data version: %w", err)
 		}
 	}
-	// What the handle keeps in memory, in two statements (meta's few rows,
-	// then one of the rows and the schema) rather than one each: opens are
-	// frequent (see lazyStmt), and compiling a statement costs more than
-	// running it on a small stream.
+	// What the handle keeps in memory, in a few simple statements (meta's
+	// rows, the schema's names, the newest row, the totals only when meta
+	// keeps none): opens are frequent (see lazyStmt), and compiling a
+	// statement costs more than running it on a small stream; one
+	// statement of subqueries for all of it took twice as long to compile
+	// as these (docs/benchmarks.md). A connection that may share the file
+	// reads them in one read transaction, so they are of one commit.
 	var (
 		stored  sql.NullString
 		cfgJSON []byte
@@ -561,19 +568,19 @@ func (s *sqliteStream) init(now time.Time, how openHow) error {
 		maxSeq  int64
 		kept    []byte
 	)
-	if err := s.readMeta(ctx, &stored, &cfgJSON, &metaSeq, &kept); err != nil {
-		return err
-	}
-	err = conn.QueryRowContext(ctx, openSelectFor(version == fullSchemaVersion, kept != nil)).Scan(
-		&s.lastTime, &s.count, &s.bytes, &maxSeq, &s.ttlRows, &s.seqTable, &s.lazy, &s.delidsOldest)
-	if err != nil {
-		return fmt.Errorf("open stream: %w", err)
-	}
-	if version != fullSchemaVersion && s.lazy&lazyDelIDs != 0 {
-		err := conn.QueryRowContext(ctx, `SELECT COALESCE(MIN(time), 0) FROM delids`).Scan(&s.delidsOldest)
-		if err != nil {
-			return fmt.Errorf("open stream: delete ids: %w", err)
+	if !s.alone {
+		if _, err := conn.ExecContext(ctx, `BEGIN`); err != nil {
+			return fmt.Errorf("open stream: %w", err)
 		}
+	}
+	err = s.readOpenState(ctx, version == fullSchemaVersion, &stored, &cfgJSON, &metaSeq, &maxSeq, &kept)
+	if !s.alone {
+		if _, cerr := conn.ExecContext(ctx, `COMMIT`); err == nil && cerr != nil {
+			err = fmt.Errorf("open stream: %w", cerr)
+		}
+	}
+	if err != nil {
+		return err
 	}
 	// The stored name guards against two names sharing a file.
 	switch {
@@ -628,47 +635,81 @@ func (s *sqliteStream) OpenedChanges() []Change {
 	return c
 }
 
-// openSelectFor(full, kept) is what init reads of the file's rows and schema,
-// in one statement (one read transaction). full is for a file known to
-// have every lazy table; on any other, the TTL count runs only when the
-// expiry index is there (without it no row has an expiry, and the count
-// would scan the table) and delids is read by a statement of its own when
-// the mask says it exists. kept is for a file that keeps its totals in
-// meta (totals.go): the statement reads 0 for them instead of counting.
-func openSelectFor(full, kept bool) string {
-	i := 0
-	if full {
-		i = 2
+// openSchemaNames lists the schema's b-trees whose presence init needs:
+// the lazy tables' first b-trees and sqlite_sequence (a file made with
+// AUTOINCREMENT).
+var openSchemaNames = func() string {
+	q := `SELECT name FROM sqlite_master WHERE name IN ('sqlite_sequence'`
+	for _, l := range lazyDefs {
+		q += `, '` + l.name + `'`
 	}
-	if kept {
-		i++
-	}
-	return openSelects[i]
-}
+	return q + `)`
+}()
 
-// openSelects are openSelect's four statements, made once.
-var openSelects = [4]string{openSelect(false, false), openSelect(false, true), openSelect(true, false), openSelect(true, true)}
-
-func openSelect(full, kept bool) string {
-	ttlRows := `CASE WHEN EXISTS(SELECT 1 FROM sqlite_master WHERE name = 'messages_expires') THEN (SELECT COUNT(*) FROM messages WHERE expires IS NOT NULL) ELSE 0 END`
-	mask, delids := lazyMaskSQL, `0`
+// readOpenState reads what init keeps of the file: meta's rows (readMeta),
+// the lazy tables it has (all of them when full, a file known to have
+// every one) and whether it has sqlite_sequence, the newest row's seq and
+// time, and, unless meta keeps the totals (kept), the count and bytes and
+// the rows with an expiry (counted only when the expiry index is there:
+// without it no row has one, and the count would scan the table); and the
+// oldest delete id's time when delids is there.
+func (s *sqliteStream) readOpenState(ctx context.Context, full bool, stored *sql.NullString, cfgJSON *[]byte, metaSeq *sql.NullInt64, maxSeq *int64, kept *[]byte) error {
+	if err := s.readMeta(ctx, stored, cfgJSON, metaSeq, kept); err != nil {
+		return err
+	}
+	rows, err := s.conn.QueryContext(ctx, openSchemaNames)
+	if err != nil {
+		return fmt.Errorf("open stream: schema: %w", err)
+	}
+	s.lazy, s.seqTable = 0, false
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			rows.Close()
+			return fmt.Errorf("open stream: schema: %w", err)
+		}
+		if name == "sqlite_sequence" {
+			s.seqTable = true
+		}
+		for _, l := range lazyDefs {
+			if name == l.name {
+				s.lazy |= l.bit
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		rows.Close()
+		return fmt.Errorf("open stream: schema: %w", err)
+	}
+	if err := rows.Close(); err != nil {
+		return fmt.Errorf("open stream: schema: %w", err)
+	}
 	if full {
-		ttlRows = `(SELECT COUNT(*) FROM messages WHERE expires IS NOT NULL)`
-		mask, delids = strconv.Itoa(int(lazyAll)), `COALESCE((SELECT MIN(time) FROM delids), 0)`
+		s.lazy = lazyAll
 	}
-	count, size := `(SELECT COUNT(*) FROM messages)`, `(SELECT COALESCE(SUM(size), 0) FROM messages)`
-	if kept {
-		count, size, ttlRows = `0`, `0`, `0`
+	s.lastTime, *maxSeq = 0, 0
+	err = s.conn.QueryRowContext(ctx, `SELECT seq, time FROM messages ORDER BY seq DESC LIMIT 1`).Scan(maxSeq, &s.lastTime)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("open stream: newest row: %w", err)
 	}
-	return `SELECT
-		COALESCE((SELECT time FROM messages ORDER BY seq DESC LIMIT 1), 0),
-		` + count + `,
-		` + size + `,
-		COALESCE((SELECT MAX(seq) FROM messages), 0),
-		` + ttlRows + `,
-		EXISTS(SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sqlite_sequence'),
-		` + mask + `,
-		` + delids
+	s.count, s.bytes, s.ttlRows = 0, 0, 0
+	if *kept == nil {
+		if err := s.conn.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(size), 0) FROM messages`).Scan(&s.count, &s.bytes); err != nil {
+			return fmt.Errorf("open stream: totals: %w", err)
+		}
+		if s.lazy&lazyExpires != 0 {
+			if err := s.conn.QueryRowContext(ctx, `SELECT COUNT(*) FROM messages WHERE expires IS NOT NULL`).Scan(&s.ttlRows); err != nil {
+				return fmt.Errorf("open stream: totals: %w", err)
+			}
+		}
+	}
+	s.delidsOldest = 0
+	if s.lazy&lazyDelIDs != 0 {
+		if err := s.conn.QueryRowContext(ctx, `SELECT COALESCE(MIN(time), 0) FROM delids`).Scan(&s.delidsOldest); err != nil {
+			return fmt.Errorf("open stream: delete ids: %w", err)
+		}
+	}
+	return nil
 }
 
 // readMeta reads the meta rows init needs: the stream's name, its config,
