@@ -236,10 +236,46 @@ func (g *region) bump(user, scope string) {
 	}
 }
 
-// pushDelivery sends a delivery item to peer.
+// pushDelivery sends a delivery item to peer. A `single` one is noted as
+// handed to peer: only a peer it went to may ack it (receiveAck). It runs
+// on the loop.
 func (g *region) pushDelivery(peer string, it *forward.Delivery) {
+	if it.AckRequired {
+		h := g.handed[it.SubID]
+		if h == nil || h.entry != it.AckID {
+			h = &handedOut{entry: it.AckID}
+			g.handed[it.SubID] = h
+		}
+		if !slices.Contains(h.peers, peer) {
+			h.peers = append(h.peers, peer)
+		}
+	}
 	g.cfg.Push(peer, it)
 	g.deliveriesOut.Add(1)
+}
+
+// handedOut is the `single` delivery of a durable subscription last sent
+// to peers: its entry, and every peer an attempt of it went to. A peer
+// that had an attempt may ack it after its lease went elsewhere (its
+// client did get it); one that never had it may not.
+type handedOut struct {
+	entry string
+	peers []string
+}
+
+// handedTo reports whether the `single` delivery entry of the
+// subscription "USER/ID" went to peer. It runs on the loop.
+func (g *region) handedTo(peer, subID, entry string) bool {
+	h := g.handed[subID]
+	return h != nil && h.entry == entry && slices.Contains(h.peers, peer)
+}
+
+// forgetHanded forgets what went to peers for the subscription id, gone.
+// It runs on the loop.
+func (g *region) forgetHanded(id SubID) {
+	if key, ok := strings.CutPrefix(string(id), durablePrefix); ok {
+		delete(g.handed, key)
+	}
 }
 
 // remoteKey names a `single` delivery that came from a peer: the region
@@ -407,7 +443,7 @@ func (r *Router) ackRemote(user, sub, entry string) bool {
 
 // receiveAck takes a peer's ack of a `single` delivery this region holds
 // the lease of: it settles it and the next goes out. An ack of an entry not
-// in flight is refused (counted).
+// in flight, or that never went to that peer, is refused (counted).
 func (r *Router) receiveAck(ctx context.Context, peer string, a *forward.Ack) {
 	if r.region == nil {
 		return
@@ -419,6 +455,13 @@ func (r *Router) receiveAck(ctx context.Context, peer string, a *forward.Ack) {
 	}
 	sid := durableID(user, id)
 	r.postCtx(ctx, routed{do: func() {
+		// A peer acks what its sessions were handed: an ack of a delivery
+		// held by a session here, or by another peer only, would settle a
+		// lease the peer never had.
+		if !r.region.handedTo(peer, a.SubID, a.EntryID) {
+			r.region.acksRefused.Add(1)
+			return
+		}
 		dup, err := r.single.Ack(sid, a.EntryID)
 		if err != nil {
 			r.region.acksRefused.Add(1)

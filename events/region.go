@@ -31,6 +31,9 @@ const (
 	// StandInTimeoutDefault bounds starting the stream watcher a peer's
 	// watch needs (RegionConfig.StandInTimeout).
 	StandInTimeoutDefault = 30 * time.Second
+	// MaxRemoteTokensDefault bounds the anchor tokens one peer watches
+	// here (RegionConfig.MaxRemoteTokens).
+	MaxRemoteTokensDefault = 100_000
 )
 
 // RegionConfig joins a router to its peer regions over the forward queue
@@ -67,6 +70,16 @@ type RegionConfig struct {
 	// fails is started again at the peer's next announcement. Zero means
 	// StandInTimeoutDefault.
 	StandInTimeout time.Duration
+	// MaxRemoteTokens bounds the anchor tokens one peer may watch here at
+	// once. Each costs an entry, a stand-in subscription and, on a stream
+	// not yet watched, a stream watcher, for as long as the peer renews
+	// it: a peer announcing without end (a bug, an older build) would
+	// otherwise hold this region's memory and watchers without bound. An
+	// announcement of a new token past it is refused, counted
+	// (RegionStats.RemoteRefused) and logged at most once a round per
+	// peer; renewals of the tokens held go on. Zero means
+	// MaxRemoteTokensDefault.
+	MaxRemoteTokens int
 }
 
 // RegionStats counts what a region exchanged with its peers.
@@ -78,6 +91,9 @@ type RegionStats struct {
 	NoWatch    uint64 // tokens pruned on a peer's noWatch
 	Expired    uint64 // peer announcements that expired unrenewed
 	Remote     int    // (token, peer) pairs watched remotely now
+	// RemoteRefused counts peers' announcements of a new token refused
+	// because the peer held MaxRemoteTokens already.
+	RemoteRefused uint64
 	// RemoteByPeer is Remote by peer: the tokens each peer watches here.
 	RemoteByPeer map[string]int
 	GapMarkers   uint64 // gap marker items pushed in place of shed or lost events
@@ -105,7 +121,10 @@ type region struct {
 
 	mu      sync.Mutex
 	remote  map[string]map[string]time.Time // token -> peer -> when its announcement expires
+	held    map[string]int                  // peer -> the tokens of remote it watches (bounded by MaxRemoteTokens)
+	warned  map[string]bool                 // peers whose refusal was logged this round
 	absent  map[string]map[string]time.Time // user -> peer that answered noSocket -> until when it is passed over
+	handed  map[string]*handedOut           // "USER/ID" -> its `single` delivery sent to peers (deliver.go); owned by the router's loop
 	timer   forward.Timer
 	stopped bool
 
@@ -113,7 +132,7 @@ type region struct {
 
 	eventsOut, eventsIn, watchesOut, watchesIn, noWatch, expired, gapsOut, gapsIn    atomic.Uint64
 	deliveriesOut, deliveriesIn, noSocketOut, noSocket, acksOut, acksIn, acksRefused atomic.Uint64
-	bumpsOut, bumpsIn, badItems                                                      atomic.Uint64
+	bumpsOut, bumpsIn, badItems, remoteRefused                                       atomic.Uint64
 }
 
 func newRegion(cfg RegionConfig, clk forward.Clock) (*region, error) {
@@ -128,6 +147,11 @@ func newRegion(cfg RegionConfig, clk forward.Clock) (*region, error) {
 		return nil, fmt.Errorf("events: region %q is among its own peers", cfg.Self)
 	case cfg.Announce < 0 || cfg.RemoteTTL < 0:
 		return nil, errors.New("events: negative RegionConfig period")
+	case cfg.MaxRemoteTokens < 0:
+		return nil, errors.New("events: negative RegionConfig.MaxRemoteTokens")
+	}
+	if cfg.MaxRemoteTokens == 0 {
+		cfg.MaxRemoteTokens = MaxRemoteTokensDefault
 	}
 	if cfg.Announce == 0 {
 		cfg.Announce = AnnounceDefault
@@ -135,7 +159,7 @@ func newRegion(cfg RegionConfig, clk forward.Clock) (*region, error) {
 	if cfg.RemoteTTL == 0 {
 		cfg.RemoteTTL = 3 * cfg.Announce
 	}
-	g := &region{cfg: cfg, clk: clk, remote: map[string]map[string]time.Time{}, absent: map[string]map[string]time.Time{}}
+	g := &region{cfg: cfg, clk: clk, remote: map[string]map[string]time.Time{}, held: map[string]int{}, warned: map[string]bool{}, absent: map[string]map[string]time.Time{}, handed: map[string]*handedOut{}}
 	g.gen.Store(clk.Now().UnixMilli())
 	return g, nil
 }
@@ -163,10 +187,12 @@ func (g *region) round() {
 	var gone []string
 	now := g.clk.Now()
 	g.mu.Lock()
+	clear(g.warned)
 	for tok, peers := range g.remote {
 		for p, until := range peers {
 			if now.After(until) {
 				delete(peers, p)
+				g.unholdLocked(p)
 				g.expired.Add(1)
 			}
 		}
@@ -217,6 +243,20 @@ func (g *region) onWatch(_ context.Context, peer string, w *forward.Watch) {
 	}
 	g.mu.Lock()
 	peers := g.remote[w.Token]
+	if _, renewal := peers[peer]; !renewal {
+		if g.held[peer] >= g.cfg.MaxRemoteTokens {
+			warn := !g.warned[peer]
+			g.warned[peer] = true
+			g.mu.Unlock()
+			g.remoteRefused.Add(1)
+			if warn {
+				g.r.log.Warn("events: a peer region announces more tokens than it may watch here; the new ones are refused",
+					"peer", peer, "max_remote_tokens", g.cfg.MaxRemoteTokens, "anchor", w.Token)
+			}
+			return
+		}
+		g.held[peer]++
+	}
 	first := peers == nil
 	if first {
 		peers = map[string]time.Time{}
@@ -229,12 +269,22 @@ func (g *region) onWatch(_ context.Context, peer string, w *forward.Watch) {
 	}
 }
 
+// unholdLocked counts one token fewer watched by peer. g.mu is held.
+func (g *region) unholdLocked(peer string) {
+	if g.held[peer]--; g.held[peer] <= 0 {
+		delete(g.held, peer)
+	}
+}
+
 // drop forgets that peer watches tok.
 func (g *region) drop(peer, tok string) bool {
 	g.mu.Lock()
 	peers := g.remote[tok]
 	_, had := peers[peer]
-	delete(peers, peer)
+	if had {
+		delete(peers, peer)
+		g.unholdLocked(peer)
+	}
 	last := had && len(peers) == 0
 	if last {
 		delete(g.remote, tok)
@@ -250,6 +300,9 @@ func (g *region) drop(peer, tok string) bool {
 // start.
 func (g *region) forget(tok string) {
 	g.mu.Lock()
+	for p := range g.remote[tok] {
+		g.unholdLocked(p)
+	}
 	delete(g.remote, tok)
 	g.mu.Unlock()
 }
@@ -314,7 +367,7 @@ func (g *region) stats() RegionStats {
 		NoWatch: g.noWatch.Load(), Expired: g.expired.Load(), GapMarkers: g.gapsOut.Load(), GapsFromFar: g.gapsIn.Load(),
 		DeliveriesOut: g.deliveriesOut.Load(), DeliveriesIn: g.deliveriesIn.Load(), NoSocketOut: g.noSocketOut.Load(), NoSocket: g.noSocket.Load(),
 		AcksOut: g.acksOut.Load(), AcksIn: g.acksIn.Load(), AcksRefused: g.acksRefused.Load(),
-		BumpsOut: g.bumpsOut.Load(), BumpsIn: g.bumpsIn.Load(), BadItems: g.badItems.Load(),
+		BumpsOut: g.bumpsOut.Load(), BumpsIn: g.bumpsIn.Load(), BadItems: g.badItems.Load(), RemoteRefused: g.remoteRefused.Load(),
 	}
 	st.RemoteByPeer = make(map[string]int, len(g.cfg.Peers))
 	g.mu.Lock()
@@ -473,6 +526,11 @@ const (
 	remoteGap = "gap"
 )
 
+// maxGapCount bounds the count of a peer's gap marker, as a feed loss's
+// is bounded (onChange): far more than a queue can shed, and sums of such
+// markers stay within an int.
+const maxGapCount = 1<<31 - 1
+
 // encodeRemote is ev as the forward queue carries it: a session-only kv
 // event whose key is the subject.
 func encodeRemote(ev *Event) *forward.Event {
@@ -530,9 +588,17 @@ func gapItem(subj Subject, reason Reason, count int, ts int64) *forward.Event {
 }
 
 // decodeRemote reads a peer's event item; ok is false for one that is
-// not ours (another family, a key that is no subject, an unknown op).
+// not ours (another family, a key that is no subject, an unknown op, an
+// id beginning with '@').
 func decodeRemote(e *forward.Event) (ev Event, gap *Gap, ok bool) {
 	if e.Family != "kv" || e.KV == nil {
+		return Event{}, nil, false
+	}
+	// A change's id begins with its scope. One beginning with '@' would
+	// become, as ID@PEER, an entry of a home's `single` row that reads as
+	// a peer's delivery handed out under its home's name (remoteEntryID):
+	// "@HOME/…" is taken for the home's own entry "…", and never acked.
+	if strings.HasPrefix(e.ID, "@") {
 		return Event{}, nil, false
 	}
 	// Any key persist takes crosses, not only those an anchor may name.
@@ -566,7 +632,11 @@ func decodeRemote(e *forward.Event) (ev Event, gap *Gap, ok bool) {
 		if !slices.Contains(Reasons, r) || v.Count < 1 {
 			return Event{}, nil, false
 		}
-		return ev, &Gap{Reason: r, Subject: subj, Count: v.Count, From: e.TS, To: e.TS}, true
+		// Bounded as a feed loss's count is: the markers of one window
+		// add up (mergeGaps), and a peer's near the largest int wrapped
+		// the sum to a negative count.
+		count := min(v.Count, maxGapCount)
+		return ev, &Gap{Reason: r, Subject: subj, Count: count, From: e.TS, To: e.TS}, true
 	default:
 		return Event{}, nil, false
 	}

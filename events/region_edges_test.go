@@ -2,11 +2,14 @@ package events
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/switchyard-dev/switchyard/forward"
 	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/persist"
 )
@@ -287,4 +290,134 @@ func TestRegionsSingleValueBound(t *testing.T) {
 		e.clk.Advance(CoalesceWindowDefault)
 		return len(sb.all()) >= 2, fmt.Sprint(len(sb.all()))
 	})
+}
+
+// (Was: a peer's announcements were held without bound: each new token took an entry, a stand-in subscription and, on a new stream, a watcher here for as long as the peer renewed it.)
+func TestRegionRemoteTokensBounded(t *testing.T) {
+	t.Parallel()
+	a, _ := twoRegionsWith(t, regionOpts{maxRemoteTokens: 3})
+	ctx := context.Background()
+	watch := func(op string, i int) {
+		a.r.Sink().Watch(ctx, "b", &forward.Watch{Op: op, Token: fmt.Sprint("project-1/s", i)})
+	}
+	for i := range 5 {
+		watch("add", i)
+	}
+	if st := a.r.RegionStats(); st.Remote != 3 || st.RemoteByPeer["b"] != 3 || st.RemoteRefused != 2 {
+		t.Fatalf("b announced 5 new tokens to a region holding at most 3 of a peer's: %+v, want 3 held and 2 refused", st)
+	}
+	testwait.Until(t, "a stand-in for each token held", func() (bool, string) {
+		return a.r.Stats().Subs == 3 && a.r.Stats().Ready == 3, fmt.Sprintf("%+v", a.r.Stats())
+	})
+	// Renewing a token held is no new one; dropping one makes room.
+	watch("add", 0)
+	watch("drop", 0)
+	watch("add", 3)
+	if st := a.r.RegionStats(); st.Remote != 3 || st.RemoteRefused != 2 {
+		t.Fatalf("after a renewal, a drop and a new token: %+v, want 3 held, still 2 refused", st)
+	}
+	testwait.Until(t, "the stand-ins follow", func() (bool, string) {
+		return a.r.Stats().Subs == 3, fmt.Sprintf("%+v", a.r.Stats())
+	})
+	if n := a.r.region.cfg.MaxRemoteTokens; n != 3 {
+		t.Fatalf("MaxRemoteTokens %d", n)
+	}
+	if g, err := newRegion(RegionConfig{Self: "a", Peers: []string{"b"}, Push: func(string, forward.Item) {}}, newFakeClock()); err != nil || g.cfg.MaxRemoteTokens != MaxRemoteTokensDefault {
+		t.Fatalf("zero MaxRemoteTokens: %v, %+v", err, g)
+	}
+}
+
+// (Was: a peer's event whose id began with "@HOME/" reached the home's `single` row as the entry "@HOME/…@PEER", which the home's own session acked in vain: Session.Ack read it as one of its own entries handed out by a peer, and the row's queue stayed blocked behind it.)
+func TestRegionsPeerEventIDIsNoEntryName(t *testing.T) {
+	t.Parallel()
+	e := newDurableRegions(t, nil, "jobs")
+	ctx := context.Background()
+	e.put(DurableRow{User: "alice", ID: "q", Anchor: "project-1/jobs", Mode: ModeSingle})
+	var sa sink
+	alice := e.a.r.Open("alice", sa.deliver)
+	from := e.a.r.Stats().Changes
+	for i, id := range []string{"@a/project-1/jobs#1", "project-1/jobs#2"} {
+		ev := &Event{ID: id, Subject: Subject{"project-1", "jobs", fmt.Sprint("k", i)}, Op: OpSet, Seq: uint64(i + 1), Value: []byte("v"), TS: 1}
+		e.a.r.Sink().Event(ctx, "b", encodeRemote(ev))
+	}
+	testwait.For(t, "a takes b's well-named event", func() bool { return e.a.r.Stats().Changes > from })
+	e.clk.Advance(CoalesceWindowDefault)
+	testwait.For(t, "a delivery to alice's session", func() bool { return len(sa.all()) >= 1 })
+	d := sa.all()[0]
+	if err := alice.Ack(ctx, "q", d.Entry); err != nil {
+		t.Fatalf("alice's session got entry %q (event %+v) and cannot ack it: %v", d.Entry, d.Event, err)
+	}
+	if d.Event == nil || d.Event.ID != "project-1/jobs#2@b" {
+		t.Fatalf("first delivery %+v, want b's change project-1/jobs#2", d.Event)
+	}
+}
+
+// (Was: a peer's ack item settled the `single` delivery in flight whatever the region it came from, one the delivery never went to included: a lease held by a session here was settled by a peer that never had it.)
+func TestRegionsAckOnlyFromAPeerHandedTheEntry(t *testing.T) {
+	t.Parallel()
+	e := newDurableRegions(t, nil, "jobs")
+	ctx := context.Background()
+	e.put(DurableRow{User: "alice", ID: "q", Anchor: "project-1/jobs", Mode: ModeSingle})
+	var sa, sb sink
+	inA := e.a.r.Open("alice", sa.deliver) // the first target: the delivery stays home
+	e.write("jobs", "1")
+	testwait.For(t, "the delivery to alice's session in a", func() bool { return len(sa.all()) == 1 })
+	d := sa.all()[0]
+	e.a.r.Sink().Ack(ctx, "b", &forward.Ack{UserID: userKey("alice"), SubID: "alice/q", EntryID: d.Entry})
+	testwait.Until(t, "a takes b's ack item", func() (bool, string) {
+		st := e.a.r.RegionStats()
+		return st.AcksIn+st.AcksRefused == 1, fmt.Sprintf("%+v", st)
+	})
+	if st, rs := e.a.r.RegionStats(), e.a.r.Stats(); st.AcksRefused != 1 || rs.Acks != 0 || rs.Leases != 1 {
+		t.Fatalf("b acked %s, which went to a session in a, never to b: a %+v, %+v; want it refused and the lease still held", d.Entry, st, rs)
+	}
+	if err := inA.Ack(ctx, "q", d.Entry); err != nil {
+		t.Fatal(err)
+	}
+
+	// A peer that was handed the entry may ack it after its lease went
+	// elsewhere: its client did get it.
+	inA.Close()
+	inB := e.b.r.Open("alice", sb.deliver)
+	e.write("jobs", "2")
+	testwait.For(t, "the next delivery in b", func() bool { return len(sb.all()) == 1 })
+	late := sb.all()[0]
+	var sa2 sink
+	e.a.r.Open("alice", sa2.deliver)
+	e.clk.Advance(LeaseDefault)
+	testwait.For(t, "its second attempt, in a", func() bool { return len(sa2.all()) == 1 })
+	if err := inB.Ack(ctx, "q", late.Entry); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Until(t, "b's late ack settles it", func() (bool, string) {
+		return e.a.r.Stats().Acks == 2, fmt.Sprintf("%+v, %+v", e.a.r.Stats(), e.a.r.RegionStats())
+	})
+}
+
+// (Was: a peer's gap markers' counts were taken as sent, and two of them in one window added up past the largest int: the session got a gap with a negative count.)
+func TestRegionsPeerGapCountBounded(t *testing.T) {
+	t.Parallel()
+	clk := newFakeClock()
+	_, b := twoRegionsWith(t, regionOpts{clk: clk})
+	ctx := context.Background()
+	var got sink
+	an, _ := ParseAnchor("project-1/log")
+	if err := b.r.Open("bob", got.deliver).Subscribe(ctx, "log", an, Filter{}); err != nil {
+		t.Fatal(err)
+	}
+	huge := math.MaxInt/2 + 1
+	for range 2 {
+		v, _ := json.Marshal(remoteValue{Reason: string(ReasonBacklogOverflow), Count: huge})
+		b.r.Sink().Event(ctx, "a", &forward.Event{Family: "kv", ID: "gap:project-1/log#1", TS: 1, KV: &forward.KVChange{KVKey: "project-1/log", Op: remoteGap, Value: v}})
+	}
+	// An event after them: once the loop has taken it, it took both
+	// markers, in the window the clock has not ended yet.
+	from := b.r.Stats().Changes
+	b.r.Sink().Event(ctx, "a", encodeRemote(&Event{ID: "project-1/log#1", Subject: Subject{"project-1", "log", "k"}, Op: OpSet, Seq: 1, TS: 1}))
+	testwait.For(t, "b takes the fence", func() bool { return b.r.Stats().Changes > from })
+	clk.Advance(CoalesceWindowDefault)
+	testwait.For(t, "the gap", func() bool { return len(got.gaps()) == 1 })
+	if g := got.gaps()[0]; g.Count < 1 {
+		t.Fatalf("two markers of %d lost events each came to the session as a gap of %d", huge, g.Count)
+	}
 }

@@ -67,6 +67,8 @@ type regionOpts struct {
 	failedB *atomic.Int64
 	// remoteTTL and standIn are the regions' RemoteTTL and StandInTimeout.
 	remoteTTL, standIn time.Duration
+	// maxRemoteTokens is the regions' MaxRemoteTokens.
+	maxRemoteTokens int
 }
 
 // batchRecorder keeps the requests a receiver was sent: their path,
@@ -182,7 +184,7 @@ func twoRegionsWith(t *testing.T, o regionOpts) (a, b *testRegion) {
 				q.Push(p, it)
 			}
 		}
-		rcfg := RouterConfig{Client: g.c, Logger: quiet, Clock: o.clk, Region: &RegionConfig{Self: self, Peers: []string{peer}, Push: push, Announce: o.announce, RemoteTTL: o.remoteTTL, StandInTimeout: o.standIn}}
+		rcfg := RouterConfig{Client: g.c, Logger: quiet, Clock: o.clk, Region: &RegionConfig{Self: self, Peers: []string{peer}, Push: push, Announce: o.announce, RemoteTTL: o.remoteTTL, StandInTimeout: o.standIn, MaxRemoteTokens: o.maxRemoteTokens}}
 		if o.durable {
 			rcfg.Durable = &DurableConfig{}
 		}

@@ -882,6 +882,9 @@ func (r *Router) take(rt routed, matches *[]Match) {
 			delete(r.singleGen, id)
 			delete(r.windowLow, id)
 		}
+		if r.region != nil {
+			r.region.forgetHanded(id)
+		}
 		return
 	case rt.gapAll != nil:
 		r.mu.Lock()

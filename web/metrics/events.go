@@ -53,12 +53,13 @@ var (
 	regionNoSocket   = desc("events_region_nosocket_total", "(user, peer) pairs passed over on a peer's noSocket.")
 	regionAcksOut    = desc("events_region_acks_out_total", "Acks of peers' single deliveries sent back to the region holding the lease.")
 	regionAcksIn     = desc("events_region_acks_in_total", "Ack items from peers that settled a lease here.")
-	regionAcksBad    = desc("events_region_acks_refused_total", "Ack items from peers for no delivery in flight here.")
+	regionAcksBad    = desc("events_region_acks_refused_total", "Ack items from peers for no delivery in flight here, or for one never handed to that peer.")
+	regionRemoteBad  = desc("events_region_remote_refused_total", "Peers' announcements of a new anchor token refused: the peer watched MaxRemoteTokens here already.")
 	regionBumpsOut   = desc("events_region_bumps_out_total", "Bump items (presence, subscription) sent to peer regions.")
 	regionBumpsIn    = desc("events_region_bumps_in_total", "Bump items received from peer regions.")
 	eventsDescs      = []*prometheus.Desc{eventsChanges, eventsDelivered, eventsCoalesced, eventsRateDrops, eventsGaps, eventsSubs, eventsSessions, eventsWatchers,
 		eventsAcks, eventsRedeliver, eventsLeases, eventsBacklog, presenceNow, presenceConns, presenceWrites, presenceRemoves, presenceReloads, presenceFailures, regionEventsOut, regionEventsIn, regionWatchesOut, regionNoWatch, regionExpired, regionGapsOut, regionRemote,
-		regionDelivOut, regionDelivIn, regionNoSockOut, regionNoSocket, regionAcksOut, regionAcksIn, regionAcksBad, regionBumpsOut, regionBumpsIn}
+		regionDelivOut, regionDelivIn, regionNoSockOut, regionNoSocket, regionAcksOut, regionAcksIn, regionAcksBad, regionRemoteBad, regionBumpsOut, regionBumpsIn}
 )
 
 // AddEventsRouter exports r.
@@ -114,6 +115,7 @@ func (c *eventsCollector) Collect(ch chan<- prometheus.Metric) {
 		reg.AcksOut += g.AcksOut
 		reg.AcksIn += g.AcksIn
 		reg.AcksRefused += g.AcksRefused
+		reg.RemoteRefused += g.RemoteRefused
 		reg.BumpsOut += g.BumpsOut
 		reg.BumpsIn += g.BumpsIn
 		s := r.Stats()
@@ -165,6 +167,7 @@ func (c *eventsCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(ch, regionAcksOut, float64(reg.AcksOut))
 	counter(ch, regionAcksIn, float64(reg.AcksIn))
 	counter(ch, regionAcksBad, float64(reg.AcksRefused))
+	counter(ch, regionRemoteBad, float64(reg.RemoteRefused))
 	counter(ch, regionBumpsOut, float64(reg.BumpsOut))
 	counter(ch, regionBumpsIn, float64(reg.BumpsIn))
 }
