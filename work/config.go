@@ -38,6 +38,13 @@ const (
 	// AbandonedEveryDefault is how often the main shard finishes ranges
 	// whose worker read everything and went quiet.
 	AbandonedEveryDefault = 5 * time.Minute
+	// RetainDoneDefault is how long a done range's record is kept after
+	// it finished before the main shard retires it (see Leases.Retire):
+	// far longer than anything reads it for (the last minute's
+	// throughput, a finished lease's clean-up within three abandoned
+	// rounds, 15 minutes), and a day of per-range detail for an operator
+	// looking into what a worker did.
+	RetainDoneDefault = 24 * time.Hour
 	// ShareEveryDefault is how often a process renews its share and
 	// recomputes its grant.
 	ShareEveryDefault = 5 * time.Second

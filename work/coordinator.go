@@ -2,6 +2,7 @@ package work
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -18,7 +19,8 @@ type CoordinatorConfig struct {
 	Shard Shard
 	// Planner, Prefetch, Lease and Share configure the parts; their Shard,
 	// Name and Priority fields are set from Shard when zero.
-	// Lease.AbandonedEvery is also the main shard's FinishAbandoned round.
+	// Lease.AbandonedEvery is also the main shard's FinishAbandoned round,
+	// which retires the done ranges older than Lease.RetainDone.
 	Planner  PlannerConfig
 	Prefetch PrefetchConfig
 	Lease    LeaseConfig
@@ -123,6 +125,7 @@ func NewCoordinator(st *Store, pool *nntp.Pool, cfg CoordinatorConfig) (*Coordin
 	for name, d := range map[string]time.Duration{
 		"Tick": cfg.Tick, "TailEvery": cfg.TailEvery, "PlanEvery": cfg.PlanEvery, "ProgressEvery": cfg.ProgressEvery,
 		"StopWait": cfg.StopWait, "Share.Every": cfg.Share.Every, "Lease.AbandonedEvery": cfg.Lease.AbandonedEvery,
+		"Lease.RetainDone": cfg.Lease.RetainDone,
 	} {
 		// A negative interval would run its loop with no pause at all.
 		if d < 0 {
@@ -214,7 +217,16 @@ func (c *Coordinator) start(ctx context.Context) error {
 			if n > 0 {
 				c.log.Info("finished ranges read to their end whose worker went quiet", "ranges", n)
 			}
-			return err
+			if ctx.Err() != nil {
+				return err
+			}
+			// The same round retires the done ranges past their retention,
+			// so that reading the ranges costs the live work only.
+			r, rerr := c.leases.Retire(ctx)
+			if r > 0 {
+				c.log.Debug("retired done ranges", "ranges", r)
+			}
+			return errors.Join(err, rerr)
 		})
 		// A failed history round is tried again at the tail's pace, not an
 		// hour later: PlanTail plans only groups with a record, so a

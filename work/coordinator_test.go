@@ -2,6 +2,9 @@ package work_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync/atomic"
@@ -181,5 +184,166 @@ func TestCoordinatorRetriesFailedHistory(t *testing.T) {
 		g, err := st.Group(ctx, group)
 		return err == nil && g.Val.PlannedThrough == 1_000
 	})
+	lifecycletest.Stop(t, co)
+}
+
+// unmatchedIndexer's result counts every line as "unmatched", so that a
+// group's Unmatched in Status adds up what its ranges' results said.
+type unmatchedIndexer struct{}
+
+func (unmatchedIndexer) Begin(context.Context, work.Range) (work.RangeIndex, error) {
+	return &unmatchedRange{}, nil
+}
+
+type unmatchedRange struct{ n int64 }
+
+func (u *unmatchedRange) Line(context.Context, int64, []byte) error { u.n++; return nil }
+
+func (u *unmatchedRange) End(context.Context) (json.RawMessage, error) {
+	return json.Marshal(map[string]int64{"unmatched": u.n})
+}
+
+// The main shard's abandoned round retires done ranges once they are older
+// than RetainDone: the ranges stream then holds only the live ones (what
+// every Acquire reads), and Status's totals stay the same across the
+// retirement and across restarts of the coordinator.
+// (Was: done ranges were kept for ever, so every Acquire, Status and
+// coordinator round read every range ever planned.)
+func TestCoordinatorRetiresDoneRanges(t *testing.T) {
+	t.Parallel()
+	env := testpersist.Start(t, 1)
+	srv := nntptest.Start(t)
+	const group = "alt.binaries.retire"
+	srv.AddGroup(group, 2_000)
+	ctx := context.Background()
+	st, err := work.NewStore(env.Client(), "retire")
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups, _ := work.ParseGroups(group)
+	// coordinator starts a main shard whose Retire reads the clock at
+	// ahead past now (the coordinator of a process restarted).
+	coordinator := func(ahead *atomic.Int64) *work.Coordinator {
+		t.Helper()
+		pool, err := nntp.NewPool(nntp.PoolConfig{Conn: nntp.Config{Addr: srv.Addr()}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		co, err := work.NewCoordinator(st, pool, work.CoordinatorConfig{
+			Planner:   work.PlannerConfig{Groups: groups, RangeSize: 100, HistoryDepth: 2_000},
+			Prefetch:  work.PrefetchConfig{Chunk: 100},
+			Share:     work.ShareConfig{Limit: 2, Every: 50 * time.Millisecond},
+			Lease:     work.LeaseConfig{AbandonedEvery: 20 * time.Millisecond},
+			Tick:      20 * time.Millisecond,
+			TailEvery: 50 * time.Millisecond,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		work.SetClock(co.Leases(), func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) })
+		lifecycletest.Start(t, co)
+		return co
+	}
+	w, err := work.NewWorker(st, unmatchedIndexer{}, work.WorkerConfig{Name: "w", Idle: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.Stop(ctx) })
+	keys := func() []string {
+		t.Helper()
+		ks, err := env.Client().KV(work.Scope("retire"), "ranges").Keys(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ks
+	}
+	// totals checks Status against every range ever finished: done ranges
+	// finished, articles through high, retired of them.
+	totals := func(when string, done int, high, retired int64) {
+		t.Helper()
+		s, err := st.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Ranges[work.StateDone] != done || s.Articles[work.StateDone] != high || s.Retired != retired || len(s.Groups) != 1 {
+			t.Fatalf("%s: status %d done ranges, %d done articles, %d retired; want %d, %d, %d",
+				when, s.Ranges[work.StateDone], s.Articles[work.StateDone], s.Retired, done, high, retired)
+		}
+		if g := s.Groups[0]; g.Done != high || g.Planned != high || g.Unmatched != high {
+			t.Fatalf("%s: group %+v, want done, planned and unmatched %d", when, g, high)
+		}
+	}
+	indexedThrough := func(high int64) {
+		t.Helper()
+		testwait.Until(t, fmt.Sprintf("the group indexed through %d", high), func() (bool, string) {
+			s, err := st.Status(ctx)
+			if err != nil || len(s.Groups) != 1 {
+				return false, fmt.Sprint(s, err)
+			}
+			g := s.Groups[0]
+			return g.PlannedThrough == high && g.Planned == high && g.Done == high, fmt.Sprintf("%+v", g)
+		})
+	}
+
+	var now atomic.Int64 // no time has passed
+	co := coordinator(&now)
+	indexedThrough(2_000)
+	if n := len(keys()); n != 20 {
+		t.Fatalf("%d range records before the retention ran out, want 20", n)
+	}
+	totals("before the retention ran out", 20, 2_000, 0)
+	lifecycletest.Stop(t, co)
+
+	// A day and more later, a coordinator's round retires them all.
+	var later atomic.Int64
+	later.Store(int64(work.RetainDoneDefault + time.Hour))
+	co = coordinator(&later)
+	testwait.Until(t, "the done ranges retired", func() (bool, string) {
+		ks := keys()
+		return len(ks) == 0, fmt.Sprint(ks)
+	})
+	totals("after the retirement", 20, 2_000, 20)
+	if got := co.Leases().Stats().Retired; got != 20 {
+		t.Errorf("LeaseStats.Retired %d, want 20", got)
+	}
+
+	// New articles: only their ranges are records now, which is all an
+	// Acquire reads.
+	later.Store(0)
+	high, err := srv.Grow(group, 150)
+	if err != nil {
+		t.Fatal(err)
+	}
+	indexedThrough(high)
+	if ks := keys(); len(ks) != 2 {
+		t.Fatalf("range records %v after the tail was indexed, want its 2 only", ks)
+	}
+	totals("with 2 done ranges kept", 22, high, 20)
+	lifecycletest.Stop(t, co)
+
+	// Restarted: the same totals, and its own retirement counts each range
+	// once.
+	var again atomic.Int64
+	co = coordinator(&again)
+	totals("after a restart", 22, high, 20)
+	again.Store(int64(work.RetainDoneDefault + time.Hour))
+	testwait.Until(t, "the tail's ranges retired", func() (bool, string) {
+		ks := keys()
+		return len(ks) == 0, fmt.Sprint(ks)
+	})
+	totals("after the second retirement", 22, high, 22)
+	l, err := work.NewLeases(st, work.LeaseConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Acquire(ctx, "w2"); !errors.Is(err, work.ErrNoWork) {
+		t.Errorf("Acquire with every range retired: %v, want ErrNoWork", err)
+	}
+	if err := w.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
 	lifecycletest.Stop(t, co)
 }

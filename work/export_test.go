@@ -1,6 +1,9 @@
 package work
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // TakeLeased runs the second step of Acquire (the range's compare-and-set)
 // for a caller that created lease le with token tok and stalled since.
@@ -18,3 +21,7 @@ func SetHeartbeatCall(w *Worker, f func(ctx context.Context, h *Held, progress i
 
 // StopAsked is closed once Stop was called on w.
 func StopAsked(w *Worker) <-chan struct{} { return w.stop }
+
+// SetClock makes l's Retire judge a done range's age by now (set it before
+// l is used).
+func SetClock(l *Leases, now func() time.Time) { l.now = now }

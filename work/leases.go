@@ -47,6 +47,11 @@ type LeaseConfig struct {
 	// at least three of these rounds, so the round meets it even if its
 	// holder dies. Zero means AbandonedEveryDefault.
 	AbandonedEvery time.Duration
+	// RetainDone is how long a done range's record is kept after it
+	// finished; Retire (in the main shard's abandoned round) then deletes
+	// it and adds it to its group's Retired counts. Zero means
+	// RetainDoneDefault (24 h).
+	RetainDone time.Duration
 }
 
 func (c LeaseConfig) withDefaults() LeaseConfig {
@@ -62,6 +67,9 @@ func (c LeaseConfig) withDefaults() LeaseConfig {
 	if c.AbandonedEvery == 0 {
 		c.AbandonedEvery = AbandonedEveryDefault
 	}
+	if c.RetainDone == 0 {
+		c.RetainDone = RetainDoneDefault
+	}
 	return c
 }
 
@@ -75,6 +83,7 @@ type LeaseStats struct {
 	Failed   int64 // calls of Fail
 	Released int64 // calls of Release that gave a range back
 	Swept    int64 // spools of done or failed ranges FinishAbandoned dropped
+	Retired  int64 // done ranges Retire deleted after RetainDone
 }
 
 // Leases hands out spooled ranges under fenced leases: the lease entry's
@@ -84,7 +93,10 @@ type Leases struct {
 	st  *Store
 	cfg LeaseConfig
 
-	acquired, finished, settled, fenced, expired, failed, released, swept atomic.Int64
+	acquired, finished, settled, fenced, expired, failed, released, swept, retired atomic.Int64
+
+	// now is the clock Retire judges a done range's age by (tests move it).
+	now func() time.Time
 
 	// sweptFrom is the unix milliseconds from which FinishAbandoned's next
 	// spool sweep looks at done and failed ranges; 0 (every range) until a
@@ -98,10 +110,10 @@ func NewLeases(st *Store, cfg LeaseConfig) (*Leases, error) {
 		return nil, errors.New("work: leases: nil store")
 	}
 	cfg = cfg.withDefaults()
-	if cfg.TTL < 0 || cfg.MaxAttempts < 0 || cfg.QuietAfter < 0 || cfg.AbandonedEvery < 0 {
+	if cfg.TTL < 0 || cfg.MaxAttempts < 0 || cfg.QuietAfter < 0 || cfg.AbandonedEvery < 0 || cfg.RetainDone < 0 {
 		return nil, fmt.Errorf("work: leases: negative setting in %+v", cfg)
 	}
-	return &Leases{st: st, cfg: cfg}, nil
+	return &Leases{st: st, cfg: cfg, now: time.Now}, nil
 }
 
 // Stats returns the counters.
@@ -115,6 +127,7 @@ func (l *Leases) Stats() LeaseStats {
 		Failed:   l.failed.Load(),
 		Released: l.released.Load(),
 		Swept:    l.swept.Load(),
+		Retired:  l.retired.Load(),
 	}
 }
 
@@ -279,6 +292,11 @@ func (l *Leases) takeLeased(ctx context.Context, r Versioned[Range], le Lease, t
 			// rewrote its spool, or an expired holder's last write landed):
 			// read again; we still hold its only lease.
 			cur, gerr := l.st.Range(ctx, r.Val.ID)
+			if errors.Is(gerr, persist.ErrNotFound) {
+				// Retired meanwhile: it was done, though our read said not.
+				drop()
+				return nil, nil
+			}
 			if gerr != nil {
 				drop()
 				return nil, fmt.Errorf("work: take range %d: %w", r.Val.ID, gerr)
@@ -528,6 +546,13 @@ func (l *Leases) cleanup(ctx context.Context, id, token uint64) error {
 // giveBack is Fail and Release: renew the lease (the fence: the range
 // cannot be taken while we change it), write the range, drop the lease.
 func (l *Leases) giveBack(ctx context.Context, h *Held, what string, fn func(*Range)) error {
+	if h.lease.Finished {
+		// A Finish got as far as the fence (its range write failed): the
+		// range is done with the result the lease holds, and Settle (or
+		// the next Acquire) completes it. Giving it back would have it
+		// indexed again.
+		return fmt.Errorf("work: %s range %d: its lease says finished: %w", what, h.Range.ID, ErrFenced)
+	}
 	if err := l.renew(ctx, h, what, func(*Lease) {}); err != nil {
 		return err
 	}
@@ -562,7 +587,8 @@ func (l *Leases) giveBack(ctx context.Context, h *Held, what string, fn func(*Ra
 // Fail gives h's range back after a failed attempt: spooled again, or
 // failed with missed (the article runs never read; nil means the whole
 // range) and reason once it has had MaxAttempts leases (every lease
-// counts, failed or expired, less those Release gave back).
+// counts, failed or expired, less those Release gave back). ErrFenced
+// when the lease is lost, or says finished (a Finish of h got that far).
 func (l *Leases) Fail(ctx context.Context, h *Held, reason string, missed [][2]int64) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -585,7 +611,7 @@ func (l *Leases) Fail(ctx context.Context, h *Held, reason string, missed [][2]i
 }
 
 // Release gives h's range back unfinished without using up an attempt
-// (its holder is stopping).
+// (its holder is stopping); ErrFenced as for Fail.
 func (l *Leases) Release(ctx context.Context, h *Held) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -727,7 +753,10 @@ func (l *Leases) finishAbandoned(ctx context.Context) (int, error) {
 		}
 		var le Lease
 		if err := json.Unmarshal(m.Value, &le); err != nil {
-			return fmt.Errorf("work: decode lease %s: %w", m.Key, err)
+			// Nothing to finish it with; Status lists it, and the rest of
+			// the round goes on.
+			l.st.broken(BrokenRecord{Stream: streamLeases, Key: m.Key, Seq: m.Seq, Error: err.Error()})
+			return nil
 		}
 		if (le.ReadAll || le.Finished) && now-m.Time >= l.cfg.QuietAfter.Milliseconds() {
 			found = append(found, quiet{m.Seq, le})
@@ -768,4 +797,190 @@ func (l *Leases) finishAbandoned(ctx context.Context) (int, error) {
 		}
 	}
 	return n, errors.Join(errs...)
+}
+
+// retireBatch bounds the ranges one compare-and-set of a group record
+// retires, and so the size of its Retiring list.
+const retireBatch = 500
+
+// Retire deletes the records of the done ranges that finished RetainDone
+// ago or more, adding each to its group's Retired counts, and returns how
+// many it retired. A range is retired only while no lease names it, after
+// its spool is dropped, and only when its group has a record to count it
+// in; failed ranges stay for the operator. Any number of processes may run
+// it at once: a group's counts and the list of the ranges to delete are
+// one compare-and-set on its record (see Group.Retiring), and the ranges
+// are read again after the group record, so each is counted once whoever
+// deletes it.
+func (l *Leases) Retire(ctx context.Context) (int, error) {
+	cutoff := l.now().Add(-l.cfg.RetainDone).UnixMilli()
+	ranges, err := l.st.Ranges(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("work: retire: %w", err)
+	}
+	leases, err := l.st.Leases(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("work: retire: %w", err)
+	}
+	held := make(map[uint64]bool, len(leases))
+	for _, le := range leases {
+		held[le.Val.Range] = true
+	}
+	groups, err := l.st.Groups(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("work: retire: %w", err)
+	}
+	due := map[string][]uint64{}
+	for _, r := range ranges {
+		if r.Val.State == StateDone && r.Val.Updated <= cutoff && !held[r.Val.ID] {
+			due[r.Val.Group] = append(due[r.Val.Group], r.Val.ID)
+		}
+	}
+	n := 0
+	var errs []error
+	for _, g := range groups {
+		if len(due[g.Val.Name]) == 0 && len(g.Val.Retiring) == 0 {
+			continue
+		}
+		k, err := l.retireGroup(ctx, g.Val.Name, due[g.Val.Name], cutoff)
+		n += k
+		if err != nil {
+			if ctx.Err() != nil {
+				return n, err
+			}
+			errs = append(errs, err)
+		}
+	}
+	return n, errors.Join(errs...)
+}
+
+// retireGroup retires the ranges ids of group (done by cutoff, as a read
+// said), after completing any retirement its record lists in Retiring.
+func (l *Leases) retireGroup(ctx context.Context, group string, ids []uint64, cutoff int64) (int, error) {
+	n := 0
+	for {
+		g, err := l.st.Group(ctx, group)
+		if err != nil {
+			return n, fmt.Errorf("work: retire %s: %w", group, err)
+		}
+		if len(g.Val.Retiring) > 0 {
+			// Counted already (by us, or by a retirer that died): delete
+			// the records, then clear the list.
+			for _, id := range g.Val.Retiring {
+				if err := l.st.deleteRange(ctx, id); err != nil {
+					return n, fmt.Errorf("work: retire %s: %w", group, err)
+				}
+			}
+			ng := g.Val
+			ng.Retiring = nil
+			if _, err := l.st.PutGroup(ctx, ng, g.Seq); err != nil && !errors.Is(err, ErrConflict) {
+				return n, fmt.Errorf("work: retire %s: %w", group, err)
+			}
+			continue // read the record again, whoever cleared the list
+		}
+		if len(ids) == 0 {
+			return n, nil
+		}
+		batch := ids[:min(len(ids), retireBatch)]
+		retiring, add, err := l.retirable(ctx, g.Val, batch, cutoff)
+		if err != nil {
+			return n, fmt.Errorf("work: retire %s: %w", group, err)
+		}
+		if len(retiring) == 0 {
+			ids = ids[len(batch):]
+			continue
+		}
+		ok, err := l.claimRetired(ctx, g, retiring, add)
+		if ok {
+			n += len(retiring)
+			l.retired.Add(int64(len(retiring)))
+			ids = ids[len(batch):]
+		}
+		if err != nil {
+			return n, fmt.Errorf("work: retire %s: %w", group, err)
+		}
+		// Not ok: another retirer counted some; read them all again.
+	}
+}
+
+// retirable reads the ranges ids of group record g again, after g was
+// read: a range another retirer counted since our first read is gone by
+// now, or it was counted after g, which claimRetired then sees. It returns
+// those still done by cutoff with no lease and not claimed by a planner,
+// having dropped their spools (once the record is gone, nothing would
+// lead the abandoned round's sweep to a spool), with what they add up to.
+func (l *Leases) retirable(ctx context.Context, g Group, ids []uint64, cutoff int64) ([]uint64, Retired, error) {
+	var out []uint64
+	var add Retired
+	for _, id := range ids {
+		if slices.ContainsFunc(g.Pending, func(p Range) bool { return p.ID == id }) {
+			// Still claimed: the next planner writes it out with "must not
+			// exist", which would bring a deleted record back.
+			continue
+		}
+		r, err := l.st.Range(ctx, id)
+		if errors.Is(err, persist.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, add, err
+		}
+		if r.Val.State != StateDone || r.Val.Updated > cutoff || r.Val.Group != g.Name {
+			continue
+		}
+		if _, err := l.st.Lease(ctx, id); !errors.Is(err, persist.ErrNotFound) {
+			continue // a lease names it (or could not be read): not now
+		}
+		if err := l.st.DropSpool(ctx, id); err != nil {
+			return nil, add, err
+		}
+		out = append(out, id)
+		add.Ranges++
+		add.Articles += r.Val.Size()
+		add.Unmatched += resultUnmatched(r.Val.Result)
+	}
+	return out, add, nil
+}
+
+// claimRetired adds add to group record g's Retired and lists ids in its
+// Retiring, then deletes their records and clears the list (a conflict
+// there is left to the next read of the record). It reports false when
+// another retirer counted ranges since g was read: ids must be read again.
+// A conflict with any other writer (the planner moves the marks every tail
+// round) is retried on the record as it is now: Retired only grows, so an
+// unchanged Retired and an empty Retiring mean no retirer came between.
+func (l *Leases) claimRetired(ctx context.Context, g Versioned[Group], ids []uint64, add Retired) (bool, error) {
+	was := g.Val.Retired
+	for {
+		ng := g.Val
+		ng.Retired.Ranges += add.Ranges
+		ng.Retired.Articles += add.Articles
+		ng.Retired.Unmatched += add.Unmatched
+		ng.Retiring = ids
+		seq, err := l.st.PutGroup(ctx, ng, g.Seq)
+		if errors.Is(err, ErrConflict) {
+			if g, err = l.st.Group(ctx, g.Val.Name); err != nil {
+				return false, err
+			}
+			if g.Val.Retired != was || len(g.Val.Retiring) > 0 {
+				return false, nil
+			}
+			continue
+		}
+		if err != nil {
+			// It may have landed though its answer never came: then the
+			// next round completes it from Retiring.
+			return false, err
+		}
+		for _, id := range ids {
+			if err := l.st.deleteRange(ctx, id); err != nil {
+				return true, err
+			}
+		}
+		ng.Retiring = nil
+		if _, err := l.st.PutGroup(ctx, ng, seq); err != nil && !errors.Is(err, ErrConflict) {
+			return true, err
+		}
+		return true, nil
+	}
 }

@@ -17,9 +17,11 @@ import (
 type Status struct {
 	Source string        `json:"source"`
 	Groups []GroupStatus `json:"groups"`
-	// Ranges counts ranges by state; every state is present.
+	// Ranges counts ranges by state; every state is present. Done counts
+	// the retired ones too (see Retired).
 	Ranges map[RangeState]int `json:"ranges"`
-	// Articles counts the article numbers of the ranges by state.
+	// Articles counts the article numbers of the ranges by state, the
+	// retired ones among the done.
 	Articles map[RangeState]int64 `json:"articles"`
 	Leases   []LeaseStatus        `json:"leases"`
 	// Shares are the live entries of the connection budget.
@@ -29,6 +31,14 @@ type Status struct {
 	Throughput float64 `json:"articles_per_second"`
 	// Failed lists the failed ranges (attempts used up).
 	Failed []Range `json:"failed,omitempty"`
+	// Retired is how many of the done ranges were retired: their records
+	// deleted RetainDone after they finished, their counts kept in their
+	// group's record.
+	Retired int64 `json:"retired"`
+	// Broken lists the records of the groups, ranges and leases streams
+	// that do not decode, which every reader skips (see BrokenRecord): a
+	// range listed here is neither counted above nor leased.
+	Broken []BrokenRecord `json:"broken,omitempty"`
 }
 
 // GroupStatus is one group's line of Status.
@@ -37,9 +47,9 @@ type GroupStatus struct {
 	Low            int64  `json:"low"`
 	High           int64  `json:"high"`
 	PlannedThrough int64  `json:"planned_through"`
-	// Done counts the article numbers of its done ranges.
+	// Done counts the article numbers of its done ranges, retired or not.
 	Done int64 `json:"done"`
-	// Planned counts the article numbers of all its ranges.
+	// Planned counts the article numbers of all its ranges, retired or not.
 	Planned int64 `json:"planned"`
 	// Unmatched adds up the "unmatched" counts its done ranges' indexer
 	// results hold (the usenet indexer's articles without a file name or
@@ -69,18 +79,21 @@ func (s *Store) Status(ctx context.Context) (Status, error) {
 		st.Ranges[state] = 0
 		st.Articles[state] = 0
 	}
-	groups, err := s.Groups(ctx)
+	groups, broken, err := listJSON[Group](ctx, s, s.groups)
 	if err != nil {
 		return st, fmt.Errorf("work status: groups: %w", err)
 	}
-	ranges, err := s.Ranges(ctx)
+	st.Broken = append(st.Broken, broken...)
+	ranges, broken, err := listJSON[Range](ctx, s, s.ranges)
 	if err != nil {
 		return st, fmt.Errorf("work status: ranges: %w", err)
 	}
-	leases, err := s.Leases(ctx)
+	st.Broken = append(st.Broken, broken...)
+	leases, broken, err := listJSON[Lease](ctx, s, s.leases)
 	if err != nil {
 		return st, fmt.Errorf("work status: leases: %w", err)
 	}
+	st.Broken = append(st.Broken, broken...)
 	table, err := s.ShareTable(ctx)
 	if err != nil && !errors.Is(err, persist.ErrNotFound) {
 		return st, fmt.Errorf("work status: shares: %w", err)
@@ -95,9 +108,20 @@ func (s *Store) Status(ctx context.Context) (Status, error) {
 		}
 	}
 	byGroup := map[string]*GroupStatus{}
+	// Ranges a group record counts as retired whose records may still be
+	// there: counted once, as retired.
+	counted := map[uint64]bool{}
 	for _, g := range groups {
-		gs := GroupStatus{Name: g.Val.Name, Low: g.Val.Low, High: g.Val.High, PlannedThrough: g.Val.PlannedThrough}
+		ret := g.Val.Retired
+		gs := GroupStatus{Name: g.Val.Name, Low: g.Val.Low, High: g.Val.High, PlannedThrough: g.Val.PlannedThrough,
+			Done: ret.Articles, Planned: ret.Articles, Unmatched: ret.Unmatched}
 		st.Groups = append(st.Groups, gs)
+		st.Retired += ret.Ranges
+		st.Ranges[StateDone] += int(ret.Ranges)
+		st.Articles[StateDone] += ret.Articles
+		for _, id := range g.Val.Retiring {
+			counted[id] = true
+		}
 	}
 	for i := range st.Groups {
 		byGroup[st.Groups[i].Name] = &st.Groups[i]
@@ -108,6 +132,9 @@ func (s *Store) Status(ctx context.Context) (Status, error) {
 	for _, v := range ranges {
 		r := v.Val
 		byID[r.ID] = r
+		if counted[r.ID] {
+			continue
+		}
 		st.Ranges[r.State]++
 		st.Articles[r.State] += r.Size()
 		if g := byGroup[r.Group]; g != nil {

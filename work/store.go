@@ -5,11 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"regexp"
 	"slices"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/switchyard-dev/switchyard/internal/lifecycle"
 	"github.com/switchyard-dev/switchyard/persist"
 )
 
@@ -58,6 +62,27 @@ type Group struct {
 	Pending []Range `json:"pending,omitempty"`
 	// ProbedAt is when Low/High were read, unix milliseconds.
 	ProbedAt int64 `json:"probed_at,omitempty"`
+	// Retired sums the group's done ranges that were retired: their
+	// records deleted LeaseConfig.RetainDone after they finished, so that
+	// reading the ranges costs the live work, not the whole history.
+	// Status adds it to what the records still there say.
+	Retired Retired `json:"retired,omitzero"`
+	// Retiring are the ranges Retired counts whose records may not be
+	// deleted yet: the retirer raises Retired and lists them here in one
+	// compare-and-set, deletes them, then clears the list, so a retirer
+	// that dies in between neither loses nor repeats a count (Status
+	// leaves a range listed here out, and the next retirement deletes it).
+	Retiring []uint64 `json:"retiring,omitempty"`
+}
+
+// Retired sums what the retired done ranges of a group said.
+type Retired struct {
+	// Ranges is how many were retired.
+	Ranges int64 `json:"ranges"`
+	// Articles sums their sizes (article numbers, as Status.Articles).
+	Articles int64 `json:"articles"`
+	// Unmatched sums the "unmatched" counts of their results.
+	Unmatched int64 `json:"unmatched,omitempty"`
 }
 
 // Range is a run of article numbers of one group, the unit of work.
@@ -137,6 +162,20 @@ type ShareEntry struct {
 	TTL  int64 `json:"ttl_ms"`
 }
 
+// BrokenRecord is a record of a source's state whose value does not decode
+// (written by hand, damaged, or by an incompatible version). Readers of a
+// whole stream skip it, so that one record does not stop the source:
+// Status lists it for the operator to mend or delete. A lease entry that
+// does not decode still holds its range, which no Acquire can take until
+// the entry expires or is removed (a lease is created with "must not
+// exist").
+type BrokenRecord struct {
+	Stream string `json:"stream"`
+	Key    string `json:"key"`
+	Seq    uint64 `json:"seq"`
+	Error  string `json:"error"`
+}
+
 // Versioned is a record and the persist seq it was read at: the token for
 // a compare-and-set.
 type Versioned[T any] struct {
@@ -187,6 +226,11 @@ type Store struct {
 	leases *persist.KV
 	shares *persist.KV
 	meta   *persist.KV
+
+	log         *slog.Logger
+	undecodable atomic.Int64 // broken records seen, each (stream, key, seq) once
+	brokenMu    sync.Mutex
+	brokenSeen  map[string]uint64 // stream/key → the seq of it last logged
 }
 
 // NewStore returns the store of source, which must match
@@ -203,7 +247,32 @@ func NewStore(c *persist.Client, source string) (*Store, error) {
 		leases: c.KV(sc, streamLeases),
 		shares: c.KV(sc, streamShares),
 		meta:   c.KV(sc, streamMeta),
+		log:    lifecycle.Logger(nil, "work"),
 	}, nil
+}
+
+// Undecodable counts the records that did not decode which this store's
+// reads skipped, each version of a record once (see BrokenRecord).
+func (s *Store) Undecodable() int64 { return s.undecodable.Load() }
+
+// broken logs and counts a record that does not decode, once per version
+// of it: every read of the stream meets it again, every round.
+func (s *Store) broken(b BrokenRecord) {
+	id := b.Stream + "/" + b.Key
+	s.brokenMu.Lock()
+	seen, ok := s.brokenSeen[id]
+	if !ok || seen != b.Seq {
+		if s.brokenSeen == nil {
+			s.brokenSeen = map[string]uint64{}
+		}
+		s.brokenSeen[id] = b.Seq
+	}
+	s.brokenMu.Unlock()
+	if ok && seen == b.Seq {
+		return
+	}
+	s.undecodable.Add(1)
+	s.log.Error("work: skipping a record that does not decode", "source", s.source, "stream", b.Stream, "key", b.Key, "seq", b.Seq, "err", b.Error)
 }
 
 // Source is the source's name.
@@ -267,9 +336,11 @@ func (s *Store) Group(ctx context.Context, name string) (Versioned[Group], error
 	return getJSON[Group](ctx, s.groups, name)
 }
 
-// Groups reads every group's record, by name.
+// Groups reads every group's record, by name; records that do not decode
+// are left out (see BrokenRecord).
 func (s *Store) Groups(ctx context.Context) ([]Versioned[Group], error) {
-	return listJSON[Group](ctx, s.groups)
+	v, _, err := listJSON[Group](ctx, s, s.groups)
+	return v, err
 }
 
 // PutGroup writes g with a compare-and-set on prev (0: must not exist) and
@@ -283,9 +354,11 @@ func (s *Store) Range(ctx context.Context, id uint64) (Versioned[Range], error) 
 	return getJSON[Range](ctx, s.ranges, rangeKey(id))
 }
 
-// Ranges reads every range, by id.
+// Ranges reads every range, by id; records that do not decode are left
+// out (see BrokenRecord).
 func (s *Store) Ranges(ctx context.Context) ([]Versioned[Range], error) {
-	return listJSON[Range](ctx, s.ranges)
+	v, _, err := listJSON[Range](ctx, s, s.ranges)
+	return v, err
 }
 
 // PutRange writes r with a compare-and-set on prev (0: must not exist).
@@ -294,14 +367,25 @@ func (s *Store) PutRange(ctx context.Context, r Range, prev uint64) (uint64, err
 	return casJSON(ctx, s.ranges, rangeKey(r.ID), r, prev, 0)
 }
 
+// deleteRange removes range id's record (no error if it is gone already).
+func (s *Store) deleteRange(ctx context.Context, id uint64) error {
+	if _, err := s.ranges.Delete(ctx, rangeKey(id)); err != nil {
+		return fmt.Errorf("work: delete range %d: %w", id, err)
+	}
+	return nil
+}
+
 // Lease reads range id's lease.
 func (s *Store) Lease(ctx context.Context, id uint64) (Versioned[Lease], error) {
 	return getJSON[Lease](ctx, s.leases, rangeKey(id))
 }
 
-// Leases reads every live lease, by range id.
+// Leases reads every live lease, by range id; entries that do not decode
+// are left out (see BrokenRecord). Their ranges stay held all the same:
+// taking a range creates its lease entry with "must not exist".
 func (s *Store) Leases(ctx context.Context) ([]Versioned[Lease], error) {
-	return listJSON[Lease](ctx, s.leases)
+	v, _, err := listJSON[Lease](ctx, s, s.leases)
+	return v, err
 }
 
 // PutLease writes l with a compare-and-set on prev (0: must not exist) and
@@ -365,20 +449,27 @@ func getJSON[T any](ctx context.Context, kv *persist.KV, key string) (Versioned[
 	return Versioned[T]{Seq: m.Seq, Val: v}, nil
 }
 
-func listJSON[T any](ctx context.Context, kv *persist.KV) ([]Versioned[T], error) {
+// listJSON reads every record of kv. A record that does not decode is
+// returned apart, and logged and counted once, rather than failing the
+// read: one such record would otherwise stop every reader of the stream.
+func listJSON[T any](ctx context.Context, s *Store, kv *persist.KV) ([]Versioned[T], []BrokenRecord, error) {
 	var out []Versioned[T]
+	var broken []BrokenRecord
 	_, err := kv.Stream().Scan(ctx, persist.Range{}, func(m *persist.Message) error {
 		if m.Key == "" {
 			return nil
 		}
 		var v T
 		if err := json.Unmarshal(m.Value, &v); err != nil {
-			return fmt.Errorf("work: decode %s/%s: %w", kv.Stream().Name(), m.Key, err)
+			b := BrokenRecord{Stream: kv.Stream().Name(), Key: m.Key, Seq: m.Seq, Error: err.Error()}
+			s.broken(b)
+			broken = append(broken, b)
+			return nil
 		}
 		out = append(out, Versioned[T]{Seq: m.Seq, Val: v})
 		return nil
 	})
-	return out, err
+	return out, broken, err
 }
 
 // casJSON writes v under key if the key's seq is still prev (0: absent);
