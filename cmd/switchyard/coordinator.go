@@ -115,7 +115,7 @@ func coordinatorConfig(groups work.Groups, conns int, sh work.Shard, workOpts wo
 		Shard:     sh,
 		Planner:   work.PlannerConfig{Groups: groups, RangeSize: workOpts.rangeSize, HistoryDepth: workOpts.depth},
 		Prefetch:  work.PrefetchConfig{Ahead: workOpts.ahead, Chunk: workOpts.chunk},
-		Lease:     work.LeaseConfig{TTL: workOpts.leaseTTL, AbandonedEvery: workOpts.abandonedEvery},
+		Lease:     work.LeaseConfig{TTL: workOpts.leaseTTL, AbandonedEvery: workOpts.abandonedEvery, RetainDone: workOpts.retainDone},
 		Share:     work.ShareConfig{Limit: conns, Max: conns, Every: workOpts.shareEvery},
 		TailEvery: workOpts.tailEvery,
 	}

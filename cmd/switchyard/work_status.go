@@ -119,7 +119,7 @@ func noWorkState(s work.Status) bool {
 			return false
 		}
 	}
-	return len(s.Groups) == 0 && len(s.Leases) == 0 && len(s.Shares) == 0 && len(s.Failed) == 0
+	return len(s.Groups) == 0 && len(s.Leases) == 0 && len(s.Shares) == 0 && len(s.Failed) == 0 && len(s.Broken) == 0
 }
 
 // knownSources words the sources whose coordinator has started, for an
@@ -171,8 +171,16 @@ func printStatus(out io.Writer, s work.Status) {
 			fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\n", terminalSafe(e.Name), terminalSafe(e.ID), e.Priority, e.Min, e.Max, e.Granted, e.Using, e.TooMany)
 		}
 	}
+	if s.Retired > 0 {
+		fmt.Fprintf(w, "\n%d of the done ranges are retired (their records deleted --retain-done after they finished; their counts kept)\n", s.Retired)
+	}
 	for _, r := range s.Failed {
 		fmt.Fprintf(w, "\nfailed: range %d %s %d-%d after %d attempts: %s\n", r.ID, terminalSafe(r.Group), r.First, r.Last, r.Attempts, terminalSafe(r.Error))
+	}
+	// Records that do not decode are skipped by every reader: the
+	// operator mends or deletes them (a broken lease still holds its range).
+	for _, b := range s.Broken {
+		fmt.Fprintf(w, "\nbroken: %s/%s (seq %d) does not decode, skipped: %s\n", b.Stream, terminalSafe(b.Key), b.Seq, terminalSafe(b.Error))
 	}
 	w.Flush()
 }

@@ -37,6 +37,7 @@ func TestWorkBadConfig(t *testing.T) {
 		{[]string{"coordinator", "run", "--nntp", "[::1]"}, `"[::1]"`},
 		{[]string{"coordinator", "run", "--nntp", ":119"}, `":119"`},
 		{[]string{"coordinator", "run", "--nntp", "h:119", "--nntp-conns", "0"}, "--nntp-conns 0"},
+		{[]string{"coordinator", "run", "--nntp", "h:119", "--retain-done", "10s"}, "--retain-done 10s"},
 		{[]string{"coordinator", "run", "--nntp", "h:119", "--groups", " , "}, "--groups"},
 		{[]string{"coordinator", "run", "--nntp", "h:119", "--range-size", "0"}, "--range-size 0"},
 		{[]string{"coordinator", "run", "--nntp", "h:119", "--source", "Bad Name"}, "Bad Name"},
@@ -289,5 +290,24 @@ func TestWorkerLogsItsStop(t *testing.T) {
 	}
 	if s := ch.stderr.String(); !strings.Contains(s, "worker stopping") || !strings.Contains(s, "w-stop") {
 		t.Fatalf("stderr says nothing of the stop: %q", s)
+	}
+}
+
+// TestPrintStatusBrokenAndRetired: records that do not decode are listed,
+// escaped, and retired ranges are said to be counted. (Was: neither was
+// printed; only --json showed them.)
+func TestPrintStatusBrokenAndRetired(t *testing.T) {
+	t.Parallel()
+	var out strings.Builder
+	printStatus(&out, work.Status{Source: "s", Ranges: map[work.RangeState]int{work.StateDone: 5}, Retired: 4,
+		Broken: []work.BrokenRecord{{Stream: "ranges", Key: "000000000003\x1b[31m", Seq: 9, Error: "invalid character 'o'"}}})
+	noControl(t, "work status", out.String())
+	for _, want := range []string{"4 of the done ranges are retired", "broken: ranges/000000000003", "(seq 9)", "invalid character 'o'"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("status without %q:\n%s", want, out.String())
+		}
+	}
+	if noWorkState(work.Status{Broken: []work.BrokenRecord{{Stream: "leases", Key: "1"}}}) {
+		t.Error("a source with only a broken record reads as no work state")
 	}
 }

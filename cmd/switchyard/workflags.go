@@ -106,6 +106,7 @@ type workFlags struct {
 	ahead                   int
 	leaseTTL, tailEvery     time.Duration
 	abandonedEvery          time.Duration
+	retainDone              time.Duration
 	shareEvery              time.Duration
 }
 
@@ -117,6 +118,7 @@ func (f *workFlags) registerPlan(cmd *cobra.Command) {
 	cmd.Flags().DurationVar(&f.tailEvery, "tail-every", work.TailEveryDefault, "how often shard 1 plans the groups' new articles")
 	cmd.Flags().DurationVar(&f.shareEvery, "share-every", work.ShareEveryDefault, "how often this process renews its share of the connections and takes its new grant (an entry not renewed for 3 rounds is dropped)")
 	cmd.Flags().DurationVar(&f.abandonedEvery, "abandoned-every", work.AbandonedEveryDefault, "how often shard 1 finishes ranges whose worker read everything and went quiet")
+	cmd.Flags().DurationVar(&f.retainDone, "retain-done", work.RetainDoneDefault, "how long a done range's record is kept after it finished; then shard 1's --abandoned-every round deletes it and keeps its counts in its group's record (work status still counts it)")
 }
 
 func (f *workFlags) registerLease(cmd *cobra.Command) {
@@ -140,6 +142,8 @@ func (f *workFlags) validatePlan() error {
 		return usagef("--share-every %s: want at least 10ms", f.shareEvery)
 	case f.abandonedEvery <= 0:
 		return usagef("--abandoned-every %s: want a positive duration", f.abandonedEvery)
+	case f.retainDone < time.Minute:
+		return usagef("--retain-done %s: want at least 1m", f.retainDone)
 	}
 	return f.validateLease()
 }
