@@ -412,8 +412,8 @@ func (g *Gateway) enter() bool {
 // refusalCode is the code a refusal's body starts with for a persist error
 // met before the upgrade: the server's own code, or unavailable for a
 // failure on the way there (no responders, a timeout, the gateway's client
-// closed), which is what its 503 means; persist.CodeOf would call those
-// internal, a bug's code.
+// closed), which is what its 503 means; persist.CodeOf says unavailable
+// for the first two but internal, a bug's code, for the last.
 func refusalCode(err error) persist.Code {
 	var e *persist.Error
 	if errors.As(err, &e) {
