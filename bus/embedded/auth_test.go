@@ -114,16 +114,7 @@ func TestRequestWhoseRepliesAreRefusedIsForbidden(t *testing.T) {
 	e, dir := startAuth(t, nil)
 	// The balancer's user answers every question, so a request that
 	// fails did not fail for want of a responder.
-	bc, err := connectAs(t, e.ClientURL(), auth.CredsFile(dir, auth.RoleBalancer), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := bc.Subscribe(bus.IDSubject(bus.DefaultService, "*"), func(m *nats.Msg) { _ = m.Respond([]byte("0")) }); err != nil {
-		t.Fatal(err)
-	}
-	if err := bc.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	answerIDs(t, e.ClientURL(), dir)
 	acme, err := auth.LoadCreds(auth.CredsFile(dir, "acme"))
 	if err != nil {
 		t.Fatal(err)
@@ -182,22 +173,10 @@ func TestRepliesRefusalEndsWithReconnect(t *testing.T) {
 		}
 		return e
 	}
-	answer := func(e *embedded.Server) {
-		bc, err := connectAs(t, e.ClientURL(), auth.CredsFile(dir, auth.RoleBalancer), "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := bc.Subscribe(bus.IDSubject(bus.DefaultService, "*"), func(m *nats.Msg) { _ = m.Respond([]byte("0")) }); err != nil {
-			t.Fatal(err)
-		}
-		if err := bc.Flush(); err != nil {
-			t.Fatal(err)
-		}
-	}
 	e := start(filepath.Join(dir, auth.ConfFile), embedded.RandomPort)
 	t.Cleanup(e.Shutdown) // Shutdown may run twice
 	port := e.Port()
-	answer(e)
+	answerIDs(t, e.ClientURL(), dir)
 	acme, err := auth.LoadCreds(auth.CredsFile(dir, "acme"))
 	if err != nil {
 		t.Fatal(err)
@@ -226,7 +205,7 @@ func TestRepliesRefusalEndsWithReconnect(t *testing.T) {
 	e.Shutdown()
 	e = start(lax, port)
 	t.Cleanup(e.Shutdown)
-	answer(e)
+	answerIDs(t, e.ClientURL(), dir)
 	select {
 	case <-reconnected:
 	case <-time.After(30 * time.Second):
@@ -573,5 +552,21 @@ func TestPermissionMatrix(t *testing.T) {
 				t.Fatalf("acme's publish on %q reached %s", probe, m.Subject)
 			}
 		}
+	}
+}
+
+// answerIDs has the balancer's user of the auth directory dir answer every
+// placement question on the bus at url with "0", as a balancer would.
+func answerIDs(t *testing.T, url, dir string) {
+	t.Helper()
+	bc, err := connectAs(t, url, auth.CredsFile(dir, auth.RoleBalancer), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bc.Subscribe(bus.IDSubject(bus.DefaultService, "*"), func(m *nats.Msg) { _ = m.Respond([]byte("0")) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := bc.Flush(); err != nil {
+		t.Fatal(err)
 	}
 }

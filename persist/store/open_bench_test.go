@@ -28,13 +28,16 @@ import (
 // cycles over, so that each open finds a file closed a while ago.
 const openCycleStreams = 64
 
+// closeQuickly closes s as the open-stream cache closes an evicted one.
+func closeQuickly(s Stream) error { _, err := s.(QuickCloser).CloseQuick(); return err }
+
 // closeModes are the two ways a benchmark closes its streams.
 var closeModes = []struct {
 	name  string
 	close func(Stream) error
 }{
 	{"close=full", func(s Stream) error { return s.Close() }},
-	{"close=quick", func(s Stream) error { _, err := s.(QuickCloser).CloseQuick(); return err }},
+	{"close=quick", closeQuickly},
 }
 
 // BenchmarkStreamOpenWriteClose reopens existing streams (3 keys each, as
@@ -52,20 +55,7 @@ func benchOpenWriteClose(b *testing.B, exclusive bool) {
 			dir := b.TempDir()
 			st := NewSQLite(SQLiteConfig{Dir: dir, ReserveBytes: -1, Exclusive: exclusive})
 			value := make([]byte, 64)
-			for i := range openCycleStreams {
-				s, err := st.Open("bench", "s"+strconv.Itoa(i), time.Now())
-				if err != nil {
-					b.Fatal(err)
-				}
-				for k := range 3 {
-					if _, _, err := s.Write([]WriteOp{{Key: "k" + strconv.Itoa(k), Value: value}}, time.Now()); err != nil {
-						b.Fatal(err)
-					}
-				}
-				if err := m.close(s); err != nil {
-					b.Fatal(err)
-				}
-			}
+			makeCycleStreams(b, st, value, m.close)
 			i := 0
 			for b.Loop() {
 				s, err := st.OpenExisting("bench", "s"+strconv.Itoa(i%openCycleStreams), time.Now())
@@ -251,20 +241,10 @@ func BenchmarkSQLiteFloorOpenWriteClose(b *testing.B) {
 			dir := b.TempDir()
 			st := NewSQLite(SQLiteConfig{Dir: dir, ReserveBytes: -1, Exclusive: true})
 			value := make([]byte, 64)
+			makeCycleStreams(b, st, value, closeQuickly)
 			paths := make([]string, openCycleStreams)
-			for i := range openCycleStreams {
-				s, err := st.Open("bench", "s"+strconv.Itoa(i), time.Now())
-				if err != nil {
-					b.Fatal(err)
-				}
-				for k := range 3 {
-					if _, _, err := s.Write([]WriteOp{{Key: "k" + strconv.Itoa(k), Value: value}}, time.Now()); err != nil {
-						b.Fatal(err)
-					}
-				}
-				if _, err := s.(QuickCloser).CloseQuick(); err != nil {
-					b.Fatal(err)
-				}
+			for i := range paths {
+				var err error
 				if paths[i], err = StreamPath(dir, "bench", "s"+strconv.Itoa(i)); err != nil {
 					b.Fatal(err)
 				}
@@ -311,5 +291,26 @@ func BenchmarkSQLiteFloorOpenWriteClose(b *testing.B) {
 				i++
 			}
 		})
+	}
+}
+
+// makeCycleStreams makes the openCycleStreams streams the open/close
+// benchmarks cycle over, "s0", "s1", ... of scope "bench": 3 keys of value
+// each, then closed with closeFn.
+func makeCycleStreams(b *testing.B, st *SQLite, value []byte, closeFn func(Stream) error) {
+	b.Helper()
+	for i := range openCycleStreams {
+		s, err := st.Open("bench", "s"+strconv.Itoa(i), time.Now())
+		if err != nil {
+			b.Fatal(err)
+		}
+		for k := range 3 {
+			if _, _, err := s.Write([]WriteOp{{Key: "k" + strconv.Itoa(k), Value: value}}, time.Now()); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := closeFn(s); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
