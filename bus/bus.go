@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	neturl "net/url"
 	"os"
 	"strings"
 	"time"
@@ -133,7 +134,7 @@ func connect(url string, cfg ConnectConfig) (*nats.Conn, error) {
 	)
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("connect nats %s: %w", url, describeConnectError(err))
+		return nil, fmt.Errorf("connect nats %s: %w", RedactURL(url), describeConnectError(err))
 	}
 	trackers.Store(nc, track)
 	return nc, nil
@@ -256,4 +257,28 @@ func ValidScope(s string) bool {
 		}
 	}
 	return true
+}
+
+// RedactURL is the NATS URL (or comma-separated list of them) u with the
+// secret of its user info replaced by "xxxxx", for errors and logs: the
+// password of user:password, or the whole of a token (nats://TOKEN@host).
+// A part that does not parse as a URL with user info is left as it is.
+func RedactURL(u string) string {
+	if !strings.Contains(u, "@") {
+		return u
+	}
+	parts := strings.Split(u, ",")
+	for i, p := range parts {
+		pu, err := neturl.Parse(strings.TrimSpace(p))
+		if err != nil || pu.User == nil {
+			continue
+		}
+		if _, ok := pu.User.Password(); ok {
+			pu.User = neturl.UserPassword(pu.User.Username(), "xxxxx")
+		} else {
+			pu.User = neturl.User("xxxxx")
+		}
+		parts[i] = pu.String()
+	}
+	return strings.Join(parts, ",")
 }

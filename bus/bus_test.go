@@ -102,3 +102,20 @@ func TestValidScope(t *testing.T) {
 		}
 	}
 }
+
+// (Was: a connect error printed the URL as given, a password or token in
+// it included.)
+func TestRedactURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"nats://127.0.0.1:4222":                     "nats://127.0.0.1:4222",
+		"nats://alice:s3cret@10.0.0.5:4222":         "nats://alice:xxxxx@10.0.0.5:4222",
+		"nats://T0KEN@10.0.0.5:4222":                "nats://xxxxx@10.0.0.5:4222",
+		"nats://a:pw1@h1:4222,nats://b:pw2@h2:4222": "nats://a:xxxxx@h1:4222,nats://b:xxxxx@h2:4222",
+		"tls://bob:p%40ss@host":                     "tls://bob:xxxxx@host",
+		"not a url @ all":                           "not a url @ all",
+	} {
+		if got := bus.RedactURL(in); got != want {
+			t.Errorf("RedactURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

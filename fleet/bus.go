@@ -54,7 +54,7 @@ type UnreachableError struct {
 }
 
 func (e *UnreachableError) Error() string {
-	return "connect to NATS at " + e.URL + ": " + e.Err.Error()
+	return "connect to NATS at " + bus.RedactURL(e.URL) + ": " + e.Err.Error()
 }
 
 func (e *UnreachableError) Unwrap() error { return e.Err }

@@ -48,7 +48,7 @@ Try it with the plain NATS client:  nats req persist.hub.id ''`,
 				HTTP:     httpOpts.fleetHTTP(),
 			}
 			err = runFleet(cmd, cfg, func(f *fleet.Fleet) {
-				slog.Info("balancer running", "nats", f.BusURL(), "subject", natsOpts.service+".*.id", "ids", ids, "placement", placementName)
+				slog.Info("balancer running", "nats", shownBusURL(f), "subject", natsOpts.service+".*.id", "ids", ids, "placement", placementName)
 			}, "")
 			if err == nil {
 				slog.Info("balancer stopped")

@@ -78,7 +78,7 @@ forward queue, exit 0.`,
 			return runFleet(cmd, cfg, func(f *fleet.Fleet) {
 				// A line other processes (and the tests) can wait for.
 				base := httpOpts.shownURL(f.HTTPURL())
-				fmt.Fprintf(stdout(cmd), "events region %s ready on %s: /ws/events on %s (try %s/events)\n", region, f.BusURL(), base, base)
+				fmt.Fprintf(stdout(cmd), "events region %s ready on %s: /ws/events on %s (try %s/events)\n", region, shownBusURL(f), base, base)
 			}, "events stopping", "region", region)
 		},
 	}

@@ -121,6 +121,7 @@ func (f *natsFlags) connectRole(name string, timeout time.Duration) (*nats.Conn,
 // credentials, or TLS), what it refused and what to give; otherwise that
 // nothing was reached, with how to point it elsewhere.
 func unreachable(url string, err error) error {
+	url = bus.RedactURL(url) // the messages name it; a password in it must not show
 	if refused := refusedConnect(url, err); refused != nil {
 		return refused
 	}
@@ -374,3 +375,7 @@ func (f *natsFlags) checkService() error {
 	}
 	return nil
 }
+
+// shownBusURL is f's NATS URL as a command prints it: with the secret of
+// its user info (a password, a token) redacted.
+func shownBusURL(f *fleet.Fleet) string { return bus.RedactURL(f.BusURL()) }

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -110,5 +111,22 @@ func TestTLSCAFileCheckedFirst(t *testing.T) {
 	_, stderr, code := testproc.Run(t, c)
 	if want := `switchyard: $SWITCHYARD_TLS_CA "` + notPEM + `": no PEM certificate in it`; code != exitRuntime || !strings.HasPrefix(stderr, want) {
 		t.Fatalf("$SWITCHYARD_TLS_CA: exit %d, stderr %q; want exit %d and %q", code, stderr, exitRuntime, want)
+	}
+}
+
+// TestUnreachableURLRedacted: the password or token of a --nats URL is not
+// printed when the connection fails. (Was: "cannot reach NATS at
+// nats://alice:s3cret@...".)
+func TestUnreachableURLRedacted(t *testing.T) {
+	t.Parallel()
+	port := strconv.Itoa(testproc.FreePort(t)) // nothing listens there
+	for _, tc := range []struct{ url, want string }{
+		{"nats://alice:s3cret@127.0.0.1:" + port, "nats://alice:xxxxx@127.0.0.1:" + port},
+		{"nats://s3cret@127.0.0.1:" + port, "nats://xxxxx@127.0.0.1:" + port},
+	} {
+		_, stderr, code := execute(t, "kv", "get", "hub", "s", "k", "--nats", tc.url, "--timeout", "2s")
+		if code != exitRuntime || strings.Contains(stderr, "s3cret") || !strings.Contains(stderr, tc.want) {
+			t.Errorf("--nats %s: exit %d, stderr %q; want exit %d naming %s and no secret", tc.url, code, stderr, exitRuntime, tc.want)
+		}
 	}
 }

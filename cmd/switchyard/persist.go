@@ -97,7 +97,7 @@ closes its files.`,
 					fmt.Fprintf(stdout(cmd), "persist server %s: http %s\n", id, u)
 				}
 				// A line other processes (and the durability test) can wait for.
-				fmt.Fprintf(stdout(cmd), "persist server %s ready on %s (data %s)\n", id, f.BusURL(), dataDir)
+				fmt.Fprintf(stdout(cmd), "persist server %s ready on %s (data %s)\n", id, shownBusURL(f), dataDir)
 			}, "persist server stopping", "id", id)
 		},
 	}
