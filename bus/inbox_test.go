@@ -79,12 +79,14 @@ func TestInboxesOfClientsAreInboxes(t *testing.T) {
 // took every service subject for a reply inbox.)
 func TestValidService(t *testing.T) {
 	t.Parallel()
-	for _, s := range []string{"persist", "_INBOXES", "_inbox", "INBOX", "$svc"} {
+	for _, s := range []string{"persist", "_INBOXES", "_inbox", "INBOX", "svc$"} {
 		if err := bus.ValidService(s); err != nil {
 			t.Errorf("ValidService(%q) = %v", s, err)
 		}
 	}
-	for _, s := range []string{"", "a.b", "*", ">", "a b", "_INBOX", "_INBOX_acme", "_INBOX_client"} {
+	// (Was: "$SYS", "$JS" and the like were taken: NATS's own subject
+	// spaces.)
+	for _, s := range []string{"", "a.b", "*", ">", "a b", "_INBOX", "_INBOX_acme", "_INBOX_client", "$svc", "$SYS", "$JS"} {
 		if err := bus.ValidService(s); err == nil {
 			t.Errorf("ValidService(%q) accepted", s)
 		}

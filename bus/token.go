@@ -33,6 +33,11 @@ func ValidService(s string) error {
 	if IsInbox(s + ".x") {
 		return fmt.Errorf("%q names reply inboxes (%s or %s_<name>): its subjects would be answered on as inboxes", s, InboxRoot, InboxRoot)
 	}
+	if strings.HasPrefix(s, "$") {
+		// $SYS, $JS, $KV...: NATS's own subject spaces, whose meaning
+		// and permissions are the server's, not ours.
+		return fmt.Errorf("%q starts with $, which NATS keeps for its own subjects ($SYS, $JS, ...)", s)
+	}
 	return nil
 }
 
