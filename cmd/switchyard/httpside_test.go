@@ -314,6 +314,7 @@ func TestUpMetrics(t *testing.T) {
 		"switchyard_nntp_errors_total", "switchyard_nntp_too_many_connections_total", "switchyard_nntp_pool_connections",
 		"switchyard_work_lease_expiries_total", "switchyard_work_fence_rejections_total", "switchyard_work_prefetch_in_flight",
 		"switchyard_work_articles_per_second", "switchyard_work_leases", "switchyard_work_range_articles",
+		"switchyard_work_ranges_retired", "switchyard_work_broken_records",
 		"switchyard_usenet_releases_published_total", "switchyard_usenet_binaries_changed_total",
 		"switchyard_events_gaps_total", "switchyard_events_single_leases", "switchyard_events_single_backlog",
 		"switchyard_events_presence_present", "switchyard_events_presence_connections", "switchyard_events_presence_removes_total",

@@ -29,6 +29,8 @@ var (
 	workShares     = desc("work_share_entries", "Live entries of the source's connection share table.", "source")
 	workRate       = desc("work_articles_per_second", "Articles of the ranges finished in the last minute, per second.", "source")
 	workStatusUp   = desc("work_status_up", "1 when the last scrape read the source's status, 0 when it failed.", "source")
+	workRetired    = desc("work_ranges_retired", "Done ranges of the source whose records were retired after their retention (counted in work_ranges' done).", "source")
+	workBroken     = desc("work_broken_records", "Records of the source's groups, ranges and leases that do not decode, which every reader skips.", "source")
 
 	workAcquired  = desc("work_leases_acquired_total", "Leases this process took.")
 	workExpired   = desc("work_lease_expiries_total", "Leased ranges this process found with their lease gone.")
@@ -45,7 +47,7 @@ var (
 	pfChunkErrors = desc("work_prefetch_chunk_errors_total", "Failed attempts at a chunk (fetch or write).")
 	pfDropped     = desc("work_prefetch_dropped_lines_total", "Lines the provider sent that were not an overview line of the chunk.")
 
-	workDescs = []*prometheus.Desc{workRanges, workArticles, workLeasesLive, workShares, workRate, workStatusUp, workAcquired, workExpired, workFenced, workSettled, workFinished, workFailed, workReleased, workIndexed, pfInFlight, pfRanges, pfArticles, pfBytes, pfChunkErrors, pfDropped}
+	workDescs = []*prometheus.Desc{workRanges, workArticles, workLeasesLive, workShares, workRate, workStatusUp, workRetired, workBroken, workAcquired, workExpired, workFenced, workSettled, workFinished, workFailed, workReleased, workIndexed, pfInFlight, pfRanges, pfArticles, pfBytes, pfChunkErrors, pfDropped}
 )
 
 // AddWorkStatus exports st's source status (ranges by state, leases,
@@ -140,4 +142,6 @@ func (c *workCollector) collectStatus(ch chan<- prometheus.Metric, st *work.Stor
 	gauge(ch, workLeasesLive, float64(len(s.Leases)), src)
 	gauge(ch, workShares, float64(len(s.Shares)), src)
 	gauge(ch, workRate, s.Throughput, src)
+	gauge(ch, workRetired, float64(s.Retired), src)
+	gauge(ch, workBroken, float64(len(s.Broken)), src)
 }
