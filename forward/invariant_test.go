@@ -403,7 +403,12 @@ func TestFailedSendBecomesMarkers(t *testing.T) {
 	if gs.LostBatches != 1 || gs.Lost != 6 || gs.Requeued != 1 || gs.AckRequired != 1 || gs.NonDelivery != 1 || gs.Markers != 3 {
 		t.Fatalf("gap stats = %+v", gs)
 	}
-	s.advance(FlushDefault)
+	// The peer backs off after the failure; the markers ship when it ends.
+	s.advance(BackoffMinDefault - time.Millisecond)
+	if len(s.held) != 0 {
+		t.Fatalf("sent during the backoff: %v", names(t, s.held[0].items))
+	}
+	s.advance(time.Millisecond)
 	b := s.held[0].items
 	if got := names(t, b); !equal(got, []string{"a1:gap", "b1:gap", "d1:gap"}) {
 		t.Fatalf("next batch = %v", got)

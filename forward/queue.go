@@ -34,6 +34,11 @@ const (
 	MaxInFlightDefault = (MaxQueuedDefault + MaxBatchItemsDefault - 1) / MaxBatchItemsDefault
 	// SendTimeoutDefault bounds one send.
 	SendTimeoutDefault = 10 * time.Second
+	// BackoffMinDefault and BackoffMaxDefault bound how long a peer whose
+	// sends fail waits before its next send: a peer that is down gets one
+	// attempt per BackoffMaxDefault, not one per flush window.
+	BackoffMinDefault = 100 * time.Millisecond
+	BackoffMaxDefault = 5 * time.Second
 )
 
 // arenaChunk is the size of the blocks item encodings are packed into, so a
@@ -122,6 +127,13 @@ type QueueConfig struct {
 	MaxInFlight int
 	// SendTimeout bounds each call to Send. Zero means 10s.
 	SendTimeout time.Duration
+	// BackoffMin is how long a peer waits after a failed send before its
+	// next one; each further failure doubles the wait, up to BackoffMax.
+	// While it fails, a peer has one batch in flight at a time (a probe),
+	// and the first batch delivered ends the backoff. Zero means 100ms.
+	BackoffMin time.Duration
+	// BackoffMax caps the wait. Zero means 5s.
+	BackoffMax time.Duration
 	// Clock drives the flush window. Nil means the wall clock.
 	Clock Clock
 	// Logger receives lost-batch warnings. Nil means slog.Default()
@@ -151,6 +163,12 @@ func (c QueueConfig) withDefaults() QueueConfig {
 	if c.SendTimeout == 0 {
 		c.SendTimeout = SendTimeoutDefault
 	}
+	if c.BackoffMin == 0 {
+		c.BackoffMin = BackoffMinDefault
+	}
+	if c.BackoffMax == 0 {
+		c.BackoffMax = BackoffMaxDefault
+	}
 	if c.MaxInFlight == 0 {
 		c.MaxInFlight = (c.MaxQueued + c.MaxBatchItems - 1) / c.MaxBatchItems
 	}
@@ -167,7 +185,7 @@ func (c QueueConfig) validate() error {
 		return errors.New("from is required")
 	case c.Send == nil:
 		return errors.New("send is required")
-	case c.Flush < 0, c.MaxBatchItems < 0, c.MaxBatchBytes < 0, c.MaxQueued < 0, c.MaxQueuedBytes < 0, c.MaxItemBytes < 0, c.SendTimeout < 0, c.MaxInFlight < 0:
+	case c.Flush < 0, c.MaxBatchItems < 0, c.MaxBatchBytes < 0, c.MaxQueued < 0, c.MaxQueuedBytes < 0, c.MaxItemBytes < 0, c.SendTimeout < 0, c.MaxInFlight < 0, c.BackoffMin < 0, c.BackoffMax < 0:
 		return errors.New("bounds must not be negative")
 	case len(appendString(nil, c.From)) > MaxFromBytes:
 		// The receiver's body cap allows this much for it.
@@ -276,6 +294,9 @@ type peer struct {
 	inflight  []*flight // sends that have not returned, in take order
 	inflightN int       // items in them
 	spare     []*flight // flights whose send returned, kept for their buffers
+	failures  int       // failed sends since the last delivered one, counted once per wait
+	failSeq   uint64    // nextSeq when the last failure was counted
+	retryAt   time.Time // while failing, no send starts before this
 }
 
 // flight is one batch taken for sending. Its send goroutine owns the
@@ -487,17 +508,32 @@ func (q *PeerQueue) kickLocked(p *peer) {
 	if q.closed.Load() {
 		return
 	}
-	for p.count() > 0 && len(p.inflight) < q.cfg.MaxInFlight &&
+	slots, wait := q.slotsLocked(p)
+	if wait > 0 {
+		q.armLocked(p, wait)
+		return
+	}
+	for p.count() > 0 && len(p.inflight) < slots &&
 		(p.count() >= q.cfg.MaxBatchItems || p.bytes >= q.cfg.MaxBatchBytes) {
 		q.startSendLocked(p)
 	}
-	if p.count() == 0 || p.timerOn || len(p.inflight) >= q.cfg.MaxInFlight {
+	if len(p.inflight) >= slots {
+		return
+	}
+	q.armLocked(p, q.cfg.Flush)
+}
+
+// armLocked arms the peer's timer to ship what it holds in d, unless it is
+// armed already: a window that closes before a backoff ends finds the
+// backoff and arms again for the rest of it.
+func (q *PeerQueue) armLocked(p *peer, d time.Duration) {
+	if p.count() == 0 || p.timerOn {
 		return
 	}
 	p.timerOn = true
 	p.timerGen++
 	gen := p.timerGen
-	p.timer = q.cfg.Clock.AfterFunc(q.cfg.Flush, func() { q.onTimer(p, gen) })
+	p.timer = q.cfg.Clock.AfterFunc(d, func() { q.onTimer(p, gen) })
 }
 
 func (q *PeerQueue) onTimer(p *peer, gen uint64) {
@@ -512,11 +548,57 @@ func (q *PeerQueue) onTimer(p *peer, gen uint64) {
 	q.shipLocked(p)
 }
 
-// shipLocked ships what is held, as many batches as free slots take.
+// shipLocked ships what is held, as many batches as free slots take; a
+// peer backing off gets its timer armed for the end of the wait instead.
 func (q *PeerQueue) shipLocked(p *peer) {
-	for p.count() > 0 && len(p.inflight) < q.cfg.MaxInFlight && !q.closed.Load() {
+	if q.closed.Load() {
+		return
+	}
+	slots, wait := q.slotsLocked(p)
+	if wait > 0 {
+		q.armLocked(p, wait)
+		return
+	}
+	for p.count() > 0 && len(p.inflight) < slots {
 		q.startSendLocked(p)
 	}
+}
+
+// slotsLocked is how many sends p may have in flight now, or, while it
+// backs off after failed sends, how long until it may send again. A peer
+// that fails gets one batch at a time, a probe, until one is delivered:
+// its whole backlog in MaxInFlight batches would fail together, each a
+// request and a lost-batch warning. Stop's drain does not wait: its
+// deadline is short, the peer may be back, and the replacements of what
+// it loses are discarded, so a dead peer cannot keep it busy.
+func (q *PeerQueue) slotsLocked(p *peer) (int, time.Duration) {
+	if p.failures == 0 || !q.accepting.Load() {
+		return q.cfg.MaxInFlight, 0
+	}
+	if wait := p.retryAt.Sub(q.cfg.Clock.Now()); wait > 0 {
+		return 0, wait
+	}
+	return 1, 0
+}
+
+// failedLocked starts or lengthens the peer's backoff after a failed send:
+// BackoffMin, doubled per failure up to BackoffMax. Without it the markers
+// OnLost returns for a dead peer shipped again every flush window, a
+// request and a warning 40 times a second for as long as it was down. A
+// batch taken before the last failure was counted fails for the same
+// outage, so it does not double the wait again: one outage that fails a
+// whole round of sends in flight still starts at BackoffMin.
+func (q *PeerQueue) failedLocked(p *peer, seq uint64) {
+	if p.failures > 0 && seq <= p.failSeq {
+		return
+	}
+	p.failures++
+	p.failSeq = p.nextSeq
+	wait := q.cfg.BackoffMin
+	for i := 1; i < p.failures && wait < q.cfg.BackoffMax; i++ {
+		wait *= 2
+	}
+	p.retryAt = q.cfg.Clock.Now().Add(min(wait, q.cfg.BackoffMax))
 }
 
 func (q *PeerQueue) stopTimerLocked(p *peer) {
@@ -597,19 +679,23 @@ func (q *PeerQueue) send(p *peer, f *flight) {
 	ctx, cancel := context.WithTimeout(q.sendCtx, q.cfg.SendTimeout)
 	err := q.cfg.Send(ctx, &f.out)
 	cancel()
-	if err != nil {
-		q.cfg.Logger.Warn("forward: batch lost", "peer", p.name, "seq", f.seq, "items", len(f.items), "err", err)
-	}
 	if q.cfg.OnShipped != nil {
 		q.cfg.OnShipped(p.name, f.items, err)
 	}
 
 	p.mu.Lock()
 	p.stats.SentBytes += uint64(len(body))
+	items := len(f.items)
+	var backoff time.Duration // until the peer's next send, for the log
 	if err != nil {
 		p.stats.LostBatches++
-		p.stats.LostItems += uint64(len(f.items))
+		p.stats.LostItems += uint64(items)
 		q.lostLocked(p, f.items, err)
+		q.failedLocked(p, f.seq)
+		backoff = max(0, p.retryAt.Sub(q.cfg.Clock.Now()))
+	} else {
+		// The peer takes batches again: the backoff is over.
+		p.failures, p.retryAt = 0, time.Time{}
 	}
 	for i, o := range p.inflight {
 		if o == f {
@@ -638,6 +724,9 @@ func (q *PeerQueue) send(p *peer, f *flight) {
 	// the next window.
 	q.kickLocked(p)
 	p.mu.Unlock()
+	if err != nil {
+		q.cfg.Logger.Warn("forward: batch lost", "peer", p.name, "seq", f.seq, "items", items, "backoff", backoff, "err", err)
+	}
 
 	q.mu.Lock()
 	close(q.changed)
@@ -690,7 +779,8 @@ func (q *PeerQueue) appendReplacementLocked(p *peer, r Item) bool {
 }
 
 // Flush ships what is held for one peer now, as far as free send slots
-// allow (whatever is left ships as sends return).
+// allow (whatever is left ships as sends return). A peer backing off after
+// failed sends ships when its wait ends.
 func (q *PeerQueue) Flush(peerName string) {
 	q.mu.RLock()
 	p := q.peers[peerName]
@@ -704,8 +794,11 @@ func (q *PeerQueue) Flush(peerName string) {
 }
 
 // FlushAll ships everything held for every peer and waits until every
-// batch has been handed to Send and returned, or ctx ends. Stop drains the
-// same way: FlushAll is for a barrier while the queue keeps running.
+// batch has been handed to Send and returned, or ctx ends. A peer backing
+// off after failed sends is waited for, not sent to at once; while it
+// stays down, what its failures queue (OnLost) keeps FlushAll waiting
+// until ctx ends. Stop drains the same way, without waiting out backoffs:
+// FlushAll is for a barrier while the queue keeps running.
 func (q *PeerQueue) FlushAll(ctx context.Context) error {
 	for {
 		q.mu.RLock()
@@ -719,7 +812,9 @@ func (q *PeerQueue) FlushAll(ctx context.Context) error {
 		for _, p := range peers {
 			p.mu.Lock()
 			q.shipLocked(p)
-			busy = busy || len(p.inflight) > 0
+			// Held with no send in flight: the peer backs off, and its
+			// timer ships it when the wait ends.
+			busy = busy || len(p.inflight) > 0 || p.count() > 0
 			p.mu.Unlock()
 		}
 		if !busy {

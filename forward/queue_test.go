@@ -3,6 +3,7 @@ package forward
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -213,12 +214,13 @@ func TestFailedSendDoesNotLoseTheRest(t *testing.T) {
 		t.Errorf("OnShipped saw %v", shipped)
 	}
 	mu.Unlock()
-	// The failed batch is not retried, and the peer keeps working.
+	// The failed batch is not retried, and the peer keeps working once its
+	// backoff is over.
 	rec.mu.Lock()
 	delete(rec.fail, "us")
 	rec.mu.Unlock()
 	q.Push("us", del("s1", "c"))
-	clk.Advance(FlushDefault)
+	clk.Advance(BackoffMinDefault)
 	if got := names(t, rec.next(t).items); !equal(got, []string{"c:write"}) {
 		t.Fatalf("next batch = %v", got)
 	}
@@ -421,5 +423,49 @@ func TestConfigValidation(t *testing.T) {
 		if _, err := NewPeerQueue(cfg); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+}
+
+// (Was: no backoff; counted per failed send, one outage failing 25 sends in flight would make the first retry wait BackoffMax.)
+func TestSendsFailingTogetherStartTheBackoffOnce(t *testing.T) {
+	clk, rec := newFakeClock(), newRecorder()
+	outage := make(chan struct{})
+	q := newTestQueue(t, clk, rec, func(c *QueueConfig) {
+		c.MaxBatchItems = 10
+		c.Send = func(ctx context.Context, b *Outbound) error {
+			if err := rec.send(ctx, b); err != nil {
+				return err
+			}
+			select {
+			case <-outage:
+				return errors.New("connection reset")
+			default:
+				return nil
+			}
+		}
+	})
+	gate := make(chan struct{})
+	rec.gate = gate
+	for i := range 30 {
+		q.Push("us", del("s1", fmt.Sprint(i)))
+	}
+	for range 3 {
+		rec.next(t)
+	}
+	// The peer goes down with three sends in flight: all three fail.
+	close(outage)
+	rec.mu.Lock()
+	rec.gate = nil
+	rec.mu.Unlock()
+	close(gate)
+	idle(t, q, "us", 3)
+	q.Push("us", del("s1", "after"))
+	clk.Advance(BackoffMinDefault - time.Millisecond)
+	if st := q.PeerStats("us"); st.LostBatches != 3 || st.Batches != 3 || st.HeldItems != 1 {
+		t.Fatalf("stats before the backoff ended = %+v", st)
+	}
+	clk.Advance(time.Millisecond)
+	if got := names(t, rec.next(t).items); !equal(got, []string{"after:write"}) {
+		t.Fatalf("probe = %v", got)
 	}
 }

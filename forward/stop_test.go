@@ -3,11 +3,13 @@ package forward
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -178,5 +180,71 @@ func TestSenderStopClosesConnectionsOfSendsInFlight(t *testing.T) {
 	case <-closed:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the connection of the send in flight at Stop is still open 10 s after it ended")
+	}
+}
+
+// (Was: no backoff; with one, a drain must not wait it out, nor FlushAll call a held backlog flushed.)
+func TestStopDuringBackoffDrainsAtOnce(t *testing.T) {
+	tr := newTestReceiver(t, func(c *ReceiverConfig) { c.Clock = nil })
+	var down atomic.Bool
+	down.Store(true)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if down.Load() {
+			http.Error(w, "upstream down", http.StatusServiceUnavailable)
+			return
+		}
+		tr.recv.ServeHTTP(w, r)
+	}))
+	defer front.Close()
+	s := startSender(t, SenderConfig{Self: "eu", Secret: secretEU, Peers: map[string]string{"us": front.URL}})
+	clk := newFakeClock()
+	g := NewGapPolicy(GapConfig{Clock: clk, Logger: slog.New(slog.DiscardHandler)})
+	q := startQueue(t, QueueConfig{
+		From: "eu", Send: s.Send, Clock: clk, Logger: slog.New(slog.DiscardHandler), MaxBatchItems: 10,
+		OnOverflow: g.Overflow, OnTaken: g.Taken, OnLost: g.Lost,
+	})
+	settled := func(batches uint64) {
+		t.Helper()
+		waitQueue(t, q, func() bool {
+			st := q.PeerStats("us")
+			return st.Batches == batches && st.InFlightBatches == 0
+		})
+	}
+	// Two failures: the first send and the probe after BackoffMin. The
+	// peer now waits 2 × BackoffMin, and the fake clock stays put.
+	q.Push("us", del("s1", "a"))
+	clk.Advance(FlushDefault)
+	settled(1)
+	clk.Advance(BackoffMinDefault)
+	settled(2)
+	for i := range 25 {
+		q.Push("us", del("s2", fmt.Sprint(i)))
+	}
+	down.Store(false)
+	st := q.PeerStats("us")
+	if st.LostBatches != 2 || st.HeldItems != 26 || st.InFlightBatches != 0 {
+		t.Fatalf("stats in the backoff = %+v, want 2 lost, s1's marker and 25 held", st)
+	}
+	// A barrier waits the backoff out: it does not report a held backlog
+	// as flushed.
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := q.FlushAll(ended); !errors.Is(err, context.Canceled) {
+		t.Fatalf("FlushAll in the backoff = %v, want it still waiting", err)
+	}
+	if st := q.PeerStats("us"); st.Batches != 2 || st.HeldItems != 26 {
+		t.Fatalf("FlushAll sent during the backoff: %+v", st)
+	}
+	// Stop does not wait: it drains at once to the peer, which is back.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := q.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := q.Stats(); st.HeldItems != 0 || st.Discarded != 0 || st.LostBatches != 2 || st.SentItems != 2+26 {
+		t.Fatalf("stats after Stop = %+v", st)
+	}
+	if rs := tr.recv.Stats(); rs.Items != 26 {
+		t.Fatalf("receiver got %d items, want s1's marker and 25: %+v", rs.Items, rs)
 	}
 }

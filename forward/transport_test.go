@@ -412,3 +412,166 @@ func TestSenderStopsReadingALongReply(t *testing.T) {
 		t.Fatal("the peer is still writing a minute after Send returned")
 	}
 }
+
+// (Was: a down peer got a request and a lost-batch warning every 25 ms window for ever: OnLost's markers shipped again and failed again.)
+func TestDownPeerBacksOffAndRecovers(t *testing.T) {
+	type delivered struct {
+		mu  sync.Mutex
+		got []*Delivery
+	}
+	receive := func(self string, into *delivered) *testReceiver {
+		return newTestReceiver(t, func(c *ReceiverConfig) {
+			c.Self, c.Clock, c.OrderWait = self, nil, time.Hour
+			c.Sink = SinkFuncs{DeliverFunc: func(_ context.Context, _ string, d *Delivery) bool {
+				into.mu.Lock()
+				into.got = append(into.got, d)
+				into.mu.Unlock()
+				return false
+			}}
+		})
+	}
+	var atUS, atAP delivered
+	us, ap := receive("us", &atUS), receive("ap", &atAP)
+	// us sits behind a proxy that answers 503 while us is down.
+	var down atomic.Bool
+	down.Store(true)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if down.Load() {
+			http.Error(w, "upstream down", http.StatusServiceUnavailable)
+			return
+		}
+		us.recv.ServeHTTP(w, r)
+	}))
+	defer front.Close()
+	s := startSender(t, SenderConfig{Self: "eu", Secret: secretEU, Peers: map[string]string{"us": front.URL, "ap": ap.srv.URL}})
+
+	clk := newFakeClock()
+	g := NewGapPolicy(GapConfig{Clock: clk, Logger: slog.New(slog.DiscardHandler)})
+	var mu sync.Mutex
+	var attempts []time.Time // fake time of each send to us while it is down
+	const maxQueued = 40
+	q := startQueue(t, QueueConfig{
+		From: "eu", Clock: clk, Logger: slog.New(slog.DiscardHandler),
+		MaxQueued: maxQueued, MaxBatchItems: 10, // 4 sends in flight
+		OnOverflow: g.Overflow, OnTaken: g.Taken, OnLost: g.Lost,
+		Send: func(ctx context.Context, b *Outbound) error {
+			if b.Peer == "us" && down.Load() {
+				mu.Lock()
+				attempts = append(attempts, clk.Now())
+				mu.Unlock()
+			}
+			return s.Send(ctx, b)
+		},
+	})
+	defer q.Stop(context.Background())
+	settled := func() {
+		t.Helper()
+		waitQueue(t, q, func() bool {
+			return q.PeerStats("us").InFlightBatches == 0 && q.PeerStats("ap").InFlightBatches == 0
+		})
+	}
+
+	// 30 s of steady traffic, one delivery per window to each peer, with
+	// us down all along.
+	const subs = 4
+	const steps = int(30 * time.Second / FlushDefault)
+	pushed := 0
+	maxHeld := 0
+	push := func() {
+		sub, name := fmt.Sprintf("s%d", pushed%subs), fmt.Sprintf("%d", pushed)
+		q.Push("us", del(sub, name))
+		q.Push("ap", del(sub, name))
+		pushed++
+	}
+	for range steps {
+		push()
+		clk.Advance(FlushDefault)
+		settled()
+		maxHeld = max(maxHeld, q.PeerStats("us").HeldItems)
+	}
+	mu.Lock()
+	var gaps []time.Duration
+	for i := 1; i < len(attempts); i++ {
+		gaps = append(gaps, attempts[i].Sub(attempts[i-1]))
+	}
+	mu.Unlock()
+	for i, gap := range gaps {
+		want := BackoffMaxDefault
+		if i < 8 {
+			want = min(BackoffMinDefault<<i, BackoffMaxDefault)
+		}
+		if gap != want {
+			t.Fatalf("%d sends to the down peer in %v; wait before send %d was %v, want %v (waits %v)",
+				len(attempts), time.Duration(steps)*FlushDefault, i+2, gap, want, gaps[:min(len(gaps), 12)])
+		}
+	}
+	// Held to its bound, plus at most one marker per subscription.
+	if maxHeld > maxQueued+subs {
+		t.Errorf("held up to %d items for the down peer, bound %d + %d markers", maxHeld, maxQueued, subs)
+	}
+	// The other peer is not held up: one batch per window, none lost.
+	if st := q.PeerStats("ap"); st.Batches != uint64(steps) || st.LostBatches != 0 || st.Shed != 0 {
+		t.Errorf("ap stats while us was down = %+v", st)
+	}
+
+	// us comes back: within one backoff, everything held reaches it.
+	down.Store(false)
+	for i := 0; ; i++ {
+		if st := q.PeerStats("us"); st.HeldItems == 0 && st.InFlightBatches == 0 && st.Batches > st.LostBatches {
+			break
+		}
+		if i > int(BackoffMaxDefault/FlushDefault) {
+			t.Fatalf("us not drained one backoff after it came back: %+v", q.PeerStats("us"))
+		}
+		clk.Advance(FlushDefault)
+		settled()
+	}
+	// And the backoff is over: the next delivery ships in its window.
+	lost := q.PeerStats("us").LostBatches
+	push()
+	clk.Advance(FlushDefault)
+	settled()
+	if st := q.PeerStats("us"); st.HeldItems != 0 || st.LostBatches != lost {
+		t.Fatalf("us stats after it came back = %+v", st)
+	}
+
+	// Every delivery pushed to us either arrived, once and in order, or was
+	// shed or lost and counted under a marker that arrived after.
+	atUS.mu.Lock()
+	defer atUS.mu.Unlock()
+	arrived, last, marked := 0, map[string]int{}, map[string]bool{}
+	for _, d := range atUS.got {
+		id := evID(t, d)
+		if IsGapMarker(d) {
+			marked[d.SubID] = true
+			continue
+		}
+		n, err := strconv.Atoi(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if prev, ok := last[d.SubID]; ok && n <= prev {
+			t.Fatalf("%s: delivery %d arrived after %d", d.SubID, n, prev)
+		}
+		last[d.SubID] = n
+		arrived++
+	}
+	gs := g.Stats()
+	if uint64(arrived)+gs.Covered != uint64(pushed) || gs.MarkersShed != 0 || gs.Covered == 0 {
+		t.Errorf("pushed %d to us, %d arrived, gap stats %+v", pushed, arrived, gs)
+	}
+	for i := range subs {
+		if sub := fmt.Sprintf("s%d", i); !marked[sub] {
+			t.Errorf("no marker reached us for %s", sub)
+		}
+	}
+	if rs := us.recv.Stats(); rs.Stale != 0 || rs.Skipped != 0 {
+		t.Errorf("us receiver stats = %+v", rs)
+	}
+	atAP.mu.Lock()
+	defer atAP.mu.Unlock()
+	if len(atAP.got) != pushed {
+		t.Errorf("ap got %d deliveries, want %d", len(atAP.got), pushed)
+	}
+	t.Logf("%d sends to the down peer in %v, held at most %d, gap stats %+v", len(attempts), time.Duration(steps)*FlushDefault, maxHeld, gs)
+}
