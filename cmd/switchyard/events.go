@@ -42,7 +42,10 @@ func newEventsPresenceCmd() *cobra.Command {
 in: the first connection of an app in a region writes the row, and the last one's close
 removes it 30 to 60 seconds later (so a reload writes nothing). Rows are persist data in
 scope "presence", stream USER; a subscription on the anchor presence/USER hears them come
-and go. Each region keeps its own rows: this lists those of the region whose bus it asks.`,
+and go. Each region keeps its own rows: this lists those of the region whose bus it asks.
+A region that stops keeps its rows, so that a restart or a deploy writes nothing: until
+the user's next connection there closes, or the rows' 48 h TTL ends, they are listed
+while no connection is open.`,
 		Example: `  switchyard events presence alice
   APP    REGION   CONNECTED SINCE
   notes  eu-west  2026-12-02T14:03:11Z`,

@@ -90,7 +90,10 @@ key, 250 ms as a socket's are by default: "(N coalesced)"; --window 0 prints eve
 change), and a gap line, with its reason, wherever events were not delivered. What the
 stream held before is not printed: see switchyard watch for that. Until the anchor's
 stream can be read it waits (the "following" line comes once it can), with a warning
-on stderr saying why (no balancer or persist server answering, a timeout).`,
+on stderr saying why (no balancer or persist server answering, a timeout). Its router
+has no peer regions: in a region joined to others (--peer), it prints only the writes
+made in the region whose bus it connects to, not those the region's /ws/events sockets
+hear from its peers.`,
 		Example: `  switchyard events tail project-1/files/a
   set   project-1/files/a/b/c.txt  #42  = hello
   switchyard events tail project-1/files --ops delete --glob '**/*.tmp' --json`,

@@ -78,3 +78,26 @@ func TestEventsPresenceEscapes(t *testing.T) {
 		}
 	}
 }
+
+// (Was: with two regions, events tail's help said it subscribes "as a /ws/events socket would" and events presence's that the last close removes a row, so a tail in one region silently missed the other's writes and a row a restarted region kept read as a live connection.)
+func TestEventsHelpSaysWhatARegionShows(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		cmd  []string
+		want []string
+	}{
+		{[]string{"events", "tail", "--help"}, []string{"no peer regions", "only the writes made in the region whose bus it connects to"}},
+		{[]string{"events", "presence", "--help"}, []string{"A region that stops keeps its rows", "48 h", "no connection is open"}},
+	} {
+		out, stderr, code := execute(t, tc.cmd...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", tc.cmd, code, stderr)
+		}
+		flat := strings.Join(strings.Fields(out), " ")
+		for _, w := range tc.want {
+			if !strings.Contains(flat, w) {
+				t.Errorf("%v does not say %q:\n%s", tc.cmd, w, out)
+			}
+		}
+	}
+}

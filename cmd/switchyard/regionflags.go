@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"os"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/switchyard-dev/switchyard/bus/auth"
 	"github.com/switchyard-dev/switchyard/events"
 	"github.com/switchyard-dev/switchyard/fleet"
+	"github.com/switchyard-dev/switchyard/web"
 )
 
 // regionFlags are --region, --peer, --forward-listen and --forward-secrets:
@@ -74,6 +76,12 @@ func (f *regionFlags) config(anyMode bool) (fleet.EventsConfig, error) {
 		if name == f.region {
 			return ec, usagef("--peer %s: that is this region (--region)", name)
 		}
+		// Its own receiver answers a batch signed as this region with an
+		// empty 200 and drops it, so the sender would count every batch
+		// delivered while the peer got nothing, and nothing would say why.
+		if reachesListener(u, f.listen) {
+			return ec, usagef("--peer %s: %s is this region's own --forward-listen %s: give the URL of %s's receiver (its --forward-listen)", name, raw, f.listen, name)
+		}
 		if _, dup := ec.Peers[name]; dup {
 			return ec, usagef("--peer %s given twice", name)
 		}
@@ -102,6 +110,36 @@ func (f *regionFlags) config(anyMode bool) (fleet.EventsConfig, error) {
 		}
 	}
 	return ec, nil
+}
+
+// reachesListener reports whether the peer URL u names listen, a checked
+// host:port: the same port, and the same host, or a loopback name for a
+// loopback or wildcard listen host. The same port on another host is
+// another region's receiver; a listen on port 0 is never named.
+func reachesListener(u *url.URL, listen string) bool {
+	lhost, lport, err := net.SplitHostPort(listen)
+	if err != nil || lport == "0" {
+		return false
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	if port != lport {
+		return false
+	}
+	host := u.Hostname()
+	if strings.EqualFold(host, lhost) {
+		return true
+	}
+	return web.IsLoopback(strings.ToLower(host)) && (lhost == "" || web.IsLoopback(lhost) || isUnspecified(lhost))
+}
+
+// isUnspecified reports whether a listen host is 0.0.0.0 or ::, which
+// listens on every address, loopback included.
+func isUnspecified(host string) bool {
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsUnspecified()
 }
 
 // coalesceWindow turns a window flag's value into the router's: 0 is

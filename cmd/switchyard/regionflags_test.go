@@ -43,12 +43,12 @@ func TestRegionFlags(t *testing.T) {
 	}{
 		{regionFlags{listen: "x:1"}, "give at least one --peer"},
 		{regionFlags{peers: []string{"us=http://h:1"}}, "needs --region"},
-		{regionFlags{region: "eu", listen: "h:1", secretsFile: file, peers: []string{"us"}}, "want NAME=URL"},
-		{regionFlags{region: "eu", listen: "h:1", secretsFile: file, peers: []string{"us=ftp://h"}}, "not an http"},
-		{regionFlags{region: "eu", listen: "h:1", secretsFile: file, peers: []string{"eu=http://h:1"}}, "that is this region"},
-		{regionFlags{region: "eu", listen: "h:1", secretsFile: file, peers: []string{"us=http://h:1", "us=http://h:2"}}, "given twice"},
-		{regionFlags{region: "eu", listen: "h:1", secretsFile: file, peers: []string{"ap=http://h:1"}}, `no secret for region "ap"`},
-		{regionFlags{region: "eu", listen: "h:1", secretsFile: file + ".missing", peers: []string{"us=http://h:1"}}, "no such file"},
+		{regionFlags{region: "eu", listen: "h:9", secretsFile: file, peers: []string{"us"}}, "want NAME=URL"},
+		{regionFlags{region: "eu", listen: "h:9", secretsFile: file, peers: []string{"us=ftp://h"}}, "not an http"},
+		{regionFlags{region: "eu", listen: "h:9", secretsFile: file, peers: []string{"eu=http://h:1"}}, "that is this region"},
+		{regionFlags{region: "eu", listen: "h:9", secretsFile: file, peers: []string{"us=http://h:1", "us=http://h:2"}}, "given twice"},
+		{regionFlags{region: "eu", listen: "h:9", secretsFile: file, peers: []string{"ap=http://h:1"}}, `no secret for region "ap"`},
+		{regionFlags{region: "eu", listen: "h:9", secretsFile: file + ".missing", peers: []string{"us=http://h:1"}}, "no such file"},
 		{regionFlags{window: -time.Second}, "want 0 (none) or more"},
 	} {
 		_, err := tc.f.config(false)
@@ -118,6 +118,39 @@ func TestForwardListenChecked(t *testing.T) {
 			"--region", "eu", "--forward-listen", addr, "--peer", "us=http://127.0.0.1:7002", "--forward-secrets", regionSecrets(t)}
 		_, stderr, code := execute(t, args...)
 		wantUsage(t, args, stderr, code, "--forward-listen")
+	}
+}
+
+// (Was: a --peer URL naming this region's own --forward-listen was taken, and its batches silently ignored by its own receiver: nothing logged or counted, the peer got nothing.)
+func TestPeerIsOwnReceiverRefused(t *testing.T) {
+	t.Parallel()
+	secrets := regionSecrets(t)
+	for _, tc := range []struct{ listen, peer string }{
+		{"127.0.0.1:7001", "http://127.0.0.1:7001"},
+		{"127.0.0.1:7001", "https://127.0.0.1:7001/"},
+		{"0.0.0.0:7001", "http://localhost:7001"},
+		{":7001", "http://127.0.0.1:7001"},
+		{"[::1]:7001", "http://[::1]:7001"},
+		{"10.0.0.7:7001", "http://10.0.0.7:7001"},
+		{"127.0.0.1:80", "http://127.0.0.1"},
+		{"127.0.0.1:443", "https://LOCALHOST"},
+	} {
+		args := []string{"events", "serve", "--http", "127.0.0.1:0", "--nats", deadNATS(t),
+			"--region", "eu", "--forward-listen", tc.listen, "--peer", "us=" + tc.peer, "--forward-secrets", secrets}
+		_, stderr, code := execute(t, args...)
+		wantUsage(t, args, stderr, code, "--forward-listen")
+	}
+	// The same port on another machine is another region's receiver.
+	for _, tc := range []struct{ listen, peer string }{
+		{"0.0.0.0:7001", "http://10.1.0.7:7001"},
+		{"10.0.0.7:7001", "http://10.1.0.7:7001"},
+		{"127.0.0.1:7001", "http://127.0.0.1:7002"},
+		{"127.0.0.1:0", "http://127.0.0.1:7001"},
+	} {
+		f := regionFlags{region: "eu", listen: tc.listen, secretsFile: secrets, peers: []string{"us=" + tc.peer}}
+		if _, err := f.config(false); err != nil {
+			t.Errorf("--forward-listen %s --peer us=%s: %v", tc.listen, tc.peer, err)
+		}
 	}
 }
 
