@@ -164,10 +164,22 @@ func newRegion(cfg RegionConfig, clk forward.Clock) (*region, error) {
 	return g, nil
 }
 
-// start announces what is watched now and schedules the periodic rounds.
+// start asks every peer for its announcements (a sync: a region that
+// restarted holds none, and its writes would reach the peers' sessions
+// only from their next round, up to Announce later, lost without a gap
+// until then), announces what is watched now and schedules the periodic
+// rounds.
 func (g *region) start(context.Context) {
+	for _, p := range g.cfg.Peers {
+		g.cfg.Push(p, &forward.Watch{Op: watchSync})
+		g.watchesOut.Add(1)
+	}
 	g.round()
 }
+
+// watchSync is the watch op of a region that started: its peers announce
+// their tokens to it at once (docs/forward.md).
+const watchSync = "sync"
 
 func (g *region) stop() {
 	g.mu.Lock()
@@ -234,6 +246,15 @@ func (g *region) onWatch(_ context.Context, peer string, w *forward.Watch) {
 		return
 	}
 	g.watchesIn.Add(1)
+	if w.Op == watchSync {
+		// The peer started with none of our announcements: it gets them
+		// now, not at our next round.
+		for _, tok := range g.r.localTokens() {
+			g.cfg.Push(peer, &forward.Watch{Op: "add", Token: tok})
+			g.watchesOut.Add(1)
+		}
+		return
+	}
 	if _, err := ParseAnchor(w.Token); err != nil {
 		return // not a token of ours: nothing can match it
 	}

@@ -61,9 +61,12 @@ type Ack struct {
 }
 
 // Watch says the sending region now has (op "add") or no longer has (op
-// "drop") session watchers on one anchor token.
+// "drop") session watchers on one anchor token, or (op "sync", our
+// extension, no token) that it has just started and holds no
+// announcement of the receiver's: the receiver announces its tokens to it
+// at once instead of at its next round.
 type Watch struct {
-	// Op is "add" or "drop".
+	// Op is "add", "drop" or "sync".
 	Op string `json:"op"`
 	// UserID owns the anchor keyspace the token lives in.
 	UserID int64  `json:"userId"`
@@ -597,10 +600,12 @@ func validItem(it Item) string {
 			return "without subId or entryId"
 		}
 	case *Watch:
-		if v.Op != "add" && v.Op != "drop" {
-			return "op not add or drop"
-		}
-		if v.Token == "" {
+		switch {
+		case v.Op == "sync":
+			// Names no token: the sender asks for every one.
+		case v.Op != "add" && v.Op != "drop":
+			return "op not add, drop or sync"
+		case v.Token == "":
 			return "without token"
 		}
 	case *Event:
