@@ -207,6 +207,10 @@ type Receiver struct {
 	lengthRequired, busyPeer, busyTotal, readTimeout atomic.Uint64
 
 	reading atomic.Int64 // bodies being read now, bounded by MaxReading
+
+	// selfWarned is when a batch signed as Self was last logged, unix
+	// seconds: at most one warning a minute.
+	selfWarned atomic.Int64
 }
 
 type receiverPeer struct {
@@ -420,6 +424,14 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	if a.peer == r.cfg.Self {
 		r.ignored.Add(1)
+		// Answered like any accepted batch (a region's own items are not
+		// for it), but said: a region running under another's name, or a
+		// peer URL that points back here, loses every batch that way with
+		// nothing else to show it. Unauthenticated, so at most once a
+		// minute.
+		if now, last := r.cfg.Clock.Now().Unix(), r.selfWarned.Load(); now-last >= 60 && r.selfWarned.CompareAndSwap(last, now) {
+			r.cfg.Logger.Warn("forward: a batch signed as this region itself was ignored: another region runs with the same --region name, or a --peer URL points back to this receiver", "region", r.cfg.Self, "remote", req.RemoteAddr)
+		}
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte("{}"))
 		return

@@ -42,8 +42,9 @@ var (
 	fwdRecvBatches = desc("forward_receiver_batches_total", "Batches the receiver accepted and handed to its sink.")
 	fwdRecvItems   = desc("forward_receiver_items_total", "Items in the accepted batches.")
 	fwdRecvRejects = desc("forward_receiver_rejections_total", "Batches the receiver refused, by reason.", "reason")
+	fwdRecvSelf    = desc("forward_receiver_ignored_total", "Batches signed as this region itself, answered and dropped: another region runs under the same name, or a peer URL points back here.")
 
-	fwdDescs = []*prometheus.Desc{fwdQueuedItems, fwdQueuedBytes, fwdInFlight, fwdPushed, fwdBatches, fwdSentItems, fwdSentBytes, fwdDropped, fwdFailures, fwdLostItems, fwdOversized, fwdInvalid, fwdMarkers, fwdMarkersShed, fwdBadReplies, fwdRecvBatches, fwdRecvItems, fwdRecvRejects}
+	fwdDescs = []*prometheus.Desc{fwdQueuedItems, fwdQueuedBytes, fwdInFlight, fwdPushed, fwdBatches, fwdSentItems, fwdSentBytes, fwdDropped, fwdFailures, fwdLostItems, fwdOversized, fwdInvalid, fwdMarkers, fwdMarkersShed, fwdBadReplies, fwdRecvBatches, fwdRecvItems, fwdRecvRejects, fwdRecvSelf}
 )
 
 // AddForwardQueue exports q's counters for each of peers (the peer names of
@@ -111,6 +112,7 @@ func (c *forwardCollector) Collect(ch chan<- prometheus.Metric) {
 		st := r.Stats()
 		sum.Accepted += st.Accepted
 		sum.Items += st.Items
+		sum.Ignored += st.Ignored
 		sum.BadRequest += st.BadRequest
 		sum.TooLarge += st.TooLarge
 		sum.Forbidden += st.Forbidden
@@ -125,6 +127,7 @@ func (c *forwardCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	counter(ch, fwdRecvBatches, float64(sum.Accepted))
 	counter(ch, fwdRecvItems, float64(sum.Items))
+	counter(ch, fwdRecvSelf, float64(sum.Ignored))
 	for _, r := range []struct {
 		reason string
 		n      uint64
