@@ -29,7 +29,7 @@ var (
 	fwdSentItems   = desc("forward_sent_items_total", "Items in those batches.", "peer")
 	fwdSentBytes   = desc("forward_sent_bytes_total", "Body bytes of the batches whose send returned.", "peer")
 	fwdDropped     = desc("forward_dropped_items_total", "Items shed by the peer's bounds (handed to the overflow policy).", "peer")
-	fwdFailures    = desc("forward_send_failures_total", "Batches whose send failed: lost, never retried.", "peer")
+	fwdFailures    = desc("forward_send_failures_total", "Batches whose send failed: lost, never resent (their events become gap markers, sent once the peer takes batches again; failures back off to one attempt per 5 s).", "peer")
 	fwdLostItems   = desc("forward_lost_items_total", "Items in the failed batches.", "peer")
 	fwdOversized   = desc("forward_oversized_items_total", "Items refused for encoding to more than the item limit.", "peer")
 	fwdInvalid     = desc("forward_invalid_items_total", "Items refused at push because the peer's receiver would refuse them (forward.CheckItem).", "peer")
