@@ -18,6 +18,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/switchyard-dev/switchyard/internal/syncbuf"
 )
 
 var (
@@ -568,7 +570,7 @@ func TestBatchReplayedToAnotherPeerRefused(t *testing.T) {
 // pointing back, lost every batch in silence.)
 func TestReceiverSaysItIgnoredItsOwnBatches(t *testing.T) {
 	t.Parallel()
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	tr := newTestReceiver(t, func(c *ReceiverConfig) {
 		c.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	})
@@ -593,22 +595,4 @@ func TestReceiverSaysItIgnoredItsOwnBatches(t *testing.T) {
 	if n := strings.Count(logs.String(), "signed as this region itself"); n != 2 {
 		t.Fatalf("a minute later: %d warnings, want 2", n)
 	}
-}
-
-// syncBuffer is a bytes.Buffer a logger may write while a test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

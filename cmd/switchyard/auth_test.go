@@ -23,6 +23,7 @@ import (
 
 	"github.com/switchyard-dev/switchyard/bus"
 	"github.com/switchyard-dev/switchyard/bus/auth"
+	"github.com/switchyard-dev/switchyard/internal/syncbuf"
 	"github.com/switchyard-dev/switchyard/internal/testci"
 	"github.com/switchyard-dev/switchyard/internal/testproc"
 	"github.com/switchyard-dev/switchyard/internal/testtls"
@@ -192,7 +193,7 @@ func TestAuthAttacksExternalNATS(t *testing.T) {
 	port, mport := testproc.FreePort(t), testproc.FreePort(t)
 	ns := exec.Command(bin, "-c", filepath.Join(dir, auth.ConfFile), "-js", "-sd", t.TempDir(),
 		"-a", "127.0.0.1", "-p", strconv.Itoa(port), "-m", strconv.Itoa(mport))
-	var nsLog lockedBuffer
+	var nsLog syncbuf.Buffer
 	ns.Stdout, ns.Stderr = &nsLog, &nsLog
 	if err := ns.Start(); err != nil {
 		t.Fatal(err)

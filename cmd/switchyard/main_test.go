@@ -19,6 +19,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/switchyard-dev/switchyard/internal/syncbuf"
 	"github.com/switchyard-dev/switchyard/internal/testproc"
 )
 
@@ -65,7 +66,7 @@ func execute(t *testing.T, args ...string) (stdout, stderr string, code int) {
 
 	ctx, cancel := context.WithTimeout(t.Context(), inProcessBound)
 	defer cancel()
-	var out, errb lockedBuffer
+	var out, errb syncbuf.Buffer
 	root := newRootCmd()
 	root.SetArgs(args)
 	root.SetIn(strings.NewReader(""))
@@ -76,25 +77,6 @@ func execute(t *testing.T, args ...string) (stdout, stderr string, code int) {
 		t.Errorf("%v did not end within %v", args, inProcessBound)
 	}
 	return out.String(), errb.String(), code
-}
-
-// lockedBuffer is a bytes.Buffer safe to write from the goroutines of
-// whatever logs through the slog default while a command runs.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // cli prepares the switchyard command with args as a child process.
@@ -124,7 +106,7 @@ func deadNATS(t *testing.T) string {
 // ready line (testproc.Start fails the test on the first).
 type watchedChild struct {
 	cmd    *exec.Cmd
-	stderr *lockedBuffer
+	stderr *syncbuf.Buffer
 	mu     sync.Mutex
 	out    bytes.Buffer
 	exited chan struct{}
@@ -135,7 +117,7 @@ type watchedChild struct {
 // exit code when it ends; the child is killed when the test ends.
 func startWatched(t *testing.T, cmd *exec.Cmd) *watchedChild {
 	t.Helper()
-	c := &watchedChild{cmd: cmd, stderr: &lockedBuffer{}, exited: make(chan struct{})}
+	c := &watchedChild{cmd: cmd, stderr: &syncbuf.Buffer{}, exited: make(chan struct{})}
 	pipe, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

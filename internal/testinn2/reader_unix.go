@@ -4,7 +4,6 @@ package testinn2
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,10 +13,11 @@ import (
 	"os/user"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/switchyard-dev/switchyard/internal/syncbuf"
 )
 
 // NNRPD is the path of INN's reader daemon in the Debian package inn2.
@@ -50,7 +50,7 @@ func Reader(t testing.TB) string {
 		}
 		cmd.SysProcAttr.Credential = cred
 	}
-	var out syncBuffer
+	var out syncbuf.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("testinn2: start nnrpd: %v", err)
@@ -138,22 +138,4 @@ func newsUser() (*syscall.Credential, error) {
 		return nil, fmt.Errorf("user news: %w", err)
 	}
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
-}
-
-// syncBuffer collects a child's output, read while it may still write.
-type syncBuffer struct {
-	mu sync.Mutex // protects b
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
