@@ -675,6 +675,7 @@ func ShedToGaps(reason Reason, clk forward.Clock) func(peer string, dropped []fo
 	}
 	return func(_ string, dropped []forward.Item) []forward.Item {
 		counts := map[string]int{}
+		first := map[string]int64{} // the earliest loss of each stream, unix ms
 		var order []string
 		for _, it := range dropped {
 			e, ok := it.(*forward.Event)
@@ -694,11 +695,21 @@ func ShedToGaps(reason Reason, clk forward.Clock) func(peer string, dropped []fo
 				order = append(order, stream)
 			}
 			counts[stream] += n
+			// A marker shed or lost again keeps the time of the first
+			// event it stands for: stamped when re-made, it said the loss
+			// happened when the link came back.
+			if ts := ev.TS; ts > 0 && (first[stream] == 0 || ts < first[stream]) {
+				first[stream] = ts
+			}
 		}
-		ts := clk.Now().UnixMilli()
+		now := clk.Now().UnixMilli()
 		out := make([]forward.Item, 0, len(order))
 		for _, stream := range order {
 			a, _ := ParseAnchor(stream)
+			ts := first[stream]
+			if ts == 0 {
+				ts = now
+			}
 			out = append(out, gapItem(a.Subject, reason, counts[stream], ts))
 		}
 		return out

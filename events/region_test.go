@@ -598,3 +598,21 @@ func TestRegionSyncReannounces(t *testing.T) {
 	a.set(t, "notes", "k", "after the restart")
 	testwait.For(t, "the write after the restart reaches b", func() bool { return len(got.events()) == 1 })
 }
+
+// TestRegionGapMarkerKeepsTheLossTime: a marker stands at the time of the
+// first event it covers, also when it is shed or lost again and re-made
+// later. (Was: stamped at each re-making, so after a peer came back its
+// gap said the loss happened then.)
+func TestRegionGapMarkerKeepsTheLossTime(t *testing.T) {
+	t.Parallel()
+	shed := ShedToGaps(ReasonSendFailed, nil)
+	ev := func(key string, ts int64) forward.Item {
+		return encodeRemote(&Event{ID: "x#1", Subject: Subject{"project-1", "notes", key}, Op: OpSet, Value: []byte("v"), TS: ts})
+	}
+	markers := shed("b", []forward.Item{ev("1", 7_000), ev("2", 5_000)})
+	again := shed("b", []forward.Item{markers[0], ev("3", 9_000)})
+	_, g, ok := decodeRemote(again[0].(*forward.Event))
+	if !ok || g == nil || g.Count != 3 || g.From != 5_000 {
+		t.Fatalf("marker %+v, want 3 lost from 5000 (the first loss), whenever it was re-made", g)
+	}
+}
