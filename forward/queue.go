@@ -685,7 +685,9 @@ func (q *PeerQueue) send(p *peer, f *flight) {
 
 	p.mu.Lock()
 	p.stats.SentBytes += uint64(len(body))
-	items := len(f.items)
+	// What the log says, read now: f goes back to p.spare below, and a
+	// next send may take and rewrite it as soon as the lock is released.
+	items, seq := len(f.items), f.seq
 	var backoff time.Duration // until the peer's next send, for the log
 	if err != nil {
 		p.stats.LostBatches++
@@ -725,7 +727,7 @@ func (q *PeerQueue) send(p *peer, f *flight) {
 	q.kickLocked(p)
 	p.mu.Unlock()
 	if err != nil {
-		q.cfg.Logger.Warn("forward: batch lost", "peer", p.name, "seq", f.seq, "items", items, "backoff", backoff, "err", err)
+		q.cfg.Logger.Warn("forward: batch lost", "peer", p.name, "seq", seq, "items", items, "backoff", backoff, "err", err)
 	}
 
 	q.mu.Lock()
