@@ -505,12 +505,8 @@ func (q *PeerQueue) shedOneLocked(p *peer) Item {
 // the window for what is left if a slot is still free. With every slot
 // busy, nothing waits on a timer: the next send to return kicks again.
 func (q *PeerQueue) kickLocked(p *peer) {
-	if q.closed.Load() {
-		return
-	}
-	slots, wait := q.slotsLocked(p)
-	if wait > 0 {
-		q.armLocked(p, wait)
+	slots, ok := q.openSlotsLocked(p)
+	if !ok {
 		return
 	}
 	for p.count() > 0 && len(p.inflight) < slots &&
@@ -551,17 +547,28 @@ func (q *PeerQueue) onTimer(p *peer, gen uint64) {
 // shipLocked ships what is held, as many batches as free slots take; a
 // peer backing off gets its timer armed for the end of the wait instead.
 func (q *PeerQueue) shipLocked(p *peer) {
-	if q.closed.Load() {
-		return
-	}
-	slots, wait := q.slotsLocked(p)
-	if wait > 0 {
-		q.armLocked(p, wait)
+	slots, ok := q.openSlotsLocked(p)
+	if !ok {
 		return
 	}
 	for p.count() > 0 && len(p.inflight) < slots {
 		q.startSendLocked(p)
 	}
+}
+
+// openSlotsLocked is slotsLocked for a caller about to send: false when
+// the queue is closed, or when p backs off, whose timer it then arms for
+// the end of the wait.
+func (q *PeerQueue) openSlotsLocked(p *peer) (int, bool) {
+	if q.closed.Load() {
+		return 0, false
+	}
+	slots, wait := q.slotsLocked(p)
+	if wait > 0 {
+		q.armLocked(p, wait)
+		return 0, false
+	}
+	return slots, true
 }
 
 // slotsLocked is how many sends p may have in flight now, or, while it
