@@ -32,13 +32,11 @@ func TestConcurrentStopHonoursItsDeadline(t *testing.T) {
 	defer cancel()
 	second := make(chan error, 1)
 	go func() { second <- b.Stop(ctx, nil) }()
-	select {
-	case err := <-second:
-		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("second Stop: %v, want nil or an error wrapping the deadline", err)
-		}
-	case <-time.After(2 * time.Second):
-		t.Fatal("a concurrent Stop with a 50ms deadline was still blocked after 2s: Stop ignores its context while it waits for the first Stop")
+	// The first Stop's drain never ends before this returns (release is
+	// closed by the deferred cleanup): a Stop that ignored its deadline
+	// would block here until the test binary's timeout, which fails it.
+	if err := <-second; err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("second Stop: %v, want nil or an error wrapping the deadline", err)
 	}
 }
 
@@ -69,11 +67,10 @@ func TestStopDuringStartCancelsRun(t *testing.T) {
 	defer cancel()
 	stopped := make(chan error, 1)
 	go func() { stopped <- b.Stop(ctx, nil) }()
-	select {
-	case <-stopped:
-	case <-time.After(2 * time.Second):
-		t.Fatal("Stop (50ms deadline) during a Start that waits on Run() was still blocked after 2s: Stop never cancels the run context it promises to cancel, nor honours its deadline")
-	}
+	// The start function ends only when Run is cancelled (unstick is
+	// closed by the deferred cleanup): a Stop that neither cancels Run nor
+	// honours its deadline blocks here until the test binary's timeout.
+	<-stopped
 }
 
 // TestStopWithEndedContextRunsStop: a Stop whose ctx has already ended,
