@@ -178,6 +178,15 @@ func terminalSafe(s string) string {
 // the value and what it wants, with no Go function names. Other errors,
 // and values of types this does not know, keep pflag's words.
 func flagValueError(err error) error {
+	var nee *pflag.NotExistError
+	if errors.As(err, &nee) {
+		// An argument such as -1 (stream get's SEQ) reads as a cluster
+		// of shorthand flags: say what it was taken for.
+		if sh := nee.GetSpecifiedShortnames(); sh != "" && strings.Trim(sh, "0123456789") == "" {
+			return fmt.Errorf("%q: an argument starting with - reads as a flag, and no argument here is a negative number (put -- before an argument that starts with -)", "-"+sh)
+		}
+		return err
+	}
 	var ive *pflag.InvalidValueError
 	if !errors.As(err, &ive) {
 		return err

@@ -265,6 +265,9 @@ func TestFlagValueErrorsSayWhatIsWanted(t *testing.T) {
 		{[]string{"usenet", "releases", "--json=maybe"}, `--json "maybe": want true or false`},
 		{[]string{"kv", "get", "hub", "s", "k", "--timeout", "5"}, `--timeout "5": want a duration with its unit, such as 500ms, 5s, 2m or 1h`},
 		{[]string{"up", "--settle-completion", "most"}, `--settle-completion "most": want a number`},
+		// A negative number as an argument is taken for shorthand flags.
+		// (Was: "unknown shorthand flag: '1' in -1".)
+		{[]string{"stream", "get", "hub", "log", "-1"}, `"-1": an argument starting with - reads as a flag`},
 		// A flag type of the project's own keeps the words its Set chose.
 		{[]string{"bench", "index", "--search", "a"}, `--search "a": want a list of release counts`},
 	} {

@@ -242,6 +242,12 @@ func (f *natsFlags) client(cmd *cobra.Command) (*persist.Client, context.Context
 	nc, err := f.connect(max(time.Until(deadline), time.Millisecond))
 	if err != nil {
 		cancel()
+		if ctx.Err() == context.DeadlineExceeded && cmd.Context().Err() == nil {
+			// The time limit, not the server, ended the connect: "is
+			// switchyard up running?" would send the user looking for the
+			// wrong thing.
+			return nil, nil, nil, f.ranOut("connecting to NATS", err)
+		}
 		return nil, nil, nil, err
 	}
 	c, err := persist.NewClient(persist.ClientConfig{Conn: nc, Service: f.service})
@@ -261,7 +267,19 @@ func (f *natsFlags) with(cmd *cobra.Command, fn func(ctx context.Context, c *per
 		return err
 	}
 	defer done()
-	return fn(ctx, c)
+	err = fn(ctx, c)
+	if err != nil && ctx.Err() == context.DeadlineExceeded && cmd.Context().Err() == nil && !errors.Is(err, persist.ErrNotFound) {
+		return f.ranOut("waiting for the answer", err)
+	}
+	return err
+}
+
+// ranOut is the error of a command that --timeout ended while it was
+// doing what: it names the flag and its value first, since the wrapped
+// error alone ("context deadline exceeded", "no servers available")
+// reads like a server that is down.
+func (f *natsFlags) ranOut(what string, err error) error {
+	return fmt.Errorf("--timeout %s ran out %s (give a longer --timeout for a slow or distant server): %w", f.timeout, what, err)
 }
 
 // parseIDs turns "0,1,2,3" into ids, rejecting empty and duplicate ids.

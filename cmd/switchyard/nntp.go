@@ -34,7 +34,7 @@ func (f *nntpFlags) register(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&f.insecure, "insecure", false, "do not verify the server certificate")
 	cmd.Flags().StringVar(&f.user, "user", "", "AUTHINFO user; the password comes from $SWITCHYARD_NNTP_PASS")
 	cmd.Flags().StringVar(&f.compress, "compress", "off", "compression: off, auto, deflate or gzip")
-	cmd.Flags().DurationVar(&f.timeout, "timeout", nntp.CommandTimeoutDefault, "deadline of one command")
+	cmd.Flags().DurationVar(&f.timeout, "timeout", nntp.CommandTimeoutDefault, "deadline of one command, its whole answer included (positive)")
 }
 
 func (f *nntpFlags) config() (nntp.Config, error) {
@@ -46,6 +46,11 @@ func (f *nntpFlags) config() (nntp.Config, error) {
 	}
 	if f.tls && f.starttls {
 		return nntp.Config{}, usagef("--tls and --starttls exclude each other")
+	}
+	if f.timeout <= 0 {
+		// nntp.Config reads 0 as its default: a --timeout 0 would have
+		// meant a minute, not "none" or "at once".
+		return nntp.Config{}, usagef("--timeout must be positive")
 	}
 	cfg := nntp.Config{Addr: f.server, User: f.user, Pass: os.Getenv("SWITCHYARD_NNTP_PASS"), CommandTimeout: f.timeout}
 	if f.tls || f.starttls {

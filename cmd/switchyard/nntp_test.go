@@ -71,6 +71,20 @@ func TestNNTPServerAddressChecked(t *testing.T) {
 	}
 }
 
+// TestNNTPTimeoutMustBePositive: the nntp commands refuse a --timeout of 0
+// or less as a usage error naming it, before they dial, as the bus
+// commands do. (Was: 0 or a negative value silently meant the one-minute
+// default.)
+func TestNNTPTimeoutMustBePositive(t *testing.T) {
+	t.Parallel()
+	server := "127.0.0.1:" + strconv.Itoa(testproc.FreePort(t))
+	for _, to := range []string{"0", "-1s"} {
+		args := []string{"nntp", "groups", "--server", server, "--timeout", to}
+		_, stderr, code := execute(t, args...)
+		wantUsage(t, args, stderr, code, "--timeout")
+	}
+}
+
 // TestNNTPOverRangeCheckedBeforeDialing: nntp over refuses a malformed or
 // inverted FIRST-LAST as a usage error before it dials, and an open-ended
 // FIRST- ends at the group's high mark. Before, the range was parsed only

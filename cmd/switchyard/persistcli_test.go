@@ -225,6 +225,35 @@ func TestTimeoutBoundsWholeCommand(t *testing.T) {
 	}
 }
 
+// TestTimeoutRanOutSaysSo: a command whose --timeout ends before persist
+// answers says that the time limit ran out, naming the flag and its
+// value. (Was: "get "hub"/"s": context deadline exceeded (last error: ask
+// balancer: ...: request timed out)", and with a very short --timeout
+// "cannot reach NATS ... (is `switchyard up` running?)" against a bus that
+// was up.)
+func TestTimeoutRanOutSaysSo(t *testing.T) {
+	t.Parallel()
+	e, nc := testnats.Start(t)
+	// A persist service and balancer that take requests and never answer.
+	sub, err := nc.Subscribe("persist.>", func(*nats.Msg) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for _, to := range []string{"300ms", "1ns"} {
+		args := []string{"kv", "get", "hub", "s", "k", "--nats", e.ClientURL(), "--timeout", to}
+		_, stderr, code := execute(t, args...)
+		// 1ns may end during the connect or after it: either way the
+		// line starts with the flag.
+		if code != exitRuntime || !strings.HasPrefix(stderr, "switchyard: --timeout "+to+" ran out ") {
+			t.Errorf("%q: exit %d, stderr %q; want exit %d and a line starting %q", args, code, stderr, exitRuntime, "switchyard: --timeout "+to+" ran out")
+		}
+	}
+}
+
 // TestStreamArgumentChecked: the kv and stream commands check STREAM
 // (persist.ValidStreamName) and stream pub's --key (persist.ValidKey)
 // before they connect, and refuse a bad one as a usage error naming it.
