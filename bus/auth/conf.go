@@ -23,10 +23,11 @@ const Account = "SWITCHYARD"
 
 // ServerConf renders the nats-server configuration block that defines the
 // users of logins with their permissions, all in the account Account with
-// JetStream disabled. It is a complete configuration file (the server's
-// other settings at their defaults, the system account the server's own)
-// that can also be included into a larger one that has no accounts block
-// of its own.
+// JetStream disabled and default permissions that deny everything to a
+// user entry without permissions of its own. It is a complete
+// configuration file (the server's other settings at their defaults, the
+// system account the server's own) that can also be included into a
+// larger one that has no accounts block of its own.
 func ServerConf(logins []Login) []byte {
 	var b bytes.Buffer
 	b.WriteString("# nats-server users and permissions for switchyard, written by `switchyard auth init`.\n")
@@ -36,6 +37,14 @@ func ServerConf(logins []Login) []byte {
 	b.WriteString("accounts {\n")
 	b.WriteString("  " + Account + ": {\n")
 	b.WriteString("    jetstream: disabled\n")
+	// nats-server lets a user entry without a permissions block do
+	// anything, so one whose block was deleted, or added by hand without
+	// one, would reach every feed, inbox and API. The account's defaults
+	// deny everything instead; nats-server gives them only to a user with
+	// no block of its own (applyDefaultPermissions), so every generated
+	// user keeps exactly its own.
+	b.WriteString("    # A user entry without a permissions block of its own may do nothing (nats-server's own default: everything).\n")
+	b.WriteString("    default_permissions: { publish: { deny: [\">\"] }, subscribe: { deny: [\">\"] } }\n")
 	write := func(l Login) {
 		if l.Nkey != "" {
 			fmt.Fprintf(&b, "      { # %s\n        nkey: %s\n", describe(l.User), strconv.Quote(l.Nkey))

@@ -555,6 +555,143 @@ func TestPermissionMatrix(t *testing.T) {
 	}
 }
 
+// TestUserWithoutPermissionsMayDoNothing: a user entry added to `auth
+// init`'s file without a permissions block (a password user and an NKey
+// user, as an operator adding a user by hand would write them) may neither
+// subscribe nor publish anywhere, while a generated user keeps its own.
+// (Was: nats-server's default for such a user is everything: it could read
+// every feed and inbox and call every server's API.)
+func TestUserWithoutPermissionsMayDoNothing(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "auth")
+	if _, err := auth.Init(dir, auth.Plan{IDs: []string{"0"}, Tenants: map[string][]string{"acme": {"account-a"}}}, false); err != nil {
+		t.Fatal(err)
+	}
+	pass, err := auth.NewPassword()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed, pub, err := auth.NewNkey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bare := map[string]auth.Creds{"mallory": {User: "mallory", Password: pass}, "mallory-nkey": {Seed: seed}}
+	for name, c := range bare {
+		if err := writeFile(auth.CredsFile(dir, name), c.Marshal("a user without permissions")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	confPath := filepath.Join(dir, auth.ConfFile)
+	conf, err := os.ReadFile(confPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := strings.LastIndex(string(conf), "    ]\n")
+	if end < 0 {
+		t.Fatalf("no end of the users list in %s:\n%s", auth.ConfFile, conf)
+	}
+	entries := fmt.Sprintf("      { user: %q, password: %q }\n      { nkey: %q }\n", "mallory", pass, pub)
+	if err := writeFile(confPath, []byte(string(conf[:end])+entries+string(conf[end:]))); err != nil {
+		t.Fatal(err)
+	}
+	e, err := embedded.Start(embedded.Config{Port: embedded.RandomPort, AuthConf: confPath})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Shutdown)
+
+	subRefused := []string{">", "*", "_INBOX.>", "_INBOX_mallory.>", "_INBOX_acme.>", "persist.>", "persist.account-a.feed.>",
+		"persist.*.api.0", "persist.account-a.id", "$SYS.>", "$JS.API.>"}
+	pubRefused := []string{"persist.account-a.id", "persist.account-a.api.0", "persist.account-a.feed.log", "_INBOX.x",
+		"_INBOX_acme.x", "$SYS.REQ.SERVER.PING", "$JS.API.STREAM.CREATE.x", "news.today"}
+	for _, name := range []string{"mallory", "mallory-nkey"} {
+		t.Run(name, func(t *testing.T) {
+			refusedUser(t, e.ClientURL(), auth.CredsFile(dir, name), subRefused, pubRefused)
+		})
+	}
+
+	// The account's defaults are only for users without a block: the
+	// generated ones keep exactly theirs.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	acme, err := connectAs(t, e.ClientURL(), auth.CredsFile(dir, "acme"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"persist.account-a.feed.>", "_INBOX_acme.>"} {
+		g := bus.GuardSubscription(ctx, acme, s, "")
+		if _, err := acme.SubscribeSync(s); err != nil {
+			t.Fatal(err)
+		}
+		if err := g.Confirm(ctx); err != nil {
+			t.Errorf("acme subscribe %q: %v", s, err)
+		}
+		g.Release()
+	}
+	srv, err := connectAs(t, e.ClientURL(), auth.CredsFile(dir, "server-0"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	api, err := srv.SubscribeSync(bus.APISubject(bus.DefaultService, "*", "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := acme.Publish("persist.account-a.api.0", []byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := api.NextMsgWithContext(ctx); err != nil || string(m.Data) != "hello" {
+		t.Fatalf("acme's request did not reach server-0: %v", err)
+	}
+}
+
+// refusedUser connects with credsFile and checks that the server refuses
+// each of its subscriptions to subRefused and publishes on pubRefused.
+func refusedUser(t *testing.T, url, credsFile string, subRefused, pubRefused []string) {
+	t.Helper()
+	name := filepath.Base(credsFile)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	nc, err := connectAs(t, url, credsFile, "")
+	if err != nil {
+		t.Fatalf("connect as %s: %v", name, err)
+	}
+	for _, s := range subRefused {
+		g := bus.GuardSubscription(ctx, nc, s, "")
+		sub, err := nc.SubscribeSync(s)
+		if err != nil {
+			t.Fatalf("%s subscribe %q: %v", name, s, err)
+		}
+		if err := g.Confirm(ctx); !errors.Is(err, bus.ErrForbidden) {
+			t.Errorf("%s, a user without permissions, may subscribe to %q (%v)", name, s, err)
+		}
+		_ = sub.Unsubscribe()
+		g.Release()
+	}
+	// Every publish goes out first; each refusal is then awaited under
+	// the one deadline.
+	guards := make([]context.Context, len(pubRefused))
+	for i, s := range pubRefused {
+		gctx, gcancel := bus.Guard(ctx, nc, s)
+		defer gcancel()
+		guards[i] = gctx
+		if err := nc.Publish(s, []byte("probe")); err != nil {
+			t.Fatalf("%s publish %q: %v", name, s, err)
+		}
+	}
+	if err := nc.FlushWithContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i, gctx := range guards {
+		<-gctx.Done()
+		if bus.Refused(gctx) == nil {
+			t.Errorf("%s, a user without permissions, may publish on %q", name, pubRefused[i])
+		}
+	}
+}
+
 // answerIDs has the balancer's user of the auth directory dir answer every
 // placement question on the bus at url with "0", as a balancer would.
 func answerIDs(t *testing.T, url, dir string) {
