@@ -25,3 +25,12 @@ func StopAsked(w *Worker) <-chan struct{} { return w.stop }
 // SetClock makes l's Retire judge a done range's age by now (set it before
 // l is used).
 func SetClock(l *Leases, now func() time.Time) { l.now = now }
+
+// SetPlannerHook makes p call f before it claims a group record (step
+// "claim") and before it writes a claim's ranges ("write"), with the record
+// as it read it (set it before p is used).
+func SetPlannerHook(p *Planner, f func(step string, g Group)) { p.hook = f }
+
+// SetShareClock makes s stamp its entry and judge the others' staleness by
+// now (set it before s is used).
+func SetShareClock(s *Share, now func() time.Time) { s.now = now }

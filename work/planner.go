@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"math"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -23,7 +25,19 @@ type PlannerConfig struct {
 	// HistoryDepth is how far back the history of a group seen for the
 	// first time reaches. Zero means HistoryDepthDefault.
 	HistoryDepth int64
+	// MaxTailRanges bounds how many tail ranges one round cuts for one
+	// group; a longer tail is planned on by the next rounds, from where
+	// this one stopped (the group's planned_through shows how far it got).
+	// The provider's high mark is outside input: a jump from 1,000 to
+	// 10^12 would otherwise be cut into tens of millions of ranges in one
+	// round, listed in one group record. Zero means MaxTailRangesDefault.
+	MaxTailRanges int
 }
+
+// MaxTailRangesDefault is PlannerConfig.MaxTailRanges' default: 100
+// ranges (2,000,000 articles at RangeSizeDefault) a round, a minute, per
+// group, far above what a group gets in a minute.
+const MaxTailRangesDefault = 100
 
 // PlanStats says what one planning call did.
 type PlanStats struct {
@@ -43,6 +57,12 @@ type Planner struct {
 	st   *Store
 	pool *nntp.Pool
 	cfg  PlannerConfig
+
+	// hook, when set (by tests), is called before the claim of a group
+	// record (step "claim") and before the ranges of a claim are written
+	// (step "write"), with the record as the planner read it: a planner
+	// frozen there is resumed with a stale record.
+	hook func(step string, g Group)
 }
 
 // NewPlanner returns a planner that probes groups through pool.
@@ -59,8 +79,11 @@ func NewPlanner(st *Store, pool *nntp.Pool, cfg PlannerConfig) (*Planner, error)
 	if cfg.HistoryDepth == 0 {
 		cfg.HistoryDepth = HistoryDepthDefault
 	}
-	if cfg.RangeSize < 0 || cfg.HistoryDepth < 0 {
-		return nil, fmt.Errorf("work: planner: negative range size %d or history depth %d", cfg.RangeSize, cfg.HistoryDepth)
+	if cfg.MaxTailRanges == 0 {
+		cfg.MaxTailRanges = MaxTailRangesDefault
+	}
+	if cfg.RangeSize < 0 || cfg.HistoryDepth < 0 || cfg.MaxTailRanges < 0 {
+		return nil, fmt.Errorf("work: planner: negative range size %d, history depth %d or max tail ranges %d", cfg.RangeSize, cfg.HistoryDepth, cfg.MaxTailRanges)
 	}
 	return &Planner{st: st, pool: pool, cfg: cfg}, nil
 }
@@ -199,8 +222,9 @@ func (p *Planner) completeClaims(ctx context.Context) error {
 }
 
 // PlanTail plans, for every selected group that has a record, its new
-// articles: PlannedThrough+1 to the high mark GROUP reports now. Like
-// PlanAll, it first writes out every group record's dead planner's claim.
+// articles: PlannedThrough+1 to the high mark GROUP reports now, in at most
+// MaxTailRanges ranges (the rest in the next rounds). Like PlanAll, it
+// first writes out every group record's dead planner's claim.
 func (p *Planner) PlanTail(ctx context.Context) (PlanStats, error) {
 	cerr := p.completeClaims(ctx)
 	if ctx.Err() != nil {
@@ -253,10 +277,14 @@ func (p *Planner) planEach(ctx context.Context, probes []probe, kind string) (Pl
 	return st, errors.Join(errs...)
 }
 
-// cut splits first..last into ranges of at most RangeSize articles.
-func (p *Planner) cut(name, kind string, first, last int64) []Range {
+// cut splits first..last into ranges of at most RangeSize articles, the
+// first most of them (the rest of first..last is left out).
+func (p *Planner) cut(name, kind string, first, last int64, most int) []Range {
 	var out []Range
 	for lo, hi := range spans(first, last, p.cfg.RangeSize) {
+		if len(out) >= most {
+			break
+		}
 		out = append(out, Range{Group: name, First: lo, Last: hi, Kind: kind, State: StatePlanned})
 	}
 	return out
@@ -321,13 +349,19 @@ func (p *Planner) planGroup(ctx context.Context, pr probe, kind string) (int, er
 			from := max(pr.low, pr.high-p.cfg.HistoryDepth+1, 1)
 			g.HistoryFrom, g.Depth = from, p.cfg.HistoryDepth
 			g.PlannedThrough = max(pr.high, from-1)
-			ranges = p.cut(pr.name, KindHistory, from, pr.high)
+			// Bounded by the configuration (HistoryDepth/RangeSize), not
+			// by the provider.
+			ranges = p.cut(pr.name, KindHistory, from, pr.high, math.MaxInt)
 		case exists && kind == KindTail && pr.high > g.PlannedThrough:
 			// Articles the server expired before we got to them are gone:
 			// start at its low mark.
 			from := max(g.PlannedThrough+1, pr.low)
 			g.PlannedThrough = pr.high
-			ranges = p.cut(pr.name, KindTail, from, pr.high)
+			ranges = p.cut(pr.name, KindTail, from, pr.high, p.cfg.MaxTailRanges)
+			if len(ranges) > 0 {
+				// The rest of a long tail is the next rounds'.
+				g.PlannedThrough = ranges[len(ranges)-1].Last
+			}
 		case !exists:
 			return 0, nil // the tail of a group nobody planned: PlanAll's job
 		}
@@ -349,6 +383,9 @@ func (p *Planner) planGroup(ctx context.Context, pr probe, kind string) (int, er
 		}
 		// (c) the claim: the record moves past the new ranges and lists them.
 		g.Pending = ranges
+		if p.hook != nil {
+			p.hook("claim", cur.Val)
+		}
 		seq, err := p.st.PutGroup(ctx, g, cur.Seq)
 		if errors.Is(err, ErrConflict) {
 			continue
@@ -366,9 +403,32 @@ func (p *Planner) planGroup(ctx context.Context, pr probe, kind string) (int, er
 
 // writePending writes the ranges a group record claims (one that already
 // exists was written by whoever got there first) and clears the claim with
-// a compare-and-set; ErrConflict when the record changed meanwhile.
+// a compare-and-set; ErrConflict when the record changed meanwhile, or no
+// longer claims the ranges.
+//
+// Each range is written only while the record, read just before, still
+// claims it. A range's "must not exist" does not tell a range never written
+// from one written out by another planner, done, and retired (its record
+// deleted): a planner that read the claim and then stalled past
+// RetainDone (a frozen process, a paused VM) wrote the retired range again,
+// to be indexed and counted a second time. Once another planner has
+// cleared the claim, none of its ranges is this one's to write; while the
+// record claims a range, Retire leaves it alone. (A stall of that length
+// between the read and the write itself still could: closing that needs a
+// range write conditional on the group record, which persist, with its
+// compare-and-set on one key, does not offer.)
 func (p *Planner) writePending(ctx context.Context, g Versioned[Group]) error {
+	if p.hook != nil {
+		p.hook("write", g.Val)
+	}
 	for _, r := range g.Val.Pending {
+		cur, err := p.st.Group(ctx, g.Val.Name)
+		if err != nil {
+			return fmt.Errorf("work: plan %s: range %d: %w", g.Val.Name, r.ID, err)
+		}
+		if !slices.ContainsFunc(cur.Val.Pending, func(c Range) bool { return c.ID == r.ID }) {
+			return fmt.Errorf("work: plan %s: range %d no longer claimed: %w", g.Val.Name, r.ID, ErrConflict)
+		}
 		if _, err := p.st.PutRange(ctx, r, 0); err != nil && !errors.Is(err, ErrConflict) {
 			return fmt.Errorf("work: plan %s: range %d: %w", g.Val.Name, r.ID, err)
 		}

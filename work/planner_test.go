@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/switchyard-dev/switchyard/nntp"
 	"github.com/switchyard-dev/switchyard/nntp/nntptest"
@@ -354,4 +355,156 @@ func TestPlannerNumbersAtTopOfInt64(t *testing.T) {
 			ltCover(t, e.ltRanges(t), "alt.top", c.first, c.last, min(c.size, c.last-c.first+1))
 		})
 	}
+}
+
+// A planner frozen past RetainDone resumes with the group record it read
+// before the freeze, after another planner has planned the same articles
+// and their ranges were done and retired: frozen before its claim, its
+// compare-and-set fails and it re-reads the record; frozen after its claim,
+// it finds the claim written out by another and writes none of its ranges.
+// Either way no retired range comes back and nothing below the group's
+// planned_through is planned again.
+// (Was: a planner frozen after its claim wrote the claimed ranges once it resumed, though another planner had written them out and they had been done and retired: "must not exist" held for the deleted records, so the ranges came back to be indexed and counted again.)
+func TestPlannerFrozenPastRetirement(t *testing.T) {
+	t.Parallel()
+	for _, step := range []string{"claim", "write"} {
+		t.Run(step, func(t *testing.T) {
+			t.Parallel()
+			e := ltStart(t)
+			srv := ltNNTP(t, map[string]int64{"alt.frozen": 500})
+			live := ltPlanner(t, e.st, ltPool(t, srv), "alt.frozen")
+			if _, err := live.PlanAll(e.ctx); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := srv.Grow("alt.frozen", 600); err != nil { // high 1100
+				t.Fatal(err)
+			}
+
+			// The frozen planner: another process, stopped at step of its
+			// first tail until resumed.
+			frozen := ltPlanner(t, ltStoreOn(t, e.ctx, e.env.Client()), ltPool(t, srv), "alt.frozen")
+			stopped, resume := make(chan struct{}), make(chan struct{})
+			var stopOnce, resumeOnce sync.Once
+			release := func() { resumeOnce.Do(func() { close(resume) }) }
+			work.SetPlannerHook(frozen, func(s string, g work.Group) {
+				if s == step && g.Name == "alt.frozen" {
+					stopOnce.Do(func() {
+						close(stopped)
+						<-resume
+					})
+				}
+			})
+			var frozenStats work.PlanStats
+			var frozenErr error
+			finished := make(chan struct{})
+			go func() {
+				defer close(finished)
+				frozenStats, frozenErr = frozen.PlanTail(e.ctx)
+			}()
+			t.Cleanup(func() { release(); <-finished })
+			select {
+			case <-stopped:
+			case <-finished:
+				t.Fatalf("the planner never reached step %q: %+v, %v", step, frozenStats, frozenErr)
+			}
+
+			// Meanwhile the live planner plans the tail (or writes out the
+			// frozen one's claim of it), the ranges are done, and a day
+			// later retired.
+			if _, err := live.PlanTail(e.ctx); err != nil {
+				t.Fatal(err)
+			}
+			all := e.ltRanges(t)
+			ltCover(t, all, "alt.frozen", 1, 1100, 400)
+			for _, r := range all {
+				v := e.ltRange(t, r.ID)
+				done := v.Val
+				done.State = work.StateDone
+				if _, err := e.st.PutRange(e.ctx, done, v.Seq); err != nil {
+					t.Fatal(err)
+				}
+			}
+			later := ltLeases(t, e.st, work.LeaseConfig{})
+			work.SetClock(later, func() time.Time { return time.Now().Add(work.RetainDoneDefault + time.Hour) })
+			if n, err := later.Retire(e.ctx); err != nil || n != len(all) {
+				t.Fatalf("Retire = %d, %v; want all %d ranges retired", n, err, len(all))
+			}
+
+			release()
+			<-finished
+			if frozenErr != nil {
+				t.Fatalf("the resumed planner: %v", frozenErr)
+			}
+			if got := e.ltRanges(t); len(got) != 0 {
+				t.Fatalf("the resumed planner wrote ranges %v, all of whose articles were planned, done and retired", ltSpans(got))
+			}
+			g, err := e.st.Group(e.ctx, "alt.frozen")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g.Val.PlannedThrough != 1100 || len(g.Val.Pending) != 0 || g.Val.Retired.Ranges != int64(len(all)) || g.Val.Retired.Articles != 1100 {
+				t.Fatalf("group record %+v: want planned through 1100, no claim, %d ranges and 1100 articles retired", g.Val, len(all))
+			}
+			// The next articles are planned from the frontier, once.
+			if _, err := srv.Grow("alt.frozen", 100); err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range []*work.Planner{frozen, live} {
+				if _, err := p.PlanTail(e.ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ltCover(t, e.ltRanges(t), "alt.frozen", 1101, 1200, 400)
+		})
+	}
+}
+
+// A jump of a group's high mark is planned a bounded number of ranges a
+// round, from where the last round stopped, with the group record showing
+// how far planning got; a jump to 10^12 costs a round no more.
+// (Was: a tail was cut into as many ranges as it spans in one round: a high mark jumping from 1,000 to 10^12 made billions of ranges in memory, all listed in one group record that could never be written, round after round.)
+func TestPlannerBoundsATailJump(t *testing.T) {
+	t.Parallel()
+	e := ltStart(t)
+	srv := ltNNTP(t, map[string]int64{"alt.jump": 1000})
+	p, err := work.NewPlanner(e.st, ltPool(t, srv), work.PlannerConfig{
+		Groups: work.Groups{Patterns: []string{"alt.jump"}}, RangeSize: 400, HistoryDepth: 1000, MaxTailRanges: 5,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.PlanAll(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	round := func(wantRanges int, wantThrough, wantHigh int64) {
+		t.Helper()
+		st, err := p.PlanTail(e.ctx)
+		if err != nil || st.Ranges != wantRanges {
+			t.Fatalf("PlanTail = %+v, %v; want %d ranges", st, err, wantRanges)
+		}
+		g, err := e.st.Group(e.ctx, "alt.jump")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g.Val.PlannedThrough != wantThrough || g.Val.High != wantHigh || len(g.Val.Pending) != 0 {
+			t.Fatalf("group record %+v: want planned through %d of high %d, no claim", g.Val, wantThrough, wantHigh)
+		}
+	}
+	// 1001..5600 is 12 ranges: 5, 5 and 2 in three rounds.
+	if _, err := srv.Grow("alt.jump", 4600); err != nil {
+		t.Fatal(err)
+	}
+	round(5, 3000, 5600)
+	round(5, 5000, 5600)
+	round(2, 5600, 5600)
+	round(0, 5600, 5600)
+	ltCover(t, e.ltRanges(t), "alt.jump", 1, 5600, 400)
+
+	const high = 1_000_000_000_000
+	if _, err := srv.Grow("alt.jump", high-5600); err != nil {
+		t.Fatal(err)
+	}
+	round(5, 7600, high)
+	round(5, 9600, high)
+	ltCover(t, e.ltRanges(t), "alt.jump", 1, 9600, 400)
 }

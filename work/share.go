@@ -44,7 +44,7 @@ type ShareConfig struct {
 	// Priority weighs the process's part of what is left after every
 	// minimum (PriorityCoordinator, PriorityProber, PriorityWorker). Zero
 	// gets extra connections only when every positive priority is at its
-	// Max.
+	// Max. It counts within ±PriorityMax (see Grants).
 	Priority int
 	// Min is granted before any priority counts, when the minimums fit.
 	Min int
@@ -57,9 +57,25 @@ type ShareConfig struct {
 	// means ShareEveryDefault.
 	Every time.Duration
 	// TTL is how long the entry lives without a heartbeat before another
-	// writer drops it. Zero means 3×Every.
+	// writer drops it. Zero means 3×Every. At most ShareTTLMax.
 	TTL time.Duration
 }
+
+// ShareTTLMax bounds a share entry's TTL: every reader counts a longer
+// ttl_ms as ShareTTLMax, so that an entry a buggy participant wrote with a
+// TTL of years (or one that overflows a time.Duration) still leaves the
+// table, and its connections go to the others, at most this long after its
+// last heartbeat. A ShareConfig whose TTL (3×Every unless set) is above it
+// is refused: its own entry would be dropped between its renewals.
+const ShareTTLMax = 10 * time.Minute
+
+// PriorityMax bounds a share entry's priority: Grants counts a priority
+// above it as PriorityMax and one below −PriorityMax as −PriorityMax, so
+// that the weighting's products cannot overflow (a priority of
+// math.MaxInt, written by a buggy participant, took every connection from
+// an equal one). The priorities in use (PriorityCoordinator and the
+// others) are far inside it.
+const PriorityMax = 1000
 
 func (c ShareConfig) withDefaults() ShareConfig {
 	if c.Every <= 0 {
@@ -84,6 +100,10 @@ func (c ShareConfig) validate() error {
 		return fmt.Errorf("%w: negative Min %d or Max %d", ErrShareConfig, c.Min, c.Max)
 	case c.Max > 0 && c.Min > c.Max:
 		return fmt.Errorf("%w: Min %d above Max %d", ErrShareConfig, c.Min, c.Max)
+	case c.TTL > ShareTTLMax:
+		return fmt.Errorf("%w: TTL %v above ShareTTLMax %v", ErrShareConfig, c.TTL, ShareTTLMax)
+	case c.TTL <= 0 && c.Every > ShareTTLMax/3:
+		return fmt.Errorf("%w: Every %v makes a TTL (3×Every) above ShareTTLMax %v", ErrShareConfig, c.Every, ShareTTLMax)
 	}
 	return nil
 }
@@ -102,6 +122,10 @@ type Share struct {
 	pool *nntp.Pool
 	cfg  ShareConfig
 	id   string // ShareEntry.ID of this Share's entry
+
+	// now is the clock entries are stamped and judged stale by (tests
+	// move it).
+	now func() time.Time
 
 	round  sync.Mutex // serialises Round and Leave
 	lastOK time.Time  // the last successful write of the entry; under round
@@ -144,7 +168,7 @@ func NewShare(st *Store, pool *nntp.Pool, cfg ShareConfig) (*Share, error) {
 	if pool != nil {
 		pool.Resize(0)
 	}
-	return &Share{st: st, pool: pool, cfg: cfg, id: id, observed: map[string]observation{}}, nil
+	return &Share{st: st, pool: pool, cfg: cfg, id: id, now: time.Now, observed: map[string]observation{}}, nil
 }
 
 // newShareID returns a random entry id: a name is not enough to tell two
@@ -244,7 +268,7 @@ func (s *Share) roundLocked(ctx context.Context) (ShareResult, error) {
 		if err != nil {
 			return ShareResult{Was: was, Granted: was}, fmt.Errorf("work: share round: %w", err)
 		}
-		now := time.Now()
+		now := s.now()
 		entries, own := s.prune(tbl.Val, now)
 		s.renew(&own, now)
 		g := Grants(append(entries, own), s.cfg.Limit)[s.id]
@@ -349,10 +373,16 @@ func (s *Share) renew(e *ShareEntry, now time.Time) {
 }
 
 // entryTTL is the entry's TTL (an entry without one lives
-// 3×ShareEveryDefault).
+// 3×ShareEveryDefault), at most ShareTTLMax.
 func entryTTL(e ShareEntry) time.Duration {
 	if e.TTL <= 0 {
 		return 3 * ShareEveryDefault
+	}
+	// Compared in milliseconds: a ttl_ms near math.MaxInt64 overflows
+	// the conversion (to a negative TTL, which dropped a live entry at
+	// once), and one of years pinned a dead entry's connections for good.
+	if e.TTL > ShareTTLMax.Milliseconds() {
+		return ShareTTLMax
 	}
 	return time.Duration(e.TTL) * time.Millisecond
 }
@@ -411,7 +441,7 @@ func (s *Share) Leave(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("work: share leave: %w", err)
 		}
-		entries, _ := s.prune(tbl.Val, time.Now())
+		entries, _ := s.prune(tbl.Val, s.now())
 		_, err = s.st.PutShareTable(ctx, sortEntries(entries), tbl.Seq)
 		if errors.Is(err, ErrConflict) {
 			continue
@@ -434,7 +464,7 @@ func (s *Share) holdLocked(ctx context.Context, using int) error {
 		if err != nil {
 			return fmt.Errorf("work: share leave: renew: %w", err)
 		}
-		now := time.Now()
+		now := s.now()
 		entries, own := s.prune(tbl.Val, now)
 		s.renew(&own, now)
 		own.Using, own.Granted = using, 0
@@ -466,7 +496,7 @@ func (s *Share) Table(ctx context.Context) ([]ShareEntry, map[string]int, error)
 			rest = append(rest, e)
 		}
 	}
-	live := sortEntries(append(own, s.live(rest, time.Now())...))
+	live := sortEntries(append(own, s.live(rest, s.now())...))
 	return live, Grants(live, s.cfg.Limit), nil
 }
 
@@ -478,7 +508,8 @@ func (s *Share) Table(ctx context.Context) ([]ShareEntry, map[string]int, error)
 // priority, then by name and ID), each capped at its Max (zero or above limit
 // means limit; a Max under Min counts as Min), what capping leaves going to
 // the others. Entries with a Priority of zero or less share only what every
-// positive priority left. No entry's grant falls when another leaves.
+// positive priority left. A priority counts within ±PriorityMax (one
+// beyond it as the bound). No entry's grant falls when another leaves.
 // The sum never exceeds limit, and it is limit unless every entry is at its
 // Max. The result is keyed by each entry's ID, or its Name for an entry
 // without an ID (entries of one Name but different IDs are different
@@ -502,7 +533,9 @@ func Grants(entries []ShareEntry, limit int) map[string]int {
 	limit = max(limit, 0)
 	ps := make([]*part, 0, len(es))
 	for _, e := range es {
-		p := &part{name: e.Name, key: e.key(), prio: e.Priority, min: max(e.Min, 0), max: e.Max}
+		// Clamped before the weighting multiplies it (see PriorityMax).
+		prio := min(max(e.Priority, -PriorityMax), PriorityMax)
+		p := &part{name: e.Name, key: e.key(), prio: prio, min: max(e.Min, 0), max: e.Max}
 		if p.max <= 0 || p.max > limit {
 			p.max = limit
 		}

@@ -3,6 +3,7 @@ package work_test
 import (
 	"fmt"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -81,6 +82,14 @@ func TestGrants(t *testing.T) {
 // higher priority never gets less than a lower one with the same Min and
 // Max, and an entry leaving never lowers another's grant.
 func TestGrantsProperties(t *testing.T) {
+	grantsProperties(t, func(rng *rand.Rand) int { return rng.IntN(12) })
+}
+
+// grantsProperties checks TestGrantsProperties' properties over random
+// tables whose priorities prio draws; a higher priority is one higher once
+// both are clamped to ±PriorityMax, as Grants counts them.
+func grantsProperties(t *testing.T, prio func(*rand.Rand) int) {
+	t.Helper()
 	rng := rand.New(rand.NewPCG(1, 2))
 	for i := range 3000 {
 		limit := rng.IntN(40)
@@ -92,7 +101,7 @@ func TestGrantsProperties(t *testing.T) {
 			if rng.IntN(2) == 0 {
 				mx = mn + rng.IntN(10)
 			}
-			es[j] = shareEntry(fmt.Sprintf("p%d", j), rng.IntN(12), mn, mx)
+			es[j] = shareEntry(fmt.Sprintf("p%d", j), prio(rng), mn, mx)
 		}
 		desc := fmt.Sprintf("case %d: limit %d, %+v", i, limit, es)
 		g := work.Grants(es, limit)
@@ -128,7 +137,7 @@ func TestGrantsProperties(t *testing.T) {
 		}
 		for _, a := range es {
 			for _, b := range es {
-				if a.Priority > b.Priority && a.Min == b.Min && a.Max == b.Max && g[a.Name] < g[b.Name] {
+				if clampPriority(a.Priority) > clampPriority(b.Priority) && a.Min == b.Min && a.Max == b.Max && g[a.Name] < g[b.Name] {
 					t.Fatalf("%s: %s (priority %d) gets %d, less than %s (priority %d) with %d",
 						desc, a.Name, a.Priority, g[a.Name], b.Name, b.Priority, g[b.Name])
 				}
@@ -150,4 +159,46 @@ func TestGrantsProperties(t *testing.T) {
 			}
 		}
 	}
+}
+
+func clampPriority(p int) int { return min(max(p, -work.PriorityMax), work.PriorityMax) }
+
+// Priorities at the ends of int, and beyond ±PriorityMax, are counted as
+// the bound: the grants stay within the limit, every entry gets its Min
+// when the minimums fit, equal priorities split evenly, and the random
+// tables of TestGrantsProperties keep their properties.
+// (Was: Grants multiplied priorities as written: the weighting overflowed, so of two entries of priority math.MaxInt one took every connection past the minimums, and a priority of math.MaxInt/3+1 got less than one of math.MaxInt/3.)
+func TestGrantsExtremePriorities(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		limit   int
+		entries []work.ShareEntry
+		want    map[string]int
+	}{
+		{"two of math.MaxInt split evenly", 10,
+			[]work.ShareEntry{shareEntry("a", math.MaxInt, 0, 0), shareEntry("b", math.MaxInt, 0, 0)},
+			map[string]int{"a": 5, "b": 5}},
+		{"both beyond the bound count as equal", 10,
+			[]work.ShareEntry{shareEntry("a", math.MaxInt/3+1, 0, 0), shareEntry("b", math.MaxInt/3, 0, 0)},
+			map[string]int{"a": 5, "b": 5}},
+		{"math.MaxInt against a coordinator: PriorityMax to 10", 12,
+			[]work.ShareEntry{shareEntry("a", math.MaxInt, 1, 0), shareEntry("coord", work.PriorityCoordinator, 1, 0)},
+			map[string]int{"a": 11, "coord": 1}},
+		{"math.MinInt gets its min and the leftovers", 10,
+			[]work.ShareEntry{shareEntry("a", math.MinInt, 2, 0), shareEntry("b", math.MaxInt, 1, 5)},
+			map[string]int{"a": 5, "b": 5}},
+		{"mins that do not fit go by the clamped priority", 3,
+			[]work.ShareEntry{shareEntry("a", math.MinInt, 2, 0), shareEntry("b", -1, 2, 0), shareEntry("c", math.MaxInt, 2, 0)},
+			map[string]int{"c": 2, "b": 1, "a": 0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := work.Grants(tc.entries, tc.limit)
+			if !maps.Equal(got, tc.want) {
+				t.Fatalf("Grants(%v, %d) = %v, want %v", tc.entries, tc.limit, got, tc.want)
+			}
+		})
+	}
+	extremes := []int{math.MaxInt, math.MaxInt - 1, math.MaxInt / 2, math.MaxInt/3 + 1, 1 << 40, work.PriorityMax + 1,
+		work.PriorityMax, work.PriorityCoordinator, 1, 0, -1, -work.PriorityMax - 1, math.MinInt / 2, math.MinInt}
+	grantsProperties(t, func(rng *rand.Rand) int { return extremes[rng.IntN(len(extremes))] })
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -410,6 +411,8 @@ func TestNewShareConfig(t *testing.T) {
 		{Name: "a"},
 		{Name: "a", Limit: 4, Min: -1},
 		{Name: "a", Limit: 4, Min: 3, Max: 2},
+		{Name: "a", Limit: 4, TTL: work.ShareTTLMax + time.Millisecond},
+		{Name: "a", Limit: 4, Every: work.ShareTTLMax/3 + time.Millisecond},
 	} {
 		if _, err := work.NewShare(st, nil, cfg); !errors.Is(err, work.ErrShareConfig) {
 			t.Errorf("NewShare(%+v): %v, want ErrShareConfig", cfg, err)
@@ -492,15 +495,15 @@ func TestShareReporter(t *testing.T) {
 // TestShareLeaveWaitsForInFlight: Leave shrinks the pool to zero at once
 // but removes the entry, handing its connections on, only once the command
 // in flight has finished and its connection is closed; until then it keeps
-// the entry renewed with that connection (Every is an hour here: the
-// renewal is Leave's, no round runs).
+// the entry renewed with that connection (Every is the longest allowed,
+// ShareTTLMax/3, here: the renewal is Leave's, no round runs).
 func TestShareLeaveWaitsForInFlight(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st := shareStore(t)
 	srv := shareServer(t, 100)
 	pool := sharePool(t, srv, 0)
-	sh, err := work.NewShare(st, pool, work.ShareConfig{Name: "a", Limit: 3, Every: time.Hour})
+	sh, err := work.NewShare(st, pool, work.ShareConfig{Name: "a", Limit: 3, Every: work.ShareTTLMax / 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -809,6 +812,58 @@ func TestShareCountsOthersWithinTheLimit(t *testing.T) {
 				t.Fatalf("newcomer's round beside a holder of all 4: %+v %v, using %d, pool size %d; want granted 2, using 0, pool size 0",
 					res, err, sh.Using(), pool.Stats().Size)
 			}
+		})
+	}
+}
+
+// An entry's ttl_ms counts as at most ShareTTLMax: an entry no longer
+// renewed leaves the table, and its connections go to the others, once
+// ShareTTLMax has passed (by the participant's clock, moved here), not
+// before, whatever TTL it claims.
+// (Was: ttl_ms was read as written: an entry claiming ten years kept a dead participant's connections from the others for ten years, and one near math.MaxInt64 overflowed to a negative TTL that dropped the entry, live or not, at once.)
+func TestShareBoundsEntryTTL(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		ttl  int64 // the entry's ttl_ms
+	}{
+		{"ten years", (10 * 365 * 24 * time.Hour).Milliseconds()},
+		{"math.MaxInt64", math.MaxInt64},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			st := shareStore(t)
+			start := time.Now()
+			pinned := work.ShareEntry{Name: "pinned", ID: "pinned", Priority: 1, Using: 2, Seen: start.UnixMilli(), TTL: c.ttl}
+			if _, err := st.PutShareTable(ctx, []work.ShareEntry{pinned}, 0); err != nil {
+				t.Fatal(err)
+			}
+			sh, err := work.NewShare(st, nil, work.ShareConfig{Name: "a", Priority: 1, Limit: 4})
+			if err != nil {
+				t.Fatal(err)
+			}
+			at := start // Round runs on this goroutine only
+			work.SetShareClock(sh, func() time.Time { return at })
+			round := func(when string, wantPinned bool, wantUsing int) {
+				t.Helper()
+				if _, err := sh.Round(ctx); err != nil {
+					t.Fatalf("%s: %v", when, err)
+				}
+				tv, err := st.ShareTable(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				present := slices.ContainsFunc(tv.Val, func(e work.ShareEntry) bool { return e.ID == "pinned" })
+				if present != wantPinned || sh.Using() != wantUsing {
+					t.Fatalf("%s: entry in the table %v, our using %d; want %v, %d (table %+v)", when, present, sh.Using(), wantPinned, wantUsing, tv.Val)
+				}
+			}
+			round("first seen", true, 2)
+			at = start.Add(work.ShareTTLMax)
+			round("ShareTTLMax after it was first seen", true, 2)
+			at = start.Add(work.ShareTTLMax + time.Millisecond)
+			round("past ShareTTLMax", false, 4)
 		})
 	}
 }
