@@ -359,6 +359,9 @@ func (r *Router) deliverRemote(origin, user string, d Delivery) {
 	if len(sessions) == 0 {
 		return
 	}
+	if d.Mode == ModeSingle && !r.rememberRemote(remoteKey{origin, user, d.Sub}, d.Entry) {
+		return // its home hands it out again when its lease ends
+	}
 	if d.Gap != nil {
 		r.gapMu.Lock()
 		r.gaps[d.Gap.Reason]++
@@ -373,9 +376,44 @@ func (r *Router) deliverRemote(origin, user string, d Delivery) {
 		}
 		return
 	}
-	r.remoteIn[remoteKey{origin, user, d.Sub}] = &remoteEntry{entry: d.Entry, at: r.cfg.Clock.Now()}
 	d.Entry = remoteEntryID(origin, d.Entry)
 	sessions[(d.Attempt-1)%len(sessions)].deliver(d)
+}
+
+// rememberRemote keeps entry, a peer's `single` delivery of k, for its
+// ack, and reports whether it may be handed out: not when k is new and its
+// peer has MaxRemoteEntries remembered already (counted, and logged once a
+// round). It runs on the loop.
+func (r *Router) rememberRemote(k remoteKey, entry string) bool {
+	if r.remoteIn[k] == nil {
+		g := r.region
+		if r.remoteInBy[k.origin] >= g.cfg.MaxRemoteEntries {
+			g.entriesRefused.Add(1)
+			g.mu.Lock()
+			warn := !g.warnedEntries[k.origin]
+			g.warnedEntries[k.origin] = true
+			g.mu.Unlock()
+			if warn {
+				r.log.Warn("events: a peer region sends `single` deliveries of more subscriptions than this region remembers; the new ones are refused until older ones expire",
+					"peer", k.origin, "max_remote_entries", g.cfg.MaxRemoteEntries, "user", k.user, "sub", k.sub)
+			}
+			return false
+		}
+		r.remoteInBy[k.origin]++
+	}
+	r.remoteIn[k] = &remoteEntry{entry: entry, at: r.cfg.Clock.Now()}
+	return true
+}
+
+// forgetRemote drops k's remembered delivery. It runs on the loop.
+func (r *Router) forgetRemote(k remoteKey) {
+	if _, ok := r.remoteIn[k]; !ok {
+		return
+	}
+	delete(r.remoteIn, k)
+	if r.remoteInBy[k.origin]--; r.remoteInBy[k.origin] <= 0 {
+		delete(r.remoteInBy, k.origin)
+	}
 }
 
 // nameOrigin names ev, a change a peer delivered, as a change of that
@@ -502,7 +540,7 @@ func (r *Router) receiveBump(ctx context.Context, peer string, b *forward.Bump) 
 		r.postCtx(ctx, routed{do: func() {
 			for k := range r.remoteIn {
 				if k.origin == peer && userKey(k.user) == b.UserID {
-					delete(r.remoteIn, k)
+					r.forgetRemote(k)
 				}
 			}
 		}})
@@ -559,7 +597,7 @@ func (r *Router) sweepRemote() {
 	now := r.cfg.Clock.Now()
 	for k, re := range r.remoteIn {
 		if now.Sub(re.at) >= RemoteEntryTTL {
-			delete(r.remoteIn, k)
+			r.forgetRemote(k)
 		}
 	}
 	if r.single == nil {

@@ -22,8 +22,16 @@ type durableRegions struct {
 
 func newDurableRegions(t *testing.T, shed *atomic.Bool, streams ...string) *durableRegions {
 	t.Helper()
+	return newDurableRegionsWith(t, regionOpts{shedAToB: shed}, streams...)
+}
+
+// newDurableRegionsWith is newDurableRegions with the regions' options o
+// (its clock and durable set here).
+func newDurableRegionsWith(t *testing.T, o regionOpts, streams ...string) *durableRegions {
+	t.Helper()
 	clk := newFakeClock()
-	a, b := twoRegionsWith(t, regionOpts{clk: clk, durable: true, shedAToB: shed})
+	o.clk, o.durable = clk, true
+	a, b := twoRegionsWith(t, o)
 	e := &durableRegions{t: t, clk: clk, a: a, b: b}
 	for _, s := range streams {
 		// A session on a key of the stream makes its watcher trust its

@@ -152,9 +152,15 @@ func (s DurableStore) kv() *persist.KV {
 // is checked against the rows stored when Put reads them: two Puts racing
 // from two processes may both pass.
 func (s DurableStore) Put(ctx context.Context, row DurableRow) error {
-	a, _, err := row.parse()
+	a, f, err := row.parse()
 	if err != nil {
 		return err
+	}
+	// Stored as the filter holds them: an op named many times takes one
+	// entry, not one per time the client named it.
+	row.Ops = nil
+	for _, o := range f.Ops {
+		row.Ops = append(row.Ops, string(o))
 	}
 	rows, err := s.List(ctx, row.User)
 	if err != nil {

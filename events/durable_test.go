@@ -221,6 +221,25 @@ func TestDurableQuotaAndBadRows(t *testing.T) {
 	}
 }
 
+// (Was: a durable row was stored with its ops as the client sent them, so a subscribe naming "set" thousands of times stored every copy in the row.)
+func TestDurableRowOpsStoredOnce(t *testing.T) {
+	t.Parallel()
+	e := newRouterEnv(t, func(c *RouterConfig) { c.Durable = &DurableConfig{} })
+	st := e.r.Durables()
+	ctx := context.Background()
+	ops := append(slices.Repeat([]string{"set"}, 1000), "delete", "set")
+	if err := st.Put(ctx, DurableRow{User: "alice", ID: "n", Anchor: "project-1/s", Mode: ModeBroadcast, Ops: ops}); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := st.List(ctx, "alice")
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("rows %v, %v", rows, err)
+	}
+	if got := rows[0].Ops; !slices.Equal(got, []string{"set", "delete"}) {
+		t.Fatalf("%d ops stored, beginning %v, want [set delete]", len(got), got[:min(len(got), 4)])
+	}
+}
+
 func sortedStrings(s []string) []string {
 	out := slices.Clone(s)
 	slices.Sort(out)

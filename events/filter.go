@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 )
 
@@ -28,7 +29,7 @@ var ErrBadFilter = errors.New("bad filter")
 // Filter narrows what an anchored subscription hears. The zero Filter
 // takes everything.
 type Filter struct {
-	// Ops are the families taken; empty means all.
+	// Ops are the families taken, each once; empty means all.
 	Ops []Op
 	// Glob, when set, must match the part of the subject's path below the
 	// anchor (Anchor.Rest), segment by segment: '*', '?' and [classes]
@@ -40,13 +41,17 @@ type Filter struct {
 	segs []string
 }
 
-// ParseFilter checks ops and glob and returns the filter they make.
+// ParseFilter checks ops and glob and returns the filter they make. An op
+// named twice is taken once: the filter's Ops hold each family at most
+// once, in the order first named, however long the list a client sent.
 func ParseFilter(ops []string, glob string) (Filter, error) {
 	var f Filter
 	for _, o := range ops {
 		switch Op(o) {
 		case OpSet, OpDelete:
-			f.Ops = append(f.Ops, Op(o))
+			if !slices.Contains(f.Ops, Op(o)) {
+				f.Ops = append(f.Ops, Op(o))
+			}
 		default:
 			return Filter{}, fmt.Errorf("%w: op %q is not set or delete", ErrBadFilter, o)
 		}

@@ -2,6 +2,7 @@ package events
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -48,6 +49,34 @@ func TestFilterOps(t *testing.T) {
 	}
 	if _, err := ParseFilter([]string{"put"}, ""); !errors.Is(err, ErrBadFilter) {
 		t.Errorf("op put: %v", err)
+	}
+}
+
+// (Was: ParseFilter kept every op it was given, so a subscribe naming "set" thousands of times held thousands of ops, each compared on every event it was matched against.)
+func TestFilterOpsOnce(t *testing.T) {
+	many := make([]string, 10_000)
+	for i := range many {
+		many[i] = []string{"set", "delete"}[i%2]
+	}
+	for _, c := range []struct {
+		name string
+		ops  []string
+		want []Op
+	}{
+		{"set many times", slices.Repeat([]string{"set"}, 10_000), []Op{OpSet}},
+		{"both many times", many, []Op{OpSet, OpDelete}},
+		{"delete first", []string{"delete", "set", "delete"}, []Op{OpDelete, OpSet}},
+	} {
+		f, err := ParseFilter(c.ops, "")
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if !slices.Equal(f.Ops, c.want) {
+			t.Errorf("%s: %d ops beginning %v, want %v", c.name, len(f.Ops), f.Ops[:min(len(f.Ops), 4)], c.want)
+		}
+	}
+	if _, err := ParseFilter(append(slices.Repeat([]string{"set"}, 100), "put"), ""); !errors.Is(err, ErrBadFilter) {
+		t.Errorf("an unknown op after many known ones: %v, want ErrBadFilter", err)
 	}
 }
 

@@ -31,6 +31,21 @@ const (
 	LeaveMaxDefault = 60 * time.Second
 )
 
+// MaxPresenceApps bounds the apps one user may have present in a region at
+// once: each holds a row in persist (for its TTL, up to 48 h, if the
+// region dies) and an entry here, and a client names its app per
+// connection (?app=), so without a bound one user varying it would grow
+// both without end. A real user's browser tabs of a few apps stay far
+// below 16. An app counts from its first connection's Join until its row
+// is removed (the delayed leave included), so a client may have to wait
+// out the leave delay of an app it closed before a new one is admitted.
+const MaxPresenceApps = 16
+
+// ErrTooManyApps is returned by Presence.Join for a connection of an app
+// new to its user while the user has MaxPresenceApps apps present in the
+// region: no row is written for it.
+var ErrTooManyApps = fmt.Errorf("events: too many apps present for one user (at most %d)", MaxPresenceApps)
+
 // PresenceKey is what one presence row is about: a user's app, connected
 // in a region.
 type PresenceKey struct{ User, App, Region string }
@@ -78,11 +93,20 @@ type Presence struct {
 	wg  sync.WaitGroup
 
 	// Counters of Stats.
-	writes, removes, reloads, failures atomic.Uint64
+	writes, removes, reloads, failures, refused atomic.Uint64
 
-	mu      sync.Mutex
-	closed  bool
-	users   map[presenceUser]*presenceState
+	mu     sync.Mutex
+	closed bool
+	users  map[presenceUser]*presenceState
+	// apps counts each user's entries in users: the apps it has present
+	// (or whose row waits for its delayed leave), bounded by
+	// MaxPresenceApps.
+	apps map[string]int
+	// over counts the connections of each (user, app) that Join refused
+	// (ErrTooManyApps) and that have not left: their Leave uncounts them
+	// here, so it never uncounts a connection of the app admitted since.
+	// It holds an entry per open refused connection at most.
+	over    map[presenceUser]int
 	refresh forward.Timer // the next Refresh of its own (refreshLoop)
 }
 
@@ -130,7 +154,7 @@ func NewPresence(cfg PresenceConfig) (*Presence, error) {
 		cfg.Logger = slog.Default()
 	}
 	ctx, end := context.WithCancel(context.Background())
-	p := &Presence{cfg: cfg, ctx: ctx, end: end, users: make(map[presenceUser]*presenceState)}
+	p := &Presence{cfg: cfg, ctx: ctx, end: end, users: make(map[presenceUser]*presenceState), apps: make(map[string]int), over: make(map[presenceUser]int)}
 	p.mu.Lock()
 	p.scheduleRefreshLocked()
 	p.mu.Unlock()
@@ -173,16 +197,25 @@ func (p *Presence) refreshLoop() {
 // Join counts a connection of user's app. The first one (with no row
 // written, and none pending removal) writes the row; a row older than
 // Refresh is written again. A failed write is returned, and the next Join
-// or Refresh tries again; the connection counts either way (after Close
-// too), so every Join is paired with a Leave.
+// or Refresh tries again. The first connection of an app while the user
+// has MaxPresenceApps others present is refused (ErrTooManyApps): it
+// writes nothing and is not present. The connection counts in every case
+// (after Close too), so every Join is paired with a Leave.
 func (p *Presence) Join(ctx context.Context, user, app string) error {
 	k := presenceUser{user, app}
 	now := p.cfg.Clock.Now()
 	p.mu.Lock()
 	st := p.users[k]
 	if st == nil {
+		if p.apps[user] >= MaxPresenceApps {
+			p.over[k]++
+			p.mu.Unlock()
+			p.refused.Add(1)
+			return fmt.Errorf("presence of %q (%s): %w", user, app, ErrTooManyApps)
+		}
 		st = &presenceState{}
 		p.users[k] = st
+		p.apps[user]++
 	}
 	st.conns++
 	if p.closed {
@@ -245,6 +278,17 @@ func (p *Presence) Leave(user, app string) {
 	k := presenceUser{user, app}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if n := p.over[k]; n > 0 {
+		// A refused connection's. Connections of one app are alike: when
+		// one admitted later is still counted, it stands for the refused
+		// one still open, which is as present.
+		if n == 1 {
+			delete(p.over, k)
+		} else {
+			p.over[k] = n - 1
+		}
+		return
+	}
 	st := p.users[k]
 	if st == nil || st.conns == 0 {
 		return
@@ -254,11 +298,20 @@ func (p *Presence) Leave(user, app string) {
 		return
 	}
 	if st.connectedAt == 0 && !st.writing {
-		delete(p.users, k) // no row was written: nothing to remove
+		p.dropLocked(k) // no row was written: nothing to remove
 		return
 	}
 	if !st.writing {
 		p.scheduleLeaveLocked(k, st)
+	}
+}
+
+// dropLocked forgets k's entry, which gives its place among its user's
+// MaxPresenceApps back. p.mu is held.
+func (p *Presence) dropLocked(k presenceUser) {
+	delete(p.users, k)
+	if p.apps[k.user]--; p.apps[k.user] <= 0 {
+		delete(p.apps, k.user)
 	}
 }
 
@@ -277,7 +330,7 @@ func (p *Presence) expire(k presenceUser, gen uint64) {
 		p.mu.Unlock()
 		return
 	}
-	delete(p.users, k)
+	p.dropLocked(k)
 	connectedAt := st.connectedAt
 	p.wg.Add(1)
 	p.mu.Unlock()
@@ -343,16 +396,19 @@ func (p *Presence) count(err error) {
 // PresenceStats is what a Presence did and holds; see Presence.Stats.
 type PresenceStats struct {
 	Present     int    // (user, app) pairs with a connection here now
-	Connections int    // connections counted now
+	Connections int    // connections of those now (not those Join refused)
 	Writes      uint64 // rows written: first connections and refreshes
 	Removes     uint64 // rows removed by a last connection's delayed leave
 	Reloads     uint64 // delayed leaves called off by a connection coming back
 	Failures    uint64 // row writes and removals the store refused
+	// Refused counts connections Join refused (ErrTooManyApps): their
+	// user had MaxPresenceApps other apps present.
+	Refused uint64
 }
 
 // Stats is p's counts for /metrics.
 func (p *Presence) Stats() PresenceStats {
-	st := PresenceStats{Writes: p.writes.Load(), Removes: p.removes.Load(), Reloads: p.reloads.Load(), Failures: p.failures.Load()}
+	st := PresenceStats{Writes: p.writes.Load(), Removes: p.removes.Load(), Reloads: p.reloads.Load(), Failures: p.failures.Load(), Refused: p.refused.Load()}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, u := range p.users {
@@ -364,7 +420,8 @@ func (p *Presence) Stats() PresenceStats {
 	return st
 }
 
-// Connections is the number of connections counted for user's app.
+// Connections is the number of connections of user's app that keep it
+// present (not those Join refused).
 func (p *Presence) Connections(user, app string) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -240,4 +241,58 @@ func TestPresenceRowRefreshedWhileConnected(t *testing.T) {
 		m, err := store.kv("zoe").Get(ctx, key)
 		return err == nil && m.Seq != first.Seq && st.Writes >= 2, fmt.Sprintf("writes %d, row seq %d (first %d), err %v", st.Writes, m.Seq, first.Seq, err)
 	})
+}
+
+// (Was: every distinct ?app= of a user wrote a presence row and held an entry, so a client varying it per connection grew both without bound.)
+func TestPresenceAppsBounded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p, store, clk := presenceEnv(t, "eu", 0.5)
+	for i := range MaxPresenceApps {
+		if err := p.Join(ctx, "mia", fmt.Sprint("app", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := p.Join(ctx, "mia", "extra")
+	if !errors.Is(err, ErrTooManyApps) {
+		t.Fatalf("a connection of a %dth app: %v, want ErrTooManyApps", MaxPresenceApps+1, err)
+	}
+	if got := regionsOf(t, store, "mia"); len(got) != MaxPresenceApps {
+		t.Fatalf("%d rows after the refused join, want %d: %v", len(got), MaxPresenceApps, got)
+	}
+	// Other users and the apps already present are not refused.
+	if err := p.Join(ctx, "noah", "extra"); err != nil {
+		t.Fatalf("another user's app: %v", err)
+	}
+	if err := p.Join(ctx, "mia", "app0"); err != nil {
+		t.Fatalf("a second connection of a present app: %v", err)
+	}
+	if st := p.Stats(); st.Refused != 1 || st.Present != MaxPresenceApps+1 {
+		t.Fatalf("stats %+v, want 1 refused and %d present", st, MaxPresenceApps+1)
+	}
+	// An app's place comes back once its row is removed: the refused
+	// app's next connection is admitted while the refused one is still
+	// open.
+	p.Leave("mia", "app1")
+	clk.Advance(LeaveMaxDefault)
+	if err := p.Join(ctx, "mia", "extra"); err != nil {
+		t.Fatalf("after app1's row was removed: %v", err)
+	}
+	// The refused connection's Leave (a gateway pairs each Join with
+	// one) leaves the admitted connection of the app counted: its row
+	// stays.
+	p.Leave("mia", "extra")
+	if n := p.Connections("mia", "extra"); n != 1 {
+		t.Fatalf("extra has %d connections after the refused one left, want the admitted one", n)
+	}
+	clk.Advance(LeaveMaxDefault)
+	rows := regionsOf(t, store, "mia")
+	if !slices.Contains(rows, "extra@eu") || slices.Contains(rows, "app1@eu") || len(rows) != MaxPresenceApps {
+		t.Fatalf("rows %v, want extra's (its connection stays) in app1's place", rows)
+	}
+	p.Leave("mia", "extra")
+	clk.Advance(LeaveMaxDefault)
+	if rows := regionsOf(t, store, "mia"); slices.Contains(rows, "extra@eu") {
+		t.Fatalf("rows %v: extra's row stayed after its last connection left", rows)
+	}
 }

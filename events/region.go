@@ -34,6 +34,14 @@ const (
 	// MaxRemoteTokensDefault bounds the anchor tokens one peer watches
 	// here (RegionConfig.MaxRemoteTokens).
 	MaxRemoteTokensDefault = 100_000
+	// MaxRemoteEntriesDefault bounds the `single` deliveries of one peer
+	// this region remembers for its sessions' acks
+	// (RegionConfig.MaxRemoteEntries). They are one per (user,
+	// subscription) delivered to within RemoteEntryTTL: a real load stays
+	// far below it (a user holds at most DurableQuotaDefault rows, and
+	// only the users connected here count), while a peer sending without
+	// end holds at most this many.
+	MaxRemoteEntriesDefault = 100_000
 )
 
 // RegionConfig joins a router to its peer regions over the forward queue
@@ -80,6 +88,18 @@ type RegionConfig struct {
 	// peer; renewals of the tokens held go on. Zero means
 	// MaxRemoteTokensDefault.
 	MaxRemoteTokens int
+	// MaxRemoteEntries bounds the `single` deliveries from one peer the
+	// region remembers at once, by (user, subscription), for
+	// RemoteEntryTTL, so that a session's ack goes back to the peer. A
+	// peer sending deliveries of ever new subscriptions for users
+	// connected here (a bug, or whoever holds the forward secret) would
+	// otherwise grow that memory at its send rate. A delivery past it of
+	// a subscription not remembered is not handed to a session, counted
+	// (RegionStats.RemoteEntriesRefused) and logged at most once a round
+	// per peer; its home region hands it out again when its lease ends,
+	// so a `single` delivery still comes at least once, once the peer's
+	// remembered deliveries age out. Zero means MaxRemoteEntriesDefault.
+	MaxRemoteEntries int
 }
 
 // RegionStats counts what a region exchanged with its peers.
@@ -94,6 +114,10 @@ type RegionStats struct {
 	// RemoteRefused counts peers' announcements of a new token refused
 	// because the peer held MaxRemoteTokens already.
 	RemoteRefused uint64
+	// RemoteEntriesRefused counts peers' `single` deliveries not handed
+	// to a session because their peer had MaxRemoteEntries remembered
+	// here already.
+	RemoteEntriesRefused uint64
 	// RemoteByPeer is Remote by peer: the tokens each peer watches here.
 	RemoteByPeer map[string]int
 	GapMarkers   uint64 // gap marker items pushed in place of shed or lost events
@@ -128,11 +152,15 @@ type region struct {
 	timer   forward.Timer
 	stopped bool
 
+	// warnedEntries are the peers whose deliveries' refusal (past
+	// MaxRemoteEntries) was logged this round; under mu.
+	warnedEntries map[string]bool
+
 	gen atomic.Int64 // of the bumps: from the start's unix milliseconds, so a restart's are larger
 
 	eventsOut, eventsIn, watchesOut, watchesIn, noWatch, expired, gapsOut, gapsIn    atomic.Uint64
 	deliveriesOut, deliveriesIn, noSocketOut, noSocket, acksOut, acksIn, acksRefused atomic.Uint64
-	bumpsOut, bumpsIn, badItems, remoteRefused                                       atomic.Uint64
+	bumpsOut, bumpsIn, badItems, remoteRefused, entriesRefused                       atomic.Uint64
 }
 
 func newRegion(cfg RegionConfig, clk forward.Clock) (*region, error) {
@@ -149,9 +177,14 @@ func newRegion(cfg RegionConfig, clk forward.Clock) (*region, error) {
 		return nil, errors.New("events: negative RegionConfig period")
 	case cfg.MaxRemoteTokens < 0:
 		return nil, errors.New("events: negative RegionConfig.MaxRemoteTokens")
+	case cfg.MaxRemoteEntries < 0:
+		return nil, errors.New("events: negative RegionConfig.MaxRemoteEntries")
 	}
 	if cfg.MaxRemoteTokens == 0 {
 		cfg.MaxRemoteTokens = MaxRemoteTokensDefault
+	}
+	if cfg.MaxRemoteEntries == 0 {
+		cfg.MaxRemoteEntries = MaxRemoteEntriesDefault
 	}
 	if cfg.Announce == 0 {
 		cfg.Announce = AnnounceDefault
@@ -159,7 +192,7 @@ func newRegion(cfg RegionConfig, clk forward.Clock) (*region, error) {
 	if cfg.RemoteTTL == 0 {
 		cfg.RemoteTTL = 3 * cfg.Announce
 	}
-	g := &region{cfg: cfg, clk: clk, remote: map[string]map[string]time.Time{}, held: map[string]int{}, warned: map[string]bool{}, absent: map[string]map[string]time.Time{}, handed: map[string]*handedOut{}}
+	g := &region{cfg: cfg, clk: clk, remote: map[string]map[string]time.Time{}, held: map[string]int{}, warned: map[string]bool{}, warnedEntries: map[string]bool{}, absent: map[string]map[string]time.Time{}, handed: map[string]*handedOut{}}
 	g.gen.Store(clk.Now().UnixMilli())
 	return g, nil
 }
@@ -200,6 +233,7 @@ func (g *region) round() {
 	now := g.clk.Now()
 	g.mu.Lock()
 	clear(g.warned)
+	clear(g.warnedEntries)
 	for tok, peers := range g.remote {
 		for p, until := range peers {
 			if now.After(until) {
@@ -389,6 +423,7 @@ func (g *region) stats() RegionStats {
 		DeliveriesOut: g.deliveriesOut.Load(), DeliveriesIn: g.deliveriesIn.Load(), NoSocketOut: g.noSocketOut.Load(), NoSocket: g.noSocket.Load(),
 		AcksOut: g.acksOut.Load(), AcksIn: g.acksIn.Load(), AcksRefused: g.acksRefused.Load(),
 		BumpsOut: g.bumpsOut.Load(), BumpsIn: g.bumpsIn.Load(), BadItems: g.badItems.Load(), RemoteRefused: g.remoteRefused.Load(),
+		RemoteEntriesRefused: g.entriesRefused.Load(),
 	}
 	st.RemoteByPeer = make(map[string]int, len(g.cfg.Peers))
 	g.mu.Lock()

@@ -327,6 +327,77 @@ func TestRegionRemoteTokensBounded(t *testing.T) {
 	}
 }
 
+// (Was: a region remembered every peer's `single` delivery by (origin, user, subscription) for RemoteEntryTTL without bound, so a peer sending ever new subscription ids for a connected user grew that memory at its send rate.)
+func TestRegionRemoteEntriesBounded(t *testing.T) {
+	t.Parallel()
+	e := newDurableRegionsWith(t, regionOpts{maxRemoteEntries: 2}, "jobs")
+	ctx := context.Background()
+	e.put(DurableRow{User: "alice", ID: "q", Anchor: "project-1/jobs", Mode: ModeSingle})
+	var sb sink
+	alice := e.b.r.Open("alice", sb.deliver)
+	// What a peer holding the forward secret may send b: `single`
+	// deliveries for alice of subscriptions it never had.
+	forged := func(sub string) *forward.Delivery {
+		return encodeDelivery("a", "alice", Delivery{Sub: sub, Mode: ModeSingle, Entry: "project-1/junk#1", Attempt: 1,
+			Event: &Event{ID: "project-1/junk#1", Subject: Subject{"project-1", "junk", "k"}, Op: OpSet, Seq: 1, TS: 1}})
+	}
+	for i := range 2 {
+		e.b.r.Sink().Deliver(ctx, "a", forged(fmt.Sprint("junk", i)))
+	}
+	testwait.Until(t, "b hands out the 2 it may remember of a's", func() (bool, string) {
+		return len(sb.all()) == 2, fmt.Sprint(len(sb.all()))
+	})
+	// A delivery of a subscription remembered takes no new entry.
+	e.b.r.Sink().Deliver(ctx, "a", forged("junk0"))
+	testwait.Until(t, "b hands out junk0 again", func() (bool, string) {
+		return len(sb.all()) == 3, fmt.Sprint(len(sb.all()))
+	})
+	// a's real delivery of q is a third subscription: refused.
+	e.write("jobs", "1")
+	testwait.Until(t, "b takes a's delivery of q, or refuses it", func() (bool, string) {
+		st := e.b.r.RegionStats()
+		return st.RemoteEntriesRefused > 0 || len(sb.all()) > 3, fmt.Sprintf("%+v", st)
+	})
+	if n := len(sb.all()); n != 3 {
+		t.Fatalf("b handed out a's delivery of a third subscription while holding MaxRemoteEntries (2) of a's: %+v", sb.all()[3:])
+	}
+	// It still comes: a hands it out again at each lease's end, and once
+	// the forged ones are RemoteEntryTTL old (b's round forgets them) b
+	// takes it.
+	var got Delivery
+	testwait.Until(t, "q's delivery in b once the forged entries expired", func() (bool, string) {
+		e.clk.Advance(LeaseDefault)
+		for _, d := range sb.all() {
+			if d.Sub == "q" {
+				got = d
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%+v", e.b.r.RegionStats())
+	})
+	if got.Event == nil || got.Event.Subject.Key != "1" || got.Attempt < 2 {
+		t.Fatalf("delivery %+v, want the write of 1, handed out again", got)
+	}
+	if err := alice.Ack(ctx, "q", got.Entry); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Until(t, "the ack settles the lease in a", func() (bool, string) {
+		return e.a.r.Stats().Acks == 1, fmt.Sprintf("%+v", e.a.r.Stats())
+	})
+	// With the forged ones forgotten there is room for a new one again.
+	before := len(sb.all())
+	e.b.r.Sink().Deliver(ctx, "a", forged("junk2"))
+	testwait.Until(t, "b hands out a new subscription's delivery", func() (bool, string) {
+		return len(sb.all()) == before+1, fmt.Sprintf("%d, %+v", len(sb.all()), e.b.r.RegionStats())
+	})
+	if st := e.b.r.RegionStats(); st.RemoteEntriesRefused == 0 {
+		t.Fatalf("%+v, want the refusals counted", st)
+	}
+	if g, err := newRegion(RegionConfig{Self: "a", Peers: []string{"b"}, Push: func(string, forward.Item) {}}, newFakeClock()); err != nil || g.cfg.MaxRemoteEntries != MaxRemoteEntriesDefault {
+		t.Fatalf("zero MaxRemoteEntries: %v, %+v", err, g)
+	}
+}
+
 // (Was: a peer's event whose id began with "@HOME/" reached the home's `single` row as the entry "@HOME/…@PEER", which the home's own session acked in vain: Session.Ack read it as one of its own entries handed out by a peer, and the row's queue stayed blocked behind it.)
 func TestRegionsPeerEventIDIsNoEntryName(t *testing.T) {
 	t.Parallel()

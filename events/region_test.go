@@ -69,6 +69,8 @@ type regionOpts struct {
 	remoteTTL, standIn time.Duration
 	// maxRemoteTokens is the regions' MaxRemoteTokens.
 	maxRemoteTokens int
+	// maxRemoteEntries is the regions' MaxRemoteEntries.
+	maxRemoteEntries int
 }
 
 // batchRecorder keeps the requests a receiver was sent: their path,
@@ -184,7 +186,7 @@ func twoRegionsWith(t *testing.T, o regionOpts) (a, b *testRegion) {
 				q.Push(p, it)
 			}
 		}
-		rcfg := RouterConfig{Client: g.c, Logger: quiet, Clock: o.clk, Region: &RegionConfig{Self: self, Peers: []string{peer}, Push: push, Announce: o.announce, RemoteTTL: o.remoteTTL, StandInTimeout: o.standIn, MaxRemoteTokens: o.maxRemoteTokens}}
+		rcfg := RouterConfig{Client: g.c, Logger: quiet, Clock: o.clk, Region: &RegionConfig{Self: self, Peers: []string{peer}, Push: push, Announce: o.announce, RemoteTTL: o.remoteTTL, StandInTimeout: o.standIn, MaxRemoteTokens: o.maxRemoteTokens, MaxRemoteEntries: o.maxRemoteEntries}}
 		if o.durable {
 			rcfg.Durable = &DurableConfig{}
 		}

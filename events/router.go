@@ -177,6 +177,7 @@ type Router struct {
 	windowLow    map[SubID]map[string]uint64 // durable subscription -> its open windows (coalescer subjects) -> the lowest seq each took; owned by the loop (resume.go)
 	saver        *cursorSaver                // writes the `single` cursors; nil without durable subscriptions
 	remoteIn     map[remoteKey]*remoteEntry  // peers' `single` deliveries given to sessions here; owned by the loop
+	remoteInBy   map[string]int              // peer -> its entries in remoteIn (bounded by MaxRemoteEntries); owned by the loop
 
 	changes, deliveries, coalesced, rateDrops, acks, redelivered atomic.Uint64
 	gapMu                                                        sync.Mutex
@@ -293,6 +294,7 @@ func NewRouter(cfg RouterConfig) (*Router, error) {
 		singleGen:    make(map[SubID]string),
 		windowLow:    make(map[SubID]map[string]uint64),
 		remoteIn:     make(map[remoteKey]*remoteEntry),
+		remoteInBy:   make(map[string]int),
 	}
 	if cfg.Durable != nil {
 		d, err := newDurables(cfg.Client, *cfg.Durable)
