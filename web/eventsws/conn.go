@@ -32,7 +32,7 @@ type conn struct {
 
 // serve runs one socket to its end: ready, then requests and deliveries
 // until the client goes, the gateway stops, or a write fails.
-func (g *Gateway) serve(ws *websocket.Conn, cork *wscork.Conn, who web.Principal, app string) {
+func (g *Gateway) serve(ws *websocket.Conn, cork *wscork.Conn, who web.Principal) {
 	ws.SetReadLimit(MaxMessageBytes)
 	c := &conn{g: g, ws: ws, cork: cork, who: who, lost: map[string]int{}, wake: make(chan struct{}, 1)}
 	// ready is the first message: queued before the session opens, since
@@ -40,17 +40,6 @@ func (g *Gateway) serve(ws *websocket.Conn, cork *wscork.Conn, who web.Principal
 	c.push(mustJSON(wireCtl{Type: TypeReady, User: who.Name, MaxSubs: g.cfg.Router.MaxSessionSubs()}))
 	c.sess = g.cfg.Router.Open(who.Name, c.deliver)
 	run := g.base.Run()
-
-	if p := g.cfg.Presence; p != nil {
-		// Join counts the connection even when its write fails (Refresh
-		// writes the row later), so every Join has its Leave: without it
-		// a failed first write would keep the user present for good.
-		err := p.Join(run, who.Name, app)
-		defer p.Leave(who.Name, app)
-		if err != nil {
-			g.cfg.Logger.Warn("events: presence join", "user", who.Name, "app", app, "err", err)
-		}
-	}
 
 	// The gateway's stop closes the socket with going-away, which ends
 	// the reader; a cancelled context would end it with no close frame.

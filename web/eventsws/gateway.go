@@ -224,9 +224,9 @@ func (g *Gateway) EventsGaps() map[events.Reason]uint64 {
 }
 
 // ServeHTTP checks the browser page's Origin (403), the credentials
-// (401), the app (400), the gateway running (503) and the principal's open
-// sockets (429), then upgrades and serves the socket until either side
-// ends it.
+// (401), the app (400), the gateway running (503), the principal's open
+// sockets (429) and its apps present (429, joining the app's presence),
+// then upgrades and serves the socket until either side ends it.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err := g.cfg.Hosts.CheckOrigin(r, g.cfg.OriginPatterns); err != nil {
 		http.Error(w, err.Error(), http.StatusForbidden)
@@ -250,7 +250,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer g.wg.Done()
 	// Before the upgrade, so a refused request costs no session and no
-	// presence (serve joins it); released when the socket has ended,
+	// presence (joined below); released when the socket has ended,
 	// however it ended (serve runs in this call).
 	if !g.limit.Admit(who) {
 		g.tenantRefusals.Add(1)
@@ -258,6 +258,23 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer g.limit.Leave(who)
+	// Before the upgrade too, so a user past events.MaxPresenceApps is
+	// told why rather than served a socket that is not present. Every
+	// Join has its Leave, a refused one's too (Presence counts it), and a
+	// failed write's (Join counts it, Refresh writes the row later):
+	// without it the user would stay present for good. serve, and so
+	// ready, comes after Join returned.
+	if p := g.cfg.Presence; p != nil {
+		err := p.Join(g.base.Run(), who.Name, app)
+		defer p.Leave(who.Name, app)
+		switch {
+		case errors.Is(err, events.ErrTooManyApps):
+			http.Error(w, fmt.Sprintf("%s: %s has %d apps present in this region, the most one user may (events.MaxPresenceApps), and %q is not one of them; close another app's sockets and retry once it has left", CodeTooManyApps, who.Name, events.MaxPresenceApps, app), http.StatusTooManyRequests)
+			return
+		case err != nil:
+			g.cfg.Logger.Warn("events: presence join", "user", who.Name, "app", app, "err", err)
+		}
+	}
 	// The Origin was checked above against the server's hosts, not the
 	// request's Host (which a rebinding page sets to its own).
 	// Through the cork: a socket's waiting messages go out in one write.
@@ -269,7 +286,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.accepted.Add(1)
 	g.open.Add(1)
 	defer g.open.Add(-1)
-	g.serve(ws, cw.Conn, who, app)
+	g.serve(ws, cw.Conn, who)
 }
 
 func (g *Gateway) enter() bool {

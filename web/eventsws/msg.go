@@ -46,6 +46,12 @@ const (
 // message's code (the refusal comes before the upgrade).
 const CodeTooManyConnections = "too-many-connections"
 
+// CodeTooManyApps starts the body of a 429 refusal: the principal has
+// events.MaxPresenceApps other apps present in the region, so the
+// socket's app could not join. Like CodeTooManyConnections it comes
+// before the upgrade, never in an "error" message.
+const CodeTooManyApps = "too-many-apps"
+
 // MaxMessageBytes bounds one client message; a larger one ends the
 // connection (1009).
 const MaxMessageBytes = 8 << 10

@@ -4,10 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
 
 	"github.com/switchyard-dev/switchyard/events"
 	"github.com/switchyard-dev/switchyard/internal/testwait"
@@ -161,4 +165,58 @@ func TestSinglePresenceDeliveryIsAcked(t *testing.T) {
 	if !acked || !next {
 		t.Fatalf("after the ack: acked %v, bob's join in us %v", acked, next)
 	}
+}
+
+// (Was: a socket whose app was past events.MaxPresenceApps was upgraded and served, not present, with the refusal only logged.)
+func TestTooManyAppsRefusedBeforeUpgrade(t *testing.T) {
+	t.Parallel()
+	e, p := presenceGateway(t, nil)
+	u := "ws" + strings.TrimPrefix(e.ts.URL, "http") + "/ws/events"
+	refused := func(app string) {
+		t.Helper()
+		ws, resp, err := websocket.Dial(context.Background(), u+"?app="+app, &websocket.DialOptions{HTTPHeader: login("alice", "a")})
+		if ws != nil {
+			_ = ws.CloseNow()
+			t.Fatalf("a socket of alice's %dth app %q was upgraded", events.MaxPresenceApps+1, app)
+		}
+		if resp == nil {
+			t.Fatalf("no response: %v", err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		want := fmt.Sprintf("%s: alice has %d apps present", CodeTooManyApps, events.MaxPresenceApps)
+		if resp.StatusCode != http.StatusTooManyRequests || !strings.HasPrefix(string(body), want) {
+			t.Fatalf("alice's %dth app: HTTP %d %q, want 429 starting with %q", events.MaxPresenceApps+1, resp.StatusCode, body, want)
+		}
+	}
+
+	var apps []*client
+	for i := range events.MaxPresenceApps {
+		apps = append(apps, e.dial(fmt.Sprintf("?app=app%d", i), login("alice", "a")))
+	}
+	refused("extra")
+	if st := p.Stats(); st.Refused != 1 || st.Present != events.MaxPresenceApps {
+		t.Fatalf("presence %+v, want 1 refused and alice's %d apps present", st, events.MaxPresenceApps)
+	}
+	if got := e.g.Stats().Accepted; got != events.MaxPresenceApps {
+		t.Fatalf("%d sockets upgraded, want %d", got, events.MaxPresenceApps)
+	}
+	// An app present may open more sockets, and another user's apps are
+	// its own.
+	e.dial("?app=app1", login("alice", "a"))
+	e.dial("?app=extra", login("bob", "b"))
+
+	// Once an app's socket closed and its leave removed its row, its
+	// place is free.
+	if err := apps[0].ws.CloseNow(); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Until(t, "app0's row removed", func() (bool, string) {
+		st := p.Stats()
+		return st.Removes == 1, fmt.Sprintf("%+v", st)
+	})
+	e.dial("?app=extra", login("alice", "a"))
+	if n := p.Connections("alice", "extra"); n != 1 {
+		t.Fatalf("alice's extra has %d connections once admitted, want 1", n)
+	}
+	refused("another")
 }

@@ -40,6 +40,7 @@ var (
 	presenceRemoves  = desc("events_presence_removes_total", "Presence rows removed by a last connection's delayed leave.")
 	presenceReloads  = desc("events_presence_reloads_total", "Delayed leaves called off by a connection coming back (a reload writes nothing).")
 	presenceFailures = desc("events_presence_failures_total", "Presence row writes and removals the store refused.")
+	presenceRefused  = desc("events_presence_refused_total", "Connections refused presence: their user had MaxPresenceApps other apps present here already.")
 	regionEventsOut  = desc("events_region_events_out_total", "Event items sent to peer regions.")
 	regionEventsIn   = desc("events_region_events_in_total", "Event items received from peer regions.")
 	regionWatchesOut = desc("events_region_watches_out_total", "Watch items (add, drop, announcements) sent to peer regions.")
@@ -55,11 +56,12 @@ var (
 	regionAcksIn     = desc("events_region_acks_in_total", "Ack items from peers that settled a lease here.")
 	regionAcksBad    = desc("events_region_acks_refused_total", "Ack items from peers for no delivery in flight here, or for one never handed to that peer.")
 	regionRemoteBad  = desc("events_region_remote_refused_total", "Peers' announcements of a new anchor token refused: the peer watched MaxRemoteTokens here already.")
+	regionEntriesBad = desc("events_region_remote_entries_refused_total", "Peers' single deliveries not handed to a session: the peer had MaxRemoteEntries remembered here already.")
 	regionBumpsOut   = desc("events_region_bumps_out_total", "Bump items (presence, subscription) sent to peer regions.")
 	regionBumpsIn    = desc("events_region_bumps_in_total", "Bump items received from peer regions.")
 	eventsDescs      = []*prometheus.Desc{eventsChanges, eventsDelivered, eventsCoalesced, eventsRateDrops, eventsGaps, eventsSubs, eventsSessions, eventsWatchers,
-		eventsAcks, eventsRedeliver, eventsLeases, eventsBacklog, presenceNow, presenceConns, presenceWrites, presenceRemoves, presenceReloads, presenceFailures, regionEventsOut, regionEventsIn, regionWatchesOut, regionNoWatch, regionExpired, regionGapsOut, regionRemote,
-		regionDelivOut, regionDelivIn, regionNoSockOut, regionNoSocket, regionAcksOut, regionAcksIn, regionAcksBad, regionRemoteBad, regionBumpsOut, regionBumpsIn}
+		eventsAcks, eventsRedeliver, eventsLeases, eventsBacklog, presenceNow, presenceConns, presenceWrites, presenceRemoves, presenceReloads, presenceFailures, presenceRefused, regionEventsOut, regionEventsIn, regionWatchesOut, regionNoWatch, regionExpired, regionGapsOut, regionRemote,
+		regionDelivOut, regionDelivIn, regionNoSockOut, regionNoSocket, regionAcksOut, regionAcksIn, regionAcksBad, regionRemoteBad, regionEntriesBad, regionBumpsOut, regionBumpsIn}
 )
 
 // AddEventsRouter exports r.
@@ -84,6 +86,7 @@ func (c *eventsCollector) Collect(ch chan<- prometheus.Metric) {
 			sum.Removes += s.Removes
 			sum.Reloads += s.Reloads
 			sum.Failures += s.Failures
+			sum.Refused += s.Refused
 		}
 		gauge(ch, presenceNow, float64(sum.Present))
 		gauge(ch, presenceConns, float64(sum.Connections))
@@ -91,6 +94,7 @@ func (c *eventsCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(ch, presenceRemoves, float64(sum.Removes))
 		counter(ch, presenceReloads, float64(sum.Reloads))
 		counter(ch, presenceFailures, float64(sum.Failures))
+		counter(ch, presenceRefused, float64(sum.Refused))
 	}
 	rs := c.routers.snapshot()
 	if len(rs) == 0 {
@@ -116,6 +120,7 @@ func (c *eventsCollector) Collect(ch chan<- prometheus.Metric) {
 		reg.AcksIn += g.AcksIn
 		reg.AcksRefused += g.AcksRefused
 		reg.RemoteRefused += g.RemoteRefused
+		reg.RemoteEntriesRefused += g.RemoteEntriesRefused
 		reg.BumpsOut += g.BumpsOut
 		reg.BumpsIn += g.BumpsIn
 		s := r.Stats()
@@ -168,6 +173,7 @@ func (c *eventsCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(ch, regionAcksIn, float64(reg.AcksIn))
 	counter(ch, regionAcksBad, float64(reg.AcksRefused))
 	counter(ch, regionRemoteBad, float64(reg.RemoteRefused))
+	counter(ch, regionEntriesBad, float64(reg.RemoteEntriesRefused))
 	counter(ch, regionBumpsOut, float64(reg.BumpsOut))
 	counter(ch, regionBumpsIn, float64(reg.BumpsIn))
 }

@@ -16,8 +16,10 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/goleak"
 
+	"github.com/switchyard-dev/switchyard/events"
 	"github.com/switchyard-dev/switchyard/forward"
 	"github.com/switchyard-dev/switchyard/internal/testnats"
+	"github.com/switchyard-dev/switchyard/internal/testpersist/persistenv"
 	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/nntp"
 	"github.com/switchyard-dev/switchyard/nntp/nntptest"
@@ -515,3 +517,83 @@ func TestNewznabRequests(t *testing.T) {
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// (Was: presence's refusals past events.MaxPresenceApps and a region's refusals of peers' `single` deliveries past MaxRemoteEntries were counted but not exported.)
+func TestEventsRefusalMetrics(t *testing.T) {
+	t.Parallel()
+	r := New()
+	c := persistenv.Start(t, 1).Client()
+
+	p, err := events.NewPresence(events.PresenceConfig{Region: "eu", Store: events.PersistPresence{Client: c}, Logger: discardLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	r.AddEventsPresence(p)
+	for i := range events.MaxPresenceApps {
+		if err := p.Join(t.Context(), "mia", fmt.Sprint("app", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 2 {
+		if err := p.Join(t.Context(), "mia", "extra"); !errors.Is(err, events.ErrTooManyApps) {
+			t.Fatalf("a connection of a %dth app: %v, want ErrTooManyApps", events.MaxPresenceApps+1, err)
+		}
+	}
+
+	// The region's bump of alice's first session names her as the forward
+	// wire does; a delivery for her names her the same way.
+	bumps := make(chan *forward.Bump, 4)
+	er, err := events.NewRouter(events.RouterConfig{Client: c, Logger: discardLogger(), Region: &events.RegionConfig{
+		Self: "eu", Peers: []string{"us"}, MaxRemoteEntries: 1,
+		Push: func(_ string, it forward.Item) {
+			if b, ok := it.(*forward.Bump); ok {
+				select {
+				case bumps <- b:
+				default:
+				}
+			}
+		},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := er.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = er.Stop(context.Background()) })
+	r.AddEventsRouter(er)
+	s := er.Open("alice", func(events.Delivery) {})
+	t.Cleanup(s.Close)
+	var alice int64
+	select {
+	case b := <-bumps:
+		alice = b.UserID
+	case <-time.After(testwait.Timeout):
+		t.Fatal("no bump of alice's first session")
+	}
+	// `single` deliveries from us of two subscriptions: us may have one
+	// remembered here, so the second is refused.
+	for _, sub := range []string{"s0", "s1"} {
+		er.Sink().Deliver(t.Context(), "us", &forward.Delivery{
+			UserID: alice, SubID: "alice/" + sub, AckRequired: true, AckID: "project-1/jobs#1", Origin: "us",
+			Event: json.RawMessage(`{"id":"project-1/jobs#1","subject":"project-1/jobs/k","op":"set","seq":1,"ts":1,"value":"v","attempt":1}`),
+		})
+	}
+
+	testwait.Until(t, "the refused delivery counted", func() (bool, string) {
+		st := er.RegionStats()
+		return st.RemoteEntriesRefused >= 1, fmt.Sprintf("%+v", st)
+	})
+	fams := gather(t, r)
+	if got := value(t, fams, "switchyard_events_region_remote_entries_refused_total"); got != 1 {
+		t.Errorf("remote entries refused = %v, want 1", got)
+	}
+	if got := value(t, fams, "switchyard_events_presence_refused_total"); got != 2 {
+		t.Errorf("presence refused = %v, want 2", got)
+	}
+	if got := value(t, fams, "switchyard_events_presence_present"); got != events.MaxPresenceApps {
+		t.Errorf("presence present = %v, want %d", got, events.MaxPresenceApps)
+	}
+	checkLabels(t, fams)
+}
