@@ -64,6 +64,9 @@ type StreamsConfig struct {
 	MaxOpenStreams int
 	// ExclusiveFiles passes persist serve --exclusive-files.
 	ExclusiveFiles bool
+	// Packs passes persist serve --packs: the streams share that many
+	// files. Zero gives each stream a file.
+	Packs int
 	// HotStreams is how many streams the second spread-write figure writes
 	// to: few enough that persist holds every one of them open, so that
 	// figure is what persist reaches without opening or closing a stream
@@ -166,7 +169,8 @@ type StreamsResult struct {
 	Keys      int          `json:"keys_per_stream"`
 	Clients   int          `json:"clients"`
 	Duration  float64      `json:"spread_write_seconds"`
-	Hot       int          `json:"hot_streams"` // StreamsConfig.HotStreams
+	Hot       int          `json:"hot_streams"`     // StreamsConfig.HotStreams
+	Packs     int          `json:"packs,omitempty"` // StreamsConfig.Packs
 	Persist   StreamsSide  `json:"persist"`
 	JetStream *StreamsSide `json:"jetstream,omitempty"`
 }
@@ -208,7 +212,7 @@ func RunStreams(ctx context.Context, cfg StreamsConfig, w io.Writer, asJSON bool
 		defer os.RemoveAll(d)
 		dir = d
 	}
-	res := &StreamsResult{Streams: cfg.Streams, Keys: cfg.Keys, Clients: cfg.Clients, Duration: cfg.Duration.Seconds(), Hot: cfg.HotStreams}
+	res := &StreamsResult{Streams: cfg.Streams, Keys: cfg.Keys, Clients: cfg.Clients, Duration: cfg.Duration.Seconds(), Hot: cfg.HotStreams, Packs: cfg.Packs}
 	value := testValue(cfg.ValueSize)
 
 	ps, err := startPersistSide(ctx, cfg, filepath.Join(dir, "persist"), value)
@@ -681,6 +685,9 @@ func startPersistSide(ctx context.Context, cfg StreamsConfig, dir string, value 
 	if cfg.ExclusiveFiles {
 		serve = append(serve, "--exclusive-files")
 	}
+	if cfg.Packs > 0 {
+		serve = append(serve, "--packs", strconv.Itoa(cfg.Packs))
+	}
 	s.server = func() (*child, error) {
 		return startChild("persist serve", filepath.Join(dir, "persist-serve.log"), cfg.Switchyard[0], serve, cfg.SwitchyardEnv)
 	}
@@ -793,8 +800,12 @@ func startJetStreamSide(ctx context.Context, cfg StreamsConfig, dir string, valu
 // PrintStreams writes res as a table: each figure for both sides and the
 // ratio, with the direction of the ratio and the target.
 func PrintStreams(w io.Writer, res *StreamsResult) {
-	fmt.Fprintf(w, "persist vs JetStream, %d streams of %d keys each, servers in processes of their own; %d clients; spread writes for %.1fs\n",
-		res.Streams, res.Keys, res.Clients, res.Duration)
+	packs := ""
+	if res.Packs > 0 {
+		packs = fmt.Sprintf(" (persist's in %d packs)", res.Packs)
+	}
+	fmt.Fprintf(w, "persist vs JetStream, %d streams of %d keys each%s, servers in processes of their own; %d clients; spread writes for %.1fs\n",
+		res.Streams, res.Keys, packs, res.Clients, res.Duration)
 	p, j := res.Persist, res.JetStream
 	if j == nil {
 		j = &StreamsSide{Name: "JetStream"}
@@ -842,8 +853,12 @@ func PrintStreams(w io.Writer, res *StreamsResult) {
 	if p.HotWritesPerSecond > 0 && j.WritesPerSecond > 0 && res.Hot < res.Streams {
 		// What no open or close costs: the most this layout gets from the
 		// cache, whatever its cap or its open and close cost.
-		fmt.Fprintf(w, "persist's spread writes over %d streams it holds open are %s JetStream's over all %d: the ceiling of a stream file each, with no open or close to pay.\n",
-			res.Hot, over(p.HotWritesPerSecond, j.WritesPerSecond), res.Streams)
+		layout := "a stream file each"
+		if res.Packs > 0 {
+			layout = fmt.Sprintf("streams in %d packs", res.Packs)
+		}
+		fmt.Fprintf(w, "persist's spread writes over %d streams it holds open are %s JetStream's over all %d: the ceiling of %s, with no open or close to pay.\n",
+			res.Hot, over(p.HotWritesPerSecond, j.WritesPerSecond), res.Streams, layout)
 	}
 	fmt.Fprintf(w, "persist's RSS is the persist serve process; its own nats-server held %s MiB idle, %s MiB after the touch (not counted). JetStream is one process.\n", mib(p.BusRSSIdle), mib(p.BusRSSTouched))
 	for _, s := range []*StreamsSide{&p, res.JetStream} {

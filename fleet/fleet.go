@@ -108,6 +108,10 @@ type PersistConfig struct {
 	// not move to a server of another process on the same DataDir.
 	ExclusiveFiles bool
 
+	// Packs keeps new streams in that many shared files (see
+	// server.Config.Packs); 0 gives each stream a file.
+	Packs int
+
 	// Archive and ArchiveEvery: see server.Config.
 	Archive      string
 	ArchiveEvery time.Duration

@@ -22,7 +22,7 @@ func (f *Fleet) startPersist(ctx context.Context) error {
 			Conn: nc, ID: id, IDs: p.IDs, Placement: p.Placement, Service: f.cfg.Service,
 			DataDir: p.DataDir, Archive: p.Archive, ArchiveEvery: p.ArchiveEvery, Sync: p.Sync,
 			Logger: f.log.With("persist_id", id), Observer: f.http.persistObserver(id),
-			MaxOpenStreams: p.MaxOpenStreams, ExclusiveFiles: p.ExclusiveFiles,
+			MaxOpenStreams: p.MaxOpenStreams, ExclusiveFiles: p.ExclusiveFiles, Packs: p.Packs,
 			MaxQueue: p.MaxQueue, MaxQueueBytes: p.MaxQueueBytes,
 		}
 		if f.nats != nil {
@@ -34,6 +34,9 @@ func (f *Fleet) startPersist(ctx context.Context) error {
 		}
 		if scfg.MaxOpenStreams == 0 {
 			scfg.MaxOpenStreams = server.DefaultMaxOpenStreams(len(p.Serve))
+			if p.Packs > 0 {
+				scfg.MaxOpenStreams = server.PackedMaxOpenStreamsDefault / max(1, len(p.Serve))
+			}
 		}
 		if p.Tune != nil {
 			p.Tune(&scfg)

@@ -93,7 +93,7 @@ says what failed and exits 1.`,
 				if secure || cfg.Durable {
 					return usagef("--keys measures one stream in the default tier; it takes neither --auth nor --durable")
 				}
-				for _, f := range []string{"max-open-streams", "value-size", "clients", "duration", "exclusive-files"} {
+				for _, f := range []string{"max-open-streams", "packs", "value-size", "clients", "duration", "exclusive-files"} {
 					if cmd.Flags().Changed(f) {
 						return usagef("--%s does not go with --keys", f)
 					}
@@ -117,7 +117,7 @@ says what failed and exits 1.`,
 				}
 				return runBenchStreams(cmd, cfg, streams, asJSON)
 			}
-			for _, f := range []string{"skip-js", "js-timeout", "nats-server", "max-open-streams", "settle", "json"} {
+			for _, f := range []string{"skip-js", "js-timeout", "nats-server", "max-open-streams", "packs", "settle", "json"} {
 				if cmd.Flags().Changed(f) {
 					return usagef("--%s goes with --streams N or --keys N", f)
 				}
@@ -148,6 +148,7 @@ says what failed and exits 1.`,
 	cmd.Flags().DurationVar(&streams.JSTimeout, "js-timeout", 5*time.Minute, "with --streams: bound of JetStream's create and of each wait after a restart (reported as > timeout); with --keys: bound of each side's load and of each wait after a restart")
 	cmd.Flags().StringVar(&streams.NATSServer, "nats-server", "", "with --streams or --keys: the nats-server `BIN` to run (default nats-server on PATH, else one built from the module this binary embeds)")
 	cmd.Flags().IntVar(&streams.MaxOpenStreams, "max-open-streams", 0, "with --streams: persist serve --max-open-streams (0: the server's default)")
+	cmd.Flags().IntVar(&streams.Packs, "packs", 0, "with --streams: persist serve --packs `N`, the streams in N shared files (0: a file each)")
 	cmd.Flags().DurationVar(&streams.Settle, "settle", 2*time.Second, "with --streams or --keys: the pause before each RSS reading")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "with --streams or --keys: print the figures as JSON")
 	return cmd
@@ -161,6 +162,9 @@ func runBenchStreams(cmd *cobra.Command, cfg bench.PersistConfig, sc bench.Strea
 	}
 	if sc.JSTimeout <= 0 || sc.Settle <= 0 || sc.MaxOpenStreams < 0 {
 		return usagef("--js-timeout and --settle must be positive, --max-open-streams not negative")
+	}
+	if err := checkPacks(sc.Packs, ""); err != nil {
+		return err
 	}
 	sc.ExclusiveFiles = cfg.ExclusiveFiles
 	self, err := os.Executable()

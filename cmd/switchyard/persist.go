@@ -33,7 +33,7 @@ func newPersistCmd() *cobra.Command {
 func newPersistServeCmd() *cobra.Command {
 	var natsOpts natsFlags
 	var archiveEvery time.Duration
-	var maxOpen, maxQueue int
+	var maxOpen, maxQueue, packs int
 	maxQueueBytes := int64(server.MaxQueueBytesDefault)
 	var syncAll, exclusive bool
 	var id, idsFlag, dataDir, archiveDir, placementName string
@@ -69,6 +69,9 @@ closes its files.`,
 			if maxOpen < 0 {
 				return usagef("--max-open-streams %d: must not be negative", maxOpen)
 			}
+			if err := checkPacks(packs, archiveDir); err != nil {
+				return err
+			}
 			if maxQueue < 1 || maxQueueBytes < 1 {
 				return usagef("--max-queue %d and --max-queue-bytes %d must be at least 1", maxQueue, maxQueueBytes)
 			}
@@ -89,7 +92,7 @@ closes its files.`,
 			cfg := fleet.Config{
 				Service: natsOpts.service,
 				NATS:    bus,
-				Persist: fleet.PersistConfig{IDs: ids, Serve: []string{id}, Placement: fn, DataDir: dataDir, Archive: archiveDir, ArchiveEvery: archiveEvery, MaxOpenStreams: maxOpen, MaxQueue: maxQueue, MaxQueueBytes: maxQueueBytes, Sync: syncAll, ExclusiveFiles: exclusive},
+				Persist: fleet.PersistConfig{IDs: ids, Serve: []string{id}, Placement: fn, DataDir: dataDir, Archive: archiveDir, ArchiveEvery: archiveEvery, MaxOpenStreams: maxOpen, MaxQueue: maxQueue, MaxQueueBytes: maxQueueBytes, Sync: syncAll, ExclusiveFiles: exclusive, Packs: packs},
 				HTTP:    httpOpts.fleetHTTP(),
 			}
 			return runFleet(cmd, cfg, func(f *fleet.Fleet) {
@@ -112,10 +115,26 @@ closes its files.`,
 	cmd.Flags().Var(sizeValue{&maxQueueBytes}, "max-queue-bytes", "bytes of requests the server may hold queued or being served, over all its streams (each counted at its message's size plus what decoding it took); a request past it is answered unavailable. A number of bytes or with KiB, MiB, GiB")
 	cmd.Flags().BoolVar(&syncAll, "sync", false, "fsync every commit of every stream (synchronous=FULL) before answering its writes: an acknowledged write survives power loss, at the cost of one fsync per group commit; without it only streams whose config says \"sync\": true do")
 	cmd.Flags().BoolVar(&exclusive, "exclusive-files", false, "lock each stream file for as long as it is open (SQLite locking_mode=EXCLUSIVE): opens, closes and commits cost about a third less, but no other process can read a stream this server holds open; for a server alone on --data (servers sharing it must leave it off, or a scope moving between them waits until the old owner closes the stream)")
+	cmd.Flags().IntVar(&packs, "packs", 0, packsHelp)
 	cmd.Flags().StringVar(&placementName, "placement", placement.NameRendezvous, "placement function: rendezvous or modulo (must match the balancer)")
 	httpOpts.register(cmd, "")
 	return cmd
 }
+
+// checkPacks refuses a --packs out of range, or with --archive, as a usage
+// error (persist serve and up).
+func checkPacks(packs int, archiveDir string) error {
+	if packs < 0 || packs > store.MaxPacks {
+		return usagef("--packs %d: want 0 (a file per stream) to %d", packs, store.MaxPacks)
+	}
+	if packs > 0 && archiveDir != "" {
+		return usagef("--packs and --archive exclude each other: a stream in a pack has no file to copy")
+	}
+	return nil
+}
+
+// packsHelp is the --packs flag's text, the same for persist serve and up.
+var packsHelp = fmt.Sprintf("keep new streams in N shared files under the data directory's .packs instead of a file each (0: a file each): a stream there holds no file descriptor and under a KiB of memory while open, so a server writing to many more streams than it can keep open stays fast; --max-open-streams then defaults to %d. Fixed once the data directory has packs (at most %d); stream files made before stay as they are. The packs are one process's at a time; excludes --archive", server.PackedMaxOpenStreamsDefault, store.MaxPacks)
 
 func newPersistInventoryCmd() *cobra.Command {
 	var natsOpts natsFlags

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"errors"
 	"io"
 	"io/fs"
@@ -18,9 +19,11 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/switchyard-dev/switchyard/bus"
 	"github.com/switchyard-dev/switchyard/bus/embedded"
 	"github.com/switchyard-dev/switchyard/internal/testnats"
 	"github.com/switchyard-dev/switchyard/internal/testproc"
+	"github.com/switchyard-dev/switchyard/internal/testwait"
 	"github.com/switchyard-dev/switchyard/persist"
 	"github.com/switchyard-dev/switchyard/persist/server"
 	"github.com/switchyard-dev/switchyard/placement"
@@ -442,5 +445,85 @@ func TestPersistServeQueueFlags(t *testing.T) {
 		if _, stderr, code := testproc.Run(t, cli(t, args...)); code != exitUsage {
 			t.Errorf("%q: exit %d (%s), want usage (%d)", bad, code, stderr, exitUsage)
 		}
+	}
+}
+
+// TestPersistServePacks: persist serve --packs N keeps new streams in the
+// data directory's packs, not a file each, serves them (a kv set and get,
+// again after a restart with the flag left out: a directory's packs are
+// read whatever it says), reports the cap it then defaults to, and refuses
+// a bad count, a count other than the directory's, or --packs with
+// --archive.
+func TestPersistServePacks(t *testing.T) {
+	t.Parallel()
+	e, nc := testnats.Start(t)
+	url := e.ClientURL()
+	data := t.TempDir()
+	serve := func(extra ...string) *watchedChild {
+		ch := startWatched(t, cli(t, append([]string{"persist", "serve", "--id", "0", "--ids", "0", "--service", "packs", "--data", data, "--nats", url}, extra...)...))
+		if ch.waitExitOrLine(t, "ready on") {
+			t.Fatalf("persist serve %q exited %d: %s", extra, ch.code, ch.stderr.String())
+		}
+		return ch
+	}
+	startWatched(t, cli(t, "balancer", "--ids", "0", "--service", "packs", "--nats", url))
+	testwait.Until(t, "the balancer to answer", func() (bool, string) {
+		_, err := bus.Request(context.Background(), nc, nats.NewMsg(bus.IDSubject("packs", "hub")))
+		return err == nil, fmt.Sprint(err)
+	})
+	srv := serve("--packs", "3")
+	for i := range 5 {
+		if _, stderr, code := testproc.Run(t, cli(t, "kv", "set", fmt.Sprintf("s%d", i), "kv", "k", fmt.Sprintf("v%d", i), "--service", "packs", "--nats", url)); code != 0 {
+			t.Fatalf("kv set: exit %d: %s", code, stderr)
+		}
+	}
+	out, stderr, code := testproc.Run(t, cli(t, "persist", "inventory", "--ids", "0", "--service", "packs", "--json", "--nats", url))
+	var got []persist.ServerStats
+	if code != 0 || json.Unmarshal([]byte(out), &got) != nil || len(got) != 1 {
+		t.Fatalf("inventory: exit %d %q: %s", code, out, stderr)
+	}
+	if got[0].MaxOpenStreams != server.PackedMaxOpenStreamsDefault || got[0].Streams != 5 {
+		t.Fatalf("with --packs: max_open_streams %d, streams %d; want %d and 5", got[0].MaxOpenStreams, got[0].Streams, server.PackedMaxOpenStreamsDefault)
+	}
+	stop(t, srv)
+	entries, err := os.ReadDir(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.IsDir() && e.Name() != ".packs" {
+			t.Errorf("a scope directory %q: streams were given files of their own", e.Name())
+		}
+	}
+	packs, _ := filepath.Glob(filepath.Join(data, ".packs", "pack-*.db"))
+	if len(packs) == 0 || len(packs) > 3 {
+		t.Errorf("pack files %v, want 1 to 3", packs)
+	}
+	srv = serve() // no --packs: the directory's are read
+	if out, stderr, code := testproc.Run(t, cli(t, "kv", "get", "s3", "kv", "k", "--service", "packs", "--nats", url)); code != 0 || strings.TrimSpace(out) != "v3" {
+		t.Fatalf("kv get after a restart without --packs: exit %d, %q %s", code, out, stderr)
+	}
+	stop(t, srv)
+	ch := startWatched(t, cli(t, "persist", "serve", "--id", "0", "--ids", "0", "--service", "packs", "--data", data, "--nats", url, "--packs", "5"))
+	if !ch.waitExitOrLine(t, "ready on") || ch.code == 0 || !strings.Contains(ch.stderr.String(), "has 3 packs") {
+		t.Fatalf("--packs 5 on a directory of 3: exit %d, stderr %s; want a refusal naming its 3", ch.code, ch.stderr.String())
+	}
+	for _, bad := range [][]string{{"--packs", "-1"}, {"--packs", "257"}, {"--packs", "2", "--archive", t.TempDir()}} {
+		args := append([]string{"persist", "serve", "--id", "0", "--ids", "0", "--data", t.TempDir(), "--nats", url}, bad...)
+		if _, stderr, code := testproc.Run(t, cli(t, args...)); code != exitUsage {
+			t.Errorf("%q: exit %d (%s), want usage (%d)", bad, code, stderr, exitUsage)
+		}
+	}
+}
+
+// stop ends a watched persist serve with SIGTERM, as an operator's stop
+// does, and waits for its exit (0).
+func stop(t *testing.T, c *watchedChild) {
+	t.Helper()
+	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := c.waitExit(t); code != 0 {
+		t.Fatalf("%v exited %d after SIGTERM: %s", c.cmd.Args, code, c.stderr.String())
 	}
 }

@@ -24,7 +24,7 @@ func newUpCmd() *cobra.Command {
 	var (
 		host, dataDir, archiveDir, placementName, service string
 		authDir, tlsCert, tlsKey, cpuProfile              string
-		port, servers                                     int
+		port, servers, packs                              int
 		insecure, exclusive, insecureCreds                bool
 		uw                                                upWork
 		httpOpts                                          httpFlags
@@ -107,6 +107,9 @@ carried by signed batches of the forward queue (docs/events.md).`,
 					return err
 				}
 			}
+			if err := checkPacks(packs, archiveDir); err != nil {
+				return err
+			}
 			ec, err := regionOpts.config(insecureCreds)
 			if err != nil {
 				return err
@@ -119,7 +122,7 @@ carried by signed batches of the forward queue (docs/events.md).`,
 					return err
 				}
 			}
-			cfg := upConfig{events: ec, work: uw, host: host, port: port, dataDir: dataDir, archiveDir: archiveDir, servers: servers, exclusive: exclusive, placement: fn, placementName: placementName, service: service, authDir: authDir, insecureCreds: insecureCreds, tlsCert: tlsCert, tlsKey: tlsKey, http: httpOpts}
+			cfg := upConfig{events: ec, work: uw, host: host, port: port, dataDir: dataDir, archiveDir: archiveDir, servers: servers, exclusive: exclusive, packs: packs, placement: fn, placementName: placementName, service: service, authDir: authDir, insecureCreds: insecureCreds, tlsCert: tlsCert, tlsKey: tlsKey, http: httpOpts}
 			// It reads the --tls-cert and --tls-key files: one that cannot
 			// be read is refused before --data is made.
 			fc, err := cfg.fleetConfig()
@@ -147,6 +150,7 @@ carried by signed batches of the forward queue (docs/events.md).`,
 	cmd.Flags().StringVar(&archiveDir, "archive", "", "directory for backup copies of the streams (optional, see persist serve --help)")
 	cmd.Flags().BoolVar(&exclusive, "exclusive-files", true, "lock each stream file while it is open (see persist serve --help): up's servers are the only ones on --data and never move scopes between them; turn it off (--exclusive-files=false) if another process shares --data")
 	cmd.Flags().IntVar(&servers, "servers", 2, "number of persist servers (ids 0..N-1)")
+	cmd.Flags().IntVar(&packs, "packs", 0, packsHelp)
 	cmd.Flags().StringVar(&placementName, "placement", placement.NameRendezvous, "placement function: rendezvous or modulo")
 	cmd.Flags().StringVar(&service, "service", bus.DefaultService, "first subject token of the persist service")
 	cmd.Flags().StringVar(&authDir, "auth", "", "`DIR` written by switchyard auth init: NATS admits only its users, with their role's permissions (required on a non-loopback --host)")
@@ -178,6 +182,7 @@ type upConfig struct {
 	authDir, tlsCert, tlsKey                          string
 	port, servers                                     int
 	exclusive                                         bool // stream files locked while open
+	packs                                             int  // new streams in shared files (persist serve --packs)
 	insecureCreds                                     bool // --insecure-creds: authDir's creds files whatever their mode
 	placement                                         placement.Func
 	work                                              upWork
@@ -221,7 +226,7 @@ func (cfg upConfig) fleetConfig() (fleet.Config, error) {
 	fc := fleet.Config{
 		Service:  cfg.service,
 		NATS:     fleet.NATSConfig{Embedded: ecfg, AuthDir: cfg.authDir, AnyCredsMode: cfg.insecureCreds},
-		Persist:  fleet.PersistConfig{IDs: ids, Serve: ids, Placement: cfg.placement, DataDir: cfg.dataDir, Archive: cfg.archiveDir, ExclusiveFiles: cfg.exclusive},
+		Persist:  fleet.PersistConfig{IDs: ids, Serve: ids, Placement: cfg.placement, DataDir: cfg.dataDir, Archive: cfg.archiveDir, ExclusiveFiles: cfg.exclusive, Packs: cfg.packs},
 		Balancer: true,
 		HTTP:     hc,
 		Events:   cfg.events,

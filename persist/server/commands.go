@@ -82,6 +82,9 @@ func (s *Server) serve(h *handle, jobs []*job) (later writeAnswers) {
 			if h.key.ephemeral {
 				s.openEphemeral.Add(1)
 			}
+			if store.InPack(st) {
+				s.openPacked.Add(1)
+			}
 			// What aged out while the stream was closed went at its open:
 			// deletes like the timer's, reported as they are.
 			if changes := st.OpenedChanges(); len(changes) > 0 {

@@ -21,11 +21,24 @@ import (
 // at once never exceeded the cap (so neither did their descriptors,
 // store.FilesPerOpenStream each), and Stats.Streams counts them all, again
 // after a restart (the walk of the data directory).
+//
+// With packs (Config.Packs) the same holds of streams that share files:
+// every stream is read back through the cap, counted, and counted again
+// by the walk after a restart.
 func TestManyStreamsSmallCache(t *testing.T) {
 	t.Parallel()
+	for _, packs := range []int{0, 4} {
+		t.Run(fmt.Sprintf("packs=%d", packs), func(t *testing.T) {
+			t.Parallel()
+			testManyStreamsSmallCache(t, packs)
+		})
+	}
+}
+
+func testManyStreamsSmallCache(t *testing.T, packs int) {
 	n := manyStreams
 	const maxOpen, clients = manyStreamsCache, 8
-	h := newHarness(t, func(c *Config) { c.MaxOpenStreams = maxOpen })
+	h := newHarness(t, func(c *Config) { c.MaxOpenStreams, c.Packs = maxOpen, packs })
 	each := func(what string, fn func(i int) error) {
 		t.Helper()
 		var wg sync.WaitGroup
@@ -82,6 +95,10 @@ func TestManyStreamsSmallCache(t *testing.T) {
 	}
 	if st.OpenStoragePeak < maxOpen/2 {
 		t.Fatalf("open streams peaked at %d: the cache was not filled, the test proves nothing", st.OpenStoragePeak)
+	}
+	// A stream of a pack holds no descriptor of its own.
+	if packs > 0 && (st.OpenStorage == 0 || st.OpenDescriptors != 0) {
+		t.Fatalf("with packs: %d streams open holding %d descriptors, want some holding none", st.OpenStorage, st.OpenDescriptors)
 	}
 	// The server counts every stream it wrote, and a new one on the same
 	// directory counts them again from the disk.

@@ -43,6 +43,9 @@ func (s *Server) closeHandleHow(h *handle, quick bool) error {
 	}
 	var err error
 	kept := false
+	if store.InPack(h.st) {
+		s.openPacked.Add(-1)
+	}
 	if qc, ok := h.st.(store.QuickCloser); ok && quick {
 		kept, err = qc.CloseQuick()
 	} else {

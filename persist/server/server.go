@@ -43,6 +43,15 @@ const (
 	// over OpenStreamMemory, 1,248 (about 256 MiB). DefaultMaxOpenStreams
 	// lowers it to fit the process's file descriptors.
 	MaxOpenStreamsDefault = OpenStreamsMemoryDefault / OpenStreamMemory
+	// PackedMaxOpenStreamsDefault is the open-stream cap of one server of
+	// a process when new streams go to packs (Config.Packs), shared by
+	// its servers: a stream of a pack holds no descriptor and under a KiB
+	// of memory while open (its handle; the pack's connection is shared),
+	// so the cap is there to bound the handles, not files: 65,536 such
+	// streams take about 50 MiB. Streams that kept a file of their own
+	// count against it too; a data directory holding many of those is
+	// better served with --max-open-streams set to the descriptor bound.
+	PackedMaxOpenStreamsDefault = 1 << 16
 	// DescriptorReserve is the part of the process's file descriptor limit
 	// that DefaultMaxOpenStreams leaves for everything but stream files:
 	// NATS and HTTP connections, archive copies, the data directory walks.
@@ -145,6 +154,14 @@ type Config struct {
 	// this one holds open: leave it false (the default) where servers
 	// share one, or a scope may move between two on the same disk.
 	ExclusiveFiles bool
+	// Packs, if positive, keeps new streams in that many shared SQLite
+	// files under DataDir/.packs (store.SQLiteConfig.Packs): a stream
+	// there opens and closes without a file of its own, so a server
+	// writing to many more streams than it can hold open stays fast. Fixed
+	// for a data directory once it has packs; at most store.MaxPacks.
+	// Packs are opened exclusively, as ExclusiveFiles does, so the
+	// directory's packs are one server's at a time. Excludes Archive.
+	Packs int
 	// Logger receives errors of the background loops, with role=persist.
 	// Nil means slog.Default().
 	Logger *slog.Logger
@@ -222,6 +239,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxOpenStreams == 0 {
 		c.MaxOpenStreams = DefaultMaxOpenStreams(1)
+		if c.Packs > 0 {
+			c.MaxOpenStreams = PackedMaxOpenStreamsDefault
+		}
 	}
 	if c.IdleClose == 0 {
 		c.IdleClose = IdleCloseDefault
@@ -245,7 +265,7 @@ func (c Config) withDefaults() Config {
 		c.ArchiveEvery = ArchiveEveryDefault
 	}
 	if c.Storage == nil {
-		c.Storage = store.NewSQLite(store.SQLiteConfig{Dir: c.DataDir, Archive: c.Archive, Sync: c.Sync, Exclusive: c.ExclusiveFiles})
+		c.Storage = store.NewSQLite(store.SQLiteConfig{Dir: c.DataDir, Archive: c.Archive, Sync: c.Sync, Exclusive: c.ExclusiveFiles, Packs: c.Packs})
 	}
 	if c.Memory == nil {
 		c.Memory = store.NewMemory()
@@ -273,6 +293,12 @@ func (c Config) validate() error {
 	}
 	if err := c.validateArchive(); err != nil {
 		return err
+	}
+	if c.Packs < 0 || c.Packs > store.MaxPacks {
+		return fmt.Errorf("persist server: packs %d: want 0 (none) to %d", c.Packs, store.MaxPacks)
+	}
+	if c.Packs > 0 && c.Archive != "" {
+		return errors.New("persist server: packs and an archive exclude each other (a stream of a pack has no file to copy)")
 	}
 	return nil
 }
@@ -365,17 +391,20 @@ type Server struct {
 	// openEphemeral counts the open streams of Memory: they take a slot
 	// but hold no file descriptor.
 	openEphemeral atomic.Int64
-	commits       atomic.Uint64  // write transactions committed, for tests and stats
-	inlined       atomic.Uint64  // requests served on the subscription's goroutine (scheduler.go), for tests and stats
-	gathered      atomic.Uint64  // sync commits that waited for more writers (gather), for tests
-	coldCloses    atomic.Uint64  // streams closed once idle because their last request said Sy-Cold
-	checkpoints   atomic.Uint64  // WAL checkpoints run between requests (store.Checkpointer)
-	ckptFails     atomic.Uint64  // and those that failed
-	rescued       atomic.Uint64  // evicted streams taken back open before the closer reached them (cache.go)
-	slotCloses    atomic.Uint64  // streams an open closed itself for want of a free slot (takeSlot)
-	compacted     atomic.Uint64  // quickly closed streams compacted by the closer (cache.go)
-	feed          *feedPublisher // publishes every commit's changes (feed.go)
-	serverStats                  // the rest of Stats (stats.go)
+	// openPacked counts the open streams of packs (store.InPack): they
+	// take a slot and hold no descriptor either.
+	openPacked  atomic.Int64
+	commits     atomic.Uint64  // write transactions committed, for tests and stats
+	inlined     atomic.Uint64  // requests served on the subscription's goroutine (scheduler.go), for tests and stats
+	gathered    atomic.Uint64  // sync commits that waited for more writers (gather), for tests
+	coldCloses  atomic.Uint64  // streams closed once idle because their last request said Sy-Cold
+	checkpoints atomic.Uint64  // WAL checkpoints run between requests (store.Checkpointer)
+	ckptFails   atomic.Uint64  // and those that failed
+	rescued     atomic.Uint64  // evicted streams taken back open before the closer reached them (cache.go)
+	slotCloses  atomic.Uint64  // streams an open closed itself for want of a free slot (takeSlot)
+	compacted   atomic.Uint64  // quickly closed streams compacted by the closer (cache.go)
+	feed        *feedPublisher // publishes every commit's changes (feed.go)
+	serverStats                // the rest of Stats (stats.go)
 
 	// beforeWrite, if set (tests only), runs before each group commit with
 	// the number of messages in it.
@@ -499,6 +528,13 @@ func (s *Server) Start(ctx context.Context) error {
 func (s *Server) start(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// A directory's packs are fixed in number: a server asking for
+	// another count is refused before it serves anything.
+	if sq, ok := s.cfg.Storage.(*store.SQLite); ok && s.cfg.DataDir != "" {
+		if _, err := sq.PackCount(); err != nil {
+			return fmt.Errorf("persist server: %w", err)
+		}
+	}
 	subject := bus.ScopeSubject(s.cfg.Service, "*", "api", s.cfg.ID)
 	sub, err := s.cfg.Conn.Subscribe(subject, s.onMsg)
 	if err != nil {

@@ -156,7 +156,7 @@ func (s *Server) Stats() Stats {
 
 // openDescriptors is Stats.OpenDescriptors.
 func (s *Server) openDescriptors() int64 {
-	return max(s.openStreams.Load()-s.openEphemeral.Load(), 0) * int64(store.FilesPerStream(s.cfg.ExclusiveFiles))
+	return max(s.openStreams.Load()-s.openEphemeral.Load()-s.openPacked.Load(), 0) * int64(store.FilesPerStream(s.cfg.ExclusiveFiles))
 }
 
 // serveServer answers a request to the server itself (persist.ServerScope)

@@ -86,7 +86,7 @@ func (a *streamArchive) baseline(ctx context.Context, s *sqliteStream) error {
 
 func totalChanges(ctx context.Context, s *sqliteStream) (int64, error) {
 	var n int64
-	err := s.conn.QueryRowContext(ctx, `SELECT total_changes()`).Scan(&n)
+	err := s.queryRowSQL(ctx, `SELECT total_changes()`).Scan(&n)
 	return n, err
 }
 
@@ -103,7 +103,7 @@ func (a *streamArchive) backup(s *sqliteStream) error {
 	}
 	// Fold the WAL into the main file first, so that the modification time
 	// stamped on the copy is the one the local files keep once closed.
-	if _, err := s.conn.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+	if _, err := s.execSQL(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
 		return fmt.Errorf("archive: checkpoint: %w", err)
 	}
 	mt, _, err := localModTime(a.local)
@@ -128,7 +128,7 @@ func (a *streamArchive) backup(s *sqliteStream) error {
 			os.Remove(tmpName)
 		}
 	}()
-	if _, err := s.conn.ExecContext(ctx, `VACUUM INTO ?`, tmpName); err != nil {
+	if _, err := s.execSQL(ctx, `VACUUM INTO ?`, tmpName); err != nil {
 		return fmt.Errorf("archive: copy: %w", err)
 	}
 	if err := syncFile(tmpName); err != nil {

@@ -54,7 +54,7 @@ func (s *sqliteStream) Checkpoint() error {
 	// full disk) is tried again after as many pages more, not at every
 	// idle moment; SQLite's own still bounds the WAL meanwhile.
 	s.walPages = 0
-	if _, err := s.conn.ExecContext(context.Background(), `PRAGMA wal_checkpoint(PASSIVE)`); err != nil {
+	if _, err := s.execSQL(context.Background(), `PRAGMA wal_checkpoint(PASSIVE)`); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
 	return nil

@@ -49,7 +49,7 @@ func (s *sqliteStream) SetConfig(c persist.Config, now time.Time) (persist.Confi
 	old := s.cfg // as the file holds it: begin re-read it if another connection changed it
 	s.cfg = c
 	var changes, more []Change
-	_, err = s.conn.ExecContext(context.Background(), `INSERT OR REPLACE INTO meta(k, v) VALUES('config', ?)`, b)
+	_, err = s.execSQL(context.Background(), `INSERT OR REPLACE INTO meta(k, v) VALUES('config', ?)`, b)
 	if err == nil {
 		changes, err = s.expire(now.UnixMilli())
 	}

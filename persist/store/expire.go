@@ -30,7 +30,7 @@ func (s *sqliteStream) removed(size int64, hadTTL bool) {
 // deleteWhere runs a DELETE ... RETURNING seq, size, expires IS NOT NULL and
 // returns the removed seqs, ascending, updating the totals.
 func (s *sqliteStream) deleteWhere(query string, args ...any) ([]uint64, error) {
-	rows, err := s.conn.QueryContext(context.Background(), query+` RETURNING seq, size, expires IS NOT NULL`, args...)
+	rows, err := s.querySQL(context.Background(), query+` RETURNING seq, size, expires IS NOT NULL`, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +101,7 @@ func (s *sqliteStream) enforce() ([]Change, error) {
 		// Find the newest seq that must go: walk from the oldest until enough
 		// bytes are freed.
 		excess := s.bytes - s.cfg.MaxBytes
-		rows, err := s.conn.QueryContext(context.Background(), `SELECT seq, size FROM messages ORDER BY seq`)
+		rows, err := s.querySQL(context.Background(), `SELECT seq, size FROM messages ORDER BY seq`)
 		if err != nil {
 			return nil, fmt.Errorf("enforce max_bytes: %w", err)
 		}
@@ -161,14 +161,14 @@ func (s *sqliteStream) Expire(now time.Time) ([]Change, error) {
 	changes, err := s.expire(nowMs)
 	msgidsOldest := s.msgidsOldest
 	if err == nil && pruneMsgIDs && s.lazy&lazyMsgIDs != 0 {
-		if _, err = s.conn.ExecContext(context.Background(), `DELETE FROM msgids WHERE time <= ?`, cut); err == nil && msgidsOldest != 0 {
-			err = s.conn.QueryRowContext(context.Background(), `SELECT COALESCE(MIN(time), 0) FROM msgids`).Scan(&msgidsOldest)
+		if _, err = s.execSQL(context.Background(), `DELETE FROM msgids WHERE time <= ?`, cut); err == nil && msgidsOldest != 0 {
+			err = s.queryRowSQL(context.Background(), `SELECT COALESCE(MIN(time), 0) FROM msgids`).Scan(&msgidsOldest)
 		}
 	}
 	oldest := s.delidsOldest
 	if err == nil && pruneDelIDs && s.lazy&lazyDelIDs != 0 {
-		if _, err = s.conn.ExecContext(context.Background(), `DELETE FROM delids WHERE time <= ?`, cut); err == nil {
-			err = s.conn.QueryRowContext(context.Background(), `SELECT COALESCE(MIN(time), 0) FROM delids`).Scan(&oldest)
+		if _, err = s.execSQL(context.Background(), `DELETE FROM delids WHERE time <= ?`, cut); err == nil {
+			err = s.queryRowSQL(context.Background(), `SELECT COALESCE(MIN(time), 0) FROM delids`).Scan(&oldest)
 		}
 	}
 	if err == nil {

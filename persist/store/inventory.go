@@ -89,7 +89,11 @@ func (st *SQLite) Scopes(ctx context.Context, fn func(scope string) error) error
 		// written) holds no scope; the first create makes it.
 		return nil
 	}
-	return err
+	if err != nil || st.archive != "" {
+		return err
+	}
+	// Scopes whose streams are all in packs have no directory.
+	return st.packScopes(ctx, fn)
 }
 
 // ScanScope implements Lister.
@@ -115,7 +119,12 @@ func (st *SQLite) ScanScope(scope string, wal func(file string)) (int, error) {
 	})
 	st.removeStaleArchiveTemps(scope, now)
 	if errors.Is(err, fs.ErrNotExist) {
-		return 0, nil
+		err = nil
+	}
+	if err == nil && st.archive == "" {
+		var packed int
+		packed, err = st.packScopeCount(scope)
+		n += packed
 	}
 	return n, err
 }
@@ -159,7 +168,10 @@ func (st *SQLite) HasStream(scope, name string) (bool, error) {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return false, fmt.Errorf("stream file: %w", err)
 	}
-	return false, nil
+	if st.archive != "" {
+		return false, nil
+	}
+	return st.hasPacked(scope, name)
 }
 
 // StreamName implements Lister: a connection of its own (mode=rw, so a

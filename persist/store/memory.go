@@ -101,9 +101,9 @@ func (s *sqliteStream) shrinkMemory() {
 	s.freed = 0
 	ctx := context.Background()
 	var pages, free, pageSize int64
-	err := s.conn.QueryRowContext(ctx, `SELECT (SELECT page_count FROM pragma_page_count()), (SELECT freelist_count FROM pragma_freelist_count()), (SELECT page_size FROM pragma_page_size())`).Scan(&pages, &free, &pageSize)
+	err := s.queryRowSQL(ctx, `SELECT (SELECT page_count FROM pragma_page_count()), (SELECT freelist_count FROM pragma_freelist_count()), (SELECT page_size FROM pragma_page_size())`).Scan(&pages, &free, &pageSize)
 	if err != nil || free*pageSize <= memoryShrinkMinBytes || free*4 <= pages {
 		return
 	}
-	_, _ = s.conn.ExecContext(ctx, `PRAGMA incremental_vacuum`)
+	_, _ = s.execSQL(ctx, `PRAGMA incremental_vacuum`)
 }

@@ -132,7 +132,7 @@ func (s *sqliteStream) GetAll(start, end uint64, limit int, fn func(*persist.Fra
 	if limit > 0 {
 		lim = int64(limit) + 1 // one more tells whether a next page exists
 	}
-	rows, err := s.conn.QueryContext(context.Background(), `SELECT `+msgCols+` FROM messages WHERE seq >= ? AND seq <= ? ORDER BY seq LIMIT ?`, start, end, lim)
+	rows, err := s.querySQL(context.Background(), `SELECT `+msgCols+` FROM messages WHERE seq >= ? AND seq <= ? ORDER BY seq LIMIT ?`, start, end, lim)
 	if err != nil {
 		return 0, fmt.Errorf("getAll: %w", err)
 	}
@@ -163,7 +163,7 @@ func (s *sqliteStream) Keys(maxJSON int) (_ []string, err error) {
 	if err := s.readRows(); err != nil {
 		return nil, err
 	}
-	rows, err := s.conn.QueryContext(context.Background(), `SELECT key FROM messages WHERE key IS NOT NULL ORDER BY key`)
+	rows, err := s.querySQL(context.Background(), `SELECT key FROM messages WHERE key IS NOT NULL ORDER BY key`)
 	if err != nil {
 		return nil, fmt.Errorf("keys: %w", err)
 	}

@@ -189,7 +189,7 @@ func (s *sqliteStream) giveBack() {
 	}
 	ctx := context.Background()
 	checkpoint := func() error {
-		_, err := s.conn.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`)
+		_, err := s.execSQL(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`)
 		return err
 	}
 	if checkpoint() != nil {
@@ -198,7 +198,7 @@ func (s *sqliteStream) giveBack() {
 	prev := int64(-1)
 	for {
 		var free int64
-		if err := s.conn.QueryRowContext(ctx, `PRAGMA freelist_count`).Scan(&free); err != nil {
+		if err := s.queryRowSQL(ctx, `PRAGMA freelist_count`).Scan(&free); err != nil {
 			return
 		}
 		// Stop when nothing is free, or when a step freed nothing (an
@@ -207,7 +207,7 @@ func (s *sqliteStream) giveBack() {
 			return
 		}
 		prev = free
-		if _, err := s.conn.ExecContext(ctx, `PRAGMA incremental_vacuum(`+strconv.Itoa(giveBackPages)+`)`); err != nil {
+		if _, err := s.execSQL(ctx, `PRAGMA incremental_vacuum(`+strconv.Itoa(giveBackPages)+`)`); err != nil {
 			return
 		}
 		if checkpoint() != nil {

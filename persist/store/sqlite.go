@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/switchyard-dev/switchyard/persist"
@@ -144,6 +145,13 @@ type SQLiteConfig struct {
 	// busy_timeout, then fail SQLITE_BUSY). False (the default) lets two
 	// servers sharing Dir both reach a stream (sqlite_shared.go).
 	Exclusive bool
+	// Packs, if positive, keeps new streams in that many shared files
+	// under Dir/.packs instead of a file each (pack.go): a stream costs
+	// no descriptor and no connection of its own, so many small streams
+	// open and close cheaply. Fixed when the directory gets its first
+	// pack; at most MaxPacks. A directory with packs is read from them
+	// whatever this says. Excludes Archive.
+	Packs int
 }
 
 // SQLite keeps each persistent stream in its own SQLite file under Dir.
@@ -155,6 +163,9 @@ type SQLite struct {
 	sync    bool   // every stream FULL (SQLiteConfig.Sync)
 	excl    bool   // locking_mode=EXCLUSIVE (SQLiteConfig.Exclusive)
 	busyMs  int    // busy_timeout of its connections: busyTimeoutMs (tests shorten it)
+	packs   int    // new streams go to packs (SQLiteConfig.Packs)
+	pkMu    sync.Mutex
+	pk      *packSet // the directory's packs, once used (pack.go)
 }
 
 var (
@@ -168,11 +179,12 @@ func NewSQLite(cfg SQLiteConfig) *SQLite {
 	if reserve == 0 {
 		reserve = ReserveBytesDefault
 	}
-	return &SQLite{dir: cfg.Dir, archive: cfg.Archive, space: newSpace(cfg.Dir, reserve), sync: cfg.Sync, excl: cfg.Exclusive, busyMs: busyTimeoutMs}
+	return &SQLite{dir: cfg.Dir, archive: cfg.Archive, space: newSpace(cfg.Dir, reserve), sync: cfg.Sync, excl: cfg.Exclusive, busyMs: busyTimeoutMs, packs: cfg.Packs}
 }
 
-// Close implements Storage; open streams are closed by their owner.
-func (st *SQLite) Close() error { return nil }
+// Close implements Storage; open streams are closed by their owner, and
+// the packs (pack.go) here, once their streams are.
+func (st *SQLite) Close() error { return st.closePacks() }
 
 // uriEscaper escapes what SQLite URIs reserve. Made once: a Replacer
 // builds its tables at its first use, which cost every open as much as
@@ -236,6 +248,11 @@ func (st *SQLite) open(scope, name string, create bool, now time.Time) (Stream, 
 	p, err := StreamPath(st.dir, scope, name)
 	if err != nil {
 		return nil, err
+	}
+	if st.archive == "" {
+		if s, ok, err := st.openPacked(scope, name, p, create, now); err != nil || ok {
+			return s, err
+		}
 	}
 	if !create {
 		ok, err := st.exists(scope, name, p)
@@ -504,13 +521,13 @@ type sqliteStream struct {
 	space *space         // the data directory's reserve; nil in memory
 	path  string         // the database file; "" in memory
 
-	insert, keySeq, delSeq, delKey, getSeq, getKey, putMsgID lazyStmt
-	getMsgID, getDelID, putDelID                             lazyStmt
-	beginStmt, commitStmt, dataVer                           lazyStmt
-	// insertMany[keyed][i] is the multi-row INSERT of insertRuns[i] plain
-	// rows, unkeyed or keyed, prepared on first use: one statement per run
-	// of plain rows instead of one per row.
-	insertMany [2][len(insertRuns)]lazyStmt
+	// The stream's statements: its own, or for a stream in a pack the
+	// pack's, shared by its streams (pack.go).
+	*stmtSet
+	// pk is the pack holding the stream, nil for a stream with a file of
+	// its own (or in memory); sid is its id there (pack.go).
+	pk  *pack
+	sid int64
 	// A run of plain rows waiting for insertMany: consecutive seqs from
 	// runSeq, all at runTime, all keyed or all unkeyed, with these bound
 	// values (runCols per row).
@@ -525,6 +542,17 @@ type sqliteStream struct {
 	// removed (0 = the key had no row); replaceKeys are the last len(replaceKeys).
 	replaceKeys  []string
 	replacedSeqs []uint64
+}
+
+// stmtSet is the statements of a stream's connection (see lazyStmt).
+type stmtSet struct {
+	insert, keySeq, delSeq, delKey, getSeq, getKey, putMsgID lazyStmt
+	getMsgID, getDelID, putDelID                             lazyStmt
+	beginStmt, commitStmt, dataVer                           lazyStmt
+	// insertMany[keyed][i] is the multi-row INSERT of insertRuns[i] plain
+	// rows, unkeyed or keyed, prepared on first use: one statement per run
+	// of plain rows instead of one per row.
+	insertMany [2][len(insertRuns)]lazyStmt
 	// delMany[i] deletes up to insertRuns[i] keys in one statement,
 	// prepared on first use.
 	delMany [len(insertRuns)]lazyStmt
@@ -532,20 +560,26 @@ type sqliteStream struct {
 
 func (s *sqliteStream) init(now time.Time, how openHow) error {
 	ctx := context.Background()
-	conn, err := s.db.Conn(ctx)
-	if err != nil {
-		return fmt.Errorf("open stream: %w", err)
-	}
-	s.conn = conn
-	if how.exclusive {
-		if _, err := conn.ExecContext(ctx, `PRAGMA journal_mode = WAL`); err != nil {
-			return fmt.Errorf("open stream: journal mode: %w", err)
+	// A stream in a pack uses the pack's connection, whose schema has
+	// every table (pack.go): nothing to open, stamp or create.
+	version := fullSchemaVersion
+	if s.pk == nil {
+		conn, err := s.db.Conn(ctx)
+		if err != nil {
+			return fmt.Errorf("open stream: %w", err)
+		}
+		s.conn = conn
+		if how.exclusive {
+			if _, err := conn.ExecContext(ctx, `PRAGMA journal_mode = WAL`); err != nil {
+				return fmt.Errorf("open stream: journal mode: %w", err)
+			}
+		}
+		if version, err = s.ensureSchema(s.memory); err != nil {
+			return err
 		}
 	}
-	version, err := s.ensureSchema(s.memory)
-	if err != nil {
-		return err
-	}
+	conn := s.conn
+	var err error
 	// Read before the totals: a commit by another connection after this
 	// makes the next write transaction reload them (reloadIfShared). A
 	// stream alone on its database never looks.
@@ -585,7 +619,7 @@ func (s *sqliteStream) init(now time.Time, how openHow) error {
 	// The stored name guards against two names sharing a file.
 	switch {
 	case !stored.Valid:
-		if _, err := conn.ExecContext(ctx, `INSERT INTO meta(k, v) VALUES('name', ?), ('scope', ?)`, s.name, s.scope); err != nil {
+		if _, err := s.execSQL(ctx, `INSERT INTO meta(k, v) VALUES('name', ?), ('scope', ?)`, s.name, s.scope); err != nil {
 			return fmt.Errorf("open stream: %w", err)
 		}
 	case stored.String != s.name:
@@ -657,7 +691,12 @@ func (s *sqliteStream) readOpenState(ctx context.Context, full bool, stored *sql
 	if err := s.readMeta(ctx, stored, cfgJSON, metaSeq, kept); err != nil {
 		return err
 	}
-	rows, err := s.conn.QueryContext(ctx, openSchemaNames)
+	if s.pk != nil {
+		// A pack has every table and no sqlite_sequence.
+		s.lazy, s.seqTable = lazyAll, false
+		return s.readNewestAndTotals(ctx, maxSeq, kept)
+	}
+	rows, err := s.querySQL(ctx, openSchemaNames)
 	if err != nil {
 		return fmt.Errorf("open stream: schema: %w", err)
 	}
@@ -687,25 +726,31 @@ func (s *sqliteStream) readOpenState(ctx context.Context, full bool, stored *sql
 	if full {
 		s.lazy = lazyAll
 	}
+	return s.readNewestAndTotals(ctx, maxSeq, kept)
+}
+
+// readNewestAndTotals is readOpenState's part after the schema: the newest
+// row, the totals unless kept, the oldest delete id.
+func (s *sqliteStream) readNewestAndTotals(ctx context.Context, maxSeq *int64, kept *[]byte) error {
 	s.lastTime, *maxSeq = 0, 0
-	err = s.conn.QueryRowContext(ctx, `SELECT seq, time FROM messages ORDER BY seq DESC LIMIT 1`).Scan(maxSeq, &s.lastTime)
+	err := s.queryRowSQL(ctx, `SELECT seq, time FROM messages ORDER BY seq DESC LIMIT 1`).Scan(maxSeq, &s.lastTime)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("open stream: newest row: %w", err)
 	}
 	s.count, s.bytes, s.ttlRows = 0, 0, 0
 	if *kept == nil {
-		if err := s.conn.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(size), 0) FROM messages`).Scan(&s.count, &s.bytes); err != nil {
+		if err := s.queryRowSQL(ctx, `SELECT COUNT(*), COALESCE(SUM(size), 0) FROM messages`).Scan(&s.count, &s.bytes); err != nil {
 			return fmt.Errorf("open stream: totals: %w", err)
 		}
 		if s.lazy&lazyExpires != 0 {
-			if err := s.conn.QueryRowContext(ctx, `SELECT COUNT(*) FROM messages WHERE expires IS NOT NULL`).Scan(&s.ttlRows); err != nil {
+			if err := s.queryRowSQL(ctx, `SELECT COUNT(*) FROM messages WHERE expires IS NOT NULL`).Scan(&s.ttlRows); err != nil {
 				return fmt.Errorf("open stream: totals: %w", err)
 			}
 		}
 	}
 	s.delidsOldest = 0
 	if s.lazy&lazyDelIDs != 0 {
-		if err := s.conn.QueryRowContext(ctx, `SELECT COALESCE(MIN(time), 0) FROM delids`).Scan(&s.delidsOldest); err != nil {
+		if err := s.queryRowSQL(ctx, `SELECT COALESCE(MIN(time), 0) FROM delids`).Scan(&s.delidsOldest); err != nil {
 			return fmt.Errorf("open stream: delete ids: %w", err)
 		}
 	}
@@ -716,7 +761,7 @@ func (s *sqliteStream) readOpenState(ctx context.Context, full bool, stored *sql
 // the seq kept apart from the rows, and the kept totals; each stays
 // zero (NULL) when the file has no such row.
 func (s *sqliteStream) readMeta(ctx context.Context, name *sql.NullString, cfgJSON *[]byte, seq *sql.NullInt64, kept *[]byte) error {
-	rows, err := s.conn.QueryContext(ctx, `SELECT k, v FROM meta`)
+	rows, err := s.querySQL(ctx, `SELECT k, v FROM meta`)
 	if err != nil {
 		return fmt.Errorf("open stream: meta: %w", err)
 	}
@@ -752,7 +797,7 @@ func (s *sqliteStream) readMeta(ctx context.Context, name *sql.NullString, cfgJS
 
 // loadMsgIDs fills the dedup window from the msgids table.
 func (s *sqliteStream) loadMsgIDs(now time.Time) error {
-	rows, err := s.conn.QueryContext(context.Background(), `SELECT id, seq, time FROM msgids WHERE time > ? ORDER BY time`, now.Add(-DedupWindow).UnixMilli())
+	rows, err := s.querySQL(context.Background(), `SELECT id, seq, time FROM msgids WHERE time > ? ORDER BY time`, now.Add(-DedupWindow).UnixMilli())
 	if err != nil {
 		return fmt.Errorf("open stream: msgids: %w", err)
 	}
@@ -787,7 +832,7 @@ func (s *sqliteStream) ensureLazy(t lazyTables) error {
 		if t&l.bit == 0 || s.lazy&l.bit != 0 {
 			continue
 		}
-		if _, err := s.conn.ExecContext(context.Background(), l.ddl); err != nil {
+		if _, err := s.execSQL(context.Background(), l.ddl); err != nil {
 			return fmt.Errorf("create %s: %w", l.name, err)
 		}
 		s.lazy |= l.bit
@@ -795,9 +840,17 @@ func (s *sqliteStream) ensureLazy(t lazyTables) error {
 	return nil
 }
 
-// prepareLazily gives the statements of the stream their SQL; each is
-// prepared on first use (see lazyStmt).
-func (s *sqliteStream) prepareLazily() {
+// prepareLazily gives the stream statements of its own.
+func (s *sqliteStream) prepareLazily() { s.stmtSet = newStmtSet(nil) }
+
+// newStmtSet gives the statements their SQL; each is prepared on first use
+// (see lazyStmt). sid is nil for a stream's own connection, else where the
+// pack keeps the id of the stream using them (pack.go).
+func newStmtSet(sid *int64) *stmtSet {
+	s := &stmtSet{}
+	for _, l := range s.all() {
+		l.sid = sid
+	}
 	for _, p := range []struct {
 		st  *lazyStmt
 		sql string
@@ -818,10 +871,11 @@ func (s *sqliteStream) prepareLazily() {
 	} {
 		p.st.query = p.sql
 	}
+	return s
 }
 
-// stmts lists every statement of the stream, for Close.
-func (s *sqliteStream) stmts() []*lazyStmt {
+// all lists every statement of the set, for Close.
+func (s *stmtSet) all() []*lazyStmt {
 	l := []*lazyStmt{&s.insert, &s.keySeq, &s.delSeq, &s.delKey, &s.getSeq, &s.getKey, &s.putMsgID, &s.getMsgID, &s.getDelID, &s.putDelID, &s.beginStmt, &s.commitStmt, &s.dataVer}
 	for i := range insertRuns {
 		l = append(l, &s.insertMany[0][i], &s.insertMany[1][i], &s.delMany[i])
@@ -858,7 +912,7 @@ const (
 func (s *sqliteStream) ensureSchema(blank bool) (int, error) {
 	ctx := context.Background()
 	var v int
-	if err := s.conn.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&v); err != nil {
+	if err := s.queryRowSQL(ctx, `PRAGMA user_version`).Scan(&v); err != nil {
 		return 0, fmt.Errorf("open stream: schema version: %w", err)
 	}
 	if v != 0 {
@@ -870,14 +924,14 @@ func (s *sqliteStream) ensureSchema(blank bool) (int, error) {
 	if blank {
 		ddl, stamp = coreSchema, lazySchemaVersion
 	}
-	if _, err := s.conn.ExecContext(ctx, ddl); err != nil {
+	if _, err := s.execSQL(ctx, ddl); err != nil {
 		return 0, fmt.Errorf("open stream: schema: %w", err)
 	}
 	// The stamp only saves later opens the DDL: a file that cannot take it
 	// (a read-only directory, a full disk) opens as before and is stamped
 	// at a later open. A new file left at 0 runs fullSchema then, which
 	// is right for any file.
-	if _, err := s.conn.ExecContext(ctx, `PRAGMA user_version = `+strconv.Itoa(stamp)); err != nil {
+	if _, err := s.execSQL(ctx, `PRAGMA user_version = `+strconv.Itoa(stamp)); err != nil {
 		return 0, nil
 	}
 	return stamp, nil
@@ -890,12 +944,12 @@ func (s *sqliteStream) storedSeqMax() (uint64, error) {
 	ctx := context.Background()
 	var auto, meta uint64
 	if s.seqTable {
-		err := s.conn.QueryRowContext(ctx, `SELECT seq FROM sqlite_sequence WHERE name='messages'`).Scan(&auto)
+		err := s.queryRowSQL(ctx, `SELECT seq FROM sqlite_sequence WHERE name='messages'`).Scan(&auto)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return 0, fmt.Errorf("sequence: %w", err)
 		}
 	}
-	err := s.conn.QueryRowContext(ctx, `SELECT v FROM meta WHERE k='seq'`).Scan(&meta)
+	err := s.queryRowSQL(ctx, `SELECT v FROM meta WHERE k='seq'`).Scan(&meta)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return 0, fmt.Errorf("sequence: %w", err)
 	}
@@ -903,14 +957,14 @@ func (s *sqliteStream) storedSeqMax() (uint64, error) {
 }
 
 func (s *sqliteStream) applySync() error {
-	if s.memory {
-		return nil
+	if s.memory || s.pk != nil {
+		return nil // a pack's streams set FULL around their commits (commit)
 	}
 	mode := "NORMAL"
 	if s.cfg.Sync || s.syncAll {
 		mode = "FULL"
 	}
-	if _, err := s.conn.ExecContext(context.Background(), "PRAGMA synchronous="+mode); err != nil {
+	if _, err := s.execSQL(context.Background(), "PRAGMA synchronous="+mode); err != nil {
 		return fmt.Errorf("stream sync mode: %w", err)
 	}
 	return nil
@@ -918,12 +972,18 @@ func (s *sqliteStream) applySync() error {
 
 // Close implements Stream.
 func (s *sqliteStream) Close() error {
+	if s.pk != nil {
+		// The connection and the statements are the pack's; what the
+		// handle holds is memory. Totals are not kept in a pack: its
+		// streams are counted at open (a scan of their own rows).
+		return nil
+	}
 	s.keepTotals() // before the archive's backup, which then has them too
 	var first error
 	if s.arch != nil {
 		first = s.arch.backup(s)
 	}
-	for _, l := range s.stmts() {
+	for _, l := range s.all() {
 		if err := l.close(s.conn); err != nil && first == nil {
 			first = err
 		}
@@ -977,6 +1037,11 @@ func (st *SQLite) Remove(scope, name string) error {
 		}
 	}
 	syncDir(filepath.Dir(p))
+	if st.archive == "" {
+		if err := st.removePacked(scope, name); err != nil {
+			return fmt.Errorf("remove stream: %w", classifyDisk(err))
+		}
+	}
 	return nil
 }
 

@@ -55,7 +55,7 @@ func (s *sqliteStream) reloadIfShared() error {
 	// The other connection may have created lazy tables (a file that has
 	// them all keeps them).
 	if s.lazy != lazyAll {
-		if err := s.conn.QueryRowContext(ctx, `SELECT `+lazyMaskSQL).Scan(&s.lazy); err != nil {
+		if err := s.queryRowSQL(ctx, `SELECT `+lazyMaskSQL).Scan(&s.lazy); err != nil {
 			return fmt.Errorf("reload tables: %w", err)
 		}
 	}
@@ -64,7 +64,7 @@ func (s *sqliteStream) reloadIfShared() error {
 	}
 	var lastSeq uint64
 	var lastTime int64
-	if err := s.conn.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0), COALESCE((SELECT time FROM messages ORDER BY seq DESC LIMIT 1), 0) FROM messages`).Scan(&lastSeq, &lastTime); err != nil {
+	if err := s.queryRowSQL(ctx, `SELECT COALESCE(MAX(seq), 0), COALESCE((SELECT time FROM messages ORDER BY seq DESC LIMIT 1), 0) FROM messages`).Scan(&lastSeq, &lastTime); err != nil {
 		return fmt.Errorf("reload newest row: %w", err)
 	}
 	seqMax, err := s.storedSeqMax()
@@ -80,7 +80,7 @@ func (s *sqliteStream) reloadIfShared() error {
 	// index lookups each, not the rows.
 	var oldest, newest int64
 	if s.lazy&lazyMsgIDs != 0 {
-		if err := s.conn.QueryRowContext(ctx, `SELECT COALESCE((SELECT MIN(time) FROM msgids), 0), COALESCE((SELECT MAX(time) FROM msgids), 0)`).Scan(&oldest, &newest); err != nil {
+		if err := s.queryRowSQL(ctx, `SELECT COALESCE((SELECT MIN(time) FROM msgids), 0), COALESCE((SELECT MAX(time) FROM msgids), 0)`).Scan(&oldest, &newest); err != nil {
 			return fmt.Errorf("reload msgids: %w", err)
 		}
 	}
@@ -90,7 +90,7 @@ func (s *sqliteStream) reloadIfShared() error {
 	}
 	s.delidsOldest = 0
 	if s.lazy&lazyDelIDs != 0 {
-		if err := s.conn.QueryRowContext(ctx, `SELECT COALESCE(MIN(time), 0) FROM delids`).Scan(&s.delidsOldest); err != nil {
+		if err := s.queryRowSQL(ctx, `SELECT COALESCE(MIN(time), 0) FROM delids`).Scan(&s.delidsOldest); err != nil {
 			return fmt.Errorf("reload delete ids: %w", err)
 		}
 	}
@@ -103,7 +103,7 @@ func (s *sqliteStream) reloadIfShared() error {
 // (SQLite refuses it inside one): see endTx.
 func (s *sqliteStream) reloadConfig() error {
 	var b []byte
-	err := s.conn.QueryRowContext(context.Background(), `SELECT v FROM meta WHERE k='config'`).Scan(&b)
+	err := s.queryRowSQL(context.Background(), `SELECT v FROM meta WHERE k='config'`).Scan(&b)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil // never configured: still the defaults
 	}
@@ -151,15 +151,15 @@ func (s *sqliteStream) Revalidate() error {
 		return nil
 	}
 	ctx := context.Background()
-	if _, err := s.conn.ExecContext(ctx, `BEGIN`); err != nil {
+	if _, err := s.execSQL(ctx, `BEGIN`); err != nil {
 		return classifyDisk(fmt.Errorf("revalidate: %w", err))
 	}
 	err := s.reloadIfShared()
 	if err == nil {
-		_, err = s.conn.ExecContext(ctx, `COMMIT`)
+		_, err = s.execSQL(ctx, `COMMIT`)
 	}
 	if err != nil {
-		_, _ = s.conn.ExecContext(ctx, `ROLLBACK`)
+		_, _ = s.execSQL(ctx, `ROLLBACK`)
 		return classifyDisk(fmt.Errorf("revalidate: %w", err))
 	}
 	if err := s.endTx(); err != nil {

@@ -34,6 +34,11 @@ type lazyStmt struct {
 	args  []driver.NamedValue // reused argument buffer
 	dest  []driver.Value      // reused row buffer of query
 	row   stmtRow             // the row of the last queryRow
+	// sid is set on a pack's statements (pack.go): query is rewritten for
+	// the pack's tables (packSQL) when prepared, and the id of the stream
+	// using the statement is bound first, as ?1.
+	sid     *int64
+	bindSID bool // the prepared pack form binds the stream's id
 }
 
 // prepared returns the statement on dc, the driver connection of the
@@ -46,7 +51,11 @@ func (l *lazyStmt) prepared(dc any) (driver.Stmt, error) {
 	if !ok {
 		return nil, fmt.Errorf("prepare: driver connection %T has no PrepareContext", dc)
 	}
-	st, err := pc.PrepareContext(context.Background(), l.query)
+	q := l.query
+	if l.sid != nil {
+		q, l.bindSID = packSQL(q)
+	}
+	st, err := pc.PrepareContext(context.Background(), q)
 	if err != nil {
 		return nil, fmt.Errorf("prepare: %w", err)
 	}
@@ -60,6 +69,11 @@ func (l *lazyStmt) prepared(dc any) (driver.Stmt, error) {
 // anything else through driver.DefaultParameterConverter.
 func (l *lazyStmt) bind(args []any) ([]driver.NamedValue, error) {
 	nv := l.args[:0]
+	first := 1
+	if l.bindSID {
+		nv = append(nv, driver.NamedValue{Ordinal: 1, Value: *l.sid})
+		first = 2
+	}
 	for i, a := range args {
 		var v driver.Value
 		switch x := a.(type) {
@@ -78,7 +92,7 @@ func (l *lazyStmt) bind(args []any) ([]driver.NamedValue, error) {
 				return nil, fmt.Errorf("argument %d: %w", i+1, err)
 			}
 		}
-		nv = append(nv, driver.NamedValue{Ordinal: i + 1, Value: v})
+		nv = append(nv, driver.NamedValue{Ordinal: i + first, Value: v})
 	}
 	l.args = nv
 	return nv, nil
@@ -187,7 +201,7 @@ func (l *lazyStmt) close(c *sql.Conn) error {
 		return nil
 	}
 	st := l.st
-	l.st = nil
+	l.st, l.bindSID = nil, false
 	clear(l.row.vals)
 	return c.Raw(func(any) error { return st.Close() })
 }

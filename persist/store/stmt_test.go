@@ -128,7 +128,7 @@ func TestLazyStmtAsDatabaseSQL(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	for _, l := range s.stmts() {
+	for _, l := range s.all() {
 		if l.st != nil {
 			t.Fatalf("statement %q still open after Close", l.query)
 		}

@@ -85,12 +85,12 @@ func (s *sqliteStream) current() totals {
 // without kept totals does, and what a handle sharing its file does after
 // another connection's commit (reloadIfShared).
 func (s *sqliteStream) countTotals(ctx context.Context) error {
-	if err := s.conn.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(size), 0) FROM messages`).Scan(&s.count, &s.bytes); err != nil {
+	if err := s.queryRowSQL(ctx, `SELECT COUNT(*), COALESCE(SUM(size), 0) FROM messages`).Scan(&s.count, &s.bytes); err != nil {
 		return fmt.Errorf("totals: %w", err)
 	}
 	s.ttlRows = 0 // without the index no row has an expiry (see lazyDefs)
 	if s.lazy&lazyExpires != 0 {
-		if err := s.conn.QueryRowContext(ctx, `SELECT COUNT(*) FROM messages WHERE expires IS NOT NULL`).Scan(&s.ttlRows); err != nil {
+		if err := s.queryRowSQL(ctx, `SELECT COUNT(*) FROM messages WHERE expires IS NOT NULL`).Scan(&s.ttlRows); err != nil {
 			return fmt.Errorf("totals: %w", err)
 		}
 	}
@@ -129,8 +129,8 @@ func (s *sqliteStream) keepTotals() {
 		return
 	}
 	ctx := context.Background()
-	if _, err = s.conn.ExecContext(ctx, totalsTriggers); err == nil {
-		_, err = s.conn.ExecContext(ctx, `INSERT OR REPLACE INTO meta(k, v) VALUES(?, ?)`, totalsKey, s.current().encode())
+	if _, err = s.execSQL(ctx, totalsTriggers); err == nil {
+		_, err = s.execSQL(ctx, `INSERT OR REPLACE INTO meta(k, v) VALUES(?, ?)`, totalsKey, s.current().encode())
 	}
 	if err != nil {
 		s.rollback(st)

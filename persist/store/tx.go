@@ -16,11 +16,15 @@ type txState struct {
 }
 
 func (s *sqliteStream) begin() (txState, error) {
+	if err := s.packSyncBegin(); err != nil {
+		return txState{}, fmt.Errorf("begin: %w", err)
+	}
 	if _, err := s.beginStmt.exec(s.conn); err != nil {
+		s.packSyncEnd()
 		return txState{}, fmt.Errorf("begin: %w", err)
 	}
 	if err := s.reloadIfShared(); err != nil {
-		_, _ = s.conn.ExecContext(context.Background(), "ROLLBACK")
+		_, _ = s.execSQL(context.Background(), "ROLLBACK")
 		return txState{}, fmt.Errorf("begin: %w", err)
 	}
 	s.newestGone = false
@@ -31,11 +35,13 @@ func (s *sqliteStream) commit() error {
 	if s.newestGone && !s.seqTable {
 		// Without AUTOINCREMENT nothing else remembers a seq whose row is
 		// gone; a reopened stream must not hand it out again.
-		if _, err := s.conn.ExecContext(context.Background(), `INSERT OR REPLACE INTO meta(k, v) VALUES('seq', ?)`, s.lastSeq); err != nil {
+		if _, err := s.execSQL(context.Background(), `INSERT OR REPLACE INTO meta(k, v) VALUES('seq', ?)`, s.lastSeq); err != nil {
 			return fmt.Errorf("record seq: %w", err)
 		}
 	}
-	if _, err := s.commitStmt.exec(s.conn); err != nil {
+	_, err := s.commitStmt.exec(s.conn)
+	s.packSyncEnd()
+	if err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
 	s.notePages()
@@ -50,7 +56,8 @@ func (s *sqliteStream) commit() error {
 
 // rollback undoes the transaction and the in-memory changes made since st.
 func (s *sqliteStream) rollback(st txState) {
-	_, _ = s.conn.ExecContext(context.Background(), "ROLLBACK")
+	_, _ = s.execSQL(context.Background(), "ROLLBACK")
+	s.packSyncEnd()
 	_ = s.endTx() // best effort: it retries at the next end
 	s.count, s.bytes, s.ttlRows, s.lastSeq, s.lastTime = st.count, st.bytes, st.ttlRows, st.lastSeq, st.lastTime
 	s.freed = st.freed
@@ -59,4 +66,29 @@ func (s *sqliteStream) rollback(st txState) {
 		delete(s.msgids, it.id)
 	}
 	s.dedupFIFO = s.dedupFIFO[:st.fifoLen]
+}
+
+// packSyncBegin makes the pack's connection FULL for the transaction of a
+// stream that asks for it (its "sync" config): the pack's other streams
+// commit NORMAL, and SQLite takes the mode only outside a transaction.
+func (s *sqliteStream) packSyncBegin() error {
+	if s.pk == nil || !s.cfg.Sync || s.syncAll {
+		return nil
+	}
+	if _, err := s.execSQL(context.Background(), `PRAGMA synchronous=FULL`); err != nil {
+		return fmt.Errorf("sync mode: %w", err)
+	}
+	s.pk.full = true
+	return nil
+}
+
+// packSyncEnd puts the pack's connection back to NORMAL after a
+// transaction packSyncBegin made FULL.
+func (s *sqliteStream) packSyncEnd() {
+	if s.pk == nil || !s.pk.full {
+		return
+	}
+	if _, err := s.execSQL(context.Background(), `PRAGMA synchronous=NORMAL`); err == nil {
+		s.pk.full = false
+	}
 }

@@ -172,7 +172,7 @@ func (s *sqliteStream) lastSecond(nowMs int64) (rateWindow, error) {
 	// Times never decrease along seq (see lastTime), so the rows of the
 	// last second are a suffix of the table: scan back to its start
 	// instead of keeping a time index every write would pay for.
-	if err := s.conn.QueryRowContext(context.Background(), `SELECT COUNT(*), COALESCE(SUM(size), 0) FROM messages WHERE seq > COALESCE((SELECT seq FROM messages WHERE time <= ? ORDER BY seq DESC LIMIT 1), 0)`, nowMs-1000).Scan(&w.msgs, &w.bytes); err != nil {
+	if err := s.queryRowSQL(context.Background(), `SELECT COUNT(*), COALESCE(SUM(size), 0) FROM messages WHERE seq > COALESCE((SELECT seq FROM messages WHERE time <= ? ORDER BY seq DESC LIMIT 1), 0)`, nowMs-1000).Scan(&w.msgs, &w.bytes); err != nil {
 		return w, fmt.Errorf("rate: %w", err)
 	}
 	logged := s.rates.since(nowMs)
@@ -512,18 +512,25 @@ func (s *sqliteStream) insertStmt(keyed bool, i int) *lazyStmt {
 	if l.query != "" {
 		return l
 	}
+	// A pack's statement (pack.go) binds the stream's id as ?1 and the
+	// rest one place later; it is written in the pack's form here, which
+	// packSQL leaves as it is.
 	var q strings.Builder
-	q.WriteString(`INSERT INTO messages(seq, key, time, headers, enc, raw, size, ttl, expires) VALUES`)
+	o, sid, sidCol := 0, "", ""
+	if l.sid != nil {
+		o, sid, sidCol = 1, "?1, ", "sid, "
+	}
+	q.WriteString(`INSERT INTO messages(` + sidCol + `seq, key, time, headers, enc, raw, size, ttl, expires) VALUES`)
 	for r := range insertRuns[i] {
 		if r > 0 {
 			q.WriteByte(',')
 		}
 		if keyed {
-			p := 3 + 3*r
-			fmt.Fprintf(&q, `(?1+%d, ?%d, ?2, NULL, %d, ?%d, ?%d, NULL, NULL)`, r, p, encRaw, p+1, p+2)
+			p := 3 + 3*r + o
+			fmt.Fprintf(&q, `(%s?%d+%d, ?%d, ?%d, NULL, %d, ?%d, ?%d, NULL, NULL)`, sid, 1+o, r, p, 2+o, encRaw, p+1, p+2)
 		} else {
-			p := 3 + r
-			fmt.Fprintf(&q, `(?1+%d, NULL, ?2, NULL, %d, ?%d, length(?%d), NULL, NULL)`, r, encRaw, p, p)
+			p := 3 + r + o
+			fmt.Fprintf(&q, `(%s?%d+%d, NULL, ?%d, NULL, %d, ?%d, length(?%d), NULL, NULL)`, sid, 1+o, r, 2+o, encRaw, p, p)
 		}
 	}
 	l.query = q.String()
