@@ -11,7 +11,9 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/switchyard-dev/switchyard/bus"
+	"github.com/switchyard-dev/switchyard/internal/testnats"
 	"github.com/switchyard-dev/switchyard/persist"
+	"github.com/switchyard-dev/switchyard/persist/store"
 )
 
 // TestManyStreamsSmallCache writes manyStreams streams (320 through a
@@ -162,4 +164,36 @@ func TestAllOpenStreamsBusy(t *testing.T) {
 		}
 	}
 	h.ok(persist.CmdSet, "c", nil, []byte("v"))
+}
+
+// TestPacksRefuseAnArchive: a server with an archive does not look in
+// packs (their streams have no file to copy), so one started on a data
+// directory that has packs is refused at start, saying why, instead of
+// serving the streams of the packs as missing; and a config asking for
+// both is refused by New.
+func TestPacksRefuseAnArchive(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	st := store.NewSQLite(store.SQLiteConfig{Dir: dir, Packs: 2})
+	if _, err := st.PackCount(); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	e := testnats.Server(t, testnats.Options{})
+	srv, err := New(Config{Conn: testnats.Conn(t, e), ID: "0", IDs: []string{"0"}, DataDir: dir, Archive: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = srv.Start(context.Background())
+	if err == nil {
+		srv.Stop(context.Background())
+		t.Fatal("a server with an archive started on a directory with packs")
+	}
+	if !strings.Contains(err.Error(), "packs") {
+		t.Fatalf("start: %v, want it to name the packs", err)
+	}
+	srv.Stop(context.Background())
+	if _, err := New(Config{Conn: testnats.Conn(t, e), ID: "0", IDs: []string{"0"}, DataDir: t.TempDir(), Archive: t.TempDir(), Packs: 2}); err == nil {
+		t.Fatal("New took packs with an archive")
+	}
 }

@@ -531,8 +531,15 @@ func (s *Server) start(ctx context.Context) error {
 	// A directory's packs are fixed in number: a server asking for
 	// another count is refused before it serves anything.
 	if sq, ok := s.cfg.Storage.(*store.SQLite); ok && s.cfg.DataDir != "" {
-		if _, err := sq.PackCount(); err != nil {
+		n, err := sq.PackCount()
+		if err != nil {
 			return fmt.Errorf("persist server: %w", err)
+		}
+		// A storage with an archive does not look in packs (their streams
+		// have no file to copy): it would serve the streams there as
+		// missing.
+		if n > 0 && s.cfg.Archive != "" {
+			return fmt.Errorf("persist server: data directory %s keeps streams in packs, which an archive cannot copy: serve it without an archive", s.cfg.DataDir)
 		}
 	}
 	subject := bus.ScopeSubject(s.cfg.Service, "*", "api", s.cfg.ID)

@@ -30,23 +30,26 @@ const spreadStreams, spreadMaxOpen, spreadClients = 2000, 200, 16
 // evict another. The anchor, in the same run and on the same server, is the
 // same clients writing to random streams among half the cap, which all stay
 // open ("hot"); the ratio spread/hot is what to compare between builds.
+//
+// layout=packs keeps the streams in 4 packs (Config.Packs) behind the same
+// cap: an open there is a lookup on the pack's connection.
 func BenchmarkSpreadWrites(b *testing.B) {
-	for _, exclusive := range []bool{false, true} {
-		name := "locking=normal"
-		if exclusive {
-			name = "locking=exclusive"
-		}
-		b.Run(name, func(b *testing.B) { benchSpreadWrites(b, exclusive) })
+	for _, l := range []struct {
+		name      string
+		exclusive bool
+		packs     int
+	}{{"locking=normal", false, 0}, {"locking=exclusive", true, 0}, {"layout=packs", false, 4}} {
+		b.Run(l.name, func(b *testing.B) { benchSpreadWrites(b, l.exclusive, l.packs) })
 	}
 }
 
 // benchSpreadWrites is BenchmarkSpreadWrites on a server with
-// ExclusiveFiles or not.
-func benchSpreadWrites(b *testing.B, exclusive bool) {
+// ExclusiveFiles or not, and packs or not.
+func benchSpreadWrites(b *testing.B, exclusive bool, packs int) {
 	e := testnats.Server(b, testnats.Options{})
 	srvConn := testnats.Conn(b, e)
 	dir := b.TempDir()
-	srv, err := New(Config{Conn: srvConn, ID: "0", IDs: []string{"0"}, DataDir: dir, MaxOpenStreams: spreadMaxOpen, ExclusiveFiles: exclusive})
+	srv, err := New(Config{Conn: srvConn, ID: "0", IDs: []string{"0"}, DataDir: dir, MaxOpenStreams: spreadMaxOpen, ExclusiveFiles: exclusive, Packs: packs})
 	if err != nil {
 		b.Fatal(err)
 	}
