@@ -25,7 +25,8 @@ import (
 // closed quickly, their commits left in the WAL for the next open to read
 // back (store.QuickCloser), which the kill must not lose either. The
 // exclusive run does so with --exclusive-files, whose WAL index is in the
-// killed process's memory only: the restart rebuilds it from the WAL.
+// killed process's memory only: the restart rebuilds it from the WAL; the
+// packs run with the streams in two shared files (--packs 2).
 func TestDurabilityAcrossSIGKILL(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -41,6 +42,9 @@ func TestDurabilityAcrossSIGKILL(t *testing.T) {
 		"sync-evicting":   {64, []string{"--max-open-streams", "16", "--sync"}},
 		// Locked files, the WAL index in memory: recovery reads the WAL.
 		"exclusive-evicting": {64, []string{"--max-open-streams", "16", "--exclusive-files"}},
+		// Streams sharing two pack files (one WAL each, exclusive), opened
+		// and closed throughout: recovery reads the packs' WALs.
+		"packs-evicting": {64, []string{"--max-open-streams", "16", "--packs", "2"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
