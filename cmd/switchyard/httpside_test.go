@@ -318,7 +318,7 @@ func TestUpMetrics(t *testing.T) {
 		"switchyard_usenet_releases_published_total", "switchyard_usenet_binaries_changed_total",
 		"switchyard_events_gaps_total", "switchyard_events_single_leases", "switchyard_events_single_backlog",
 		"switchyard_events_presence_present", "switchyard_events_presence_connections", "switchyard_events_presence_removes_total",
-		"switchyard_events_presence_reloads_total", "switchyard_events_presence_failures_total",
+		"switchyard_events_presence_reloads_total", "switchyard_events_presence_failures_total", "switchyard_events_presence_refused_total",
 	}
 	for _, name := range present {
 		if _, ok := sum(fams, name); !ok {
