@@ -43,9 +43,8 @@ import (
 // are rewritten for the pack's tables (packSQL), bind the stream's id
 // first, and run on the pack's one connection under the pack's lock, held
 // by each call of a stream in the pack (packStream). What a pack does not
-// do: totals kept at close (a pack's stream counts its rows at open, a
-// scan of its own), an archive copy (Archive and Packs exclude each
-// other), sharing the directory with a second server (the pack's file is
+// do: an archive copy (Archive and Packs exclude each other), sharing the
+// directory with a second server (the pack's file is
 // opened with locking_mode=EXCLUSIVE, as SQLiteConfig.Exclusive does for
 // stream files), a quick close or a compaction (nothing to close).
 
@@ -90,6 +89,10 @@ CREATE TABLE IF NOT EXISTS msgids(sid INTEGER NOT NULL, id TEXT NOT NULL, seq IN
 CREATE INDEX IF NOT EXISTS msgids_time ON msgids(sid, time);
 CREATE TABLE IF NOT EXISTS delids(sid INTEGER NOT NULL, id TEXT NOT NULL, seqs BLOB NOT NULL, time INTEGER NOT NULL, PRIMARY KEY(sid, id)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS delids_time ON delids(sid, time);
+-- A stream's kept totals (totals.go) go at the first change to its rows
+-- that its last seq does not show, whoever makes it.
+CREATE TRIGGER IF NOT EXISTS totals_stale_delete AFTER DELETE ON messages BEGIN DELETE FROM meta WHERE sid = OLD.sid AND k = 'totals'; END;
+CREATE TRIGGER IF NOT EXISTS totals_stale_update AFTER UPDATE ON messages BEGIN DELETE FROM meta WHERE sid = OLD.sid AND k = 'totals'; END;
 `
 
 var (
@@ -800,4 +803,10 @@ func (p *packStream) Bytes() int64            { return p.s.Bytes() }
 func (p *packStream) Config() persist.Config  { return p.s.Config() }
 func (p *packStream) OpenedChanges() []Change { return p.s.OpenedChanges() }
 func (p *packStream) NeedsExpiry() bool       { return p.s.NeedsExpiry() }
-func (p *packStream) Close() error            { return nil } // nothing of its own is open
+
+// Close keeps a large stream's totals in the pack (totals.go); nothing
+// else of the stream is open.
+func (p *packStream) Close() error {
+	defer p.lock()()
+	return p.s.Close()
+}

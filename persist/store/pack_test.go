@@ -343,3 +343,80 @@ func TestPackSharedByStoragesOfAProcess(t *testing.T) {
 		t.Fatal("the packs of the directory are still held after both storages closed")
 	}
 }
+
+// TestPackKeepsTotals: a large stream of a pack keeps its totals in the
+// pack at close (meta 'totals' under its id), the next open takes them
+// instead of counting its rows, and the pack's trigger drops them at the
+// first delete of one of its rows (a write the close did not see), while
+// another stream's delete leaves them. (Was: a stream of a pack counted
+// its rows at every open: 18.6 ms for 100,000 rows, 10x a file's open.)
+func TestPackKeepsTotals(t *testing.T) {
+	t.Parallel()
+	st := NewSQLite(SQLiteConfig{Dir: t.TempDir(), Packs: 1})
+	t.Cleanup(func() { st.Close() })
+	now := time.Now()
+	open := func(name string) *packStream {
+		t.Helper()
+		s, err := st.Open("hub", name, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.(*packStream)
+	}
+	kept := func(ps *packStream) bool {
+		t.Helper()
+		pk := ps.s.pk
+		pk.mu.Lock()
+		defer pk.mu.Unlock()
+		var n int
+		if err := pk.conn.QueryRowContext(t.Context(), `SELECT COUNT(*) FROM meta WHERE sid = ? AND k = 'totals'`, ps.s.sid).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n == 1
+	}
+	big, other := open("big"), open("other")
+	for b := range 5 {
+		var ops []WriteOp
+		for i := range 1000 {
+			ops = append(ops, WriteOp{Value: fmt.Appendf(nil, "v%d-%d", b, i)})
+		}
+		if _, _, err := big.Write(ops, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := other.Write([]WriteOp{{Value: []byte("x")}}, now); err != nil {
+		t.Fatal(err)
+	}
+	if err := big.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !kept(big) {
+		t.Fatal("a 5,000-row stream of a pack kept no totals at close")
+	}
+	big = open("big")
+	if big.s.kept == (totals{}) || big.s.count != 5000 {
+		t.Fatalf("reopened: count %d, kept %+v; want 5000 taken from the kept totals", big.s.count, big.s.kept)
+	}
+	// Another stream's delete leaves them; the stream's own drops them.
+	if _, _, err := other.Delete(persist.Delete{All: true}, now); err != nil {
+		t.Fatal(err)
+	}
+	if !kept(big) {
+		t.Fatal("another stream's delete dropped the kept totals")
+	}
+	if _, _, err := big.Delete(persist.Delete{Seqs: []uint64{7}}, now); err != nil {
+		t.Fatal(err)
+	}
+	if kept(big) {
+		t.Fatal("the stream's own delete left its kept totals")
+	}
+	if err := big.Close(); err != nil {
+		t.Fatal(err)
+	}
+	big = open("big")
+	if inv, err := big.Inventory(); err != nil || inv.Count != 4999 {
+		t.Fatalf("after a delete and a close: %+v %v, want 4,999", inv, err)
+	}
+	big.Close()
+	other.Close()
+}

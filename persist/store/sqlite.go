@@ -972,13 +972,12 @@ func (s *sqliteStream) applySync() error {
 
 // Close implements Stream.
 func (s *sqliteStream) Close() error {
+	s.keepTotals() // before the archive's backup, which then has them too
 	if s.pk != nil {
 		// The connection and the statements are the pack's; what the
-		// handle holds is memory. Totals are not kept in a pack: its
-		// streams are counted at open (a scan of their own rows).
+		// handle holds is memory.
 		return nil
 	}
-	s.keepTotals() // before the archive's backup, which then has them too
 	var first error
 	if s.arch != nil {
 		first = s.arch.backup(s)

@@ -129,7 +129,10 @@ func (s *sqliteStream) keepTotals() {
 		return
 	}
 	ctx := context.Background()
-	if _, err = s.execSQL(ctx, totalsTriggers); err == nil {
+	if s.pk == nil { // a pack's schema has its triggers (pack.go)
+		_, err = s.execSQL(ctx, totalsTriggers)
+	}
+	if err == nil {
 		_, err = s.execSQL(ctx, `INSERT OR REPLACE INTO meta(k, v) VALUES(?, ?)`, totalsKey, s.current().encode())
 	}
 	if err != nil {
