@@ -76,17 +76,24 @@ type EventsConfig struct {
 	// shared 2-core machine one run's CPU and p99 spread by a quarter
 	// and more. Zero means 1.
 	Rounds int
+	// Packs runs our up with --packs N: its streams (each channel's, the
+	// presence rows') in N shared files. Zero: a file each.
+	Packs int
 }
 
 // upFlags are the flags of our up that the config sets.
 func (c EventsConfig) upFlags() []string {
+	var f []string
+	if c.Packs > 0 {
+		f = append(f, "--packs", strconv.Itoa(c.Packs))
+	}
 	switch c.Window {
 	case 0:
-		return nil
+		return f
 	case events.NoCoalescing:
-		return []string{"--events-window", "0"}
+		return append(f, "--events-window", "0")
 	}
-	return []string{"--events-window", c.Window.String()}
+	return append(f, "--events-window", c.Window.String())
 }
 
 // window is our up's coalescing window; 0 for none.

@@ -88,6 +88,9 @@ many and exits 1.`,
 			if err := cfg.Check(); err != nil {
 				return usagef("%v", err)
 			}
+			if err := checkPacks(cfg.Packs, ""); err != nil {
+				return err
+			}
 			if only != "" && only != "ours" && only != "centrifugo" {
 				return usagef("--only is ours or centrifugo")
 			}
@@ -130,6 +133,7 @@ many and exits 1.`,
 	f.StringVar(&cfg.Dir, "dir", "", "directory for the servers' data, configs and logs (default: a temp dir)")
 	f.IntVar(&cfg.Rounds, "rounds", 1, "measure each server this many times, the servers taking turns, and print each figure's median (and the ratios round by round)")
 	f.DurationVar(&window, "window", events.CoalesceWindowDefault, "our up's coalescing window (its --events-window); 0: none, so that ours' latency is its machinery's alone")
+	f.IntVar(&cfg.Packs, "packs", 0, "run our up with --packs `N`: its streams in N shared files (0: a file each)")
 	return cmd
 }
 
