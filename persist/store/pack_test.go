@@ -346,9 +346,9 @@ func TestPackSharedByStoragesOfAProcess(t *testing.T) {
 
 // TestPackKeepsTotals: a large stream of a pack keeps its totals in the
 // pack at close (meta 'totals' under its id), the next open takes them
-// instead of counting its rows, and the pack's trigger drops them at the
-// first delete of one of its rows (a write the close did not see), while
-// another stream's delete leaves them. (Was: a stream of a pack counted
+// instead of counting its rows, and its first write transaction drops
+// them (a write the close did not see), while another stream's delete
+// leaves them. (Was: a stream of a pack counted
 // its rows at every open: 18.6 ms for 100,000 rows, 10x a file's open.)
 func TestPackKeepsTotals(t *testing.T) {
 	t.Parallel()

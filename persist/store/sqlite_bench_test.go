@@ -31,22 +31,33 @@ func benchStreamLocking(b *testing.B, exclusive bool) Stream {
 }
 
 // BenchmarkStoreWriteKeyed is one keyed set per commit over 1,000 keys, so
-// most writes replace an existing key, with each locking mode.
+// most writes replace an existing key, with each locking mode and in a
+// pack (layout=pack).
 func BenchmarkStoreWriteKeyed(b *testing.B) {
-	for _, l := range lockingModes {
-		b.Run(l.name, func(b *testing.B) {
-			st := benchStreamLocking(b, l.exclusive)
-			value := make([]byte, 128)
-			i := 0
-			for b.Loop() {
-				ops := []WriteOp{{Key: "k" + strconv.Itoa(i%1000), Value: value}}
-				if _, _, err := st.Write(ops, time.Now()); err != nil {
-					b.Fatal(err)
-				}
-				i++
+	keyed := func(b *testing.B, st Stream) {
+		value := make([]byte, 128)
+		i := 0
+		for b.Loop() {
+			ops := []WriteOp{{Key: "k" + strconv.Itoa(i%1000), Value: value}}
+			if _, _, err := st.Write(ops, time.Now()); err != nil {
+				b.Fatal(err)
 			}
-		})
+			i++
+		}
 	}
+	for _, l := range lockingModes {
+		b.Run(l.name, func(b *testing.B) { keyed(b, benchStreamLocking(b, l.exclusive)) })
+	}
+	b.Run("layout=pack", func(b *testing.B) {
+		st := NewSQLite(SQLiteConfig{Dir: b.TempDir(), Packs: 1})
+		b.Cleanup(func() { st.Close() })
+		s, err := st.Open("bench", "s", time.Now())
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { s.Close() })
+		keyed(b, s)
+	})
 }
 
 // BenchmarkStoreWriteKeyedGroup is a group commit of 16 keyed sets (16

@@ -129,7 +129,7 @@ func (s *sqliteStream) keepTotals() {
 		return
 	}
 	ctx := context.Background()
-	if s.pk == nil { // a pack's schema has its triggers (pack.go)
+	if s.pk == nil { // a pack drops them in begin instead (tx.go)
 		_, err = s.execSQL(ctx, totalsTriggers)
 	}
 	if err == nil {

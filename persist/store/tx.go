@@ -27,6 +27,20 @@ func (s *sqliteStream) begin() (txState, error) {
 		_, _ = s.execSQL(context.Background(), "ROLLBACK")
 		return txState{}, fmt.Errorf("begin: %w", err)
 	}
+	if s.pk != nil && s.kept != (totals{}) {
+		// In a pack the kept totals go with the first write transaction
+		// after the open that took them, in it: only this process writes
+		// the pack (it is exclusive), through here, so they are never
+		// trusted past a change; a crash after it leaves none, and the
+		// next open counts. (A file has triggers for it, which also see
+		// other programs' writes; in a pack they cost every keyed set.)
+		if _, err := s.execSQL(context.Background(), `DELETE FROM meta WHERE k = ?`, totalsKey); err != nil {
+			_, _ = s.execSQL(context.Background(), "ROLLBACK")
+			s.packSyncEnd()
+			return txState{}, fmt.Errorf("begin: kept totals: %w", err)
+		}
+		s.kept = totals{}
+	}
 	s.newestGone = false
 	return txState{count: s.count, bytes: s.bytes, ttlRows: s.ttlRows, freed: s.freed, lastSeq: s.lastSeq, lastTime: s.lastTime, fifoLen: len(s.dedupFIFO), lazy: s.lazy}, nil
 }
