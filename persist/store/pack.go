@@ -236,6 +236,13 @@ type pack struct {
 	stmts map[string]*sql.Stmt
 	// sids are the ids of the streams looked up (remember).
 	sids map[string]int64
+	// handles counts the open handles of each stream (an evicted one may
+	// still be closing when the stream is opened again): only the last
+	// keeps its totals (keepTotals).
+	handles map[int64]int
+	// baseFull: the connection's own mode is synchronous=FULL (the
+	// storage that opened it has Sync), so no transaction switches it.
+	baseFull bool
 	// full: a stream's transaction made the connection synchronous=FULL
 	// (packSyncBegin); the next end of a transaction puts NORMAL back.
 	full bool
@@ -260,7 +267,7 @@ func openPack(path string, full bool, busyMs int) (*pack, error) {
 		db.Close()
 		return nil, fmt.Errorf("open pack: %w", err)
 	}
-	p := &pack{db: db, conn: conn, path: path}
+	p := &pack{db: db, conn: conn, path: path, handles: map[int64]int{}, baseFull: full}
 	p.st = newStmtSet(&p.cur)
 	// auto_vacuum only takes on a file with no table yet; it lets a full
 	// disk's streams give pages back (reserve.go), as a stream file's.
@@ -547,6 +554,7 @@ func (st *SQLite) openPacked(scope, name, p string, create bool, now time.Time) 
 	if err != nil {
 		return nil, false, err
 	}
+	created := false
 	if !found {
 		if !create || st.packs == 0 {
 			return nil, false, nil
@@ -559,6 +567,7 @@ func (st *SQLite) openPacked(scope, name, p string, create bool, now time.Time) 
 		if sid, _, err = pk.lookup(scope, name, true); err != nil {
 			return nil, false, err
 		}
+		created = true
 	}
 	s := &sqliteStream{
 		conn: pk.conn, stmtSet: pk.st, pk: pk, sid: sid,
@@ -567,9 +576,17 @@ func (st *SQLite) openPacked(scope, name, p string, create bool, now time.Time) 
 	}
 	pk.cur = sid
 	if err := s.init(now, openHow{}); err != nil {
+		if created {
+			// As a file an open made is removed when it fails: a
+			// stream row left would make the stream exist, empty.
+			if rerr := pk.remove(sid); rerr == nil {
+				delete(pk.sids, scope+"\x00"+name)
+			}
+		}
 		return nil, false, err
 	}
 	s.opened = true
+	pk.handles[sid]++
 	return &packStream{s: s}, true, nil
 }
 
@@ -809,5 +826,10 @@ func (p *packStream) NeedsExpiry() bool       { return p.s.NeedsExpiry() }
 // else of the stream is open.
 func (p *packStream) Close() error {
 	defer p.lock()()
-	return p.s.Close()
+	err := p.s.Close()
+	pk := p.s.pk
+	if pk.handles[p.s.sid]--; pk.handles[p.s.sid] <= 0 {
+		delete(pk.handles, p.s.sid)
+	}
+	return err
 }

@@ -420,3 +420,102 @@ func TestPackKeepsTotals(t *testing.T) {
 	big.Close()
 	other.Close()
 }
+
+// TestPackKeptTotalsSurviveNoStaleHandle: a stream of a pack with kept
+// totals must never reopen with figures its rows do not have. (Was: a
+// write that rolled back put the dropped totals row back while the handle
+// forgot it had them, so no later write dropped it again; and a handle
+// evicted and closing while its stream was opened again kept its own,
+// older, figures over the new handle's deletes.)
+func TestPackKeptTotalsSurviveNoStaleHandle(t *testing.T) {
+	t.Parallel()
+	st := NewSQLite(SQLiteConfig{Dir: t.TempDir(), Packs: 1})
+	t.Cleanup(func() { st.Close() })
+	now := time.Now()
+	open := func() *packStream {
+		t.Helper()
+		s, err := st.Open("hub", "big", now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.(*packStream)
+	}
+	count := func() int64 {
+		t.Helper()
+		s := open()
+		defer s.Close()
+		inv, err := s.Inventory()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return inv.Count
+	}
+	s := open()
+	for b := range 5 {
+		var ops []WriteOp
+		for i := range 1000 {
+			ops = append(ops, WriteOp{Value: fmt.Appendf(nil, "v%d-%d", b, i)})
+		}
+		if _, _, err := s.Write(ops, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close() // keeps 5,000
+
+	// A transaction that rolls back keeps the handle's duty to drop them.
+	s = open()
+	unlock := s.lock()
+	tx, err := s.s.begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.s.rollback(tx)
+	unlock()
+	if s.s.kept == (totals{}) {
+		t.Fatal("after a rollback the handle forgot the kept totals the rollback put back")
+	}
+	var seqs []uint64
+	for q := range uint64(1000) {
+		seqs = append(seqs, q+1)
+	}
+	if _, _, err := s.Delete(persist.Delete{Seqs: seqs}, now); err != nil {
+		t.Fatal(err)
+	}
+	s.Close() // 4,000 rows: under TotalsMinRows, nothing kept
+	if n := count(); n != 4000 {
+		t.Fatalf("after a rollback, a delete and a close: count %d, want 4,000", n)
+	}
+
+	// Two handles: the old one's close does not keep its older figures.
+	s = open()
+	if _, _, err := s.Write([]WriteOp{{Value: []byte("more")}}, now); err != nil {
+		t.Fatal(err)
+	}
+	var ops []WriteOp
+	for i := range 1000 {
+		ops = append(ops, WriteOp{Value: fmt.Appendf(nil, "w%d", i)})
+	}
+	if _, _, err := s.Write(ops, now); err != nil {
+		t.Fatal(err)
+	}
+	s.Close() // 5,001 kept
+	// The old handle writes (its figures are no longer the kept ones),
+	// then is "evicted": the stream is opened again while it is open.
+	old := open()
+	if _, _, err := old.Write([]WriteOp{{Value: []byte("last")}}, now); err != nil {
+		t.Fatal(err)
+	}
+	cur := open()
+	seqs = seqs[:0]
+	for q := range uint64(1000) {
+		seqs = append(seqs, 1001+q)
+	}
+	if _, _, err := cur.Delete(persist.Delete{Seqs: seqs}, now); err != nil {
+		t.Fatal(err)
+	}
+	old.Close() // its figures are 5,002
+	cur.Close() // 4,002: under TotalsMinRows, keeps nothing
+	if n := count(); n != 4002 {
+		t.Fatalf("after an old handle's close: count %d, want 4,002", n)
+	}
+}

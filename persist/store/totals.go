@@ -124,6 +124,12 @@ func (s *sqliteStream) keepTotals() {
 	if !s.opened || s.memory || s.count < TotalsMinRows || s.kept == s.current() {
 		return
 	}
+	if s.pk != nil && s.pk.handles[s.sid] > 1 {
+		// Another handle of the stream is open in this process (an
+		// evicted one closing while its stream was opened again): this
+		// one's figures may be behind it, so the last one keeps them.
+		return
+	}
 	st, err := s.begin() // on a shared file, makes the totals current first
 	if err != nil {
 		return
@@ -139,7 +145,12 @@ func (s *sqliteStream) keepTotals() {
 		s.rollback(st)
 		return
 	}
-	if s.commit() == nil {
-		s.kept = s.current()
+	if err := s.commit(); err != nil {
+		// Most failed commits end the transaction themselves; one that
+		// did not (a busy file) must not stay open on the connection,
+		// which a pack shares with its other streams.
+		s.rollback(st)
+		return
 	}
+	s.kept = s.current()
 }

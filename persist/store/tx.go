@@ -13,6 +13,7 @@ type txState struct {
 	lastTime              int64
 	fifoLen               int
 	lazy                  lazyTables // a rollback undoes their creation
+	kept                  totals     // a rollback puts back a pack's kept totals row (begin)
 }
 
 func (s *sqliteStream) begin() (txState, error) {
@@ -27,6 +28,7 @@ func (s *sqliteStream) begin() (txState, error) {
 		_, _ = s.execSQL(context.Background(), "ROLLBACK")
 		return txState{}, fmt.Errorf("begin: %w", err)
 	}
+	kept := s.kept
 	if s.pk != nil && s.kept != (totals{}) {
 		// In a pack the kept totals go with the first write transaction
 		// after the open that took them, in it: only this process writes
@@ -42,7 +44,7 @@ func (s *sqliteStream) begin() (txState, error) {
 		s.kept = totals{}
 	}
 	s.newestGone = false
-	return txState{count: s.count, bytes: s.bytes, ttlRows: s.ttlRows, freed: s.freed, lastSeq: s.lastSeq, lastTime: s.lastTime, fifoLen: len(s.dedupFIFO), lazy: s.lazy}, nil
+	return txState{count: s.count, bytes: s.bytes, ttlRows: s.ttlRows, freed: s.freed, lastSeq: s.lastSeq, lastTime: s.lastTime, fifoLen: len(s.dedupFIFO), lazy: s.lazy, kept: kept}, nil
 }
 
 func (s *sqliteStream) commit() error {
@@ -76,6 +78,11 @@ func (s *sqliteStream) rollback(st txState) {
 	s.count, s.bytes, s.ttlRows, s.lastSeq, s.lastTime = st.count, st.bytes, st.ttlRows, st.lastSeq, st.lastTime
 	s.freed = st.freed
 	s.lazy = st.lazy
+	if s.pk != nil {
+		// The rollback put back the kept totals row begin dropped: the
+		// next transaction must drop it again.
+		s.kept = st.kept
+	}
 	for _, it := range s.dedupFIFO[st.fifoLen:] {
 		delete(s.msgids, it.id)
 	}
@@ -86,7 +93,7 @@ func (s *sqliteStream) rollback(st txState) {
 // stream that asks for it (its "sync" config): the pack's other streams
 // commit NORMAL, and SQLite takes the mode only outside a transaction.
 func (s *sqliteStream) packSyncBegin() error {
-	if s.pk == nil || !s.cfg.Sync || s.syncAll {
+	if s.pk == nil || !(s.cfg.Sync || s.syncAll) || s.pk.baseFull {
 		return nil
 	}
 	if _, err := s.execSQL(context.Background(), `PRAGMA synchronous=FULL`); err != nil {
