@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"net"
@@ -205,15 +205,7 @@ func slowProxy(t *testing.T, target string, delay time.Duration) string {
 func TestTimeoutBoundsWholeCommand(t *testing.T) {
 	t.Parallel()
 	e, nc := testnats.Start(t)
-	// A persist service that takes requests and never answers.
-	sub, err := nc.Subscribe("persist.>", func(*nats.Msg) {})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Unsubscribe()
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	silentPersist(t, nc)
 	u, _ := strings.CutPrefix(e.ClientURL(), "nats://")
 	const timeout = 3 * time.Second
 	url := slowProxy(t, u, 2*time.Second)
@@ -228,6 +220,20 @@ func TestTimeoutBoundsWholeCommand(t *testing.T) {
 	}
 }
 
+// silentPersist subscribes nc to every persist subject (the balancer's and
+// the servers') and answers nothing, until the test ends.
+func silentPersist(t *testing.T, nc *nats.Conn) {
+	t.Helper()
+	sub, err := nc.Subscribe("persist.>", func(*nats.Msg) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestTimeoutRanOutSaysSo: a command whose --timeout ends before persist
 // answers says that the time limit ran out, naming the flag and its
 // value. (Was: "get "hub"/"s": context deadline exceeded (last error: ask
@@ -237,15 +243,7 @@ func TestTimeoutBoundsWholeCommand(t *testing.T) {
 func TestTimeoutRanOutSaysSo(t *testing.T) {
 	t.Parallel()
 	e, nc := testnats.Start(t)
-	// A persist service and balancer that take requests and never answer.
-	sub, err := nc.Subscribe("persist.>", func(*nats.Msg) {})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Unsubscribe()
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	silentPersist(t, nc)
 	for _, to := range []string{"300ms", "1ns"} {
 		args := []string{"kv", "get", "hub", "s", "k", "--nats", e.ClientURL(), "--timeout", to}
 		_, stderr, code := execute(t, args...)
